@@ -1,0 +1,30 @@
+# blackbox: the two set-up commands are `make demo` and `make test`.
+GO ?= go
+PKGS := ./...
+
+.PHONY: all test lint bench fuzz demo build
+
+all: lint test
+
+build:
+	$(GO) build -o bin/blackbox ./cmd/blackbox
+
+# Every test, race detector on. CI runs exactly this (.ci/run).
+test: lint
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 $(PKGS)
+
+# Fuzz every reader of untrusted bytes for 30 s each (not in CI).
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzCSVReader -fuzztime=30s ./store/csvstore
+	$(GO) test -run='^$$' -fuzz=FuzzRowDecode -fuzztime=30s ./store/csvstore
+
+demo: build
+	./bin/blackbox demo --dir demo-out

@@ -1,0 +1,300 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+	"time"
+)
+
+// MaxCyclesPerInput bounds the reentrant cycles of one input (Cycle.Queue),
+// and MaxCompletionsPerDelivery the completion callbacks of one delivery, so
+// that a processor that queues or registers itself forever fails instead of
+// spinning.
+const (
+	MaxCyclesPerInput         = 65536
+	MaxCompletionsPerDelivery = 65536
+)
+
+// ErrUnknownTimer is returned when a timer fires that the processor never set
+// (or that already fired).
+var ErrUnknownTimer = errors.New("engine: unknown timer")
+
+// ErrTooManyCycles is returned when an input queues more than
+// MaxCyclesPerInput reentrant cycles, or registers more than
+// MaxCompletionsPerDelivery completions.
+var ErrTooManyCycles = errors.New("engine: too many reentrant cycles")
+
+// PanicError is a panic of a processor, a completion callback or a sink,
+// turned into the failure of that item. Unwrap gives the panic value when it
+// is an error.
+type PanicError struct {
+	Processor string
+	Value     any
+	Stack     []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("engine: processor %q panicked: %v", e.Processor, e.Value)
+}
+
+// Unwrap returns the panic value if it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// Output is one output a processor emitted with Cycle.Emit.
+type Output struct {
+	Sink  string
+	Value any
+}
+
+// Trace is what one input (or one timer) did in one processor: the outputs it
+// emitted, the clock readings of its cycles, the completions it registered and
+// its error. A Trace returned by Host is reused by the next call.
+type Trace struct {
+	Processor   string
+	Delivery    *Delivery
+	Timer       int // the timer's number for a timer cycle, 0 for an input
+	Cycles      int // cycles run: 1 + reentrant cycles
+	Outputs     []Output
+	Reads       []time.Time
+	Completions []Completion
+	Err         error
+}
+
+// Cycle is one event cycle of one processor. It is valid only inside the
+// OnEvent or OnTimer call it was passed to, and is not safe for concurrent
+// use.
+type Cycle struct {
+	h *Host
+}
+
+// Processor is the name of the processor this cycle runs.
+func (c *Cycle) Processor() string { return c.h.name }
+
+// Delivery is the delivery of the item being handled, for every cycle of it
+// (reentrant cycles included); nil when the item has no source position and
+// in timer cycles.
+func (c *Cycle) Delivery() *Delivery { return c.h.trace.Delivery }
+
+// Context is the context of the processor's group. Publishing with it from a
+// cycle is recognised as a publish from a group goroutine: it never waits.
+func (c *Cycle) Context() context.Context { return c.h.ctx }
+
+// Now reads the engine clock. Every reading is part of the input's record and
+// is played back in replay, so a processor must read time only through Now.
+func (c *Cycle) Now() time.Time {
+	t := c.h.clock.Now()
+	c.h.trace.Reads = append(c.h.trace.Reads, t)
+	return t
+}
+
+// Emit emits an output: delivered to the engine's sink live, recorded as an
+// OUTPUT row, captured and compared in replay. Outputs are numbered from 1
+// per input across all its cycles.
+func (c *Cycle) Emit(sink string, out any) {
+	h := c.h
+	h.trace.Outputs = append(h.trace.Outputs, Output{Sink: sink, Value: out})
+	if h.sink != nil && h.trace.Err == nil {
+		if err := h.sink.Write(sink, out); err != nil {
+			h.sinkErr = fmt.Errorf("engine: sink %q: %w", sink, err)
+		}
+	}
+}
+
+// Queue queues a reentrant event: one more cycle of this processor after the
+// current one, under the same delivery.
+func (c *Cycle) Queue(ev any) {
+	c.h.queue = append(c.h.queue, ev)
+}
+
+// After sets a timer that fires d after now, in a cycle of its own (the
+// processor must implement TimerHandler). It returns the timer's number:
+// 1, 2, 3 ... per processor. Setting a timer reads the clock without
+// recording it.
+func (c *Cycle) After(d time.Duration) int {
+	h := c.h
+	h.nextTimer++
+	n := h.nextTimer
+	h.timers[n] = struct{}{}
+	if h.schedule != nil {
+		h.schedule(n, h.timerClock.Now().Add(d))
+	}
+	return n
+}
+
+// OnComplete registers f to run once the current positioned delivery is
+// complete (see Completion). The same comparable value registered again
+// during one delivery is kept once; callbacks run in registration order.
+// Outside a positioned delivery (no Delivery, a timer cycle) it keeps nothing
+// and returns false: the caller does its work itself.
+func (c *Cycle) OnComplete(f Completion) bool {
+	h := c.h
+	if h.trace.Delivery == nil || h.trace.Timer != 0 || f == nil {
+		return false
+	}
+	if reflect.TypeOf(f).Comparable() {
+		for _, g := range h.trace.Completions {
+			if reflect.TypeOf(g) == reflect.TypeOf(f) && g == f {
+				return true
+			}
+		}
+	}
+	if len(h.trace.Completions) >= MaxCompletionsPerDelivery {
+		h.sinkErr = fmt.Errorf("%w: more than %d completions", ErrTooManyCycles, MaxCompletionsPerDelivery)
+		return false
+	}
+	h.trace.Completions = append(h.trace.Completions, f)
+	return true
+}
+
+// Host runs one processor deterministically: it hands it cycles for inputs
+// and timers, drains its reentrant events, numbers its timers and collects a
+// Trace. The engine's groups run one Host per processor; the replayer drives
+// one directly with a playback clock. A Host is not safe for concurrent use.
+type Host struct {
+	name       string
+	proc       Processor
+	ctx        context.Context
+	clock      Clock // cycle readings (recorded)
+	timerClock Clock // timer due times (not recorded); nil in replay
+	sink       Sink
+	schedule   func(timer int, due time.Time)
+
+	nextTimer int
+	timers    map[int]struct{}
+	queue     []any
+	trace     Trace
+	cycle     Cycle
+	sinkErr   error
+}
+
+// HostOption configures a Host.
+type HostOption func(*Host)
+
+// WithSink delivers emitted outputs to s live.
+func WithSink(s Sink) HostOption { return func(h *Host) { h.sink = s } }
+
+// WithTimers schedules timers: schedule is called with each timer's number
+// and due time, read from clock.
+func WithTimers(clock Clock, schedule func(timer int, due time.Time)) HostOption {
+	return func(h *Host) { h.timerClock, h.schedule = clock, schedule }
+}
+
+// WithContext sets the context cycles return from Cycle.Context.
+func WithContext(ctx context.Context) HostOption { return func(h *Host) { h.ctx = ctx } }
+
+// NewHost returns a Host running p under the given name, reading cycle time
+// from clock.
+func NewHost(name string, p Processor, clock Clock, opts ...HostOption) *Host {
+	h := &Host{name: name, proc: p, clock: clock, timers: map[int]struct{}{}, ctx: context.Background()}
+	h.cycle.h = h
+	for _, o := range opts {
+		o(h)
+	}
+	if h.timerClock == nil {
+		h.timerClock = clock
+	}
+	return h
+}
+
+// Name is the processor's name.
+func (h *Host) Name() string { return h.name }
+
+// Processor is the hosted processor.
+func (h *Host) Processor() Processor { return h.proc }
+
+// SetClock replaces the clock cycles read (the replayer installs each input's
+// recorded readings).
+func (h *Host) SetClock(c Clock) { h.clock = c }
+
+// PendingTimers reports whether timer n was set and has not fired.
+func (h *Host) PendingTimer(n int) bool { _, ok := h.timers[n]; return ok }
+
+func (h *Host) reset(d *Delivery, timer int) *Trace {
+	t := &h.trace
+	t.Processor = h.name
+	t.Delivery = d
+	t.Timer = timer
+	t.Cycles = 0
+	t.Outputs = t.Outputs[:0]
+	t.Reads = t.Reads[:0]
+	clear(t.Completions)
+	t.Completions = t.Completions[:0]
+	t.Err = nil
+	h.queue = h.queue[:0]
+	h.sinkErr = nil
+	return t
+}
+
+// Handle runs ev through the processor under delivery d (nil for an item
+// without a position): its cycle, then every reentrant cycle it queued, in
+// order. A panic is recovered into a *PanicError. The returned Trace is
+// valid until the next call.
+func (h *Host) Handle(d *Delivery, ev any) *Trace {
+	t := h.reset(d, 0)
+	t.Err = h.run(func() error { return h.proc.OnEvent(&h.cycle, ev) })
+	h.drain(t)
+	return t
+}
+
+// Fire runs the processor's timer n in a cycle of its own (and the reentrant
+// cycles it queues). A timer that was never set, or already fired, gives an
+// error wrapping ErrUnknownTimer.
+func (h *Host) Fire(n int) *Trace {
+	t := h.reset(nil, n)
+	if _, ok := h.timers[n]; !ok {
+		t.Err = fmt.Errorf("%w: processor %q has no timer %d", ErrUnknownTimer, h.name, n)
+		return t
+	}
+	delete(h.timers, n)
+	th, ok := h.proc.(TimerHandler)
+	if !ok {
+		t.Err = fmt.Errorf("engine: processor %q set timer %d but does not implement TimerHandler", h.name, n)
+		return t
+	}
+	t.Err = h.run(func() error { return th.OnTimer(&h.cycle, n) })
+	h.drain(t)
+	return t
+}
+
+func (h *Host) drain(t *Trace) {
+	for i := 0; t.Err == nil && i < len(h.queue); i++ {
+		if t.Cycles >= MaxCyclesPerInput {
+			t.Err = fmt.Errorf("%w: processor %q queued more than %d", ErrTooManyCycles, h.name, MaxCyclesPerInput)
+			break
+		}
+		ev := h.queue[i]
+		h.queue[i] = nil
+		t.Err = h.run(func() error { return h.proc.OnEvent(&h.cycle, ev) })
+	}
+	h.queue = h.queue[:0]
+}
+
+func (h *Host) run(f func() error) (err error) {
+	h.trace.Cycles++
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Processor: h.name, Value: v, Stack: debug.Stack()}
+		}
+		if err == nil {
+			err = h.sinkErr
+		}
+	}()
+	return f()
+}
+
+// Complete runs one completion callback for delivery d, recovering a panic
+// into a *PanicError.
+func Complete(processor string, f Completion, d *Delivery) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Processor: processor, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f.Complete(d)
+}

@@ -1,0 +1,63 @@
+package engine
+
+import "fmt"
+
+// Position is where an item sits in its source: Key names a partition (a
+// Kafka partition; "" for a file), Offset the place just after the item (for
+// a file, the byte offset after the line's terminator). Positions increase
+// within an epoch and key.
+type Position struct {
+	Key    string `json:"key"`
+	Offset int64  `json:"offset"`
+}
+
+func (p Position) String() string {
+	if p.Key == "" {
+		return fmt.Sprintf("%d", p.Offset)
+	}
+	return fmt.Sprintf("%s@%d", p.Key, p.Offset)
+}
+
+// Delivery is the context of one positioned item: which feed delivered it,
+// its publish sequence in this run, and where it came from in its source.
+// A processor reads it through Cycle.Delivery; it is nil for an item without
+// a source position (a push publish, a timer). A Delivery is immutable while
+// handlers see it and is safe to read from any goroutine.
+type Delivery struct {
+	Feed string `json:"feed"`
+	// Sequence is this run's publish number of the item, from 1. It restarts
+	// with every run: never store it across a restart.
+	Sequence int64 `json:"seq"`
+	// Epoch names the source's position space. It changes when the source
+	// is reset or replaced (a new pointer file, a replaced input file), so
+	// positions of different epochs are never compared.
+	Epoch    int64    `json:"epoch"`
+	Position Position `json:"position"`
+	// Attempt counts the failed attempts of this item so far: 0 on the
+	// first attempt, 1 on the first retry.
+	Attempt int `json:"attempt"`
+}
+
+// AlreadyApplied reports whether state saved through (epoch, pos) already
+// contains this delivery: the same epoch and key, and an offset at or before
+// the saved one. It is false for a nil Delivery and across epochs, so after a
+// source reset the application re-applies rather than silently skipping.
+func (d *Delivery) AlreadyApplied(epoch int64, pos Position) bool {
+	return d != nil && d.Epoch == epoch && d.Position.Key == pos.Key && d.Position.Offset <= pos.Offset
+}
+
+// Completion is a callback run once a positioned delivery is complete: after
+// every processor of the group handled the item and all its reentrant cycles,
+// before the item counts as dispatched (so before the source may commit it).
+// See Cycle.OnComplete.
+type Completion interface {
+	Complete(d *Delivery) error
+}
+
+// CompletionFunc adapts a function to Completion. A func value cannot be
+// compared, so a CompletionFunc is never de-duplicated: register a pointer
+// type to have repeated registrations kept once.
+type CompletionFunc func(d *Delivery) error
+
+// Complete calls f(d).
+func (f CompletionFunc) Complete(d *Delivery) error { return f(d) }

@@ -1,0 +1,13 @@
+// Package engine is blackbox's delivery engine: feeds read from sources and
+// number their items, fan each out to one bounded queue per subscribing
+// group, and the groups (one goroutine each) hand each item to their
+// processors with at-least-once delivery, completion callbacks, retries,
+// honest loss accounting and a commit protocol that never lets a source
+// commit an item before every queue it was offered to has processed it.
+//
+// The deterministic core is Host: it runs one processor's cycles for an
+// input or a timer and returns a Trace. Groups wrap Hosts in a goroutine; the
+// replayer drives a Host directly with a playback clock.
+//
+// docs/GUARANTEES.md says what an application can rely on.
+package engine

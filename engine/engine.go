@@ -1,0 +1,441 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"sync"
+	"time"
+)
+
+// Config is everything an Engine is built from. New validates all of it:
+// bad configuration fails there, never at run time.
+type Config struct {
+	// Clock is what processors read through Cycle.Now (recorded, played
+	// back). Default: SystemClock.
+	Clock Clock
+	// TimerClock decides when timers are due. Default: SystemClock. It is
+	// separate from Clock so that polling timers never consumes readings of
+	// a deterministic Clock.
+	TimerClock Clock
+	Feeds      []FeedConfig
+	Groups     []GroupConfig
+	Observer   Observer
+	// Sink receives every emitted output live; nil discards them.
+	Sink Sink
+	// DrainTimeout bounds how long Stop lets the groups drain their queues
+	// after the sources stopped. Default 5s.
+	DrainTimeout time.Duration
+	// Logf receives warnings (skipped items, failed commits). Default: log.Printf.
+	Logf func(format string, args ...any)
+}
+
+// FeedConfig configures one feed.
+type FeedConfig struct {
+	Name string
+	// Source feeds the feed; nil for a feed published to directly.
+	Source Source
+	// Policy is the feed's overload policy. Required, unless the source has
+	// a default (PolicySource).
+	Policy Policy
+	// Subscribers overrides the policy per subscribing group name.
+	Subscribers map[string]Policy
+	// QueueSize is the capacity of each subscriber's queue. Required (> 0).
+	QueueSize int
+	// Journal, if set, stores each item once before dispatch.
+	Journal Journal
+	// WindowCap bounds the acknowledgement window. Default DefaultWindowCap.
+	WindowCap int
+}
+
+// GroupConfig configures one group: one goroutine, its processors (each
+// item of the group's feeds goes to every processor, in order) and its
+// retry policy.
+type GroupConfig struct {
+	Name       string
+	Feeds      []string
+	Processors []ProcessorConfig
+	Retry      RetryPolicy
+}
+
+// ProcessorConfig names one processor. Names are unique in the engine.
+type ProcessorConfig struct {
+	Name      string
+	Processor Processor
+}
+
+// Engine is the delivery engine: feeds, groups and their goroutines. Its
+// methods are safe for concurrent use. Build it with New, run it with Start,
+// end it with Stop; its goroutines stop on Stop.
+type Engine struct {
+	cfg    Config
+	clock  Clock
+	feeds  []*Feed
+	byName map[string]*Feed
+	groups []*group
+	gByN   map[string]*group
+
+	mu      sync.Mutex
+	holds   map[[2]string]*Checkpoint
+	started bool
+	stopped bool
+	srcCtx  context.Context
+	cancel  context.CancelFunc
+	srcWG   sync.WaitGroup
+	srcErrs map[string]error
+}
+
+// New validates cfg and builds an engine. A *ConfigError names the feed,
+// group and key of the first problem: a missing or invalid policy, a
+// deadline on a non-blocking policy, a negative spin, a queue size that is
+// not positive, an override for a group that does not exist, a duplicate
+// feed, group or processor name, a subscription to an unknown feed.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock()
+	}
+	if cfg.TimerClock == nil {
+		cfg.TimerClock = SystemClock()
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 5 * time.Second
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = log.Printf
+	}
+	e := &Engine{cfg: cfg, clock: cfg.Clock, byName: map[string]*Feed{}, gByN: map[string]*group{},
+		holds: map[[2]string]*Checkpoint{}, srcErrs: map[string]error{}}
+	cerr := func(feed, group, key string, err error) error {
+		return &ConfigError{Feed: feed, Group: group, Key: key, Err: err}
+	}
+	groupNames := map[string]bool{}
+	procNames := map[string]bool{}
+	for _, gc := range cfg.Groups {
+		if gc.Name == "" {
+			return nil, cerr("", "", "name", fmt.Errorf("%w: a group without a name", ErrConfig))
+		}
+		if groupNames[gc.Name] {
+			return nil, cerr("", gc.Name, "name", fmt.Errorf("%w: duplicate group name", ErrConfig))
+		}
+		groupNames[gc.Name] = true
+		if len(gc.Processors) == 0 {
+			return nil, cerr("", gc.Name, "processors", fmt.Errorf("%w: a group without processors", ErrConfig))
+		}
+		for _, pc := range gc.Processors {
+			switch {
+			case pc.Name == "":
+				return nil, cerr("", gc.Name, "processors.name", fmt.Errorf("%w: a processor without a name", ErrConfig))
+			case procNames[pc.Name]:
+				return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: duplicate processor name", ErrConfig))
+			case pc.Processor == nil:
+				return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: nil processor", ErrConfig))
+			}
+			procNames[pc.Name] = true
+		}
+		if gc.Retry.Attempts < 0 || gc.Retry.Backoff < 0 {
+			return nil, cerr("", gc.Name, "retry", fmt.Errorf("%w: negative retry attempts or backoff", ErrConfig))
+		}
+	}
+	for _, fc := range cfg.Feeds {
+		if fc.Name == "" {
+			return nil, cerr("", "", "name", fmt.Errorf("%w: a feed without a name", ErrConfig))
+		}
+		if e.byName[fc.Name] != nil {
+			return nil, cerr(fc.Name, "", "name", fmt.Errorf("%w: duplicate feed name", ErrConfig))
+		}
+		pol := fc.Policy
+		if pol.Kind == "" {
+			if ps, ok := fc.Source.(PolicySource); ok {
+				pol = ps.DefaultPolicy()
+			}
+		}
+		if key, err := pol.validate(); err != nil {
+			return nil, cerr(fc.Name, "", key, err)
+		}
+		if fc.QueueSize <= 0 {
+			return nil, cerr(fc.Name, "", "queueSize", fmt.Errorf("%w: queue size must be positive, got %d", ErrConfig, fc.QueueSize))
+		}
+		for gname, op := range fc.Subscribers {
+			if !groupNames[gname] {
+				return nil, cerr(fc.Name, gname, "subscribers."+gname, fmt.Errorf("%w: override for a group that does not exist", ErrConfig))
+			}
+			if key, err := op.validate(); err != nil {
+				return nil, cerr(fc.Name, gname, "subscribers."+gname+"."+key, err)
+			}
+		}
+		wc := fc.WindowCap
+		if wc <= 0 {
+			wc = DefaultWindowCap
+		}
+		f := &Feed{name: fc.Name, eng: e, policy: pol, overrides: fc.Subscribers, queueSize: fc.QueueSize,
+			journal: fc.Journal, windowCap: wc, source: fc.Source, state: StateInitialising, closedCh: make(chan struct{})}
+		e.feeds = append(e.feeds, f)
+		e.byName[f.name] = f
+	}
+	for _, gc := range cfg.Groups {
+		g := &group{name: gc.Name, eng: e, retry: gc.Retry, obs: &e.cfg.Observer, clock: cfg.TimerClock,
+			wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		g.ctx = context.WithValue(context.Background(), agentKey, g)
+		for i, pc := range gc.Processors {
+			g.hosts = append(g.hosts, NewHost(pc.Name, pc.Processor, cfg.Clock,
+				WithSink(hostSink(cfg.Sink, pc.Name)), WithTimers(cfg.TimerClock, g.schedule(i)), WithContext(g.ctx)))
+		}
+		g.failed = make([]bool, len(g.hosts))
+		g.compErr = make([]bool, len(g.hosts))
+		empty := []*binding{}
+		g.bindings.Store(&empty)
+		seen := map[string]bool{}
+		for _, fn := range gc.Feeds {
+			f := e.byName[fn]
+			if f == nil {
+				return nil, cerr(fn, gc.Name, "feeds", fmt.Errorf("%w: subscription to a feed that does not exist", ErrConfig))
+			}
+			if seen[fn] {
+				return nil, cerr(fn, gc.Name, "feeds", fmt.Errorf("%w: duplicate subscription", ErrConfig))
+			}
+			seen[fn] = true
+			e.bind(f, g)
+		}
+		e.groups = append(e.groups, g)
+		e.gByN[g.name] = g
+	}
+	return e, nil
+}
+
+func hostSink(s Sink, processor string) Sink {
+	if s == nil {
+		return nil
+	}
+	return SinkFunc(func(_ string, out any) error { return s.Write(processor, out) })
+}
+
+// bind subscribes g to f with a new queue.
+func (e *Engine) bind(f *Feed, g *group) *binding {
+	pol := f.policy
+	if p, ok := f.overrides[g.name]; ok {
+		pol = p
+	}
+	b := &binding{feed: f, group: g, name: g.name + "/" + f.name, policy: pol, q: newQueue(f.queueSize)}
+	e.mu.Lock()
+	if cp := e.holds[[2]string{f.name, g.name}]; cp != nil && !cp.released {
+		b.hold.Store(&holdState{})
+	}
+	e.mu.Unlock()
+	f.mu.Lock()
+	f.targets = append(append([]*binding{}, f.targets...), b)
+	f.all = append(f.all, b)
+	f.mu.Unlock()
+	g.addBinding(b)
+	return b
+}
+
+func (e *Engine) logf(format string, args ...any) { e.cfg.Logf("blackbox engine: "+format, args...) }
+
+// Feed returns the named feed, or nil.
+func (e *Engine) Feed(name string) *Feed { return e.byName[name] }
+
+// Clock is the engine's clock.
+func (e *Engine) Clock() Clock { return e.clock }
+
+// Start starts every group goroutine, then every source. ctx bounds nothing
+// after Start returns; Stop ends the run.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return fmt.Errorf("%w: already started", ErrStopped)
+	}
+	e.started = true
+	for _, g := range e.groups {
+		go g.run()
+	}
+	e.srcCtx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	for _, f := range e.feeds {
+		if f.source == nil {
+			f.SetState(StateCaughtUp, "")
+			continue
+		}
+		e.srcWG.Add(1)
+		go func(f *Feed) {
+			defer e.srcWG.Done()
+			err := f.source.Run(e.srcCtx, f)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				e.mu.Lock()
+				e.srcErrs[f.name] = err
+				e.mu.Unlock()
+				f.SetState(f.stateNow(), "source failed: "+err.Error())
+				e.logf("feed %q source: %v", f.name, err)
+			}
+		}(f)
+	}
+	return nil
+}
+
+func (f *Feed) stateNow() FeedState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state
+}
+
+// Stop ends the run in order: stop the sources, refuse waiting blocking
+// publishes, let the groups drain their queues (bounded by DrainTimeout and
+// ctx), commit what was processed after the sources stopped, close the
+// groups (END of every stream), commit again. Items never processed stay
+// uncommitted and are re-delivered by the next run. Every goroutine of the
+// engine has returned when Stop returns.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.started || e.stopped {
+		e.mu.Unlock()
+		return nil
+	}
+	e.stopped = true
+	e.mu.Unlock()
+
+	for _, f := range e.feeds {
+		f.mu.Lock()
+		f.closing = true
+		f.mu.Unlock()
+		close(f.closedCh)
+	}
+	e.cancel()
+	e.srcWG.Wait()
+
+	drainCtx, cancel := context.WithTimeout(ctx, e.cfg.DrainTimeout)
+	defer cancel()
+	for !e.drained() {
+		if drainCtx.Err() != nil {
+			e.logf("stop: queues not drained after %s; unprocessed items stay uncommitted", e.cfg.DrainTimeout)
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var errs []error
+	errs = append(errs, e.commitAll()...)
+	for _, g := range e.groups {
+		close(g.stop)
+	}
+	for _, g := range e.groups {
+		<-g.done
+	}
+	errs = append(errs, e.commitAll()...)
+	for _, f := range e.feeds {
+		f.mu.Lock()
+		f.stopped = true
+		f.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Engine) drained() bool {
+	for _, g := range e.groups {
+		if g.fenced.Load() {
+			continue
+		}
+		for _, b := range *g.bindings.Load() {
+			if b.q.dispatched.Load() < b.q.tail.Load() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (e *Engine) commitAll() []error {
+	var errs []error
+	for _, f := range e.feeds {
+		if _, err := f.PollAcks(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// Subscribe subscribes a group to a feed with a new queue (a new binding,
+// counting from 0).
+func (e *Engine) Subscribe(group, feed string) error {
+	g, f := e.gByN[group], e.byName[feed]
+	if g == nil || f == nil {
+		return fmt.Errorf("%w: group %q feed %q", ErrUnknown, group, feed)
+	}
+	for _, b := range *g.bindings.Load() {
+		if b.feed == f {
+			return fmt.Errorf("engine: group %q already subscribes to feed %q", group, feed)
+		}
+	}
+	e.bind(f, g)
+	return nil
+}
+
+// Unsubscribe removes a group's queue of a feed. What the queue held and the
+// group did not process is never acknowledged in this run: a positioned feed
+// holds its position before it (reported stalled) and a restart re-delivers.
+func (e *Engine) Unsubscribe(group, feed string) error {
+	g, f := e.gByN[group], e.byName[feed]
+	if g == nil || f == nil {
+		return fmt.Errorf("%w: group %q feed %q", ErrUnknown, group, feed)
+	}
+	var b *binding
+	f.mu.Lock()
+	var nt []*binding
+	for _, x := range f.targets {
+		if x.group == g {
+			b = x
+			continue
+		}
+		nt = append(nt, x)
+	}
+	f.targets = nt
+	if b != nil {
+		b.removed.Store(true)
+	}
+	f.mu.Unlock()
+	if b == nil {
+		return fmt.Errorf("%w: group %q does not subscribe to feed %q", ErrUnknown, group, feed)
+	}
+	g.removeBinding(b)
+	return nil
+}
+
+// Fence stops a group from consuming (a quarantine in progress). A
+// positioned feed pauses while any of its consumers is fenced, and nothing
+// of the fenced queue's backlog is committed; a push feed drops (counted)
+// what it would have queued for the fenced group.
+func (e *Engine) Fence(group string) error {
+	g := e.gByN[group]
+	if g == nil {
+		return fmt.Errorf("%w: group %q", ErrUnknown, group)
+	}
+	g.fenced.Store(true)
+	return nil
+}
+
+// Unfence lets a fenced group consume again.
+func (e *Engine) Unfence(group string) error {
+	g := e.gByN[group]
+	if g == nil {
+		return fmt.Errorf("%w: group %q", ErrUnknown, group)
+	}
+	g.fenced.Store(false)
+	g.notify()
+	return nil
+}
+
+// WaitSettled polls the status every interval until it is settled or ctx is
+// done; it returns the last status.
+func (e *Engine) WaitSettled(ctx context.Context, interval time.Duration) (Status, error) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		s := e.Status()
+		if s.Settled {
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-t.C:
+		}
+	}
+}

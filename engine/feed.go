@@ -1,0 +1,473 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Journal stores each item of a journalled feed once, under (feed, seq),
+// before it is dispatched, so that recordings can index it instead of
+// copying it. Append is called under the feed's publish lock: a Journal may
+// publish into the same feed only with the ctx it is given (such a publish
+// is deferred until the current one is done) and must not call TryPublish.
+type Journal interface {
+	Append(ctx context.Context, feed string, seq int64, item any) error
+}
+
+// Committer is how a re-readable source commits what has been processed: it
+// is told, in publish order, each acknowledged item's (seq, epoch, position),
+// then Commit once per poll. It is called on the goroutine that polls
+// (Feed.PollAcks): the source's own, or the engine's stop goroutine once the
+// source has stopped; never concurrently.
+type Committer interface {
+	Acknowledged(seq, epoch int64, pos Position)
+	Commit() error
+}
+
+// Source feeds one Feed. The engine runs Run on a goroutine of its own from
+// Start until Stop cancels ctx (or the source ends by itself, as a bounded
+// source does). A source with positions publishes with TryPublish and calls
+// PollAcks at the start of every duty cycle.
+type Source interface {
+	Run(ctx context.Context, f *Feed) error
+}
+
+// PolicySource is implemented by sources with a default overload policy
+// (the file source pauses), used when the feed configures none.
+type PolicySource interface {
+	DefaultPolicy() Policy
+}
+
+// FeedState is where a feed's source stands.
+type FeedState string
+
+// The feed states.
+const (
+	StateInitialising FeedState = "INITIALISING"
+	StateBehind       FeedState = "BEHIND"
+	StateCaughtUp     FeedState = "CAUGHT_UP"
+	StateEndOfStream  FeedState = "END_OF_STREAM"
+)
+
+// DefaultWindowCap bounds the items of a positioned feed awaiting
+// acknowledgement: TryPublish pauses past it.
+const DefaultWindowCap = 65536
+
+type ctxKey int
+
+const (
+	agentKey  ctxKey = iota // the context of a group goroutine
+	nestedKey               // the context of code run under a feed's publish
+)
+
+// Feed is one source of items: it numbers them, journals them if asked, and
+// fans each out to one bounded queue per subscribing group under its
+// overload policy. Feed is safe for concurrent use.
+type Feed struct {
+	name      string
+	eng       *Engine
+	policy    Policy
+	overrides map[string]Policy
+	queueSize int
+	journal   Journal
+	windowCap int
+	source    Source
+
+	mu        sync.Mutex
+	seq       int64
+	targets   []*binding // live bindings; replaced, never mutated
+	all       []*binding // every binding of the run, removed ones included
+	epoch     int64
+	committer Committer
+	win       window
+	deferred  []any
+	closing   bool // the engine is stopping: blocking publishes that would wait are refused
+	stopped   bool
+	paused    bool
+	pauses    int64
+
+	state        FeedState
+	detail       string
+	bounded      bool
+	unterminated int64
+
+	downgradedPub      atomic.Int64
+	completionFailures atomic.Int64
+	failures           atomic.Int64
+	acknowledged       atomic.Int64
+
+	pollMu sync.Mutex
+	acks   []ackEntry
+
+	closedCh chan struct{}
+}
+
+// Name is the feed's name.
+func (f *Feed) Name() string { return f.name }
+
+// Publish publishes a push item (no source position). Under DROP_AFTER_SPIN
+// and PAUSE it never waits past the spin; under BLOCK_WITH_DEADLINE it waits
+// outside the lock until every blocking queue has room, then delivers to all
+// of them, or refuses with a *RefusedError (deadline, shutdown, cancelled) and
+// delivers to none. A publish from a group goroutine (ctx from
+// Cycle.Context) or nested in a publish never waits: it falls back to a
+// counted drop, counted as downgraded.
+func (f *Feed) Publish(ctx context.Context, item any) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if nf, _ := ctx.Value(nestedKey).(*Feed); nf == f {
+		// Nested in this feed's own commit, on the goroutine that holds
+		// the lock: run after the commit's offers.
+		f.deferred = append(f.deferred, item)
+		return nil
+	}
+	noWait := ctx.Value(agentKey) != nil || ctx.Value(nestedKey) != nil
+	var deadline time.Time
+	for {
+		f.mu.Lock()
+		if f.stopped {
+			f.mu.Unlock()
+			return fmt.Errorf("%w: publish to feed %q", ErrStopped, f.name)
+		}
+		if !noWait {
+			if short := f.blockingShort(); short != nil {
+				reason := RefuseReason("")
+				now := time.Now()
+				if deadline.IsZero() {
+					deadline = now.Add(short.policy.Deadline)
+				}
+				switch {
+				case f.closing:
+					reason = RefusedShutdown
+				case ctx.Err() != nil:
+					reason = RefusedCancelled
+				case !now.Before(deadline):
+					reason = RefusedDeadline
+				}
+				if reason != "" {
+					short.refused.Add(1)
+					f.mu.Unlock()
+					return &RefusedError{Feed: f.name, Queue: short.name, Reason: reason}
+				}
+				f.mu.Unlock()
+				f.waitRoom(ctx, deadline)
+				continue
+			}
+		}
+		f.commit(ctx, item, nil, true)
+		f.mu.Unlock()
+		return nil
+	}
+}
+
+// blockingShort returns the first live BLOCK binding without room (lock held).
+func (f *Feed) blockingShort() *binding {
+	for _, b := range f.targets {
+		if b.policy.Kind == BlockKind && b.q.room() <= 0 {
+			return b
+		}
+	}
+	return nil
+}
+
+// waitRoom waits outside the lock for a while: until ctx is done, the engine
+// stops, the deadline passes, or 100µs, whichever is first.
+func (f *Feed) waitRoom(ctx context.Context, deadline time.Time) {
+	d := min(time.Until(deadline), 100*time.Microsecond)
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-f.closedCh:
+	case <-t.C:
+	}
+}
+
+// TryPublish publishes an item of a re-readable source at pos, under the
+// feed's current epoch. It returns false, committing nothing (no sequence,
+// no journal entry, no queue holds it), when the item cannot be taken now:
+// a PAUSE or BLOCK queue is full, the acknowledgement window is at its cap,
+// or (for a feed with a committer) no consumer is live or one is fenced. The
+// source keeps the item and offers it again on its next duty cycle. DROP
+// queues of the feed still drop after their spin.
+func (f *Feed) TryPublish(item any, pos Position) bool {
+	f.mu.Lock()
+	if f.closing || f.stopped || !f.admits() {
+		if !f.paused {
+			f.paused = true
+			f.pauses++
+		}
+		f.mu.Unlock()
+		return false
+	}
+	f.paused = false
+	f.commit(context.Background(), item, &pos, false)
+	f.mu.Unlock()
+	return true
+}
+
+// admits reports whether a positioned item can be taken now (lock held).
+func (f *Feed) admits() bool {
+	if f.committer != nil {
+		if len(f.targets) == 0 || f.win.n >= f.windowCap {
+			return false
+		}
+	}
+	for _, b := range f.targets {
+		if b.fenced() {
+			if f.committer != nil {
+				return false
+			}
+			continue
+		}
+		if b.policy.Kind != DropAfterSpinKind && b.q.room() <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// commit numbers, journals and offers one item (lock held). push says the
+// item came from Publish, whose full PAUSE or non-waiting BLOCK queues fall
+// back to a drop after spin.
+func (f *Feed) commit(ctx context.Context, item any, pos *Position, push bool) {
+	f.seq++
+	seq := f.seq
+	env := envelope{item: item, seq: seq}
+	var offset int64
+	if pos != nil {
+		env.d = &Delivery{Feed: f.name, Sequence: seq, Epoch: f.epoch, Position: *pos}
+		offset = pos.Offset
+	}
+	targets := f.targets
+	var entry *ackEntry
+	if pos != nil && f.committer != nil {
+		entry = f.win.push(len(targets))
+		entry.seq, entry.epoch, entry.pos, entry.targets = seq, f.epoch, *pos, targets
+	}
+	if f.journal != nil {
+		if err := f.journal.Append(context.WithValue(ctx, nestedKey, f), f.name, seq, item); err != nil {
+			for _, b := range targets {
+				b.mark(seq, offset, "journal: "+err.Error())
+			}
+			f.coalesce(entry)
+			f.runDeferred(ctx)
+			return
+		}
+	}
+	downgraded := false
+	for i, b := range targets {
+		if b.fenced() && f.committer == nil {
+			b.mark(seq, offset, "group "+b.group.name+" fenced")
+			continue
+		}
+		if b.q.room() <= 0 {
+			spin := b.policy.Spin
+			reason := fmt.Sprintf("queue %s full after %s spin", b.name, spin)
+			if push && b.policy.Kind != DropAfterSpinKind {
+				b.downgraded.Add(1)
+				downgraded = true
+				reason += "; " + string(b.policy.Kind) + " not waited"
+			}
+			if !f.spin(b, spin) {
+				b.mark(seq, offset, reason)
+				continue
+			}
+		}
+		after := b.q.offer(env)
+		if entry != nil {
+			entry.after[i] = after
+		}
+		b.group.notify()
+	}
+	if downgraded {
+		f.downgradedPub.Add(1)
+	}
+	f.coalesce(entry)
+	f.runDeferred(ctx)
+}
+
+// coalesce merges an entry that waits for nothing (dropped everywhere) into
+// the one before it: it is due as soon as that one is.
+func (f *Feed) coalesce(e *ackEntry) {
+	if e == nil || f.win.n < 2 {
+		return
+	}
+	for _, a := range e.after {
+		if a != 0 {
+			return
+		}
+	}
+	prev := f.win.at(f.win.n - 2)
+	if prev.epoch != e.epoch {
+		return
+	}
+	prev.seq, prev.pos = e.seq, e.pos
+	f.win.popBack()
+}
+
+// spin waits, holding the lock, up to d for room in b's queue.
+func (f *Feed) spin(b *binding, d time.Duration) bool {
+	if d <= 0 {
+		return b.q.room() > 0
+	}
+	until := time.Now().Add(d)
+	for b.q.room() <= 0 {
+		if b.removed.Load() || !time.Now().Before(until) {
+			return false
+		}
+		runtime.Gosched()
+	}
+	return true
+}
+
+// runDeferred publishes what code run under the commit published into this
+// feed, as nested publishes (lock held).
+func (f *Feed) runDeferred(ctx context.Context) {
+	if len(f.deferred) == 0 || ctx.Value(nestedKey) == f {
+		return
+	}
+	nctx := context.WithValue(ctx, nestedKey, f)
+	for len(f.deferred) > 0 {
+		item := f.deferred[0]
+		f.deferred = f.deferred[1:]
+		f.commit(nctx, item, nil, true)
+	}
+	f.deferred = nil
+}
+
+// SetCommitter makes this a positioned feed: items published with
+// TryPublish are held in the acknowledgement window until every queue they
+// were offered to has dispatched them, and c is told in order (PollAcks).
+func (f *Feed) SetCommitter(c Committer) {
+	f.mu.Lock()
+	f.committer = c
+	f.mu.Unlock()
+}
+
+// SetEpoch sets the epoch of the items published from now on.
+func (f *Feed) SetEpoch(epoch int64) {
+	f.mu.Lock()
+	f.epoch = epoch
+	f.mu.Unlock()
+}
+
+// SetState reports where the source stands, with a human-readable detail.
+func (f *Feed) SetState(s FeedState, detail string) {
+	f.mu.Lock()
+	f.state, f.detail = s, detail
+	f.mu.Unlock()
+}
+
+// SetBounded says the source will end by itself (a once-read, a fixed list).
+func (f *Feed) SetBounded(b bool) {
+	f.mu.Lock()
+	f.bounded = b
+	f.mu.Unlock()
+}
+
+// SetUnterminated reports bytes after the last line terminator that a
+// bounded source ended without publishing.
+func (f *Feed) SetUnterminated(n int64) {
+	f.mu.Lock()
+	f.unterminated = n
+	f.mu.Unlock()
+}
+
+// PollAcks tells the committer, in publish order, every item that every
+// queue it was offered to has dispatched (and a held checkpoint made
+// durable), then commits once. It returns how many items were acknowledged.
+// A source calls it at the start of each duty cycle on its own goroutine.
+func (f *Feed) PollAcks() (int, error) {
+	f.pollMu.Lock()
+	defer f.pollMu.Unlock()
+	f.mu.Lock()
+	acks := f.acks[:0]
+	for f.win.n > 0 {
+		e := f.win.at(0)
+		if !e.due() {
+			break
+		}
+		acks = append(acks, ackEntry{seq: e.seq, epoch: e.epoch, pos: e.pos})
+		f.win.popFront()
+	}
+	c := f.committer
+	f.mu.Unlock()
+	f.acks = acks
+	if len(acks) == 0 || c == nil {
+		return 0, nil
+	}
+	for _, a := range acks {
+		c.Acknowledged(a.seq, a.epoch, a.pos)
+	}
+	f.acknowledged.Store(acks[len(acks)-1].seq)
+	if err := c.Commit(); err != nil {
+		return len(acks), fmt.Errorf("engine: feed %q commit: %w", f.name, err)
+	}
+	return len(acks), nil
+}
+
+// ackEntry is one item of the acknowledgement window: its position and, per
+// queue it was offered to, the queue position just after it (0: not offered).
+type ackEntry struct {
+	seq, epoch int64
+	pos        Position
+	targets    []*binding
+	after      []int64
+}
+
+func (e *ackEntry) due() bool {
+	for i, b := range e.targets {
+		if a := e.after[i]; a != 0 && b.ackPoint() < a {
+			return false
+		}
+	}
+	return true
+}
+
+// window is a growable ring of ackEntry whose slots (and their after
+// slices) are reused.
+type window struct {
+	buf     []ackEntry
+	head, n int
+}
+
+func (w *window) at(i int) *ackEntry { return &w.buf[(w.head+i)%len(w.buf)] }
+
+func (w *window) push(targets int) *ackEntry {
+	if w.n == len(w.buf) {
+		nb := make([]ackEntry, max(16, 2*len(w.buf)))
+		for i := 0; i < w.n; i++ {
+			nb[i] = *w.at(i)
+		}
+		w.buf, w.head = nb, 0
+	}
+	e := w.at(w.n)
+	w.n++
+	after := e.after[:0]
+	for i := 0; i < targets; i++ {
+		after = append(after, 0)
+	}
+	*e = ackEntry{after: after}
+	return e
+}
+
+func (w *window) popFront() {
+	e := w.at(0)
+	e.targets = nil
+	w.head = (w.head + 1) % len(w.buf)
+	w.n--
+}
+
+func (w *window) popBack() {
+	w.at(w.n - 1).targets = nil
+	w.n--
+}

@@ -1,0 +1,359 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// RetryPolicy says how often a failed item is tried in a processor (and a
+// failed completion callback run) before it is skipped. Attempts counts
+// every try: 1 means no retry. The zero value means 1.
+type RetryPolicy struct {
+	Attempts int
+	Backoff  time.Duration
+}
+
+func (r RetryPolicy) attempts() int { return max(1, r.Attempts) }
+
+// group is one goroutine (the agent) owning its queues and processors.
+type group struct {
+	name   string
+	eng    *Engine
+	hosts  []*Host
+	retry  RetryPolicy
+	obs    *Observer
+	clock  Clock
+	ctx    context.Context
+
+	bindings atomic.Pointer[[]*binding]
+	fenced   atomic.Bool
+	dead     atomic.Bool
+	sleeping atomic.Bool
+	wake     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+
+	timersMu sync.Mutex
+	timers   timerHeap
+
+	in      Input
+	drops   []Drop
+	comps   []ownedCompletion
+	failed  []bool
+	compErr []bool
+}
+
+type ownedCompletion struct {
+	owner int
+	c     Completion
+}
+
+func (g *group) notify() {
+	if g.sleeping.Load() {
+		select {
+		case g.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (g *group) addBinding(b *binding) {
+	old := g.bindings.Load()
+	var nb []*binding
+	if old != nil {
+		nb = append(nb, (*old)...)
+	}
+	nb = append(nb, b)
+	g.bindings.Store(&nb)
+	g.notify()
+}
+
+func (g *group) removeBinding(b *binding) {
+	old := g.bindings.Load()
+	var nb []*binding
+	for _, x := range *old {
+		if x != b {
+			nb = append(nb, x)
+		}
+	}
+	g.bindings.Store(&nb)
+}
+
+// run is the group's goroutine: it dispatches items round-robin over its
+// queues, fires due timers, and parks when there is nothing to do.
+func (g *group) run() {
+	defer close(g.done)
+	for _, h := range g.hosts {
+		if g.obs.Started != nil {
+			g.obs.Started(h.name, h.proc)
+		}
+	}
+	idle := 0
+	for {
+		select {
+		case <-g.stop:
+			g.finish()
+			return
+		default:
+		}
+		if g.step() {
+			idle = 0
+			continue
+		}
+		if idle++; idle < 64 {
+			runtime.Gosched()
+			continue
+		}
+		g.park()
+	}
+}
+
+// step does one pass of work; it reports whether it did anything.
+func (g *group) step() bool {
+	did := false
+	if !g.fenced.Load() {
+		for _, b := range *g.bindings.Load() {
+			if g.emitDrops(b) {
+				did = true
+			}
+			if e, ok := b.q.take(); ok {
+				g.dispatch(b, e)
+				did = true
+			}
+		}
+	}
+	if g.fireTimers() {
+		did = true
+	}
+	return did
+}
+
+func (g *group) emitDrops(b *binding) bool {
+	g.drops = b.takeMarks(b.q.head.Load(), g.drops[:0])
+	if len(g.drops) == 0 {
+		return false
+	}
+	if g.obs.Dropped != nil {
+		for _, d := range g.drops {
+			g.obs.Dropped(g.name, d)
+		}
+	}
+	return true
+}
+
+func (g *group) park() {
+	g.sleeping.Store(true)
+	defer g.sleeping.Store(false)
+	if !g.fenced.Load() {
+		for _, b := range *g.bindings.Load() {
+			if b.q.head.Load() < b.q.tail.Load() || b.hasMarks.Load() {
+				return
+			}
+		}
+	}
+	wait := 5 * time.Millisecond
+	g.timersMu.Lock()
+	if len(g.timers) > 0 {
+		wait = min(wait, max(0, g.timers[0].due.Sub(g.clock.Now())))
+	}
+	g.timersMu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-g.wake:
+	case <-g.stop:
+	case <-t.C:
+	}
+}
+
+// dispatch handles one item: every processor, with retries; then the
+// completion callbacks; then the observers; then the dispatched counter.
+func (g *group) dispatch(b *binding, e envelope) {
+	in := &g.in
+	*in = Input{Feed: b.feed.name, Seq: e.seq, Delivery: e.d, Item: e.item}
+	if g.obs.BeforeDispatch != nil {
+		g.obs.BeforeDispatch(g.name, in)
+	}
+	g.comps = g.comps[:0]
+	attempts := g.retry.attempts()
+	for pi, h := range g.hosts {
+		g.failed[pi], g.compErr[pi] = false, false
+		for attempt := 0; ; attempt++ {
+			d := e.d
+			if d != nil && attempt > 0 {
+				c := *d
+				c.Attempt = attempt
+				d = &c
+				in.Delivery = d
+			}
+			if g.obs.Received != nil {
+				g.obs.Received(h.name, in)
+			}
+			t := h.Handle(d, e.item)
+			if g.obs.Handled != nil {
+				g.obs.Handled(h.name, in, t)
+			}
+			if t.Err == nil {
+				for _, c := range t.Completions {
+					g.addCompletion(pi, c)
+				}
+				break
+			}
+			if attempt == 0 {
+				g.failed[pi] = true
+				if g.obs.Failed != nil {
+					g.obs.Failed(h.name, in, t.Err)
+				}
+			}
+			if attempt+1 >= attempts {
+				b.feed.failures.Add(1)
+				g.eng.logf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.seq, h.name, attempts, t.Err)
+				break
+			}
+			if !g.backoff() {
+				break
+			}
+		}
+		in.Delivery = e.d
+	}
+	for _, oc := range g.comps {
+		owner := g.hosts[oc.owner].name
+		for attempt := 0; ; attempt++ {
+			err := Complete(owner, oc.c, e.d)
+			if err == nil {
+				break
+			}
+			if !g.compErr[oc.owner] {
+				g.compErr[oc.owner] = true
+				if g.obs.CompletionFailed != nil {
+					g.obs.CompletionFailed(owner, in, err)
+				}
+			}
+			if attempt+1 >= attempts {
+				b.feed.completionFailures.Add(1)
+				g.eng.logf("feed %q seq %d: completion of processor %q failed %d times, skipped: %v", b.feed.name, e.seq, owner, attempts, err)
+				break
+			}
+			if !g.backoff() {
+				break
+			}
+		}
+	}
+	clear(g.comps)
+	if g.obs.AfterDispatch != nil {
+		g.obs.AfterDispatch(g.name, in)
+	}
+	*in = Input{}
+	b.q.dispatched.Add(1)
+}
+
+// addCompletion keeps c once per delivery (comparable values compared).
+func (g *group) addCompletion(owner int, c Completion) {
+	for _, x := range g.comps {
+		if sameCompletion(x.c, c) {
+			return
+		}
+	}
+	g.comps = append(g.comps, ownedCompletion{owner, c})
+}
+
+func sameCompletion(a, b Completion) (same bool) {
+	defer func() {
+		if recover() != nil { // not comparable
+			same = false
+		}
+	}()
+	return a == b
+}
+
+// backoff sleeps the retry backoff; false when the group is stopping.
+func (g *group) backoff() bool {
+	if g.retry.Backoff <= 0 {
+		return true
+	}
+	t := time.NewTimer(g.retry.Backoff)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-g.stop:
+		return false
+	}
+}
+
+// finish ends the group on a clean stop: drops marked at the end of its
+// queues are reported, then each processor's stream is closed.
+func (g *group) finish() {
+	for _, b := range *g.bindings.Load() {
+		g.emitDrops(b)
+	}
+	for _, h := range g.hosts {
+		if g.obs.Stopped != nil {
+			g.obs.Stopped(h.name)
+		}
+	}
+}
+
+// timers
+
+type timerEntry struct {
+	due  time.Time
+	host int
+	n    int
+}
+
+type timerHeap []timerEntry
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if !h[i].due.Equal(h[j].due) {
+		return h[i].due.Before(h[j].due)
+	}
+	if h[i].host != h[j].host {
+		return h[i].host < h[j].host
+	}
+	return h[i].n < h[j].n
+}
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)   { *h = append(*h, x.(timerEntry)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func (g *group) schedule(host int) func(n int, due time.Time) {
+	return func(n int, due time.Time) {
+		g.timersMu.Lock()
+		heap.Push(&g.timers, timerEntry{due: due, host: host, n: n})
+		g.timersMu.Unlock()
+	}
+}
+
+// fireTimers runs the timers that are due; it reports whether any ran.
+func (g *group) fireTimers() bool {
+	fired := false
+	for {
+		g.timersMu.Lock()
+		if len(g.timers) == 0 || g.fenced.Load() || g.timers[0].due.After(g.clock.Now()) {
+			g.timersMu.Unlock()
+			return fired
+		}
+		te := heap.Pop(&g.timers).(timerEntry)
+		g.timersMu.Unlock()
+		h := g.hosts[te.host]
+		t := h.Fire(te.n)
+		if t.Err != nil {
+			g.eng.logf("processor %q timer %d failed: %v", h.name, te.n, t.Err)
+		}
+		if g.obs.TimerFired != nil {
+			g.obs.TimerFired(h.name, t)
+		}
+		fired = true
+	}
+}

@@ -1,0 +1,200 @@
+// Package memsource holds in-memory sources for the engine: List and Chan
+// publish push items (no position, nothing to commit), and Log is a
+// re-readable in-memory log with positions and a committer, so the engine's
+// acknowledgement protocol can be exercised without files.
+package memsource
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+)
+
+// List is a bounded push source: it publishes its items in order, then
+// reports END_OF_STREAM. It is safe for concurrent use.
+type List struct {
+	items []any
+}
+
+// NewList returns a source publishing items.
+func NewList(items ...any) *List { return &List{items: items} }
+
+// Run publishes every item and ends.
+func (l *List) Run(ctx context.Context, f *engine.Feed) error {
+	f.SetBounded(true)
+	f.SetState(engine.StateBehind, "")
+	for _, it := range l.items {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := f.Publish(ctx, it); err != nil {
+			return err
+		}
+	}
+	f.SetState(engine.StateEndOfStream, "")
+	return nil
+}
+
+// Chan is a push source fed by a channel: it publishes what it receives
+// until the channel is closed (END_OF_STREAM) or the engine stops.
+type Chan struct {
+	ch <-chan any
+}
+
+// NewChan returns a source publishing what ch delivers.
+func NewChan(ch <-chan any) *Chan { return &Chan{ch: ch} }
+
+// Run publishes until ch is closed or ctx is done.
+func (c *Chan) Run(ctx context.Context, f *engine.Feed) error {
+	f.SetState(engine.StateCaughtUp, "")
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case it, ok := <-c.ch:
+			if !ok {
+				f.SetState(engine.StateEndOfStream, "")
+				return nil
+			}
+			if err := f.Publish(ctx, it); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Log is an in-memory, re-readable log: items appended at offsets 1, 2, 3
+// (the offset of an item is the count of items up to and including it) and a
+// committed offset that only the committer moves, forward only, after the
+// engine acknowledged the items. A new Source over the same Log resumes at
+// the committed offset, as a restarted file source resumes at its pointer.
+// Log is safe for concurrent use.
+type Log struct {
+	mu        sync.Mutex
+	items     []any
+	committed int64
+	epoch     int64
+	commits   []int64 // every committed offset, in order (for tests)
+	closed    bool
+}
+
+// NewLog returns a log holding items, under epoch 1.
+func NewLog(items ...any) *Log { return &Log{items: append([]any(nil), items...), epoch: 1} }
+
+// Append adds items at the end.
+func (l *Log) Append(items ...any) {
+	l.mu.Lock()
+	l.items = append(l.items, items...)
+	l.mu.Unlock()
+}
+
+// Close makes the log bounded: a source reports END_OF_STREAM once it has
+// published everything.
+func (l *Log) Close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+}
+
+// Committed is the committed offset.
+func (l *Log) Committed() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.committed
+}
+
+// Commits lists every offset committed so far, in order.
+func (l *Log) Commits() []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]int64(nil), l.commits...)
+}
+
+// Len is how many items the log holds.
+func (l *Log) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.items)
+}
+
+// Source returns a source reading the log from its committed offset; every
+// duty cycle (Interval) it polls acknowledgements, then publishes what it
+// can until the feed pauses.
+func (l *Log) Source() *LogSource { return &LogSource{log: l, Interval: 200 * time.Microsecond} }
+
+// LogSource reads a Log. It is used by one engine at a time.
+type LogSource struct {
+	log      *Log
+	Interval time.Duration
+	pending  int64 // offset acknowledged, not yet committed
+	next     int64
+}
+
+// DefaultPolicy pauses: a log can be re-read.
+func (s *LogSource) DefaultPolicy() engine.Policy { return engine.Pause() }
+
+// Acknowledged records an acknowledged offset of the current epoch.
+func (s *LogSource) Acknowledged(_, epoch int64, pos engine.Position) {
+	if epoch == s.log.epoch && pos.Offset > s.pending {
+		s.pending = pos.Offset
+	}
+}
+
+// Commit moves the log's committed offset forward to what was acknowledged.
+func (s *LogSource) Commit() error {
+	l := s.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s.pending > l.committed {
+		l.committed = s.pending
+		l.commits = append(l.commits, s.pending)
+	}
+	return nil
+}
+
+// Run reads from the committed offset until ctx is done, or, for a closed
+// log, until everything was published and acknowledged.
+func (s *LogSource) Run(ctx context.Context, f *engine.Feed) error {
+	l := s.log
+	l.mu.Lock()
+	s.next, s.pending = l.committed, l.committed
+	f.SetEpoch(l.epoch)
+	l.mu.Unlock()
+	f.SetCommitter(s)
+	t := time.NewTicker(s.Interval)
+	defer t.Stop()
+	for {
+		if _, err := f.PollAcks(); err != nil {
+			return err
+		}
+		l.mu.Lock()
+		n, closed := int64(len(l.items)), l.closed
+		l.mu.Unlock()
+		for s.next < n {
+			l.mu.Lock()
+			it := l.items[s.next]
+			l.mu.Unlock()
+			if !f.TryPublish(it, engine.Position{Offset: s.next + 1}) {
+				break
+			}
+			s.next++
+		}
+		switch {
+		case s.next < n:
+			f.SetState(engine.StateBehind, "")
+		case closed:
+			f.SetBounded(true)
+			f.SetState(engine.StateEndOfStream, "")
+		default:
+			f.SetState(engine.StateCaughtUp, "")
+		}
+		select {
+		case <-ctx.Done():
+			_, err := f.PollAcks()
+			return err
+		case <-t.C:
+		}
+	}
+}

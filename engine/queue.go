@@ -1,0 +1,160 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// envelope is one item in a queue.
+type envelope struct {
+	item any
+	seq  int64
+	d    *Delivery
+}
+
+// queue is a bounded single-producer single-consumer ring. The producer is
+// serialised by its feed's lock; the consumer is its group's goroutine.
+type queue struct {
+	buf  []envelope
+	mask int64
+	size int64
+	tail atomic.Int64 // items enqueued (the producer position)
+	head atomic.Int64 // items taken by the consumer
+	// dispatched counts items whose delivery completed: only items up to it
+	// may be acknowledged to the source.
+	dispatched atomic.Int64
+}
+
+func newQueue(size int) *queue {
+	n := int64(1)
+	for n < int64(size) {
+		n <<= 1
+	}
+	return &queue{buf: make([]envelope, n), mask: n - 1, size: int64(size)}
+}
+
+func (q *queue) room() int64 { return q.size - (q.tail.Load() - q.head.Load()) }
+
+// offer enqueues e; the caller (the feed, under its lock) checked room.
+func (q *queue) offer(e envelope) int64 {
+	t := q.tail.Load()
+	q.buf[t&q.mask] = e
+	q.tail.Store(t + 1)
+	return t + 1
+}
+
+// take dequeues one item, if any (consumer only).
+func (q *queue) take() (envelope, bool) {
+	h := q.head.Load()
+	if h >= q.tail.Load() {
+		return envelope{}, false
+	}
+	i := h & q.mask
+	e := q.buf[i]
+	q.buf[i] = envelope{}
+	q.head.Store(h + 1)
+	return e, true
+}
+
+// binding is one subscription of a group to a feed: its queue, its policy,
+// its loss counters and drop marks, and its processing-checkpoint hold.
+type binding struct {
+	feed   *Feed
+	group  *group
+	name   string // group/feed
+	policy Policy
+	q      *queue
+
+	removed atomic.Bool // unsubscribed: its backlog is never processed in this run
+
+	dropped    atomic.Int64
+	refused    atomic.Int64
+	downgraded atomic.Int64
+
+	marksMu  sync.Mutex
+	marks    []dropMark
+	overflow dropMark // drops past maxMarks, reported as approximate
+	hasMarks atomic.Bool
+
+	hold atomic.Pointer[holdState]
+}
+
+// maxMarks bounds the pending drop marks of a queue.
+const maxMarks = 1024
+
+type dropMark struct {
+	pos      int64 // queue producer position where the items were lost
+	count    int64
+	firstSeq int64
+	lastSeq  int64
+	offset   int64
+	reason   string
+}
+
+// mark records a drop at the queue's current producer position (feed lock held).
+func (b *binding) mark(seq, offset int64, reason string) {
+	b.dropped.Add(1)
+	pos := b.q.tail.Load()
+	b.marksMu.Lock()
+	defer b.marksMu.Unlock()
+	if n := len(b.marks); n > 0 && b.marks[n-1].pos == pos && b.marks[n-1].reason == reason {
+		m := &b.marks[n-1]
+		m.count++
+		m.lastSeq, m.offset = seq, offset
+	} else if len(b.marks) < maxMarks {
+		b.marks = append(b.marks, dropMark{pos: pos, count: 1, firstSeq: seq, lastSeq: seq, offset: offset, reason: reason})
+	} else {
+		o := &b.overflow
+		if o.count == 0 {
+			o.firstSeq, o.reason = seq, reason
+		}
+		o.count++
+		o.lastSeq, o.offset = seq, offset
+	}
+	b.hasMarks.Store(true)
+}
+
+// takeMarks returns the drop marks at or before queue position pos
+// (consumer only). Overflowed drops are folded into the first mark returned,
+// or returned on their own, flagged approximate.
+func (b *binding) takeMarks(pos int64, out []Drop) []Drop {
+	if !b.hasMarks.Load() {
+		return out
+	}
+	b.marksMu.Lock()
+	defer b.marksMu.Unlock()
+	i := 0
+	for ; i < len(b.marks) && b.marks[i].pos <= pos; i++ {
+		m := b.marks[i]
+		out = append(out, Drop{Feed: b.feed.name, Group: b.group.name, Count: m.count, FirstSeq: m.firstSeq, LastSeq: m.lastSeq, Offset: m.offset, Reason: m.reason})
+	}
+	b.marks = append(b.marks[:0], b.marks[i:]...)
+	if o := b.overflow; o.count > 0 {
+		b.overflow = dropMark{}
+		if i > 0 {
+			d := &out[len(out)-i]
+			d.Count += o.count
+			d.LastSeq = max(d.LastSeq, o.lastSeq)
+			d.Reason += " (plus drops while the drop marks were full)"
+			d.Approximate = true
+		} else {
+			out = append(out, Drop{Feed: b.feed.name, Group: b.group.name, Count: o.count, FirstSeq: o.firstSeq, LastSeq: o.lastSeq, Offset: o.offset, Reason: o.reason + " (position approximate)", Approximate: true})
+		}
+	}
+	b.hasMarks.Store(len(b.marks) > 0)
+	return out
+}
+
+// ackPoint is how far the source may consider this queue's items processed:
+// its dispatched count, or less while a processing checkpoint holds it.
+func (b *binding) ackPoint() int64 {
+	d := b.q.dispatched.Load()
+	if h := b.hold.Load(); h != nil {
+		if v := h.durable.Load(); v < d {
+			return v
+		}
+	}
+	return d
+}
+
+func (b *binding) fenced() bool { return b.group.fenced.Load() || b.group.dead.Load() }

@@ -1,0 +1,137 @@
+package engine
+
+import "fmt"
+
+// Status is the feed status report: is the run complete (Settled) and is it
+// whole (Lossless). It marshals to the JSON of docs/GUARANTEES.md.
+type Status struct {
+	Settled  bool         `json:"settled"`
+	Lossless bool         `json:"lossless"`
+	Feeds    []FeedStatus `json:"feeds"`
+}
+
+// FeedStatus is one feed's part of the Status.
+type FeedStatus struct {
+	Feed     string    `json:"feed"`
+	State    FeedState `json:"state"`
+	Bounded  bool      `json:"bounded"`
+	Sequence int64     `json:"sequence"`
+	Detail   *string   `json:"detail"`
+	Drained  bool      `json:"drained"`
+	Settled  bool      `json:"settled"`
+	Lossless bool      `json:"lossless"`
+	Policy   string    `json:"policy"`
+	// Dropped counts queue copies lost (drops and push fallbacks).
+	Dropped int64 `json:"dropped"`
+	// Refused counts BLOCK publishes refused.
+	Refused int64 `json:"refused"`
+	// Downgraded counts publishes that could neither wait nor pause.
+	Downgraded int64 `json:"downgraded"`
+	Paused     bool  `json:"paused"`
+	Pauses     int64 `json:"pauses"`
+	// Acknowledged is the highest sequence committed by the committer.
+	Acknowledged int64 `json:"acknowledged"`
+	PendingAcks  int   `json:"pendingAcks"`
+	Consumers    int   `json:"consumers"`
+	// Stalled says why a positioned feed holds its position and cannot
+	// complete; nil otherwise.
+	Stalled      *string `json:"stalled"`
+	Unterminated int64   `json:"unterminated"`
+	// CompletionFailures counts completion callbacks skipped after their
+	// retries: their items were acknowledged without them (a loss).
+	CompletionFailures int64 `json:"completionFailures"`
+	// Failures counts items skipped after a processor's retries ran out.
+	Failures    int64              `json:"failures"`
+	Subscribers []SubscriberStatus `json:"subscribers"`
+}
+
+// SubscriberStatus is one queue of a feed.
+type SubscriberStatus struct {
+	Queue      string `json:"queue"`
+	Policy     string `json:"policy"`
+	Position   int64  `json:"position"`
+	Dispatched int64  `json:"dispatched"`
+	Drained    bool   `json:"drained"`
+	Dropped    int64  `json:"dropped"`
+	Removed    bool   `json:"removed,omitempty"`
+}
+
+// Status reports every feed. A feed is settled when its source is caught up
+// or at its end, every live queue is drained, nothing is paused or awaiting
+// acknowledgement, and it is not stalled; lossless when nothing was dropped
+// or refused and no completion was skipped.
+func (e *Engine) Status() Status {
+	s := Status{Settled: true, Lossless: true, Feeds: []FeedStatus{}}
+	for _, f := range e.feeds {
+		fs := f.status()
+		s.Settled = s.Settled && fs.Settled
+		s.Lossless = s.Lossless && fs.Lossless
+		s.Feeds = append(s.Feeds, fs)
+	}
+	return s
+}
+
+func (f *Feed) status() FeedStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs := FeedStatus{
+		Feed: f.name, State: f.state, Bounded: f.bounded, Sequence: f.seq, Policy: string(f.policy.Kind),
+		Refused: 0, Downgraded: f.downgradedPub.Load(), Paused: f.paused, Pauses: f.pauses,
+		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.n, Unterminated: f.unterminated,
+		CompletionFailures: f.completionFailures.Load(), Failures: f.failures.Load(),
+		Drained: true, Subscribers: []SubscriberStatus{},
+	}
+	if f.detail != "" {
+		d := f.detail
+		fs.Detail = &d
+	}
+	live := map[*binding]bool{}
+	for _, b := range f.targets {
+		live[b] = true
+	}
+	var stalled string
+	positioned := f.committer != nil
+	for _, b := range f.all {
+		pos, disp := b.q.tail.Load(), b.q.dispatched.Load()
+		ss := SubscriberStatus{Queue: b.name, Policy: string(b.policy.Kind), Position: pos, Dispatched: disp,
+			Drained: disp >= pos, Dropped: b.dropped.Load(), Removed: !live[b]}
+		fs.Dropped += ss.Dropped
+		fs.Refused += b.refused.Load()
+		fs.Subscribers = append(fs.Subscribers, ss)
+		if live[b] {
+			if b.fenced() {
+				if positioned && stalled == "" {
+					stalled = fmt.Sprintf("consumer %s fenced or dead", b.name)
+				}
+			} else {
+				fs.Consumers++
+			}
+			fs.Drained = fs.Drained && ss.Drained
+		} else if positioned && disp < pos && stalled == "" && f.waitsFor(b) {
+			stalled = fmt.Sprintf("removed consumer %s left %d unprocessed items", b.name, pos-disp)
+		}
+	}
+	if positioned && len(f.targets) == 0 && stalled == "" {
+		stalled = "no live consumer"
+	}
+	if stalled != "" {
+		fs.Stalled = &stalled
+	}
+	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0
+	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&
+		fs.PendingAcks == 0 && fs.Stalled == nil
+	return fs
+}
+
+// waitsFor reports whether a window entry waits for b (lock held).
+func (f *Feed) waitsFor(b *binding) bool {
+	for i := 0; i < f.win.n; i++ {
+		e := f.win.at(i)
+		for j, t := range e.targets {
+			if t == b && e.after[j] != 0 && b.ackPoint() < e.after[j] {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,81 @@
+package store
+
+import (
+	"time"
+)
+
+// Format is the name and version written in every recording's META row.
+const Format = "blackbox-recording/1"
+
+// Kind is the kind of a row of a recording. The set is closed: a reader
+// refuses a kind it does not know rather than misread it.
+type Kind string
+
+// The row kinds of docs/FORMAT.md.
+const (
+	KindMeta      Kind = "META"
+	KindStart     Kind = "START"
+	KindDelivery  Kind = "DELIVERY"
+	KindIndexed   Kind = "INDEXED"
+	KindInline    Kind = "INLINE"
+	KindTimer     Kind = "TIMER"
+	KindOutput    Kind = "OUTPUT"
+	KindDropped   Kind = "DROPPED"
+	KindFailed    Kind = "FAILED"
+	KindEnd       Kind = "END"
+	KindJournal   Kind = "JOURNAL"
+)
+
+// Kinds lists every row kind in the order of docs/FORMAT.md.
+var Kinds = []Kind{KindMeta, KindStart, KindDelivery, KindIndexed, KindInline,
+	KindTimer, KindOutput, KindDropped, KindFailed, KindEnd, KindJournal}
+
+// Valid reports whether k is one of Kinds.
+func (k Kind) Valid() bool {
+	for _, v := range Kinds {
+		if v == k {
+			return true
+		}
+	}
+	return false
+}
+
+// IsInput reports whether k is a row a processor handles: INDEXED, INLINE
+// or TIMER. OUTPUT rows belong to the input row before them.
+func (k Kind) IsInput() bool {
+	return k == KindIndexed || k == KindInline || k == KindTimer
+}
+
+// Entry is one logical row of a recording. Every store holds exactly these
+// fields, so a recording converts between stores row for row. Which fields a
+// kind uses is the table of docs/FORMAT.md; unused fields are zero.
+//
+// Index counts 1, 2, 3 ... per processor with no gap. META and JOURNAL rows
+// belong to no processor: their Processor is "" and their Index counts the
+// store's META/JOURNAL rows from 1 in the same way.
+//
+// Instants are kept in UTC with nanosecond precision; the zero time means
+// "no instant".
+type Entry struct {
+	Processor string
+	Index     int64
+	Kind      Kind
+	Source    string // feed, sink (OUTPUT) or "" (TIMER)
+	Seq       int64  // feed sequence, output number k, timer number
+	Instant   time.Time
+	Epoch     int64
+	Key       string
+	Offset    int64
+	N         int64 // outputs (inputs), attempt (DELIVERY), count (DROPPED), inputs (END)
+	Payload   []byte
+	Detail    string
+	Reads     []time.Time // clock readings of the input's cycles, in order
+}
+
+// Meta is the decoded META row: what a recording says about itself.
+type Meta struct {
+	Format  string            `json:"format"`
+	Created time.Time         `json:"created"`
+	Apps    map[string]string `json:"apps"`    // processor name -> app name
+	Options map[string]string `json:"options"` // recorder options (durability, codec)
+}

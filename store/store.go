@@ -1,0 +1,142 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+)
+
+// Sentinel errors. Callers test them with errors.Is; they are never matched
+// by their text.
+var (
+	// ErrReadOnly: an append into a recording opened for reading, or into one
+	// with an integrity problem.
+	ErrReadOnly = errors.New("store: read-only recording")
+	// ErrHoldsRecording: RECORD into a store that already holds a recording.
+	ErrHoldsRecording = errors.New("store: already holds a recording")
+	// ErrFormat: the file is not a recording of a format this build reads
+	// (another format, another version, not a CSV or SQLite recording).
+	ErrFormat = errors.New("store: not a blackbox recording")
+	// ErrName: a processor, feed or sink name that the format cannot hold
+	// (a line break).
+	ErrName = errors.New("store: invalid name")
+	// ErrClosed: use of a closed store.
+	ErrClosed = errors.New("store: closed")
+
+	// One sentinel per problem kind; a *Problem unwraps to its kind's.
+	ErrTorn           = errors.New("store: torn row")
+	ErrOrphan         = errors.New("store: orphan row")
+	ErrGap            = errors.New("store: gap")
+	ErrUnfinished     = errors.New("store: unfinished stream")
+	ErrMissingJournal = errors.New("store: missing journal row")
+	ErrMalformed      = errors.New("store: malformed row")
+)
+
+// ProblemKind names an integrity problem. The names are part of the JSON of
+// `blackbox verify` and of docs/FORMAT.md.
+type ProblemKind string
+
+// The problem kinds.
+const (
+	ProblemTorn           ProblemKind = "torn"            // a last line with no terminator (CSV)
+	ProblemOrphan         ProblemKind = "orphan"          // DELIVERY or OUTPUT rows with no input, too few or too many OUTPUT rows
+	ProblemGap            ProblemKind = "gap"             // a missing index, a stream without START
+	ProblemUnfinished     ProblemKind = "unfinished"      // a stream without END: the process did not stop cleanly
+	ProblemMissingJournal ProblemKind = "missing-journal" // an INDEXED row whose JOURNAL row is missing
+	ProblemMalformed      ProblemKind = "malformed"       // a row that does not parse (bad number, unknown kind, bad column count)
+)
+
+// Problem is one integrity problem of a recording. It is an error: errors.Is
+// matches the sentinel of its kind (ErrTorn, ErrOrphan ...), errors.As
+// extracts it with its location.
+type Problem struct {
+	Kind      ProblemKind `json:"kind"`
+	File      string      `json:"-"`
+	Processor string      `json:"processor"`
+	Index     int64       `json:"index"`
+	Row       Kind        `json:"row,omitempty"` // the kind of the row at fault, when there is one
+	Line      int64       `json:"line"`          // CSV: physical line (the header is line 1); SQLite: rowid; 0 for none
+	Detail    string      `json:"detail"`
+}
+
+func (p *Problem) Error() string {
+	loc := p.File
+	if p.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", loc, p.Line)
+	}
+	who := ""
+	if p.Processor != "" {
+		who = fmt.Sprintf(" processor %q", p.Processor)
+		if p.Index > 0 {
+			who += fmt.Sprintf(" index %d", p.Index)
+		}
+	}
+	row := ""
+	if p.Row != "" {
+		row = " " + string(p.Row)
+	}
+	return fmt.Sprintf("%s: %s%s%s: %s", loc, p.Kind, who, row, p.Detail)
+}
+
+// Unwrap returns the sentinel of the problem's kind.
+func (p *Problem) Unwrap() error {
+	switch p.Kind {
+	case ProblemTorn:
+		return ErrTorn
+	case ProblemOrphan:
+		return ErrOrphan
+	case ProblemGap:
+		return ErrGap
+	case ProblemUnfinished:
+		return ErrUnfinished
+	case ProblemMissingJournal:
+		return ErrMissingJournal
+	default:
+		return ErrMalformed
+	}
+}
+
+// Reader reads a recording. Reads stream: memory does not grow with the
+// recording's length. A Reader is safe for concurrent use by several
+// goroutines unless its implementation says otherwise; each iterator is used
+// by one goroutine.
+type Reader interface {
+	// Meta is the recording's META row, decoded.
+	Meta() Meta
+	// Processors lists the recorded processors in the order their streams start.
+	Processors() []string
+	// Rows yields every row in storage order (META first, then rows of every
+	// processor and JOURNAL rows interleaved as written).
+	Rows() iter.Seq2[Entry, error]
+	// Stream yields one processor's rows in index order.
+	Stream(processor string) iter.Seq2[Entry, error]
+	// Journal returns the JOURNAL row of (feed, seq), or an error wrapping
+	// ErrMissingJournal. Lookups of one feed in increasing seq are streaming.
+	Journal(feed string, seq int64) (Entry, error)
+	// Problems lists the integrity problems found when the recording was
+	// opened; empty means complete.
+	Problems() []Problem
+	Close() error
+}
+
+// Writer appends rows to a new recording. Each Append is atomic with respect
+// to a crash as far as the backend allows: one write call (CSV) or one
+// transaction (SQLite). A Writer is not safe for concurrent use.
+type Writer interface {
+	Append(rows ...Entry) error
+	Close() error
+}
+
+// Syncer is implemented by writers that can force their rows to stable
+// storage (fsync), for the recorder's power-loss durability option.
+type Syncer interface {
+	Sync() error
+}
+
+// Store is an open recording: a Reader, plus Append for one that was
+// created for recording. A store opened for reading refuses Append with
+// ErrReadOnly.
+type Store interface {
+	Reader
+	Writer
+}
