@@ -178,6 +178,7 @@ func New(cfg Config) (*Engine, error) {
 			wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 		g.ctx = context.WithValue(context.Background(), agentKey, g)
 		for i, pc := range gc.Processors {
+			g.names = append(g.names, pc.Name)
 			g.hosts = append(g.hosts, NewHost(pc.Name, pc.Processor, cfg.Clock,
 				WithSink(hostSink(cfg.Sink, pc.Name)), WithTimers(cfg.TimerClock, g.schedule(i)), WithContext(g.ctx)))
 		}

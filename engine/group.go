@@ -21,13 +21,14 @@ func (r RetryPolicy) attempts() int { return max(1, r.Attempts) }
 
 // group is one goroutine (the agent) owning its queues and processors.
 type group struct {
-	name   string
-	eng    *Engine
-	hosts  []*Host
-	retry  RetryPolicy
-	obs    *Observer
-	clock  Clock
-	ctx    context.Context
+	name  string
+	eng   *Engine
+	hosts []*Host
+	names []string
+	retry RetryPolicy
+	obs   *Observer
+	clock Clock
+	ctx   context.Context
 
 	bindings atomic.Pointer[[]*binding]
 	fenced   atomic.Bool
@@ -139,6 +140,7 @@ func (g *group) emitDrops(b *binding) bool {
 	}
 	if g.obs.Dropped != nil {
 		for _, d := range g.drops {
+			d.Processors = g.names
 			g.obs.Dropped(g.name, d)
 		}
 	}
@@ -174,7 +176,7 @@ func (g *group) park() {
 // completion callbacks; then the observers; then the dispatched counter.
 func (g *group) dispatch(b *binding, e envelope) {
 	in := &g.in
-	*in = Input{Feed: b.feed.name, Seq: e.seq, Delivery: e.d, Item: e.item}
+	*in = Input{Group: g.name, Feed: b.feed.name, Seq: e.seq, Delivery: e.d, Item: e.item}
 	if g.obs.BeforeDispatch != nil {
 		g.obs.BeforeDispatch(g.name, in)
 	}

@@ -4,6 +4,7 @@ package engine
 // under which sequence and delivery. The observer hooks receive it; it is
 // valid only during the hook call and reused afterwards.
 type Input struct {
+	Group    string // the group dispatching the item
 	Feed     string
 	Seq      int64
 	Delivery *Delivery // nil for an item without a source position
@@ -13,13 +14,14 @@ type Input struct {
 // Drop is a run of items lost for one queue: consecutive drops at the same
 // queue position coalesced into one.
 type Drop struct {
-	Feed     string
-	Group    string
-	Count    int64
-	FirstSeq int64
-	LastSeq  int64
-	Offset   int64 // source offset of the last dropped item, 0 for a push feed
-	Reason   string
+	Feed       string
+	Group      string
+	Processors []string // the group's processors, which all lost the items
+	Count      int64
+	FirstSeq   int64
+	LastSeq    int64
+	Offset     int64 // source offset of the last dropped item, 0 for a push feed
+	Reason     string
 	// Approximate: the drop marks overflowed, so this count may include
 	// drops that happened before the position where it is reported.
 	Approximate bool

@@ -19,7 +19,7 @@ func TestSmoke(t *testing.T) {
 	}
 	log.Close()
 	e, err := engine.New(engine.Config{
-		Feeds:  []engine.FeedConfig{{Name: "in", Source: log.Source(), QueueSize: 16}},
+		Feeds: []engine.FeedConfig{{Name: "in", Source: log.Source(), QueueSize: 16}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
 			mu.Lock()
 			got = append(got, ev)
