@@ -318,7 +318,11 @@ func (e *Engine) Stop(ctx context.Context) error {
 		close(g.stop)
 	}
 	for _, g := range e.groups {
-		<-g.done
+		select {
+		case <-g.done:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("%w: group %q did not stop (a processor is blocked): %v", ErrStopped, g.name, ctx.Err()))
+		}
 	}
 	errs = append(errs, e.commitAll()...)
 	for _, f := range e.feeds {

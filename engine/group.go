@@ -118,7 +118,12 @@ func (g *group) step() bool {
 	did := false
 	if !g.fenced.Load() {
 		for _, b := range *g.bindings.Load() {
-			if g.emitDrops(b) {
+			// Marks at or before the head are drops that happened before the
+			// item about to be taken: report them first. The head is read
+			// before the take so a drop marked after it is not reported
+			// ahead of the items enqueued before it.
+			h := b.q.head.Load()
+			if g.emitDrops(b, h) {
 				did = true
 			}
 			if e, ok := b.q.take(); ok {
@@ -133,8 +138,8 @@ func (g *group) step() bool {
 	return did
 }
 
-func (g *group) emitDrops(b *binding) bool {
-	g.drops = b.takeMarks(b.q.head.Load(), g.drops[:0])
+func (g *group) emitDrops(b *binding, pos int64) bool {
+	g.drops = b.takeMarks(pos, g.drops[:0])
 	if len(g.drops) == 0 {
 		return false
 	}
@@ -291,7 +296,7 @@ func (g *group) backoff() bool {
 // queues are reported, then each processor's stream is closed.
 func (g *group) finish() {
 	for _, b := range *g.bindings.Load() {
-		g.emitDrops(b)
+		g.emitDrops(b, b.q.head.Load())
 	}
 	for _, h := range g.hosts {
 		if g.obs.Stopped != nil {

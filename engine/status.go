@@ -63,7 +63,7 @@ type SubscriberStatus struct {
 func (e *Engine) Status() Status {
 	s := Status{Settled: true, Lossless: true, Feeds: []FeedStatus{}}
 	for _, f := range e.feeds {
-		fs := f.status()
+		fs := f.Status()
 		s.Settled = s.Settled && fs.Settled
 		s.Lossless = s.Lossless && fs.Lossless
 		s.Feeds = append(s.Feeds, fs)
@@ -71,7 +71,8 @@ func (e *Engine) Status() Status {
 	return s
 }
 
-func (f *Feed) status() FeedStatus {
+// Status reports this feed (see Engine.Status).
+func (f *Feed) Status() FeedStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fs := FeedStatus{

@@ -1,0 +1,77 @@
+// Package filesource is the engine's tailed-file source: it reads a file's
+// bytes, splits them into lines on "\n", "\r\n" and "\r", and publishes each
+// line (a string, without its terminator) with engine.Feed.TryPublish at the
+// byte offset just after its terminator.
+//
+// # Read strategies
+//
+//   - Committed (the default): resume at the committed read pointer and tail
+//     the file. The pointer file (Options.Pointer, default path+".ptr") is
+//     written only by the engine's commit protocol, after every subscribing
+//     queue processed the lines it covers: at-least-once delivery.
+//   - Earliest: read from offset 0 and tail; no pointer.
+//   - Latest: start at the end of the file and tail: only lines appended
+//     after the start are published; no pointer.
+//   - OnceEarliest: read from 0 to the end of the file, then END_OF_STREAM.
+//   - OnceLatest: publish nothing; END_OF_STREAM at once.
+//
+// # Positions and epochs
+//
+// A line's position is the exact byte offset after its terminator, counted
+// in bytes on disk; the line is decoded as UTF-8 afterwards (invalid bytes
+// become U+FFFD, the position stays exact). The epoch names the position
+// space: with a pointer, a random epoch is kept in the pointer file and
+// replaced, with the offset reset to 0, when the input file is replaced
+// (other leading bytes, or another identity with no matching fingerprint)
+// or truncated (shorter than the pointer). Appending to the file or changing
+// its times never resets it. Strategies without a pointer use a hash of the
+// file's identity (device and inode) as their epoch.
+//
+// # The pointer file
+//
+// The pointer file is exactly 1,024 bytes, memory-mapped (mmap-go), holding
+// little-endian int64s: [0] offset, [8] epoch, [16] file identity hash
+// (FNV-1a of device and inode), [24] layout version (1), [32] fingerprint
+// length, [40] FNV-1a 64 fingerprint of the first min(4096, size) bytes of
+// the input. The offset moves forward only, with one aligned 8-byte store
+// into the shared mapping followed by a Flush (msync) per commit. A page of a
+// MAP_SHARED mapping is in the kernel's page cache the moment it is stored,
+// so it survives a SIGKILL of the process without the msync; the msync is
+// for a power loss or an operating-system crash. Changes of several header
+// fields at once (a new epoch, a reset, a new identity, a grown fingerprint)
+// are written to a temporary file, synced and renamed over the pointer file,
+// so a crash never leaves a torn header. A pointer file that is empty, too
+// short for a header or of an unknown layout is read from 0 with a warning
+// (re-delivery, never a skip) and rewritten at 1,024 bytes; a file holding
+// only an offset (layout 0) has its offset taken as a byte offset under a new
+// epoch.
+//
+// # Tailing, rotation and replacement
+//
+// At the end of the open file a tailing source checks that the path still
+// names the file it reads (same device and inode) and that the file did not
+// shrink. If not, it reports BEHIND with the reason, reads the old file to
+// its end, and reopens the path through the same identity check as a
+// restart. A path with no file (a rotation in progress) is not a change. An
+// acknowledgement of the old epoch is never committed into the new pointer.
+// A partial last line is re-read from its start after a reopen, never
+// duplicated.
+//
+// # Backpressure
+//
+// The default overload policy is engine.Pause: when TryPublish refuses a
+// line, the source keeps it and the unread rest of its buffer, reads nothing
+// further, stays BEHIND, and offers the same line again on its next duty
+// cycle. CAUGHT_UP is reported only once everything to the end of the file
+// was taken.
+//
+// # Duty cycle and commit lag
+//
+// Each duty cycle polls acknowledgements (engine.Feed.PollAcks, which
+// commits), then reads at most one buffer (256 KiB) and publishes its lines,
+// and polls again if it published. An idle or paused source yields a few
+// times, then sleeps Options.Interval (1ms by default). The pointer thus
+// lags processing by at most about one duty cycle: after a crash those lines
+// are delivered again (use engine.Delivery.AlreadyApplied with a position
+// stored with the application's state to skip them).
+package filesource

@@ -1,0 +1,41 @@
+package filesource
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of the package, for errors.Is.
+var (
+	// ErrStrategy: a read strategy name or value that does not exist.
+	ErrStrategy = errors.New("filesource: unknown read strategy")
+	// ErrOptions: New was given an unusable path or option.
+	ErrOptions = errors.New("filesource: bad options")
+	// ErrRunning: Run was called while the source was already running.
+	ErrRunning = errors.New("filesource: source already running")
+	// ErrPointerLayout: a pointer file that does not hold a complete header
+	// of a known layout (ReadPointer).
+	ErrPointerLayout = errors.New("filesource: pointer file of an unknown layout")
+)
+
+// FileError is an I/O failure on the input file or the pointer file: Op says
+// what was being done, Path names the file. Unwrap gives the cause.
+type FileError struct {
+	Op   string
+	Path string
+	Err  error
+}
+
+func (e *FileError) Error() string {
+	return fmt.Sprintf("filesource: %s %s: %v", e.Op, e.Path, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *FileError) Unwrap() error { return e.Err }
+
+func fileErr(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &FileError{Op: op, Path: path, Err: err}
+}

@@ -1,0 +1,285 @@
+package filesource
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/bits"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/edsrzf/mmap-go"
+)
+
+// The pointer file's layout.
+const (
+	// PointerSize is the size of a pointer file, in bytes.
+	PointerSize = 1024
+	// Layout is the layout version this package writes at byte 24.
+	Layout = 1
+	// FingerprintMax is how many leading bytes of the input the fingerprint
+	// covers at most.
+	FingerprintMax = 4096
+
+	headerSize = 48
+	offOffset  = 0
+	offEpoch   = 8
+	offID      = 16
+	offLayout  = 24
+	offFPLen   = 32
+	offFP      = 40
+)
+
+// Pointer is the content of a pointer file: the committed byte offset, the
+// epoch of the position space, the input file's identity hash, the layout
+// version and the fingerprint of the input's first FingerprintLen bytes. A
+// Pointer is a value: safe to copy and share.
+type Pointer struct {
+	Offset         int64
+	Epoch          int64
+	Identity       uint64
+	Layout         int64
+	FingerprintLen int64
+	Fingerprint    uint64
+}
+
+func (p Pointer) encode() []byte {
+	b := make([]byte, PointerSize)
+	binary.LittleEndian.PutUint64(b[offOffset:], uint64(p.Offset))
+	binary.LittleEndian.PutUint64(b[offEpoch:], uint64(p.Epoch))
+	binary.LittleEndian.PutUint64(b[offID:], p.Identity)
+	binary.LittleEndian.PutUint64(b[offLayout:], uint64(p.Layout))
+	binary.LittleEndian.PutUint64(b[offFPLen:], uint64(p.FingerprintLen))
+	binary.LittleEndian.PutUint64(b[offFP:], p.Fingerprint)
+	return b
+}
+
+// decodePointer decodes a header from b, zero-padded to headerSize.
+func decodePointer(b []byte) Pointer {
+	var h [headerSize]byte
+	copy(h[:], b)
+	return Pointer{
+		Offset:         int64(binary.LittleEndian.Uint64(h[offOffset:])),
+		Epoch:          int64(binary.LittleEndian.Uint64(h[offEpoch:])),
+		Identity:       binary.LittleEndian.Uint64(h[offID:]),
+		Layout:         int64(binary.LittleEndian.Uint64(h[offLayout:])),
+		FingerprintLen: int64(binary.LittleEndian.Uint64(h[offFPLen:])),
+		Fingerprint:    binary.LittleEndian.Uint64(h[offFP:]),
+	}
+}
+
+// ReadPointer reads the pointer file at path (for tools and tests; a
+// running source keeps it mapped). A file that does not hold a complete
+// header of layout 1 gives the fields it holds and an error wrapping
+// ErrPointerLayout.
+func ReadPointer(path string) (Pointer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Pointer{}, fileErr("read pointer", path, err)
+	}
+	p := decodePointer(b)
+	if len(b) < headerSize || p.Layout != Layout {
+		return p, fileErr("read pointer", path, fmt.Errorf("%w: %d bytes, layout %d", ErrPointerLayout, len(b), p.Layout))
+	}
+	return p, nil
+}
+
+// newEpoch returns a random positive epoch (never 0).
+func newEpoch() int64 {
+	for {
+		if e := rand.Int64(); e > 0 {
+			return e
+		}
+	}
+}
+
+// fingerprint is the FNV-1a 64 hash of the first n bytes of r.
+func fingerprint(r io.ReaderAt, n int64) (uint64, error) {
+	h := fnv.New64a()
+	if _, err := io.Copy(h, io.NewSectionReader(r, 0, n)); err != nil {
+		return 0, err
+	}
+	return h.Sum64(), nil
+}
+
+// pointerTrust is what a pointer file read at start can be trusted with.
+type pointerTrust int
+
+const (
+	trustNothing    pointerTrust = iota // created, empty, short, unknown: from 0, new epoch
+	trustOffsetOnly                     // layout 0: an offset, nothing else
+	trustAll                            // a complete header of our layout
+)
+
+// loadPointer reads the pointer file at path and says what it can be
+// trusted with, warning through logf about anything it cannot use.
+func loadPointer(path string, logf func(string, ...any)) (Pointer, pointerTrust, error) {
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return Pointer{}, trustNothing, nil
+	case err != nil:
+		return Pointer{}, trustNothing, fileErr("read pointer", path, err)
+	}
+	if len(b) > PointerSize {
+		b = b[:PointerSize]
+	}
+	switch {
+	case len(b) == 0:
+		logf("pointer file %s is empty: reading from 0 under a new epoch", path)
+		return Pointer{}, trustNothing, nil
+	case len(b) < 8:
+		logf("pointer file %s is too short for an offset (%d bytes): reading from 0 under a new epoch; it is rewritten at %d bytes", path, len(b), PointerSize)
+		return Pointer{}, trustNothing, nil
+	}
+	p := decodePointer(b)
+	short := len(b) < PointerSize
+	switch p.Layout {
+	case 0:
+		if p.Offset < 0 {
+			logf("pointer file %s holds a negative offset %d: reading from 0 under a new epoch", path, p.Offset)
+			return Pointer{}, trustNothing, nil
+		}
+		logf("pointer file %s has no layout version (%d bytes): taking its offset %d as a byte offset under a new epoch", path, len(b), p.Offset)
+		return Pointer{Offset: p.Offset}, trustOffsetOnly, nil
+	case Layout:
+		if len(b) < headerSize {
+			logf("pointer file %s holds %d bytes of its %d-byte header: reading from 0 under a new epoch", path, len(b), headerSize)
+			return Pointer{}, trustNothing, nil
+		}
+		if p.Offset < 0 || p.Epoch == 0 || p.FingerprintLen < 0 || p.FingerprintLen > FingerprintMax {
+			logf("pointer file %s is corrupt (offset %d, epoch %d, fingerprint length %d): reading from 0 under a new epoch", path, p.Offset, p.Epoch, p.FingerprintLen)
+			return Pointer{}, trustNothing, nil
+		}
+		if short {
+			logf("pointer file %s is %d bytes, not %d: its header is kept and the file rewritten at %d bytes", path, len(b), PointerSize, PointerSize)
+		}
+		return p, trustAll, nil
+	default:
+		logf("pointer file %s has an unknown layout %d: reading from 0 under a new epoch", path, p.Layout)
+		return Pointer{}, trustNothing, nil
+	}
+}
+
+var bigEndianHost = func() bool {
+	var b [2]byte
+	binary.NativeEndian.PutUint16(b[:], 1)
+	return b[0] == 0
+}()
+
+// pointerFile is the memory-mapped pointer file. It is used by one goroutine
+// at a time (the Source serialises it under its mutex).
+type pointerFile struct {
+	path string
+	f    *os.File
+	m    mmap.MMap
+	hdr  Pointer // what the file holds
+}
+
+func (p *pointerFile) mapped() bool { return p.m != nil }
+
+// open maps the pointer file (which must be PointerSize bytes).
+func (p *pointerFile) open() error {
+	if p.m != nil {
+		return nil
+	}
+	f, err := os.OpenFile(p.path, os.O_RDWR, 0)
+	if err != nil {
+		return fileErr("open pointer", p.path, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && fi.Size() != PointerSize {
+		err = fmt.Errorf("%w: %d bytes, not %d", ErrPointerLayout, fi.Size(), PointerSize)
+	}
+	var m mmap.MMap
+	if err == nil {
+		m, err = mmap.MapRegion(f, PointerSize, mmap.RDWR, 0, 0)
+	}
+	if err != nil {
+		f.Close()
+		return fileErr("map pointer", p.path, err)
+	}
+	p.f, p.m = f, m
+	return nil
+}
+
+// close unmaps and closes the pointer file.
+func (p *pointerFile) close() error {
+	if p.m == nil {
+		return nil
+	}
+	err := p.m.Unmap()
+	if cerr := p.f.Close(); err == nil {
+		err = cerr
+	}
+	p.f, p.m = nil, nil
+	return fileErr("unmap pointer", p.path, err)
+}
+
+// setOffset commits off: one aligned 8-byte store into the shared mapping,
+// then a Flush (msync). If the file is not mapped (the source stopped), it
+// is mapped for this write and unmapped after.
+func (p *pointerFile) setOffset(off int64) error {
+	if !p.mapped() {
+		if err := p.open(); err != nil {
+			return err
+		}
+		defer p.close()
+	}
+	u := uint64(off)
+	if bigEndianHost {
+		u = bits.ReverseBytes64(u)
+	}
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&p.m[offOffset])), u)
+	if err := p.m.Flush(); err != nil {
+		return fileErr("flush pointer", p.path, err)
+	}
+	p.hdr.Offset = off
+	return nil
+}
+
+// write replaces the whole header at once: a temporary file, synced and
+// renamed over the pointer file, then the directory synced; the mapping (if
+// any) is moved to the new file. A crash leaves the old or the new header,
+// never a mix.
+func (p *pointerFile) write(h Pointer) error {
+	h.Layout = Layout
+	wasMapped := p.mapped()
+	tmp := p.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fileErr("write pointer", tmp, err)
+	}
+	_, err = f.Write(h.encode())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fileErr("write pointer", tmp, err)
+	}
+	if err := p.close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p.path); err != nil {
+		os.Remove(tmp)
+		return fileErr("rename pointer", p.path, err)
+	}
+	if d, err := os.Open(filepath.Dir(p.path)); err == nil {
+		d.Sync() // best effort: makes the rename durable across a power loss
+		d.Close()
+	}
+	p.hdr = h
+	if wasMapped {
+		return p.open()
+	}
+	return nil
+}

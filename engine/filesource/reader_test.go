@@ -1,0 +1,147 @@
+package filesource
+
+import (
+	"bytes"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// growing is an in-memory file that grows (a tailed file).
+type growing struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (g *growing) ReadAt(p []byte, off int64) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if off >= int64(len(g.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, g.b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+type line struct {
+	text string
+	pos  int64
+}
+
+// drain reads everything src holds now, like a duty cycle loop: it returns
+// the complete lines (final: a lone trailing '\r' ends a line).
+func drain(t testing.TB, l *lineReader, final bool) []line {
+	t.Helper()
+	var out []line
+	for {
+		if l.skip == skipNone || l.doSkip(final) {
+			for {
+				end, after, ok := l.next(final)
+				if !ok {
+					break
+				}
+				out = append(out, line{l.text(end), l.pos + int64(after-l.r)})
+				l.consume(after)
+			}
+		}
+		n, err := l.fill()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			if l.skip == skipNone || l.doSkip(final) {
+				for {
+					end, after, ok := l.next(final)
+					if !ok {
+						break
+					}
+					out = append(out, line{l.text(end), l.pos + int64(after-l.r)})
+					l.consume(after)
+				}
+			}
+			return out
+		}
+	}
+}
+
+// reference splits b the simple way, final.
+func reference(b []byte) (out []line, rest int) {
+	start := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\n':
+			out = append(out, line{decode(b[start:i]), int64(i + 1)})
+			start = i + 1
+		case '\r':
+			end := i
+			if i+1 < len(b) && b[i+1] == '\n' {
+				i++
+			}
+			out = append(out, line{decode(b[start:end]), int64(i + 1)})
+			start = i + 1
+		}
+	}
+	return out, len(b) - start
+}
+
+func TestLineReaderSplitsOnEveryTerminator(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		final    bool
+		want     []line
+		rest     int
+	}{
+		{"lf", "a\nbc\n", false, []line{{"a", 2}, {"bc", 5}}, 0},
+		{"crlf", "a\r\nbc\r\n", false, []line{{"a", 3}, {"bc", 7}}, 0},
+		{"cr", "a\rbc\rd", false, []line{{"a", 2}, {"bc", 5}}, 1},
+		{"empty-lines", "\n\r\n\r\n", false, []line{{"", 1}, {"", 3}, {"", 5}}, 0},
+		{"cr-then-crlf", "a\r\r\nb\n", false, []line{{"a", 2}, {"", 4}, {"b", 6}}, 0},
+		{"trailing-cr-tailing", "a\nb\r", false, []line{{"a", 2}}, 2},
+		{"trailing-cr-final", "a\nb\r", true, []line{{"a", 2}, {"b", 4}}, 0},
+		{"partial", "a\nbcd", true, []line{{"a", 2}}, 3},
+		{"invalid-utf8", "\xff\xfeok\n\xe2\x82\n", false, []line{{"\uFFFDok", 5}, {"\uFFFD", 8}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, size := range []int{1, 2, 3, 64} {
+				l := newLineReader(&growing{b: []byte(tc.in)}, 0, size)
+				got := drain(t, l, tc.final)
+				if !slices.Equal(got, tc.want) || l.buffered() != tc.rest {
+					t.Fatalf("buffer %d: got %v rest %d, want %v rest %d", size, got, l.buffered(), tc.want, tc.rest)
+				}
+			}
+		})
+	}
+}
+
+// FuzzLineReader: reading a file that grows in arbitrary chunks, with a
+// small buffer, gives the same lines and positions as splitting the whole
+// file at once.
+func FuzzLineReader(f *testing.F) {
+	f.Add([]byte("a\nb\r\nc\rd"), uint8(3), uint8(2))
+	f.Add([]byte("\r\r\n\n\r"), uint8(1), uint8(1))
+	f.Add([]byte("héllo\xff\r\nx"), uint8(5), uint8(4))
+	f.Fuzz(func(t *testing.T, data []byte, chunk, buf uint8) {
+		want, rest := reference(data)
+		g := &growing{}
+		l := newLineReader(g, 0, int(buf)%16+1)
+		var got []line
+		c := int(chunk)%7 + 1
+		for i := 0; i < len(data); i += c {
+			g.mu.Lock()
+			g.b = append(g.b, data[i:min(i+c, len(data))]...)
+			g.mu.Unlock()
+			got = append(got, drain(t, l, false)...)
+		}
+		got = append(got, drain(t, l, true)...)
+		if !slices.Equal(got, want) || l.buffered() != rest {
+			t.Fatalf("got %v rest %d, want %v rest %d", got, l.buffered(), want, rest)
+		}
+		if !bytes.Equal(data[len(data)-rest:], l.buf[l.r:l.w]) {
+			t.Fatal("unterminated bytes differ")
+		}
+	})
+}

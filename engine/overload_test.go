@@ -1,0 +1,259 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/engine/memsource"
+)
+
+func TestPauseLosesNothingUnderASlowConsumer(t *testing.T) {
+	const n = 10000
+	var mu sync.Mutex
+	var got []any
+	slow := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		time.Sleep(2 * time.Microsecond)
+		mu.Lock()
+		got = append(got, ev)
+		mu.Unlock()
+		return nil
+	})
+	log := memsource.NewLog()
+	for i := 1; i <= n; i++ {
+		log.Append(i)
+	}
+	log.Close()
+	e := start(t, engine.Config{
+		Feeds:  []engine.FeedConfig{{Name: "in", Source: log.Source(), QueueSize: 1024}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", slow)}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := e.WaitSettled(ctx, time.Millisecond)
+	if err != nil {
+		t.Fatalf("not settled: %+v", st)
+	}
+	fs := st.Feeds[0]
+	if fs.Dropped != 0 || !fs.Lossless || fs.Policy != string(engine.PauseKind) || fs.Pauses == 0 {
+		t.Fatalf("status %+v: want 0 dropped, lossless, PAUSE, pauses > 0", fs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != n {
+		t.Fatalf("processed %d, want %d", len(got), n)
+	}
+	for i, v := range got {
+		if v != i+1 {
+			t.Fatalf("item %d is %v: not every item once in order", i, v)
+		}
+	}
+	if log.Committed() != n {
+		t.Fatalf("committed %d, want %d", log.Committed(), n)
+	}
+}
+
+// blockEngine has feed "in" under BLOCK_WITH_DEADLINE with a queue of one,
+// subscribed by an open group "open" and a gated group "gated".
+func blockEngine(t *testing.T, deadline time.Duration) (*engine.Engine, *gate, *gate) {
+	open, gated := newGate(true), newGate(false)
+	e := start(t, engine.Config{DrainTimeout: 200 * time.Millisecond,
+		Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.BlockWithDeadline(deadline), QueueSize: 1}},
+		Groups: []engine.GroupConfig{
+			{Name: "open", Feeds: []string{"in"}, Processors: procs("o", open)},
+			{Name: "gated", Feeds: []string{"in"}, Processors: procs("g", gated)}}})
+	t.Cleanup(gated.openUp)
+	f := e.Feed("in")
+	ctx := context.Background()
+	// item 1 is taken by the gated group (blocked in it), item 2 fills its queue
+	if err := f.Publish(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "item 1 taken", func() bool { return gated.enteredCount() == 1 })
+	if err := f.Publish(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "open group", func() bool { return open.count() == 2 })
+	return e, open, gated
+}
+
+func TestBlockRefusesAtTheDeadlineAndDeliversToNone(t *testing.T) {
+	e, open, gated := blockEngine(t, 30*time.Millisecond)
+	f := e.Feed("in")
+	began := time.Now()
+	err := f.Publish(context.Background(), 3)
+	var re *engine.RefusedError
+	if !errors.As(err, &re) || !errors.Is(err, engine.ErrRefused) || re.Reason != engine.RefusedDeadline {
+		t.Fatalf("err %v, want a deadline refusal", err)
+	}
+	if waited := time.Since(began); waited < 30*time.Millisecond {
+		t.Fatalf("refused after %s, before the deadline", waited)
+	}
+	st := e.Status().Feeds[0]
+	if st.Sequence != 2 || st.Refused != 1 || st.Lossless {
+		t.Fatalf("status sequence %d refused %d lossless %v: a refusal must number nothing and count", st.Sequence, st.Refused, st.Lossless)
+	}
+	if got := open.count(); got != 2 {
+		t.Fatalf("open group got %d items: a refused publish reached it", got)
+	}
+	// Retrying after room appears delivers once to each: no duplicate.
+	gated.openUp()
+	if err := f.Publish(context.Background(), 3); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "delivery", func() bool { return open.count() == 3 && gated.count() == 3 })
+	for _, g := range []*gate{open, gated} {
+		if items := g.items(); items[2] != 3 || len(items) != 3 {
+			t.Fatalf("items %v", items)
+		}
+	}
+}
+
+func TestBlockWaitsOutsideTheLockUntilRoom(t *testing.T) {
+	e, _, gated := blockEngine(t, 10*time.Second)
+	f := e.Feed("in")
+	done := make(chan error, 1)
+	go func() { done <- f.Publish(context.Background(), 3) }()
+	time.Sleep(20 * time.Millisecond)
+	// The waiting publisher holds no lock: status and another feed's work go on.
+	if st := e.Status(); st.Feeds[0].Sequence != 2 {
+		t.Fatalf("sequence %d while waiting", st.Feeds[0].Sequence)
+	}
+	gated.let(1)
+	if err := <-done; err != nil {
+		t.Fatalf("publish after room appeared: %v", err)
+	}
+}
+
+func TestBlockRefusalReasons(t *testing.T) {
+	t.Run("cancelled", func(t *testing.T) {
+		e, _, _ := blockEngine(t, 10*time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { time.Sleep(10 * time.Millisecond); cancel() }()
+		var re *engine.RefusedError
+		if err := e.Feed("in").Publish(ctx, 3); !errors.As(err, &re) || re.Reason != engine.RefusedCancelled {
+			t.Fatalf("err %v, want cancelled", err)
+		}
+	})
+	t.Run("shutdown", func(t *testing.T) {
+		e, _, _ := blockEngine(t, 10*time.Second)
+		done := make(chan error, 1)
+		go func() { done <- e.Feed("in").Publish(context.Background(), 3) }()
+		time.Sleep(10 * time.Millisecond)
+		go e.Stop(context.Background())
+		var re *engine.RefusedError
+		if err := <-done; !errors.As(err, &re) || re.Reason != engine.RefusedShutdown {
+			t.Fatalf("err %v, want shutdown", err)
+		}
+	})
+}
+
+func TestAPublishFromAGroupGoroutineIsDowngradedNotWaited(t *testing.T) {
+	gated := newGate(false)
+	defer gated.openUp()
+	var pubErr error
+	var once sync.Once
+	var e *engine.Engine
+	publisher := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		once.Do(func() {
+			// out's gated queue is full: a blocking publish from a group
+			// goroutine must not wait for it.
+			pubErr = e.Feed("out").Publish(c.Context(), "x")
+		})
+		return nil
+	})
+	e = start(t, engine.Config{DrainTimeout: 100 * time.Millisecond,
+		Feeds: []engine.FeedConfig{
+			{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8},
+			{Name: "out", Policy: engine.BlockWithDeadline(time.Hour), QueueSize: 1}},
+		Groups: []engine.GroupConfig{
+			{Name: "pub", Feeds: []string{"in"}, Processors: procs("pub", publisher)},
+			{Name: "sink", Feeds: []string{"out"}, Processors: procs("sink", gated)}}})
+	out := e.Feed("out")
+	out.Publish(context.Background(), 1)
+	eventually(t, "sink blocked", func() bool { return gated.enteredCount() == 1 })
+	out.Publish(context.Background(), 2)
+	done := make(chan struct{})
+	go func() { e.Feed("in").Publish(context.Background(), "go"); close(done) }()
+	eventually(t, "publisher done", func() bool {
+		st := e.Status()
+		return st.Feeds[0].Subscribers[0].Dispatched == 1
+	})
+	<-done
+	if pubErr != nil {
+		t.Fatalf("downgraded publish returned %v", pubErr)
+	}
+	st := e.Status().Feeds[1]
+	if st.Downgraded != 1 || st.Dropped != 1 || st.Lossless {
+		t.Fatalf("out: downgraded %d dropped %d lossless %v, want 1 1 false", st.Downgraded, st.Dropped, st.Lossless)
+	}
+}
+
+func TestAPushPublishIntoAFullPauseQueueIsACountedDrop(t *testing.T) {
+	gated := newGate(false)
+	defer gated.openUp()
+	e := start(t, engine.Config{DrainTimeout: 100 * time.Millisecond,
+		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause().WithSpin(0), QueueSize: 1}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", gated)}}})
+	f := e.Feed("in")
+	f.Publish(context.Background(), 1)
+	eventually(t, "taken", func() bool { return gated.enteredCount() == 1 })
+	f.Publish(context.Background(), 2)
+	if err := f.Publish(context.Background(), 3); err != nil {
+		t.Fatal(err)
+	}
+	st := e.Status().Feeds[0]
+	if st.Dropped != 1 || st.Downgraded != 1 || st.Lossless {
+		t.Fatalf("dropped %d downgraded %d lossless %v", st.Dropped, st.Downgraded, st.Lossless)
+	}
+}
+
+func TestTheWindowCapPausesTheSource(t *testing.T) {
+	g := newGate(false)
+	defer g.openUp()
+	e := start(t, engine.Config{DrainTimeout: 100 * time.Millisecond,
+		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 100, WindowCap: 4}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
+	f := e.Feed("in")
+	f.SetCommitter(&committer{})
+	for i := 1; i <= 4; i++ {
+		if !f.TryPublish(i, engine.Position{Offset: int64(i)}) {
+			t.Fatalf("paused at %d", i)
+		}
+	}
+	if f.TryPublish(5, engine.Position{Offset: 5}) {
+		t.Fatal("took a fifth item past a window cap of 4")
+	}
+	if st := e.Status().Feeds[0]; st.PendingAcks != 4 || !st.Paused {
+		t.Fatalf("pendingAcks %d paused %v", st.PendingAcks, st.Paused)
+	}
+}
+
+func TestANestedPublishIntoTheSameFeedFollowsTheOuterItem(t *testing.T) {
+	g := newGate(true)
+	var e *engine.Engine
+	journal := journalFunc(func(ctx context.Context, feed string, seq int64, item any) error {
+		if item == "outer" {
+			return e.Feed(feed).Publish(ctx, "nested")
+		}
+		return nil
+	})
+	e = start(t, engine.Config{
+		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8, Journal: journal}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
+	if err := e.Feed("in").Publish(context.Background(), "outer"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both", func() bool { return g.count() == 2 })
+	if got := g.items(); got[0] != "outer" || got[1] != "nested" {
+		t.Fatalf("order %v, want outer then nested", got)
+	}
+}
+
+type journalFunc func(ctx context.Context, feed string, seq int64, item any) error
+
+func (f journalFunc) Append(ctx context.Context, feed string, seq int64, item any) error {
+	return f(ctx, feed, seq, item)
+}
