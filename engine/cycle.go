@@ -237,7 +237,7 @@ func (h *Host) reset(d *Delivery, timer int) *Trace {
 // valid until the next call.
 func (h *Host) Handle(d *Delivery, ev any) *Trace {
 	t := h.reset(d, 0)
-	t.Err = h.run(func() error { return h.proc.OnEvent(&h.cycle, ev) })
+	t.Err = h.call(ev, 0)
 	h.drain(t)
 	return t
 }
@@ -257,7 +257,7 @@ func (h *Host) Fire(n int) *Trace {
 		t.Err = fmt.Errorf("engine: processor %q set timer %d but does not implement TimerHandler", h.name, n)
 		return t
 	}
-	t.Err = h.run(func() error { return th.OnTimer(&h.cycle, n) })
+	t.Err = h.call(th, n)
 	h.drain(t)
 	return t
 }
@@ -270,12 +270,14 @@ func (h *Host) drain(t *Trace) {
 		}
 		ev := h.queue[i]
 		h.queue[i] = nil
-		t.Err = h.run(func() error { return h.proc.OnEvent(&h.cycle, ev) })
+		t.Err = h.call(ev, 0)
 	}
 	h.queue = h.queue[:0]
 }
 
-func (h *Host) run(f func() error) (err error) {
+// call runs one cycle: OnEvent(ev), or, for timer > 0, ev's OnTimer(timer).
+// A panic is recovered into a *PanicError; a sink error fails the cycle.
+func (h *Host) call(ev any, timer int) (err error) {
 	h.trace.Cycles++
 	defer func() {
 		if v := recover(); v != nil {
@@ -285,7 +287,10 @@ func (h *Host) run(f func() error) (err error) {
 			err = h.sinkErr
 		}
 	}()
-	return f()
+	if timer > 0 {
+		return ev.(TimerHandler).OnTimer(&h.cycle, timer)
+	}
+	return h.proc.OnEvent(&h.cycle, ev)
 }
 
 // Complete runs one completion callback for delivery d, recovering a panic

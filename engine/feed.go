@@ -270,14 +270,16 @@ func (f *Feed) commit(ctx context.Context, item any, pos *Position, push bool) {
 			continue
 		}
 		if b.q.room() <= 0 {
-			spin := b.policy.Spin
-			reason := fmt.Sprintf("queue %s full after %s spin", b.name, spin)
-			if push && b.policy.Kind != DropAfterSpinKind {
+			fallback := push && b.policy.Kind != DropAfterSpinKind
+			if fallback {
 				b.downgraded.Add(1)
 				downgraded = true
-				reason += "; " + string(b.policy.Kind) + " not waited"
 			}
-			if !f.spin(b, spin) {
+			if !f.spin(b, b.policy.Spin) {
+				reason := fmt.Sprintf("queue %s full after %s spin", b.name, b.policy.Spin)
+				if fallback {
+					reason += "; " + string(b.policy.Kind) + " not waited"
+				}
 				b.mark(seq, offset, reason)
 				continue
 			}

@@ -40,6 +40,7 @@ type group struct {
 
 	timersMu sync.Mutex
 	timers   timerHeap
+	nTimers  atomic.Int64 // len(timers), read without the lock
 
 	in      Input
 	drops   []Drop
@@ -113,6 +114,10 @@ func (g *group) run() {
 	}
 }
 
+// batch is how many items a group takes from one queue before it looks at
+// its other queues and its timers.
+const batch = 64
+
 // step does one pass of work; it reports whether it did anything.
 func (g *group) step() bool {
 	did := false
@@ -122,13 +127,20 @@ func (g *group) step() bool {
 			// item about to be taken: report them first. The head is read
 			// before the take so a drop marked after it is not reported
 			// ahead of the items enqueued before it.
-			h := b.q.head.Load()
-			if g.emitDrops(b, h) {
-				did = true
-			}
-			if e, ok := b.q.take(); ok {
+			for range batch {
+				h := b.q.head.Load()
+				if g.emitDrops(b, h) {
+					did = true
+				}
+				e, ok := b.q.take()
+				if !ok {
+					break
+				}
 				g.dispatch(b, e)
 				did = true
+				if g.fenced.Load() || b.removed.Load() {
+					break
+				}
 			}
 		}
 	}
@@ -338,6 +350,7 @@ func (g *group) schedule(host int) func(n int, due time.Time) {
 	return func(n int, due time.Time) {
 		g.timersMu.Lock()
 		heap.Push(&g.timers, timerEntry{due: due, host: host, n: n})
+		g.nTimers.Store(int64(len(g.timers)))
 		g.timersMu.Unlock()
 	}
 }
@@ -345,13 +358,14 @@ func (g *group) schedule(host int) func(n int, due time.Time) {
 // fireTimers runs the timers that are due; it reports whether any ran.
 func (g *group) fireTimers() bool {
 	fired := false
-	for {
+	for g.nTimers.Load() > 0 {
 		g.timersMu.Lock()
 		if len(g.timers) == 0 || g.fenced.Load() || g.timers[0].due.After(g.clock.Now()) {
 			g.timersMu.Unlock()
 			return fired
 		}
 		te := heap.Pop(&g.timers).(timerEntry)
+		g.nTimers.Store(int64(len(g.timers)))
 		g.timersMu.Unlock()
 		h := g.hosts[te.host]
 		t := h.Fire(te.n)
@@ -363,4 +377,5 @@ func (g *group) fireTimers() bool {
 		}
 		fired = true
 	}
+	return fired
 }

@@ -13,16 +13,26 @@ type envelope struct {
 }
 
 // queue is a bounded single-producer single-consumer ring. The producer is
-// serialised by its feed's lock; the consumer is its group's goroutine.
+// serialised by its feed's lock; the consumer is its group's goroutine. The
+// producer's and the consumer's counters sit on separate cache lines, and
+// each side keeps a cached copy of the other's counter, so an uncontended
+// hand-off touches the other side's line only when the cache says full or
+// empty.
 type queue struct {
-	buf  []envelope
-	mask int64
-	size int64
-	tail atomic.Int64 // items enqueued (the producer position)
-	head atomic.Int64 // items taken by the consumer
+	buf       []envelope
+	mask      int64
+	size      int64
+	_         [40]byte
+	tail      atomic.Int64 // items enqueued (the producer position)
+	headCache int64        // producer's last view of head (feed lock held)
+	_         [48]byte
+	head      atomic.Int64 // items taken by the consumer
+	tailCache int64        // consumer's last view of tail
+	_         [48]byte
 	// dispatched counts items whose delivery completed: only items up to it
 	// may be acknowledged to the source.
 	dispatched atomic.Int64
+	_          [56]byte
 }
 
 func newQueue(size int) *queue {
@@ -33,7 +43,15 @@ func newQueue(size int) *queue {
 	return &queue{buf: make([]envelope, n), mask: n - 1, size: int64(size)}
 }
 
-func (q *queue) room() int64 { return q.size - (q.tail.Load() - q.head.Load()) }
+// room is the free capacity, seen by the producer (feed lock held).
+func (q *queue) room() int64 {
+	r := q.size - (q.tail.Load() - q.headCache)
+	if r <= 0 {
+		q.headCache = q.head.Load()
+		r = q.size - (q.tail.Load() - q.headCache)
+	}
+	return r
+}
 
 // offer enqueues e; the caller (the feed, under its lock) checked room.
 func (q *queue) offer(e envelope) int64 {
@@ -46,8 +64,11 @@ func (q *queue) offer(e envelope) int64 {
 // take dequeues one item, if any (consumer only).
 func (q *queue) take() (envelope, bool) {
 	h := q.head.Load()
-	if h >= q.tail.Load() {
-		return envelope{}, false
+	if h >= q.tailCache {
+		q.tailCache = q.tail.Load()
+		if h >= q.tailCache {
+			return envelope{}, false
+		}
 	}
 	i := h & q.mask
 	e := q.buf[i]

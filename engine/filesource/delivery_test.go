@@ -30,7 +30,7 @@ func wantInOrder(t *testing.T, got []string, from, to int) {
 // (the pointer file as it was, the engine gone) re-delivers them.
 func TestReadButNotDispatchedLinesAreNotCommittedAndRedeliveredAfterACrash(t *testing.T) {
 	path := input(t, numbered("line", 0, 100))
-	release := make(chan struct{})
+	release := newGate(t)
 	p := &rec{gate: blockAt(lineAt(40), release)}
 	r := start(t, path, Options{}, setup{procs: []*rec{p}})
 	waitFor(t, "40 lines handled, the rest read", func() bool {
@@ -49,7 +49,7 @@ func TestReadButNotDispatchedLinesAreNotCommittedAndRedeliveredAfterACrash(t *te
 	}
 	// The crash: nothing more is processed, the pointer file is what it was.
 	p.ignore.Store(true)
-	close(release)
+	release.open()
 	r.stop()
 	if err := os.WriteFile(ptr, snapshot, 0o644); err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestCleanStopCommitsWhatTheSlowestGroupProcessed(t *testing.T) {
 func TestPointerFollowsTheSlowestOfThreeGroups(t *testing.T) {
 	const n = 120
 	path := input(t, numbered("line", 0, n))
-	rel := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
+	rel := []*gate{newGate(t), newGate(t), newGate(t)}
 	ps := []*rec{
 		{gate: blockAt(lineAt(90), rel[0])},
 		{gate: blockAt(lineAt(30), rel[1])},
@@ -151,12 +151,12 @@ func TestPointerFollowsTheSlowestOfThreeGroups(t *testing.T) {
 	}
 	waitFor(t, "the groups at their gates", func() bool { return ps[0].count() == 90 && ps[1].count() == 30 && ps[2].count() == 60 })
 	at(30)
-	close(rel[1]) // the slowest is now the one at 60
+	rel[1].open() // the slowest is now the one at 60
 	waitFor(t, "group 1 done", func() bool { return ps[1].count() == n })
 	at(60)
-	close(rel[2])
+	rel[2].open()
 	at(90)
-	close(rel[0])
+	rel[0].open()
 	r.settle(n, ps...)
 	at(n)
 	close(stop)
@@ -171,13 +171,13 @@ func TestPointerFollowsTheSlowestOfThreeGroups(t *testing.T) {
 func TestExplicitDropAfterSpinDropsCountsAndCommitsPastTheDrop(t *testing.T) {
 	const n = 5000
 	path := input(t, numbered("line", 0, n))
-	release := make(chan struct{})
+	release := newGate(t)
 	p := &rec{gate: blockAt(lineAt(0), release)}
 	var droppedSeen atomic.Int64
 	obs := engine.Observer{Dropped: func(_ string, d engine.Drop) { droppedSeen.Add(d.Count) }}
 	r := start(t, path, Options{}, setup{procs: []*rec{p}, queue: 16, policy: engine.DropAfterSpin(0), observer: obs})
 	waitFor(t, "the file read to its end", func() bool { return r.feed().State == engine.StateCaughtUp })
-	close(release)
+	release.open()
 	st := r.settle(0)
 	f := st.Feeds[0]
 	if f.Dropped == 0 || st.Lossless || f.Lossless {

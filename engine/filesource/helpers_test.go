@@ -158,12 +158,34 @@ func (r *rec) got() ([]string, []engine.Delivery) {
 	return append([]string(nil), r.lines...), append([]engine.Delivery(nil), r.ds...)
 }
 
-// blockAt returns a gate that blocks on the line equal to at until release
-// is closed.
-func blockAt(at string, release <-chan struct{}) func(string) {
+// gate is opened once by the test; a waiter also goes on when the test
+// ends (so that a failed test never leaves a processor blocked and the
+// engine's Stop waiting for it).
+type gate struct {
+	ch   chan struct{}
+	once sync.Once
+	end  context.Context
+}
+
+func newGate(t testing.TB) *gate {
+	return &gate{ch: make(chan struct{}), end: t.Context()}
+}
+
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
+func (g *gate) wait() {
+	select {
+	case <-g.ch:
+	case <-g.end.Done():
+	}
+}
+
+// blockAt returns a processor gate that blocks on the line equal to at
+// until g is opened.
+func blockAt(at string, g *gate) func(string) {
 	return func(s string) {
 		if s == at {
-			<-release
+			g.wait()
 		}
 	}
 }

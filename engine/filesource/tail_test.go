@@ -87,14 +87,14 @@ func linesOf(prefix string, from, to int) []string {
 // into the new pointer.
 func TestFileReplacedWhileTailingIsReadUnderANewEpochAndOldAcksAreNotCommitted(t *testing.T) {
 	path := input(t, numbered("old", 0, 10))
-	relOld, relNew := make(chan struct{}), make(chan struct{})
+	relOld, relNew := newGate(t), newGate(t)
 	old5, new0 := linesOf("old", 5, 6)[0], linesOf("new", 0, 1)[0]
 	p := &rec{gate: func(s string) {
 		switch s {
 		case old5:
-			<-relOld
+			relOld.wait()
 		case new0:
-			<-relNew
+			relNew.wait()
 		}
 	}}
 	src, _ := newSource(t, path, Options{})
@@ -107,13 +107,13 @@ func TestFileReplacedWhileTailingIsReadUnderANewEpochAndOldAcksAreNotCommitted(t
 	replaceFile(t, path, numbered("new", 0, 4))
 	waitFor(t, "the reset", func() bool { return readPointer(t, ptr).Epoch != oldEpoch })
 	newEpoch := readPointer(t, ptr).Epoch
-	close(relOld) // old-5..old-9 are processed and acknowledged under the old epoch
+	relOld.open() // old-5..old-9 are processed and acknowledged under the old epoch
 	waitFor(t, "old lines processed", func() bool { return p.count() == 10 })
 	time.Sleep(20 * time.Millisecond) // duty cycles poll the acknowledgements
 	if got := readPointer(t, ptr); got.Epoch != newEpoch || got.Offset != 0 {
 		t.Fatalf("pointer %+v after old acknowledgements: want offset 0 under the new epoch %d", got, newEpoch)
 	}
-	close(relNew)
+	relNew.open()
 	r.settle(14, p)
 	waitFor(t, "the new file committed", func() bool { return readPointer(t, ptr).Offset == 4*lineLen })
 	got, ds := p.got()
