@@ -104,3 +104,13 @@ func BenchmarkTryPublishPauseCommitted(b *testing.B) {
 	}
 	waitDispatched(b, f, int64(b.N))
 }
+
+// The deterministic core alone: one input through one processor.
+func BenchmarkHostHandle(b *testing.B) {
+	h := engine.NewHost("p", noop(), engine.SystemClock())
+	for i := 0; i < b.N; i++ {
+		if t := h.Handle(nil, i); t.Err != nil {
+			b.Fatal(t.Err)
+		}
+	}
+}

@@ -128,7 +128,7 @@ func (g *group) step() bool {
 			// before the take so a drop marked after it is not reported
 			// ahead of the items enqueued before it.
 			for range batch {
-				h := b.q.head.Load()
+				h := b.q.headLocal
 				if g.emitDrops(b, h) {
 					did = true
 				}
@@ -169,7 +169,8 @@ func (g *group) park() {
 	defer g.sleeping.Store(false)
 	if !g.fenced.Load() {
 		for _, b := range *g.bindings.Load() {
-			if b.q.head.Load() < b.q.tail.Load() || b.hasMarks.Load() {
+			b.q.publishHead()
+			if b.q.headLocal < b.q.tail.Load() || b.hasMarks.Load() {
 				return
 			}
 		}
@@ -308,7 +309,7 @@ func (g *group) backoff() bool {
 // queues are reported, then each processor's stream is closed.
 func (g *group) finish() {
 	for _, b := range *g.bindings.Load() {
-		g.emitDrops(b, b.q.head.Load())
+		g.emitDrops(b, b.q.headLocal)
 	}
 	for _, h := range g.hosts {
 		if g.obs.Stopped != nil {

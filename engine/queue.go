@@ -26,8 +26,10 @@ type queue struct {
 	tail      atomic.Int64 // items enqueued (the producer position)
 	headCache int64        // producer's last view of head (feed lock held)
 	_         [48]byte
-	head      atomic.Int64 // items taken by the consumer
+	head      atomic.Int64 // items taken by the consumer, as published to the producer
+	headLocal int64        // items taken (consumer only); head lags it by less than every
 	tailCache int64        // consumer's last view of tail
+	every     int64        // publish head every this many items
 	_         [48]byte
 	// dispatched counts items whose delivery completed: only items up to it
 	// may be acknowledged to the source.
@@ -40,7 +42,12 @@ func newQueue(size int) *queue {
 	for n < int64(size) {
 		n <<= 1
 	}
-	return &queue{buf: make([]envelope, n), mask: n - 1, size: int64(size)}
+	// Publishing the head on every item makes the producer's look at it (on
+	// a full queue) and the consumer's store fight over one cache line.
+	// Publishing every few items (never more than an eighth of the queue)
+	// only makes the producer see the room a little later.
+	every := max(1, min(32, int64(size)/8))
+	return &queue{buf: make([]envelope, n), mask: n - 1, size: int64(size), every: every}
 }
 
 // room is the free capacity, seen by the producer (feed lock held).
@@ -63,18 +70,30 @@ func (q *queue) offer(e envelope) int64 {
 
 // take dequeues one item, if any (consumer only).
 func (q *queue) take() (envelope, bool) {
-	h := q.head.Load()
+	h := q.headLocal
 	if h >= q.tailCache {
 		q.tailCache = q.tail.Load()
 		if h >= q.tailCache {
+			q.publishHead()
 			return envelope{}, false
 		}
 	}
 	i := h & q.mask
 	e := q.buf[i]
 	q.buf[i] = envelope{}
-	q.head.Store(h + 1)
+	q.headLocal = h + 1
+	if (h+1)%q.every == 0 {
+		q.head.Store(h + 1)
+	}
 	return e, true
+}
+
+// publishHead makes every taken item's slot visible to the producer
+// (consumer only).
+func (q *queue) publishHead() {
+	if q.head.Load() != q.headLocal {
+		q.head.Store(q.headLocal)
+	}
 }
 
 // binding is one subscription of a group to a feed: its queue, its policy,
