@@ -3,8 +3,10 @@ package engine_test
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
 )
@@ -112,5 +114,84 @@ func BenchmarkHostHandle(b *testing.B) {
 		if t := h.Handle(nil, i); t.Err != nil {
 			b.Fatal(t.Err)
 		}
+	}
+}
+
+// pipeline is an engine with one positioned PAUSE feed subscribed by some
+// no-op groups, fed and acknowledged as a source would.
+type pipeline struct {
+	e    *engine.Engine
+	f    *engine.Feed
+	c    *committer
+	next int
+}
+
+func newPipeline(b *testing.B, groups int) *pipeline {
+	var gs []engine.GroupConfig
+	for g := 0; g < groups; g++ {
+		name := "g" + strconv.Itoa(g)
+		gs = append(gs, engine.GroupConfig{Name: name, Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "p" + name, Processor: noop()}}})
+	}
+	e, err := engine.New(engine.Config{Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 1024}}, Groups: gs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &pipeline{e: e, f: e.Feed("in"), c: &committer{}}
+	p.f.SetCommitter(p.c)
+	e.Start(context.Background())
+	b.Cleanup(func() { e.Stop(context.Background()) })
+	p.run(10_000) // warm up
+	return p
+}
+
+// run publishes n more items and waits until all are acknowledged.
+func (p *pipeline) run(n int) time.Duration {
+	began := time.Now()
+	for end := p.next + n; p.next < end; {
+		if !p.f.TryPublish(p.next, engine.Position{Offset: int64(p.next + 1)}) {
+			p.f.PollAcks()
+			runtime.Gosched()
+			continue
+		}
+		if p.next&1023 == 0 {
+			p.f.PollAcks()
+		}
+		p.next++
+	}
+	for p.c.Committed() < int64(p.next) {
+		p.f.PollAcks()
+		runtime.Gosched()
+	}
+	return time.Since(began)
+}
+
+// BenchmarkScaleItems: the per-item cost end to end (publish, processor,
+// acknowledged) must stay flat from 10K to 1M items.
+func BenchmarkScaleItems(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run("items="+strconv.Itoa(n), func(b *testing.B) {
+			p := newPipeline(b, 1)
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				total += p.run(n)
+			}
+			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N*n), "ns/item")
+		})
+	}
+}
+
+// BenchmarkGroups: throughput of one feed with 1, 2, 4 and 16 subscribing
+// groups (each item dispatched once per group).
+func BenchmarkGroups(b *testing.B) {
+	const n = 200_000
+	for _, g := range []int{1, 2, 4, 16} {
+		b.Run("groups="+strconv.Itoa(g), func(b *testing.B) {
+			p := newPipeline(b, g)
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				total += p.run(n)
+			}
+			b.ReportMetric(float64(b.N*n)/total.Seconds(), "items/s")
+		})
 	}
 }

@@ -138,6 +138,9 @@ func (g *group) step() bool {
 				}
 				g.dispatch(b, e)
 				did = true
+				// A timer that fell due while handling the item (After(0))
+				// fires before the next item.
+				g.fireTimers()
 				if g.fenced.Load() || b.removed.Load() {
 					break
 				}

@@ -13,17 +13,17 @@ type Kind string
 
 // The row kinds of docs/FORMAT.md.
 const (
-	KindMeta      Kind = "META"
-	KindStart     Kind = "START"
-	KindDelivery  Kind = "DELIVERY"
-	KindIndexed   Kind = "INDEXED"
-	KindInline    Kind = "INLINE"
-	KindTimer     Kind = "TIMER"
-	KindOutput    Kind = "OUTPUT"
-	KindDropped   Kind = "DROPPED"
-	KindFailed    Kind = "FAILED"
-	KindEnd       Kind = "END"
-	KindJournal   Kind = "JOURNAL"
+	KindMeta     Kind = "META"
+	KindStart    Kind = "START"
+	KindDelivery Kind = "DELIVERY"
+	KindIndexed  Kind = "INDEXED"
+	KindInline   Kind = "INLINE"
+	KindTimer    Kind = "TIMER"
+	KindOutput   Kind = "OUTPUT"
+	KindDropped  Kind = "DROPPED"
+	KindFailed   Kind = "FAILED"
+	KindEnd      Kind = "END"
+	KindJournal  Kind = "JOURNAL"
 )
 
 // Kinds lists every row kind in the order of docs/FORMAT.md.

@@ -30,14 +30,26 @@ func wantInOrder(t *testing.T, got []string, from, to int) {
 // (the pointer file as it was, the engine gone) re-delivers them.
 func TestReadButNotDispatchedLinesAreNotCommittedAndRedeliveredAfterACrash(t *testing.T) {
 	path := input(t, numbered("line", 0, 100))
-	release := newGate(t)
-	p := &rec{gate: blockAt(lineAt(40), release)}
+	first, release := newGate(t), newGate(t)
+	p := &rec{gate: func(s string) {
+		blockAt(lineAt(0), first)(s)
+		blockAt(lineAt(40), release)(s)
+	}}
 	r := start(t, path, Options{}, setup{procs: []*rec{p}})
+	ptr := path + ".ptr"
+	waitFor(t, "every line read, none handled", func() bool {
+		f := r.feed()
+		return f.State == engine.StateCaughtUp && f.Sequence == 100
+	})
+	time.Sleep(10 * time.Millisecond)
+	if got := readPointer(t, ptr).Offset; got != 0 {
+		t.Fatalf("pointer %d with 100 lines read and none processed, want 0", got)
+	}
+	first.open()
 	waitFor(t, "40 lines handled, the rest read", func() bool {
 		f := r.feed()
 		return p.count() == 40 && f.State == engine.StateCaughtUp && f.Sequence == 100
 	})
-	ptr := path + ".ptr"
 	waitFor(t, "the pointer at line 40", func() bool { return readPointer(t, ptr).Offset == 40*lineLen })
 	time.Sleep(20 * time.Millisecond) // more duty cycles: the pointer must stay where processing is
 	if got := readPointer(t, ptr).Offset; got != 40*lineLen {
@@ -212,7 +224,17 @@ func TestSlowConsumer(t *testing.T) {
 			p := &rec{delay: 3 * time.Microsecond}
 			r := start(t, path, Options{}, setup{procs: []*rec{p}, queue: 1024, policy: tc.policy})
 			var st engine.Status
-			waitFor(t, "settled", func() bool { st = r.e.Status(); return st.Settled })
+			waitFor(t, "settled", func() bool {
+				st = r.e.Status()
+				f := st.Feeds[0]
+				if f.Paused && f.State == engine.StateCaughtUp {
+					t.Fatalf("CAUGHT_UP while paused (a line not taken)")
+				}
+				if st.Settled && p.count()+int(f.Dropped) < tc.lines {
+					t.Fatalf("settled with %d of %d lines processed", p.count(), tc.lines)
+				}
+				return st.Settled
+			})
 			f := st.Feeds[0]
 			got, _ := p.got()
 			if tc.policy.Kind == "" {

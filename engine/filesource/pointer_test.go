@@ -62,10 +62,16 @@ func TestReplacedOrTruncatedInputResetsToZeroUnderANewEpoch(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{lineAt(0), lineAt(2)}},
+		{"truncated-past-the-fingerprint", func(t *testing.T, path string) {
+			// Still longer than the 4 KB fingerprint, shorter than the pointer.
+			if err := os.Truncate(path, 500*lineLen); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{lineAt(0), lineAt(499)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := input(t, numbered("line", 0, 10))
-			once(t, path, Options{}, 10)
+			path := input(t, numbered("line", 0, 1000))
+			once(t, path, Options{}, 1000)
 			before := readPointer(t, path+".ptr")
 			tc.change(t, path)
 			lg := &logs{}
@@ -144,6 +150,8 @@ func TestFingerprintGrowsAtCommits(t *testing.T) {
 // whatever the path names by then.
 func TestACommitAfterAReplacementFingerprintsTheOpenFile(t *testing.T) {
 	path := input(t, "x\n")
+	// The fingerprint covers "x\n" at the open; the commit grows it over
+	// what was read since: "x\nyy\n", of the open file.
 	src, err := New(path, Options{Logf: (&logs{}).logf})
 	if err != nil {
 		t.Fatal(err)
@@ -164,6 +172,7 @@ func TestACommitAfterAReplacementFingerprintsTheOpenFile(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	defer src.closeRun()
+	appendFile(t, path, "yy\n")
 	if _, err := src.rd.fill(); err != nil {
 		t.Fatal(err)
 	}
@@ -171,10 +180,10 @@ func TestACommitAfterAReplacementFingerprintsTheOpenFile(t *testing.T) {
 	if err := src.commit(2); err != nil {
 		t.Fatal(err)
 	}
-	want, _ := fingerprint(stringReaderAt("x\n"), 2)
+	want, _ := fingerprint(stringReaderAt("x\nyy\n"), 5)
 	p := readPointer(t, path+".ptr")
-	if p.FingerprintLen != 2 || p.Fingerprint != want || p.Offset != 2 {
-		t.Fatalf("pointer %+v: want the open file's fingerprint over 2 bytes", p)
+	if p.FingerprintLen != 5 || p.Fingerprint != want || p.Offset != 2 {
+		t.Fatalf("pointer %+v: want the open file's fingerprint over 5 bytes", p)
 	}
 }
 

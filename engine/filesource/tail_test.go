@@ -215,14 +215,14 @@ func TestTheOpenedFileIsIdentifiedByItsDescriptor(t *testing.T) {
 					if err := os.Rename(path, path+".1"); err != nil {
 						t.Error(err)
 					}
-					writeFile(t, path, numbered("new", 0, 2))
+					writeFile(t, path, numbered("new", 0, 6)) // longer: not mistaken for a truncation
 				}
 			}
 			p := &rec{}
 			r := startOn(t, src, p)
-			r.settle(5, p)
+			r.settle(9, p)
 			got, _ := p.got()
-			if want := slices.Concat(linesOf("old", 0, 3), linesOf("new", 0, 2)); !slices.Equal(got, want) {
+			if want := slices.Concat(linesOf("old", 0, 3), linesOf("new", 0, 6)); !slices.Equal(got, want) {
 				t.Fatalf("got %q", got)
 			}
 		})

@@ -1,0 +1,153 @@
+package recorder
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// JournalSlots is how many recent items of each journalled feed the
+// recorder remembers (the hash of their encoded payload), to decide whether
+// a processor's input is INDEXED. An input whose journal entry has left the
+// ring (its group lags further behind its feed) is written INLINE: correct,
+// only larger.
+const JournalSlots = 1 << 17
+
+// feedJournal is one journalled feed: a ring of (seq, hash of the JOURNAL
+// row's payload). Its one writer is the feed's publisher (under the feed's
+// lock); its readers are the subscribing groups. A slot is a seqlock: the
+// seq is cleared, the hash written, then the seq set; a reader accepts the
+// hash only if it reads the same seq before and after it. Seqs of a feed
+// only grow, so a slot never shows an old seq again.
+type feedJournal struct {
+	name   string
+	broken atomic.Bool
+	slots  []slot
+}
+
+type slot struct {
+	seq  atomic.Int64
+	hash atomic.Uint64
+}
+
+func newFeedJournal(name string, n int) *feedJournal {
+	return &feedJournal{name: name, slots: make([]slot, n)}
+}
+
+func (j *feedJournal) put(seq int64, h uint64) {
+	s := &j.slots[uint64(seq)%uint64(len(j.slots))]
+	s.seq.Store(0)
+	s.hash.Store(h)
+	s.seq.Store(seq)
+}
+
+func (j *feedJournal) get(seq int64) (uint64, bool) {
+	if seq <= 0 { // 0 marks a slot being written; feeds number from 1
+		return 0, false
+	}
+	s := &j.slots[uint64(seq)%uint64(len(j.slots))]
+	if s.seq.Load() != seq {
+		return 0, false
+	}
+	h := s.hash.Load()
+	if s.seq.Load() != seq {
+		return 0, false
+	}
+	return h, true
+}
+
+// fnv64a is the FNV-1a hash of b.
+func fnv64a(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+// journalled reports whether (feed, seq) has a JOURNAL row whose payload
+// is b.
+func (r *Recorder) journalled(feed string, seq int64, b []byte) bool {
+	v, ok := r.feeds.Load(feed)
+	if !ok {
+		return false
+	}
+	h, ok := v.(*feedJournal).get(seq)
+	return ok && h == fnv64a(b)
+}
+
+func (r *Recorder) feedJournal(feed string) *feedJournal {
+	if v, ok := r.feeds.Load(feed); ok {
+		return v.(*feedJournal)
+	}
+	r.feedMu.Lock()
+	defer r.feedMu.Unlock()
+	if v, ok := r.feeds.Load(feed); ok {
+		return v.(*feedJournal)
+	}
+	j := newFeedJournal(feed, JournalSlots)
+	r.feeds.Store(feed, j)
+	return j
+}
+
+// breakJournal stops journalling a feed, once: its later items are recorded
+// INLINE.
+func (r *Recorder) breakJournal(j *feedJournal, err error) {
+	if j.broken.Swap(true) {
+		return
+	}
+	be := &BrokenError{Feed: j.name, Err: err}
+	r.errMu.Lock()
+	r.errs = append(r.errs, be)
+	r.errMu.Unlock()
+	r.logf("blackbox %v", be)
+}
+
+type journal struct{ r *Recorder }
+
+// Journal returns the engine.Journal that writes each item of a journalled
+// feed once, as a JOURNAL row, before it is dispatched; put it in the
+// FeedConfig.Journal of the feeds to journal. A failure to journal never
+// refuses the item (the live run goes on): the feed's journal stops and its
+// later inputs are recorded INLINE. It is safe for concurrent use.
+func (r *Recorder) Journal() engine.Journal { return journal{r} }
+
+func (j journal) Append(_ context.Context, feed string, seq int64, item any) error {
+	r := j.r
+	fj := r.feedJournal(feed)
+	if fj.broken.Load() {
+		return nil
+	}
+	if err := checkName("feed", feed); err != nil {
+		r.breakJournal(fj, err)
+		return nil
+	}
+	b, err := r.encode(item)
+	if err != nil {
+		r.breakJournal(fj, fmt.Errorf("item seq %d: %w", seq, err))
+		return nil
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.breakJournal(fj, ErrClosed)
+		return nil
+	}
+	row := store.Entry{Index: r.globalNext, Kind: store.KindJournal, Source: feed, Seq: seq, Payload: b}
+	err = r.w.Append(row)
+	if err == nil {
+		r.globalNext++
+		r.wrote(1)
+	}
+	r.mu.Unlock()
+	if err != nil {
+		r.breakJournal(fj, err)
+		return nil
+	}
+	fj.put(seq, fnv64a(b))
+	return nil
+}

@@ -1,0 +1,313 @@
+package recorder
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// proc is one processor's recording state. Apart from broken (atomic), it is
+// touched only by the processor's group goroutine.
+type proc struct {
+	name   string
+	record bool
+	broken atomic.Bool
+	next   int64 // the next row's index
+	inputs int64 // input rows written (INDEXED, INLINE, TIMER)
+
+	// The item being dispatched.
+	inItem    bool
+	failed    bool
+	failErr   error
+	failAt    time.Time
+	instant   time.Time
+	payload   []byte
+	indexed   bool
+	handled   bool
+	delivery  engine.Delivery
+	delivered bool
+	outputs   []output
+	reads     []time.Time
+}
+
+type output struct {
+	sink    string
+	payload []byte
+}
+
+func (p *proc) endItem() {
+	p.inItem, p.failed, p.handled, p.delivered, p.indexed = false, false, false, false, false
+	p.failErr, p.payload, p.reads = nil, nil, nil
+	clear(p.outputs)
+	p.outputs = p.outputs[:0]
+}
+
+// groupState is the item a group is dispatching: the processors that
+// received it, in order. It is touched only by the group's goroutine.
+type groupState struct {
+	touched []*proc
+	rows    []store.Entry
+	parts   []part
+}
+
+func (r *Recorder) proc(name string) *proc {
+	if v, ok := r.procs.Load(name); ok {
+		return v.(*proc)
+	}
+	v, _ := r.procs.LoadOrStore(name, &proc{name: name, record: r.only == nil || r.only[name], next: 1})
+	return v.(*proc)
+}
+
+func (r *Recorder) group(name string) *groupState {
+	if v, ok := r.groups.Load(name); ok {
+		return v.(*groupState)
+	}
+	v, _ := r.groups.LoadOrStore(name, &groupState{})
+	return v.(*groupState)
+}
+
+// live returns the recorded, unbroken processor of that name, or nil.
+func (r *Recorder) live(name string) *proc {
+	p := r.proc(name)
+	if !p.record || p.broken.Load() {
+		return nil
+	}
+	return p
+}
+
+// Observer returns the engine hooks that record. Put it in
+// engine.Config.Observer (combine it with others with Observer.Then).
+func (r *Recorder) Observer() engine.Observer {
+	return engine.Observer{
+		Started:          r.started,
+		BeforeDispatch:   r.beforeDispatch,
+		Received:         r.received,
+		Handled:          r.handled,
+		Failed:           r.failed,
+		CompletionFailed: r.failed,
+		AfterDispatch:    r.afterDispatch,
+		Dropped:          r.dropped,
+		TimerFired:       r.timerFired,
+		Stopped:          r.stopped,
+	}
+}
+
+func (r *Recorder) started(name string, pr engine.Processor) {
+	p := r.proc(name)
+	if !p.record {
+		return
+	}
+	if p.next != 1 || p.broken.Load() {
+		r.breakProc(p, fmt.Errorf("recorder: processor %q started twice: a Recorder records one run", name))
+		return
+	}
+	if err := checkName("processor", name); err != nil {
+		r.breakProc(p, err)
+		return
+	}
+	row := store.Entry{Processor: name, Index: p.next, Kind: store.KindStart, Instant: r.clock.Now()}
+	if s, ok := pr.(engine.Snapshotter); ok {
+		snap, err := s.Snapshot()
+		if err != nil {
+			r.breakProc(p, fmt.Errorf("recorder: snapshot: %w", err))
+			return
+		}
+		row.Payload = snap
+	}
+	r.appendParts([]store.Entry{row}, []part{{p: p, lo: 0, hi: 1}})
+}
+
+func (r *Recorder) beforeDispatch(group string, _ *engine.Input) {
+	gs := r.group(group)
+	for _, p := range gs.touched {
+		p.endItem()
+	}
+	gs.touched = gs.touched[:0]
+}
+
+// received takes the copy of the input, once per input and processor: at
+// its first attempt, before its handler runs.
+func (r *Recorder) received(name string, in *engine.Input) {
+	p := r.live(name)
+	if p == nil || p.inItem {
+		return
+	}
+	p.inItem = true
+	gs := r.group(in.Group)
+	gs.touched = append(gs.touched, p)
+	if err := checkName("feed", in.Feed); err != nil {
+		r.breakProc(p, err)
+		return
+	}
+	b, err := r.encode(in.Item)
+	if err != nil {
+		r.breakProc(p, fmt.Errorf("input of feed %q seq %d: %w", in.Feed, in.Seq, err))
+		return
+	}
+	p.payload = b
+	p.indexed = r.journalled(in.Feed, in.Seq, b)
+	p.instant = r.clock.Now()
+}
+
+// handled keeps the outputs and clock readings of the successful attempt.
+func (r *Recorder) handled(name string, in *engine.Input, t *engine.Trace) {
+	p := r.live(name)
+	if p == nil || !p.inItem || p.failed || p.handled || t.Err != nil {
+		return
+	}
+	p.handled = true
+	if in.Delivery != nil {
+		p.delivery, p.delivered = *in.Delivery, true
+	}
+	if err := r.keepTrace(p, t); err != nil {
+		r.breakProc(p, fmt.Errorf("output of feed %q seq %d: %w", in.Feed, in.Seq, err))
+	}
+}
+
+func (r *Recorder) keepTrace(p *proc, t *engine.Trace) error {
+	for _, o := range t.Outputs {
+		if err := checkName("sink", o.Sink); err != nil {
+			return err
+		}
+		b, err := r.encode(o.Value)
+		if err != nil {
+			return fmt.Errorf("sink %q: %w", o.Sink, err)
+		}
+		p.outputs = append(p.outputs, output{sink: o.Sink, payload: b})
+	}
+	if len(t.Reads) > 0 {
+		p.reads = append([]time.Time(nil), t.Reads...)
+	}
+	return nil
+}
+
+// failed marks the processor's input failed: its first failed attempt or the
+// first failure of one of its completions, whichever comes first.
+func (r *Recorder) failed(name string, in *engine.Input, err error) {
+	p := r.live(name)
+	if p == nil || !p.inItem || p.failed {
+		return
+	}
+	p.failed, p.failErr, p.failAt = true, err, r.clock.Now()
+}
+
+// afterDispatch writes the item's rows for every recorded processor of the
+// group, with one Append.
+func (r *Recorder) afterDispatch(group string, in *engine.Input) {
+	gs := r.group(group)
+	rows, parts := gs.rows[:0], gs.parts[:0]
+	for _, p := range gs.touched {
+		if !p.broken.Load() {
+			lo := len(rows)
+			var inputs int64
+			rows, inputs = p.itemRows(rows, in)
+			parts = append(parts, part{p: p, lo: lo, hi: len(rows), inputs: inputs})
+		}
+		p.endItem()
+	}
+	gs.touched = gs.touched[:0]
+	r.appendParts(rows, parts)
+	clear(rows)
+	gs.rows, gs.parts = rows[:0], parts[:0]
+}
+
+// itemRows appends p's rows for the item: FAILED, or [DELIVERY] INDEXED or
+// INLINE and the OUTPUT rows.
+func (p *proc) itemRows(rows []store.Entry, in *engine.Input) ([]store.Entry, int64) {
+	idx := p.next
+	add := func(e store.Entry) {
+		e.Processor, e.Index = p.name, idx
+		idx++
+		rows = append(rows, e)
+	}
+	if p.failed {
+		add(store.Entry{Kind: store.KindFailed, Source: in.Feed, Seq: in.Seq, Instant: p.failAt, Detail: oneLine(p.failErr.Error())})
+		return rows, 0
+	}
+	if p.delivered {
+		d := &p.delivery
+		add(store.Entry{Kind: store.KindDelivery, Source: in.Feed, Seq: in.Seq, Epoch: d.Epoch, Key: d.Position.Key,
+			Offset: d.Position.Offset, N: int64(d.Attempt)})
+	}
+	e := store.Entry{Kind: store.KindIndexed, Source: in.Feed, Seq: in.Seq, Instant: p.instant,
+		N: int64(len(p.outputs)), Reads: p.reads}
+	if !p.indexed {
+		e.Kind, e.Payload = store.KindInline, p.payload
+	}
+	add(e)
+	for k, o := range p.outputs {
+		add(store.Entry{Kind: store.KindOutput, Source: o.sink, Seq: int64(k + 1), Payload: o.payload})
+	}
+	return rows, 1
+}
+
+// dropDetail is the Detail of a DROPPED row.
+type dropDetail struct {
+	First       int64  `json:"first"`
+	Last        int64  `json:"last"`
+	Reason      string `json:"reason"`
+	Approximate bool   `json:"approximate"`
+}
+
+func (r *Recorder) dropped(_ string, d engine.Drop) {
+	detail, err := json.Marshal(dropDetail{First: d.FirstSeq, Last: d.LastSeq, Reason: d.Reason, Approximate: d.Approximate})
+	if err != nil { // a struct of strings, ints and a bool
+		panic(err)
+	}
+	var rows []store.Entry
+	var parts []part
+	for _, name := range d.Processors {
+		p := r.live(name)
+		if p == nil {
+			continue
+		}
+		if err := checkName("feed", d.Feed); err != nil {
+			r.breakProc(p, err)
+			continue
+		}
+		rows = append(rows, store.Entry{Processor: name, Index: p.next, Kind: store.KindDropped, Source: d.Feed,
+			Seq: d.FirstSeq, Offset: d.Offset, N: d.Count, Detail: string(detail)})
+		parts = append(parts, part{p: p, lo: len(rows) - 1, hi: len(rows)})
+	}
+	r.appendParts(rows, parts)
+}
+
+func (r *Recorder) timerFired(name string, t *engine.Trace) {
+	p := r.live(name)
+	if p == nil {
+		return
+	}
+	now := r.clock.Now()
+	if t.Err != nil {
+		row := store.Entry{Processor: name, Index: p.next, Kind: store.KindFailed, Seq: int64(t.Timer), Instant: now,
+			Detail: oneLine(fmt.Sprintf("timer %d: %v", t.Timer, t.Err))}
+		r.appendParts([]store.Entry{row}, []part{{p: p, lo: 0, hi: 1}})
+		return
+	}
+	var tp proc // scratch: the timer's outputs and readings
+	if err := r.keepTrace(&tp, t); err != nil {
+		r.breakProc(p, fmt.Errorf("timer %d: %w", t.Timer, err))
+		return
+	}
+	rows := make([]store.Entry, 0, 1+len(tp.outputs))
+	rows = append(rows, store.Entry{Processor: name, Index: p.next, Kind: store.KindTimer, Seq: int64(t.Timer),
+		Instant: now, N: int64(len(tp.outputs)), Reads: tp.reads})
+	for k, o := range tp.outputs {
+		rows = append(rows, store.Entry{Processor: name, Index: p.next + int64(k) + 1, Kind: store.KindOutput,
+			Source: o.sink, Seq: int64(k + 1), Payload: o.payload})
+	}
+	r.appendParts(rows, []part{{p: p, lo: 0, hi: len(rows), inputs: 1}})
+}
+
+func (r *Recorder) stopped(name string) {
+	p := r.live(name)
+	if p == nil {
+		return
+	}
+	row := store.Entry{Processor: name, Index: p.next, Kind: store.KindEnd, N: p.inputs, Instant: r.clock.Now()}
+	r.appendParts([]store.Entry{row}, []part{{p: p, lo: 0, hi: 1}})
+}

@@ -1,0 +1,366 @@
+package recorder
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log"
+	"maps"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// Sentinel errors of the recorder, for errors.Is.
+var (
+	// ErrNotSyncer: Options ask for fsync (SyncEvery, SyncInterval) but the
+	// writer does not implement store.Syncer.
+	ErrNotSyncer = errors.New("recorder: writer cannot sync")
+	// ErrClosed: the engine called a hook after Close.
+	ErrClosed = errors.New("recorder: closed")
+)
+
+// BrokenError says that the recording of one processor (or the journal of
+// one feed) stopped: what was written before it is kept, nothing after it.
+// Err is the cause: the writer's error, or an error wrapping store.ErrName
+// (a name with a line break), store.ErrPayload (a payload with a line
+// break) or the codec's error. It is immutable and safe for concurrent use.
+type BrokenError struct {
+	Processor string // "" for a journal
+	Feed      string // the journalled feed, when Processor is ""
+	Err       error
+}
+
+func (e *BrokenError) Error() string {
+	if e.Processor == "" {
+		return fmt.Sprintf("recorder: journal of feed %q: recording stopped: %v", e.Feed, e.Err)
+	}
+	return fmt.Sprintf("recorder: processor %q: recording stopped: %v", e.Processor, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *BrokenError) Unwrap() error { return e.Err }
+
+// Options configure a Recorder. The zero value records every processor in
+// JSON, stamped by the system clock, with no fsync. New reads them once; an
+// Options value is not modified and may be shared.
+type Options struct {
+	// Clock stamps the instants of rows and the META creation time.
+	// Default: engine.SystemClock().
+	Clock engine.Clock
+	// Codec encodes payloads. Default: JSON.
+	Codec Codec
+	// Apps maps processor names to app names, written in META so a replay
+	// knows which app to build for each stream.
+	Apps map[string]string
+	// Processors, if not nil, records only these processors.
+	Processors []string
+	// SyncEvery forces rows to stable storage (store.Syncer) once at least
+	// this many rows were written since the last sync; SyncInterval at
+	// least this often while rows are unsynced. With both 0 (the default)
+	// every input's rows reach the operating system in one write before the
+	// item counts as dispatched, which survives a crash of the process but
+	// not a power loss.
+	SyncEvery    int
+	SyncInterval time.Duration
+	// Logf receives a line for each recording that stops. Default: log.Printf.
+	Logf func(format string, args ...any)
+}
+
+// Recorder records an engine run into a store.Writer. Its methods, and the
+// hooks of its Observer and Journal, are safe for concurrent use: hooks of
+// different groups run concurrently, each processor's state is touched only
+// by its group's goroutine, and Append calls are serialized. One Recorder
+// records one engine run.
+type Recorder struct {
+	w      store.Writer
+	syncer store.Syncer
+	clock  engine.Clock
+	codec  Codec
+	only   map[string]bool // nil: every processor
+	logf   func(format string, args ...any)
+
+	mu         sync.Mutex // serializes the writer; guards the fields below
+	globalNext int64      // next index of META/JOURNAL rows
+	syncEvery  int
+	unsynced   int
+	closed     bool
+
+	errMu  sync.Mutex
+	errs   []error
+	broken map[string]error
+
+	procs  sync.Map // processor name -> *proc
+	groups sync.Map // group name -> *groupState
+	feeds  sync.Map // feed name -> *feedJournal
+	feedMu sync.Mutex
+
+	closeOnce sync.Once
+	stopSync  chan struct{}
+	syncDone  chan struct{}
+	closeErr  error
+}
+
+// New returns a Recorder writing into w, and writes the META row. w must
+// hold no recording yet; the caller owns it (Close it after the Recorder's
+// Close).
+func New(w store.Writer, opts Options) (*Recorder, error) {
+	if w == nil {
+		return nil, errors.New("recorder: nil writer")
+	}
+	if opts.SyncEvery < 0 || opts.SyncInterval < 0 {
+		return nil, fmt.Errorf("recorder: negative SyncEvery %d or SyncInterval %s", opts.SyncEvery, opts.SyncInterval)
+	}
+	r := &Recorder{w: w, clock: opts.Clock, codec: opts.Codec, logf: opts.Logf, syncEvery: opts.SyncEvery,
+		broken: map[string]error{}}
+	if r.clock == nil {
+		r.clock = engine.SystemClock()
+	}
+	if r.codec == nil {
+		r.codec = JSON
+	}
+	if r.logf == nil {
+		r.logf = log.Printf
+	}
+	r.syncer, _ = w.(store.Syncer)
+	durability := "write"
+	if opts.SyncEvery > 0 || opts.SyncInterval > 0 {
+		if r.syncer == nil {
+			return nil, fmt.Errorf("%w: SyncEvery/SyncInterval need a store.Syncer, got %T", ErrNotSyncer, w)
+		}
+		durability = "fsync"
+	}
+	if opts.Processors != nil {
+		r.only = map[string]bool{}
+		for _, p := range opts.Processors {
+			r.only[p] = true
+		}
+	}
+	o := map[string]string{"codec": r.codec.Name(), "durability": durability}
+	if opts.SyncEvery > 0 {
+		o["syncEvery"] = strconv.Itoa(opts.SyncEvery)
+	}
+	if opts.SyncInterval > 0 {
+		o["syncInterval"] = opts.SyncInterval.String()
+	}
+	apps := maps.Clone(opts.Apps)
+	if apps == nil {
+		apps = map[string]string{}
+	}
+	meta := store.EncodeMeta(store.Meta{Format: store.Format, Created: r.clock.Now(), Apps: apps, Options: o})
+	if err := w.Append(meta); err != nil {
+		return nil, fmt.Errorf("recorder: writing META: %w", err)
+	}
+	r.globalNext = meta.Index + 1
+	r.unsynced = 1
+	if opts.SyncInterval > 0 {
+		r.stopSync, r.syncDone = make(chan struct{}), make(chan struct{})
+		go r.syncLoop(opts.SyncInterval)
+	}
+	return r, nil
+}
+
+// Err returns every recording failure so far (each a *BrokenError), joined;
+// nil when every stream and journal is whole.
+func (r *Recorder) Err() error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return errors.Join(r.errs...)
+}
+
+// Broken returns the processors whose recording stopped, with the
+// *BrokenError of each. The map is a copy.
+func (r *Recorder) Broken() map[string]error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return maps.Clone(r.broken)
+}
+
+// Close forces what was written to stable storage when the writer is a
+// store.Syncer, and ends the Recorder: hooks called afterwards stop their
+// processor's recording with ErrClosed. It does not close the writer. Call
+// it after the engine's Stop. It returns the sync error, if any, joined with
+// Err(): nil means the recording holds every stream whole.
+func (r *Recorder) Close() error {
+	r.closeOnce.Do(func() {
+		if r.stopSync != nil {
+			close(r.stopSync)
+			<-r.syncDone
+		}
+		r.mu.Lock()
+		if r.syncer != nil && !r.closed {
+			if err := r.syncer.Sync(); err != nil {
+				r.closeErr = fmt.Errorf("recorder: sync: %w", err)
+			}
+		}
+		r.closed = true
+		r.mu.Unlock()
+	})
+	return errors.Join(r.closeErr, r.Err())
+}
+
+func (r *Recorder) syncLoop(every time.Duration) {
+	defer close(r.syncDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stopSync:
+			return
+		case <-t.C:
+			r.mu.Lock()
+			if r.unsynced > 0 && !r.closed {
+				r.syncLocked()
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// wrote accounts for n rows written (r.mu held) and syncs when due.
+func (r *Recorder) wrote(n int) {
+	r.unsynced += n
+	if r.syncEvery > 0 && r.unsynced >= r.syncEvery {
+		r.syncLocked()
+	}
+}
+
+// syncLocked syncs the writer (r.mu held). A failed fsync may have lost
+// rows already written, so every stream stops.
+func (r *Recorder) syncLocked() {
+	if err := r.syncer.Sync(); err != nil {
+		err = fmt.Errorf("sync: %w", err)
+		r.procs.Range(func(_, v any) bool {
+			if p := v.(*proc); p.record {
+				r.breakProc(p, err)
+			}
+			return true
+		})
+		return
+	}
+	r.unsynced = 0
+}
+
+// breakProc stops p's recording, once, and reports why.
+func (r *Recorder) breakProc(p *proc, err error) {
+	if p.broken.Swap(true) {
+		return
+	}
+	be := &BrokenError{Processor: p.name, Err: err}
+	r.errMu.Lock()
+	r.errs = append(r.errs, be)
+	r.broken[p.name] = be
+	r.errMu.Unlock()
+	r.logf("blackbox %v", be)
+}
+
+// checkName refuses a name the format cannot hold.
+func checkName(what, name string) error {
+	if hasLineBreak(name) {
+		return fmt.Errorf("recorder: %s name %q contains a line break: %w", what, name, store.ErrName)
+	}
+	return nil
+}
+
+func hasLineBreak(s string) bool {
+	return strings.IndexByte(s, '\n') >= 0 || strings.IndexByte(s, '\r') >= 0
+}
+
+var lineBreaks = strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\r`)
+
+// oneLine makes an error text fit a Detail field.
+func oneLine(s string) string {
+	if hasLineBreak(s) {
+		return lineBreaks.Replace(s)
+	}
+	return s
+}
+
+// encode encodes v with the codec and refuses a payload with a line break.
+func (r *Recorder) encode(v any) ([]byte, error) {
+	b, err := r.codec.Encode(v)
+	if err != nil {
+		return nil, fmt.Errorf("codec %s: %w", r.codec.Name(), err)
+	}
+	if bytes.IndexByte(b, '\n') >= 0 || bytes.IndexByte(b, '\r') >= 0 {
+		return nil, fmt.Errorf("recorder: codec %s produced a payload with a line break: %w", r.codec.Name(), store.ErrPayload)
+	}
+	return b, nil
+}
+
+// part is the rows of one processor within a batch: rows[lo:hi].
+type part struct {
+	p      *proc
+	lo, hi int
+	inputs int64 // input rows among them (INDEXED, INLINE, TIMER)
+}
+
+// appendParts writes rows, the rows of every part, with one Append. On
+// success each part's processor moves its next index on. A row the store
+// refuses as unholdable (a *store.FieldError: nothing was written) stops
+// only the processors whose rows fail store.Validate, and the others are
+// written; any other failure stops every processor of the batch. It is
+// called on the group's goroutine of every part's processor.
+func (r *Recorder) appendParts(rows []store.Entry, parts []part) {
+	if len(parts) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		for _, pt := range parts {
+			r.breakProc(pt.p, ErrClosed)
+		}
+		return
+	}
+	err := r.w.Append(rows...)
+	var fe *store.FieldError
+	if err != nil && errors.As(err, &fe) {
+		// Nothing was written. Keep the parts every store can hold.
+		var keep []part
+		var krows []store.Entry
+		for _, pt := range parts {
+			if verr := validate(rows[pt.lo:pt.hi]); verr != nil {
+				r.breakProc(pt.p, verr)
+				continue
+			}
+			lo := len(krows)
+			krows = append(krows, rows[pt.lo:pt.hi]...)
+			keep = append(keep, part{p: pt.p, lo: lo, hi: len(krows), inputs: pt.inputs})
+		}
+		if len(keep) == len(parts) { // the store refused what Validate accepts
+			for _, pt := range parts {
+				r.breakProc(pt.p, err)
+			}
+			return
+		}
+		rows, parts, err = krows, keep, nil
+		if len(parts) > 0 {
+			err = r.w.Append(rows...)
+		}
+	}
+	if err != nil {
+		for _, pt := range parts {
+			r.breakProc(pt.p, err)
+		}
+		return
+	}
+	for _, pt := range parts {
+		pt.p.next += int64(pt.hi - pt.lo)
+		pt.p.inputs += pt.inputs
+	}
+	r.wrote(len(rows))
+}
+
+func validate(rows []store.Entry) error {
+	for _, e := range rows {
+		if err := store.Validate(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}

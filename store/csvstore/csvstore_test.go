@@ -1,0 +1,317 @@
+package csvstore_test
+
+import (
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/blackbox-audit/blackbox/store"
+	"github.com/blackbox-audit/blackbox/store/csvstore"
+	"github.com/blackbox-audit/blackbox/store/storetest"
+)
+
+// backend corrupts recordings by editing the file's text.
+type backend struct{}
+
+func (backend) Create(path string) (store.Store, error) { return csvstore.Create(path) }
+func (backend) Open(path string) (store.Store, error)   { return csvstore.Open(path) }
+
+func (backend) Truncate(path string, n int64) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return os.Truncate(path, fi.Size()-n)
+}
+
+// lines splits a file into lines, each with its "\n".
+func lines(path string) ([][]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.SplitAfter(b, []byte("\n")), nil
+}
+
+func (backend) DeleteRow(path string, row int64) error {
+	ls, err := lines(path)
+	if err != nil {
+		return err
+	}
+	ls = slices.Delete(ls, int(row), int(row)+1) // line 1 is the header
+	return os.WriteFile(path, bytes.Join(ls, nil), 0o644)
+}
+
+func (backend) SetField(path string, row int64, column, value string) error {
+	ls, err := lines(path)
+	if err != nil {
+		return err
+	}
+	col := slices.Index(strings.Split(csvstore.Header, ","), column)
+	if col < 0 {
+		return fmt.Errorf("no column %q", column)
+	}
+	fields, err := csv.NewReader(bytes.NewReader(ls[row])).Read()
+	if err != nil {
+		return err
+	}
+	fields[col] = value
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	w.Write(fields)
+	w.Flush()
+	ls[row] = b.Bytes()
+	return os.WriteFile(path, bytes.Join(ls, nil), 0o644)
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, backend{})
+}
+
+func write(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "r.csv")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const (
+	meta  = `,1,META,,0,,0,,0,0,,"{""format"":""blackbox-recording/1"",""created"":""0001-01-01T00:00:00Z"",""apps"":null,""options"":null}",` + "\n"
+	start = "p,1,START,,0,,0,,0,0,,,\n"
+	end   = "p,2,END,,0,,0,,0,0,,,\n"
+)
+
+// TestLines checks that problems name the physical line (the header is
+// line 1) and the column at fault.
+func TestLines(t *testing.T) {
+	type want struct {
+		Kind  store.ProblemKind
+		Line  int64
+		Index int64
+	}
+	tests := []struct {
+		name string
+		text string
+		want []want
+	}{
+		{"complete", csvstore.Header + "\n" + meta + start + end, nil},
+		{"torn", csvstore.Header + "\n" + meta + start + "p,2,EN", []want{
+			{store.ProblemUnfinished, 3, 1}, {store.ProblemTorn, 4, 2}}},
+		{"torn in a quote", csvstore.Header + "\n" + meta + start + `p,2,END,,0,,0,,0,0,"{`, []want{
+			{store.ProblemUnfinished, 3, 1}, {store.ProblemTorn, 4, 2}}},
+		{"bad quote swallows nothing", csvstore.Header + "\n" + meta + `p,1,START,,0,,0,,0,0,"{,,` + "\n" + end, []want{
+			{store.ProblemMalformed, 3, 0}, {store.ProblemGap, 4, 2}}},
+		{"bad number", csvstore.Header + "\n" + meta + start + "p,2,END,,0,,0,,0,zero,,,\n", []want{
+			{store.ProblemMalformed, 4, 2}, {store.ProblemUnfinished, 4, 2}}},
+		{"empty line", csvstore.Header + "\n" + meta + start + "\n" + end, []want{
+			{store.ProblemMalformed, 4, 0}}},
+		{"few fields", csvstore.Header + "\n" + meta + start + "p,2,END\n", []want{
+			{store.ProblemUnfinished, 3, 1}, {store.ProblemMalformed, 4, 0}}},
+		{"non-canonical instant", csvstore.Header + "\n" + meta + "p,1,START,,0,2024-01-01T00:00:00+01:00,0,,0,0,,,\n" + end, []want{
+			{store.ProblemMalformed, 3, 1}}},
+		{"CR in a quoted name", csvstore.Header + "\n" + meta + "\"p\r\",1,START,,0,,0,,0,0,,,\n", []want{
+			{store.ProblemMalformed, 3, 1}, {store.ProblemUnfinished, 3, 1}}},
+		{"no rows", csvstore.Header + "\n", []want{{store.ProblemMalformed, 0, 0}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := csvstore.Open(write(t, tt.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var got []want
+			for _, p := range s.Problems() {
+				got = append(got, want{p.Kind, p.Line, p.Index})
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("problems (-want +got):\n%s\n%v", d, s.Problems())
+			}
+		})
+	}
+}
+
+func TestMalformedNamesColumn(t *testing.T) {
+	s, err := csvstore.Open(write(t, csvstore.Header+"\n"+meta+start+"p,2,END,,0,,0,,0,zero,,,\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, err := range s.Rows() {
+		if err == nil {
+			continue
+		}
+		var p *store.Problem
+		if !errors.As(err, &p) || !errors.Is(err, store.ErrMalformed) {
+			t.Fatalf("Rows error %v, want a malformed *store.Problem", err)
+		}
+		if p.Line != 4 || !strings.Contains(p.Detail, "column n") {
+			t.Errorf("problem %v: want line 4 naming column n", p)
+		}
+	}
+}
+
+func TestOpenRefuses(t *testing.T) {
+	otherFormat := strings.Replace(meta, "blackbox-recording/1", "blackbox-recording/2", 1)
+	tests := []struct {
+		name string
+		text string
+	}{
+		{"empty", ""},
+		{"other header", "a,b,c\n"},
+		{"header without newline", csvstore.Header},
+		{"other version", csvstore.Header + "\n" + otherFormat},
+		{"binary", "SQLite format 3\x00"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := write(t, tt.text)
+			s, err := csvstore.Open(p)
+			if err == nil {
+				s.Close()
+			}
+			if !errors.Is(err, store.ErrFormat) || !strings.Contains(err.Error(), p) {
+				t.Errorf("Open: %v, want ErrFormat naming %s", err, p)
+			}
+		})
+	}
+	if _, err := csvstore.Open(filepath.Join(t.TempDir(), "none.csv")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open of a missing file: %v, want ErrNotExist", err)
+	}
+}
+
+func TestCreateRefusesAnyBytes(t *testing.T) {
+	p := write(t, "not a recording\n")
+	if _, err := csvstore.Create(p); !errors.Is(err, store.ErrHoldsRecording) || !strings.Contains(err.Error(), p) {
+		t.Errorf("Create: %v, want ErrHoldsRecording naming %s", err, p)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "not a recording\n" {
+		t.Errorf("Create changed the file: %q", b)
+	}
+}
+
+// TestAppendOneWrite checks the bytes of one Append: every row on its own
+// line, the whole group appended at once.
+func TestAppendOneWrite(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.csv")
+	s, err := csvstore.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := storetest.Recording()
+	if err := s.Append(rows...); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := bytes.Count(b, []byte("\n")), len(rows)+1; got != want {
+		t.Errorf("%d lines, want %d", got, want)
+	}
+	for i, e := range rows {
+		line, err := csvstore.EncodeRow(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b, line) {
+			t.Errorf("row %d: line %q not in the file", i+1, line)
+		}
+	}
+}
+
+func TestWriterReadsItsRows(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.csv")
+	s, err := csvstore.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows := storetest.Recording()
+	if err := s.Append(rows[:5]...); err != nil {
+		t.Fatal(err)
+	}
+	got, errs := storetest.ReadAll(s)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if d := cmp.Diff(storetest.Normalized(rows[:5]), got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"ledger", storetest.Alerts}, s.Processors()); d != "" {
+		t.Errorf("Processors (-want +got):\n%s", d)
+	}
+	if got := len(s.Problems()); got != 2 { // both streams unfinished
+		t.Errorf("%d problems, want 2: %v", got, s.Problems())
+	}
+	if e, err := s.Journal("orders", 2); err != nil || e.Seq != 2 {
+		t.Errorf("Journal: %v %v", e, err)
+	}
+	if err := s.Append(rows[5:]...); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Problems(); len(got) != 0 {
+		t.Errorf("problems after END: %v", got)
+	}
+	if e, err := s.Journal("orders", 4); err != nil || e.Seq != 4 {
+		t.Errorf("Journal after more rows: %v %v", e, err)
+	}
+}
+
+// TestFormatExample checks the example recording of docs/FORMAT.md: it is
+// testdata/example.csv, it has no problem, and cut in half its last line
+// gives the problems the document says.
+func TestFormatExample(t *testing.T) {
+	example, err := os.ReadFile("testdata/example.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/FORMAT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(doc, []byte("```csv\n"+string(example)+"```")) {
+		t.Errorf("docs/FORMAT.md does not show testdata/example.csv")
+	}
+	s, err := csvstore.NewReader(bytes.NewReader(example), int64(len(example)), "example.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := s.Problems(); len(ps) != 0 {
+		t.Errorf("problems: %v", ps)
+	}
+	cut := example[:len(example)-12]
+	s, err = csvstore.NewReader(bytes.NewReader(cut), int64(len(cut)), "example.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		Kind  store.ProblemKind
+		Line  int64
+		Index int64
+		Row   store.Kind
+	}
+	var got []want
+	for _, p := range s.Problems() {
+		got = append(got, want{p.Kind, p.Line, p.Index, p.Row})
+	}
+	if d := cmp.Diff([]want{{store.ProblemUnfinished, 13, 10, store.KindFailed}, {store.ProblemTorn, 14, 11, store.KindEnd}}, got); d != "" {
+		t.Errorf("problems of the cut example (-want +got):\n%s", d)
+	}
+}

@@ -1,0 +1,16 @@
+// Package csvstore stores recordings as CSV files (docs/FORMAT.md): a
+// header line, then one row per physical line terminated by "\n", columns
+// processor,index,kind,source,seq,instant,epoch,key,offset,n,payload,detail,reads.
+//
+// Create starts a new recording (never over a file that holds bytes);
+// each Append is one write(2) of all its rows, so a crash leaves at most one
+// torn last line. Open reads a recording, possibly one still being written:
+// it scans the file once, streaming, checks it with the store's Checker and
+// sets the torn last line aside. Rows, Stream and Journal read the file
+// again, streaming: memory does not grow with the recording's length.
+//
+// Rows are mapped to columns with github.com/gocarina/gocsv (the record
+// struct's csv tags are the columns). Lines are split by encoding/csv one
+// physical line at a time, so that a corrupt line is one malformed Problem
+// naming its line and column, never a line that swallows the next ones.
+package csvstore

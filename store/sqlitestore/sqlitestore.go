@@ -1,0 +1,714 @@
+package sqlitestore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	_ "modernc.org/sqlite" // the "sqlite" driver
+
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// Schema is the schema of a recording: the statements Create runs, as
+// docs/FORMAT.md gives them. id is the row's place in storage order and the
+// Line of its Problems; the other columns are the CSV columns (idx is
+// "index", a keyword).
+const Schema = `CREATE TABLE IF NOT EXISTS rows (
+	id        INTEGER PRIMARY KEY,
+	processor TEXT    NOT NULL,
+	idx       INTEGER NOT NULL,
+	kind      TEXT    NOT NULL,
+	source    TEXT    NOT NULL,
+	seq       INTEGER NOT NULL,
+	instant   TEXT    NOT NULL,
+	epoch     INTEGER NOT NULL,
+	"key"     TEXT    NOT NULL,
+	"offset"  INTEGER NOT NULL,
+	n         INTEGER NOT NULL,
+	payload   TEXT    NOT NULL,
+	detail    TEXT    NOT NULL,
+	reads     TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rows_stream ON rows (processor, idx);
+CREATE INDEX IF NOT EXISTS rows_journal ON rows (source, seq) WHERE kind = 'JOURNAL';`
+
+const (
+	cols      = `id, processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads`
+	insertSQL = `INSERT INTO rows (processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	rowsSQL    = `SELECT ` + cols + ` FROM rows WHERE id <= ? ORDER BY id`
+	streamSQL  = `SELECT ` + cols + ` FROM rows WHERE processor = ? AND id <= ? ORDER BY idx, id`
+	journalSQL = `SELECT ` + cols + ` FROM rows WHERE kind = 'JOURNAL' AND source = ? AND seq = ? AND processor = '' AND id <= ? ORDER BY id LIMIT 1`
+)
+
+// columns names the CSV columns, in the order of cols after id.
+var columns = [...]string{"processor", "index", "kind", "source", "seq", "instant", "epoch", "key", "offset", "n", "payload", "detail", "reads"}
+
+var sqliteMagic = []byte("SQLite format 3\x00")
+
+// Store is an SQLite recording: one database file in WAL mode, one table
+// of rows.
+//
+// A Store from Create appends (Append, Sync) and reads what it has
+// committed so far; a Store from Open reads the rows committed when it was
+// opened (rows with an id up to the largest one then) and refuses Append
+// with store.ErrReadOnly.
+//
+// Store is safe for concurrent use: any number of goroutines may read while
+// one goroutine appends; Append calls are serialised. Each iterator is used
+// by one goroutine.
+type Store struct {
+	path      string
+	db        *sql.DB
+	readOnly  bool
+	syncEvery bool
+
+	wmu    sync.Mutex
+	wconn  *sql.Conn
+	insert *sql.Stmt
+	lastID int64
+	meta   store.Meta
+	nrows  int64
+	closed bool
+
+	vmu  sync.Mutex
+	view *view
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Syncer   = (*Store)(nil)
+	_ store.Verifier = (*Store)(nil)
+)
+
+type view struct {
+	maxID    int64
+	meta     store.Meta
+	procs    []string
+	problems []store.Problem
+}
+
+type config struct{ syncEvery bool }
+
+// Option configures Create.
+type Option func(*config)
+
+// WithSyncEveryAppend opens the database with PRAGMA synchronous=FULL:
+// every Append's commit fsyncs the write-ahead log before it returns. The
+// default is synchronous=NORMAL: a commit survives a crash of the process,
+// and Sync makes it survive a power loss.
+func WithSyncEveryAppend() Option { return func(c *config) { c.syncEvery = true } }
+
+func dsn(path string, params ...string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: strings.Join(params, "&")}
+	return u.String(), nil
+}
+
+func openDB(path string, readOnly, syncFull bool) (*sql.DB, error) {
+	params := []string{"_busy_timeout=10000"}
+	if readOnly {
+		params = append(params, "mode=ro")
+	} else {
+		sync := "NORMAL"
+		if syncFull {
+			sync = "FULL"
+		}
+		params = append(params, "_journal_mode=WAL", "_synchronous="+sync)
+	}
+	name, err := dsn(path, params...)
+	if err != nil {
+		return nil, err
+	}
+	return sql.Open("sqlite", name)
+}
+
+// magic reads the start of the file: nil for an SQLite database, else why
+// it is not one.
+func magic(path string) (size int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if fi.Size() == 0 {
+		return 0, nil
+	}
+	head := make([]byte, len(sqliteMagic))
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, sqliteMagic) {
+		return fi.Size(), errNotSQLite
+	}
+	return fi.Size(), nil
+}
+
+var errNotSQLite = errors.New("not an SQLite database")
+
+// Create creates a new recording at path (a missing file, an empty file or
+// an SQLite recording without rows). It refuses, with an error wrapping
+// store.ErrHoldsRecording naming the path and without writing to it, a
+// file that holds anything else: a recording with rows, another SQLite
+// database, other bytes.
+func Create(path string, opts ...Option) (*Store, error) {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := refuseExisting(path); err != nil {
+		return nil, err
+	}
+	db, err := openDB(path, false, cfg.syncEvery)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: create %s: %w", path, err)
+	}
+	ctx := context.Background()
+	s := &Store{path: path, db: db, syncEvery: cfg.syncEvery}
+	fail := func(err error) (*Store, error) {
+		if s.insert != nil {
+			s.insert.Close()
+		}
+		if s.wconn != nil {
+			s.wconn.Close()
+		}
+		db.Close()
+		return nil, fmt.Errorf("sqlitestore: create %s: %w", path, err)
+	}
+	if s.wconn, err = db.Conn(ctx); err != nil {
+		return fail(err)
+	}
+	if _, err := s.wconn.ExecContext(ctx, Schema); err != nil {
+		return fail(err)
+	}
+	if s.insert, err = s.wconn.PrepareContext(ctx, insertSQL); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// refuseExisting returns an error if path holds anything Create must not
+// write into.
+func refuseExisting(path string) error {
+	size, err := magic(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case errors.Is(err, errNotSQLite):
+		return fmt.Errorf("sqlitestore: create %s: %w: %d bytes that are not an SQLite database", path, store.ErrHoldsRecording, size)
+	case err != nil:
+		return fmt.Errorf("sqlitestore: create %s: %w", path, err)
+	case size == 0:
+		return nil
+	}
+	db, err := openDB(path, true, false)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: create %s: %w", path, err)
+	}
+	defer db.Close()
+	var tables, recording int64
+	err = db.QueryRow(`SELECT count(*), count(*) FILTER (WHERE name = 'rows') FROM sqlite_master WHERE type = 'table'`).Scan(&tables, &recording)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: create %s: %w", path, err)
+	}
+	if tables > recording {
+		return fmt.Errorf("sqlitestore: create %s: %w: an SQLite database with other tables than rows", path, store.ErrHoldsRecording)
+	}
+	if recording == 0 {
+		return nil
+	}
+	var n int64
+	if err := db.QueryRow(`SELECT count(*) FROM rows`).Scan(&n); err != nil {
+		return fmt.Errorf("sqlitestore: create %s: %w", path, err)
+	}
+	if n > 0 {
+		return fmt.Errorf("sqlitestore: create %s: %w (%d rows)", path, store.ErrHoldsRecording, n)
+	}
+	return nil
+}
+
+// Open opens the recording at path for reading, without creating or
+// changing it. It checks the recording once, in rowid order, with the
+// store's Checker. A missing file is an error wrapping fs.ErrNotExist; a
+// file that is not an SQLite recording (another file, another database, a
+// META row of another format) an error wrapping store.ErrFormat naming the
+// file.
+func Open(path string) (*Store, error) {
+	size, err := magic(path)
+	switch {
+	case errors.Is(err, errNotSQLite):
+		return nil, fmt.Errorf("sqlitestore: open %s: %w: not an SQLite database", path, store.ErrFormat)
+	case err != nil:
+		return nil, fmt.Errorf("sqlitestore: open: %w", err)
+	case size == 0:
+		return nil, fmt.Errorf("sqlitestore: open %s: %w: empty file", path, store.ErrFormat)
+	}
+	db, err := openDB(path, true, false)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	if err := checkSchema(db, path); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s := &Store{path: path, db: db, readOnly: true}
+	v, err := s.scan(-1)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.view = v
+	return s, nil
+}
+
+func checkSchema(db *sql.DB, path string) error {
+	rs, err := db.Query(`SELECT name FROM pragma_table_info('rows')`)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: open %s: %w: %v", path, store.ErrFormat, err)
+	}
+	defer rs.Close()
+	have := map[string]bool{}
+	for rs.Next() {
+		var name string
+		if err := rs.Scan(&name); err != nil {
+			return fmt.Errorf("sqlitestore: open %s: %w", path, err)
+		}
+		have[name] = true
+	}
+	if err := rs.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: open %s: %w: %v", path, store.ErrFormat, err)
+	}
+	for _, c := range []string{"id", "processor", "idx", "kind", "source", "seq", "instant", "epoch", "key", "offset", "n", "payload", "detail", "reads"} {
+		if !have[c] {
+			return fmt.Errorf("sqlitestore: open %s: %w: no table rows with column %s", path, store.ErrFormat, c)
+		}
+	}
+	return nil
+}
+
+// Path returns the database's path.
+func (s *Store) Path() string { return s.path }
+
+// Append inserts rows in one transaction with a prepared INSERT, all or
+// none of them validated (store.Validate) first.
+func (s *Store) Append(rows ...store.Entry) error {
+	if s.readOnly {
+		return fmt.Errorf("sqlitestore: append %s: %w", s.path, store.ErrReadOnly)
+	}
+	for i := range rows {
+		if err := store.Validate(rows[i]); err != nil {
+			return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
+		}
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return fmt.Errorf("sqlitestore: append %s: %w", s.path, store.ErrClosed)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	ctx := context.Background()
+	if _, err := s.wconn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
+	}
+	var last int64
+	for i := range rows {
+		e := &rows[i]
+		res, err := s.insert.ExecContext(ctx, e.Processor, e.Index, string(e.Kind), e.Source, e.Seq,
+			store.FormatInstant(e.Instant), e.Epoch, e.Key, e.Offset, e.N, string(e.Payload), e.Detail,
+			store.FormatReads(e.Reads))
+		if err == nil && i == len(rows)-1 {
+			last, err = res.LastInsertId()
+		}
+		if err != nil {
+			_, _ = s.wconn.ExecContext(ctx, "ROLLBACK")
+			return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
+		}
+	}
+	if _, err := s.wconn.ExecContext(ctx, "COMMIT"); err != nil {
+		_, _ = s.wconn.ExecContext(ctx, "ROLLBACK")
+		return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
+	}
+	if s.nrows == 0 && rows[0].Kind == store.KindMeta {
+		s.meta, _ = store.DecodeMeta(rows[0])
+	}
+	s.nrows += int64(len(rows))
+	s.lastID = last
+	return nil
+}
+
+// Sync makes every committed Append durable against a power loss: it
+// fsyncs the write-ahead log, the database file and their directory. (A
+// checkpoint would not do: one blocked by a reader leaves recent frames
+// unsynced.) With WithSyncEveryAppend every commit is already durable and
+// Sync does nothing. It is a no-op on a Store from Open.
+func (s *Store) Sync() error {
+	if s.readOnly || s.syncEvery {
+		return nil
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return fmt.Errorf("sqlitestore: sync %s: %w", s.path, store.ErrClosed)
+	}
+	for _, name := range []string{s.path + "-wal", s.path, filepath.Dir(s.path)} {
+		f, err := os.Open(name)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("sqlitestore: sync %s: %w", s.path, err)
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("sqlitestore: sync %s: %w", s.path, err)
+		}
+	}
+	return nil
+}
+
+// Close closes the database. Reads after Close return store.ErrClosed.
+func (s *Store) Close() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	if s.insert != nil {
+		errs = append(errs, s.insert.Close())
+	}
+	if s.wconn != nil {
+		errs = append(errs, s.wconn.Close())
+	}
+	errs = append(errs, s.db.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sqlitestore: close %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// limit returns the largest id readers read.
+func (s *Store) limit() (int64, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return 0, fmt.Errorf("sqlitestore: %s: %w", s.path, store.ErrClosed)
+	}
+	if s.readOnly {
+		return s.view.maxID, nil
+	}
+	return s.lastID, nil
+}
+
+func (s *Store) current() (*view, error) {
+	maxID, err := s.limit()
+	if err != nil {
+		return nil, err
+	}
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	if s.view != nil && (s.readOnly || s.view.maxID == maxID) {
+		return s.view, nil
+	}
+	v, err := s.scan(maxID)
+	if err != nil {
+		return nil, err
+	}
+	s.view = v
+	return v, nil
+}
+
+// scan checks the rows up to maxID (-1: every row, in one read
+// transaction with the largest id).
+func (s *Store) scan(maxID int64) (*view, error) {
+	ctx := context.Background()
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: read %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	if maxID < 0 {
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM rows`).Scan(&maxID); err != nil {
+			return nil, fmt.Errorf("sqlitestore: read %s: %w", s.path, err)
+		}
+	}
+	rs, err := tx.QueryContext(ctx, rowsSQL, maxID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: read %s: %w", s.path, err)
+	}
+	defer rs.Close()
+	v := &view{maxID: maxID}
+	c := store.Checker{File: s.path}
+	var sc scanner
+	first := true
+	for rs.Next() {
+		id, e, p, err := sc.scan(rs, s.path)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: read %s: %w", s.path, err)
+		}
+		if p != nil {
+			first = false
+			c.Report(*p)
+			continue
+		}
+		if first && e.Kind == store.KindMeta {
+			m, err := store.DecodeMeta(e)
+			if err != nil {
+				return nil, fmt.Errorf("sqlitestore: open %s: row %d: %w", s.path, id, err)
+			}
+			v.meta = m
+		}
+		first = false
+		c.Add(e, id)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: read %s: %w", s.path, err)
+	}
+	v.procs = c.Processors()
+	v.problems = c.Finish()
+	return v, nil
+}
+
+// scanner decodes result rows. Not safe for concurrent use.
+type scanner struct {
+	vals [14]any
+	ptrs [14]any
+}
+
+// scan decodes the current row: its id and Entry, or the malformed
+// Problem of a row whose columns do not hold what the format says (SQLite
+// keeps any value in any column). err is a read error.
+func (sc *scanner) scan(rs *sql.Rows, path string) (id int64, e store.Entry, p *store.Problem, err error) {
+	if sc.ptrs[0] == nil {
+		for i := range sc.vals {
+			sc.ptrs[i] = &sc.vals[i]
+		}
+	}
+	if err := rs.Scan(sc.ptrs[:]...); err != nil {
+		return 0, store.Entry{}, nil, err
+	}
+	v := sc.vals[1:]
+	id, _ = sc.vals[0].(int64)
+	bad := func(col int, format string, args ...any) (int64, store.Entry, *store.Problem, error) {
+		p := &store.Problem{Kind: store.ProblemMalformed, File: path, Processor: e.Processor, Index: e.Index,
+			Row: e.Kind, Line: id, Detail: fmt.Sprintf("column %s: ", columns[col]) + fmt.Sprintf(format, args...)}
+		return id, store.Entry{}, p, nil
+	}
+	text := func(i int) (string, bool) {
+		switch x := v[i].(type) {
+		case string:
+			return x, true
+		case []byte:
+			return string(x), true
+		}
+		return "", false
+	}
+	integer := func(i int) (int64, bool) {
+		x, ok := v[i].(int64)
+		return x, ok
+	}
+	var ok bool
+	var s string
+	if e.Processor, ok = text(0); !ok {
+		return bad(0, "%s is not text", describe(v[0]))
+	}
+	if e.Index, ok = integer(1); !ok {
+		return bad(1, "%s is not an integer", describe(v[1]))
+	}
+	if s, ok = text(2); !ok || !store.Kind(s).Valid() {
+		return bad(2, "unknown kind %s", describe(v[2]))
+	}
+	e.Kind = store.Kind(s)
+	if e.Source, ok = text(3); !ok {
+		return bad(3, "%s is not text", describe(v[3]))
+	}
+	if e.Seq, ok = integer(4); !ok {
+		return bad(4, "%s is not an integer", describe(v[4]))
+	}
+	if s, ok = text(5); ok {
+		e.Instant, ok = store.ParseInstant(s)
+	}
+	if !ok {
+		return bad(5, "%s is not an RFC3339Nano UTC instant", describe(v[5]))
+	}
+	if e.Epoch, ok = integer(6); !ok {
+		return bad(6, "%s is not an integer", describe(v[6]))
+	}
+	if e.Key, ok = text(7); !ok {
+		return bad(7, "%s is not text", describe(v[7]))
+	}
+	if e.Offset, ok = integer(8); !ok {
+		return bad(8, "%s is not an integer", describe(v[8]))
+	}
+	if e.N, ok = integer(9); !ok {
+		return bad(9, "%s is not an integer", describe(v[9]))
+	}
+	if s, ok = text(10); !ok {
+		return bad(10, "%s is not text", describe(v[10]))
+	}
+	if s != "" {
+		e.Payload = []byte(s)
+	}
+	if e.Detail, ok = text(11); !ok {
+		return bad(11, "%s is not text", describe(v[11]))
+	}
+	if s, ok = text(12); ok {
+		e.Reads, ok = store.ParseReads(s)
+	}
+	if !ok {
+		return bad(12, "%s is not a list of RFC3339Nano UTC instants joined by ';'", describe(v[12]))
+	}
+	if err := store.Validate(e); err != nil {
+		var fe *store.FieldError
+		col := 0
+		if errors.As(err, &fe) {
+			for i, c := range columns {
+				if c == fe.Field {
+					col = i
+				}
+			}
+		}
+		return bad(col, "%v", err)
+	}
+	return id, e, nil, nil
+}
+
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case string:
+		if len(x) > 60 {
+			x = x[:57] + "..."
+		}
+		return fmt.Sprintf("%q", x)
+	case []byte:
+		return fmt.Sprintf("a blob of %d bytes", len(x))
+	default:
+		return fmt.Sprintf("%v (%T)", x, x)
+	}
+}
+
+// Meta returns the decoded META row (the zero Meta if there is none).
+func (s *Store) Meta() store.Meta {
+	if !s.readOnly {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		return s.meta
+	}
+	return s.view.meta
+}
+
+// Processors lists the processors in the order their streams start.
+func (s *Store) Processors() []string {
+	v, err := s.current()
+	if err != nil {
+		return nil
+	}
+	return append([]string(nil), v.procs...)
+}
+
+// Problems returns the integrity problems found by Open (for a Store from
+// Create: of what has been committed so far).
+func (s *Store) Problems() []store.Problem {
+	v, err := s.current()
+	if err != nil {
+		return nil
+	}
+	return append([]store.Problem(nil), v.problems...)
+}
+
+// Verify reads the rows again (those Open saw, or those committed so far)
+// and checks them.
+func (s *Store) Verify() []store.Problem {
+	maxID, err := s.limit()
+	var v *view
+	if err == nil {
+		v, err = s.scan(maxID)
+	}
+	if err != nil {
+		return []store.Problem{{Kind: store.ProblemMalformed, File: s.path, Detail: err.Error()}}
+	}
+	return v.problems
+}
+
+// query yields the decoded rows of a query whose last argument is the id
+// limit.
+func (s *Store) query(q string, args ...any) iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) {
+		maxID, err := s.limit()
+		if err != nil {
+			yield(store.Entry{}, err)
+			return
+		}
+		rs, err := s.db.QueryContext(context.Background(), q, append(args, maxID)...)
+		if err != nil {
+			yield(store.Entry{}, fmt.Errorf("sqlitestore: read %s: %w", s.path, err))
+			return
+		}
+		defer rs.Close()
+		var sc scanner
+		for rs.Next() {
+			_, e, p, err := sc.scan(rs, s.path)
+			switch {
+			case err != nil:
+				yield(store.Entry{}, fmt.Errorf("sqlitestore: read %s: %w", s.path, err))
+				return
+			case p != nil:
+				if !yield(store.Entry{}, p) {
+					return
+				}
+			default:
+				if !yield(e, nil) {
+					return
+				}
+			}
+		}
+		if err := rs.Err(); err != nil {
+			yield(store.Entry{}, fmt.Errorf("sqlitestore: read %s: %w", s.path, err))
+		}
+	}
+}
+
+// Rows yields every row in rowid order, streaming (one cursor). A row
+// whose columns do not hold a row is yielded as a zero Entry with its
+// malformed *store.Problem and iteration goes on.
+func (s *Store) Rows() iter.Seq2[store.Entry, error] { return s.query(rowsSQL) }
+
+// Stream yields the rows of one processor ordered by index (then rowid),
+// streaming, through the (processor, idx) index.
+func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
+	return s.query(streamSQL, processor)
+}
+
+// Journal returns the first JOURNAL row of (feed, seq), found through the
+// partial (source, seq) index of JOURNAL rows, or an error wrapping
+// store.ErrMissingJournal.
+func (s *Store) Journal(feed string, seq int64) (store.Entry, error) {
+	for e, err := range s.query(journalSQL, feed, seq) {
+		var p *store.Problem
+		if errors.As(err, &p) {
+			break
+		}
+		return e, err
+	}
+	return store.Entry{}, fmt.Errorf("sqlitestore: %s: %w: feed %q seq %d", s.path, store.ErrMissingJournal, feed, seq)
+}

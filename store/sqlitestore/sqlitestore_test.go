@@ -1,0 +1,192 @@
+package sqlitestore_test
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/blackbox-audit/blackbox/store"
+	"github.com/blackbox-audit/blackbox/store/sqlitestore"
+	"github.com/blackbox-audit/blackbox/store/storetest"
+)
+
+// backend corrupts recordings with SQL.
+type backend struct{}
+
+func (backend) Create(path string) (store.Store, error) { return sqlitestore.Create(path) }
+func (backend) Open(path string) (store.Store, error)   { return sqlitestore.Open(path) }
+
+func (backend) Truncate(path string, n int64) error {
+	return fmt.Errorf("an SQLite recording has no torn rows: %w", errors.ErrUnsupported)
+}
+
+func exec(path, q string, args ...any) error {
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	res, err := db.Exec(q, args...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("%d rows changed, want 1", n)
+	}
+	return nil
+}
+
+const nth = `(SELECT id FROM rows ORDER BY id LIMIT 1 OFFSET ?)`
+
+func (backend) DeleteRow(path string, row int64) error {
+	return exec(path, `DELETE FROM rows WHERE id = `+nth, row-1)
+}
+
+func (backend) SetField(path string, row int64, column, value string) error {
+	switch column {
+	case "index":
+		column = "idx"
+	case "key", "offset":
+		column = `"` + column + `"`
+	}
+	// The value is bound as text: the column's affinity makes a number of
+	// it when it is one, and keeps it as text otherwise (malformed).
+	return exec(path, `UPDATE rows SET `+column+` = ? WHERE id = `+nth, value, row-1)
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, backend{})
+}
+
+func TestOpenRefuses(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string][]byte{
+		"empty":    nil,
+		"text":     []byte("processor,index\n"),
+		"short":    []byte("SQLite"),
+		"truncate": []byte("SQLite format 3\x00 and then nothing that SQLite can read"),
+	}
+	for name, b := range files {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(dir, name)
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, err := sqlitestore.Open(p)
+			if err == nil {
+				s.Close()
+			}
+			if !errors.Is(err, store.ErrFormat) || !strings.Contains(err.Error(), p) {
+				t.Errorf("Open: %v, want ErrFormat naming %s", err, p)
+			}
+		})
+	}
+	t.Run("other database", func(t *testing.T) {
+		p := filepath.Join(dir, "other.db")
+		db, err := sql.Open("sqlite", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`CREATE TABLE t (x)`); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		if _, err := sqlitestore.Open(p); !errors.Is(err, store.ErrFormat) {
+			t.Errorf("Open: %v, want ErrFormat", err)
+		}
+		if _, err := sqlitestore.Create(p); !errors.Is(err, store.ErrHoldsRecording) {
+			t.Errorf("Create: %v, want ErrHoldsRecording", err)
+		}
+	})
+	t.Run("other version", func(t *testing.T) {
+		p := filepath.Join(dir, "v2.db")
+		s, err := sqlitestore.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := store.EncodeMeta(store.Meta{})
+		m.Detail = strings.Replace(m.Detail, store.Format, "blackbox-recording/2", 1)
+		if err := s.Append(m); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if _, err := sqlitestore.Open(p); !errors.Is(err, store.ErrFormat) {
+			t.Errorf("Open: %v, want ErrFormat", err)
+		}
+	})
+	t.Run("missing file is not created", func(t *testing.T) {
+		p := filepath.Join(dir, "none.db")
+		if _, err := sqlitestore.Open(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Open: %v, want ErrNotExist", err)
+		}
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Open created %s", p)
+		}
+	})
+}
+
+func TestCreateReusesEmptyRecording(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.db")
+	s, err := sqlitestore.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = sqlitestore.Create(p)
+	if err != nil {
+		t.Fatalf("Create over a recording without rows: %v", err)
+	}
+	if err := s.Append(storetest.Recording()...); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := sqlitestore.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if ps := r.Problems(); len(ps) != 0 {
+		t.Errorf("problems: %v", ps)
+	}
+}
+
+func TestWAL(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.db")
+	s, err := sqlitestore.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Append(storetest.Recording()[0]); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mode string
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode = %q (%v), want wal", mode, err)
+	}
+}
+
+// TestFormatSchema checks that docs/FORMAT.md gives the schema Create runs.
+func TestFormatSchema(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/FORMAT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "```sql\n"+sqlitestore.Schema+"\n```") {
+		t.Errorf("docs/FORMAT.md does not show sqlitestore.Schema")
+	}
+}

@@ -1,0 +1,10 @@
+// Package storetest is the conformance suite every recording store passes:
+// Run(t, backend) checks round trips of every kind and field, the journal
+// cursor, the integrity Problems of damaged recordings (through the
+// backend's Corrupter), read-only and closed stores, Create's refusal of an
+// existing recording, the refusal of names with line breaks, Copy, and
+// readers running while a writer appends.
+//
+// Recording is the fixture the suite writes: a complete recording that uses
+// every kind and field; Input builds the rows of one input for benchmarks.
+package storetest

@@ -1,0 +1,642 @@
+package storetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// Backend creates and opens recordings of one store. Paths are files under
+// a test's temporary directory; a backend without files keys its
+// recordings by path. Open is called from several goroutines at once (while
+// a writer appends), so a Backend must be safe for concurrent use.
+type Backend interface {
+	// Create creates a new, writable recording at path.
+	Create(path string) (store.Store, error)
+	// Open opens the recording at path for reading.
+	Open(path string) (store.Store, error)
+}
+
+// Corrupter is implemented by a Backend that can damage a closed recording
+// the way a crash or a hand edit does. Rows are numbered in storage order
+// from 1 (META), counting the rows present now. An operation the store
+// cannot express returns an error wrapping errors.ErrUnsupported and the
+// cases that need it are skipped.
+type Corrupter interface {
+	// Truncate removes the last n bytes (a torn last row).
+	Truncate(path string, n int64) error
+	// DeleteRow removes a row.
+	DeleteRow(path string, row int64) error
+	// SetField sets one column of a row to a value, given as the CSV text
+	// of the column (column names as in the CSV header).
+	SetField(path string, row int64, column, value string) error
+}
+
+// Run runs the conformance suite against b. Every store of this module
+// passes it; Memory, the reference, gives the Problems the others must
+// give.
+func Run(t *testing.T, b Backend) {
+	t.Run("RoundTrip", func(t *testing.T) { testRoundTrip(t, b) })
+	t.Run("Journal", func(t *testing.T) { testJournal(t, b) })
+	t.Run("Problems", func(t *testing.T) { testProblems(t, b) })
+	t.Run("ReadOnly", func(t *testing.T) { testReadOnly(t, b) })
+	t.Run("Closed", func(t *testing.T) { testClosed(t, b) })
+	t.Run("CreateRefusesRecording", func(t *testing.T) { testCreateRefuses(t, b) })
+	t.Run("NamesRefused", func(t *testing.T) { testNamesRefused(t, b) })
+	t.Run("Copy", func(t *testing.T) { testCopy(t, b) })
+	t.Run("ConcurrentReaders", func(t *testing.T) { testConcurrent(t, b) })
+}
+
+// Write creates a recording at path holding rows, appended as a recorder
+// does (Groups), and closes it.
+func Write(t testing.TB, b Backend, path string, rows []store.Entry) {
+	t.Helper()
+	s, err := b.Create(path)
+	if err != nil {
+		t.Fatalf("Create(%s): %v", path, err)
+	}
+	for _, g := range Groups(rows) {
+		if err := s.Append(g...); err != nil {
+			t.Fatalf("Append(%s %s index %d): %v", g[0].Kind, g[0].Processor, g[0].Index, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// ReadAll returns every row of r (Rows) and the errors it yielded.
+func ReadAll(r store.Reader) ([]store.Entry, []error) {
+	var rows []store.Entry
+	var errs []error
+	for e, err := range r.Rows() {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rows = append(rows, e)
+	}
+	return rows, errs
+}
+
+func readStream(r store.Reader, p string) ([]store.Entry, []error) {
+	var rows []store.Entry
+	var errs []error
+	for e, err := range r.Stream(p) {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rows = append(rows, e)
+	}
+	return rows, errs
+}
+
+// Normalized returns rows as every store reads them back.
+func Normalized(rows []store.Entry) []store.Entry {
+	out := make([]store.Entry, len(rows))
+	for i, e := range rows {
+		out[i] = store.Normalize(e)
+	}
+	return out
+}
+
+func path(t *testing.T) string { return filepath.Join(t.TempDir(), "recording") }
+
+func open(t *testing.T, b Backend, p string) store.Store {
+	t.Helper()
+	s, err := b.Open(p)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", p, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func testRoundTrip(t *testing.T, b Backend) {
+	want := Normalized(Recording())
+	p := path(t)
+	Write(t, b, p, Recording())
+	s := open(t, b, p)
+
+	got, errs := ReadAll(s)
+	if len(errs) > 0 {
+		t.Errorf("Rows errors: %v", errs)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("Rows (-want +got):\n%s", d)
+	}
+	if got := s.Problems(); len(got) != 0 {
+		t.Errorf("Problems() = %v, want none", got)
+	}
+	if got := store.Verify(s); len(got) != 0 {
+		t.Errorf("Verify() = %v, want none", got)
+	}
+	wantMeta, err := store.DecodeMeta(want[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(wantMeta, s.Meta()); d != "" {
+		t.Errorf("Meta (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"ledger", Alerts}, s.Processors()); d != "" {
+		t.Errorf("Processors (-want +got):\n%s", d)
+	}
+	for _, proc := range []string{"ledger", Alerts, "", "nobody"} {
+		var wantStream []store.Entry
+		for _, e := range want {
+			if e.Processor == proc {
+				wantStream = append(wantStream, e)
+			}
+		}
+		got, errs := readStream(s, proc)
+		if len(errs) > 0 {
+			t.Errorf("Stream(%q) errors: %v", proc, errs)
+		}
+		if d := cmp.Diff(wantStream, got); d != "" {
+			t.Errorf("Stream(%q) (-want +got):\n%s", proc, d)
+		}
+	}
+	// Breaking out of an iteration early is allowed.
+	for range s.Rows() {
+		break
+	}
+	for range s.Stream("ledger") {
+		break
+	}
+}
+
+func testJournal(t *testing.T, b Backend) {
+	p := path(t)
+	Write(t, b, p, Recording())
+	s := open(t, b, p)
+	journal := map[int64]store.Entry{}
+	for _, e := range Normalized(Recording()) {
+		if e.Kind == store.KindJournal {
+			journal[e.Seq] = e
+		}
+	}
+	tests := []struct {
+		feed    string
+		seq     int64
+		missing bool
+	}{
+		{"orders", 1, false},
+		{"orders", 2, false},
+		{"orders", 2, false}, // the same again
+		{"orders", 4, false}, // written after the row naming it
+		{"orders", 3, false}, // backwards
+		{"orders", 1, false},
+		{"orders", 99, true},
+		{"orders", 4, false}, // after a miss
+		{"other", 1, true},
+		{"", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := s.Journal(tt.feed, tt.seq)
+		if tt.missing {
+			if !errors.Is(err, store.ErrMissingJournal) {
+				t.Errorf("Journal(%q, %d) error = %v, want ErrMissingJournal", tt.feed, tt.seq, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Journal(%q, %d): %v", tt.feed, tt.seq, err)
+			continue
+		}
+		if d := cmp.Diff(journal[tt.seq], got); d != "" {
+			t.Errorf("Journal(%q, %d) (-want +got):\n%s", tt.feed, tt.seq, d)
+		}
+	}
+}
+
+// want is the part of a Problem every store must agree on.
+type want struct {
+	Kind      store.ProblemKind
+	Processor string
+	Index     int64
+	Row       store.Kind
+}
+
+func wantsOf(ps []store.Problem) []want {
+	out := make([]want, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, want{p.Kind, p.Processor, p.Index, p.Row})
+	}
+	return out
+}
+
+type corruption func(c Corrupter, path string) error
+
+func del(rows ...int64) corruption {
+	return func(c Corrupter, p string) error {
+		// Delete from the last, so the positions stay those of Recording.
+		for i := len(rows) - 1; i >= 0; i-- {
+			if err := c.DeleteRow(p, rows[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func set(row int64, column, value string) corruption {
+	return func(c Corrupter, p string) error { return c.SetField(p, row, column, value) }
+}
+
+func truncate(n int64) corruption {
+	return func(c Corrupter, p string) error { return c.Truncate(p, n) }
+}
+
+func testProblems(t *testing.T, b Backend) {
+	c, ok := b.(Corrupter)
+	if !ok {
+		t.Skip("backend is not a Corrupter")
+	}
+	const (
+		torn       = store.ProblemTorn
+		orphan     = store.ProblemOrphan
+		gap        = store.ProblemGap
+		unfinished = store.ProblemUnfinished
+		missing    = store.ProblemMissingJournal
+		malformed  = store.ProblemMalformed
+	)
+	tests := []struct {
+		name    string
+		corrupt corruption
+		want    []want
+		// unreadable: the malformed wants are rows that cannot be read,
+		// which Rows yields as errors.
+		unreadable bool
+	}{
+		{"torn END", truncate(5), []want{
+			{unfinished, Alerts, 8, store.KindFailed},
+			{torn, Alerts, 9, store.KindEnd},
+		}, false},
+		{"missing JOURNAL", del(3), []want{
+			{gap, "", 3, ""},
+			{missing, "ledger", 7, store.KindIndexed},
+		}, false},
+		{"missing input: orphan DELIVERY and OUTPUT", del(7), []want{
+			{orphan, "ledger", 2, store.KindDelivery},
+			{gap, "ledger", 3, ""},
+			{orphan, "ledger", 4, store.KindOutput},
+			{orphan, "ledger", 5, store.KindOutput},
+		}, false},
+		{"missing input before END: orphan DELIVERY", del(25), []want{
+			{orphan, "ledger", 13, store.KindDelivery},
+			{gap, "ledger", 14, ""},
+		}, false},
+		{"missing OUTPUT", del(9), []want{
+			{orphan, "ledger", 3, store.KindIndexed},
+			{gap, "ledger", 5, ""},
+		}, false},
+		{"missing DELIVERY", del(13), []want{
+			{gap, "ledger", 6, ""},
+		}, false},
+		{"missing START", del(5), []want{
+			{gap, Alerts, 2, store.KindDelivery},
+		}, false},
+		{"missing END", del(28), []want{
+			{unfinished, "ledger", 14, store.KindIndexed},
+		}, false},
+		{"missing META", del(1), []want{
+			{malformed, "", 2, store.KindJournal},
+			{gap, "", 1, ""},
+		}, false},
+		{"extra OUTPUT", set(7, "n", "1"), []want{
+			{orphan, "ledger", 5, store.KindOutput},
+		}, false},
+		{"OUTPUT beyond n", set(9, "seq", "3"), []want{
+			{orphan, "ledger", 3, store.KindIndexed},
+			{orphan, "ledger", 5, store.KindOutput},
+		}, false},
+		{"unknown kind", set(8, "kind", "BOGUS"), []want{
+			{malformed, "ledger", 4, ""},
+		}, true},
+		{"bad number", set(8, "seq", "x"), []want{
+			{malformed, "ledger", 4, store.KindOutput},
+		}, true},
+		{"index skipped", set(28, "index", "16"), []want{
+			{gap, "ledger", 15, ""},
+		}, false},
+		{"row after END", set(25, "kind", "END"), []want{
+			{orphan, "ledger", 13, store.KindDelivery},
+			{orphan, "ledger", 15, store.KindEnd},
+		}, false},
+		{"DELIVERY of another input", set(6, "seq", "9"), []want{
+			{orphan, "ledger", 2, store.KindDelivery},
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := path(t)
+			Write(t, b, p, Recording())
+			if err := tt.corrupt(c, p); errors.Is(err, errors.ErrUnsupported) {
+				t.Skipf("backend cannot: %v", err)
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			s := open(t, b, p)
+			ps := s.Problems()
+			if d := cmp.Diff(tt.want, wantsOf(ps)); d != "" {
+				t.Errorf("Problems (-want +got):\n%s\ngot: %v", d, ps)
+			}
+			if d := cmp.Diff(ps, store.Verify(s)); d != "" {
+				t.Errorf("Verify differs from Problems (-problems +verify):\n%s", d)
+			}
+			for i := range ps {
+				var err error = &ps[i]
+				var p *store.Problem
+				if !errors.As(err, &p) || !errors.Is(err, sentinel(p.Kind)) {
+					t.Errorf("problem %v: errors.Is(%v) = false", err, sentinel(p.Kind))
+				}
+				if p.Line <= 0 || p.Detail == "" {
+					t.Errorf("problem %v: no line or no detail", err)
+				}
+			}
+			// A malformed or torn row is yielded by Rows as a *Problem.
+			_, errs := ReadAll(s)
+			var gotErrs []want
+			for _, err := range errs {
+				var p *store.Problem
+				if !errors.As(err, &p) {
+					t.Fatalf("Rows error %v is not a *store.Problem", err)
+				}
+				gotErrs = append(gotErrs, want{p.Kind, p.Processor, p.Index, p.Row})
+			}
+			var wantErrs []want
+			for _, w := range tt.want {
+				if w.Kind == torn || (w.Kind == malformed && tt.unreadable) {
+					wantErrs = append(wantErrs, w)
+				}
+			}
+			if d := cmp.Diff(wantErrs, gotErrs); d != "" {
+				t.Errorf("Rows errors (-want +got):\n%s", d)
+			}
+			// A recording with problems is read-only.
+			if err := s.Append(Recording()[0]); !errors.Is(err, store.ErrReadOnly) {
+				t.Errorf("Append to a recording with problems: %v, want ErrReadOnly", err)
+			}
+		})
+	}
+}
+
+func sentinel(k store.ProblemKind) error {
+	return (&store.Problem{Kind: k}).Unwrap()
+}
+
+func testReadOnly(t *testing.T, b Backend) {
+	p := path(t)
+	Write(t, b, p, Recording())
+	s := open(t, b, p)
+	err := s.Append(store.Entry{Processor: "ledger", Index: 16, Kind: store.KindEnd})
+	if !errors.Is(err, store.ErrReadOnly) {
+		t.Errorf("Append to an opened recording: %v, want ErrReadOnly", err)
+	}
+	got, _ := ReadAll(s)
+	if d := cmp.Diff(Normalized(Recording()), got); d != "" {
+		t.Errorf("rows changed by a refused Append (-want +got):\n%s", d)
+	}
+}
+
+func testClosed(t *testing.T, b Backend) {
+	s, err := b.Create(path(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(Recording()[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(Recording()[1]); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Append after Close: %v, want ErrClosed", err)
+	}
+}
+
+func testCreateRefuses(t *testing.T, b Backend) {
+	p := path(t)
+	Write(t, b, p, Recording()[:3])
+	before, _ := os.ReadFile(p) // nil for a backend without files
+	s, err := b.Create(p)
+	if err == nil {
+		s.Close()
+	}
+	if !errors.Is(err, store.ErrHoldsRecording) {
+		t.Fatalf("Create over a recording: %v, want ErrHoldsRecording", err)
+	}
+	if after, _ := os.ReadFile(p); !bytes.Equal(before, after) {
+		t.Errorf("Create changed the bytes of the recording it refused")
+	}
+	got, _ := ReadAll(open(t, b, p))
+	if d := cmp.Diff(Normalized(Recording()[:3]), got); d != "" {
+		t.Errorf("rows after a refused Create (-want +got):\n%s", d)
+	}
+}
+
+func testNamesRefused(t *testing.T, b Backend) {
+	base := store.Entry{Processor: "ledger", Index: 1, Kind: store.KindStart}
+	tests := []struct {
+		name   string
+		edit   func(*store.Entry)
+		field  string
+		value  string
+		target error
+	}{
+		{"processor LF", func(e *store.Entry) { e.Processor = "led\nger" }, "processor", "led\nger", store.ErrName},
+		{"processor CR", func(e *store.Entry) { e.Processor = "ledger\r" }, "processor", "ledger\r", store.ErrName},
+		{"source", func(e *store.Entry) { e.Source = "or\nders" }, "source", "or\nders", store.ErrName},
+		{"key", func(e *store.Entry) { e.Key = "p\r\n0" }, "key", "p\r\n0", store.ErrName},
+		{"detail", func(e *store.Entry) { e.Detail = "two\nlines" }, "detail", "two\nlines", store.ErrName},
+		{"payload", func(e *store.Entry) { e.Payload = []byte("{\n}") }, "payload", "{\n}", store.ErrPayload},
+		{"kind", func(e *store.Entry) { e.Kind = "BOGUS" }, "kind", "BOGUS", store.ErrMalformed},
+		{"instant", func(e *store.Entry) { e.Instant = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) },
+			"instant", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).String(), store.ErrMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := path(t)
+			s, err := b.Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			meta := Recording()[0]
+			bad := base
+			tt.edit(&bad)
+			err = s.Append(meta, bad)
+			if !errors.Is(err, tt.target) {
+				t.Fatalf("Append: %v, want %v", err, tt.target)
+			}
+			var fe *store.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("Append: %v is not a *store.FieldError", err)
+			}
+			if fe.Field != tt.field || fe.Value != tt.value {
+				t.Errorf("FieldError names %s %q, want %s %q", fe.Field, fe.Value, tt.field, tt.value)
+			}
+			// All or none: META was not written either; the store goes on.
+			if err := s.Append(meta); err != nil {
+				t.Fatalf("Append after a refused Append: %v", err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := ReadAll(open(t, b, p))
+			if d := cmp.Diff(Normalized([]store.Entry{meta}), got); d != "" {
+				t.Errorf("rows (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func testCopy(t *testing.T, b Backend) {
+	src, err := store.OpenMemory(Recording()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := path(t)
+	dst, err := b.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Copy(dst, src); err != nil {
+		t.Fatalf("Copy(memory -> store): %v", err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	back := store.NewMemory()
+	if err := store.Copy(back, open(t, b, p)); err != nil {
+		t.Fatalf("Copy(store -> memory): %v", err)
+	}
+	got, _ := ReadAll(back)
+	if d := cmp.Diff(Normalized(Recording()), got); d != "" {
+		t.Errorf("memory -> store -> memory (-want +got):\n%s", d)
+	}
+
+	// A recording with an unreadable row copies the rest and says so.
+	c, ok := b.(Corrupter)
+	if !ok {
+		return
+	}
+	if err := c.SetField(p, 8, "kind", "BOGUS"); err != nil {
+		t.Fatal(err)
+	}
+	back = store.NewMemory()
+	err = store.Copy(back, open(t, b, p))
+	var prob *store.Problem
+	if !errors.Is(err, store.ErrMalformed) || !errors.As(err, &prob) || prob.Index != 4 {
+		t.Errorf("Copy of a recording with a malformed row: %v, want a malformed *store.Problem of index 4", err)
+	}
+	if got := back.Len(); got != len(Recording())-1 {
+		t.Errorf("Copy copied %d rows, want %d", got, len(Recording())-1)
+	}
+}
+
+// testConcurrent: readers open and read the recording again and again
+// while a writer appends 1000 inputs. Each sees a prefix of what is
+// written, and no problem other than unfinished, torn, or an orphan input
+// or DELIVERY that is the last row of its stream in that prefix (a write
+// seen in part: the rest of its input is not written yet).
+func testConcurrent(t *testing.T, b Backend) {
+	const inputs = 1000
+	p := path(t)
+	rows := []store.Entry{
+		store.EncodeMeta(store.Meta{Created: T0}),
+		{Processor: "p", Index: 1, Kind: store.KindStart, Instant: T0},
+	}
+	for i := int64(1); i <= inputs; i++ {
+		rows = append(rows, Input("p", i)...)
+	}
+	rows = append(rows, store.Entry{Processor: "p", Index: 3*inputs + 2, Kind: store.KindEnd, N: inputs, Instant: T3})
+	want := Normalized(rows)
+
+	w, err := b.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(rows[:2]...); err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for last := false; !last; {
+				last = done.Load()
+				if err := readPrefix(b, p, want); err != nil {
+					t.Error(err)
+					return
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	for _, g := range Groups(rows[2:]) {
+		if err := w.Append(g...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done.Store(true)
+	wg.Wait()
+	t.Logf("%d reads while writing", reads.Load())
+	s := open(t, b, p)
+	if ps := s.Problems(); len(ps) != 0 {
+		t.Errorf("Problems after the writer closed: %v", ps)
+	}
+}
+
+func readPrefix(b Backend, p string, want []store.Entry) error {
+	s, err := b.Open(p)
+	if err != nil {
+		return fmt.Errorf("Open while writing: %w", err)
+	}
+	defer s.Close()
+	got, errs := ReadAll(s)
+	for _, err := range errs {
+		if !errors.Is(err, store.ErrTorn) {
+			return fmt.Errorf("Rows while writing: %w", err)
+		}
+	}
+	if len(got) > len(want) {
+		return fmt.Errorf("read %d rows, only %d written", len(got), len(want))
+	}
+	if d := cmp.Diff(want[:len(got)], got); d != "" {
+		return fmt.Errorf("rows read while writing are not a prefix (-want +got):\n%s", d)
+	}
+	var lastIndex int64
+	for _, e := range got {
+		if e.Processor == "p" {
+			lastIndex = e.Index
+		}
+	}
+	for _, pr := range s.Problems() {
+		switch {
+		case pr.Kind == store.ProblemUnfinished, pr.Kind == store.ProblemTorn:
+		case pr.Kind == store.ProblemOrphan && pr.Index == lastIndex &&
+			(pr.Row == store.KindDelivery || pr.Row == store.KindInline):
+		default:
+			return fmt.Errorf("problem while writing (%d rows read): %v", len(got), &pr)
+		}
+	}
+	return nil
+}
