@@ -257,3 +257,53 @@ type journalFunc func(ctx context.Context, feed string, seq int64, item any) err
 func (f journalFunc) Append(ctx context.Context, feed string, seq int64, item any) error {
 	return f(ctx, feed, seq, item)
 }
+
+func TestDropsPastThePendingMarksAreReportedApproximate(t *testing.T) {
+	const size = 8
+	defer engine.SetMaxMarks(4)()
+	g := newGate(false)
+	var mu sync.Mutex
+	var total int64
+	var reports []engine.Drop
+	e := start(t, engine.Config{DrainTimeout: time.Second,
+		Observer: engine.Observer{Dropped: func(_ string, d engine.Drop) {
+			mu.Lock()
+			defer mu.Unlock()
+			total += d.Count
+			reports = append(reports, d)
+		}},
+		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: size}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
+	f := e.Feed("in")
+	ctx := context.Background()
+	f.Publish(ctx, 0)
+	eventually(t, "first taken", func() bool { return g.enteredCount() == 1 })
+	for i := 1; i <= size; i++ {
+		f.Publish(ctx, i)
+	}
+	// Each round: a drop at the tail, then one slot freed and filled: every
+	// drop is marked at a new queue position, more than the marks can hold.
+	for r := 0; r < size; r++ {
+		f.Publish(ctx, "dropped")
+		g.let(1)
+		eventually(t, "next taken", func() bool { return g.enteredCount() == r+2 })
+		f.Publish(ctx, "kept")
+	}
+	dropped := f.Status().Dropped
+	g.openUp()
+	eventually(t, "drained", func() bool { return f.Status().Drained })
+	ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	e.Stop(ctx2)
+	mu.Lock()
+	defer mu.Unlock()
+	approx := 0
+	for _, d := range reports {
+		if d.Approximate {
+			approx++
+		}
+	}
+	if dropped != size || total != dropped || approx == 0 || len(reports) > 4+1 {
+		t.Fatalf("dropped %d, reported %d in %v: want %d, exact marks for 4, the rest approximate", dropped, total, reports, size)
+	}
+}

@@ -38,16 +38,20 @@ type queue struct {
 }
 
 func newQueue(size int) *queue {
-	n := int64(1)
-	for n < int64(size) {
-		n <<= 1
-	}
 	// Publishing the head on every item makes the producer's look at it (on
 	// a full queue) and the consumer's store fight over one cache line.
 	// Publishing every few items (never more than an eighth of the queue)
 	// only makes the producer see the room a little later.
+	// The ring holds every-1 slots more than asked, so that the producer can
+	// always queue size items beyond what the consumer has published as
+	// taken: QueueSize is a guaranteed capacity, never less.
 	every := max(1, min(32, int64(size)/8))
-	return &queue{buf: make([]envelope, n), mask: n - 1, size: int64(size), every: every}
+	capacity := int64(size) + every - 1
+	n := int64(1)
+	for n < capacity {
+		n <<= 1
+	}
+	return &queue{buf: make([]envelope, n), mask: n - 1, size: capacity, every: every}
 }
 
 // room is the free capacity, seen by the producer (feed lock held).
@@ -119,8 +123,8 @@ type binding struct {
 	hold atomic.Pointer[holdState]
 }
 
-// maxMarks bounds the pending drop marks of a queue.
-const maxMarks = 1024
+// maxMarks bounds the pending drop marks of a queue (a variable for tests).
+var maxMarks = 1024
 
 type dropMark struct {
 	pos      int64 // queue producer position where the items were lost
@@ -169,7 +173,9 @@ func (b *binding) takeMarks(pos int64, out []Drop) []Drop {
 		out = append(out, Drop{Feed: b.feed.name, Group: b.group.name, Count: m.count, FirstSeq: m.firstSeq, LastSeq: m.lastSeq, Offset: m.offset, Reason: m.reason})
 	}
 	b.marks = append(b.marks[:0], b.marks[i:]...)
-	if o := b.overflow; o.count > 0 {
+	// Drops past the pending marks are folded into the first entry reported
+	// after them, or, when no mark is pending at all, reported on their own.
+	if o := b.overflow; o.count > 0 && (i > 0 || len(b.marks) == 0) {
 		b.overflow = dropMark{}
 		if i > 0 {
 			d := &out[len(out)-i]
