@@ -22,7 +22,9 @@ func (p Position) String() string {
 // its publish sequence in this run, and where it came from in its source.
 // A processor reads it through Cycle.Delivery; it is nil for an item without
 // a source position (a push publish, a timer). A Delivery is immutable while
-// handlers see it and is safe to read from any goroutine.
+// handlers and completions see it; it is valid until the delivery is
+// complete (the engine reuses it for the next item): copy the value to keep
+// it.
 type Delivery struct {
 	Feed string `json:"feed"`
 	// Sequence is this run's publish number of the item, from 1. It restarts

@@ -169,7 +169,7 @@ func New(cfg Config) (*Engine, error) {
 			wc = DefaultWindowCap
 		}
 		f := &Feed{name: fc.Name, eng: e, policy: pol, overrides: fc.Subscribers, queueSize: fc.QueueSize,
-			journal: fc.Journal, windowCap: wc, source: fc.Source, state: StateInitialising, closedCh: make(chan struct{})}
+			journal: fc.Journal, windowCap: wc, source: fc.Source, state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1)}
 		e.feeds = append(e.feeds, f)
 		e.byName[f.name] = f
 	}
@@ -370,6 +370,7 @@ func (e *Engine) Subscribe(group, feed string) error {
 		}
 	}
 	e.bind(f, g)
+	f.signalReady()
 	return nil
 }
 
@@ -424,6 +425,9 @@ func (e *Engine) Unfence(group string) error {
 	}
 	g.fenced.Store(false)
 	g.notify()
+	for _, b := range *g.bindings.Load() {
+		b.feed.signalReady()
+	}
 	return nil
 }
 

@@ -103,6 +103,11 @@ type Feed struct {
 	pollMu sync.Mutex
 	acks   []ackEntry
 
+	// waiting is set when TryPublish refused an item; a group that frees
+	// room in its queue then signals ready, so a paused source need not poll.
+	waiting atomic.Bool
+	ready   chan struct{}
+
 	closedCh chan struct{}
 }
 
@@ -205,6 +210,7 @@ func (f *Feed) TryPublish(item any, pos Position) bool {
 			f.paused = true
 			f.pauses++
 		}
+		f.waiting.Store(true)
 		f.mu.Unlock()
 		return false
 	}
@@ -212,6 +218,44 @@ func (f *Feed) TryPublish(item any, pos Position) bool {
 	f.commit(context.Background(), item, &pos, false)
 	f.mu.Unlock()
 	return true
+}
+
+// Ready delivers a value when a feed that refused an item (TryPublish
+// returned false) may take items again: a queue drained to half, a group
+// unfenced or subscribed. A paused source waits on it (with its own timeout:
+// the signal is a hint, never a promise of room).
+func (f *Feed) Ready() <-chan struct{} { return f.ready }
+
+// signalReady wakes a source waiting on Ready.
+func (f *Feed) signalReady() {
+	if f.waiting.Load() && f.waiting.CompareAndSwap(true, false) {
+		select {
+		case f.ready <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// TryPublishBatch offers items[i] at pos[i], in order, as TryPublish would
+// each, under one acquisition of the lock. It returns how many it took: a
+// prefix of items; the source keeps the rest and offers them again.
+func (f *Feed) TryPublishBatch(items []any, pos []Position) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for ; n < len(items); n++ {
+		if f.closing || f.stopped || !f.admits() {
+			if !f.paused {
+				f.paused = true
+				f.pauses++
+			}
+			f.waiting.Store(true)
+			return n
+		}
+		f.paused = false
+		f.commit(context.Background(), items[n], &pos[n], false)
+	}
+	return n
 }
 
 // admits reports whether a positioned item can be taken now (lock held).
@@ -244,7 +288,7 @@ func (f *Feed) commit(ctx context.Context, item any, pos *Position, push bool) {
 	env := envelope{item: item, seq: seq}
 	var offset int64
 	if pos != nil {
-		env.d = &Delivery{Feed: f.name, Sequence: seq, Epoch: f.epoch, Position: *pos}
+		env.epoch, env.pos, env.positioned = f.epoch, *pos, true
 		offset = pos.Offset
 	}
 	targets := f.targets

@@ -43,6 +43,7 @@ type group struct {
 	nTimers  atomic.Int64 // len(timers), read without the lock
 
 	in      Input
+	dv      Delivery // the current item's delivery, reused: valid during the delivery only
 	drops   []Drop
 	comps   []ownedCompletion
 	failed  []bool
@@ -136,6 +137,10 @@ func (g *group) step() bool {
 				if !ok {
 					break
 				}
+				if b.feed.waiting.Load() && 2*(b.q.tailCache-b.q.headLocal) <= b.q.size {
+					b.q.publishHead()
+					b.feed.signalReady()
+				}
 				g.dispatch(b, e)
 				did = true
 				// A timer that fell due while handling the item (After(0))
@@ -196,8 +201,13 @@ func (g *group) park() {
 // dispatch handles one item: every processor, with retries; then the
 // completion callbacks; then the observers; then the dispatched counter.
 func (g *group) dispatch(b *binding, e envelope) {
+	var dv *Delivery
+	if e.positioned {
+		g.dv = Delivery{Feed: b.feed.name, Sequence: e.seq, Epoch: e.epoch, Position: e.pos}
+		dv = &g.dv
+	}
 	in := &g.in
-	*in = Input{Group: g.name, Feed: b.feed.name, Seq: e.seq, Delivery: e.d, Item: e.item}
+	*in = Input{Group: g.name, Feed: b.feed.name, Seq: e.seq, Delivery: dv, Item: e.item}
 	if g.obs.BeforeDispatch != nil {
 		g.obs.BeforeDispatch(g.name, in)
 	}
@@ -206,7 +216,7 @@ func (g *group) dispatch(b *binding, e envelope) {
 	for pi, h := range g.hosts {
 		g.failed[pi], g.compErr[pi] = false, false
 		for attempt := 0; ; attempt++ {
-			d := e.d
+			d := dv
 			if d != nil && attempt > 0 {
 				c := *d
 				c.Attempt = attempt
@@ -241,12 +251,12 @@ func (g *group) dispatch(b *binding, e envelope) {
 				break
 			}
 		}
-		in.Delivery = e.d
+		in.Delivery = dv
 	}
 	for _, oc := range g.comps {
 		owner := g.hosts[oc.owner].name
 		for attempt := 0; ; attempt++ {
-			err := Complete(owner, oc.c, e.d)
+			err := Complete(owner, oc.c, dv)
 			if err == nil {
 				break
 			}

@@ -5,11 +5,15 @@ import (
 	"sync/atomic"
 )
 
-// envelope is one item in a queue.
+// envelope is one item in a queue. A positioned item carries its epoch and
+// position; the group builds its Delivery, so the publisher allocates
+// nothing per item.
 type envelope struct {
-	item any
-	seq  int64
-	d    *Delivery
+	item       any
+	seq        int64
+	epoch      int64
+	pos        Position
+	positioned bool
 }
 
 // queue is a bounded single-producer single-consumer ring. The producer is

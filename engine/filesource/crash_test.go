@@ -200,6 +200,7 @@ func TestSIGKILLMidBurst(t *testing.T) {
 		guard := i%2 == 0
 		delay := 20*time.Millisecond + time.Duration(i)*180*time.Millisecond/(runs-1)
 		t.Run(fmt.Sprintf("guard=%v/kill-after=%s", guard, delay), func(t *testing.T) {
+			t.Parallel() // GOMAXPROCS runs at a time: the suite stays short
 			dir := crashDir(t)
 			in := filepath.Join(dir, "in.log")
 			writeFile(t, in, numbered("line", 0, crashInitial))

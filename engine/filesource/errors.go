@@ -19,7 +19,9 @@ var (
 )
 
 // FileError is an I/O failure on the input file or the pointer file: Op says
-// what was being done, Path names the file. Unwrap gives the cause.
+// what was being done, Path names the file. Unwrap gives the cause
+// (errors.Is(err, os.ErrNotExist) works through it). A FileError is not
+// modified once returned: safe to share.
 type FileError struct {
 	Op   string
 	Path string

@@ -16,7 +16,7 @@ import (
 )
 
 // Strategy is where a source starts reading and whether it tails the file.
-// The zero value is Committed.
+// The zero value is Committed. A Strategy is a plain value, safe to share.
 type Strategy int
 
 // The read strategies (see the package documentation).
@@ -56,6 +56,7 @@ func (s Strategy) once() bool  { return s == OnceEarliest || s == OnceLatest }
 
 // Options configure a Source. The zero value reads with Committed, the
 // pointer at path+".ptr", a 1ms idle interval and warnings to log.Printf.
+// Options is a plain value, safe to copy.
 type Options struct {
 	// Read is the read strategy. Default Committed.
 	Read Strategy
@@ -68,14 +69,28 @@ type Options struct {
 	// Logf receives warnings (a pointer file that cannot be used, a replaced
 	// or truncated input, unterminated bytes). Default log.Printf.
 	Logf func(format string, args ...any)
+	// Epoch, if not 0, is the epoch of the file a strategy without a
+	// pointer (Earliest, Latest, OnceEarliest) opens at the start, instead
+	// of the hash of the file's identity: for recordings that must not
+	// depend on the inode (golden recordings, tests). A file that replaces
+	// it while tailing still gets its identity's epoch. Committed ignores it.
+	Epoch int64
 }
 
 // Source is the tailed-file source: an engine.Source (and
 // engine.PolicySource: engine.Pause by default) publishing the lines of one
-// file as strings. A Source is run by one engine at a time: Run must not be
-// called concurrently with itself (a second Run returns ErrRunning), and
-// the engine calls its committer on the polling goroutine, never
-// concurrently. Its accessors are safe for concurrent use.
+// file as strings, each at the byte offset after its terminator.
+//
+// A Source is run by one engine at a time: Run must not be called
+// concurrently with itself (a second Run returns ErrRunning); the engine
+// calls its committer on the polling goroutine, never concurrently, also
+// once Run returned. Path, Strategy, PointerPath and DefaultPolicy are safe
+// for concurrent use. A Source may be run again after Run returned (a
+// restart resumes at its pointer).
+//
+// Memory: the lines read together share one copy of at most 4 KiB (or the
+// line, if longer), so a processor that keeps a line keeps at most that
+// much alive; strings.Clone a line kept for long if that matters.
 type Source struct {
 	path     string
 	opts     Options
@@ -94,12 +109,13 @@ type Source struct {
 	fileID    uint64
 	rd        *lineReader
 	epoch     int64
-	final     bool // a once-read reached the end of the file
-	switching bool // the path names another file: finish this one, then reopen
-	held      string
-	hasHeld   bool // held is the decoded text of the line at rd.r
+	final     bool              // a once-read reached the end of the file
+	switching bool              // the path names another file: finish this one, then reopen
+	items     []any             // the batch being offered (reused)
+	poss      []engine.Position // its positions
 	state     engine.FeedState
 	detail    string
+	commitErr string // the last commit failure warned about
 
 	// for tests
 	bufSize    int
@@ -169,7 +185,7 @@ func (s *Source) Run(ctx context.Context, f *engine.Feed) error {
 	defer s.running.Store(false)
 	s.f = f
 	s.rd, s.file, s.fileID = nil, nil, 0
-	s.final, s.switching, s.hasHeld, s.held = false, false, false, ""
+	s.final, s.switching = false, false
 	s.state, s.detail = "", ""
 	defer s.closeRun()
 
@@ -234,6 +250,10 @@ func (s *Source) idle(ctx context.Context, timer *time.Timer, n *int) bool {
 	select {
 	case <-ctx.Done():
 		return false
+	case <-s.f.Ready(): // a paused feed has room again
+		timer.Stop()
+		*n = 0
+		return true
 	case <-timer.C:
 		return true
 	}
@@ -243,8 +263,13 @@ func (s *Source) idle(ctx context.Context, timer *time.Timer, n *int) bool {
 // commits. A failed commit is warned and retried at the next poll (the
 // pointer lags: re-delivery, never loss).
 func (s *Source) poll() {
-	if _, err := s.f.PollAcks(); err != nil {
-		s.logf("%v (retried at the next duty cycle)", err)
+	_, err := s.f.PollAcks()
+	switch {
+	case err == nil:
+		s.commitErr = ""
+	case err.Error() != s.commitErr: // warned once per distinct failure
+		s.commitErr = err.Error()
+		s.logf("%v (retried at every duty cycle; the pointer lags: lines are re-delivered, never lost)", err)
 	}
 }
 
@@ -318,32 +343,46 @@ func (s *Source) cycle() (progress, published, done bool, err error) {
 	}
 }
 
-// publish offers the complete buffered lines in order until the buffer has
-// none or the feed refuses one (paused: the line is kept, with the rest of
-// the buffer, and offered again next cycle).
+// publishBatch is how many lines the source offers under one acquisition of
+// the feed's lock.
+const publishBatch = 128
+
+// publish offers the complete buffered lines in order, a batch at a time,
+// until the buffer has none or the feed refuses one (paused: that line and
+// the rest of the buffer stay unconsumed and are offered again next cycle).
 func (s *Source) publish() (n int, paused bool) {
 	rd := s.rd
 	if rd.skip != skipNone && !rd.doSkip(s.final) {
 		return 0, false
 	}
 	for {
-		end, after, ok := rd.next(s.final)
-		if !ok {
+		r0, pos0 := rd.r, rd.pos
+		items, poss := s.items[:0], s.poss[:0]
+		for len(items) < publishBatch {
+			end, after, ok := rd.next(s.final)
+			if !ok {
+				break
+			}
+			items = append(items, rd.text(end))
+			rd.consume(after)
+			poss = append(poss, engine.Position{Offset: rd.pos})
+		}
+		s.items, s.poss = items, poss
+		if len(items) == 0 {
 			return n, false
 		}
-		var text string
-		if s.hasHeld {
-			text, s.held, s.hasHeld = s.held, "", false
-		} else {
-			text = rd.text(end)
-		}
-		pos := rd.pos + int64(after-rd.r)
-		if !s.f.TryPublish(text, engine.Position{Offset: pos}) {
-			s.held, s.hasHeld = text, true
+		k := s.f.TryPublishBatch(items, poss)
+		clear(items) // keep no line alive past its publish
+		n += k
+		if k < len(items) {
+			// Un-consume the lines the feed did not take.
+			to := pos0
+			if k > 0 {
+				to = poss[k-1].Offset
+			}
+			rd.rewind(r0+int(to-pos0), to)
 			return n, true
 		}
-		rd.consume(after)
-		n++
 	}
 }
 
@@ -400,6 +439,9 @@ func (s *Source) start() (ok bool, err error) {
 	var off int64
 	skip := skipNone
 	epoch := idEpoch(id)
+	if s.opts.Epoch != 0 {
+		epoch = s.opts.Epoch
+	}
 	switch s.opts.Read {
 	case Committed:
 		off, epoch, err = s.startPointer(file, size, id)
@@ -620,7 +662,6 @@ func (s *Source) reopen() (bool, error) {
 	s.file, s.fileID = file, id
 	s.rd = newLineReader(file, off, s.bufSize)
 	s.mu.Unlock()
-	s.hasHeld, s.held = false, ""
 	s.switching = false
 	s.setState(engine.StateBehind, "reopened "+s.path)
 	return true, nil

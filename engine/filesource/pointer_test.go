@@ -51,12 +51,13 @@ func TestReplacedOrTruncatedInputResetsToZeroUnderANewEpoch(t *testing.T) {
 		change func(t *testing.T, path string)
 		lines  []string
 	}{
+		// Longer than what was read: only the fingerprint tells.
 		{"new-file-other-content", func(t *testing.T, path string) {
-			replaceFile(t, path, numbered("new", 0, 12))
-		}, []string{"new-0000000", "new-0000011"}},
+			replaceFile(t, path, numbered("new", 0, 1200))
+		}, []string{"new-0000000", "new-0001199"}},
 		{"rewritten-in-place", func(t *testing.T, path string) {
-			writeFile(t, path, numbered("new", 0, 12)) // O_TRUNC: same inode
-		}, []string{"new-0000000", "new-0000011"}},
+			writeFile(t, path, numbered("new", 0, 1200)) // O_TRUNC: same inode
+		}, []string{"new-0000000", "new-0001199"}},
 		{"truncated", func(t *testing.T, path string) {
 			if err := os.Truncate(path, 3*lineLen); err != nil {
 				t.Fatal(err)

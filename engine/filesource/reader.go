@@ -129,6 +129,14 @@ func (l *lineReader) next(final bool) (end, after int, ok bool) {
 	return 0, 0, false
 }
 
+// rewind moves the read point back to buffer index r, file offset pos (an
+// earlier point of the buffered bytes: lines consumed but not taken). The
+// searches restart from there.
+func (l *lineReader) rewind(r int, pos int64) {
+	l.r, l.pos = r, pos
+	l.nl, l.nlTo, l.cr, l.crTo = -1, 0, -1, 0
+}
+
 // consume takes the bytes up to after.
 func (l *lineReader) consume(after int) {
 	l.pos += int64(after - l.r)

@@ -1,0 +1,54 @@
+package filesource_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/engine/filesource"
+)
+
+// A once-read of a file: every line, with the byte offset after it, then
+// END_OF_STREAM. The bytes after the last terminator are counted, not
+// published.
+func Example() {
+	dir, _ := os.MkdirTemp("", "filesource-example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "in.log")
+	os.WriteFile(path, []byte("alpha\r\nbeta\ncaf\xe9\rpartial"), 0o644)
+
+	src, err := filesource.New(path, filesource.Options{
+		Read: filesource.OnceEarliest,
+		Logf: func(string, ...any) {}, // warnings (here: the unterminated bytes)
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	print := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		fmt.Printf("%+q at %d\n", ev, c.Delivery().Position.Offset)
+		return nil
+	})
+	e, err := engine.New(engine.Config{
+		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 16}}, // policy: the source's PAUSE
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "print", Processor: print}}}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	e.Start(ctx)
+	st, _ := e.WaitSettled(ctx, time.Millisecond)
+	e.Stop(ctx)
+	f := st.Feeds[0]
+	fmt.Println(f.State, f.Policy, "unterminated:", f.Unterminated)
+	// Output:
+	// "alpha" at 7
+	// "beta" at 12
+	// "caf\ufffd" at 17
+	// END_OF_STREAM PAUSE unterminated: 7
+}

@@ -1,0 +1,38 @@
+// Package golden keeps golden recordings: a folder of cases, each an input
+// and the recording of an app run over it, that a test replays to prove a
+// change of code changed no output.
+//
+// A case is a sub-folder holding:
+//
+//   - case.json, its settings (Case): the app, the queue size, the overload
+//     policy, whether the feed is journalled, app options, and the
+//     restart_after and drop variants;
+//   - input.txt, the input lines;
+//   - recording.csv (or run1.csv and run2.csv for a restart case), the
+//     recordings, committed with the code: a diff of them is a review of
+//     what a change did to the outputs.
+//
+// Check (from a test) and Verify (from the CLI) replay every recording with
+// the replayer and fail on any divergence, integrity problem or unexpected
+// stop; a recorded failure (FAILED row) and recorded losses (DROPPED rows)
+// are part of a case, not failures. Update re-records every case from its
+// input through the real engine (engine/filesource, strategy once-earliest,
+// and the recorder) with deterministic clocks, so the same input and code
+// always give the same bytes. The usual test:
+//
+//	var update = flag.Bool("update", false, "re-record the golden cases")
+//
+//	func TestGolden(t *testing.T) {
+//		if *update {
+//			if err := golden.Update("testdata", apps); err != nil {
+//				t.Fatal(err)
+//			}
+//		}
+//		golden.Check(t, "testdata", apps)
+//	}
+//
+// testdata/ holds the cases of the built-in apps (ledger and alerts).
+//
+// The functions of this package are safe to call concurrently on different
+// folders; two Updates of one folder race on its files.
+package golden

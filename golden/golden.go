@@ -1,0 +1,358 @@
+package golden
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/apps"
+	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/store/csvstore"
+)
+
+// The files of a case.
+const (
+	CaseFile  = "case.json" // the case's settings
+	InputFile = "input.txt" // the input lines
+	// Recording is the recording of a case run once; a restart case has
+	// one recording per run instead: run1.csv, run2.csv.
+	Recording = "recording.csv"
+)
+
+// Sentinel errors, for errors.Is.
+var (
+	// ErrCase: a case folder whose case.json or input.txt is missing or
+	// invalid. The *CaseError names the case.
+	ErrCase = errors.New("golden: bad case")
+	// ErrNoRecording: a case without a recording (run the update).
+	ErrNoRecording = errors.New("golden: no recording")
+	// ErrRecord: re-recording a case failed (the engine, the recorder or
+	// the store refused, or the run did not advance).
+	ErrRecord = errors.New("golden: recording failed")
+)
+
+// CaseError is an error of one case: reading its files, or re-recording
+// it. errors.Is matches ErrCase, ErrNoRecording or ErrRecord and the cause.
+// It is immutable and safe for concurrent use.
+type CaseError struct {
+	Case string // the case folder's name
+	Err  error
+}
+
+func (e *CaseError) Error() string { return fmt.Sprintf("golden: case %s: %v", e.Case, e.Err) }
+
+// Unwrap returns the cause.
+func (e *CaseError) Unwrap() error { return e.Err }
+
+// Case is one golden case: the settings of its case.json, read by Cases.
+// A Case is a plain value.
+type Case struct {
+	// Name is the case folder's name (not in case.json).
+	Name string `json:"-"`
+	// Dir is the case folder (not in case.json).
+	Dir string `json:"-"`
+	// App is the app to run (a name of the Registry).
+	App string `json:"app"`
+	// Processor names the processor in the recording; default App.
+	Processor string `json:"processor,omitempty"`
+	// Format is the recording's format: "csv" (the only one; default).
+	Format string `json:"format,omitempty"`
+	// QueueSize is the feed's queue size; default 16.
+	QueueSize int `json:"queue_size,omitempty"`
+	// Policy is the feed's overload policy: "PAUSE" (the file source's
+	// default), "DROP_AFTER_SPIN" (spin 0) or "BLOCK_WITH_DEADLINE" (1s).
+	Policy string `json:"policy,omitempty"`
+	// Journal journals the feed: inputs are INDEXED rows and the items
+	// JOURNAL rows; otherwise inputs are INLINE.
+	Journal bool `json:"journal,omitempty"`
+	// Options configure the app. Only the built-in apps take options:
+	// alerts "threshold".
+	Options map[string]string `json:"options,omitempty"`
+	// RestartAfter, if > 0, records two runs: run 1 reads the first
+	// RestartAfter lines; run 2 starts from run 1's final state (its
+	// snapshot) and reads the whole input from its start, so the first
+	// RestartAfter lines are delivered again (a restart after a crash whose
+	// source had committed nothing). Recordings run1.csv and run2.csv.
+	RestartAfter int `json:"restart_after,omitempty"`
+	// Drop makes the run lose lines, deterministically: the processor's
+	// first input waits until the source has read the whole input, so the
+	// queue holds the next QueueSize lines and the rest are dropped
+	// (DROP_AFTER_SPIN with a spin of 0).
+	Drop bool `json:"drop,omitempty"`
+	// Note is a free comment.
+	Note string `json:"note,omitempty"`
+}
+
+// processor is the processor's name in the recording.
+func (c *Case) processor() string {
+	if c.Processor != "" {
+		return c.Processor
+	}
+	return c.App
+}
+
+// recordings lists the recordings Update writes for the case.
+func (c *Case) recordings() []string {
+	if c.RestartAfter > 0 {
+		return []string{"run1.csv", "run2.csv"}
+	}
+	return []string{Recording}
+}
+
+// Cases reads every case of dir: each sub-folder holding a case.json, in
+// name order. Folders without one are skipped.
+func Cases(dir string) ([]*Case, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("golden: %w", err)
+	}
+	var cs []*Case
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		cdir := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(filepath.Join(cdir, CaseFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		cerr := func(err error) error { return &CaseError{Case: e.Name(), Err: err} }
+		if err != nil {
+			return nil, cerr(err)
+		}
+		c := &Case{}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(c); err != nil {
+			return nil, cerr(fmt.Errorf("%w: %s: %v", ErrCase, CaseFile, err))
+		}
+		c.Name, c.Dir = e.Name(), cdir
+		if err := c.check(); err != nil {
+			return nil, cerr(err)
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
+}
+
+func (c *Case) check() error {
+	switch {
+	case c.App == "":
+		return fmt.Errorf("%w: %s names no app", ErrCase, CaseFile)
+	case c.Format != "" && c.Format != "csv":
+		return fmt.Errorf("%w: format %q (only csv)", ErrCase, c.Format)
+	case c.QueueSize < 0 || c.RestartAfter < 0:
+		return fmt.Errorf("%w: negative queue_size or restart_after", ErrCase)
+	case c.Drop && c.RestartAfter > 0:
+		return fmt.Errorf("%w: drop and restart_after in one case", ErrCase)
+	}
+	switch c.Policy {
+	case "", "PAUSE", "DROP_AFTER_SPIN", "BLOCK_WITH_DEADLINE":
+	default:
+		return fmt.Errorf("%w: unknown policy %q", ErrCase, c.Policy)
+	}
+	if c.Drop && c.Policy != "" && c.Policy != "DROP_AFTER_SPIN" {
+		return fmt.Errorf("%w: drop needs policy DROP_AFTER_SPIN, not %s", ErrCase, c.Policy)
+	}
+	return nil
+}
+
+// registry is the registry the case runs and replays with: apps, with a
+// built-in app configured by the case's Options.
+func (c *Case) registry(reg replayer.Registry) (replayer.Registry, error) {
+	if len(c.Options) == 0 {
+		return reg, nil
+	}
+	var opts apps.Options
+	for _, k := range sortedKeys(c.Options) {
+		v := c.Options[k]
+		switch {
+		case c.App == apps.AlertsName && k == "threshold":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%w: option threshold %q: %v", ErrCase, v, err)
+			}
+			opts.Alerts.Threshold = n
+		default:
+			return nil, fmt.Errorf("%w: app %q takes no option %q (only the built-in alerts takes threshold)", ErrCase, c.App, k)
+		}
+	}
+	base, ok := reg[c.App]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", replayer.ErrUnknownApp, c.App)
+	}
+	out := replayer.Registry{}
+	for k, v := range reg {
+		out[k] = v
+	}
+	out[c.App] = replayer.App{Decode: base.Decode,
+		New: func() (engine.Processor, error) { return apps.New(c.App, opts) }}
+	return out, nil
+}
+
+// Verify replays every recording of every case of dir with apps and
+// reports, one line per recording, whether it still reproduces; each
+// recording that does not is followed by its replay report. ok is true when
+// every recording replays identical, with no integrity problem and no stop
+// other than a recorded failure (a FAILED row: the stream is not
+// reproducible past it, by design); losses (DROPPED rows) are expected
+// and reported. err is for unreadable cases and recordings.
+func Verify(dir string, apps replayer.Registry) (ok bool, report string, err error) {
+	cs, err := Cases(dir)
+	if err != nil {
+		return false, "", err
+	}
+	var b strings.Builder
+	ok = true
+	for _, c := range cs {
+		res, err := verifyCase(c, apps)
+		if err != nil {
+			return false, b.String(), err
+		}
+		for _, r := range res {
+			b.WriteString(r.line())
+			if !r.ok {
+				ok = false
+				b.WriteString(r.text)
+			}
+		}
+	}
+	if len(cs) == 0 {
+		fmt.Fprintf(&b, "%s: no golden case (a folder with a %s)\n", dir, CaseFile)
+	}
+	return ok, b.String(), nil
+}
+
+// Check replays every recording of every golden case of dir (see Verify)
+// and fails t, one error per recording that no longer reproduces, with the
+// replay's report: the first divergence, its input and the diff. Call it
+// from a test; re-record with Update (a -update flag) after a deliberate
+// change.
+func Check(t testing.TB, dir string, apps replayer.Registry) {
+	t.Helper()
+	cs, err := Cases(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) == 0 {
+		t.Errorf("golden: %s holds no case", dir)
+	}
+	for _, c := range cs {
+		res, err := verifyCase(c, apps)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		for _, r := range res {
+			if !r.ok {
+				t.Errorf("golden: case %s, %s no longer reproduces (%s; re-record with -update if the change is deliberate):\n%s",
+					c.Name, r.file, r.why, r.text)
+			}
+		}
+	}
+}
+
+// result is the verdict on one recording.
+type result struct {
+	c    *Case
+	file string
+	ok   bool
+	why  string
+	text string // the replay report
+}
+
+func (r *result) line() string {
+	if r.ok {
+		return fmt.Sprintf("ok   %s/%s%s\n", r.c.Name, r.file, r.why)
+	}
+	return fmt.Sprintf("FAIL %s/%s: %s\n", r.c.Name, r.file, r.why)
+}
+
+func verifyCase(c *Case, reg replayer.Registry) ([]result, error) {
+	reg, err := c.registry(reg)
+	if err != nil {
+		return nil, &CaseError{Case: c.Name, Err: err}
+	}
+	var res []result
+	files := c.recordings()
+	for _, f := range files {
+		path := filepath.Join(c.Dir, f)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			res = append(res, result{c: c, file: f, why: fmt.Sprintf("%v: run the update to record it", ErrNoRecording)})
+			continue
+		}
+		r, err := csvstore.Open(path)
+		if err != nil {
+			return nil, &CaseError{Case: c.Name, Err: err}
+		}
+		rep, err := replayer.Replay(context.Background(), r, reg, replayer.Options{})
+		r.Close()
+		if err != nil {
+			return nil, &CaseError{Case: c.Name, Err: err}
+		}
+		res = append(res, judge(c, f, rep))
+	}
+	return res, nil
+}
+
+// Judge decides whether a replay of a golden recording passes: identical,
+// no integrity problem, and no stop but at a recorded failure.
+func judge(c *Case, file string, rep *replayer.Report) result {
+	r := result{c: c, file: file, ok: true}
+	var notes, why []string
+	if !rep.Identical {
+		why = append(why, "diverged")
+	}
+	if len(rep.Problems) > 0 {
+		why = append(why, fmt.Sprintf("%d integrity problems", len(rep.Problems)))
+	}
+	for _, p := range rep.Processors {
+		switch p.StopKind {
+		case "":
+		case replayer.StopFailed:
+			notes = append(notes, fmt.Sprintf("%s stops at its recorded failure (index %d)", p.Processor, p.StopIndex))
+		default:
+			if p.StopKind != replayer.StopDivergence {
+				why = append(why, fmt.Sprintf("%s stopped: %s", p.Processor, p.Stop))
+			}
+		}
+		var lost int64
+		for _, l := range p.Losses {
+			lost += l.Count
+		}
+		if lost > 0 {
+			notes = append(notes, fmt.Sprintf("%s lost %d items (recorded)", p.Processor, lost))
+		}
+	}
+	if len(why) > 0 {
+		r.ok, r.why = false, strings.Join(why, "; ")
+		var b strings.Builder
+		_ = rep.WriteText(&b)
+		r.text = b.String()
+		return r
+	}
+	if len(notes) > 0 {
+		r.why = ": " + strings.Join(notes, "; ")
+	}
+	return r
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

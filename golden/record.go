@@ -1,0 +1,525 @@
+package golden
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/engine/filesource"
+	"github.com/blackbox-audit/blackbox/recorder"
+	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/store"
+	"github.com/blackbox-audit/blackbox/store/csvstore"
+)
+
+// The deterministic clocks and epoch of a golden recording.
+var (
+	// RecorderStart is the first reading of the recorder's clock (META
+	// creation, row instants), which steps by a second per reading.
+	RecorderStart = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	// EngineStart is the first reading of the cycles' clock (Cycle.Now),
+	// which steps by a millisecond per reading.
+	EngineStart = time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// Epoch is the input file's epoch in every golden recording (instead of a
+// hash of the file's inode, which differs on every machine).
+const Epoch = 1
+
+// Feed is the name of the feed the input lines come from.
+const Feed = "input"
+
+// stepTimeout bounds how long a recording waits for the engine to take the
+// next step.
+const stepTimeout = 30 * time.Second
+
+// Update re-records every case of dir from its input.txt, with apps, and
+// replaces its recordings (written to a temporary file, then renamed over
+// the old one). The run is deterministic, so re-recording the same input
+// with the same code gives the same bytes:
+//
+//   - the input is read with engine/filesource, strategy once-earliest,
+//     under the fixed Epoch;
+//   - the cycles' clock is an engine.StepClock from EngineStart, the
+//     recorder's another from RecorderStart; timers are due on the real
+//     clock, so only zero-delay timers fire at a fixed place;
+//   - the source publishes a line only once the one before was handled
+//     and every timer it set fired, so each input, and each timer, meets
+//     the same state every time (a drop case differs: see Case.Drop);
+//   - the rows are written in a canonical storage order: META, the JOURNAL
+//     rows, then each processor's stream (a live run interleaves them as
+//     its goroutines go; the rows themselves are the recorder's).
+//
+// A processor's app is built with its New from apps (with Case.Options for
+// the built-in apps).
+func Update(dir string, apps replayer.Registry) error {
+	cs, err := Cases(dir)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if err := updateCase(c, apps); err != nil {
+			return &CaseError{Case: c.Name, Err: err}
+		}
+	}
+	return nil
+}
+
+func updateCase(c *Case, reg replayer.Registry) error {
+	reg, err := c.registry(reg)
+	if err != nil {
+		return err
+	}
+	app, ok := reg[c.App]
+	if !ok {
+		return fmt.Errorf("%w %q", replayer.ErrUnknownApp, c.App)
+	}
+	input, err := os.ReadFile(filepath.Join(c.Dir, InputFile))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCase, err)
+	}
+	tmp, err := os.MkdirTemp("", "blackbox-golden-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	in := filepath.Join(tmp, InputFile)
+
+	var recs []*store.Memory
+	if c.RestartAfter > 0 {
+		first, _ := splitLines(input, c.RestartAfter)
+		if err := os.WriteFile(in, first, 0o644); err != nil {
+			return err
+		}
+		p1, err := newProcessor(app)
+		if err != nil {
+			return err
+		}
+		rec1, err := recordRun(c, in, p1)
+		if err != nil {
+			return fmt.Errorf("run 1: %w", err)
+		}
+		snap, err := snapshot(p1)
+		if err != nil {
+			return err
+		}
+		// Run 2 reads the same file, the rest of the input appended to
+		// it (the same file: the same position space).
+		f, err := os.OpenFile(in, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(input[len(first):])
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		p2, err := newProcessor(app)
+		if err != nil {
+			return err
+		}
+		if snap != nil {
+			if err := p2.(engine.Snapshotter).Restore(snap); err != nil {
+				return fmt.Errorf("run 2: restoring run 1's snapshot: %w", err)
+			}
+		}
+		rec2, err := recordRun(c, in, p2)
+		if err != nil {
+			return fmt.Errorf("run 2: %w", err)
+		}
+		recs = []*store.Memory{rec1, rec2}
+	} else {
+		if err := os.WriteFile(in, input, 0o644); err != nil {
+			return err
+		}
+		p, err := newProcessor(app)
+		if err != nil {
+			return err
+		}
+		rec, err := recordRun(c, in, p)
+		if err != nil {
+			return err
+		}
+		recs = []*store.Memory{rec}
+	}
+	for i, name := range c.recordings() {
+		if err := writeCanonical(filepath.Join(c.Dir, name), recs[i]); err != nil {
+			return err
+		}
+	}
+	// A recording the case no longer has (restart_after changed) goes.
+	for _, stale := range []string{Recording, "run1.csv", "run2.csv"} {
+		if !contains(c.recordings(), stale) {
+			if err := os.Remove(filepath.Join(c.Dir, stale)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// splitLines returns the first n lines of b (terminators included) and the
+// rest.
+func splitLines(b []byte, n int) (first, rest []byte) {
+	i := 0
+	for ; n > 0 && i < len(b); n-- {
+		j := bytes.IndexAny(b[i:], "\r\n")
+		if j < 0 {
+			i = len(b)
+			break
+		}
+		i += j + 1
+		if b[i-1] == '\r' && i < len(b) && b[i] == '\n' {
+			i++
+		}
+	}
+	return b[:i], b[i:]
+}
+
+func newProcessor(app replayer.App) (engine.Processor, error) {
+	p, err := app.New()
+	if err == nil && p == nil {
+		err = errors.New("the app's New returned no processor")
+	}
+	return p, err
+}
+
+func snapshot(p engine.Processor) ([]byte, error) {
+	s, ok := p.(engine.Snapshotter)
+	if !ok {
+		return nil, nil
+	}
+	b, err := s.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("run 1's snapshot: %w", err)
+	}
+	return b, nil
+}
+
+// recordRun runs one engine over the file in with processor p and returns
+// its recording.
+func recordRun(c *Case, in string, p engine.Processor) (*store.Memory, error) {
+	mem := store.NewMemory()
+	logf := func(string, ...any) {}
+	rec, err := recorder.New(mem, recorder.Options{Clock: engine.NewStepClock(RecorderStart, time.Second),
+		Apps: map[string]string{c.processor(): c.App}, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	src, err := filesource.New(in, filesource.Options{Read: filesource.OnceEarliest, Epoch: Epoch, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	g := newGate(c.Drop)
+	if c.Journal {
+		g.inner = rec.Journal()
+	}
+	var pol engine.Policy
+	switch c.Policy {
+	case "DROP_AFTER_SPIN":
+		pol = engine.DropAfterSpin(0)
+	case "BLOCK_WITH_DEADLINE":
+		pol = engine.BlockWithDeadline(time.Second)
+	case "PAUSE":
+		pol = engine.Pause()
+	}
+	if c.Drop {
+		pol = engine.DropAfterSpin(0)
+	}
+	queue := c.QueueSize
+	if queue == 0 {
+		queue = 16
+	}
+	e, err := engine.New(engine.Config{
+		Clock:      engine.NewStepClock(EngineStart, time.Millisecond),
+		TimerClock: &g.timers,
+		Feeds:      []engine.FeedConfig{{Name: Feed, Source: src, Policy: pol, QueueSize: queue, Journal: g}},
+		Groups: []engine.GroupConfig{{Name: "golden", Feeds: []string{Feed},
+			Processors: []engine.ProcessorConfig{{Name: c.processor(), Processor: wrap(p, g)}}}},
+		Observer: rec.Observer().Then(g.observer()),
+		Logf:     logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		return nil, err
+	}
+	stop := func() error {
+		err := e.Stop(ctx)
+		return errors.Join(err, rec.Close(), mem.Close())
+	}
+	if c.Drop {
+		// The processor holds its first input until the source has read
+		// (published or dropped) every line.
+		if err := waitFor(func() bool { return e.Feed(Feed).Status().State == engine.StateEndOfStream }); err != nil {
+			g.release()
+			return nil, errors.Join(fmt.Errorf("%w: the source did not reach the end of the input: %v", ErrRecord, err), stop())
+		}
+		g.release()
+	}
+	wctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	_, err = e.WaitSettled(wctx, time.Millisecond)
+	cancel()
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("%w: the run did not settle: %v", ErrRecord, err), stop())
+	}
+	if err := stop(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRecord, err)
+	}
+	if err := g.failure(); err != nil {
+		return nil, err
+	}
+	if ps := mem.Problems(); len(ps) > 0 {
+		return nil, fmt.Errorf("%w: the recording has problems: %v", ErrRecord, errors.Join(problemErrs(ps)...))
+	}
+	return mem.ReadOnly(), nil
+}
+
+func problemErrs(ps []store.Problem) []error {
+	errs := make([]error, len(ps))
+	for i := range ps {
+		errs[i] = &ps[i]
+	}
+	return errs
+}
+
+func waitFor(cond func() bool) error {
+	deadline := time.Now().Add(stepTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s", stepTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// writeCanonical writes m's rows into a new CSV recording at path, in the
+// canonical order (META, JOURNAL rows, then each processor's stream),
+// through a temporary file renamed over path.
+func writeCanonical(path string, m *store.Memory) error {
+	var head, journal []store.Entry
+	streams := map[string][]store.Entry{}
+	for e, err := range m.Rows() {
+		if err != nil {
+			return err
+		}
+		switch {
+		case e.Kind == store.KindMeta:
+			head = append(head, e)
+		case e.Kind == store.KindJournal:
+			journal = append(journal, e)
+		default:
+			streams[e.Processor] = append(streams[e.Processor], e)
+		}
+	}
+	rows := append(head, journal...)
+	for _, p := range m.Processors() {
+		rows = append(rows, streams[p]...)
+	}
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	w, err := csvstore.Create(tmp)
+	if err != nil {
+		return err
+	}
+	err = w.Append(rows...)
+	if err == nil {
+		err = w.Sync()
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("golden: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// gate makes a live run deterministic. As the feed's Journal it is called
+// by the source for every line before the line is queued: it holds line
+// k+1 until line k was dispatched (observer AfterDispatch) and every timer
+// set so far fired (observer TimerFired; timers set are counted by the
+// engine's timer clock, read by Cycle.After inside a cycle). In a drop
+// case it holds line 2 until the processor has taken line 1, and the
+// processor holds line 1 until released, so the queue fills and drops
+// exactly.
+type gate struct {
+	inner engine.Journal // the recorder's journal, for a journalled case
+	drop  bool
+
+	mu         sync.Mutex
+	cond       *sync.Cond
+	dispatched int64
+	fired      int64
+	err        error
+
+	timers   timerClock
+	started  chan struct{} // drop: the processor took line 1
+	released chan struct{} // drop: the processor may go on
+	once     sync.Once
+	first    atomic.Bool
+}
+
+func newGate(drop bool) *gate {
+	g := &gate{drop: drop, started: make(chan struct{}), released: make(chan struct{})}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+func (g *gate) release() { g.once.Do(func() { close(g.released) }) }
+
+func (g *gate) failure() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
+}
+
+func (g *gate) fail(err error) {
+	g.mu.Lock()
+	if g.err == nil {
+		g.err = err
+	}
+	g.mu.Unlock()
+}
+
+// Append holds the line, then journals it (a journalled case).
+func (g *gate) Append(ctx context.Context, feed string, seq int64, item any) error {
+	if g.drop {
+		if seq == 2 {
+			select {
+			case <-g.started:
+			case <-time.After(stepTimeout):
+				g.fail(fmt.Errorf("%w: the processor never took line 1", ErrRecord))
+			}
+		}
+	} else if err := g.waitTurn(seq); err != nil {
+		g.fail(err)
+	}
+	if g.inner != nil {
+		return g.inner.Append(ctx, feed, seq, item)
+	}
+	return nil
+}
+
+// waitTurn waits until line seq-1 was dispatched and no timer is pending.
+func (g *gate) waitTurn(seq int64) error {
+	deadline := time.Now().Add(stepTimeout)
+	timer := time.AfterFunc(stepTimeout, func() {
+		g.mu.Lock()
+		g.cond.Broadcast()
+		g.mu.Unlock()
+	})
+	defer timer.Stop()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.dispatched < seq-1 || g.fired < g.timers.set.Load() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: line %d waited %s for line %d and the timers before it", ErrRecord, seq, stepTimeout, seq-1)
+		}
+		g.cond.Wait()
+	}
+	return nil
+}
+
+func (g *gate) observer() engine.Observer {
+	return engine.Observer{
+		AfterDispatch: func(string, *engine.Input) {
+			g.mu.Lock()
+			g.dispatched++
+			g.cond.Broadcast()
+			g.mu.Unlock()
+		},
+		TimerFired: func(string, *engine.Trace) {
+			g.mu.Lock()
+			g.fired++
+			g.cond.Broadcast()
+			g.mu.Unlock()
+		},
+	}
+}
+
+// timerClock is the engine's timer clock: the wall clock, counting the
+// readings taken inside a processor's cycle, which are timers being set
+// (Cycle.After reads it; the engine's own readings happen outside cycles).
+type timerClock struct {
+	inCycle atomic.Bool
+	set     atomic.Int64
+}
+
+func (t *timerClock) Now() time.Time {
+	if t.inCycle.Load() {
+		t.set.Add(1)
+	}
+	return time.Now().UTC()
+}
+
+// wrapped is a processor run under a gate: it marks its cycles for the
+// timer clock and, in a drop case, holds its first input until released.
+// It forwards Snapshotter and TimerHandler to the processor.
+type wrapped struct {
+	p engine.Processor
+	g *gate
+}
+
+func wrap(p engine.Processor, g *gate) engine.Processor { return &wrapped{p: p, g: g} }
+
+func (w *wrapped) OnEvent(c *engine.Cycle, ev any) error {
+	if w.g.drop && !w.g.first.Swap(true) {
+		close(w.g.started)
+		<-w.g.released
+	}
+	w.g.timers.inCycle.Store(true)
+	defer w.g.timers.inCycle.Store(false)
+	return w.p.OnEvent(c, ev)
+}
+
+func (w *wrapped) OnTimer(c *engine.Cycle, timer int) error {
+	th, ok := w.p.(engine.TimerHandler)
+	if !ok {
+		return fmt.Errorf("golden: processor set timer %d but does not implement engine.TimerHandler", timer)
+	}
+	w.g.timers.inCycle.Store(true)
+	defer w.g.timers.inCycle.Store(false)
+	return th.OnTimer(c, timer)
+}
+
+func (w *wrapped) Snapshot() ([]byte, error) {
+	if s, ok := w.p.(engine.Snapshotter); ok {
+		return s.Snapshot()
+	}
+	return nil, nil
+}
+
+func (w *wrapped) Restore(b []byte) error {
+	if s, ok := w.p.(engine.Snapshotter); ok {
+		return s.Restore(b)
+	}
+	return errors.New("golden: the processor cannot restore a snapshot")
+}

@@ -1,0 +1,209 @@
+package replayer_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/engine/memsource"
+	"github.com/blackbox-audit/blackbox/internal/apps"
+	"github.com/blackbox-audit/blackbox/recorder"
+	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/store"
+	"github.com/blackbox-audit/blackbox/store/csvstore"
+	"github.com/blackbox-audit/blackbox/store/sqlitestore"
+)
+
+// The record and replay benchmarks measure, in one `go test -bench` run,
+// the throughput of recording b.N ledger inputs through the engine (a
+// positioned in-memory log, one clock reading, one output and one
+// completion per input: DELIVERY + INLINE + OUTPUT rows) and of replaying
+// such a recording from the file, opening (and so verifying) it included.
+// Run the 1M-input figures with
+//
+//	go test -run '^$' -bench 'Record|Replay' -benchtime 1000000x ./replayer/
+//
+// The replay benchmarks also report the peak resident memory (VmRSS) and
+// the peak heap in use while replaying.
+
+func BenchmarkRecordCSV(b *testing.B) {
+	benchRecord(b, func(p string) (store.Writer, error) { return csvstore.Create(p) })
+}
+
+func BenchmarkReplayCSV(b *testing.B) {
+	benchReplay(b, func(p string) (store.Writer, error) { return csvstore.Create(p) },
+		func(p string) (store.Reader, error) { return csvstore.Open(p) })
+}
+
+func BenchmarkRecordSQLite(b *testing.B) {
+	benchRecord(b, func(p string) (store.Writer, error) { return sqlitestore.Create(p) })
+}
+
+func BenchmarkReplaySQLite(b *testing.B) {
+	benchReplay(b, func(p string) (store.Writer, error) { return sqlitestore.Create(p) },
+		func(p string) (store.Reader, error) { return sqlitestore.Open(p) })
+}
+
+// recordLedger records n ledger inputs into w and returns how long the
+// engine took from Start to the last input handled.
+func recordLedger(tb testing.TB, w store.Writer, n int) time.Duration {
+	tb.Helper()
+	log := memsource.NewLog()
+	for i := range n {
+		log.Append("acct" + strconv.Itoa(i%100) + ",1")
+	}
+	log.Close()
+	ledger, err := apps.New(apps.LedgerName, apps.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rec, err := recorder.New(w, recorder.Options{Apps: map[string]string{"ledger": "ledger"}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{
+		Feeds: []engine.FeedConfig{{Name: "input", Source: log.Source(), QueueSize: 4096}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"input"},
+			Processors: []engine.ProcessorConfig{{Name: "ledger", Processor: ledger}}}},
+		Observer: rec.Observer(),
+		Logf:     func(string, ...any) {},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	if err := e.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := e.WaitSettled(ctx, time.Millisecond); err != nil {
+		tb.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	if err := e.Stop(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	if err := rec.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return elapsed
+}
+
+func benchRecord(b *testing.B, create func(string) (store.Writer, error)) {
+	w, err := create(filepath.Join(b.TempDir(), "r"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	elapsed := recordLedger(b, w, b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "inputs/s")
+}
+
+func benchReplay(b *testing.B, create func(string) (store.Writer, error), open func(string) (store.Reader, error)) {
+	path := filepath.Join(b.TempDir(), "r")
+	w, err := create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	recordLedger(b, w, b.N)
+	reg := replayer.Registry{"ledger": {New: func() (engine.Processor, error) { return apps.New("ledger", apps.Options{}) },
+		Decode: apps.Decode}}
+	runtime.GC()
+	debug.FreeOSMemory()
+	peak := sampleMemory()
+	b.ResetTimer()
+	start := time.Now()
+	r, err := open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rep, err := replayer.Replay(context.Background(), r, reg, replayer.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	rss, heap := peak()
+	r.Close()
+	if !rep.Identical || !rep.Complete || rep.Processors[0].Inputs != int64(b.N) {
+		var buf bytes.Buffer
+		rep.WriteText(&buf)
+		b.Fatalf("replay of %d inputs:\n%s", b.N, buf.String())
+	}
+	if rss > 100<<20 {
+		b.Errorf("peak resident memory %.1f MB while replaying, want < 100 MB", float64(rss)/(1<<20))
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "inputs/s")
+	b.ReportMetric(float64(rss)/(1<<20), "peak-rss-MB")
+	b.ReportMetric(float64(heap)/(1<<20), "peak-heap-MB")
+}
+
+// sampleMemory samples the process's resident memory (VmRSS, 0 where
+// /proc is missing) and heap in use every 5ms until the returned function is
+// called, which returns the peaks.
+func sampleMemory() func() (rss, heap uint64) {
+	var mu sync.Mutex
+	var maxRSS, maxHeap uint64
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	sample := func() {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		r := vmRSS()
+		mu.Lock()
+		maxRSS, maxHeap = max(maxRSS, r), max(maxHeap, ms.HeapInuse)
+		mu.Unlock()
+	}
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			sample()
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() (uint64, uint64) {
+		sample()
+		close(done)
+		<-stopped
+		mu.Lock()
+		defer mu.Unlock()
+		return maxRSS, maxHeap
+	}
+}
+
+// vmRSS is the process's resident set size, from /proc/self/status.
+func vmRSS() uint64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var kb uint64
+		if n, _ := fmt.Sscanf(sc.Text(), "VmRSS: %d kB", &kb); n == 1 {
+			return kb << 10
+		}
+	}
+	return 0
+}

@@ -1,0 +1,261 @@
+package replayer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+var ten = []string{"alice,100", "bob,50", "transfer,alice,bob,30", "carol,7", "oops", "alice,-5",
+	"bob,2000", "transfer,bob,carol,1", "dave,1", "alice,1"}
+
+func diff(t *testing.T, a, b []store.Reader, opts replayer.DiffOptions) *replayer.DiffReport {
+	t.Helper()
+	rep, err := replayer.Diff(context.Background(), a, b, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func diffText(t *testing.T, rep *replayer.DiffReport) string {
+	t.Helper()
+	var b strings.Builder
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// killed returns the rows of m without its END rows: the recording of a run
+// killed after it processed everything (kill -9 leaves no END).
+func killed(t *testing.T, m store.Reader) *store.Memory {
+	t.Helper()
+	var rs []store.Entry
+	for _, e := range rows(t, m) {
+		if e.Kind != store.KindEnd {
+			rs = append(rs, e)
+		}
+	}
+	return reopen(t, rs)
+}
+
+// offsets lists the refs' offsets.
+func offsets(refs []replayer.InputRef) []int64 {
+	var out []int64
+	for _, r := range refs {
+		out = append(out, r.Offset)
+	}
+	return out
+}
+
+// TestDiffCrashedRunAgainstACleanRun: run 1 applies lines 1-6 (state saved
+// through line 6) and is killed before its source committed them; run 2
+// starts over from the committed offset (0) with the ledger's state file,
+// so lines 1-6 are delivered again and skipped. Stitched, the two runs show
+// no output difference from a clean run of the same input: lines 1-6 are
+// "processed twice, once per run".
+func TestDiffCrashedRunAgainstACleanRun(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "ledger.json")
+	run1 := killed(t, run{state: state, journal: true}.memory(t, ten[:6]...))
+	run2 := run{state: state, journal: true}.memory(t, ten...)
+	clean := run{}.memory(t, ten...)
+
+	if rep := replay(t, run1, replayer.Options{}); !rep.Identical || rep.Complete {
+		t.Fatalf("run 1 replays identical but unfinished:\n%s", text(t, rep))
+	}
+	if rep := replay(t, run2, replayer.Options{}); !rep.Identical || !rep.Complete {
+		t.Fatalf("run 2 replays identical, skips included:\n%s", text(t, rep))
+	}
+
+	rep := diff(t, []store.Reader{run1, run2}, []store.Reader{clean}, replayer.DiffOptions{Ignore: []string{"at"}})
+	if !rep.Same {
+		t.Fatalf("stitched crashed run differs from the clean run:\n%s", diffText(t, rep))
+	}
+	p := rep.Processors[0]
+	want := replayer.DiffCounts{Twice: 6}
+	if diff := cmp.Diff(want, p.Counts); diff != "" || p.InputsA != 16 || p.InputsB != 10 || p.Common != 10 {
+		t.Errorf("counts (-want +got):\n%s\n%s", diff, diffText(t, rep))
+	}
+	if diff := cmp.Diff([]int64{1, 2, 3, 4, 5, 6}, offsets(p.Twice)); diff != "" {
+		t.Errorf("twice offsets (-want +got):\n%s", diff)
+	}
+	if r := p.Twice[2]; r.Side != "A" || r.Run != 2 || r.Seq != 3 || r.Input != `"transfer,alice,bob,30"` {
+		t.Errorf("twice[2] = %+v, want side A run 2 seq 3 with its input", r)
+	}
+	if len(rep.Problems) != 1 || !errors.Is(&rep.Problems[0], store.ErrUnfinished) {
+		t.Errorf("problems %v, want run 1's unfinished stream", rep.Problems)
+	}
+	if !strings.Contains(diffText(t, rep), `processed twice, once per run: side A feed "input" position 3 (run 2 seq 3 epoch 1): "transfer,alice,bob,30"`) {
+		t.Errorf("text:\n%s", diffText(t, rep))
+	}
+
+	// Without Ignore, the clock readings in the outputs differ: each run
+	// has its own clock.
+	rep = diff(t, []store.Reader{run1, run2}, []store.Reader{clean}, replayer.DiffOptions{})
+	if rep.Same || rep.Processors[0].Counts.Different != 4 {
+		t.Errorf("without ignoring \"at\", lines 7-10 differ (run 2's clock starts over):\n%s", diffText(t, rep))
+	}
+}
+
+// TestDiffDuplicateOutputs: a restart without the state file re-applies the
+// re-delivered lines; their outputs equal run 1's (the state starts over
+// too), so the sink received them twice.
+func TestDiffDuplicateOutputs(t *testing.T) {
+	run1 := killed(t, run{}.memory(t, ten[:4]...))
+	run2 := run{}.memory(t, ten...)
+	clean := run{}.memory(t, ten...)
+	rep := diff(t, []store.Reader{run1, run2}, []store.Reader{clean}, replayer.DiffOptions{Ignore: []string{"at"}})
+	p := rep.Processors[0]
+	if !rep.Same || p.Counts.Twice != 4 || p.Counts.DuplicateOutputs != 4 {
+		t.Fatalf("want same, 4 twice, 4 duplicate outputs:\n%s", diffText(t, rep))
+	}
+	if diff := cmp.Diff([]int64{1, 2, 3, 4}, offsets(p.DuplicateOutputs)); diff != "" {
+		t.Errorf("duplicate offsets (-want +got):\n%s", diff)
+	}
+}
+
+func TestDiffDifferences(t *testing.T) {
+	a := run{procs: []string{"ledger", "alerts"}}.memory(t, ten...)
+	edited := append([]string(nil), ten[:8]...)
+	edited[3] = "carol,8"
+	b := run{procs: []string{"ledger", "alerts"}}.memory(t, edited...)
+	rep := diff(t, []store.Reader{a}, []store.Reader{b}, replayer.DiffOptions{})
+	if rep.Same {
+		t.Fatal("same")
+	}
+	p := rep.Processors[0]
+	if p.Processor != "ledger" || p.Counts != (replayer.DiffCounts{OnlyA: 2, Different: 2}) {
+		t.Fatalf("ledger counts %+v:\n%s", p.Counts, diffText(t, rep))
+	}
+	if diff := cmp.Diff([]int64{9, 10}, offsets(p.OnlyA)); diff != "" {
+		t.Errorf("only in A (-want +got):\n%s", diff)
+	}
+	d := p.Different[0]
+	if d.Offset != 4 || d.Input != `"carol,7"` || len(d.Want) != 1 || len(d.Got) != 1 ||
+		!strings.Contains(d.Diff, "-") || !strings.Contains(d.Diff, `"amount"`) {
+		t.Errorf("different: %+v", d)
+	}
+	// Swapped sides: only in B.
+	rep = diff(t, []store.Reader{b}, []store.Reader{a}, replayer.DiffOptions{})
+	if p := rep.Processors[0]; p.Counts.OnlyB != 2 || p.Counts.OnlyA != 0 || p.OnlyB[0].Input != `"dave,1"` {
+		t.Errorf("swapped: %+v", p.Counts)
+	}
+	// A limit keeps counts exact.
+	rep = diff(t, []store.Reader{a}, []store.Reader{b}, replayer.DiffOptions{Limit: 1})
+	if p := rep.Processors[0]; len(p.OnlyA) != 1 || p.Counts.OnlyA != 2 ||
+		!strings.Contains(diffText(t, rep), "only in A: 1 more not listed") {
+		t.Errorf("limit 1:\n%s", diffText(t, rep))
+	}
+	// The same recording on both sides is the same.
+	if rep := diff(t, []store.Reader{a}, []store.Reader{csvFile(t, a)}, replayer.DiffOptions{}); !rep.Same {
+		t.Errorf("a recording differs from its CSV copy:\n%s", diffText(t, rep))
+	}
+}
+
+// TestDiffUnpositionedInputsStitch: inputs without a delivery are aligned
+// by (feed, seq), a later run's seqs counted on from the run before.
+func TestDiffUnpositionedInputsStitch(t *testing.T) {
+	strip := func(m *store.Memory) *store.Memory {
+		var rs []store.Entry
+		next := map[string]int64{}
+		for _, e := range rows(t, m) {
+			if e.Kind == store.KindDelivery {
+				continue
+			}
+			if e.Processor != "" {
+				next[e.Processor]++
+				e.Index = next[e.Processor]
+			}
+			rs = append(rs, e)
+		}
+		return reopen(t, rs)
+	}
+	al := []string{"alerts"}
+	a1 := strip(run{procs: al}.memory(t, "a,5000", "b,1", "c,-3000"))
+	a2 := strip(run{procs: al}.memory(t, "d,1", "e,9999"))
+	b := strip(run{procs: al}.memory(t, "a,5000", "b,1", "c,-3000", "d,1", "e,9999"))
+	rep := diff(t, []store.Reader{a1, a2}, []store.Reader{b}, replayer.DiffOptions{Ignore: []string{"at"}})
+	if p := rep.Processors[0]; !rep.Same || p.Common != 5 {
+		t.Fatalf("stitched push runs:\n%s", diffText(t, rep))
+	}
+	b2 := strip(run{procs: al}.memory(t, "a,5000", "b,1", "c,-3000", "d,1", "e,9998"))
+	rep = diff(t, []store.Reader{a1, a2}, []store.Reader{b2}, replayer.DiffOptions{Ignore: []string{"at"}})
+	if p := rep.Processors[0]; rep.Same || p.Counts.Different != 1 || p.Different[0].Seq != 2 || p.Different[0].Run != 2 {
+		t.Fatalf("want input 5 (run 2 seq 2) different:\n%s", diffText(t, rep))
+	}
+}
+
+// TestDiffEpochSegments: a side whose input was replaced part-way (a new
+// epoch, offsets from the start again) is aligned per epoch segment.
+func TestDiffEpochSegments(t *testing.T) {
+	base := rows(t, run{}.memory(t, "a,1", "b,2", "c,3", "d,4", "e,5"))
+	// replaced: inputs 4-5 come from a new file under epoch e2.
+	replaced := func(e1, e2 int64) *store.Memory {
+		rs := append([]store.Entry(nil), base...)
+		for i := range rs {
+			if rs[i].Kind == store.KindDelivery {
+				rs[i].Epoch = e1
+				if rs[i].Seq > 3 {
+					rs[i].Epoch, rs[i].Offset = e2, rs[i].Offset-3
+				}
+			}
+		}
+		return reopen(t, rs)
+	}
+	rep := diff(t, []store.Reader{replaced(1, 2)}, []store.Reader{replaced(70, 90)}, replayer.DiffOptions{})
+	p := rep.Processors[0]
+	if !rep.Same || len(p.EpochChanges) != 2 || !strings.Contains(p.EpochChanges[0], "side A run 1: feed \"input\" epoch 1 -> 2") ||
+		!strings.Contains(p.EpochChanges[1], "side B run 1: feed \"input\" epoch 70 -> 90") {
+		t.Fatalf("per segment:\n%s", diffText(t, rep))
+	}
+	// Against a run without the replacement, the second segment matches nothing.
+	rep = diff(t, []store.Reader{replaced(1, 2)}, []store.Reader{reopen(t, base)}, replayer.DiffOptions{})
+	if p := rep.Processors[0]; rep.Same || p.Counts.OnlyA != 2 || p.Counts.OnlyB != 2 {
+		t.Fatalf("want 2 only in each side:\n%s", diffText(t, rep))
+	}
+}
+
+func TestDiffReportJSONAndText(t *testing.T) {
+	a := run{}.memory(t, ten[:3]...)
+	b := run{}.memory(t, ten[:2]...)
+	rep := diff(t, []store.Reader{a}, []store.Reader{b}, replayer.DiffOptions{})
+	bs, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back replayer.DiffReport
+	if err := json.Unmarshal(bs, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(*rep, back, cmpopts.IgnoreFields(store.Problem{}, "File")); diff != "" {
+		t.Errorf("JSON round trip (-want +got):\n%s", diff)
+	}
+	for _, k := range []string{`"same":false`, `"onlyA":[{`, `"twice":[]`, `"epochChanges":[]`} {
+		if !strings.Contains(string(bs), k) {
+			t.Errorf("JSON lacks %s: %s", k, bs)
+		}
+	}
+	got := diffText(t, rep)
+	if again := diffText(t, diff(t, []store.Reader{a}, []store.Reader{b}, replayer.DiffOptions{})); again != got {
+		t.Errorf("text not stable:\n%s---\n%s", got, again)
+	}
+	want := "diff: DIFFERENT\n" +
+		`processor "ledger": 3 inputs in A, 2 inputs in B, 2 common: 1 only in A, 0 only in B, 0 different, 0 processed twice, 0 with duplicate outputs` + "\n" +
+		`  only in A: feed "input" position 3 (run 1 seq 3 epoch 1): "transfer,alice,bob,30"` + "\n"
+	if got != want {
+		t.Errorf("text:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := replayer.Diff(context.Background(), nil, []store.Reader{b}, replayer.DiffOptions{}); !errors.Is(err, replayer.ErrUsage) {
+		t.Errorf("no A side: %v", err)
+	}
+}

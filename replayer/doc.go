@@ -1,0 +1,51 @@
+// Package replayer re-runs the processors of a recording and proves their
+// outputs identical to the recorded ones, or shows the first divergence; and
+// compares two runs (Diff).
+//
+// # Replay
+//
+// Replay takes a store.Reader and a Registry of apps (app name -> a fresh
+// processor and the decoder of its recorded inputs). For each recorded
+// processor it builds a fresh processor, restores it from its START
+// snapshot, and drives an engine.Host through the processor's stream:
+//
+//   - a DELIVERY row is entered for the whole input after it (every
+//     reentrant cycle sees it through Cycle.Delivery), so a processor that
+//     skips re-delivered positions (engine.Delivery.AlreadyApplied) decides
+//     as it did live;
+//   - INDEXED inputs are read from their JOURNAL row, INLINE ones from the
+//     row, and decoded with App.Decode;
+//   - the recorded clock readings are played back (Cycle.Now); reading the
+//     clock more or fewer times than live is a clock divergence;
+//   - completion callbacks run after the input, in order, as live;
+//   - outputs are captured (never delivered), encoded with the codec and
+//     compared with the OUTPUT rows: byte-equal, or equal once both sides
+//     are decoded (go-cmp);
+//   - TIMER fires the timer of that number (one the processor never set is
+//     a timer divergence); DROPPED is a Loss, and the replay goes on;
+//     FAILED stops the processor: the recording is not reproducible past
+//     a failed attempt.
+//
+// The Report says whether the replay is Identical (no divergence), Complete
+// (no integrity problem, every processor replayed to its end) and Lossless
+// (no DROPPED row), and per processor the first Divergence with its input,
+// its delivery, the recorded and replayed outputs and a readable diff.
+// Replay streams: it holds one input and its outputs at a time, whatever the
+// recording's length. A processor that panics, or a row that cannot be
+// resolved or decoded, stops that processor's replay only.
+//
+// # Diff
+//
+// Diff aligns two runs per processor by the inputs' source identity (feed,
+// key, offset) where deliveries exist, otherwise by (feed, seq), and lists
+// the inputs only in A, only in B, with different outputs, and processed
+// twice (a crashed run and its restart stitched together). DiffOptions.Ignore
+// leaves keys such as "at" (a clock reading in the outputs) out of the
+// comparison.
+//
+// # Errors
+//
+// Errors returned are usage and I/O errors: ErrUnknownApp, ErrCodec,
+// ErrUsage (errors.Is), a store's errors, a cancelled context. Divergences,
+// losses and integrity problems are results, in the reports.
+package replayer

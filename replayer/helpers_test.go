@@ -1,0 +1,230 @@
+package replayer_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/engine/memsource"
+	"github.com/blackbox-audit/blackbox/internal/apps"
+	"github.com/blackbox-audit/blackbox/recorder"
+	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/store"
+	"github.com/blackbox-audit/blackbox/store/csvstore"
+)
+
+var (
+	t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC) // recorder clock
+	e0 = time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC) // engine clock
+)
+
+// builtins is the registry of the built-in apps, replayed without a state
+// file.
+func builtins() replayer.Registry {
+	reg := replayer.Registry{}
+	for _, name := range apps.Names() {
+		reg[name] = replayer.App{
+			New:    func() (engine.Processor, error) { return apps.New(name, apps.Options{}) },
+			Decode: apps.Decode,
+		}
+	}
+	return reg
+}
+
+// run is one recorded engine run of the built-in apps over a memsource.Log
+// feed "input" (positioned: offsets 1, 2, 3 ... under epoch 1).
+type run struct {
+	procs   []string // app names, also the processors' names; default ledger
+	journal bool     // journal the feed: INDEXED rows
+	state   string   // the ledger's state file ("" in memory)
+	log     *memsource.Log
+	w       store.Writer // default a new store.Memory
+	queue   int
+	// restore, if set, is the snapshot the ledger is restored from before
+	// the run.
+	restore []byte
+}
+
+// record runs r over lines (appended to r.log, or a new closed log) until
+// the engine is settled, then stops it cleanly, and returns the recording.
+func (r run) record(t testing.TB, lines ...string) store.Writer {
+	t.Helper()
+	if len(r.procs) == 0 {
+		r.procs = []string{apps.LedgerName}
+	}
+	if r.log == nil {
+		r.log = memsource.NewLog()
+		for _, l := range lines {
+			r.log.Append(l)
+		}
+		r.log.Close()
+	}
+	if r.w == nil {
+		r.w = store.NewMemory()
+	}
+	if r.queue == 0 {
+		r.queue = 64
+	}
+	names := map[string]string{}
+	var pcs []engine.ProcessorConfig
+	for _, name := range r.procs {
+		p, err := apps.New(name, apps.Options{Ledger: apps.LedgerOptions{StatePath: r.state}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.restore != nil {
+			if err := p.(engine.Snapshotter).Restore(r.restore); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pcs = append(pcs, engine.ProcessorConfig{Name: name, Processor: p})
+		names[name] = name
+	}
+	rec, err := recorder.New(r.w, recorder.Options{Clock: engine.NewStepClock(t0, time.Second), Apps: names,
+		Logf: func(string, ...any) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := engine.FeedConfig{Name: "input", Source: r.log.Source(), QueueSize: r.queue}
+	if r.journal {
+		fc.Journal = rec.Journal()
+	}
+	e, err := engine.New(engine.Config{
+		Clock:    engine.NewStepClock(e0, time.Millisecond),
+		Feeds:    []engine.FeedConfig{fc},
+		Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"input"}, Processors: pcs}},
+		Observer: rec.Observer(),
+		Logf:     func(string, ...any) {},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := e.WaitSettled(wctx, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return r.w
+}
+
+// memory records into a store.Memory and returns it read-only.
+func (r run) memory(t testing.TB, lines ...string) *store.Memory {
+	t.Helper()
+	return r.record(t, lines...).(*store.Memory).ReadOnly()
+}
+
+// rows returns every row of m in storage order.
+func rows(t testing.TB, r store.Reader) []store.Entry {
+	t.Helper()
+	var out []store.Entry
+	for e, err := range r.Rows() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// reopen holds rows in a read-only Memory, as a file holding them.
+func reopen(t testing.TB, rows []store.Entry) *store.Memory {
+	t.Helper()
+	m, err := store.OpenMemory(rows...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// find returns the position in rows of the n-th (from 1) row of processor p
+// matching kind, or fails.
+func find(t testing.TB, rows []store.Entry, p string, kind store.Kind, n int) int {
+	t.Helper()
+	for i, e := range rows {
+		if e.Processor == p && e.Kind == kind {
+			if n--; n == 0 {
+				return i
+			}
+		}
+	}
+	t.Fatalf("no %s row %d of processor %q", kind, n, p)
+	return -1
+}
+
+// remove deletes rows[i:j] and renumbers the processor's later rows, so the
+// stream stays gapless (the edit is invisible to the integrity checks, but
+// for END's count when an input goes).
+func remove(rows []store.Entry, i, j int) []store.Entry {
+	p := rows[i].Processor
+	n := int64(j - i)
+	out := append(append([]store.Entry(nil), rows[:i]...), rows[j:]...)
+	for k := i; k < len(out); k++ {
+		if out[k].Processor == p {
+			out[k].Index -= n
+			if out[k].Kind == store.KindEnd {
+				for _, e := range rows[i:j] {
+					if e.Kind.IsInput() {
+						out[k].N--
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func replay(t testing.TB, r store.Reader, opts replayer.Options) *replayer.Report {
+	t.Helper()
+	rep, err := replayer.Replay(context.Background(), r, builtins(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func text(t testing.TB, rep *replayer.Report) string {
+	t.Helper()
+	var b strings.Builder
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// csvFile copies m into a new CSV recording and opens it.
+func csvFile(t testing.TB, m store.Reader) *csvstore.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "r.csv")
+	w, err := csvstore.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Copy(w, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := csvstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package replayer_test
+
+func init() { raceEnabled = true }

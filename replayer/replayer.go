@@ -1,0 +1,262 @@
+package replayer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/recorder"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// Sentinel errors of the replayer, for errors.Is.
+var (
+	// ErrUnknownApp: a recorded processor names an app the Registry does not
+	// hold (or names none and Options.App is not set). The error names the
+	// processor and the app.
+	ErrUnknownApp = errors.New("replayer: unknown app")
+	// ErrCodec: the recording was written with another codec than the one
+	// the replay decodes with (META options "codec").
+	ErrCodec = errors.New("replayer: codec mismatch")
+	// ErrUsage: a nil reader, an App without New or Decode.
+	ErrUsage = errors.New("replayer: bad usage")
+)
+
+// ProgressEvery is how many inputs a processor replays between two calls of
+// Options.Progress.
+const ProgressEvery = 10000
+
+// App is what the replayer needs of an app: a fresh processor, and the
+// decoding of a recorded input payload back into the item the processor
+// expects. New must not give a processor with side effects outside itself
+// (for example a ledger writing a state file): a replay captures outputs and
+// never delivers them, but it cannot undo what a processor does on its own.
+// An App's functions are called from the goroutine running Replay; an App
+// may be shared by concurrent replays if its functions are safe for
+// concurrent use.
+type App struct {
+	New    func() (engine.Processor, error)  // a fresh processor
+	Decode func(payload []byte) (any, error) // a recorded input payload -> the item the processor expects
+}
+
+// Registry maps app names (the META row's Apps: processor -> app) to Apps.
+// Replay only reads it: a Registry may be shared by concurrent replays if its
+// Apps may.
+type Registry map[string]App
+
+// Names lists the registry's app names, sorted.
+func (r Registry) Names() []string {
+	names := make([]string, 0, len(r))
+	for n := range r {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Options configure Replay. The zero value stops each processor at its first
+// divergence, decodes payloads with recorder.JSON and builds each processor
+// from the app the recording names. Replay only reads an Options.
+type Options struct {
+	// KeepGoing counts every divergence instead of stopping the processor
+	// at the first. A clock divergence or an unknown timer stops it anyway:
+	// past them the replay no longer follows the recording.
+	KeepGoing bool
+	// Codec decodes OUTPUT payloads and encodes the replayed outputs.
+	// Default recorder.JSON. It must be the codec the recording names.
+	Codec recorder.Codec
+	// App, if set, replays every processor with this app instead of the
+	// one the recording names.
+	App string
+	// Progress, if set, is called with the processor's name and the count
+	// of inputs replayed every ProgressEvery inputs, from the goroutine
+	// running Replay.
+	Progress func(processor string, inputs int64)
+}
+
+// The kinds of a Divergence.
+const (
+	KindOutput = "output" // an output differs (sink or value)
+	KindCount  = "count"  // a different number of outputs
+	KindClock  = "clock"  // a different number of clock readings
+	KindTimer  = "timer"  // a recorded timer the replayed processor did not set, or fired out of order
+)
+
+// The kinds of a ProcessorReport's stop (ProcessorReport.StopKind).
+const (
+	StopFailed     = "failed"     // the recording holds a FAILED row: not reproducible past it
+	StopDivergence = "divergence" // stopped at a divergence
+	StopError      = "error"      // the replay could not go on: a panic, a row it cannot resolve or decode, a failed restore
+	StopCancelled  = "cancelled"  // the context was cancelled
+)
+
+// Report is the result of Replay. Identical: no processor diverged. Complete:
+// the recording has no integrity problem and every processor was replayed to
+// the end of its stream. Lossless: no DROPPED row. A Report is a plain value
+// built by Replay; it is safe to read from several goroutines once returned.
+type Report struct {
+	Identical  bool              `json:"identical"`
+	Complete   bool              `json:"complete"`
+	Lossless   bool              `json:"lossless"`
+	Processors []ProcessorReport `json:"processors"`
+	// Problems are the recording's integrity problems (Reader.Problems),
+	// then any the replay found (an END row whose count of inputs does not
+	// match the stream).
+	Problems []store.Problem `json:"problems"`
+}
+
+// ProcessorReport is the replay of one processor's stream. Like every
+// value of a Report, a plain value, safe to read concurrently.
+type ProcessorReport struct {
+	Processor   string      `json:"processor"`
+	App         string      `json:"app"`
+	Inputs      int64       `json:"inputs"`      // inputs (INDEXED, INLINE, TIMER rows) replayed
+	Outputs     int64       `json:"outputs"`     // recorded outputs compared
+	Divergences int64       `json:"divergences"` // divergences found (1 at most unless KeepGoing)
+	First       *Divergence `json:"first,omitempty"`
+	Losses      []Loss      `json:"losses"`
+	// Stop says why this processor's replay stopped before the end of its
+	// stream; "" when it ran to the end. StopKind classifies it (StopFailed,
+	// StopDivergence, StopError, StopCancelled) and StopIndex names the row.
+	Stop      string          `json:"stop"`
+	StopKind  string          `json:"stopKind,omitempty"`
+	StopIndex int64           `json:"stopIndex,omitempty"`
+	Problems  []store.Problem `json:"problems"` // the integrity problems of this processor's stream
+}
+
+// Divergence is one input whose replay differs from the recording: its
+// outputs (Kind "output", "count"), its clock readings ("clock") or its timer
+// ("timer"). A plain value, safe to read concurrently.
+type Divergence struct {
+	Processor string           `json:"processor"`
+	Index     int64            `json:"index"` // the input row's index
+	Kind      string           `json:"kind"`
+	Source    string           `json:"source"` // the feed ("" for a timer)
+	Seq       int64            `json:"seq"`    // the feed sequence, or the timer's number
+	Delivery  *engine.Delivery `json:"delivery,omitempty"`
+	Input     string           `json:"input"` // the input's payload text ("timer N" for a timer)
+	Want      []string         `json:"want"`  // recorded outputs, "sink: payload"
+	Got       []string         `json:"got"`   // replayed outputs, "sink: payload"
+	Diff      string           `json:"diff"`  // a readable diff of the decoded outputs (-want +got), or what differs
+}
+
+// Loss is a DROPPED row: items the live processor never saw. The replay
+// reports it and goes on. A plain value.
+type Loss struct {
+	Feed        string `json:"feed"`
+	Index       int64  `json:"index"` // the DROPPED row's index
+	Count       int64  `json:"count"`
+	First       int64  `json:"first"` // first and last sequence lost
+	Last        int64  `json:"last"`
+	Reason      string `json:"reason"`
+	Approximate bool   `json:"approximate"`
+}
+
+// Replay re-runs every recorded processor of r from its recording and
+// compares what it emits with what was recorded (docs/ARCHITECTURE.md, "Replay").
+//
+// Each processor gets a fresh instance from its App, restored from its START
+// snapshot, and a Host with no sink (outputs are captured, never delivered);
+// the rows of its stream are then replayed in order: a DELIVERY is entered
+// for the whole input that follows it, INDEXED and INLINE inputs are decoded
+// with App.Decode and handled with the recorded clock readings played back,
+// completion callbacks run after the input, TIMER fires the timer of that
+// number, DROPPED is a Loss, FAILED stops the processor (the stream is not
+// reproducible past it). Outputs are encoded with the codec and compared
+// with the OUTPUT rows, after decoding both sides when their bytes differ.
+// A panic, an unresolvable journal row or an undecodable payload stops that
+// processor only; Replay never panics because of a processor.
+//
+// Replay streams: it holds one input and its outputs at a time, so its
+// memory does not grow with the recording. Processors are replayed one
+// after another, in the order of r.Processors().
+//
+// The error is for usage and I/O problems only: an unknown app (wrapping
+// ErrUnknownApp), a codec mismatch (ErrCodec), a read error of the store, a
+// cancelled ctx (with the report so far). Divergences, losses and integrity
+// problems are in the Report.
+func Replay(ctx context.Context, r store.Reader, apps Registry, opts Options) (*Report, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: nil reader", ErrUsage)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	codec := opts.Codec
+	if codec == nil {
+		codec = recorder.JSON
+	}
+	meta := r.Meta()
+	if name, ok := meta.Options["codec"]; ok && name != codec.Name() {
+		return nil, fmt.Errorf("%w: the recording was written with codec %q, replaying with %q", ErrCodec, name, codec.Name())
+	}
+	procs := r.Processors()
+	jobs := make([]job, 0, len(procs))
+	for _, p := range procs {
+		name := opts.App
+		if name == "" {
+			name = meta.Apps[p]
+		}
+		if name == "" {
+			return nil, fmt.Errorf("%w: the recording names no app for processor %q (set the app to replay it with)", ErrUnknownApp, p)
+		}
+		a, ok := apps[name]
+		if !ok {
+			return nil, fmt.Errorf("%w %q for processor %q (known: %s)", ErrUnknownApp, name, p, strings.Join(apps.Names(), ", "))
+		}
+		if a.New == nil || a.Decode == nil {
+			return nil, fmt.Errorf("%w: app %q has no New or no Decode", ErrUsage, name)
+		}
+		jobs = append(jobs, job{proc: p, appName: name, app: a})
+	}
+	rep := &Report{Processors: make([]ProcessorReport, 0, len(jobs)), Problems: nonNil(r.Problems())}
+	var err error
+	for _, j := range jobs {
+		pr := ProcessorReport{Processor: j.proc, App: j.appName, Losses: []Loss{}, Problems: []store.Problem{}}
+		for _, p := range rep.Problems {
+			if p.Processor == j.proc {
+				pr.Problems = append(pr.Problems, p)
+			}
+		}
+		if err == nil && ctx.Err() != nil {
+			err = fmt.Errorf("replayer: %w", ctx.Err())
+		}
+		if err == nil {
+			rp := newReplay(ctx, r, j, codec, opts, &pr)
+			err = rp.run()
+			rep.Problems = append(rep.Problems, rp.found...)
+		} else {
+			pr.Stop, pr.StopKind = "not replayed: "+err.Error(), StopCancelled
+		}
+		rep.Processors = append(rep.Processors, pr)
+	}
+	rep.Identical, rep.Complete, rep.Lossless = true, len(rep.Problems) == 0, true
+	for _, pr := range rep.Processors {
+		if pr.Divergences > 0 {
+			rep.Identical = false
+		}
+		if pr.Stop != "" {
+			rep.Complete = false
+		}
+		if len(pr.Losses) > 0 {
+			rep.Lossless = false
+		}
+	}
+	return rep, err
+}
+
+type job struct {
+	proc    string
+	appName string
+	app     App
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,427 @@
+package replayer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/apps"
+	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// lines exercises every kind of ledger line but "fail".
+var lines = []string{"alice,100", "bob,-2000", "transfer,alice,bob,40", "oops", "tick", "carol,5", "alice,-7"}
+
+func TestReplayIdentical(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  run
+	}{
+		{"inline", run{procs: []string{"ledger", "alerts"}}},
+		{"journal", run{procs: []string{"ledger", "alerts"}, journal: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.run.memory(t, lines...)
+			for name, r := range map[string]store.Reader{"memory": m, "csv": csvFile(t, m)} {
+				rep := replay(t, r, replayer.Options{})
+				if !rep.Identical || !rep.Complete || !rep.Lossless {
+					t.Errorf("%s: not identical, complete and lossless:\n%s", name, text(t, rep))
+				}
+				got := map[string][2]int64{}
+				for _, p := range rep.Processors {
+					got[p.Processor] = [2]int64{p.Inputs, p.Outputs}
+				}
+				// ledger: 7 lines + 1 timer; outputs: 1+1+2+1 (rejected)+0+1+1 + summary.
+				want := map[string][2]int64{"ledger": {8, 8}, "alerts": {7, 1}}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s: inputs, outputs (-want +got):\n%s", name, diff)
+				}
+			}
+		})
+	}
+}
+
+func TestReplayStopsAtARecordedFailure(t *testing.T) {
+	m := run{}.memory(t, "alice,1", "fail", "alice,2")
+	rep := replay(t, m, replayer.Options{})
+	p := rep.Processors[0]
+	if !rep.Identical || rep.Complete || p.StopKind != replayer.StopFailed || p.StopIndex != 5 || p.Inputs != 1 {
+		t.Fatalf("want identical, incomplete, stopped by the recorded failure at index 5 after 1 input:\n%s", text(t, rep))
+	}
+	if !strings.Contains(p.Stop, "recorded failure at index 5") || !strings.Contains(p.Stop, "fail line") {
+		t.Errorf("stop reason %q", p.Stop)
+	}
+}
+
+// divergence replays rows and checks the first divergence's index and kind.
+func divergence(t *testing.T, rows []store.Entry, index int64, kind string) *replayer.Report {
+	t.Helper()
+	rep := replay(t, reopen(t, rows), replayer.Options{})
+	var p *replayer.ProcessorReport
+	for i := range rep.Processors {
+		if rep.Processors[i].Processor == "ledger" {
+			p = &rep.Processors[i]
+		}
+	}
+	if rep.Identical || p.First == nil {
+		t.Fatalf("want a divergence at index %d, got none:\n%s", index, text(t, rep))
+	}
+	if p.First.Index != index || p.First.Kind != kind {
+		t.Fatalf("first divergence %s at index %d, want %s at %d:\n%s", p.First.Kind, p.First.Index, kind, index, text(t, rep))
+	}
+	if p.StopKind != replayer.StopDivergence || p.StopIndex != index {
+		t.Errorf("stop %q (%s at %d), want a divergence stop at %d", p.Stop, p.StopKind, p.StopIndex, index)
+	}
+	return rep
+}
+
+// TestReplayDoesNotReproduceAnEditedRecording: each edit of a recording is a
+// divergence at the right row.
+func TestReplayDoesNotReproduceAnEditedRecording(t *testing.T) {
+	rec := rows(t, run{}.memory(t, "alice,100", "alice,50", "tick", "bob,3", "tick", "carol,1"))
+
+	t.Run("output edited", func(t *testing.T) {
+		rs := append([]store.Entry(nil), rec...)
+		i := find(t, rs, "ledger", store.KindOutput, 2) // alice,50's posting
+		rs[i].Payload = []byte(strings.Replace(string(rs[i].Payload), `"balance":150`, `"balance":151`, 1))
+		rep := divergence(t, rs, rs[i-1].Index, replayer.KindOutput)
+		d := rep.Processors[0].First
+		if !strings.Contains(d.Diff, "151") || !strings.Contains(d.Diff, "150") || d.Input != `"alice,50"` {
+			t.Errorf("divergence does not show the edit: input %s diff\n%s", d.Input, d.Diff)
+		}
+		if d.Delivery == nil || d.Delivery.Position.Offset != 2 {
+			t.Errorf("delivery %+v, want offset 2", d.Delivery)
+		}
+	})
+
+	t.Run("inputs reordered", func(t *testing.T) {
+		// Swap the first two inputs (DELIVERY, INLINE, OUTPUT each) and
+		// renumber: alice,50 first gives balance 50, not 150.
+		a := find(t, rec, "ledger", store.KindDelivery, 1)
+		b := find(t, rec, "ledger", store.KindDelivery, 2)
+		c := find(t, rec, "ledger", store.KindDelivery, 3)
+		rs := append([]store.Entry(nil), rec[:a]...)
+		rs = append(rs, rec[b:c]...)
+		rs = append(rs, rec[a:b]...)
+		rs = append(rs, rec[c:]...)
+		for k, idx := a, rec[a].Index; k < c; k, idx = k+1, idx+1 {
+			rs[k].Index = idx
+		}
+		divergence(t, rs, rec[a+1].Index, replayer.KindOutput)
+	})
+
+	t.Run("timer removed", func(t *testing.T) {
+		i := find(t, rec, "ledger", store.KindTimer, 1)
+		second := rec[find(t, rec, "ledger", store.KindTimer, 2)].Index
+		rs := remove(rec, i, i+2) // TIMER 1 and its OUTPUT
+		if ps := reopen(t, rs).Problems(); len(ps) != 0 {
+			t.Fatalf("the edit should leave a whole recording: %v", ps)
+		}
+		divergence(t, rs, second-2, replayer.KindTimer)
+	})
+
+	t.Run("clock reading removed", func(t *testing.T) {
+		rs := append([]store.Entry(nil), rec...)
+		i := find(t, rs, "ledger", store.KindInline, 4) // bob,3
+		rs[i].Reads = nil
+		divergence(t, rs, rs[i].Index, replayer.KindClock)
+	})
+
+	t.Run("clock reading added", func(t *testing.T) {
+		rs := append([]store.Entry(nil), rec...)
+		i := find(t, rs, "ledger", store.KindInline, 4)
+		rs[i].Reads = append(rs[i].Reads, rs[i].Reads...)
+		divergence(t, rs, rs[i].Index, replayer.KindClock)
+	})
+
+	t.Run("output removed", func(t *testing.T) {
+		rs := append([]store.Entry(nil), rec...)
+		i := find(t, rs, "ledger", store.KindOutput, 1)
+		rs[i-1].N = 0
+		rs = remove(rs, i, i+1)
+		divergence(t, rs, rs[i-1].Index, replayer.KindCount)
+	})
+}
+
+// TestReplayDeliveryChanged: a processor that skips by position decides
+// otherwise under an edited DELIVERY.
+func TestReplayDeliveryChanged(t *testing.T) {
+	rec := rows(t, redelivered(t))
+	i := find(t, rec, "ledger", store.KindDelivery, 2) // re-delivered, skipped live
+	if rec[i+1].N != 0 {
+		t.Fatalf("the fixture's second input should have been skipped live: %+v", rec[i+1])
+	}
+	for name, edit := range map[string]func(e *store.Entry){
+		"epoch":  func(e *store.Entry) { e.Epoch = 2 },
+		"offset": func(e *store.Entry) { e.Offset = 9 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			rs := append([]store.Entry(nil), rec...)
+			edit(&rs[i])
+			divergence(t, rs, rs[i+1].Index, replayer.KindCount)
+		})
+	}
+}
+
+// redelivered is run 2 of a ledger over a log of 5 lines, the state of a
+// run 1 over the first 3 restored: lines 1-3 are delivered again and
+// skipped (seed 5a), lines 4-5 applied.
+func redelivered(t *testing.T) *store.Memory {
+	t.Helper()
+	state := filepath.Join(t.TempDir(), "ledger.json")
+	all := []string{"alice,1", "bob,2", "transfer,alice,bob,1", "carol,3", "alice,4"}
+	run{state: state}.memory(t, all[:3]...)
+	return run{state: state}.memory(t, all...)
+}
+
+// TestFeedDeliveryReplayContext is the seed's FeedDeliveryReplayContextTest:
+// a processor that restores (epoch, position) state and skips re-delivered
+// lines makes the same decisions in its replay as live, the skips included.
+func TestFeedDeliveryReplayContext(t *testing.T) {
+	for _, journal := range []bool{false, true} {
+		state := filepath.Join(t.TempDir(), "ledger.json")
+		all := []string{"alice,1", "bob,2", "transfer,alice,bob,1", "carol,3", "alice,4"}
+		run{state: state, journal: journal}.memory(t, all[:3]...)
+		m := run{state: state, journal: journal}.memory(t, all...)
+		// Live: the first three deliveries (transfer included) emitted nothing.
+		var outs []int64
+		for e, err := range m.Stream("ledger") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Kind == store.KindIndexed || e.Kind == store.KindInline {
+				outs = append(outs, e.N)
+			}
+		}
+		if diff := cmp.Diff([]int64{0, 0, 0, 1, 1}, outs); diff != "" {
+			t.Fatalf("journal=%v: live outputs per input (-want +got):\n%s", journal, diff)
+		}
+		for name, r := range map[string]store.Reader{"memory": m, "csv": csvFile(t, m)} {
+			rep := replay(t, r, replayer.Options{})
+			if !rep.Identical || !rep.Complete {
+				t.Errorf("journal=%v %s: the replay does not make the live decisions:\n%s", journal, name, text(t, rep))
+			}
+		}
+		// Without the delivery, the replay would apply the skipped lines.
+		var rs []store.Entry
+		for _, e := range rows(t, m) {
+			if e.Kind != store.KindDelivery {
+				rs = append(rs, e)
+			}
+		}
+		var next int64
+		for i := range rs {
+			if rs[i].Processor == "ledger" {
+				next++
+				rs[i].Index = next
+			}
+		}
+		rep := replay(t, reopen(t, rs), replayer.Options{})
+		if rep.Identical {
+			t.Errorf("journal=%v: a replay without deliveries must diverge", journal)
+		}
+	}
+}
+
+func TestReplayKeepGoingCountsEveryDivergence(t *testing.T) {
+	rs := rows(t, run{}.memory(t, "alice,1", "alice,2", "alice,3"))
+	for k := 1; k <= 3; k++ {
+		i := find(t, rs, "ledger", store.KindOutput, k)
+		rs[i].Payload = []byte(strings.Replace(string(rs[i].Payload), `"amount":`, `"amount":1`, 1))
+	}
+	rep := replay(t, reopen(t, rs), replayer.Options{KeepGoing: true})
+	p := rep.Processors[0]
+	if p.Divergences != 3 || p.Stop != "" || p.Inputs != 3 || p.First.Index != 3 {
+		t.Fatalf("want 3 divergences, first at index 3, run to the end:\n%s", text(t, rep))
+	}
+	rep = replay(t, reopen(t, rs), replayer.Options{})
+	if p := rep.Processors[0]; p.Divergences != 1 || p.Inputs != 1 {
+		t.Fatalf("without KeepGoing, want a stop at the first divergence:\n%s", text(t, rep))
+	}
+}
+
+func TestReplayLossIsReportedAndReplayGoesOn(t *testing.T) {
+	rs := rows(t, run{}.memory(t, "alice,1", "alice,2"))
+	i := find(t, rs, "ledger", store.KindDelivery, 2)
+	detail, _ := json.Marshal(map[string]any{"first": 7, "last": 9, "reason": "queue full", "approximate": true})
+	drop := store.Entry{Processor: "ledger", Index: rs[i].Index, Kind: store.KindDropped, Source: "input", Seq: 7, N: 3, Detail: string(detail)}
+	rs = append(rs[:i], append([]store.Entry{drop}, rs[i:]...)...)
+	for k := i + 1; k < len(rs); k++ {
+		if rs[k].Processor == "ledger" {
+			rs[k].Index++
+		}
+	}
+	rep := replay(t, reopen(t, rs), replayer.Options{})
+	want := []replayer.Loss{{Feed: "input", Index: drop.Index, Count: 3, First: 7, Last: 9, Reason: "queue full", Approximate: true}}
+	if diff := cmp.Diff(want, rep.Processors[0].Losses); diff != "" {
+		t.Errorf("losses (-want +got):\n%s", diff)
+	}
+	if !rep.Identical || !rep.Complete || rep.Lossless || rep.Processors[0].Inputs != 2 {
+		t.Errorf("want identical, complete, not lossless, 2 inputs:\n%s", text(t, rep))
+	}
+}
+
+// TestReplayStopsOneProcessorOnly: a panic, a missing journal row, an
+// undecodable payload, a failed restore stop the processor concerned; the
+// others are replayed.
+func TestReplayStopsOneProcessorOnly(t *testing.T) {
+	base := rows(t, run{procs: []string{"ledger", "alerts"}, journal: true}.memory(t, "alice,1", "bob,2000", "carol,3"))
+	panicky := builtins()
+	panicky["ledger"] = replayer.App{New: func() (engine.Processor, error) {
+		l, err := apps.NewLedger(apps.LedgerOptions{})
+		return panicLedger{l}, err
+	}, Decode: apps.Decode}
+	for _, tc := range []struct {
+		name string
+		edit func(rs []store.Entry) []store.Entry
+		reg  replayer.Registry
+		want string
+	}{
+		{"panic", nil, panicky, "panicked in replay"},
+		{"missing journal", func(rs []store.Entry) []store.Entry {
+			var out []store.Entry
+			for _, e := range rs {
+				if e.Kind == store.KindJournal && e.Seq == 2 {
+					continue
+				}
+				out = append(out, e)
+			}
+			return out
+		}, nil, "journal row of feed \"input\" seq 2"},
+		{"undecodable", func(rs []store.Entry) []store.Entry {
+			for i := range rs {
+				if rs[i].Kind == store.KindJournal && rs[i].Seq == 2 {
+					rs[i].Payload = []byte(`42`)
+				}
+			}
+			return rs
+		}, nil, "does not decode"},
+		{"bad snapshot", func(rs []store.Entry) []store.Entry {
+			rs[find(t, rs, "ledger", store.KindStart, 1)].Payload = []byte(`[`)
+			return rs
+		}, nil, "restoring the START snapshot"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := append([]store.Entry(nil), base...)
+			if tc.edit != nil {
+				rs = tc.edit(rs)
+			}
+			reg := tc.reg
+			if reg == nil {
+				reg = builtins()
+			}
+			rep, err := replayer.Replay(context.Background(), reopen(t, rs), reg, replayer.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range rep.Processors {
+				switch p.Processor {
+				case "ledger":
+					if p.StopKind != replayer.StopError || !strings.Contains(p.Stop, tc.want) {
+						t.Errorf("ledger stop %q (%s), want an error naming %q", p.Stop, p.StopKind, tc.want)
+					}
+				case "alerts":
+					if p.Stop != "" && tc.name != "missing journal" && tc.name != "undecodable" {
+						t.Errorf("alerts stopped: %s", p.Stop)
+					}
+				}
+			}
+			if rep.Complete {
+				t.Error("a stopped replay is not complete")
+			}
+		})
+	}
+}
+
+func TestReplayUnknownApp(t *testing.T) {
+	m := run{procs: []string{"ledger", "alerts"}}.memory(t, "alice,1")
+	reg := builtins()
+	delete(reg, "alerts")
+	_, err := replayer.Replay(context.Background(), m, reg, replayer.Options{})
+	if !errors.Is(err, replayer.ErrUnknownApp) || !strings.Contains(err.Error(), `"alerts"`) {
+		t.Fatalf("err = %v, want ErrUnknownApp naming alerts", err)
+	}
+	_, err = replayer.Replay(context.Background(), m, builtins(), replayer.Options{App: "nope"})
+	if !errors.Is(err, replayer.ErrUnknownApp) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("err = %v, want ErrUnknownApp naming nope", err)
+	}
+	// The override replays every processor with one app: alerts as a
+	// ledger diverges.
+	rep, err := replayer.Replay(context.Background(), m, builtins(), replayer.Options{App: "ledger"})
+	if err != nil || rep.Identical {
+		t.Fatalf("replaying alerts as a ledger: err %v, identical %v", err, rep != nil && rep.Identical)
+	}
+}
+
+func TestReplayIntegrityProblemsMakeItIncomplete(t *testing.T) {
+	rs := rows(t, run{}.memory(t, "alice,1", "alice,2"))
+	rs = rs[:len(rs)-1] // no END: a killed run
+	rep := replay(t, reopen(t, rs), replayer.Options{})
+	if !rep.Identical || rep.Complete || len(rep.Problems) != 1 || !errors.Is(&rep.Problems[0], store.ErrUnfinished) {
+		t.Fatalf("want identical, incomplete with one unfinished problem:\n%s", text(t, rep))
+	}
+	if rep.Processors[0].Inputs != 2 || len(rep.Processors[0].Problems) != 1 {
+		t.Errorf("the unfinished stream is replayed to its last row and names its problem:\n%s", text(t, rep))
+	}
+}
+
+func TestReplayProgressAndCancel(t *testing.T) {
+	ls := make([]string, 2*replayer.ProgressEvery+5)
+	for i := range ls {
+		ls[i] = "a,1"
+	}
+	m := run{queue: 4096}.memory(t, ls...)
+	var calls []int64
+	rep := replay(t, m, replayer.Options{Progress: func(p string, n int64) { calls = append(calls, n) }})
+	if diff := cmp.Diff([]int64{replayer.ProgressEvery, 2 * replayer.ProgressEvery}, calls); diff != "" || !rep.Identical {
+		t.Errorf("progress calls (-want +got):\n%s", diff)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := replayer.Replay(ctx, m, builtins(), replayer.Options{})
+	if !errors.Is(err, context.Canceled) || rep == nil || rep.Complete || rep.Processors[0].StopKind != replayer.StopCancelled {
+		t.Fatalf("cancelled: err %v report %+v", err, rep)
+	}
+}
+
+func TestReportJSONAndText(t *testing.T) {
+	rs := rows(t, run{}.memory(t, "alice,1", "fail"))
+	i := find(t, rs, "ledger", store.KindOutput, 1)
+	rs[i].Payload = []byte(strings.Replace(string(rs[i].Payload), `"balance":1`, `"balance":2`, 1))
+	rep := replay(t, reopen(t, rs), replayer.Options{})
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"identical", "complete", "lossless", "processors", "problems"} {
+		if _, ok := back[k]; !ok {
+			t.Errorf("JSON has no %q: %s", k, b)
+		}
+	}
+	got := text(t, rep)
+	if again := text(t, replay(t, reopen(t, rs), replayer.Options{})); again != got {
+		t.Errorf("text differs between two replays:\n%s\n---\n%s", got, again)
+	}
+	for _, want := range []string{"replay: DIVERGED, INCOMPLETE, lossless", `first divergence at index 3 (output): feed "input" seq 1`,
+		`input: "alice,1"`, `-`, `"balance"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("text lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// panicLedger is a ledger that panics on every input.
+type panicLedger struct{ *apps.Ledger }
+
+func (panicLedger) OnEvent(*engine.Cycle, any) error { panic("boom") }

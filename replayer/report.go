@@ -1,0 +1,189 @@
+package replayer
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// WriteText writes the report for a person to read: the verdict, then per
+// processor its counts, first divergence, losses and stop, then the
+// integrity problems. The text holds no time and no map order: the same
+// report always gives the same bytes.
+func (r *Report) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	verdict := []string{choose(r.Identical, "identical", "DIVERGED"), choose(r.Complete, "complete", "INCOMPLETE"),
+		choose(r.Lossless, "lossless", "LOSSY")}
+	fmt.Fprintf(bw, "replay: %s\n", strings.Join(verdict, ", "))
+	for i := range r.Processors {
+		writeProcessor(bw, &r.Processors[i])
+	}
+	if len(r.Problems) > 0 {
+		fmt.Fprintf(bw, "integrity problems: %d\n", len(r.Problems))
+		for i := range r.Problems {
+			fmt.Fprintf(bw, "  %s\n", problemText(&r.Problems[i]))
+		}
+	}
+	return bw.Flush()
+}
+
+func writeProcessor(w io.Writer, p *ProcessorReport) {
+	state := "identical"
+	if p.Divergences > 0 {
+		state = plural(p.Divergences, "divergence")
+	}
+	fmt.Fprintf(w, "processor %q (app %q): %s replayed, %s compared, %s\n", p.Processor, p.App,
+		plural(p.Inputs, "input"), plural(p.Outputs, "output"), state)
+	if d := p.First; d != nil {
+		writeDivergence(w, d)
+	}
+	for _, l := range p.Losses {
+		approx := ""
+		if l.Approximate {
+			approx = " (approximate)"
+		}
+		fmt.Fprintf(w, "  loss at index %d: feed %q lost %s, seq %d-%d%s: %s\n", l.Index, l.Feed, plural(l.Count, "item"),
+			l.First, l.Last, approx, l.Reason)
+	}
+	if p.Stop != "" {
+		fmt.Fprintf(w, "  stopped (%s): %s\n", p.StopKind, p.Stop)
+	}
+}
+
+func writeDivergence(w io.Writer, d *Divergence) {
+	what := fmt.Sprintf("feed %q seq %d", d.Source, d.Seq)
+	if d.Source == "" {
+		what = "timer " + fmt.Sprint(d.Seq)
+	}
+	fmt.Fprintf(w, "  first divergence at index %d (%s): %s\n", d.Index, d.Kind, what)
+	if del := d.Delivery; del != nil {
+		fmt.Fprintf(w, "    delivery: feed %q seq %d epoch %d position %s attempt %d\n", del.Feed, del.Sequence, del.Epoch,
+			del.Position, del.Attempt)
+	}
+	fmt.Fprintf(w, "    input: %s\n", d.Input)
+	writeList(w, "want", d.Want)
+	writeList(w, "got", d.Got)
+	if d.Diff != "" {
+		fmt.Fprintf(w, "    diff:\n")
+		for line := range strings.SplitSeq(d.Diff, "\n") {
+			fmt.Fprintf(w, "      %s\n", line)
+		}
+	}
+}
+
+func writeList(w io.Writer, name string, outs []string) {
+	if len(outs) == 0 {
+		fmt.Fprintf(w, "    %s: no output\n", name)
+		return
+	}
+	for i, o := range outs {
+		label := name + ":"
+		if i > 0 {
+			label = strings.Repeat(" ", len(label))
+		}
+		fmt.Fprintf(w, "    %-5s %s\n", label, o)
+	}
+}
+
+// problemText is a Problem without its file name (a report names one
+// recording; the JSON has no file either).
+func problemText(p *store.Problem) string {
+	q := *p
+	q.File, q.Line = "", 0
+	s := strings.TrimPrefix(q.Error(), ": ")
+	if p.Line > 0 {
+		s = fmt.Sprintf("row %d: %s", p.Line, s)
+	}
+	return s
+}
+
+func choose(b bool, yes, no string) string {
+	if b {
+		return yes
+	}
+	return no
+}
+
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// WriteText writes the diff for a person to read: the verdict, then per
+// processor its counts and listed inputs, then the recordings' integrity
+// problems. The text holds no time and no map order.
+func (d *DiffReport) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "diff: %s\n", choose(d.Same, "same", "DIFFERENT"))
+	for i := range d.Processors {
+		p := &d.Processors[i]
+		c := p.Counts
+		fmt.Fprintf(bw, "processor %q: %s in A, %s in B, %d common: %d only in A, %d only in B, %d different, %d processed twice, %d with duplicate outputs\n",
+			p.Processor, plural(p.InputsA, "input"), plural(p.InputsB, "input"), p.Common, c.OnlyA, c.OnlyB, c.Different, c.Twice, c.DuplicateOutputs)
+		for _, e := range p.EpochChanges {
+			fmt.Fprintf(bw, "  epoch change: %s\n", e)
+		}
+		writeRefs(bw, "only in A", p.OnlyA, c.OnlyA)
+		writeRefs(bw, "only in B", p.OnlyB, c.OnlyB)
+		for _, x := range p.Different {
+			fmt.Fprintf(bw, "  different: %s\n", refText(&x.InputRef))
+			writeList(bw, "want", x.Want)
+			writeList(bw, "got", x.Got)
+			if x.Diff != "" {
+				fmt.Fprintf(bw, "    diff:\n")
+				for line := range strings.SplitSeq(x.Diff, "\n") {
+					fmt.Fprintf(bw, "      %s\n", line)
+				}
+			}
+		}
+		if n := c.Different - int64(len(p.Different)); n > 0 {
+			fmt.Fprintf(bw, "  different: %d more not listed\n", n)
+		}
+		writeRefs(bw, "processed twice, once per run", p.Twice, c.Twice)
+		writeRefs(bw, "re-delivery emitted its outputs again", p.DuplicateOutputs, c.DuplicateOutputs)
+	}
+	if len(d.Problems) > 0 {
+		fmt.Fprintf(bw, "integrity problems: %d\n", len(d.Problems))
+		for i := range d.Problems {
+			fmt.Fprintf(bw, "  %s\n", d.Problems[i].Error())
+		}
+	}
+	return bw.Flush()
+}
+
+func writeRefs(w io.Writer, what string, refs []InputRef, count int64) {
+	for i := range refs {
+		fmt.Fprintf(w, "  %s: %s\n", what, refText(&refs[i]))
+	}
+	if n := count - int64(len(refs)); n > 0 {
+		fmt.Fprintf(w, "  %s: %d more not listed\n", what, n)
+	}
+}
+
+func refText(r *InputRef) string {
+	var s string
+	switch {
+	case r.Key == "timer" && r.Feed == "":
+		s = fmt.Sprintf("timer #%d (number %d in run %d)", r.Offset, r.Seq, r.Run)
+	case r.Offset != 0 || r.Key != "":
+		pos := fmt.Sprint(r.Offset)
+		if r.Key != "" {
+			pos = fmt.Sprintf("%s@%d", r.Key, r.Offset)
+		}
+		s = fmt.Sprintf("feed %q position %s (run %d seq %d epoch %d)", r.Feed, pos, r.Run, r.Seq, r.Epoch)
+	default:
+		s = fmt.Sprintf("feed %q seq %d (run %d)", r.Feed, r.Seq, r.Run)
+	}
+	if r.Side != "" {
+		s = "side " + r.Side + " " + s
+	}
+	if r.Input != "" {
+		s += ": " + r.Input
+	}
+	return s
+}
