@@ -1,0 +1,322 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/apps"
+	"github.com/blackbox-audit/blackbox/recorder"
+	"github.com/blackbox-audit/blackbox/replayer"
+)
+
+// The exit codes of every command.
+const (
+	// ExitOK: the work was done and proven (identical, complete, lossless).
+	ExitOK = 0
+	// ExitDifferent: a divergence (replay), a difference (diff), a failed
+	// golden check or a crash test whose guarantees did not hold.
+	ExitDifferent = 1
+	// ExitFailure: a usage error or an I/O error; the message names the file
+	// and the problem.
+	ExitFailure = 2
+	// ExitIncomplete: the work ran, but its result is not lossless or not
+	// complete.
+	ExitIncomplete = 3
+)
+
+// ExitError ends a command with an exit code. Err, when not nil, is printed
+// to standard error as "blackbox: <Err>"; a nil Err prints nothing (the
+// command already explained its verdict on its output). Commands return
+// one; Execute maps it with errors.As. Any other error exits ExitFailure.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// exit returns an *ExitError with the given code; err may be nil.
+func exit(code int, err error) error { return &ExitError{Code: code, Err: err} }
+
+// usageError is a command line the command cannot run: bad flags, a bad flag
+// value, missing or extra arguments. It exits ExitFailure with a hint.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// AppOptions is what `blackbox run` hands an app's factory.
+type AppOptions struct {
+	// StatePath is the app's durable state file (--state), "" for none. An
+	// app without durable state ignores it. Replay builds apps with the zero
+	// AppOptions: a replayed processor starts from the recording's START
+	// snapshot and must not touch a live state file.
+	StatePath string
+}
+
+// App is a processor the CLI can run, record and replay: a factory that
+// builds a fresh engine.Processor, and the decoder of its recorded input
+// payloads (nil: the recorder's JSON codec, which decodes into generic
+// values). A file feed's items are strings: an app run by `blackbox run`
+// gets each line as a string, and its Decode must give the same string back
+// from the line's recorded payload (a JSON string).
+type App struct {
+	New    func(opts AppOptions) (engine.Processor, error)
+	Decode func(payload []byte) (any, error)
+}
+
+// BuiltinApps returns the apps every blackbox binary knows: ledger and
+// alerts (internal/apps).
+func BuiltinApps() map[string]App {
+	return map[string]App{
+		apps.LedgerName: {
+			New: func(o AppOptions) (engine.Processor, error) {
+				return apps.NewLedger(apps.LedgerOptions{StatePath: o.StatePath})
+			},
+			Decode: apps.Decode,
+		},
+		apps.AlertsName: {
+			New: func(AppOptions) (engine.Processor, error) {
+				return apps.NewAlerts(apps.AlertsOptions{})
+			},
+			Decode: apps.Decode,
+		},
+	}
+}
+
+// Option configures a CLI.
+type Option func(*CLI)
+
+// WithApps registers apps by name, beside the built-in ones (a name that is
+// already registered is replaced).
+func WithApps(a map[string]App) Option {
+	return func(c *CLI) {
+		for name, app := range a {
+			c.apps[name] = app
+		}
+	}
+}
+
+// WithoutBuiltinApps removes the built-in apps (ledger, alerts); apply it
+// before WithApps. The demo and crashtest commands need the ledger app.
+func WithoutBuiltinApps() Option { return func(c *CLI) { clear(c.apps) } }
+
+// WithClock sets the clock the engine's processors read (Cycle.Now) and the
+// recorder stamps rows with. Default: the system clock. Tests inject an
+// engine.StepClock so that outputs are byte-stable. Timers stay on the
+// system clock.
+func WithClock(clock engine.Clock) Option { return func(c *CLI) { c.clock = clock } }
+
+// WithStdout sets where commands write their output. Default os.Stdout.
+func WithStdout(w io.Writer) Option { return func(c *CLI) { c.stdout = w } }
+
+// WithStderr sets where errors, warnings and progress go. Default
+// os.Stderr. Progress is shown only when it is a terminal.
+func WithStderr(w io.Writer) Option { return func(c *CLI) { c.stderr = w } }
+
+// WithExecutable sets the binary that `crashtest` runs as its child
+// process. Default: os.Executable(), this binary.
+func WithExecutable(path string) Option { return func(c *CLI) { c.executable = path } }
+
+// CLI is the blackbox command line: a set of apps, a clock and output
+// streams. Build it with New and run it with Execute (or take its cobra
+// command tree with Command). A CLI may run several command lines in turn;
+// it is not safe for concurrent use.
+type CLI struct {
+	apps       map[string]App
+	clock      engine.Clock
+	stdout     io.Writer
+	stderr     io.Writer
+	executable string
+}
+
+// New returns a CLI with the built-in apps and the given options.
+func New(opts ...Option) *CLI {
+	c := &CLI{apps: BuiltinApps(), stdout: os.Stdout, stderr: os.Stderr}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Main runs the command line args (without the program name) with the
+// built-in apps and the extra options, stops on SIGINT or SIGTERM (cleanly:
+// a run commits and ends its recording), and returns the exit code. A
+// main package is:
+//
+//	func main() { os.Exit(cli.Main(os.Args[1:])) }
+func Main(args []string, opts ...Option) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return New(opts...).Execute(ctx, args)
+}
+
+// Execute runs one command line (without the program name) and returns its
+// exit code: ExitOK, ExitDifferent, ExitFailure or ExitIncomplete. Errors
+// are printed to the CLI's stderr. ctx ends long work (a followed run, a
+// replay) early.
+func (c *CLI) Execute(ctx context.Context, args []string) int {
+	root := c.Command()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := ExitFailure
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		code = ee.Code
+		if ee.Err == nil {
+			return code
+		}
+	}
+	fmt.Fprintf(c.stderr, "blackbox: %v\n", err)
+	var ue *usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		if cmd == nil {
+			cmd = root
+		}
+		fmt.Fprintf(c.stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return code
+}
+
+// isCobraUsage recognises the errors cobra itself returns for a command
+// line it cannot parse (it has no error types for them).
+func isCobraUsage(err error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, "unknown command") || strings.HasPrefix(s, "unknown flag") ||
+		strings.HasPrefix(s, "unknown shorthand flag")
+}
+
+// Command returns a new cobra command tree of the CLI: the root command
+// "blackbox" and its subcommands, writing to the CLI's stdout and stderr.
+// Its RunE functions return *ExitError for non-zero verdicts.
+func (c *CLI) Command() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "blackbox",
+		Short: "Record, replay and audit event processing",
+		Long: `blackbox records everything a processor saw and did to a recording (CSV or
+SQLite), replays the recording to prove the outputs identical, and checks,
+inspects, diffs and converts recordings.
+
+Exit codes: 0 ok (proven identical, complete, lossless); 1 a divergence or
+a difference; 2 a usage or I/O error; 3 the work ran but the result is not
+lossless or not complete.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          noArgs,
+		RunE:          helpOnly,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.AddCommand(c.demoCmd(), c.runCmd(), c.replayCmd(), c.verifyCmd(), c.inspectCmd(),
+		c.diffCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd())
+	return root
+}
+
+// helpOnly is the action of a command that only groups subcommands: it
+// prints its help.
+func helpOnly(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+
+// noArgs refuses positional arguments (and names an unknown subcommand).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if cmd.HasSubCommands() {
+		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+	}
+	return usagef("%s takes no arguments, got %q", cmd.CommandPath(), args)
+}
+
+// exactArgs wants n positional arguments, named in the error.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			want := fmt.Sprintf("%d arguments", len(names))
+			if len(names) == 1 {
+				want = "1 argument"
+			}
+			return usagef("%s wants %s (%s), got %d", cmd.CommandPath(), want, strings.Join(names, " "), len(args))
+		}
+		return nil
+	}
+}
+
+// appNames lists the registered apps, sorted.
+func (c *CLI) appNames() []string {
+	return slices.Sorted(maps.Keys(c.apps))
+}
+
+// app returns the named app, or a usage error naming the known ones.
+func (c *CLI) app(name string) (App, error) {
+	a, ok := c.apps[name]
+	if !ok || a.New == nil {
+		return App{}, usagef("unknown app %q (known: %s)", name, strings.Join(c.appNames(), ", "))
+	}
+	return a, nil
+}
+
+// registry is the replayer's view of the CLI's apps.
+func (c *CLI) registry() replayer.Registry { return Registry(c.apps) }
+
+// Registry is the replayer.Registry of apps, for replay, diff and golden:
+// each app built with the zero AppOptions (no live state file), decoding
+// with its Decode (default: the recorder's JSON codec). Use it to check
+// golden recordings of your own apps from a test:
+//
+//	golden.Check(t, "testdata/golden", cli.Registry(myApps))
+func Registry(apps map[string]App) replayer.Registry {
+	reg := replayer.Registry{}
+	for name, a := range apps {
+		if a.New == nil {
+			continue
+		}
+		newp, dec := a.New, a.Decode
+		if dec == nil {
+			dec = recorder.JSON.Decode
+		}
+		reg[name] = replayer.App{
+			New:    func() (engine.Processor, error) { return newp(AppOptions{}) },
+			Decode: dec,
+		}
+	}
+	return reg
+}
+
+// sortedKeys returns m's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,321 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/cmd/cli"
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/apps"
+	"github.com/blackbox-audit/blackbox/store/csvstore"
+)
+
+// execute runs one command line in-process and returns its exit code and
+// output (stdout and stderr together).
+func execute(t *testing.T, ctx context.Context, args ...string) (int, string) {
+	t.Helper()
+	var out bytes.Buffer
+	code := newCLI(&out).Execute(ctx, args)
+	return code, out.String()
+}
+
+func writeLines(t *testing.T, path string, lines ...string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, l := range lines {
+		if _, err := f.WriteString(l + "\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func countLines(t *testing.T, path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return bytes.Count(b, []byte{'\n'})
+}
+
+// TestRunFollow tails a growing input until the context is cancelled (as
+// SIGINT does in Main), then stops cleanly: every line recorded, the
+// recording complete, the pointer at the end, exit 0.
+func TestRunFollow(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	out := filepath.Join(dir, "out.jsonl")
+	st := filepath.Join(dir, "run.csv")
+	writeLines(t, in, "alice,1", "bob,2")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		code int
+		out  string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, o := execute(t, ctx, "run", "--app", "ledger", "--input", in, "--store", st, "--follow", "--out", out,
+			"--state", filepath.Join(dir, "state.json"), "--status", filepath.Join(dir, "status.json"))
+		done <- result{code, o}
+	}()
+	waitFor(t, func() bool { return countLines(t, out) == 2 })
+	writeLines(t, in, "carol,3", "transfer,alice,bob,1")
+	waitFor(t, func() bool { return countLines(t, out) == 5 })
+	cancel()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("run --follow did not stop on cancel")
+	}
+	if r.code != 0 {
+		t.Fatalf("exit %d:\n%s", r.code, r.out)
+	}
+	if !strings.Contains(r.out, "read      "+in+" (committed, pointer "+in+".ptr): 4 lines") {
+		t.Errorf("output:\n%s", r.out)
+	}
+	code, o := execute(t, context.Background(), "verify", st)
+	if code != 0 {
+		t.Errorf("verify: exit %d:\n%s", code, o)
+	}
+	code, o = execute(t, context.Background(), "replay", st)
+	if code != 0 {
+		t.Errorf("replay: exit %d:\n%s", code, o)
+	}
+	var status engine.Status
+	b, err := os.ReadFile(filepath.Join(dir, "status.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &status); err != nil {
+		t.Fatal(err)
+	}
+	if !status.Settled || !status.Lossless || status.Feeds[0].Acknowledged != 4 {
+		t.Errorf("status: %s", b)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestRunDrops: a slow processor behind a one-slot queue under the drop
+// policy loses lines; the run says so (exit 3) and the recording holds the
+// DROPPED rows, so its replay is identical but not lossless (exit 3).
+func TestRunDrops(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	for i := range 50 {
+		writeLines(t, in, fmt.Sprintf("a%d,%d", i, 1000+i))
+	}
+	st := filepath.Join(dir, "run.db")
+	code, out := execute(t, context.Background(), "run", "--app", "alerts", "--input", in, "--store", st,
+		"--read", "once-earliest", "--policy", "drop", "--spin", "0s", "--queue", "1", "--delay", "1ms", "--json")
+	if code != cli.ExitIncomplete {
+		t.Fatalf("exit %d, want %d:\n%s", code, cli.ExitIncomplete, out)
+	}
+	var status engine.Status
+	if err := json.Unmarshal([]byte(out), &status); err != nil {
+		t.Fatal(err)
+	}
+	if status.Lossless || status.Feeds[0].Dropped == 0 || !status.Settled {
+		t.Errorf("status: %s", out)
+	}
+	code, out = execute(t, context.Background(), "replay", st)
+	if code != cli.ExitIncomplete || !strings.Contains(out, "LOSSY") {
+		t.Errorf("replay: exit %d:\n%s", code, out)
+	}
+}
+
+// TestDelayKeepsInterfaces: --delay wraps the processor, keeping its
+// Snapshotter (a START snapshot) and TimerHandler (a tick's timer).
+func TestDelayKeepsInterfaces(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	writeLines(t, in, "alice,5", "tick")
+	st := filepath.Join(dir, "run.csv")
+	code, out := execute(t, context.Background(), "run", "--app", "ledger", "--input", in, "--store", st,
+		"--read", "once-earliest", "--delay", "1ms")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	code, out = execute(t, context.Background(), "inspect", st)
+	if code != 0 || !strings.Contains(out, "START 1, DELIVERY 2, INLINE 2, TIMER 1, OUTPUT 2, END 1") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	code, out = execute(t, context.Background(), "replay", st)
+	if code != 0 {
+		t.Errorf("replay: exit %d:\n%s", code, out)
+	}
+}
+
+// snapshot maps every file under dir to the SHA-256 of its content.
+// SQLite's -wal and -shm files are left out: a read-only open of a
+// recording may create them beside it (see the report on sqlitestore).
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, "-wal") || strings.HasSuffix(p, "-shm") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		m[rel] = fmt.Sprintf("%x", sha256.Sum256(b))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestErrorsLeaveNothingBehind runs every error path against a directory
+// holding recordings and checks, by checksum, that no file was created,
+// removed or changed, and that every one exits 2 with a message.
+func TestErrorsLeaveNothingBehind(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeLines(t, "in.txt", "alice,1", "bob,2", "transfer,alice,bob,1")
+	for _, args := range [][]string{
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "rec.csv", "--read", "once-earliest"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "rec.db", "--read", "once-earliest"},
+	} {
+		if code, out := execute(t, context.Background(), args...); code != 0 {
+			t.Fatalf("%q: exit %d:\n%s", args, code, out)
+		}
+	}
+	if err := os.WriteFile("notes.txt", []byte("not a recording\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir("sub", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, dir)
+	for _, args := range [][]string{
+		// run: refused stores, bad inputs, bad flags, a failure after the store was created
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "rec.csv"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "rec.db"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "notes.txt"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "sub"},
+		{"run", "--app", "ledger", "--input", "missing.txt", "--store", "new.csv"},
+		{"run", "--app", "ledger", "--input", "sub", "--store", "new.csv"},
+		{"run", "--app", "nope", "--input", "in.txt", "--store", "new.csv"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "new.csv", "--read", "never"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "new.csv", "--policy", "never"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "new.csv", "--format", "xml"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "new.csv", "--out", "nodir/out.jsonl"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "new.csv", "--status", "nodir/status.json"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "new.csv", "--state", "nodir/state.json"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "new.csv", "--pointer", "nodir/in.ptr"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "new.csv", "--state", "notes.txt"},
+		{"run", "--app", "ledger", "--input", "in.txt", "--store", "nodir/new.csv"},
+		{"run", "--bogus"},
+		// convert: never overwrites, cleans up
+		{"convert", "rec.csv", "rec.db"},
+		{"convert", "rec.db", "rec.csv"},
+		{"convert", "rec.csv", "notes.txt"},
+		{"convert", "notes.txt", "new.db"},
+		{"convert", "missing.csv", "new.db"},
+		{"convert", "rec.csv", "nodir/new.db"},
+		{"convert", "rec.csv", "new.db", "--format", "xml"},
+		// readers of a bad file
+		{"verify", "notes.txt"}, {"verify", "sub"}, {"verify", "missing.db"},
+		{"inspect", "notes.txt"}, {"inspect", "rec.csv", "--kind", "nope"},
+		{"replay", "notes.txt"}, {"replay", "rec.db", "--app", "nope"},
+		{"diff", "rec.csv", "notes.txt"}, {"diff", "rec.csv,", "rec.db"},
+		// demo and crashtest refuse a file for a directory
+		{"demo", "--dir", "notes.txt"}, {"crashtest", "--dir", "notes.txt", "--lines", "10", "--kills", "1"},
+		{"golden", "check", "missing"}, {"golden", "update", "notes.txt"},
+		{"nope"},
+	} {
+		code, out := execute(t, context.Background(), args...)
+		if code != cli.ExitFailure {
+			t.Errorf("%q: exit %d, want %d:\n%s", args, code, cli.ExitFailure, out)
+		}
+		if !strings.HasPrefix(out, "blackbox: ") {
+			t.Errorf("%q: no error message:\n%s", args, out)
+		}
+		after := snapshot(t, dir)
+		for name, sum := range before {
+			if after[name] != sum {
+				t.Errorf("%q changed or removed %s", args, name)
+			}
+		}
+		for name := range after {
+			if _, ok := before[name]; !ok {
+				t.Errorf("%q left %s behind", args, name)
+				os.Remove(filepath.Join(dir, name))
+			}
+		}
+	}
+}
+
+// TestRunStateSkipsApplied: a second committed run over the same input and
+// state applies nothing again; a new line is applied once.
+func TestRunStateSkipsApplied(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	state := filepath.Join(dir, "state.json")
+	writeLines(t, in, "alice,10", "transfer,alice,bob,3")
+	for i, want := range []int64{3, 4} {
+		st := filepath.Join(dir, fmt.Sprintf("run-%d.csv", i))
+		if code, out := execute(t, context.Background(), "run", "--app", "ledger", "--input", in, "--store", st,
+			"--state", state); code != 0 {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		b, err := os.ReadFile(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s apps.LedgerState
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Applied != want {
+			t.Errorf("run %d: applied %d, want %d", i, s.Applied, want)
+		}
+		writeLines(t, in, "carol,1")
+	}
+	// The second run re-read nothing it had committed.
+	r, err := csvstore.Open(filepath.Join(dir, "run-1.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	for e, err := range r.Stream("ledger") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Kind.IsInput() {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("second run recorded %d inputs, want 1", n)
+	}
+}

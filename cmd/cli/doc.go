@@ -1,0 +1,33 @@
+// Package cli is the blackbox command line, importable: every command of
+// docs/CLI.md as a cobra command tree over a set of apps, so that users can
+// build a binary with their own processors.
+//
+//	c := cli.New(cli.WithApps(map[string]cli.App{
+//		"upper": {New: newUpper, Decode: decodeLine},
+//	}))
+//	os.Exit(c.Execute(ctx, os.Args[1:]))
+//
+// An App is a factory of engine.Processor (given the AppOptions of `run`,
+// such as --state) and the decoder of its recorded input payloads; the CLI
+// builds the replayer.Registry of replay, diff and golden from the same
+// apps. The built-in apps (internal/apps: ledger, alerts) are registered
+// unless WithoutBuiltinApps.
+//
+// Each command parses its flags, calls the library (engine, recorder,
+// replayer, store, golden) and writes to the command's output; --json gives
+// machine output. Exit codes are the same everywhere: ExitOK (0) proven or
+// ok, ExitDifferent (1) a divergence or a difference, ExitFailure (2) a usage
+// or I/O error whose message names the file and the problem, ExitIncomplete
+// (3) the work ran but the result is not lossless or not complete. A command
+// returns an *ExitError for a non-zero verdict; Execute maps every error to
+// its code with errors.As. Progress of long work goes to standard error, and
+// only when it is a terminal.
+//
+// WithClock injects the clock processors read and the recorder stamps rows
+// with (an engine.StepClock in tests, so that outputs are byte-stable), and
+// WithStdout and WithStderr the output streams. The transcripts in testdata/
+// run every command in-process that way.
+//
+// A CLI is not safe for concurrent use; Execute may be called again after
+// it returns.
+package cli

@@ -1,0 +1,320 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/store"
+	"github.com/blackbox-audit/blackbox/store/csvstore"
+	"github.com/blackbox-audit/blackbox/store/sqlitestore"
+)
+
+// The recording formats.
+const (
+	formatCSV    = "csv"
+	formatSQLite = "sqlite"
+)
+
+// formatOf is the format of a recording to create at path: flag if set
+// (csv or sqlite), else by extension (.csv is CSV, anything else SQLite).
+func formatOf(path, flag string) (string, error) {
+	switch strings.ToLower(flag) {
+	case "":
+		if strings.EqualFold(filepath.Ext(path), ".csv") {
+			return formatCSV, nil
+		}
+		return formatSQLite, nil
+	case formatCSV:
+		return formatCSV, nil
+	case formatSQLite, "sqlite3":
+		return formatSQLite, nil
+	}
+	return "", usagef("unknown format %q (want csv or sqlite)", flag)
+}
+
+var sqliteMagic = []byte("SQLite format 3\x00")
+
+// fileError is an I/O problem with a named file.
+type fileError struct {
+	path string
+	err  error
+}
+
+func (e *fileError) Error() string { return e.path + ": " + e.err.Error() }
+func (e *fileError) Unwrap() error { return e.err }
+
+// checkFile checks that path names a regular file (or, with missingOK, names
+// nothing), with an error naming it.
+func checkFile(path, what string, missingOK bool) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if missingOK {
+			return nil
+		}
+		return &fileError{path, fmt.Errorf("does not exist (want %s)", what)}
+	case err != nil:
+		return &fileError{path, unwrapPathError(err)}
+	case fi.IsDir():
+		return &fileError{path, fmt.Errorf("is a directory, not %s", what)}
+	case !fi.Mode().IsRegular():
+		return &fileError{path, fmt.Errorf("is not a regular file, not %s", what)}
+	}
+	return nil
+}
+
+// unwrapPathError drops the *fs.PathError wrapper (whose text repeats the
+// path) so that a message names the file once.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// openStore opens the recording at path for reading. Its format is read from
+// its first bytes (an SQLite database or a CSV recording), whatever its
+// extension. Errors name the file: a missing file, a directory, another
+// format (store.ErrFormat).
+func openStore(path string) (store.Reader, string, error) {
+	if err := checkFile(path, "a recording", false); err != nil {
+		return nil, "", err
+	}
+	head := make([]byte, len(sqliteMagic))
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", &fileError{path, unwrapPathError(err)}
+	}
+	n, _ := io.ReadFull(f, head)
+	f.Close()
+	if n == len(sqliteMagic) && bytes.Equal(head, sqliteMagic) {
+		s, err := sqlitestore.Open(path)
+		if err != nil {
+			return nil, "", storeErr(path, err)
+		}
+		return s, formatSQLite, nil
+	}
+	if n == 0 {
+		return nil, "", &fileError{path, fmt.Errorf("%w: empty file", store.ErrFormat)}
+	}
+	s, err := csvstore.Open(path)
+	if err != nil {
+		return nil, "", storeErr(path, err)
+	}
+	return s, formatCSV, nil
+}
+
+// openStores opens a comma-separated list of recordings; on failure the
+// ones already open are closed.
+func openStores(list string) ([]store.Reader, error) {
+	var rs []store.Reader
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			closeAll(rs)
+			return nil, usagef("empty recording name in %q", list)
+		}
+		r, _, err := openStore(p)
+		if err != nil {
+			closeAll(rs)
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+func closeAll(rs []store.Reader) {
+	for _, r := range rs {
+		r.Close()
+	}
+}
+
+// storeErr makes a store's error name the file, once.
+func storeErr(path string, err error) error {
+	if strings.Contains(err.Error(), path) {
+		return err
+	}
+	return &fileError{path, err}
+}
+
+// writer is a recording being written, with what it takes to remove it.
+type writer struct {
+	store.Writer
+	path   string
+	format string
+	rows   int64
+	kinds  map[store.Kind]int64
+}
+
+// Append counts the rows it writes, by kind.
+func (w *writer) Append(rows ...store.Entry) error {
+	err := w.Writer.Append(rows...)
+	if err == nil {
+		w.rows += int64(len(rows))
+		for i := range rows {
+			w.kinds[rows[i].Kind]++
+		}
+	}
+	return err
+}
+
+// inputs counts the input rows written (INDEXED, INLINE, TIMER).
+func (w *writer) inputs() int64 {
+	return w.kinds[store.KindIndexed] + w.kinds[store.KindInline] + w.kinds[store.KindTimer]
+}
+
+// Sync forwards to the store when it syncs (the recorder looks for
+// store.Syncer).
+func (w *writer) Sync() error {
+	if s, ok := w.Writer.(store.Syncer); ok {
+		return s.Sync()
+	}
+	return nil
+}
+
+// createStore creates a new recording at path in format. It refuses (an
+// error wrapping store.ErrHoldsRecording naming the file) a file that holds
+// anything, and never truncates one.
+func createStore(path, format string) (*writer, error) {
+	if err := checkFile(path, "a recording", true); err != nil {
+		return nil, err
+	}
+	if err := checkDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	var (
+		w   store.Writer
+		err error
+	)
+	if format == formatCSV {
+		w, err = csvstore.Create(path)
+	} else {
+		w, err = sqlitestore.Create(path)
+	}
+	if err != nil {
+		return nil, storeErr(path, err)
+	}
+	return &writer{Writer: w, path: path, format: format, kinds: map[store.Kind]int64{}}, nil
+}
+
+// holdsBytes reports whether path names a file with content.
+func holdsBytes(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() > 0
+}
+
+// removeStore removes a recording and the files SQLite keeps beside it.
+func removeStore(path string) error {
+	var errs []error
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// progress shows a one-line progress report on a terminal, at most ten
+// times a second; it does nothing when its writer is not a terminal. It is
+// safe for concurrent use.
+type progress struct {
+	mu    sync.Mutex
+	w     io.Writer
+	on    bool
+	last  time.Time
+	shown bool
+}
+
+func (c *CLI) progress() *progress {
+	return &progress{w: c.stderr, on: isTerminal(c.stderr)}
+}
+
+// Printf replaces the progress line, unless one was shown less than 100ms
+// ago.
+func (p *progress) Printf(format string, args ...any) {
+	if p == nil || !p.on {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond {
+		p.last = now
+		p.shown = true
+		fmt.Fprintf(p.w, "\r\033[K"+format, args...)
+	}
+}
+
+// Done clears the progress line.
+func (p *progress) Done() {
+	if p == nil || !p.on {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.shown {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.shown = false
+	}
+}
+
+// yesNo is "yes" or "no".
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// checkDir checks that path names a directory.
+func checkDir(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &fileError{path, errors.New("no such directory")}
+	case err != nil:
+		return &fileError{path, unwrapPathError(err)}
+	case !fi.IsDir():
+		return &fileError{path, errors.New("is not a directory")}
+	}
+	return nil
+}
+
+// count is "1 line", "2 lines": n and the noun, plural unless n is 1.
+func count(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -1,0 +1,56 @@
+package cli_test
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestReadmeTourIsTested checks that every blackbox command of the README's
+// tour is a command of testdata/tour.txt, and that the tour's input file is
+// the one the transcript uses.
+func TestReadmeTourIsTested(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := parseTranscript("testdata/tour.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tested := map[string]bool{}
+	for _, bl := range tr.blocks {
+		tested[strings.Join(bl.args, " ")] = true
+	}
+	text := string(readme)
+	start := strings.Index(text, "## A five-minute tour")
+	end := strings.Index(text, "## Your own processor")
+	if start < 0 || end < start {
+		t.Fatal("README.md has no tour section")
+	}
+	tour := text[start:end]
+	n := 0
+	for _, m := range regexp.MustCompile(`(?m)^\$ ((?:blackbox|echo|truncate) .*)$`).FindAllStringSubmatch(tour, -1) {
+		if m[1] == "echo $?" { // the exit code, checked by the transcript's [exit N]
+			continue
+		}
+		n++
+		if !tested[m[1]] {
+			t.Errorf("README tour command %q is not in testdata/tour.txt", m[1])
+		}
+	}
+	if n < 8 {
+		t.Errorf("found %d tour commands in README.md", n)
+	}
+	m := regexp.MustCompile(`printf '([^']*)' > payments.txt`).FindStringSubmatch(tour)
+	if m == nil {
+		t.Fatal("README tour does not create payments.txt")
+	}
+	want := strings.ReplaceAll(m[1], `\n`, "\n")
+	for _, f := range tr.files {
+		if f.name == "payments.txt" && string(f.data) != want {
+			t.Errorf("README's payments.txt:\n%s\ntour.txt's:\n%s", want, f.data)
+		}
+	}
+}

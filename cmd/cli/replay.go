@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/blackbox-audit/blackbox/golden"
+	"github.com/blackbox-audit/blackbox/replayer"
+)
+
+// replayVerdict maps a replay report to its exit: 1 a divergence, 3
+// identical but not complete or not lossless.
+func replayVerdict(rep *replayer.Report) error {
+	switch {
+	case !rep.Identical:
+		return exit(ExitDifferent, nil)
+	case !rep.Complete || !rep.Lossless:
+		return exit(ExitIncomplete, nil)
+	}
+	return nil
+}
+
+// replayErr makes a replay error name the recording; an unknown app is a
+// usage error naming the apps this binary knows.
+func (c *CLI) replayErr(path string, err error) error {
+	if errors.Is(err, replayer.ErrUnknownApp) {
+		return usagef("%s: %v", path, err)
+	}
+	return storeErr(path, err)
+}
+
+func (c *CLI) replayCmd() *cobra.Command {
+	var (
+		app               string
+		asJSON, keepGoing bool
+	)
+	cmd := &cobra.Command{
+		Use:   "replay STORE",
+		Short: "Re-run a recording's processors and prove their outputs identical",
+		Long: `Re-run every recorded processor from the recording (each built from the app
+named in the recording's META, or --app) and compare its outputs with the
+recorded ones. Reports per processor the inputs replayed, the outputs
+compared, the first divergence with its diff, every loss and problem.
+
+Exit: 0 identical, complete and lossless; 1 a divergence; 2 a usage or I/O
+error (an unknown app, not a recording); 3 identical but not complete or
+not lossless.`,
+		Args: exactArgs("STORE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if app != "" {
+				if _, err := c.app(app); err != nil {
+					return err
+				}
+			}
+			r, _, err := openStore(args[0])
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			p := c.progress()
+			rep, err := replayer.Replay(cmd.Context(), r, c.registry(), replayer.Options{
+				KeepGoing: keepGoing, App: app,
+				Progress: func(proc string, n int64) { p.Printf("replaying %s: %d inputs", proc, n) },
+			})
+			p.Done()
+			if err != nil {
+				return c.replayErr(args[0], err)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				err = writeJSON(out, rep)
+			} else {
+				err = rep.WriteText(out)
+			}
+			if err != nil {
+				return err
+			}
+			return replayVerdict(rep)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&app, "app", "", "replay every processor with this app (default: the apps named in the recording)")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.BoolVar(&keepGoing, "keep-going", false, "go on past a processor's first divergence and report every one")
+	return cmd
+}
+
+func (c *CLI) diffCmd() *cobra.Command {
+	var (
+		asJSON bool
+		ignore []string
+	)
+	cmd := &cobra.Command{
+		Use:   "diff A B",
+		Short: "Compare the outputs of two recordings input by input",
+		Long: `Compare two recordings per processor, aligned by source identity (feed, epoch,
+position) where deliveries exist, otherwise by (feed, seq): inputs only in
+A, only in B, in both with different outputs, and inputs processed twice.
+A and B may each be a comma-separated list of consecutive runs to stitch
+together (a crashed run and its restarts).
+
+Exit: 0 every input common to both has the same outputs and none is
+missing; 1 otherwise; 2 a usage or I/O error.`,
+		Args: exactArgs("A", "B"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := openStores(args[0])
+			if err != nil {
+				return err
+			}
+			defer closeAll(a)
+			b, err := openStores(args[1])
+			if err != nil {
+				return err
+			}
+			defer closeAll(b)
+			var keys []string
+			for _, k := range ignore {
+				if k = strings.TrimSpace(k); k != "" {
+					keys = append(keys, k)
+				}
+			}
+			d, err := replayer.Diff(cmd.Context(), a, b, replayer.DiffOptions{Ignore: keys})
+			if err != nil {
+				return fmt.Errorf("diff %s %s: %w", args[0], args[1], err)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				err = writeJSON(out, d)
+			} else {
+				err = d.WriteText(out)
+			}
+			if err != nil {
+				return err
+			}
+			if !d.Same {
+				return exit(ExitDifferent, nil)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print the differences as JSON")
+	f.StringSliceVar(&ignore, "ignore", nil, `JSON keys ignored when comparing outputs, comma-separated (e.g. "at")`)
+	return cmd
+}
+
+func (c *CLI) goldenCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "golden",
+		Short: "Check or update a folder of golden recordings",
+		Long: `A folder of golden cases: each an input and the recording of the built-in (or
+registered) apps over it. check replays every case and fails when any output
+changed; update re-records every case.`,
+		Args: noArgs,
+		RunE: helpOnly,
+	}
+	check := &cobra.Command{
+		Use:   "check DIR",
+		Short: "Replay every golden case and report any change",
+		Long: `Replay every golden case of DIR against the current code.
+
+Exit: 0 every case identical; 1 a case changed; 2 a usage or I/O error.`,
+		Args: exactArgs("DIR"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkDir(args[0]); err != nil {
+				return err
+			}
+			ok, report, err := golden.Verify(args[0], c.registry())
+			if err != nil {
+				return storeErr(args[0], err)
+			}
+			fmt.Fprint(cmd.OutOrStdout(), report)
+			if report != "" && !strings.HasSuffix(report, "\n") {
+				fmt.Fprintln(cmd.OutOrStdout())
+			}
+			if !ok {
+				return exit(ExitDifferent, nil)
+			}
+			return nil
+		},
+	}
+	update := &cobra.Command{
+		Use:   "update DIR",
+		Short: "Re-record every golden case",
+		Long: `Re-record every golden case of DIR with the current code (review the change
+with git diff before committing it).
+
+Exit: 0 done; 2 a usage or I/O error.`,
+		Args: exactArgs("DIR"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkDir(args[0]); err != nil {
+				return err
+			}
+			if err := golden.Update(args[0], c.registry()); err != nil {
+				return storeErr(args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: every golden case re-recorded\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(check, update)
+	return cmd
+}

@@ -1,0 +1,491 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/engine/filesource"
+	"github.com/blackbox-audit/blackbox/recorder"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// The names `run` gives what it builds.
+const (
+	feedName  = "input"
+	groupName = "main"
+)
+
+// recordConfig is one recorded run of one app over one file.
+type recordConfig struct {
+	app       string
+	input     string
+	store     string
+	format    string // csv or sqlite
+	read      filesource.Strategy
+	pointer   string
+	follow    bool
+	state     string
+	out       string
+	status    string
+	policy    engine.Policy
+	queue     int
+	delay     time.Duration
+	journal   bool
+	force     bool
+	sourceLog func(format string, args ...any) // nil: warnings to stderr
+}
+
+// recordResult is what a recorded run did.
+type recordResult struct {
+	Status   engine.Status
+	Inputs   int64 // input rows recorded (INDEXED, INLINE, TIMER)
+	Outputs  int64 // OUTPUT rows recorded
+	Failed   int64 // FAILED rows recorded
+	Dropped  int64 // DROPPED rows recorded
+	Emitted  int64 // outputs delivered live (to --out)
+	Rows     int64 // rows written to the recording
+	Recorded error // the recorder's failures (a broken stream), nil when whole
+}
+
+func (c *CLI) runCmd() *cobra.Command {
+	var (
+		cfg                  recordConfig
+		format, read, policy string
+		spin, deadline       time.Duration
+		asJSON               bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run --app NAME --input FILE --store PATH",
+		Short: "Run an app over a file and record it",
+		Long: `Run an app over the lines of a file and record everything it saw and did.
+
+The feed is named "input", the processor after the app, its group "main".
+Without --follow the run ends once the feed is settled at the end of the
+input (every line read, processed and, for a pointer, committed), then
+stops cleanly: final commit, END rows. With --follow it tails the file until
+SIGINT or SIGTERM, then stops cleanly.
+
+It prints what it read, recorded and emitted (--json: the engine's final
+feed status JSON) and writes the status JSON to --status. It refuses a
+store that already holds a recording unless --force (which removes it
+first).
+
+Exit: 0 settled and lossless; 2 a usage or I/O error; 3 ran but not
+settled, not lossless, or its recording is broken.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.app == "" || cfg.input == "" || cfg.store == "" {
+				return usagef("run needs --app, --input and --store")
+			}
+			var err error
+			if cfg.format, err = formatOf(cfg.store, format); err != nil {
+				return err
+			}
+			if cfg.read, err = filesource.ParseStrategy(read); err != nil {
+				return usagef("--read: %v", err)
+			}
+			if cfg.policy, err = parsePolicy(policy, spin, deadline, cmd.Flags().Changed("spin")); err != nil {
+				return err
+			}
+			if cfg.pointer == "" {
+				cfg.pointer = cfg.input + ".ptr"
+			}
+			if cfg.queue <= 0 {
+				return usagef("--queue must be positive, got %d", cfg.queue)
+			}
+			if cfg.delay < 0 {
+				return usagef("--delay must not be negative, got %s", cfg.delay)
+			}
+			res, err := c.record(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := writeJSON(out, res.Status); err != nil {
+					return err
+				}
+			} else {
+				printRun(out, cfg, res)
+			}
+			return runVerdict(res)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.app, "app", "", "the app to run (this binary knows: "+strings.Join(c.appNames(), ", ")+")")
+	f.StringVar(&cfg.input, "input", "", "the input file, one item per line")
+	f.StringVar(&cfg.store, "store", "", "the recording to write (.csv is CSV, anything else SQLite)")
+	f.StringVar(&format, "format", "", "the recording's format: csv or sqlite (default: from the extension)")
+	f.StringVar(&read, "read", "committed", "read strategy: committed, earliest, latest, once-earliest or once-latest")
+	f.StringVar(&cfg.pointer, "pointer", "", "the read pointer file of --read committed (default FILE.ptr)")
+	f.BoolVar(&cfg.follow, "follow", false, "tail the input until SIGINT or SIGTERM")
+	f.StringVar(&cfg.state, "state", "", "the app's durable state file (ledger: balances and the last position applied)")
+	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output")
+	f.StringVar(&cfg.status, "status", "", "write the final feed status JSON to this file")
+	f.StringVar(&policy, "policy", "pause", "overload policy of the feed: pause, drop or block")
+	f.IntVar(&cfg.queue, "queue", 1024, "capacity of the processor's queue")
+	f.DurationVar(&spin, "spin", engine.DefaultSpin, "drop: how long a full queue is spun on before dropping")
+	f.DurationVar(&deadline, "deadline", time.Second, "block: how long a publish waits for room before it is refused")
+	f.BoolVar(&cfg.journal, "journal", false, "journal the feed: inputs are recorded once as JOURNAL rows and indexed")
+	f.DurationVar(&cfg.delay, "delay", 0, "slow the processor down by this much per event (to watch a run, to test)")
+	f.BoolVar(&cfg.force, "force", false, "replace a store that already holds a recording")
+	f.BoolVar(&asJSON, "json", false, "print the engine's final feed status JSON")
+	return cmd
+}
+
+// parsePolicy reads --policy with its --spin and --deadline.
+func parsePolicy(name string, spin, deadline time.Duration, spinSet bool) (engine.Policy, error) {
+	if spin < 0 {
+		return engine.Policy{}, usagef("--spin must not be negative, got %s", spin)
+	}
+	var p engine.Policy
+	switch strings.ToLower(name) {
+	case "pause":
+		p = engine.Pause()
+	case "drop", "drop-after-spin":
+		return engine.DropAfterSpin(spin), nil
+	case "block", "block-with-deadline":
+		if deadline <= 0 {
+			return engine.Policy{}, usagef("--deadline must be positive, got %s", deadline)
+		}
+		p = engine.BlockWithDeadline(deadline)
+	default:
+		return engine.Policy{}, usagef("unknown --policy %q (want pause, drop or block)", name)
+	}
+	if spinSet {
+		p = p.WithSpin(spin)
+	}
+	return p, nil
+}
+
+// runVerdict maps a run's result to its exit.
+func runVerdict(res recordResult) error {
+	switch {
+	case res.Recorded != nil:
+		return exit(ExitIncomplete, fmt.Errorf("the recording is broken: %w", res.Recorded))
+	case !res.Status.Settled:
+		return exit(ExitIncomplete, nil)
+	case !res.Status.Lossless:
+		return exit(ExitIncomplete, nil)
+	}
+	return nil
+}
+
+func printRun(w io.Writer, cfg recordConfig, res recordResult) {
+	var fs engine.FeedStatus
+	if len(res.Status.Feeds) > 0 {
+		fs = res.Status.Feeds[0]
+	}
+	how := cfg.read.String()
+	if cfg.read == filesource.Committed {
+		how += ", pointer " + cfg.pointer
+	}
+	fmt.Fprintf(w, "read      %s (%s): %s\n", cfg.input, how, count(fs.Sequence, "line"))
+	fmt.Fprintf(w, "recorded  %s (%s): %s, %s, %s, %d failed, %s; %s\n", cfg.store, cfg.format, cfg.app,
+		count(res.Inputs, "input"), count(res.Outputs, "output"), res.Failed, count(res.Dropped, "drop"), count(res.Rows, "row"))
+	if cfg.out != "" {
+		fmt.Fprintf(w, "outputs   %s: %s appended\n", cfg.out, count(res.Emitted, "line"))
+	}
+	if cfg.status != "" {
+		fmt.Fprintf(w, "status    %s\n", cfg.status)
+	}
+	losses := fmt.Sprintf("dropped %d, refused %d, completion failures %d", fs.Dropped, fs.Refused, fs.CompletionFailures)
+	fmt.Fprintf(w, "verdict   settled: %s  lossless: %s  (%s; state %s, acknowledged %d, failures %d)\n",
+		yesNo(res.Status.Settled), yesNo(res.Status.Lossless), losses, fs.State, fs.Acknowledged, fs.Failures)
+}
+
+// record runs cfg: the app over the input file, recorded to the store.
+// Everything that can be checked is checked before the store is created; a
+// failure after it removes what the run created (the store, an --out file
+// it created), so an error never leaves a half-written file behind. An
+// existing recording is refused (store.ErrHoldsRecording) unless cfg.force.
+func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, err error) {
+	app, err := c.app(cfg.app)
+	if err != nil {
+		return res, err
+	}
+	if cfg.pointer == "" {
+		cfg.pointer = cfg.input + ".ptr"
+	}
+	if err := checkFile(cfg.input, "an input file", cfg.follow); err != nil {
+		return res, err
+	}
+	for _, p := range []struct{ path, what string }{{cfg.state, "a state file"}, {cfg.out, "an output file"},
+		{cfg.status, "a status file"}, {cfg.pointer, "a pointer file"}} {
+		if p.path == "" {
+			continue
+		}
+		if err := checkFile(p.path, p.what, true); err != nil {
+			return res, err
+		}
+		if err := checkDir(filepath.Dir(p.path)); err != nil {
+			return res, err
+		}
+	}
+	if cfg.store == cfg.input || cfg.store == cfg.out || cfg.store == cfg.state || cfg.store == cfg.pointer {
+		return res, usagef("--store %s is also another file of the run", cfg.store)
+	}
+	if err := checkFile(cfg.store, "a recording", true); err != nil {
+		return res, err
+	}
+	if err := checkDir(filepath.Dir(cfg.store)); err != nil {
+		return res, err
+	}
+	if holdsBytes(cfg.store) && !cfg.force {
+		return res, &fileError{cfg.store, fmt.Errorf("%w (use --force to replace it)", store.ErrHoldsRecording)}
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(c.stderr, "blackbox: warning: "+strings.TrimPrefix(format, "blackbox engine: ")+"\n", args...)
+	}
+	srcLog := cfg.sourceLog
+	if srcLog == nil {
+		srcLog = logf
+	}
+	src, err := filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logf: srcLog})
+	if err != nil {
+		return res, usagef("%v", err)
+	}
+	proc, err := app.New(AppOptions{StatePath: cfg.state})
+	if err != nil {
+		return res, fmt.Errorf("app %s: %w", cfg.app, err)
+	}
+	if cfg.delay > 0 {
+		proc = delayed(proc, cfg.delay)
+	}
+
+	// From here on the run creates files: undo them on a failure before the
+	// engine ran (once it ran, its recording is the record of what it did).
+	var cleanup []func()
+	ran := false
+	defer func() {
+		if err != nil && !ran {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+	if cfg.force && holdsBytes(cfg.store) {
+		if err := removeStore(cfg.store); err != nil {
+			return res, &fileError{cfg.store, fmt.Errorf("removing the old recording: %w", unwrapPathError(err))}
+		}
+	}
+	w, err := createStore(cfg.store, cfg.format)
+	if err != nil {
+		return res, err
+	}
+	closed := false
+	cleanup = append(cleanup, func() {
+		if !closed {
+			w.Close()
+		}
+		removeStore(cfg.store)
+	})
+	var outputs atomic.Int64
+	var sink engine.Sink = engine.SinkFunc(func(string, any) error { outputs.Add(1); return nil })
+	if cfg.out != "" {
+		_, statErr := os.Stat(cfg.out)
+		f, err := os.OpenFile(cfg.out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return res, &fileError{cfg.out, unwrapPathError(err)}
+		}
+		defer f.Close()
+		if statErr != nil {
+			cleanup = append(cleanup, func() { f.Close(); os.Remove(cfg.out) })
+		}
+		sink = outSink(f, &outputs)
+	}
+	rec, err := recorder.New(w, recorder.Options{Clock: c.clock, Apps: map[string]string{cfg.app: cfg.app}, Logf: logf})
+	if err != nil {
+		return res, storeErr(cfg.store, err)
+	}
+	obs := rec.Observer()
+	fc := engine.FeedConfig{Name: feedName, Source: &watchedSource{src: src, done: make(chan error, 1)},
+		Policy: cfg.policy, QueueSize: cfg.queue}
+	if cfg.journal {
+		fc.Journal = rec.Journal()
+	}
+	eng, err := engine.New(engine.Config{
+		Clock:    c.clock,
+		Feeds:    []engine.FeedConfig{fc},
+		Groups:   []engine.GroupConfig{{Name: groupName, Feeds: []string{feedName}, Processors: []engine.ProcessorConfig{{Name: cfg.app, Processor: proc}}}},
+		Observer: obs,
+		Sink:     sink,
+		Logf:     logf,
+	})
+	if err != nil {
+		rec.Close()
+		return res, usagef("%v", err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		rec.Close()
+		return res, err
+	}
+	ran = true
+	srcErr := c.await(ctx, eng, fc.Source.(*watchedSource), cfg.follow)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	stopErr := eng.Stop(stopCtx)
+	recErr := rec.Close()
+	closed = true
+	if cerr := w.Close(); cerr != nil && recErr == nil {
+		recErr = storeErr(cfg.store, cerr)
+	}
+	res = recordResult{Status: eng.Status(), Inputs: w.inputs(), Outputs: w.kinds[store.KindOutput],
+		Failed: w.kinds[store.KindFailed], Dropped: w.kinds[store.KindDropped], Emitted: outputs.Load(), Rows: w.rows,
+		Recorded: recErr}
+	if srcErr != nil {
+		var fe *filesource.FileError
+		if errors.As(srcErr, &fe) {
+			return res, &fileError{fe.Path, fmt.Errorf("%s: %w", fe.Op, unwrapPathError(fe.Err))}
+		}
+		return res, fmt.Errorf("%s: %w", cfg.input, srcErr)
+	}
+	if stopErr != nil {
+		logf("stop: %v", stopErr)
+	}
+	if cfg.status != "" {
+		if err := writeStatus(cfg.status, res.Status); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// await waits for the end of the run: the feed settled (without follow),
+// ctx done, or the source failing. It returns the source's error.
+func (c *CLI) await(ctx context.Context, eng *engine.Engine, src *watchedSource, follow bool) error {
+	p := c.progress()
+	defer p.Done()
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	done := src.done
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+			done = nil // a bounded source ended: wait for its queue to drain
+		case <-t.C:
+		}
+		st := eng.Status()
+		if len(st.Feeds) > 0 {
+			p.Printf("%s: %d lines read, %d acknowledged", st.Feeds[0].State, st.Feeds[0].Sequence, st.Feeds[0].Acknowledged)
+		}
+		if st.Settled && !follow {
+			return nil
+		}
+	}
+}
+
+// writeStatus writes the status JSON to path atomically.
+func writeStatus(path string, st engine.Status) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return &fileError{path, unwrapPathError(err)}
+	}
+	err = writeJSON(f, st)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return &fileError{path, unwrapPathError(err)}
+	}
+	return nil
+}
+
+// outSink appends each output to f as one JSON line, with one write call
+// (f is opened O_APPEND, so a line is never interleaved or half-lost to a
+// crash of the process).
+func outSink(f *os.File, n *atomic.Int64) engine.Sink {
+	return engine.SinkFunc(func(_ string, out any) error {
+		b, err := recorder.JSON.Encode(out)
+		if err != nil {
+			return fmt.Errorf("--out %s: %w", f.Name(), err)
+		}
+		b = append(b, '\n')
+		if _, err := f.Write(b); err != nil {
+			return fmt.Errorf("--out %s: %w", f.Name(), unwrapPathError(err))
+		}
+		n.Add(1)
+		return nil
+	})
+}
+
+// watchedSource runs a source and reports how its Run ended.
+type watchedSource struct {
+	src  *filesource.Source
+	done chan error
+}
+
+func (s *watchedSource) Run(ctx context.Context, f *engine.Feed) error {
+	err := s.src.Run(ctx, f)
+	s.done <- err
+	return err
+}
+
+func (s *watchedSource) DefaultPolicy() engine.Policy { return s.src.DefaultPolicy() }
+
+// delayed slows a processor down: each event and timer cycle sleeps d
+// first. It keeps the processor's Snapshotter and TimerHandler.
+func delayed(p engine.Processor, d time.Duration) engine.Processor {
+	base := slow{p: p, d: d}
+	s, isSnap := p.(engine.Snapshotter)
+	t, isTimer := p.(engine.TimerHandler)
+	switch {
+	case isSnap && isTimer:
+		return struct {
+			slow
+			engine.Snapshotter
+			slowTimer
+		}{base, s, slowTimer{t, d}}
+	case isSnap:
+		return struct {
+			slow
+			engine.Snapshotter
+		}{base, s}
+	case isTimer:
+		return struct {
+			slow
+			slowTimer
+		}{base, slowTimer{t, d}}
+	}
+	return base
+}
+
+type slow struct {
+	p engine.Processor
+	d time.Duration
+}
+
+func (s slow) OnEvent(c *engine.Cycle, ev any) error {
+	time.Sleep(s.d)
+	return s.p.OnEvent(c, ev)
+}
+
+type slowTimer struct {
+	t engine.TimerHandler
+	d time.Duration
+}
+
+func (s slowTimer) OnTimer(c *engine.Cycle, n int) error {
+	time.Sleep(s.d)
+	return s.t.OnTimer(c, n)
+}
