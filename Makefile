@@ -18,13 +18,15 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+# The benchmark suite beside its floors and peer; writes docs/PERFORMANCE.md.
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem -count=1 $(PKGS)
+	GO=$(GO) bench/run.sh
 
 # Fuzz every reader of untrusted bytes for 30 s each (not in CI).
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzCSVReader -fuzztime=30s ./store/csvstore
-	$(GO) test -run='^$$' -fuzz=FuzzRowDecode -fuzztime=30s ./store/csvstore
+	$(GO) test -run='^$$' -fuzz=FuzzCSVReader -fuzztime=30s -fuzzminimizetime=5s ./store/csvstore
+	$(GO) test -run='^$$' -fuzz=FuzzRowDecode -fuzztime=30s -fuzzminimizetime=5s ./store/csvstore
+	$(GO) test -run='^$$' -fuzz=FuzzLineReader -fuzztime=30s -fuzzminimizetime=5s ./engine/filesource
 
 demo: build
 	./bin/blackbox demo --dir demo-out

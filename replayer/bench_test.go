@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
-	"github.com/blackbox-audit/blackbox/engine/memsource"
+	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/replayer"
@@ -26,7 +26,7 @@ import (
 
 // The record and replay benchmarks measure, in one `go test -bench` run,
 // the throughput of recording b.N ledger inputs through the engine (a
-// positioned in-memory log, one clock reading, one output and one
+// generated input file read by the file source, one clock reading, one output and one
 // completion per input: DELIVERY + INLINE + OUTPUT rows) and of replaying
 // such a recording from the file, opening (and so verifying) it included.
 // Run the 1M-input figures with
@@ -54,15 +54,28 @@ func BenchmarkReplaySQLite(b *testing.B) {
 		func(p string) (store.Reader, error) { return sqlitestore.Open(p) })
 }
 
-// recordLedger records n ledger inputs into w and returns how long the
-// engine took from Start to the last input handled.
+// recordLedger records n ledger inputs into w, read from a generated input
+// file by the file source (once-earliest), and returns how long the engine
+// took from Start to the last input handled.
 func recordLedger(tb testing.TB, w store.Writer, n int) time.Duration {
 	tb.Helper()
-	log := memsource.NewLog()
-	for i := range n {
-		log.Append("acct" + strconv.Itoa(i%100) + ",1")
+	input := filepath.Join(tb.TempDir(), "input.txt")
+	f, err := os.Create(input)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	log.Close()
+	bw := bufio.NewWriter(f)
+	for i := range n {
+		fmt.Fprintf(bw, "acct%d,1\n", i%100)
+	}
+	if err := bw.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	f.Close()
+	src, err := filesource.New(input, filesource.Options{Read: filesource.OnceEarliest, Epoch: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	ledger, err := apps.New(apps.LedgerName, apps.Options{})
 	if err != nil {
 		tb.Fatal(err)
@@ -72,7 +85,7 @@ func recordLedger(tb testing.TB, w store.Writer, n int) time.Duration {
 		tb.Fatal(err)
 	}
 	e, err := engine.New(engine.Config{
-		Feeds: []engine.FeedConfig{{Name: "input", Source: log.Source(), QueueSize: 4096}},
+		Feeds: []engine.FeedConfig{{Name: "input", Source: src, QueueSize: 4096}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"input"},
 			Processors: []engine.ProcessorConfig{{Name: "ledger", Processor: ledger}}}},
 		Observer: rec.Observer(),
@@ -102,15 +115,35 @@ func recordLedger(tb testing.TB, w store.Writer, n int) time.Duration {
 	return elapsed
 }
 
+// benchRecord reports the recording run's inputs/s, its peak resident
+// memory and the recording's bytes per input.
 func benchRecord(b *testing.B, create func(string) (store.Writer, error)) {
-	w, err := create(filepath.Join(b.TempDir(), "r"))
+	dir := b.TempDir()
+	path := filepath.Join(dir, "r")
+	w, err := create(path)
 	if err != nil {
 		b.Fatal(err)
 	}
+	runtime.GC()
+	debug.FreeOSMemory()
+	peak := sampleMemory()
 	b.ResetTimer()
 	elapsed := recordLedger(b, w, b.N)
 	b.StopTimer()
+	rss, _ := peak()
+	var size int64
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries { // the recording and any -wal beside it
+		if fi, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), "r") {
+			size += fi.Size()
+		}
+	}
+	if rss > 100<<20 {
+		b.Errorf("peak resident memory %.1f MB while recording, want < 100 MB", float64(rss)/(1<<20))
+	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "inputs/s")
+	b.ReportMetric(float64(rss)/(1<<20), "peak-rss-MB")
+	b.ReportMetric(float64(size)/float64(b.N), "bytes/input")
 }
 
 func benchReplay(b *testing.B, create func(string) (store.Writer, error), open func(string) (store.Reader, error)) {
