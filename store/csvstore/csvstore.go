@@ -328,7 +328,11 @@ func scan(f io.ReaderAt, path string, limit int64) (*view, error) {
 			break
 		}
 		v.end = lr.off
-		e, re := decodeLine(dec, line, long)
+		mode := check // the Checker reads the names and numbers only
+		if first {
+			mode = full // DecodeMeta reads the detail
+		}
+		e, re := decodeLine(dec, line, long, mode)
 		if re != nil {
 			first = false
 			c.Report(rowProblem(path, re, lr.n))
@@ -352,11 +356,11 @@ func scan(f io.ReaderAt, path string, limit int64) (*view, error) {
 	return v, nil
 }
 
-func decodeLine(dec *decoder, line []byte, long bool) (store.Entry, *RowError) {
+func decodeLine(dec *decoder, line []byte, long bool, mode decodeMode) (store.Entry, *RowError) {
 	if long {
 		return store.Entry{}, &RowError{Reason: fmt.Sprintf("line longer than %d bytes", MaxLine)}
 	}
-	return dec.decode(line)
+	return dec.decodeAs(line, mode)
 }
 
 func rowProblem(path string, re *RowError, line int64) store.Problem {
@@ -432,7 +436,7 @@ func (s *Store) Rows() iter.Seq2[store.Entry, error] {
 		defer putDecoder(dec)
 		stopped := false
 		torn, err := s.lines(func(line []byte, n int64) bool {
-			e, re := decodeLine(dec, line, line == nil)
+			e, re := decodeLine(dec, line, line == nil, full)
 			if re != nil {
 				p := rowProblem(s.path, re, n)
 				stopped = !yield(store.Entry{}, &p)
@@ -478,7 +482,7 @@ func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
 			if !mine && (len(line) == 0 || line[0] != '"') {
 				return true // another processor's row: not decoded
 			}
-			e, re := decodeLine(dec, line, line == nil)
+			e, re := decodeLine(dec, line, line == nil, full)
 			switch {
 			case re != nil && (mine || re.Processor == processor):
 				p := rowProblem(s.path, re, n)
@@ -581,9 +585,10 @@ func (s *Store) find(c *cursor, feed string, seq int64) (store.Entry, bool, erro
 		if long || !maybeJournal(line) {
 			continue
 		}
-		e, re := c.dec.decode(line)
+		e, re := c.dec.decodeAs(line, check) // the payload only for the row found
 		if re == nil && e.Kind == store.KindJournal && e.Processor == "" && e.Source == feed && e.Seq == seq {
-			return e, true, nil
+			e, re = c.dec.decode(line)
+			return e, re == nil, nil
 		}
 	}
 }
