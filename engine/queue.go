@@ -86,9 +86,11 @@ func (q *queue) take() (envelope, bool) {
 			return envelope{}, false
 		}
 	}
-	i := h & q.mask
-	e := q.buf[i]
-	q.buf[i] = envelope{}
+	// The slot is not cleared: writing it would take its cache line from
+	// the producer on every item. It keeps its item reachable until the
+	// producer overwrites it, so a queue holds at most its capacity of
+	// items taken.
+	e := q.buf[h&q.mask]
 	q.headLocal = h + 1
 	if (h+1)%q.every == 0 {
 		q.head.Store(h + 1)

@@ -88,9 +88,9 @@ type Options struct {
 // for concurrent use. A Source may be run again after Run returned (a
 // restart resumes at its pointer).
 //
-// Memory: the lines read together share one copy of at most 4 KiB (or the
-// line, if longer), so a processor that keeps a line keeps at most that
-// much alive; strings.Clone a line kept for long if that matters.
+// Memory: a line's text is not copied out of the source's read buffer (256
+// KiB, never written again once read), so a processor that keeps a line
+// keeps that buffer alive; strings.Clone a line kept for long.
 type Source struct {
 	path     string
 	opts     Options

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // defaultBufSize is the size of one read: large buffered reads keep the
@@ -34,18 +35,7 @@ type lineReader struct {
 	// otherwise there is none in buf[r:nlTo]. Likewise cr for '\r'.
 	nl, nlTo int
 	cr, crTo int
-
-	// arena holds a copy of buf[arenaAt:arenaAt+len(arena)]: the text of
-	// the lines inside it are substrings of it, one allocation for many
-	// short lines. arenaValid: the arena is valid UTF-8 as a whole.
-	arena      string
-	arenaAt    int
-	arenaValid bool
 }
-
-// arenaSize bounds the memory a line kept by a processor can hold on to:
-// the lines read with it, up to 4 KiB (or the line itself, if longer).
-const arenaSize = 4 << 10
 
 func newLineReader(src io.ReaderAt, off int64, size int) *lineReader {
 	if size <= 0 {
@@ -60,20 +50,23 @@ func (l *lineReader) readOff() int64 { return l.pos + int64(l.w-l.r) }
 // buffered is how many bytes were read and not yet consumed.
 func (l *lineReader) buffered() int { return l.w - l.r }
 
-// fill reads once, after moving the unconsumed bytes to the front of the
-// buffer (and growing it when they fill it: a line longer than the buffer).
-// It returns how many bytes were read: 0 at the end of the file.
+// fill reads once into the free end of the buffer. The bytes already read
+// are never written again: line texts are strings over them (see text), so
+// when the free end runs short the unconsumed bytes move to a new buffer
+// (twice as large when they fill it: a line longer than the buffer), never
+// to the front of this one. It returns how many bytes were read: 0 at the
+// end of the file.
 func (l *lineReader) fill() (int, error) {
-	if l.r > 0 {
-		l.w = copy(l.buf, l.buf[l.r:l.w])
+	if free := len(l.buf) - l.w; free == 0 || free < len(l.buf)/4 {
+		size := len(l.buf)
+		if l.w-l.r > size/2 {
+			size *= 2
+		}
+		nb := make([]byte, size)
+		l.w = copy(nb, l.buf[l.r:l.w])
 		l.r = 0
-		l.nl, l.nlTo, l.cr, l.crTo = -1, 0, -1, 0
-		l.arena, l.arenaAt = "", 0
-	}
-	if l.w == len(l.buf) {
-		nb := make([]byte, 2*len(l.buf))
-		copy(nb, l.buf[:l.w])
 		l.buf = nb
+		l.nl, l.nlTo, l.cr, l.crTo = -1, 0, -1, 0
 	}
 	n, err := l.src.ReadAt(l.buf[l.w:], l.readOff())
 	l.w += n
@@ -166,20 +159,20 @@ func (l *lineReader) doSkip(final bool) bool {
 	return true
 }
 
-// text is the decoded text of the line buf[r:end]: a substring of the
-// arena, made anew (from r, 4 KiB or the line) when the line is not in it.
-// Invalid UTF-8 becomes U+FFFD.
+// text is the decoded text of the line buf[r:end]. Valid UTF-8 is not
+// copied: the string is a view of the read buffer, whose bytes are never
+// written again once read (fill moves on to a new buffer instead), so a
+// line kept by a processor keeps its read buffer alive. Invalid UTF-8
+// becomes U+FFFD in a copy.
 func (l *lineReader) text(end int) string {
-	if l.arena == "" || l.r < l.arenaAt || end > l.arenaAt+len(l.arena) {
-		n := max(end, min(l.w, l.r+arenaSize))
-		l.arena, l.arenaAt = string(l.buf[l.r:n]), l.r
-		l.arenaValid = utf8.ValidString(l.arena)
+	if end == l.r {
+		return ""
 	}
-	s := l.arena[l.r-l.arenaAt : end-l.arenaAt]
-	if l.arenaValid || utf8.ValidString(s) {
-		return s
+	b := l.buf[l.r:end]
+	if utf8.Valid(b) {
+		return unsafe.String(&b[0], len(b))
 	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 // decode turns a line's bytes into text: invalid UTF-8 becomes U+FFFD.
