@@ -118,7 +118,7 @@ type claim struct {
 var claims = []claim{
 	{"publish to dispatch (ns/item)", figure{"engine BenchmarkPublish", "ns/op"}, figure{"engine BenchmarkChannelHandoff", "ns/op"}, "buffered Go channel hand-off", true, 1.5},
 	{"TryPublish under PAUSE (ns/item)", figure{"engine BenchmarkTryPublishPause", "ns/op"}, figure{"engine BenchmarkChannelHandoff", "ns/op"}, "buffered Go channel hand-off", true, 0},
-	{"file source (lines/s)", figure{"engine/filesource BenchmarkSource", "lines/s"}, figure{"engine/filesource BenchmarkScanner", "lines/s"}, "bufio.Scanner line count", false, 0.5},
+	{"file source (lines/s)", figure{"engine/filesource BenchmarkSource/once-earliest", "lines/s"}, figure{"engine/filesource BenchmarkScanner/buffer-0", "lines/s"}, "bufio.Scanner line count", false, 0.5},
 	{"CSV recording (rows/s)", figure{"store/csvstore BenchmarkAppend", "rows/s"}, figure{"store/csvstore BenchmarkFloorEncodingCSV", "rows/s"}, "encoding/csv, one write per input", false, 0.5},
 	{"SQLite recording (rows/s)", figure{"store/sqlitestore BenchmarkAppend", "rows/s"}, figure{"store/sqlitestore BenchmarkFloorInsert", "rows/s"}, "bare prepared INSERT, one tx per input", false, 0.5},
 	{"replay from CSV (inputs/s)", figure{"replayer BenchmarkReplayCSV", "inputs/s"}, figure{"replayer BenchmarkRecordCSV", "inputs/s"}, "the recording run (CSV)", false, 2},
