@@ -431,6 +431,19 @@ func (e *Engine) Unfence(group string) error {
 	return nil
 }
 
+// RunSettled runs a bounded job: it starts the engine, waits (polling
+// every interval) until the status is settled, then stops it in order and
+// returns the final status. If ctx is done first, the engine is stopped all
+// the same and ctx's error returned with the status at that point.
+func (e *Engine) RunSettled(ctx context.Context, interval time.Duration) (Status, error) {
+	if err := e.Start(ctx); err != nil {
+		return Status{}, err
+	}
+	_, werr := e.WaitSettled(ctx, interval)
+	serr := e.Stop(context.WithoutCancel(ctx))
+	return e.Status(), errors.Join(werr, serr)
+}
+
 // WaitSettled polls the status every interval until it is settled or ctx is
 // done; it returns the last status.
 func (e *Engine) WaitSettled(ctx context.Context, interval time.Duration) (Status, error) {

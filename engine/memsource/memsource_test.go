@@ -2,6 +2,7 @@ package memsource_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -122,5 +123,25 @@ func TestARestartedLogResumesAtItsCommittedOffset(t *testing.T) {
 	got := c2.items()
 	if len(got) != 6 || got[0] != 5 || got[5] != 10 || log.Committed() != 10 {
 		t.Fatalf("run 2 got %v committed %d", got, log.Committed())
+	}
+}
+
+func TestRunSettledRunsABoundedJobToItsEnd(t *testing.T) {
+	c := &collector{}
+	e, err := engine.New(engine.Config{
+		Feeds:  []engine.FeedConfig{{Name: "in", Source: memsource.NewList(1, 2, 3), Policy: engine.BlockWithDeadline(time.Second), QueueSize: 2}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: c}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := e.RunSettled(ctx, time.Millisecond)
+	if err != nil || !st.Settled || len(c.items()) != 3 {
+		t.Fatalf("status %+v err %v items %v: want settled with 3 items", st, err, c.items())
+	}
+	if err := e.Feed("in").Publish(ctx, 4); !errors.Is(err, engine.ErrStopped) {
+		t.Fatalf("publish after RunSettled: %v, want ErrStopped", err)
 	}
 }

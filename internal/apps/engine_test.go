@@ -47,16 +47,9 @@ func TestRecordedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := e.WaitSettled(wctx, time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Stop(ctx); err != nil {
+	if _, err := e.RunSettled(ctx, time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if err := rec.Close(); err != nil {
