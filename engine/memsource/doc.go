@@ -1,0 +1,5 @@
+// Package memsource holds in-memory sources for the engine: List and Chan
+// publish push items (no position, nothing to commit), and Log is a
+// re-readable in-memory log with positions and a committer, so the engine's
+// acknowledgement protocol can be exercised without files.
+package memsource
