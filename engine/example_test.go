@@ -1,0 +1,58 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/engine/memsource"
+)
+
+// A bounded job: a list of lines, one processor that emits each line upper
+// cased, a sink that prints the outputs, run until settled.
+func ExampleEngine_RunSettled() {
+	upper := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		c.Emit("out", strings.ToUpper(ev.(string)))
+		return nil
+	})
+	e, err := engine.New(engine.Config{
+		Feeds: []engine.FeedConfig{{Name: "lines", Source: memsource.NewList("a", "b", "c"),
+			Policy: engine.BlockWithDeadline(time.Second), QueueSize: 16}},
+		Groups: []engine.GroupConfig{{Name: "main", Feeds: []string{"lines"},
+			Processors: []engine.ProcessorConfig{{Name: "upper", Processor: upper}}}},
+		Sink: engine.SinkFunc(func(processor string, out any) error {
+			fmt.Println(processor, out)
+			return nil
+		}),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	st, err := e.RunSettled(context.Background(), time.Millisecond)
+	fmt.Println("settled:", st.Settled, "lossless:", st.Lossless, "err:", err)
+	// Output:
+	// upper A
+	// upper B
+	// upper C
+	// settled: true lossless: true err: <nil>
+}
+
+// Delivery.AlreadyApplied is how a stateful processor skips an item its
+// saved state already holds after a restart re-delivers it.
+func ExampleDelivery_AlreadyApplied() {
+	saved := engine.Position{Offset: 120} // saved with the state, epoch 7
+	for _, d := range []engine.Delivery{
+		{Feed: "input", Epoch: 7, Position: engine.Position{Offset: 100}},
+		{Feed: "input", Epoch: 7, Position: engine.Position{Offset: 140}},
+		{Feed: "input", Epoch: 8, Position: engine.Position{Offset: 100}}, // the input was replaced
+	} {
+		fmt.Println(d.Position.Offset, d.Epoch, d.AlreadyApplied(7, saved))
+	}
+	// Output:
+	// 100 7 true
+	// 140 7 false
+	// 100 8 false
+}
