@@ -137,7 +137,7 @@ func (g *group) step() bool {
 				if !ok {
 					break
 				}
-				if b.feed.waiting.Load() && 2*(b.q.tailCache-b.q.headLocal) <= b.q.size {
+				if b.feed.waiting.Load() && 2*(b.q.tail.Load()-b.q.headLocal) <= b.q.size {
 					b.q.publishHead()
 					b.feed.signalReady()
 				}

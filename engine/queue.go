@@ -23,7 +23,7 @@ type envelope struct {
 // hand-off touches the other side's line only when the cache says full or
 // empty.
 type queue struct {
-	buf       []envelope
+	buf       []slot
 	mask      int64
 	size      int64
 	_         [40]byte
@@ -32,7 +32,6 @@ type queue struct {
 	_         [48]byte
 	head      atomic.Int64 // items taken by the consumer, as published to the producer
 	headLocal int64        // items taken (consumer only); head lags it by less than every
-	tailCache int64        // consumer's last view of tail
 	every     int64        // publish head every this many items
 	_         [48]byte
 	// dispatched counts items whose delivery completed: only items up to it
@@ -55,7 +54,7 @@ func newQueue(size int) *queue {
 	for n < capacity {
 		n <<= 1
 	}
-	return &queue{buf: make([]envelope, n), mask: n - 1, size: capacity, every: every}
+	return &queue{buf: make([]slot, n), mask: n - 1, size: capacity, every: every}
 }
 
 // room is the free capacity, seen by the producer (feed lock held).
@@ -68,10 +67,21 @@ func (q *queue) room() int64 {
 	return r
 }
 
+// slot is one place of the ring. ready is the queue position after the
+// item once the producer wrote it: the consumer looks at the slot it takes
+// next, never at the producer's tail, so a hand-off moves one cache line
+// between the cores, not two.
+type slot struct {
+	ready atomic.Int64
+	env   envelope
+}
+
 // offer enqueues e; the caller (the feed, under its lock) checked room.
 func (q *queue) offer(e envelope) int64 {
 	t := q.tail.Load()
-	q.buf[t&q.mask] = e
+	s := &q.buf[t&q.mask]
+	s.env = e
+	s.ready.Store(t + 1)
 	q.tail.Store(t + 1)
 	return t + 1
 }
@@ -79,18 +89,16 @@ func (q *queue) offer(e envelope) int64 {
 // take dequeues one item, if any (consumer only).
 func (q *queue) take() (envelope, bool) {
 	h := q.headLocal
-	if h >= q.tailCache {
-		q.tailCache = q.tail.Load()
-		if h >= q.tailCache {
-			q.publishHead()
-			return envelope{}, false
-		}
+	s := &q.buf[h&q.mask]
+	if s.ready.Load() != h+1 {
+		q.publishHead()
+		return envelope{}, false
 	}
 	// The slot is not cleared: writing it would take its cache line from
 	// the producer on every item. It keeps its item reachable until the
 	// producer overwrites it, so a queue holds at most its capacity of
 	// items taken.
-	e := q.buf[h&q.mask]
+	e := s.env
 	q.headLocal = h + 1
 	if (h+1)%q.every == 0 {
 		q.head.Store(h + 1)
