@@ -137,7 +137,7 @@ func (g *group) step() bool {
 				if !ok {
 					break
 				}
-				if b.feed.waiting.Load() && 2*(b.q.tail.Load()-b.q.headLocal) <= b.q.size {
+				if b.q.headLocal&63 == 0 && b.feed.waiting.Load() && 2*(b.q.tail.Load()-b.q.headLocal) <= b.q.size {
 					b.q.publishHead()
 					b.feed.signalReady()
 				}
@@ -181,6 +181,10 @@ func (g *group) park() {
 			if b.q.headLocal < b.q.tail.Load() || b.hasMarks.Load() {
 				return
 			}
+		}
+		// Going to sleep with empty queues: a paused source may publish.
+		for _, b := range *g.bindings.Load() {
+			b.feed.signalReady()
 		}
 	}
 	wait := 5 * time.Millisecond
