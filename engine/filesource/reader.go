@@ -31,17 +31,37 @@ type lineReader struct {
 	pos  int64 // file offset of buf[r]: the offset after the last consumed line
 	skip skipMode
 
-	// nl is the index of the next '\n' at or after r when nl >= r;
-	// otherwise there is none in buf[r:nlTo]. Likewise cr for '\r'.
-	nl, nlTo int
-	cr, crTo int
+	// Where the next '\n' and '\r' are, so that each byte is searched once.
+	nl, cr search
+}
+
+// search remembers one byte's search in the buffer: at is the index of its
+// next occurrence at or after r when at >= r; otherwise there is none in
+// buf[r:to].
+type search struct{ at, to int }
+
+// fresh is a search that has looked nowhere yet.
+var fresh = search{at: -1}
+
+// find returns the index of the next c at or after r, or -1.
+func (l *lineReader) find(c byte, s *search) int {
+	if s.at >= l.r {
+		return s.at
+	}
+	from := max(l.r, s.to)
+	if i := bytes.IndexByte(l.buf[from:l.w], c); i >= 0 {
+		s.at = from + i
+		return s.at
+	}
+	*s = search{at: -1, to: l.w}
+	return -1
 }
 
 func newLineReader(src io.ReaderAt, off int64, size int) *lineReader {
 	if size <= 0 {
 		size = defaultBufSize
 	}
-	return &lineReader{src: src, buf: make([]byte, size), pos: off, nl: -1, cr: -1}
+	return &lineReader{src: src, buf: make([]byte, size), pos: off, nl: fresh, cr: fresh}
 }
 
 // readOff is the file offset of the next byte to read.
@@ -66,7 +86,7 @@ func (l *lineReader) fill() (int, error) {
 		l.w = copy(nb, l.buf[l.r:l.w])
 		l.r = 0
 		l.buf = nb
-		l.nl, l.nlTo, l.cr, l.crTo = -1, 0, -1, 0
+		l.nl, l.cr = fresh, fresh
 	}
 	n, err := l.src.ReadAt(l.buf[l.w:], l.readOff())
 	l.w += n
@@ -76,38 +96,12 @@ func (l *lineReader) fill() (int, error) {
 	return n, err
 }
 
-func (l *lineReader) findNL() int {
-	if l.nl >= l.r {
-		return l.nl
-	}
-	from := max(l.r, l.nlTo)
-	if i := bytes.IndexByte(l.buf[from:l.w], '\n'); i >= 0 {
-		l.nl = from + i
-		return l.nl
-	}
-	l.nl, l.nlTo = -1, l.w
-	return -1
-}
-
-func (l *lineReader) findCR() int {
-	if l.cr >= l.r {
-		return l.cr
-	}
-	from := max(l.r, l.crTo)
-	if i := bytes.IndexByte(l.buf[from:l.w], '\r'); i >= 0 {
-		l.cr = from + i
-		return l.cr
-	}
-	l.cr, l.crTo = -1, l.w
-	return -1
-}
-
 // next finds the next complete line in buf[r:w]: the line is buf[r:end],
 // its terminator buf[end:after]. A '\r' that is the last buffered byte
 // could be the first half of "\r\n": it ends a line only when final (the
 // end of a once-read); otherwise next waits for the following byte.
 func (l *lineReader) next(final bool) (end, after int, ok bool) {
-	nl, cr := l.findNL(), l.findCR()
+	nl, cr := l.find('\n', &l.nl), l.find('\r', &l.cr)
 	switch {
 	case nl >= 0 && (cr < 0 || nl < cr):
 		return nl, nl + 1, true
@@ -127,7 +121,7 @@ func (l *lineReader) next(final bool) (end, after int, ok bool) {
 // searches restart from there.
 func (l *lineReader) rewind(r int, pos int64) {
 	l.r, l.pos = r, pos
-	l.nl, l.nlTo, l.cr, l.crTo = -1, 0, -1, 0
+	l.nl, l.cr = fresh, fresh
 }
 
 // consume takes the bytes up to after.
