@@ -339,7 +339,10 @@ func (e *Engine) drained() bool {
 			continue
 		}
 		for _, b := range *g.bindings.Load() {
-			if b.q.dispatched.Load() < b.q.tail.Load() {
+			b.feed.mu.Lock()
+			tail := b.q.tail
+			b.feed.mu.Unlock()
+			if b.q.dispatched.Load() < tail {
 				return false
 			}
 		}

@@ -77,6 +77,9 @@ type Feed struct {
 	windowCap int
 	source    Source
 
+	// The publisher writes the fields from mu to pauses on every item;
+	// groups read the ones above on every item: keep them apart.
+	_         [line]byte
 	mu        sync.Mutex
 	seq       int64
 	targets   []*binding // live bindings; replaced, never mutated
@@ -89,6 +92,7 @@ type Feed struct {
 	stopped   bool
 	paused    bool
 	pauses    int64
+	_         [line]byte
 
 	state        FeedState
 	detail       string
@@ -131,7 +135,6 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 		f.deferred = append(f.deferred, item)
 		return nil
 	}
-	noWait := ctx.Value(agentKey) != nil || ctx.Value(nestedKey) != nil
 	var deadline time.Time
 	for {
 		f.mu.Lock()
@@ -139,35 +142,39 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 			f.mu.Unlock()
 			return fmt.Errorf("%w: publish to feed %q", ErrStopped, f.name)
 		}
-		if !noWait {
-			if short := f.blockingShort(); short != nil {
-				reason := RefuseReason("")
-				now := time.Now()
-				if deadline.IsZero() {
-					deadline = now.Add(short.policy.Deadline)
-				}
-				switch {
-				case f.closing:
-					reason = RefusedShutdown
-				case ctx.Err() != nil:
-					reason = RefusedCancelled
-				case !now.Before(deadline):
-					reason = RefusedDeadline
-				}
-				if reason != "" {
-					short.refused.Add(1)
-					f.mu.Unlock()
-					return &RefusedError{Feed: f.name, Queue: short.name, Reason: reason}
-				}
-				f.mu.Unlock()
-				f.waitRoom(ctx, deadline)
-				continue
+		if short := f.blockingShort(); short != nil && !noWait(ctx) {
+			reason := RefuseReason("")
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(short.policy.Deadline)
 			}
+			switch {
+			case f.closing:
+				reason = RefusedShutdown
+			case ctx.Err() != nil:
+				reason = RefusedCancelled
+			case !now.Before(deadline):
+				reason = RefusedDeadline
+			}
+			if reason != "" {
+				short.refused.Add(1)
+				f.mu.Unlock()
+				return &RefusedError{Feed: f.name, Queue: short.name, Reason: reason}
+			}
+			f.mu.Unlock()
+			f.waitRoom(ctx, deadline)
+			continue
 		}
 		f.commit(ctx, item, nil, true)
 		f.mu.Unlock()
 		return nil
 	}
+}
+
+// noWait reports whether a publish with ctx must never wait: it runs on a
+// group's goroutine or nested in a publish.
+func noWait(ctx context.Context) bool {
+	return ctx.Value(agentKey) != nil || ctx.Value(nestedKey) != nil
 }
 
 // blockingShort returns the first live BLOCK binding without room (lock held).

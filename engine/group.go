@@ -30,6 +30,8 @@ type group struct {
 	clock Clock
 	ctx   context.Context
 
+	_ [line]byte
+
 	bindings atomic.Pointer[[]*binding]
 	fenced   atomic.Bool
 	dead     atomic.Bool
@@ -37,6 +39,10 @@ type group struct {
 	wake     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
+
+	// Publishers read the fields above on every item; the group's goroutine
+	// writes the ones below on every item: keep them apart.
+	_ [line]byte
 
 	timersMu sync.Mutex
 	timers   timerHeap
@@ -137,7 +143,7 @@ func (g *group) step() bool {
 				if !ok {
 					break
 				}
-				if b.q.headLocal&63 == 0 && b.feed.waiting.Load() && 2*(b.q.tail.Load()-b.q.headLocal) <= b.q.size {
+				if b.q.headLocal&63 == 0 && b.feed.waiting.Load() && !b.q.holds(b.q.size/2) {
 					b.q.publishHead()
 					b.feed.signalReady()
 				}
@@ -178,7 +184,7 @@ func (g *group) park() {
 	if !g.fenced.Load() {
 		for _, b := range *g.bindings.Load() {
 			b.q.publishHead()
-			if b.q.headLocal < b.q.tail.Load() || b.hasMarks.Load() {
+			if b.q.holds(0) || b.hasMarks.Load() {
 				return
 			}
 		}

@@ -17,28 +17,73 @@ type envelope struct {
 }
 
 // queue is a bounded single-producer single-consumer ring. The producer is
-// serialised by its feed's lock; the consumer is its group's goroutine. The
-// producer's and the consumer's counters sit on separate cache lines, and
-// each side keeps a cached copy of the other's counter, so an uncontended
-// hand-off touches the other side's line only when the cache says full or
-// empty.
+// serialised by its feed's lock; the consumer is its group's goroutine.
+//
+// A hand-off moves as few cache lines between the cores as it can: a slot
+// is 32 bytes, two to a cache line, holding a tag, the item and its offset.
+// The tag is the item's feed sequence times four, plus 1 for a positioned
+// item, plus 2 when the item's epoch differs from the one before it in this
+// queue or its position has a key; only then is the rest of its position
+// written, in a side array. The tag is written last: sequences grow along a
+// queue, so the slot after the last one taken is filled exactly when its
+// tag's sequence is greater than the last one taken. The consumer never
+// reads a counter of the producer's to find an item.
+//
+// The producer's and the consumer's counters sit on separate cache lines,
+// and the producer keeps a cached copy of the consumer's, which the consumer
+// publishes every few items, so a hand-off touches no counter of the other
+// side.
 type queue struct {
-	buf       []slot
-	mask      int64
-	size      int64
-	_         [40]byte
-	tail      atomic.Int64 // items enqueued (the producer position)
-	headCache int64        // producer's last view of head (feed lock held)
-	_         [48]byte
+	slots []slot
+	ext   []ext
+	size  int64 // capacity
+	_     [line - 56]byte
+
+	// The producer's side, written under the feed's lock: tail is read
+	// elsewhere only under that lock, never by the consumer.
+	tail      int64 // items enqueued (the producer position)
+	tailIdx   int   // tail's index in the ring
+	headCache int64 // producer's last view of head
+	epochIn   int64 // epoch of the last positioned item offered
+	_         [line - 32]byte
+
 	head      atomic.Int64 // items taken by the consumer, as published to the producer
 	headLocal int64        // items taken (consumer only); head lags it by less than every
+	headIdx   int          // headLocal's index in the ring (consumer only)
+	lastSeq   int64        // sequence of the last item taken (consumer only)
+	epochOut  int64        // epoch of the last positioned item taken (consumer only)
 	every     int64        // publish head every this many items
-	_         [48]byte
+	_         [line - 48]byte
+
 	// dispatched counts items whose delivery completed: only items up to it
 	// may be acknowledged to the source.
 	dispatched atomic.Int64
-	_          [56]byte
+	_          [line - 8]byte
 }
+
+// slot is one place of the ring.
+type slot struct {
+	tag    atomic.Int64
+	item   any
+	offset int64
+}
+
+// ext is the rest of a positioned item's position, when it has any.
+type ext struct {
+	epoch int64
+	key   string
+}
+
+const (
+	tagPositioned = 1
+	tagExt        = 2
+	tagShift      = 2
+)
+
+// line is the distance that keeps two fields written by different cores
+// from sharing a cache line, or the pair of lines some processors fetch
+// together.
+const line = 128
 
 func newQueue(size int) *queue {
 	// Publishing the head on every item makes the producer's look at it (on
@@ -49,59 +94,86 @@ func newQueue(size int) *queue {
 	// always queue size items beyond what the consumer has published as
 	// taken: QueueSize is a guaranteed capacity, never less.
 	every := max(1, min(32, int64(size)/8))
-	capacity := int64(size) + every - 1
-	n := int64(1)
-	for n < capacity {
-		n <<= 1
-	}
-	return &queue{buf: make([]slot, n), mask: n - 1, size: capacity, every: every}
+	n := int64(size) + every - 1
+	return &queue{slots: make([]slot, n), ext: make([]ext, n), size: n, every: every}
 }
 
 // room is the free capacity, seen by the producer (feed lock held).
 func (q *queue) room() int64 {
-	r := q.size - (q.tail.Load() - q.headCache)
+	r := q.size - (q.tail - q.headCache)
 	if r <= 0 {
 		q.headCache = q.head.Load()
-		r = q.size - (q.tail.Load() - q.headCache)
+		r = q.size - (q.tail - q.headCache)
 	}
 	return r
 }
 
-// slot is one place of the ring. ready is the queue position after the
-// item once the producer wrote it: the consumer looks at the slot it takes
-// next, never at the producer's tail, so a hand-off moves one cache line
-// between the cores, not two.
-type slot struct {
-	ready atomic.Int64
-	env   envelope
-}
-
 // offer enqueues e; the caller (the feed, under its lock) checked room.
 func (q *queue) offer(e envelope) int64 {
-	t := q.tail.Load()
-	s := &q.buf[t&q.mask]
-	s.env = e
-	s.ready.Store(t + 1)
-	q.tail.Store(t + 1)
-	return t + 1
+	i := q.tailIdx
+	s := &q.slots[i]
+	s.item = e.item
+	tag := e.seq << tagShift
+	if e.positioned {
+		tag |= tagPositioned
+		s.offset = e.pos.Offset
+		if e.epoch != q.epochIn || e.pos.Key != "" {
+			q.ext[i] = ext{epoch: e.epoch, key: e.pos.Key}
+			q.epochIn = e.epoch
+			tag |= tagExt
+		}
+	}
+	s.tag.Store(tag)
+	if i++; i == len(q.slots) {
+		i = 0
+	}
+	q.tailIdx = i
+	q.tail++
+	return q.tail
+}
+
+// holds reports whether the queue holds more than n items not yet taken
+// (consumer only, n less than its capacity). It looks at the tag of the
+// slot n places past the next one: that slot holds the item n places on
+// exactly when its sequence is past the last one taken, since any older
+// item in it was taken before.
+func (q *queue) holds(n int64) bool {
+	i := q.headIdx + int(n)
+	if i >= len(q.slots) {
+		i -= len(q.slots)
+	}
+	return q.slots[i].tag.Load()>>tagShift > q.lastSeq
 }
 
 // take dequeues one item, if any (consumer only).
 func (q *queue) take() (envelope, bool) {
-	h := q.headLocal
-	s := &q.buf[h&q.mask]
-	if s.ready.Load() != h+1 {
+	i := q.headIdx
+	s := &q.slots[i]
+	tag := s.tag.Load()
+	if tag>>tagShift <= q.lastSeq {
 		q.publishHead()
 		return envelope{}, false
 	}
 	// The slot is not cleared: writing it would take its cache line from
-	// the producer on every item. It keeps its item reachable until the
-	// producer overwrites it, so a queue holds at most its capacity of
-	// items taken.
-	e := s.env
-	q.headLocal = h + 1
-	if (h+1)%q.every == 0 {
-		q.head.Store(h + 1)
+	// the producer. It keeps its item reachable until the producer
+	// overwrites it, so a queue holds at most its capacity of items taken.
+	e := envelope{item: s.item, seq: tag >> tagShift}
+	if tag&tagPositioned != 0 {
+		if tag&tagExt != 0 {
+			x := &q.ext[i]
+			q.epochOut = x.epoch
+			e.pos.Key = x.key
+		}
+		e.epoch, e.pos.Offset, e.positioned = q.epochOut, s.offset, true
+	}
+	if i++; i == len(q.slots) {
+		i = 0
+	}
+	q.headIdx = i
+	q.lastSeq = e.seq
+	q.headLocal++
+	if q.headLocal%q.every == 0 {
+		q.head.Store(q.headLocal)
 	}
 	return e, true
 }
@@ -152,7 +224,7 @@ type dropMark struct {
 // mark records a drop at the queue's current producer position (feed lock held).
 func (b *binding) mark(seq, offset int64, reason string) {
 	b.dropped.Add(1)
-	pos := b.q.tail.Load()
+	pos := b.q.tail
 	b.marksMu.Lock()
 	defer b.marksMu.Unlock()
 	if n := len(b.marks); n > 0 && b.marks[n-1].pos == pos && b.marks[n-1].reason == reason {

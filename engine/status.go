@@ -93,7 +93,7 @@ func (f *Feed) Status() FeedStatus {
 	var stalled string
 	positioned := f.committer != nil
 	for _, b := range f.all {
-		pos, disp := b.q.tail.Load(), b.q.dispatched.Load()
+		pos, disp := b.q.tail, b.q.dispatched.Load()
 		ss := SubscriberStatus{Queue: b.name, Policy: string(b.policy.Kind), Position: pos, Dispatched: disp,
 			Drained: disp >= pos, Dropped: b.dropped.Load(), Removed: !live[b]}
 		fs.Dropped += ss.Dropped
