@@ -18,7 +18,7 @@ run() { # dir benchtime pattern pkgs...
 run . 2000000x 'ChannelHandoff|Publish$|TryPublishPause$|HostHandle' ./engine/
 run . 2s 'ScaleItems' ./engine/
 run . 3x 'Groups' ./engine/
-run . 1x 'Source/once-earliest|Scanner' ./engine/filesource/ -args -filesource.mb=200
+run . 1x 'Source/once-earliest|Scanner|PlainHandoff' ./engine/filesource/ -args -filesource.mb=200
 run . 200000x 'Append|Floor' ./store/csvstore/ ./store/sqlitestore/
 run . 1000000x 'RecordCSV|ReplayCSV' ./replayer/
 run . 200000x 'RecordSQLite|ReplaySQLite' ./replayer/

@@ -166,6 +166,7 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 			continue
 		}
 		f.commit(ctx, item, nil, true)
+		f.flush()
 		f.mu.Unlock()
 		return nil
 	}
@@ -223,6 +224,7 @@ func (f *Feed) TryPublish(item any, pos Position) bool {
 	}
 	f.paused = false
 	f.commit(context.Background(), item, &pos, false)
+	f.flush()
 	f.mu.Unlock()
 	return true
 }
@@ -249,6 +251,7 @@ func (f *Feed) signalReady() {
 func (f *Feed) TryPublishBatch(items []any, pos []Position) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.flush()
 	n := 0
 	for ; n < len(items); n++ {
 		if f.closing || f.stopped || !f.admits() {
@@ -286,7 +289,17 @@ func (f *Feed) admits() bool {
 	return true
 }
 
-// commit numbers, journals and offers one item (lock held). push says the
+// flush shows the groups every item placed in their queues (lock held).
+func (f *Feed) flush() {
+	for _, b := range f.targets {
+		if b.q.flush() {
+			b.group.notify()
+		}
+	}
+}
+
+// commit numbers, journals and places one item in its queues (lock held);
+// the caller flushes them before it lets go of the lock. push says the
 // item came from Publish, whose full PAUSE or non-waiting BLOCK queues fall
 // back to a drop after spin.
 func (f *Feed) commit(ctx context.Context, item any, pos *Position, push bool) {
@@ -321,6 +334,10 @@ func (f *Feed) commit(ctx context.Context, item any, pos *Position, push bool) {
 			continue
 		}
 		if b.q.room() <= 0 {
+			// The consumer cannot make room past items it cannot see.
+			if b.q.flush() {
+				b.group.notify()
+			}
 			fallback := push && b.policy.Kind != DropAfterSpinKind
 			if fallback {
 				b.downgraded.Add(1)
@@ -335,11 +352,10 @@ func (f *Feed) commit(ctx context.Context, item any, pos *Position, push bool) {
 				continue
 			}
 		}
-		after := b.q.offer(env)
+		after := b.q.place(env)
 		if entry != nil {
 			entry.after[i] = after
 		}
-		b.group.notify()
 	}
 	if downgraded {
 		f.downgradedPub.Add(1)

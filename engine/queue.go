@@ -41,11 +41,12 @@ type queue struct {
 
 	// The producer's side, written under the feed's lock: tail is read
 	// elsewhere only under that lock, never by the consumer.
-	tail      int64 // items enqueued (the producer position)
-	tailIdx   int   // tail's index in the ring
-	headCache int64 // producer's last view of head
-	epochIn   int64 // epoch of the last positioned item offered
-	_         [line - 32]byte
+	tail      int64   // items enqueued (the producer position)
+	tailIdx   int     // tail's index in the ring
+	headCache int64   // producer's last view of head
+	epochIn   int64   // epoch of the last positioned item placed
+	pending   []int64 // tags of the items placed and not yet flushed
+	_         [line - 56]byte
 
 	head      atomic.Int64 // items taken by the consumer, as published to the producer
 	headLocal int64        // items taken (consumer only); head lags it by less than every
@@ -108,8 +109,11 @@ func (q *queue) room() int64 {
 	return r
 }
 
-// offer enqueues e; the caller (the feed, under its lock) checked room.
-func (q *queue) offer(e envelope) int64 {
+// place writes e into the next slot without showing it to the consumer
+// yet (feed lock held; the caller checked room); flush shows it. Placing a
+// batch before showing any of it lets the cache lines of its slots move to
+// the producer's core together, instead of one transfer after another.
+func (q *queue) place(e envelope) int64 {
 	i := q.tailIdx
 	s := &q.slots[i]
 	s.item = e.item
@@ -123,13 +127,33 @@ func (q *queue) offer(e envelope) int64 {
 			tag |= tagExt
 		}
 	}
-	s.tag.Store(tag)
+	q.pending = append(q.pending, tag)
 	if i++; i == len(q.slots) {
 		i = 0
 	}
 	q.tailIdx = i
 	q.tail++
 	return q.tail
+}
+
+// flush shows the consumer every placed item, in order (feed lock held).
+// It reports whether there were any.
+func (q *queue) flush() bool {
+	if len(q.pending) == 0 {
+		return false
+	}
+	i := q.tailIdx - len(q.pending)
+	if i < 0 {
+		i += len(q.slots)
+	}
+	for _, tag := range q.pending {
+		q.slots[i].tag.Store(tag)
+		if i++; i == len(q.slots) {
+			i = 0
+		}
+	}
+	q.pending = q.pending[:0]
+	return true
 }
 
 // holds reports whether the queue holds more than n items not yet taken

@@ -7,7 +7,7 @@ import (
 )
 
 // The ring hands over every field of an envelope, in order, across many
-// wraps: positioned and push items mixed, epochs changing, keys set and
+// wraps, in batches shown to the consumer only when flushed: positioned and push items mixed, epochs changing, keys set and
 // unset, and sequences with gaps (items dropped for this queue).
 func TestQueueHandsOverEveryField(t *testing.T) {
 	q := newQueue(8)
@@ -29,9 +29,13 @@ func TestQueueHandsOverEveryField(t *testing.T) {
 			if q.room() <= 0 {
 				t.Fatalf("round %d item %d: no room with %d queued of %d", round, i, q.tail-q.headLocal, q.size)
 			}
-			q.offer(e)
+			q.place(e)
 			want = append(want, e)
 		}
+		if q.holds(0) {
+			t.Fatalf("round %d: the consumer sees items placed and not flushed", round)
+		}
+		q.flush()
 		if !q.holds(int64(n - 1)) {
 			t.Fatalf("round %d: holds(%d) false with %d queued", round, n-1, n)
 		}
@@ -64,7 +68,8 @@ func TestQueueCapacityIsGuaranteed(t *testing.T) {
 				if q.room() <= 0 {
 					t.Fatalf("size %d: full after %d items", size, i)
 				}
-				q.offer(envelope{seq: q.tail + 1})
+				q.place(envelope{seq: q.tail + 1})
+				q.flush()
 			}
 			// The consumer takes all but publishes its head only now and
 			// then: the producer must still see room for size items once

@@ -139,25 +139,67 @@ func BenchmarkLineReader(b *testing.B) {
 		}
 		l := newLineReader(f, 0, 0)
 		n := 0
-		var sink string
+		var texts []any
+		var ends []int64
 		for {
 			for {
-				end, after, ok := l.next(false)
-				if !ok {
+				texts, ends = l.lines(false, publishBatch, texts[:0], ends[:0])
+				if len(texts) == 0 {
 					break
 				}
-				sink = l.text(end)
-				l.consume(after)
-				n++
+				n += len(texts)
 			}
 			if got, err := l.fill(); err != nil || got == 0 {
 				break
 			}
 		}
-		_ = sink
 		f.Close()
 		if n != lines {
 			b.Fatalf("%d lines", n)
+		}
+	}
+	reportLines(b, lines)
+}
+
+// BenchmarkPlainHandoff: the source's work done the plainest way, as a
+// reference: bufio.Scanner, each line's text as a string in an any, in
+// batches of 128 over a buffered channel to a goroutine that counts them.
+func BenchmarkPlainHandoff(b *testing.B) {
+	path, lines := benchFile(b)
+	b.SetBytes(int64(lines) * 100)
+	for i := 0; i < b.N; i++ {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ch := make(chan []any, 8)
+		done := make(chan int)
+		go func() {
+			n := 0
+			for batch := range ch {
+				for _, v := range batch {
+					if v != nil {
+						n++
+					}
+				}
+			}
+			done <- n
+		}()
+		sc := bufio.NewScanner(f)
+		batch := make([]any, 0, publishBatch)
+		for sc.Scan() {
+			batch = append(batch, sc.Text())
+			if len(batch) == publishBatch {
+				ch <- batch
+				batch = make([]any, 0, publishBatch)
+			}
+		}
+		ch <- batch
+		close(ch)
+		n := <-done
+		f.Close()
+		if sc.Err() != nil || n != lines {
+			b.Fatalf("%d lines, %v", n, sc.Err())
 		}
 	}
 	reportLines(b, lines)

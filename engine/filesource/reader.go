@@ -5,7 +5,6 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // defaultBufSize is the size of one read: large buffered reads keep the
@@ -33,6 +32,8 @@ type lineReader struct {
 
 	// Where the next '\n' and '\r' are, so that each byte is searched once.
 	nl, cr search
+
+	spans []span // lines' scratch
 }
 
 // search remembers one byte's search in the buffer: at is the index of its
@@ -70,22 +71,20 @@ func (l *lineReader) readOff() int64 { return l.pos + int64(l.w-l.r) }
 // buffered is how many bytes were read and not yet consumed.
 func (l *lineReader) buffered() int { return l.w - l.r }
 
-// fill reads once into the free end of the buffer. The bytes already read
-// are never written again: line texts are strings over them (see text), so
-// when the free end runs short the unconsumed bytes move to a new buffer
-// (twice as large when they fill it: a line longer than the buffer), never
-// to the front of this one. It returns how many bytes were read: 0 at the
-// end of the file.
+// fill reads once into the free end of the buffer. When the free end runs
+// short, the unconsumed bytes move to the front (to a buffer twice as large
+// when they fill more than half of it: a line longer than the buffer): the
+// buffer is reused, so line texts are always copies (see lines). It returns
+// how many bytes were read: 0 at the end of the file.
 func (l *lineReader) fill() (int, error) {
 	if free := len(l.buf) - l.w; free == 0 || free < len(l.buf)/4 {
-		size := len(l.buf)
-		if l.w-l.r > size/2 {
-			size *= 2
+		buf := l.buf
+		if l.w-l.r > len(buf)/2 {
+			buf = make([]byte, 2*len(buf))
 		}
-		nb := make([]byte, size)
-		l.w = copy(nb, l.buf[l.r:l.w])
+		l.w = copy(buf, l.buf[l.r:l.w])
 		l.r = 0
-		l.buf = nb
+		l.buf = buf
 		l.nl, l.cr = fresh, fresh
 	}
 	n, err := l.src.ReadAt(l.buf[l.w:], l.readOff())
@@ -153,26 +152,42 @@ func (l *lineReader) doSkip(final bool) bool {
 	return true
 }
 
-// text is the decoded text of the line buf[r:end]. Valid UTF-8 is not
-// copied: the string is a view of the read buffer, whose bytes are never
-// written again once read (fill moves on to a new buffer instead), so a
-// line kept by a processor keeps its read buffer alive. Invalid UTF-8
-// becomes U+FFFD in a copy.
-func (l *lineReader) text(end int) string {
-	if end == l.r {
-		return ""
+// lines takes up to max complete buffered lines (see next for final): it
+// appends their texts to texts and the file offset after each line's
+// terminator to ends. The texts of one call share one allocation: one
+// string holds them all, each line a substring of it. Invalid UTF-8
+// becomes U+FFFD (in a copy of that line); offsets stay exact.
+func (l *lineReader) lines(final bool, max int, texts []any, ends []int64) ([]any, []int64) {
+	spans := l.spans[:0]
+	total := 0
+	for len(spans) < max {
+		end, after, ok := l.next(final)
+		if !ok {
+			break
+		}
+		spans = append(spans, span{l.r, end})
+		total += end - l.r
+		l.consume(after)
+		ends = append(ends, l.pos)
 	}
-	b := l.buf[l.r:end]
-	if utf8.Valid(b) {
-		return unsafe.String(&b[0], len(b))
+	l.spans = spans
+	var sb strings.Builder
+	sb.Grow(total)
+	for _, sp := range spans {
+		sb.Write(l.buf[sp.from:sp.to])
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
+	all := sb.String()
+	at := 0
+	for _, sp := range spans {
+		t := all[at : at+sp.to-sp.from]
+		at += len(t)
+		if !utf8.ValidString(t) {
+			t = strings.ToValidUTF8(t, "\uFFFD")
+		}
+		texts = append(texts, t)
+	}
+	return texts, ends
 }
 
-// decode turns a line's bytes into text: invalid UTF-8 becomes U+FFFD.
-func decode(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
-}
+// span is a line's bytes in the buffer: buf[from:to].
+type span struct{ from, to int }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 )
 
 // growing is an in-memory file that grows (a tailed file).
@@ -33,39 +35,46 @@ type line struct {
 }
 
 // drain reads everything src holds now, like a duty cycle loop: it returns
-// the complete lines (final: a lone trailing '\r' ends a line).
+// the complete lines (final: a lone trailing '\r' ends a line). It takes
+// lines three at a time, so batches end anywhere in the buffer, and keeps
+// their texts across the fills that reuse the buffer.
 func drain(t testing.TB, l *lineReader, final bool) []line {
 	t.Helper()
 	var out []line
-	for {
-		if l.skip == skipNone || l.doSkip(final) {
-			for {
-				end, after, ok := l.next(final)
-				if !ok {
-					break
-				}
-				out = append(out, line{l.text(end), l.pos + int64(after-l.r)})
-				l.consume(after)
+	take := func() {
+		if l.skip != skipNone && !l.doSkip(final) {
+			return
+		}
+		for {
+			texts, ends := l.lines(final, 3, nil, nil)
+			if len(texts) == 0 {
+				return
+			}
+			for i, tx := range texts {
+				out = append(out, line{tx.(string), ends[i]})
 			}
 		}
+	}
+	for {
+		take()
 		n, err := l.fill()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
-			if l.skip == skipNone || l.doSkip(final) {
-				for {
-					end, after, ok := l.next(final)
-					if !ok {
-						break
-					}
-					out = append(out, line{l.text(end), l.pos + int64(after-l.r)})
-					l.consume(after)
-				}
-			}
+			take()
 			return out
 		}
 	}
+}
+
+// decode turns a line's bytes into text the simple way: invalid UTF-8
+// becomes U+FFFD.
+func decode(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 // reference splits b the simple way, final.
