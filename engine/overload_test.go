@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -305,5 +306,31 @@ func TestDropsPastThePendingMarksAreReportedApproximate(t *testing.T) {
 	}
 	if dropped != size || total != dropped || approx == 0 || len(reports) > 4+1 {
 		t.Fatalf("dropped %d, reported %d in %v: want %d, exact marks for 4, the rest approximate", dropped, total, reports, size)
+	}
+}
+
+// A batch offered under one lock is shown to the group before the feed
+// spins on a full DROP queue: a batch larger than the queue, with a spin
+// long enough for the group to make room, loses nothing.
+func TestABatchLargerThanADropQueueIsNotDroppedWhileTheGroupKeepsUp(t *testing.T) {
+	seen := newGate(true)
+	e := start(t, engine.Config{
+		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(250 * time.Millisecond), QueueSize: 4}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", seen)}}})
+	f := e.Feed("in")
+	const n = 64
+	items, pos := make([]any, n), make([]engine.Position, n)
+	for i := range n {
+		items[i], pos[i] = i+1, engine.Position{Offset: int64(i + 1)}
+	}
+	if got := f.TryPublishBatch(items, pos); got != n {
+		t.Fatalf("TryPublishBatch took %d of %d", got, n)
+	}
+	eventually(t, "every item dispatched", func() bool { return seen.count() == n })
+	if st := e.Status().Feeds[0]; st.Dropped != 0 || !st.Lossless {
+		t.Fatalf("dropped %d lossless %v, want no drop", st.Dropped, st.Lossless)
+	}
+	if got := seen.items(); !slices.Equal(got, items) {
+		t.Fatalf("dispatched %v, want %v", got, items)
 	}
 }
