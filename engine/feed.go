@@ -14,6 +14,8 @@ import (
 // copying it. Append is called under the feed's publish lock: a Journal may
 // publish into the same feed only with the ctx it is given (such a publish
 // is deferred until the current one is done) and must not call TryPublish.
+// The items published before this one are visible to the groups by then:
+// Append may wait for them to be processed.
 type Journal interface {
 	Append(ctx context.Context, feed string, seq int64, item any) error
 }
@@ -318,6 +320,9 @@ func (f *Feed) commit(ctx context.Context, item any, pos *Position, push bool) {
 		entry.seq, entry.epoch, entry.pos, entry.targets = seq, f.epoch, *pos, targets
 	}
 	if f.journal != nil {
+		// The journal may take its time, or wait for the items before
+		// this one to be processed: show them to the groups first.
+		f.flush()
 		if err := f.journal.Append(context.WithValue(ctx, nestedKey, f), f.name, seq, item); err != nil {
 			for _, b := range targets {
 				b.mark(seq, offset, "journal: "+err.Error())

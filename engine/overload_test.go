@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -332,5 +333,36 @@ func TestABatchLargerThanADropQueueIsNotDroppedWhileTheGroupKeepsUp(t *testing.T
 	}
 	if got := seen.items(); !slices.Equal(got, items) {
 		t.Fatalf("dispatched %v, want %v", got, items)
+	}
+}
+
+// A journal may wait for the items before the one it stores to be
+// processed: within a batch, they are visible to the group by then.
+func TestAJournalMayWaitForTheItemsBeforeItsOwn(t *testing.T) {
+	g := newGate(true)
+	journal := journalFunc(func(ctx context.Context, feed string, seq int64, item any) error {
+		deadline := time.Now().Add(5 * time.Second)
+		for g.count() < int(seq-1) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("item %d: items before it never processed", seq)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		return nil
+	})
+	e := start(t, engine.Config{
+		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 16, Journal: journal}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
+	const n = 8
+	items, pos := make([]any, n), make([]engine.Position, n)
+	for i := range n {
+		items[i], pos[i] = i+1, engine.Position{Offset: int64(i + 1)}
+	}
+	if got := e.Feed("in").TryPublishBatch(items, pos); got != n {
+		t.Fatalf("TryPublishBatch took %d of %d", got, n)
+	}
+	eventually(t, "every item dispatched", func() bool { return g.count() == n })
+	if st := e.Status().Feeds[0]; st.Dropped != 0 {
+		t.Fatalf("dropped %d: the journal timed out waiting for items placed but not shown", st.Dropped)
 	}
 }
