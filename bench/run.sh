@@ -15,14 +15,17 @@ run() { # dir benchtime pattern pkgs...
 	shift 3
 	(cd "$dir" && $GO test -run '^$' -bench "$pat" -benchtime "$bt" -count "$COUNT" "$@") | tee -a "$out/bench.txt"
 }
-# The hand-off and its channel floor alternate, one count at a time, so that
-# each ratio compares figures taken moments apart on this shared machine.
+# The hand-off and the file source alternate with their floors, one count
+# at a time, so that each ratio compares figures taken moments apart on
+# this shared machine.
 for _ in $(seq "$COUNT"); do
 	COUNT=1 run . 2000000x 'ChannelHandoff|Publish$|TryPublishPause$|HostHandle' ./engine/
 done
 run . 2s 'ScaleItems' ./engine/
 run . 3x 'Groups' ./engine/
-run . 1x 'Source/once-earliest|Scanner|PlainHandoff' ./engine/filesource/ -args -filesource.mb=200
+for _ in $(seq "$COUNT"); do
+	COUNT=1 run . 1x 'Source/once-earliest|Scanner|PlainHandoff' ./engine/filesource/ -args -filesource.mb=200
+done
 run . 200000x 'Append|Floor' ./store/csvstore/ ./store/sqlitestore/
 run . 1000000x 'RecordCSV|ReplayCSV' ./replayer/
 run . 200000x 'RecordSQLite|ReplaySQLite' ./replayer/
