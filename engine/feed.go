@@ -140,6 +140,10 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 	var deadline time.Time
 	for {
 		f.mu.Lock()
+		if f.handOff(item) {
+			f.mu.Unlock()
+			return nil
+		}
 		if f.stopped {
 			f.mu.Unlock()
 			return fmt.Errorf("%w: publish to feed %q", ErrStopped, f.name)
@@ -172,6 +176,24 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 		f.mu.Unlock()
 		return nil
 	}
+}
+
+// handOff publishes a push item the short way when all there is to do is
+// one queue hand-off: a single subscribing queue, live and with room, no
+// journal, nothing deferred (lock held). It does what commit does then,
+// without building an envelope or a batch. It reports whether it did.
+func (f *Feed) handOff(item any) bool {
+	if len(f.targets) != 1 || f.journal != nil || f.stopped || len(f.deferred) > 0 {
+		return false
+	}
+	b := f.targets[0]
+	if b.fenced() || b.q.room() <= 0 {
+		return false
+	}
+	f.seq++
+	b.q.push(item, f.seq)
+	b.group.notify()
+	return true
 }
 
 // noWait reports whether a publish with ctx must never wait: it runs on a

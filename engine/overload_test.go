@@ -366,3 +366,32 @@ func TestAJournalMayWaitForTheItemsBeforeItsOwn(t *testing.T) {
 		t.Fatalf("dropped %d: the journal timed out waiting for items placed but not shown", st.Dropped)
 	}
 }
+
+// A push feed drops, counted, what it would have queued for a fenced group,
+// and queues for it again once unfenced.
+func TestAPushFeedDropsWhatItWouldQueueForAFencedGroup(t *testing.T) {
+	g := newGate(true)
+	e := start(t, engine.Config{
+		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
+	f := e.Feed("in")
+	ctx := context.Background()
+	f.Publish(ctx, 1)
+	eventually(t, "item 1", func() bool { return g.count() == 1 })
+	if err := e.Fence("g"); err != nil {
+		t.Fatal(err)
+	}
+	f.Publish(ctx, 2)
+	f.Publish(ctx, 3)
+	if st := e.Status().Feeds[0]; st.Dropped != 2 || st.Lossless {
+		t.Fatalf("dropped %d lossless %v while fenced, want 2 dropped", st.Dropped, st.Lossless)
+	}
+	if err := e.Unfence("g"); err != nil {
+		t.Fatal(err)
+	}
+	f.Publish(ctx, 4)
+	eventually(t, "item 4", func() bool { return g.count() == 2 })
+	if got := g.items(); !slices.Equal(got, []any{1, 4}) {
+		t.Fatalf("processed %v, want [1 4]", got)
+	}
+}

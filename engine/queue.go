@@ -136,6 +136,20 @@ func (q *queue) place(e envelope) int64 {
 	return q.tail
 }
 
+// push places a push item and shows it to the consumer at once (feed lock
+// held; the caller checked room; nothing placed is pending).
+func (q *queue) push(item any, seq int64) {
+	i := q.tailIdx
+	s := &q.slots[i]
+	s.item = item
+	s.tag.Store(seq << tagShift)
+	if i++; i == len(q.slots) {
+		i = 0
+	}
+	q.tailIdx = i
+	q.tail++
+}
+
 // flush shows the consumer every placed item, in order (feed lock held).
 // It reports whether there were any.
 func (q *queue) flush() bool {
