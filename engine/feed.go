@@ -271,7 +271,9 @@ func (f *Feed) signalReady() {
 
 // TryPublishBatch offers items[i] at pos[i], in order, as TryPublish would
 // each, under one acquisition of the lock. It returns how many it took: a
-// prefix of items; the source keeps the rest and offers them again.
+// prefix of items; the source keeps the rest and offers them again. The
+// groups see the items taken when it returns (earlier, before a journal
+// stores one or while a full DROP queue is waited for).
 func (f *Feed) TryPublishBatch(items []any, pos []Position) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
