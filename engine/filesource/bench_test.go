@@ -105,22 +105,17 @@ func BenchmarkScanner(b *testing.B) {
 		b.Run(fmt.Sprintf("buffer-%d", size), func(b *testing.B) {
 			b.SetBytes(int64(lines) * 100)
 			for i := 0; i < b.N; i++ {
-				f, err := os.Open(path)
-				if err != nil {
-					b.Fatal(err)
-				}
-				sc := bufio.NewScanner(f)
-				if size > 0 {
-					sc.Buffer(make([]byte, size), size)
-				}
-				n := 0
-				for sc.Scan() {
-					n++
-				}
-				f.Close()
-				if sc.Err() != nil || n != lines {
-					b.Fatalf("%d lines, %v", n, sc.Err())
-				}
+				readPass(b, path, lines, func(f *os.File) (int, error) {
+					sc := bufio.NewScanner(f)
+					if size > 0 {
+						sc.Buffer(make([]byte, size), size)
+					}
+					n := 0
+					for sc.Scan() {
+						n++
+					}
+					return n, sc.Err()
+				})
 			}
 			reportLines(b, lines)
 		})
@@ -133,30 +128,25 @@ func BenchmarkLineReader(b *testing.B) {
 	path, lines := benchFile(b)
 	b.SetBytes(int64(lines) * 100)
 	for i := 0; i < b.N; i++ {
-		f, err := os.Open(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		l := newLineReader(f, 0, 0)
-		n := 0
-		var texts []any
-		var ends []int64
-		for {
+		readPass(b, path, lines, func(f *os.File) (int, error) {
+			l := newLineReader(f, 0, 0)
+			n := 0
+			var texts []any
+			var ends []int64
 			for {
-				texts, ends = l.lines(false, publishBatch, texts[:0], ends[:0])
-				if len(texts) == 0 {
-					break
+				for {
+					texts, ends = l.lines(false, publishBatch, texts[:0], ends[:0])
+					if len(texts) == 0 {
+						break
+					}
+					n += len(texts)
 				}
-				n += len(texts)
+				got, err := l.fill()
+				if err != nil || got == 0 {
+					return n, err
+				}
 			}
-			if got, err := l.fill(); err != nil || got == 0 {
-				break
-			}
-		}
-		f.Close()
-		if n != lines {
-			b.Fatalf("%d lines", n)
-		}
+		})
 	}
 	reportLines(b, lines)
 }
@@ -168,39 +158,47 @@ func BenchmarkPlainHandoff(b *testing.B) {
 	path, lines := benchFile(b)
 	b.SetBytes(int64(lines) * 100)
 	for i := 0; i < b.N; i++ {
-		f, err := os.Open(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ch := make(chan []any, 8)
-		done := make(chan int)
-		go func() {
-			n := 0
-			for batch := range ch {
-				for _, v := range batch {
-					if v != nil {
-						n++
+		readPass(b, path, lines, func(f *os.File) (int, error) {
+			ch := make(chan []any, 8)
+			done := make(chan int)
+			go func() {
+				n := 0
+				for batch := range ch {
+					for _, v := range batch {
+						if v != nil {
+							n++
+						}
 					}
 				}
+				done <- n
+			}()
+			sc := bufio.NewScanner(f)
+			batch := make([]any, 0, publishBatch)
+			for sc.Scan() {
+				batch = append(batch, sc.Text())
+				if len(batch) == publishBatch {
+					ch <- batch
+					batch = make([]any, 0, publishBatch)
+				}
 			}
-			done <- n
-		}()
-		sc := bufio.NewScanner(f)
-		batch := make([]any, 0, publishBatch)
-		for sc.Scan() {
-			batch = append(batch, sc.Text())
-			if len(batch) == publishBatch {
-				ch <- batch
-				batch = make([]any, 0, publishBatch)
-			}
-		}
-		ch <- batch
-		close(ch)
-		n := <-done
-		f.Close()
-		if sc.Err() != nil || n != lines {
-			b.Fatalf("%d lines, %v", n, sc.Err())
-		}
+			ch <- batch
+			close(ch)
+			return <-done, sc.Err()
+		})
 	}
 	reportLines(b, lines)
+}
+
+// readPass opens the benchmark file, has count read it, and fails unless
+// count read every line without error.
+func readPass(b *testing.B, path string, lines int, count func(*os.File) (int, error)) {
+	b.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if n, err := count(f); err != nil || n != lines {
+		b.Fatalf("%d lines of %d, %v", n, lines, err)
+	}
 }
