@@ -1,7 +1,9 @@
 // Package sqlitestore stores recordings as SQLite databases
-// (modernc.org/sqlite, pure Go, driver "sqlite"), in WAL mode, with one
-// table of rows holding the same logical columns as the CSV store plus an
-// id, the row's place in storage order (Schema, docs/FORMAT.md).
+// (modernc.org/sqlite, pure Go, driver "sqlite"), written in WAL mode,
+// with one table of rows holding the same logical columns as the CSV store
+// plus an id, the row's place in storage order (Schema, docs/FORMAT.md).
+// Close folds the write-ahead log into the database and leaves WAL mode: a
+// finished recording is one file, and reading it creates nothing beside it.
 //
 // Create starts a new recording (never over a database that holds rows);
 // each Append is one transaction of one prepared INSERT per row. Open reads

@@ -396,6 +396,7 @@ func (s *Store) Close() error {
 		errs = append(errs, s.insert.Close())
 	}
 	if s.wconn != nil {
+		leaveWAL(s.wconn)
 		errs = append(errs, s.wconn.Close())
 	}
 	errs = append(errs, s.db.Close())
@@ -403,6 +404,23 @@ func (s *Store) Close() error {
 		return fmt.Errorf("sqlitestore: close %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// leaveWAL makes a finished recording one self-contained file: it folds
+// the write-ahead log into the database and switches it to the rollback
+// journal, so that SQLite removes the -wal and -shm files and read-only
+// opens create none beside the recording. Every row is committed already,
+// so this changes where they are kept, not what is kept. SQLite refuses the
+// switch while another connection has the database open (a reader of the
+// recording in progress): the recording is then left in WAL mode, which
+// readers handle as well, rather than wait for that reader.
+func leaveWAL(c *sql.Conn) {
+	ctx := context.Background()
+	if _, err := c.ExecContext(ctx, `PRAGMA busy_timeout=0`); err != nil {
+		return
+	}
+	var mode string
+	_ = c.QueryRowContext(ctx, `PRAGMA journal_mode=DELETE`).Scan(&mode)
 }
 
 // limit returns the largest id readers read.

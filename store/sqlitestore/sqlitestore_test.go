@@ -1,6 +1,7 @@
 package sqlitestore_test
 
 import (
+	"bytes"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -159,24 +160,129 @@ func TestCreateReusesEmptyRecording(t *testing.T) {
 	}
 }
 
-func TestWAL(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "r.db")
-	s, err := sqlitestore.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Append(storetest.Recording()[0]); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", p)
+func journalMode(t *testing.T, path string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	var mode string
-	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
-		t.Errorf("journal_mode = %q (%v), want wal", mode, err)
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	return mode
+}
+
+// sidecars lists the -wal and -shm files beside path.
+func sidecars(path string) []string {
+	var have []string
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(path + suffix); err == nil {
+			have = append(have, filepath.Base(path+suffix))
+		}
+	}
+	return have
+}
+
+// TestWALWhileWritingOneFileWhenClosed: a recording is written in WAL mode;
+// Close leaves one self-contained file, and reading it afterwards creates
+// nothing beside it and changes none of its bytes.
+func TestWALWhileWritingOneFileWhenClosed(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.db")
+	s, err := sqlitestore.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range storetest.Recording() {
+		if err := s.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := journalMode(t, p); got != "wal" {
+		t.Errorf("journal_mode while writing = %q, want wal", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := journalMode(t, p); got != "delete" {
+		t.Errorf("journal_mode after Close = %q, want delete", got)
+	}
+	if got := sidecars(p); len(got) != 0 {
+		t.Errorf("after Close: %v beside the recording, want none", got)
+	}
+	before, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sqlitestore.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, err := range r.Rows() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := len(storetest.Recording()); n != want {
+		t.Errorf("read %d rows, want %d", n, want)
+	}
+	if got := sidecars(p); len(got) != 0 {
+		t.Errorf("after a read: %v beside the recording, want none", got)
+	}
+	after, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("reading the closed recording changed its bytes")
+	}
+}
+
+// TestCloseWithAReaderOpenKeepsWAL: while a reader has the recording open,
+// Close does not wait for it; the recording stays in WAL mode, complete.
+func TestCloseWithAReaderOpenKeepsWAL(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.db")
+	s, err := sqlitestore.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := storetest.Recording()
+	for _, e := range rows {
+		if err := s.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := sqlitestore.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := journalMode(t, p); got != "wal" {
+		t.Errorf("journal_mode after Close with a reader open = %q, want wal", got)
+	}
+	again, err := sqlitestore.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	n := 0
+	for _, err := range again.Rows() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != len(rows) {
+		t.Errorf("read %d rows after Close, want %d", n, len(rows))
 	}
 }
 
