@@ -174,6 +174,32 @@ func journalMode(t *testing.T, path string) string {
 	return mode
 }
 
+// record creates a recording at path holding the fixture's rows, open.
+func record(t *testing.T, path string) *sqlitestore.Store {
+	t.Helper()
+	s, err := sqlitestore.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(storetest.Recording()...); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// countRows reads every row of s.
+func countRows(t *testing.T, s store.Store) int {
+	t.Helper()
+	n := 0
+	for _, err := range s.Rows() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
 // sidecars lists the -wal and -shm files beside path.
 func sidecars(path string) []string {
 	var have []string
@@ -190,15 +216,7 @@ func sidecars(path string) []string {
 // nothing beside it and changes none of its bytes.
 func TestWALWhileWritingOneFileWhenClosed(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "r.db")
-	s, err := sqlitestore.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range storetest.Recording() {
-		if err := s.Append(e); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := record(t, p)
 	if got := journalMode(t, p); got != "wal" {
 		t.Errorf("journal_mode while writing = %q, want wal", got)
 	}
@@ -219,13 +237,7 @@ func TestWALWhileWritingOneFileWhenClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for _, err := range r.Rows() {
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
+	n := countRows(t, r)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -248,16 +260,7 @@ func TestWALWhileWritingOneFileWhenClosed(t *testing.T) {
 // Close does not wait for it; the recording stays in WAL mode, complete.
 func TestCloseWithAReaderOpenKeepsWAL(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "r.db")
-	s, err := sqlitestore.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := storetest.Recording()
-	for _, e := range rows {
-		if err := s.Append(e); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := record(t, p)
 	r, err := sqlitestore.Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -274,15 +277,8 @@ func TestCloseWithAReaderOpenKeepsWAL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	n := 0
-	for _, err := range again.Rows() {
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-	if n != len(rows) {
-		t.Errorf("read %d rows after Close, want %d", n, len(rows))
+	if n, want := countRows(t, again), len(storetest.Recording()); n != want {
+		t.Errorf("read %d rows after Close, want %d", n, want)
 	}
 }
 
