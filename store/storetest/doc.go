@@ -7,4 +7,6 @@
 //
 // Recording is the fixture the suite writes: a complete recording that uses
 // every kind and field; Input builds the rows of one input for benchmarks.
+// BenchAppend and BenchStream are the stores' benchmarks, run by each
+// backend's package against its own files.
 package storetest

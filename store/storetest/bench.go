@@ -1,0 +1,127 @@
+package storetest
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// Renumber makes rows, as Input returns them, the n-th input of its
+// stream: benchmarks append one slice over and over without building it
+// again.
+func Renumber(rows []store.Entry, n int64) {
+	rows[0].Index, rows[1].Index, rows[2].Index = 3*n-1, 3*n, 3*n+1
+	rows[0].Seq, rows[1].Seq = n, n
+}
+
+// head is the start of the benchmarks' recordings: META and processor p's
+// START.
+func head() []store.Entry {
+	return []store.Entry{store.EncodeMeta(store.Meta{Created: T0}),
+		{Processor: "p", Index: 1, Kind: store.KindStart}}
+}
+
+// BenchAppend appends one input per op (DELIVERY + INLINE + OUTPUT, one
+// Append) to a new recording of be's on disk and reports rows/s.
+func BenchAppend(b *testing.B, be Backend) {
+	s, err := be.Create(filepath.Join(b.TempDir(), "recording"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Append(head()...); err != nil {
+		b.Fatal(err)
+	}
+	rows := Input("p", 1)
+	var n int64
+	for b.Loop() {
+		n++
+		Renumber(rows, n)
+		if err := s.Append(rows...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(3*n)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// StreamRows is the size of BenchStream's recording.
+const StreamRows = 1_000_000
+
+// BenchStream writes a recording of StreamRows rows with be (batch inputs
+// to an Append), then, per op, opens it and streams its processor's rows.
+// It reports rows/s, the file's size, the time to open (the integrity scan
+// included) and heap-MB: the largest growth of the live heap over the
+// opening and the iteration, which stays flat whatever the length of the
+// recording.
+func BenchStream(b *testing.B, be Backend, batch int) {
+	p := filepath.Join(b.TempDir(), "big")
+	w, err := be.Create(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Append(head()...); err != nil {
+		b.Fatal(err)
+	}
+	inputs := int64((StreamRows - 3) / 3)
+	rows := make([]store.Entry, 0, 3*batch)
+	for i := int64(1); i <= inputs; i++ {
+		rows = append(rows, Input("p", i)...)
+		if len(rows) == cap(rows) || i == inputs {
+			if err := w.Append(rows...); err != nil {
+				b.Fatal(err)
+			}
+			rows = rows[:0]
+		}
+	}
+	if err := w.Append(store.Entry{Processor: "p", Index: 3*inputs + 2, Kind: store.KindEnd, N: inputs}); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	var peak uint64
+	var ms runtime.MemStats
+	sample := func() {
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapAlloc)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+	var n int64
+	var openTime time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		s, err := be.Open(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		openTime += time.Since(t0)
+		sample()
+		if ps := s.Problems(); len(ps) != 0 {
+			b.Fatal(ps)
+		}
+		for _, err := range s.Stream("p") {
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n++; n%100_000 == 0 {
+				sample()
+			}
+		}
+		s.Close()
+	}
+	b.ReportMetric(float64(peak-min(peak, base))/(1<<20), "heap-MB")
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(fi.Size())/(1<<20), "file-MB")
+	b.ReportMetric(openTime.Seconds()/float64(b.N), "open-s/op")
+}
