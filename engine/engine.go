@@ -261,6 +261,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		go func(f *Feed) {
 			defer e.srcWG.Done()
 			err := f.source.Run(e.srcCtx, f)
+			f.behind.Store(false) // whatever its state says, it publishes no more
 			if err != nil && !errors.Is(err, context.Canceled) {
 				e.mu.Lock()
 				e.srcErrs[f.name] = err

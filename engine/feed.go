@@ -114,6 +114,10 @@ type Feed struct {
 	waiting atomic.Bool
 	ready   chan struct{}
 
+	// behind mirrors state == StateBehind: the source has more to publish
+	// (read by groups whose queues ran dry; see maxSpin).
+	behind atomic.Bool
+
 	closedCh chan struct{}
 }
 
@@ -462,6 +466,7 @@ func (f *Feed) SetEpoch(epoch int64) {
 func (f *Feed) SetState(s FeedState, detail string) {
 	f.mu.Lock()
 	f.state, f.detail = s, detail
+	f.behind.Store(s == StateBehind)
 	f.mu.Unlock()
 }
 
