@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 
@@ -133,6 +134,9 @@ func TestATransientFenceHoldsThePointer(t *testing.T) {
 	if f.TryPublish(4, engine.Position{Offset: 4}) {
 		t.Fatal("a positioned feed took an item while its consumer was fenced")
 	}
+	if n := f.TryPublishBatch([]any{4, 5}, []engine.Position{{Offset: 4}, {Offset: 5}}); n != 0 {
+		t.Fatalf("a positioned feed took %d items of a batch while its consumer was fenced", n)
+	}
 	if st := e.Status().Feeds[0]; st.Stalled == nil {
 		t.Fatal("fenced consumer not reported stalled")
 	}
@@ -201,5 +205,22 @@ func TestAnExplicitDropDropsCountsAndCommitsPastTheDrop(t *testing.T) {
 	}
 	if d := drops[0]; d.Count != 7 || d.FirstSeq != 4 || d.LastSeq != 10 || d.Approximate {
 		t.Fatalf("drop %+v, want count 7 seq 4-10 exact", d)
+	}
+}
+
+func TestAStoppedFeedTakesNothing(t *testing.T) {
+	gates := map[string]*gate{"g": newGate(true)}
+	e, f, _ := positioned(t, engine.Pause(), 64, gates, "g")
+	if err := e.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f.TryPublish(1, engine.Position{Offset: 1}) {
+		t.Error("TryPublish took an item after Stop")
+	}
+	if n := f.TryPublishBatch([]any{1, 2}, []engine.Position{{Offset: 1}, {Offset: 2}}); n != 0 {
+		t.Errorf("TryPublishBatch took %d items after Stop", n)
+	}
+	if st := e.Status().Feeds[0]; st.Sequence != 0 {
+		t.Errorf("sequence %d after publishing only after Stop, want 0", st.Sequence)
 	}
 }

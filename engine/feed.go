@@ -282,7 +282,7 @@ func (f *Feed) TryPublishBatch(items []any, pos []Position) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	defer f.flush()
-	n := 0
+	n := f.handOffBatch(items, pos)
 	for ; n < len(items); n++ {
 		if f.closing || f.stopped || !f.admits() {
 			if !f.paused {
@@ -296,6 +296,39 @@ func (f *Feed) TryPublishBatch(items []any, pos []Position) int {
 		f.commit(context.Background(), items[n], &pos[n], false)
 	}
 	return n
+}
+
+// handOffBatch places the first items of a batch the short way when all
+// there is to do for each is one queue hand-off: a single subscribing
+// queue, live, no journal, nothing deferred, the feed open (lock held). It
+// places as many as the queue has room for and the ack window takes, doing
+// what commit does for them without building an envelope each, and
+// reports how many; TryPublishBatch offers the rest the general way.
+func (f *Feed) handOffBatch(items []any, pos []Position) int {
+	if len(f.targets) != 1 || f.journal != nil || f.closing || f.stopped || len(f.deferred) > 0 {
+		return 0
+	}
+	b := f.targets[0]
+	if b.fenced() {
+		return 0
+	}
+	n := min(len(items), int(b.q.room()))
+	if f.committer != nil {
+		n = min(n, f.windowCap-f.win.n)
+	}
+	for i := range n {
+		f.seq++
+		after := b.q.placePositioned(items[i], f.seq, f.epoch, &pos[i])
+		if f.committer != nil {
+			e := f.win.push(1)
+			e.seq, e.epoch, e.pos, e.targets = f.seq, f.epoch, pos[i], f.targets
+			e.after[0] = after
+		}
+	}
+	if n > 0 {
+		f.paused = false
+	}
+	return max(n, 0)
 }
 
 // admits reports whether a positioned item can be taken now (lock held).

@@ -233,6 +233,30 @@ func TestTheWindowCapPausesTheSource(t *testing.T) {
 	}
 }
 
+func TestTheWindowCapCutsABatch(t *testing.T) {
+	g := newGate(false)
+	defer g.openUp()
+	e := start(t, engine.Config{DrainTimeout: 100 * time.Millisecond,
+		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 100, WindowCap: 4}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
+	f := e.Feed("in")
+	f.SetCommitter(&committer{})
+	items := []any{1, 2, 3}
+	pos := []engine.Position{{Offset: 1}, {Offset: 2}, {Offset: 3}}
+	if got := f.TryPublishBatch(items, pos); got != 3 {
+		t.Fatalf("took %d of a first batch of 3 under a window cap of 4, want 3", got)
+	}
+	if got := f.TryPublishBatch(items, pos); got != 1 {
+		t.Fatalf("took %d of a second batch of 3 under a window cap of 4, want 1", got)
+	}
+	if got := f.TryPublishBatch(items, pos); got != 0 {
+		t.Fatalf("took %d of a third batch with the window full, want 0", got)
+	}
+	if st := e.Status().Feeds[0]; st.PendingAcks != 4 || !st.Paused || st.Sequence != 4 {
+		t.Fatalf("pendingAcks %d paused %v sequence %d, want 4, true, 4", st.PendingAcks, st.Paused, st.Sequence)
+	}
+}
+
 func TestANestedPublishIntoTheSameFeedFollowsTheOuterItem(t *testing.T) {
 	g := newGate(true)
 	var e *engine.Engine

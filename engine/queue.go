@@ -114,19 +114,29 @@ func (q *queue) room() int64 {
 // batch before showing any of it lets the cache lines of its slots move to
 // the producer's core together, instead of one transfer after another.
 func (q *queue) place(e envelope) int64 {
-	i := q.tailIdx
-	s := &q.slots[i]
-	s.item = e.item
-	tag := e.seq << tagShift
 	if e.positioned {
-		tag |= tagPositioned
-		s.offset = e.pos.Offset
-		if e.epoch != q.epochIn || e.pos.Key != "" {
-			q.ext[i] = ext{epoch: e.epoch, key: e.pos.Key}
-			q.epochIn = e.epoch
-			tag |= tagExt
-		}
+		return q.placePositioned(e.item, e.seq, e.epoch, &e.pos)
 	}
+	return q.placeTag(e.item, e.seq<<tagShift)
+}
+
+// placePositioned places a positioned item (see place).
+func (q *queue) placePositioned(item any, seq, epoch int64, pos *Position) int64 {
+	i := q.tailIdx
+	tag := seq<<tagShift | tagPositioned
+	q.slots[i].offset = pos.Offset
+	if epoch != q.epochIn || pos.Key != "" {
+		q.ext[i] = ext{epoch: epoch, key: pos.Key}
+		q.epochIn = epoch
+		tag |= tagExt
+	}
+	return q.placeTag(item, tag)
+}
+
+// placeTag writes the item into the next slot and keeps its tag for flush.
+func (q *queue) placeTag(item any, tag int64) int64 {
+	i := q.tailIdx
+	q.slots[i].item = item
 	q.pending = append(q.pending, tag)
 	if i++; i == len(q.slots) {
 		i = 0
