@@ -496,6 +496,8 @@ func (f *Feed) SetEpoch(epoch int64) {
 }
 
 // SetState reports where the source stands, with a human-readable detail.
+// While a source is BEHIND (it has more to publish), the groups of its feed
+// wait longer for its next items before they park.
 func (f *Feed) SetState(s FeedState, detail string) {
 	f.mu.Lock()
 	f.state, f.detail = s, detail
