@@ -15,9 +15,8 @@ import (
 	"github.com/blackbox-audit/blackbox/golden"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/replayer"
-	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
-	"github.com/blackbox-audit/blackbox/store/sqlitestore"
+	"github.com/blackbox-audit/blackbox/store/storetest"
 )
 
 var update = flag.Bool("update", false, "re-record the golden cases of testdata/")
@@ -64,22 +63,7 @@ func TestGoldenSQLite(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer src.Close()
-				path := filepath.Join(t.TempDir(), "r.db")
-				dst, err := sqlitestore.Create(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := store.Copy(dst, src); err != nil {
-					t.Fatal(err)
-				}
-				if err := dst.Close(); err != nil {
-					t.Fatal(err)
-				}
-				r, err := sqlitestore.Open(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer r.Close()
+				r := storetest.Reopen(t, storetest.SQLite, filepath.Join(t.TempDir(), "r.db"), src)
 				reg := builtins()
 				if c.App == apps.AlertsName && c.Options["threshold"] != "" {
 					reg["alerts"] = replayer.App{Decode: apps.Decode, New: func() (engine.Processor, error) {

@@ -13,7 +13,7 @@ import (
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
-	"github.com/blackbox-audit/blackbox/store/csvstore"
+	"github.com/blackbox-audit/blackbox/store/storetest"
 )
 
 var (
@@ -201,23 +201,7 @@ func text(t testing.TB, rep *replayer.Report) string {
 }
 
 // csvFile copies m into a new CSV recording and opens it.
-func csvFile(t testing.TB, m store.Reader) *csvstore.Store {
+func csvFile(t testing.TB, m store.Reader) store.Reader {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "r.csv")
-	w, err := csvstore.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Copy(w, m); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := csvstore.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
+	return storetest.Reopen(t, storetest.CSV, filepath.Join(t.TempDir(), "r.csv"), m)
 }

@@ -24,36 +24,15 @@ func TestCopyChain(t *testing.T) {
 	}
 	want := storetest.Normalized(storetest.Recording())
 
-	type step struct {
-		name   string
-		create func(string) (store.Store, error)
-		open   func(string) (store.Store, error)
-	}
-	csvStep := step{"csv",
-		func(p string) (store.Store, error) { return csvstore.Create(p) },
-		func(p string) (store.Store, error) { return csvstore.Open(p) }}
-	sqliteStep := step{"sqlite",
-		func(p string) (store.Store, error) { return sqlitestore.Create(p) },
-		func(p string) (store.Store, error) { return sqlitestore.Open(p) }}
+	steps := []struct {
+		name string
+		b    storetest.Backend
+	}{{"csv", storetest.CSV}, {"sqlite", storetest.SQLite}, {"csv", storetest.CSV}}
 
 	var src store.Reader = mem
-	for i, st := range []step{csvStep, sqliteStep, csvStep} {
+	for i, st := range steps {
 		p := filepath.Join(dir, string(rune('a'+i))+"."+st.name)
-		dst, err := st.create(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Copy(dst, src); err != nil {
-			t.Fatalf("Copy to %s: %v", p, err)
-		}
-		if err := dst.Close(); err != nil {
-			t.Fatal(err)
-		}
-		r, err := st.open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
+		r := storetest.Reopen(t, st.b, p, src)
 		got, errs := storetest.ReadAll(r)
 		if len(errs) > 0 {
 			t.Fatalf("%s: %v", p, errs)

@@ -8,5 +8,7 @@
 // Recording is the fixture the suite writes: a complete recording that uses
 // every kind and field; Input builds the rows of one input for benchmarks.
 // BenchAppend and BenchStream are the stores' benchmarks, run by each
-// backend's package against its own files.
+// backend's package against its own files. CSV and SQLite are the file
+// stores as Backends; Reopen copies a recording into a new file of one and
+// opens it, for tests that read the same rows from every store.
 package storetest
