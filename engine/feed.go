@@ -320,9 +320,7 @@ func (f *Feed) handOffBatch(items []any, pos []Position) int {
 		f.seq++
 		after := b.q.placePositioned(items[i], f.seq, f.epoch, &pos[i])
 		if f.committer != nil {
-			e := f.win.push(1)
-			e.seq, e.epoch, e.pos, e.targets = f.seq, f.epoch, pos[i], f.targets
-			e.after[0] = after
+			f.track(f.seq, &pos[i], f.targets).after[0] = after
 		}
 	}
 	if n > 0 {
@@ -377,8 +375,7 @@ func (f *Feed) commit(ctx context.Context, item any, pos *Position, push bool) {
 	targets := f.targets
 	var entry *ackEntry
 	if pos != nil && f.committer != nil {
-		entry = f.win.push(len(targets))
-		entry.seq, entry.epoch, entry.pos, entry.targets = seq, f.epoch, *pos, targets
+		entry = f.track(seq, pos, targets)
 	}
 	if f.journal != nil {
 		// The journal may take its time, or wait for the items before
@@ -428,6 +425,14 @@ func (f *Feed) commit(ctx context.Context, item any, pos *Position, push bool) {
 	}
 	f.coalesce(entry)
 	f.runDeferred(ctx)
+}
+
+// track opens the ack window's entry of a positioned item (lock held,
+// committer set); the caller sets where the item sits in each target queue.
+func (f *Feed) track(seq int64, pos *Position, targets []*binding) *ackEntry {
+	e := f.win.push(len(targets))
+	e.seq, e.epoch, e.pos, e.targets = seq, f.epoch, *pos, targets
+	return e
 }
 
 // coalesce merges an entry that waits for nothing (dropped everywhere) into
