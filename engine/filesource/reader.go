@@ -154,34 +154,33 @@ func (l *lineReader) doSkip(final bool) bool {
 
 // lines takes up to max complete buffered lines (see next for final): it
 // appends their texts to texts and the file offset after each line's
-// terminator to ends. The texts of one call share one allocation: one
-// string holds them all, each line a substring of it. Invalid UTF-8
-// becomes U+FFFD (in a copy of that line); offsets stay exact.
+// terminator to ends. The texts of one call share one allocation: one copy
+// of the batch's bytes (terminators included, so that it is one copy), each
+// line a substring of it. Invalid UTF-8 becomes U+FFFD (in a copy of that
+// line); offsets stay exact.
 func (l *lineReader) lines(final bool, max int, texts []any, ends []int64) ([]any, []int64) {
 	spans := l.spans[:0]
-	total := 0
+	from := l.r
 	for len(spans) < max {
 		end, after, ok := l.next(final)
 		if !ok {
 			break
 		}
 		spans = append(spans, span{l.r, end})
-		total += end - l.r
 		l.consume(after)
 		ends = append(ends, l.pos)
 	}
 	l.spans = spans
-	var sb strings.Builder
-	sb.Grow(total)
-	for _, sp := range spans {
-		sb.Write(l.buf[sp.from:sp.to])
+	if len(spans) == 0 {
+		return texts, ends
 	}
-	all := sb.String()
-	at := 0
+	all := string(l.buf[from:spans[len(spans)-1].to])
+	// "\n" and "\r" are never part of a multi-byte sequence: when the
+	// batch is valid UTF-8, so is each of its lines.
+	valid := utf8.ValidString(all)
 	for _, sp := range spans {
-		t := all[at : at+sp.to-sp.from]
-		at += len(t)
-		if !utf8.ValidString(t) {
+		t := all[sp.from-from : sp.to-from]
+		if !valid && !utf8.ValidString(t) {
 			t = strings.ToValidUTF8(t, "\uFFFD")
 		}
 		texts = append(texts, t)
