@@ -242,11 +242,7 @@ func (f *Feed) waitRoom(ctx context.Context, deadline time.Time) {
 func (f *Feed) TryPublish(item any, pos Position) bool {
 	f.mu.Lock()
 	if f.closing || f.stopped || !f.admits() {
-		if !f.paused {
-			f.paused = true
-			f.pauses++
-		}
-		f.waiting.Store(true)
+		f.refuse()
 		f.mu.Unlock()
 		return false
 	}
@@ -255,6 +251,20 @@ func (f *Feed) TryPublish(item any, pos Position) bool {
 	f.flush()
 	f.mu.Unlock()
 	return true
+}
+
+// refuse counts a pause (the first refusal since an item was taken) and
+// has the feed's groups signal Ready when their queues are half empty (lock
+// held).
+func (f *Feed) refuse() {
+	if !f.paused {
+		f.paused = true
+		f.pauses++
+	}
+	for _, b := range f.targets {
+		b.q.pauseAt()
+	}
+	f.waiting.Store(true)
 }
 
 // Ready delivers a value when a feed that refused an item (TryPublish
@@ -285,11 +295,7 @@ func (f *Feed) TryPublishBatch(items []any, pos []Position) int {
 	n := f.handOffBatch(items, pos)
 	for ; n < len(items); n++ {
 		if f.closing || f.stopped || !f.admits() {
-			if !f.paused {
-				f.paused = true
-				f.pauses++
-			}
-			f.waiting.Store(true)
+			f.refuse()
 			return n
 		}
 		f.paused = false

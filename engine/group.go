@@ -169,7 +169,7 @@ func (g *group) step() bool {
 				if !ok {
 					break
 				}
-				if b.q.headLocal&63 == 0 && b.feed.waiting.Load() && !b.q.holds(b.q.size/2) {
+				if b.q.headLocal&63 == 0 && b.feed.waiting.Load() && b.q.drained() {
 					b.q.publishHead()
 					b.feed.signalReady()
 				}
@@ -210,7 +210,7 @@ func (g *group) park() {
 	if !g.fenced.Load() {
 		for _, b := range *g.bindings.Load() {
 			b.q.publishHead()
-			if b.q.holds(0) || b.hasMarks.Load() {
+			if b.q.nonEmpty() || b.hasMarks.Load() {
 				return
 			}
 		}

@@ -257,6 +257,38 @@ func TestTheWindowCapCutsABatch(t *testing.T) {
 	}
 }
 
+// A source refused by a full queue is told to try again (Ready) once the
+// group has taken half of what was queued, well before the queue is empty,
+// and not before.
+func TestAPausedSourceIsSignalledWhenItsQueueIsHalfEmpty(t *testing.T) {
+	g := newGate(false)
+	defer g.openUp()
+	e := start(t, engine.Config{DrainTimeout: 100 * time.Millisecond,
+		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 256}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
+	f := e.Feed("in")
+	queued := 0
+	for f.TryPublish(queued+1, engine.Position{Offset: int64(queued + 1)}) {
+		queued++
+		if queued == 1 {
+			eventually(t, "the first item taken", func() bool { return g.enteredCount() == 1 })
+		}
+	}
+	signalled := 0
+	for taken := 1; taken < queued && signalled == 0; taken++ {
+		select {
+		case <-f.Ready():
+			signalled = taken
+		default:
+			g.let(1)
+			eventually(t, "the next item taken", func() bool { return g.enteredCount() == taken+1 })
+		}
+	}
+	if signalled == 0 || queued-signalled > queued/2 || queued-signalled < 64 {
+		t.Fatalf("Ready after %d of %d queued items were taken, want between half and all but 64", signalled, queued)
+	}
+}
+
 func TestANestedPublishIntoTheSameFeedFollowsTheOuterItem(t *testing.T) {
 	g := newGate(true)
 	var e *engine.Engine

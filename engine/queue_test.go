@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -38,15 +39,12 @@ func TestQueueHandsOverEveryField(t *testing.T) {
 			}
 			want = append(want, e)
 		}
-		if round%3 != 0 && q.holds(0) {
+		if round%3 != 0 && q.nonEmpty() {
 			t.Fatalf("round %d: the consumer sees items placed and not flushed", round)
 		}
 		q.flush()
-		if !q.holds(int64(n - 1)) {
-			t.Fatalf("round %d: holds(%d) false with %d queued", round, n-1, n)
-		}
-		if n < int(q.size) && q.holds(int64(n)) {
-			t.Fatalf("round %d: holds(%d) true with %d queued", round, n, n)
+		if !q.nonEmpty() {
+			t.Fatalf("round %d: nonEmpty false with %d queued", round, n)
 		}
 		for {
 			e, ok := q.take()
@@ -55,8 +53,8 @@ func TestQueueHandsOverEveryField(t *testing.T) {
 			}
 			got = append(got, e)
 		}
-		if q.holds(0) {
-			t.Fatalf("round %d: holds(0) true on an empty queue", round)
+		if q.nonEmpty() {
+			t.Fatalf("round %d: nonEmpty true on an empty queue", round)
 		}
 	}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(envelope{})); diff != "" {
@@ -85,6 +83,67 @@ func TestQueueCapacityIsGuaranteed(t *testing.T) {
 					break
 				}
 			}
+		}
+	}
+}
+
+// A producer and a consumer on two goroutines: batches of every size, each
+// shown with one atomic store, arrive whole and in order. Run with -race,
+// this also checks that the plain stores of a batch's tags happen before the
+// consumer reads them.
+func TestQueueBatchesCrossGoroutines(t *testing.T) {
+	const total = 50_000
+	q := newQueue(64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		seq := int64(0)
+		for n := 1; seq < total; n = n%97 + 1 {
+			for k := 0; k < n && seq < total; k++ {
+				for q.room() <= 0 {
+					q.flush()
+					runtime.Gosched()
+				}
+				seq++
+				q.placePositioned(seq, seq, seq/1000, &Position{Offset: seq * 3})
+			}
+			q.flush()
+		}
+	}()
+	var last int64
+	for last < total {
+		e, ok := q.take()
+		if !ok {
+			runtime.Gosched()
+			continue
+		}
+		want := envelope{item: last + 1, seq: last + 1, epoch: (last + 1) / 1000, pos: Position{Offset: (last + 1) * 3}, positioned: true}
+		if diff := cmp.Diff(want, e, cmp.AllowUnexported(envelope{})); diff != "" {
+			t.Fatalf("after %d (-want +got):\n%s", last, diff)
+		}
+		last = e.seq
+	}
+	<-done
+}
+
+// A refused producer is signalled when its queue is half empty: drained
+// turns true when the consumer has taken the items past half of what was
+// queued at the refusal, not before.
+func TestQueueDrainedAtHalf(t *testing.T) {
+	q := newQueue(64)
+	for q.room() > 0 {
+		q.place(envelope{seq: q.tail + 1})
+	}
+	q.flush()
+	q.pauseAt()
+	queued := q.tail
+	for taken := int64(0); taken < queued; taken++ {
+		got, want := q.drained(), queued-taken <= q.size/2
+		if got != want {
+			t.Fatalf("%d of %d queued: drained %v, want %v", queued-taken, queued, got, want)
+		}
+		if _, ok := q.take(); !ok {
+			t.Fatalf("empty after %d of %d", taken, queued)
 		}
 	}
 }
