@@ -154,3 +154,33 @@ func FuzzLineReader(f *testing.F) {
 		}
 	})
 }
+
+// A batch of lines costs two allocations whatever its length: one copy of
+// its bytes and one array of string headers (the interface values share
+// both), with the line texts still exact and independent of the buffer.
+func TestABatchOfLinesCostsTwoAllocations(t *testing.T) {
+	var src strings.Builder
+	for i := range 4 * publishBatch {
+		src.WriteString(strings.Repeat(string(rune('a'+i%26)), 1+i%90) + "\n")
+	}
+	l := newLineReader(strings.NewReader(src.String()), 0, 1<<20)
+	if _, err := l.fill(); err != nil {
+		t.Fatal(err)
+	}
+	texts := make([]any, 0, publishBatch)
+	ends := make([]int64, 0, publishBatch)
+	var kept []any
+	allocs := testing.AllocsPerRun(3, func() {
+		texts, ends = l.lines(false, publishBatch, texts[:0], ends[:0])
+		kept = append(kept[:0:0], texts...)
+	}) - 1 // kept's own copy
+	if allocs != 2 {
+		t.Errorf("%v allocations per batch of %d lines, want 2", allocs, publishBatch)
+	}
+	for i, v := range kept {
+		n := 3*publishBatch + i
+		if want := strings.Repeat(string(rune('a'+n%26)), 1+n%90); v.(string) != want {
+			t.Fatalf("line %d: %q, want %q", n, v, want)
+		}
+	}
+}
