@@ -132,7 +132,7 @@ func BenchmarkLineReader(b *testing.B) {
 			l := newLineReader(f, 0, 0)
 			n := 0
 			var texts []any
-			var ends []int64
+			var ends []engine.Position
 			for {
 				for {
 					texts, ends = l.lines(false, publishBatch, texts[:0], ends[:0])

@@ -114,7 +114,6 @@ type Source struct {
 	switching bool              // the path names another file: finish this one, then reopen
 	items     []any             // the batch being offered (reused)
 	poss      []engine.Position // its positions
-	ends      []int64           // its offsets
 	state     engine.FeedState
 	detail    string
 	commitErr string // the last commit failure warned about
@@ -360,11 +359,7 @@ func (s *Source) publish() (n int, paused bool) {
 	for {
 		r0, pos0 := rd.r, rd.pos
 		var items []any
-		items, s.ends = rd.lines(s.final, publishBatch, s.items[:0], s.ends[:0])
-		poss := s.poss[:0]
-		for _, end := range s.ends {
-			poss = append(poss, engine.Position{Offset: end})
-		}
+		items, poss := rd.lines(s.final, publishBatch, s.items[:0], s.poss[:0])
 		s.items, s.poss = items, poss
 		if len(items) == 0 {
 			return n, false

@@ -2,6 +2,7 @@ package filesource
 
 import (
 	"bytes"
+	"github.com/blackbox-audit/blackbox/engine"
 	"io"
 	"reflect"
 	"strings"
@@ -154,25 +155,35 @@ func (l *lineReader) doSkip(final bool) bool {
 }
 
 // lines takes up to max complete buffered lines (see next for final): it
-// appends their texts to texts and the file offset after each line's
-// terminator to ends. Invalid UTF-8 becomes U+FFFD (in a copy of that
+// appends their texts to texts and their positions (the file offset after
+// each line's terminator) to ends. Invalid UTF-8 becomes U+FFFD (in a copy of that
 // line); offsets stay exact.
 //
 // A batch of lines costs two allocations, not one per line: the texts are
 // substrings of one copy of the batch's bytes (terminators included, so
 // that it is one copy), and their interface values are elements of one
 // boxed array (see boxed).
-func (l *lineReader) lines(final bool, max int, texts []any, ends []int64) ([]any, []int64) {
+func (l *lineReader) lines(final bool, max int, texts []any, ends []engine.Position) ([]any, []engine.Position) {
 	spans := l.spans[:0]
 	from := l.r
 	for len(spans) < max {
-		end, after, ok := l.next(final)
-		if !ok {
-			break
+		var end, after int
+		if l.find('\r', &l.cr) < 0 {
+			// No '\r' in the buffer: the next '\n' ends the line.
+			i := bytes.IndexByte(l.buf[l.r:l.w], '\n')
+			if i < 0 {
+				break
+			}
+			end, after = l.r+i, l.r+i+1
+		} else {
+			var ok bool
+			if end, after, ok = l.next(final); !ok {
+				break
+			}
 		}
 		spans = append(spans, span{l.r, end})
 		l.consume(after)
-		ends = append(ends, l.pos)
+		ends = append(ends, engine.Position{Offset: l.pos})
 	}
 	l.spans = spans
 	if len(spans) == 0 {

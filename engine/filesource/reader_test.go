@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/blackbox-audit/blackbox/engine"
 )
 
 // growing is an in-memory file that grows (a tailed file).
@@ -51,7 +53,7 @@ func drain(t testing.TB, l *lineReader, final bool) []line {
 				return
 			}
 			for i, tx := range texts {
-				out = append(out, line{tx.(string), ends[i]})
+				out = append(out, line{tx.(string), ends[i].Offset})
 			}
 		}
 	}
@@ -168,7 +170,7 @@ func TestABatchOfLinesCostsTwoAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	texts := make([]any, 0, publishBatch)
-	ends := make([]int64, 0, publishBatch)
+	ends := make([]engine.Position, 0, publishBatch)
 	var kept []any
 	allocs := testing.AllocsPerRun(3, func() {
 		texts, ends = l.lines(false, publishBatch, texts[:0], ends[:0])
