@@ -75,7 +75,9 @@ type queue struct {
 }
 
 // slot is one place of the ring. tag is loaded atomically by the consumer
-// and stored atomically or plainly by the producer (see queue).
+// and stored atomically or plainly by the producer (see queue); a slot's
+// size is a multiple of 8 bytes, so tag is 64-bit aligned for the atomic
+// operations on 32-bit platforms too.
 type slot struct {
 	tag    int64
 	item   any
