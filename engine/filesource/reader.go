@@ -166,9 +166,10 @@ func (l *lineReader) doSkip(final bool) bool {
 func (l *lineReader) lines(final bool, max int, texts []any, ends []engine.Position) ([]any, []engine.Position) {
 	spans := l.spans[:0]
 	from := l.r
+	noCR := l.find('\r', &l.cr) < 0 // w stays put: none in buf[r:w] for this whole call
 	for len(spans) < max {
 		var end, after int
-		if l.find('\r', &l.cr) < 0 {
+		if noCR {
 			// No '\r' in the buffer: the next '\n' ends the line.
 			i := bytes.IndexByte(l.buf[l.r:l.w], '\n')
 			if i < 0 {
