@@ -220,7 +220,7 @@ func TestAStoppedFeedTakesNothing(t *testing.T) {
 	if n := f.TryPublishBatch([]any{1, 2}, []engine.Position{{Offset: 1}, {Offset: 2}}); n != 0 {
 		t.Errorf("TryPublishBatch took %d items after Stop", n)
 	}
-	if st := e.Status().Feeds[0]; st.Sequence != 0 {
-		t.Errorf("sequence %d after publishing only after Stop, want 0", st.Sequence)
+	if st := e.Status().Feeds[0]; st.Sequence != 0 || st.Paused || st.Pauses != 0 {
+		t.Errorf("sequence %d paused %v pauses %d after publishing only after Stop, want 0, false, 0", st.Sequence, st.Paused, st.Pauses)
 	}
 }

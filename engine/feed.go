@@ -255,8 +255,12 @@ func (f *Feed) TryPublish(item any, pos Position) bool {
 
 // refuse counts a pause (the first refusal since an item was taken) and
 // has the feed's groups signal Ready when their queues are half empty (lock
-// held).
+// held). A closing or stopped feed refuses without pausing: nothing will
+// take the item, and its status must not say it is held back.
 func (f *Feed) refuse() {
+	if f.closing || f.stopped {
+		return
+	}
 	if !f.paused {
 		f.paused = true
 		f.pauses++
