@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/engine"
@@ -222,5 +224,83 @@ func TestAStoppedFeedTakesNothing(t *testing.T) {
 	}
 	if st := e.Status().Feeds[0]; st.Sequence != 0 || st.Paused || st.Pauses != 0 {
 		t.Errorf("sequence %d paused %v pauses %d after publishing only after Stop, want 0, false, 0", st.Sequence, st.Paused, st.Pauses)
+	}
+}
+
+// heldCommitter's Commit waits, while held, for the test to release it with
+// an error or nil.
+type heldCommitter struct {
+	committer
+	held    atomic.Bool
+	entered chan struct{}
+	release chan error
+}
+
+func (c *heldCommitter) Commit() error {
+	if c.held.Load() {
+		c.entered <- struct{}{}
+		if err := <-c.release; err != nil {
+			return err
+		}
+	}
+	return c.committer.Commit()
+}
+
+// A feed is settled only once the items acknowledged to its committer are
+// committed: not while the commit runs, not after it failed; the next poll
+// commits again although nothing new was acknowledged.
+func TestAFeedIsSettledOnlyOnceItsCommitSucceeded(t *testing.T) {
+	e := start(t, engine.Config{Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newGate(true))}}})
+	f := e.Feed("in")
+	c := &heldCommitter{entered: make(chan struct{}, 1), release: make(chan error, 1)}
+	c.held.Store(true)
+	t.Cleanup(func() { // before the engine's Stop commits
+		c.held.Store(false)
+		select {
+		case c.release <- nil: // a commit still held after a failure
+		default:
+		}
+	})
+	f.SetCommitter(c)
+	f.SetState(engine.StateCaughtUp, "")
+	if !f.TryPublish(1, engine.Position{Offset: 10}) {
+		t.Fatal("paused")
+	}
+	eventually(t, "the item dispatched", func() bool { return e.Status().Feeds[0].Subscribers[0].Drained })
+	poll := func() <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := f.PollAcks()
+			done <- err
+		}()
+		return done
+	}
+	check := func(when string, settled bool, pending int, acked int64) {
+		t.Helper()
+		st := e.Status().Feeds[0]
+		if st.Settled != settled || st.PendingAcks != pending || st.Acknowledged != acked {
+			t.Fatalf("%s: settled %v, pendingAcks %d, acknowledged %d; want %v, %d, %d",
+				when, st.Settled, st.PendingAcks, st.Acknowledged, settled, pending, acked)
+		}
+	}
+	check("before a poll", false, 1, 0)
+	done := poll()
+	<-c.entered
+	check("during a commit", false, 1, 0)
+	c.release <- errors.New("disk full")
+	if err := <-done; err == nil {
+		t.Fatal("PollAcks returned no error for a failed commit")
+	}
+	check("after a failed commit", false, 1, 0)
+	done = poll()
+	<-c.entered
+	c.release <- nil
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	check("after the commit", true, 0, 1)
+	if got := c.Committed(); got != 10 {
+		t.Fatalf("committed %d, want 10", got)
 	}
 }

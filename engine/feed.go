@@ -106,8 +106,13 @@ type Feed struct {
 	failures           atomic.Int64
 	acknowledged       atomic.Int64
 
-	pollMu sync.Mutex
-	acks   []ackEntry
+	pollMu    sync.Mutex
+	acks      []ackEntry
+	lastAcked int64 // sequence of the last item told to the committer (pollMu)
+	// uncommitted counts the items told to the committer since its last
+	// successful Commit (mu): they stay pending acknowledgements, so that a
+	// feed is never settled before its position is committed.
+	uncommitted int
 
 	// waiting is set when TryPublish refused an item; a group that frees
 	// room in its queue then signals ready, so a paused source need not poll.
@@ -537,8 +542,12 @@ func (f *Feed) SetUnterminated(n int64) {
 
 // PollAcks tells the committer, in publish order, every item that every
 // queue it was offered to has dispatched (and a held checkpoint made
-// durable), then commits once. It returns how many items were acknowledged.
-// A source calls it at the start of each duty cycle on its own goroutine.
+// durable), then commits once; after a failed commit it commits again even
+// when nothing new was acknowledged. It returns how many items were
+// acknowledged. Until a commit succeeds, the items told to the committer
+// count in the status as pending acknowledgements (the feed is not
+// settled) and Acknowledged does not move. A source calls it at the start
+// of each duty cycle on its own goroutine.
 func (f *Feed) PollAcks() (int, error) {
 	f.pollMu.Lock()
 	defer f.pollMu.Unlock()
@@ -553,18 +562,28 @@ func (f *Feed) PollAcks() (int, error) {
 		f.win.popFront()
 	}
 	c := f.committer
+	if c != nil {
+		f.uncommitted += len(acks)
+	}
+	pending := f.uncommitted
 	f.mu.Unlock()
 	f.acks = acks
-	if len(acks) == 0 || c == nil {
+	if c == nil || pending == 0 {
 		return 0, nil
 	}
 	for _, a := range acks {
 		c.Acknowledged(a.seq, a.epoch, a.pos)
 	}
-	f.acknowledged.Store(acks[len(acks)-1].seq)
+	if len(acks) > 0 {
+		f.lastAcked = acks[len(acks)-1].seq
+	}
 	if err := c.Commit(); err != nil {
 		return len(acks), fmt.Errorf("engine: feed %q commit: %w", f.name, err)
 	}
+	f.mu.Lock()
+	f.acknowledged.Store(f.lastAcked)
+	f.uncommitted = 0
+	f.mu.Unlock()
 	return len(acks), nil
 }
 

@@ -31,8 +31,11 @@ type FeedStatus struct {
 	Pauses     int64 `json:"pauses"`
 	// Acknowledged is the highest sequence committed by the committer.
 	Acknowledged int64 `json:"acknowledged"`
-	PendingAcks  int   `json:"pendingAcks"`
-	Consumers    int   `json:"consumers"`
+	// PendingAcks counts the items not yet committed: awaiting their
+	// queues' dispatch, or told to the committer before a commit that has
+	// not succeeded yet.
+	PendingAcks int `json:"pendingAcks"`
+	Consumers   int `json:"consumers"`
 	// Stalled says why a positioned feed holds its position and cannot
 	// complete; nil otherwise.
 	Stalled      *string `json:"stalled"`
@@ -78,7 +81,7 @@ func (f *Feed) Status() FeedStatus {
 	fs := FeedStatus{
 		Feed: f.name, State: f.state, Bounded: f.bounded, Sequence: f.seq, Policy: string(f.policy.Kind),
 		Refused: 0, Downgraded: f.downgradedPub.Load(), Paused: f.paused, Pauses: f.pauses,
-		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.n, Unterminated: f.unterminated,
+		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.n + f.uncommitted, Unterminated: f.unterminated,
 		CompletionFailures: f.completionFailures.Load(), Failures: f.failures.Load(),
 		Drained: true, Subscribers: []SubscriberStatus{},
 	}
