@@ -192,17 +192,27 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 // journal, nothing deferred (lock held). It does what commit does then,
 // without building an envelope or a batch. It reports whether it did.
 func (f *Feed) handOff(item any) bool {
-	if len(f.targets) != 1 || f.journal != nil || f.stopped || len(f.deferred) > 0 {
-		return false
-	}
-	b := f.targets[0]
-	if b.fenced() || b.q.room() <= 0 {
+	b := f.soleTarget()
+	if b == nil || b.q.room() <= 0 {
 		return false
 	}
 	f.seq++
 	b.q.push(item, f.seq)
 	b.group.notify()
 	return true
+}
+
+// soleTarget is the feed's only subscribing queue when an item for it
+// needs nothing but the hand-off: it is live, there is no journal, nothing
+// is deferred and the feed is not stopped (lock held); nil otherwise.
+func (f *Feed) soleTarget() *binding {
+	if len(f.targets) != 1 || f.journal != nil || f.stopped || len(f.deferred) > 0 {
+		return nil
+	}
+	if b := f.targets[0]; !b.fenced() {
+		return b
+	}
+	return nil
 }
 
 // noWait reports whether a publish with ctx must never wait: it runs on a
@@ -320,11 +330,8 @@ func (f *Feed) TryPublishBatch(items []any, pos []Position) int {
 // what commit does for them without building an envelope each, and
 // reports how many; TryPublishBatch offers the rest the general way.
 func (f *Feed) handOffBatch(items []any, pos []Position) int {
-	if len(f.targets) != 1 || f.journal != nil || f.closing || f.stopped || len(f.deferred) > 0 {
-		return 0
-	}
-	b := f.targets[0]
-	if b.fenced() {
+	b := f.soleTarget()
+	if b == nil || f.closing {
 		return 0
 	}
 	n := min(len(items), int(b.q.room()))

@@ -2,11 +2,12 @@ package filesource
 
 import (
 	"bytes"
-	"github.com/blackbox-audit/blackbox/engine"
 	"io"
 	"reflect"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/blackbox-audit/blackbox/engine"
 )
 
 // defaultBufSize is the size of one read: large buffered reads keep the
@@ -156,8 +157,8 @@ func (l *lineReader) doSkip(final bool) bool {
 
 // lines takes up to max complete buffered lines (see next for final): it
 // appends their texts to texts and their positions (the file offset after
-// each line's terminator) to ends. Invalid UTF-8 becomes U+FFFD (in a copy of that
-// line); offsets stay exact.
+// each line's terminator) to ends. Invalid UTF-8 becomes U+FFFD (in a copy
+// of that line); offsets stay exact.
 //
 // A batch of lines costs two allocations, not one per line: the texts are
 // substrings of one copy of the batch's bytes (terminators included, so
