@@ -1,7 +1,8 @@
 // Package filesource is the engine's tailed-file source: it reads a file's
 // bytes, splits them into lines on "\n", "\r\n" and "\r", and publishes each
-// line (a string, without its terminator) with engine.Feed.TryPublish at the
-// byte offset just after its terminator.
+// line (a string, without its terminator) at the byte offset just after its
+// terminator, 128 lines at a time with engine.Feed.TryPublishBatch (each
+// line taken or refused as engine.Feed.TryPublish would).
 //
 // # Read strategies
 //
