@@ -284,8 +284,10 @@ func (f *Feed) stateNow() FeedState {
 // publishes, let the groups drain their queues (bounded by DrainTimeout and
 // ctx), commit what was processed after the sources stopped, close the
 // groups (END of every stream), commit again. Items never processed stay
-// uncommitted and are re-delivered by the next run. Every goroutine of the
-// engine has returned when Stop returns.
+// uncommitted and are re-delivered by the next run: so does an item whose
+// retry backoff Stop cut (it did not complete) and everything after it.
+// Every goroutine of the engine has returned when Stop returns. The error
+// joins failed commits, groups that did not stop, and Err.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.started || e.stopped {
@@ -331,12 +333,27 @@ func (e *Engine) Stop(ctx context.Context) error {
 		f.stopped = true
 		f.mu.Unlock()
 	}
+	errs = append(errs, e.Err())
+	return errors.Join(errs...)
+}
+
+// Err returns the failures of the groups that an observer hook stopped
+// (each an *ObserverError; errors.Is(err, ErrObserver)), joined; nil while
+// every group runs. A failed group takes no more items and its feeds
+// commit nothing past what it dispatched: a launcher stops the run.
+func (e *Engine) Err() error {
+	var errs []error
+	for _, g := range e.groups {
+		if fe := g.failure.Load(); fe != nil {
+			errs = append(errs, fe)
+		}
+	}
 	return errors.Join(errs...)
 }
 
 func (e *Engine) drained() bool {
 	for _, g := range e.groups {
-		if g.fenced.Load() {
+		if g.fenced.Load() || g.dead.Load() {
 			continue
 		}
 		for _, b := range *g.bindings.Load() {
@@ -448,8 +465,9 @@ func (e *Engine) RunSettled(ctx context.Context, interval time.Duration) (Status
 	return e.Status(), errors.Join(werr, serr)
 }
 
-// WaitSettled polls the status every interval until it is settled or ctx is
-// done; it returns the last status.
+// WaitSettled polls the status every interval until it is settled, ctx is
+// done, or a group failed (it returns Err: a failed run never settles); it
+// returns the last status.
 func (e *Engine) WaitSettled(ctx context.Context, interval time.Duration) (Status, error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -457,6 +475,9 @@ func (e *Engine) WaitSettled(ctx context.Context, interval time.Duration) (Statu
 		s := e.Status()
 		if s.Settled {
 			return s, nil
+		}
+		if err := e.Err(); err != nil {
+			return s, err
 		}
 		select {
 		case <-ctx.Done():

@@ -17,7 +17,41 @@ var (
 	ErrStopped = errors.New("engine: stopped")
 	// ErrUnknown: a feed, group or processor name the engine does not have.
 	ErrUnknown = errors.New("engine: unknown name")
+	// ErrObserver: an observer hook failed (the recorder could not write) and
+	// its group stopped taking items; the *ObserverError says which.
+	ErrObserver = errors.New("engine: observer failed")
 )
+
+// ObserverError is an observer hook's error that failed a group: the group
+// took no more items and the item it was dispatching (if any) was not
+// dispatched, so it is delivered again by the next run. errors.Is(err,
+// ErrObserver) holds, and errors.Is/As reach the hook's error. It is
+// immutable and safe for concurrent use.
+type ObserverError struct {
+	Group     string
+	Hook      string // "Started", "BeforeComplete", "CompletionFailed" or "Stopped"
+	Processor string // the processor concerned, "" for a hook of the group
+	Feed      string // the item held back, "" when there was none
+	Seq       int64
+	Err       error
+}
+
+func (e *ObserverError) Error() string {
+	s := fmt.Sprintf("engine: group %q stopped: observer %s", e.Group, e.Hook)
+	if e.Processor != "" {
+		s += fmt.Sprintf(" of processor %q", e.Processor)
+	}
+	if e.Feed != "" {
+		s += fmt.Sprintf(" (item of feed %q seq %d not dispatched)", e.Feed, e.Seq)
+	}
+	return s + ": " + e.Err.Error()
+}
+
+// Is reports whether target is ErrObserver.
+func (e *ObserverError) Is(target error) bool { return target == ErrObserver }
+
+// Unwrap returns the hook's error.
+func (e *ObserverError) Unwrap() error { return e.Err }
 
 // ConfigError is a configuration rejected by New. It names the feed, group
 // and key at fault; errors.Is(err, ErrConfig) holds.

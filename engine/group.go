@@ -34,7 +34,8 @@ type group struct {
 
 	bindings atomic.Pointer[[]*binding]
 	fenced   atomic.Bool
-	dead     atomic.Bool
+	dead     atomic.Bool // failed: an observer hook failed (failure says why); it takes no more items
+	failure  atomic.Pointer[ObserverError]
 	sleeping atomic.Bool
 	wake     chan struct{}
 	stop     chan struct{}
@@ -98,7 +99,10 @@ func (g *group) run() {
 	defer close(g.done)
 	for _, h := range g.hosts {
 		if g.obs.Started != nil {
-			g.obs.Started(h.name, h.proc)
+			if err := g.obs.Started(h.name, h.proc); err != nil {
+				g.fail("Started", h.name, nil, err)
+				break
+			}
 		}
 	}
 	idle := 0
@@ -108,6 +112,11 @@ func (g *group) run() {
 			g.finish()
 			return
 		default:
+		}
+		if g.dead.Load() {
+			// Failed: take nothing more, fire no timer; wait for Stop.
+			<-g.stop
+			return
 		}
 		if g.step() {
 			idle = 0
@@ -173,8 +182,12 @@ func (g *group) step() bool {
 					b.q.publishHead()
 					b.feed.signalReady()
 				}
-				g.dispatch(b, e)
 				did = true
+				if !g.dispatch(b, e) {
+					// Not dispatched: the group failed, or Stop cut a
+					// retry. It takes nothing after the item it holds.
+					return did
+				}
 				// A timer that fell due while handling the item (After(0))
 				// fires before the next item.
 				g.fireTimers()
@@ -235,8 +248,12 @@ func (g *group) park() {
 }
 
 // dispatch handles one item: every processor, with retries; then the
-// completion callbacks; then the observers; then the dispatched counter.
-func (g *group) dispatch(b *binding, e envelope) {
+// observers' BeforeComplete (the recording is written); then the completion
+// callbacks; then AfterDispatch; then the dispatched counter. It reports
+// whether the item was dispatched: it is not when Stop cut a retry backoff
+// or an observer failed the group. Such an item holds the commit (nothing
+// after it is dispatched either) and the next run delivers it again.
+func (g *group) dispatch(b *binding, e envelope) bool {
 	var dv *Delivery
 	if e.positioned {
 		g.dv = Delivery{Feed: b.feed.name, Sequence: e.seq, Epoch: e.epoch, Position: e.pos}
@@ -284,10 +301,16 @@ func (g *group) dispatch(b *binding, e envelope) {
 				break
 			}
 			if !g.backoff() {
-				break
+				return g.abandon(in)
 			}
 		}
 		in.Delivery = dv
+	}
+	if g.obs.BeforeComplete != nil {
+		if err := g.obs.BeforeComplete(g.name, in); err != nil {
+			g.fail("BeforeComplete", "", in, err)
+			return g.abandon(in)
+		}
 	}
 	for _, oc := range g.comps {
 		owner := g.hosts[oc.owner].name
@@ -299,7 +322,10 @@ func (g *group) dispatch(b *binding, e envelope) {
 			if !g.compErr[oc.owner] {
 				g.compErr[oc.owner] = true
 				if g.obs.CompletionFailed != nil {
-					g.obs.CompletionFailed(owner, in, err)
+					if oerr := g.obs.CompletionFailed(owner, in, err); oerr != nil {
+						g.fail("CompletionFailed", owner, in, oerr)
+						return g.abandon(in)
+					}
 				}
 			}
 			if attempt+1 >= attempts {
@@ -308,7 +334,7 @@ func (g *group) dispatch(b *binding, e envelope) {
 				break
 			}
 			if !g.backoff() {
-				break
+				return g.abandon(in)
 			}
 		}
 	}
@@ -318,6 +344,31 @@ func (g *group) dispatch(b *binding, e envelope) {
 	}
 	*in = Input{}
 	b.q.dispatched.Add(1)
+	return true
+}
+
+// abandon ends the dispatch of an item that did not complete: it does not
+// count as dispatched. It returns false, for dispatch to return.
+func (g *group) abandon(in *Input) bool {
+	clear(g.comps)
+	g.comps = g.comps[:0]
+	*in = Input{}
+	return false
+}
+
+// fail stops the group because an observer hook failed: it keeps the first
+// failure, then marks the group dead, which its feeds see as a consumer that
+// cannot take items (a positioned feed pauses and reports it stalled). in
+// is the item held back, nil for none.
+func (g *group) fail(hook, processor string, in *Input, err error) {
+	oe := &ObserverError{Group: g.name, Hook: hook, Processor: processor, Err: err}
+	if in != nil {
+		oe.Feed, oe.Seq = in.Feed, in.Seq
+	}
+	if g.failure.CompareAndSwap(nil, oe) {
+		g.eng.logf("%v", oe)
+	}
+	g.dead.Store(true)
 }
 
 // addCompletion keeps c once per delivery (comparable values compared).
@@ -339,7 +390,8 @@ func sameCompletion(a, b Completion) (same bool) {
 	return a == b
 }
 
-// backoff sleeps the retry backoff; false when the group is stopping.
+// backoff sleeps the retry backoff; false when the group is stopping (the
+// try that failed did not complete: its item is not dispatched).
 func (g *group) backoff() bool {
 	if g.retry.Backoff <= 0 {
 		return true
@@ -355,14 +407,18 @@ func (g *group) backoff() bool {
 }
 
 // finish ends the group on a clean stop: drops marked at the end of its
-// queues are reported, then each processor's stream is closed.
+// queues are reported, then each processor's stream is closed. A failed
+// group does not end cleanly: finish is not called for it.
 func (g *group) finish() {
 	for _, b := range *g.bindings.Load() {
 		g.emitDrops(b, b.q.headLocal)
 	}
 	for _, h := range g.hosts {
 		if g.obs.Stopped != nil {
-			g.obs.Stopped(h.name)
+			if err := g.obs.Stopped(h.name); err != nil {
+				g.fail("Stopped", h.name, nil, err)
+				return
+			}
 		}
 	}
 }

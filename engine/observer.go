@@ -32,9 +32,18 @@ type Drop struct {
 // Stopped included), never concurrently for one group. A hook must not block
 // for long: the group waits for it. The recorder is one Observer among
 // others; combine several with Then.
+//
+// The hooks that return an error are those an observer writes from (the
+// recorder writes its rows there). An error fails the group: it takes no
+// more items, the item it was dispatching is not dispatched (its
+// completions do not run, its queue's dispatched counter does not move, so
+// the source never commits it or anything after it), its feeds report it
+// stalled and not lossless, and Engine.Err and Engine.Stop return an
+// *ObserverError. A restart delivers the items again.
 type Observer struct {
-	// Started: a processor's stream begins, before its group handles anything.
-	Started func(processor string, p Processor)
+	// Started: a processor's stream begins, before its group handles
+	// anything. An error fails the group before it handles any item.
+	Started func(processor string, p Processor) error
 	// BeforeDispatch: an item is about to be dispatched to the group's processors.
 	BeforeDispatch func(group string, in *Input)
 	// Received: a processor is about to handle the item (every attempt). The
@@ -46,9 +55,16 @@ type Observer struct {
 	// Failed: the first failed attempt of the item in a processor; retries
 	// are not reported again.
 	Failed func(processor string, in *Input, err error)
+	// BeforeComplete: every processor of the group handled the item (or
+	// failed it past its retries) and its completion callbacks are about to
+	// run. This is where a recording is written ahead of the effects an app
+	// makes durable in its completions. An error fails the group: the
+	// completions do not run and the item is not dispatched.
+	BeforeComplete func(group string, in *Input) error
 	// CompletionFailed: the first failure, within this item, of a completion
-	// callback registered by processor.
-	CompletionFailed func(processor string, in *Input, err error)
+	// callback registered by processor, before it is retried. An error fails
+	// the group: no further completion runs and the item is not dispatched.
+	CompletionFailed func(processor string, in *Input, err error) error
 	// AfterDispatch: the item's delivery is complete (processors and
 	// completions done) and it is about to count as dispatched.
 	AfterDispatch func(group string, in *Input)
@@ -57,34 +73,73 @@ type Observer struct {
 	Dropped func(group string, d Drop)
 	// TimerFired: a processor's timer ran (t.Timer is its number).
 	TimerFired func(processor string, t *Trace)
-	// Stopped: a processor's stream ends with a clean stop of the engine.
-	Stopped func(processor string)
+	// Stopped: a processor's stream ends with a clean stop of the engine
+	// (never for a failed group). An error fails the group: Engine.Stop
+	// returns it.
+	Stopped func(processor string) error
 }
 
-// Then returns an Observer that calls o's hooks and then next's.
+// Then returns an Observer that calls o's hooks and then next's. For a hook
+// that returns an error, next's is not called when o's fails.
 func (o Observer) Then(next Observer) Observer {
 	return Observer{
-		Started:          then2(o.Started, next.Started),
+		Started:          thenE2(o.Started, next.Started),
 		BeforeDispatch:   then2(o.BeforeDispatch, next.BeforeDispatch),
 		Received:         then2(o.Received, next.Received),
 		Handled:          then3(o.Handled, next.Handled),
 		Failed:           then3(o.Failed, next.Failed),
-		CompletionFailed: then3(o.CompletionFailed, next.CompletionFailed),
+		BeforeComplete:   thenE2(o.BeforeComplete, next.BeforeComplete),
+		CompletionFailed: thenE3(o.CompletionFailed, next.CompletionFailed),
 		AfterDispatch:    then2(o.AfterDispatch, next.AfterDispatch),
 		Dropped:          then2(o.Dropped, next.Dropped),
 		TimerFired:       then2(o.TimerFired, next.TimerFired),
-		Stopped:          then1(o.Stopped, next.Stopped),
+		Stopped:          thenE1(o.Stopped, next.Stopped),
 	}
 }
 
-func then1[A any](f, g func(A)) func(A) {
+func thenE1[A any](f, g func(A) error) func(A) error {
 	if f == nil {
 		return g
 	}
 	if g == nil {
 		return f
 	}
-	return func(a A) { f(a); g(a) }
+	return func(a A) error {
+		if err := f(a); err != nil {
+			return err
+		}
+		return g(a)
+	}
+}
+
+func thenE2[A, B any](f, g func(A, B) error) func(A, B) error {
+	if f == nil {
+		return g
+	}
+	if g == nil {
+		return f
+	}
+	return func(a A, b B) error {
+		if err := f(a, b); err != nil {
+			return err
+		}
+		return g(a, b)
+	}
+}
+
+func thenE3[A, B, C any](f, g func(A, B, C) error) func(A, B, C) error {
+	if f == nil {
+		return g
+	}
+	if g == nil {
+		return f
+	}
+	return func(a A, b B, c C) error {
+		if err := f(a, b, c); err != nil {
+			return err
+		}
+		return g(a, b, c)
+	}
 }
 
 func then2[A, B any](f, g func(A, B)) func(A, B) {

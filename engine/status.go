@@ -37,7 +37,8 @@ type FeedStatus struct {
 	PendingAcks int `json:"pendingAcks"`
 	Consumers   int `json:"consumers"`
 	// Stalled says why a positioned feed holds its position and cannot
-	// complete; nil otherwise.
+	// complete, or that a consumer of any feed failed (an observer, the
+	// recorder, could not write: "consumer G/F failed: ..."); nil otherwise.
 	Stalled      *string `json:"stalled"`
 	Unterminated int64   `json:"unterminated"`
 	// CompletionFailures counts completion callbacks skipped after their
@@ -62,7 +63,7 @@ type SubscriberStatus struct {
 // Status reports every feed. A feed is settled when its source is caught up
 // or at its end, every live queue is drained, nothing is paused or awaiting
 // acknowledgement, and it is not stalled; lossless when nothing was dropped
-// or refused and no completion was skipped.
+// or refused, no completion was skipped and no consumer failed (Engine.Err).
 func (e *Engine) Status() Status {
 	s := Status{Settled: true, Lossless: true, Feeds: []FeedStatus{}}
 	for _, f := range e.feeds {
@@ -94,8 +95,15 @@ func (f *Feed) Status() FeedStatus {
 		live[b] = true
 	}
 	var stalled string
+	failed := false
 	positioned := f.committer != nil
 	for _, b := range f.all {
+		if fe := b.group.failure.Load(); fe != nil {
+			failed = true
+			if stalled == "" {
+				stalled = fmt.Sprintf("consumer %s failed: %v", b.name, fe.Err)
+			}
+		}
 		pos, disp := b.q.tail, b.q.dispatched.Load()
 		ss := SubscriberStatus{Queue: b.name, Policy: string(b.policy.Kind), Position: pos, Dispatched: disp,
 			Drained: disp >= pos, Dropped: b.dropped.Load(), Removed: !live[b]}
@@ -121,7 +129,7 @@ func (f *Feed) Status() FeedStatus {
 	if stalled != "" {
 		fs.Stalled = &stalled
 	}
-	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0
+	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0 && !failed
 	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&
 		fs.PendingAcks == 0 && fs.Stalled == nil
 	return fs

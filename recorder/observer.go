@@ -21,7 +21,8 @@ type proc struct {
 
 	// The item being dispatched.
 	inItem    bool
-	failed    bool
+	failed    bool // a failed attempt: FAILED instead of the input's rows
+	compFail  bool // a completion failed: FAILED after the input's rows
 	failErr   error
 	failAt    time.Time
 	instant   time.Time
@@ -40,14 +41,15 @@ type output struct {
 }
 
 func (p *proc) endItem() {
-	p.inItem, p.failed, p.handled, p.delivered, p.indexed = false, false, false, false, false
+	p.inItem, p.failed, p.compFail, p.handled, p.delivered, p.indexed = false, false, false, false, false, false
 	p.failErr, p.payload, p.reads = nil, nil, nil
 	clear(p.outputs)
 	p.outputs = p.outputs[:0]
 }
 
-// groupState is the item a group is dispatching: the processors that
-// received it, in order. It is touched only by the group's goroutine.
+// groupState is the item a group is dispatching: the recorded processors
+// that received it (broken ones included), in order. It is touched only by
+// the group's goroutine.
 type groupState struct {
 	touched []*proc
 	rows    []store.Entry
@@ -88,7 +90,8 @@ func (r *Recorder) Observer() engine.Observer {
 		Received:         r.received,
 		Handled:          r.handled,
 		Failed:           r.failed,
-		CompletionFailed: r.failed,
+		BeforeComplete:   r.beforeComplete,
+		CompletionFailed: r.completionFailed,
 		AfterDispatch:    r.afterDispatch,
 		Dropped:          r.dropped,
 		TimerFired:       r.timerFired,
@@ -96,29 +99,32 @@ func (r *Recorder) Observer() engine.Observer {
 	}
 }
 
-func (r *Recorder) started(name string, pr engine.Processor) {
+// started writes START. An error (the stream cannot be started) fails the
+// processor's group before it handles anything.
+func (r *Recorder) started(name string, pr engine.Processor) error {
 	p := r.proc(name)
 	if !p.record {
-		return
+		return nil
 	}
 	if p.next != 1 || p.broken.Load() {
 		r.breakProc(p, fmt.Errorf("recorder: processor %q started twice: a Recorder records one run", name))
-		return
+		return r.brokenErr(p)
 	}
 	if err := checkName("processor", name); err != nil {
 		r.breakProc(p, err)
-		return
+		return r.brokenErr(p)
 	}
 	row := store.Entry{Processor: name, Index: p.next, Kind: store.KindStart, Instant: r.clock.Now()}
 	if s, ok := pr.(engine.Snapshotter); ok {
 		snap, err := s.Snapshot()
 		if err != nil {
 			r.breakProc(p, fmt.Errorf("recorder: snapshot: %w", err))
-			return
+			return r.brokenErr(p)
 		}
 		row.Payload = snap
 	}
 	r.appendParts([]store.Entry{row}, []part{{p: p, lo: 0, hi: 1}})
+	return r.brokenErr(p)
 }
 
 func (r *Recorder) beforeDispatch(group string, _ *engine.Input) {
@@ -132,13 +138,16 @@ func (r *Recorder) beforeDispatch(group string, _ *engine.Input) {
 // received takes the copy of the input, once per input and processor: at
 // its first attempt, before its handler runs.
 func (r *Recorder) received(name string, in *engine.Input) {
-	p := r.live(name)
-	if p == nil || p.inItem {
+	p := r.proc(name)
+	if !p.record || p.inItem {
 		return
 	}
 	p.inItem = true
 	gs := r.group(in.Group)
 	gs.touched = append(gs.touched, p)
+	if p.broken.Load() {
+		return // beforeComplete fails the item
+	}
 	if err := checkName("feed", in.Feed); err != nil {
 		r.breakProc(p, err)
 		return
@@ -185,8 +194,7 @@ func (r *Recorder) keepTrace(p *proc, t *engine.Trace) error {
 	return nil
 }
 
-// failed marks the processor's input failed: its first failed attempt or the
-// first failure of one of its completions, whichever comes first.
+// failed marks the processor's input failed: its first failed attempt.
 func (r *Recorder) failed(name string, in *engine.Input, err error) {
 	p := r.live(name)
 	if p == nil || !p.inItem || p.failed {
@@ -195,9 +203,12 @@ func (r *Recorder) failed(name string, in *engine.Input, err error) {
 	p.failed, p.failErr, p.failAt = true, err, r.clock.Now()
 }
 
-// afterDispatch writes the item's rows for every recorded processor of the
-// group, with one Append.
-func (r *Recorder) afterDispatch(group string, in *engine.Input) {
+// beforeComplete writes the item's rows for every recorded processor of the
+// group, with one Append, before its completion callbacks run: the
+// recording is written ahead of what they make durable. It returns the
+// *BrokenError of every processor of the item whose recording stopped (now
+// or before), which fails the group: the item is not dispatched.
+func (r *Recorder) beforeComplete(group string, in *engine.Input) error {
 	gs := r.group(group)
 	rows, parts := gs.rows[:0], gs.parts[:0]
 	for _, p := range gs.touched {
@@ -207,12 +218,39 @@ func (r *Recorder) afterDispatch(group string, in *engine.Input) {
 			rows, inputs = p.itemRows(rows, in)
 			parts = append(parts, part{p: p, lo: lo, hi: len(rows), inputs: inputs})
 		}
-		p.endItem()
 	}
-	gs.touched = gs.touched[:0]
 	r.appendParts(rows, parts)
 	clear(rows)
 	gs.rows, gs.parts = rows[:0], parts[:0]
+	return r.brokenErr(gs.touched...)
+}
+
+// completionFailed writes the FAILED row of the first failure of one of
+// the processor's completion callbacks within the item, after the input's
+// rows (beforeComplete wrote them). It returns the processor's
+// *BrokenError when the row cannot be written.
+func (r *Recorder) completionFailed(name string, in *engine.Input, err error) error {
+	p := r.proc(name)
+	if !p.record {
+		return nil
+	}
+	if p.broken.Load() || !p.inItem || p.failed || p.compFail {
+		return r.brokenErr(p)
+	}
+	p.compFail = true
+	row := store.Entry{Processor: name, Index: p.next, Kind: store.KindFailed, Source: in.Feed, Seq: in.Seq,
+		Instant: r.clock.Now(), Detail: oneLine("completion: " + err.Error())}
+	r.appendParts([]store.Entry{row}, []part{{p: p, lo: 0, hi: 1}})
+	return r.brokenErr(p)
+}
+
+// afterDispatch ends the item.
+func (r *Recorder) afterDispatch(group string, _ *engine.Input) {
+	gs := r.group(group)
+	for _, p := range gs.touched {
+		p.endItem()
+	}
+	gs.touched = gs.touched[:0]
 }
 
 // itemRows appends p's rows for the item: FAILED, or [DELIVERY] INDEXED or
@@ -303,11 +341,17 @@ func (r *Recorder) timerFired(name string, t *engine.Trace) {
 	r.appendParts(rows, []part{{p: p, lo: 0, hi: len(rows), inputs: 1}})
 }
 
-func (r *Recorder) stopped(name string) {
-	p := r.live(name)
-	if p == nil {
-		return
+// stopped writes END. It returns the processor's *BrokenError when its
+// stream stopped (END cannot be written, or a row before it could not).
+func (r *Recorder) stopped(name string) error {
+	p := r.proc(name)
+	if !p.record {
+		return nil
+	}
+	if p.broken.Load() {
+		return r.brokenErr(p)
 	}
 	row := store.Entry{Processor: name, Index: p.next, Kind: store.KindEnd, N: p.inputs, Instant: r.clock.Now()}
 	r.appendParts([]store.Entry{row}, []part{{p: p, lo: 0, hi: 1}})
+	return r.brokenErr(p)
 }

@@ -247,15 +247,32 @@ func (r *Recorder) syncLocked() {
 
 // breakProc stops p's recording, once, and reports why.
 func (r *Recorder) breakProc(p *proc, err error) {
-	if p.broken.Swap(true) {
-		return
-	}
 	be := &BrokenError{Processor: p.name, Err: err}
 	r.errMu.Lock()
+	if _, done := r.broken[p.name]; done {
+		r.errMu.Unlock()
+		return
+	}
 	r.errs = append(r.errs, be)
 	r.broken[p.name] = be
 	r.errMu.Unlock()
+	// Set after the map: whoever sees broken finds its error (brokenErr).
+	p.broken.Store(true)
 	r.logf("blackbox %v", be)
+}
+
+// brokenErr returns the *BrokenError of each of ps whose recording
+// stopped, joined; nil when none did.
+func (r *Recorder) brokenErr(ps ...*proc) error {
+	var errs []error
+	for _, p := range ps {
+		if p.broken.Load() {
+			r.errMu.Lock()
+			errs = append(errs, r.broken[p.name])
+			r.errMu.Unlock()
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkName refuses a name the format cannot hold.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,8 +153,9 @@ func TestStreams(t *testing.T) {
 		},
 	}, {
 		// A completion callback that fails once (and succeeds on its
-		// retry) marks its own processor's input FAILED; the other
-		// processor's input is ordinary.
+		// retry) adds a FAILED row to its own processor's stream after
+		// the input's rows, which were written before the completions
+		// ran; the other processor's input is ordinary.
 		name: "completion failure",
 		cfg: func(*recorder.Recorder) engine.Config {
 			return engine.Config{Clock: engineClock(),
@@ -166,11 +168,14 @@ func TestStreams(t *testing.T) {
 				`2 DELIVERY log#1 epoch=1 key="" off=1 attempt=0`,
 				`3 INLINE log#1 n=1 @3s reads=[] "w"`,
 				`4 OUTPUT out k=1 "w"`,
-				"5 FAILED log#2 @7s failed on purpose: completion of x",
-				`6 DELIVERY log#3 epoch=1 key="" off=3 attempt=0`,
-				`7 INLINE log#3 n=1 @8s reads=[] "y"`,
-				`8 OUTPUT out k=1 "y"`,
-				"9 END n=2 @10s",
+				`5 DELIVERY log#2 epoch=1 key="" off=2 attempt=0`,
+				`6 INLINE log#2 n=1 @5s reads=[] "x"`,
+				`7 OUTPUT out k=1 "x"`,
+				"8 FAILED log#2 @7s completion: failed on purpose: completion of x",
+				`9 DELIVERY log#3 epoch=1 key="" off=3 attempt=0`,
+				`10 INLINE log#3 n=1 @8s reads=[] "y"`,
+				`11 OUTPUT out k=1 "y"`,
+				"12 END n=3 @10s",
 			},
 			"s": {
 				`1 START @2s {"state":1}`,
@@ -590,11 +595,11 @@ func TestOneAppendPerItem(t *testing.T) {
 	}
 }
 
-// TestWriterFailureBreaksOnlyThatProcessor: the writer fails the rows of
+// TestAWriterFailureStopsOnlyThatGroup: the writer fails the rows of
 // processor b from its 5th input on. b's recording stops (reported once,
-// by Logf, Err, Broken and Close), b keeps running live, and a (another
-// group) is recorded whole.
-func TestWriterFailureBreaksOnlyThatProcessor(t *testing.T) {
+// by Logf, Err, Broken and Close), b's group stops taking items (the run is
+// not lossless and says why), and a (another group) is recorded whole.
+func TestAWriterFailureStopsOnlyThatGroup(t *testing.T) {
 	const n = 20
 	items := make([]any, n)
 	for i := range items {
@@ -623,8 +628,11 @@ func TestWriterFailureBreaksOnlyThatProcessor(t *testing.T) {
 				group("g2", []string{"push"}, 1, pc("b", countB)),
 			}}
 	}, nil)
-	if !st.Lossless || handledB != n {
-		t.Errorf("live run: lossless %v, b handled %d items, want %d", st.Lossless, handledB, n)
+	if st.Lossless || handledB != 5 {
+		t.Errorf("live run: lossless %v, b handled %d items; want false, 5", st.Lossless, handledB)
+	}
+	if s := st.Feeds[0].Stalled; s == nil || !strings.Contains(*s, "consumer g2/push failed") {
+		t.Errorf("stalled %v, want consumer g2/push failed", s)
 	}
 	if got := logs.count(); got != 1 {
 		t.Errorf("Logf called %d times, want 1", got)
@@ -665,7 +673,8 @@ func btoi(b bool) int {
 
 // TestLineBreakNames: a processor, feed or sink name with a line break
 // stops the recording of the processors it concerns, with an error
-// wrapping store.ErrName; the others are recorded whole.
+// wrapping store.ErrName, and fails their group (the run is not lossless);
+// the processors of another group are recorded whole.
 func TestLineBreakNames(t *testing.T) {
 	sinkProc := func(sink string) engine.Processor {
 		return engine.ProcessorFunc(func(c *engine.Cycle, ev any) error { c.Emit(sink, ev); return nil })
@@ -677,19 +686,26 @@ func TestLineBreakNames(t *testing.T) {
 		wantBroken []string
 		wantWhole  []string
 	}{
-		{"processor", "in", []engine.ProcessorConfig{pc("bad\nname", snapProc{}), pc("ok", snapProc{})}, []string{"bad\nname"}, []string{"ok"}},
-		{"sink", "in", []engine.ProcessorConfig{pc("s", sinkProc("out\r")), pc("ok", sinkProc("out"))}, []string{"s"}, []string{"ok"}},
+		{"processor", "in", []engine.ProcessorConfig{pc("bad\nname", snapProc{})}, []string{"bad\nname"}, []string{"ok"}},
+		{"sink", "in", []engine.ProcessorConfig{pc("s", sinkProc("out\r"))}, []string{"s"}, []string{"ok"}},
 		{"feed", "in\n", []engine.ProcessorConfig{pc("x", snapProc{}), pc("y", snapProc{})}, []string{"x", "y"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &fakeWriter{}
-			rec, _ := run(t, w, recorder.Options{}, func(rec *recorder.Recorder) engine.Config {
+			rec, st := run(t, w, recorder.Options{}, func(rec *recorder.Recorder) engine.Config {
+				groups := []engine.GroupConfig{group("g", []string{tt.feed}, 1, tt.procs...)}
+				if tt.wantWhole != nil {
+					groups = append(groups, group("h", []string{tt.feed}, 1, pc("ok", snapProc{})))
+				}
 				return engine.Config{
 					Feeds:  []engine.FeedConfig{listFeed(tt.feed, rec.Journal(), "a", "b")},
-					Groups: []engine.GroupConfig{group("g", []string{tt.feed}, 1, tt.procs...)},
+					Groups: groups,
 				}
 			}, nil)
+			if st.Lossless {
+				t.Error("the run is lossless")
+			}
 			broken := rec.Broken()
 			var got []string
 			for p, err := range broken {
@@ -730,8 +746,9 @@ func (c farClock) Now() time.Time {
 
 // TestUnholdableRowBreaksOnlyItsProcessor: in one item's Append, the rows of
 // one processor fail the store's validation (a clock reading outside years
-// 0-9999); only that processor stops, the other processor's rows of the same
-// item are written.
+// 0-9999); only that processor's recording stops, the other processor's rows
+// of the same item are written, and the group takes no more items (the
+// item is not dispatched: the run is not lossless).
 func TestUnholdableRowBreaksOnlyItsProcessor(t *testing.T) {
 	far := false // touched only on the group's goroutine
 	odd := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
@@ -741,7 +758,7 @@ func TestUnholdableRowBreaksOnlyItsProcessor(t *testing.T) {
 		return nil
 	})
 	w := &fakeWriter{}
-	rec, _ := run(t, w, recorder.Options{}, func(*recorder.Recorder) engine.Config {
+	rec, st := run(t, w, recorder.Options{}, func(*recorder.Recorder) engine.Config {
 		return engine.Config{Clock: farClock{&far, engine.SystemClock()},
 			Feeds:  []engine.FeedConfig{listFeed("push", nil, "a", "b", "c")},
 			Groups: []engine.GroupConfig{group("g", []string{"push"}, 1, pc("odd", odd), pc("ok", snapProc{}))},
@@ -758,7 +775,10 @@ func TestUnholdableRowBreaksOnlyItsProcessor(t *testing.T) {
 	for _, e := range w.stream("ok") {
 		got = append(got, string(e.Kind)+" "+string(e.Payload))
 	}
-	want := []string{`START {"state":1}`, `INLINE "a"`, `INLINE "b"`, `INLINE "c"`, "END "}
+	if st.Lossless || st.Feeds[0].Subscribers[0].Dispatched != 1 {
+		t.Errorf("lossless %v, dispatched %d; want false, 1", st.Lossless, st.Feeds[0].Subscribers[0].Dispatched)
+	}
+	want := []string{`START {"state":1}`, `INLINE "a"`, `INLINE "b"`}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ok (-want +got):\n%s", diff)
 	}
