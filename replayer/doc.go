@@ -24,10 +24,15 @@
 //   - TIMER fires the timer of that number (one the processor never set is
 //     a timer divergence); DROPPED is a Loss, and the replay goes on;
 //     FAILED stops the processor: the recording is not reproducible past
-//     a failed attempt.
+//     a failed attempt. A FAILED row right after an input's rows (same feed
+//     and seq) is the failure of one of its completion callbacks: the
+//     input is replayed and compared first, and the stop names the
+//     completion. (Recordings written before the input's rows were written
+//     ahead of its completions hold that FAILED row instead of the input.)
 //
 // The Report says whether the replay is Identical (no divergence), Complete
-// (no integrity problem, every processor replayed to its end) and Lossless
+// (no integrity problem, at least one processor stream, every processor
+// replayed to its end: a recording of zero streams is never complete) and Lossless
 // (no DROPPED row), and per processor the first Divergence with its input,
 // its delivery, the recorded and replayed outputs and a readable diff.
 // Replay streams: it holds one input and its outputs at a time, whatever the

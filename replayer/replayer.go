@@ -94,8 +94,10 @@ const (
 )
 
 // Report is the result of Replay. Identical: no processor diverged. Complete:
-// the recording has no integrity problem and every processor was replayed to
-// the end of its stream. Lossless: no DROPPED row. A Report is a plain value
+// the recording has no integrity problem, holds at least one processor
+// stream, and every processor was replayed to the end of its stream (a
+// recording of zero streams proves nothing: it is never complete).
+// Lossless: no DROPPED row. A Report is a plain value
 // built by Replay; it is safe to read from several goroutines once returned.
 type Report struct {
 	Identical  bool              `json:"identical"`
@@ -233,7 +235,7 @@ func Replay(ctx context.Context, r store.Reader, apps Registry, opts Options) (*
 		}
 		rep.Processors = append(rep.Processors, pr)
 	}
-	rep.Identical, rep.Complete, rep.Lossless = true, len(rep.Problems) == 0, true
+	rep.Identical, rep.Complete, rep.Lossless = true, len(rep.Problems) == 0 && len(rep.Processors) > 0, true
 	for _, pr := range rep.Processors {
 		if pr.Divergences > 0 {
 			rep.Identical = false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -425,3 +426,46 @@ func TestReportJSONAndText(t *testing.T) {
 type panicLedger struct{ *apps.Ledger }
 
 func (panicLedger) OnEvent(*engine.Cycle, any) error { panic("boom") }
+
+// TestAReplayOfZeroStreamsIsNeverComplete: a recording that holds META and
+// no processor stream (a run killed right after it began, or one whose
+// streams were all lost) proves nothing.
+func TestAReplayOfZeroStreamsIsNeverComplete(t *testing.T) {
+	meta := store.EncodeMeta(store.Meta{Created: t0, Apps: map[string]string{"ledger": "ledger"}})
+	m := reopen(t, []store.Entry{meta})
+	for name, r := range map[string]store.Reader{"memory": m, "csv": csvFile(t, m)} {
+		rep := replay(t, r, replayer.Options{})
+		if rep.Complete || len(rep.Processors) != 0 {
+			t.Errorf("%s: complete %v over %d processors, want not complete:\n%s", name, rep.Complete, len(rep.Processors), text(t, rep))
+		}
+	}
+}
+
+// TestAFailedCompletionAfterItsInputIsReplayedAndReported: a completion
+// callback's FAILED row comes after its input's rows (written ahead of the
+// completions); the replay compares that input, then stops naming the
+// failed completion, and the report is not complete.
+func TestAFailedCompletionAfterItsInputIsReplayedAndReported(t *testing.T) {
+	rs := rows(t, run{}.memory(t, "alice,1", "alice,2"))
+	in := find(t, rs, "ledger", store.KindInline, 1)
+	at := in + 1 + int(rs[in].N) // after its OUTPUT rows
+	failed := store.Entry{Processor: "ledger", Index: rs[at-1].Index + 1, Kind: store.KindFailed, Source: rs[in].Source,
+		Seq: rs[in].Seq, Instant: t0, Detail: "completion: saving the state: disk full"}
+	edited := append(append(append([]store.Entry(nil), rs[:at]...), failed), rs[at:]...)
+	for k := at + 1; k < len(edited); k++ {
+		if edited[k].Processor == "ledger" {
+			edited[k].Index++
+		}
+	}
+	rep := replay(t, reopen(t, edited), replayer.Options{})
+	p := rep.Processors[0]
+	if !rep.Identical || rep.Complete || p.StopKind != replayer.StopFailed || p.StopIndex != failed.Index ||
+		p.Inputs != 1 || p.Outputs != rs[in].N {
+		t.Fatalf("want identical, not complete, 1 input and its %d outputs compared, stopped by the FAILED row at %d:\n%s",
+			rs[in].N, failed.Index, text(t, rep))
+	}
+	want := fmt.Sprintf("a completion callback of the input at index %d", rs[in].Index)
+	if !strings.Contains(p.Stop, want) || !strings.Contains(p.Stop, "disk full") {
+		t.Errorf("stop reason %q, want it to name %q and the detail", p.Stop, want)
+	}
+}

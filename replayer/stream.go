@@ -38,6 +38,10 @@ type replay struct {
 	delRow   int64
 	inputs   int64 // input rows seen (for END's count)
 	cur      input
+	// after is the input whose rows the last rows read were (its input row
+	// and OUTPUT rows); zero after any other row. A FAILED row right after
+	// them, for the same feed and seq, is a completion callback's failure.
+	after inputRef
 	stopped  bool
 }
 
@@ -62,6 +66,12 @@ type input struct {
 type output struct {
 	sink    string
 	payload []byte
+}
+
+type inputRef struct {
+	index  int64 // 0: none
+	source string
+	seq    int64
 }
 
 func newReplay(ctx context.Context, r store.Reader, j job, codec recorder.Codec, opts Options, rep *ProcessorReport) *replay {
@@ -157,6 +167,8 @@ func (rp *replay) row(e *store.Entry) {
 	if e.Kind != store.KindIndexed && e.Kind != store.KindInline {
 		rp.hasDel = false // a DELIVERY attaches only to the input right after it
 	}
+	after := rp.after
+	rp.after = inputRef{}
 	switch e.Kind {
 	case store.KindStart:
 		rp.start(e)
@@ -167,15 +179,23 @@ func (rp *replay) row(e *store.Entry) {
 	case store.KindIndexed, store.KindInline:
 		rp.inputs++
 		rp.input(e)
+		rp.after = inputRef{index: e.Index, source: e.Source, seq: e.Seq}
 	case store.KindTimer:
 		rp.inputs++
 		rp.timer(e)
 	case store.KindDropped:
 		rp.dropped(e)
 	case store.KindFailed:
+		// A failed attempt of an input is recorded instead of its rows; a
+		// completion callback's failure comes after the input's rows, which
+		// were written before the completions ran (recordings written
+		// before that order hold it instead of the rows, read as the former).
 		what := fmt.Sprintf("input of feed %q seq %d", e.Source, e.Seq)
-		if e.Source == "" {
+		switch {
+		case e.Source == "":
 			what = fmt.Sprintf("timer %d", e.Seq)
+		case after.index != 0 && after.source == e.Source && after.seq == e.Seq:
+			what = fmt.Sprintf("a completion callback of the input at index %d, feed %q seq %d", after.index, e.Source, e.Seq)
 		}
 		rp.stop(e.Index, StopFailed, "recorded failure at index %d (%s): %s", e.Index, what, e.Detail)
 	case store.KindEnd:

@@ -338,7 +338,10 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	recErr := rec.Close()
 	closed = true
 	if cerr := w.Close(); cerr != nil && recErr == nil {
-		recErr = storeErr(cfg.store, cerr)
+		recErr = cerr
+	}
+	if recErr != nil {
+		recErr = storeErr(cfg.store, recErr)
 	}
 	res = recordResult{Status: eng.Status(), Inputs: w.inputs(), Outputs: w.kinds[store.KindOutput],
 		Failed: w.kinds[store.KindFailed], Dropped: w.kinds[store.KindDropped], Emitted: outputs.Load(), Rows: w.rows,
@@ -362,7 +365,8 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 }
 
 // await waits for the end of the run: the feed settled (without follow),
-// ctx done, or the source failing. It returns the source's error.
+// ctx done, the source failing, or the engine failing (the recorder could
+// not write: Engine.Err). It returns the source's error.
 func (c *CLI) await(ctx context.Context, eng *engine.Engine, src *watchedSource, follow bool) error {
 	p := c.progress()
 	defer p.Done()
@@ -384,7 +388,7 @@ func (c *CLI) await(ctx context.Context, eng *engine.Engine, src *watchedSource,
 		if len(st.Feeds) > 0 {
 			p.Printf("%s: %d lines read, %d acknowledged", st.Feeds[0].State, st.Feeds[0].Sequence, st.Feeds[0].Acknowledged)
 		}
-		if st.Settled && !follow {
+		if st.Settled && !follow || eng.Err() != nil {
 			return nil
 		}
 	}
