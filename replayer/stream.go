@@ -41,8 +41,8 @@ type replay struct {
 	// after is the input whose rows the last rows read were (its input row
 	// and OUTPUT rows); zero after any other row. A FAILED row right after
 	// them, for the same feed and seq, is a completion callback's failure.
-	after inputRef
-	stopped  bool
+	after   inputRef
+	stopped bool
 }
 
 // input is the input being replayed: its row, what the replay emitted, and
