@@ -12,10 +12,11 @@
 //
 // What it writes (docs/FORMAT.md): META first; per processor START (its
 // Snapshot, if any), then for each input either FAILED (its first failed
-// attempt, or the first failure of one of its completion callbacks: the input
-// is not reproducible) or an optional DELIVERY, an INDEXED or INLINE row and
-// its OUTPUT rows; TIMER rows and their outputs; DROPPED rows exactly where
-// the engine lost items; END on a clean stop. Journalled items are JOURNAL
+// attempt: the input is not reproducible) or an optional DELIVERY, an
+// INDEXED or INLINE row and its OUTPUT rows, followed by a FAILED row when
+// one of its completion callbacks then fails (its first failure); TIMER rows
+// and their outputs; DROPPED rows exactly where the engine lost items; END
+// on a clean stop. Journalled items are JOURNAL
 // rows; an input whose received copy encodes to the journal's bytes is
 // INDEXED (it names the JOURNAL row), otherwise INLINE (it carries its
 // payload).
@@ -24,11 +25,23 @@
 // handler runs, so a handler that mutates its input cannot change the
 // record. All rows of one item, for every recorded processor of the group,
 // are written with one Writer.Append call: one write (CSV) or one
-// transaction (SQLite), before the item counts as dispatched and so before
+// transaction (SQLite), in the engine's BeforeComplete hook: after every
+// processor of the group handled the item and before its completion
+// callbacks run. The recording is written ahead of the effects an app makes
+// durable in its completions (a state save), so an applied input is always
+// in some recording; and before the item counts as dispatched, so before
 // the source may commit it.
 //
-// A store failure never stops the live run and never re-dispatches: the
-// processors whose rows could not be written stop being recorded (their
-// stream has no END, so the recording reads as unfinished), the failure is
-// logged once and reported by Err and Broken.
+// A recording failure is never silent. When a row cannot be written (the
+// writer's Append or Sync fails, a disk is full; a Snapshot fails; a name or
+// payload the store cannot hold; the codec fails), that processor's
+// recording stops (its stream has no END, so the recording reads as
+// unfinished), the failure is logged once and reported by Err and Broken,
+// and the hook returns its *BrokenError to the engine, which fails the
+// processor's group: the item is not dispatched (its completions do not
+// run), the group takes no more items, its feeds commit nothing past the
+// last item recorded and report themselves stalled and not lossless, and
+// engine.Engine.Err names the error, so a launcher stops the run and a
+// restart delivers the items again. A failure in a hook that cannot return
+// one (a DROPPED or TIMER row) fails the group at its next item or at Stop.
 package recorder

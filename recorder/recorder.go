@@ -26,6 +26,8 @@ var (
 
 // BrokenError says that the recording of one processor (or the journal of
 // one feed) stopped: what was written before it is kept, nothing after it.
+// The recorder's hooks return it to the engine, which fails the
+// processor's group (engine.ObserverError wraps it).
 // Err is the cause: the writer's error, or an error wrapping store.ErrName
 // (a name with a line break), store.ErrPayload (a payload with a line
 // break) or the codec's error. It is immutable and safe for concurrent use.
@@ -62,9 +64,10 @@ type Options struct {
 	// SyncEvery forces rows to stable storage (store.Syncer) once at least
 	// this many rows were written since the last sync; SyncInterval at
 	// least this often while rows are unsynced. With both 0 (the default)
-	// every input's rows reach the operating system in one write before the
-	// item counts as dispatched, which survives a crash of the process but
-	// not a power loss.
+	// every input's rows reach the operating system in one write before its
+	// completion callbacks run and before the item counts as dispatched,
+	// which survives a crash of the process but not a power loss. A failed
+	// sync stops every stream (and fails every group at its next item).
 	SyncEvery    int
 	SyncInterval time.Duration
 	// Logf receives a line for each recording that stops. Default: log.Printf.
