@@ -301,7 +301,7 @@ func (g *group) dispatch(b *binding, e envelope) bool {
 				break
 			}
 			if !g.backoff() {
-				return g.abandon(in)
+				return g.cut(in)
 			}
 		}
 		in.Delivery = dv
@@ -334,7 +334,7 @@ func (g *group) dispatch(b *binding, e envelope) bool {
 				break
 			}
 			if !g.backoff() {
-				return g.abandon(in)
+				return g.cut(in)
 			}
 		}
 	}
@@ -354,6 +354,12 @@ func (g *group) abandon(in *Input) bool {
 	g.comps = g.comps[:0]
 	*in = Input{}
 	return false
+}
+
+// cut abandons an item whose retry backoff Stop cut, saying so.
+func (g *group) cut(in *Input) bool {
+	g.eng.logf("feed %q seq %d: stop during a retry of group %q: not dispatched, the next run delivers it again", in.Feed, in.Seq, g.name)
+	return g.abandon(in)
 }
 
 // fail stops the group because an observer hook failed: it keeps the first
