@@ -36,6 +36,7 @@ type group struct {
 	fenced   atomic.Bool
 	dead     atomic.Bool
 	sleeping atomic.Bool
+	goid     atomic.Int64 // the goroutine running run (feed.go: onGroupGoroutine)
 	wake     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -96,6 +97,7 @@ func (g *group) removeBinding(b *binding) {
 // queues, fires due timers, and parks when there is nothing to do.
 func (g *group) run() {
 	defer close(g.done)
+	g.goid.Store(goroutineID())
 	for _, h := range g.hosts {
 		if g.obs.Started != nil {
 			g.obs.Started(h.name, h.proc)
