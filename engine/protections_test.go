@@ -509,70 +509,89 @@ func TestAPublishNestedInAnotherFeedsPublishNeverWaits(t *testing.T) {
 // in its queue releases the publisher: the unsubscribe does not wait for it,
 // the publisher re-evaluates against the remaining queues, which have room,
 // and delivers to them, well before its deadline; nothing is refused or
-// dropped, and the removed queue is not given the item.
+// dropped, and the removed queue is not given the item. With one queue
+// remaining the publish takes the short way (a single hand-off), with two
+// the general one.
 func TestAnUnsubscribeWhileABlockPublisherWaitsReleasesThePublisher(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		log := &journalLog{}
-		release := make(chan struct{})
-		gated := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-			<-release
-			log.add("gated %v", ev)
-			return nil
+	for _, remaining := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d queues remain", remaining), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				unsubscribeUnderAWaitingBlockPublisher(t, remaining)
+			})
 		})
-		open := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-			log.add("open %v", ev)
-			return nil
-		})
-		const deadline = time.Second
-		e := startIn(t, engine.Config{
-			Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.BlockWithDeadline(deadline).WithSpin(0), QueueSize: 1}},
-			Groups: []engine.GroupConfig{
-				{Name: "open", Feeds: []string{"in"}, Processors: procs("open", open)},
-				{Name: "gated", Feeds: []string{"in"}, Processors: procs("gated", gated)}}})
-		releaseOnce := sync.OnceFunc(func() { close(release) })
-		t.Cleanup(releaseOnce)
-		f := e.Feed("in")
-		ctx := context.Background()
-		f.Publish(ctx, 1)
-		synctest.Wait() // gated holds item 1
-		f.Publish(ctx, 2)
-		synctest.Wait() // open processed 1 and 2; gated's queue is full
-		type result struct {
-			err     error
-			elapsed time.Duration
-		}
-		results := make(chan result, 1)
-		began := time.Now()
-		go func() {
-			err := f.Publish(ctx, 3)
-			results <- result{err, time.Since(began)}
-		}()
-		synctest.Wait()
-		select {
-		case r := <-results:
-			t.Fatalf("publish returned %v before the unsubscribe; the test needs it waiting", r.err)
-		default:
-		}
-		if err := e.Unsubscribe("gated", "in"); err != nil {
-			t.Fatal(err)
-		}
-		r := <-results
-		if r.err != nil || r.elapsed >= deadline {
-			t.Fatalf("publish returned %v after %s, want it delivered to the remaining queue before the %s deadline", r.err, r.elapsed, deadline)
-		}
-		synctest.Wait() // open processes item 3
-		releaseOnce()
-		synctest.Wait()
-		st := f.Status()
-		if st.Sequence != 3 || st.Refused != 0 || st.Dropped != 0 || !st.Lossless {
-			t.Fatalf("sequence %d refused %d dropped %d lossless %v, want 3 0 0 true", st.Sequence, st.Refused, st.Dropped, st.Lossless)
-		}
-		if g := subscriber(t, st, "gated/in"); !g.Removed || g.Position != 2 {
-			t.Fatalf("gated queue %+v: want removed at position 2 (item 3 never queued for it)", g)
-		}
-		want := []string{"open 1", "open 2", "open 3", "gated 1"}
-		if got := log.all(); !slices.Equal(got, want) {
-			t.Fatalf("dispatched %q, want %q", got, want)
-		}
+	}
+}
+
+func unsubscribeUnderAWaitingBlockPublisher(t *testing.T, remaining int) {
+	release := make(chan struct{})
+	gatedLog := &journalLog{}
+	gated := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		<-release
+		gatedLog.add("%v", ev)
+		return nil
 	})
+	const deadline = time.Second
+	cfg := engine.Config{
+		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.BlockWithDeadline(deadline).WithSpin(0), QueueSize: 1}},
+		Groups: []engine.GroupConfig{{Name: "gated", Feeds: []string{"in"}, Processors: procs("gated", gated)}}}
+	openLogs := make([]*journalLog, remaining)
+	for i := range openLogs {
+		l := &journalLog{}
+		openLogs[i] = l
+		name := fmt.Sprintf("open%d", i)
+		cfg.Groups = append(cfg.Groups, engine.GroupConfig{Name: name, Feeds: []string{"in"},
+			Processors: procs(name, engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+				l.add("%v", ev)
+				return nil
+			}))})
+	}
+	e := startIn(t, cfg)
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce)
+	f := e.Feed("in")
+	ctx := context.Background()
+	f.Publish(ctx, 1)
+	synctest.Wait() // gated holds item 1
+	f.Publish(ctx, 2)
+	synctest.Wait() // the open groups processed 1 and 2; gated's queue is full
+	type result struct {
+		err     error
+		elapsed time.Duration
+	}
+	results := make(chan result, 1)
+	began := time.Now()
+	go func() {
+		err := f.Publish(ctx, 3)
+		results <- result{err, time.Since(began)}
+	}()
+	synctest.Wait()
+	select {
+	case r := <-results:
+		t.Fatalf("publish returned %v before the unsubscribe; the test needs it waiting", r.err)
+	default:
+	}
+	if err := e.Unsubscribe("gated", "in"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-results
+	if r.err != nil || r.elapsed >= deadline {
+		t.Fatalf("publish returned %v after %s, want it delivered to the remaining queues before the %s deadline", r.err, r.elapsed, deadline)
+	}
+	releaseOnce()
+	synctest.Wait()
+	st := f.Status()
+	if st.Sequence != 3 || st.Refused != 0 || st.Dropped != 0 || !st.Lossless {
+		t.Fatalf("sequence %d refused %d dropped %d lossless %v, want 3 0 0 true", st.Sequence, st.Refused, st.Dropped, st.Lossless)
+	}
+	if g := subscriber(t, st, "gated/in"); !g.Removed || g.Position != 2 {
+		t.Fatalf("gated queue %+v: want removed at position 2 (item 3 never queued for it)", g)
+	}
+	for i, l := range openLogs {
+		if got := l.all(); !slices.Equal(got, []string{"1", "2", "3"}) {
+			t.Fatalf("open%d dispatched %q, want [1 2 3]", i, got)
+		}
+	}
+	if got := gatedLog.all(); !slices.Equal(got, []string{"1"}) {
+		t.Fatalf("gated dispatched %q, want [1]: it was removed while handling item 1", got)
+	}
 }
