@@ -23,9 +23,9 @@ import (
 // publish's fallback, with a spin above 0) is not used in a bubble: a spin
 // watches a clock that does not move while it runs.
 
-// startIn builds and starts an engine inside the current bubble; it is
-// stopped when the test ends (before the test's later cleanups, which run
-// first, release the processors it blocked).
+// startIn builds and starts an engine inside the current bubble and stops
+// it when the test ends. Cleanups registered after it run before the stop:
+// a test releases there the processors it blocked.
 func startIn(t *testing.T, cfg engine.Config) *engine.Engine {
 	t.Helper()
 	if cfg.Logf == nil {
@@ -46,14 +46,14 @@ func startIn(t *testing.T, cfg engine.Config) *engine.Engine {
 	return e
 }
 
-// done is a completion callback that logs its name when it runs. It is a
+// logDone is a completion callback that logs its name when it runs. It is a
 // comparable value: registered twice in one delivery it is kept once.
-type done struct {
+type logDone struct {
 	log  *journalLog
 	name string
 }
 
-func (d done) Complete(*engine.Delivery) error {
+func (d logDone) Complete(*engine.Delivery) error {
 	d.log.add("%s", d.name)
 	return nil
 }
@@ -96,7 +96,7 @@ func TestAFailingProcessorsCallbacksAreDiscardedWhileTheOthersAreKept(t *testing
 		log := &journalLog{}
 		register := func(name string, fails func() bool) engine.Processor {
 			return engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-				c.OnComplete(done{log, name})
+				c.OnComplete(logDone{log, name})
 				if fails() {
 					return fmt.Errorf("%s failed", name)
 				}
@@ -107,7 +107,7 @@ func TestAFailingProcessorsCallbacksAreDiscardedWhileTheOthersAreKept(t *testing
 		tries := 0
 		flaky := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
 			tries++ // the group's goroutine only
-			c.OnComplete(done{log, fmt.Sprintf("flaky try %d", tries)})
+			c.OnComplete(logDone{log, fmt.Sprintf("flaky try %d", tries)})
 			if tries == 1 {
 				return errors.New("flaky failed")
 			}
@@ -195,7 +195,7 @@ func TestTwoGroupsAcknowledgeAnItemOnlyAfterEveryGroupsCallbacksRan(t *testing.T
 			return nil
 		})
 		fast := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-			c.OnComplete(done{log, "fast saved"})
+			c.OnComplete(logDone{log, "fast saved"})
 			return nil
 		})
 		slow := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {

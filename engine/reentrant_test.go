@@ -48,10 +48,10 @@ func TestATryPublishFromInsideTheJournalIsRefusedInsteadOfDeadlockingTheFeed(t *
 	f = e.Feed("in")
 	c := &committer{}
 	f.SetCommitter(c)
-	done := make(chan bool, 1)
-	go func() { done <- f.TryPublish("outer", engine.Position{Offset: 1}) }()
+	returned := make(chan bool, 1)
+	go func() { returned <- f.TryPublish("outer", engine.Position{Offset: 1}) }()
 	select {
-	case took := <-done:
+	case took := <-returned:
 		if !took {
 			t.Fatal("the outer TryPublish took nothing")
 		}
