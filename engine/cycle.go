@@ -82,7 +82,9 @@ func (c *Cycle) Processor() string { return c.h.name }
 func (c *Cycle) Delivery() *Delivery { return c.h.trace.Delivery }
 
 // Context is the context of the processor's group. Publishing with it from a
-// cycle is recognised as a publish from a group goroutine: it never waits.
+// cycle is recognised as a publish from a group goroutine at no cost: it
+// never waits. A publish from a cycle with another context never waits
+// either (Feed.Publish then tells the goroutine by its identity).
 func (c *Cycle) Context() context.Context { return c.h.ctx }
 
 // Now reads the engine clock. Every reading is part of the input's record and

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,11 +13,14 @@ import (
 
 // Journal stores each item of a journalled feed once, under (feed, seq),
 // before it is dispatched, so that recordings can index it instead of
-// copying it. Append is called under the feed's publish lock: a Journal may
-// publish into the same feed only with the ctx it is given (such a publish
-// is deferred until the current one is done) and must not call TryPublish.
-// The items published before this one are visible to the groups by then:
-// Append may wait for them to be processed.
+// copying it. Append is called under the feed's publish lock. A Journal may
+// publish into the same feed only with Publish and the ctx it is given (such
+// a publish is deferred until the current one is done; Publish with another
+// ctx would wait for the lock Append runs under). A TryPublish or
+// TryPublishBatch made while Append runs never takes the lock: it takes
+// nothing (false, 0), as for a full queue, so a Journal must not retry it
+// in a loop. The items published before this one are visible to the groups
+// by then: Append may wait for them to be processed.
 type Journal interface {
 	Append(ctx context.Context, feed string, seq int64, item any) error
 }
@@ -94,7 +99,11 @@ type Feed struct {
 	stopped   bool
 	paused    bool
 	pauses    int64
-	_         [line]byte
+	// journalling is set while the journal's Append runs under mu (written
+	// under mu, read without it): a TryPublish made then, by the journal
+	// itself on the goroutine holding mu, must not wait for mu.
+	journalling atomic.Bool
+	_           [line]byte
 
 	state        FeedState
 	detail       string
@@ -135,7 +144,11 @@ func (f *Feed) Name() string { return f.name }
 // of them, or refuses with a *RefusedError (deadline, shutdown, cancelled) and
 // delivers to none. A publish from a group goroutine (ctx from
 // Cycle.Context) or nested in a publish never waits: it falls back to a
-// counted drop, counted as downgraded.
+// counted drop, counted as downgraded. A group goroutine is recognised
+// whatever ctx it passes: with Cycle.Context at no cost, with any other
+// context (context.Background, a context of its own) only when the publish
+// is about to wait, by the goroutine's identity, so that a processor never
+// waits for room in a queue only its own group can empty.
 func (f *Feed) Publish(ctx context.Context, item any) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -157,7 +170,7 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 			f.mu.Unlock()
 			return fmt.Errorf("%w: publish to feed %q", ErrStopped, f.name)
 		}
-		if short := f.blockingShort(); short != nil && !noWait(ctx) {
+		if short := f.blockingShort(); short != nil && !noWait(ctx) && !f.eng.onGroupGoroutine() {
 			reason := RefuseReason("")
 			now := time.Now()
 			if deadline.IsZero() {
@@ -216,9 +229,47 @@ func (f *Feed) soleTarget() *binding {
 }
 
 // noWait reports whether a publish with ctx must never wait: it runs on a
-// group's goroutine or nested in a publish.
+// group's goroutine (Cycle.Context) or nested in a publish.
 func noWait(ctx context.Context) bool {
 	return ctx.Value(agentKey) != nil || ctx.Value(nestedKey) != nil
+}
+
+// onGroupGoroutine reports whether the caller runs on one of the engine's
+// group goroutines (a processor, a completion callback, an observer hook or
+// a timer publishing with a context other than Cycle.Context). It reads the
+// goroutine's identity, about a microsecond: only a publish about to wait
+// asks.
+func (e *Engine) onGroupGoroutine() bool {
+	id := goroutineID()
+	if id == 0 {
+		return false
+	}
+	for _, g := range e.groups {
+		if g.goid.Load() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// goroutineID is the current goroutine's id, read from the header of its
+// stack trace ("goroutine 42 [running]:"); 0 if it cannot be read. Ids are
+// never reused in a process.
+func goroutineID() int64 {
+	var buf [64]byte
+	s := buf[:runtime.Stack(buf[:], false)]
+	s, ok := bytes.CutPrefix(s, []byte("goroutine "))
+	if !ok {
+		return 0
+	}
+	if i := bytes.IndexByte(s, ' '); i >= 0 {
+		s = s[:i]
+	}
+	id, err := strconv.ParseInt(string(s), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return id
 }
 
 // blockingShort returns the first live BLOCK binding without room (lock held).
@@ -253,8 +304,13 @@ func (f *Feed) waitRoom(ctx context.Context, deadline time.Time) {
 // a PAUSE or BLOCK queue is full, the acknowledgement window is at its cap,
 // or (for a feed with a committer) no consumer is live or one is fenced. The
 // source keeps the item and offers it again on its next duty cycle. DROP
-// queues of the feed still drop after their spin.
+// queues of the feed still drop after their spin. While the feed's Journal
+// runs (a TryPublish from inside Append), it takes nothing and returns
+// false at once, without waiting for the lock Append runs under.
 func (f *Feed) TryPublish(item any, pos Position) bool {
+	if f.inJournal() {
+		return false
+	}
 	f.mu.Lock()
 	if f.closing || f.stopped || !f.admits() {
 		f.refuse()
@@ -265,6 +321,18 @@ func (f *Feed) TryPublish(item any, pos Position) bool {
 	f.commit(context.Background(), item, &pos, false)
 	f.flush()
 	f.mu.Unlock()
+	return true
+}
+
+// inJournal reports whether the journal's Append is running under the
+// lock. A TryPublish then is refused without the lock: made by the journal
+// itself, it would wait for the lock its own goroutine holds. A source
+// refused this way is signalled on Ready like any refused source.
+func (f *Feed) inJournal() bool {
+	if !f.journalling.Load() {
+		return false
+	}
+	f.waiting.Store(true)
 	return true
 }
 
@@ -306,8 +374,12 @@ func (f *Feed) signalReady() {
 // each, under one acquisition of the lock. It returns how many it took: a
 // prefix of items; the source keeps the rest and offers them again. The
 // groups see the items taken when it returns (earlier, before a journal
-// stores one or while a full DROP queue is waited for).
+// stores one or while a full DROP queue is waited for). From inside the
+// feed's Journal it takes nothing (see TryPublish).
 func (f *Feed) TryPublishBatch(items []any, pos []Position) int {
+	if f.inJournal() {
+		return 0
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	defer f.flush()
@@ -403,7 +475,10 @@ func (f *Feed) commit(ctx context.Context, item any, pos *Position, push bool) {
 		// The journal may take its time, or wait for the items before
 		// this one to be processed: show them to the groups first.
 		f.flush()
-		if err := f.journal.Append(context.WithValue(ctx, nestedKey, f), f.name, seq, item); err != nil {
+		f.journalling.Store(true)
+		err := f.journal.Append(context.WithValue(ctx, nestedKey, f), f.name, seq, item)
+		f.journalling.Store(false)
+		if err != nil {
 			for _, b := range targets {
 				b.mark(seq, offset, "journal: "+err.Error())
 			}

@@ -37,6 +37,7 @@ type group struct {
 	dead     atomic.Bool // failed: an observer hook failed (failure says why); it takes no more items
 	failure  atomic.Pointer[ObserverError]
 	sleeping atomic.Bool
+	goid     atomic.Int64 // the goroutine running run (feed.go: onGroupGoroutine)
 	wake     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -97,6 +98,7 @@ func (g *group) removeBinding(b *binding) {
 // queues, fires due timers, and parks when there is nothing to do.
 func (g *group) run() {
 	defer close(g.done)
+	g.goid.Store(goroutineID())
 	for _, h := range g.hosts {
 		if g.obs.Started != nil {
 			if err := g.obs.Started(h.name, h.proc); err != nil {

@@ -1,0 +1,163 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+)
+
+// A Journal runs under its feed's lock. A TryPublish (or TryPublishBatch)
+// it makes into its own feed from inside Append is told the item cannot be
+// taken now (false, 0) instead of waiting for that lock for ever; the outer
+// item is journalled and delivered, and the source offers the refused item
+// again afterwards.
+func TestATryPublishFromInsideTheJournalIsRefusedInsteadOfDeadlockingTheFeed(t *testing.T) {
+	type nested struct {
+		took  bool
+		batch int
+	}
+	var f *engine.Feed
+	nestedCh := make(chan nested, 1)
+	journal := journalFunc(func(ctx context.Context, feed string, seq int64, item any) error {
+		if item == "outer" {
+			took := f.TryPublish("inner", engine.Position{Offset: 2})
+			batch := f.TryPublishBatch([]any{"inner"}, []engine.Position{{Offset: 2}})
+			nestedCh <- nested{took, batch}
+		}
+		return nil
+	})
+	seen := make(chan any, 8)
+	p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		seen <- ev
+		return nil
+	})
+	e, err := engine.New(engine.Config{Logf: t.Logf,
+		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8, Journal: journal}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f = e.Feed("in")
+	c := &committer{}
+	f.SetCommitter(c)
+	returned := make(chan bool, 1)
+	go func() { returned <- f.TryPublish("outer", engine.Position{Offset: 1}) }()
+	select {
+	case took := <-returned:
+		if !took {
+			t.Fatal("the outer TryPublish took nothing")
+		}
+	case <-time.After(10 * time.Second):
+		// The feed's lock is held for ever: Stop would wait for it too, so
+		// the engine is left behind.
+		t.Fatal("TryPublish from inside the journal deadlocked the feed: the outer publish has not returned after 10s")
+	}
+	t.Cleanup(func() {
+		if err := e.Stop(context.Background()); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	if got := <-nestedCh; got.took || got.batch != 0 {
+		t.Fatalf("from inside the journal TryPublish took %v and TryPublishBatch %d items, want false and 0", got.took, got.batch)
+	}
+	if got := <-seen; got != "outer" {
+		t.Fatalf("first item dispatched %v, want outer", got)
+	}
+	if !f.TryPublish("inner", engine.Position{Offset: 2}) {
+		t.Fatal("the refused item was not taken when offered again")
+	}
+	if got := <-seen; got != "inner" {
+		t.Fatalf("second item dispatched %v, want inner", got)
+	}
+	if st := f.Status(); st.Sequence != 2 || st.Dropped != 0 || !st.Lossless {
+		t.Fatalf("sequence %d dropped %d lossless %v, want 2 0 true", st.Sequence, st.Dropped, st.Lossless)
+	}
+}
+
+// A processor that publishes from inside a cycle with a context other than
+// Cycle.Context into its own group's full BLOCK_WITH_DEADLINE queue does not
+// wait for room only its own group can make (until the deadline): it is
+// recognised as a group goroutine and falls back to a counted drop,
+// downgraded, at once.
+func TestAPublishFromACycleWithAnotherContextNeverWaitsForItsOwnQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type result struct {
+			err     error
+			elapsed time.Duration
+		}
+		results := make(chan result, 2)
+		seen := &journalLog{}
+		var e *engine.Engine
+		p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+			seen.add("%v", ev)
+			if ev != "first" {
+				return nil
+			}
+			// The first publish fills the queue (one slot, the item being
+			// handled was taken); the second finds it full.
+			for _, it := range []string{"fills", "overflows"} {
+				began := time.Now()
+				err := e.Feed("in").Publish(context.Background(), it)
+				results <- result{err, time.Since(began)}
+			}
+			return nil
+		})
+		e = startIn(t, engine.Config{
+			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.BlockWithDeadline(time.Second).WithSpin(0), QueueSize: 1}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}}})
+		if err := e.Feed("in").Publish(context.Background(), "first"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		for _, it := range []string{"fills", "overflows"} {
+			if r := <-results; r.err != nil || r.elapsed != 0 {
+				t.Fatalf("publish of %q from the cycle returned %v after %s, want nil at once", it, r.err, r.elapsed)
+			}
+		}
+		st := e.Status().Feeds[0]
+		if st.Downgraded != 1 || st.Dropped != 1 || st.Refused != 0 || st.Lossless {
+			t.Fatalf("downgraded %d dropped %d refused %d lossless %v, want 1 1 0 false", st.Downgraded, st.Dropped, st.Refused, st.Lossless)
+		}
+		if got := seen.all(); !slices.Equal(got, []string{"first", "fills"}) {
+			t.Fatalf("dispatched %q, want [first fills]", got)
+		}
+	})
+}
+
+// A refusal from a waiting publish is still what a caller off the group
+// goroutines gets: the group-goroutine test does not turn every blocking
+// publish into a drop.
+func TestABlockingPublishOffTheGroupGoroutinesStillWaitsAndIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+			<-release
+			return nil
+		})
+		e := startIn(t, engine.Config{
+			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.BlockWithDeadline(time.Second).WithSpin(0), QueueSize: 1}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}}})
+		t.Cleanup(func() { close(release) })
+		f := e.Feed("in")
+		f.Publish(context.Background(), 1)
+		synctest.Wait()
+		f.Publish(context.Background(), 2)
+		began := time.Now()
+		err := f.Publish(context.Background(), 3)
+		var re *engine.RefusedError
+		if !errors.As(err, &re) || re.Reason != engine.RefusedDeadline || time.Since(began) < time.Second {
+			t.Fatalf("publish returned %v after %s, want a deadline refusal after 1s", err, time.Since(began))
+		}
+		if st := f.Status(); st.Downgraded != 0 || st.Dropped != 0 || st.Refused != 1 {
+			t.Fatalf("downgraded %d dropped %d refused %d, want 0 0 1", st.Downgraded, st.Dropped, st.Refused)
+		}
+	})
+}
