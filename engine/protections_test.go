@@ -277,6 +277,11 @@ func TestACheckpointsHeldPositionSurvivesTheGroupsUnsubscribe(t *testing.T) {
 		if st := f.Status(); subscriber(t, st, "later/in").Dispatched != 2 || st.Settled {
 			t.Fatalf("status %+v: want the new consumer at 2 and the feed not settled", st)
 		}
+		// The feed says why it is not settled: the removed group's items
+		// that were processed but not made durable hold it.
+		if st := f.Status(); st.Stalled == nil {
+			t.Fatalf("status %+v: want stalled with the reason, got none", st)
+		}
 	})
 }
 

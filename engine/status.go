@@ -119,8 +119,12 @@ func (f *Feed) Status() FeedStatus {
 				fs.Consumers++
 			}
 			fs.Drained = fs.Drained && ss.Drained
-		} else if positioned && disp < pos && stalled == "" && f.waitsFor(b) {
-			stalled = fmt.Sprintf("removed consumer %s left %d unprocessed items", b.name, pos-disp)
+		} else if ack := b.ackPoint(); positioned && ack < pos && stalled == "" && f.waitsFor(b) {
+			if ack < disp {
+				stalled = fmt.Sprintf("removed consumer %s left %d processed items not made durable", b.name, pos-ack)
+			} else {
+				stalled = fmt.Sprintf("removed consumer %s left %d unprocessed items", b.name, pos-disp)
+			}
 		}
 	}
 	if positioned && len(f.targets) == 0 && stalled == "" {
