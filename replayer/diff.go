@@ -104,9 +104,11 @@ type ProcessorDiff struct {
 	// the same outputs again (a processor that does not skip re-deliveries):
 	// a sink that does not de-duplicate received them twice.
 	DuplicateOutputs []InputRef `json:"duplicateOutputs"`
-	// Repeated are inputs processed more than once within one run of a
-	// side (an input may be delivered at most once per run): a difference.
-	// The ref is the repeated delivery's; Side names the side.
+	// Repeated are inputs processed more often than their side's runs
+	// explain: twice within one run, or again in a run after one that
+	// stopped cleanly (only a killed run's inputs are delivered again, by
+	// its restart). A difference. The ref is the unexplained delivery's;
+	// Side names the side.
 	Repeated []InputRef `json:"repeated"`
 	// EpochChanges are the places where a side's epoch of a feed changed
 	// part-way (the input was replaced or reset): inputs after it are
@@ -194,18 +196,22 @@ type InputDiff struct {
 // of all its deliveries together: a re-delivery the processor skipped (no
 // outputs) agrees, and one that emitted the same outputs again agrees and is
 // listed in DuplicateOutputs; either way the input is listed in Twice when
-// each delivery is in another run of the side, and in Repeated (a
-// difference) when two are in the same run. Outputs are compared after
-// decoding with the codec, leaving out the keys of DiffOptions.Ignore.
+// each delivery is in another run of the side, each run but the last of
+// them killed (its stream of the processor unfinished), and in Repeated (a
+// difference) otherwise: twice in one run, or again after a run that
+// stopped cleanly. Outputs are compared after decoding with the codec,
+// leaving out the keys of DiffOptions.Ignore.
 //
 // Memory: Diff reads each side as a stream, processor by processor, and
 // holds for the processor being compared one index entry per distinct
 // input of both sides (its identity, its deliveries and 64-bit hashes of
-// its payload and outputs) and each side's inputs in stream order: about
-// 300 bytes an input, up to 400 while the map grows (so about 400 MB for a
-// processor of a million inputs), plus the content alignment's trace (at
-// most 16 MB, see maxAlignEdits) and the inputs it lists (at most Limit
-// per list, with their outputs). It does not grow with the number of
+// its payload and outputs) and, while it aligns them, each side's inputs
+// in stream order: at its peak about 700 bytes an input (660 measured
+// with 40,000 inputs on each side, the map's growth and the heap's slack
+// included; so about 700 MB for a processor of a million inputs), plus,
+// for the content alignment of one chunk, 8 bytes an input of the chunk and
+// Myers' trace (at most 16 MB, see maxAlignEdits), and the inputs it lists
+// (at most Limit per list, with their outputs). It does not grow with the number of
 // processors or with the size of outputs. It reads each side twice when it
 // lists inputs (once to index, once to fetch the listed inputs' payloads
 // and outputs).
@@ -314,7 +320,7 @@ func differences(c DiffCounts) string {
 		text string
 	}{
 		{c.OnlyA, fmt.Sprintf("%d only in A", c.OnlyA)}, {c.OnlyB, fmt.Sprintf("%d only in B", c.OnlyB)},
-		{c.Different, different}, {c.Repeated, fmt.Sprintf("%d processed more than once in one run", c.Repeated)},
+		{c.Different, different}, {c.Repeated, fmt.Sprintf("%d processed more often than its runs explain", c.Repeated)},
 	} {
 		if x.n > 0 {
 			parts = append(parts, x.text)
@@ -367,7 +373,7 @@ type sideAgg struct {
 	n, nonEmpty int32
 	run, rerun  int32  // runs of the first and second delivery
 	last        int32  // run of the last delivery
-	reprun      int32  // run of the first delivery repeated within its run
+	reprun      int32  // run of the first delivery its runs do not explain
 	in          uint64 // hash of the first delivery's input payload
 	first       uint64 // hash of the first delivery with outputs
 	concat      uint64 // hash of every delivery's outputs, in order
@@ -526,8 +532,9 @@ func (d *differ) hashOutput(o output) uint64 {
 }
 
 // add counts a delivery whose input payload hashes to in and whose outputs
-// hash to h (xs: each output's hash).
-func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64) {
+// hash to h (xs: each output's hash). killed[r] says whether run r+1 of the
+// side was killed (may be delivered again by the next run).
+func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64, killed []bool) {
 	s.n++
 	switch s.n {
 	case 1:
@@ -536,7 +543,7 @@ func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64) {
 	case 2:
 		s.rerun, s.reseq = int32(dl.run), dl.seq
 	}
-	if s.n > 1 && s.last == int32(dl.run) && s.reprun == 0 {
+	if s.n > 1 && s.reprun == 0 && (s.last == int32(dl.run) || !killed[s.last-1]) {
 		s.reprun, s.repseq = int32(dl.run), dl.seq
 	}
 	s.last = int32(dl.run)
@@ -622,6 +629,14 @@ func (d *differ) processor(p string, a, b []store.Reader) (*ProcessorDiff, error
 		rs []store.Reader
 		n  *int64
 	}{{a, &pd.InputsA}, {b, &pd.InputsB}} {
+		killed := make([]bool, len(side.rs)) // the runs whose stream of p is unfinished
+		for r, rd := range side.rs {
+			for _, pb := range rd.Problems() {
+				if pb.Kind == store.ProblemUnfinished && (pb.Processor == p || pb.Processor == "") {
+					killed[r] = true
+				}
+			}
+		}
 		err := d.walk("AB"[si:si+1], side.rs, p, func(dl *delivery) {
 			*side.n++
 			g := idx[dl.key]
@@ -636,7 +651,7 @@ func (d *differ) processor(p string, a, b []store.Reader) (*ProcessorDiff, error
 				xs = append(xs, x)
 				h = mix(h, x)
 			}
-			pick(g, si).add(dl, d.inputHash(side.rs[dl.run-1], dl), h, xs, *side.n)
+			pick(g, si).add(dl, d.inputHash(side.rs[dl.run-1], dl), h, xs, *side.n, killed)
 		}, epochs)
 		if err != nil {
 			return nil, err
@@ -803,7 +818,7 @@ func (d *differ) processor(p string, a, b []store.Reader) (*ProcessorDiff, error
 	}
 	// again are the refs of the delivery that came again on each side that
 	// had one: the second (Twice, DuplicateOutputs) or the first repeated
-	// within its run (Repeated).
+	// without a kill to explain it (Repeated).
 	again := func(it item, list *[]InputRef, ok func(*sideAgg) bool, run func(*sideAgg) (int32, int64)) {
 		for si, sk := range [2]sideKey{it.al.a, it.al.b} {
 			if sk.g == nil || !ok(sk.g) {

@@ -296,8 +296,8 @@ func repeat(rows []store.Entry, i, j, times int) []store.Entry {
 // TestDiffAnInputProcessedFourTimesInOneRunIsNotSame: side B holds one
 // delivery recorded 4 times in its only run. Its outputs agree with A's
 // each time, but a run processes an input once: it is a difference,
-// listed as processed more than once in one run, never "same" (it was
-// "1 processed twice", same, before).
+// listed as processed more often than its runs explain, never "same" (it
+// was "1 processed twice", same, before).
 func TestDiffAnInputProcessedFourTimesInOneRunIsNotSame(t *testing.T) {
 	a := run{}.memory(t, ten...)
 	rs := rows(t, a)
@@ -318,6 +318,24 @@ func TestDiffAnInputProcessedFourTimesInOneRunIsNotSame(t *testing.T) {
 	rep = diff(t, []store.Reader{b}, []store.Reader{a}, replayer.DiffOptions{})
 	if rep.Same || rep.Processors[0].Counts.Repeated != 1 || rep.Processors[0].Repeated[0].Side != "A" {
 		t.Errorf("swapped:\n%s", diffText(t, rep))
+	}
+}
+
+// TestDiffAnInputProcessedAgainAfterACleanStopIsNotSame: a restart
+// delivers again only what its killed run had not committed; run 1 here
+// stopped cleanly (END), so run 2 processing lines 1-4 again is not
+// explained by a kill: a difference (before, "processed twice", same).
+func TestDiffAnInputProcessedAgainAfterACleanStopIsNotSame(t *testing.T) {
+	run1 := run{}.memory(t, ten[:4]...) // stopped cleanly after 4 lines
+	run2 := run{}.memory(t, ten...)      // and yet started over from line 1
+	clean := run{}.memory(t, ten...)
+	rep := diff(t, []store.Reader{run1, run2}, []store.Reader{clean}, replayer.DiffOptions{Ignore: []string{"at"}})
+	p := rep.Processors[0]
+	if rep.Same || rep.Verdict != replayer.DiffDifferent || p.Counts != (replayer.DiffCounts{Repeated: 4}) {
+		t.Fatalf("want different, 4 repeated:\n%s", diffText(t, rep))
+	}
+	if diff := cmp.Diff([]int64{1, 2, 3, 4}, offsets(p.Repeated)); diff != "" || p.Repeated[0].Side != "A" || p.Repeated[0].Run != 2 {
+		t.Errorf("repeated (-want +got):\n%s\n%+v", diff, p.Repeated)
 	}
 }
 

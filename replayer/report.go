@@ -137,7 +137,7 @@ func (d *DiffReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(bw, "processor %q: %s in A, %s in B, %d common: %d only in A, %d only in B, %s, %d processed twice, %d with duplicate outputs",
 			p.Processor, plural(p.InputsA, "input"), plural(p.InputsB, "input"), p.Common, c.OnlyA, c.OnlyB, different, c.Twice, c.DuplicateOutputs)
 		if c.Repeated > 0 {
-			fmt.Fprintf(bw, ", %d processed more than once in one run", c.Repeated)
+			fmt.Fprintf(bw, ", %d processed more often than its runs explain", c.Repeated)
 		}
 		fmt.Fprintln(bw)
 		for _, e := range p.EpochChanges {
@@ -167,7 +167,7 @@ func (d *DiffReport) WriteText(w io.Writer) error {
 		}
 		writeRefs(bw, "processed twice, once per run", p.Twice, c.Twice)
 		writeRefs(bw, "re-delivery emitted its outputs again", p.DuplicateOutputs, c.DuplicateOutputs)
-		writeRefs(bw, "processed more than once in one run", p.Repeated, c.Repeated)
+		writeRefs(bw, "processed more often than its runs explain", p.Repeated, c.Repeated)
 	}
 	if len(d.Problems) > 0 {
 		fmt.Fprintf(bw, "integrity problems: %d", len(d.Problems))

@@ -100,9 +100,11 @@ func (c *CLI) diffCmd() *cobra.Command {
 position) where deliveries exist, otherwise by (feed, seq), and where
 positions disagree by content, as a text diff aligns lines: inputs only in
 A (removed), only in B (inserted), changed, in both with different
-outputs, processed twice (once per run of a stitched side), and processed
-more than once in one run. A and B may each be a comma-separated list of
-consecutive runs to stitch together (a crashed run and its restarts).
+outputs, processed twice (once per run of a stitched side, after a kill),
+and processed more often than the runs explain (twice in one run, or again
+after a run that stopped cleanly). A and B may each be a comma-separated
+list of consecutive runs to stitch together (a crashed run and its
+restarts).
 
 Exit: 0 both sides complete and the same; 1 a difference; 2 a usage or I/O
 error; 3 a side not complete (an integrity problem other than the missing
