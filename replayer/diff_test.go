@@ -327,7 +327,7 @@ func TestDiffAnInputProcessedFourTimesInOneRunIsNotSame(t *testing.T) {
 // explained by a kill: a difference (before, "processed twice", same).
 func TestDiffAnInputProcessedAgainAfterACleanStopIsNotSame(t *testing.T) {
 	run1 := run{}.memory(t, ten[:4]...) // stopped cleanly after 4 lines
-	run2 := run{}.memory(t, ten...)      // and yet started over from line 1
+	run2 := run{}.memory(t, ten...)     // and yet started over from line 1
 	clean := run{}.memory(t, ten...)
 	rep := diff(t, []store.Reader{run1, run2}, []store.Reader{clean}, replayer.DiffOptions{Ignore: []string{"at"}})
 	p := rep.Processors[0]
