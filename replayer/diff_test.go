@@ -469,3 +469,22 @@ func TestDiffAnInsertedAndARemovedLine(t *testing.T) {
 		t.Errorf("only in B %+v, want the inserted line (B's line 700)", r)
 	}
 }
+
+// TestDiffLeavesAChunkUnalignedBeyondTheEditBound: two runs of 1,001
+// lines with no line in common need 2,002 edits to align by content, more
+// than the bound (2,000): the inputs are listed only in A and only in B,
+// and a note says why.
+func TestDiffLeavesAChunkUnalignedBeyondTheEditBound(t *testing.T) {
+	la, lb := make([]string, 1001), make([]string, 1001)
+	for i := range la {
+		la[i], lb[i] = fmt.Sprintf("a%04d,1", i), fmt.Sprintf("b%04d,1", i)
+	}
+	rep := diff(t, []store.Reader{run{}.memory(t, la...)}, []store.Reader{run{}.memory(t, lb...)}, replayer.DiffOptions{Limit: 1})
+	p := rep.Processors[0]
+	if rep.Verdict != replayer.DiffDifferent || p.Counts != (replayer.DiffCounts{OnlyA: 1001, OnlyB: 1001}) || len(p.Notes) != 1 {
+		t.Fatalf("want 1001 only in each side and a note: %+v\n%s", p.Counts, diffText(t, rep))
+	}
+	if !strings.Contains(diffText(t, rep), "  note: feed \"input\": 1001 inputs of A and 1001 of B") {
+		t.Errorf("text:\n%s", diffText(t, rep))
+	}
+}
