@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"maps"
+	"math"
 	"slices"
+	"strings"
 
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
@@ -33,17 +36,47 @@ type DiffOptions struct {
 	Limit int
 }
 
-// DiffReport is the result of Diff. Same: every input present on both
-// sides has the same outputs, and no input is missing from either side.
-// Inputs processed twice, and re-deliveries that emitted the same outputs
-// again (DuplicateOutputs), do not make the sides differ. A DiffReport is a
-// plain value, safe to read from several goroutines once returned.
+// DiffVerdict is a Diff's verdict.
+type DiffVerdict string
+
+// The verdicts of Diff.
+const (
+	// DiffSame: both sides are complete and no processor differs.
+	DiffSame DiffVerdict = "same"
+	// DiffDifferent: both sides are complete and a processor differs.
+	DiffDifferent DiffVerdict = "different"
+	// DiffNotComplete: a side has an integrity problem that the stitching
+	// of its runs does not explain, or holds no processor stream; the
+	// differences found, if any, are listed too.
+	DiffNotComplete DiffVerdict = "not complete"
+)
+
+// DiffReport is the result of Diff. Same (Verdict DiffSame) only when both
+// sides are complete and equal: no input is missing from either side, every
+// input aligned on both sides has the same outputs, and no input was
+// processed more than once within one run. Inputs processed once per run
+// of a stitched side (Twice), and re-deliveries that emitted the same
+// outputs again (DuplicateOutputs), do not make the sides differ. A side is
+// complete when its recordings have no integrity problem but the one a
+// stitched crashed run has: every run but the last is unfinished (no END).
+// A DiffReport is a plain value, safe to read from several goroutines once
+// returned.
 type DiffReport struct {
-	Same       bool            `json:"same"`
+	Same    bool        `json:"same"`
+	Verdict DiffVerdict `json:"verdict"`
+	// Complete: neither side has an integrity problem that the stitching
+	// does not explain, and each holds a processor stream.
+	Complete bool `json:"complete"`
+	// Why says why the verdict is not "same", one reason a line: a side
+	// that is not complete, a processor that differs.
+	Why        []string        `json:"why"`
 	Processors []ProcessorDiff `json:"processors"`
 	// Problems are the integrity problems of the recordings of both sides
-	// (each names its file): a killed run's missing END is expected here.
+	// (each names its file), explained or not.
 	Problems []store.Problem `json:"problems"`
+	// Expected counts the Problems the stitching explains: the unfinished
+	// streams of a side's runs but its last (a killed run and its restart).
+	Expected int `json:"expectedProblems"`
 }
 
 // ProcessorDiff is the comparison of one processor's inputs on both sides.
@@ -58,7 +91,9 @@ type ProcessorDiff struct {
 	// OnlyA and OnlyB are inputs present on one side only.
 	OnlyA []InputRef `json:"onlyA"`
 	OnlyB []InputRef `json:"onlyB"`
-	// Different are inputs on both sides whose outputs differ.
+	// Different are inputs aligned on both sides whose outputs differ,
+	// and changed inputs (Changed: an input of A and one of B at the same
+	// place, between the same aligned inputs, whose payloads differ).
 	Different []InputDiff `json:"different"`
 	// Twice are inputs delivered more than once on one side (a crashed run
 	// and its restart: "processed twice, once per run") whose outputs, all
@@ -69,11 +104,20 @@ type ProcessorDiff struct {
 	// the same outputs again (a processor that does not skip re-deliveries):
 	// a sink that does not de-duplicate received them twice.
 	DuplicateOutputs []InputRef `json:"duplicateOutputs"`
+	// Repeated are inputs processed more often than their side's runs
+	// explain: twice within one run, or again in a run after one that
+	// stopped cleanly (only a killed run's inputs are delivered again, by
+	// its restart). A difference. The ref is the unexplained delivery's;
+	// Side names the side.
+	Repeated []InputRef `json:"repeated"`
 	// EpochChanges are the places where a side's epoch of a feed changed
 	// part-way (the input was replaced or reset): inputs after it are
 	// aligned as the next epoch segment.
-	EpochChanges []string   `json:"epochChanges"`
-	Counts       DiffCounts `json:"counts"`
+	EpochChanges []string `json:"epochChanges"`
+	// Notes are the chunks left unaligned by content (more than
+	// maxAlignEdits edits): their inputs are listed only in A and only in B.
+	Notes  []string   `json:"notes"`
+	Counts DiffCounts `json:"counts"`
 }
 
 // DiffCounts are the exact sizes of a ProcessorDiff's lists (inputs, not
@@ -82,8 +126,10 @@ type DiffCounts struct {
 	OnlyA            int64 `json:"onlyA"`
 	OnlyB            int64 `json:"onlyB"`
 	Different        int64 `json:"different"`
+	Changed          int64 `json:"changed"` // the changed inputs among Different
 	Twice            int64 `json:"twice"`
 	DuplicateOutputs int64 `json:"duplicateOutputs"`
+	Repeated         int64 `json:"repeated"`
 }
 
 // InputRef names an input of a side. Feed, Key and Offset are its source
@@ -103,45 +149,72 @@ type InputRef struct {
 	Input  string `json:"input"` // the input's payload text
 }
 
-// InputDiff is an input whose outputs differ: Want are side A's, Got side
-// B's ("sink: payload", all its deliveries together), Diff a readable diff
-// (-want +got) of the decoded outputs. A plain value.
+// InputDiff is an input whose outputs differ, or a changed input: its
+// InputRef is side A's input; B is side B's when it is another input
+// (aligned by content at another position, or Changed); Want are side A's
+// outputs, Got side B's ("sink: payload", all its deliveries together),
+// Diff a readable diff (-want +got) of the decoded outputs ("" when they are
+// equal: a changed input with the same outputs). A plain value.
 type InputDiff struct {
 	InputRef
-	Want []string `json:"want"`
-	Got  []string `json:"got"`
-	Diff string   `json:"diff"`
+	B       *InputRef `json:"b,omitempty"`
+	Changed bool      `json:"changed"`
+	Want    []string  `json:"want"`
+	Got     []string  `json:"got"`
+	Diff    string    `json:"diff"`
 }
 
 // Diff compares two runs, a and b, processor by processor. Each side is one
 // recording or several recordings of consecutive runs stitched in order (a
-// crashed run and its restarts; a killed run's missing END is expected).
+// crashed run and its restarts; every run's missing END but the last's is
+// expected).
 //
-// Inputs are aligned by source identity, (feed, key, offset), where a
+// Inputs are aligned first by source identity, (feed, key, offset), where a
 // DELIVERY row gives one, otherwise by (feed, seq), the seqs of a later run
-// of a side counted on from the last seq of the run before. Epochs differ
+// of a side counted on from the last seq of the run before: two inputs at
+// the same place align when their payloads agree too. Epochs differ
 // between independent runs, so they take no part in the match; a side
 // whose epoch of a feed changes part-way is aligned per epoch segment (the
 // k-th epoch of a feed on one side with the k-th on the other) and the
 // change is listed in EpochChanges. TIMER inputs are aligned by their
 // ordinal among the side's timers. FAILED and DROPPED rows take no part.
 //
+// Where positions disagree (a line of another length shifts every later
+// offset; a line inserted or removed), the inputs left over are aligned by
+// content, as a text diff aligns lines: per lane (feed, key and epoch
+// segment) and per chunk (the inputs between two inputs aligned by
+// position), a shortest edit script over the hashes of the inputs'
+// payloads (Myers' algorithm, bounded by maxAlignEdits edits per chunk:
+// beyond it the chunk stays unaligned and a Note says so). Inputs it
+// matches are compared by their outputs like inputs aligned by position;
+// between two matches, the k-th removed input of A and the k-th inserted
+// input of B are one changed input (listed in Different, Changed); the
+// removed and inserted inputs left over are only in A and only in B. A
+// line replaced by another is therefore one changed input.
+//
 // An input delivered more than once on one side is compared by the outputs
 // of all its deliveries together: a re-delivery the processor skipped (no
 // outputs) agrees, and one that emitted the same outputs again agrees and is
-// listed in DuplicateOutputs; either way the input is listed in Twice.
-// Outputs are compared after decoding with the codec, leaving out the keys
-// of DiffOptions.Ignore.
+// listed in DuplicateOutputs; either way the input is listed in Twice when
+// each delivery is in another run of the side, each run but the last of
+// them killed (its stream of the processor unfinished), and in Repeated (a
+// difference) otherwise: twice in one run, or again after a run that
+// stopped cleanly. Outputs are compared after decoding with the codec,
+// leaving out the keys of DiffOptions.Ignore.
 //
 // Memory: Diff reads each side as a stream, processor by processor, and
 // holds for the processor being compared one index entry per distinct
-// input of both sides (its identity, its deliveries and a 64-bit hash of
-// their outputs: about 200 bytes, up to 300 while the map grows; so about
-// 300 MB for a processor of a million inputs), plus the inputs it lists (at
-// most Limit per list, with their outputs). It does not grow with the
-// number of processors or with the size of outputs. It reads each side
-// twice when it lists inputs (once to index, once to fetch the listed
-// inputs' payloads and outputs).
+// input of both sides (its identity, its deliveries and 64-bit hashes of
+// its payload and outputs) and, while it aligns them, each side's inputs
+// in stream order: at its peak about 700 bytes an input (660 measured
+// with 40,000 inputs on each side, the map's growth and the heap's slack
+// included; so about 700 MB for a processor of a million inputs), plus,
+// for the content alignment of one chunk, 8 bytes an input of the chunk and
+// Myers' trace (at most 16 MB, see maxAlignEdits), and the inputs it lists
+// (at most Limit per list, with their outputs). It does not grow with the number of
+// processors or with the size of outputs. It reads each side twice when it
+// lists inputs (once to index, once to fetch the listed inputs' payloads
+// and outputs).
 //
 // The error is for I/O problems and a cancelled ctx.
 func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffReport, error) {
@@ -164,34 +237,96 @@ func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffRepo
 			d.ignore[k] = true
 		}
 	}
-	rep := &DiffReport{Same: true, Processors: []ProcessorDiff{}, Problems: []store.Problem{}}
+	rep := &DiffReport{Complete: true, Why: []string{}, Processors: []ProcessorDiff{}, Problems: []store.Problem{}}
 	var procs []string
 	seen := map[string]bool{}
-	for _, side := range [][]store.Reader{a, b} {
-		for _, r := range side {
+	for si, side := range [][]store.Reader{a, b} {
+		name := "AB"[si : si+1]
+		kinds := map[store.ProblemKind]int{}
+		unexplained, lastUnfinished, streams := 0, false, 0
+		for ri, r := range side {
 			if r == nil {
 				return nil, fmt.Errorf("%w: nil reader", ErrUsage)
 			}
-			rep.Problems = append(rep.Problems, r.Problems()...)
+			for _, pb := range r.Problems() {
+				rep.Problems = append(rep.Problems, pb)
+				if pb.Kind == store.ProblemUnfinished && ri < len(side)-1 {
+					rep.Expected++ // a killed run, restarted by the next
+					continue
+				}
+				unexplained++
+				kinds[pb.Kind]++
+				lastUnfinished = lastUnfinished || pb.Kind == store.ProblemUnfinished
+			}
 			for _, p := range r.Processors() {
+				streams++
 				if !seen[p] {
 					seen[p] = true
 					procs = append(procs, p)
 				}
 			}
 		}
+		if unexplained > 0 {
+			rep.Complete = false
+			var ks []string
+			for _, k := range slices.Sorted(maps.Keys(kinds)) {
+				ks = append(ks, fmt.Sprintf("%d %s", kinds[k], k))
+			}
+			why := fmt.Sprintf("side %s is not complete: %s that the stitching of its runs does not explain (%s)",
+				name, plural(int64(unexplained), "integrity problem"), strings.Join(ks, ", "))
+			if lastUnfinished {
+				why += "; its last run did not stop cleanly: stitch the run that restarted it after it"
+			}
+			rep.Why = append(rep.Why, why)
+		}
+		if streams == 0 {
+			rep.Complete = false
+			rep.Why = append(rep.Why, fmt.Sprintf("side %s is not complete: it holds no processor stream", name))
+		}
 	}
+	differs := false
 	for _, p := range procs {
 		pd, err := d.processor(p, a, b)
 		if err != nil {
 			return nil, err
 		}
-		if pd.Counts.OnlyA+pd.Counts.OnlyB+pd.Counts.Different > 0 {
-			rep.Same = false
+		if c := pd.Counts; c.OnlyA+c.OnlyB+c.Different+c.Repeated > 0 {
+			differs = true
+			rep.Why = append(rep.Why, fmt.Sprintf("processor %q differs: %s", p, differences(c)))
 		}
 		rep.Processors = append(rep.Processors, *pd)
 	}
+	switch {
+	case !rep.Complete:
+		rep.Verdict = DiffNotComplete
+	case differs:
+		rep.Verdict = DiffDifferent
+	default:
+		rep.Verdict = DiffSame
+	}
+	rep.Same = rep.Verdict == DiffSame
 	return rep, nil
+}
+
+// differences says which of c's counts of differences are not zero.
+func differences(c DiffCounts) string {
+	different := fmt.Sprintf("%d different", c.Different)
+	if c.Changed > 0 {
+		different = fmt.Sprintf("%d different (%s)", c.Different, plural(c.Changed, "changed input"))
+	}
+	var parts []string
+	for _, x := range []struct {
+		n    int64
+		text string
+	}{
+		{c.OnlyA, fmt.Sprintf("%d only in A", c.OnlyA)}, {c.OnlyB, fmt.Sprintf("%d only in B", c.OnlyB)},
+		{c.Different, different}, {c.Repeated, fmt.Sprintf("%d processed more often than its runs explain", c.Repeated)},
+	} {
+		if x.n > 0 {
+			parts = append(parts, x.text)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // differ is one Diff call. It is used by one goroutine.
@@ -204,6 +339,8 @@ type differ struct {
 	canon  bytes.Buffer
 	names  []string // interned feed and key names
 	ids    map[string]uint32
+	// unreadable numbers the inputs whose payload could not be read.
+	unreadable int64
 }
 
 // ikey is an input's identity on its side: 24 bytes, names interned.
@@ -230,16 +367,20 @@ func (d *differ) intern(name string) uint32 {
 	return i
 }
 
-// sideAgg is what one side did with an input: its deliveries and a hash of
-// their outputs.
+// sideAgg is what one side did with an input: its deliveries and hashes of
+// its payload and their outputs.
 type sideAgg struct {
 	n, nonEmpty int32
 	run, rerun  int32  // runs of the first and second delivery
+	last        int32  // run of the last delivery
+	reprun      int32  // run of the first delivery its runs do not explain
+	in          uint64 // hash of the first delivery's input payload
 	first       uint64 // hash of the first delivery with outputs
 	concat      uint64 // hash of every delivery's outputs, in order
 	ord         int64  // the side's ordinal of the input's first delivery
 	seq, epoch  int64  // the first delivery's
 	reseq       int64  // the second delivery's
+	repseq      int64  // the repeated delivery's (reprun)
 	mixed       bool   // deliveries with outputs differ
 }
 
@@ -366,16 +507,7 @@ func (d *differ) walk(side string, rs []store.Reader, p string, f func(*delivery
 	return nil
 }
 
-// hashOutputs hashes a delivery's outputs after decoding and canonical
-// re-encoding.
-func (d *differ) hashOutputs(outs []output) uint64 {
-	h := uint64(hashInit)
-	for _, o := range outs {
-		h = mix(h, d.hashOutput(o))
-	}
-	return h
-}
-
+// hashOutput hashes an output after decoding and canonical re-encoding.
 func (d *differ) hashOutput(o output) uint64 {
 	var mh maphash.Hash
 	mh.SetSeed(d.seed)
@@ -399,16 +531,22 @@ func (d *differ) hashOutput(o output) uint64 {
 	return mh.Sum64()
 }
 
-// add counts a delivery whose outputs hash to h (xs: each output's hash).
-func (s *sideAgg) add(dl *delivery, h uint64, xs []uint64, ord int64) {
+// add counts a delivery whose input payload hashes to in and whose outputs
+// hash to h (xs: each output's hash). killed[r] says whether run r+1 of the
+// side was killed (may be delivered again by the next run).
+func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64, killed []bool) {
 	s.n++
 	switch s.n {
 	case 1:
-		s.ord, s.run, s.seq, s.epoch = ord, int32(dl.run), dl.seq, dl.epoch
+		s.ord, s.run, s.seq, s.epoch, s.in = ord, int32(dl.run), dl.seq, dl.epoch, in
 		s.concat = hashInit
 	case 2:
 		s.rerun, s.reseq = int32(dl.run), dl.seq
 	}
+	if s.n > 1 && s.reprun == 0 && (s.last == int32(dl.run) || !killed[s.last-1]) {
+		s.reprun, s.repseq = int32(dl.run), dl.seq
+	}
+	s.last = int32(dl.run)
 	if len(xs) == 0 {
 		return
 	}
@@ -423,24 +561,89 @@ func (s *sideAgg) add(dl *delivery, h uint64, xs []uint64, ord int64) {
 	}
 }
 
+// sideKey is an input of one side: its identity and what the side did with
+// it (g nil: no input).
+type sideKey struct {
+	k ikey
+	g *sideAgg
+}
+
+// aligned is an input of A aligned with one of B; a.g or b.g is nil for an
+// input only on the other side. changed: a changed input, the payloads
+// differ.
+type aligned struct {
+	a, b    sideKey
+	changed bool
+}
+
+// leftover is an input not aligned by position, in its side's stream order.
+type leftover struct {
+	sideKey
+	chunk int32 // how many inputs of its lane before it were aligned by position
+}
+
+// lane is k without its place: inputs of one lane may align by content.
+func lane(k ikey) ikey {
+	k.offset = 0
+	return k
+}
+
+// inputHash hashes an input's payload: the row's, or its journal row's for
+// an INDEXED input. Timers all hash alike (they align by ordinal); an input
+// whose payload cannot be read hashes like no other.
+func (d *differ) inputHash(r store.Reader, dl *delivery) uint64 {
+	var mh maphash.Hash
+	mh.SetSeed(d.seed)
+	switch dl.kind {
+	case store.KindTimer:
+		mh.WriteString("timer")
+	case store.KindIndexed:
+		j, err := r.Journal(dl.src, dl.seq)
+		if err != nil {
+			d.unreadable++
+			fmt.Fprintf(&mh, "unreadable %d", d.unreadable)
+			break
+		}
+		mh.WriteByte(0)
+		mh.Write(j.Payload)
+	default:
+		mh.WriteByte(0)
+		mh.Write(dl.payload)
+	}
+	return mh.Sum64()
+}
+
 func (d *differ) processor(p string, a, b []store.Reader) (*ProcessorDiff, error) {
 	pd := &ProcessorDiff{Processor: p, OnlyA: []InputRef{}, OnlyB: []InputRef{}, Different: []InputDiff{},
-		Twice: []InputRef{}, DuplicateOutputs: []InputRef{}, EpochChanges: []string{}}
-	idx := map[ikey]agg{}
+		Twice: []InputRef{}, DuplicateOutputs: []InputRef{}, Repeated: []InputRef{}, EpochChanges: []string{}, Notes: []string{}}
+	idx := map[ikey]*agg{}
 	epochs := func(s string) { pd.EpochChanges = append(pd.EpochChanges, s) }
+	pick := func(g *agg, side int) *sideAgg {
+		if side == 0 {
+			return &g.a
+		}
+		return &g.b
+	}
 	var xs []uint64
-	for _, side := range []struct {
-		name string
-		rs   []store.Reader
-		n    *int64
-		pick func(*agg) *sideAgg
-	}{
-		{"A", a, &pd.InputsA, func(g *agg) *sideAgg { return &g.a }},
-		{"B", b, &pd.InputsB, func(g *agg) *sideAgg { return &g.b }},
-	} {
-		err := d.walk(side.name, side.rs, p, func(dl *delivery) {
+	for si, side := range []struct {
+		rs []store.Reader
+		n  *int64
+	}{{a, &pd.InputsA}, {b, &pd.InputsB}} {
+		killed := make([]bool, len(side.rs)) // the runs whose stream of p is unfinished
+		for r, rd := range side.rs {
+			for _, pb := range rd.Problems() {
+				if pb.Kind == store.ProblemUnfinished && (pb.Processor == p || pb.Processor == "") {
+					killed[r] = true
+				}
+			}
+		}
+		err := d.walk("AB"[si:si+1], side.rs, p, func(dl *delivery) {
 			*side.n++
 			g := idx[dl.key]
+			if g == nil {
+				g = &agg{}
+				idx[dl.key] = g
+			}
 			xs = xs[:0]
 			h := uint64(hashInit)
 			for _, o := range dl.outs {
@@ -448,143 +651,286 @@ func (d *differ) processor(p string, a, b []store.Reader) (*ProcessorDiff, error
 				xs = append(xs, x)
 				h = mix(h, x)
 			}
-			side.pick(&g).add(dl, h, xs, *side.n)
-			idx[dl.key] = g
+			pick(g, si).add(dl, d.inputHash(side.rs[dl.run-1], dl), h, xs, *side.n, killed)
 		}, epochs)
 		if err != nil {
 			return nil, err
 		}
 	}
 
-	// Classify, in stream order.
-	type item struct {
-		k   ikey
-		g   *agg // set once the list is cut to its limit
-		ord int64
-	}
-	var onlyA, onlyB, diff, twice, dup []item
-	for k, g := range idx {
-		switch {
-		case g.b.n == 0:
-			onlyA = append(onlyA, item{k, nil, g.a.ord})
-		case g.a.n == 0:
-			onlyB = append(onlyB, item{k, nil, g.b.ord})
-		default:
-			pd.Common++
-			if g.a.effective() != g.b.effective() {
-				diff = append(diff, item{k, nil, g.a.ord})
+	// Align by position: the inputs at the same place on both sides with
+	// the same payload. Walk each side in stream order to collect, per
+	// lane, the inputs left over and the chunk each lies in.
+	byPosition := func(g *agg) bool { return g.a.n > 0 && g.b.n > 0 && g.a.in == g.b.in }
+	lanes := map[ikey]*[2][]leftover{}
+	for si := range 2 {
+		type ordKey struct {
+			ord int64
+			k   ikey
+		}
+		var order []ordKey
+		for k, g := range idx {
+			if s := pick(g, si); s.n > 0 {
+				order = append(order, ordKey{s.ord, k})
+			}
+		}
+		slices.SortFunc(order, func(x, y ordKey) int { return cmp.Compare(x.ord, y.ord) })
+		chunks := map[ikey]int32{}
+		for _, o := range order {
+			g, l := idx[o.k], lane(o.k)
+			if byPosition(g) {
+				chunks[l]++
 				continue
 			}
-			if g.a.n > 1 || g.b.n > 1 {
-				twice = append(twice, item{k, nil, g.a.ord})
+			ls := lanes[l]
+			if ls == nil {
+				ls = &[2][]leftover{}
+				lanes[l] = ls
 			}
-			if (g.a.nonEmpty > 1 && !g.a.mixed) || (g.b.nonEmpty > 1 && !g.b.mixed) {
-				dup = append(dup, item{k, nil, g.a.ord})
+			ls[si] = append(ls[si], leftover{sideKey{o.k, pick(g, si)}, chunks[l]})
+		}
+	}
+
+	// Classify, then list in stream order.
+	type item struct {
+		al   aligned
+		ord  int64
+		side int // the side of ord
+	}
+	var onlyA, onlyB, diff, twice, dup, repeated []item
+	classify := func(al aligned) {
+		it := item{al: al}
+		if al.a.g != nil {
+			it.ord = al.a.g.ord
+		} else {
+			it.ord, it.side = al.b.g.ord, 1
+		}
+		rep := (al.a.g != nil && al.a.g.reprun != 0) || (al.b.g != nil && al.b.g.reprun != 0)
+		if rep {
+			repeated = append(repeated, it)
+		}
+		switch {
+		case al.b.g == nil:
+			onlyA = append(onlyA, it)
+		case al.a.g == nil:
+			onlyB = append(onlyB, it)
+		case al.changed:
+			diff = append(diff, it)
+		default:
+			ga, gb := al.a.g, al.b.g
+			pd.Common++
+			switch {
+			case ga.effective() != gb.effective():
+				diff = append(diff, it)
+			case rep:
+			default:
+				if ga.n > 1 || gb.n > 1 {
+					twice = append(twice, it)
+				}
+				if (ga.nonEmpty > 1 && !ga.mixed) || (gb.nonEmpty > 1 && !gb.mixed) {
+					dup = append(dup, it)
+				}
 			}
 		}
 	}
-	pd.Counts = DiffCounts{OnlyA: int64(len(onlyA)), OnlyB: int64(len(onlyB)), Different: int64(len(diff)),
-		Twice: int64(len(twice)), DuplicateOutputs: int64(len(dup))}
+	for k, g := range idx {
+		if byPosition(g) {
+			classify(aligned{a: sideKey{k, &g.a}, b: sideKey{k, &g.b}})
+		}
+	}
+	for l, ls := range lanes {
+		alignByContent(ls[0], ls[1], classify, func(na, nb int) {
+			what := fmt.Sprintf("feed %q", d.names[l.feed])
+			if l.timer {
+				what = "timers"
+			}
+			pd.Notes = append(pd.Notes, fmt.Sprintf("%s: %d inputs of A and %d of B between the same inputs aligned by position need more than %d edits to align by content: they are listed only in A and only in B",
+				what, na, nb, maxAlignEdits))
+		})
+	}
+	slices.Sort(pd.Notes)
+	var changed int64
+	for _, it := range diff {
+		if it.al.changed {
+			changed++
+		}
+	}
+	pd.Counts = DiffCounts{OnlyA: int64(len(onlyA)), OnlyB: int64(len(onlyB)), Different: int64(len(diff)), Changed: changed,
+		Twice: int64(len(twice)), DuplicateOutputs: int64(len(dup)), Repeated: int64(len(repeated))}
 	limit := func(items []item) []item {
-		slices.SortFunc(items, func(x, y item) int { return cmp.Compare(x.ord, y.ord) })
+		slices.SortFunc(items, func(x, y item) int { return cmp.Or(cmp.Compare(x.ord, y.ord), cmp.Compare(x.side, y.side)) })
 		if d.limit > 0 && len(items) > d.limit {
 			items = items[:d.limit]
 		}
-		for i := range items {
-			g := idx[items[i].k]
-			items[i].g = &g
-		}
 		return items
 	}
-	onlyA, onlyB, diff, twice, dup = limit(onlyA), limit(onlyB), limit(diff), limit(twice), limit(dup)
-	if len(onlyA)+len(onlyB)+len(diff)+len(twice)+len(dup) == 0 {
+	onlyA, onlyB, diff, twice, dup, repeated = limit(onlyA), limit(onlyB), limit(diff), limit(twice), limit(dup), limit(repeated)
+	if len(onlyA)+len(onlyB)+len(diff)+len(twice)+len(dup)+len(repeated) == 0 {
 		return pd, nil
 	}
 
 	// Second pass: the listed inputs' payloads and outputs.
 	type detail struct {
-		input      [2]string
-		inputSet   [2]bool
-		outs       [2][][]output // per side, each delivery's outputs
-		runs, seqs [2][]int64
+		input    string
+		inputSet bool
+		outs     [][]output // each delivery's outputs
 	}
-	want := map[ikey]*detail{}
-	for _, list := range [][]item{onlyA, onlyB, diff, twice, dup} {
+	want := [2]map[ikey]*detail{{}, {}}
+	for _, list := range [][]item{onlyA, onlyB, diff, twice, dup, repeated} {
 		for _, it := range list {
-			want[it.k] = &detail{}
+			for si, sk := range [2]sideKey{it.al.a, it.al.b} {
+				if sk.g != nil {
+					want[si][sk.k] = &detail{}
+				}
+			}
 		}
 	}
 	for si, rs := range [][]store.Reader{a, b} {
 		err := d.walk("AB"[si:si+1], rs, p, func(dl *delivery) {
-			dt := want[dl.key]
+			dt := want[si][dl.key]
 			if dt == nil {
 				return
 			}
-			if !dt.inputSet[si] {
-				dt.inputSet[si] = true
-				dt.input[si] = d.inputText(rs[dl.run-1], dl)
+			if !dt.inputSet {
+				dt.inputSet = true
+				dt.input = d.inputText(rs[dl.run-1], dl)
 			}
 			outs := make([]output, len(dl.outs))
 			for i, o := range dl.outs {
 				outs[i] = output{sink: o.sink, payload: bytes.Clone(o.payload)}
 			}
-			dt.outs[si] = append(dt.outs[si], outs)
+			dt.outs = append(dt.outs, outs)
 		}, func(string) {})
 		if err != nil {
 			return nil, err
 		}
 	}
-	ref := func(it item, side int) InputRef {
-		s := &it.g.a
-		if side == 1 {
-			s = &it.g.b
-		}
-		r := InputRef{Feed: d.names[it.k.feed], Key: d.names[it.k.key], Offset: it.k.offset, Epoch: s.epoch, Seq: s.seq, Run: int(s.run)}
-		if !it.k.pos && !it.k.timer {
+	ref := func(si int, sk sideKey) InputRef {
+		s := sk.g
+		r := InputRef{Feed: d.names[sk.k.feed], Key: d.names[sk.k.key], Offset: sk.k.offset, Epoch: s.epoch, Seq: s.seq, Run: int(s.run)}
+		if !sk.k.pos && !sk.k.timer {
 			r.Offset = 0
 		}
-		if dt := want[it.k]; dt != nil {
-			r.Input = dt.input[side]
+		if dt := want[si][sk.k]; dt != nil {
+			r.Input = dt.input
 		}
 		return r
 	}
-	// redelivered is the ref of the second delivery on the side that had
-	// more than one.
-	redelivered := func(it item, dupOnly bool) []InputRef {
-		var out []InputRef
-		for side, s := range []*sideAgg{&it.g.a, &it.g.b} {
-			if s.n < 2 || (dupOnly && (s.nonEmpty < 2 || s.mixed)) {
+	// again are the refs of the delivery that came again on each side that
+	// had one: the second (Twice, DuplicateOutputs) or the first repeated
+	// without a kill to explain it (Repeated).
+	again := func(it item, list *[]InputRef, ok func(*sideAgg) bool, run func(*sideAgg) (int32, int64)) {
+		for si, sk := range [2]sideKey{it.al.a, it.al.b} {
+			if sk.g == nil || !ok(sk.g) {
 				continue
 			}
-			r := ref(it, side)
-			r.Side, r.Run, r.Seq = "AB"[side:side+1], int(s.rerun), s.reseq
-			out = append(out, r)
+			r := ref(si, sk)
+			rr, rs := run(sk.g)
+			r.Side, r.Run, r.Seq = "AB"[si:si+1], int(rr), rs
+			*list = append(*list, r)
 		}
-		return out
 	}
+	second := func(s *sideAgg) (int32, int64) { return s.rerun, s.reseq }
 	for _, it := range onlyA {
-		pd.OnlyA = append(pd.OnlyA, ref(it, 0))
+		pd.OnlyA = append(pd.OnlyA, ref(0, it.al.a))
 	}
 	for _, it := range onlyB {
-		pd.OnlyB = append(pd.OnlyB, ref(it, 1))
+		pd.OnlyB = append(pd.OnlyB, ref(1, it.al.b))
 	}
 	for _, it := range twice {
-		pd.Twice = append(pd.Twice, redelivered(it, false)...)
+		again(it, &pd.Twice, func(s *sideAgg) bool { return s.n > 1 }, second)
 	}
 	for _, it := range dup {
-		pd.DuplicateOutputs = append(pd.DuplicateOutputs, redelivered(it, true)...)
+		again(it, &pd.DuplicateOutputs, func(s *sideAgg) bool { return s.nonEmpty > 1 && !s.mixed }, second)
+	}
+	for _, it := range repeated {
+		again(it, &pd.Repeated, func(s *sideAgg) bool { return s.reprun != 0 },
+			func(s *sideAgg) (int32, int64) { return s.reprun, s.repseq })
 	}
 	for _, it := range diff {
-		dt := want[it.k]
-		w, g := effectiveOutputs(dt.outs[0], it.g.a.mixed), effectiveOutputs(dt.outs[1], it.g.b.mixed)
-		id := InputDiff{InputRef: ref(it, 0), Want: texts(w), Got: texts(g)}
+		ga, gb := it.al.a, it.al.b
+		w, g := effectiveOutputs(want[0][ga.k].outs, ga.g.mixed), effectiveOutputs(want[1][gb.k].outs, gb.g.mixed)
+		id := InputDiff{InputRef: ref(0, ga), Changed: it.al.changed, Want: texts(w), Got: texts(g)}
+		if it.al.changed || ga.k != gb.k {
+			rb := ref(1, gb)
+			id.B = &rb
+		}
 		id.Diff = diffOutputs(decodeAll(d.codec, w, d.ignore), decodeAll(d.codec, g, d.ignore))
-		if id.Diff == "" {
+		if id.Diff == "" && !id.Changed {
 			id.Diff = "equal once decoded (the outputs hash differently: a codec that does not decode to comparable values?)"
 		}
 		pd.Different = append(pd.Different, id)
 	}
 	return pd, nil
+}
+
+// alignByContent aligns the inputs of one lane that positions did not
+// align, la of A and lb of B in stream order, chunk by chunk: see Diff. It
+// calls emit for each input (or pair), and note for a chunk left unaligned.
+func alignByContent(la, lb []leftover, emit func(aligned), note func(na, nb int)) {
+	for i, j := 0, 0; i < len(la) || j < len(lb); {
+		c := int32(math.MaxInt32)
+		if i < len(la) {
+			c = la[i].chunk
+		}
+		if j < len(lb) {
+			c = min(c, lb[j].chunk)
+		}
+		i2, j2 := i, j
+		for i2 < len(la) && la[i2].chunk == c {
+			i2++
+		}
+		for j2 < len(lb) && lb[j2].chunk == c {
+			j2++
+		}
+		alignChunk(la[i:i2], lb[j:j2], emit, note)
+		i, j = i2, j2
+	}
+}
+
+// alignChunk aligns one chunk's inputs by their payloads' hashes: matches
+// are aligned inputs, and between two matches the k-th removed input of A
+// and the k-th inserted input of B are a changed input.
+func alignChunk(la, lb []leftover, emit func(aligned), note func(na, nb int)) {
+	var matches [][2]int
+	if len(la) > 0 && len(lb) > 0 {
+		ha, hb := make([]uint64, len(la)), make([]uint64, len(lb))
+		for i := range la {
+			ha[i] = la[i].g.in
+		}
+		for j := range lb {
+			hb[j] = lb[j].g.in
+		}
+		var ok bool
+		if matches, ok = lcsMatches(ha, hb, maxAlignEdits); !ok {
+			note(len(la), len(lb))
+			for _, x := range la {
+				emit(aligned{a: x.sideKey})
+			}
+			for _, x := range lb {
+				emit(aligned{b: x.sideKey})
+			}
+			return
+		}
+	}
+	i, j := 0, 0
+	for _, m := range append(matches, [2]int{len(la), len(lb)}) {
+		removed, inserted := la[i:m[0]], lb[j:m[1]]
+		n := min(len(removed), len(inserted))
+		for k := range n {
+			emit(aligned{a: removed[k].sideKey, b: inserted[k].sideKey, changed: true})
+		}
+		for _, x := range removed[n:] {
+			emit(aligned{a: x.sideKey})
+		}
+		for _, x := range inserted[n:] {
+			emit(aligned{b: x.sideKey})
+		}
+		if m[0] < len(la) {
+			emit(aligned{a: la[m[0]].sideKey, b: lb[m[1]].sideKey})
+		}
+		i, j = m[0]+1, m[1]+1
+	}
 }
 
 // effectiveOutputs are a side's outputs of an input: those of its first

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -134,7 +137,7 @@ func TestDiffDifferences(t *testing.T) {
 		t.Fatal("same")
 	}
 	p := rep.Processors[0]
-	if p.Processor != "ledger" || p.Counts != (replayer.DiffCounts{OnlyA: 2, Different: 2}) {
+	if p.Processor != "ledger" || p.Counts != (replayer.DiffCounts{OnlyA: 2, Different: 2, Changed: 1}) {
 		t.Fatalf("ledger counts %+v:\n%s", p.Counts, diffText(t, rep))
 	}
 	if diff := cmp.Diff([]int64{9, 10}, offsets(p.OnlyA)); diff != "" {
@@ -240,7 +243,7 @@ func TestDiffReportJSONAndText(t *testing.T) {
 	if diff := cmp.Diff(*rep, back, cmpopts.IgnoreFields(store.Problem{}, "File")); diff != "" {
 		t.Errorf("JSON round trip (-want +got):\n%s", diff)
 	}
-	for _, k := range []string{`"same":false`, `"onlyA":[{`, `"twice":[]`, `"epochChanges":[]`} {
+	for _, k := range []string{`"same":false`, `"onlyA":[{`, `"twice":[]`, `"epochChanges":[]`, `"verdict":"different"`, `"complete":true`, `"repeated":[]`} {
 		if !strings.Contains(string(bs), k) {
 			t.Errorf("JSON lacks %s: %s", k, bs)
 		}
@@ -250,6 +253,7 @@ func TestDiffReportJSONAndText(t *testing.T) {
 		t.Errorf("text not stable:\n%s---\n%s", got, again)
 	}
 	want := "diff: DIFFERENT\n" +
+		`  why: processor "ledger" differs: 1 only in A` + "\n" +
 		`processor "ledger": 3 inputs in A, 2 inputs in B, 2 common: 1 only in A, 0 only in B, 0 different, 0 processed twice, 0 with duplicate outputs` + "\n" +
 		`  only in A: feed "input" position 3 (run 1 seq 3 epoch 1): "transfer,alice,bob,30"` + "\n"
 	if got != want {
@@ -257,5 +261,230 @@ func TestDiffReportJSONAndText(t *testing.T) {
 	}
 	if _, err := replayer.Diff(context.Background(), nil, []store.Reader{b}, replayer.DiffOptions{}); !errors.Is(err, replayer.ErrUsage) {
 		t.Errorf("no A side: %v", err)
+	}
+}
+
+// repeat inserts times copies of rows[i:j] (one input's rows) after them
+// and renumbers the processor's later rows and END's count, so the stream
+// stays gapless: the input reads as delivered 1+times times in the run.
+func repeat(rows []store.Entry, i, j, times int) []store.Entry {
+	p := rows[i].Processor
+	out := append([]store.Entry(nil), rows[:j]...)
+	for range times {
+		out = append(out, rows[i:j]...)
+	}
+	out = append(out, rows[j:]...)
+	for k := i; k < len(out); k++ {
+		if out[k].Processor == p {
+			out[k].Index = 0
+		}
+	}
+	var next int64
+	for k := range out {
+		if out[k].Processor != p {
+			continue
+		}
+		next++
+		out[k].Index = next
+		if out[k].Kind == store.KindEnd {
+			out[k].N += int64(times)
+		}
+	}
+	return out
+}
+
+// TestDiffAnInputProcessedFourTimesInOneRunIsNotSame: side B holds one
+// delivery recorded 4 times in its only run. Its outputs agree with A's
+// each time, but a run processes an input once: it is a difference,
+// listed as processed more often than its runs explain, never "same" (it
+// was "1 processed twice", same, before).
+func TestDiffAnInputProcessedFourTimesInOneRunIsNotSame(t *testing.T) {
+	a := run{}.memory(t, ten...)
+	rs := rows(t, a)
+	b := reopen(t, repeat(rs, find(t, rs, "ledger", store.KindDelivery, 3), find(t, rs, "ledger", store.KindDelivery, 4), 3))
+	rep := diff(t, []store.Reader{a}, []store.Reader{b}, replayer.DiffOptions{})
+	want := replayer.DiffDifferent
+	if len(rep.Problems) > 0 { // a store that sees the repeated rows as a problem
+		want = replayer.DiffNotComplete
+	}
+	p := rep.Processors[0]
+	if rep.Same || rep.Verdict != want || p.Counts != (replayer.DiffCounts{Repeated: 1}) || p.InputsB != 13 || len(rep.Why) == 0 {
+		t.Fatalf("want %s with 1 repeated input:\n%s", want, diffText(t, rep))
+	}
+	if r := p.Repeated[0]; r.Side != "B" || r.Run != 1 || r.Seq != 3 || r.Offset != 3 || r.Input != `"transfer,alice,bob,30"` {
+		t.Errorf("repeated ref %+v, want side B run 1 seq 3 at offset 3", r)
+	}
+	// Swapped, the verdict is the same from the other side.
+	rep = diff(t, []store.Reader{b}, []store.Reader{a}, replayer.DiffOptions{})
+	if rep.Same || rep.Processors[0].Counts.Repeated != 1 || rep.Processors[0].Repeated[0].Side != "A" {
+		t.Errorf("swapped:\n%s", diffText(t, rep))
+	}
+}
+
+// TestDiffAnInputProcessedAgainAfterACleanStopIsNotSame: a restart
+// delivers again only what its killed run had not committed; run 1 here
+// stopped cleanly (END), so run 2 processing lines 1-4 again is not
+// explained by a kill: a difference (before, "processed twice", same).
+func TestDiffAnInputProcessedAgainAfterACleanStopIsNotSame(t *testing.T) {
+	run1 := run{}.memory(t, ten[:4]...) // stopped cleanly after 4 lines
+	run2 := run{}.memory(t, ten...)     // and yet started over from line 1
+	clean := run{}.memory(t, ten...)
+	rep := diff(t, []store.Reader{run1, run2}, []store.Reader{clean}, replayer.DiffOptions{Ignore: []string{"at"}})
+	p := rep.Processors[0]
+	if rep.Same || rep.Verdict != replayer.DiffDifferent || p.Counts != (replayer.DiffCounts{Repeated: 4}) {
+		t.Fatalf("want different, 4 repeated:\n%s", diffText(t, rep))
+	}
+	if diff := cmp.Diff([]int64{1, 2, 3, 4}, offsets(p.Repeated)); diff != "" || p.Repeated[0].Side != "A" || p.Repeated[0].Run != 2 {
+		t.Errorf("repeated (-want +got):\n%s\n%+v", diff, p.Repeated)
+	}
+}
+
+// TestDiffIsSameOnlyWhenBothSidesAreComplete: a side with an integrity
+// problem that the stitching of its runs does not explain is "not
+// complete", whatever its inputs; the only problem a stitched side may
+// have is the missing END of each run but its last (a killed run and its
+// restart). Before, every one of these sides was "same".
+func TestDiffIsSameOnlyWhenBothSidesAreComplete(t *testing.T) {
+	clean := run{}.memory(t, ten...)
+	run1 := killed(t, run{}.memory(t, ten[:4]...)) // killed after 4 lines
+	run2 := run{}.memory(t, ten...)                // its restart, from offset 0
+	rs := rows(t, clean)
+	gap := func(rs []store.Entry) *store.Memory { // an index missing after the second OUTPUT, no row lost
+		rs = slices.Clone(rs)
+		for i := find(t, rs, "ledger", store.KindOutput, 2) + 1; i < len(rs); i++ {
+			if rs[i].Processor == "ledger" {
+				rs[i].Index++
+			}
+		}
+		return reopen(t, rs)
+	}
+	metaOnly := reopen(t, rs[:1])
+	for _, tc := range []struct {
+		name string
+		a, b []store.Reader
+		want replayer.DiffVerdict
+		side string // the side the Why names, for not complete
+	}{
+		{"both complete", []store.Reader{clean}, []store.Reader{run{}.memory(t, ten...)}, replayer.DiffSame, ""},
+		{"a killed run and its restart", []store.Reader{run1, run2}, []store.Reader{clean}, replayer.DiffSame, ""},
+		{"B's only run killed", []store.Reader{clean}, []store.Reader{killed(t, clean)}, replayer.DiffNotComplete, "B"},
+		{"a stitched side whose last run was killed", []store.Reader{run1, killed(t, run2)}, []store.Reader{clean}, replayer.DiffNotComplete, "A"},
+		{"B with a gap", []store.Reader{clean}, []store.Reader{gap(rs)}, replayer.DiffNotComplete, "B"},
+		{"a gap in a killed run before its restart", []store.Reader{gap(rows(t, run1)), run2}, []store.Reader{clean}, replayer.DiffNotComplete, "A"},
+		{"no processor stream on either side", []store.Reader{metaOnly}, []store.Reader{metaOnly}, replayer.DiffNotComplete, "A"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := diff(t, tc.a, tc.b, replayer.DiffOptions{Ignore: []string{"at"}})
+			if rep.Verdict != tc.want || rep.Same != (tc.want == replayer.DiffSame) || rep.Complete != (tc.want != replayer.DiffNotComplete) {
+				t.Fatalf("verdict %q same %v complete %v, want %q:\n%s", rep.Verdict, rep.Same, rep.Complete, tc.want, diffText(t, rep))
+			}
+			if tc.want == replayer.DiffSame {
+				if len(rep.Why) != 0 {
+					t.Errorf("why %q for same", rep.Why)
+				}
+				return
+			}
+			if len(rep.Why) == 0 || !strings.HasPrefix(rep.Why[0], "side "+tc.side+" is not complete") {
+				t.Errorf("why %q, want side %s not complete first", rep.Why, tc.side)
+			}
+		})
+	}
+}
+
+// fileLines records lines as a file source would: the DELIVERY offsets of
+// the memsource's ordinals become the byte offset after each line and its
+// '\n', so a line of another length moves every later position.
+func fileLines(t *testing.T, lines []string) *store.Memory {
+	t.Helper()
+	ends := make([]int64, len(lines))
+	var off int64
+	for i, l := range lines {
+		off += int64(len(l)) + 1
+		ends[i] = off
+	}
+	rs := rows(t, run{}.memory(t, lines...))
+	for i := range rs {
+		if rs[i].Kind == store.KindDelivery {
+			rs[i].Offset = ends[rs[i].Offset-1]
+		}
+	}
+	return reopen(t, rs)
+}
+
+// thousand is 1,000 ledger lines of one account each, all 13 bytes long
+// with their '\n'.
+func thousand() []string {
+	lines := make([]string, 1000)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("acct%04d,%03d", i+1, (i+1)%1000)
+	}
+	return lines
+}
+
+// TestDiffALineOfAnotherLengthIsOneChangedInput: two recordings of the
+// same 1,000-line file but for line 500, replaced by a longer one, differ
+// by exactly one changed input; every later input, at a position moved by
+// the longer line, is aligned by content with its own line. Before, every
+// later input was only in A and only in B (or, when the lines moved by a
+// whole line's length, aligned with its neighbour and different).
+func TestDiffALineOfAnotherLengthIsOneChangedInput(t *testing.T) {
+	for _, longer := range []string{"acct0500,5000", "acct0500,5000000000000000"} { // 1 byte longer; a whole line (13 bytes) longer
+		t.Run(fmt.Sprint(len(longer)-12, " bytes longer"), func(t *testing.T) {
+			lines := thousand()
+			a := fileLines(t, lines)
+			lines[499] = longer
+			b := fileLines(t, lines)
+			rep := diff(t, []store.Reader{a}, []store.Reader{b}, replayer.DiffOptions{Ignore: []string{"at"}})
+			p := rep.Processors[0]
+			if rep.Verdict != replayer.DiffDifferent || p.Counts != (replayer.DiffCounts{Different: 1, Changed: 1}) || p.Common != 999 {
+				t.Fatalf("want exactly one changed input, %d common: %+v\n%.3000s", p.Common, p.Counts, diffText(t, rep))
+			}
+			c := p.Different[0]
+			if !c.Changed || c.Seq != 500 || c.Offset != 500*13 || c.Input != `"acct0500,500"` ||
+				c.B == nil || c.B.Seq != 500 || c.B.Offset != c.Offset+int64(len(longer))-12 || c.B.Input != strconv.Quote(longer) {
+				t.Errorf("changed input %+v (B %+v), want line 500 of each side", c.InputRef, c.B)
+			}
+		})
+	}
+}
+
+// TestDiffAnInsertedAndARemovedLine: line 300 removed and a line inserted
+// after line 700: one input only in A (removed), one only in B (inserted),
+// every other input aligned with its own line and the same. Before, the
+// inputs between the two edits were misaligned by one line.
+func TestDiffAnInsertedAndARemovedLine(t *testing.T) {
+	lines := thousand()
+	a := fileLines(t, lines)
+	edited := slices.Concat(lines[:299], lines[300:700], []string{"new00001,001"}, lines[700:])
+	b := fileLines(t, edited)
+	rep := diff(t, []store.Reader{a}, []store.Reader{b}, replayer.DiffOptions{Ignore: []string{"at"}})
+	p := rep.Processors[0]
+	if rep.Verdict != replayer.DiffDifferent || p.Counts != (replayer.DiffCounts{OnlyA: 1, OnlyB: 1}) || p.Common != 999 {
+		t.Fatalf("want 1 only in A, 1 only in B, 999 common: %+v\n%.3000s", p.Counts, diffText(t, rep))
+	}
+	if r := p.OnlyA[0]; r.Seq != 300 || r.Input != `"acct0300,300"` {
+		t.Errorf("only in A %+v, want line 300", r)
+	}
+	if r := p.OnlyB[0]; r.Seq != 700 || r.Input != `"new00001,001"` {
+		t.Errorf("only in B %+v, want the inserted line (B's line 700)", r)
+	}
+}
+
+// TestDiffLeavesAChunkUnalignedBeyondTheEditBound: two runs of 1,001
+// lines with no line in common need 2,002 edits to align by content, more
+// than the bound (2,000): the inputs are listed only in A and only in B,
+// and a note says why.
+func TestDiffLeavesAChunkUnalignedBeyondTheEditBound(t *testing.T) {
+	la, lb := make([]string, 1001), make([]string, 1001)
+	for i := range la {
+		la[i], lb[i] = fmt.Sprintf("a%04d,1", i), fmt.Sprintf("b%04d,1", i)
+	}
+	rep := diff(t, []store.Reader{run{}.memory(t, la...)}, []store.Reader{run{}.memory(t, lb...)}, replayer.DiffOptions{Limit: 1})
+	p := rep.Processors[0]
+	if rep.Verdict != replayer.DiffDifferent || p.Counts != (replayer.DiffCounts{OnlyA: 1001, OnlyB: 1001}) || len(p.Notes) != 1 {
+		t.Fatalf("want 1001 only in each side and a note: %+v\n%s", p.Counts, diffText(t, rep))
+	}
+	if !strings.Contains(diffText(t, rep), "  note: feed \"input\": 1001 inputs of A and 1001 of B") {
+		t.Errorf("text:\n%s", diffText(t, rep))
 	}
 }

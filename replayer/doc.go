@@ -42,11 +42,17 @@
 // # Diff
 //
 // Diff aligns two runs per processor by the inputs' source identity (feed,
-// key, offset) where deliveries exist, otherwise by (feed, seq), and lists
-// the inputs only in A, only in B, with different outputs, and processed
-// twice (a crashed run and its restart stitched together). DiffOptions.Ignore
-// leaves keys such as "at" (a clock reading in the outputs) out of the
-// comparison.
+// key, offset) where deliveries exist, otherwise by (feed, seq), and where
+// positions disagree by content, as a text diff aligns lines (a line of
+// another length is one changed input). It lists the inputs only in A, only
+// in B, changed, with different outputs, processed twice (a crashed run and
+// its restart stitched together) and processed more often than the runs
+// explain (twice in one run, or again after a run that stopped cleanly).
+// Its verdict is same only when both sides are complete (no integrity
+// problem but the missing END of a stitched side's runs before its last)
+// and equal; otherwise different, or not complete, and DiffReport.Why says
+// why. DiffOptions.Ignore leaves keys such as "at" (a clock reading in the
+// outputs) out of the comparison.
 //
 // # Errors
 //

@@ -114,6 +114,7 @@ func ExampleDiff() {
 	_ = rep.WriteText(os.Stdout)
 	// Output:
 	// diff: DIFFERENT
+	//   why: processor "upper" differs: 1 only in A
 	// processor "upper": 3 inputs in A, 2 inputs in B, 2 common: 1 only in A, 0 only in B, 0 different, 0 processed twice, 0 with duplicate outputs
 	//   only in A: feed "in" seq 3 (run 1): "c"
 }

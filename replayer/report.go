@@ -114,24 +114,45 @@ func plural(n int64, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// WriteText writes the diff for a person to read: the verdict, then per
-// processor its counts and listed inputs, then the recordings' integrity
-// problems. The text holds no time and no map order.
+// WriteText writes the diff for a person to read: the verdict and why,
+// then per processor its counts and listed inputs, then the recordings'
+// integrity problems. The text holds no time and no map order.
 func (d *DiffReport) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "diff: %s\n", choose(d.Same, "same", "DIFFERENT"))
+	verdict := strings.ToUpper(string(d.Verdict))
+	if d.Verdict == DiffSame {
+		verdict = string(d.Verdict)
+	}
+	fmt.Fprintf(bw, "diff: %s\n", verdict)
+	for _, why := range d.Why {
+		fmt.Fprintf(bw, "  why: %s\n", why)
+	}
 	for i := range d.Processors {
 		p := &d.Processors[i]
 		c := p.Counts
-		fmt.Fprintf(bw, "processor %q: %s in A, %s in B, %d common: %d only in A, %d only in B, %d different, %d processed twice, %d with duplicate outputs\n",
-			p.Processor, plural(p.InputsA, "input"), plural(p.InputsB, "input"), p.Common, c.OnlyA, c.OnlyB, c.Different, c.Twice, c.DuplicateOutputs)
+		different := fmt.Sprintf("%d different", c.Different)
+		if c.Changed > 0 {
+			different += fmt.Sprintf(" (%s)", plural(c.Changed, "changed input"))
+		}
+		fmt.Fprintf(bw, "processor %q: %s in A, %s in B, %d common: %d only in A, %d only in B, %s, %d processed twice, %d with duplicate outputs",
+			p.Processor, plural(p.InputsA, "input"), plural(p.InputsB, "input"), p.Common, c.OnlyA, c.OnlyB, different, c.Twice, c.DuplicateOutputs)
+		if c.Repeated > 0 {
+			fmt.Fprintf(bw, ", %d processed more often than its runs explain", c.Repeated)
+		}
+		fmt.Fprintln(bw)
 		for _, e := range p.EpochChanges {
 			fmt.Fprintf(bw, "  epoch change: %s\n", e)
+		}
+		for _, n := range p.Notes {
+			fmt.Fprintf(bw, "  note: %s\n", n)
 		}
 		writeRefs(bw, "only in A", p.OnlyA, c.OnlyA)
 		writeRefs(bw, "only in B", p.OnlyB, c.OnlyB)
 		for _, x := range p.Different {
-			fmt.Fprintf(bw, "  different: %s\n", refText(&x.InputRef))
+			fmt.Fprintf(bw, "  %s: %s\n", choose(x.Changed, "changed", "different"), refText(&x.InputRef))
+			if x.B != nil {
+				fmt.Fprintf(bw, "    in B: %s\n", refText(x.B))
+			}
 			writeList(bw, "want", x.Want)
 			writeList(bw, "got", x.Got)
 			if x.Diff != "" {
@@ -146,9 +167,14 @@ func (d *DiffReport) WriteText(w io.Writer) error {
 		}
 		writeRefs(bw, "processed twice, once per run", p.Twice, c.Twice)
 		writeRefs(bw, "re-delivery emitted its outputs again", p.DuplicateOutputs, c.DuplicateOutputs)
+		writeRefs(bw, "processed more often than its runs explain", p.Repeated, c.Repeated)
 	}
 	if len(d.Problems) > 0 {
-		fmt.Fprintf(bw, "integrity problems: %d\n", len(d.Problems))
+		fmt.Fprintf(bw, "integrity problems: %d", len(d.Problems))
+		if d.Expected > 0 {
+			fmt.Fprintf(bw, " (%d expected: the unfinished streams of a run stitched with its restart)", d.Expected)
+		}
+		fmt.Fprintln(bw)
 		for i := range d.Problems {
 			fmt.Fprintf(bw, "  %s\n", d.Problems[i].Error())
 		}

@@ -97,13 +97,18 @@ func (c *CLI) diffCmd() *cobra.Command {
 		Use:   "diff A B",
 		Short: "Compare the outputs of two recordings input by input",
 		Long: `Compare two recordings per processor, aligned by source identity (feed, epoch,
-position) where deliveries exist, otherwise by (feed, seq): inputs only in
-A, only in B, in both with different outputs, and inputs processed twice.
-A and B may each be a comma-separated list of consecutive runs to stitch
-together (a crashed run and its restarts).
+position) where deliveries exist, otherwise by (feed, seq), and where
+positions disagree by content, as a text diff aligns lines: inputs only in
+A (removed), only in B (inserted), changed, in both with different
+outputs, processed twice (once per run of a stitched side, after a kill),
+and processed more often than the runs explain (twice in one run, or again
+after a run that stopped cleanly). A and B may each be a comma-separated
+list of consecutive runs to stitch together (a crashed run and its
+restarts).
 
-Exit: 0 every input common to both has the same outputs and none is
-missing; 1 otherwise; 2 a usage or I/O error.`,
+Exit: 0 both sides complete and the same; 1 a difference; 2 a usage or I/O
+error; 3 a side not complete (an integrity problem other than the missing
+END of a run followed by its restart, or a last run without END).`,
 		Args: exactArgs("A", "B"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := openStores(args[0])
@@ -135,10 +140,13 @@ missing; 1 otherwise; 2 a usage or I/O error.`,
 			if err != nil {
 				return err
 			}
-			if !d.Same {
+			switch d.Verdict {
+			case replayer.DiffSame:
+				return nil
+			case replayer.DiffDifferent:
 				return exit(ExitDifferent, nil)
 			}
-			return nil
+			return exit(ExitIncomplete, nil)
 		},
 	}
 	f := cmd.Flags()
