@@ -367,6 +367,7 @@ func TestDiffIsSameOnlyWhenBothSidesAreComplete(t *testing.T) {
 	}{
 		{"both complete", []store.Reader{clean}, []store.Reader{run{}.memory(t, ten...)}, replayer.DiffSame, ""},
 		{"a killed run and its restart", []store.Reader{run1, run2}, []store.Reader{clean}, replayer.DiffSame, ""},
+		{"a killed run torn before its restart", []store.Reader{torn{run1}, run2}, []store.Reader{clean}, replayer.DiffSame, ""},
 		{"B's only run killed", []store.Reader{clean}, []store.Reader{killed(t, clean)}, replayer.DiffNotComplete, "B"},
 		{"a stitched side whose last run was killed", []store.Reader{run1, killed(t, run2)}, []store.Reader{clean}, replayer.DiffNotComplete, "A"},
 		{"B with a gap", []store.Reader{clean}, []store.Reader{gap(rs)}, replayer.DiffNotComplete, "B"},
@@ -389,6 +390,14 @@ func TestDiffIsSameOnlyWhenBothSidesAreComplete(t *testing.T) {
 			}
 		})
 	}
+}
+
+// torn is a killed run whose recording also ends in half a line, as a CSV
+// recording cut by SIGKILL inside a write does.
+type torn struct{ store.Reader }
+
+func (r torn) Problems() []store.Problem {
+	return append(r.Reader.Problems(), store.Problem{Kind: store.ProblemTorn, Detail: "last line has no line terminator"})
 }
 
 // fileLines records lines as a file source would: the DELIVERY offsets of
