@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -211,6 +212,7 @@ func (r *Recorder) afterDispatch(group string, in *engine.Input) {
 	}
 	gs.touched = gs.touched[:0]
 	r.appendParts(rows, parts)
+	killpoint.Reach(killpoint.RowsWritten) // tests only: dormant unless armed
 	clear(rows)
 	gs.rows, gs.parts = rows[:0], parts[:0]
 }
