@@ -55,20 +55,8 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 			kr, err = c.killRun(ctx, s.exe, s.runArgs(storePath, true), logPath, s.outFile, target)
 			kr.Target, kr.Reached = target, true
 		} else {
-			done, err := s.committedLines()
-			if err != nil {
-				return nil, nil, err
-			}
-			n := reachTarget(cfg.killAt, targets[k-1]-done, perReach, rng)
-			p.Printf("kill %d of %d: running %s until reach %d of %s", k, cfg.kills, storePath, n, cfg.killAt)
-			kr, err = s.killAtRun(ctx, s.runArgs(storePath, true), logPath, n)
-			if err != nil {
-				return nil, nil, err
-			}
-			kr.Target = n
-			if after, err := s.committedLines(); err == nil && kr.Reached && cfg.killAt == killpoint.PointerWritten {
-				perReach = max(float64(after-done)/float64(n), 1)
-			}
+			p.Printf("kill %d of %d: running %s until %s", k, cfg.kills, storePath, cfg.killAt)
+			kr, err = s.killAtPoint(ctx, s.runArgs(storePath, true), logPath, targets[k-1], &perReach, rng)
 		}
 		if err != nil {
 			return nil, nil, err
@@ -108,6 +96,30 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 		rep.Failures = append(rep.Failures, fmt.Sprintf("the last run (%s) exited %d, want 0 (see %s)", last, code, logPath))
 	}
 	return stores, bounds, nil
+}
+
+// killAtPoint runs one followed run armed to die at the reach of --kill-at
+// that lands about input line target, and measures the lines per reach of
+// the pointer (*perReach) from the lines the run committed.
+func (s *crashSetup) killAtPoint(ctx context.Context, args []string, logPath string, target int64, perReach *float64, rng *rand.Rand) (killReport, error) {
+	before, err := s.committedLines()
+	if err != nil {
+		return killReport{}, err
+	}
+	n := reachTarget(s.cfg.killAt, target-before, *perReach, rng)
+	kr, err := s.killAtRun(ctx, args, logPath, n)
+	if err != nil {
+		return kr, err
+	}
+	kr.Target = n
+	if s.cfg.killAt == killpoint.PointerWritten && kr.Reached {
+		after, err := s.committedLines()
+		if err != nil {
+			return kr, err
+		}
+		*perReach = max(float64(after-before)/float64(n), 1)
+	}
+	return kr, nil
 }
 
 // reachTarget is the reach of --kill-at that kills the next run about

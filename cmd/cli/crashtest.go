@@ -421,8 +421,9 @@ func (s *crashSetup) checkOutputs(rep *crashReport, bounds []int64) error {
 }
 
 // checkRecordings: each killed recording is unfinished (and, killed inside
-// a write, torn, with the complete rows of that write orphaned) and
-// nothing else; the last and the clean ones are complete.
+// a write, torn, with the complete rows of that write orphaned; killed
+// before its META row was written, empty: malformed) and nothing else; the
+// last and the clean ones are complete.
 func (s *crashSetup) checkRecordings(rep *crashReport, stores []string) {
 	for i, path := range append(slices.Clone(stores), s.clean) {
 		killed := i < len(rep.Kills)
@@ -446,13 +447,25 @@ func (s *crashSetup) checkRecordings(rep *crashReport, stores []string) {
 		for _, p := range ps {
 			kinds[p.Kind] = true
 		}
-		if !kinds[store.ProblemUnfinished] {
+		// A run killed while it wrote its META row leaves a recording
+		// with no row: verify calls it malformed (and torn, for CSV).
+		empty := false
+		if kinds[store.ProblemMalformed] {
+			n, err := countRows(path)
+			if err != nil {
+				rep.Failures = append(rep.Failures, err.Error())
+				continue
+			}
+			empty = n == 0
+		}
+		if !kinds[store.ProblemUnfinished] && !empty {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: a killed run's recording is not named unfinished", path))
 		}
 		for _, p := range ps {
 			switch {
 			case p.Kind == store.ProblemUnfinished, p.Kind == store.ProblemTorn:
 			case p.Kind == store.ProblemOrphan && kinds[store.ProblemTorn]:
+			case p.Kind == store.ProblemMalformed && empty:
 			default:
 				k.Unexpected = true
 				rep.Problems = append(rep.Problems, problemText(path, p))
@@ -598,6 +611,22 @@ func readOutputs(path string, ignore []string) ([]string, error) {
 		return nil, &fileError{path, fmt.Errorf("line %d: %w", line+1, err)}
 	}
 	return outs, nil
+}
+
+// countRows counts the rows of a recording that can be read.
+func countRows(path string) (int64, error) {
+	r, _, err := openStore(path)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	var n int64
+	for _, err := range r.Rows() {
+		if err == nil {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // verifyFile opens and verifies a recording.

@@ -85,6 +85,7 @@ type killReport struct {
 	Reached    bool   `json:"reached"`
 	Duplicates int    `json:"duplicates"`
 	Problems   string `json:"problems"`
+	Unexpected bool   `json:"unexpected"`
 }
 
 type crashReport struct {
@@ -132,9 +133,12 @@ var killPointWaits = map[string]string{
 // The empty point kills after random output lines, as crashtest does by
 // default.
 func TestEveryRunKillPointLosesNothingAndAppliesOnce(t *testing.T) {
-	lines := "1000"
+	// 600 lines: the ten subtests take about a minute on two busy cores
+	// (83 s at 1,000 lines under a load of 12). blackbox crashtest
+	// --kill-at P --kills 50 --lines 3000 is the full measure.
+	lines := "600"
 	if testing.Short() {
-		lines = "300"
+		lines = "200"
 	}
 	for _, point := range []string{"", killpoint.StateSaved, killpoint.RowsWritten, killpoint.StoreWrite, killpoint.PointerWritten} {
 		for _, format := range []string{"sqlite", "csv"} {
@@ -184,8 +188,8 @@ func TestEveryRunKillPointLosesNothingAndAppliesOnce(t *testing.T) {
 					if k.Duplicates > 2 { // a ledger delivery emits at most two postings
 						t.Errorf("kill %d: %d outputs emitted again, more than one delivery's", k.Run, k.Duplicates)
 					}
-					if !strings.Contains(k.Problems, "unfinished") {
-						t.Errorf("kill %d: verify names %q, want the killed recording unfinished", k.Run, k.Problems)
+					if k.Problems == "none" || k.Unexpected {
+						t.Errorf("kill %d: verify names %q in the killed recording, want it unfinished (or torn, or empty)", k.Run, k.Problems)
 					}
 				}
 				if t.Failed() {
