@@ -293,7 +293,7 @@ func (c *CLI) child(ctx context.Context, exe string, args []string, logPath stri
 }
 
 // lineCounter counts the lines of a growing file, reading only what was
-// appended since the last count.
+// appended since the last count. Not safe for concurrent use.
 type lineCounter struct {
 	path string
 	off  int64
@@ -342,6 +342,8 @@ func countLines(path string) (int64, error) {
 // Append that succeeded (dormant unless internal/killpoint is armed).
 func reachAfterAppend(w *writer, point string) store.Writer { return &reachingWriter{w, point} }
 
+// reachingWriter is a writer that reaches a kill point after each Append;
+// safe for concurrent use as far as its writer is.
 type reachingWriter struct {
 	*writer
 	point string

@@ -29,7 +29,8 @@ type EffectsComparer interface {
 	SameEffects(other DurableState) bool
 }
 
-// ledgerDurable is the ledger's state file as a DurableState.
+// ledgerDurable is the ledger's state file as a DurableState: a plain
+// value, safe for concurrent use.
 type ledgerDurable struct{ st apps.LedgerState }
 
 func (l ledgerDurable) Applied() int64                  { return l.st.Applied }

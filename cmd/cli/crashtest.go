@@ -23,7 +23,7 @@ import (
 	"github.com/blackbox-audit/blackbox/store"
 )
 
-// crashConfig is one crash test.
+// crashConfig is one crash test. A plain value.
 type crashConfig struct {
 	app    string
 	lines  int
@@ -39,7 +39,7 @@ type crashConfig struct {
 // reaches. (convert and golden-update have tests of their own.)
 var runKillPoints = []string{killpoint.StateSaved, killpoint.RowsWritten, killpoint.StoreWrite, killpoint.PointerWritten}
 
-// killReport is one kill of a crash test.
+// killReport is one kill of a crash test. A plain value.
 type killReport struct {
 	Run        int    `json:"run"`
 	Store      string `json:"store"`
@@ -55,7 +55,8 @@ type killReport struct {
 	Unexpected bool   `json:"unexpected,omitempty"` // a problem no kill explains
 }
 
-// crashReport is the JSON of `blackbox crashtest --json`.
+// crashReport is the JSON of `blackbox crashtest --json`. Filled by one
+// goroutine; a plain value once returned.
 type crashReport struct {
 	Dir        string              `json:"dir"`
 	Input      string              `json:"input"`
@@ -79,7 +80,7 @@ type crashReport struct {
 	Elapsed    time.Duration       `json:"elapsedNs"`
 }
 
-// stateReport is a DurableState as the report shows it.
+// stateReport is a DurableState as the report shows it. A plain value.
 type stateReport struct {
 	Applied int64 `json:"applied"`
 	Epoch   int64 `json:"epoch"`
@@ -169,7 +170,8 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 }
 
 // crashSetup is a crash test's input, files and clean run: everything the
-// kill loop and the checks read.
+// kill loop and the checks read. Not modified after crashSetUp; the checks
+// fill the report, on one goroutine.
 type crashSetup struct {
 	cfg       crashConfig
 	app       App
