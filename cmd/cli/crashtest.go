@@ -18,6 +18,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
+	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
@@ -154,7 +155,7 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&cfg.app, "app", "ledger", "the app to crash")
+	fl.StringVar(&cfg.app, "app", apps.LedgerName, "the app to crash")
 	fl.IntVar(&cfg.lines, "lines", 5000, "how many ledger lines to generate")
 	fl.IntVar(&cfg.kills, "kills", 5, "how many times to kill the run")
 	fl.Uint64Var(&cfg.seed, "seed", 1, "seed of the input and of the kill moments")
