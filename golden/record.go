@@ -13,6 +13,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
@@ -68,6 +69,7 @@ func Update(dir string, apps replayer.Registry) error {
 		if err := updateCase(c, apps); err != nil {
 			return &CaseError{Case: c.Name, Err: err}
 		}
+		killpoint.Reach(killpoint.GoldenUpdate) // tests only: dormant unless armed
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -220,6 +221,7 @@ func (r *Recorder) beforeComplete(group string, in *engine.Input) error {
 		}
 	}
 	r.appendParts(rows, parts)
+	killpoint.Reach(killpoint.RowsWritten) // tests only: dormant unless armed
 	clear(rows)
 	gs.rows, gs.parts = rows[:0], parts[:0]
 	return r.brokenErr(gs.touched...)

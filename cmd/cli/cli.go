@@ -83,10 +83,14 @@ type AppOptions struct {
 // payloads (nil: the recorder's JSON codec, which decodes into generic
 // values). A file feed's items are strings: an app run by `blackbox run`
 // gets each line as a string, and its Decode must give the same string back
-// from the line's recorded payload (a JSON string).
+// from the line's recorded payload (a JSON string). State, if not nil,
+// reads the app's durable state from its --state file: crashtest then
+// checks it (applied exactly once, the same position as a clean run); an
+// app without it gets only the checks that need no state.
 type App struct {
 	New    func(opts AppOptions) (engine.Processor, error)
 	Decode func(payload []byte) (any, error)
+	State  func(path string) (DurableState, error)
 }
 
 // BuiltinApps returns the apps every blackbox binary knows: ledger and
@@ -98,6 +102,7 @@ func BuiltinApps() map[string]App {
 				return apps.NewLedger(apps.LedgerOptions{StatePath: o.StatePath})
 			},
 			Decode: apps.Decode,
+			State:  readLedgerDurable,
 		},
 		apps.AlertsName: {
 			New: func(AppOptions) (engine.Processor, error) {
@@ -122,7 +127,7 @@ func WithApps(a map[string]App) Option {
 }
 
 // WithoutBuiltinApps removes the built-in apps (ledger, alerts); apply it
-// before WithApps. The demo and crashtest commands need the ledger app.
+// before WithApps. The demo command needs the ledger app.
 func WithoutBuiltinApps() Option { return func(c *CLI) { clear(c.apps) } }
 
 // WithClock sets the clock the engine's processors read (Cycle.Now) and the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -49,7 +50,7 @@ but rows of SRC could not be read.`,
 			if err != nil {
 				return err
 			}
-			copyErr := store.Copy(w, r)
+			copyErr := store.Copy(reachAfterAppend(w, killpoint.Convert), r)
 			closeErr := w.Close()
 			var p *store.Problem
 			unreadable := copyErr != nil && errors.As(copyErr, &p) &&

@@ -2,16 +2,13 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,10 +19,12 @@ import (
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/internal/apps"
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
+	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
-// crashConfig is one crash test.
+// crashConfig is one crash test. A plain value.
 type crashConfig struct {
 	app    string
 	lines  int
@@ -33,39 +32,60 @@ type crashConfig struct {
 	seed   uint64
 	dir    string
 	format string
+	ignore []string // output keys left out of comparisons (clock readings)
+	killAt string   // a killpoint name: kill there instead of after output lines
 }
 
-// killReport is one kill of a crash test.
+// runKillPoints are the points --kill-at accepts: those a recorded run
+// reaches. (convert and golden-update have tests of their own.)
+var runKillPoints = []string{killpoint.StateSaved, killpoint.RowsWritten, killpoint.StoreWrite, killpoint.PointerWritten}
+
+// killReport is one kill of a crash test. A plain value.
 type killReport struct {
 	Run        int    `json:"run"`
 	Store      string `json:"store"`
-	AfterMs    int64  `json:"afterMs"`    // the run's lifetime when it was killed
-	Target     int64  `json:"target"`     // the output line count the kill waited for
-	Outputs    int64  `json:"outputs"`    // output lines in the --out file after the kill
-	Pointer    int64  `json:"pointer"`    // the committed pointer offset after the kill
-	Applied    int64  `json:"applied"`    // the state's applied postings after the kill
-	Offset     int64  `json:"offset"`     // the state's offset after the kill
-	Duplicates int    `json:"duplicates"` // output lines the next run emitted again
+	AfterMs    int64  `json:"afterMs"`              // the run's lifetime when it was killed
+	Target     int64  `json:"target"`               // the output line count, or the reach of --kill-at, the kill waited for
+	Reached    bool   `json:"reached"`              // the run died at its target (false: it outlived the point and was killed)
+	Outputs    int64  `json:"outputs"`              // output lines in the --out file after the kill
+	Pointer    int64  `json:"pointer"`              // the committed pointer offset after the kill
+	Applied    int64  `json:"applied"`              // the state's applied effects after the kill (-1: no state)
+	Offset     int64  `json:"offset"`               // the state's offset after the kill (-1: no state)
+	Duplicates int    `json:"duplicates"`           // output lines the next run emitted again
+	Problems   string `json:"problems"`             // what verify names in the killed recording
+	Unexpected bool   `json:"unexpected,omitempty"` // a problem no kill explains
 }
 
-// crashReport is the JSON of `blackbox crashtest --json`.
+// crashReport is the JSON of `blackbox crashtest --json`. Filled by one
+// goroutine; a plain value once returned.
 type crashReport struct {
-	Dir        string           `json:"dir"`
-	Input      string           `json:"input"`
-	Lines      int              `json:"lines"`
-	Postings   int64            `json:"postings"`
-	Kills      []killReport     `json:"kills"`
-	Last       string           `json:"last"`
-	Clean      string           `json:"clean"`
-	Crashed    apps.LedgerState `json:"crashed"`
-	Expected   apps.LedgerState `json:"expected"`
-	Outputs    int              `json:"outputs"`    // lines in the crashed runs' --out file
-	Want       int              `json:"want"`       // lines in the clean run's --out file
-	Missing    int              `json:"missing"`    // clean outputs absent from the crashed runs' file
-	Duplicates int              `json:"duplicates"` // extra lines in the crashed runs' file
-	Problems   []string         `json:"problems"`   // recording problems that should not be there
-	Holds      bool             `json:"holds"`
-	Failures   []string         `json:"failures"`
+	Dir        string              `json:"dir"`
+	Input      string              `json:"input"`
+	Lines      int                 `json:"lines"`
+	Postings   int64               `json:"postings"` // postings the ledger applies for the input
+	KillAt     string              `json:"killAt,omitempty"`
+	Ignore     []string            `json:"ignore"` // output keys left out of the comparisons
+	Kills      []killReport        `json:"kills"`
+	Last       string              `json:"last"`
+	Clean      string              `json:"clean"`
+	Crashed    *stateReport        `json:"crashed"`    // nil: the app exposes no durable state
+	Expected   *stateReport        `json:"expected"`   // the clean run's state
+	Outputs    int                 `json:"outputs"`    // lines in the crashed runs' --out file
+	Want       int                 `json:"want"`       // lines in the clean run's --out file
+	Missing    int                 `json:"missing"`    // clean outputs absent from the crashed runs' file
+	Duplicates int                 `json:"duplicates"` // extra lines in the crashed runs' file
+	Diff       replayer.DiffCounts `json:"diff"`       // the stitched runs against the clean one
+	Problems   []string            `json:"problems"`   // recording problems that should not be there
+	Holds      bool                `json:"holds"`
+	Failures   []string            `json:"failures"`
+	Elapsed    time.Duration       `json:"elapsedNs"`
+}
+
+// stateReport is a DurableState as the report shows it. A plain value.
+type stateReport struct {
+	Applied int64 `json:"applied"`
+	Epoch   int64 `json:"epoch"`
+	Offset  int64 `json:"offset"`
 }
 
 func (c *CLI) crashtestCmd() *cobra.Command {
@@ -76,21 +96,26 @@ func (c *CLI) crashtestCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "crashtest",
 		Short: "Kill a recorded run K times, restart it, and check nothing was lost or applied twice",
-		Long: `Generate N ledger lines in DIR/input.txt and run "blackbox run --read committed
---follow --state DIR/crash-state.json --out DIR/crash-out.jsonl" over them as a
-child process (this same binary), recording run K to DIR/run-K.db. Kill it
-with SIGKILL K times at random moments (after a random number of output
-lines, seeded by --seed) and restart it each time; the last restart runs
-without --follow and ends once settled. Then run the same input cleanly
-(a fresh pointer and state, recording to DIR/clean.db) and check:
+		Long: `Generate N ledger lines in DIR/input.txt and run the app over them cleanly
+(a fresh pointer and state, recording to DIR/clean.db). Then run "blackbox run
+--read committed --follow --state DIR/crash-state.json --out DIR/crash-out.jsonl"
+over the same input as a child process (this same binary), recording run K to
+DIR/run-K.db. Kill it with SIGKILL K times at random moments (after a random
+number of output lines, seeded by --seed) and restart it each time; the last
+restart runs without --follow and ends once settled. Then check:
 
-  - the crashed state equals the clean one (balances, postings applied,
-    offset), and every posting line was applied exactly once;
+  - for an app that exposes its durable state (the ledger): the crashed state
+    equals the clean one (effects applied exactly once, the same balances
+    and offset);
   - every output of the clean run is in the crashed runs' --out file (the
-    "at" field aside), and the only extra lines are the re-emitted outputs
+    --ignore keys aside), and the only extra lines are the re-emitted outputs
     of the delivery each kill interrupted (at most one delivery per kill);
-  - every killed run's recording is unfinished and nothing else; the last
-    and the clean recordings are complete.
+  - the killed runs' recordings stitched with the last one show no
+    difference from the clean recording (every input in some recording, the
+    same outputs): "blackbox diff" of the two sides;
+  - verify names each killed run's recording unfinished (and torn, for a
+    kill inside a CSV write), nothing else; the last and the clean
+    recordings are complete.
 
 crashtest owns DIR/input.txt, DIR/*.ptr, DIR/crash-*, DIR/clean*, DIR/run-*:
 it removes them first. It prints a table of the kills and the verdict.
@@ -98,9 +123,6 @@ it removes them first. It prints a table of the kills and the verdict.
 Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.app != apps.LedgerName {
-				return usagef("crashtest checks the ledger app's state; --app %q is not supported", cfg.app)
-			}
 			if _, err := c.app(cfg.app); err != nil {
 				return err
 			}
@@ -109,6 +131,8 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 				return usagef("--lines must be at least 2, got %d", cfg.lines)
 			case cfg.kills < 0:
 				return usagef("--kills must not be negative, got %d", cfg.kills)
+			case cfg.killAt != "" && !slices.Contains(runKillPoints, cfg.killAt):
+				return usagef("--kill-at %q: want one of %s", cfg.killAt, strings.Join(runKillPoints, ", "))
 			}
 			f, err := formatOf("", cfg.format)
 			if err != nil {
@@ -131,23 +155,100 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&cfg.app, "app", apps.LedgerName, "the app to crash (ledger)")
+	fl.StringVar(&cfg.app, "app", apps.LedgerName, "the app to crash")
 	fl.IntVar(&cfg.lines, "lines", 5000, "how many ledger lines to generate")
 	fl.IntVar(&cfg.kills, "kills", 5, "how many times to kill the run")
 	fl.Uint64Var(&cfg.seed, "seed", 1, "seed of the input and of the kill moments")
 	fl.StringVar(&cfg.dir, "dir", "crashtest-out", "the directory to work in (created if missing)")
 	fl.StringVar(&cfg.format, "format", "sqlite", "the recordings' format: sqlite or csv")
+	fl.StringSliceVar(&cfg.ignore, "ignore", []string{"at"}, "output JSON keys left out of every comparison (clock readings)")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON instead of the table")
+	// Tests only: kill each run at the N-th reach of a named point of the
+	// write path (internal/killpoint), N random.
+	fl.StringVar(&cfg.killAt, "kill-at", "", "kill each run at a random reach of this point ("+strings.Join(runKillPoints, ", ")+")")
+	_ = fl.MarkHidden("kill-at")
 	return cmd
 }
 
-// crashtest runs the test; table, if set, prints the kills as they happen
-// and the verdict.
+// crashSetup is a crash test's input, files and clean run: everything the
+// kill loop and the checks read. Not modified after crashSetUp; the checks
+// fill the report, on one goroutine.
+type crashSetup struct {
+	cfg       crashConfig
+	app       App
+	exe       string
+	ext       string
+	input     string
+	inputSize int64
+	postings  int64
+	pointer   string // the crashed runs' files
+	state     string
+	outFile   string
+	clean     string // the clean run's files
+	cleanOut  string
+	cleanSt   string
+	want      []string // the clean run's outputs
+	perInput  int      // the most outputs one input emitted in the clean run
+	failures  []string // problems of the clean run itself
+}
+
+func (s *crashSetup) path(name string) string { return filepath.Join(s.cfg.dir, name) }
+
+// runArgs are the arguments of a crashed run recording to storePath.
+func (s *crashSetup) runArgs(storePath string, follow bool) []string {
+	a := []string{"run", "--app", s.cfg.app, "--input", s.input, "--store", storePath, "--format", s.cfg.format,
+		"--read", "committed", "--pointer", s.pointer, "--state", s.state, "--out", s.outFile}
+	if follow {
+		a = append(a, "--follow")
+	}
+	return a
+}
+
+// crashtest runs the test: set-up, the kill loop, the checks; table, if
+// set, prints the kills and the verdict.
 func (c *CLI) crashtest(ctx context.Context, cfg crashConfig, out io.Writer, table bool) (*crashReport, error) {
-	exe := c.executable
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
+	start := time.Now()
+	p := c.progress()
+	defer p.Done()
+	s, err := c.crashSetUp(ctx, cfg, p)
+	if err != nil {
+		return nil, err
+	}
+	rep := &crashReport{Dir: cfg.dir, Input: s.input, Lines: cfg.lines, Postings: s.postings, KillAt: cfg.killAt,
+		Ignore: slices.Clone(cfg.ignore), Clean: s.clean, Kills: []killReport{}, Problems: []string{}, Failures: append([]string{}, s.failures...)}
+	if table {
+		how := "at random output lines"
+		if cfg.killAt != "" {
+			how = "at random reaches of " + cfg.killAt
+		}
+		fmt.Fprintf(out, "crashtest: %s over %d lines (%d postings), %d kills %s, seed %d, in %s\n",
+			cfg.app, cfg.lines, s.postings, cfg.kills, how, cfg.seed, cfg.dir)
+	}
+	stores, bounds, err := c.killLoop(ctx, s, rep, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.check(ctx, rep, stores, bounds); err != nil {
+		return nil, err
+	}
+	rep.Elapsed = time.Since(start)
+	p.Done()
+	if table {
+		rep.writeTable(out, stores)
+	}
+	return rep, nil
+}
+
+// crashSetUp checks the directory, removes what a previous test left,
+// writes the input and runs it cleanly.
+func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*crashSetup, error) {
+	app, err := c.app(cfg.app)
+	if err != nil {
+		return nil, err
+	}
+	s := &crashSetup{cfg: cfg, app: app, exe: c.executable, ext: ".db"}
+	if s.exe == "" {
+		if s.exe, err = os.Executable(); err != nil {
 			return nil, fmt.Errorf("crashtest: finding this binary to run: %w", err)
 		}
 	}
@@ -165,127 +266,132 @@ func (c *CLI) crashtest(ctx context.Context, cfg crashConfig, out io.Writer, tab
 			}
 		}
 	}
-	ext := ".db"
 	if cfg.format == formatCSV {
-		ext = ".csv"
+		s.ext = ".csv"
 	}
-	path := func(name string) string { return filepath.Join(cfg.dir, name) }
-	input := path("input.txt")
-	postings, err := ledgerLinesOpts(input, cfg.lines, cfg.seed, false)
+	s.input = s.path("input.txt")
+	if s.postings, err = ledgerLinesOpts(s.input, cfg.lines, cfg.seed, false); err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(s.input)
 	if err != nil {
-		return nil, err
+		return nil, &fileError{s.input, unwrapPathError(err)}
 	}
-	rep := &crashReport{Dir: cfg.dir, Input: input, Lines: cfg.lines, Postings: postings, Kills: []killReport{},
-		Problems: []string{}, Failures: []string{}}
-	var (
-		pointer = path("crash-input.ptr")
-		state   = path("crash-state.json")
-		outFile = path("crash-out.jsonl")
-	)
-	runArgs := func(storePath string, follow bool) []string {
-		a := []string{"run", "--app", cfg.app, "--input", input, "--store", storePath, "--format", cfg.format,
-			"--read", "committed", "--pointer", pointer, "--state", state, "--out", outFile}
-		if follow {
-			a = append(a, "--follow")
-		}
-		return a
-	}
-	rng := rand.New(rand.NewPCG(cfg.seed, 0x6b696c6c)) // "kill"
-	// The kill moments: K output line counts, spread over the expected
-	// outputs (one per posting).
-	targets := make([]int64, cfg.kills)
-	for i := range targets {
-		targets[i] = 1 + rng.Int64N(max(postings-1, 1))
-	}
-	slices.Sort(targets)
-	if table {
-		fmt.Fprintf(out, "crashtest: %s over %d lines (%d postings), %d kills, seed %d, in %s\n",
-			cfg.app, cfg.lines, postings, cfg.kills, cfg.seed, cfg.dir)
-	}
-	p := c.progress()
-	defer p.Done()
-	var stores []string
-	var boundaries []int64 // output lines in the --out file after each run
-	for k := 1; k <= cfg.kills; k++ {
-		storePath := path(fmt.Sprintf("run-%d%s", k, ext))
-		stores = append(stores, storePath)
-		lines0, _ := countLines(outFile)
-		target := max(targets[k-1], lines0+1)
-		p.Printf("kill %d of %d: running %s until %d output lines", k, cfg.kills, storePath, target)
-		kr, err := c.killRun(ctx, exe, runArgs(storePath, true), path(fmt.Sprintf("run-%d.log", k)), outFile, target)
-		if err != nil {
-			return nil, err
-		}
-		kr.Run, kr.Store, kr.Target = k, storePath, target
-		if p, err := filesource.ReadPointer(pointer); err == nil {
-			kr.Pointer = p.Offset
-		}
-		if st, err := readLedgerState(state); err == nil {
-			kr.Applied, kr.Offset = st.Applied, st.Offset
-		}
-		rep.Kills = append(rep.Kills, kr)
-		boundaries = append(boundaries, kr.Outputs)
-	}
-	// The last restart finishes the input and ends once settled.
-	last := path(fmt.Sprintf("run-%d%s", cfg.kills+1, ext))
-	stores = append(stores, last)
-	rep.Last = last
-	p.Printf("the last run: %s until settled", last)
-	if code, err := c.child(ctx, exe, runArgs(last, false), path(fmt.Sprintf("run-%d.log", cfg.kills+1))); err != nil {
-		return nil, err
-	} else if code != 0 {
-		rep.Failures = append(rep.Failures, fmt.Sprintf("the last run (%s) exited %d, want 0 (see %s)", last, code,
-			path(fmt.Sprintf("run-%d.log", cfg.kills+1))))
-	}
-	// The clean run: the same input, a fresh pointer and state.
-	clean := path("clean" + ext)
-	rep.Clean = clean
-	p.Printf("the clean run: %s", clean)
-	res, err := c.record(ctx, recordConfig{app: cfg.app, input: input, store: clean, format: cfg.format,
-		read: filesource.Committed, pointer: path("clean-input.ptr"), state: path("clean-state.json"),
-		out: path("clean-out.jsonl"), policy: engine.Pause(), queue: 1024})
+	s.inputSize = fi.Size()
+	s.pointer, s.state, s.outFile = s.path("crash-input.ptr"), s.path("crash-state.json"), s.path("crash-out.jsonl")
+	s.clean, s.cleanOut, s.cleanSt = s.path("clean"+s.ext), s.path("clean-out.jsonl"), s.path("clean-state.json")
+
+	p.Printf("the clean run: %s", s.clean)
+	res, err := c.record(ctx, recordConfig{app: cfg.app, input: s.input, store: s.clean, format: cfg.format,
+		read: filesource.Committed, pointer: s.path("clean-input.ptr"), state: s.cleanSt,
+		out: s.cleanOut, policy: engine.Pause(), queue: 1024})
 	if err != nil {
 		return nil, err
 	}
 	if res.Recorded != nil || !res.Status.Settled || !res.Status.Lossless {
-		rep.Failures = append(rep.Failures, fmt.Sprintf("the clean run is not settled and lossless (recording: %v)", res.Recorded))
+		s.failures = append(s.failures, fmt.Sprintf("the clean run is not settled and lossless (recording: %v)", res.Recorded))
 	}
+	if s.want, err = readOutputs(s.cleanOut, cfg.ignore); err != nil {
+		return nil, err
+	}
+	if cfg.killAt == "" && len(s.want) < 2 {
+		return nil, usagef("the clean run of %s over %d lines emitted %d outputs: too few to place kills after output lines",
+			cfg.app, cfg.lines, len(s.want))
+	}
+	if s.perInput, err = maxOutputsPerInput(s.clean); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
-	// State: equal to the clean run's, every posting applied once.
-	crashed, err := readLedgerState(state)
+// maxOutputsPerInput is the most OUTPUT rows one input (or timer) has in
+// a recording: how many lines one interrupted delivery may re-emit.
+func maxOutputsPerInput(path string) (int, error) {
+	r, _, err := openStore(path)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	expected, err := readLedgerState(path("clean-state.json"))
-	if err != nil {
-		return nil, err
+	defer r.Close()
+	most := 0
+	for e, err := range r.Rows() {
+		if err != nil {
+			return 0, storeErr(path, err)
+		}
+		switch e.Kind {
+		case store.KindIndexed, store.KindInline, store.KindTimer:
+			most = max(most, int(e.N))
+		}
 	}
-	rep.Crashed, rep.Expected = crashed, expected
-	crashed.Epoch, expected.Epoch = 0, 0 // each pointer has its own epoch
-	if !ledgerStatesEqual(crashed, expected) {
-		rep.Failures = append(rep.Failures, fmt.Sprintf("state differs: crashed applied %d, %d accounts, offset %d; clean applied %d, %d accounts, offset %d",
-			crashed.Applied, len(crashed.Balances), crashed.Offset, expected.Applied, len(expected.Balances), expected.Offset))
-	}
-	if expected.Applied != postings || crashed.Applied != postings {
-		rep.Failures = append(rep.Failures, fmt.Sprintf("postings applied: crashed %d, clean %d, want %d (each line exactly once)",
-			crashed.Applied, expected.Applied, postings))
-	}
+	return most, nil
+}
 
-	// Outputs: every clean one present, the extras only re-emissions.
-	got, err := readOutputs(outFile)
-	if err != nil {
-		return nil, err
+// check compares the crashed runs with the clean one and fills rep's
+// verdict: the state, the outputs, the recordings, the stitched diff.
+func (s *crashSetup) check(ctx context.Context, rep *crashReport, stores []string, bounds []int64) error {
+	if err := s.checkState(rep); err != nil {
+		return err
 	}
-	want, err := readOutputs(path("clean-out.jsonl"))
-	if err != nil {
-		return nil, err
+	if err := s.checkOutputs(rep, bounds); err != nil {
+		return err
 	}
-	rep.Outputs, rep.Want = len(got), len(want)
+	s.checkRecordings(rep, stores)
+	if err := s.checkDiff(ctx, rep, stores); err != nil {
+		return err
+	}
+	if len(rep.Problems) > 0 {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%d unexpected recording problems", len(rep.Problems)))
+	}
+	rep.Holds = len(rep.Failures) == 0
+	return nil
+}
+
+// checkState: the crashed state equals the clean one, for an app that
+// exposes its durable state.
+func (s *crashSetup) checkState(rep *crashReport) error {
+	if s.app.State == nil {
+		return nil
+	}
+	crashed, err := s.app.State(s.state)
+	if err != nil {
+		return err
+	}
+	clean, err := s.app.State(s.cleanSt)
+	if err != nil {
+		return err
+	}
+	rep.Crashed, rep.Expected = newStateReport(crashed), newStateReport(clean)
+	if crashed.Applied() != clean.Applied() {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("effects applied: crashed %d, clean %d (each input exactly once)",
+			crashed.Applied(), clean.Applied()))
+	}
+	if rep.Crashed.Offset != rep.Expected.Offset { // each pointer has its own epoch
+		rep.Failures = append(rep.Failures, fmt.Sprintf("last input applied: crashed at offset %d, clean at %d",
+			rep.Crashed.Offset, rep.Expected.Offset))
+	}
+	if ec, ok := crashed.(EffectsComparer); ok && !ec.SameEffects(clean) {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("the crashed state's effects differ from the clean run's (%s, %s)", s.state, s.cleanSt))
+	}
+	return nil
+}
+
+func newStateReport(d DurableState) *stateReport {
+	e, o := d.Position()
+	return &stateReport{Applied: d.Applied(), Epoch: e, Offset: o}
+}
+
+// checkOutputs: every clean output present, the extras only re-emissions
+// of one interrupted delivery per kill.
+func (s *crashSetup) checkOutputs(rep *crashReport, bounds []int64) error {
+	got, err := readOutputs(s.outFile, s.cfg.ignore)
+	if err != nil {
+		return err
+	}
+	rep.Outputs, rep.Want = len(got), len(s.want)
 	have := map[string]int{}
 	for _, o := range got {
 		have[o]++
 	}
-	for _, o := range want {
+	for _, o := range s.want {
 		if have[o] == 0 {
 			rep.Missing++
 			continue
@@ -293,94 +399,179 @@ func (c *CLI) crashtest(ctx context.Context, cfg crashConfig, out io.Writer, tab
 		have[o]--
 	}
 	if rep.Missing > 0 {
-		rep.Failures = append(rep.Failures, fmt.Sprintf("%d outputs of the clean run are missing from %s", rep.Missing, outFile))
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%d outputs of the clean run are missing from %s", rep.Missing, s.outFile))
 	}
-	boundaries = append(boundaries, int64(len(got)))
+	bounds = append(bounds, int64(len(got)))
+	// An app with durable state skips what it applied: a kill re-emits at
+	// most the delivery it interrupted. One without re-emits every output
+	// of the deliveries the pointer had not committed.
+	most := s.perInput
+	if s.app.State == nil {
+		most = -1
+	}
 	dups := 0
 	for i := range rep.Kills {
-		d := reemitted(got, boundaries, i)
+		d := reemitted(got, bounds, i, most)
 		rep.Kills[i].Duplicates = d
 		dups += d
 	}
-	rep.Duplicates = len(got) - len(want) + rep.Missing
+	rep.Duplicates = len(got) - len(s.want) + rep.Missing
 	if rep.Duplicates != dups {
 		rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, but only %d are re-emissions of an interrupted delivery",
 			rep.Duplicates, dups))
 	}
-	for _, k := range rep.Kills {
-		if k.Duplicates > 2 { // a ledger delivery emits at most two postings
-			rep.Failures = append(rep.Failures, fmt.Sprintf("kill %d: %d outputs emitted again, more than one delivery's", k.Run, k.Duplicates))
-		}
-	}
+	return nil
+}
 
-	// Recordings: the killed ones unfinished and nothing else, the last and
-	// the clean ones complete.
-	for i, s := range append(stores, clean) {
-		killed := i < cfg.kills
-		ps, err := verifyFile(s)
+// checkRecordings: each killed recording is unfinished (and, killed inside
+// a write, torn, with the complete rows of that write orphaned; killed
+// before its META row was written, empty: malformed) and nothing else; the
+// last and the clean ones are complete.
+func (s *crashSetup) checkRecordings(rep *crashReport, stores []string) {
+	for i, path := range append(slices.Clone(stores), s.clean) {
+		killed := i < len(rep.Kills)
+		ps, err := verifyFile(path)
 		if err != nil {
 			rep.Failures = append(rep.Failures, err.Error())
 			continue
 		}
-		unfinished := 0
+		if !killed {
+			for _, p := range ps {
+				rep.Problems = append(rep.Problems, problemText(path, p))
+			}
+			continue
+		}
+		k := &rep.Kills[i]
+		k.Problems = countKinds(ps)
+		if k.Problems == "" {
+			k.Problems = "none"
+		}
+		kinds := map[store.ProblemKind]bool{}
 		for _, p := range ps {
-			if killed && p.Kind == store.ProblemUnfinished {
-				unfinished++
+			kinds[p.Kind] = true
+		}
+		// A run killed while it wrote its META row leaves a recording
+		// with no row: verify calls it malformed (and torn, for CSV).
+		empty := false
+		if kinds[store.ProblemMalformed] {
+			n, err := countRows(path)
+			if err != nil {
+				rep.Failures = append(rep.Failures, err.Error())
 				continue
 			}
-			rep.Problems = append(rep.Problems, problemText(s, p))
+			empty = n == 0
 		}
-		if killed && unfinished == 0 {
-			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: a killed run's recording is not unfinished", s))
+		if !kinds[store.ProblemUnfinished] && !empty {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: a killed run's recording is not named unfinished", path))
+		}
+		for _, p := range ps {
+			switch {
+			case p.Kind == store.ProblemUnfinished, p.Kind == store.ProblemTorn:
+			case p.Kind == store.ProblemOrphan && kinds[store.ProblemTorn]:
+			case p.Kind == store.ProblemMalformed && empty:
+			default:
+				k.Unexpected = true
+				rep.Problems = append(rep.Problems, problemText(path, p))
+			}
 		}
 	}
-	if len(rep.Problems) > 0 {
-		rep.Failures = append(rep.Failures, fmt.Sprintf("%d unexpected recording problems", len(rep.Problems)))
-	}
-	rep.Holds = len(rep.Failures) == 0
+}
 
-	p.Done()
-	if table {
-		fmt.Fprintf(out, "%-4s %-8s %-8s %-8s %-9s %-8s %-9s %-5s %s\n", "kill", "after", "target", "outputs", "pointer",
-			"applied", "offset", "dups", "store")
-		for _, k := range rep.Kills {
-			fmt.Fprintf(out, "%-4d %-8s %-8d %-8d %-9d %-8d %-9d %-5d %s\n", k.Run, time.Duration(k.AfterMs)*time.Millisecond,
-				k.Target, k.Outputs, k.Pointer, k.Applied, k.Offset, k.Duplicates, k.Store)
-		}
-		fmt.Fprintf(out, "last run  %s: settled\n", last)
-		fmt.Fprintf(out, "clean run %s: %d outputs\n", clean, len(want))
-		fmt.Fprintf(out, "state     crashed: %d postings applied, %d accounts; clean: %d, %d; want %d postings\n",
-			rep.Crashed.Applied, len(rep.Crashed.Balances), rep.Expected.Applied, len(rep.Expected.Balances), postings)
-		fmt.Fprintf(out, "outputs   crashed runs: %d lines, clean: %d, missing %d, emitted twice %d\n",
-			len(got), len(want), rep.Missing, rep.Duplicates)
-		fmt.Fprintf(out, "recordings %d killed (unfinished), last and clean complete; unexpected problems: %d\n",
-			cfg.kills, len(rep.Problems))
-		for _, p := range rep.Problems {
-			fmt.Fprintf(out, "  %s\n", p)
-		}
-		for _, f := range rep.Failures {
-			fmt.Fprintf(out, "FAIL      %s\n", f)
-		}
-		if rep.Holds {
-			fmt.Fprintln(out, "verdict   holds: nothing lost, every line applied once, each kill re-emitted at most one delivery")
-		} else {
-			fmt.Fprintln(out, "verdict   does not hold")
-		}
-		fmt.Fprintf(out, "compare   blackbox diff %s %s --ignore at\n", strings.Join(stores, ","), clean)
+// checkDiff: the stitched runs show no difference from the clean one.
+func (s *crashSetup) checkDiff(ctx context.Context, rep *crashReport, stores []string) error {
+	a, err := openStores(strings.Join(stores, ","))
+	if err != nil {
+		return err
 	}
-	return rep, nil
+	defer closeAll(a)
+	b, err := openStores(s.clean)
+	if err != nil {
+		return err
+	}
+	defer closeAll(b)
+	d, err := replayer.Diff(ctx, a, b, replayer.DiffOptions{Ignore: s.cfg.ignore})
+	if err != nil {
+		return fmt.Errorf("crashtest: diff: %w", err)
+	}
+	for _, pd := range d.Processors {
+		rep.Diff.OnlyA += pd.Counts.OnlyA
+		rep.Diff.OnlyB += pd.Counts.OnlyB
+		rep.Diff.Different += pd.Counts.Different
+		rep.Diff.Twice += pd.Counts.Twice
+		rep.Diff.DuplicateOutputs += pd.Counts.DuplicateOutputs
+		for _, r := range pd.OnlyB {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("input at offset %d (%q) is in no recording of the crashed runs", r.Offset, r.Input))
+		}
+		for _, r := range pd.Different {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("input at offset %d (%q): the crashed runs' outputs differ from the clean run's:\n%s",
+				r.Offset, r.Input, strings.TrimRight(r.Diff, "\n")))
+		}
+	}
+	if !d.Same {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("the stitched diff with the clean run is not empty: %d inputs only in the crashed runs, %d only in the clean run, %d with different outputs",
+			rep.Diff.OnlyA, rep.Diff.OnlyB, rep.Diff.Different))
+	}
+	return nil
+}
+
+// writeTable prints the kills and the verdict.
+func (rep *crashReport) writeTable(out io.Writer, stores []string) {
+	fmt.Fprintf(out, "%-4s %-8s %-8s %-8s %-9s %-8s %-9s %-5s %-22s %s\n", "kill", "after", "target", "outputs", "pointer",
+		"applied", "offset", "dups", "problems", "store")
+	for _, k := range rep.Kills {
+		target := fmt.Sprint(k.Target)
+		if !k.Reached {
+			target += "!"
+		}
+		fmt.Fprintf(out, "%-4d %-8s %-8s %-8d %-9d %-8d %-9d %-5d %-22s %s\n", k.Run, time.Duration(k.AfterMs)*time.Millisecond,
+			target, k.Outputs, k.Pointer, k.Applied, k.Offset, k.Duplicates, k.Problems, k.Store)
+	}
+	fmt.Fprintf(out, "last run  %s: settled\n", rep.Last)
+	fmt.Fprintf(out, "clean run %s: %d outputs\n", rep.Clean, rep.Want)
+	if rep.Crashed != nil {
+		fmt.Fprintf(out, "state     crashed: %d applied, offset %d; clean: %d applied, offset %d\n",
+			rep.Crashed.Applied, rep.Crashed.Offset, rep.Expected.Applied, rep.Expected.Offset)
+	} else {
+		fmt.Fprintln(out, "state     not checked: the app exposes no durable state")
+	}
+	fmt.Fprintf(out, "outputs   crashed runs: %d lines, clean: %d, missing %d, emitted twice %d\n",
+		rep.Outputs, rep.Want, rep.Missing, rep.Duplicates)
+	fmt.Fprintf(out, "diff      stitched runs against the clean run: only crashed %d, only clean %d, different %d, processed twice %d\n",
+		rep.Diff.OnlyA, rep.Diff.OnlyB, rep.Diff.Different, rep.Diff.Twice)
+	fmt.Fprintf(out, "recordings %d killed (unfinished), last and clean complete; unexpected problems: %d\n",
+		len(rep.Kills), len(rep.Problems))
+	for _, p := range rep.Problems {
+		fmt.Fprintf(out, "  %s\n", p)
+	}
+	for _, f := range rep.Failures {
+		fmt.Fprintf(out, "FAIL      %s\n", f)
+	}
+	switch {
+	case rep.Holds && rep.Crashed != nil:
+		fmt.Fprintln(out, "verdict   holds: nothing lost, every line applied once, each kill re-emitted at most one delivery")
+	case rep.Holds:
+		fmt.Fprintln(out, "verdict   holds: nothing lost, each kill re-emitted only the outputs of the deliveries not committed")
+	default:
+		fmt.Fprintln(out, "verdict   does not hold")
+	}
+	fmt.Fprintf(out, "compare   blackbox diff %s %s --ignore %s\n", strings.Join(stores, ","), rep.Clean, strings.Join(rep.Ignore, ","))
 }
 
 // reemitted counts the output lines the run after kill i emitted again:
-// the longest m (at most two, a ledger delivery's outputs) such that the
-// first m lines of the next run equal the last m of the killed run.
-func reemitted(lines []string, bounds []int64, i int) int {
+// the longest m (at most most, one delivery's outputs; no bound if most is
+// negative) such that the first m lines of the next run equal the last m
+// of the killed run.
+func reemitted(lines []string, bounds []int64, i, most int) int {
 	lo := int64(0)
 	if i > 0 {
 		lo = bounds[i-1]
 	}
 	end, next := bounds[i], bounds[i+1]
-	for m := int64(2); m >= 1; m-- {
+	m0 := int64(most)
+	if most < 0 {
+		m0 = end - lo
+	}
+	for m := m0; m >= 1; m-- {
 		if end-m < lo || end+m > next {
 			continue
 		}
@@ -391,129 +582,9 @@ func reemitted(lines []string, bounds []int64, i int) int {
 	return 0
 }
 
-// killRun starts a followed run, waits until its --out file holds target
-// lines, kills it with SIGKILL and waits for it to be gone.
-func (c *CLI) killRun(ctx context.Context, exe string, args []string, logPath, outFile string, target int64) (killReport, error) {
-	var kr killReport
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return kr, &fileError{logPath, unwrapPathError(err)}
-	}
-	defer logf.Close()
-	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return kr, fmt.Errorf("crashtest: starting %s: %w", exe, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.NewTimer(2 * time.Minute)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	kill := func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	lc := &lineCounter{path: outFile}
-	for {
-		select {
-		case err := <-exited:
-			b, _ := os.ReadFile(logPath)
-			return kr, fmt.Errorf("crashtest: the run exited (%v) before it was killed; %s: %s", err, logPath, bytes.TrimSpace(b))
-		case <-ctx.Done():
-			kill()
-			return kr, ctx.Err()
-		case <-deadline.C:
-			kill()
-			n, _ := countLines(outFile)
-			return kr, fmt.Errorf("crashtest: the run did not reach %d output lines in 2 minutes (%d); see %s", target, n, logPath)
-		case <-tick.C:
-		}
-		n, err := lc.count()
-		if err != nil {
-			kill()
-			return kr, err
-		}
-		if n >= target {
-			kill()
-			kr.AfterMs = time.Since(start).Milliseconds()
-			kr.Outputs, err = countLines(outFile)
-			return kr, err
-		}
-	}
-}
-
-// child runs the binary to its end and returns its exit code.
-func (c *CLI) child(ctx context.Context, exe string, args []string, logPath string) (int, error) {
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return 0, &fileError{logPath, unwrapPathError(err)}
-	}
-	defer logf.Close()
-	cmd := exec.CommandContext(ctx, exe, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	err = cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("crashtest: running %s: %w", exe, err)
-	}
-	return 0, nil
-}
-
-// lineCounter counts the lines of a growing file, reading only what was
-// appended since the last count.
-type lineCounter struct {
-	path string
-	off  int64
-	n    int64
-	buf  []byte
-}
-
-func (l *lineCounter) count() (int64, error) {
-	f, err := os.Open(l.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return l.n, nil
-	}
-	if err != nil {
-		return l.n, &fileError{l.path, unwrapPathError(err)}
-	}
-	defer f.Close()
-	if l.buf == nil {
-		l.buf = make([]byte, 64<<10)
-	}
-	for {
-		k, err := f.ReadAt(l.buf, l.off)
-		l.n += int64(bytes.Count(l.buf[:k], []byte{'\n'}))
-		l.off += int64(k)
-		if err == io.EOF || k == 0 {
-			return l.n, nil
-		}
-		if err != nil {
-			return l.n, &fileError{l.path, unwrapPathError(err)}
-		}
-	}
-}
-
-// countLines counts the complete lines of a file (0 for a missing file).
-func countLines(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, &fileError{path, unwrapPathError(err)}
-	}
-	return int64(bytes.Count(b, []byte{'\n'})), nil
-}
-
 // readOutputs reads an --out file: one JSON output per line, each returned
-// re-encoded without its "at" field (the clock differs between runs).
-func readOutputs(path string) ([]string, error) {
+// re-encoded without the ignored keys (the clock differs between runs).
+func readOutputs(path string, ignore []string) ([]string, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -533,7 +604,9 @@ func readOutputs(path string) ([]string, error) {
 			outs = append(outs, sc.Text()) // not an object: compared as it is
 			continue
 		}
-		delete(m, "at")
+		for _, k := range ignore {
+			delete(m, k)
+		}
 		b, _ := json.Marshal(m)
 		outs = append(outs, string(b))
 	}
@@ -543,28 +616,20 @@ func readOutputs(path string) ([]string, error) {
 	return outs, nil
 }
 
-func readLedgerState(path string) (apps.LedgerState, error) {
-	var st apps.LedgerState
-	b, err := os.ReadFile(path)
+// countRows counts the rows of a recording that can be read.
+func countRows(path string) (int64, error) {
+	r, _, err := openStore(path)
 	if err != nil {
-		return st, &fileError{path, unwrapPathError(err)}
+		return 0, err
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, &fileError{path, fmt.Errorf("not a ledger state: %w", err)}
-	}
-	return st, nil
-}
-
-func ledgerStatesEqual(a, b apps.LedgerState) bool {
-	if a.Applied != b.Applied || a.Offset != b.Offset || a.Epoch != b.Epoch || len(a.Balances) != len(b.Balances) {
-		return false
-	}
-	for k, v := range a.Balances {
-		if w, ok := b.Balances[k]; !ok || w != v {
-			return false
+	defer r.Close()
+	var n int64
+	for _, err := range r.Rows() {
+		if err == nil {
+			n++
 		}
 	}
-	return true
+	return n, nil
 }
 
 // verifyFile opens and verifies a recording.

@@ -31,7 +31,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv(childEnv, "1") // inherited by the children crashtest starts
 	flag.Parse()
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBinary()
+	os.Exit(code)
 }
 
 // epoch is the first reading of the step clock every command of a

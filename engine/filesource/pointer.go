@@ -14,6 +14,8 @@ import (
 	"unsafe"
 
 	"github.com/edsrzf/mmap-go"
+
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 )
 
 // The pointer file's layout.
@@ -236,6 +238,7 @@ func (p *pointerFile) setOffset(off int64) error {
 		u = bits.ReverseBytes64(u)
 	}
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&p.m[offOffset])), u)
+	killpoint.Reach(killpoint.PointerWritten) // tests only: dormant unless armed
 	if err := p.m.Flush(); err != nil {
 		return fileErr("flush pointer", p.path, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 )
 
 // ErrFailLine is the error of a "fail" line: an input that always fails.
@@ -274,5 +275,6 @@ func (l *Ledger) persist() error {
 		_ = d.Sync() // best effort: not every file system syncs a directory
 		d.Close()
 	}
+	killpoint.Reach(killpoint.StateSaved) // tests only: dormant unless armed
 	return nil
 }

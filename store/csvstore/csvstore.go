@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -157,7 +158,9 @@ func (s *Store) Append(rows ...store.Entry) error {
 	case len(rows) == 0:
 		return nil
 	}
-	n, err := s.f.Write(s.enc.encode(rows))
+	buf := s.enc.encode(rows)
+	killpoint.WriteHalf(killpoint.StoreWrite, s.f, buf) // tests only: dormant unless armed
+	n, err := s.f.Write(buf)
 	s.size += int64(n)
 	if err != nil {
 		s.werr = fmt.Errorf("csvstore: append %s: %w", s.path, err)

@@ -16,6 +16,7 @@ import (
 
 	_ "modernc.org/sqlite" // the "sqlite" driver
 
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -340,6 +341,7 @@ func (s *Store) Append(rows ...store.Entry) error {
 			return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
 		}
 	}
+	killpoint.Reach(killpoint.StoreWrite) // tests only: dormant unless armed
 	if _, err := s.wconn.ExecContext(ctx, "COMMIT"); err != nil {
 		_, _ = s.wconn.ExecContext(ctx, "ROLLBACK")
 		return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)

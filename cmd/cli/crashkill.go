@@ -1,0 +1,358 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine/filesource"
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// outlivedGrace is how long a run armed at a kill point may live on once
+// it has committed the whole input before crashtest says the point was not
+// reached and kills it.
+const outlivedGrace = time.Second
+
+// killLoop runs the crashed runs: K followed runs, each killed (after a
+// random number of output lines, or at a random reach of --kill-at) and
+// restarted, then a last run to the end. It returns every run's recording
+// and the --out file's line count after each kill.
+func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *progress) (stores []string, bounds []int64, err error) {
+	cfg := s.cfg
+	rng := rand.New(rand.NewPCG(cfg.seed, 0x6b696c6c)) // "kill"
+	// The kill moments, spread over the run: K output line counts of the
+	// clean run's, or K input lines whose reach of the point kills.
+	span := int64(len(s.want))
+	if cfg.killAt != "" {
+		span = int64(cfg.lines)
+	}
+	targets := make([]int64, cfg.kills)
+	for i := range targets {
+		targets[i] = 1 + rng.Int64N(max(span-1, 1))
+	}
+	slices.Sort(targets)
+	perReach := 0.0 // input lines per reach of the pointer, as measured
+	for k := 1; k <= cfg.kills; k++ {
+		storePath := s.path(fmt.Sprintf("run-%d%s", k, s.ext))
+		logPath := s.path(fmt.Sprintf("run-%d.log", k))
+		stores = append(stores, storePath)
+		var kr killReport
+		if cfg.killAt == "" {
+			lines0, _ := countLines(s.outFile)
+			target := max(targets[k-1], lines0+1)
+			p.Printf("kill %d of %d: running %s until %d output lines", k, cfg.kills, storePath, target)
+			kr, err = c.killRun(ctx, s.exe, s.runArgs(storePath, true), logPath, s.outFile, target)
+			kr.Target, kr.Reached = target, true
+		} else {
+			p.Printf("kill %d of %d: running %s until %s", k, cfg.kills, storePath, cfg.killAt)
+			kr, err = s.killAtPoint(ctx, s.runArgs(storePath, true), logPath, targets[k-1], &perReach, rng)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if !kr.Reached {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("kill %d: the run outlived reach %d of %s (it committed the whole input and was killed %s later); see %s",
+				k, kr.Target, cfg.killAt, outlivedGrace, logPath))
+		}
+		kr.Run, kr.Store = k, storePath
+		if kr.Outputs, err = countLines(s.outFile); err != nil {
+			return nil, nil, err
+		}
+		if ptr, err := filesource.ReadPointer(s.pointer); err == nil {
+			kr.Pointer = ptr.Offset
+		}
+		kr.Applied, kr.Offset = -1, -1
+		if s.app.State != nil {
+			if st, err := s.app.State(s.state); err == nil {
+				kr.Applied = st.Applied()
+				_, kr.Offset = st.Position()
+			}
+		}
+		rep.Kills = append(rep.Kills, kr)
+		bounds = append(bounds, kr.Outputs)
+	}
+	// The last restart finishes the input and ends once settled.
+	last := s.path(fmt.Sprintf("run-%d%s", cfg.kills+1, s.ext))
+	logPath := s.path(fmt.Sprintf("run-%d.log", cfg.kills+1))
+	stores = append(stores, last)
+	rep.Last = last
+	p.Printf("the last run: %s until settled", last)
+	code, err := c.child(ctx, s.exe, s.runArgs(last, false), logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if code != 0 {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("the last run (%s) exited %d, want 0 (see %s)", last, code, logPath))
+	}
+	return stores, bounds, nil
+}
+
+// killAtPoint runs one followed run armed to die at the reach of --kill-at
+// that lands about input line target, and measures the lines per reach of
+// the pointer (*perReach) from the lines the run committed.
+func (s *crashSetup) killAtPoint(ctx context.Context, args []string, logPath string, target int64, perReach *float64, rng *rand.Rand) (killReport, error) {
+	before, err := s.committedLines()
+	if err != nil {
+		return killReport{}, err
+	}
+	n := reachTarget(s.cfg.killAt, target-before, *perReach, rng)
+	kr, err := s.killAtRun(ctx, args, logPath, n)
+	if err != nil {
+		return kr, err
+	}
+	kr.Target = n
+	if s.cfg.killAt == killpoint.PointerWritten && kr.Reached {
+		after, err := s.committedLines()
+		if err != nil {
+			return kr, err
+		}
+		*perReach = max(float64(after-before)/float64(n), 1)
+	}
+	return kr, nil
+}
+
+// reachTarget is the reach of --kill-at that kills the next run about
+// lines input lines after its start. The points reached once per input
+// (perReach 1) die at that input. The pointer commits a few lines to a few
+// hundred at a time, as fast as the run goes: perReach is the rate the
+// kills so far measured (0: none yet, kill at one of the first four
+// commits) and the target is halved so that the run reaches it.
+func reachTarget(point string, lines int64, perReach float64, rng *rand.Rand) int64 {
+	switch {
+	case point != killpoint.PointerWritten:
+		return max(lines, 1)
+	case perReach == 0:
+		return 1 + rng.Int64N(4)
+	}
+	return max(int64(float64(lines)/perReach/2), 1)
+}
+
+// committedLines counts the input lines below the crashed runs' pointer
+// (0 before the first run).
+func (s *crashSetup) committedLines() (int64, error) {
+	ptr, err := filesource.ReadPointer(s.pointer)
+	if err != nil {
+		return 0, nil // no pointer (yet): from line 0
+	}
+	f, err := os.Open(s.input)
+	if err != nil {
+		return 0, &fileError{s.input, unwrapPathError(err)}
+	}
+	defer f.Close()
+	b := make([]byte, min(ptr.Offset, s.inputSize))
+	if _, err := io.ReadFull(f, b); err != nil {
+		return 0, &fileError{s.input, err}
+	}
+	return int64(bytes.Count(b, []byte{'\n'})), nil
+}
+
+// killAtRun starts a followed run armed to die at reach n of the kill
+// point, and waits for it to die by SIGKILL. A run that commits the whole
+// input and lives on outlivedGrace more outlived the point: it is killed
+// and the report says the point was not reached.
+func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath string, n int64) (killReport, error) {
+	var kr killReport
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return kr, &fileError{logPath, unwrapPathError(err)}
+	}
+	defer logf.Close()
+	cmd := exec.Command(s.exe, args...)
+	cmd.Env = append(os.Environ(), killpoint.Env+"="+killpoint.Value(s.cfg.killAt, n))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return kr, fmt.Errorf("crashtest: starting %s: %w", s.exe, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.NewTimer(2 * time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	kill := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	var outlived <-chan time.Time // armed once the whole input is committed
+	for {
+		select {
+		case err := <-exited:
+			kr.AfterMs = time.Since(start).Milliseconds()
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+					kr.Reached = true
+					return kr, nil
+				}
+			}
+			b, _ := os.ReadFile(logPath)
+			return kr, fmt.Errorf("crashtest: the run exited (%v) before reach %d of %s; %s: %s", err, n, s.cfg.killAt, logPath, bytes.TrimSpace(b))
+		case <-ctx.Done():
+			kill()
+			return kr, ctx.Err()
+		case <-deadline.C:
+			kill()
+			return kr, fmt.Errorf("crashtest: the run neither reached %s %d times nor committed the input in 2 minutes; see %s", s.cfg.killAt, n, logPath)
+		case <-outlived:
+			kill()
+			kr.AfterMs = time.Since(start).Milliseconds()
+			return kr, nil
+		case <-tick.C:
+			if outlived == nil {
+				if ptr, err := filesource.ReadPointer(s.pointer); err == nil && ptr.Offset >= s.inputSize {
+					outlived = time.After(outlivedGrace)
+				}
+			}
+		}
+	}
+}
+
+// killRun starts a followed run, waits until its --out file holds target
+// lines, kills it with SIGKILL and waits for it to be gone.
+func (c *CLI) killRun(ctx context.Context, exe string, args []string, logPath, outFile string, target int64) (killReport, error) {
+	var kr killReport
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return kr, &fileError{logPath, unwrapPathError(err)}
+	}
+	defer logf.Close()
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return kr, fmt.Errorf("crashtest: starting %s: %w", exe, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.NewTimer(2 * time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	kill := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	lc := &lineCounter{path: outFile}
+	for {
+		select {
+		case err := <-exited:
+			b, _ := os.ReadFile(logPath)
+			return kr, fmt.Errorf("crashtest: the run exited (%v) before it was killed; %s: %s", err, logPath, bytes.TrimSpace(b))
+		case <-ctx.Done():
+			kill()
+			return kr, ctx.Err()
+		case <-deadline.C:
+			kill()
+			n, _ := countLines(outFile)
+			return kr, fmt.Errorf("crashtest: the run did not reach %d output lines in 2 minutes (%d); see %s", target, n, logPath)
+		case <-tick.C:
+		}
+		n, err := lc.count()
+		if err != nil {
+			kill()
+			return kr, err
+		}
+		if n >= target {
+			kill()
+			kr.AfterMs = time.Since(start).Milliseconds()
+			return kr, nil
+		}
+	}
+}
+
+// child runs the binary to its end and returns its exit code.
+func (c *CLI) child(ctx context.Context, exe string, args []string, logPath string) (int, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return 0, &fileError{logPath, unwrapPathError(err)}
+	}
+	defer logf.Close()
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("crashtest: running %s: %w", exe, err)
+	}
+	return 0, nil
+}
+
+// lineCounter counts the lines of a growing file, reading only what was
+// appended since the last count. Not safe for concurrent use.
+type lineCounter struct {
+	path string
+	off  int64
+	n    int64
+	buf  []byte
+}
+
+func (l *lineCounter) count() (int64, error) {
+	f, err := os.Open(l.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return l.n, nil
+	}
+	if err != nil {
+		return l.n, &fileError{l.path, unwrapPathError(err)}
+	}
+	defer f.Close()
+	if l.buf == nil {
+		l.buf = make([]byte, 64<<10)
+	}
+	for {
+		k, err := f.ReadAt(l.buf, l.off)
+		l.n += int64(bytes.Count(l.buf[:k], []byte{'\n'}))
+		l.off += int64(k)
+		if err == io.EOF || k == 0 {
+			return l.n, nil
+		}
+		if err != nil {
+			return l.n, &fileError{l.path, unwrapPathError(err)}
+		}
+	}
+}
+
+// countLines counts the complete lines of a file (0 for a missing file).
+func countLines(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, &fileError{path, unwrapPathError(err)}
+	}
+	return int64(bytes.Count(b, []byte{'\n'})), nil
+}
+
+// reachAfterAppend returns w with the kill point reached after each
+// Append that succeeded (dormant unless internal/killpoint is armed).
+func reachAfterAppend(w *writer, point string) store.Writer { return &reachingWriter{w, point} }
+
+// reachingWriter is a writer that reaches a kill point after each Append;
+// safe for concurrent use as far as its writer is.
+type reachingWriter struct {
+	*writer
+	point string
+}
+
+func (r *reachingWriter) Append(rows ...store.Entry) error {
+	err := r.writer.Append(rows...)
+	if err == nil {
+		killpoint.Reach(r.point)
+	}
+	return err
+}

@@ -1,0 +1,319 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
+)
+
+// The blackbox binary, built once for the tests that kill it.
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// blackboxBinary builds cmd/blackbox once (removed by TestMain).
+func blackboxBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		if binDir, binErr = os.MkdirTemp("", "blackbox-bin-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "blackbox")
+		build := exec.Command(gobin, "build", "-o", binPath, "../blackbox")
+		build.Env = append(os.Environ(), childEnv+"=")
+		if out, err := build.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func removeBinary() {
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+}
+
+// blackbox runs the binary in dir with extra environment variables and
+// returns its output, exit code and whether SIGKILL ended it.
+func blackbox(t *testing.T, dir string, env []string, args ...string) (out string, code int, killed bool) {
+	t.Helper()
+	cmd := exec.Command(blackboxBinary(t), args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), childEnv+"="), env...)
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return b.String(), 0, false
+	case errors.As(err, &ee):
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		return b.String(), ee.ExitCode(), ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+	}
+	t.Fatalf("blackbox %s: %v", strings.Join(args, " "), err)
+	return "", 0, false
+}
+
+// killReport and crashReport are what the test reads of `crashtest --json`.
+type killReport struct {
+	Run        int    `json:"run"`
+	Target     int64  `json:"target"`
+	Reached    bool   `json:"reached"`
+	Duplicates int    `json:"duplicates"`
+	Problems   string `json:"problems"`
+	Unexpected bool   `json:"unexpected"`
+}
+
+type crashReport struct {
+	Postings int64        `json:"postings"`
+	Kills    []killReport `json:"kills"`
+	Crashed  *struct {
+		Applied int64 `json:"applied"`
+		Offset  int64 `json:"offset"`
+	} `json:"crashed"`
+	Expected *struct {
+		Applied int64 `json:"applied"`
+		Offset  int64 `json:"offset"`
+	} `json:"expected"`
+	Missing int `json:"missing"`
+	Diff    struct {
+		OnlyA     int64 `json:"onlyA"`
+		OnlyB     int64 `json:"onlyB"`
+		Different int64 `json:"different"`
+	} `json:"diff"`
+	Problems []string `json:"problems"`
+	Holds    bool     `json:"holds"`
+	Failures []string `json:"failures"`
+}
+
+// The run kill points that wait for a fix elsewhere: the subtest is
+// skipped with the reason until it lands.
+var killPointWaits = map[string]string{
+	killpoint.StateSaved: "waits for issue 14 case 2: the ledger's state is saved (its completion callback) before " +
+		"the input's rows are written, so a kill between them leaves an applied input with no output in any recording",
+	killpoint.StoreWrite: "waits for issue 14 case 2: the store write comes after the state save, so a kill inside it " +
+		"leaves an applied input whose rows never reached the store",
+	killpoint.PointerWritten: "waits for issue 14 case 2: the pointer is written on the source's goroutine while the group " +
+		"may be between a state save and the input's rows, the window that kill lands in (1 kill in 5 at 3,000 lines)",
+	"": "waits for issue 14 case 2: a kill after random output lines lands between a state save and the input's rows " +
+		"(the stitched diff shows the input with no output)",
+}
+
+// TestEveryRunKillPointLosesNothingAndAppliesOnce kills a recorded ledger
+// run 5 times at each point of its write path (internal/killpoint), in
+// both formats, restarts it, and checks what crashtest checks: balances
+// and the applied count equal a clean run's, every input in some
+// recording with the clean run's outputs (the stitched diff is empty), at
+// most one delivery's outputs re-emitted per kill, and verify naming each
+// killed recording unfinished (and torn, for a kill inside a CSV write).
+// The empty point kills after random output lines, as crashtest does by
+// default.
+func TestEveryRunKillPointLosesNothingAndAppliesOnce(t *testing.T) {
+	// 600 lines: the ten subtests take about a minute on two busy cores
+	// (83 s at 1,000 lines under a load of 12). blackbox crashtest
+	// --kill-at P --kills 50 --lines 3000 is the full measure.
+	lines := "600"
+	if testing.Short() {
+		lines = "200"
+	}
+	for _, point := range []string{"", killpoint.StateSaved, killpoint.RowsWritten, killpoint.StoreWrite, killpoint.PointerWritten} {
+		for _, format := range []string{"sqlite", "csv"} {
+			name := point
+			if name == "" {
+				name = "output-lines"
+			}
+			t.Run(name+"/"+format, func(t *testing.T) {
+				if why, ok := killPointWaits[point]; ok {
+					t.Skip(why)
+				}
+				t.Parallel()
+				dir := t.TempDir()
+				args := []string{"crashtest", "--kills", "5", "--lines", lines, "--format", format, "--dir", dir, "--json"}
+				if point != "" {
+					args = append(args, "--kill-at", point)
+				}
+				out, code, _ := blackbox(t, dir, nil, args...)
+				var rep crashReport
+				if err := json.Unmarshal([]byte(out), &rep); err != nil {
+					t.Fatalf("crashtest exited %d without a JSON report (%v):\n%s", code, err, out)
+				}
+				if !rep.Holds || code != 0 {
+					t.Errorf("crashtest exited %d, holds %v; failures:\n  %s", code, rep.Holds, strings.Join(rep.Failures, "\n  "))
+				}
+				if len(rep.Kills) != 5 {
+					t.Fatalf("%d kills, want 5", len(rep.Kills))
+				}
+				if rep.Crashed == nil || rep.Expected == nil {
+					t.Fatal("the ledger's state was not checked")
+				}
+				if rep.Crashed.Applied != rep.Postings || rep.Expected.Applied != rep.Postings || rep.Crashed.Offset != rep.Expected.Offset {
+					t.Errorf("applied: crashed %d at offset %d, clean %d at offset %d; want %d postings each, the same offset",
+						rep.Crashed.Applied, rep.Crashed.Offset, rep.Expected.Applied, rep.Expected.Offset, rep.Postings)
+				}
+				if rep.Missing != 0 || rep.Diff.OnlyA != 0 || rep.Diff.OnlyB != 0 || rep.Diff.Different != 0 {
+					t.Errorf("outputs missing %d; stitched diff: only crashed %d, only clean %d, different %d; want all 0",
+						rep.Missing, rep.Diff.OnlyA, rep.Diff.OnlyB, rep.Diff.Different)
+				}
+				if len(rep.Problems) != 0 {
+					t.Errorf("unexpected recording problems: %q", rep.Problems)
+				}
+				for _, k := range rep.Kills {
+					if !k.Reached {
+						t.Errorf("kill %d: the run outlived reach %d of %q", k.Run, k.Target, point)
+					}
+					if k.Duplicates > 2 { // a ledger delivery emits at most two postings
+						t.Errorf("kill %d: %d outputs emitted again, more than one delivery's", k.Run, k.Duplicates)
+					}
+					if k.Problems == "none" || k.Unexpected {
+						t.Errorf("kill %d: verify names %q in the killed recording, want it unfinished (or torn, or empty)", k.Run, k.Problems)
+					}
+				}
+				if t.Failed() {
+					t.Logf("crashtest %s:\n%s", strings.Join(args, " "), out)
+				}
+			})
+		}
+	}
+}
+
+// record runs the ledger over n generated lines into a new recording.
+func record(t *testing.T, dir, storePath string, n int) {
+	t.Helper()
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "acct-%02d,%d\n", i%7, i-n/2)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code, _ := blackbox(t, dir, nil, "run", "--app", "ledger", "--input", "in.txt", "--store", storePath); code != 0 {
+		t.Fatalf("run exited %d:\n%s", code, out)
+	}
+}
+
+// TestAKilledConvertLeavesNoRecordingAndARetrySucceeds kills `convert` after
+// its first batch of rows reached the destination: DST must not exist (no
+// partial recording verify would read), and the same convert run again
+// must succeed with a complete DST.
+func TestAKilledConvertLeavesNoRecordingAndARetrySucceeds(t *testing.T) {
+	t.Skip("waits for issue 14, \"Kill windows, proven by injection\" (convert writes DST whole or not at all): " +
+		"today the first batch stays in DST, verify calls it an unfinished recording, and the retry refuses the existing DST")
+	for _, tc := range []struct{ src, dst string }{{"src.db", "dst.csv"}, {"src.csv", "dst.db"}} {
+		t.Run(tc.dst, func(t *testing.T) {
+			dir := t.TempDir()
+			record(t, dir, tc.src, 800) // 2,400 rows and more: three batches
+			out, code, killed := blackbox(t, dir, []string{killpoint.Env + "=" + killpoint.Value(killpoint.Convert, 1)},
+				"convert", tc.src, tc.dst)
+			if !killed {
+				t.Fatalf("convert was not killed at %s (exit %d):\n%s", killpoint.Convert, code, out)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, tc.dst)); !errors.Is(err, fs.ErrNotExist) {
+				vout, vcode, _ := blackbox(t, dir, nil, "verify", tc.dst)
+				t.Errorf("a killed convert left %s (stat: %v); verify exits %d:\n%s", tc.dst, err, vcode, vout)
+			}
+			if out, code, _ := blackbox(t, dir, nil, "convert", tc.src, tc.dst); code != 0 {
+				t.Fatalf("the retried convert exited %d:\n%s", code, out)
+			}
+			if out, code, _ := blackbox(t, dir, nil, "verify", tc.dst); code != 0 {
+				t.Errorf("verify %s after the retry exited %d:\n%s", tc.dst, code, out)
+			}
+		})
+	}
+}
+
+// TestAKilledGoldenUpdateLeavesEveryCaseWholeAndARetrySucceeds kills
+// `golden update` after the first case's recording was written: every
+// case's recording is whole (verify: complete) and no temporary file is
+// left beside it; only the first case was re-recorded, and an
+// update run again re-records the rest and every case checks.
+func TestAKilledGoldenUpdateLeavesEveryCaseWholeAndARetrySucceeds(t *testing.T) {
+	dir := t.TempDir()
+	cases := []string{"ledger-plain", "ledger-transfer"}
+	var old [][]byte // the recordings before the update
+	for _, c := range cases {
+		b, err := os.ReadFile(filepath.Join("..", "..", "golden", "testdata", c, "recording.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		old = append(old, b)
+		if err := os.CopyFS(filepath.Join(dir, c), os.DirFS(filepath.Join("..", "..", "golden", "testdata", c))); err != nil {
+			t.Fatal(err)
+		}
+		// A new last line: every recording must be re-recorded.
+		f, err := os.OpenFile(filepath.Join(dir, c, "input.txt"), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteString("zed,42\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, code, killed := blackbox(t, dir, []string{killpoint.Env + "=" + killpoint.Value(killpoint.GoldenUpdate, 1)},
+		"golden", "update", ".")
+	if !killed {
+		t.Fatalf("golden update was not killed at %s (exit %d):\n%s", killpoint.GoldenUpdate, code, out)
+	}
+	for _, c := range cases {
+		ents, err := os.ReadDir(filepath.Join(dir, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		if want := "case.json input.txt recording.csv"; strings.Join(names, " ") != want {
+			t.Errorf("case %s holds %q after the kill, want %q", c, names, want)
+		}
+		if out, code, _ := blackbox(t, dir, nil, "verify", filepath.Join(c, "recording.csv")); code != 0 {
+			t.Errorf("verify of case %s's recording after the kill exited %d:\n%s", c, code, out)
+		}
+	}
+	// The first case was re-recorded with its new line, the second not yet.
+	for i, c := range cases {
+		got, err := os.ReadFile(filepath.Join(dir, c, "recording.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rerecorded := !bytes.Equal(got, old[i]); rerecorded != (i == 0) {
+			t.Errorf("case %s re-recorded: %v, want %v (killed after the first case)", c, rerecorded, i == 0)
+		}
+	}
+	if out, code, _ := blackbox(t, dir, nil, "golden", "update", "."); code != 0 {
+		t.Fatalf("the retried golden update exited %d:\n%s", code, out)
+	}
+	if out, code, _ := blackbox(t, dir, nil, "golden", "check", "."); code != 0 {
+		t.Errorf("golden check after the retry exited %d:\n%s", code, out)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, cases[1], "recording.csv")); err != nil || bytes.Equal(got, old[1]) {
+		t.Errorf("case %s was not re-recorded by the retry (%v)", cases[1], err)
+	}
+}

@@ -1,0 +1,151 @@
+// Package killpoint is a test-only kill switch: it SIGKILLs the process at a
+// named point of a write path, so that tests (and `blackbox crashtest
+// --kill-at`) can prove what a crash leaves behind at exactly that point.
+//
+// It is armed only by the environment variable BLACKBOX_KILL_AT=POINT:N,
+// read once when the process starts: the N-th time (N >= 1) the process
+// reaches POINT, Reach kills it with SIGKILL (no deferred call, no flush,
+// no END row: what a power cut or the OOM killer leaves, minus the page
+// cache). It is never a flag a user sees. When the variable is unset or
+// empty the package does nothing: Reach and WriteHalf cost one load of a
+// package-level pointer and a compare. A malformed value (not POINT:N with
+// a known POINT and N >= 1) makes the process exit with code 2 at start-up,
+// so that a test never mistakes a typo for a point that was not reached.
+//
+// This is the one package of ours that store/ and engine/ may import (an
+// exception to "engine and store import nothing of ours",
+// docs/ARCHITECTURE.md): the windows it proves (half a row, a pointer
+// written but not flushed) are inside those packages, where no hook of
+// the public API reaches. It imports only the standard library and is
+// internal, so users cannot arm it through an API.
+//
+// Every function is safe for concurrent use.
+package killpoint
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Env is the environment variable that arms the switch: POINT:N.
+const Env = "BLACKBOX_KILL_AT"
+
+// The named points.
+const (
+	// StateSaved: after the ledger's completion callback wrote its state
+	// file (internal/apps).
+	StateSaved = "state-saved"
+	// RowsWritten: after an input's rows reached the store (the recorder's
+	// Append returned), before the item counts as dispatched (recorder).
+	RowsWritten = "rows-written"
+	// StoreWrite: inside a store's Append: the CSV store writes half of
+	// its bytes and dies; SQLite dies between its INSERTs and the COMMIT.
+	StoreWrite = "store-write"
+	// PointerWritten: after the file source stored an offset into its
+	// mapped pointer file, before the flush (engine/filesource).
+	PointerWritten = "pointer-written"
+	// Convert: inside `blackbox convert`, after a batch of rows reached
+	// the destination.
+	Convert = "convert"
+	// GoldenUpdate: inside `golden update`, after a case's recordings
+	// were written, before the next case.
+	GoldenUpdate = "golden-update"
+)
+
+// Points lists every named point.
+var Points = []string{StateSaved, RowsWritten, StoreWrite, PointerWritten, Convert, GoldenUpdate}
+
+// arm is the armed point: immutable but for its counter.
+type arm struct {
+	point string
+	n     int64
+	count atomic.Int64
+}
+
+// armed is nil unless Env is set; written once, before main.
+var armed *arm
+
+func init() {
+	v := os.Getenv(Env)
+	if v == "" {
+		return
+	}
+	a, err := parse(v)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "killpoint: %v\n", err)
+		os.Exit(2)
+	}
+	armed = a
+}
+
+// parse reads POINT:N.
+func parse(v string) (*arm, error) {
+	point, num, ok := strings.Cut(v, ":")
+	if !ok {
+		return nil, fmt.Errorf("%s=%q: want POINT:N", Env, v)
+	}
+	known := false
+	for _, p := range Points {
+		known = known || p == point
+	}
+	if !known {
+		return nil, fmt.Errorf("%s=%q: unknown point %q (want one of %s)", Env, v, point, strings.Join(Points, ", "))
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 1 {
+		return nil, fmt.Errorf("%s=%q: N must be a whole number >= 1", Env, v)
+	}
+	return &arm{point: point, n: n}, nil
+}
+
+// Value returns the value of Env that arms point at its n-th reach, for a
+// child process's environment.
+func Value(point string, n int64) string { return point + ":" + strconv.FormatInt(n, 10) }
+
+// hit counts a reach of point and reports whether it is the armed one.
+func hit(point string) bool {
+	a := armed
+	if a == nil || a.point != point {
+		return false
+	}
+	return a.count.Add(1) == a.n
+}
+
+// Reach marks that the process reached point: on the armed reach it kills
+// the process and never returns.
+func Reach(point string) {
+	if armed == nil {
+		return
+	}
+	if hit(point) {
+		die()
+	}
+}
+
+// WriteHalf marks that the process is about to write b to w at point: on
+// the armed reach it writes the first half of b (a torn write) and kills
+// the process; otherwise it writes nothing and the caller writes b.
+func WriteHalf(point string, w io.Writer, b []byte) {
+	if armed == nil {
+		return
+	}
+	if hit(point) {
+		_, _ = w.Write(b[:len(b)/2])
+		die()
+	}
+}
+
+// die sends SIGKILL to this process and waits for it to land.
+func die() {
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		_ = p.Kill()
+	}
+	for {
+		time.Sleep(time.Hour) // a sleeping goroutine: never "all goroutines are asleep"
+	}
+}
