@@ -1,10 +1,12 @@
 package replayer_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
+	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
 
 var ten = []string{"alice,100", "bob,50", "transfer,alice,bob,30", "carol,7", "oops", "alice,-5",
@@ -495,5 +498,55 @@ func TestDiffLeavesAChunkUnalignedBeyondTheEditBound(t *testing.T) {
 	}
 	if !strings.Contains(diffText(t, rep), "  note: feed \"input\": 1001 inputs of A and 1001 of B") {
 		t.Errorf("text:\n%s", diffText(t, rep))
+	}
+}
+
+// TestDiffExplainsTheInputAKillCutShortInACSVRun: SIGKILL inside a CSV
+// write leaves the first rows of the input being written (its DELIVERY)
+// and half a line. That orphan DELIVERY at the end of a killed run is the
+// crash's doing, like the torn line: the stitched runs are the same as a
+// clean run. The same orphan anywhere else in the run is not explained.
+func TestDiffExplainsTheInputAKillCutShortInACSVRun(t *testing.T) {
+	clean := run{}.memory(t, ten...)
+	restart := run{}.memory(t, ten...)
+	cut := func(t *testing.T, rs []store.Entry) store.Reader {
+		path := filepath.Join(t.TempDir(), "killed.csv")
+		w, err := csvstore.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Copy(w, reopen(t, rs)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Cut the last INLINE line in half, as a kill inside its write does.
+		at := bytes.LastIndex(b, []byte(",INLINE,"))
+		if err := os.WriteFile(path, b[:at+4], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := csvstore.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	// Killed after 4 lines, inside the write of the 5th: its rows end with
+	// the 5th line's DELIVERY and half its INLINE.
+	rs := rows(t, run{}.memory(t, ten[:5]...))
+	rs = rs[:find(t, rs, "ledger", store.KindEnd, 1)]
+	if rep := diff(t, []store.Reader{cut(t, rs), restart}, []store.Reader{clean}, replayer.DiffOptions{Ignore: []string{"at"}}); rep.Verdict != replayer.DiffSame {
+		t.Fatalf("a run killed inside a write, stitched with its restart: verdict %q, want same:\n%s", rep.Verdict, diffText(t, rep))
+	}
+	// The same orphan DELIVERY in the middle of the run is corruption.
+	mid := slices.Delete(slices.Clone(rs), find(t, rs, "ledger", store.KindInline, 2), find(t, rs, "ledger", store.KindInline, 2)+1)
+	if rep := diff(t, []store.Reader{cut(t, mid), restart}, []store.Reader{clean}, replayer.DiffOptions{Ignore: []string{"at"}}); rep.Verdict != replayer.DiffNotComplete {
+		t.Fatalf("an orphan DELIVERY in the middle of a killed run: verdict %q, want not complete:\n%s", rep.Verdict, diffText(t, rep))
 	}
 }

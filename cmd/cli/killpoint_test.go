@@ -112,17 +112,6 @@ type crashReport struct {
 
 // The run kill points that wait for a fix elsewhere: the subtest is
 // skipped with the reason until it lands.
-var killPointWaits = map[string]string{
-	killpoint.StateSaved: "waits for issue 14 case 2: the ledger's state is saved (its completion callback) before " +
-		"the input's rows are written, so a kill between them leaves an applied input with no output in any recording",
-	killpoint.StoreWrite: "waits for issue 14 case 2: the store write comes after the state save, so a kill inside it " +
-		"leaves an applied input whose rows never reached the store",
-	killpoint.PointerWritten: "waits for issue 14 case 2: the pointer is written on the source's goroutine while the group " +
-		"may be between a state save and the input's rows, the window that kill lands in (1 kill in 5 at 3,000 lines)",
-	"": "waits for issue 14 case 2: a kill after random output lines lands between a state save and the input's rows " +
-		"(the stitched diff shows the input with no output)",
-}
-
 // TestEveryRunKillPointLosesNothingAndAppliesOnce kills a recorded ledger
 // run 5 times at each point of its write path (internal/killpoint), in
 // both formats, restarts it, and checks what crashtest checks: balances
@@ -147,9 +136,6 @@ func TestEveryRunKillPointLosesNothingAndAppliesOnce(t *testing.T) {
 				name = "output-lines"
 			}
 			t.Run(name+"/"+format, func(t *testing.T) {
-				if why, ok := killPointWaits[point]; ok {
-					t.Skip(why)
-				}
 				t.Parallel()
 				dir := t.TempDir()
 				args := []string{"crashtest", "--kills", "5", "--lines", lines, "--format", format, "--dir", dir, "--json"}
