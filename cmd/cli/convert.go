@@ -22,11 +22,12 @@ else SQLite) or --format. A recording with integrity problems is copied as
 it is (an unfinished recording converts to an equally unfinished one).
 
 It refuses to overwrite an existing DST. DST appears whole or not at all:
-the rows go to a temporary file beside it (.DST.blackbox-tmp), which is
-renamed to DST once complete; a convert killed on the way leaves no DST
-(and the next one removes its temporary file). Rows of SRC that cannot be read (a torn last line, a
-malformed row) cannot be copied: DST is kept without them, each is named,
-and the exit is 3.
+the rows go to a temporary file beside it (.DST.blackbox-tmp, which no
+command takes for a recording), renamed to DST once complete and synced; a
+convert killed on the way leaves no DST, and the next one removes the
+temporary file. Rows of SRC that cannot be read (a torn last line, a
+malformed row) cannot be copied: DST is written without them, each is
+named, and the exit is 3.
 
 Exit: 0 converted; 2 a usage or I/O error (DST not written); 3 converted
 but rows of SRC could not be read.`,

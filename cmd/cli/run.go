@@ -80,7 +80,13 @@ SIGINT or SIGTERM, then stops cleanly.
 It prints what it read, recorded and emitted (--json: the engine's final
 feed status JSON) and writes the status JSON to --status. It refuses a
 store that already holds a recording unless --force (which removes it
-first).
+first), and a file that is not a recording even with --force.
+
+Before any work it checks every path: no two of --input, --store,
+--pointer, --state, --out and --status name one file, and every output can
+be written. It locks its outputs for the run (PATH.blackbox-lock beside
+each): a second run on any of them is refused at once. An output that
+cannot be written to --out (after 3 tries) stops the run: not lossless.
 
 Exit: 0 settled and lossless; 2 a usage or I/O error; 3 ran but not
 settled, not lossless, or its recording is broken.`,
