@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +31,10 @@ func TestMain(m *testing.M) {
 			golden.SetTestHook(func(p string) {
 				if p == point {
 					fmt.Fprintln(os.Stderr, heldAt+p)
-					select {} // until the test kills the process
+					// Until the test kills the process: its end of the pipe
+					// stays open (a read, unlike select{}, is no deadlock).
+					io.Copy(io.Discard, os.Stdin)
+					os.Exit(1)
 				}
 			})
 		}
@@ -53,6 +57,11 @@ func killUpdateAt(t *testing.T, dir, tmpdir, point string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stdin, err := cmd.StdinPipe() // held open: the child waits on it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -38,7 +39,10 @@ func TestMain(m *testing.M) {
 			cli.SetTestHook(func(p string) {
 				if p == point {
 					fmt.Fprintln(os.Stderr, heldAt+p)
-					select {} // until the test kills the process
+					// Until the test kills the process: its end of the pipe
+					// stays open (a read, unlike select{}, is no deadlock).
+					io.Copy(io.Discard, os.Stdin)
+					os.Exit(1)
 				}
 			})
 		}
