@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/store"
+	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
 
 // This file holds the checks every command makes on its paths before any
@@ -306,13 +308,32 @@ func checkRunPaths(cfg recordConfig) error {
 	what := map[string]string{"--store": "a recording", "--pointer": "a pointer file", "--state": "a state file",
 		"--out": "an output file", "--status": "a status file"}
 	for _, a := range args {
-		if a.write && a.path != "" {
-			if err := checkWritable(a, what[a.flag]); err != nil {
-				return err
-			}
+		if !a.write || a.path == "" {
+			continue
+		}
+		if err := checkWritable(a, what[a.flag]); err != nil {
+			return err
+		}
+		if a.flag != "--store" && looksLikeRecording(a.path) {
+			return &fileError{a.path, fmt.Errorf("%s: %w: refusing to write over it", a.flag, store.ErrHoldsRecording)}
 		}
 	}
 	return nil
+}
+
+// looksLikeRecording reports whether path begins as a recording does: an
+// SQLite database, or the header line of a CSV recording. It reads only the
+// first bytes (an output such as --out may be large).
+func looksLikeRecording(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(csvstore.Header)+1)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	return bytes.HasPrefix(head, sqliteMagic) || string(head) == csvstore.Header+"\n"
 }
 
 // testHook, set by tests only (before any command runs), is called at the
