@@ -33,6 +33,13 @@
 //
 // testdata/ holds the cases of the built-in apps (ledger and alerts).
 //
+// Update replaces a case's recordings together: it records into a
+// temporary folder inside the case folder, renames that folder to ReadyDir
+// once its recordings are complete and fsynced, then moves them into
+// place. A killed Update leaves the old recordings, or ReadyDir, which
+// Check and Verify report (ErrInterrupted) and the next Update finishes.
+//
 // The functions of this package are safe to call concurrently on different
-// folders; two Updates of one folder race on its files.
+// folders; an Update holds a lock (flock) on its folder, so a second Update
+// of the same folder fails at once (ErrBusy).
 package golden

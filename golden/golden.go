@@ -27,6 +27,14 @@ const (
 	// Recording is the recording of a case run once; a restart case has
 	// one recording per run instead: run1.csv, run2.csv.
 	Recording = "recording.csv"
+	// ReadyDir is the folder in a case folder that holds an update's new
+	// recordings while they are moved into place: found by Check, it means
+	// an update was killed after some of them were replaced (the case's
+	// recordings are not from one update); the next Update finishes it.
+	ReadyDir = ".golden-update-ready"
+	// tempPrefix starts the temporary folders an update records into,
+	// inside the case folder; the next Update removes a stale one.
+	tempPrefix = ".golden-update-tmp-"
 )
 
 // Sentinel errors, for errors.Is.
@@ -39,6 +47,11 @@ var (
 	// ErrRecord: re-recording a case failed (the engine, the recorder or
 	// the store refused, or the run did not advance).
 	ErrRecord = errors.New("golden: recording failed")
+	// ErrBusy: another Update of the folder is running.
+	ErrBusy = errors.New("golden: another update of the folder is running")
+	// ErrInterrupted: a case holds ReadyDir, left by an update killed while
+	// it replaced the case's recordings.
+	ErrInterrupted = errors.New("golden: an interrupted update")
 )
 
 // CaseError is an error of one case: reading its files, or re-recording
@@ -284,6 +297,10 @@ func verifyCase(c *Case, reg replayer.Registry) ([]result, error) {
 		return nil, &CaseError{Case: c.Name, Err: err}
 	}
 	var res []result
+	if _, err := os.Stat(filepath.Join(c.Dir, ReadyDir)); err == nil {
+		res = append(res, result{c: c, file: ReadyDir, why: fmt.Sprintf(
+			"%v replaced only some of the case's recordings: run the update again", ErrInterrupted)})
+	}
 	files := c.recordings()
 	for _, f := range files {
 		path := filepath.Join(c.Dir, f)

@@ -5,10 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
@@ -42,8 +46,11 @@ const Feed = "input"
 const stepTimeout = 30 * time.Second
 
 // Update re-records every case of dir from its input.txt, with apps, and
-// replaces its recordings (written to a temporary file, then renamed over
-// the old one). The run is deterministic, so re-recording the same input
+// replaces its recordings, all of a case together (see updateCase): a
+// killed update leaves either the old recordings or, with the new ones
+// half moved into place, the folder ReadyDir, which Check reports and the
+// next Update finishes. It holds a lock (flock) on dir while it runs: a
+// second Update of dir fails at once with ErrBusy. The run is deterministic, so re-recording the same input
 // with the same code gives the same bytes:
 //
 //   - the input is read with engine/filesource, strategy once-earliest,
@@ -65,6 +72,11 @@ func Update(dir string, apps replayer.Registry) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	for _, c := range cs {
 		if err := updateCase(c, apps); err != nil {
 			return &CaseError{Case: c.Name, Err: err}
@@ -74,6 +86,10 @@ func Update(dir string, apps replayer.Registry) error {
 	return nil
 }
 
+// updateCase re-records c. Its new recordings are written into a
+// temporary folder inside the case folder (a stale one, left by a killed
+// update, is removed first), fsynced, and the folder is renamed to ReadyDir
+// (the commit point); then moveReady moves them into place.
 func updateCase(c *Case, reg replayer.Registry) error {
 	reg, err := c.registry(reg)
 	if err != nil {
@@ -87,11 +103,17 @@ func updateCase(c *Case, reg replayer.Registry) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrCase, err)
 	}
-	tmp, err := os.MkdirTemp("", "blackbox-golden-")
+	if err := moveReady(c); err != nil {
+		return err
+	}
+	if err := removeStale(c.Dir); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(c.Dir, tempPrefix)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer os.RemoveAll(tmp) // nothing left once renamed to ReadyDir
 	in := filepath.Join(tmp, InputFile)
 
 	var recs []*store.Memory
@@ -153,15 +175,74 @@ func updateCase(c *Case, reg replayer.Registry) error {
 		}
 		recs = []*store.Memory{rec}
 	}
+	if err := os.Remove(in); err != nil {
+		return err
+	}
 	for i, name := range c.recordings() {
-		if err := writeCanonical(filepath.Join(c.Dir, name), recs[i]); err != nil {
+		if err := writeCanonical(filepath.Join(tmp, name), recs[i]); err != nil {
 			return err
 		}
 	}
-	// A recording the case no longer has (restart_after changed) goes.
+	if err := syncDir(tmp); err != nil {
+		return err
+	}
+	hook("update: recorded")
+	if err := os.Rename(tmp, filepath.Join(c.Dir, ReadyDir)); err != nil {
+		return err
+	}
+	if err := syncDir(c.Dir); err != nil {
+		return err
+	}
+	return moveReady(c)
+}
+
+// moveReady moves the recordings of the case folder's ReadyDir, if it has
+// one, into place (each a rename over the old one), removes the
+// recordings the case no longer has (restart_after changed), then
+// ReadyDir. It finishes an update that was killed while moving them.
+func moveReady(c *Case) error {
+	ready := filepath.Join(c.Dir, ReadyDir)
+	ents, err := os.ReadDir(ready)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.Rename(filepath.Join(ready, e.Name()), filepath.Join(c.Dir, e.Name())); err != nil {
+			return err
+		}
+		hook("update: moved " + e.Name())
+	}
 	for _, stale := range []string{Recording, "run1.csv", "run2.csv"} {
-		if !contains(c.recordings(), stale) {
-			if err := os.Remove(filepath.Join(c.Dir, stale)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if !slices.Contains(c.recordings(), stale) {
+			if err := os.Remove(filepath.Join(c.Dir, stale)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	if err := syncDir(c.Dir); err != nil {
+		return err
+	}
+	if err := os.Remove(ready); err != nil {
+		return err
+	}
+	return syncDir(c.Dir)
+}
+
+// removeStale removes what a killed update left in a case folder: its
+// temporary folders, and the temporary files of older versions
+// (.recording.csv.tmp).
+func removeStale(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasPrefix(n, tempPrefix) || (strings.HasPrefix(n, ".") && strings.HasSuffix(n, ".csv.tmp")) {
+			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
 				return err
 			}
 		}
@@ -169,13 +250,45 @@ func updateCase(c *Case, reg replayer.Registry) error {
 	return nil
 }
 
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
+// lockDir takes an exclusive flock on the folder dir, or fails at once
+// with ErrBusy. The returned func releases it.
+func lockDir(dir string) (func(), error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("golden: %w", err)
 	}
-	return false
+	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		d.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrBusy, dir)
+		}
+		return nil, fmt.Errorf("golden: locking %s: %w", dir, err)
+	}
+	return func() { d.Close() }, nil
+}
+
+// syncDir fsyncs a folder, so that the renames in it are durable (a file
+// system that cannot sync a folder is not an error).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+		return err
+	}
+	return nil
+}
+
+// testHook, set by tests only (before Update runs), is called at named
+// points of an update: a test holds a child process there to kill it.
+var testHook func(point string)
+
+func hook(point string) {
+	if testHook != nil {
+		testHook(point)
+	}
 }
 
 // splitLines returns the first n lines of b (terminators included) and the
@@ -318,7 +431,7 @@ func waitFor(cond func() bool) error {
 
 // writeCanonical writes m's rows into a new CSV recording at path, in the
 // canonical order (META, JOURNAL rows, then each processor's stream),
-// through a temporary file renamed over path.
+// and fsyncs it. path is new (in updateCase's temporary folder).
 func writeCanonical(path string, m *store.Memory) error {
 	var head, journal []store.Entry
 	streams := map[string][]store.Entry{}
@@ -339,11 +452,7 @@ func writeCanonical(path string, m *store.Memory) error {
 	for _, p := range m.Processors() {
 		rows = append(rows, streams[p]...)
 	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	w, err := csvstore.Create(tmp)
+	w, err := csvstore.Create(path)
 	if err != nil {
 		return err
 	}
@@ -354,11 +463,7 @@ func writeCanonical(path string, m *store.Memory) error {
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
 	if err != nil {
-		os.Remove(tmp)
 		return fmt.Errorf("golden: writing %s: %w", path, err)
 	}
 	return nil

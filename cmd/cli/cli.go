@@ -157,6 +157,7 @@ type CLI struct {
 	stdout     io.Writer
 	stderr     io.Writer
 	executable string
+	outWriter  func(io.Writer) io.Writer // tests: wraps the --out file's writer
 }
 
 // New returns a CLI with the built-in apps and the given options.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -21,10 +22,13 @@ to SQLite or back, DST's format from its extension (.csv is CSV, anything
 else SQLite) or --format. A recording with integrity problems is copied as
 it is (an unfinished recording converts to an equally unfinished one).
 
-It refuses to overwrite an existing DST. On failure it removes the
-half-written DST. Rows of SRC that cannot be read (a torn last line, a
-malformed row) cannot be copied: DST is kept without them, each is named,
-and the exit is 3.
+It refuses to overwrite an existing DST. DST appears whole or not at all:
+the rows go to a temporary file beside it (.DST.blackbox-tmp, which no
+command takes for a recording), renamed to DST once complete and synced; a
+convert killed on the way leaves no DST, and the next one removes the
+temporary file. Rows of SRC that cannot be read (a torn last line, a
+malformed row) cannot be copied: DST is written without them, each is
+named, and the exit is 3.
 
 Exit: 0 converted; 2 a usage or I/O error (DST not written); 3 converted
 but rows of SRC could not be read.`,
@@ -38,33 +42,25 @@ but rows of SRC could not be read.`,
 			if _, err := os.Lstat(dst); err == nil {
 				return &fileError{dst, errors.New("already exists: convert never overwrites")}
 			}
-			if src == dst {
-				return usagef("SRC and DST are the same file %s", src)
+			dstArg := pathArg{flag: "DST", path: dst, write: true}
+			if err := checkDistinct([]pathArg{{flag: "SRC", path: src}, dstArg}); err != nil {
+				return err
+			}
+			if err := checkWritable(dstArg, "a recording"); err != nil {
+				return err
 			}
 			r, srcFormat, err := openStore(src)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
-			w, err := createStore(dst, f)
+			n, copyErr, err := convert(r, dst, f)
 			if err != nil {
-				return err
-			}
-			copyErr := store.Copy(reachAfterAppend(w, killpoint.Convert), r)
-			closeErr := w.Close()
-			var p *store.Problem
-			unreadable := copyErr != nil && errors.As(copyErr, &p) &&
-				(errors.Is(copyErr, store.ErrTorn) || errors.Is(copyErr, store.ErrMalformed))
-			if (copyErr != nil && !unreadable) || closeErr != nil {
-				removeStore(dst)
-				if copyErr == nil {
-					copyErr = closeErr
-				}
-				return fmt.Errorf("convert %s to %s (removed): %w", src, dst, copyErr)
+				return fmt.Errorf("convert %s to %s (not written): %w", src, dst, err)
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "converted %s (%s) to %s (%s): %d rows\n", src, srcFormat, dst, f, w.rows)
-			if unreadable {
+			fmt.Fprintf(out, "converted %s (%s) to %s (%s): %d rows\n", src, srcFormat, dst, f, n)
+			if copyErr != nil {
 				fmt.Fprintf(out, "not copied: %v\n", copyErr)
 				return exit(ExitIncomplete, nil)
 			}
@@ -73,4 +69,62 @@ but rows of SRC could not be read.`,
 	}
 	cmd.Flags().StringVar(&format, "format", "", "DST's format: csv or sqlite (default: from its extension)")
 	return cmd
+}
+
+// convert copies r into a new recording dst in format, whole or not at
+// all: the rows go to tempPath(dst) (a stale one, left by a killed
+// convert, is removed first: dst's lock is held), which is fsynced and then
+// linked to dst (never over a file that appeared meanwhile) and removed,
+// and dst's directory is fsynced. It returns the rows written and, in
+// unreadable, the rows of r that could not be read (a torn last line, a
+// malformed row: dst is written without them); err is any other failure
+// (dst not written).
+func convert(r store.Reader, dst, format string) (n int64, unreadable, err error) {
+	release, err := lockOutputs([]pathArg{{flag: "DST", path: dst, write: true}})
+	if err != nil {
+		return 0, nil, err
+	}
+	defer release()
+	tmp := tempPath(dst)
+	if err := removeStore(tmp); err != nil {
+		return 0, nil, &fileError{tmp, fmt.Errorf("removing a stale temporary file: %w", unwrapPathError(err))}
+	}
+	w, err := createStore(tmp, format)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() {
+		if err != nil {
+			removeStore(tmp)
+		}
+	}()
+	copyErr := store.Copy(reachAfterAppend(w, killpoint.Convert), r)
+	hook("convert: copied")
+	var p *store.Problem
+	if copyErr != nil && errors.As(copyErr, &p) && (errors.Is(copyErr, store.ErrTorn) || errors.Is(copyErr, store.ErrMalformed)) {
+		unreadable, copyErr = copyErr, nil
+	}
+	err = copyErr
+	if err == nil {
+		err = w.Sync()
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncFile(tmp) // the file as closed (SQLite's last pages)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := os.Link(tmp, dst); err != nil {
+		return 0, nil, &fileError{dst, unwrapPathError(err)}
+	}
+	if err := os.Remove(tmp); err != nil {
+		return 0, nil, &fileError{tmp, unwrapPathError(err)}
+	}
+	if err := syncDir(filepath.Dir(dst)); err != nil {
+		return 0, nil, &fileError{filepath.Dir(dst), unwrapPathError(err)}
+	}
+	return w.rows, unreadable, nil
 }

@@ -23,6 +23,15 @@
 // its code with errors.As. Progress of long work goes to standard error, and
 // only when it is a terminal.
 //
+// Before any work a command checks its paths: no two of them name one file
+// (compared by device and inode, or by resolved absolute path), every
+// output can be written, and none is a recording it must not replace. run
+// and convert hold an flock on each output (PATH.blackbox-lock) while they
+// run, so a second command on the same files is refused at once. Files
+// written whole (--status, convert's DST) go through a temporary file
+// beside them (.NAME.blackbox-tmp..., never taken for a recording), fsync
+// and rename. docs/CLI.md says what each command guarantees.
+//
 // WithClock injects the clock processors read and the recorder stamps rows
 // with (an engine.StepClock in tests, so that outputs are byte-stable), and
 // WithStdout and WithStderr the output streams. The transcripts in testdata/

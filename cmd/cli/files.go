@@ -85,8 +85,11 @@ func unwrapPathError(err error) error {
 // openStore opens the recording at path for reading. Its format is read from
 // its first bytes (an SQLite database or a CSV recording), whatever its
 // extension. Errors name the file: a missing file, a directory, another
-// format (store.ErrFormat).
+// format or a temporary file of tempPath (store.ErrFormat).
 func openStore(path string) (store.Reader, string, error) {
+	if isTemp(path) {
+		return nil, "", &fileError{path, fmt.Errorf("%w: a temporary file of an unfinished blackbox command (safe to remove)", store.ErrFormat)}
+	}
 	if err := checkFile(path, "a recording", false); err != nil {
 		return nil, "", err
 	}

@@ -168,7 +168,9 @@ changed; update re-records every case.`,
 	check := &cobra.Command{
 		Use:   "check DIR",
 		Short: "Replay every golden case and report any change",
-		Long: `Replay every golden case of DIR against the current code.
+		Long: `Replay every golden case of DIR against the current code. A case whose
+recordings an interrupted update replaced only in part (it holds
+.golden-update-ready) fails.
 
 Exit: 0 every case identical; 1 a case changed; 2 a usage or I/O error.`,
 		Args: exactArgs("DIR"),
@@ -195,6 +197,12 @@ Exit: 0 every case identical; 1 a case changed; 2 a usage or I/O error.`,
 		Short: "Re-record every golden case",
 		Long: `Re-record every golden case of DIR with the current code (review the change
 with git diff before committing it).
+
+Each case is recorded into a temporary folder inside it; its recordings
+(run1.csv and run2.csv of a restart case) are then replaced together. A
+killed update leaves the old recordings (and a temporary folder the next
+update removes), or .golden-update-ready, which check reports and the next
+update finishes. Two updates of DIR exclude each other.
 
 Exit: 0 done; 2 a usage or I/O error.`,
 		Args: exactArgs("DIR"),

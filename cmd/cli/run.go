@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,6 +53,10 @@ type recordResult struct {
 	Emitted  int64 // outputs delivered live (to --out)
 	Rows     int64 // rows written to the recording
 	Recorded error // the recorder's failures (a broken stream), nil when whole
+	// NotOutput counts the outputs that could not be written to --out;
+	// Out is why (naming the file), nil when every output was written.
+	NotOutput int64
+	Out       error
 }
 
 func (c *CLI) runCmd() *cobra.Command {
@@ -78,7 +80,13 @@ SIGINT or SIGTERM, then stops cleanly.
 It prints what it read, recorded and emitted (--json: the engine's final
 feed status JSON) and writes the status JSON to --status. It refuses a
 store that already holds a recording unless --force (which removes it
-first).
+first), and a file that is not a recording even with --force.
+
+Before any work it checks every path: no two of --input, --store,
+--pointer, --state, --out and --status name one file, and every output can
+be written. It locks its outputs for the run (PATH.blackbox-lock beside
+each): a second run on any of them is refused at once. An output that
+cannot be written to --out (after 3 tries) stops the run: not lossless.
 
 Exit: 0 settled and lossless; 2 a usage or I/O error; 3 ran but not
 settled, not lossless, or its recording is broken.`,
@@ -173,6 +181,8 @@ func runVerdict(res recordResult) error {
 	switch {
 	case res.Recorded != nil:
 		return exit(ExitIncomplete, fmt.Errorf("the recording is broken: %w", res.Recorded))
+	case res.Out != nil:
+		return exit(ExitIncomplete, fmt.Errorf("%s not written, the run stopped: %w", count(res.NotOutput, "output"), res.Out))
 	case !res.Status.Settled:
 		return exit(ExitIncomplete, nil)
 	case !res.Status.Lossless:
@@ -194,7 +204,11 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 	fmt.Fprintf(w, "recorded  %s (%s): %s, %s, %s, %d failed, %s; %s\n", cfg.store, cfg.format, cfg.app,
 		count(res.Inputs, "input"), count(res.Outputs, "output"), res.Failed, count(res.Dropped, "drop"), count(res.Rows, "row"))
 	if cfg.out != "" {
-		fmt.Fprintf(w, "outputs   %s: %s appended\n", cfg.out, count(res.Emitted, "line"))
+		lost := ""
+		if res.NotOutput > 0 {
+			lost = fmt.Sprintf(", %d not written", res.NotOutput)
+		}
+		fmt.Fprintf(w, "outputs   %s: %s appended%s\n", cfg.out, count(res.Emitted, "line"), lost)
 	}
 	if cfg.status != "" {
 		fmt.Fprintf(w, "status    %s\n", cfg.status)
@@ -205,10 +219,13 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 }
 
 // record runs cfg: the app over the input file, recorded to the store.
-// Everything that can be checked is checked before the store is created; a
-// failure after it removes what the run created (the store, an --out file
-// it created), so an error never leaves a half-written file behind. An
-// existing recording is refused (store.ErrHoldsRecording) unless cfg.force.
+// Every path is checked before any work starts (checkRunPaths: no two
+// flags name one file, every output can be written) and every output is
+// locked for the run (lockOutputs); a store that is not a recording is
+// refused, and an existing recording is refused (store.ErrHoldsRecording)
+// unless cfg.force. A failure after the store was created removes what the
+// run created (the store, an --out file it created), so an error never
+// leaves a half-written file behind.
 func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, err error) {
 	app, err := c.app(cfg.app)
 	if err != nil {
@@ -217,32 +234,17 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if cfg.pointer == "" {
 		cfg.pointer = cfg.input + ".ptr"
 	}
-	if err := checkFile(cfg.input, "an input file", cfg.follow); err != nil {
+	if err := checkRunPaths(cfg); err != nil {
 		return res, err
 	}
-	for _, p := range []struct{ path, what string }{{cfg.state, "a state file"}, {cfg.out, "an output file"},
-		{cfg.status, "a status file"}, {cfg.pointer, "a pointer file"}} {
-		if p.path == "" {
-			continue
-		}
-		if err := checkFile(p.path, p.what, true); err != nil {
-			return res, err
-		}
-		if err := checkDir(filepath.Dir(p.path)); err != nil {
-			return res, err
-		}
-	}
-	if cfg.store == cfg.input || cfg.store == cfg.out || cfg.store == cfg.state || cfg.store == cfg.pointer {
-		return res, usagef("--store %s is also another file of the run", cfg.store)
-	}
-	if err := checkFile(cfg.store, "a recording", true); err != nil {
+	release, err := lockOutputs(runPaths(cfg))
+	if err != nil {
 		return res, err
 	}
-	if err := checkDir(filepath.Dir(cfg.store)); err != nil {
+	defer release()
+	replace, err := checkReplaceable(cfg.store, cfg.force)
+	if err != nil {
 		return res, err
-	}
-	if holdsBytes(cfg.store) && !cfg.force {
-		return res, &fileError{cfg.store, fmt.Errorf("%w (use --force to replace it)", store.ErrHoldsRecording)}
 	}
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(c.stderr, "blackbox: warning: "+strings.TrimPrefix(format, "blackbox engine: ")+"\n", args...)
@@ -259,9 +261,6 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if err != nil {
 		return res, fmt.Errorf("app %s: %w", cfg.app, err)
 	}
-	if cfg.delay > 0 {
-		proc = delayed(proc, cfg.delay)
-	}
 
 	// From here on the run creates files: undo them on a failure before the
 	// engine ran (once it ran, its recording is the record of what it did).
@@ -274,7 +273,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 			}
 		}
 	}()
-	if cfg.force && holdsBytes(cfg.store) {
+	if replace {
 		if err := removeStore(cfg.store); err != nil {
 			return res, &fileError{cfg.store, fmt.Errorf("removing the old recording: %w", unwrapPathError(err))}
 		}
@@ -290,8 +289,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		}
 		removeStore(cfg.store)
 	})
-	var outputs atomic.Int64
-	var sink engine.Sink = engine.SinkFunc(func(string, any) error { outputs.Add(1); return nil })
+	var sink *outSink
 	if cfg.out != "" {
 		_, statErr := os.Stat(cfg.out)
 		f, err := os.OpenFile(cfg.out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -302,8 +300,15 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		if statErr != nil {
 			cleanup = append(cleanup, func() { f.Close(); os.Remove(cfg.out) })
 		}
-		sink = outSink(f, &outputs)
+		if sink, err = newOutSink(f, c.outWriter); err != nil {
+			return res, err
+		}
+	} else {
+		sink = newCountSink()
 	}
+	// A processor's cycle fails once an output could not be written, so
+	// that nothing after it completes (a completion saves an app's state).
+	proc = guarded(proc, cfg.delay, sink.failure)
 	rec, err := recorder.New(w, recorder.Options{Clock: c.clock, Apps: map[string]string{cfg.app: cfg.app}, Logf: logf})
 	if err != nil {
 		return res, storeErr(cfg.store, err)
@@ -331,7 +336,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		return res, err
 	}
 	ran = true
-	srcErr := c.await(ctx, eng, fc.Source.(*watchedSource), cfg.follow)
+	srcErr := c.await(ctx, eng, fc.Source.(*watchedSource), sink.failed, cfg.follow)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	stopErr := eng.Stop(stopCtx)
@@ -344,8 +349,16 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		recErr = storeErr(cfg.store, recErr)
 	}
 	res = recordResult{Status: eng.Status(), Inputs: w.inputs(), Outputs: w.kinds[store.KindOutput],
-		Failed: w.kinds[store.KindFailed], Dropped: w.kinds[store.KindDropped], Emitted: outputs.Load(), Rows: w.rows,
-		Recorded: recErr}
+		Failed: w.kinds[store.KindFailed], Dropped: w.kinds[store.KindDropped], Emitted: sink.written.Load(), Rows: w.rows,
+		Recorded: recErr, NotOutput: sink.lost.Load()}
+	if err := sink.failure(); err != nil {
+		// An output that was not written is lost: the run is not lossless.
+		res.Out = &fileError{cfg.out, err}
+		res.Status.Lossless = false
+		for i := range res.Status.Feeds {
+			res.Status.Feeds[i].Lossless = false
+		}
+	}
 	if srcErr != nil {
 		var fe *filesource.FileError
 		if errors.As(srcErr, &fe) {
@@ -357,7 +370,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		logf("stop: %v", stopErr)
 	}
 	if cfg.status != "" {
-		if err := writeStatus(cfg.status, res.Status); err != nil {
+		if err := writeFileAtomic(cfg.status, func(f io.Writer) error { return writeJSON(f, res.Status) }); err != nil {
 			return res, err
 		}
 	}
@@ -365,9 +378,10 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 }
 
 // await waits for the end of the run: the feed settled (without follow),
-// ctx done, the source failing, or the engine failing (the recorder could
-// not write: Engine.Err). It returns the source's error.
-func (c *CLI) await(ctx context.Context, eng *engine.Engine, src *watchedSource, follow bool) error {
+// ctx done, the source failing, the engine failing (the recorder could not
+// write: Engine.Err), or a failed --out (outFailed closed). It returns the
+// source's error.
+func (c *CLI) await(ctx context.Context, eng *engine.Engine, src *watchedSource, outFailed <-chan struct{}, follow bool) error {
 	p := c.progress()
 	defer p.Done()
 	t := time.NewTicker(time.Millisecond)
@@ -376,6 +390,8 @@ func (c *CLI) await(ctx context.Context, eng *engine.Engine, src *watchedSource,
 	for {
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-outFailed:
 			return nil
 		case err := <-done:
 			if err != nil {
@@ -394,45 +410,6 @@ func (c *CLI) await(ctx context.Context, eng *engine.Engine, src *watchedSource,
 	}
 }
 
-// writeStatus writes the status JSON to path atomically.
-func writeStatus(path string, st engine.Status) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return &fileError{path, unwrapPathError(err)}
-	}
-	err = writeJSON(f, st)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return &fileError{path, unwrapPathError(err)}
-	}
-	return nil
-}
-
-// outSink appends each output to f as one JSON line, with one write call
-// (f is opened O_APPEND, so a line is never interleaved or half-lost to a
-// crash of the process).
-func outSink(f *os.File, n *atomic.Int64) engine.Sink {
-	return engine.SinkFunc(func(_ string, out any) error {
-		b, err := recorder.JSON.Encode(out)
-		if err != nil {
-			return fmt.Errorf("--out %s: %w", f.Name(), err)
-		}
-		b = append(b, '\n')
-		if _, err := f.Write(b); err != nil {
-			return fmt.Errorf("--out %s: %w", f.Name(), unwrapPathError(err))
-		}
-		n.Add(1)
-		return nil
-	})
-}
-
 // watchedSource runs a source and reports how its Run ended.
 type watchedSource struct {
 	src  *filesource.Source
@@ -446,50 +423,3 @@ func (s *watchedSource) Run(ctx context.Context, f *engine.Feed) error {
 }
 
 func (s *watchedSource) DefaultPolicy() engine.Policy { return s.src.DefaultPolicy() }
-
-// delayed slows a processor down: each event and timer cycle sleeps d
-// first. It keeps the processor's Snapshotter and TimerHandler.
-func delayed(p engine.Processor, d time.Duration) engine.Processor {
-	base := slow{p: p, d: d}
-	s, isSnap := p.(engine.Snapshotter)
-	t, isTimer := p.(engine.TimerHandler)
-	switch {
-	case isSnap && isTimer:
-		return struct {
-			slow
-			engine.Snapshotter
-			slowTimer
-		}{base, s, slowTimer{t, d}}
-	case isSnap:
-		return struct {
-			slow
-			engine.Snapshotter
-		}{base, s}
-	case isTimer:
-		return struct {
-			slow
-			slowTimer
-		}{base, slowTimer{t, d}}
-	}
-	return base
-}
-
-type slow struct {
-	p engine.Processor
-	d time.Duration
-}
-
-func (s slow) OnEvent(c *engine.Cycle, ev any) error {
-	time.Sleep(s.d)
-	return s.p.OnEvent(c, ev)
-}
-
-type slowTimer struct {
-	t engine.TimerHandler
-	d time.Duration
-}
-
-func (s slowTimer) OnTimer(c *engine.Cycle, n int) error {
-	time.Sleep(s.d)
-	return s.t.OnTimer(c, n)
-}

@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/recorder"
+)
+
+// How often, and how far apart, an output write is tried before the output
+// counts as not written.
+const (
+	outAttempts = 3
+	outBackoff  = 10 * time.Millisecond
+)
+
+// outSink is the live sink of a run: it counts the outputs and, with
+// --out, appends each to the file as one JSON line with one write call (the
+// file is opened O_APPEND, so a line is never interleaved or half-lost to a
+// crash of the process). A write that fails is tried again (outAttempts in
+// all); when every try failed, the output is not written, and from then on
+// the sink is failed: it writes nothing more (a later line would hide the
+// gap), every later output fails too, failure returns the first error and
+// failed is closed, so that the run stops and is not lossless. It is safe
+// for concurrent use.
+type outSink struct {
+	f       *os.File  // nil: no --out, outputs are only counted
+	w       io.Writer // f, or what a test wraps it in
+	size    int64     // f's size: where the next line starts
+	written atomic.Int64
+	lost    atomic.Int64
+	failed  chan struct{}
+
+	mu  sync.Mutex
+	err error
+}
+
+// newCountSink returns a sink that only counts outputs.
+func newCountSink() *outSink { return &outSink{failed: make(chan struct{})} }
+
+// newOutSink returns a sink appending to f (opened O_APPEND); wrap, when
+// not nil, wraps the writer (tests inject failing writes).
+func newOutSink(f *os.File, wrap func(io.Writer) io.Writer) (*outSink, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, &fileError{f.Name(), unwrapPathError(err)}
+	}
+	s := &outSink{f: f, w: f, size: fi.Size(), failed: make(chan struct{})}
+	if wrap != nil {
+		s.w = wrap(f)
+	}
+	return s, nil
+}
+
+// failure returns the error that failed the sink, nil while it has not.
+func (s *outSink) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Write implements engine.Sink. It is called on the group goroutine, one
+// output at a time.
+func (s *outSink) Write(_ string, out any) error {
+	if s.f == nil {
+		s.written.Add(1)
+		return nil
+	}
+	if err := s.failure(); err != nil {
+		s.lost.Add(1)
+		return err
+	}
+	b, err := recorder.JSON.Encode(out)
+	if err == nil {
+		b = append(b, '\n')
+		err = s.append(b)
+	}
+	if err != nil {
+		s.lost.Add(1)
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = err
+			close(s.failed)
+		}
+		s.mu.Unlock()
+		return err
+	}
+	s.written.Add(1)
+	return nil
+}
+
+// append writes line at the end of the file, trying outAttempts times. A
+// line written in part by the tries is cut off again when they all fail.
+func (s *outSink) append(line []byte) error {
+	rest := line
+	var err error
+	for attempt := range outAttempts {
+		if attempt > 0 {
+			time.Sleep(outBackoff)
+		}
+		var n int
+		n, err = s.w.Write(rest)
+		rest = rest[n:]
+		if err == nil && len(rest) == 0 {
+			s.size += int64(len(line))
+			return nil
+		}
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+	}
+	if len(rest) < len(line) {
+		s.f.Truncate(s.size)
+	}
+	return fmt.Errorf("writing an output (%d tries): %w", outAttempts, unwrapPathError(err))
+}
+
+// guarded wraps a processor for a run: each event and timer cycle first
+// sleeps delay (--delay: to watch a run, to test), and fails with the
+// sink's error once fail returns one, so that nothing after a lost output
+// completes (an app's completion saves its state). It keeps the
+// processor's Snapshotter and TimerHandler.
+func guarded(p engine.Processor, delay time.Duration, fail func() error) engine.Processor {
+	base := guard{p: p, d: delay, fail: fail}
+	s, isSnap := p.(engine.Snapshotter)
+	t, isTimer := p.(engine.TimerHandler)
+	switch {
+	case isSnap && isTimer:
+		return struct {
+			guard
+			engine.Snapshotter
+			guardTimer
+		}{base, s, guardTimer{base, t}}
+	case isSnap:
+		return struct {
+			guard
+			engine.Snapshotter
+		}{base, s}
+	case isTimer:
+		return struct {
+			guard
+			guardTimer
+		}{base, guardTimer{base, t}}
+	}
+	return base
+}
+
+type guard struct {
+	p    engine.Processor
+	d    time.Duration
+	fail func() error
+}
+
+// around runs one cycle: the delay, the cycle, then the sink's verdict.
+func (g guard) around(cycle func() error) error {
+	if g.d > 0 {
+		time.Sleep(g.d)
+	}
+	if err := cycle(); err != nil {
+		return err
+	}
+	return g.fail()
+}
+
+func (g guard) OnEvent(c *engine.Cycle, ev any) error {
+	return g.around(func() error { return g.p.OnEvent(c, ev) })
+}
+
+type guardTimer struct {
+	g guard
+	t engine.TimerHandler
+}
+
+func (t guardTimer) OnTimer(c *engine.Cycle, n int) error {
+	return t.g.around(func() error { return t.t.OnTimer(c, n) })
+}
