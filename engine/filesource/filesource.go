@@ -141,6 +141,7 @@ type Source struct {
 	detail    string
 	commitErr string // the last commit failure warned about
 	openErr   string // the last reopen failure warned about
+	refused   uint64 // the identity of the file the path named then
 	note      string // what the run lost, kept in every detail
 	scratch   []byte // the prefix check's buffer
 
@@ -852,8 +853,8 @@ func (s *Source) atEOF() (progress bool, err error) {
 	if fst.Size() < s.rd.readOff() {
 		return s.rewritten() // truncated, with the same first bytes
 	}
-	if identity(st) == s.fileID {
-		s.setState(engine.StateCaughtUp, "")
+	if id := identity(st); id == s.fileID || (id == s.refused && s.openErr != "") {
+		s.setState(engine.StateCaughtUp, s.openErr)
 		return false, nil
 	}
 	why := "the input file " + s.path + " was replaced while being read"
@@ -873,12 +874,16 @@ func (s *Source) reopen() (bool, error) {
 			s.switching = false // no file at the path: read the old one on
 			return false, nil
 		}
-		if msg := fmt.Sprintf("reopen %s: %v", s.path, err); msg != s.openErr {
+		if msg := fmt.Sprintf("cannot reopen %s: %v", s.path, err); msg != s.openErr {
 			s.openErr = msg
-			s.logf("%s: not read; the old file is read on and the path tried again at its end", msg)
+			s.logf("%s: the old file is read on; the path is tried again once it names another file", msg)
+		}
+		s.refused = 0
+		if st, err := os.Stat(s.path); err == nil {
+			s.refused = identity(st)
 		}
 		s.switching = false
-		s.setState(engine.StateCaughtUp, "cannot reopen "+s.path+": "+err.Error())
+		s.setState(engine.StateCaughtUp, s.openErr)
 		return false, nil
 	}
 	s.openErr = ""
