@@ -636,25 +636,26 @@ func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte)
 			st.off = 0
 		}
 	case trustAll:
-		if p.Identity != 0 && id != 0 && p.Identity != id {
-			if st, ok := s.findRotated(p); ok {
-				np := header(st.head, st.id, p.Offset, p.Epoch)
-				return st, s.writeStart(np, p.Offset, p.Epoch)
+		other := p.Identity != 0 && id != 0 && p.Identity != id
+		if other {
+			if st, ok := s.findRotated(p, true); ok {
+				return st, s.writeStart(header(st.head, st.id, p.Offset, p.Epoch), p.Offset, p.Epoch)
 			}
 		}
 		keep, why := s.verdict(head, size, id, p, p.Offset)
-		switch {
-		case keep:
+		if keep {
 			st.off, st.epoch = p.Offset, p.Epoch
-		case p.Identity != 0 && id != 0 && p.Identity != id:
-			s.f.AddReplaced(1)
-			s.unread(p)
-			s.logf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
-		default:
-			s.f.AddReplaced(1)
-			st.hole = true // the same file, truncated or rewritten in place
-			s.logf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
+			break
 		}
+		// Not the pointer's file, nor its rotated sibling by identity: a
+		// copy (copytruncate) of it, found by its fingerprint?
+		if st, ok := s.findRotated(p, false); ok {
+			return st, s.writeStart(header(st.head, st.id, p.Offset, p.Epoch), p.Offset, p.Epoch)
+		}
+		s.f.AddReplaced(1)
+		s.logf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
+		s.unread(p)
+		st.hole = !other // the same file, truncated or rewritten in place
 	}
 	return st, s.writeStart(header(head, id, st.off, st.epoch), st.off, st.epoch)
 }
@@ -674,14 +675,18 @@ func (s *Source) writeStart(np Pointer, off, epoch int64) error {
 }
 
 // findRotated looks for the file p describes among the rotated siblings of
-// the path (Options.Rotated): a regular file of p's identity, at least
-// p.Offset bytes long, with p's fingerprint. It returns it open, to be read
-// from p.Offset under p.Epoch.
-func (s *Source) findRotated(p Pointer) (started, bool) {
+// the path (Options.Rotated): a regular file at least p.Offset bytes long
+// with p's fingerprint and, byIdentity, p's identity (the file renamed);
+// otherwise any identity (a copy: copytruncate). It returns it open, to be
+// read from p.Offset under p.Epoch.
+func (s *Source) findRotated(p Pointer, byIdentity bool) (started, bool) {
+	if !byIdentity && p.FingerprintLen == 0 {
+		return started{}, false // nothing to recognise a copy by
+	}
 	for _, pat := range s.rotated {
 		names, _ := filepath.Glob(strings.ReplaceAll(pat, "{path}", globQuote(s.path)))
 		for _, name := range names {
-			if fi, err := os.Stat(name); err != nil || identity(fi) != p.Identity {
+			if fi, err := os.Stat(name); err != nil || (byIdentity && identity(fi) != p.Identity) {
 				continue
 			}
 			file, err := openInput(name)
@@ -689,23 +694,34 @@ func (s *Source) findRotated(p Pointer) (started, bool) {
 				continue
 			}
 			fi, err := file.Stat()
-			if err != nil || !fi.Mode().IsRegular() || identity(fi) != p.Identity {
+			id := uint64(0)
+			if err == nil {
+				id = identity(fi)
+			}
+			if err != nil || !fi.Mode().IsRegular() || (byIdentity && id != p.Identity) {
 				file.Close()
 				continue
 			}
 			head, err := readHead(file, fi.Size(), name)
+			keep := false
 			if err == nil {
-				if keep, why := s.verdict(head, fi.Size(), p.Identity, p, p.Offset); !keep {
+				q := p
+				q.Identity = id // by identity, or a copy: the fingerprint decides
+				var why string
+				if keep, why = s.verdict(head, fi.Size(), id, q, p.Offset); !keep && byIdentity {
 					s.logf("%s has the identity of the pointer's file but was %s: not taken for it", name, why)
-					err = ErrNotRegular // any: not this one
 				}
 			}
-			if err != nil {
+			if !keep {
 				file.Close()
 				continue
 			}
-			s.logf("input %s is another file than the pointer's, which was rotated to %s: reading %s from offset %d to its end, then %s", s.path, name, name, p.Offset, s.path)
-			return started{off: p.Offset, epoch: p.Epoch, file: file, id: p.Identity, head: head}, true
+			how := "rotated to"
+			if !byIdentity {
+				how = "copied to"
+			}
+			s.logf("input %s is not the pointer's file, which was %s %s: reading %s from offset %d to its end, then %s", s.path, how, name, name, p.Offset, s.path)
+			return started{off: p.Offset, epoch: p.Epoch, file: file, id: id, head: head}, true
 		}
 	}
 	return started{}, false
@@ -713,7 +729,9 @@ func (s *Source) findRotated(p Pointer) (started, bool) {
 
 // unread says that the rest of the file p describes, from p.Offset to its
 // end, was never read and cannot be: a loss, counted (UnreadFiles), warned
-// and kept in the feed's detail for the rest of the run.
+// and kept in the feed's detail for the rest of the run. (Whether that file
+// had any byte after p.Offset is unknown once it is gone: counted all the
+// same, a verdict is only as good as its worst case.)
 func (s *Source) unread(p Pointer) {
 	s.f.AddUnreadFiles(1)
 	msg := fmt.Sprintf("the file the pointer %s describes (identity %x, epoch %d) was read to offset %d; it is not at %s nor at its rotated siblings (%s): its bytes from offset %d to its end were never read",
