@@ -950,11 +950,7 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64) error {
 		s.logf("%s", msg)
 	}
 	if s.opts.Read == Committed {
-		np := header(head, id, off, epoch)
-		s.mu.Lock()
-		err = s.com.moveTo(np, old.pos, keep)
-		s.mu.Unlock()
-		if err != nil {
+		if err := s.com.moveTo(header(head, id, off, epoch), old.pos, keep); err != nil {
 			return err
 		}
 	} else if n := old.buffered(); n > 0 && keep {
@@ -981,20 +977,27 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64) error {
 }
 
 // committer commits acknowledged offsets of the current epoch into the
-// pointer file. It is called on the polling goroutine only (and by the
-// source's goroutine under the Source's mutex: moveTo).
+// pointer file. It is used by one goroutine at a time: the source's (Run,
+// which polls), then the engine's stop after Run returned.
 type committer struct {
 	s         *Source
 	epoch     int64
 	acked     int64 // the highest acknowledged offset of epoch
 	committed int64 // the offset in the pointer file
 
-	// next, when not nil, is the header of the file read after the one the
-	// pointer describes: the pointer moves to it once every line of the
-	// old file is acknowledged (acked reaches oldEnd, or the first
-	// acknowledgement of next's epoch arrives: acknowledgements come in
-	// publish order).
-	next   *Pointer
+	// moves are the files read after the one the pointer describes, in
+	// order, each with the end of the lines published from the file before
+	// it (in that file's positions). The pointer moves to a file only once
+	// every line of the files before it is acknowledged: acked reaches the
+	// oldEnd, or an acknowledgement of the file's own epoch arrives
+	// (acknowledgements come in publish order). head, when not nil, is the
+	// header of epoch's file, not yet written.
+	moves []move
+	head  *Pointer
+}
+
+type move struct {
+	hdr    Pointer
 	oldEnd int64
 }
 
@@ -1002,62 +1005,80 @@ type committer struct {
 // committed, and what was acknowledged before is forgotten.
 func (c *committer) reset(epoch, off int64) {
 	c.epoch, c.acked, c.committed = epoch, off, off
-	c.next = nil
+	c.moves, c.head = nil, nil
 }
 
-// moveTo makes np (the header of the file read from now on) the pointer's
-// next header: at once when everything published from the old file (up to
-// oldEnd) is committed, else at the commit that completes the old file.
-// Caller holds s.mu.
+// moveTo records np, the header of the file read from now on (oldEnd: the
+// end of the lines published from the file before it). The pointer moves
+// to it at once if every line before is acknowledged, else at the commit
+// that completes them. keep: the same position space goes on in the new
+// file (only the identity and the fingerprint change).
 func (c *committer) moveTo(np Pointer, oldEnd int64, keep bool) error {
 	if keep {
-		// The same position space goes on in the new file: only the
-		// identity and the fingerprint change.
-		np.Offset = c.committed
-		return c.s.ptr.write(np)
-	}
-	if c.committed >= oldEnd || c.acked >= oldEnd {
-		if err := c.s.ptr.write(np); err != nil {
-			return err
+		switch {
+		case len(c.moves) > 0:
+			np.Offset = c.moves[len(c.moves)-1].hdr.Offset
+			c.moves[len(c.moves)-1].hdr = np
+			return nil
+		case c.head != nil:
+			c.head = &np
+			return nil
 		}
-		c.reset(np.Epoch, np.Offset)
-		return nil
+		np.Offset = c.committed
+		return c.s.writePointer(np)
 	}
-	c.next, c.oldEnd = &np, oldEnd
+	c.moves = append(c.moves, move{np, oldEnd})
+	if c.advance() {
+		return c.writeHead()
+	}
 	return nil
 }
 
-// Acknowledged records an acknowledged position of the current epoch (or
-// of the next file's: the old file is then complete).
+// advance moves epoch on past every file whose lines are all acknowledged;
+// it reports whether the pointer's header must be rewritten.
+func (c *committer) advance() bool {
+	for len(c.moves) > 0 && c.acked >= c.moves[0].oldEnd {
+		m := c.moves[0]
+		c.moves = c.moves[1:]
+		c.epoch, c.acked = m.hdr.Epoch, m.hdr.Offset
+		c.head = &m.hdr
+	}
+	return c.head != nil
+}
+
+// writeHead writes epoch's file's header at the acknowledged offset.
+func (c *committer) writeHead() error {
+	h := *c.head
+	h.Offset = c.acked
+	if err := c.s.writePointer(h); err != nil {
+		return err
+	}
+	c.head, c.committed = nil, h.Offset
+	return nil
+}
+
+// Acknowledged records an acknowledged position of the current epoch, or
+// of a later file's (the files before it are then complete).
 func (c *committer) Acknowledged(_, epoch int64, pos engine.Position) {
-	if c.next != nil && epoch == c.next.Epoch && epoch != c.epoch {
-		c.epoch, c.acked = epoch, pos.Offset
+	if epoch == c.epoch {
+		c.acked = max(c.acked, pos.Offset)
 		return
 	}
-	if epoch == c.epoch && pos.Offset > c.acked {
-		c.acked = pos.Offset
+	for k, m := range c.moves {
+		if m.hdr.Epoch == epoch {
+			c.moves = c.moves[k+1:]
+			c.epoch, c.acked = epoch, pos.Offset
+			c.head = &m.hdr
+			return
+		}
 	}
 }
 
-// Commit writes the acknowledged offset, forward only; once the old file
-// is complete, the next file's header.
+// Commit writes the acknowledged offset, forward only; once the pointer's
+// file is complete, the header of the file after it.
 func (c *committer) Commit() error {
-	if n := c.next; n != nil {
-		if c.epoch != n.Epoch && c.acked >= c.oldEnd {
-			c.epoch, c.acked = n.Epoch, n.Offset
-		}
-		if c.epoch == n.Epoch {
-			h := *n
-			h.Offset = c.acked
-			c.s.mu.Lock()
-			err := c.s.ptr.write(h)
-			c.s.mu.Unlock()
-			if err != nil {
-				return err
-			}
-			c.next, c.committed = nil, h.Offset
-			return nil
-		}
+	if c.advance() {
+		return c.writeHead()
 	}
 	if c.acked <= c.committed {
 		return nil
@@ -1067,6 +1088,13 @@ func (c *committer) Commit() error {
 	}
 	c.committed = c.acked
 	return nil
+}
+
+// writePointer writes a whole header.
+func (s *Source) writePointer(h Pointer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ptr.write(h)
 }
 
 // commit writes off into the pointer: one flushed store, or, while the
@@ -1080,7 +1108,8 @@ func (s *Source) commit(off int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.ptr.hdr
-	if h.FingerprintLen < FingerprintMax && s.rd != nil && s.file != nil && s.com.next == nil &&
+	if h.FingerprintLen < FingerprintMax && s.rd != nil && s.file != nil && len(s.com.moves) == 0 &&
+		s.com.head == nil && h.Identity == s.fileID &&
 		h.Epoch == s.epoch && int64(len(s.rd.head)) > h.FingerprintLen {
 		changed, err := s.prefixChanged()
 		if err != nil {

@@ -195,7 +195,7 @@ func TestAStaleWritersNULHoleIsSkippedAndCounted(t *testing.T) {
 				waitFor(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
 				armed.Store(true)
 				if tc.seen {
-					waitFor(t, "the truncation", func() bool { return lg.has("rewritten in place") })
+					waitFor(t, "the truncation", func() bool { return lg.has("truncated") })
 					w.WriteString(tc.after)
 				}
 				r.settle(3+len(tc.want), p)

@@ -261,3 +261,41 @@ func TestATailingReadWaitsForTheByteAfterACR(t *testing.T) {
 		t.Fatalf("positions %v", offs)
 	}
 }
+
+// Two replacements while the first file's lines are still queued: the
+// pointer stays on the first file until its lines are committed, then
+// moves through the second to the third, never committing one file's
+// offset under another's identity.
+func TestTwoReplacementsWhileLinesAreQueuedMoveThePointerInOrder(t *testing.T) {
+	path := input(t, numbered("one", 0, 4))
+	rel := newGate(t)
+	p := &rec{gate: blockAt(linesOf("one", 2, 3)[0], rel)}
+	src, lg := newSource(t, path, Options{})
+	r := startSource(t, src, lg, setup{procs: []*rec{p}})
+	ptr := path + ".ptr"
+	waitFor(t, "one read, 2 processed", func() bool {
+		return r.feed().Sequence == 4 && r.feed().State == engine.StateCaughtUp && readPointer(t, ptr).Offset == 2*lineLen
+	})
+	before := readPointer(t, ptr)
+	replaceFile(t, path, numbered("two", 0, 3))
+	waitFor(t, "two read", func() bool { return r.feed().Sequence == 7 && r.feed().State == engine.StateCaughtUp })
+	replaceFile(t, path, numbered("three", 0, 2))
+	waitFor(t, "three read", func() bool { return r.feed().Sequence == 9 && r.feed().State == engine.StateCaughtUp })
+	if got := readPointer(t, ptr); got != before {
+		t.Fatalf("pointer %+v moved while the first file's lines are queued: want %+v", got, before)
+	}
+	rel.open()
+	r.settle(9, p)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ds := p.got()
+	waitFor(t, "the third file committed", func() bool {
+		got := readPointer(t, ptr)
+		return got.Identity == identity(fi) && got.Epoch == ds[8].Epoch && got.Offset == 2*lineLen
+	})
+	if ds[3].Epoch == ds[4].Epoch || ds[6].Epoch == ds[7].Epoch {
+		t.Fatalf("epochs %d %d %d: want one per file", ds[3].Epoch, ds[4].Epoch, ds[7].Epoch)
+	}
+}
