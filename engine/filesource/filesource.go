@@ -432,7 +432,6 @@ func (s *Source) publish() (n int, paused bool) {
 		return 0, false
 	}
 	for {
-		r0, pos0 := rd.r, rd.pos
 		var items []any
 		items, poss := rd.lines(s.final, publishBatch, s.items[:0], s.poss[:0])
 		s.items, s.poss = items, poss
@@ -444,6 +443,7 @@ func (s *Source) publish() (n int, paused bool) {
 		n += k
 		if k < len(items) {
 			// Un-consume the lines the feed did not take.
+			r0, pos0 := rd.batchR, rd.batchPos
 			to := pos0
 			if k > 0 {
 				to = poss[k-1].Offset

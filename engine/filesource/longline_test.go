@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -113,5 +114,88 @@ func TestTheMaximumLineLengthAtTheReader(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// referenceMax splits b the simple way, final, skipping the lines longer
+// than max bytes (reported as extents, terminator included).
+func referenceMax(b []byte, max int) (out []line, over []extent) {
+	start := 0
+	emit := func(end, after int) {
+		if end-start > max {
+			over = append(over, extent{int64(start), int64(after)})
+		} else {
+			out = append(out, line{decode(b[start:end]), int64(after)})
+		}
+		start = after
+	}
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\n':
+			emit(i, i+1)
+		case '\r':
+			if i+1 < len(b) && b[i+1] == '\n' {
+				emit(i, i+2)
+				i++
+			} else {
+				emit(i, i+1)
+			}
+		}
+	}
+	if start < len(b) && len(b)-start > max {
+		over = append(over, extent{int64(start), int64(len(b))})
+	}
+	return out, over
+}
+
+// FuzzLineReaderMaxLine: with a maximum line length, reading a file that
+// grows in arbitrary chunks gives the lines of the reference split that are
+// not too long, and reports exactly the others; the buffer stays bounded.
+func FuzzLineReaderMaxLine(f *testing.F) {
+	f.Add([]byte("a\n1234567\r\nb\r12345678"), uint8(3), uint8(2), uint8(4))
+	f.Add([]byte("\r\r\n\n\r"), uint8(1), uint8(1), uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, chunk, buf, max uint8) {
+		limit := int(max) % 9
+		want, over := referenceMax(data, limit)
+		g := &growing{}
+		l := newLineReader(g, 0, int(buf)%16+1)
+		l.max = limit
+		var got []line
+		c := int(chunk)%7 + 1
+		for i := 0; i < len(data); i += c {
+			g.mu.Lock()
+			g.b = append(g.b, data[i:min(i+c, len(data))]...)
+			g.mu.Unlock()
+			got = append(got, drain(t, l, false)...)
+		}
+		got = append(got, drain(t, l, true)...)
+		// The unterminated rest of a once-read that is not too long stays
+		// buffered (counted as unterminated): not a line of want.
+		if !slices.Equal(got, want) || !slices.Equal(l.over, over) {
+			t.Fatalf("got %v over %v, want %v over %v", got, l.over, want, over)
+		}
+		if len(l.buf) > 4*limit+2*16+8 {
+			t.Fatalf("buffer %d bytes for a limit of %d", len(l.buf), limit)
+		}
+	})
+}
+
+// An oversized line followed by lines the feed refuses (a full queue
+// pauses the source): the refused lines are offered again, the oversized
+// line is skipped and counted once, not at every retry.
+func TestAnOversizedLineBeforeARefusedBatchIsCountedOnce(t *testing.T) {
+	path := input(t, "a\nc\n"+strings.Repeat("x", 100)+"\nb\nd\n")
+	rel := newGate(t)
+	p := &rec{gate: blockAt("a", rel)}
+	src, lg := newSource(t, path, Options{MaxLine: 10})
+	r := startSource(t, src, lg, setup{procs: []*rec{p}, queue: 1})
+	waitFor(t, "the source paused after the long line", func() bool { st := r.feed(); return st.Paused && st.Oversized == 1 })
+	rel.open()
+	st := r.settle(4, p)
+	if got, _ := p.got(); !slices.Equal(got, []string{"a", "c", "b", "d"}) {
+		t.Fatalf("got %q", got)
+	}
+	if n := st.Feeds[0].Oversized; n != 1 {
+		t.Fatalf("oversized %d, want 1:\n%s", n, lg)
 	}
 }

@@ -61,6 +61,10 @@ type lineReader struct {
 	nl, cr search
 
 	spans []span // lines' scratch
+	// Where the last batch lines returned begins (after the oversized
+	// lines it skipped): a batch the feed did not take is rewound there.
+	batchR   int
+	batchPos int64
 }
 
 // search remembers one byte's search in the buffer: at is the index of its
@@ -289,6 +293,9 @@ func (l *lineReader) lines(final bool, max int, texts []any, ends []engine.Posit
 			l.over = append(l.over, extent{at, l.pos})
 			from = l.r
 			continue
+		}
+		if len(spans) == 0 {
+			l.batchR, l.batchPos = l.r, l.pos
 		}
 		spans = append(spans, span{l.r, end})
 		l.consume(after)
