@@ -654,7 +654,11 @@ func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte)
 		}
 		s.f.AddReplaced(1)
 		s.logf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
-		s.unread(p)
+		if other {
+			s.unread(p, fmt.Sprintf("it is not at %s nor at its rotated siblings (%s)", s.path, strings.Join(s.rotated, ", ")))
+		} else {
+			s.unread(p, fmt.Sprintf("%s was %s (or deleted, its inode reused), and no rotated sibling (%s) is a copy of it", s.path, why, strings.Join(s.rotated, ", ")))
+		}
 		st.hole = !other // the same file, truncated or rewritten in place
 	}
 	return st, s.writeStart(header(head, id, st.off, st.epoch), st.off, st.epoch)
@@ -732,10 +736,10 @@ func (s *Source) findRotated(p Pointer, byIdentity bool) (started, bool) {
 // and kept in the feed's detail for the rest of the run. (Whether that file
 // had any byte after p.Offset is unknown once it is gone: counted all the
 // same, a verdict is only as good as its worst case.)
-func (s *Source) unread(p Pointer) {
+func (s *Source) unread(p Pointer, where string) {
 	s.f.AddUnreadFiles(1)
-	msg := fmt.Sprintf("the file the pointer %s describes (identity %x, epoch %d) was read to offset %d; it is not at %s nor at its rotated siblings (%s): its bytes from offset %d to its end were never read",
-		s.opts.Pointer, p.Identity, p.Epoch, p.Offset, s.path, strings.Join(s.rotated, ", "), p.Offset)
+	msg := fmt.Sprintf("the file the pointer %s describes (identity %x, epoch %d) was read to offset %d; %s: its bytes from offset %d to its end were never read",
+		s.opts.Pointer, p.Identity, p.Epoch, p.Offset, where, p.Offset)
 	s.logf("%s", msg)
 	if s.note != "" {
 		s.note += "; "

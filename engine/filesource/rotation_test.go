@@ -72,10 +72,11 @@ func TestAFileRotatedWhileStoppedIsFinishedFromItsRotatedSibling(t *testing.T) {
 }
 
 // A file rotated while the source was stopped, and not found among the
-// rotated siblings (deleted, or named as no pattern says): the restart reads
-// the new file, and says which bytes of which file were never read (a
-// warning, the feed's detail) and that the run is not lossless
-// (unreadFiles).
+// rotated siblings (deleted, or named as no pattern says), or truncated and
+// rewritten in place with no copy of it there: the restart reads the new
+// content, and says which bytes of which file were never read (a warning,
+// the feed's detail) and that the run is not lossless (unreadFiles): those
+// bytes may have held lines, and nothing can tell any more.
 func TestARotatedFileThatCannotBeFoundIsReportedUnread(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -83,6 +84,7 @@ func TestARotatedFileThatCannotBeFoundIsReportedUnread(t *testing.T) {
 	}{
 		{"deleted", func(t *testing.T, path string) { os.Remove(path) }},
 		{"unmatched-name", func(t *testing.T, path string) { os.Rename(path, path+".backup") }},
+		{"rewritten-in-place", func(t *testing.T, path string) {}}, // the new content truncates it
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := input(t, numbered("old", 0, 6))
