@@ -90,7 +90,8 @@
 // epoch, with a warning; a run of NUL bytes at its start is then a hole a
 // writer that kept its old offset left (copytruncate), skipped, warned and
 // counted (holeBytes), not data. Every file read again from 0 is counted
-// (replaced).
+// (replaced). A rewrite that keeps the bytes compared is taken for an
+// append: nothing else tells them apart (never a file time).
 //
 // At the end of the open file a tailing source also checks that the path
 // still names the file it reads (same device and inode). If not, it reports

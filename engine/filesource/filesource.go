@@ -112,7 +112,9 @@ type Options struct {
 // Memory: the lines of one batch (up to 128, offered under one lock) share
 // one allocation, so a processor that keeps a line keeps its batch's text
 // alive (about 13 KB of 100-byte lines); strings.Clone a line kept for long.
-// The read buffer (256 KiB) is reused: no line refers to it.
+// The read buffer (256 KiB) is reused: no line refers to it. It grows for
+// a line longer than itself, up to about twice Options.MaxLine: a longer
+// line is discarded as it is read, never buffered whole.
 type Source struct {
 	path     string
 	opts     Options
