@@ -115,6 +115,13 @@ type Feed struct {
 	failures           atomic.Int64
 	acknowledged       atomic.Int64
 
+	// What a source reports it could not or would not publish (see the
+	// Add methods below).
+	oversized   atomic.Int64
+	unreadFiles atomic.Int64
+	holeBytes   atomic.Int64
+	replaced    atomic.Int64
+
 	pollMu    sync.Mutex
 	acks      []ackEntry
 	lastAcked int64 // sequence of the last item told to the committer (pollMu)
@@ -621,6 +628,23 @@ func (f *Feed) SetUnterminated(n int64) {
 	f.unterminated = n
 	f.mu.Unlock()
 }
+
+// AddOversized counts lines longer than the source's maximum that it
+// skipped whole instead of publishing (a loss: the feed is not lossless).
+func (f *Feed) AddOversized(lines int64) { f.oversized.Add(lines) }
+
+// AddUnreadFiles counts files the source had not read to their end and can
+// no longer find (a loss: the feed is not lossless).
+func (f *Feed) AddUnreadFiles(files int64) { f.unreadFiles.Add(files) }
+
+// AddHoleBytes counts bytes the source skipped as a hole, not data (a run of
+// NUL bytes a stale writer left at the start of a truncated file). Not a
+// loss.
+func (f *Feed) AddHoleBytes(n int64) { f.holeBytes.Add(n) }
+
+// AddReplaced counts input files found replaced or rewritten in place and
+// read again from their start under a new epoch. Not a loss by itself.
+func (f *Feed) AddReplaced(n int64) { f.replaced.Add(n) }
 
 // PollAcks tells the committer, in publish order, every item that every
 // queue it was offered to has dispatched (and a held checkpoint made

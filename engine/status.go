@@ -45,7 +45,19 @@ type FeedStatus struct {
 	// retries: their items were acknowledged without them (a loss).
 	CompletionFailures int64 `json:"completionFailures"`
 	// Failures counts items skipped after a processor's retries ran out.
-	Failures    int64              `json:"failures"`
+	Failures int64 `json:"failures"`
+	// Oversized counts lines longer than the source's maximum line length,
+	// skipped whole (a loss).
+	Oversized int64 `json:"oversized"`
+	// UnreadFiles counts files the source had not read to their end and
+	// could not find again (a loss).
+	UnreadFiles int64 `json:"unreadFiles"`
+	// HoleBytes counts NUL bytes skipped as a hole left by a stale writer
+	// at the start of a truncated file (not data, not a loss).
+	HoleBytes int64 `json:"holeBytes"`
+	// Replaced counts input files found replaced, truncated or rewritten in
+	// place, then read from their start under a new epoch (not a loss).
+	Replaced    int64              `json:"replaced"`
 	Subscribers []SubscriberStatus `json:"subscribers"`
 }
 
@@ -63,7 +75,8 @@ type SubscriberStatus struct {
 // Status reports every feed. A feed is settled when its source is caught up
 // or at its end, every live queue is drained, nothing is paused or awaiting
 // acknowledgement, and it is not stalled; lossless when nothing was dropped
-// or refused, no completion was skipped and no consumer failed (Engine.Err).
+// or refused, no completion was skipped, no consumer failed (Engine.Err),
+// and its source skipped no oversized line and left no file unread.
 func (e *Engine) Status() Status {
 	s := Status{Settled: true, Lossless: true, Feeds: []FeedStatus{}}
 	for _, f := range e.feeds {
@@ -84,7 +97,9 @@ func (f *Feed) Status() FeedStatus {
 		Refused: 0, Downgraded: f.downgradedPub.Load(), Paused: f.paused, Pauses: f.pauses,
 		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.n + f.uncommitted, Unterminated: f.unterminated,
 		CompletionFailures: f.completionFailures.Load(), Failures: f.failures.Load(),
-		Drained: true, Subscribers: []SubscriberStatus{},
+		Oversized: f.oversized.Load(), UnreadFiles: f.unreadFiles.Load(), HoleBytes: f.holeBytes.Load(),
+		Replaced: f.replaced.Load(),
+		Drained:  true, Subscribers: []SubscriberStatus{},
 	}
 	if f.detail != "" {
 		d := f.detail
@@ -133,7 +148,8 @@ func (f *Feed) Status() FeedStatus {
 	if stalled != "" {
 		fs.Stalled = &stalled
 	}
-	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0 && !failed
+	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0 && !failed &&
+		fs.Oversized == 0 && fs.UnreadFiles == 0
 	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&
 		fs.PendingAcks == 0 && fs.Stalled == nil
 	return fs

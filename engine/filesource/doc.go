@@ -2,7 +2,22 @@
 // bytes, splits them into lines on "\n", "\r\n" and "\r", and publishes each
 // line (a string, without its terminator) at the byte offset just after its
 // terminator, 128 lines at a time with engine.Feed.TryPublishBatch (each
-// line taken or refused as engine.Feed.TryPublish would).
+// line taken or refused as engine.Feed.TryPublish would). Only a regular
+// file is read: the path is opened with O_NONBLOCK (a FIFO never blocks the
+// source in open(2)) and the opened descriptor must be a regular file, at
+// the start (else ErrNotRegular) and at every reopen (else a warning, and
+// the old file is read on).
+//
+// # Long lines
+//
+// A line longer than Options.MaxLine bytes (DefaultMaxLine, 16 MiB; the
+// terminator not counted) is never truncated and never published: it is
+// skipped whole, counted in the feed status (oversized, which makes the
+// feed not lossless) and warned with its offsets; the position moves past
+// it (the pointer passes it with the next line committed; a restart before
+// that reports it again). The reader stops buffering a line once it passes
+// the limit and discards its bytes as they are read, so the read buffer
+// stays within about twice the limit.
 //
 // # Read strategies
 //
@@ -23,8 +38,8 @@
 // become U+FFFD, the position stays exact). The epoch names the position
 // space: with a pointer, a random epoch is kept in the pointer file and
 // replaced, with the offset reset to 0, when the input file is replaced
-// (other leading bytes, or another identity with no matching fingerprint)
-// or truncated (shorter than the pointer). Appending to the file or changing
+// (other leading bytes, or another identity with no matching fingerprint),
+// truncated (shorter than the pointer) or rewritten in place. Appending to the file or changing
 // its times never resets it. Strategies without a pointer use a hash of the
 // file's identity (device and inode) as their epoch: a file truncated in
 // place and read again from 0 keeps its epoch there (they have no pointer to
@@ -32,11 +47,23 @@
 //
 // # The pointer file
 //
+// While a Committed source runs, its pointer file is locked (an exclusive
+// flock, unix only): a second run on the same pointer, in this process or
+// another, fails at once with an error wrapping ErrLocked naming the
+// pointer file. A header write (below) locks the new file before renaming
+// it into place, so the file at the path is always the locked one; the
+// commits the engine's stop makes after Run returned take the lock for
+// each write.
+//
 // The pointer file is exactly 1,024 bytes, memory-mapped (mmap-go), holding
 // little-endian int64s: [0] offset, [8] epoch, [16] file identity hash
 // (FNV-1a of device and inode), [24] layout version (1), [32] fingerprint
 // length, [40] FNV-1a 64 fingerprint of the first min(4096, size) bytes of
-// the input. The offset moves forward only, with one aligned 8-byte store
+// the input. The fingerprint is made from the bytes the source read (at the
+// start, the first min(4096, size) bytes; then grown, up to 4,096, with
+// what it reads), never from what the file holds at the time of a commit,
+// and grown only after checking that the file still starts with the bytes
+// already fingerprinted. The offset moves forward only, with one aligned 8-byte store
 // into the shared mapping followed by a Flush (msync) per commit. A page of a
 // MAP_SHARED mapping is in the kernel's page cache the moment it is stored,
 // so it survives a SIGKILL of the process without the msync; the msync is
@@ -54,14 +81,40 @@
 //
 // # Tailing, rotation and replacement
 //
-// At the end of the open file a tailing source checks that the path still
-// names the file it reads (same device and inode) and that the file did not
-// shrink. If not, it reports BEHIND with the reason, reads the old file to
-// its end, and reopens the path through the same identity check as a
-// restart. A path with no file (a rotation in progress) is not a change. An
-// acknowledgement of the old epoch is never committed into the new pointer.
-// A partial last line is re-read from its start after a reopen, never
-// duplicated.
+// After every read, and at every end of file, a source compares the open
+// file's first bytes (up to 4,096) with the bytes it read there. If they
+// changed (the file was truncated, or rewritten in place with or without a
+// truncation, even longer than before), the bytes read and not yet
+// published are discarded (they may be a fragment of the new content at
+// the old content's offsets) and the file is read again from 0 under a new
+// epoch, with a warning; a run of NUL bytes at its start is then a hole a
+// writer that kept its old offset left (copytruncate), skipped, warned and
+// counted (holeBytes), not data. Every file read again from 0 is counted
+// (replaced). A rewrite that keeps the bytes compared is taken for an
+// append: nothing else tells them apart (never a file time).
+//
+// At the end of the open file a tailing source also checks that the path
+// still names the file it reads (same device and inode). If not, it reports
+// BEHIND with the reason, reads the old file to its end, and reopens the
+// path through the same identity check as a restart. A path with no file (a
+// rotation in progress) is not a change. The pointer keeps the old file's
+// identity and epoch until every line published from it is committed, and
+// only then moves to the new file (through each file in order after several
+// rotations), so a crash before re-reads the old file's unprocessed lines;
+// an acknowledgement of the old epoch is never committed into the new
+// pointer. A partial last line is re-read from its start after a reopen,
+// never duplicated.
+//
+// At the start, when the path names another file than the pointer's (or
+// the pointer's file was truncated or rewritten), the pointer's file is
+// looked for among the rotated siblings (Options.Rotated: glob patterns,
+// "{path}" standing for the input path; DefaultRotated is "{path}.1" and
+// "{path}-*"): by identity and fingerprint (renamed), else by fingerprint
+// alone (a copy). Found, it is read from the pointer to its end under the
+// pointer's epoch, then the path. Not found, the run warns which file was
+// read to which offset and that its bytes from there were never read, keeps
+// that in the feed's detail, and counts it (unreadFiles, which makes the
+// feed not lossless).
 //
 // # Backpressure
 //

@@ -16,6 +16,13 @@ var (
 	// ErrPointerLayout: a pointer file that does not hold a complete header
 	// of a known layout (ReadPointer).
 	ErrPointerLayout = errors.New("filesource: pointer file of an unknown layout")
+	// ErrLocked: another run (a Source in this or another process) holds
+	// the pointer file's lock. The *FileError wrapping it names the
+	// pointer file.
+	ErrLocked = errors.New("filesource: pointer is locked by another run")
+	// ErrNotRegular: the input path names something other than a regular
+	// file (a FIFO, a device, a directory), at the start or at a reopen.
+	ErrNotRegular = errors.New("filesource: not a regular file")
 )
 
 // FileError is an I/O failure on the input file or the pointer file: Op says

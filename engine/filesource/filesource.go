@@ -1,12 +1,16 @@
 package filesource
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,8 +59,9 @@ func (s Strategy) valid() bool { return s >= Committed && s <= OnceLatest }
 func (s Strategy) once() bool  { return s == OnceEarliest || s == OnceLatest }
 
 // Options configure a Source. The zero value reads with Committed, the
-// pointer at path+".ptr", a 1ms idle interval and warnings to log.Printf.
-// Options is a plain value, safe to copy.
+// pointer at path+".ptr", a 1ms idle interval, lines of at most
+// DefaultMaxLine bytes, the rotated siblings DefaultRotated and warnings to
+// slog.Warn. Options is a plain value, safe to copy.
 type Options struct {
 	// Read is the read strategy. Default Committed.
 	Read Strategy
@@ -67,8 +72,24 @@ type Options struct {
 	// cycles, after a few yields. Default 1ms.
 	Interval time.Duration
 	// Logf receives warnings (a pointer file that cannot be used, a replaced
-	// or truncated input, unterminated bytes). Default log.Printf.
+	// or truncated input, unterminated bytes, an oversized line, a hole, a
+	// file never read to its end). Default: slog.Warn of the formatted
+	// message.
 	Logf func(format string, args ...any)
+	// MaxLine is the maximum line length in bytes, its terminator not
+	// counted. A longer line is never truncated: it is skipped whole (not
+	// published), counted in the feed status (oversized, which makes the
+	// feed not lossless) and warned with its offsets; the position moves
+	// past it. The reader never buffers more than about twice MaxLine.
+	// Default DefaultMaxLine (16 MiB); negative is an error.
+	MaxLine int
+	// Rotated are the glob patterns (filepath.Match syntax) of the names a
+	// rotated input may have; "{path}" in a pattern stands for the input
+	// path. When the path names another file than the pointer's at the
+	// start (Committed), the pointer's file is looked for there by
+	// identity (device and inode) and fingerprint and read to its end
+	// first. Default DefaultRotated; an empty non-nil slice looks nowhere.
+	Rotated []string
 	// Epoch, if not 0, is the epoch of the file a strategy without a
 	// pointer (Earliest, Latest, OnceEarliest) opens at the start, instead
 	// of the hash of the file's identity: for recordings that must not
@@ -91,12 +112,16 @@ type Options struct {
 // Memory: the lines of one batch (up to 128, offered under one lock) share
 // one allocation, so a processor that keeps a line keeps its batch's text
 // alive (about 13 KB of 100-byte lines); strings.Clone a line kept for long.
-// The read buffer (256 KiB) is reused: no line refers to it.
+// The read buffer (256 KiB) is reused: no line refers to it. It grows for
+// a line longer than itself, up to about twice Options.MaxLine: a longer
+// line is discarded as it is read, never buffered whole.
 type Source struct {
 	path     string
 	opts     Options
 	logf     func(format string, args ...any)
 	interval time.Duration
+	maxLine  int
+	rotated  []string
 	running  atomic.Bool
 
 	mu  sync.Mutex // guards ptr: the source's goroutine, then the engine's stop goroutine
@@ -117,12 +142,22 @@ type Source struct {
 	state     engine.FeedState
 	detail    string
 	commitErr string // the last commit failure warned about
+	openErr   string // the last reopen failure warned about
+	refused   uint64 // the identity of the file the path named then
+	note      string // what the run lost, kept in every detail
+	scratch   []byte // the prefix check's buffer
+
+	ptrCreated bool // this run created the (empty) pointer file
 
 	// for tests
 	bufSize    int
 	hookOpened func() // after the input file is opened, before it is identified
 	hookEOF    func() // at the end of the open file, before the identity check
 }
+
+// DefaultRotated are the default rotated-sibling patterns: PATH.1 and
+// PATH-* (logrotate's numbered and dated names).
+var DefaultRotated = []string{"{path}.1", "{path}-*"}
 
 var (
 	_ engine.Source       = (*Source)(nil)
@@ -152,11 +187,25 @@ func New(path string, opts Options) (*Source, error) {
 	if opts.Pointer == path {
 		return nil, fmt.Errorf("%w: the pointer file is the input file %s", ErrOptions, path)
 	}
+	if opts.MaxLine < 0 {
+		return nil, fmt.Errorf("%w: negative maximum line length %d for %s", ErrOptions, opts.MaxLine, path)
+	}
+	if opts.MaxLine == 0 {
+		opts.MaxLine = DefaultMaxLine
+	}
+	if opts.Rotated == nil {
+		opts.Rotated = DefaultRotated
+	}
+	for _, pat := range opts.Rotated {
+		if _, err := filepath.Match(pat, ""); err != nil {
+			return nil, fmt.Errorf("%w: rotated-sibling pattern %q: %v", ErrOptions, pat, err)
+		}
+	}
 	logf := opts.Logf
 	if logf == nil {
-		logf = log.Printf
+		logf = func(format string, args ...any) { slog.Warn(fmt.Sprintf(format, args...)) }
 	}
-	s := &Source{path: path, opts: opts, interval: opts.Interval}
+	s := &Source{path: path, opts: opts, interval: opts.Interval, maxLine: opts.MaxLine, rotated: slices.Clone(opts.Rotated)}
 	s.logf = func(format string, args ...any) { logf("filesource: "+format, args...) }
 	return s, nil
 }
@@ -187,7 +236,17 @@ func (s *Source) Run(ctx context.Context, f *engine.Feed) error {
 	s.f = f
 	s.rd, s.file, s.fileID = nil, nil, 0
 	s.final, s.switching = false, false
-	s.state, s.detail = "", ""
+	s.state, s.detail, s.note, s.openErr = "", "", "", ""
+	if s.opts.Read == Committed {
+		s.mu.Lock()
+		s.ptr = pointerFile{path: s.opts.Pointer}
+		created, err := s.ptr.acquire(true)
+		s.ptrCreated = created
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
 	defer s.closeRun()
 
 	switch s.opts.Read {
@@ -199,7 +258,6 @@ func (s *Source) Run(ctx context.Context, f *engine.Feed) error {
 		f.SetBounded(true)
 	case Committed:
 		s.mu.Lock()
-		s.ptr = pointerFile{path: s.opts.Pointer}
 		s.com = committer{s: s}
 		s.mu.Unlock()
 		f.SetCommitter(&s.com)
@@ -275,6 +333,12 @@ func (s *Source) poll() {
 }
 
 func (s *Source) setState(st engine.FeedState, detail string) {
+	if s.note != "" {
+		if detail != "" {
+			detail += "; "
+		}
+		detail += s.note
+	}
 	if st == s.state && detail == s.detail {
 		return
 	}
@@ -289,6 +353,7 @@ func (s *Source) closeRun() {
 	if err := s.ptr.close(); err != nil {
 		s.logf("%v", err)
 	}
+	s.ptr.release()
 	if s.file != nil {
 		s.file.Close()
 	}
@@ -328,6 +393,17 @@ func (s *Source) cycle() (progress, published, done bool, err error) {
 			return progress, published, false, fileErr("read", s.path, err)
 		}
 		if got > 0 {
+			// What was just read is published only if the file's first
+			// bytes are still those read: else it may be a fragment of a
+			// rewrite, at the old content's offsets.
+			changed, err := s.prefixChanged()
+			if err != nil {
+				return progress, published, false, err
+			}
+			if changed {
+				_, err := s.rewritten()
+				return true, published, false, err
+			}
 			progress = true
 			if !s.switching {
 				s.setState(engine.StateBehind, "")
@@ -353,11 +429,11 @@ const publishBatch = 128
 // the rest of the buffer stay unconsumed and are offered again next cycle).
 func (s *Source) publish() (n int, paused bool) {
 	rd := s.rd
+	defer s.report()
 	if rd.skip != skipNone && !rd.doSkip(s.final) {
 		return 0, false
 	}
 	for {
-		r0, pos0 := rd.r, rd.pos
 		var items []any
 		items, poss := rd.lines(s.final, publishBatch, s.items[:0], s.poss[:0])
 		s.items, s.poss = items, poss
@@ -369,6 +445,7 @@ func (s *Source) publish() (n int, paused bool) {
 		n += k
 		if k < len(items) {
 			// Un-consume the lines the feed did not take.
+			r0, pos0 := rd.batchR, rd.batchPos
 			to := pos0
 			if k > 0 {
 				to = poss[k-1].Offset
@@ -376,6 +453,24 @@ func (s *Source) publish() (n int, paused bool) {
 			rd.rewind(r0+int(to-pos0), to)
 			return n, true
 		}
+	}
+}
+
+// report counts and warns what the reader skipped: oversized lines and a
+// hole's NUL bytes.
+func (s *Source) report() {
+	rd := s.rd
+	for _, o := range rd.over {
+		s.f.AddOversized(1)
+		s.logf("%s: a line of %d bytes at offsets [%d, %d) is longer than the maximum line length %d: skipped whole, not published (the feed is not lossless)",
+			s.path, o.to-o.from, o.from, o.to, s.maxLine)
+	}
+	rd.over = rd.over[:0]
+	if rd.holes > 0 && rd.skip != skipNUL {
+		s.f.AddHoleBytes(rd.holes)
+		s.logf("%s: %d NUL bytes at offsets [%d, %d) of the file truncated or rewritten under the reader are a hole a writer left (it kept its old offset), not data: skipped",
+			s.path, rd.holes, rd.holeFrom, rd.holeFrom+rd.holes)
+		rd.holes = 0
 	}
 }
 
@@ -392,10 +487,12 @@ func (s *Source) endOnce() {
 	s.setState(engine.StateEndOfStream, detail)
 }
 
-// open opens the path and identifies the opened file (by its open
-// descriptor: never whatever the path names by then).
+// open opens the path without blocking (a FIFO would block open(2)) and
+// identifies the opened file by its open descriptor (never whatever the
+// path names by then). Anything but a regular file is closed again: an
+// error wrapping ErrNotRegular.
 func (s *Source) open() (*os.File, os.FileInfo, uint64, error) {
-	file, err := os.Open(s.path)
+	file, err := openInput(s.path)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -403,6 +500,9 @@ func (s *Source) open() (*os.File, os.FileInfo, uint64, error) {
 		s.hookOpened()
 	}
 	fi, err := file.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%w (%s)", ErrNotRegular, fi.Mode().Type())
+	}
 	if err != nil {
 		file.Close()
 		return nil, nil, 0, err
@@ -417,6 +517,17 @@ func idEpoch(id uint64) int64 {
 	return int64(id)
 }
 
+// readHead reads the first min(size, FingerprintMax) bytes of file: the
+// head of a reader that has not read them yet.
+func readHead(file *os.File, size int64, path string) ([]byte, error) {
+	head := make([]byte, min(size, FingerprintMax), FingerprintMax)
+	n, err := file.ReadAt(head, 0)
+	if err == io.EOF {
+		err = nil // shorter by now: the prefix check notices
+	}
+	return head[:n], fileErr("read", path, err)
+}
+
 // start opens the input file for the first time and decides where to read
 // from. ok is false while a tailing source waits for the file to exist.
 func (s *Source) start() (ok bool, err error) {
@@ -429,6 +540,11 @@ func (s *Source) start() (ok bool, err error) {
 		return false, fileErr("open", s.path, err)
 	}
 	size := fi.Size()
+	head, err := readHead(file, size, s.path)
+	if err != nil {
+		file.Close()
+		return false, err
+	}
 	var off int64
 	skip := skipNone
 	epoch := idEpoch(id)
@@ -437,10 +553,20 @@ func (s *Source) start() (ok bool, err error) {
 	}
 	switch s.opts.Read {
 	case Committed:
-		off, epoch, err = s.startPointer(file, size, id)
+		var st started
+		st, err = s.startPointer(file, size, id, head)
 		if err != nil {
 			file.Close()
 			return false, err
+		}
+		if st.file != nil { // the pointer's file, found rotated: finish it first
+			file.Close()
+			file, id, head = st.file, st.id, st.head
+			s.switching = true
+		}
+		off, epoch = st.off, st.epoch
+		if st.hole {
+			skip = skipNUL
 		}
 	case Latest:
 		off = size
@@ -462,104 +588,279 @@ func (s *Source) start() (ok bool, err error) {
 	s.f.SetEpoch(epoch)
 	s.epoch = epoch
 	s.file, s.fileID = file, id
-	s.rd = newLineReader(file, off, s.bufSize)
+	s.rd = s.newReader(file, off, head)
 	s.rd.skip = skip
 	s.setState(engine.StateBehind, "")
 	return true, nil
 }
 
+func (s *Source) newReader(file *os.File, off int64, head []byte) *lineReader {
+	rd := newLineReader(file, off, s.bufSize)
+	rd.max = s.maxLine
+	rd.head = head
+	return rd
+}
+
+// started is where startPointer says to start: at off under epoch; in file
+// (identity id, first bytes head) when not nil: the pointer's file found
+// among the rotated siblings, to be read to its end before the path; hole:
+// the file was truncated or rewritten in place, a leading run of NUL bytes
+// is a hole.
+type started struct {
+	off, epoch int64
+	file       *os.File
+	id         uint64
+	head       []byte
+	hole       bool
+}
+
 // startPointer reads the pointer file and checks the input against it: it
-// returns the offset to resume at and the epoch, and writes the pointer
-// (new, reset, or with the input's identity and fingerprint brought up to
-// date) before anything is published.
-func (s *Source) startPointer(file *os.File, size int64, id uint64) (int64, int64, error) {
-	p, trust, err := loadPointer(s.opts.Pointer, s.logf)
-	if err != nil {
-		return 0, 0, err
+// returns where to resume, and writes the pointer (new, reset, or with the
+// input's identity and fingerprint brought up to date) before anything is
+// published. When the path names another file than the pointer's, the
+// pointer's file is looked for among the rotated siblings (Options.Rotated)
+// and finished first; when it cannot be found, its bytes after the pointer
+// were never read: a loss, said and counted.
+func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte) (started, error) {
+	p, trust := Pointer{}, trustNothing
+	if !s.ptrCreated { // a file this run created is empty: nothing to warn about
+		var err error
+		if p, trust, err = loadPointer(s.opts.Pointer, s.logf); err != nil {
+			return started{}, err
+		}
 	}
-	var off, epoch int64
+	st := started{epoch: newEpoch()}
 	switch trust {
-	case trustNothing:
-		epoch = newEpoch()
 	case trustOffsetOnly:
-		epoch, off = newEpoch(), p.Offset
-		if size < off {
-			s.logf("input %s (%d bytes) is shorter than the pointer's offset %d: reading from 0", s.path, size, off)
-			off = 0
+		st.off = p.Offset
+		if size < st.off {
+			s.logf("input %s (%d bytes) is shorter than the pointer's offset %d: reading from 0", s.path, size, st.off)
+			st.off = 0
 		}
 	case trustAll:
-		keep, why, err := s.verdict(file, size, id, p, p.Offset)
-		if err != nil {
-			return 0, 0, err
+		other := p.Identity != 0 && id != 0 && p.Identity != id
+		if other {
+			if st, ok := s.findRotated(p, true); ok {
+				return st, s.writeStart(header(st.head, st.id, p.Offset, p.Epoch), p.Offset, p.Epoch)
+			}
 		}
+		keep, why := s.verdict(head, size, id, p, p.Offset)
 		if keep {
-			off, epoch = p.Offset, p.Epoch
-		} else {
-			s.logf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
-			epoch = newEpoch()
+			st.off, st.epoch = p.Offset, p.Epoch
+			break
 		}
+		// Not the pointer's file, nor its rotated sibling by identity: a
+		// copy (copytruncate) of it, found by its fingerprint?
+		if st, ok := s.findRotated(p, false); ok {
+			return st, s.writeStart(header(st.head, st.id, p.Offset, p.Epoch), p.Offset, p.Epoch)
+		}
+		s.f.AddReplaced(1)
+		s.logf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
+		if other {
+			s.unread(p, fmt.Sprintf("it is not at %s nor at its rotated siblings (%s)", s.path, strings.Join(s.rotated, ", ")))
+		} else {
+			s.unread(p, fmt.Sprintf("%s was %s (or deleted, its inode reused), and no rotated sibling (%s) is a copy of it", s.path, why, strings.Join(s.rotated, ", ")))
+		}
+		st.hole = !other // the same file, truncated or rewritten in place
 	}
-	np, err := s.header(file, size, id, off, epoch)
-	if err != nil {
-		return 0, 0, err
-	}
+	return st, s.writeStart(header(head, id, st.off, st.epoch), st.off, st.epoch)
+}
+
+// writeStart writes the pointer a run starts with and maps it.
+func (s *Source) writeStart(np Pointer, off, epoch int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.ptr.write(np); err != nil {
-		return 0, 0, err
+		return err
 	}
 	if err := s.ptr.open(); err != nil {
-		return 0, 0, err
+		return err
 	}
 	s.com.reset(epoch, off)
-	return off, epoch, nil
+	return nil
 }
 
-// header is a pointer for file at off under epoch, fingerprinting the
-// file's first min(FingerprintMax, size) bytes.
-func (s *Source) header(file *os.File, size int64, id uint64, off, epoch int64) (Pointer, error) {
-	n := min(size, FingerprintMax)
-	fp, err := fingerprint(file, n)
-	if err != nil {
-		return Pointer{}, fileErr("fingerprint", s.path, err)
+// findRotated looks for the file p describes among the rotated siblings of
+// the path (Options.Rotated): a regular file at least p.Offset bytes long
+// with p's fingerprint and, byIdentity, p's identity (the file renamed);
+// otherwise any identity (a copy: copytruncate). It returns it open, to be
+// read from p.Offset under p.Epoch.
+func (s *Source) findRotated(p Pointer, byIdentity bool) (started, bool) {
+	if !byIdentity && p.FingerprintLen == 0 {
+		return started{}, false // nothing to recognise a copy by
 	}
-	return Pointer{Offset: off, Epoch: epoch, Identity: id, Layout: Layout, FingerprintLen: n, Fingerprint: fp}, nil
+	for _, pat := range s.rotated {
+		names, _ := filepath.Glob(strings.ReplaceAll(pat, "{path}", globQuote(s.path)))
+		for _, name := range names {
+			if fi, err := os.Stat(name); err != nil || (byIdentity && identity(fi) != p.Identity) {
+				continue
+			}
+			file, err := openInput(name)
+			if err != nil {
+				continue
+			}
+			fi, err := file.Stat()
+			id := uint64(0)
+			if err == nil {
+				id = identity(fi)
+			}
+			if err != nil || !fi.Mode().IsRegular() || (byIdentity && id != p.Identity) {
+				file.Close()
+				continue
+			}
+			head, err := readHead(file, fi.Size(), name)
+			keep := false
+			if err == nil {
+				q := p
+				q.Identity = id // by identity, or a copy: the fingerprint decides
+				var why string
+				if keep, why = s.verdict(head, fi.Size(), id, q, p.Offset); !keep && byIdentity {
+					s.logf("%s has the identity of the pointer's file but was %s: not taken for it", name, why)
+				}
+			}
+			if !keep {
+				file.Close()
+				continue
+			}
+			how := "rotated to"
+			if !byIdentity {
+				how = "copied to"
+			}
+			s.logf("input %s is not the pointer's file, which was %s %s: reading %s from offset %d to its end, then %s", s.path, how, name, name, p.Offset, s.path)
+			return started{off: p.Offset, epoch: p.Epoch, file: file, id: id, head: head}, true
+		}
+	}
+	return started{}, false
 }
 
-// verdict decides whether file (size bytes, identity id) is still the file
-// p describes, read up to at: keep, or the reason it is not (truncated,
-// replaced). Never a file time.
-func (s *Source) verdict(file *os.File, size int64, id uint64, p Pointer, at int64) (keep bool, why string, err error) {
+// unread says that the rest of the file p describes, from p.Offset to its
+// end, was never read and cannot be: a loss, counted (UnreadFiles), warned
+// and kept in the feed's detail for the rest of the run. (Whether that file
+// had any byte after p.Offset is unknown once it is gone: counted all the
+// same, a verdict is only as good as its worst case.)
+func (s *Source) unread(p Pointer, where string) {
+	s.f.AddUnreadFiles(1)
+	msg := fmt.Sprintf("the file the pointer %s describes (identity %x, epoch %d) was read to offset %d; %s: its bytes from offset %d to its end were never read",
+		s.opts.Pointer, p.Identity, p.Epoch, p.Offset, where, p.Offset)
+	s.logf("%s", msg)
+	if s.note != "" {
+		s.note += "; "
+	}
+	s.note += "unread: " + msg
+}
+
+// globQuote quotes the glob metacharacters of a path.
+func globQuote(p string) string {
+	var b strings.Builder
+	for _, c := range p {
+		switch c {
+		case '*', '?', '[':
+			b.WriteByte('[')
+			b.WriteRune(c)
+			b.WriteByte(']')
+		case '\\':
+			if filepath.Separator != '\\' {
+				b.WriteString(`\\`)
+				continue
+			}
+			b.WriteRune(c)
+		default:
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
+}
+
+// header is a pointer for the file (identity id, first bytes head as read)
+// at off under epoch.
+func header(head []byte, id uint64, off, epoch int64) Pointer {
+	return Pointer{Offset: off, Epoch: epoch, Identity: id, Layout: Layout, FingerprintLen: int64(len(head)), Fingerprint: fingerprintOf(head)}
+}
+
+// verdict decides whether a file (size bytes, identity id, first bytes
+// head) is still the file p describes, read up to at: keep, or the reason
+// it is not (truncated, replaced). Never a file time.
+func (s *Source) verdict(head []byte, size int64, id uint64, p Pointer, at int64) (keep bool, why string) {
 	if size < at {
-		return false, fmt.Sprintf("truncated (%d bytes, shorter than the %d already read)", size, at), nil
+		return false, fmt.Sprintf("truncated (%d bytes, shorter than the %d already read)", size, at)
 	}
 	sameID := p.Identity == 0 || id == 0 || p.Identity == id
 	if p.FingerprintLen > 0 {
-		if size < p.FingerprintLen {
-			return false, fmt.Sprintf("truncated (%d bytes, shorter than its %d fingerprinted bytes)", size, p.FingerprintLen), nil
+		if int64(len(head)) < p.FingerprintLen {
+			return false, fmt.Sprintf("truncated (%d bytes, shorter than its %d fingerprinted bytes)", size, p.FingerprintLen)
 		}
-		fp, err := fingerprint(file, p.FingerprintLen)
-		if err != nil {
-			return false, "", fileErr("fingerprint", s.path, err)
-		}
-		if fp != p.Fingerprint {
-			return false, fmt.Sprintf("replaced (its first %d bytes differ)", p.FingerprintLen), nil
+		if fingerprintOf(head[:p.FingerprintLen]) != p.Fingerprint {
+			return false, fmt.Sprintf("replaced (its first %d bytes differ)", p.FingerprintLen)
 		}
 	} else if !sameID {
-		return false, "replaced (another file, and no fingerprint to match)", nil
+		return false, "replaced (another file, and no fingerprint to match)"
 	}
 	if !sameID {
 		s.logf("input %s is another file (identity %x, was %x) with the same first %d bytes: keeping the pointer and its epoch", s.path, id, p.Identity, p.FingerprintLen)
 	}
-	return true, "", nil
+	return true, ""
 }
 
-// atEOF is the end of the open file while tailing: check that the path
-// still names it and that it did not shrink; if not, finish it (read it to
-// its end) and reopen. A path with no file is not a change.
+// prefixChanged reports whether the open file's first bytes are no longer
+// those the reader read (its head): the file was truncated or rewritten in
+// place.
+func (s *Source) prefixChanged() (bool, error) {
+	h := s.rd.head
+	if len(h) == 0 {
+		return false, nil
+	}
+	if s.scratch == nil {
+		s.scratch = make([]byte, FingerprintMax)
+	}
+	b := s.scratch[:len(h)]
+	n, err := s.file.ReadAt(b, 0)
+	if n < len(h) {
+		if err != nil && err != io.EOF {
+			return false, fileErr("read", s.path, err)
+		}
+		return true, nil
+	}
+	return !bytes.Equal(b, h), nil
+}
+
+// rewritten handles an open file whose first bytes changed under the
+// reader (truncated, or rewritten in place with or without a truncation):
+// the bytes read and not yet published may be the new content's, at the
+// old content's offsets, so they are discarded, and the file is read again
+// from 0 under a new epoch (switchTo).
+func (s *Source) rewritten() (bool, error) {
+	name := s.path
+	if s.switching {
+		name = "the rotated " + s.path
+	}
+	s.logf("input %s was truncated or rewritten in place while being read (its first %d bytes changed): %d bytes read after the last published line are discarded", name, len(s.rd.head), s.rd.buffered())
+	s.rd.drop()
+	fi, err := s.file.Stat()
+	if err != nil {
+		return false, fileErr("stat", s.path, err)
+	}
+	wasSwitching := s.switching
+	if err := s.switchTo(s.file, fi, s.fileID); err != nil {
+		return false, err
+	}
+	s.switching = wasSwitching // a rotated file is still finished before the path
+	return true, nil
+}
+
+// atEOF is the end of the open file while tailing: check that its first
+// bytes did not change under the reader, that the path still names it and
+// that it did not shrink; if it was rewritten, read it again; if it was
+// replaced, finish it (read it to its end) and reopen. A path with no file
+// is not a change.
 func (s *Source) atEOF() (progress bool, err error) {
 	if s.hookEOF != nil {
 		s.hookEOF()
+	}
+	if changed, err := s.prefixChanged(); err != nil || changed {
+		if err != nil {
+			return false, err
+		}
+		return s.rewritten()
 	}
 	if s.switching {
 		return s.reopen()
@@ -569,16 +870,18 @@ func (s *Source) atEOF() (progress bool, err error) {
 		s.setState(engine.StateCaughtUp, "")
 		return false, nil
 	}
-	var why string
-	switch {
-	case identity(st) != s.fileID:
-		why = "the input file " + s.path + " was replaced while being read"
-	case st.Size() < s.rd.readOff():
-		why = fmt.Sprintf("the input file %s was truncated while being read (%d bytes, %d read)", s.path, st.Size(), s.rd.readOff())
-	default:
-		s.setState(engine.StateCaughtUp, "")
+	fst, err := s.file.Stat()
+	if err != nil {
+		return false, fileErr("stat", s.path, err)
+	}
+	if fst.Size() < s.rd.readOff() {
+		return s.rewritten() // truncated, with the same first bytes
+	}
+	if id := identity(st); id == s.fileID || (id == s.refused && s.openErr != "") {
+		s.setState(engine.StateCaughtUp, s.openErr)
 		return false, nil
 	}
+	why := "the input file " + s.path + " was replaced while being read"
 	s.logf("%s: reading it to its end, then reopening", why)
 	s.switching = true
 	s.setState(engine.StateBehind, why)
@@ -586,64 +889,77 @@ func (s *Source) atEOF() (progress bool, err error) {
 }
 
 // reopen opens the file now at the path once the old one was read to its
-// end, through the same identity check as a restart.
+// end. Anything but a regular file there is refused with a warning (the
+// old file is read on; the path is tried again at the next end of file).
 func (s *Source) reopen() (bool, error) {
 	file, fi, id, err := s.open()
 	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			s.logf("reopen %s: %v (retried)", s.path, err)
+		if errors.Is(err, os.ErrNotExist) {
+			s.switching = false // no file at the path: read the old one on
 			return false, nil
 		}
-		s.switching = false // no file at the path: read the old one on
+		if msg := fmt.Sprintf("cannot reopen %s: %v", s.path, err); msg != s.openErr {
+			s.openErr = msg
+			s.logf("%s: the old file is read on; the path is tried again once it names another file", msg)
+		}
+		s.refused = 0
+		if st, err := os.Stat(s.path); err == nil {
+			s.refused = identity(st)
+		}
+		s.switching = false
+		s.setState(engine.StateCaughtUp, s.openErr)
 		return false, nil
 	}
+	s.openErr = ""
+	if err := s.switchTo(file, fi, id); err != nil {
+		file.Close()
+		return false, err
+	}
+	return true, nil
+}
+
+// switchTo moves the reader to file (the file now at the path, or the open
+// file itself after an in-place rewrite) once the old reader's lines were
+// published, through the same identity check as a restart: the old
+// fingerprint (the old reader's head: the bytes it read) against the new
+// file's first bytes. A kept file is read on from the old position under
+// the same epoch; otherwise from 0 under a new epoch, and, when it is the
+// same file (truncated or rewritten in place), a leading run of NUL bytes
+// is skipped as a hole.
+//
+// With a pointer, the pointer keeps describing the old file until every
+// line published from it is committed (a crash before re-reads them from
+// the old file, found by identity among the rotated siblings); only then
+// does it move to the new file.
+func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64) error {
 	old := s.rd
 	size := fi.Size()
+	head, err := readHead(file, size, s.path)
+	if err != nil {
+		return err
+	}
+	p := header(old.head, s.fileID, old.pos, s.epoch)
+	keep, why := s.verdict(head, size, id, p, old.pos)
 	var off int64
 	epoch := idEpoch(id)
+	if keep {
+		off, epoch = old.pos, s.epoch
+	} else {
+		s.f.AddReplaced(1)
+		if s.opts.Read == Committed {
+			epoch = newEpoch()
+		}
+		msg := fmt.Sprintf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
+		if n := old.buffered(); n > 0 {
+			msg += fmt.Sprintf("; %d unterminated bytes at the end of the old file were not published", n)
+		}
+		s.logf("%s", msg)
+	}
 	if s.opts.Read == Committed {
-		// Compare with the old file's own first bytes (its open
-		// descriptor), as far as it was read.
-		p := s.ptr.hdr
-		p.FingerprintLen = min(FingerprintMax, old.readOff())
-		p.Fingerprint, err = fingerprint(s.file, p.FingerprintLen)
-		if err != nil {
-			file.Close()
-			return false, fileErr("fingerprint", s.path, err)
+		if err := s.com.moveTo(header(head, id, off, epoch), old.pos, keep); err != nil {
+			return err
 		}
-		p.Identity = s.fileID
-		keep, why, err := s.verdict(file, size, id, p, old.pos)
-		if err != nil {
-			file.Close()
-			return false, err
-		}
-		committed := s.ptr.hdr.Offset
-		if keep {
-			off, epoch = old.pos, s.epoch
-		} else {
-			epoch, committed = newEpoch(), 0
-			msg := fmt.Sprintf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
-			if n := old.buffered(); n > 0 {
-				msg += fmt.Sprintf("; %d unterminated bytes at the end of the old file were not published", n)
-			}
-			s.logf("%s", msg)
-		}
-		np, err := s.header(file, size, id, committed, epoch)
-		if err != nil {
-			file.Close()
-			return false, err
-		}
-		s.mu.Lock()
-		err = s.ptr.write(np)
-		if err == nil && !keep {
-			s.com.reset(epoch, 0)
-		}
-		s.mu.Unlock()
-		if err != nil {
-			file.Close()
-			return false, err
-		}
-	} else if n := old.buffered(); n > 0 {
+	} else if n := old.buffered(); n > 0 && keep {
 		s.logf("%d unterminated bytes at the end of the old %s were not published", n, s.path)
 	}
 	if epoch != s.epoch {
@@ -651,39 +967,125 @@ func (s *Source) reopen() (bool, error) {
 		s.epoch = epoch
 	}
 	s.mu.Lock()
-	s.file.Close()
+	if file != s.file {
+		s.file.Close()
+	}
 	s.file, s.fileID = file, id
-	s.rd = newLineReader(file, off, s.bufSize)
+	s.rd = s.newReader(file, off, head)
+	if !keep && id == p.Identity {
+		s.rd.skip = skipNUL
+		s.rd.holeFrom = 0
+	}
 	s.mu.Unlock()
 	s.switching = false
 	s.setState(engine.StateBehind, "reopened "+s.path)
-	return true, nil
+	return nil
 }
 
 // committer commits acknowledged offsets of the current epoch into the
-// pointer file. It is called on the polling goroutine only.
+// pointer file. It is used by one goroutine at a time: the source's (Run,
+// which polls), then the engine's stop after Run returned.
 type committer struct {
 	s         *Source
 	epoch     int64
 	acked     int64 // the highest acknowledged offset of epoch
 	committed int64 // the offset in the pointer file
+
+	// moves are the files read after the one the pointer describes, in
+	// order, each with the end of the lines published from the file before
+	// it (in that file's positions). The pointer moves to a file only once
+	// every line of the files before it is acknowledged: acked reaches the
+	// oldEnd, or an acknowledgement of the file's own epoch arrives
+	// (acknowledgements come in publish order). head, when not nil, is the
+	// header of epoch's file, not yet written.
+	moves []move
+	head  *Pointer
+}
+
+type move struct {
+	hdr    Pointer
+	oldEnd int64
 }
 
 // reset moves to a new epoch: acknowledgements of the old one are never
 // committed, and what was acknowledged before is forgotten.
 func (c *committer) reset(epoch, off int64) {
 	c.epoch, c.acked, c.committed = epoch, off, off
+	c.moves, c.head = nil, nil
 }
 
-// Acknowledged records an acknowledged position of the current epoch.
+// moveTo records np, the header of the file read from now on (oldEnd: the
+// end of the lines published from the file before it). The pointer moves
+// to it at once if every line before is acknowledged, else at the commit
+// that completes them. keep: the same position space goes on in the new
+// file (only the identity and the fingerprint change).
+func (c *committer) moveTo(np Pointer, oldEnd int64, keep bool) error {
+	if keep {
+		switch {
+		case len(c.moves) > 0:
+			np.Offset = c.moves[len(c.moves)-1].hdr.Offset
+			c.moves[len(c.moves)-1].hdr = np
+			return nil
+		case c.head != nil:
+			c.head = &np
+			return nil
+		}
+		np.Offset = c.committed
+		return c.s.writePointer(np)
+	}
+	c.moves = append(c.moves, move{np, oldEnd})
+	if c.advance() {
+		return c.writeHead()
+	}
+	return nil
+}
+
+// advance moves epoch on past every file whose lines are all acknowledged;
+// it reports whether the pointer's header must be rewritten.
+func (c *committer) advance() bool {
+	for len(c.moves) > 0 && c.acked >= c.moves[0].oldEnd {
+		m := c.moves[0]
+		c.moves = c.moves[1:]
+		c.epoch, c.acked = m.hdr.Epoch, m.hdr.Offset
+		c.head = &m.hdr
+	}
+	return c.head != nil
+}
+
+// writeHead writes epoch's file's header at the acknowledged offset.
+func (c *committer) writeHead() error {
+	h := *c.head
+	h.Offset = c.acked
+	if err := c.s.writePointer(h); err != nil {
+		return err
+	}
+	c.head, c.committed = nil, h.Offset
+	return nil
+}
+
+// Acknowledged records an acknowledged position of the current epoch, or
+// of a later file's (the files before it are then complete).
 func (c *committer) Acknowledged(_, epoch int64, pos engine.Position) {
-	if epoch == c.epoch && pos.Offset > c.acked {
-		c.acked = pos.Offset
+	if epoch == c.epoch {
+		c.acked = max(c.acked, pos.Offset)
+		return
+	}
+	for k, m := range c.moves {
+		if m.hdr.Epoch == epoch {
+			c.moves = c.moves[k+1:]
+			c.epoch, c.acked = epoch, pos.Offset
+			c.head = &m.hdr
+			return
+		}
 	}
 }
 
-// Commit writes the acknowledged offset, forward only.
+// Commit writes the acknowledged offset, forward only; once the pointer's
+// file is complete, the header of the file after it.
 func (c *committer) Commit() error {
+	if c.advance() {
+		return c.writeHead()
+	}
 	if c.acked <= c.committed {
 		return nil
 	}
@@ -694,22 +1096,34 @@ func (c *committer) Commit() error {
 	return nil
 }
 
+// writePointer writes a whole header.
+func (s *Source) writePointer(h Pointer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ptr.write(h)
+}
+
 // commit writes off into the pointer: one flushed store, or, while the
-// fingerprint covers less than FingerprintMax bytes and more of the open
-// file was read, a whole new header with the fingerprint grown (read from
-// the open file, never from whatever the path names now).
+// fingerprint covers less than FingerprintMax bytes and the reader read
+// more of the file the pointer describes, a whole new header with the
+// fingerprint grown from the bytes the reader read (its head, never what
+// the file holds now), after checking that the file's first bytes are
+// still those: a file rewritten in place keeps its old fingerprint, and the
+// rewrite is noticed at the next check of the source, or at a restart.
 func (s *Source) commit(off int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.ptr.hdr
-	if h.FingerprintLen < FingerprintMax && s.rd != nil && s.file != nil {
-		if n := min(FingerprintMax, s.rd.readOff()); n > h.FingerprintLen {
-			fp, err := fingerprint(s.file, n)
-			if err != nil {
-				return fileErr("fingerprint", s.path, err)
-			}
-			h.Offset, h.FingerprintLen, h.Fingerprint = off, n, fp
-			return s.ptr.write(h)
+	if h.FingerprintLen < FingerprintMax && s.rd != nil && s.file != nil && len(s.com.moves) == 0 &&
+		s.com.head == nil && h.Identity == s.fileID &&
+		h.Epoch == s.epoch && int64(len(s.rd.head)) > h.FingerprintLen {
+		changed, err := s.prefixChanged()
+		if err != nil {
+			return err
+		}
+		if !changed {
+			h2 := header(s.rd.head, h.Identity, off, h.Epoch)
+			return s.ptr.write(h2)
 		}
 	}
 	return s.ptr.setOffset(off)

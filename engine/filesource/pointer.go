@@ -109,6 +109,13 @@ func fingerprint(r io.ReaderAt, n int64) (uint64, error) {
 	return h.Sum64(), nil
 }
 
+// fingerprintOf is the FNV-1a 64 hash of b.
+func fingerprintOf(b []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
+}
+
 // pointerTrust is what a pointer file read at start can be trusted with.
 type pointerTrust int
 
@@ -176,11 +183,64 @@ var bigEndianHost = func() bool {
 
 // pointerFile is the memory-mapped pointer file. It is used by one goroutine
 // at a time (the Source serialises it under its mutex).
+//
+// While a source runs, lock is an open descriptor of the file the path
+// names, holding an exclusive flock: a second run on the same pointer is
+// refused (ErrLocked). A write replaces the file by a rename, so the new
+// file is locked before it is renamed into place, then the old one's lock
+// is released: the file at the path is always locked.
 type pointerFile struct {
 	path string
 	f    *os.File
 	m    mmap.MMap
-	hdr  Pointer // what the file holds
+	hdr  Pointer  // what the file holds
+	lock *os.File // the flock's descriptor, nil when not held
+}
+
+// acquire locks the pointer file, creating it empty if it does not exist
+// (created says so). It fails at once with an error wrapping ErrLocked
+// when another run holds the lock.
+func (p *pointerFile) acquire(create bool) (created bool, err error) {
+	if p.lock != nil {
+		return false, nil
+	}
+	for range 100 { // the file at the path was replaced after our open: again
+		var f *os.File
+		err := os.ErrExist
+		if create {
+			f, err = os.OpenFile(p.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+			created = err == nil
+		}
+		if errors.Is(err, os.ErrExist) {
+			f, err = os.OpenFile(p.path, os.O_RDWR, 0)
+		}
+		if err != nil {
+			return false, fileErr("lock pointer", p.path, err)
+		}
+		if err := lockFile(f); err != nil {
+			f.Close()
+			return false, fileErr("lock pointer", p.path, err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return false, fileErr("lock pointer", p.path, err)
+		}
+		if at, err := os.Stat(p.path); err == nil && os.SameFile(fi, at) {
+			p.lock = f
+			return created, nil
+		}
+		f.Close()
+	}
+	return false, fileErr("lock pointer", p.path, errors.New("the file keeps being replaced"))
+}
+
+// release releases the lock.
+func (p *pointerFile) release() {
+	if p.lock != nil {
+		p.lock.Close()
+		p.lock = nil
+	}
 }
 
 func (p *pointerFile) mapped() bool { return p.m != nil }
@@ -228,6 +288,12 @@ func (p *pointerFile) close() error {
 // is mapped for this write and unmapped after.
 func (p *pointerFile) setOffset(off int64) error {
 	if !p.mapped() {
+		if p.lock == nil { // no run holds it: lock it for this write
+			if _, err := p.acquire(false); err != nil {
+				return err
+			}
+			defer p.release()
+		}
 		if err := p.open(); err != nil {
 			return err
 		}
@@ -252,6 +318,12 @@ func (p *pointerFile) setOffset(off int64) error {
 // never a mix.
 func (p *pointerFile) write(h Pointer) error {
 	h.Layout = Layout
+	if p.lock == nil { // no run holds it (a commit after Run returned)
+		if _, err := p.acquire(false); err != nil {
+			return err
+		}
+		defer p.release()
+	}
 	wasMapped := p.mapped()
 	tmp := p.path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -262,20 +334,22 @@ func (p *pointerFile) write(h Pointer) error {
 	if err == nil {
 		err = f.Sync()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = lockFile(f) // locked before it is at the path
+	}
+	if err == nil {
+		err = p.close()
+	}
+	if err == nil {
+		err = os.Rename(tmp, p.path)
 	}
 	if err != nil {
+		f.Close()
 		os.Remove(tmp)
-		return fileErr("write pointer", tmp, err)
+		return fileErr("write pointer", p.path, err)
 	}
-	if err := p.close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, p.path); err != nil {
-		os.Remove(tmp)
-		return fileErr("rename pointer", p.path, err)
-	}
+	p.lock.Close() // the old file's lock: the new file holds ours
+	p.lock = f
 	if d, err := os.Open(filepath.Dir(p.path)); err == nil {
 		d.Sync() // best effort: makes the rename durable across a power loss
 		d.Close()

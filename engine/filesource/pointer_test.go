@@ -168,6 +168,9 @@ func TestACommitAfterAReplacementFingerprintsTheOpenFile(t *testing.T) {
 	// path is replaced before the source notices, then a commit.
 	src.f = e.Feed("in")
 	src.ptr = pointerFile{path: src.opts.Pointer}
+	if src.ptrCreated, err = src.ptr.acquire(true); err != nil {
+		t.Fatal(err)
+	}
 	src.com = committer{s: src}
 	if ok, err := src.start(); !ok || err != nil {
 		t.Fatal(ok, err)

@@ -14,13 +14,21 @@ import (
 // system calls per line negligible.
 const defaultBufSize = 256 << 10
 
+// DefaultMaxLine is the default maximum line length (Options.MaxLine).
+const DefaultMaxLine = 16 << 20
+
 type skipMode uint8
 
 const (
 	skipNone skipMode = iota
 	skipRest          // discard up to and including the next terminator (a line begun before the start)
 	skipLF            // discard one leading '\n' (the start sat between '\r' and '\n')
+	skipOver          // discard up to and including the next terminator, and report it (an oversized line)
+	skipNUL           // discard leading NUL bytes (a hole a stale writer left in a truncated file)
 )
+
+// extent is a range of file offsets: [from, to).
+type extent struct{ from, to int64 }
 
 // lineReader splits the bytes of src, from an offset, into lines ended by
 // "\n", "\r\n" or "\r". It reads with large ReadAt calls into one buffer and
@@ -33,10 +41,30 @@ type lineReader struct {
 	pos  int64 // file offset of buf[r]: the offset after the last consumed line
 	skip skipMode
 
+	// max is the longest line (without its terminator) lines returns; a
+	// longer one is skipped whole (skipOver from overFrom) and its extent
+	// appended to over. holes counts the NUL bytes skipNUL discarded, from
+	// holeFrom. The Source takes both after each publish.
+	max      int
+	overFrom int64
+	over     []extent
+	holes    int64
+	holeFrom int64
+
+	// head is a copy of the file's first bytes as they were read (at most
+	// FingerprintMax): the fingerprint is made from it, never from what
+	// the file holds later, and the file is compared with it to notice an
+	// in-place rewrite.
+	head []byte
+
 	// Where the next '\n' and '\r' are, so that each byte is searched once.
 	nl, cr search
 
 	spans []span // lines' scratch
+	// Where the last batch lines returned begins (after the oversized
+	// lines it skipped): a batch the feed did not take is rewound there.
+	batchR   int
+	batchPos int64
 }
 
 // search remembers one byte's search in the buffer: at is the index of its
@@ -65,7 +93,12 @@ func newLineReader(src io.ReaderAt, off int64, size int) *lineReader {
 	if size <= 0 {
 		size = defaultBufSize
 	}
-	return &lineReader{src: src, buf: make([]byte, size), pos: off, nl: fresh, cr: fresh}
+	return &lineReader{src: src, buf: make([]byte, size), pos: off, nl: fresh, cr: fresh, max: DefaultMaxLine}
+}
+
+// drop discards the buffered bytes: they are never published.
+func (l *lineReader) drop() {
+	l.consume(l.w)
 }
 
 // readOff is the file offset of the next byte to read.
@@ -79,7 +112,15 @@ func (l *lineReader) buffered() int { return l.w - l.r }
 // when they fill more than half of it: a line longer than the buffer): the
 // buffer is reused, so line texts are always copies (see lines). It returns
 // how many bytes were read: 0 at the end of the file.
+//
+// A line that grows past max bytes with no terminator is not buffered
+// further: its bytes are discarded as they are read until its terminator
+// (skipOver), so the buffer stays within a small multiple of max.
 func (l *lineReader) fill() (int, error) {
+	if l.skip == skipNone && l.overlong() {
+		l.skip, l.overFrom = skipOver, l.pos
+		l.discardLine(false)
+	}
 	if free := len(l.buf) - l.w; free == 0 || free < len(l.buf)/4 {
 		buf := l.buf
 		if l.w-l.r > len(buf)/2 {
@@ -90,7 +131,12 @@ func (l *lineReader) fill() (int, error) {
 		l.buf = buf
 		l.nl, l.cr = fresh, fresh
 	}
-	n, err := l.src.ReadAt(l.buf[l.w:], l.readOff())
+	at := l.readOff()
+	n, err := l.src.ReadAt(l.buf[l.w:], at)
+	if h := int64(len(l.head)); h < FingerprintMax && at <= h && h < at+int64(n) {
+		from := l.w + int(h-at)
+		l.head = append(l.head, l.buf[from:l.w+int(min(int64(n), FingerprintMax-at))]...)
+	}
 	l.w += n
 	if err == io.EOF {
 		err = nil
@@ -144,18 +190,73 @@ func (l *lineReader) doSkip(final bool) bool {
 		} else if l.buf[l.r] == '\n' {
 			l.consume(l.r + 1)
 		}
-	case skipRest:
-		_, after, ok := l.next(final)
-		if !ok {
+	case skipRest, skipOver:
+		if !l.discardLine(final) {
 			return false
 		}
-		l.consume(after)
+	case skipNUL:
+		i := l.r
+		for i < l.w && l.buf[i] == 0 {
+			i++
+		}
+		l.holes += int64(i - l.r)
+		l.consume(i)
+		if i == l.w && !final {
+			return false
+		}
 	}
 	l.skip = skipNone
 	return true
 }
 
+// overlong reports whether the buffered bytes are the start of a line
+// longer than max: no terminator among them (a '\r' that is the last byte
+// may still be the start of "\r\n") and more than max bytes before it.
+func (l *lineReader) overlong() bool {
+	n := l.w - l.r
+	if n <= l.max {
+		return false
+	}
+	if l.find('\n', &l.nl) >= 0 {
+		return false
+	}
+	if cr := l.find('\r', &l.cr); cr >= 0 {
+		if cr < l.w-1 {
+			return false
+		}
+		n--
+	}
+	return n > l.max
+}
+
+// discardLine discards the rest of the line being skipped (skipRest,
+// skipOver): through its terminator if buffered (true), else every
+// buffered byte but a last '\r' (false: more bytes are needed). At the end
+// of a once-read (final) the line ends with the file. An oversized line's
+// extent is appended to over when it ends.
+func (l *lineReader) discardLine(final bool) bool {
+	_, after, ok := l.next(final)
+	switch {
+	case ok:
+		l.consume(after)
+	case final:
+		l.drop()
+	default:
+		keep := l.w
+		if l.w > l.r && l.buf[l.w-1] == '\r' {
+			keep-- // may be the first half of "\r\n"
+		}
+		l.consume(keep)
+		return false
+	}
+	if l.skip == skipOver {
+		l.over = append(l.over, extent{l.overFrom, l.pos})
+	}
+	return true
+}
+
 // lines takes up to max complete buffered lines (see next for final): it
+// skips a line longer than l.max (appending its extent to over), and it
 // appends their texts to texts and their positions (the file offset after
 // each line's terminator) to ends. Invalid UTF-8 becomes U+FFFD (in a copy
 // of that line); offsets stay exact.
@@ -182,6 +283,19 @@ func (l *lineReader) lines(final bool, max int, texts []any, ends []engine.Posit
 			if end, after, ok = l.next(final); !ok {
 				break
 			}
+		}
+		if end-l.r > l.max { // an oversized line that arrived whole: skipped
+			if len(spans) > 0 {
+				break // the batch ends before it
+			}
+			at := l.pos
+			l.consume(after)
+			l.over = append(l.over, extent{at, l.pos})
+			from = l.r
+			continue
+		}
+		if len(spans) == 0 {
+			l.batchR, l.batchPos = l.r, l.pos
 		}
 		spans = append(spans, span{l.r, end})
 		l.consume(after)

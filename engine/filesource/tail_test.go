@@ -82,10 +82,12 @@ func linesOf(prefix string, from, to int) []string {
 	return out
 }
 
-// A file replaced while tailed is read under a new epoch, and the old
-// file's acknowledgements, arriving after the reset, are never committed
-// into the new pointer.
-func TestFileReplacedWhileTailingIsReadUnderANewEpochAndOldAcksAreNotCommitted(t *testing.T) {
+// A file replaced while tailed is read under a new epoch; the pointer keeps
+// describing the old file (its identity, its epoch) until every line read
+// from it is processed and committed, and only then moves to the new file:
+// an acknowledgement of the old file is never committed into the new
+// pointer, and a crash before re-reads the old file's unprocessed lines.
+func TestAReplacedFileKeepsThePointerUntilItsLinesAreCommitted(t *testing.T) {
 	path := input(t, numbered("old", 0, 10))
 	relOld, relNew := newGate(t), newGate(t)
 	old5, new0 := linesOf("old", 5, 6)[0], linesOf("new", 0, 1)[0]
@@ -97,21 +99,27 @@ func TestFileReplacedWhileTailingIsReadUnderANewEpochAndOldAcksAreNotCommitted(t
 			relNew.wait()
 		}
 	}}
-	src, _ := newSource(t, path, Options{})
-	r := startOn(t, src, p)
+	src, lg := newSource(t, path, Options{})
+	r := startSource(t, src, lg, setup{procs: []*rec{p}})
 	ptr := path + ".ptr"
 	waitFor(t, "old lines read, 5 processed", func() bool {
 		return p.count() == 5 && r.feed().State == engine.StateCaughtUp && readPointer(t, ptr).Offset == 5*lineLen
 	})
-	oldEpoch := readPointer(t, ptr).Epoch
+	before := readPointer(t, ptr)
 	replaceFile(t, path, numbered("new", 0, 4))
-	waitFor(t, "the reset", func() bool { return readPointer(t, ptr).Epoch != oldEpoch })
-	newEpoch := readPointer(t, ptr).Epoch
-	relOld.open() // old-5..old-9 are processed and acknowledged under the old epoch
+	waitFor(t, "the new file read", func() bool { return lg.has("reading it from 0 under a new epoch") && r.feed().Sequence == 14 })
+	if got := readPointer(t, ptr); got != before {
+		t.Fatalf("pointer %+v moved while the old file's lines are unprocessed: want %+v", got, before)
+	}
+	relOld.open() // old-5..old-9 are processed: the pointer may move on
 	waitFor(t, "old lines processed", func() bool { return p.count() == 10 })
-	time.Sleep(20 * time.Millisecond) // duty cycles poll the acknowledgements
-	if got := readPointer(t, ptr); got.Epoch != newEpoch || got.Offset != 0 {
-		t.Fatalf("pointer %+v after old acknowledgements: want offset 0 under the new epoch %d", got, newEpoch)
+	waitFor(t, "the pointer on the new file", func() bool { return readPointer(t, ptr).Epoch != before.Epoch })
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readPointer(t, ptr); got.Offset != 0 || got.Identity != identity(fi) {
+		t.Fatalf("pointer %+v: want offset 0 of the new file (identity %x)", got, identity(fi))
 	}
 	relNew.open()
 	r.settle(14, p)
@@ -120,8 +128,9 @@ func TestFileReplacedWhileTailingIsReadUnderANewEpochAndOldAcksAreNotCommitted(t
 	if want := slices.Concat(linesOf("old", 0, 10), linesOf("new", 0, 4)); !slices.Equal(got, want) {
 		t.Fatalf("got %q", got)
 	}
-	if ds[9].Epoch != oldEpoch || ds[10].Epoch != newEpoch {
-		t.Fatalf("epochs %d %d, want %d %d", ds[9].Epoch, ds[10].Epoch, oldEpoch, newEpoch)
+	newEpoch := readPointer(t, ptr).Epoch
+	if ds[9].Epoch != before.Epoch || ds[10].Epoch != newEpoch {
+		t.Fatalf("epochs %d %d, want %d %d", ds[9].Epoch, ds[10].Epoch, before.Epoch, newEpoch)
 	}
 }
 
@@ -250,5 +259,43 @@ func TestATailingReadWaitsForTheByteAfterACR(t *testing.T) {
 	}
 	if offs := []int64{ds[0].Position.Offset, ds[1].Position.Offset, ds[2].Position.Offset}; !slices.Equal(offs, []int64{3, 5, 7}) {
 		t.Fatalf("positions %v", offs)
+	}
+}
+
+// Two replacements while the first file's lines are still queued: the
+// pointer stays on the first file until its lines are committed, then
+// moves through the second to the third, never committing one file's
+// offset under another's identity.
+func TestTwoReplacementsWhileLinesAreQueuedMoveThePointerInOrder(t *testing.T) {
+	path := input(t, numbered("one", 0, 4))
+	rel := newGate(t)
+	p := &rec{gate: blockAt(linesOf("one", 2, 3)[0], rel)}
+	src, lg := newSource(t, path, Options{})
+	r := startSource(t, src, lg, setup{procs: []*rec{p}})
+	ptr := path + ".ptr"
+	waitFor(t, "one read, 2 processed", func() bool {
+		return r.feed().Sequence == 4 && r.feed().State == engine.StateCaughtUp && readPointer(t, ptr).Offset == 2*lineLen
+	})
+	before := readPointer(t, ptr)
+	replaceFile(t, path, numbered("two", 0, 3))
+	waitFor(t, "two read", func() bool { return r.feed().Sequence == 7 && r.feed().State == engine.StateCaughtUp })
+	replaceFile(t, path, numbered("three", 0, 2))
+	waitFor(t, "three read", func() bool { return r.feed().Sequence == 9 && r.feed().State == engine.StateCaughtUp })
+	if got := readPointer(t, ptr); got != before {
+		t.Fatalf("pointer %+v moved while the first file's lines are queued: want %+v", got, before)
+	}
+	rel.open()
+	r.settle(9, p)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ds := p.got()
+	waitFor(t, "the third file committed", func() bool {
+		got := readPointer(t, ptr)
+		return got.Identity == identity(fi) && got.Epoch == ds[8].Epoch && got.Offset == 2*lineLen
+	})
+	if ds[3].Epoch == ds[4].Epoch || ds[6].Epoch == ds[7].Epoch {
+		t.Fatalf("epochs %d %d %d: want one per file", ds[3].Epoch, ds[4].Epoch, ds[7].Epoch)
 	}
 }

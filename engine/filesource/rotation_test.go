@@ -1,0 +1,262 @@
+package filesource
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+)
+
+// A file rotated while the source was stopped, with lines the pointer had
+// not reached: the restart finds the pointer's file by identity and
+// fingerprint among the rotated siblings (Options.Rotated), or a copy of it
+// by its fingerprint (copytruncate), reads it from the pointer to its end
+// under the pointer's epoch, then the new file from 0 under a new epoch.
+// Nothing is lost, and the run says lossless.
+func TestAFileRotatedWhileStoppedIsFinishedFromItsRotatedSibling(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		rotated string // the rotated name, after the input path
+		opts    Options
+		copy    bool // copytruncate: copy to the rotated name, truncate in place
+	}{
+		{"numbered", ".1", Options{}, false},
+		{"dated", "-20261201", Options{}, false},
+		{"configured", ".old", Options{Rotated: []string{"{path}.old"}}, false},
+		{"copytruncate", ".1", Options{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := input(t, numbered("old", 0, 6))
+			once(t, path, tc.opts, 6)
+			before := readPointer(t, path+".ptr")
+			appendFile(t, path, numbered("old", 6, 8)) // never read
+			if tc.copy {
+				writeFile(t, path+tc.rotated, numbered("old", 0, 8))
+			} else if err := os.Rename(path, path+tc.rotated); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, path, numbered("new", 0, 2)) // truncates a copied file in place
+
+			src, lg := newSource(t, path, tc.opts)
+			p := &rec{}
+			r := startSource(t, src, lg, setup{procs: []*rec{p}})
+			st := r.settle(4, p)
+			r.stop()
+			got, ds := p.got()
+			if want := slices.Concat(linesOf("old", 6, 8), linesOf("new", 0, 2)); !slices.Equal(got, want) {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+			if ds[0].Epoch != before.Epoch || ds[0].Position.Offset != 7*lineLen || ds[2].Epoch == before.Epoch || ds[2].Position.Offset != lineLen {
+				t.Fatalf("deliveries %+v: want the old file's lines under the pointer's epoch %d, then the new file from 0", ds, before.Epoch)
+			}
+			if !st.Lossless || st.Feeds[0].UnreadFiles != 0 {
+				t.Fatalf("status %+v: want lossless", st.Feeds[0])
+			}
+			if !lg.has(" to " + path + tc.rotated) {
+				t.Fatalf("no warning:\n%s", lg)
+			}
+			fi, _ := os.Stat(path)
+			if ptr := readPointer(t, path+".ptr"); ptr.Identity != identity(fi) || ptr.Offset != 2*lineLen || ptr.Epoch != ds[2].Epoch {
+				t.Fatalf("pointer %+v: want the new file's end", ptr)
+			}
+		})
+	}
+}
+
+// A file rotated while the source was stopped, and not found among the
+// rotated siblings (deleted, or named as no pattern says), or truncated and
+// rewritten in place with no copy of it there: the restart reads the new
+// content, and says which bytes of which file were never read (a warning,
+// the feed's detail) and that the run is not lossless (unreadFiles): those
+// bytes may have held lines, and nothing can tell any more.
+func TestARotatedFileThatCannotBeFoundIsReportedUnread(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rotate func(t *testing.T, path string)
+	}{
+		{"deleted", func(t *testing.T, path string) { os.Remove(path) }},
+		{"unmatched-name", func(t *testing.T, path string) { os.Rename(path, path+".backup") }},
+		{"rewritten-in-place", func(t *testing.T, path string) {}}, // the new content truncates it
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := input(t, numbered("old", 0, 6))
+			once(t, path, Options{}, 6)
+			before := readPointer(t, path+".ptr")
+			appendFile(t, path, numbered("old", 6, 8))
+			tc.rotate(t, path)
+			writeFile(t, path, numbered("new", 0, 2))
+
+			src, lg := newSource(t, path, Options{})
+			p := &rec{}
+			r := startSource(t, src, lg, setup{procs: []*rec{p}})
+			st := r.settle(2, p)
+			r.stop()
+			if got, _ := p.got(); !slices.Equal(got, linesOf("new", 0, 2)) {
+				t.Fatalf("got %q", got)
+			}
+			fs := st.Feeds[0]
+			if st.Lossless || fs.Lossless || fs.UnreadFiles != 1 {
+				t.Fatalf("lossless %v, unreadFiles %d: want not lossless, 1", st.Lossless, fs.UnreadFiles)
+			}
+			if fs.Detail == nil || !strings.Contains(*fs.Detail, "from offset 72 to its end were never read") {
+				t.Fatalf("detail %v", fs.Detail)
+			}
+			if !lg.has("epoch " + strconv.FormatInt(before.Epoch, 10) + ") was read to offset 72") {
+				t.Fatalf("no warning naming the file:\n%s", lg)
+			}
+		})
+	}
+}
+
+// The rotation kill test: a child process tails a committed file with two
+// groups; one (out1) is blocked on line old-28 so that old-28..old-39 stay
+// queued, the other (out2) processes everything. The file is rotated
+// (app.log -> app.log.1, a new app.log with 2 lines); once the new lines
+// were published (out2 has them), the child is killed with SIGKILL. The
+// pointer still describes the old file (its identity, the blocked group's
+// position): the restart finishes app.log.1 from there, then reads app.log,
+// and no line is lost for either group.
+func TestARotatedFilesQueuedLinesSurviveASIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns child processes")
+	}
+	dir := crashDir(t)
+	in := filepath.Join(dir, "app.log")
+	writeFile(t, in, numbered("old", 0, 40))
+	block := linesOf("old", 28, 29)[0]
+	child := rotationChild(t, dir, block)
+	out1, out2 := filepath.Join(dir, "out1.log"), filepath.Join(dir, "out2.log")
+	waitFor(t, "every line through group 2, 28 through group 1", func() bool {
+		return countLines(out2) == 40 && countLines(out1) == 28
+	})
+	if err := os.Rename(in, in+".1"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, in, numbered("new", 0, 2))
+	waitFor(t, "the new file's lines through group 2", func() bool { return countLines(out2) == 42 })
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait()
+
+	old, err := os.Stat(in + ".1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ptr := readPointer(t, in+".ptr"); ptr.Identity != identity(old) || ptr.Offset != 28*lineLen {
+		t.Fatalf("pointer %+v at the kill: want the old file (identity %x) at the blocked line (%d)", ptr, identity(old), 28*lineLen)
+	}
+	if err := rotationChild(t, dir, "").Wait(); err != nil {
+		t.Fatalf("restarted child: %v", err)
+	}
+	for _, out := range []string{out1, out2} {
+		seen, _ := outputLines(t, out)
+		for _, want := range slices.Concat(linesOf("old", 0, 40), linesOf("new", 0, 2)) {
+			if seen[want] == 0 {
+				t.Fatalf("%s: %q never delivered", filepath.Base(out), want)
+			}
+		}
+	}
+}
+
+func countLines(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), "\n")
+}
+
+const (
+	rotationEnv   = "FILESOURCE_ROTATION_CHILD" // the working directory
+	rotationBlock = "FILESOURCE_ROTATION_BLOCK" // the line group 1 blocks on; empty: run to settled
+)
+
+func rotationChild(t *testing.T, dir, block string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRotationChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), rotationEnv+"="+dir, rotationBlock+"="+block)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("child output:\n%s", logs.String())
+		}
+	})
+	return cmd
+}
+
+// appender writes each line it is given to its file (one O_APPEND write per
+// line); block, if set, is a line it never gets past.
+type appender struct {
+	out   *os.File
+	block string
+}
+
+func (a *appender) OnEvent(_ *engine.Cycle, ev any) error {
+	if ev.(string) == a.block {
+		select {} // until killed
+	}
+	_, err := a.out.Write([]byte(ev.(string) + "\n"))
+	return err
+}
+
+func TestRotationChild(t *testing.T) {
+	dir := os.Getenv(rotationEnv)
+	if dir == "" {
+		t.Skip("the child of TestARotatedFilesQueuedLinesSurviveASIGKILL")
+	}
+	block := os.Getenv(rotationBlock)
+	var groups []engine.GroupConfig
+	for i, name := range []string{"out1.log", "out2.log"} {
+		out, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &appender{out: out}
+		if i == 0 {
+			a.block = block
+		}
+		groups = append(groups, engine.GroupConfig{Name: name, Feeds: []string{"in"},
+			Processors: []engine.ProcessorConfig{{Name: "app" + name, Processor: a}}})
+	}
+	src, err := New(filepath.Join(dir, "app.log"), Options{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{
+		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 1024}},
+		Groups: groups,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if block != "" {
+		select {} // until killed
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if st, err := e.WaitSettled(wctx, time.Millisecond); err != nil {
+		t.Fatalf("not settled: %+v", st)
+	}
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
