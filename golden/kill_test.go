@@ -1,43 +1,29 @@
 package golden_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/golden"
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
+	"github.com/blackbox-audit/blackbox/store"
+	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
 
 // A run of this test binary with childDirEnv set is golden.Update of that
-// folder; with holdEnv set it stops at that point of the update's test
-// hook, after printing heldAt and the point to standard error, until it is
-// killed.
-const (
-	childDirEnv = "GOLDEN_TEST_UPDATE_DIR"
-	holdEnv     = "GOLDEN_TEST_HOLD"
-	heldAt      = "held at "
-)
+// folder (killed at a point of internal/killpoint when the test arms it).
+const childDirEnv = "GOLDEN_TEST_UPDATE_DIR"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(childDirEnv); dir != "" {
-		if point := os.Getenv(holdEnv); point != "" {
-			golden.SetTestHook(func(p string) {
-				if p == point {
-					fmt.Fprintln(os.Stderr, heldAt+p)
-					// Until the test kills the process: its end of the pipe
-					// stays open (a read, unlike select{}, is no deadlock).
-					io.Copy(io.Discard, os.Stdin)
-					os.Exit(1)
-				}
-			})
-		}
 		if err := golden.Update(dir, builtins()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
@@ -48,42 +34,18 @@ func TestMain(m *testing.M) {
 }
 
 // killUpdateAt runs golden.Update(dir) in a child process with TMPDIR
-// tmpdir, holds it at the named point and kills it with SIGKILL there.
+// tmpdir and internal/killpoint armed at point's first reach, and fails t
+// unless SIGKILL ended the child.
 func killUpdateAt(t *testing.T, dir, tmpdir, point string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, holdEnv+"="+point, "TMPDIR="+tmpdir)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
+	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, killpoint.Env+"="+killpoint.Value(point, 1), "TMPDIR="+tmpdir)
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil {
 		t.Fatal(err)
 	}
-	stdin, err := cmd.StdinPipe() // held open: the child waits on it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stderr)
-	held := false
-	var lines []string
-	for sc.Scan() {
-		if sc.Text() == heldAt+point {
-			held = true
-			break
-		}
-		lines = append(lines, sc.Text())
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Wait()
-	if !held {
-		t.Fatalf("the update ended (%v) before %q:\n%s", err, point, strings.Join(lines, "\n"))
-	}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("not killed by SIGKILL: %v", cmd.ProcessState)
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the update was not killed at %s (%v):\n%s", point, err, out)
 	}
 }
 
@@ -126,36 +88,115 @@ func readAll(t *testing.T, dir string) map[string]string {
 	return m
 }
 
-// TestAKilledUpdateLeavesNoTemporaryFiles: an update killed with SIGKILL
-// while recording leaves nothing in the system's temporary folder (it used
-// to leave /tmp/blackbox-golden-* folders) and the case's recordings as
-// they were; the next update removes its temporary folder and leaves only
-// the case's files.
-func TestAKilledUpdateLeavesNoTemporaryFiles(t *testing.T) {
-	dir := restartCase(t)
-	cdir := filepath.Join(dir, "ledger-restart")
-	before := readAll(t, cdir)
-	tmpdir := t.TempDir()
-	killUpdateAt(t, dir, tmpdir, "update: recorded")
-	if left, _ := os.ReadDir(tmpdir); len(left) > 0 {
-		t.Errorf("the killed update left %d files in TMPDIR: %v", len(left), left)
+// TestAKilledUpdateLeavesEveryCaseWholeAndARetrySucceeds: an update of
+// two cases (each input with a new last line, so that every recording must
+// be re-recorded) killed with SIGKILL inside the first case, its new
+// recording written in its temporary folder (GoldenRecorded), or after the
+// first case (GoldenUpdate), leaves nothing in the system's temporary
+// folder (it used to leave /tmp/blackbox-golden-* folders); every case's
+// recording is whole (store.Verify: complete), the new input's in the
+// cases updated before the kill and untouched in the others, and beside
+// it only the killed case's temporary folder. The next update re-records
+// the rest, removes that folder (each case holds only its files) and every
+// case checks.
+func TestAKilledUpdateLeavesEveryCaseWholeAndARetrySucceeds(t *testing.T) {
+	cases := []string{"ledger-plain", "ledger-transfer"}
+	caseFiles := []string{golden.CaseFile, golden.InputFile, golden.Recording}
+	for _, tc := range []struct {
+		point      string
+		rerecorded int // the first cases re-recorded by the killed update
+		temps      int // the temporary folders the first case holds after the kill
+	}{
+		{killpoint.GoldenRecorded, 0, 1},
+		{killpoint.GoldenUpdate, 1, 0},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			dir := t.TempDir()
+			before := map[string]map[string]string{}
+			for _, c := range cases {
+				if err := os.CopyFS(filepath.Join(dir, c), os.DirFS(filepath.Join("testdata", c))); err != nil {
+					t.Fatal(err)
+				}
+				f, err := os.OpenFile(filepath.Join(dir, c, golden.InputFile), os.O_WRONLY|os.O_APPEND, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = f.WriteString("zed,42\n")
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				before[c] = readAll(t, filepath.Join(dir, c))
+			}
+			tmpdir := t.TempDir()
+			killUpdateAt(t, dir, tmpdir, tc.point)
+			if left, _ := os.ReadDir(tmpdir); len(left) > 0 {
+				t.Errorf("the killed update left %d files in TMPDIR: %v", len(left), left)
+			}
+			for i, c := range cases {
+				after := readAll(t, filepath.Join(dir, c))
+				var temps, others []string
+				for name := range after {
+					if strings.HasPrefix(name, ".golden-update-tmp-") {
+						temps = append(temps, name)
+					} else {
+						others = append(others, name)
+					}
+				}
+				slices.Sort(others)
+				if want := slices.Sorted(slices.Values(caseFiles)); !slices.Equal(others, want) {
+					t.Errorf("case %s holds %q after the kill, want %q", c, others, want)
+				}
+				wantTemps := 0
+				if i == 0 {
+					wantTemps = tc.temps
+				}
+				if len(temps) != wantTemps {
+					t.Errorf("case %s holds %d temporary folders after the kill, want %d: %q", c, len(temps), wantTemps, temps)
+				}
+				if err := verifyComplete(filepath.Join(dir, c, golden.Recording)); err != nil {
+					t.Errorf("case %s's recording after the kill: %v", c, err)
+				}
+				for _, name := range caseFiles {
+					changed := after[name] != before[c][name]
+					if want := name == golden.Recording && i < tc.rerecorded; changed != want {
+						t.Errorf("case %s: %s changed by the killed update: %v, want %v", c, name, changed, want)
+					}
+				}
+			}
+			if err := golden.Update(dir, builtins()); err != nil {
+				t.Fatal(err)
+			}
+			if ok, report, err := golden.Verify(dir, builtins()); err != nil || !ok {
+				t.Errorf("Verify after the next update: ok %v err %v:\n%s", ok, err, report)
+			}
+			for _, c := range cases {
+				got := readAll(t, filepath.Join(dir, c))
+				if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, slices.Sorted(slices.Values(caseFiles))) {
+					t.Errorf("after the next update case %s holds %q, want %q", c, names, caseFiles)
+				}
+				if got[golden.Recording] == before[c][golden.Recording] {
+					t.Errorf("case %s was not re-recorded by the next update", c)
+				}
+			}
+		})
 	}
-	after := readAll(t, cdir)
-	for name, b := range before {
-		if after[name] != b {
-			t.Errorf("the killed update changed %s", name)
-		}
+}
+
+// verifyComplete reads the CSV recording at path whole: nil when it is
+// complete.
+func verifyComplete(path string) error {
+	r, err := csvstore.Open(path)
+	if err != nil {
+		return err
 	}
-	if ok, report, err := golden.Verify(dir, builtins()); err != nil || !ok {
-		t.Errorf("Verify after the kill: ok %v err %v:\n%s", ok, err, report)
+	defer r.Close()
+	if ps := store.Verify(r); len(ps) > 0 {
+		return fmt.Errorf("not complete: %v", ps)
 	}
-	if err := golden.Update(dir, builtins()); err != nil {
-		t.Fatal(err)
-	}
-	got := readAll(t, cdir)
-	if len(got) != len(before) {
-		t.Errorf("after the next update the case holds %d files, want %d: %v", len(got), len(before), keys(got))
-	}
+	return nil
 }
 
 // TestAHalfReplacedPairIsNoticed: a restart case's run1.csv and run2.csv
@@ -175,7 +216,7 @@ func TestAHalfReplacedPairIsNoticed(t *testing.T) {
 	if err := os.WriteFile(in, append([]byte("zed,7\n"), b...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	killUpdateAt(t, dir, t.TempDir(), "update: moved run1.csv")
+	killUpdateAt(t, dir, t.TempDir(), killpoint.GoldenMoved) // the first rename: run1.csv
 	half := readAll(t, cdir)
 	if half["run1.csv"] == old["run1.csv"] || half["run2.csv"] != old["run2.csv"] {
 		t.Fatalf("the kill did not fall between the two renames")

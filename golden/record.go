@@ -186,7 +186,7 @@ func updateCase(c *Case, reg replayer.Registry) error {
 	if err := syncDir(tmp); err != nil {
 		return err
 	}
-	hook("update: recorded")
+	killpoint.Reach(killpoint.GoldenRecorded) // tests only: dormant unless armed
 	if err := os.Rename(tmp, filepath.Join(c.Dir, ReadyDir)); err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func moveReady(c *Case) error {
 		if err := os.Rename(filepath.Join(ready, e.Name()), filepath.Join(c.Dir, e.Name())); err != nil {
 			return err
 		}
-		hook("update: moved " + e.Name())
+		killpoint.Reach(killpoint.GoldenMoved) // tests only: dormant unless armed
 	}
 	for _, stale := range []string{Recording, "run1.csv", "run2.csv"} {
 		if !slices.Contains(c.recordings(), stale) {
@@ -279,16 +279,6 @@ func syncDir(dir string) error {
 		return err
 	}
 	return nil
-}
-
-// testHook, set by tests only (before Update runs), is called at named
-// points of an update: a test holds a child process there to kill it.
-var testHook func(point string)
-
-func hook(point string) {
-	if testHook != nil {
-		testHook(point)
-	}
 }
 
 // splitLines returns the first n lines of b (terminators included) and the

@@ -99,7 +99,7 @@ func convert(r store.Reader, dst, format string) (n int64, unreadable, err error
 		}
 	}()
 	copyErr := store.Copy(reachAfterAppend(w, killpoint.Convert), r)
-	hook("convert: copied")
+	killpoint.Reach(killpoint.ConvertCopied) // tests only: dormant unless armed
 	var p *store.Problem
 	if copyErr != nil && errors.As(copyErr, &p) && (errors.Is(copyErr, store.ErrTorn) || errors.Is(copyErr, store.ErrMalformed)) {
 		unreadable, copyErr = copyErr, nil

@@ -7,7 +7,3 @@ import "io"
 func WithOutWriter(wrap func(io.Writer) io.Writer) Option {
 	return func(c *CLI) { c.outWriter = wrap }
 }
-
-// SetTestHook sets the function called at the named points of the
-// commands (tests hold a child process there and kill it).
-func SetTestHook(f func(point string)) { testHook = f }

@@ -335,14 +335,3 @@ func looksLikeRecording(path string) bool {
 	head = head[:n]
 	return bytes.HasPrefix(head, sqliteMagic) || string(head) == csvstore.Header+"\n"
 }
-
-// testHook, set by tests only (before any command runs), is called at the
-// named points of the commands: a test holds a child process there to kill
-// it. Nil in a real binary.
-var testHook func(point string)
-
-func hook(point string) {
-	if testHook != nil {
-		testHook(point)
-	}
-}

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,26 +25,8 @@ var update = flag.Bool("update", false, "rewrite the expected outputs of testdat
 // crashtest runs os.Executable() (the test binary here) as its child.
 const childEnv = "BLACKBOX_CLI_TEST_CHILD"
 
-// holdEnv names the point (of cli's test hook) where a child stops, after
-// printing heldAt and the point to standard error, until it is killed.
-const (
-	holdEnv = "BLACKBOX_CLI_TEST_HOLD"
-	heldAt  = "held at "
-)
-
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
-		if point := os.Getenv(holdEnv); point != "" {
-			cli.SetTestHook(func(p string) {
-				if p == point {
-					fmt.Fprintln(os.Stderr, heldAt+p)
-					// Until the test kills the process: its end of the pipe
-					// stays open (a read, unlike select{}, is no deadlock).
-					io.Copy(io.Discard, os.Stdin)
-					os.Exit(1)
-				}
-			})
-		}
 		os.Exit(cli.Main(os.Args[1:]))
 	}
 	os.Setenv(childEnv, "1") // inherited by the children crashtest starts

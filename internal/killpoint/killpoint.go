@@ -12,6 +12,13 @@
 // a known POINT and N >= 1) makes the process exit with code 2 at start-up,
 // so that a test never mistakes a typo for a point that was not reached.
 //
+// The points (the constants below) sit in the write paths of the ledger
+// run (StateSaved, RowsWritten, StoreWrite, PointerWritten), of `blackbox
+// convert` (Convert, ConvertCopied) and of a golden update
+// (GoldenRecorded, GoldenMoved, GoldenUpdate). It is the one way our tests
+// stop a process at a named point: a test sets Env in a child process's
+// environment (Value) and checks that SIGKILL ended it, then what it left.
+//
 // This is the one package of ours that store/ and engine/ may import (an
 // exception to "engine and store import nothing of ours",
 // docs/ARCHITECTURE.md): the windows it proves (half a row, a pointer
@@ -50,15 +57,30 @@ const (
 	// mapped pointer file, before the flush (engine/filesource).
 	PointerWritten = "pointer-written"
 	// Convert: inside `blackbox convert`, after a batch of rows reached
-	// the destination.
+	// the destination's temporary file (cmd/cli).
 	Convert = "convert"
-	// GoldenUpdate: inside `golden update`, after a case's recordings
-	// were written, before the next case.
+	// ConvertCopied: inside `blackbox convert`, after every row reached
+	// the destination's temporary file, before it is synced, closed and
+	// linked into place (cmd/cli).
+	ConvertCopied = "convert-copied"
+	// GoldenRecorded: inside a golden update, after a case's new
+	// recordings were written and synced in its temporary folder, before
+	// the folder is renamed to its ready folder, the commit point
+	// (golden).
+	GoldenRecorded = "golden-recorded"
+	// GoldenMoved: inside a golden update, after each recording was
+	// renamed from the case's ready folder over the old one: its first
+	// reach falls between the two renames of a restart case's pair
+	// (run1.csv, then run2.csv) (golden).
+	GoldenMoved = "golden-moved"
+	// GoldenUpdate: inside a golden update, after a case was updated
+	// whole, before the next case (golden).
 	GoldenUpdate = "golden-update"
 )
 
 // Points lists every named point.
-var Points = []string{StateSaved, RowsWritten, StoreWrite, PointerWritten, Convert, GoldenUpdate}
+var Points = []string{StateSaved, RowsWritten, StoreWrite, PointerWritten, Convert, ConvertCopied,
+	GoldenRecorded, GoldenMoved, GoldenUpdate}
 
 // arm is the armed point: immutable but for its counter.
 type arm struct {
