@@ -203,6 +203,32 @@ func lockOutputs(args []pathArg) (release func(), err error) {
 	return release, nil
 }
 
+// checkPointerFree fails at once, with an error wrapping
+// filesource.ErrLocked that names the pointer file, when another process
+// holds the pointer's own lock (the file source's: a program of its own
+// reading the file, which takes no lock of ours), so that the run is
+// refused before it writes anything. It only probes the lock (closing the
+// file drops it): the source takes it when it starts, and a process that
+// takes it in between still fails the run then (exit 2, naming the
+// pointer). A pointer that does not exist yet is free.
+func checkPointerFree(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return &fileError{path, fmt.Errorf("--pointer: %w", unwrapPathError(err))}
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return &fileError{path, fmt.Errorf("--pointer: %w", filesource.ErrLocked)}
+		}
+		return &fileError{path, fmt.Errorf("--pointer: locking: %w", err)}
+	}
+	return nil
+}
+
 // tempInfix marks the temporary files of the commands that write a whole
 // file (DIR/.NAME.blackbox-tmp for DIR/NAME): no command takes one for a
 // recording, and the next command writing NAME removes a stale one.

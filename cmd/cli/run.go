@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,8 @@ type recordConfig struct {
 	format    string // csv or sqlite
 	read      filesource.Strategy
 	pointer   string
+	maxLine   int      // 0: filesource.DefaultMaxLine
+	rotated   []string // nil: filesource.DefaultRotated; empty: nowhere
 	follow    bool
 	state     string
 	out       string
@@ -88,6 +91,12 @@ be written. It locks its outputs for the run (PATH.blackbox-lock beside
 each): a second run on any of them is refused at once. An output that
 cannot be written to --out (after 3 tries) stops the run: not lossless.
 
+A line longer than --max-line bytes is skipped whole, warned and counted
+(oversized: not lossless). With --read committed, when FILE is another file
+than the pointer's, the pointer's file is looked for among the names of
+--rotated (glob patterns, {path} standing for FILE; repeat the flag for
+more, --rotated '' for none) and read to its end first.
+
 Exit: 0 settled and lossless; 2 a usage or I/O error; 3 ran but not
 settled, not lossless, or its recording is broken.`,
 		Args: noArgs,
@@ -114,6 +123,12 @@ settled, not lossless, or its recording is broken.`,
 			if cfg.delay < 0 {
 				return usagef("--delay must not be negative, got %s", cfg.delay)
 			}
+			if cfg.maxLine <= 0 {
+				return usagef("--max-line must be positive, got %d", cfg.maxLine)
+			}
+			if cmd.Flags().Changed("rotated") {
+				cfg.rotated = slices.DeleteFunc(cfg.rotated, func(p string) bool { return p == "" })
+			}
 			res, err := c.record(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -136,6 +151,8 @@ settled, not lossless, or its recording is broken.`,
 	f.StringVar(&format, "format", "", "the recording's format: csv or sqlite (default: from the extension)")
 	f.StringVar(&read, "read", "committed", "read strategy: committed, earliest, latest, once-earliest or once-latest")
 	f.StringVar(&cfg.pointer, "pointer", "", "the read pointer file of --read committed (default FILE.ptr)")
+	f.IntVar(&cfg.maxLine, "max-line", filesource.DefaultMaxLine, "skip a line longer than `BYTES` (counted: oversized)")
+	f.StringArrayVar(&cfg.rotated, "rotated", filesource.DefaultRotated, "a name the rotated input may have: a `GLOB`, {path} for FILE (repeatable; '' for none)")
 	f.BoolVar(&cfg.follow, "follow", false, "tail the input until SIGINT or SIGTERM")
 	f.StringVar(&cfg.state, "state", "", "the app's durable state file (ledger: balances and the last position applied)")
 	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output")
@@ -242,6 +259,11 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		return res, err
 	}
 	defer release()
+	if cfg.read == filesource.Committed {
+		if err := checkPointerFree(cfg.pointer); err != nil {
+			return res, err
+		}
+	}
 	replace, err := checkReplaceable(cfg.store, cfg.force)
 	if err != nil {
 		return res, err
@@ -253,7 +275,8 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if srcLog == nil {
 		srcLog = logf
 	}
-	src, err := filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logf: srcLog})
+	src, err := filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logf: srcLog,
+		MaxLine: cfg.maxLine, Rotated: cfg.rotated})
 	if err != nil {
 		return res, usagef("%v", err)
 	}
