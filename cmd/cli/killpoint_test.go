@@ -111,8 +111,6 @@ type crashReport struct {
 	Failures []string `json:"failures"`
 }
 
-// The run kill points that wait for a fix elsewhere: the subtest is
-// skipped with the reason until it lands.
 // TestEveryRunKillPointLosesNothingAndAppliesOnce kills a recorded ledger
 // run 5 times at each point of its write path (internal/killpoint), in
 // both formats, restarts it, and checks what crashtest checks: balances
