@@ -17,6 +17,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
+	"github.com/blackbox-audit/blackbox/internal/atomicfile"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/replayer"
@@ -183,14 +184,14 @@ func updateCase(c *Case, reg replayer.Registry) error {
 			return err
 		}
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := atomicfile.SyncDir(tmp); err != nil {
 		return err
 	}
 	killpoint.Reach(killpoint.GoldenRecorded) // tests only: dormant unless armed
 	if err := os.Rename(tmp, filepath.Join(c.Dir, ReadyDir)); err != nil {
 		return err
 	}
-	if err := syncDir(c.Dir); err != nil {
+	if err := atomicfile.SyncDir(c.Dir); err != nil {
 		return err
 	}
 	return moveReady(c)
@@ -222,13 +223,13 @@ func moveReady(c *Case) error {
 			}
 		}
 	}
-	if err := syncDir(c.Dir); err != nil {
+	if err := atomicfile.SyncDir(c.Dir); err != nil {
 		return err
 	}
 	if err := os.Remove(ready); err != nil {
 		return err
 	}
-	return syncDir(c.Dir)
+	return atomicfile.SyncDir(c.Dir)
 }
 
 // removeStale removes what a killed update left in a case folder: its
@@ -265,20 +266,6 @@ func lockDir(dir string) (func(), error) {
 		return nil, fmt.Errorf("golden: locking %s: %w", dir, err)
 	}
 	return func() { d.Close() }, nil
-}
-
-// syncDir fsyncs a folder, so that the renames in it are durable (a file
-// system that cannot sync a folder is not an error).
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
-		return err
-	}
-	return nil
 }
 
 // splitLines returns the first n lines of b (terminators included) and the

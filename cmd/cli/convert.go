@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/blackbox-audit/blackbox/internal/atomicfile"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -112,7 +113,7 @@ func convert(r store.Reader, dst, format string) (n int64, unreadable, err error
 		err = cerr
 	}
 	if err == nil {
-		err = syncFile(tmp) // the file as closed (SQLite's last pages)
+		err = atomicfile.SyncFile(tmp) // the file as closed (SQLite's last pages)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -123,7 +124,7 @@ func convert(r store.Reader, dst, format string) (n int64, unreadable, err error
 	if err := os.Remove(tmp); err != nil {
 		return 0, nil, &fileError{tmp, unwrapPathError(err)}
 	}
-	if err := syncDir(filepath.Dir(dst)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(dst)); err != nil {
 		return 0, nil, &fileError{filepath.Dir(dst), unwrapPathError(err)}
 	}
 	return w.rows, unreadable, nil

@@ -117,8 +117,9 @@ restart runs without --follow and ends once settled. Then check:
     kill inside a CSV write), nothing else; the last and the clean
     recordings are complete.
 
-crashtest owns DIR/input.txt, DIR/*.ptr, DIR/crash-*, DIR/clean*, DIR/run-*:
-it removes them first. It prints a table of the kills and the verdict.
+crashtest owns DIR/input.txt, DIR/*.ptr, DIR/crash-*, DIR/clean*, DIR/run-*
+(and the hidden temporary files a killed run leaves beside them): it removes
+them first. It prints a table of the kills and the verdict.
 
 Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 		Args: noArgs,
@@ -258,7 +259,7 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
 		return nil, &fileError{cfg.dir, unwrapPathError(err)}
 	}
-	for _, pat := range []string{"input.txt", "*.ptr", "crash-*", "clean*", "run-*"} {
+	for _, pat := range []string{"input.txt", "*.ptr", "crash-*", ".crash-*", "clean*", ".clean*", "run-*"} {
 		old, _ := filepath.Glob(filepath.Join(cfg.dir, pat))
 		for _, p := range old {
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/blackbox-audit/blackbox/engine/filesource"
+	"github.com/blackbox-audit/blackbox/internal/atomicfile"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
@@ -247,57 +248,10 @@ func isTemp(path string) bool {
 	return strings.HasPrefix(base, ".") && strings.Contains(base, tempInfix)
 }
 
-// syncDir fsyncs a directory, so that a rename in it is durable. Some file
-// systems cannot sync a directory: that is not an error.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
-		return err
-	}
-	return nil
-}
-
-// syncFile fsyncs the file at path.
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// writeFileAtomic writes path whole or not at all: write fills a temporary
-// file beside it, which is fsynced and renamed over path, and the directory
-// is fsynced. Errors name path.
+// writeFileAtomic writes path whole or not at all (internal/atomicfile).
+// Errors name path.
 func writeFileAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+tempInfix+"-*")
-	if err != nil {
-		return &fileError{path, unwrapPathError(err)}
-	}
-	tmp := f.Name()
-	err = write(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(path))
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, tempInfix, write); err != nil {
 		return &fileError{path, unwrapPathError(err)}
 	}
 	return nil

@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/atomicfile"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 )
 
@@ -251,29 +252,11 @@ func (l *Ledger) persist() error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(l.path)
-	f, err := os.CreateTemp(dir, filepath.Base(l.path)+".tmp-*")
-	if err != nil {
+	if err := atomicfile.Write(l.path, ".tmp", func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	}); err != nil {
 		return fmt.Errorf("apps: ledger state: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, l.path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("apps: ledger state: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // best effort: not every file system syncs a directory
-		d.Close()
 	}
 	killpoint.Reach(killpoint.StateSaved) // tests only: dormant unless armed
 	return nil
