@@ -86,7 +86,7 @@ func write(t *testing.T, text string) string {
 }
 
 const (
-	meta  = `,1,META,,0,,0,,0,0,,"{""format"":""blackbox-recording/1"",""created"":""0001-01-01T00:00:00Z"",""apps"":null,""options"":null}",` + "\n"
+	meta  = `,1,META,,0,,0,,0,0,,"{""format"":""blackbox-recording/1"",""created"":""0001-01-01T00:00:00Z"",""apps"":{""p"":""p""},""options"":null}",` + "\n"
 	start = "p,1,START,,0,,0,,0,0,,,\n"
 	end   = "p,2,END,,0,,0,,0,0,,,\n"
 )
@@ -120,8 +120,10 @@ func TestLines(t *testing.T) {
 		{"non-canonical instant", csvstore.Header + "\n" + meta + "p,1,START,,0,2024-01-01T00:00:00+01:00,0,,0,0,,,\n" + end, []want{
 			{store.ProblemMalformed, 3, 1}}},
 		{"CR in a quoted name", csvstore.Header + "\n" + meta + "\"p\r\",1,START,,0,,0,,0,0,,,\n", []want{
-			{store.ProblemMalformed, 3, 1}, {store.ProblemUnfinished, 3, 1}}},
-		{"no rows", csvstore.Header + "\n", []want{{store.ProblemMalformed, 0, 0}}},
+			{store.ProblemMissingStream, 2, 0}, // p
+			{store.ProblemMalformed, 3, 1}, {store.ProblemUnfinished, 3, 1},
+			{store.ProblemMissingStream, 3, 1}}}, // "p\r"
+		{"no rows", csvstore.Header + "\n", []want{{store.ProblemMalformed, 0, 0}, {store.ProblemMissingStream, 0, 0}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,7 +164,7 @@ func TestMalformedNamesColumn(t *testing.T) {
 }
 
 func TestOpenRefuses(t *testing.T) {
-	otherFormat := strings.Replace(meta, "blackbox-recording/1", "blackbox-recording/2", 1)
+	otherFormat := strings.Replace(meta, "blackbox-recording/1", "blackbox-recording/3", 1)
 	tests := []struct {
 		name string
 		text string
