@@ -34,6 +34,15 @@ const pendingLimit = 4096
 //     and a row of another kind without one;
 //   - a row after its stream's END is an orphan;
 //   - a second START in a stream is malformed;
+//   - an END whose n is not the number of the stream's INDEXED, INLINE and
+//     TIMER rows is a gap (not judged in a stream with a malformed row,
+//     whose inputs cannot all be counted);
+//   - the first row, when it is META, is decoded (DecodeMeta): a META that
+//     does not decode is malformed; one that does lists the streams the
+//     recording must hold (Meta.ExpectedStreams), and a listed stream with
+//     no row or a stream with rows that is not listed is a missing-stream
+//     problem; a recording of no processor stream at all is one, whatever
+//     its META;
 //   - a stream whose first row is not START is one gap problem (it covers
 //     the indexes missing before that row);
 //   - a malformed row whose processor and index could be read keeps its

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // EncodeMeta returns the META row holding m: Processor "", Index 1, Detail
@@ -27,8 +28,9 @@ func EncodeMeta(m Meta) Entry {
 
 // DecodeMeta decodes a META row. It refuses, with an error wrapping
 // ErrFormat, a row that is not META, a Detail that is not one JSON object
-// of a Meta, a Detail with a key repeated in one object (at any depth: a
-// reader does not pick one of two values), and a format other than Format
+// of a Meta, a Detail with a key repeated in one object (at any depth, keys
+// compared without regard to case as encoding/json matches them: a reader
+// does not pick one of two values), and a format other than Format
 // and FormatV1: a reader does not guess at another version's rows.
 func DecodeMeta(e Entry) (Meta, error) {
 	if e.Kind != KindMeta {
@@ -78,10 +80,13 @@ func objectKeys(d *json.Decoder, path string) error {
 			return fmt.Errorf("not JSON: %v", err)
 		}
 		key, _ := t.(string)
-		if seen[key] {
+		// encoding/json matches keys without regard to case: "Format"
+		// would set the format too.
+		folded := strings.ToUpper(strings.ToLower(key))
+		if seen[folded] {
 			return fmt.Errorf("key %q repeated in object %s", key, objectName(path))
 		}
-		seen[key] = true
+		seen[folded] = true
 		if err := valueKeys(d, path+"."+key); err != nil {
 			return err
 		}

@@ -136,6 +136,9 @@ func ParsePayload(format string, text []byte) (decoded []byte, plain bool, err e
 		}
 		return nil, true, nil
 	}
+	if bytes.ContainsAny(text, "\r\n") { // base64 decoders skip them
+		return nil, false, errors.New("payload text after '~' holds a line break")
+	}
 	b := make([]byte, base64.StdEncoding.DecodedLen(len(text)-1))
 	n, err := base64.StdEncoding.Strict().Decode(b, text[1:])
 	if err != nil {
@@ -150,8 +153,8 @@ func ParsePayload(format string, text []byte) (decoded []byte, plain bool, err e
 
 // CheckRowSize returns a *SizeError if the CSV line of e, in a recording of
 // format (its payload written by PayloadText), is longer than MaxRowSize.
-// Every writer calls it on every row before writing any. A row that cannot
-// be that long costs no encoding.
+// Every writer calls it on every row before writing any. It allocates
+// nothing for a row that cannot be that long, and never copies the payload.
 func CheckRowSize(e *Entry, format string) error {
 	// A bound first: every text quoted with every byte doubled (base64
 	// makes 4 bytes of 3), every number and instant at its longest.
@@ -160,10 +163,22 @@ func CheckRowSize(e *Entry, format string) error {
 	if bound <= MaxRowSize {
 		return nil
 	}
-	payload, err := PayloadText(format, e.Payload)
-	if err != nil {
-		return err
+	size, col, colSize := rowSize(e, format)
+	if size <= MaxRowSize {
+		return nil
 	}
+	return &SizeError{Processor: e.Processor, Index: e.Index, Column: col, ColumnSize: colSize, Size: size, Limit: MaxRowSize}
+}
+
+// RowSize returns the length of the CSV line of e in a recording of format,
+// its '\n' included: what CheckRowSize compares with MaxRowSize.
+func RowSize(e *Entry, format string) int {
+	size, _, _ := rowSize(e, format)
+	return size
+}
+
+// rowSize returns the length of e's CSV line, and its largest column.
+func rowSize(e *Entry, format string) (size int, col string, colSize int) {
 	cols := [...]struct {
 		name string
 		size int
@@ -178,7 +193,7 @@ func CheckRowSize(e *Entry, format string) error {
 		{"key", csvFieldSize(e.Key)},
 		{"offset", len(strconv.FormatInt(e.Offset, 10))},
 		{"n", len(strconv.FormatInt(e.N, 10))},
-		{"payload", csvFieldSize(payload)},
+		{"payload", payloadFieldSize(format, e.Payload)},
 		{"detail", csvFieldSize(e.Detail)},
 		{"reads", csvFieldSize(FormatReads(e.Reads))},
 	}
@@ -189,27 +204,47 @@ func CheckRowSize(e *Entry, format string) error {
 			big = i
 		}
 	}
-	if size <= MaxRowSize {
-		return nil
+	return size, cols[big].name, cols[big].size
+}
+
+// payloadFieldSize is the length of the CSV field of a payload as
+// PayloadText writes it, without writing it: the base64 form ('~' and the
+// base64 alphabet) is never quoted.
+func payloadFieldSize(format string, b []byte) int {
+	if format != FormatV1 && !plainPayload(b) {
+		return 1 + base64.StdEncoding.EncodedLen(len(b))
 	}
-	return &SizeError{Processor: e.Processor, Index: e.Index, Column: cols[big].name, ColumnSize: cols[big].size,
-		Size: size, Limit: MaxRowSize}
+	return csvFieldSize(b)
 }
 
 // csvFieldSize is the length of s as a CSV field written by encoding/csv
 // (Comma ',', no CRLF): quoted when it holds ',', '"', '\r' or '\n', begins
 // with a space or is `\.`, each '"' doubled.
-func csvFieldSize(s string) int {
-	if s == "" {
+func csvFieldSize[T string | []byte](s T) int {
+	if len(s) == 0 {
 		return 0
 	}
-	quote := s == `\.` || strings.ContainsAny(s, ",\"\r\n")
+	quote, quotes := len(s) == 2 && s[0] == '\\' && s[1] == '.', 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			quotes++
+			quote = true
+		case ',', '\r', '\n':
+			quote = true
+		}
+	}
 	if !quote {
-		r, _ := utf8.DecodeRuneInString(s)
+		var r rune
+		if s[0] < utf8.RuneSelf {
+			r = rune(s[0])
+		} else {
+			r, _ = utf8.DecodeRuneInString(string(s[:min(len(s), utf8.UTFMax)]))
+		}
 		quote = unicode.IsSpace(r)
 	}
 	if !quote {
 		return len(s)
 	}
-	return len(s) + 2 + strings.Count(s, `"`)
+	return len(s) + 2 + quotes
 }

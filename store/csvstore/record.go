@@ -197,10 +197,14 @@ func putDecoder(d *decoder) {
 // EncodeRow returns the CSV line of e in a recording of store.Format, "\n"
 // included, or the error of store.Validate or store.CheckRowSize. It is safe
 // for concurrent use.
-func EncodeRow(e store.Entry) ([]byte, error) {
+func EncodeRow(e store.Entry) ([]byte, error) { return EncodeRowFormat(e, store.Format) }
+
+// EncodeRowFormat is EncodeRow in a recording of format (store.Format or
+// store.FormatV1: see store.PayloadText).
+func EncodeRowFormat(e store.Entry, format string) ([]byte, error) {
 	enc := encoders.Get().(*encoder)
 	defer encoders.Put(enc)
-	b, err := enc.encode([]store.Entry{e}, store.Format)
+	b, err := enc.encode([]store.Entry{e}, format)
 	if err != nil {
 		return nil, err
 	}
@@ -281,8 +285,12 @@ func newDecoder() *decoder {
 // store.Format into a row. The error is a *RowError, wrapping
 // store.ErrMalformed, naming the column at fault. It is safe for concurrent
 // use.
-func DecodeRow(line []byte) (store.Entry, error) {
-	dec := getDecoder(store.Format)
+func DecodeRow(line []byte) (store.Entry, error) { return DecodeRowFormat(line, store.Format) }
+
+// DecodeRowFormat is DecodeRow in a recording of format (store.Format or
+// store.FormatV1: see store.PayloadBytes).
+func DecodeRowFormat(line []byte, format string) (store.Entry, error) {
+	dec := getDecoder(format)
 	defer putDecoder(dec)
 	e, err := dec.decode(line)
 	if err != nil {
