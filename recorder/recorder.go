@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,7 +155,13 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 	if apps == nil {
 		apps = map[string]string{}
 	}
-	meta := store.EncodeMeta(store.Meta{Format: store.Format, Created: r.clock.Now(), Apps: apps, Options: o})
+	// META lists the streams the recording must hold: a processor whose
+	// stream is missing or broke is then an integrity problem of its own.
+	streams := slices.Sorted(maps.Keys(apps))
+	if opts.Processors != nil {
+		streams = slices.Compact(slices.Sorted(slices.Values(opts.Processors)))
+	}
+	meta := store.EncodeMeta(store.Meta{Format: store.Format, Created: r.clock.Now(), Apps: apps, Options: o, Streams: streams})
 	if err := w.Append(meta); err != nil {
 		return nil, fmt.Errorf("recorder: writing META: %w", err)
 	}

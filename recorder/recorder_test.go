@@ -207,7 +207,12 @@ func TestStreams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &fakeWriter{}
-			rec, _ := run(t, w, stepOpts(), tt.cfg, nil)
+			opts := stepOpts()
+			opts.Apps = map[string]string{} // META lists the streams: one per processor
+			for p := range tt.want {
+				opts.Apps[p] = p
+			}
+			rec, _ := run(t, w, opts, tt.cfg, nil)
 			if err := rec.Err(); err != nil {
 				t.Fatalf("Err() = %v", err)
 			}
@@ -266,7 +271,8 @@ func TestMeta(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := store.Meta{Format: store.Format, Created: t0, Apps: map[string]string{"p": "ledger"}, Options: tt.want}
+			want := store.Meta{Format: store.Format, Created: t0, Apps: map[string]string{"p": "ledger"}, Options: tt.want,
+				Streams: []string{"p"}}
 			if diff := cmp.Diff(want, m); diff != "" {
 				t.Errorf("meta (-want +got):\n%s", diff)
 			}
@@ -299,7 +305,7 @@ func TestTwoFeedsTwoGroups(t *testing.T) {
 		pushItems = append(pushItems, "r:p")
 	}
 	w := &fakeWriter{}
-	rec, st := run(t, w, recorder.Options{}, func(rec *recorder.Recorder) engine.Config {
+	rec, st := run(t, w, recorder.Options{Apps: map[string]string{"a": "a", "b": "b", "c": "c"}}, func(rec *recorder.Recorder) engine.Config {
 		return engine.Config{
 			Feeds: []engine.FeedConfig{logFeed("log", rec.Journal(), logItems...), listFeed("push", nil, pushItems...)},
 			Groups: []engine.GroupConfig{
@@ -370,7 +376,7 @@ func TestDropsExact(t *testing.T) {
 		return nil
 	})
 	w := &fakeWriter{}
-	rec, err := recorder.New(w, recorder.Options{})
+	rec, err := recorder.New(w, recorder.Options{Apps: map[string]string{"s": "s", "t": "t"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +477,7 @@ func TestDropsUnderLoad(t *testing.T) {
 		return nil
 	})
 	w := &fakeWriter{}
-	rec, st := run(t, w, recorder.Options{}, func(*recorder.Recorder) engine.Config {
+	rec, st := run(t, w, recorder.Options{Apps: map[string]string{"s": "s"}}, func(*recorder.Recorder) engine.Config {
 		return engine.Config{
 			Feeds:  []engine.FeedConfig{{Name: "push", Source: memsource.NewList(items...), Policy: engine.DropAfterSpin(0), QueueSize: 4}},
 			Groups: []engine.GroupConfig{group("g", []string{"push"}, 1, pc("s", slow))},

@@ -34,6 +34,15 @@ const pendingLimit = 4096
 //     and a row of another kind without one;
 //   - a row after its stream's END is an orphan;
 //   - a second START in a stream is malformed;
+//   - an END whose n is not the number of the stream's INDEXED, INLINE and
+//     TIMER rows is a gap (not judged in a stream with a malformed row,
+//     whose inputs cannot all be counted);
+//   - the first row, when it is META, is decoded (DecodeMeta): a META that
+//     does not decode is malformed; one that does lists the streams the
+//     recording must hold (Meta.ExpectedStreams), and a listed stream with
+//     no row or a stream with rows that is not listed is a missing-stream
+//     problem; a recording of no processor stream at all is one, whatever
+//     its META;
 //   - a stream whose first row is not START is one gap problem (it covers
 //     the indexes missing before that row);
 //   - a malformed row whose processor and index could be read keeps its
@@ -58,6 +67,8 @@ type Checker struct {
 	npending int
 	overflow map[string]*intervals // feed -> seqs referenced, unresolved, past pendingLimit
 
+	meta     *rowRef  // the first row, when it is a META row that decodes
+	expect   []string // the streams META lists (Meta.ExpectedStreams)
 	problems []Problem
 	dropped  int
 	dropKind ProblemKind
@@ -81,6 +92,9 @@ type stream struct {
 	next    int64 // next expected index; 0 before the first row
 	ended   bool
 	unknown bool // a malformed row hides the structure until the next input
+	damaged bool // a row of the stream is malformed: its inputs cannot all be counted
+	inputs  int64
+	first   rowRef
 	last    rowRef
 
 	delivery    bool // a DELIVERY waits for its input
@@ -154,9 +168,10 @@ func (c *Checker) unreadable(p Problem) {
 	}
 	s := c.stream(p.Processor)
 	if s.next == 0 {
-		s.next = 1
+		s.next, s.first = 1, ref
 	}
 	c.index(s, ref)
+	s.damaged = true
 	if s.ended {
 		return
 	}
@@ -189,7 +204,7 @@ func (c *Checker) Add(e Entry, line int64) {
 	}
 	s := c.stream(e.Processor)
 	if s.next == 0 {
-		s.next = 1
+		s.next, s.first = 1, ref
 		if e.Kind != KindStart {
 			missing := ""
 			if e.Index > 1 {
@@ -229,6 +244,7 @@ func (c *Checker) Add(e Entry, line int64) {
 			s.delivery = false
 		}
 		c.openInput(s, e, ref)
+		s.inputs++
 		if e.Kind == KindIndexed {
 			c.reference(e, ref)
 		}
@@ -245,8 +261,12 @@ func (c *Checker) Add(e Entry, line int64) {
 		s.delivery, s.dref, s.dsource, s.dseq = true, ref, e.Source, e.Seq
 	case KindTimer:
 		c.openInput(s, e, ref)
+		s.inputs++
 	case KindEnd:
 		s.ended = true
+		if e.N != s.inputs && !s.damaged {
+			c.problem(ProblemGap, ref, "END counts %d inputs, the stream holds %d (INDEXED, INLINE and TIMER rows)", e.N, s.inputs)
+		}
 	}
 }
 
@@ -256,7 +276,14 @@ func (c *Checker) addGlobal(e Entry, ref rowRef, first bool) {
 		c.index(&c.global, ref)
 		if !first {
 			c.problem(ProblemMalformed, ref, "META row after the first row")
+			return
 		}
+		m, err := DecodeMeta(e)
+		if err != nil {
+			c.problem(ProblemMalformed, ref, "%v", err)
+			return
+		}
+		c.meta, c.expect = &ref, m.ExpectedStreams()
 	case KindJournal:
 		c.index(&c.global, ref)
 		c.journalRow(e.Source, e.Seq)
@@ -398,6 +425,7 @@ func (c *Checker) Finish() []Problem {
 	if c.rows == 0 {
 		c.report(Problem{Kind: ProblemMalformed, Detail: "no rows: a recording begins with a META row"})
 	}
+	c.missingStreams()
 	// INDEXED rows whose journal row never came.
 	type missing struct {
 		k    journalKey
@@ -439,6 +467,36 @@ func (c *Checker) Finish() []Problem {
 			Detail: fmt.Sprintf("%d more problems not listed", c.dropped)})
 	}
 	return c.problems
+}
+
+// missingStreams reports the streams META lists that hold no row, the
+// streams that hold rows META does not list, and a recording of no stream at
+// all (whatever its META says: a recording of nothing is never complete).
+func (c *Checker) missingStreams() {
+	at := rowRef{kind: KindMeta}
+	if c.meta != nil {
+		at = *c.meta
+	}
+	if len(c.order) == 0 {
+		c.problem(ProblemMissingStream, at, "the recording holds no processor stream")
+	}
+	if c.meta == nil {
+		return // no META to list the streams: the first row's problem says so
+	}
+	listed := make(map[string]bool, len(c.expect))
+	for _, name := range c.expect {
+		listed[name] = true
+		if c.streams[name] == nil {
+			ref := at
+			ref.processor, ref.index = name, 0
+			c.problem(ProblemMissingStream, ref, "META lists stream %q, the recording holds no row of it", name)
+		}
+	}
+	for _, name := range c.order {
+		if !listed[name] {
+			c.problem(ProblemMissingStream, c.streams[name].first, "stream %q has rows, META does not list it", name)
+		}
+	}
 }
 
 // intervals is a set of int64 kept as sorted disjoint closed intervals.

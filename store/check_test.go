@@ -36,7 +36,7 @@ func check(rows []store.Entry) []store.Problem {
 // seqs 1..n, no outputs), then END; with the JOURNAL rows of the seqs in
 // journal, written before (before) or after the inputs.
 func journalled(n int64, journal []int64, before bool) []store.Entry {
-	rows := []store.Entry{store.EncodeMeta(store.Meta{})}
+	rows := []store.Entry{store.EncodeMeta(store.Meta{Streams: []string{"p"}})}
 	var js []store.Entry
 	for i, seq := range journal {
 		js = append(js, store.Entry{Index: int64(i + 2), Kind: store.KindJournal, Source: "f", Seq: seq})
@@ -48,7 +48,7 @@ func journalled(n int64, journal []int64, before bool) []store.Entry {
 	for i := int64(1); i <= n; i++ {
 		rows = append(rows, store.Entry{Processor: "p", Index: i + 1, Kind: store.KindIndexed, Source: "f", Seq: i})
 	}
-	rows = append(rows, store.Entry{Processor: "p", Index: n + 2, Kind: store.KindEnd})
+	rows = append(rows, store.Entry{Processor: "p", Index: n + 2, Kind: store.KindEnd, N: n})
 	if !before {
 		rows = append(rows, js...)
 	}
@@ -110,7 +110,7 @@ func TestCheckerJournal(t *testing.T) {
 }
 
 func TestCheckerLimit(t *testing.T) {
-	rows := []store.Entry{store.EncodeMeta(store.Meta{})}
+	rows := []store.Entry{store.EncodeMeta(store.Meta{Streams: []string{"p"}})}
 	for i := int64(1); i <= 100; i++ {
 		rows = append(rows, store.Entry{Processor: "p", Index: i, Kind: "BOGUS"})
 	}
@@ -128,7 +128,7 @@ func TestCheckerLimit(t *testing.T) {
 }
 
 func TestCheckerRules(t *testing.T) {
-	meta := store.EncodeMeta(store.Meta{})
+	meta := store.EncodeMeta(store.Meta{Streams: []string{"p"}})
 	p := func(i int64, k store.Kind, f ...func(*store.Entry)) store.Entry {
 		e := store.Entry{Processor: "p", Index: i, Kind: k}
 		for _, f := range f {
@@ -143,18 +143,20 @@ func TestCheckerRules(t *testing.T) {
 		rows []store.Entry
 		want []problemKey
 	}{
-		{"empty", nil, []problemKey{{store.ProblemMalformed, "", 0, "", 0}}},
-		{"meta only", []store.Entry{meta}, nil},
+		{"empty", nil, []problemKey{
+			{store.ProblemMalformed, "", 0, "", 0},
+			{store.ProblemMissingStream, "", 0, store.KindMeta, 0},
+		}},
 		{"first row not META", []store.Entry{p(1, store.KindStart), p(2, store.KindEnd)}, []problemKey{
 			{store.ProblemMalformed, "p", 1, store.KindStart, 1},
 		}},
-		{"second META", []store.Entry{meta, {Index: 2, Kind: store.KindMeta}}, []problemKey{
+		{"second META", []store.Entry{meta, {Index: 2, Kind: store.KindMeta}, p(1, store.KindStart), p(2, store.KindEnd)}, []problemKey{
 			{store.ProblemMalformed, "", 2, store.KindMeta, 2},
 		}},
 		{"TIMER with outputs", []store.Entry{meta, p(1, store.KindStart), p(2, store.KindTimer, n(2)),
-			p(3, store.KindOutput, k(1)), p(4, store.KindOutput, k(2)), p(5, store.KindEnd)}, nil},
+			p(3, store.KindOutput, k(1)), p(4, store.KindOutput, k(2)), p(5, store.KindEnd, n(1))}, nil},
 		{"DELIVERY before TIMER", []store.Entry{meta, p(1, store.KindStart), p(2, store.KindDelivery),
-			p(3, store.KindTimer), p(4, store.KindEnd)}, []problemKey{
+			p(3, store.KindTimer), p(4, store.KindEnd, n(1))}, []problemKey{
 			{store.ProblemOrphan, "p", 2, store.KindDelivery, 3},
 		}},
 		{"DELIVERY last", []store.Entry{meta, p(1, store.KindStart), p(2, store.KindDelivery)}, []problemKey{
@@ -162,7 +164,7 @@ func TestCheckerRules(t *testing.T) {
 			{store.ProblemUnfinished, "p", 2, store.KindDelivery, 3},
 		}},
 		{"OUTPUT after DROPPED", []store.Entry{meta, p(1, store.KindStart), p(2, store.KindInline, n(1)),
-			p(3, store.KindDropped), p(4, store.KindOutput, k(1)), p(5, store.KindEnd)}, []problemKey{
+			p(3, store.KindDropped, n(1)), p(4, store.KindOutput, k(1)), p(5, store.KindEnd, n(1))}, []problemKey{
 			{store.ProblemOrphan, "p", 2, store.KindInline, 3},
 			{store.ProblemOrphan, "p", 4, store.KindOutput, 5},
 		}},
@@ -172,7 +174,7 @@ func TestCheckerRules(t *testing.T) {
 		{"second START", []store.Entry{meta, p(1, store.KindStart), p(2, store.KindStart), p(3, store.KindEnd)}, []problemKey{
 			{store.ProblemMalformed, "p", 2, store.KindStart, 3},
 		}},
-		{"row without processor", []store.Entry{meta, {Index: 2, Kind: store.KindEnd}}, []problemKey{
+		{"row without processor", []store.Entry{meta, {Index: 2, Kind: store.KindEnd}, p(1, store.KindStart), p(2, store.KindEnd)}, []problemKey{
 			{store.ProblemMalformed, "", 2, store.KindEnd, 2},
 		}},
 	}

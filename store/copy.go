@@ -81,8 +81,8 @@ type Verifier interface {
 // Verify re-reads r and returns its integrity problems. A Verifier checks
 // itself; for another Reader, Verify runs a Checker over r.Rows(), rows
 // numbered by position (META = 1) unless a row's error is a *Problem with
-// its own Line, and an error that is not a *Problem becomes a malformed
-// Problem that ends the check.
+// its own Line, and an error that is not a *Problem (a read error) becomes
+// an unreadable Problem that ends the check.
 func Verify(r Reader) []Problem {
 	if v, ok := r.(Verifier); ok {
 		return v.Verify()
@@ -100,7 +100,7 @@ func Verify(r Reader) []Problem {
 				c.Report(*p)
 				continue
 			}
-			c.Report(Problem{Kind: ProblemMalformed, Line: line, Detail: fmt.Sprintf("read: %v", err)})
+			c.Report(Problem{Kind: ProblemUnreadable, Line: line, Detail: fmt.Sprintf("read error: %v", err)})
 			break
 		}
 		c.Add(e, line)

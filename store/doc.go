@@ -8,18 +8,28 @@
 // the recording format.
 //
 // What every backend shares, so that they agree row for row:
-//   - Validate: what a row may hold (no line break in a name or payload, a
-//     known kind); every Append checks every row with it before writing any,
-//     every reader reports a row that fails it as malformed;
+//   - Validate: what a row may hold (no line break in a name, a known kind,
+//     no negative seq, offset or n, no DROPPED of no item); every Append
+//     checks every row with it before writing any, every reader reports a
+//     row that fails it as malformed;
+//   - EncodePayload, DecodePayload (PayloadText, PayloadBytes for a given
+//     format version): the binary-safe text of a payload, which may be any
+//     bytes;
+//   - CheckRowSize, MaxRowSize: the longest row (its CSV line), refused by
+//     every writer (*SizeError, ErrTooLarge) so that every reader reads it;
+//   - Lock: the exclusive OS lock a writer holds on its file (ErrLocked);
 //   - FormatInstant, ParseInstant, FormatReads, ParseReads: the text of
 //     instants and clock readings;
-//   - EncodeMeta, DecodeMeta: the META row, and the refusal (ErrFormat) of
-//     another format or version;
+//   - EncodeMeta, DecodeMeta: the META row (Format, still reading
+//     FormatV1), and the refusal (ErrFormat) of another format or version
+//     or of a META detail with a repeated key; Meta.ExpectedStreams;
 //   - Checker: the integrity rules, run over the rows in storage order when
 //     a recording is opened, in memory bounded by the number of processors,
 //     feeds and gaps, not rows.
 //
 // Errors are sentinels (ErrReadOnly, ErrHoldsRecording, ErrFormat, ErrName,
-// ErrPayload, ErrClosed, and one per problem kind) tested with errors.Is, and
-// typed errors (*Problem, *FieldError) extracted with errors.As.
+// ErrClosed, ErrLocked, ErrTooLarge, and one per problem kind) tested with
+// errors.Is, and typed errors (*Problem, *FieldError, *SizeError) extracted
+// with errors.As. A store that cannot be read reports an unreadable Problem
+// (Unreadable), so an empty list of Problems always means complete.
 package store

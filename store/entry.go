@@ -4,8 +4,14 @@ import (
 	"time"
 )
 
-// Format is the name and version written in every recording's META row.
-const Format = "blackbox-recording/1"
+// Format is the name and version written in every new recording's META
+// row.
+const Format = "blackbox-recording/2"
+
+// FormatV1 is the previous version, still read and verified: its META has
+// no stream list (the keys of Apps stand for it) and its payloads are
+// stored verbatim (no binary-safe encoding).
+const FormatV1 = "blackbox-recording/1"
 
 // Kind is the kind of a row of a recording. The set is closed: a reader
 // refuses a kind it does not know rather than misread it.
@@ -66,8 +72,8 @@ type Entry struct {
 	Epoch     int64
 	Key       string
 	Offset    int64
-	N         int64 // outputs (inputs), attempt (DELIVERY), count (DROPPED), inputs (END)
-	Payload   []byte
+	N         int64  // outputs (inputs), attempt (DELIVERY), count (DROPPED), inputs (END)
+	Payload   []byte // any bytes (stored as EncodePayload gives them)
 	Detail    string
 	Reads     []time.Time // clock readings of the input's cycles, in order
 }
@@ -78,4 +84,7 @@ type Meta struct {
 	Created time.Time         `json:"created"`
 	Apps    map[string]string `json:"apps"`    // processor name -> app name
 	Options map[string]string `json:"options"` // recorder options (durability, codec)
+	// Streams lists, sorted, the processor streams the recording must hold
+	// (Format; absent in FormatV1, see ExpectedStreams).
+	Streams []string `json:"streams"`
 }

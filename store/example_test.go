@@ -13,7 +13,7 @@ import (
 func ExampleVerify() {
 	rec := store.NewMemory()
 	at := time.Date(2024, 3, 1, 8, 0, 0, 0, time.UTC)
-	_ = rec.Append(store.EncodeMeta(store.Meta{Created: at}))
+	_ = rec.Append(store.EncodeMeta(store.Meta{Created: at, Streams: []string{"ledger"}}))
 	_ = rec.Append(store.Entry{Processor: "ledger", Index: 1, Kind: store.KindStart, Instant: at})
 	_ = rec.Append(
 		store.Entry{Processor: "ledger", Index: 2, Kind: store.KindInline, Source: "push", Seq: 1, Instant: at, N: 2,
@@ -30,7 +30,7 @@ func ExampleVerify() {
 
 func ExampleCopy() {
 	src := store.NewMemory()
-	_ = src.Append(store.EncodeMeta(store.Meta{}),
+	_ = src.Append(store.EncodeMeta(store.Meta{Streams: []string{"alerts"}}),
 		store.Entry{Processor: "alerts", Index: 1, Kind: store.KindStart},
 		store.Entry{Processor: "alerts", Index: 2, Kind: store.KindEnd})
 	dst := store.NewMemory()

@@ -78,10 +78,15 @@ func (m *Memory) add(e Entry) {
 	}
 }
 
-// Append adds rows, all or none: every row is checked by Validate first.
+// Append adds rows, all or none: every row is checked by Validate and
+// CheckRowSize first, as a file store checks it.
 func (m *Memory) Append(rows ...Entry) error {
-	for _, e := range rows {
-		if err := Validate(e); err != nil {
+	for i := range rows {
+		err := Validate(rows[i])
+		if err == nil {
+			err = CheckRowSize(&rows[i], Format)
+		}
+		if err != nil {
 			return fmt.Errorf("memory recording: %w", err)
 		}
 	}

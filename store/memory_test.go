@@ -46,7 +46,17 @@ func (b *memoryBackend) Open(path string) (store.Store, error) {
 	if !ok {
 		return nil, fmt.Errorf("memory %s: no recording", path)
 	}
-	return m.ReadOnly(), nil
+	r := m.ReadOnly()
+	for first := range r.Rows() {
+		// Refuse a META of another format, as a file store's Open does.
+		if first.Kind == store.KindMeta {
+			if _, err := store.DecodeMeta(first); err != nil {
+				return nil, fmt.Errorf("memory %s: %w", path, err)
+			}
+		}
+		break
+	}
+	return r, nil
 }
 
 func (b *memoryBackend) rows(path string) []store.Entry {
@@ -106,7 +116,7 @@ func (b *memoryBackend) SetField(path string, row int64, column, value string) e
 	case "n":
 		err = num(&e.N)
 	case "payload":
-		e.Payload = []byte(value)
+		e.Payload, err = store.DecodePayload(value)
 	case "detail":
 		e.Detail = value
 	case "instant":

@@ -22,6 +22,10 @@ var (
 	ErrName = errors.New("store: invalid name")
 	// ErrClosed: use of a closed store.
 	ErrClosed = errors.New("store: closed")
+	// ErrLocked: a recording another store holds open for writing (an
+	// exclusive OS lock on its file): a second Create, or Lock, fails at
+	// once with an error wrapping it that names the file.
+	ErrLocked = errors.New("store: recording is locked by another run")
 
 	// One sentinel per problem kind; a *Problem unwraps to its kind's.
 	ErrTorn           = errors.New("store: torn row")
@@ -30,6 +34,8 @@ var (
 	ErrUnfinished     = errors.New("store: unfinished stream")
 	ErrMissingJournal = errors.New("store: missing journal row")
 	ErrMalformed      = errors.New("store: malformed row")
+	ErrMissingStream  = errors.New("store: missing stream")
+	ErrUnreadable     = errors.New("store: unreadable")
 )
 
 // ProblemKind names an integrity problem. The names are part of the JSON of
@@ -44,6 +50,8 @@ const (
 	ProblemUnfinished     ProblemKind = "unfinished"      // a stream without END: the process did not stop cleanly
 	ProblemMissingJournal ProblemKind = "missing-journal" // an INDEXED row whose JOURNAL row is missing
 	ProblemMalformed      ProblemKind = "malformed"       // a row that does not parse (bad number, unknown kind, bad column count)
+	ProblemMissingStream  ProblemKind = "missing-stream"  // a stream META lists with no row, a stream META does not list, no stream at all
+	ProblemUnreadable     ProblemKind = "unreadable"      // the store could not be read (an I/O error): nothing is known of it
 )
 
 // Problem is one integrity problem of a recording. It is an error: errors.Is
@@ -91,9 +99,21 @@ func (p *Problem) Unwrap() error {
 		return ErrUnfinished
 	case ProblemMissingJournal:
 		return ErrMissingJournal
+	case ProblemMissingStream:
+		return ErrMissingStream
+	case ProblemUnreadable:
+		return ErrUnreadable
 	default:
 		return ErrMalformed
 	}
+}
+
+// Unreadable returns the problems of a store that could not be read: one
+// unreadable Problem naming the file and the error. Readers return it from
+// Problems and Verify when they cannot read, so that no read error is ever
+// taken for a complete recording.
+func Unreadable(file string, err error) []Problem {
+	return []Problem{{Kind: ProblemUnreadable, File: file, Detail: fmt.Sprintf("cannot read %s: %v", file, err)}}
 }
 
 // Reader reads a recording. Reads stream: memory does not grow with the
@@ -114,7 +134,8 @@ type Reader interface {
 	// ErrMissingJournal. Lookups of one feed in increasing seq are streaming.
 	Journal(feed string, seq int64) (Entry, error)
 	// Problems lists the integrity problems found when the recording was
-	// opened; empty means complete.
+	// opened; empty means complete. A store that cannot be read (an I/O
+	// error, a closed store) reports an unreadable Problem, never none.
 	Problems() []Problem
 	Close() error
 }

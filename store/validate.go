@@ -3,23 +3,32 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// ErrPayload: a payload the format cannot hold (a raw line break). Compact
-// JSON never holds one.
+// ErrPayload: a payload with a raw line break, which a FormatV1 recording
+// could not hold.
+//
+// Deprecated: since Format (blackbox-recording/2) every payload is stored,
+// whatever its bytes (EncodePayload), and no store refuses one; a
+// FormatV1 recording refuses one with ErrMalformed. It is kept only until
+// the recorder stops refusing payloads with a line break.
 var ErrPayload = errors.New("store: invalid payload")
 
 // FieldError is the error of Append for a row the format cannot hold: a name
-// or payload with a line break, an unknown kind, an instant outside years
-// 0-9999. It unwraps to ErrName (processor, source, key, detail), ErrPayload
-// (payload) or ErrMalformed (kind, instant, reads). It is immutable and safe
-// for concurrent use.
+// with a line break, an unknown kind, an instant outside years 0-9999, a
+// number the format forbids (a negative n, seq or offset, a DROPPED row of no
+// item). It unwraps to ErrName (processor, source, key, detail) or
+// ErrMalformed (kind, instant, reads, seq, offset, n, and a payload a
+// FormatV1 recording cannot hold). It is immutable and safe for concurrent
+// use.
 type FieldError struct {
-	Field string // the column: "processor", "source", "key", "detail", "payload", "kind", "instant", "reads"
-	Value string // the refused value
-	Err   error  // ErrName, ErrPayload or ErrMalformed
+	Field  string // the column: "processor", "source", "key", "detail", "payload", "kind", "instant", "reads", "seq", "offset", "n"
+	Value  string // the refused value
+	Err    error  // ErrName or ErrMalformed
+	Reason string // why, when it is not the column's usual reason
 }
 
 func (e *FieldError) Error() string {
@@ -32,6 +41,8 @@ func (e *FieldError) Error() string {
 
 func (e *FieldError) reason() string {
 	switch {
+	case e.Reason != "":
+		return e.Reason
 	case e.Field == "kind":
 		return "unknown kind"
 	case e.Field == "instant" || e.Field == "reads":
@@ -41,14 +52,15 @@ func (e *FieldError) reason() string {
 	}
 }
 
-// Unwrap returns the sentinel: ErrName, ErrPayload or ErrMalformed.
+// Unwrap returns the sentinel: ErrName or ErrMalformed.
 func (e *FieldError) Unwrap() error { return e.Err }
 
 // Validate reports whether every store can hold e: a known kind, no line
-// break ('\n' or '\r') in Processor, Source, Key, Detail or Payload, instants
-// between years 0 and 9999. Every backend's Append calls it on every row
-// before writing any, and every reader treats a row that fails it as
-// malformed. The error is a *FieldError.
+// break ('\n' or '\r') in Processor, Source, Key or Detail, instants between
+// years 0 and 9999, and the numbers ValidateNumbers allows. The Payload may
+// be any bytes. Every backend's Append calls it on every row before writing
+// any, and every reader treats a row that fails it as malformed. The error
+// is a *FieldError.
 func Validate(e Entry) error {
 	if !e.Kind.Valid() {
 		return &FieldError{Field: "kind", Value: string(e.Kind), Err: ErrMalformed}
@@ -60,10 +72,8 @@ func Validate(e Entry) error {
 			return &FieldError{Field: f.name, Value: f.v, Err: ErrName}
 		}
 	}
-	for _, b := range e.Payload {
-		if b == '\n' || b == '\r' {
-			return &FieldError{Field: "payload", Value: string(e.Payload), Err: ErrPayload}
-		}
+	if err := ValidateNumbers(&e); err != nil {
+		return err
 	}
 	if !instantOK(e.Instant) {
 		return &FieldError{Field: "instant", Value: e.Instant.String(), Err: ErrMalformed}
@@ -72,6 +82,28 @@ func Validate(e Entry) error {
 		if !instantOK(t) {
 			return &FieldError{Field: "reads", Value: t.String(), Err: ErrMalformed}
 		}
+	}
+	return nil
+}
+
+// ValidateNumbers reports whether the numbers of e are ones the format
+// allows: seq, offset and n are never negative, and a DROPPED row loses at
+// least one item (n >= 1). Index and epoch may hold any value (an index out
+// of order is a gap, not a malformed row). The error is a *FieldError
+// wrapping ErrMalformed.
+func ValidateNumbers(e *Entry) error {
+	bad := func(field string, v int64, why string) error {
+		return &FieldError{Field: field, Value: strconv.FormatInt(v, 10), Err: ErrMalformed, Reason: why}
+	}
+	switch {
+	case e.Seq < 0:
+		return bad("seq", e.Seq, "negative")
+	case e.Offset < 0:
+		return bad("offset", e.Offset, "negative")
+	case e.N < 0:
+		return bad("n", e.N, "negative")
+	case e.Kind == KindDropped && e.N < 1:
+		return bad("n", e.N, "a DROPPED row loses at least one item")
 	}
 	return nil
 }

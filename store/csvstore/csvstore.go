@@ -25,8 +25,9 @@ import (
 // calls are serialised. Each iterator is used by one goroutine.
 type Store struct {
 	path      string
-	f         *os.File    // nil for NewReader
-	r         io.ReaderAt // f, or NewReader's reader
+	lock      *store.FileLock // Create: the exclusive lock of the file, held until Close
+	f         *os.File        // nil for NewReader
+	r         io.ReaderAt     // f, or NewReader's reader
 	readOnly  bool
 	syncEvery bool
 
@@ -76,32 +77,43 @@ func WithPerm(perm os.FileMode) Option { return func(c *config) { c.perm = perm 
 // (power-loss durability at the price of one fsync per input).
 func WithSyncEveryAppend() Option { return func(c *config) { c.syncEvery = true } }
 
-// Create creates a new recording at path and writes its header. It refuses
-// a file that already holds bytes (an error wrapping
-// store.ErrHoldsRecording naming the path) and never truncates one.
+// Create creates a new recording at path and writes its header. It takes
+// the file's exclusive lock (store.Lock) first and holds it until Close: a
+// file another writer holds is refused at once with an error wrapping
+// store.ErrLocked. It refuses a file that already holds bytes (an error
+// wrapping store.ErrHoldsRecording naming the path) and never truncates
+// one.
 func Create(path string, opts ...Option) (*Store, error) {
 	cfg := config{perm: 0o644}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, cfg.perm)
+	lock, err := store.Lock(path, cfg.perm)
 	if err != nil {
 		return nil, fmt.Errorf("csvstore: create: %w", err)
+	}
+	fail := func(f *os.File, err error) (*Store, error) {
+		if f != nil {
+			f.Close()
+		}
+		lock.Unlock()
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, cfg.perm)
+	if err != nil {
+		return fail(nil, fmt.Errorf("csvstore: create: %w", err))
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("csvstore: create: %w", err)
+		return fail(f, fmt.Errorf("csvstore: create: %w", err))
 	}
 	if fi.Size() > 0 {
-		f.Close()
-		return nil, fmt.Errorf("csvstore: create %s: %w (%d bytes)", path, store.ErrHoldsRecording, fi.Size())
+		return fail(f, fmt.Errorf("csvstore: create %s: %w (%d bytes)", path, store.ErrHoldsRecording, fi.Size()))
 	}
 	if _, err := f.Write(headerLine); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("csvstore: create %s: %w", path, err)
+		return fail(f, fmt.Errorf("csvstore: create %s: %w", path, err))
 	}
-	return &Store{path: path, f: f, r: f, enc: newEncoder(), size: int64(len(headerLine)), syncEvery: cfg.syncEvery}, nil
+	return &Store{path: path, lock: lock, f: f, r: f, enc: newEncoder(), size: int64(len(headerLine)), syncEvery: cfg.syncEvery}, nil
 }
 
 // Open opens the recording at path for reading. It scans the file once,
@@ -136,17 +148,16 @@ func NewReader(r io.ReaderAt, size int64, name string) (*Store, error) {
 // Path returns the file's path.
 func (s *Store) Path() string { return s.path }
 
-// Append writes rows with one write call, all or none of them validated
-// (store.Validate) first. After a failed write every Append returns that
-// error: the file may end with a partial line.
+// Append writes rows with one write call, all or none of them: every row is
+// checked first (store.Validate, store.CheckRowSize: a row whose line would
+// be longer than store.MaxRowSize is refused with a *store.SizeError) and
+// nothing of the call is written if one fails. Payloads are written in the
+// format of the recording's META row (store.PayloadText). After a failed
+// write every Append returns that error: the file may end with a partial
+// line.
 func (s *Store) Append(rows ...store.Entry) error {
 	if s.readOnly {
 		return fmt.Errorf("csvstore: append %s: %w", s.path, store.ErrReadOnly)
-	}
-	for i := range rows {
-		if err := store.Validate(rows[i]); err != nil {
-			return fmt.Errorf("csvstore: append %s: %w", s.path, err)
-		}
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -158,16 +169,23 @@ func (s *Store) Append(rows ...store.Entry) error {
 	case len(rows) == 0:
 		return nil
 	}
-	buf := s.enc.encode(rows)
-	killpoint.WriteHalf(killpoint.StoreWrite, s.f, buf) // tests only: dormant unless armed
-	n, err := s.f.Write(buf)
+	meta := s.meta
+	if s.rows == 0 && rows[0].Kind == store.KindMeta {
+		meta, _ = store.DecodeMeta(rows[0])
+	}
+	b, err := s.enc.encode(rows, meta.Format)
+	if err != nil {
+		return fmt.Errorf("csvstore: append %s: %w", s.path, err)
+	}
+	killpoint.WriteHalf(killpoint.StoreWrite, s.f, b) // tests only: dormant unless armed
+	n, err := s.f.Write(b)
 	s.size += int64(n)
 	if err != nil {
 		s.werr = fmt.Errorf("csvstore: append %s: %w", s.path, err)
 		return s.werr
 	}
-	if s.rows == 0 && rows[0].Kind == store.KindMeta {
-		s.meta, _ = store.DecodeMeta(rows[0])
+	if s.rows == 0 {
+		s.meta = meta
 	}
 	s.rows += int64(len(rows))
 	if s.syncEvery {
@@ -207,7 +225,11 @@ func (s *Store) Close() error {
 	if s.f == nil {
 		return nil
 	}
-	if err := s.f.Close(); err != nil {
+	err := s.f.Close()
+	if uerr := s.lock.Unlock(); err == nil {
+		err = uerr
+	}
+	if err != nil {
 		return fmt.Errorf("csvstore: close %s: %w", s.path, err)
 	}
 	return nil
@@ -255,6 +277,9 @@ func (s *Store) Meta() store.Meta {
 	return s.view.meta
 }
 
+// format is the format of the recording's rows ("": store.Format).
+func (s *Store) format() string { return s.Meta().Format }
+
 // Processors lists the processors in the order their streams start.
 func (s *Store) Processors() []string {
 	v, err := s.current()
@@ -265,12 +290,13 @@ func (s *Store) Processors() []string {
 }
 
 // Problems returns the integrity problems found by Open (for a Store from
-// Create: of what has been written so far). A Store that is closed reports
-// no problems.
+// Create: of what has been written so far). A Store that cannot be read (a
+// read error, a closed Store) reports an unreadable problem
+// (store.Unreadable), never none.
 func (s *Store) Problems() []store.Problem {
 	v, err := s.current()
 	if err != nil {
-		return nil
+		return store.Unreadable(s.path, err)
 	}
 	return append([]store.Problem(nil), v.problems...)
 }
@@ -287,7 +313,7 @@ func (s *Store) Verify() []store.Problem {
 		v, err = scan(s.r, s.path, end)
 	}
 	if err != nil {
-		return []store.Problem{{Kind: store.ProblemMalformed, File: s.path, Detail: err.Error()}}
+		return store.Unreadable(s.path, err)
 	}
 	return v.problems
 }
@@ -312,7 +338,7 @@ func scan(f io.ReaderAt, path string, limit int64) (*view, error) {
 	}
 	v := &view{end: lr.off}
 	c := store.Checker{File: path}
-	dec := decoders.Get().(*decoder)
+	dec := getDecoder(store.Format)
 	defer putDecoder(dec)
 	first := true
 	for {
@@ -347,6 +373,7 @@ func scan(f io.ReaderAt, path string, limit int64) (*view, error) {
 				return nil, fmt.Errorf("csvstore: open %s:%d: %w", path, lr.n, err)
 			}
 			v.meta = m
+			dec.fast.format = m.Format
 		}
 		first = false
 		c.Add(e, lr.n)
@@ -435,7 +462,7 @@ func (s *Store) lines(yield func(line []byte, n int64) bool) (*store.Problem, er
 // yielded once and ends the iteration.
 func (s *Store) Rows() iter.Seq2[store.Entry, error] {
 	return func(yield func(store.Entry, error) bool) {
-		dec := decoders.Get().(*decoder)
+		dec := getDecoder(s.format())
 		defer putDecoder(dec)
 		stopped := false
 		torn, err := s.lines(func(line []byte, n int64) bool {
@@ -477,7 +504,7 @@ func fieldPrefix(v string) []byte {
 func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
 	prefix := fieldPrefix(processor)
 	return func(yield func(store.Entry, error) bool) {
-		dec := decoders.Get().(*decoder)
+		dec := getDecoder(s.format())
 		defer putDecoder(dec)
 		stopped := false
 		torn, err := s.lines(func(line []byte, n int64) bool {
@@ -534,7 +561,7 @@ func (s *Store) Journal(feed string, seq int64) (store.Entry, error) {
 	}
 	c := s.cursors[feed]
 	if c == nil {
-		c = &cursor{dec: decoders.Get().(*decoder)}
+		c = &cursor{dec: getDecoder(s.format())}
 		s.cursors[feed] = c
 	}
 	if c.lr == nil || seq <= c.last || c.end != end {

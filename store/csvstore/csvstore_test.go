@@ -86,7 +86,7 @@ func write(t *testing.T, text string) string {
 }
 
 const (
-	meta  = `,1,META,,0,,0,,0,0,,"{""format"":""blackbox-recording/1"",""created"":""0001-01-01T00:00:00Z"",""apps"":null,""options"":null}",` + "\n"
+	meta  = `,1,META,,0,,0,,0,0,,"{""format"":""blackbox-recording/1"",""created"":""0001-01-01T00:00:00Z"",""apps"":{""p"":""p""},""options"":null}",` + "\n"
 	start = "p,1,START,,0,,0,,0,0,,,\n"
 	end   = "p,2,END,,0,,0,,0,0,,,\n"
 )
@@ -120,8 +120,10 @@ func TestLines(t *testing.T) {
 		{"non-canonical instant", csvstore.Header + "\n" + meta + "p,1,START,,0,2024-01-01T00:00:00+01:00,0,,0,0,,,\n" + end, []want{
 			{store.ProblemMalformed, 3, 1}}},
 		{"CR in a quoted name", csvstore.Header + "\n" + meta + "\"p\r\",1,START,,0,,0,,0,0,,,\n", []want{
-			{store.ProblemMalformed, 3, 1}, {store.ProblemUnfinished, 3, 1}}},
-		{"no rows", csvstore.Header + "\n", []want{{store.ProblemMalformed, 0, 0}}},
+			{store.ProblemMissingStream, 2, 0}, // p
+			{store.ProblemMalformed, 3, 1}, {store.ProblemUnfinished, 3, 1},
+			{store.ProblemMissingStream, 3, 1}}}, // "p\r"
+		{"no rows", csvstore.Header + "\n", []want{{store.ProblemMalformed, 0, 0}, {store.ProblemMissingStream, 0, 0}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,7 +164,7 @@ func TestMalformedNamesColumn(t *testing.T) {
 }
 
 func TestOpenRefuses(t *testing.T) {
-	otherFormat := strings.Replace(meta, "blackbox-recording/1", "blackbox-recording/2", 1)
+	otherFormat := strings.Replace(meta, "blackbox-recording/1", "blackbox-recording/3", 1)
 	tests := []struct {
 		name string
 		text string
@@ -313,5 +315,117 @@ func TestFormatExample(t *testing.T) {
 	}
 	if d := cmp.Diff([]want{{store.ProblemUnfinished, 13, 10, store.KindFailed}, {store.ProblemTorn, 14, 11, store.KindEnd}}, got); d != "" {
 		t.Errorf("problems of the cut example (-want +got):\n%s", d)
+	}
+}
+
+// TestAVersion1RecordingStillReadsAndVerifies: a blackbox-recording/1 file
+// (testdata/v1.csv, the format example of version 1, one payload beginning
+// with '~') opens, has no problem, and its payloads are read verbatim (no
+// '~' rule in version 1); written again by a writer, it stays version 1 and
+// reads back row for row.
+func TestAVersion1RecordingStillReadsAndVerifies(t *testing.T) {
+	s, err := csvstore.Open("testdata/v1.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Meta().Format; got != store.FormatV1 {
+		t.Errorf("format %q, want %q", got, store.FormatV1)
+	}
+	if ps := s.Problems(); len(ps) != 0 {
+		t.Errorf("Problems: %v", ps)
+	}
+	if ps := store.Verify(s); len(ps) != 0 {
+		t.Errorf("Verify: %v", ps)
+	}
+	rows, errs := storetest.ReadAll(s)
+	if len(errs) > 0 || len(rows) != 13 {
+		t.Fatalf("read %d rows, errors %v; want 13 rows", len(rows), errs)
+	}
+	if got := string(rows[9].Payload); got != "~fee" {
+		t.Errorf("payload of index 8 = %q, want ~fee verbatim", got)
+	}
+	p := filepath.Join(t.TempDir(), "copy.csv")
+	back := storetest.Reopen(t, storetest.CSV, p, s)
+	if ps := back.Problems(); len(ps) != 0 {
+		t.Errorf("Problems of the copy: %v", ps)
+	}
+	got, _ := storetest.ReadAll(back)
+	if d := cmp.Diff(rows, got); d != "" {
+		t.Errorf("copy (-v1 +copy):\n%s", d)
+	}
+	want, _ := os.ReadFile("testdata/v1.csv")
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, want) {
+		t.Errorf("the copy of a version 1 recording is not byte for byte the original:\n%s", b)
+	}
+}
+
+// TestTheProblemsOfAStoreThatCannotBeReadAreUnreadable: a closed store, a
+// writer's or a reader's, cannot be read: Problems and Verify say so
+// (unreadable, naming the file), never "no problem".
+func TestTheProblemsOfAStoreThatCannotBeReadAreUnreadable(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.csv")
+	w, err := csvstore.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(storetest.Recording()...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r, err := csvstore.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	for name, s := range map[string]*csvstore.Store{"writer": w, "reader": r} {
+		for what, ps := range map[string][]store.Problem{"Problems": s.Problems(), "Verify": s.Verify()} {
+			if len(ps) != 1 || !errors.Is(&ps[0], store.ErrUnreadable) || ps[0].File != p || !strings.Contains(ps[0].Detail, p) {
+				t.Errorf("%s of a closed %s: %v, want one unreadable problem naming %s", what, name, ps, p)
+			}
+		}
+	}
+}
+
+// TestTheLargestRowReadsBack: a row whose CSV line is store.MaxRowSize
+// bytes long (the largest a writer accepts) is written and read back
+// whole.
+func TestTheLargestRowReadsBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes and reads a 64 MiB line")
+	}
+	p := filepath.Join(t.TempDir(), "r.csv")
+	big := storetest.LargestRow(0)
+	n := len(big.Payload)
+	storetest.Write(t, storetest.CSV, p, []store.Entry{
+		store.EncodeMeta(store.Meta{Streams: []string{"p"}}),
+		{Processor: "p", Index: 1, Kind: store.KindStart},
+		big,
+		{Processor: "p", Index: 3, Kind: store.KindEnd, N: 1},
+	})
+	big = store.Entry{}
+	ls, err := lines(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(ls[3]); got != store.MaxRowSize {
+		t.Errorf("the largest row's line is %d bytes, want %d", got, store.MaxRowSize)
+	}
+	ls = nil
+	s, err := csvstore.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if ps := s.Problems(); len(ps) != 0 {
+		t.Errorf("Problems: %v", ps)
+	}
+	for e, err := range s.Stream("p") {
+		if err != nil {
+			t.Fatalf("Stream: %v", err)
+		}
+		if e.Index == 2 && (len(e.Payload) != n || bytes.Count(e.Payload, []byte{'a'}) != n) {
+			t.Errorf("the largest row read back with %d bytes of payload, want %d", len(e.Payload), n)
+		}
 	}
 }

@@ -53,6 +53,7 @@ const (
 
 // fast is the state of the fast decoder, part of a decoder.
 type fast struct {
+	format string // the recording's format ("": store.Format), for payloads
 	fields [columns][]byte
 	unq    []byte            // unquoted texts of quoted fields
 	names  map[string]string // interned names
@@ -203,13 +204,23 @@ func (f *fast) decode(body []byte, mode decodeMode, e *store.Entry) bool {
 			return false
 		}
 	}
+	if store.ValidateNumbers(e) != nil {
+		return false
+	}
+	decoded, plain, err := store.ParsePayload(f.format, fs[10])
+	if err != nil {
+		return false
+	}
 	// No '\r' or '\n' in the texts and instants of 4-digit years: the row
 	// passes store.Validate.
 	e.Processor = f.intern(fs[0])
 	e.Source = f.intern(fs[3])
 	if mode == full {
 		e.Key = f.intern(fs[7])
-		if len(fs[10]) > 0 {
+		switch {
+		case !plain:
+			e.Payload = decoded
+		case len(fs[10]) > 0:
 			e.Payload = bytes.Clone(fs[10])
 		}
 		if len(fs[11]) > 0 {

@@ -3,11 +3,14 @@ package csvstore
 import (
 	"bufio"
 	"io"
+
+	"github.com/blackbox-audit/blackbox/store"
 )
 
-// MaxLine is the longest line a reader decodes (64 MiB). A longer line is
-// reported as malformed and skipped without being held in memory.
-const MaxLine = 64 << 20
+// MaxLine is the longest line a reader decodes, its '\n' included:
+// store.MaxRowSize (64 MiB), the longest row a writer writes. A longer line
+// is reported as malformed and skipped without being held in memory.
+const MaxLine = store.MaxRowSize
 
 const readBuffer = 64 << 10
 

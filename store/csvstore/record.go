@@ -97,8 +97,9 @@ func init() {
 	}
 }
 
-// toRecord converts e (validated) to column texts.
-func toRecord(e *store.Entry, r *record) {
+// toRecord converts e (validated, store.CheckRowSize) to column texts, its
+// payload as store.PayloadText writes it in a recording of format.
+func toRecord(e *store.Entry, r *record, format string) error {
 	r.Processor = e.Processor
 	r.Index = strconv.FormatInt(e.Index, 10)
 	r.Kind = string(e.Kind)
@@ -109,9 +110,13 @@ func toRecord(e *store.Entry, r *record) {
 	r.Key = e.Key
 	r.Offset = strconv.FormatInt(e.Offset, 10)
 	r.N = strconv.FormatInt(e.N, 10)
-	r.Payload = string(e.Payload)
+	var err error
+	if r.Payload, err = store.PayloadText(format, e.Payload); err != nil {
+		return err
+	}
 	r.Detail = e.Detail
 	r.Reads = store.FormatReads(e.Reads)
+	return nil
 }
 
 // encoder encodes rows as CSV lines into a reused buffer, with the
@@ -129,16 +134,29 @@ func newEncoder() *encoder {
 	return enc
 }
 
-// encode returns the lines of rows, valid until the next call. Rows must
-// have passed store.Validate.
-func (enc *encoder) encode(rows []store.Entry) []byte {
+// encode returns the lines of rows in a recording of format, valid until
+// the next call, or the error of the first row the format cannot hold
+// (store.Validate, store.CheckRowSize, store.PayloadText).
+func (enc *encoder) encode(rows []store.Entry, format string) ([]byte, error) {
 	enc.buf.Reset()
 	for i := range rows {
-		toRecord(&rows[i], &enc.rec)
+		e := &rows[i]
+		err := store.Validate(*e)
+		if err == nil {
+			err = store.CheckRowSize(e, format)
+		}
+		if err == nil {
+			err = toRecord(e, &enc.rec, format)
+		}
+		if err != nil {
+			enc.w.Flush() // drop the rows before it from the writer's buffer
+			enc.buf.Reset()
+			return nil, err
+		}
 		enc.write(&enc.rec)
 	}
 	enc.w.Flush()
-	return enc.buf.Bytes()
+	return enc.buf.Bytes(), nil
 }
 
 func (enc *encoder) encodeRecords(recs []record) []byte {
@@ -161,6 +179,14 @@ var (
 	decoders = sync.Pool{New: func() any { return newDecoder() }}
 )
 
+// getDecoder returns a decoder of the rows of a recording of format ("":
+// store.Format).
+func getDecoder(format string) *decoder {
+	d := decoders.Get().(*decoder)
+	d.fast.format = format
+	return d
+}
+
 // putDecoder returns d to the pool unless a long line grew its buffer.
 func putDecoder(d *decoder) {
 	if cap(d.line) <= 1<<20 && cap(d.fast.unq) <= 1<<20 {
@@ -168,15 +194,21 @@ func putDecoder(d *decoder) {
 	}
 }
 
-// EncodeRow returns the CSV line of e, "\n" included, or the error of
-// store.Validate. It is safe for concurrent use.
-func EncodeRow(e store.Entry) ([]byte, error) {
-	if err := store.Validate(e); err != nil {
-		return nil, err
-	}
+// EncodeRow returns the CSV line of e in a recording of store.Format, "\n"
+// included, or the error of store.Validate or store.CheckRowSize. It is safe
+// for concurrent use.
+func EncodeRow(e store.Entry) ([]byte, error) { return EncodeRowFormat(e, store.Format) }
+
+// EncodeRowFormat is EncodeRow in a recording of format (store.Format or
+// store.FormatV1: see store.PayloadText).
+func EncodeRowFormat(e store.Entry, format string) ([]byte, error) {
 	enc := encoders.Get().(*encoder)
 	defer encoders.Put(enc)
-	return bytes.Clone(enc.encode([]store.Entry{e})), nil
+	b, err := enc.encode([]store.Entry{e}, format)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(b), nil
 }
 
 // RowError is why a line is not a row: the column at fault ("" for the
@@ -249,11 +281,16 @@ func newDecoder() *decoder {
 	return d
 }
 
-// DecodeRow decodes one line (its "\n" optional) into a row. The error is a
-// *RowError, wrapping store.ErrMalformed, naming the column at fault. It is
-// safe for concurrent use.
-func DecodeRow(line []byte) (store.Entry, error) {
-	dec := decoders.Get().(*decoder)
+// DecodeRow decodes one line (its "\n" optional) of a recording of
+// store.Format into a row. The error is a *RowError, wrapping
+// store.ErrMalformed, naming the column at fault. It is safe for concurrent
+// use.
+func DecodeRow(line []byte) (store.Entry, error) { return DecodeRowFormat(line, store.Format) }
+
+// DecodeRowFormat is DecodeRow in a recording of format (store.Format or
+// store.FormatV1: see store.PayloadBytes).
+func DecodeRowFormat(line []byte, format string) (store.Entry, error) {
+	dec := getDecoder(format)
 	defer putDecoder(dec)
 	e, err := dec.decode(line)
 	if err != nil {
@@ -314,7 +351,7 @@ func (d *decoder) decodeGocsv(line []byte) (store.Entry, *RowError) {
 	if !ok {
 		return store.Entry{}, &RowError{Reason: fmt.Sprintf("unexpected record type %T", v)}
 	}
-	return fromRecord(&r)
+	return fromRecord(&r, d.fast.format)
 }
 
 func csvReason(err error) string {
@@ -331,9 +368,9 @@ func csvReason(err error) string {
 	}
 }
 
-// fromRecord converts column texts to a row, strictly: each text must be
-// the one the writer writes for its value.
-func fromRecord(r *record) (store.Entry, *RowError) {
+// fromRecord converts column texts of a recording of format to a row,
+// strictly: each text must be the one the writer writes for its value.
+func fromRecord(r *record, format string) (store.Entry, *RowError) {
 	var e store.Entry
 	bad := func(col, format string, args ...any) (store.Entry, *RowError) {
 		return store.Entry{}, &RowError{Column: col, Reason: fmt.Sprintf(format, args...),
@@ -365,14 +402,15 @@ func fromRecord(r *record) (store.Entry, *RowError) {
 	if e.N, ok = parseInt(r.N); !ok {
 		return bad("n", "%q is not an integer", r.N)
 	}
-	if r.Payload != "" {
-		e.Payload = []byte(r.Payload)
+	var err error
+	if e.Payload, err = store.PayloadBytes(format, r.Payload); err != nil {
+		return bad("payload", "%v", err)
 	}
 	e.Detail = r.Detail
 	if e.Reads, ok = store.ParseReads(r.Reads); !ok {
 		return bad("reads", "%q is not a list of RFC3339Nano UTC instants joined by ';'", r.Reads)
 	}
-	if err := store.Validate(e); err != nil {
+	if err = store.Validate(e); err != nil {
 		var fe *store.FieldError
 		if errors.As(err, &fe) {
 			return bad(fe.Field, "%v", err)

@@ -70,6 +70,7 @@ var sqliteMagic = []byte("SQLite format 3\x00")
 // by one goroutine.
 type Store struct {
 	path      string
+	lock      *store.FileLock // Create: the exclusive lock of the file, held until Close
 	db        *sql.DB
 	readOnly  bool
 	syncEvery bool
@@ -162,24 +163,32 @@ func magic(path string) (size int64, err error) {
 var errNotSQLite = errors.New("not an SQLite database")
 
 // Create creates a new recording at path (a missing file, an empty file or
-// an SQLite recording without rows). It refuses, with an error wrapping
-// store.ErrHoldsRecording naming the path and without writing to it, a
-// file that holds anything else: a recording with rows, another SQLite
-// database, other bytes.
+// an SQLite recording without rows). It takes the file's exclusive lock
+// (store.Lock) first and holds it until Close: a file another writer holds
+// is refused at once with an error wrapping store.ErrLocked. It refuses,
+// with an error wrapping store.ErrHoldsRecording naming the path and
+// without writing to it, a file that holds anything else: a recording with
+// rows, another SQLite database, other bytes.
 func Create(path string, opts ...Option) (*Store, error) {
 	var cfg config
 	for _, o := range opts {
 		o(&cfg)
 	}
+	lock, err := store.Lock(path, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: create: %w", err)
+	}
 	if err := refuseExisting(path); err != nil {
+		lock.Unlock()
 		return nil, err
 	}
 	db, err := openDB(path, false, cfg.syncEvery)
 	if err != nil {
+		lock.Unlock()
 		return nil, fmt.Errorf("sqlitestore: create %s: %w", path, err)
 	}
 	ctx := context.Background()
-	s := &Store{path: path, db: db, syncEvery: cfg.syncEvery}
+	s := &Store{path: path, lock: lock, db: db, syncEvery: cfg.syncEvery}
 	fail := func(err error) (*Store, error) {
 		if s.insert != nil {
 			s.insert.Close()
@@ -188,6 +197,7 @@ func Create(path string, opts ...Option) (*Store, error) {
 			s.wconn.Close()
 		}
 		db.Close()
+		lock.Unlock()
 		return nil, fmt.Errorf("sqlitestore: create %s: %w", path, err)
 	}
 	if s.wconn, err = db.Conn(ctx); err != nil {
@@ -221,16 +231,15 @@ func refuseExisting(path string) error {
 		return fmt.Errorf("sqlitestore: create %s: %w", path, err)
 	}
 	defer db.Close()
-	var tables, recording int64
-	err = db.QueryRow(`SELECT count(*), count(*) FILTER (WHERE name = 'rows') FROM sqlite_master WHERE type = 'table'`).Scan(&tables, &recording)
+	objects, err := schemaOf(db)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: create %s: %w", path, err)
 	}
-	if tables > recording {
-		return fmt.Errorf("sqlitestore: create %s: %w: an SQLite database with other tables than rows", path, store.ErrHoldsRecording)
-	}
-	if recording == 0 {
+	if len(objects) == 0 {
 		return nil
+	}
+	if why := sameSchema(objects); why != "" {
+		return fmt.Errorf("sqlitestore: create %s: %w: an SQLite database that is not a recording (%s)", path, store.ErrHoldsRecording, why)
 	}
 	var n int64
 	if err := db.QueryRow(`SELECT count(*) FROM rows`).Scan(&n); err != nil {
@@ -277,43 +286,97 @@ func Open(path string) (*Store, error) {
 }
 
 func checkSchema(db *sql.DB, path string) error {
-	rs, err := db.Query(`SELECT name FROM pragma_table_info('rows')`)
+	objects, err := schemaOf(db)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: open %s: %w: %v", path, store.ErrFormat, err)
 	}
-	defer rs.Close()
-	have := map[string]bool{}
-	for rs.Next() {
-		var name string
-		if err := rs.Scan(&name); err != nil {
-			return fmt.Errorf("sqlitestore: open %s: %w", path, err)
-		}
-		have[name] = true
-	}
-	if err := rs.Err(); err != nil {
-		return fmt.Errorf("sqlitestore: open %s: %w: %v", path, store.ErrFormat, err)
-	}
-	for _, c := range []string{"id", "processor", "idx", "kind", "source", "seq", "instant", "epoch", "key", "offset", "n", "payload", "detail", "reads"} {
-		if !have[c] {
-			return fmt.Errorf("sqlitestore: open %s: %w: no table rows with column %s", path, store.ErrFormat, c)
-		}
+	if why := sameSchema(objects); why != "" {
+		return fmt.Errorf("sqlitestore: open %s: %w: %s", path, store.ErrFormat, why)
 	}
 	return nil
+}
+
+// schemaObject is a row of sqlite_master.
+type schemaObject struct{ kind, name, table, sql string }
+
+// schemaOf returns the schema objects of db (sqlite_master), SQLite's own
+// (sqlite_*) aside, sorted by name.
+func schemaOf(db interface {
+	Query(string, ...any) (*sql.Rows, error)
+}) ([]schemaObject, error) {
+	rs, err := db.Query(`SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master
+WHERE name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []schemaObject
+	for rs.Next() {
+		var o schemaObject
+		if err := rs.Scan(&o.kind, &o.name, &o.table, &o.sql); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rs.Err()
+}
+
+// recordingSchema is the schema Create makes, as sqlite_master holds it.
+var recordingSchema = sync.OnceValues(func() ([]schemaObject, error) {
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // one in-memory database
+	if _, err := db.Exec(Schema); err != nil {
+		return nil, err
+	}
+	return schemaOf(db)
+})
+
+// sameSchema returns "" when objects are exactly the recording's schema
+// (the table rows with its columns, its two indexes, nothing else), else
+// what differs.
+func sameSchema(objects []schemaObject) string {
+	want, err := recordingSchema()
+	if err != nil {
+		return fmt.Sprintf("the recording schema cannot be built: %v", err)
+	}
+	have := map[string]schemaObject{}
+	for _, o := range objects {
+		have[o.name] = o
+	}
+	for _, w := range want {
+		o, ok := have[w.name]
+		switch {
+		case !ok:
+			return fmt.Sprintf("no %s %s", w.kind, w.name)
+		case o != w:
+			return fmt.Sprintf("%s %s is not the recording's: %s", o.kind, o.name, o.sql)
+		}
+		delete(have, w.name)
+	}
+	for _, o := range objects {
+		if _, extra := have[o.name]; extra {
+			return fmt.Sprintf("%s %s is not part of a recording", o.kind, o.name)
+		}
+	}
+	return ""
 }
 
 // Path returns the database's path.
 func (s *Store) Path() string { return s.path }
 
 // Append inserts rows in one transaction with a prepared INSERT, all or
-// none of them validated (store.Validate) first.
+// none of them: every row is checked first (store.Validate,
+// store.CheckRowSize: a row whose CSV line would be longer than
+// store.MaxRowSize is refused with a *store.SizeError, so that every SQLite
+// recording converts to CSV). Payloads are written in the format of the
+// recording's META row (store.PayloadText).
 func (s *Store) Append(rows ...store.Entry) error {
 	if s.readOnly {
 		return fmt.Errorf("sqlitestore: append %s: %w", s.path, store.ErrReadOnly)
-	}
-	for i := range rows {
-		if err := store.Validate(rows[i]); err != nil {
-			return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
-		}
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -323,6 +386,24 @@ func (s *Store) Append(rows ...store.Entry) error {
 	if len(rows) == 0 {
 		return nil
 	}
+	meta := s.meta
+	if s.nrows == 0 && rows[0].Kind == store.KindMeta {
+		meta, _ = store.DecodeMeta(rows[0])
+	}
+	payloads := make([]string, len(rows))
+	for i := range rows {
+		e := &rows[i]
+		err := store.Validate(*e)
+		if err == nil {
+			err = store.CheckRowSize(e, meta.Format)
+		}
+		if err == nil {
+			payloads[i], err = store.PayloadText(meta.Format, e.Payload)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
+		}
+	}
 	ctx := context.Background()
 	if _, err := s.wconn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
@@ -331,7 +412,7 @@ func (s *Store) Append(rows ...store.Entry) error {
 	for i := range rows {
 		e := &rows[i]
 		res, err := s.insert.ExecContext(ctx, e.Processor, e.Index, string(e.Kind), e.Source, e.Seq,
-			store.FormatInstant(e.Instant), e.Epoch, e.Key, e.Offset, e.N, string(e.Payload), e.Detail,
+			store.FormatInstant(e.Instant), e.Epoch, e.Key, e.Offset, e.N, payloads[i], e.Detail,
 			store.FormatReads(e.Reads))
 		if err == nil && i == len(rows)-1 {
 			last, err = res.LastInsertId()
@@ -346,8 +427,8 @@ func (s *Store) Append(rows ...store.Entry) error {
 		_, _ = s.wconn.ExecContext(ctx, "ROLLBACK")
 		return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
 	}
-	if s.nrows == 0 && rows[0].Kind == store.KindMeta {
-		s.meta, _ = store.DecodeMeta(rows[0])
+	if s.nrows == 0 {
+		s.meta = meta
 	}
 	s.nrows += int64(len(rows))
 	s.lastID = last
@@ -402,6 +483,7 @@ func (s *Store) Close() error {
 		errs = append(errs, s.wconn.Close())
 	}
 	errs = append(errs, s.db.Close())
+	errs = append(errs, s.lock.Unlock())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sqlitestore: close %s: %w", s.path, err)
 	}
@@ -477,7 +559,7 @@ func (s *Store) scan(maxID int64) (*view, error) {
 	defer rs.Close()
 	v := &view{maxID: maxID}
 	c := store.Checker{File: s.path}
-	var sc scanner
+	sc := scanner{format: store.Format}
 	first := true
 	for rs.Next() {
 		id, e, p, err := sc.scan(rs, s.path)
@@ -495,6 +577,7 @@ func (s *Store) scan(maxID int64) (*view, error) {
 				return nil, fmt.Errorf("sqlitestore: open %s: row %d: %w", s.path, id, err)
 			}
 			v.meta = m
+			sc.format = m.Format
 		}
 		first = false
 		c.Add(e, id)
@@ -509,8 +592,9 @@ func (s *Store) scan(maxID int64) (*view, error) {
 
 // scanner decodes result rows. Not safe for concurrent use.
 type scanner struct {
-	vals [14]any
-	ptrs [14]any
+	format string // the recording's format, for payloads
+	vals   [14]any
+	ptrs   [14]any
 }
 
 // scan decodes the current row: its id and Entry, or the malformed
@@ -533,13 +617,8 @@ func (sc *scanner) scan(rs *sql.Rows, path string) (id int64, e store.Entry, p *
 		return id, store.Entry{}, p, nil
 	}
 	text := func(i int) (string, bool) {
-		switch x := v[i].(type) {
-		case string:
-			return x, true
-		case []byte:
-			return string(x), true
-		}
-		return "", false
+		x, ok := v[i].(string) // a BLOB is a []byte, not text
+		return x, ok
 	}
 	integer := func(i int) (int64, bool) {
 		x, ok := v[i].(int64)
@@ -584,8 +663,9 @@ func (sc *scanner) scan(rs *sql.Rows, path string) (id int64, e store.Entry, p *
 	if s, ok = text(10); !ok {
 		return bad(10, "%s is not text", describe(v[10]))
 	}
-	if s != "" {
-		e.Payload = []byte(s)
+	var perr error
+	if e.Payload, perr = store.PayloadBytes(sc.format, s); perr != nil {
+		return bad(10, "%v", perr)
 	}
 	if e.Detail, ok = text(11); !ok {
 		return bad(11, "%s is not text", describe(v[11]))
@@ -647,11 +727,13 @@ func (s *Store) Processors() []string {
 }
 
 // Problems returns the integrity problems found by Open (for a Store from
-// Create: of what has been committed so far).
+// Create: of what has been committed so far). A Store that cannot be read
+// (a read error, a closed Store) reports an unreadable problem
+// (store.Unreadable), never none.
 func (s *Store) Problems() []store.Problem {
 	v, err := s.current()
 	if err != nil {
-		return nil
+		return store.Unreadable(s.path, err)
 	}
 	return append([]store.Problem(nil), v.problems...)
 }
@@ -665,7 +747,7 @@ func (s *Store) Verify() []store.Problem {
 		v, err = s.scan(maxID)
 	}
 	if err != nil {
-		return []store.Problem{{Kind: store.ProblemMalformed, File: s.path, Detail: err.Error()}}
+		return store.Unreadable(s.path, err)
 	}
 	return v.problems
 }
@@ -685,7 +767,7 @@ func (s *Store) query(q string, args ...any) iter.Seq2[store.Entry, error] {
 			return
 		}
 		defer rs.Close()
-		var sc scanner
+		sc := scanner{format: s.Meta().Format}
 		for rs.Next() {
 			_, e, p, err := sc.scan(rs, s.path)
 			switch {

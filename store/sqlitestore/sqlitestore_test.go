@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/sqlitestore"
 	"github.com/blackbox-audit/blackbox/store/storetest"
@@ -104,13 +106,13 @@ func TestOpenRefuses(t *testing.T) {
 		}
 	})
 	t.Run("other version", func(t *testing.T) {
-		p := filepath.Join(dir, "v2.db")
+		p := filepath.Join(dir, "v3.db")
 		s, err := sqlitestore.Create(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := store.EncodeMeta(store.Meta{})
-		m.Detail = strings.Replace(m.Detail, store.Format, "blackbox-recording/2", 1)
+		m.Detail = strings.Replace(m.Detail, store.Format, "blackbox-recording/3", 1)
 		if err := s.Append(m); err != nil {
 			t.Fatal(err)
 		}
@@ -290,5 +292,137 @@ func TestFormatSchema(t *testing.T) {
 	}
 	if !strings.Contains(string(doc), "```sql\n"+sqlitestore.Schema+"\n```") {
 		t.Errorf("docs/FORMAT.md does not show sqlitestore.Schema")
+	}
+}
+
+// TestAValueOfAnotherTypeInATextColumnIsMalformed: SQLite keeps any value in
+// any column; a BLOB (or an integer) where the format says text makes the
+// row malformed, naming the column, as CSV text that does not parse does.
+func TestAValueOfAnotherTypeInATextColumnIsMalformed(t *testing.T) {
+	tests := []struct{ column, value string }{
+		{"payload", "CAST(payload AS BLOB)"},
+		{"processor", "CAST(processor AS BLOB)"},
+		{"source", "CAST(source AS BLOB)"},
+		{"key", `CAST("key" AS BLOB)`},
+		{"detail", "CAST(detail AS BLOB)"},
+		{"kind", "CAST(kind AS BLOB)"},
+		{"instant", "CAST(instant AS BLOB)"},
+		{"reads", "CAST(reads AS BLOB)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.column+"="+tt.value, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "r.db")
+			storetest.Write(t, backend{}, p, storetest.Recording())
+			col := tt.column
+			if col == "key" {
+				col = `"key"`
+			}
+			// Row 8: ledger's OUTPUT index 4.
+			if err := exec(p, `UPDATE rows SET `+col+` = `+tt.value+` WHERE id = `+nth, 7); err != nil {
+				t.Fatal(err)
+			}
+			s, err := sqlitestore.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var found bool
+			for _, pr := range s.Problems() {
+				if pr.Kind == store.ProblemMalformed && pr.Line == 8 && strings.Contains(pr.Detail, "column "+tt.column+":") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("Problems: %v, want row 8 malformed naming column %s", s.Problems(), tt.column)
+			}
+		})
+	}
+}
+
+// TestADatabaseWhoseSchemaIsNotTheRecordingsIsNotARecording: a table more,
+// rows as a view, a column more or less, another index, a trigger: Open
+// refuses the file (ErrFormat) and Create does not write into it
+// (ErrHoldsRecording).
+func TestADatabaseWhoseSchemaIsNotTheRecordingsIsNotARecording(t *testing.T) {
+	tests := []struct{ name, sql string }{
+		{"an extra table", sqlitestore.Schema + `CREATE TABLE extra (x);`},
+		{"rows as a view", `CREATE TABLE t (id INTEGER PRIMARY KEY, processor TEXT, idx INTEGER, kind TEXT, source TEXT,
+seq INTEGER, instant TEXT, epoch INTEGER, "key" TEXT, "offset" INTEGER, n INTEGER, payload TEXT, detail TEXT, reads TEXT);
+CREATE VIEW rows AS SELECT * FROM t;`},
+		{"a column more", strings.Replace(sqlitestore.Schema, "reads     TEXT    NOT NULL", "reads TEXT NOT NULL, extra TEXT", 1)},
+		{"a column less", strings.Replace(sqlitestore.Schema, ",\n\treads     TEXT    NOT NULL", "", 1)},
+		{"a column of another type", strings.Replace(sqlitestore.Schema, "payload   TEXT", "payload   BLOB", 1)},
+		{"no index", strings.Split(sqlitestore.Schema, "CREATE INDEX")[0]},
+		{"an extra index", sqlitestore.Schema + "\nCREATE INDEX more ON rows (kind);"},
+		{"a trigger", sqlitestore.Schema + "\nCREATE TRIGGER tr AFTER INSERT ON rows BEGIN SELECT 1; END;"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "r.db")
+			db, err := sql.Open("sqlite", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(tt.sql); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			if s, err := sqlitestore.Open(p); !errors.Is(err, store.ErrFormat) || !strings.Contains(err.Error(), p) {
+				if err == nil {
+					s.Close()
+				}
+				t.Errorf("Open: %v, want ErrFormat naming %s", err, p)
+			}
+			if s, err := sqlitestore.Create(p); !errors.Is(err, store.ErrHoldsRecording) {
+				if err == nil {
+					s.Close()
+				}
+				t.Errorf("Create: %v, want ErrHoldsRecording", err)
+			}
+		})
+	}
+}
+
+// TestTheProblemsOfAStoreThatCannotBeReadAreUnreadable: a closed store, a
+// writer's or a reader's, cannot be read: Problems and Verify say so
+// (unreadable, naming the file), never "no problem".
+func TestTheProblemsOfAStoreThatCannotBeReadAreUnreadable(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.db")
+	w := record(t, p)
+	w.Close()
+	r, err := sqlitestore.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	for name, s := range map[string]*sqlitestore.Store{"writer": w, "reader": r} {
+		for what, ps := range map[string][]store.Problem{"Problems": s.Problems(), "Verify": s.Verify()} {
+			if len(ps) != 1 || !errors.Is(&ps[0], store.ErrUnreadable) || ps[0].File != p || !strings.Contains(ps[0].Detail, p) {
+				t.Errorf("%s of a closed %s: %v, want one unreadable problem naming %s", what, name, ps, p)
+			}
+		}
+	}
+}
+
+// TestAVersion1RecordingConvertsRowForRow: the version 1 CSV fixture
+// copied into SQLite stays version 1 (payloads verbatim) and reads back row
+// for row, with no problem.
+func TestAVersion1RecordingConvertsRowForRow(t *testing.T) {
+	src, err := storetest.CSV.Open("../csvstore/testdata/v1.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	want, _ := storetest.ReadAll(src)
+	s := storetest.Reopen(t, backend{}, filepath.Join(t.TempDir(), "r.db"), src)
+	if got := s.Meta().Format; got != store.FormatV1 {
+		t.Errorf("format %q, want %q", got, store.FormatV1)
+	}
+	if ps := s.Problems(); len(ps) != 0 {
+		t.Errorf("Problems: %v", ps)
+	}
+	got, errs := storetest.ReadAll(s)
+	if d := cmp.Diff(want, got); d != "" || len(errs) > 0 {
+		t.Errorf("rows (-csv +sqlite):\n%s%v", d, errs)
 	}
 }

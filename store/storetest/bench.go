@@ -21,7 +21,7 @@ func Renumber(rows []store.Entry, n int64) {
 // head is the start of the benchmarks' recordings: META and processor p's
 // START.
 func head() []store.Entry {
-	return []store.Entry{store.EncodeMeta(store.Meta{Created: T0}),
+	return []store.Entry{store.EncodeMeta(store.Meta{Created: T0, Streams: []string{"p"}}),
 		{Processor: "p", Index: 1, Kind: store.KindStart}}
 }
 

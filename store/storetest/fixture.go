@@ -24,7 +24,9 @@ var (
 // kind and every field: two processors (ledger and Alerts), journalled
 // (INDEXED) and inline inputs, a journal row written after the input that
 // names it, zero and non-ASCII values, commas and quotes in payloads,
-// details and keys, several clock readings, nanosecond instants.
+// details and keys, several clock readings, nanosecond instants, and
+// payloads a text cannot hold as they are (a line break, NUL, invalid UTF-8,
+// a leading '~'), stored in base64.
 //
 // Row positions (META = 1) used by the suite's corruption cases:
 //
@@ -42,6 +44,7 @@ func Recording() []store.Entry {
 		Created: T0,
 		Apps:    map[string]string{"ledger": "ledger", Alerts: "alerts"},
 		Options: map[string]string{"durability": "fsync", "codec": "json"},
+		Streams: []string{Alerts, "ledger"},
 	})
 	g := func(i int64, kind store.Kind) store.Entry { return store.Entry{Index: i, Kind: kind} }
 	l := func(i int64, kind store.Kind) store.Entry {
@@ -60,7 +63,7 @@ func Recording() []store.Entry {
 		with(g(3, store.KindJournal), func(e *store.Entry) {
 			e.Source, e.Seq, e.Payload = feed, 2, []byte(`{"id":2,"note":"say \"hi\", twice"}`)
 		}),
-		with(l(1, store.KindStart), func(e *store.Entry) { e.Instant, e.Payload = T0, []byte(`{"balance":0}`) }),
+		with(l(1, store.KindStart), func(e *store.Entry) { e.Instant, e.Payload = T0, []byte("{\n  \"balance\": 0\r\n}") }),
 		a(1, store.KindStart), // every field zero
 		with(l(2, store.KindDelivery), func(e *store.Entry) {
 			e.Source, e.Seq, e.Epoch, e.Offset = feed, 1, 1<<62, 120
@@ -81,7 +84,7 @@ func Recording() []store.Entry {
 		with(a(3, store.KindIndexed), func(e *store.Entry) {
 			e.Source, e.Seq, e.Instant, e.Reads = feed, 1, T1, []time.Time{T1}
 		}),
-		with(g(4, store.KindJournal), func(e *store.Entry) { e.Source, e.Seq, e.Payload = feed, 3, []byte(`3`) }),
+		with(g(4, store.KindJournal), func(e *store.Entry) { e.Source, e.Seq, e.Payload = feed, 3, []byte(`~3`) }),
 		with(l(6, store.KindDelivery), func(e *store.Entry) { e.Source, e.Seq, e.Epoch, e.Offset = feed, 2, 1<<62, 240 }),
 		with(l(7, store.KindIndexed), func(e *store.Entry) { e.Source, e.Seq, e.Instant, e.N = feed, 2, T2, 1 }),
 		with(l(8, store.KindOutput), func(e *store.Entry) { e.Source, e.Seq, e.Payload = "book", 1, []byte(`{}`) }),

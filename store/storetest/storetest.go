@@ -55,6 +55,12 @@ func Run(t *testing.T, b Backend) {
 	t.Run("NamesRefused", func(t *testing.T) { testNamesRefused(t, b) })
 	t.Run("Copy", func(t *testing.T) { testCopy(t, b) })
 	t.Run("ConcurrentReaders", func(t *testing.T) { testConcurrent(t, b) })
+	t.Run("AnyPayloadBytesReadBack", func(t *testing.T) { testAnyPayloadBytesReadBack(t, b) })
+	t.Run("MissingStreams", func(t *testing.T) { testMissingStreams(t, b) })
+	t.Run("AMetaWithARepeatedKeyIsRefused", func(t *testing.T) { testMetaRefused(t, b) })
+	t.Run("VerifyFindsWhatReplayFinds", func(t *testing.T) { testVerifyFindsWhatReplayFinds(t, b) })
+	t.Run("TheLargestRowReadsBackOneByteMoreIsRefused", func(t *testing.T) { testRowSizeLimit(t, b) })
+	t.Run("ASecondWriterIsLockedOut", func(t *testing.T) { testSecondWriterIsLocked(t, b) })
 }
 
 // Write creates a recording at path holding rows, appended as a recorder
@@ -292,10 +298,12 @@ func testProblems(t *testing.T, b Backend) {
 			{gap, "ledger", 3, ""},
 			{orphan, "ledger", 4, store.KindOutput},
 			{orphan, "ledger", 5, store.KindOutput},
+			{gap, "ledger", 15, store.KindEnd}, // END counts 5 inputs of 4
 		}, false},
 		{"missing input before END: orphan DELIVERY", del(25), []want{
 			{orphan, "ledger", 13, store.KindDelivery},
 			{gap, "ledger", 14, ""},
+			{gap, "ledger", 15, store.KindEnd},
 		}, false},
 		{"missing OUTPUT", del(9), []want{
 			{orphan, "ledger", 3, store.KindIndexed},
@@ -332,11 +340,44 @@ func testProblems(t *testing.T, b Backend) {
 		}, false},
 		{"row after END", set(25, "kind", "END"), []want{
 			{orphan, "ledger", 13, store.KindDelivery},
+			{gap, "ledger", 14, store.KindEnd}, // END counts 0 inputs of 4
 			{orphan, "ledger", 15, store.KindEnd},
 		}, false},
 		{"DELIVERY of another input", set(6, "seq", "9"), []want{
 			{orphan, "ledger", 2, store.KindDelivery},
 		}, false},
+		// Numbers the format forbids, payload texts no writer writes.
+		{"DROPPED of no item", set(16, "n", "0"), []want{
+			{malformed, Alerts, 4, store.KindDropped},
+		}, true},
+		{"DROPPED of -1 items", set(16, "n", "-1"), []want{
+			{malformed, Alerts, 4, store.KindDropped},
+		}, true},
+		{"negative offset", set(6, "offset", "-1"), []want{
+			{malformed, "ledger", 2, store.KindDelivery},
+		}, true},
+		{"negative seq", set(13, "seq", "-2"), []want{
+			{malformed, "ledger", 6, store.KindDelivery},
+		}, true},
+		{"negative outputs", set(25, "n", "-1"), []want{
+			{malformed, "ledger", 14, store.KindIndexed},
+		}, true},
+		{"END of -1 inputs", set(28, "n", "-1"), []want{
+			{malformed, "ledger", 15, store.KindEnd},
+			{unfinished, "ledger", 15, store.KindEnd},
+		}, true},
+		{"END's count edited", set(28, "n", "4"), []want{
+			{gap, "ledger", 15, store.KindEnd},
+		}, false},
+		{"payload not base64", set(8, "payload", "~not base64!"), []want{
+			{malformed, "ledger", 4, store.KindOutput},
+		}, true},
+		{"payload in base64 that needs none", set(8, "payload", "~e30="), []want{
+			{malformed, "ledger", 4, store.KindOutput},
+		}, true},
+		{"raw NUL in a payload", set(8, "payload", "{\x00}"), []want{
+			{malformed, "ledger", 4, store.KindOutput},
+		}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -460,7 +501,10 @@ func testNamesRefused(t *testing.T, b Backend) {
 		{"source", func(e *store.Entry) { e.Source = "or\nders" }, "source", "or\nders", store.ErrName},
 		{"key", func(e *store.Entry) { e.Key = "p\r\n0" }, "key", "p\r\n0", store.ErrName},
 		{"detail", func(e *store.Entry) { e.Detail = "two\nlines" }, "detail", "two\nlines", store.ErrName},
-		{"payload", func(e *store.Entry) { e.Payload = []byte("{\n}") }, "payload", "{\n}", store.ErrPayload},
+		{"DROPPED of no item", func(e *store.Entry) { e.Kind = store.KindDropped }, "n", "0", store.ErrMalformed},
+		{"negative n", func(e *store.Entry) { e.N = -1 }, "n", "-1", store.ErrMalformed},
+		{"negative seq", func(e *store.Entry) { e.Seq = -1 }, "seq", "-1", store.ErrMalformed},
+		{"negative offset", func(e *store.Entry) { e.Offset = -1 }, "offset", "-1", store.ErrMalformed},
 		{"kind", func(e *store.Entry) { e.Kind = "BOGUS" }, "kind", "BOGUS", store.ErrMalformed},
 		{"instant", func(e *store.Entry) { e.Instant = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) },
 			"instant", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).String(), store.ErrMalformed},
@@ -555,7 +599,7 @@ func testConcurrent(t *testing.T, b Backend) {
 	const inputs = 1000
 	p := path(t)
 	rows := []store.Entry{
-		store.EncodeMeta(store.Meta{Created: T0}),
+		store.EncodeMeta(store.Meta{Created: T0, Streams: []string{"p"}}),
 		{Processor: "p", Index: 1, Kind: store.KindStart, Instant: T0},
 	}
 	for i := int64(1); i <= inputs; i++ {

@@ -1,0 +1,49 @@
+//go:build unix
+
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// FileLock is an exclusive OS lock (flock LOCK_EX) on a recording's file,
+// held from Lock to Unlock. Locks conflict between open files, so two
+// stores of one process conflict as two processes do. A FileLock is not
+// safe for concurrent use; Unlock is idempotent.
+type FileLock struct {
+	f *os.File
+}
+
+// Lock takes the exclusive lock of the recording at path, creating the
+// file if it does not exist (empty, with perm). It does not wait: a file
+// another FileLock holds fails at once with an error wrapping ErrLocked
+// naming the file. Writers (csvstore.Create, sqlitestore.Create) hold one
+// while they are open; a command that removes or replaces a recording takes
+// one first.
+func Lock(path string, perm os.FileMode) (*FileLock, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, perm)
+	if err != nil {
+		return nil, fmt.Errorf("store: lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+		}
+		return nil, fmt.Errorf("store: lock %s: %w", path, err)
+	}
+	return &FileLock{f: f}, nil
+}
+
+// Unlock releases the lock.
+func (l *FileLock) Unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close() // closing the file releases its flock
+	l.f = nil
+	return err
+}
