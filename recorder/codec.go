@@ -10,8 +10,8 @@ import (
 )
 
 // Codec turns inputs, outputs and journalled items into payload bytes and
-// back. Payloads must hold no raw line break ('\n' or '\r'): the recorder
-// refuses such a payload (an error wrapping store.ErrPayload). Name is
+// back. A payload may hold any bytes: the store encodes those a text format
+// cannot hold (docs/FORMAT.md, "Payloads"). Name is
 // written in the recording's META options. Implementations must be safe for
 // concurrent use: groups encode on their own goroutines.
 type Codec interface {

@@ -2,7 +2,7 @@ package recorder_test
 
 import (
 	"encoding/json"
-	"errors"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,18 +75,28 @@ func (rawCodec) Name() string                 { return "raw" }
 func (rawCodec) Encode(v any) ([]byte, error) { return []byte(v.(string)), nil }
 func (rawCodec) Decode(b []byte) (any, error) { return string(b), nil }
 
-// TestCodecLineBreak: a codec that produces a raw line break stops the
-// processor whose payload it is, with an error wrapping store.ErrPayload.
-func TestCodecLineBreak(t *testing.T) {
+// TestACodecPayloadWithALineBreakIsRecorded: a codec may produce any bytes,
+// a raw line break included: the payload is recorded as it is (the store
+// encodes it), and the processor is not stopped.
+func TestACodecPayloadWithALineBreakIsRecorded(t *testing.T) {
 	w := &fakeWriter{}
-	rec, _ := run(t, w, recorder.Options{Codec: rawCodec{}}, func(*recorder.Recorder) engine.Config {
+	rec, st := run(t, w, recorder.Options{Codec: rawCodec{}}, func(*recorder.Recorder) engine.Config {
 		return engine.Config{
 			Feeds:  []engine.FeedConfig{listFeed("push", nil, "a", "b\nc", "d")},
 			Groups: []engine.GroupConfig{group("g", []string{"push"}, 1, pc("p", &testProc{}))},
 		}
 	}, nil)
-	if err := rec.Broken()["p"]; !errors.Is(err, store.ErrPayload) {
-		t.Errorf("p broken with %v, want store.ErrPayload", err)
+	if err := rec.Err(); err != nil || !st.Lossless {
+		t.Fatalf("Err() = %v, lossless %v; want the run recorded", err, st.Lossless)
+	}
+	var got []string
+	for _, e := range w.rows() {
+		if e.Kind == store.KindInline {
+			got = append(got, string(e.Payload))
+		}
+	}
+	if want := []string{"a", "b\nc", "d"}; !slices.Equal(got, want) {
+		t.Errorf("recorded inputs %q, want %q", got, want)
 	}
 	m, err := store.DecodeMeta(w.rows()[0])
 	if err != nil || m.Options["codec"] != "raw" {

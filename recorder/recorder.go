@@ -1,7 +1,6 @@
 package recorder
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log"
@@ -30,8 +29,7 @@ var (
 // The recorder's hooks return it to the engine, which fails the
 // processor's group (engine.ObserverError wraps it).
 // Err is the cause: the writer's error, or an error wrapping store.ErrName
-// (a name with a line break), store.ErrPayload (a payload with a line
-// break) or the codec's error. It is immutable and safe for concurrent use.
+// (a name with a line break) or the codec's error. It is immutable and safe for concurrent use.
 type BrokenError struct {
 	Processor string // "" for a journal
 	Feed      string // the journalled feed, when Processor is ""
@@ -312,9 +310,6 @@ func (r *Recorder) encode(v any) ([]byte, error) {
 	b, err := r.codec.Encode(v)
 	if err != nil {
 		return nil, fmt.Errorf("codec %s: %w", r.codec.Name(), err)
-	}
-	if bytes.IndexByte(b, '\n') >= 0 || bytes.IndexByte(b, '\r') >= 0 {
-		return nil, fmt.Errorf("recorder: codec %s produced a payload with a line break: %w", r.codec.Name(), store.ErrPayload)
 	}
 	return b, nil
 }

@@ -97,7 +97,7 @@ func TestAnInputsRowsReachTheStoreBeforeItsCompletionsRun(t *testing.T) {
 	}}
 	app := &applier{ev: ev, failOnce: map[any]bool{"y": true}}
 	_, fc := closedLog("x", "y")
-	rec, st := run(t, w, recorder.Options{}, func(*recorder.Recorder) engine.Config {
+	rec, st := run(t, w, recorder.Options{Apps: map[string]string{"p": "p"}}, func(*recorder.Recorder) engine.Config {
 		return engine.Config{Feeds: []engine.FeedConfig{fc},
 			Groups: []engine.GroupConfig{group("g", []string{"log"}, 2, pc("p", app))}}
 	}, nil)

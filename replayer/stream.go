@@ -25,7 +25,6 @@ type replay struct {
 	codec recorder.Codec
 	opts  Options
 	rep   *ProcessorReport
-	found []store.Problem // problems the replay found (END count)
 
 	proc   engine.Processor
 	host   *engine.Host
@@ -36,7 +35,6 @@ type replay struct {
 	delivery engine.Delivery
 	hasDel   bool // a DELIVERY waits for its input
 	delRow   int64
-	inputs   int64 // input rows seen (for END's count)
 	cur      input
 	// after is the input whose rows the last rows read were (its input row
 	// and OUTPUT rows); zero after any other row. A FAILED row right after
@@ -177,11 +175,9 @@ func (rp *replay) row(e *store.Entry) {
 			Position: engine.Position{Key: e.Key, Offset: e.Offset}, Attempt: int(e.N)}
 		rp.hasDel, rp.delRow = true, e.Index
 	case store.KindIndexed, store.KindInline:
-		rp.inputs++
 		rp.input(e)
 		rp.after = inputRef{index: e.Index, source: e.Source, seq: e.Seq}
 	case store.KindTimer:
-		rp.inputs++
 		rp.timer(e)
 	case store.KindDropped:
 		rp.dropped(e)
@@ -198,12 +194,6 @@ func (rp *replay) row(e *store.Entry) {
 			what = fmt.Sprintf("a completion callback of the input at index %d, feed %q seq %d", after.index, e.Source, e.Seq)
 		}
 		rp.stop(e.Index, StopFailed, "recorded failure at index %d (%s): %s", e.Index, what, e.Detail)
-	case store.KindEnd:
-		if e.N != rp.inputs {
-			rp.found = append(rp.found, store.Problem{Kind: store.ProblemGap, Processor: rp.job.proc, Index: e.Index,
-				Row: store.KindEnd, Detail: fmt.Sprintf("END counts %d inputs, the stream holds %d", e.N, rp.inputs)})
-			rp.rep.Problems = append(rp.rep.Problems, rp.found[len(rp.found)-1])
-		}
 	}
 }
 

@@ -1,21 +1,11 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 )
-
-// ErrPayload: a payload with a raw line break, which a FormatV1 recording
-// could not hold.
-//
-// Deprecated: since Format (blackbox-recording/2) every payload is stored,
-// whatever its bytes (EncodePayload), and no store refuses one; a
-// FormatV1 recording refuses one with ErrMalformed. It is kept only until
-// the recorder stops refusing payloads with a line break.
-var ErrPayload = errors.New("store: invalid payload")
 
 // FieldError is the error of Append for a row the format cannot hold: a name
 // with a line break, an unknown kind, an instant outside years 0-9999, a
