@@ -47,7 +47,7 @@ func (e *FieldError) Unwrap() error { return e.Err }
 
 // Validate reports whether every store can hold e: a known kind, no line
 // break ('\n' or '\r') in Processor, Source, Key or Detail, instants between
-// years 0 and 9999, and the numbers ValidateNumbers allows. The Payload may
+// years 0 and 9999, and the fields ValidateFields allows. The Payload may
 // be any bytes. Every backend's Append calls it on every row before writing
 // any, and every reader treats a row that fails it as malformed. The error
 // is a *FieldError.
@@ -62,7 +62,7 @@ func Validate(e Entry) error {
 			return &FieldError{Field: f.name, Value: f.v, Err: ErrName}
 		}
 	}
-	if err := ValidateNumbers(&e); err != nil {
+	if err := ValidateFields(&e); err != nil {
 		return err
 	}
 	if !instantOK(e.Instant) {
@@ -76,12 +76,13 @@ func Validate(e Entry) error {
 	return nil
 }
 
-// ValidateNumbers reports whether the numbers of e are ones the format
-// allows: seq, offset and n are never negative, and a DROPPED row loses at
-// least one item (n >= 1). Index and epoch may hold any value (an index out
-// of order is a gap, not a malformed row). The error is a *FieldError
-// wrapping ErrMalformed.
-func ValidateNumbers(e *Entry) error {
+// ValidateFields reports whether the fields of e are ones the format
+// allows: seq, offset and n are never negative, a DROPPED row loses at least
+// one item (n >= 1), and every field its kind does not use is zero (0, empty,
+// no instant: docs/FORMAT.md, "Kinds"). Index and epoch may hold any value
+// where they are used (an index out of order is a gap, not a malformed
+// row). The error is a *FieldError wrapping ErrMalformed.
+func ValidateFields(e *Entry) error {
 	bad := func(field string, v int64, why string) error {
 		return &FieldError{Field: field, Value: strconv.FormatInt(v, 10), Err: ErrMalformed, Reason: why}
 	}
@@ -95,7 +96,65 @@ func ValidateNumbers(e *Entry) error {
 	case e.Kind == KindDropped && e.N < 1:
 		return bad("n", e.N, "a DROPPED row loses at least one item")
 	}
+	used, ok := usedFields[e.Kind]
+	if !ok {
+		return nil // an unknown kind is Validate's to report
+	}
+	unused := func(field, v string) error {
+		return &FieldError{Field: field, Value: v, Err: ErrMalformed, Reason: "a " + string(e.Kind) + " row does not use it: it must be empty or 0"}
+	}
+	switch {
+	case used&fSource == 0 && e.Source != "":
+		return unused("source", e.Source)
+	case used&fSeq == 0 && e.Seq != 0:
+		return unused("seq", strconv.FormatInt(e.Seq, 10))
+	case used&fInstant == 0 && !e.Instant.IsZero():
+		return unused("instant", e.Instant.String())
+	case used&fEpoch == 0 && e.Epoch != 0:
+		return unused("epoch", strconv.FormatInt(e.Epoch, 10))
+	case used&fKey == 0 && e.Key != "":
+		return unused("key", e.Key)
+	case used&fOffset == 0 && e.Offset != 0:
+		return unused("offset", strconv.FormatInt(e.Offset, 10))
+	case used&fN == 0 && e.N != 0:
+		return unused("n", strconv.FormatInt(e.N, 10))
+	case used&fPayload == 0 && len(e.Payload) != 0:
+		return unused("payload", string(e.Payload))
+	case used&fDetail == 0 && e.Detail != "":
+		return unused("detail", e.Detail)
+	case used&fReads == 0 && len(e.Reads) != 0:
+		return unused("reads", e.Reads[0].String())
+	}
 	return nil
+}
+
+// The fields a kind may use (docs/FORMAT.md, "Kinds"); processor, index and
+// kind are every row's.
+const (
+	fSource = 1 << iota
+	fSeq
+	fInstant
+	fEpoch
+	fKey
+	fOffset
+	fN
+	fPayload
+	fDetail
+	fReads
+)
+
+var usedFields = map[Kind]int{
+	KindMeta:     fDetail,
+	KindStart:    fInstant | fPayload,
+	KindDelivery: fSource | fSeq | fEpoch | fKey | fOffset | fN,
+	KindIndexed:  fSource | fSeq | fInstant | fN | fReads,
+	KindInline:   fSource | fSeq | fInstant | fN | fPayload | fReads,
+	KindTimer:    fSeq | fInstant | fN | fReads,
+	KindOutput:   fSource | fSeq | fPayload,
+	KindDropped:  fSource | fSeq | fOffset | fN | fDetail,
+	KindFailed:   fSource | fSeq | fInstant | fDetail,
+	KindEnd:      fInstant | fN,
+	KindJournal:  fSource | fSeq | fPayload,
 }
 
 func instantOK(t time.Time) bool {

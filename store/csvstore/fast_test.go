@@ -144,7 +144,11 @@ func TestFastDecoderAgrees(t *testing.T) {
 		`p,1,INLINE,f,1,2024-01-01T00:00:00Z,0,,0,0,,,;2024-01-01T00:00:00Z`,
 		`p,1,INLINE,f,1,2024-01-01T00:00:00Z,0,,0,0,,,;`,
 		`p,1,INLINE,f,1,2024-01-01T00:00:00Z,0,,0,0,,,"2024-01-01T00:00:00Z"`,
-		`p,1,INLINE,f,1,,0," k",0,0,"{""a"":1}",d,`,
+		`p,1,INLINE,f,1,,0," k",0,0,"{""a"":1}",d,`, // key and detail: an INLINE does not use them
+		`p,1,DELIVERY,f,1,,3," k",9,0,,,`,
+		`p,1,DELIVERY,f,1,,3,"k,""q""",9,0,,,`,
+		`p,1,INLINE,f,1,,0,,0,0,"{""a"":1}",,`,
+		`p,1,DROPPED,f,1,,0,,9,2,,"a, ""b""",`,
 		`p,1,INLINE,f,1,,0,k,0,0,"""",d,`,
 		`p,1,INLINE,f,1,,0,k,0,0,"a""""b",d,`,
 		`,1,META,,0,,0,,0,0,,"{""format"":""blackbox-recording/1""}",`,

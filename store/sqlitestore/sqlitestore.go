@@ -587,8 +587,56 @@ func (s *Store) scan(maxID int64) (*view, error) {
 	}
 	v.procs = c.Processors()
 	v.problems = c.Finish()
+	if s.readOnly {
+		// A reader checks the file itself too: a database cut short, or
+		// with a damaged page, may still answer the rows query with fewer
+		// rows and no error.
+		if why := s.damage(ctx, tx); why != nil {
+			v.problems = append(v.problems, store.Unreadable(s.path, why)...)
+		}
+	}
 	return v, nil
 }
+
+// damage reports why the database file is damaged, or nil: its size is not
+// a whole number of pages, or SQLite's own structural check (PRAGMA
+// quick_check, a read of every page) finds a fault.
+func (s *Store) damage(ctx context.Context, tx *sql.Tx) error {
+	var pageSize int64
+	if err := tx.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(s.path); err != nil {
+		return err
+	} else if pageSize > 0 && fi.Size()%pageSize != 0 {
+		return fmt.Errorf("%w: the database file is %d bytes, not a whole number of %d-byte pages (cut short)",
+			errDamaged, fi.Size(), pageSize)
+	}
+	rs, err := tx.QueryContext(ctx, `PRAGMA quick_check`)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	var faults []string
+	for rs.Next() {
+		var line string
+		if err := rs.Scan(&line); err != nil {
+			return err
+		}
+		if line != "ok" {
+			faults = append(faults, line)
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return err
+	}
+	if len(faults) > 0 {
+		return fmt.Errorf("%w: quick_check: %s", errDamaged, strings.Join(faults, "; "))
+	}
+	return nil
+}
+
+var errDamaged = errors.New("damaged database")
 
 // scanner decodes result rows. Not safe for concurrent use.
 type scanner struct {

@@ -260,6 +260,18 @@ func set(row int64, column, value string) corruption {
 	return func(c Corrupter, p string) error { return c.SetField(p, row, column, value) }
 }
 
+// all applies every corruption in turn.
+func all(cs ...corruption) corruption {
+	return func(c Corrupter, p string) error {
+		for _, f := range cs {
+			if err := f(c, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 func truncate(n int64) corruption {
 	return func(c Corrupter, p string) error { return c.Truncate(p, n) }
 }
@@ -338,7 +350,8 @@ func testProblems(t *testing.T, b Backend) {
 		{"index skipped", set(28, "index", "16"), []want{
 			{gap, "ledger", 15, ""},
 		}, false},
-		{"row after END", set(25, "kind", "END"), []want{
+		{"row after END", all(set(25, "kind", "END"), set(25, "source", ""), set(25, "seq", "0"), set(25, "payload", ""),
+			set(25, "reads", "")), []want{
 			{orphan, "ledger", 13, store.KindDelivery},
 			{gap, "ledger", 14, store.KindEnd}, // END counts 0 inputs of 4
 			{orphan, "ledger", 15, store.KindEnd},
