@@ -128,7 +128,10 @@ func (r *Recorder) started(name string, pr engine.Processor) error {
 	return r.brokenErr(p)
 }
 
-func (r *Recorder) beforeDispatch(group string, _ *engine.Input) {
+func (r *Recorder) beforeDispatch(group string, _ *engine.Input) { r.endItems(group) }
+
+// endItems forgets the item the group's processors were handling.
+func (r *Recorder) endItems(group string) {
 	gs := r.group(group)
 	for _, p := range gs.touched {
 		p.endItem()
@@ -247,13 +250,7 @@ func (r *Recorder) completionFailed(name string, in *engine.Input, err error) er
 }
 
 // afterDispatch ends the item.
-func (r *Recorder) afterDispatch(group string, _ *engine.Input) {
-	gs := r.group(group)
-	for _, p := range gs.touched {
-		p.endItem()
-	}
-	gs.touched = gs.touched[:0]
-}
+func (r *Recorder) afterDispatch(group string, _ *engine.Input) { r.endItems(group) }
 
 // itemRows appends p's rows for the item: FAILED, or [DELIVERY] INDEXED or
 // INLINE and the OUTPUT rows.

@@ -163,28 +163,16 @@ func (s *crashSetup) committedLines() (int64, error) {
 // and the report says the point was not reached.
 func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath string, n int64) (killReport, error) {
 	var kr killReport
-	logf, err := os.Create(logPath)
+	ch, err := startChild(s.exe, args, []string{killpoint.Env + "=" + killpoint.Value(s.cfg.killAt, n)}, logPath)
 	if err != nil {
-		return kr, &fileError{logPath, unwrapPathError(err)}
+		return kr, err
 	}
-	defer logf.Close()
-	cmd := exec.Command(s.exe, args...)
-	cmd.Env = append(os.Environ(), killpoint.Env+"="+killpoint.Value(s.cfg.killAt, n))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return kr, fmt.Errorf("crashtest: starting %s: %w", s.exe, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	defer ch.close()
+	start, exited, kill := ch.start, ch.exited, ch.kill
 	deadline := time.NewTimer(2 * time.Minute)
 	defer deadline.Stop()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	kill := func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}
 	var outlived <-chan time.Time // armed once the whole input is committed
 	for {
 		select {
@@ -223,27 +211,16 @@ func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath strin
 // lines, kills it with SIGKILL and waits for it to be gone.
 func (c *CLI) killRun(ctx context.Context, exe string, args []string, logPath, outFile string, target int64) (killReport, error) {
 	var kr killReport
-	logf, err := os.Create(logPath)
+	ch, err := startChild(exe, args, nil, logPath)
 	if err != nil {
-		return kr, &fileError{logPath, unwrapPathError(err)}
+		return kr, err
 	}
-	defer logf.Close()
-	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return kr, fmt.Errorf("crashtest: starting %s: %w", exe, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	defer ch.close()
+	start, exited, kill := ch.start, ch.exited, ch.kill
 	deadline := time.NewTimer(2 * time.Minute)
 	defer deadline.Stop()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	kill := func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}
 	lc := &lineCounter{path: outFile}
 	for {
 		select {
@@ -271,6 +248,44 @@ func (c *CLI) killRun(ctx context.Context, exe string, args []string, logPath, o
 		}
 	}
 }
+
+// child is a running child process of crashtest, its output going to a
+// log file. It is owned by the goroutine that started it.
+type child struct {
+	cmd    *exec.Cmd
+	log    *os.File
+	start  time.Time
+	exited chan error // the result of Wait, once
+}
+
+// startChild starts exe with args, env added to this process's
+// environment, standard output and error to logPath.
+func startChild(exe string, args, env []string, logPath string) (*child, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, &fileError{logPath, unwrapPathError(err)}
+	}
+	cmd := exec.Command(exe, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("crashtest: starting %s: %w", exe, err)
+	}
+	ch := &child{cmd: cmd, log: logf, start: time.Now(), exited: make(chan error, 1)}
+	go func() { ch.exited <- cmd.Wait() }()
+	return ch, nil
+}
+
+// kill kills the child with SIGKILL and waits for it to be gone.
+func (ch *child) kill() {
+	_ = ch.cmd.Process.Kill()
+	<-ch.exited
+}
+
+func (ch *child) close() { ch.log.Close() }
 
 // child runs the binary to its end and returns its exit code.
 func (c *CLI) child(ctx context.Context, exe string, args []string, logPath string) (int, error) {
