@@ -75,7 +75,8 @@ type SubscriberStatus struct {
 // Status reports every feed. A feed is settled when its source is caught up
 // or at its end, every live queue is drained, nothing is paused or awaiting
 // acknowledgement, and it is not stalled; lossless when nothing was dropped
-// or refused, no completion was skipped, no consumer failed (Engine.Err),
+// or refused, no item or completion was skipped after its retries, no
+// consumer failed (Engine.Err),
 // and its source skipped no oversized line and left no file unread.
 func (e *Engine) Status() Status {
 	s := Status{Settled: true, Lossless: true, Feeds: []FeedStatus{}}
@@ -148,7 +149,7 @@ func (f *Feed) Status() FeedStatus {
 	if stalled != "" {
 		fs.Stalled = &stalled
 	}
-	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0 && !failed &&
+	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0 && fs.Failures == 0 && !failed &&
 		fs.Oversized == 0 && fs.UnreadFiles == 0
 	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&
 		fs.PendingAcks == 0 && fs.Stalled == nil
