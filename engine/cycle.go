@@ -95,14 +95,15 @@ func (c *Cycle) Now() time.Time {
 	return t
 }
 
-// Emit emits an output: delivered to the engine's sink live, recorded as an
-// OUTPUT row, captured and compared in replay. Outputs are numbered from 1
-// per input across all its cycles.
+// Emit emits an output to the named sink: delivered live to the Host's Sink
+// as Write(processor, sink, out), recorded as an OUTPUT row, captured and
+// compared in replay. Outputs are numbered from 1 per input across all its
+// cycles.
 func (c *Cycle) Emit(sink string, out any) {
 	h := c.h
 	h.trace.Outputs = append(h.trace.Outputs, Output{Sink: sink, Value: out})
 	if h.sink != nil && h.trace.Err == nil {
-		if err := h.sink.Write(sink, out); err != nil {
+		if err := h.sink.Write(h.name, sink, out); err != nil {
 			h.sinkErr = fmt.Errorf("engine: sink %q: %w", sink, err)
 		}
 	}

@@ -9,5 +9,9 @@
 // input or a timer and returns a Trace. Groups wrap Hosts in a goroutine; the
 // replayer drives a Host directly with a playback clock.
 //
+// Outputs a processor emits with Cycle.Emit(sink, out) reach Config.Sink live
+// as Write(processor, sink, out), on the processor's group goroutine, so they
+// can be routed by processor and sink name.
+//
 // docs/GUARANTEES.md says what an application can rely on.
 package engine

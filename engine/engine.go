@@ -22,7 +22,8 @@ type Config struct {
 	Feeds      []FeedConfig
 	Groups     []GroupConfig
 	Observer   Observer
-	// Sink receives every emitted output live; nil discards them.
+	// Sink receives every emitted output live, with the emitting
+	// processor's name and the sink name; nil discards them.
 	Sink Sink
 	// DrainTimeout bounds how long Stop lets the groups drain their queues
 	// after the sources stopped. Default 5s.
@@ -180,7 +181,7 @@ func New(cfg Config) (*Engine, error) {
 		for i, pc := range gc.Processors {
 			g.names = append(g.names, pc.Name)
 			g.hosts = append(g.hosts, NewHost(pc.Name, pc.Processor, cfg.Clock,
-				WithSink(hostSink(cfg.Sink, pc.Name)), WithTimers(cfg.TimerClock, g.schedule(i)), WithContext(g.ctx)))
+				WithSink(cfg.Sink), WithTimers(cfg.TimerClock, g.schedule(i)), WithContext(g.ctx)))
 		}
 		g.failed = make([]bool, len(g.hosts))
 		g.compErr = make([]bool, len(g.hosts))
@@ -202,13 +203,6 @@ func New(cfg Config) (*Engine, error) {
 		e.gByN[g.name] = g
 	}
 	return e, nil
-}
-
-func hostSink(s Sink, processor string) Sink {
-	if s == nil {
-		return nil
-	}
-	return SinkFunc(func(_ string, out any) error { return s.Write(processor, out) })
 }
 
 // bind subscribes g to f with a new queue.

@@ -22,8 +22,8 @@ func ExampleEngine_RunSettled() {
 			Policy: engine.BlockWithDeadline(time.Second), QueueSize: 16}},
 		Groups: []engine.GroupConfig{{Name: "main", Feeds: []string{"lines"},
 			Processors: []engine.ProcessorConfig{{Name: "upper", Processor: upper}}}},
-		Sink: engine.SinkFunc(func(processor string, out any) error {
-			fmt.Println(processor, out)
+		Sink: engine.SinkFunc(func(processor, sink string, out any) error {
+			fmt.Println(processor, sink, out)
 			return nil
 		}),
 	})
@@ -34,9 +34,9 @@ func ExampleEngine_RunSettled() {
 	st, err := e.RunSettled(context.Background(), time.Millisecond)
 	fmt.Println("settled:", st.Settled, "lossless:", st.Lossless, "err:", err)
 	// Output:
-	// upper A
-	// upper B
-	// upper C
+	// upper out A
+	// upper out B
+	// upper out C
 	// settled: true lossless: true err: <nil>
 }
 

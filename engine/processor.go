@@ -27,14 +27,18 @@ type TimerHandler interface {
 	OnTimer(c *Cycle, timer int) error
 }
 
-// Sink receives a processor's outputs live (Cycle.Emit). It is called on the
-// emitting processor's group goroutine; an error fails the cycle.
+// Sink receives a processor's outputs live: Cycle.Emit(sink, out) calls
+// Write(processor, sink, out) with the emitting processor's name and the
+// sink name Emit was given, so outputs can be routed by sink. It is called
+// on the emitting processor's group goroutine, in emit order; an error fails
+// the cycle. Processors of different groups emit concurrently: a Sink shared
+// by several groups must be safe for concurrent use.
 type Sink interface {
-	Write(processor string, out any) error
+	Write(processor, sink string, out any) error
 }
 
 // SinkFunc adapts a function to Sink.
-type SinkFunc func(processor string, out any) error
+type SinkFunc func(processor, sink string, out any) error
 
-// Write calls f(processor, out).
-func (f SinkFunc) Write(processor string, out any) error { return f(processor, out) }
+// Write calls f(processor, sink, out).
+func (f SinkFunc) Write(processor, sink string, out any) error { return f(processor, sink, out) }

@@ -65,8 +65,9 @@ func (s *outSink) failure() error {
 }
 
 // Write implements engine.Sink. It is called on the group goroutine, one
-// output at a time.
-func (s *outSink) Write(_ string, out any) error {
+// output at a time. A line holds the output's value alone, as docs/CLI.md
+// documents --out; the sink name is in the recording's OUTPUT row.
+func (s *outSink) Write(_, _ string, out any) error {
 	if s.f == nil {
 		s.written.Add(1)
 		return nil
