@@ -9,5 +9,11 @@
 // input or a timer and returns a Trace. Groups wrap Hosts in a goroutine; the
 // replayer drives a Host directly with a playback clock.
 //
+// Contexts: Start's ctx only decides whether to start (a done ctx starts
+// nothing); Stop's ctx bounds the stop. Cycle.Context is cancelled by Stop
+// once the drain is over, so a processor waiting on it lets Stop return.
+// From a cycle, publish with Cycle.Publish: it never waits. No function
+// takes a nil context (ErrNilContext).
+//
 // docs/GUARANTEES.md says what an application can rely on.
 package engine
