@@ -81,11 +81,22 @@ func (c *Cycle) Processor() string { return c.h.name }
 // in timer cycles.
 func (c *Cycle) Delivery() *Delivery { return c.h.trace.Delivery }
 
-// Context is the context of the processor's group. Publishing with it from a
-// cycle is recognised as a publish from a group goroutine at no cost: it
-// never waits. A publish from a cycle with another context never waits
-// either (Feed.Publish then tells the goroutine by its identity).
+// Context is the context of the processor's group. Engine.Stop cancels it
+// once the drain is over (the queues drained, DrainTimeout passed or
+// Stop's ctx done), so a processor waiting on it lets Stop return; an item
+// whose processor then fails is not dispatched, and the next run delivers
+// it again. A Host built with NewHost returns the context given with
+// WithContext, by default context.Background() (never cancelled). Publish
+// from a cycle with Cycle.Publish; Feed.Publish with this context never
+// waits either (the older way, kept).
 func (c *Cycle) Context() context.Context { return c.h.ctx }
+
+// Publish publishes a push item into f from this cycle, as Feed.Publish
+// does, except that it never waits for room: a full BLOCK_WITH_DEADLINE or
+// PAUSE queue is a counted drop after the queue's spin (downgraded), a
+// processor being the only one that could empty its own group's queue. It
+// returns ErrStopped once the feed is stopped.
+func (c *Cycle) Publish(f *Feed, item any) error { return f.publish(c.h.ctx, item, false) }
 
 // Now reads the engine clock. Every reading is part of the input's record and
 // is played back in replay, so a processor must read time only through Now.
@@ -188,8 +199,15 @@ func WithTimers(clock Clock, schedule func(timer int, due time.Time)) HostOption
 	return func(h *Host) { h.timerClock, h.schedule = clock, schedule }
 }
 
-// WithContext sets the context cycles return from Cycle.Context.
-func WithContext(ctx context.Context) HostOption { return func(h *Host) { h.ctx = ctx } }
+// WithContext sets the context cycles return from Cycle.Context. A nil ctx
+// is ignored: the Host keeps context.Background().
+func WithContext(ctx context.Context) HostOption {
+	return func(h *Host) {
+		if ctx != nil {
+			h.ctx = ctx
+		}
+	}
+}
 
 // NewHost returns a Host running p under the given name, reading cycle time
 // from clock.

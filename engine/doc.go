@@ -13,5 +13,11 @@
 // as Write(processor, sink, out), on the processor's group goroutine, so they
 // can be routed by processor and sink name.
 //
+// Contexts: Start's ctx only decides whether to start (a done ctx starts
+// nothing); Stop's ctx bounds the stop. Cycle.Context is cancelled by Stop
+// once the drain is over, so a processor waiting on it lets Stop return.
+// From a cycle, publish with Cycle.Publish: it never waits. No function
+// takes a nil context (ErrNilContext).
+//
 // docs/GUARANTEES.md says what an application can rely on.
 package engine

@@ -177,7 +177,7 @@ func New(cfg Config) (*Engine, error) {
 	for _, gc := range cfg.Groups {
 		g := &group{name: gc.Name, eng: e, retry: gc.Retry, obs: &e.cfg.Observer, clock: cfg.TimerClock,
 			wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-		g.ctx = context.WithValue(context.Background(), agentKey, g)
+		g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), agentKey, g))
 		for i, pc := range gc.Processors {
 			g.names = append(g.names, pc.Name)
 			g.hosts = append(g.hosts, NewHost(pc.Name, pc.Processor, cfg.Clock,
@@ -233,13 +233,23 @@ func (e *Engine) Feed(name string) *Feed { return e.byName[name] }
 // Clock is the engine's clock.
 func (e *Engine) Clock() Clock { return e.clock }
 
-// Start starts every group goroutine, then every source. ctx bounds nothing
-// after Start returns; Stop ends the run.
+// Start starts every group goroutine, then every source. A ctx that is
+// already done starts nothing: Start returns its error (errors.Is(err,
+// context.Canceled) or context.DeadlineExceeded) and the engine can be
+// started again. Once Start returned, ctx bounds nothing: the sources run
+// until Stop (a ctx ending later does not stop them). A nil ctx is refused
+// (ErrNilContext).
 func (e *Engine) Start(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Engine.Start", ErrNilContext)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.started {
 		return fmt.Errorf("%w: already started", ErrStopped)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("engine: start: %w", err)
 	}
 	e.started = true
 	for _, g := range e.groups {
@@ -277,12 +287,21 @@ func (f *Feed) stateNow() FeedState {
 // Stop ends the run in order: stop the sources, refuse waiting blocking
 // publishes, let the groups drain their queues (bounded by DrainTimeout and
 // ctx), commit what was processed after the sources stopped, close the
-// groups (END of every stream), commit again. Items never processed stay
-// uncommitted and are re-delivered by the next run: so does an item whose
-// retry backoff Stop cut (it did not complete) and everything after it.
-// Every goroutine of the engine has returned when Stop returns. The error
-// joins failed commits, groups that did not stop, and Err.
+// groups and cancel every Cycle.Context, close the streams (END), commit
+// again. Cycle.Context is cancelled once the drain is over: at once when
+// the queues are drained, else when DrainTimeout passes or ctx is done, so
+// a processor blocked on it past the drain lets Stop return. An item whose
+// processor or completion callback fails once its context is cancelled is
+// not dispatched, as an item whose retry backoff Stop cut: items never
+// processed, and those, stay uncommitted and are re-delivered by the next
+// run, with everything after them. Every goroutine of the engine has
+// returned when Stop returns, unless ctx ended first: a group still running
+// then is reported. The error joins failed commits, groups that did not
+// stop, and Err. A nil ctx is refused (ErrNilContext) and stops nothing.
 func (e *Engine) Stop(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Engine.Stop", ErrNilContext)
+	}
 	e.mu.Lock()
 	if !e.started || e.stopped {
 		e.mu.Unlock()
@@ -302,17 +321,26 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 	drainCtx, cancel := context.WithTimeout(ctx, e.cfg.DrainTimeout)
 	defer cancel()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+drain:
 	for !e.drained() {
-		if drainCtx.Err() != nil {
-			e.logf("stop: queues not drained after %s; unprocessed items stay uncommitted", e.cfg.DrainTimeout)
-			break
+		select {
+		case <-drainCtx.Done():
+			e.logf("stop: queues not drained within the drain timeout (%s) or Stop's context; unprocessed items stay uncommitted", e.cfg.DrainTimeout)
+			break drain
+		case <-tick.C:
 		}
-		time.Sleep(time.Millisecond)
 	}
 	var errs []error
 	errs = append(errs, e.commitAll()...)
 	for _, g := range e.groups {
 		close(g.stop)
+	}
+	// After g.stop: a processor that returns because of the cancellation
+	// finds its group stopping and takes nothing more.
+	for _, g := range e.groups {
+		g.cancel()
 	}
 	for _, g := range e.groups {
 		select {
@@ -449,7 +477,8 @@ func (e *Engine) Unfence(group string) error {
 // RunSettled runs a bounded job: it starts the engine, waits (polling
 // every interval) until the status is settled, then stops it in order and
 // returns the final status. If ctx is done first, the engine is stopped all
-// the same and ctx's error returned with the status at that point.
+// the same and ctx's error returned with the status at that point; a ctx
+// already done (or nil) starts nothing and gives Start's error.
 func (e *Engine) RunSettled(ctx context.Context, interval time.Duration) (Status, error) {
 	if err := e.Start(ctx); err != nil {
 		return Status{}, err
@@ -461,8 +490,11 @@ func (e *Engine) RunSettled(ctx context.Context, interval time.Duration) (Status
 
 // WaitSettled polls the status every interval until it is settled, ctx is
 // done, or a group failed (it returns Err: a failed run never settles); it
-// returns the last status.
+// returns the last status. A nil ctx is refused (ErrNilContext).
 func (e *Engine) WaitSettled(ctx context.Context, interval time.Duration) (Status, error) {
+	if ctx == nil {
+		return e.Status(), fmt.Errorf("%w: Engine.WaitSettled", ErrNilContext)
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

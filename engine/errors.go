@@ -20,6 +20,9 @@ var (
 	// ErrObserver: an observer hook failed (the recorder could not write) and
 	// its group stopped taking items; the *ObserverError says which.
 	ErrObserver = errors.New("engine: observer failed")
+	// ErrNilContext: a nil context.Context was passed to a function that
+	// takes one (Start, Stop, WaitSettled, RunSettled, Feed.Publish).
+	ErrNilContext = errors.New("engine: nil context")
 )
 
 // ObserverError is an observer hook's error that failed a group: the group

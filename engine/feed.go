@@ -149,17 +149,24 @@ func (f *Feed) Name() string { return f.name }
 // and PAUSE it never waits past the spin; under BLOCK_WITH_DEADLINE it waits
 // outside the lock until every blocking queue has room, then delivers to all
 // of them, or refuses with a *RefusedError (deadline, shutdown, cancelled) and
-// delivers to none. A publish from a group goroutine (ctx from
-// Cycle.Context) or nested in a publish never waits: it falls back to a
-// counted drop, counted as downgraded. A group goroutine is recognised
-// whatever ctx it passes: with Cycle.Context at no cost, with any other
-// context (context.Background, a context of its own) only when the publish
-// is about to wait, by the goroutine's identity, so that a processor never
-// waits for room in a queue only its own group can empty.
+// delivers to none. A publish from a group goroutine or nested in a publish
+// never waits: it falls back to a counted drop, counted as downgraded. From
+// a cycle, say so with Cycle.Publish. Publish recognises a group goroutine
+// too, whatever ctx it passes: with Cycle.Context at no cost (kept for code
+// written before Cycle.Publish), with any other context (context.Background,
+// a context of its own) only when the publish is about to wait, by the
+// goroutine's identity, so that a processor never waits for room in a queue
+// only its own group can empty. A nil ctx is refused (ErrNilContext).
 func (f *Feed) Publish(ctx context.Context, item any) error {
 	if ctx == nil {
-		ctx = context.Background()
+		return fmt.Errorf("%w: Feed.Publish to feed %q", ErrNilContext, f.name)
 	}
+	return f.publish(ctx, item, !noWait(ctx))
+}
+
+// publish is Publish; mayWait says whether a full BLOCK queue may be waited
+// for (off the group goroutines: see onGroupGoroutine).
+func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 	if nf, _ := ctx.Value(nestedKey).(*Feed); nf == f {
 		// Nested in this feed's own commit, on the goroutine that holds
 		// the lock: run after the commit's offers.
@@ -177,7 +184,7 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 			f.mu.Unlock()
 			return fmt.Errorf("%w: publish to feed %q", ErrStopped, f.name)
 		}
-		if short := f.blockingShort(); short != nil && !noWait(ctx) && !f.eng.onGroupGoroutine() {
+		if short := f.blockingShort(); short != nil && mayWait && !f.eng.onGroupGoroutine() {
 			reason := RefuseReason("")
 			now := time.Now()
 			if deadline.IsZero() {

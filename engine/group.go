@@ -28,7 +28,10 @@ type group struct {
 	retry RetryPolicy
 	obs   *Observer
 	clock Clock
-	ctx   context.Context
+	// ctx is what its cycles return from Cycle.Context; Stop cancels it
+	// once the drain is over, after closing stop.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	_ [line]byte
 
@@ -252,8 +255,9 @@ func (g *group) park() {
 // dispatch handles one item: every processor, with retries; then the
 // observers' BeforeComplete (the recording is written); then the completion
 // callbacks; then AfterDispatch; then the dispatched counter. It reports
-// whether the item was dispatched: it is not when Stop cut a retry backoff
-// or an observer failed the group. Such an item holds the commit (nothing
+// whether the item was dispatched: it is not when Stop cut a retry backoff,
+// a processor or callback failed once Stop cancelled Cycle.Context, or an
+// observer failed the group. Such an item holds the commit (nothing
 // after it is dispatched either) and the next run delivers it again.
 func (g *group) dispatch(b *binding, e envelope) bool {
 	var dv *Delivery
@@ -297,6 +301,9 @@ func (g *group) dispatch(b *binding, e envelope) bool {
 					g.obs.Failed(h.name, in, t.Err)
 				}
 			}
+			if g.ctx.Err() != nil {
+				return g.cut(in)
+			}
 			if attempt+1 >= attempts {
 				b.feed.failures.Add(1)
 				g.eng.logf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.seq, h.name, attempts, t.Err)
@@ -330,6 +337,9 @@ func (g *group) dispatch(b *binding, e envelope) bool {
 					}
 				}
 			}
+			if g.ctx.Err() != nil {
+				return g.cut(in)
+			}
 			if attempt+1 >= attempts {
 				b.feed.completionFailures.Add(1)
 				g.eng.logf("feed %q seq %d: completion of processor %q failed %d times, skipped: %v", b.feed.name, e.seq, owner, attempts, err)
@@ -358,9 +368,11 @@ func (g *group) abandon(in *Input) bool {
 	return false
 }
 
-// cut abandons an item whose retry backoff Stop cut, saying so.
+// cut abandons an item that Stop cut, saying so: its retry backoff was
+// under way, or it failed once Stop had cancelled Cycle.Context (the
+// failure may be the cancellation itself: the item did not complete).
 func (g *group) cut(in *Input) bool {
-	g.eng.logf("feed %q seq %d: stop during a retry of group %q: not dispatched, the next run delivers it again", in.Feed, in.Seq, g.name)
+	g.eng.logf("feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, g.name)
 	return g.abandon(in)
 }
 

@@ -216,10 +216,11 @@ type InputDiff struct {
 // lists inputs (once to index, once to fetch the listed inputs' payloads
 // and outputs).
 //
-// The error is for I/O problems and a cancelled ctx.
+// The error is for I/O problems and a cancelled ctx; a nil ctx, or a side
+// without a recording, is ErrUsage.
 func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffReport, error) {
 	if ctx == nil {
-		ctx = context.Background()
+		return nil, fmt.Errorf("%w: nil context", ErrUsage)
 	}
 	if len(a) == 0 || len(b) == 0 {
 		return nil, fmt.Errorf("%w: diff needs at least one recording on each side", ErrUsage)

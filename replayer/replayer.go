@@ -21,7 +21,8 @@ var (
 	// ErrCodec: the recording was written with another codec than the one
 	// the replay decodes with (META options "codec").
 	ErrCodec = errors.New("replayer: codec mismatch")
-	// ErrUsage: a nil reader, an App without New or Decode.
+	// ErrUsage: a nil reader or context, an App without New or Decode, no
+	// recording on a side of Diff.
 	ErrUsage = errors.New("replayer: bad usage")
 )
 
@@ -178,14 +179,14 @@ type Loss struct {
 //
 // The error is for usage and I/O problems only: an unknown app (wrapping
 // ErrUnknownApp), a codec mismatch (ErrCodec), a read error of the store, a
-// cancelled ctx (with the report so far). Divergences, losses and integrity
+// cancelled ctx (with the report so far), a nil ctx or reader (ErrUsage). Divergences, losses and integrity
 // problems are in the Report.
 func Replay(ctx context.Context, r store.Reader, apps Registry, opts Options) (*Report, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%w: nil reader", ErrUsage)
 	}
 	if ctx == nil {
-		ctx = context.Background()
+		return nil, fmt.Errorf("%w: nil context", ErrUsage)
 	}
 	codec := opts.Codec
 	if codec == nil {

@@ -469,3 +469,24 @@ func TestAFailedCompletionAfterItsInputIsReplayedAndReported(t *testing.T) {
 		t.Errorf("stop reason %q, want it to name %q and the detail", p.Stop, want)
 	}
 }
+
+// No nil context: Replay and Diff refuse one with ErrUsage instead of
+// replaying (or comparing) under context.Background().
+func TestReplayAndDiffRefuseANilContext(t *testing.T) {
+	m := run{}.memory(t, lines...)
+	var nilCtx context.Context
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"Replay", func() error { _, err := replayer.Replay(nilCtx, m, builtins(), replayer.Options{}); return err }},
+		{"Diff", func() error {
+			_, err := replayer.Diff(nilCtx, []store.Reader{m}, []store.Reader{m}, replayer.DiffOptions{})
+			return err
+		}},
+	} {
+		if err := tc.call(); !errors.Is(err, replayer.ErrUsage) {
+			t.Errorf("%s(nil ctx): %v, want ErrUsage", tc.name, err)
+		}
+	}
+}
