@@ -478,6 +478,9 @@ func (g *group) schedule(host int) func(n int, due time.Time) {
 		heap.Push(&g.timers, timerEntry{due: due, host: host, n: n})
 		g.nTimers.Store(int64(len(g.timers)))
 		g.timersMu.Unlock()
+		if g.obs.TimerSet != nil {
+			g.obs.TimerSet(g.names[host], n, due)
+		}
 	}
 }
 

@@ -1,5 +1,7 @@
 package engine
 
+import "time"
+
 // Input is one item being dispatched to a group: what the feed delivered,
 // under which sequence and delivery. The observer hooks receive it; it is
 // valid only during the hook call and reused afterwards.
@@ -71,6 +73,9 @@ type Observer struct {
 	// Dropped: items were lost for the group's queue right before the next
 	// item it will dispatch (or before its end).
 	Dropped func(group string, d Drop)
+	// TimerSet: a processor set timer n (Cycle.After), due at due on the
+	// engine's TimerClock; called inside the cycle that set it.
+	TimerSet func(processor string, n int, due time.Time)
 	// TimerFired: a processor's timer ran (t.Timer is its number).
 	TimerFired func(processor string, t *Trace)
 	// Stopped: a processor's stream ends with a clean stop of the engine
@@ -92,6 +97,7 @@ func (o Observer) Then(next Observer) Observer {
 		CompletionFailed: thenE3(o.CompletionFailed, next.CompletionFailed),
 		AfterDispatch:    then2(o.AfterDispatch, next.AfterDispatch),
 		Dropped:          then2(o.Dropped, next.Dropped),
+		TimerSet:         then3(o.TimerSet, next.TimerSet),
 		TimerFired:       then2(o.TimerFired, next.TimerFired),
 		Stopped:          thenE1(o.Stopped, next.Stopped),
 	}

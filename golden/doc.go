@@ -18,7 +18,8 @@
 // are part of a case, not failures. Update re-records every case from its
 // input through the real engine (engine/filesource, strategy once-earliest,
 // and the recorder) with deterministic clocks, so the same input and code
-// always give the same bytes. The usual test:
+// always give the same bytes; timers are due on a clock that jumps from one
+// timer to the next, so a recording never waits for one (see Update). The usual test:
 //
 //	var update = flag.Bool("update", false, "re-record the golden cases")
 //

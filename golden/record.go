@@ -51,17 +51,25 @@ const stepTimeout = 30 * time.Second
 // killed update leaves either the old recordings or, with the new ones
 // half moved into place, the folder ReadyDir, which Check reports and the
 // next Update finishes. It holds a lock (flock) on dir while it runs: a
-// second Update of dir fails at once with ErrBusy. The run is deterministic, so re-recording the same input
-// with the same code gives the same bytes:
+// second Update of dir fails at once with ErrBusy. The run is
+// deterministic, so re-recording the same input with the same code gives
+// the same bytes:
 //
 //   - the input is read with engine/filesource, strategy once-earliest,
 //     under the fixed Epoch;
 //   - the cycles' clock is an engine.StepClock from EngineStart, the
-//     recorder's another from RecorderStart; timers are due on the real
-//     clock, so only zero-delay timers fire at a fixed place;
+//     recorder's another from RecorderStart;
+//   - timers are due on a timer clock of their own that stands still and
+//     jumps, when an item was handled and when a timer fired, to the
+//     earliest pending timer's due time: every timer an item sets, and
+//     every timer those set, fires in due order, each at its due time,
+//     before the next item, whatever its delay, and no recording waits
+//     for one; the last item's timers fire before the run ends. Timers
+//     that keep setting timers (more than maxTimers, 10000, after one
+//     item) fail the recording (ErrRecord);
 //   - the source publishes a line only once the one before was handled
-//     and every timer it set fired, so each input, and each timer, meets
-//     the same state every time (a drop case differs: see Case.Drop);
+//     and every timer fired, so each input, and each timer, meets the
+//     same state every time (a drop case differs: see Case.Drop);
 //   - the rows are written in a canonical storage order: META, the JOURNAL
 //     rows, then each processor's stream (a live run interleaves them as
 //     its goroutines go; the rows themselves are the recorder's).
@@ -342,7 +350,7 @@ func recordRun(c *Case, in string, p engine.Processor) (*store.Memory, error) {
 	}
 	e, err := engine.New(engine.Config{
 		Clock:      engine.NewStepClock(EngineStart, time.Millisecond),
-		TimerClock: &g.timers,
+		TimerClock: g.clock,
 		Feeds:      []engine.FeedConfig{{Name: Feed, Source: src, Policy: pol, QueueSize: queue, Journal: g}},
 		Groups: []engine.GroupConfig{{Name: "golden", Feeds: []string{Feed},
 			Processors: []engine.ProcessorConfig{{Name: c.processor(), Processor: wrap(p, g)}}}},
@@ -375,6 +383,8 @@ func recordRun(c *Case, in string, p engine.Processor) (*store.Memory, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("%w: the run did not settle: %v", ErrRecord, err), stop())
 	}
+	// The last item's timers fire before the run ends, as any other item's.
+	g.waitTimers()
 	if err := stop(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrRecord, err)
 	}
@@ -449,11 +459,13 @@ func writeCanonical(path string, m *store.Memory) error {
 // gate makes a live run deterministic. As the feed's Journal it is called
 // by the source for every line before the line is queued: it holds line
 // k+1 until line k was dispatched (observer AfterDispatch) and every timer
-// set so far fired (observer TimerFired; timers set are counted by the
-// engine's timer clock, read by Cycle.After inside a cycle). In a drop
-// case it holds line 2 until the processor has taken line 1, and the
-// processor holds line 1 until released, so the queue fills and drops
-// exactly.
+// set so far fired (observers TimerSet and TimerFired). It owns the
+// engine's timer clock, which stands still: between cycles (after an item's
+// dispatch, after a timer) it jumps to the earliest pending timer's due
+// time, so that timer fires next, whatever its delay, without waiting (see
+// jump). In a drop case it holds line 2 until the processor has taken line
+// 1, and the processor holds line 1 until released, so the queue fills and
+// drops exactly.
 type gate struct {
 	inner engine.Journal // the recorder's journal, for a journalled case
 	drop  bool
@@ -461,18 +473,32 @@ type gate struct {
 	mu         sync.Mutex
 	cond       *sync.Cond
 	dispatched int64
-	fired      int64
+	pending    map[timerID]time.Time // timers set and not fired: their due times
+	fired      int                   // timers fired since the last dispatch
 	err        error
 
-	timers   timerClock
-	started  chan struct{} // drop: the processor took line 1
-	released chan struct{} // drop: the processor may go on
+	clock    *engine.StepClock // the timer clock: step 0, moved by jump alone
+	started  chan struct{}     // drop: the processor took line 1
+	released chan struct{}     // drop: the processor may go on
 	once     sync.Once
 	first    atomic.Bool
 }
 
+// timerID names a timer: its processor and number.
+type timerID struct {
+	processor string
+	n         int
+}
+
+// maxTimers bounds how many timers may fire after one item before the next
+// is dispatched (the item's timers, the timers they set, and so on): past
+// it the recording fails, since timers that keep setting timers never all
+// fire.
+const maxTimers = 10000
+
 func newGate(drop bool) *gate {
-	g := &gate{drop: drop, started: make(chan struct{}), released: make(chan struct{})}
+	g := &gate{drop: drop, pending: map[timerID]time.Time{}, clock: engine.NewStepClock(EngineStart, 0),
+		started: make(chan struct{}), released: make(chan struct{})}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
@@ -487,10 +513,15 @@ func (g *gate) failure() error {
 
 func (g *gate) fail(err error) {
 	g.mu.Lock()
+	g.failLocked(err)
+	g.mu.Unlock()
+}
+
+func (g *gate) failLocked(err error) {
 	if g.err == nil {
 		g.err = err
 	}
-	g.mu.Unlock()
+	g.cond.Broadcast()
 }
 
 // Append holds the line, then journals it (a journalled case).
@@ -503,8 +534,8 @@ func (g *gate) Append(ctx context.Context, feed string, seq int64, item any) err
 				g.fail(fmt.Errorf("%w: the processor never took line 1", ErrRecord))
 			}
 		}
-	} else if err := g.waitTurn(seq); err != nil {
-		g.fail(err)
+	} else if !g.wait(func() bool { return g.dispatched >= seq-1 && len(g.pending) == 0 }) {
+		g.fail(fmt.Errorf("%w: line %d waited %s for line %d and the timers before it", ErrRecord, seq, stepTimeout, seq-1))
 	}
 	if g.inner != nil {
 		return g.inner.Append(ctx, feed, seq, item)
@@ -512,24 +543,56 @@ func (g *gate) Append(ctx context.Context, feed string, seq int64, item any) err
 	return nil
 }
 
-// waitTurn waits until line seq-1 was dispatched and no timer is pending.
-func (g *gate) waitTurn(seq int64) error {
-	deadline := time.Now().Add(stepTimeout)
+// waitTimers waits until every timer set has fired.
+func (g *gate) waitTimers() {
+	if !g.wait(func() bool { return len(g.pending) == 0 }) {
+		g.fail(fmt.Errorf("%w: the timers did not fire within %s", ErrRecord, stepTimeout))
+	}
+}
+
+// wait waits until done (called with g.mu held) or the gate failed; false
+// after stepTimeout.
+func (g *gate) wait(done func() bool) bool {
+	timedOut := false
 	timer := time.AfterFunc(stepTimeout, func() {
 		g.mu.Lock()
+		timedOut = true
 		g.cond.Broadcast()
 		g.mu.Unlock()
 	})
 	defer timer.Stop()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for g.dispatched < seq-1 || g.fired < g.timers.set.Load() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: line %d waited %s for line %d and the timers before it", ErrRecord, seq, stepTimeout, seq-1)
+	for !done() && g.err == nil {
+		if timedOut {
+			return false
 		}
 		g.cond.Wait()
 	}
-	return nil
+	return true
+}
+
+// jump moves the timer clock to the earliest pending timer's due time, if
+// it is later than the clock, so the engine fires that timer next (g.mu
+// held). It is called on the group's goroutine between cycles, so no
+// cycle sees the clock move under it; a timer set in a timer's cycle is
+// due from that timer's due time, as on a real clock. The next line is
+// held while a timer is pending (and the engine fires due timers before it
+// takes the next queued item), so every timer an item sets, and every
+// timer those set, fires in due order before the next item.
+func (g *gate) jump() {
+	if g.err != nil || len(g.pending) == 0 {
+		return
+	}
+	var next time.Time
+	for _, due := range g.pending {
+		if next.IsZero() || due.Before(next) {
+			next = due
+		}
+	}
+	if now := g.clock.Now(); next.After(now) {
+		g.clock.Advance(next.Sub(now))
+	}
 }
 
 func (g *gate) observer() engine.Observer {
@@ -537,36 +600,32 @@ func (g *gate) observer() engine.Observer {
 		AfterDispatch: func(string, *engine.Input) {
 			g.mu.Lock()
 			g.dispatched++
+			g.fired = 0
+			g.jump()
 			g.cond.Broadcast()
 			g.mu.Unlock()
 		},
-		TimerFired: func(string, *engine.Trace) {
+		TimerSet: func(processor string, n int, due time.Time) {
 			g.mu.Lock()
-			g.fired++
+			g.pending[timerID{processor, n}] = due
+			g.mu.Unlock()
+		},
+		TimerFired: func(processor string, t *engine.Trace) {
+			g.mu.Lock()
+			delete(g.pending, timerID{processor, t.Timer})
+			if g.fired++; g.fired > maxTimers {
+				g.failLocked(fmt.Errorf("%w: %d timers fired after item %d and they keep setting timers", ErrRecord, maxTimers, g.dispatched))
+			}
+			g.jump()
 			g.cond.Broadcast()
 			g.mu.Unlock()
 		},
 	}
 }
 
-// timerClock is the engine's timer clock: the wall clock, counting the
-// readings taken inside a processor's cycle, which are timers being set
-// (Cycle.After reads it; the engine's own readings happen outside cycles).
-type timerClock struct {
-	inCycle atomic.Bool
-	set     atomic.Int64
-}
-
-func (t *timerClock) Now() time.Time {
-	if t.inCycle.Load() {
-		t.set.Add(1)
-	}
-	return time.Now().UTC()
-}
-
-// wrapped is a processor run under a gate: it marks its cycles for the
-// timer clock and, in a drop case, holds its first input until released.
-// It forwards Snapshotter and TimerHandler to the processor.
+// wrapped is a processor run under a gate: in a drop case, it holds its
+// first input until released. It forwards Snapshotter and TimerHandler to
+// the processor.
 type wrapped struct {
 	p engine.Processor
 	g *gate
@@ -579,8 +638,6 @@ func (w *wrapped) OnEvent(c *engine.Cycle, ev any) error {
 		close(w.g.started)
 		<-w.g.released
 	}
-	w.g.timers.inCycle.Store(true)
-	defer w.g.timers.inCycle.Store(false)
 	return w.p.OnEvent(c, ev)
 }
 
@@ -589,8 +646,6 @@ func (w *wrapped) OnTimer(c *engine.Cycle, timer int) error {
 	if !ok {
 		return fmt.Errorf("golden: processor set timer %d but does not implement engine.TimerHandler", timer)
 	}
-	w.g.timers.inCycle.Store(true)
-	defer w.g.timers.inCycle.Store(false)
 	return th.OnTimer(c, timer)
 }
 
