@@ -135,16 +135,17 @@ func (g *group) run() {
 	}
 }
 
-// A group whose queues run dry yields (runtime.Gosched: about 0.1 µs on an
-// idle core) minSpin times before it parks. Once it has parked, the next
-// publish must wake its thread: a system call for the publisher and, on a
-// virtual machine, tens of microseconds before the group runs. A source
-// that is behind (it has more to publish: a file source reading a file
-// publishes a batch of lines, reads, publishes the next) would pay that on
-// nearly every batch, so while one of its sources is behind a group yields
-// up to maxSpin times (about 0.1 ms) before it parks. Groups whose sources
-// are caught up, or that take pushes, spend minSpin yields: a trickle of
-// items does not keep them spinning.
+// A group whose queues run dry yields (runtime.Gosched, cheap on an idle
+// core) minSpin times before it parks. Once it has parked, the next publish
+// must wake its thread: a system call for the publisher and a scheduling
+// delay, much longer than a yield, before the group runs. A source that is
+// behind (it has more to publish: a file source reading a file publishes a
+// batch of lines, reads, publishes the next) would pay that on nearly every
+// batch, so while one of its sources is behind a group yields up to maxSpin
+// times, about as long as the source takes to read its next batch, before it
+// parks. Groups whose sources are caught up, or that take pushes, spend
+// minSpin yields: a trickle of items does not keep them spinning. The
+// figures behind the two constants are in docs/PERFORMANCE.md's benchmarks.
 const (
 	minSpin = 64
 	maxSpin = 1024
