@@ -392,7 +392,9 @@ func (g *group) fail(hook, processor string, in *Input, err error) {
 	g.dead.Store(true)
 }
 
-// addCompletion keeps c once per delivery (comparable values compared).
+// addCompletion keeps c once per delivery, across the group's processors
+// (sameCompletion): a completion registered by several processors runs once,
+// owned by the first.
 func (g *group) addCompletion(owner int, c Completion) {
 	for _, x := range g.comps {
 		if sameCompletion(x.c, c) {
@@ -400,15 +402,6 @@ func (g *group) addCompletion(owner int, c Completion) {
 		}
 	}
 	g.comps = append(g.comps, ownedCompletion{owner, c})
-}
-
-func sameCompletion(a, b Completion) (same bool) {
-	defer func() {
-		if recover() != nil { // not comparable
-			same = false
-		}
-	}()
-	return a == b
 }
 
 // backoff sleeps the retry backoff; false when the group is stopping (the
