@@ -307,7 +307,7 @@ func (g *group) dispatch(b *binding, e envelope) bool {
 			}
 			if attempt+1 >= attempts {
 				b.feed.failures.Add(1)
-				g.eng.logf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.seq, h.name, attempts, t.Err)
+				g.eng.warnf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.seq, h.name, attempts, t.Err)
 				break
 			}
 			if !g.backoff() {
@@ -343,7 +343,7 @@ func (g *group) dispatch(b *binding, e envelope) bool {
 			}
 			if attempt+1 >= attempts {
 				b.feed.completionFailures.Add(1)
-				g.eng.logf("feed %q seq %d: completion of processor %q failed %d times, skipped: %v", b.feed.name, e.seq, owner, attempts, err)
+				g.eng.warnf("feed %q seq %d: completion of processor %q failed %d times, skipped: %v", b.feed.name, e.seq, owner, attempts, err)
 				break
 			}
 			if !g.backoff() {
@@ -373,7 +373,7 @@ func (g *group) abandon(in *Input) bool {
 // under way, or it failed once Stop had cancelled Cycle.Context (the
 // failure may be the cancellation itself: the item did not complete).
 func (g *group) cut(in *Input) bool {
-	g.eng.logf("feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, g.name)
+	g.eng.warnf("feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, g.name)
 	return g.abandon(in)
 }
 
@@ -387,7 +387,7 @@ func (g *group) fail(hook, processor string, in *Input, err error) {
 		oe.Feed, oe.Seq = in.Feed, in.Seq
 	}
 	if g.failure.CompareAndSwap(nil, oe) {
-		g.eng.logf("%v", oe)
+		g.eng.warnf("%v", oe)
 	}
 	g.dead.Store(true)
 }
@@ -490,7 +490,7 @@ func (g *group) fireTimers() bool {
 		h := g.hosts[te.host]
 		t := h.Fire(te.n)
 		if t.Err != nil {
-			g.eng.logf("processor %q timer %d failed: %v", h.name, te.n, t.Err)
+			g.eng.warnf("processor %q timer %d failed: %v", h.name, te.n, t.Err)
 		}
 		if g.obs.TimerFired != nil {
 			g.obs.TimerFired(h.name, t)

@@ -102,7 +102,7 @@ func (r *Recorder) breakJournal(j *feedJournal, err error) {
 	r.errMu.Lock()
 	r.errs = append(r.errs, be)
 	r.errMu.Unlock()
-	r.logf("blackbox %v", be)
+	r.log.Warn(fmt.Sprintf("blackbox %v", be))
 }
 
 type journal struct{ r *Recorder }
