@@ -22,10 +22,14 @@ type Checkpoint struct {
 	released bool // under eng.mu
 }
 
-// Mark is what a group's queue had dispatched when it was taken.
+// Mark is what a group's queue had dispatched when it was taken. It is
+// opaque: only Checkpoint.Mark makes one, and it cannot be edited, so a
+// hold is released only as far as the queue really dispatched. The zero Mark
+// covers nothing. A Mark is a plain value, safe to copy and to pass between
+// goroutines.
 type Mark struct {
-	b     *binding
-	Count int64
+	b *binding
+	n int64 // items the queue had dispatched
 }
 
 // Hold holds the commits of feed for group. Take it before the feed
@@ -61,14 +65,16 @@ func (cp *Checkpoint) Mark() Mark {
 	if b == nil {
 		return Mark{}
 	}
-	return Mark{b: b, Count: b.q.dispatched.Load()}
+	return Mark{b: b, n: b.q.dispatched.Load()}
 }
 
 // DurableThrough says the state covering m is durable: the source may commit
-// the items m counts. Marks only advance; a mark of an old binding is
-// ignored.
+// the items m counts. Marks only advance. A mark that is not of this
+// checkpoint's current queue is ignored: the zero Mark, a mark of an old
+// binding (before a resubscribe), a mark of another feed's or group's
+// checkpoint.
 func (cp *Checkpoint) DurableThrough(m Mark) {
-	if m.b == nil || m.b.removed.Load() {
+	if m.b == nil || m.b.feed != cp.feed || m.b.group != cp.group || m.b.removed.Load() {
 		return
 	}
 	h := m.b.hold.Load()
@@ -77,7 +83,7 @@ func (cp *Checkpoint) DurableThrough(m Mark) {
 	}
 	for {
 		v := h.durable.Load()
-		if m.Count <= v || h.durable.CompareAndSwap(v, m.Count) {
+		if m.n <= v || h.durable.CompareAndSwap(v, m.n) {
 			return
 		}
 	}

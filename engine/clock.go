@@ -41,10 +41,3 @@ func (c *StepClock) Now() time.Time {
 	c.next = c.next.Add(c.step)
 	return t
 }
-
-// Advance moves the clock forward by d without a reading.
-func (c *StepClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.next = c.next.Add(d)
-	c.mu.Unlock()
-}

@@ -42,7 +42,7 @@ func TestAProcessorBlockedOnItsContextLetsStopReturn(t *testing.T) {
 			Feeds:        []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 4}},
 			Groups:       []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
 			DrainTimeout: 3 * time.Second,
-			Logf:         t.Logf,
+			Logger:       testLogger(t),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -77,7 +77,7 @@ func TestAProcessorBlockedOnItsContextLetsStopReturnWhenStopsContextEnds(t *test
 			Feeds:        []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 4}},
 			Groups:       []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
 			DrainTimeout: time.Hour,
-			Logf:         t.Logf,
+			Logger:       testLogger(t),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -132,7 +132,7 @@ func TestAnItemThatFailedOnTheCancelledContextIsNotCommitted(t *testing.T) {
 					Feeds:        []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 4}},
 					Groups:       []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
 					DrainTimeout: time.Second,
-					Logf:         t.Logf,
+					Logger:       testLogger(t),
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -199,7 +199,7 @@ func TestStartWithADoneContextStartsNothing(t *testing.T) {
 						started.Add(1)
 						return nil
 					}},
-					Logf: t.Logf,
+					Logger: testLogger(t),
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -247,7 +247,7 @@ func TestANilContextIsRefused(t *testing.T) {
 				e, err := engine.New(engine.Config{
 					Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 4}},
 					Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}},
-					Logf:   t.Logf,
+					Logger: testLogger(t),
 				})
 				if err != nil {
 					t.Fatal(err)

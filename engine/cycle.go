@@ -142,20 +142,19 @@ func (c *Cycle) After(d time.Duration) int {
 }
 
 // OnComplete registers f to run once the current positioned delivery is
-// complete (see Completion). The same comparable value registered again
-// during one delivery is kept once; callbacks run in registration order.
-// Outside a positioned delivery (no Delivery, a timer cycle) it keeps nothing
-// and returns false: the caller does its work itself.
+// complete (see Completion). Callbacks run in registration order; the same
+// completion (sameCompletion) registered again during one delivery, by this
+// processor or another of its group, runs once. Outside a positioned
+// delivery (no Delivery, a timer cycle) it keeps nothing and returns false:
+// the caller does its work itself.
 func (c *Cycle) OnComplete(f Completion) bool {
 	h := c.h
 	if h.trace.Delivery == nil || h.trace.Timer != 0 || f == nil {
 		return false
 	}
-	if reflect.TypeOf(f).Comparable() {
-		for _, g := range h.trace.Completions {
-			if reflect.TypeOf(g) == reflect.TypeOf(f) && g == f {
-				return true
-			}
+	for _, g := range h.trace.Completions {
+		if sameCompletion(g, f) {
+			return true
 		}
 	}
 	if len(h.trace.Completions) >= MaxCompletionsPerDelivery {
@@ -164,6 +163,16 @@ func (c *Cycle) OnComplete(f Completion) bool {
 	}
 	h.trace.Completions = append(h.trace.Completions, f)
 	return true
+}
+
+// sameCompletion is the one de-duplication rule of completions (the Host's
+// for one processor, the group's across its processors): a and b are the
+// same when they have the same dynamic type and are equal by ==. A value
+// that == cannot compare (a func, a map, a slice, or a struct or array
+// holding one, directly or in an interface field) is never the same as
+// another, and comparing it never panics.
+func sameCompletion(a, b Completion) bool {
+	return reflect.TypeOf(a) == reflect.TypeOf(b) && reflect.ValueOf(a).Comparable() && a == b
 }
 
 // Host runs one processor deterministically: it hands it cycles for inputs

@@ -58,7 +58,8 @@ type Completion interface {
 
 // CompletionFunc adapts a function to Completion. A func value cannot be
 // compared, so a CompletionFunc is never de-duplicated: register a pointer
-// type to have repeated registrations kept once.
+// (or another comparable value) to have repeated registrations kept once
+// (see Cycle.OnComplete).
 type CompletionFunc func(d *Delivery) error
 
 // Complete calls f(d).

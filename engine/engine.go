@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -28,8 +28,10 @@ type Config struct {
 	// DrainTimeout bounds how long Stop lets the groups drain their queues
 	// after the sources stopped. Default 5s.
 	DrainTimeout time.Duration
-	// Logf receives warnings (skipped items, failed commits). Default: log.Printf.
-	Logf func(format string, args ...any)
+	// Logger receives warnings, at level Warn (skipped items, failed
+	// timers, a source that failed, a drain cut short), each message
+	// beginning "blackbox engine: ". Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // FeedConfig configures one feed.
@@ -102,8 +104,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 5 * time.Second
 	}
-	if cfg.Logf == nil {
-		cfg.Logf = log.Printf
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	e := &Engine{cfg: cfg, clock: cfg.Clock, byName: map[string]*Feed{}, gByN: map[string]*group{},
 		holds: map[[2]string]*Checkpoint{}, srcErrs: map[string]error{}}
@@ -225,7 +227,10 @@ func (e *Engine) bind(f *Feed, g *group) *binding {
 	return b
 }
 
-func (e *Engine) logf(format string, args ...any) { e.cfg.Logf("blackbox engine: "+format, args...) }
+// warnf logs a warning through the Logger.
+func (e *Engine) warnf(format string, args ...any) {
+	e.cfg.Logger.Warn("blackbox engine: " + fmt.Sprintf(format, args...))
+}
 
 // Feed returns the named feed, or nil.
 func (e *Engine) Feed(name string) *Feed { return e.byName[name] }
@@ -271,7 +276,7 @@ func (e *Engine) Start(ctx context.Context) error {
 				e.srcErrs[f.name] = err
 				e.mu.Unlock()
 				f.SetState(f.stateNow(), "source failed: "+err.Error())
-				e.logf("feed %q source: %v", f.name, err)
+				e.warnf("feed %q source: %v", f.name, err)
 			}
 		}(f)
 	}
@@ -327,7 +332,7 @@ drain:
 	for !e.drained() {
 		select {
 		case <-drainCtx.Done():
-			e.logf("stop: queues not drained within the drain timeout (%s) or Stop's context; unprocessed items stay uncommitted", e.cfg.DrainTimeout)
+			e.warnf("stop: queues not drained within the drain timeout (%s) or Stop's context; unprocessed items stay uncommitted", e.cfg.DrainTimeout)
 			break drain
 		case <-tick.C:
 		}

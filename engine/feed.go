@@ -251,8 +251,8 @@ func noWait(ctx context.Context) bool {
 // onGroupGoroutine reports whether the caller runs on one of the engine's
 // group goroutines (a processor, a completion callback, an observer hook or
 // a timer publishing with a context other than Cycle.Context). It reads the
-// goroutine's identity, about a microsecond: only a publish about to wait
-// asks.
+// goroutine's identity, which costs more than a publish: only a publish
+// about to wait asks.
 func (e *Engine) onGroupGoroutine() bool {
 	id := goroutineID()
 	if id == 0 {

@@ -135,16 +135,17 @@ func (g *group) run() {
 	}
 }
 
-// A group whose queues run dry yields (runtime.Gosched: about 0.1 µs on an
-// idle core) minSpin times before it parks. Once it has parked, the next
-// publish must wake its thread: a system call for the publisher and, on a
-// virtual machine, tens of microseconds before the group runs. A source
-// that is behind (it has more to publish: a file source reading a file
-// publishes a batch of lines, reads, publishes the next) would pay that on
-// nearly every batch, so while one of its sources is behind a group yields
-// up to maxSpin times (about 0.1 ms) before it parks. Groups whose sources
-// are caught up, or that take pushes, spend minSpin yields: a trickle of
-// items does not keep them spinning.
+// A group whose queues run dry yields (runtime.Gosched, cheap on an idle
+// core) minSpin times before it parks. Once it has parked, the next publish
+// must wake its thread: a system call for the publisher and a scheduling
+// delay, much longer than a yield, before the group runs. A source that is
+// behind (it has more to publish: a file source reading a file publishes a
+// batch of lines, reads, publishes the next) would pay that on nearly every
+// batch, so while one of its sources is behind a group yields up to maxSpin
+// times, about as long as the source takes to read its next batch, before it
+// parks. Groups whose sources are caught up, or that take pushes, spend
+// minSpin yields: a trickle of items does not keep them spinning. The
+// figures behind the two constants are in docs/PERFORMANCE.md's benchmarks.
 const (
 	minSpin = 64
 	maxSpin = 1024
@@ -306,7 +307,7 @@ func (g *group) dispatch(b *binding, e envelope) bool {
 			}
 			if attempt+1 >= attempts {
 				b.feed.failures.Add(1)
-				g.eng.logf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.seq, h.name, attempts, t.Err)
+				g.eng.warnf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.seq, h.name, attempts, t.Err)
 				break
 			}
 			if !g.backoff() {
@@ -342,7 +343,7 @@ func (g *group) dispatch(b *binding, e envelope) bool {
 			}
 			if attempt+1 >= attempts {
 				b.feed.completionFailures.Add(1)
-				g.eng.logf("feed %q seq %d: completion of processor %q failed %d times, skipped: %v", b.feed.name, e.seq, owner, attempts, err)
+				g.eng.warnf("feed %q seq %d: completion of processor %q failed %d times, skipped: %v", b.feed.name, e.seq, owner, attempts, err)
 				break
 			}
 			if !g.backoff() {
@@ -372,7 +373,7 @@ func (g *group) abandon(in *Input) bool {
 // under way, or it failed once Stop had cancelled Cycle.Context (the
 // failure may be the cancellation itself: the item did not complete).
 func (g *group) cut(in *Input) bool {
-	g.eng.logf("feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, g.name)
+	g.eng.warnf("feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, g.name)
 	return g.abandon(in)
 }
 
@@ -386,12 +387,14 @@ func (g *group) fail(hook, processor string, in *Input, err error) {
 		oe.Feed, oe.Seq = in.Feed, in.Seq
 	}
 	if g.failure.CompareAndSwap(nil, oe) {
-		g.eng.logf("%v", oe)
+		g.eng.warnf("%v", oe)
 	}
 	g.dead.Store(true)
 }
 
-// addCompletion keeps c once per delivery (comparable values compared).
+// addCompletion keeps c once per delivery, across the group's processors
+// (sameCompletion): a completion registered by several processors runs once,
+// owned by the first.
 func (g *group) addCompletion(owner int, c Completion) {
 	for _, x := range g.comps {
 		if sameCompletion(x.c, c) {
@@ -399,15 +402,6 @@ func (g *group) addCompletion(owner int, c Completion) {
 		}
 	}
 	g.comps = append(g.comps, ownedCompletion{owner, c})
-}
-
-func sameCompletion(a, b Completion) (same bool) {
-	defer func() {
-		if recover() != nil { // not comparable
-			same = false
-		}
-	}()
-	return a == b
 }
 
 // backoff sleeps the retry backoff; false when the group is stopping (the
@@ -499,7 +493,7 @@ func (g *group) fireTimers() bool {
 		h := g.hosts[te.host]
 		t := h.Fire(te.n)
 		if t.Err != nil {
-			g.eng.logf("processor %q timer %d failed: %v", h.name, te.n, t.Err)
+			g.eng.warnf("processor %q timer %d failed: %v", h.name, te.n, t.Err)
 		}
 		if g.obs.TimerFired != nil {
 			g.obs.TimerFired(h.name, t)

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
 	"sync"
 	"testing"
@@ -110,13 +111,16 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// testLogger logs to the test's output.
+func testLogger(t testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
+
 // start builds and starts an engine, stopping it (and checking that no
 // goroutine leaks) when the test ends.
 func start(t *testing.T, cfg engine.Config) *engine.Engine {
 	t.Helper()
 	before := runtime.NumGoroutine()
-	if cfg.Logf == nil {
-		cfg.Logf = t.Logf
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
 	}
 	e, err := engine.New(cfg)
 	if err != nil {

@@ -28,8 +28,8 @@ import (
 // a test releases there the processors it blocked.
 func startIn(t *testing.T, cfg engine.Config) *engine.Engine {
 	t.Helper()
-	if cfg.Logf == nil {
-		cfg.Logf = t.Logf
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
 	}
 	e, err := engine.New(cfg)
 	if err != nil {

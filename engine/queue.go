@@ -35,8 +35,8 @@ type envelope struct {
 // in order with atomic loads, so it reads the second item's tag only after
 // its load of the first one's saw the batch: the plain stores happen before
 // its loads. It never looks past the next slot to take. On amd64 an atomic
-// store is a full fence; one per item was a fifth of a file source's
-// publishing time.
+// store is a full fence: a fence per batch instead of per item is what lets
+// a file source publish near the speed it reads (docs/PERFORMANCE.md).
 //
 // The producer's and the consumer's counters sit on separate cache lines,
 // and the producer keeps a cached copy of the consumer's, which the consumer

@@ -36,7 +36,7 @@ func TestATryPublishFromInsideTheJournalIsRefusedInsteadOfDeadlockingTheFeed(t *
 		seen <- ev
 		return nil
 	})
-	e, err := engine.New(engine.Config{Logf: t.Logf,
+	e, err := engine.New(engine.Config{Logger: testLogger(t),
 		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8, Journal: journal}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}}})
 	if err != nil {

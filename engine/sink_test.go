@@ -55,8 +55,8 @@ func TestOutputsToTwoSinksAreRoutedLiveBySinkName(t *testing.T) {
 			Policy: engine.Pause(), QueueSize: 16}},
 		Groups: []engine.GroupConfig{{Name: "main", Feeds: []string{"in"},
 			Processors: procs("split", split, "echo", echo)}},
-		Sink: route,
-		Logf: t.Logf,
+		Sink:   route,
+		Logger: testLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ func logEngine(t *testing.T, log *memsource.Log, p engine.Processor, retry engin
 		Groups:       []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Retry: retry, Processors: procs("p", p)}},
 		Observer:     obs,
 		DrainTimeout: time.Millisecond, // a retry waiting out its backoff never drains
-		Logf:         t.Logf,
+		Logger:       testLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func restart(t *testing.T, log *memsource.Log) []any {
 	e, err := engine.New(engine.Config{
 		Feeds:  []engine.FeedConfig{{Name: "in", Source: log.Source(), QueueSize: 8}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
-		Logf:   t.Logf,
+		Logger: testLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestBeforeCompleteRunsAfterEveryProcessorAndBeforeTheCompletions(t *testing
 			},
 			AfterDispatch: func(string, *engine.Input) { close(done) },
 		},
-		Logf: t.Logf,
+		Logger: testLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -187,7 +188,7 @@ func (c *Case) registry(reg replayer.Registry) (replayer.Registry, error) {
 		return reg, nil
 	}
 	var opts apps.Options
-	for _, k := range sortedKeys(c.Options) {
+	for _, k := range slices.Sorted(maps.Keys(c.Options)) {
 		v := c.Options[k]
 		switch {
 		case c.App == apps.AlertsName && k == "threshold":
@@ -362,14 +363,4 @@ func judge(c *Case, file string, rep *replayer.Report) result {
 		r.why = ": " + strings.Join(notes, "; ")
 	}
 	return r
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -318,13 +319,13 @@ func snapshot(p engine.Processor) ([]byte, error) {
 // its recording.
 func recordRun(c *Case, in string, p engine.Processor) (*store.Memory, error) {
 	mem := store.NewMemory()
-	logf := func(string, ...any) {}
+	quiet := slog.New(slog.DiscardHandler)
 	rec, err := recorder.New(mem, recorder.Options{Clock: engine.NewStepClock(RecorderStart, time.Second),
-		Apps: map[string]string{c.processor(): c.App}, Logf: logf})
+		Apps: map[string]string{c.processor(): c.App}, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
-	src, err := filesource.New(in, filesource.Options{Read: filesource.OnceEarliest, Epoch: Epoch, Logf: logf})
+	src, err := filesource.New(in, filesource.Options{Read: filesource.OnceEarliest, Epoch: Epoch, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +356,7 @@ func recordRun(c *Case, in string, p engine.Processor) (*store.Memory, error) {
 		Groups: []engine.GroupConfig{{Name: "golden", Feeds: []string{Feed},
 			Processors: []engine.ProcessorConfig{{Name: c.processor(), Processor: wrap(p, g)}}}},
 		Observer: rec.Observer().Then(g.observer()),
-		Logf:     logf,
+		Logger:   quiet,
 	})
 	if err != nil {
 		return nil, err

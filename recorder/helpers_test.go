@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,16 +157,25 @@ func describeAll(rows []store.Entry) []string {
 	return out
 }
 
-// logCounter counts Logf calls.
+// logCounter counts warnings: a slog.Handler keeping each record's
+// message.
 type logCounter struct {
 	mu    sync.Mutex
 	lines []string
 }
 
-func (l *logCounter) logf(format string, args ...any) {
+// logger is a *slog.Logger whose records l counts.
+func (l *logCounter) logger() *slog.Logger { return slog.New(l) }
+
+func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logCounter) WithGroup(string) slog.Handler            { return l }
+
+func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.lines = append(l.lines, r.Message)
 	l.mu.Unlock()
+	return nil
 }
 
 func (l *logCounter) count() int {
@@ -180,8 +190,8 @@ func (l *logCounter) count() int {
 // until done, if not nil, reports true, stops it and closes the recorder.
 func run(t *testing.T, w store.Writer, opts recorder.Options, cfg func(*recorder.Recorder) engine.Config, done func() bool) (*recorder.Recorder, engine.Status) {
 	t.Helper()
-	if opts.Logf == nil {
-		opts.Logf = t.Logf
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	}
 	rec, err := recorder.New(w, opts)
 	if err != nil {
@@ -189,8 +199,8 @@ func run(t *testing.T, w store.Writer, opts recorder.Options, cfg func(*recorder
 	}
 	c := cfg(rec)
 	c.Observer = rec.Observer().Then(c.Observer)
-	if c.Logf == nil {
-		c.Logf = func(string, ...any) {}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	e, err := engine.New(c)
 	if err != nil {

@@ -3,6 +3,7 @@ package recorder
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"sync/atomic"
 
 	"github.com/blackbox-audit/blackbox/engine"
@@ -59,14 +60,11 @@ func (j *feedJournal) get(seq int64) (uint64, bool) {
 	return h, true
 }
 
-// fnv64a is the FNV-1a hash of b.
+// fnv64a is the FNV-1a 64 hash of b.
 func fnv64a(b []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for _, c := range b {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	return h
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
 }
 
 // journalled reports whether (feed, seq) has a JOURNAL row whose payload
@@ -104,7 +102,7 @@ func (r *Recorder) breakJournal(j *feedJournal, err error) {
 	r.errMu.Lock()
 	r.errs = append(r.errs, be)
 	r.errMu.Unlock()
-	r.logf("blackbox %v", be)
+	r.log.Warn(fmt.Sprintf("blackbox %v", be))
 }
 
 type journal struct{ r *Recorder }

@@ -3,7 +3,7 @@ package recorder
 import (
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -69,8 +69,9 @@ type Options struct {
 	// sync stops every stream (and fails every group at its next item).
 	SyncEvery    int
 	SyncInterval time.Duration
-	// Logf receives a line for each recording that stops. Default: log.Printf.
-	Logf func(format string, args ...any)
+	// Logger receives a warning for each recording that stops (the
+	// *BrokenError, after "blackbox "). Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // Recorder records an engine run into a store.Writer. Its methods, and the
@@ -84,7 +85,7 @@ type Recorder struct {
 	clock  engine.Clock
 	codec  Codec
 	only   map[string]bool // nil: every processor
-	logf   func(format string, args ...any)
+	log    *slog.Logger
 
 	mu         sync.Mutex // serializes the writer; guards the fields below
 	globalNext int64      // next index of META/JOURNAL rows
@@ -117,7 +118,7 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 	if opts.SyncEvery < 0 || opts.SyncInterval < 0 {
 		return nil, fmt.Errorf("recorder: negative SyncEvery %d or SyncInterval %s", opts.SyncEvery, opts.SyncInterval)
 	}
-	r := &Recorder{w: w, clock: opts.Clock, codec: opts.Codec, logf: opts.Logf, syncEvery: opts.SyncEvery,
+	r := &Recorder{w: w, clock: opts.Clock, codec: opts.Codec, log: opts.Logger, syncEvery: opts.SyncEvery,
 		broken: map[string]error{}}
 	if r.clock == nil {
 		r.clock = engine.SystemClock()
@@ -125,8 +126,8 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 	if r.codec == nil {
 		r.codec = JSON
 	}
-	if r.logf == nil {
-		r.logf = log.Printf
+	if r.log == nil {
+		r.log = slog.Default()
 	}
 	r.syncer, _ = w.(store.Syncer)
 	durability := "write"
@@ -266,7 +267,7 @@ func (r *Recorder) breakProc(p *proc, err error) {
 	r.errMu.Unlock()
 	// Set after the map: whoever sees broken finds its error (brokenErr).
 	p.broken.Store(true)
-	r.logf("blackbox %v", be)
+	r.log.Warn(fmt.Sprintf("blackbox %v", be))
 }
 
 // brokenErr returns the *BrokenError of each of ps whose recording

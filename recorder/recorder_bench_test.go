@@ -2,6 +2,7 @@ package recorder_test
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func benchThroughput(b *testing.B, s *benchStore) {
 	cfg := engine.Config{
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"},
 			Processors: []engine.ProcessorConfig{{Name: "p", Processor: proc}}}},
-		Logf: func(string, ...any) {},
+		Logger: slog.New(slog.DiscardHandler),
 	}
 	var rec *recorder.Recorder
 	var w store.Writer

@@ -3,6 +3,7 @@ package recorder_test
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -383,7 +384,7 @@ func TestDropsExact(t *testing.T) {
 	e, err := engine.New(engine.Config{
 		Feeds:    []engine.FeedConfig{{Name: "push", Policy: engine.DropAfterSpin(0), QueueSize: 1}},
 		Groups:   []engine.GroupConfig{group("g", []string{"push"}, 1, pc("s", gate), pc("t", snapProc{}))},
-		Observer: rec.Observer(), Logf: func(string, ...any) {},
+		Observer: rec.Observer(), Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -603,7 +604,7 @@ func TestOneAppendPerItem(t *testing.T) {
 
 // TestAWriterFailureStopsOnlyThatGroup: the writer fails the rows of
 // processor b from its 5th input on. b's recording stops (reported once,
-// by Logf, Err, Broken and Close), b's group stops taking items (the run is
+// by the Logger, Err, Broken and Close), b's group stops taking items (the run is
 // not lossless and says why), and a (another group) is recorded whole.
 func TestAWriterFailureStopsOnlyThatGroup(t *testing.T) {
 	const n = 20
@@ -626,7 +627,7 @@ func TestAWriterFailureStopsOnlyThatGroup(t *testing.T) {
 		return nil
 	}}
 	logs := &logCounter{}
-	rec, st := run(t, w, recorder.Options{Logf: logs.logf}, func(*recorder.Recorder) engine.Config {
+	rec, st := run(t, w, recorder.Options{Logger: logs.logger()}, func(*recorder.Recorder) engine.Config {
 		return engine.Config{
 			Feeds: []engine.FeedConfig{listFeed("push", nil, items...)},
 			Groups: []engine.GroupConfig{
@@ -641,7 +642,7 @@ func TestAWriterFailureStopsOnlyThatGroup(t *testing.T) {
 		t.Errorf("stalled %v, want consumer g2/push failed", s)
 	}
 	if got := logs.count(); got != 1 {
-		t.Errorf("Logf called %d times, want 1", got)
+		t.Errorf("%d warnings logged, want 1", got)
 	}
 	err := rec.Err()
 	var be *recorder.BrokenError

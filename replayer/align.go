@@ -1,5 +1,7 @@
 package replayer
 
+import "slices"
+
 // maxAlignEdits bounds the content alignment of one chunk (the inputs of a
 // lane between two inputs aligned by position): Myers' algorithm stops once
 // the chunk needs more than this many removed plus inserted inputs, and the
@@ -76,8 +78,6 @@ func lcsMatches(a, b []uint64, maxEdits int) (matches [][2]int, ok bool) {
 		}
 		x, y = px, py
 	}
-	for i, j := 0, len(matches)-1; i < j; i, j = i+1, j-1 {
-		matches[i], matches[j] = matches[j], matches[i]
-	}
+	slices.Reverse(matches)
 	return matches, true
 }

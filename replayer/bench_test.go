@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -89,7 +90,7 @@ func recordLedger(tb testing.TB, w store.Writer, n int) time.Duration {
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"input"},
 			Processors: []engine.ProcessorConfig{{Name: "ledger", Processor: ledger}}}},
 		Observer: rec.Observer(),
-		Logf:     func(string, ...any) {},
+		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		tb.Fatal(err)

@@ -393,9 +393,16 @@ type sideAgg struct {
 	mixed       bool   // deliveries with outputs differ
 }
 
-const hashInit = 14695981039346656037
+// hashInit starts a combination of hashes with mix.
+const hashInit = 0
 
-func mix(h, x uint64) uint64 { return (h ^ x) * 1099511628211 }
+// mixSeed seeds mix; like the differ's seed, it lives for the process
+// only: no combined hash is stored.
+var mixSeed = maphash.MakeSeed()
+
+// mix combines the hash h of a sequence with the hash x of its next
+// element (order matters).
+func mix(h, x uint64) uint64 { return maphash.Comparable(mixSeed, [2]uint64{h, x}) }
 
 func (s *sideAgg) effective() uint64 {
 	switch {
@@ -426,12 +433,11 @@ type delivery struct {
 // input with its outputs. epochs receives each epoch change.
 func (d *differ) walk(side string, rs []store.Reader, p string, f func(*delivery), epochs func(string)) error {
 	type feedState struct {
-		epoch   int64
-		seg     int32
-		seen    bool
-		base    int64 // seq base of unpositioned inputs in this run
-		maxSeq  int64
-		nextRun int64
+		epoch  int64
+		seg    int32
+		seen   bool
+		base   int64 // seq base of unpositioned inputs in this run
+		maxSeq int64
 	}
 	feeds := map[string]*feedState{}
 	fs := func(name string) *feedState {

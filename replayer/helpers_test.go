@@ -2,6 +2,7 @@ package replayer_test
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,7 +85,7 @@ func (r run) record(t testing.TB, lines ...string) store.Writer {
 		names[name] = name
 	}
 	rec, err := recorder.New(r.w, recorder.Options{Clock: engine.NewStepClock(t0, time.Second), Apps: names,
-		Logf: func(string, ...any) {}})
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func (r run) record(t testing.TB, lines ...string) store.Writer {
 		Feeds:    []engine.FeedConfig{fc},
 		Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"input"}, Processors: pcs}},
 		Observer: rec.Observer(),
-		Logf:     func(string, ...any) {},
+		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"time"
 )
 
@@ -37,14 +38,7 @@ var Kinds = []Kind{KindMeta, KindStart, KindDelivery, KindIndexed, KindInline,
 	KindTimer, KindOutput, KindDropped, KindFailed, KindEnd, KindJournal}
 
 // Valid reports whether k is one of Kinds.
-func (k Kind) Valid() bool {
-	for _, v := range Kinds {
-		if v == k {
-			return true
-		}
-	}
-	return false
-}
+func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }
 
 // IsInput reports whether k is a row a processor handles: INDEXED, INLINE
 // or TIMER. OUTPUT rows belong to the input row before them.

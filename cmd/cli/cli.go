@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 
@@ -116,19 +115,21 @@ func BuiltinApps() map[string]App {
 // Option configures a CLI.
 type Option func(*CLI)
 
-// WithApps registers apps by name, beside the built-in ones (a name that is
-// already registered is replaced).
+// WithApps registers apps by name, beside the built-in ones (an app of a
+// built-in's name, or of a name given to an earlier WithApps, replaces it).
 func WithApps(a map[string]App) Option {
 	return func(c *CLI) {
-		for name, app := range a {
-			c.apps[name] = app
+		if c.own == nil {
+			c.own = map[string]App{}
 		}
+		maps.Copy(c.own, a)
 	}
 }
 
-// WithoutBuiltinApps removes the built-in apps (ledger, alerts); apply it
-// before WithApps. The demo command needs the ledger app.
-func WithoutBuiltinApps() Option { return func(c *CLI) { clear(c.apps) } }
+// WithoutBuiltinApps leaves out the built-in apps (ledger, alerts),
+// wherever it stands among the options: the CLI has only the apps of
+// WithApps. The demo command needs the ledger app.
+func WithoutBuiltinApps() Option { return func(c *CLI) { c.noBuiltins = true } }
 
 // WithClock sets the clock the engine's processors read (Cycle.Now) and the
 // recorder stamps rows with. Default: the system clock. Tests inject an
@@ -143,29 +144,31 @@ func WithStdout(w io.Writer) Option { return func(c *CLI) { c.stdout = w } }
 // os.Stderr. Progress is shown only when it is a terminal.
 func WithStderr(w io.Writer) Option { return func(c *CLI) { c.stderr = w } }
 
-// WithExecutable sets the binary that `crashtest` runs as its child
-// process. Default: os.Executable(), this binary.
-func WithExecutable(path string) Option { return func(c *CLI) { c.executable = path } }
-
 // CLI is the blackbox command line: a set of apps, a clock and output
 // streams. Build it with New and run it with Execute (or take its cobra
 // command tree with Command). A CLI may run several command lines in turn;
 // it is not safe for concurrent use.
 type CLI struct {
 	apps       map[string]App
+	own        map[string]App // WithApps, merged into apps by New
+	noBuiltins bool           // WithoutBuiltinApps
 	clock      engine.Clock
 	stdout     io.Writer
 	stderr     io.Writer
-	executable string
 	outWriter  func(io.Writer) io.Writer // tests: wraps the --out file's writer
 }
 
 // New returns a CLI with the built-in apps and the given options.
 func New(opts ...Option) *CLI {
-	c := &CLI{apps: BuiltinApps(), stdout: os.Stdout, stderr: os.Stderr}
+	c := &CLI{stdout: os.Stdout, stderr: os.Stderr}
 	for _, o := range opts {
 		o(c)
 	}
+	c.apps = map[string]App{}
+	if !c.noBuiltins {
+		c.apps = BuiltinApps()
+	}
+	maps.Copy(c.apps, c.own)
 	return c
 }
 
@@ -315,14 +318,4 @@ func Registry(apps map[string]App) replayer.Registry {
 		}
 	}
 	return reg
-}
-
-// sortedKeys returns m's keys, sorted.
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

@@ -247,11 +247,9 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 	if err != nil {
 		return nil, err
 	}
-	s := &crashSetup{cfg: cfg, app: app, exe: c.executable, ext: ".db"}
-	if s.exe == "" {
-		if s.exe, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("crashtest: finding this binary to run: %w", err)
-		}
+	s := &crashSetup{cfg: cfg, app: app, ext: ".db"}
+	if s.exe, err = os.Executable(); err != nil {
+		return nil, fmt.Errorf("crashtest: finding this binary to run: %w", err)
 	}
 	if fi, err := os.Stat(cfg.dir); err == nil && !fi.IsDir() {
 		return nil, &fileError{cfg.dir, errors.New("is not a directory")}

@@ -7,3 +7,6 @@ import "io"
 func WithOutWriter(wrap func(io.Writer) io.Writer) Option {
 	return func(c *CLI) { c.outWriter = wrap }
 }
+
+// AppNames lists the CLI's apps, sorted.
+func (c *CLI) AppNames() []string { return c.appNames() }

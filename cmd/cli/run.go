@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -26,24 +27,23 @@ const (
 
 // recordConfig is one recorded run of one app over one file.
 type recordConfig struct {
-	app       string
-	input     string
-	store     string
-	format    string // csv or sqlite
-	read      filesource.Strategy
-	pointer   string
-	maxLine   int      // 0: filesource.DefaultMaxLine
-	rotated   []string // nil: filesource.DefaultRotated; empty: nowhere
-	follow    bool
-	state     string
-	out       string
-	status    string
-	policy    engine.Policy
-	queue     int
-	delay     time.Duration
-	journal   bool
-	force     bool
-	sourceLog func(format string, args ...any) // nil: warnings to stderr
+	app     string
+	input   string
+	store   string
+	format  string // csv or sqlite
+	read    filesource.Strategy
+	pointer string
+	maxLine int      // 0: filesource.DefaultMaxLine
+	rotated []string // nil: filesource.DefaultRotated; empty: nowhere
+	follow  bool
+	state   string
+	out     string
+	status  string
+	policy  engine.Policy
+	queue   int
+	delay   time.Duration
+	journal bool
+	force   bool
 }
 
 // recordResult is what a recorded run did.
@@ -268,14 +268,8 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if err != nil {
 		return res, err
 	}
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(c.stderr, "blackbox: warning: "+strings.TrimPrefix(format, "blackbox engine: ")+"\n", args...)
-	}
-	srcLog := cfg.sourceLog
-	if srcLog == nil {
-		srcLog = logf
-	}
-	src, err := filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logf: srcLog,
+	logger := slog.New(&warnHandler{w: c.stderr})
+	src, err := filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logger: logger,
 		MaxLine: cfg.maxLine, Rotated: cfg.rotated})
 	if err != nil {
 		return res, usagef("%v", err)
@@ -332,7 +326,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	// A processor's cycle fails once an output could not be written, so
 	// that nothing after it completes (a completion saves an app's state).
 	proc = guarded(proc, cfg.delay, sink.failure)
-	rec, err := recorder.New(w, recorder.Options{Clock: c.clock, Apps: map[string]string{cfg.app: cfg.app}, Logf: logf})
+	rec, err := recorder.New(w, recorder.Options{Clock: c.clock, Apps: map[string]string{cfg.app: cfg.app}, Logger: logger})
 	if err != nil {
 		return res, storeErr(cfg.store, err)
 	}
@@ -348,7 +342,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		Groups:   []engine.GroupConfig{{Name: groupName, Feeds: []string{feedName}, Processors: []engine.ProcessorConfig{{Name: cfg.app, Processor: proc}}}},
 		Observer: obs,
 		Sink:     sink,
-		Logf:     logf,
+		Logger:   logger,
 	})
 	if err != nil {
 		rec.Close()
@@ -390,7 +384,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		return res, fmt.Errorf("%s: %w", cfg.input, srcErr)
 	}
 	if stopErr != nil {
-		logf("stop: %v", stopErr)
+		logger.Warn(fmt.Sprintf("stop: %v", stopErr))
 	}
 	if cfg.status != "" {
 		if err := writeFileAtomic(cfg.status, func(f io.Writer) error { return writeJSON(f, res.Status) }); err != nil {

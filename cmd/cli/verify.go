@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -80,7 +81,7 @@ func countKinds(ps []store.Problem) string {
 		n[string(p.Kind)]++
 	}
 	var parts []string
-	for _, k := range sortedKeys(n) {
+	for _, k := range slices.Sorted(maps.Keys(n)) {
 		parts = append(parts, fmt.Sprintf("%d %s", n[k], k))
 	}
 	return strings.Join(parts, ", ")
@@ -258,7 +259,7 @@ verify for that verdict); 2 a usage or I/O error.`,
 			}
 			defer r.Close()
 			list := processor != "" || kind != "" || cmd.Flags().Changed("limit")
-			if processor != "" && !contains(r.Processors(), processor) {
+			if processor != "" && !slices.Contains(r.Processors(), processor) {
 				return usagef("%s has no processor %q (it has: %s)", args[0], processor, strings.Join(r.Processors(), ", "))
 			}
 			sum, err := summarise(args[0], format, r, list, processor, k, limit)
@@ -279,15 +280,6 @@ verify for that verdict); 2 a usage or I/O error.`,
 	f.IntVar(&limit, "limit", 0, "list at most this many rows (0: no limit)")
 	f.BoolVar(&asJSON, "json", false, "print the summary (and the listed rows) as JSON")
 	return cmd
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // summarise reads every row once (streaming), counting, and keeps the rows

@@ -111,7 +111,7 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := New(filepath.Join(dir, "in.log"), Options{Logf: t.Logf})
+	src, err := New(filepath.Join(dir, "in.log"), Options{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -333,7 +333,7 @@ func TestThePointerIsNeverAheadOfCompletedDeliveries(t *testing.T) {
 	e, err := engine.New(engine.Config{
 		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 1024}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: c}}}},
-		Logf:   lg.logf,
+		Logger: lg.logger(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -68,9 +68,9 @@
 // MAP_SHARED mapping is in the kernel's page cache the moment it is stored,
 // so it survives a SIGKILL of the process without the msync; the msync is
 // for a power loss or an operating-system crash. It costs what the disk
-// takes to write a page (about 0.3ms on a virtual disk, 1µs on tmpfs), once
-// per duty cycle that acknowledged something, which bounds how many commits
-// a second a committed feed makes, not how many lines. Changes of several header
+// takes to write a page, once per duty cycle that acknowledged something,
+// which bounds how many commits a second a committed feed makes, not how
+// many lines. Changes of several header
 // fields at once (a new epoch, a reset, a new identity, a grown fingerprint)
 // are written to a temporary file, synced and renamed over the pointer file,
 // so a crash never leaves a torn header. A pointer file that is empty, too

@@ -3,6 +3,7 @@ package filesource_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -21,8 +22,8 @@ func Example() {
 	os.WriteFile(path, []byte("alpha\r\nbeta\ncaf\xe9\rpartial"), 0o644)
 
 	src, err := filesource.New(path, filesource.Options{
-		Read: filesource.OnceEarliest,
-		Logf: func(string, ...any) {}, // warnings (here: the unterminated bytes)
+		Read:   filesource.OnceEarliest,
+		Logger: slog.New(slog.DiscardHandler), // warnings (here: the unterminated bytes)
 	})
 	if err != nil {
 		fmt.Println(err)

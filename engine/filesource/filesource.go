@@ -61,7 +61,7 @@ func (s Strategy) once() bool  { return s == OnceEarliest || s == OnceLatest }
 // Options configure a Source. The zero value reads with Committed, the
 // pointer at path+".ptr", a 1ms idle interval, lines of at most
 // DefaultMaxLine bytes, the rotated siblings DefaultRotated and warnings to
-// slog.Warn. Options is a plain value, safe to copy.
+// slog.Default(). Options is a plain value, safe to copy.
 type Options struct {
 	// Read is the read strategy. Default Committed.
 	Read Strategy
@@ -71,11 +71,11 @@ type Options struct {
 	// Interval is how long an idle or paused source sleeps between duty
 	// cycles, after a few yields. Default 1ms.
 	Interval time.Duration
-	// Logf receives warnings (a pointer file that cannot be used, a replaced
-	// or truncated input, unterminated bytes, an oversized line, a hole, a
-	// file never read to its end). Default: slog.Warn of the formatted
-	// message.
-	Logf func(format string, args ...any)
+	// Logger receives warnings at level Warn (a pointer file that cannot be
+	// used, a replaced or truncated input, unterminated bytes, an oversized
+	// line, a hole, a file never read to its end), each message beginning
+	// "filesource: ". Default: slog.Default().
+	Logger *slog.Logger
 	// MaxLine is the maximum line length in bytes, its terminator not
 	// counted. A longer line is never truncated: it is skipped whole (not
 	// published), counted in the feed status (oversized, which makes the
@@ -118,7 +118,7 @@ type Options struct {
 type Source struct {
 	path     string
 	opts     Options
-	logf     func(format string, args ...any)
+	logf     func(format string, args ...any) // warns through opts.Logger
 	interval time.Duration
 	maxLine  int
 	rotated  []string
@@ -201,12 +201,12 @@ func New(path string, opts Options) (*Source, error) {
 			return nil, fmt.Errorf("%w: rotated-sibling pattern %q: %v", ErrOptions, pat, err)
 		}
 	}
-	logf := opts.Logf
-	if logf == nil {
-		logf = func(format string, args ...any) { slog.Warn(fmt.Sprintf(format, args...)) }
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
 	}
 	s := &Source{path: path, opts: opts, interval: opts.Interval, maxLine: opts.MaxLine, rotated: slices.Clone(opts.Rotated)}
-	s.logf = func(format string, args ...any) { logf("filesource: "+format, args...) }
+	s.logf = func(format string, args ...any) { logger.Warn("filesource: " + fmt.Sprintf(format, args...)) }
 	return s, nil
 }
 

@@ -3,6 +3,7 @@ package filesource
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,16 +85,27 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// logs captures warnings.
+// testLogger logs to the test's output.
+func testLogger(t testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
+
+// logs captures warnings: a slog.Handler keeping each record's message.
 type logs struct {
 	mu  sync.Mutex
 	all []string
 }
 
-func (l *logs) logf(format string, args ...any) {
+// logger is a *slog.Logger whose records l keeps.
+func (l *logs) logger() *slog.Logger { return slog.New(l) }
+
+func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logs) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logs) WithGroup(string) slog.Handler            { return l }
+
+func (l *logs) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
-	l.all = append(l.all, fmt.Sprintf(format, args...))
+	l.all = append(l.all, r.Message)
 	l.mu.Unlock()
+	return nil
 }
 
 func (l *logs) has(sub string) bool {
@@ -221,8 +233,8 @@ func (r *run) stop() {
 func start(t testing.TB, path string, opts Options, s setup) *run {
 	t.Helper()
 	lg := &logs{}
-	if opts.Logf == nil {
-		opts.Logf = lg.logf
+	if opts.Logger == nil {
+		opts.Logger = lg.logger()
 	}
 	src, err := New(path, opts)
 	if err != nil {
@@ -243,7 +255,7 @@ func startSource(t testing.TB, src *Source, lg *logs, s setup) *run {
 		Feeds:        []engine.FeedConfig{{Name: "in", Source: src, QueueSize: s.queue, Policy: s.policy}},
 		DrainTimeout: s.drain,
 		Observer:     s.observer,
-		Logf:         lg.logf,
+		Logger:       lg.logger(),
 	}
 	for i, p := range s.procs {
 		cfg.Groups = append(cfg.Groups, engine.GroupConfig{Name: fmt.Sprintf("g%d", i), Feeds: []string{"in"},

@@ -77,7 +77,7 @@ func TestReplacedOrTruncatedInputResetsToZeroUnderANewEpoch(t *testing.T) {
 			tc.change(t, path)
 			lg := &logs{}
 			p := &rec{}
-			r := start(t, path, Options{Logf: lg.logf}, setup{procs: []*rec{p}})
+			r := start(t, path, Options{Logger: lg.logger()}, setup{procs: []*rec{p}})
 			size := fileSize(t, path)
 			want := int(size / lineLen)
 			r.settle(want, p)
@@ -109,7 +109,7 @@ func TestSameContentUnderANewInodeKeepsThePointer(t *testing.T) {
 	before := readPointer(t, path+".ptr")
 	replaceFile(t, path, numbered("line", 0, 13))
 	lg := &logs{}
-	p, _ := once(t, path, Options{Logf: lg.logf}, 3)
+	p, _ := once(t, path, Options{Logger: lg.logger()}, 3)
 	got, ds := p.got()
 	wantInOrder(t, got, 10, 13)
 	after := readPointer(t, path+".ptr")
@@ -153,7 +153,7 @@ func TestACommitAfterAReplacementFingerprintsTheOpenFile(t *testing.T) {
 	path := input(t, "x\n")
 	// The fingerprint covers "x\n" at the open; the commit grows it over
 	// what was read since: "x\nyy\n", of the open file.
-	src, err := New(path, Options{Logf: (&logs{}).logf})
+	src, err := New(path, Options{Logger: (&logs{}).logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestUnusablePointerFiles(t *testing.T) {
 			path := input(t, numbered("line", 0, 10))
 			writeFile(t, path+".ptr", string(tc.content))
 			lg := &logs{}
-			p, _ := once(t, path, Options{Logf: lg.logf}, 10-tc.from)
+			p, _ := once(t, path, Options{Logger: lg.logger()}, 10-tc.from)
 			got, _ := p.got()
 			wantInOrder(t, got, tc.from, 10)
 			if !lg.has(tc.warn) {

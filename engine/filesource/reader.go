@@ -333,9 +333,9 @@ const boxLen = publishBatch
 // the interface value of an element of a non-addressable array held by
 // reflect refers to that array instead of copying the element (the array
 // is never written after, as a value in an interface must not be). The
-// elements are then views of the one copy reflect.ValueOf made. In the
-// file source's benchmark, one allocation per line cost a sixth of the
-// source's time with the garbage collector running every few milliseconds.
+// elements are then views of the one copy reflect.ValueOf made. An
+// allocation per line would make the garbage collector a large part of the
+// source's time (the file source's benchmark, docs/PERFORMANCE.md).
 func boxed(texts []any, box [boxLen]string, n int) []any {
 	v := reflect.ValueOf(box)
 	for i := range n {

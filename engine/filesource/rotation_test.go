@@ -233,7 +233,7 @@ func TestRotationChild(t *testing.T) {
 		groups = append(groups, engine.GroupConfig{Name: name, Feeds: []string{"in"},
 			Processors: []engine.ProcessorConfig{{Name: "app" + name, Processor: a}}})
 	}
-	src, err := New(filepath.Join(dir, "app.log"), Options{Logf: t.Logf})
+	src, err := New(filepath.Join(dir, "app.log"), Options{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -165,7 +165,7 @@ func TestOnceEarliestOfAMissingFileFails(t *testing.T) {
 	e, err := engine.New(engine.Config{
 		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 4}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: &rec{}}}}},
-		Logf:   (&logs{}).logf,
+		Logger: (&logs{}).logger(),
 	})
 	if err != nil {
 		t.Fatal(err)

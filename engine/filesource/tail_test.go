@@ -18,7 +18,7 @@ func startOn(t *testing.T, src *Source, p *rec) *run {
 func newSource(t *testing.T, path string, opts Options) (*Source, *logs) {
 	t.Helper()
 	lg := &logs{}
-	opts.Logf = lg.logf
+	opts.Logger = lg.logger()
 	src, err := New(path, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -72,7 +72,6 @@ type Log struct {
 	items     []any
 	committed int64
 	epoch     int64
-	commits   []int64 // every committed offset, in order (for tests)
 	closed    bool
 }
 
@@ -99,13 +98,6 @@ func (l *Log) Committed() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.committed
-}
-
-// Commits lists every offset committed so far, in order.
-func (l *Log) Commits() []int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]int64(nil), l.commits...)
 }
 
 // Len is how many items the log holds.
@@ -145,7 +137,6 @@ func (s *LogSource) Commit() error {
 	defer l.mu.Unlock()
 	if s.pending > l.committed {
 		l.committed = s.pending
-		l.commits = append(l.commits, s.pending)
 	}
 	return nil
 }

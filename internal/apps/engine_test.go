@@ -2,6 +2,7 @@ package apps_test
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestRecordedRun(t *testing.T) {
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"input"}, Retry: engine.RetryPolicy{Attempts: 2},
 			Processors: []engine.ProcessorConfig{{Name: "ledger", Processor: ledger}, {Name: "alerts", Processor: alerts}}}},
 		Observer: rec.Observer(),
-		Logf:     func(string, ...any) {},
+		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -24,12 +24,11 @@ import (
 // (Rows, Stream, Journal, Problems ...) while one goroutine appends; Append
 // calls are serialised. Each iterator is used by one goroutine.
 type Store struct {
-	path      string
-	lock      *store.FileLock // Create: the exclusive lock of the file, held until Close
-	f         *os.File        // nil for NewReader
-	r         io.ReaderAt     // f, or NewReader's reader
-	readOnly  bool
-	syncEvery bool
+	path     string
+	lock     *store.FileLock // Create: the exclusive lock of the file, held until Close
+	f        *os.File        // nil for NewReader
+	r        io.ReaderAt     // f, or NewReader's reader
+	readOnly bool
 
 	wmu    sync.Mutex // writer state
 	enc    *encoder
@@ -62,20 +61,8 @@ type view struct {
 	torn     *store.Problem
 }
 
-type config struct {
-	perm      os.FileMode
-	syncEvery bool
-}
-
-// Option configures Create.
-type Option func(*config)
-
-// WithPerm sets the permissions of a new file (default 0o644, before umask).
-func WithPerm(perm os.FileMode) Option { return func(c *config) { c.perm = perm } }
-
-// WithSyncEveryAppend makes every Append fsync the file before it returns
-// (power-loss durability at the price of one fsync per input).
-func WithSyncEveryAppend() Option { return func(c *config) { c.syncEvery = true } }
+// perm is the permissions of a new recording file (before umask).
+const perm os.FileMode = 0o644
 
 // Create creates a new recording at path and writes its header. It takes
 // the file's exclusive lock (store.Lock) first and holds it until Close: a
@@ -83,12 +70,8 @@ func WithSyncEveryAppend() Option { return func(c *config) { c.syncEvery = true 
 // store.ErrLocked. It refuses a file that already holds bytes (an error
 // wrapping store.ErrHoldsRecording naming the path) and never truncates
 // one.
-func Create(path string, opts ...Option) (*Store, error) {
-	cfg := config{perm: 0o644}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	lock, err := store.Lock(path, cfg.perm)
+func Create(path string) (*Store, error) {
+	lock, err := store.Lock(path, perm)
 	if err != nil {
 		return nil, fmt.Errorf("csvstore: create: %w", err)
 	}
@@ -99,7 +82,7 @@ func Create(path string, opts ...Option) (*Store, error) {
 		lock.Unlock()
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, cfg.perm)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, perm)
 	if err != nil {
 		return fail(nil, fmt.Errorf("csvstore: create: %w", err))
 	}
@@ -113,7 +96,7 @@ func Create(path string, opts ...Option) (*Store, error) {
 	if _, err := f.Write(headerLine); err != nil {
 		return fail(f, fmt.Errorf("csvstore: create %s: %w", path, err))
 	}
-	return &Store{path: path, lock: lock, f: f, r: f, enc: newEncoder(), size: int64(len(headerLine)), syncEvery: cfg.syncEvery}, nil
+	return &Store{path: path, lock: lock, f: f, r: f, enc: newEncoder(), size: int64(len(headerLine))}, nil
 }
 
 // Open opens the recording at path for reading. It scans the file once,
@@ -188,12 +171,6 @@ func (s *Store) Append(rows ...store.Entry) error {
 		s.meta = meta
 	}
 	s.rows += int64(len(rows))
-	if s.syncEvery {
-		if err := s.f.Sync(); err != nil {
-			s.werr = fmt.Errorf("csvstore: sync %s: %w", s.path, err)
-			return s.werr
-		}
-	}
 	return nil
 }
 

@@ -30,8 +30,9 @@ const Header = "processor,index,kind,source,seq,instant,epoch,key,offset,n,paylo
 // (TestFastDecoderAgrees, FuzzRowDecode).
 //
 // Writing goes through a cached encoder: record.fields lists the texts in
-// column order for an encoding/csv writer, with no reflection per row;
-// gocsv's marshalling was 40% of the cost of an Append. init checks that
+// column order for an encoding/csv writer, with no reflection per row
+// (gocsv's marshalling reflects on every row, a large part of an Append's
+// cost: BenchmarkFloorEncodingCSV, docs/PERFORMANCE.md). init checks that
 // the encoder writes exactly what gocsv writes for the same record.
 type record struct {
 	Processor string `csv:"processor"`

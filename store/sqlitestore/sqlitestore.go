@@ -69,11 +69,10 @@ var sqliteMagic = []byte("SQLite format 3\x00")
 // one goroutine appends; Append calls are serialised. Each iterator is used
 // by one goroutine.
 type Store struct {
-	path      string
-	lock      *store.FileLock // Create: the exclusive lock of the file, held until Close
-	db        *sql.DB
-	readOnly  bool
-	syncEvery bool
+	path     string
+	lock     *store.FileLock // Create: the exclusive lock of the file, held until Close
+	db       *sql.DB
+	readOnly bool
 
 	wmu    sync.Mutex
 	wconn  *sql.Conn
@@ -100,17 +99,6 @@ type view struct {
 	problems []store.Problem
 }
 
-type config struct{ syncEvery bool }
-
-// Option configures Create.
-type Option func(*config)
-
-// WithSyncEveryAppend opens the database with PRAGMA synchronous=FULL:
-// every Append's commit fsyncs the write-ahead log before it returns. The
-// default is synchronous=NORMAL: a commit survives a crash of the process,
-// and Sync makes it survive a power loss.
-func WithSyncEveryAppend() Option { return func(c *config) { c.syncEvery = true } }
-
 func dsn(path string, params ...string) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -120,16 +108,15 @@ func dsn(path string, params ...string) (string, error) {
 	return u.String(), nil
 }
 
-func openDB(path string, readOnly, syncFull bool) (*sql.DB, error) {
+// openDB opens the database; a writer's in WAL mode with
+// synchronous=NORMAL: a commit survives a crash of the process, and Sync
+// makes it survive a power loss.
+func openDB(path string, readOnly bool) (*sql.DB, error) {
 	params := []string{"_busy_timeout=10000"}
 	if readOnly {
 		params = append(params, "mode=ro")
 	} else {
-		sync := "NORMAL"
-		if syncFull {
-			sync = "FULL"
-		}
-		params = append(params, "_journal_mode=WAL", "_synchronous="+sync)
+		params = append(params, "_journal_mode=WAL", "_synchronous=NORMAL")
 	}
 	name, err := dsn(path, params...)
 	if err != nil {
@@ -169,11 +156,7 @@ var errNotSQLite = errors.New("not an SQLite database")
 // with an error wrapping store.ErrHoldsRecording naming the path and
 // without writing to it, a file that holds anything else: a recording with
 // rows, another SQLite database, other bytes.
-func Create(path string, opts ...Option) (*Store, error) {
-	var cfg config
-	for _, o := range opts {
-		o(&cfg)
-	}
+func Create(path string) (*Store, error) {
 	lock, err := store.Lock(path, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: create: %w", err)
@@ -182,13 +165,13 @@ func Create(path string, opts ...Option) (*Store, error) {
 		lock.Unlock()
 		return nil, err
 	}
-	db, err := openDB(path, false, cfg.syncEvery)
+	db, err := openDB(path, false)
 	if err != nil {
 		lock.Unlock()
 		return nil, fmt.Errorf("sqlitestore: create %s: %w", path, err)
 	}
 	ctx := context.Background()
-	s := &Store{path: path, lock: lock, db: db, syncEvery: cfg.syncEvery}
+	s := &Store{path: path, lock: lock, db: db}
 	fail := func(err error) (*Store, error) {
 		if s.insert != nil {
 			s.insert.Close()
@@ -226,7 +209,7 @@ func refuseExisting(path string) error {
 	case size == 0:
 		return nil
 	}
-	db, err := openDB(path, true, false)
+	db, err := openDB(path, true)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: create %s: %w", path, err)
 	}
@@ -267,7 +250,7 @@ func Open(path string) (*Store, error) {
 	case size == 0:
 		return nil, fmt.Errorf("sqlitestore: open %s: %w: empty file", path, store.ErrFormat)
 	}
-	db, err := openDB(path, true, false)
+	db, err := openDB(path, true)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
@@ -438,10 +421,9 @@ func (s *Store) Append(rows ...store.Entry) error {
 // Sync makes every committed Append durable against a power loss: it
 // fsyncs the write-ahead log, the database file and their directory. (A
 // checkpoint would not do: one blocked by a reader leaves recent frames
-// unsynced.) With WithSyncEveryAppend every commit is already durable and
-// Sync does nothing. It is a no-op on a Store from Open.
+// unsynced.) It is a no-op on a Store from Open.
 func (s *Store) Sync() error {
-	if s.readOnly || s.syncEvery {
+	if s.readOnly {
 		return nil
 	}
 	s.wmu.Lock()

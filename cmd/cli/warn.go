@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+)
+
+// warnHandler is the slog.Handler of a run's warnings (the engine's, the
+// file source's, the recorder's): each record is one line on the CLI's
+// stderr, "blackbox: warning: <message>", the engine's own prefix dropped,
+// followed by its attributes as key=value. Records below Warn are
+// discarded. It is safe for concurrent use: a line is one Write.
+type warnHandler struct {
+	w     io.Writer
+	attrs []slog.Attr // WithAttrs, group-qualified keys
+	group string      // WithGroup, as a key prefix "a.b."
+}
+
+func (h *warnHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *warnHandler) Handle(_ context.Context, r slog.Record) error {
+	var b bytes.Buffer
+	b.WriteString("blackbox: warning: ")
+	b.WriteString(strings.TrimPrefix(r.Message, "blackbox engine: "))
+	for _, a := range h.attrs {
+		writeAttr(&b, "", a)
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		writeAttr(&b, h.group, a)
+		return true
+	})
+	b.WriteByte('\n')
+	_, err := h.w.Write(b.Bytes())
+	return err
+}
+
+func writeAttr(b *bytes.Buffer, prefix string, a slog.Attr) {
+	a.Value = a.Value.Resolve()
+	if a.Equal(slog.Attr{}) {
+		return
+	}
+	if a.Value.Kind() == slog.KindGroup {
+		if a.Key != "" {
+			prefix += a.Key + "."
+		}
+		for _, g := range a.Value.Group() {
+			writeAttr(b, prefix, g)
+		}
+		return
+	}
+	b.WriteString(" " + prefix + a.Key + "=" + a.Value.String())
+}
+
+func (h *warnHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	n := &warnHandler{w: h.w, group: h.group, attrs: append([]slog.Attr(nil), h.attrs...)}
+	for _, a := range as {
+		if h.group != "" {
+			a.Key = h.group + a.Key
+		}
+		n.attrs = append(n.attrs, a)
+	}
+	return n
+}
+
+func (h *warnHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	return &warnHandler{w: h.w, attrs: h.attrs, group: h.group + name + "."}
+}
