@@ -28,7 +28,7 @@ func TestTimerSetReportsEachTimerWithItsDueTimeOnTheTimerClock(t *testing.T) {
 		c.After(0)
 		return nil
 	})
-	e, err := engine.New(engine.Config{Logf: t.Logf, TimerClock: engine.NewStepClock(start, 0),
+	e, err := engine.New(engine.Config{Logger: testLogger(t), TimerClock: engine.NewStepClock(start, 0),
 		Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
 		Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
 		Observer: obs(first).Then(obs(second))})
