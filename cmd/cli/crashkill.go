@@ -42,7 +42,6 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 		targets[i] = 1 + rng.Int64N(max(span-1, 1))
 	}
 	slices.Sort(targets)
-	perReach := 0.0 // input lines per reach of the pointer, as measured
 	for k := 1; k <= cfg.kills; k++ {
 		storePath := s.path(fmt.Sprintf("run-%d%s", k, s.ext))
 		logPath := s.path(fmt.Sprintf("run-%d.log", k))
@@ -56,14 +55,14 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 			kr.Target, kr.Reached = target, true
 		} else {
 			p.Printf("kill %d of %d: running %s until %s", k, cfg.kills, storePath, cfg.killAt)
-			kr, err = s.killAtPoint(ctx, s.runArgs(storePath, true), logPath, targets[k-1], &perReach, rng)
+			kr, err = s.killAtPoint(ctx, s.runArgs(storePath, true), logPath, targets[k-1])
 		}
 		if err != nil {
 			return nil, nil, err
 		}
 		if !kr.Reached {
-			rep.Failures = append(rep.Failures, fmt.Sprintf("kill %d: the run outlived reach %d of %s (it committed the whole input and was killed %s later); see %s",
-				k, kr.Target, cfg.killAt, outlivedGrace, logPath))
+			rep.Failures = append(rep.Failures, fmt.Sprintf("kill %d: the run outlived %s at input line %d (it committed the whole input and was killed %s later); see %s",
+				k, cfg.killAt, kr.Target, outlivedGrace, logPath))
 		}
 		kr.Run, kr.Store = k, storePath
 		if kr.Outputs, err = countLines(s.outFile); err != nil {
@@ -99,43 +98,45 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 }
 
 // killAtPoint runs one followed run armed to die at the reach of --kill-at
-// that lands about input line target, and measures the lines per reach of
-// the pointer (*perReach) from the lines the run committed.
-func (s *crashSetup) killAtPoint(ctx context.Context, args []string, logPath string, target int64, perReach *float64, rng *rand.Rand) (killReport, error) {
+// that lands at input line target (or the next line the run has not
+// committed yet). The points reached once per input die at that input;
+// the pointer, which commits a varying number of lines per write, dies at
+// its first write at or past the byte offset after that line (POINT@V).
+func (s *crashSetup) killAtPoint(ctx context.Context, args []string, logPath string, target int64) (killReport, error) {
 	before, err := s.committedLines()
 	if err != nil {
 		return killReport{}, err
 	}
-	n := reachTarget(s.cfg.killAt, target-before, *perReach, rng)
-	kr, err := s.killAtRun(ctx, args, logPath, n)
-	if err != nil {
-		return kr, err
-	}
-	kr.Target = n
-	if s.cfg.killAt == killpoint.PointerWritten && kr.Reached {
-		after, err := s.committedLines()
+	lines := max(target-before, 1)
+	arm := killpoint.Value(s.cfg.killAt, lines)
+	if s.cfg.killAt == killpoint.PointerWritten {
+		off, err := s.lineEnd(before + lines)
 		if err != nil {
-			return kr, err
+			return killReport{}, err
 		}
-		*perReach = max(float64(after-before)/float64(n), 1)
+		arm = killpoint.ValueAt(s.cfg.killAt, off)
 	}
-	return kr, nil
+	kr, err := s.killAtRun(ctx, args, logPath, arm)
+	kr.Target = lines
+	return kr, err
 }
 
-// reachTarget is the reach of --kill-at that kills the next run about
-// lines input lines after its start. The points reached once per input
-// (perReach 1) die at that input. The pointer commits a few lines to a few
-// hundred at a time, as fast as the run goes: perReach is the rate the
-// kills so far measured (0: none yet, kill at one of the first four
-// commits) and the target is halved so that the run reaches it.
-func reachTarget(point string, lines int64, perReach float64, rng *rand.Rand) int64 {
-	switch {
-	case point != killpoint.PointerWritten:
-		return max(lines, 1)
-	case perReach == 0:
-		return 1 + rng.Int64N(4)
+// lineEnd is the byte offset just after input line n (from 1), or the
+// input's size when it has fewer lines.
+func (s *crashSetup) lineEnd(n int64) (int64, error) {
+	b, err := os.ReadFile(s.input)
+	if err != nil {
+		return 0, &fileError{s.input, unwrapPathError(err)}
 	}
-	return max(int64(float64(lines)/perReach/2), 1)
+	off := 0
+	for ; n > 0; n-- {
+		i := bytes.IndexByte(b[off:], '\n')
+		if i < 0 {
+			return int64(len(b)), nil
+		}
+		off += i + 1
+	}
+	return int64(off), nil
 }
 
 // committedLines counts the input lines below the crashed runs' pointer
@@ -157,13 +158,13 @@ func (s *crashSetup) committedLines() (int64, error) {
 	return int64(bytes.Count(b, []byte{'\n'})), nil
 }
 
-// killAtRun starts a followed run armed to die at reach n of the kill
-// point, and waits for it to die by SIGKILL. A run that commits the whole
+// killAtRun starts a followed run armed (arm: the value of killpoint.Env)
+// to die at the kill point, and waits for it to die by SIGKILL. A run that commits the whole
 // input and lives on outlivedGrace more outlived the point: it is killed
 // and the report says the point was not reached.
-func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath string, n int64) (killReport, error) {
+func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath, arm string) (killReport, error) {
 	var kr killReport
-	ch, err := startChild(s.exe, args, []string{killpoint.Env + "=" + killpoint.Value(s.cfg.killAt, n)}, logPath)
+	ch, err := startChild(s.exe, args, []string{killpoint.Env + "=" + arm}, logPath)
 	if err != nil {
 		return kr, err
 	}
@@ -186,13 +187,13 @@ func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath strin
 				}
 			}
 			b, _ := os.ReadFile(logPath)
-			return kr, fmt.Errorf("crashtest: the run exited (%v) before reach %d of %s; %s: %s", err, n, s.cfg.killAt, logPath, bytes.TrimSpace(b))
+			return kr, fmt.Errorf("crashtest: the run exited (%v) before it reached %s; %s: %s", err, arm, logPath, bytes.TrimSpace(b))
 		case <-ctx.Done():
 			kill()
 			return kr, ctx.Err()
 		case <-deadline.C:
 			kill()
-			return kr, fmt.Errorf("crashtest: the run neither reached %s %d times nor committed the input in 2 minutes; see %s", s.cfg.killAt, n, logPath)
+			return kr, fmt.Errorf("crashtest: the run neither reached %s nor committed the input in 2 minutes; see %s", arm, logPath)
 		case <-outlived:
 			kill()
 			kr.AfterMs = time.Since(start).Milliseconds()

@@ -45,7 +45,7 @@ type killReport struct {
 	Run        int    `json:"run"`
 	Store      string `json:"store"`
 	AfterMs    int64  `json:"afterMs"`              // the run's lifetime when it was killed
-	Target     int64  `json:"target"`               // the output line count, or the reach of --kill-at, the kill waited for
+	Target     int64  `json:"target"`               // the output line count, or (--kill-at) the input lines past the pointer, the kill waited for
 	Reached    bool   `json:"reached"`              // the run died at its target (false: it outlived the point and was killed)
 	Outputs    int64  `json:"outputs"`              // output lines in the --out file after the kill
 	Pointer    int64  `json:"pointer"`              // the committed pointer offset after the kill

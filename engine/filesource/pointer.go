@@ -304,7 +304,7 @@ func (p *pointerFile) setOffset(off int64) error {
 		u = bits.ReverseBytes64(u)
 	}
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&p.m[offOffset])), u)
-	killpoint.Reach(killpoint.PointerWritten) // tests only: dormant unless armed
+	killpoint.ReachAt(killpoint.PointerWritten, off) // tests only: dormant unless armed
 	if err := p.m.Flush(); err != nil {
 		return fileErr("flush pointer", p.path, err)
 	}

@@ -6,10 +6,14 @@
 // read once when the process starts: the N-th time (N >= 1) the process
 // reaches POINT, Reach kills it with SIGKILL (no deferred call, no flush,
 // no END row: what a power cut or the OOM killer leaves, minus the page
-// cache). It is never a flag a user sees. When the variable is unset or
+// cache). A point that has a value (the pointer's offset) can be armed as
+// POINT@V instead: ReachAt kills the first time it is reached with a value
+// of at least V, whatever the number of reaches before (the file source
+// commits a varying number of lines per pointer write). It is never a flag
+// a user sees. When the variable is unset or
 // empty the package does nothing: Reach and WriteHalf cost one load of a
 // package-level pointer and a compare. A malformed value (not POINT:N with
-// a known POINT and N >= 1) makes the process exit with code 2 at start-up,
+// a known POINT and N >= 1, or POINT@V with V >= 1) makes the process exit with code 2 at start-up,
 // so that a test never mistakes a typo for a point that was not reached.
 //
 // The points (the constants below) sit in the write paths of the ledger
@@ -39,7 +43,7 @@ import (
 	"time"
 )
 
-// Env is the environment variable that arms the switch: POINT:N.
+// Env is the environment variable that arms the switch: POINT:N or POINT@V.
 const Env = "BLACKBOX_KILL_AT"
 
 // The named points.
@@ -85,7 +89,8 @@ var Points = []string{StateSaved, RowsWritten, StoreWrite, PointerWritten, Conve
 // arm is the armed point: immutable but for its counter.
 type arm struct {
 	point string
-	n     int64
+	n     int64 // POINT:N: the N-th reach kills
+	at    int64 // POINT@V: the first ReachAt with a value >= V kills (n is 0)
 	count atomic.Int64
 }
 
@@ -105,11 +110,15 @@ func init() {
 	armed = a
 }
 
-// parse reads POINT:N.
+// parse reads POINT:N or POINT@V.
 func parse(v string) (*arm, error) {
 	point, num, ok := strings.Cut(v, ":")
+	atValue := false
 	if !ok {
-		return nil, fmt.Errorf("%s=%q: want POINT:N", Env, v)
+		if point, num, ok = strings.Cut(v, "@"); !ok {
+			return nil, fmt.Errorf("%s=%q: want POINT:N or POINT@V", Env, v)
+		}
+		atValue = true
 	}
 	known := false
 	for _, p := range Points {
@@ -120,7 +129,10 @@ func parse(v string) (*arm, error) {
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil || n < 1 {
-		return nil, fmt.Errorf("%s=%q: N must be a whole number >= 1", Env, v)
+		return nil, fmt.Errorf("%s=%q: N (or V) must be a whole number >= 1", Env, v)
+	}
+	if atValue {
+		return &arm{point: point, at: n}, nil
 	}
 	return &arm{point: point, n: n}, nil
 }
@@ -129,13 +141,17 @@ func parse(v string) (*arm, error) {
 // child process's environment.
 func Value(point string, n int64) string { return point + ":" + strconv.FormatInt(n, 10) }
 
+// ValueAt is the value of Env that arms point at the first ReachAt whose
+// value is at least v.
+func ValueAt(point string, v int64) string { return point + "@" + strconv.FormatInt(v, 10) }
+
 // hit counts a reach of point and reports whether it is the armed one.
 func hit(point string) bool {
 	a := armed
 	if a == nil || a.point != point {
 		return false
 	}
-	return a.count.Add(1) == a.n
+	return a.n > 0 && a.count.Add(1) == a.n
 }
 
 // Reach marks that the process reached point: on the armed reach it kills
@@ -152,6 +168,19 @@ func Reach(point string) {
 // WriteHalf marks that the process is about to write b to w at point: on
 // the armed reach it writes the first half of b (a torn write) and kills
 // the process; otherwise it writes nothing and the caller writes b.
+// ReachAt is Reach for a point that has a value (a position): armed as
+// POINT@V, it kills the process the first time it is reached with a value of
+// at least V; armed as POINT:N, it counts like Reach.
+func ReachAt(point string, v int64) {
+	a := armed
+	if a == nil || a.point != point {
+		return
+	}
+	if a.n == 0 && v >= a.at || hit(point) {
+		die()
+	}
+}
+
 func WriteHalf(point string, w io.Writer, b []byte) {
 	if armed == nil {
 		return

@@ -30,6 +30,13 @@ func TestMain(m *testing.M) {
 			Reach(StoreWrite)
 		}
 		os.Exit(0)
+	case "at":
+		// Values 100, 350, 600 ...: ReachAt(PointerWritten@500) dies at 600.
+		for v := int64(100); v <= 2100; v += 250 {
+			fmt.Printf("%d\n", v)
+			ReachAt(PointerWritten, v)
+		}
+		os.Exit(0)
 	case "half":
 		f, err := os.Create(os.Getenv(childFile))
 		if err != nil {
@@ -130,6 +137,9 @@ func TestParse(t *testing.T) {
 		{"convert:-1", "", 0, false},
 		{"Convert:1", "", 0, false},
 		{":1", "", 0, false},
+		{"pointer-written@4096", PointerWritten, 0, true},
+		{"pointer-written@0", "", 0, false},
+		{"pointer-written@", "", 0, false},
 	}
 	for _, tt := range tests {
 		a, err := parse(tt.in)
@@ -140,6 +150,22 @@ func TestParse(t *testing.T) {
 		if err == nil && (a.point != tt.point || a.n != tt.n) {
 			t.Errorf("parse(%q) = %s:%d, want %s:%d", tt.in, a.point, a.n, tt.point, tt.n)
 		}
+	}
+}
+
+// TestAPointArmedAtAValueDiesAtTheFirstReachAtOrPastIt: POINT@V kills at
+// the first ReachAt whose value is at least V, however many reaches came
+// before (the pointer commits a varying number of lines per write).
+func TestAPointArmedAtAValueDiesAtTheFirstReachAtOrPastIt(t *testing.T) {
+	out, killed := child(t, "at", ValueAt(PointerWritten, 500))
+	if !killed {
+		t.Fatalf("the child was not killed; output:\n%s", out)
+	}
+	if got, want := out, "100\n350\n600\n"; got != want {
+		t.Errorf("the child printed %q before it died, want %q (died at the reach with 600)", got, want)
+	}
+	if out, killed := child(t, "at", ValueAt(PointerWritten, 5000)); killed {
+		t.Errorf("a value never reached killed the child; output:\n%s", out)
 	}
 }
 
