@@ -128,7 +128,7 @@ func TestCrashChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	if os.Getenv(crashSettle) == "" {
-		time.Sleep(60 * time.Second) // until killed
+		time.Sleep(60 * time.Second) // until killed; a child orphaned by a dead parent ends
 		t.Fatal("not killed")
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -206,7 +206,7 @@ func TestSIGKILLMidBurst(t *testing.T) {
 			writeFile(t, in, numbered("line", 0, crashInitial))
 			state := filepath.Join(dir, "state.json")
 			child := crashChild(t, dir, guard, false)
-			waitFor(t, "2,000 lines applied", func() bool {
+			waitForChild(t, "2,000 lines applied", func() bool {
 				st, err := readState(state)
 				return err == nil && st.Applied == crashInitial
 			})
@@ -262,5 +262,19 @@ func TestSIGKILLMidBurst(t *testing.T) {
 			t.Logf("kill after %s: pointer at line %d, saved at line %d (lag %d), applied at kill %d, torn %d; after restart applied %d, duplicated output lines %d",
 				delay, ptr.Offset/lineLen, killed.Offset/lineLen, (killed.Offset-ptr.Offset)/lineLen, killed.Applied, torn, final.Applied, dups)
 		})
+	}
+}
+
+// waitForChild waits until cond, which reads what a child process wrote,
+// holds: a child's files send no signal a test could wait on, so this
+// re-reads them every millisecond and fails after 15 s.
+func waitForChild(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
