@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
@@ -49,59 +50,63 @@ func (s *saver) Complete(d *engine.Delivery) error {
 }
 
 func TestCompletionsRunAfterReentrantWorkAndBeforeTheDispatchedCounter(t *testing.T) {
-	log := &journalLog{}
-	var e *engine.Engine
-	var sa, sb *saver
-	a := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-		log.add("a %v", ev)
-		if ev == 1 {
-			c.Queue(10)
+	synctest.Test(t, func(t *testing.T) {
+		log := &journalLog{}
+		var e *engine.Engine
+		var sa, sb *saver
+		a := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+			log.add("a %v", ev)
+			if ev == 1 {
+				c.Queue(10)
+			}
+			c.OnComplete(sa)
+			c.OnComplete(sa) // the same value is kept once
+			return nil
+		})
+		b := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+			log.add("b %v", ev)
+			if !c.OnComplete(sb) {
+				log.add("b no delivery")
+			}
+			return nil
+		})
+		e = start(t, engine.Config{
+			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("a", a, "b", b)}}})
+		f := e.Feed("in")
+		sa, sb = &saver{name: "sa", log: log, f: f}, &saver{name: "sb", log: log, f: f}
+		f.SetCommitter(&committer{})
+		publishAll(t, f, 1, 1)
+		eventually(t, "dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 1 })
+		want := []string{"a 1", "a 10", "b 1", "sa complete 1 dispatched=0", "sb complete 1 dispatched=0"}
+		if got := log.all(); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("got  %q\nwant %q", got, want)
 		}
-		c.OnComplete(sa)
-		c.OnComplete(sa) // the same value is kept once
-		return nil
 	})
-	b := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-		log.add("b %v", ev)
-		if !c.OnComplete(sb) {
-			log.add("b no delivery")
-		}
-		return nil
-	})
-	e = start(t, engine.Config{
-		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
-		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("a", a, "b", b)}}})
-	f := e.Feed("in")
-	sa, sb = &saver{name: "sa", log: log, f: f}, &saver{name: "sb", log: log, f: f}
-	f.SetCommitter(&committer{})
-	publishAll(t, f, 1, 1)
-	eventually(t, "dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 1 })
-	want := []string{"a 1", "a 10", "b 1", "sa complete 1 dispatched=0", "sb complete 1 dispatched=0"}
-	if got := log.all(); strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("got  %q\nwant %q", got, want)
-	}
 }
 
 func TestOnCompleteOutsideAPositionedDeliveryKeepsNothing(t *testing.T) {
-	var got []bool
-	var mu sync.Mutex
-	p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-		ok := c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error { panic("must not run") }))
+	synctest.Test(t, func(t *testing.T) {
+		var got []bool
+		var mu sync.Mutex
+		p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+			ok := c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error { panic("must not run") }))
+			mu.Lock()
+			got = append(got, ok, c.Delivery() == nil)
+			mu.Unlock()
+			return nil
+		})
+		e := start(t, engine.Config{
+			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}}})
+		e.Feed("in").Publish(t.Context(), "push")
+		eventually(t, "dispatch", func() bool { return e.Status().Feeds[0].Subscribers[0].Dispatched == 1 })
 		mu.Lock()
-		got = append(got, ok, c.Delivery() == nil)
-		mu.Unlock()
-		return nil
+		defer mu.Unlock()
+		if len(got) != 2 || got[0] || !got[1] {
+			t.Fatalf("OnComplete=%v nilDelivery=%v, want false true", got[0], got[1])
+		}
 	})
-	e := start(t, engine.Config{
-		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8}},
-		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}}})
-	e.Feed("in").Publish(t.Context(), "push")
-	eventually(t, "dispatch", func() bool { return e.Status().Feeds[0].Subscribers[0].Dispatched == 1 })
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != 2 || got[0] || !got[1] {
-		t.Fatalf("OnComplete=%v nilDelivery=%v, want false true", got[0], got[1])
-	}
 }
 
 func TestAFailingCallbackIsRetriedAloneAndSkippedWhenExhausted(t *testing.T) {
@@ -115,163 +120,175 @@ func TestAFailingCallbackIsRetriedAloneAndSkippedWhenExhausted(t *testing.T) {
 		{"succeeds on retry", 1, true, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			log := &journalLog{}
-			var s *saver
-			handled := 0
-			p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-				handled++
-				c.OnComplete(s)
-				return nil
+			synctest.Test(t, func(t *testing.T) {
+				log := &journalLog{}
+				var s *saver
+				handled := 0
+				p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+					handled++
+					c.OnComplete(s)
+					return nil
+				})
+				e := start(t, engine.Config{
+					Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
+					Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Retry: engine.RetryPolicy{Attempts: 3}, Processors: procs("p", p)}}})
+				f := e.Feed("in")
+				c := &committer{}
+				f.SetCommitter(c)
+				s = &saver{name: "s", log: log, f: f, fail: tc.fails}
+				publishAll(t, f, 1, 1)
+				settleCommit(t, f, c, 1) // acknowledged either way
+				st := f.Status()
+				if got := len(log.all()); got != tc.wantCalls || handled != 1 {
+					t.Fatalf("callback ran %d times, processor %d times; want %d and 1", got, handled, tc.wantCalls)
+				}
+				if st.Lossless != tc.wantLossless || (st.CompletionFailures == 0) != tc.wantLossless {
+					t.Fatalf("lossless %v completionFailures %d, want lossless %v", st.Lossless, st.CompletionFailures, tc.wantLossless)
+				}
 			})
-			e := start(t, engine.Config{
-				Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
-				Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Retry: engine.RetryPolicy{Attempts: 3}, Processors: procs("p", p)}}})
-			f := e.Feed("in")
-			c := &committer{}
-			f.SetCommitter(c)
-			s = &saver{name: "s", log: log, f: f, fail: tc.fails}
-			publishAll(t, f, 1, 1)
-			settleCommit(t, f, c, 1) // acknowledged either way
-			st := f.Status()
-			if got := len(log.all()); got != tc.wantCalls || handled != 1 {
-				t.Fatalf("callback ran %d times, processor %d times; want %d and 1", got, handled, tc.wantCalls)
-			}
-			if st.Lossless != tc.wantLossless || (st.CompletionFailures == 0) != tc.wantLossless {
-				t.Fatalf("lossless %v completionFailures %d, want lossless %v", st.Lossless, st.CompletionFailures, tc.wantLossless)
-			}
 		})
 	}
 }
 
 func TestAPanicIsAFailureOfTheItemNeverACrash(t *testing.T) {
-	var mu sync.Mutex
-	var failed []error
-	calls := 0
-	p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-		calls++
-		if calls == 1 {
-			panic("boom")
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var failed []error
+		calls := 0
+		p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+			calls++
+			if calls == 1 {
+				panic("boom")
+			}
+			return nil
+		})
+		e := start(t, engine.Config{
+			Observer: engine.Observer{Failed: func(_ string, _ *engine.Input, err error) { mu.Lock(); failed = append(failed, err); mu.Unlock() }},
+			Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8}},
+			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Retry: engine.RetryPolicy{Attempts: 2}, Processors: procs("p", p)}}})
+		e.Feed("in").Publish(t.Context(), 1)
+		e.Feed("in").Publish(t.Context(), 2)
+		eventually(t, "both", func() bool { return e.Status().Feeds[0].Subscribers[0].Dispatched == 2 })
+		mu.Lock()
+		defer mu.Unlock()
+		var pe *engine.PanicError
+		if len(failed) != 1 || !errors.As(failed[0], &pe) || calls != 3 {
+			t.Fatalf("failures %v calls %d: want one *PanicError, then a retry and the next item", failed, calls)
 		}
-		return nil
+		if st := e.Status().Feeds[0]; st.Failures != 0 {
+			t.Fatalf("failures %d after a successful retry", st.Failures)
+		}
 	})
-	e := start(t, engine.Config{
-		Observer: engine.Observer{Failed: func(_ string, _ *engine.Input, err error) { mu.Lock(); failed = append(failed, err); mu.Unlock() }},
-		Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8}},
-		Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Retry: engine.RetryPolicy{Attempts: 2}, Processors: procs("p", p)}}})
-	e.Feed("in").Publish(t.Context(), 1)
-	e.Feed("in").Publish(t.Context(), 2)
-	eventually(t, "both", func() bool { return e.Status().Feeds[0].Subscribers[0].Dispatched == 2 })
-	mu.Lock()
-	defer mu.Unlock()
-	var pe *engine.PanicError
-	if len(failed) != 1 || !errors.As(failed[0], &pe) || calls != 3 {
-		t.Fatalf("failures %v calls %d: want one *PanicError, then a retry and the next item", failed, calls)
-	}
-	if st := e.Status().Feeds[0]; st.Failures != 0 {
-		t.Fatalf("failures %d after a successful retry", st.Failures)
-	}
 }
 
 // TestAnExhaustedFailureSkipsTheItemAndItIsAcknowledged: the source commits
 // past an item whose processor failed past its retries, and the feed is not
 // lossless: the item was not applied.
 func TestAnExhaustedFailureSkipsTheItemAndItIsAcknowledged(t *testing.T) {
-	p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error { return errors.New("always") })
-	e := start(t, engine.Config{
-		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
-		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Retry: engine.RetryPolicy{Attempts: 2}, Processors: procs("p", p)}}})
-	f := e.Feed("in")
-	c := &committer{}
-	f.SetCommitter(c)
-	publishAll(t, f, 1, 3)
-	settleCommit(t, f, c, 3)
-	if st := f.Status(); st.Failures != 3 || st.Lossless {
-		t.Fatalf("failures %d lossless %v, want 3 false", st.Failures, st.Lossless)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error { return errors.New("always") })
+		e := start(t, engine.Config{
+			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Retry: engine.RetryPolicy{Attempts: 2}, Processors: procs("p", p)}}})
+		f := e.Feed("in")
+		c := &committer{}
+		f.SetCommitter(c)
+		publishAll(t, f, 1, 3)
+		settleCommit(t, f, c, 3)
+		if st := f.Status(); st.Failures != 3 || st.Lossless {
+			t.Fatalf("failures %d lossless %v, want 3 false", st.Failures, st.Lossless)
+		}
+	})
 }
 
 func TestACheckpointHoldsTheCommitUntilStateIsDurable(t *testing.T) {
-	g := newGate(false)
-	e, f, c := positioned(t, engine.Pause(), 64, map[string]*gate{"g": g}, "g")
-	cp, err := e.Hold("in", "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	publishAll(t, f, 1, 5)
-	g.let(3)
-	eventually(t, "3 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 3 })
-	settleCommit(t, f, c, 0)
-	m3 := cp.Mark()
-	g.let(2)
-	eventually(t, "5 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 5 })
-	settleCommit(t, f, c, 0)
-	cp.DurableThrough(m3)
-	settleCommit(t, f, c, 3)
-	cp.DurableThrough(cp.Mark())
-	settleCommit(t, f, c, 5)
-	cp.DurableThrough(m3) // marks only advance
-	cp.Release()
-	g.openUp()
-	publishAll(t, f, 6, 7)
-	settleCommit(t, f, c, 7)
+	synctest.Test(t, func(t *testing.T) {
+		g := newGate(false)
+		e, f, c := positioned(t, engine.Pause(), 64, map[string]*gate{"g": g}, "g")
+		cp, err := e.Hold("in", "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		publishAll(t, f, 1, 5)
+		g.let(3)
+		eventually(t, "3 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 3 })
+		settleCommit(t, f, c, 0)
+		m3 := cp.Mark()
+		g.let(2)
+		eventually(t, "5 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 5 })
+		settleCommit(t, f, c, 0)
+		cp.DurableThrough(m3)
+		settleCommit(t, f, c, 3)
+		cp.DurableThrough(cp.Mark())
+		settleCommit(t, f, c, 5)
+		cp.DurableThrough(m3) // marks only advance
+		cp.Release()
+		g.openUp()
+		publishAll(t, f, 6, 7)
+		settleCommit(t, f, c, 7)
+	})
 }
 
 func TestARebindStartsANewBindingHeldAtNothingDurable(t *testing.T) {
-	g := newGate(true)
-	e, f, c := positioned(t, engine.Pause(), 64, map[string]*gate{"g": g}, "g")
-	cp, err := e.Hold("in", "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	publishAll(t, f, 1, 3)
-	eventually(t, "3", func() bool { return g.count() == 3 })
-	old := cp.Mark()
-	cp.DurableThrough(old)
-	settleCommit(t, f, c, 3)
-	e.Unsubscribe("g", "in")
-	e.Subscribe("g", "in")
-	publishAll(t, f, 4, 6)
-	eventually(t, "6", func() bool { return g.count() == 6 })
-	cp.DurableThrough(engine.Mark{}) // the zero Mark: ignored
-	cp.DurableThrough(old)           // the old binding's mark: ignored
-	settleCommit(t, f, c, 3)
-	cp.DurableThrough(cp.Mark())
-	settleCommit(t, f, c, 6)
+	synctest.Test(t, func(t *testing.T) {
+		g := newGate(true)
+		e, f, c := positioned(t, engine.Pause(), 64, map[string]*gate{"g": g}, "g")
+		cp, err := e.Hold("in", "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		publishAll(t, f, 1, 3)
+		eventually(t, "3", func() bool { return g.count() == 3 })
+		old := cp.Mark()
+		cp.DurableThrough(old)
+		settleCommit(t, f, c, 3)
+		e.Unsubscribe("g", "in")
+		e.Subscribe("g", "in")
+		publishAll(t, f, 4, 6)
+		eventually(t, "6", func() bool { return g.count() == 6 })
+		cp.DurableThrough(engine.Mark{})         // the zero Mark: ignored
+		cp.DurableThrough(old)                   // the old binding's mark: ignored
+		settleCommit(t, f, c, 3)
+		cp.DurableThrough(cp.Mark())
+		settleCommit(t, f, c, 6)
+	})
 }
 
 func TestStatusJSONHasEveryField(t *testing.T) {
-	e := start(t, engine.Config{
-		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8}},
-		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newGate(true))}}})
-	b, err := json.Marshal(e.Status())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var top map[string]any
-	if err := json.Unmarshal(b, &top); err != nil {
-		t.Fatal(err)
-	}
-	feed := top["feeds"].([]any)[0].(map[string]any)
-	sub := feed["subscribers"].([]any)[0].(map[string]any)
-	for _, tc := range []struct {
-		obj  map[string]any
-		keys string
-	}{
-		{top, "settled lossless feeds"},
-		{feed, "feed state bounded sequence detail drained settled lossless policy dropped refused downgraded paused pauses acknowledged pendingAcks consumers stalled unterminated completionFailures failures subscribers"},
-		{sub, "queue policy position dispatched drained dropped"},
-	} {
-		var missing []string
-		for _, k := range strings.Fields(tc.keys) {
-			if _, ok := tc.obj[k]; !ok {
-				missing = append(missing, k)
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, engine.Config{
+			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newGate(true))}}})
+		b, err := json.Marshal(e.Status())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var top map[string]any
+		if err := json.Unmarshal(b, &top); err != nil {
+			t.Fatal(err)
+		}
+		feed := top["feeds"].([]any)[0].(map[string]any)
+		sub := feed["subscribers"].([]any)[0].(map[string]any)
+		for _, tc := range []struct {
+			obj  map[string]any
+			keys string
+		}{
+			{top, "settled lossless feeds"},
+			{feed, "feed state bounded sequence detail drained settled lossless policy dropped refused downgraded paused pauses acknowledged pendingAcks consumers stalled unterminated completionFailures failures subscribers"},
+			{sub, "queue policy position dispatched drained dropped"},
+		} {
+			var missing []string
+			for _, k := range strings.Fields(tc.keys) {
+				if _, ok := tc.obj[k]; !ok {
+					missing = append(missing, k)
+				}
+			}
+			sort.Strings(missing)
+			if len(missing) > 0 {
+				t.Errorf("missing %v in %s", missing, b)
 			}
 		}
-		sort.Strings(missing)
-		if len(missing) > 0 {
-			t.Errorf("missing %v in %s", missing, b)
-		}
-	}
+	})
 }
 
 func TestBadConfigurationFailsAtNew(t *testing.T) {

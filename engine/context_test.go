@@ -104,6 +104,9 @@ func TestAProcessorBlockedOnItsContextLetsStopReturnWhenStopsContextEnds(t *test
 		if got := <-p.sawDone; !errors.Is(got, context.Canceled) {
 			t.Errorf("the processor's context ended with %v, want context.Canceled", got)
 		}
+		// Stop returned before the group's goroutine ended: let it end (it
+		// logs through t) before the test does.
+		synctest.Wait()
 	})
 }
 

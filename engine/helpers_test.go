@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
@@ -49,9 +50,12 @@ type gate struct {
 	entered int
 	tokens  chan struct{}
 	open    bool
+	changed chan struct{} // closed and replaced each time an item is seen
 }
 
-func newGate(open bool) *gate { return &gate{tokens: make(chan struct{}, 1<<20), open: open} }
+func newGate(open bool) *gate {
+	return &gate{tokens: make(chan struct{}, 1<<20), open: open, changed: make(chan struct{})}
+}
 
 func (g *gate) OnEvent(c *engine.Cycle, ev any) error {
 	g.mu.Lock()
@@ -63,8 +67,30 @@ func (g *gate) OnEvent(c *engine.Cycle, ev any) error {
 	}
 	g.mu.Lock()
 	g.seen = append(g.seen, ev)
+	close(g.changed)
+	g.changed = make(chan struct{})
 	g.mu.Unlock()
 	return nil
+}
+
+// await reports whether n items have been seen within d, waking on each
+// item seen rather than polling.
+func (g *gate) await(n int, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		g.mu.Lock()
+		seen, changed := len(g.seen), g.changed
+		g.mu.Unlock()
+		if seen >= n {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return false
+		}
+	}
 }
 
 // let lets n items through.
@@ -99,15 +125,14 @@ func (g *gate) items() []any {
 	return append([]any(nil), g.seen...)
 }
 
-// eventually polls cond until it holds or 10s pass.
+// eventually fails the test unless cond holds once every other goroutine
+// of the test's synctest bubble is durably blocked: the engine has done all
+// it can, so cond is checked once, not polled.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(200 * time.Microsecond)
+	synctest.Wait()
+	if !cond() {
+		t.Fatalf("%s: not so once every goroutine is blocked", what)
 	}
 }
 
@@ -141,17 +166,13 @@ func start(t *testing.T, cfg engine.Config) *engine.Engine {
 }
 
 // noLeak fails the test when goroutines started since before are still
-// running shortly after.
+// running once every goroutine of the bubble is blocked.
 func noLeak(t *testing.T, before int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Errorf("goroutine leak: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-			return
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if after := runtime.NumGoroutine(); after > before {
+		buf := make([]byte, 1<<16)
+		t.Errorf("goroutine leak: %d before, %d after\n%s", before, after, buf[:runtime.Stack(buf, true)])
 	}
 }
 
@@ -163,22 +184,24 @@ func procs(ps ...any) []engine.ProcessorConfig {
 	return out
 }
 
-// publishAll offers items at offsets 1..n with TryPublish, retrying while the
-// feed pauses, polling acknowledgements as a source would.
+// publishAll offers items at offsets from..n with TryPublish, retrying while
+// the feed pauses, polling acknowledgements as a source would. A refused
+// offer is retried once every other goroutine is blocked (the groups have
+// taken what they can); an offer still refused then fails the test.
 func publishAll(t *testing.T, f *engine.Feed, from, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for i := from; i <= n; {
+	for i, stalled := from, false; i <= n; {
 		if f.TryPublish(i, engine.Position{Offset: int64(i)}) {
-			i++
+			i, stalled = i+1, false
 			continue
 		}
+		if stalled {
+			t.Fatalf("publish of %d paused with every goroutine blocked", i)
+		}
+		synctest.Wait()
 		if _, err := f.PollAcks(); err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("publish of %d paused for too long", i)
-		}
-		time.Sleep(50 * time.Microsecond)
+		stalled = true
 	}
 }

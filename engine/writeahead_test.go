@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,58 +76,60 @@ func restart(t *testing.T, log *memsource.Log) []any {
 func TestStopDuringARetryBackoffHoldsTheCommit(t *testing.T) {
 	for _, where := range []string{"processor", "completion"} {
 		t.Run(where, func(t *testing.T) {
-			log := memsource.NewLog("a", "b", "c")
-			failed := make(chan struct{})
-			var once sync.Once
-			var mu sync.Mutex
-			var handled, completed []any
-			p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-				mu.Lock()
-				handled = append(handled, ev)
-				mu.Unlock()
-				if ev == "b" && where == "processor" {
-					once.Do(func() { close(failed) })
-					return errors.New("b fails")
-				}
-				c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error {
-					if ev == "b" && where == "completion" {
-						once.Do(func() { close(failed) })
-						return errors.New("saving b fails")
-					}
+			synctest.Test(t, func(t *testing.T) {
+				log := memsource.NewLog("a", "b", "c")
+				failed := make(chan struct{})
+				var once sync.Once
+				var mu sync.Mutex
+				var handled, completed []any
+				p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
 					mu.Lock()
-					completed = append(completed, ev)
+					handled = append(handled, ev)
 					mu.Unlock()
+					if ev == "b" && where == "processor" {
+						once.Do(func() { close(failed) })
+						return errors.New("b fails")
+					}
+					c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error {
+						if ev == "b" && where == "completion" {
+							once.Do(func() { close(failed) })
+							return errors.New("saving b fails")
+						}
+						mu.Lock()
+						completed = append(completed, ev)
+						mu.Unlock()
+						return nil
+					}))
 					return nil
-				}))
-				return nil
+				})
+				e := logEngine(t, log, p, engine.RetryPolicy{Attempts: 3, Backoff: time.Hour}, engine.Observer{})
+				<-failed
+				if err := e.Stop(t.Context()); err != nil {
+					t.Fatalf("Stop: %v", err)
+				}
+				fs := e.Status().Feeds[0]
+				if got := log.Committed(); got != 1 {
+					t.Errorf("committed offset %d, want 1 (b did not complete)", got)
+				}
+				if d := fs.Subscribers[0].Dispatched; d != 1 {
+					t.Errorf("dispatched %d, want 1", d)
+				}
+				if fs.Failures != 0 || fs.CompletionFailures != 0 || fs.Settled {
+					t.Errorf("failures %d, completion failures %d, settled %v; want 0, 0, false", fs.Failures, fs.CompletionFailures, fs.Settled)
+				}
+				mu.Lock()
+				gotHandled, gotCompleted := slices.Clone(handled), slices.Clone(completed)
+				mu.Unlock()
+				if diff := cmp.Diff([]any{"a", "b"}, gotHandled); diff != "" {
+					t.Errorf("handled (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff([]any{"a"}, gotCompleted); diff != "" {
+					t.Errorf("completed (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff([]any{"b", "c"}, restart(t, log)); diff != "" {
+					t.Errorf("the restart delivered (-want +got):\n%s", diff)
+				}
 			})
-			e := logEngine(t, log, p, engine.RetryPolicy{Attempts: 3, Backoff: time.Hour}, engine.Observer{})
-			<-failed
-			if err := e.Stop(t.Context()); err != nil {
-				t.Fatalf("Stop: %v", err)
-			}
-			fs := e.Status().Feeds[0]
-			if got := log.Committed(); got != 1 {
-				t.Errorf("committed offset %d, want 1 (b did not complete)", got)
-			}
-			if d := fs.Subscribers[0].Dispatched; d != 1 {
-				t.Errorf("dispatched %d, want 1", d)
-			}
-			if fs.Failures != 0 || fs.CompletionFailures != 0 || fs.Settled {
-				t.Errorf("failures %d, completion failures %d, settled %v; want 0, 0, false", fs.Failures, fs.CompletionFailures, fs.Settled)
-			}
-			mu.Lock()
-			gotHandled, gotCompleted := slices.Clone(handled), slices.Clone(completed)
-			mu.Unlock()
-			if diff := cmp.Diff([]any{"a", "b"}, gotHandled); diff != "" {
-				t.Errorf("handled (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff([]any{"a"}, gotCompleted); diff != "" {
-				t.Errorf("completed (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff([]any{"b", "c"}, restart(t, log)); diff != "" {
-				t.Errorf("the restart delivered (-want +got):\n%s", diff)
-			}
 		})
 	}
 }
@@ -186,60 +189,62 @@ var errDiskFull = errors.New("no space left on device")
 // lossless, naming the error; Err, WaitSettled and Stop return an
 // *ObserverError; a restart delivers item 3 and what follows.
 func TestAFailingObserverHoldsItsItemAndStopsTheGroup(t *testing.T) {
-	log := memsource.NewLog(1, 2, 3, 4, 5)
-	failing := make(chan struct{})
-	var mu sync.Mutex
-	var completed []any
-	p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-		c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error {
-			mu.Lock()
-			completed = append(completed, ev)
-			mu.Unlock()
+	synctest.Test(t, func(t *testing.T) {
+		log := memsource.NewLog(1, 2, 3, 4, 5)
+		failing := make(chan struct{})
+		var mu sync.Mutex
+		var completed []any
+		p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+			c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error {
+				mu.Lock()
+				completed = append(completed, ev)
+				mu.Unlock()
+				return nil
+			}))
 			return nil
-		}))
-		return nil
-	})
-	obs := engine.Observer{BeforeComplete: func(_ string, in *engine.Input) error {
-		if in.Seq == 3 {
-			close(failing)
-			return fmt.Errorf("writing seq %d: %w", in.Seq, errDiskFull)
+		})
+		obs := engine.Observer{BeforeComplete: func(_ string, in *engine.Input) error {
+			if in.Seq == 3 {
+				close(failing)
+				return fmt.Errorf("writing seq %d: %w", in.Seq, errDiskFull)
+			}
+			return nil
+		}}
+		e := logEngine(t, log, p, engine.RetryPolicy{}, obs)
+		<-failing
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		if _, err := e.WaitSettled(ctx, time.Millisecond); !errors.Is(err, engine.ErrObserver) {
+			t.Fatalf("WaitSettled: %v, want ErrObserver", err)
 		}
-		return nil
-	}}
-	e := logEngine(t, log, p, engine.RetryPolicy{}, obs)
-	<-failing
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	if _, err := e.WaitSettled(ctx, time.Millisecond); !errors.Is(err, engine.ErrObserver) {
-		t.Fatalf("WaitSettled: %v, want ErrObserver", err)
-	}
-	stopErr := e.Stop(t.Context())
-	var oe *engine.ObserverError
-	if !errors.As(e.Err(), &oe) || oe.Group != "g" || oe.Hook != "BeforeComplete" || oe.Feed != "in" || oe.Seq != 3 ||
-		!errors.Is(e.Err(), errDiskFull) {
-		t.Errorf("Err() = %v, want an *ObserverError of group g, BeforeComplete, in#3, wrapping the disk error", e.Err())
-	}
-	if !errors.Is(stopErr, engine.ErrObserver) {
-		t.Errorf("Stop: %v, want ErrObserver", stopErr)
-	}
-	mu.Lock()
-	gotCompleted := slices.Clone(completed)
-	mu.Unlock()
-	if diff := cmp.Diff([]any{1, 2}, gotCompleted); diff != "" {
-		t.Errorf("completions ran for (-want +got):\n%s", diff)
-	}
-	if got := log.Committed(); got != 2 {
-		t.Errorf("committed offset %d, want 2", got)
-	}
-	st := e.Status()
-	fs := st.Feeds[0]
-	if st.Lossless || fs.Lossless || st.Settled || fs.Subscribers[0].Dispatched != 2 {
-		t.Errorf("lossless %v/%v, settled %v, dispatched %d; want false, false, false, 2", st.Lossless, fs.Lossless, st.Settled, fs.Subscribers[0].Dispatched)
-	}
-	if fs.Stalled == nil || !strings.Contains(*fs.Stalled, "consumer g/in failed") || !strings.Contains(*fs.Stalled, errDiskFull.Error()) {
-		t.Errorf("stalled %v, want it to name the failed consumer and the error", fs.Stalled)
-	}
-	if diff := cmp.Diff([]any{3, 4, 5}, restart(t, log)); diff != "" {
-		t.Errorf("the restart delivered (-want +got):\n%s", diff)
-	}
+		stopErr := e.Stop(t.Context())
+		var oe *engine.ObserverError
+		if !errors.As(e.Err(), &oe) || oe.Group != "g" || oe.Hook != "BeforeComplete" || oe.Feed != "in" || oe.Seq != 3 ||
+			!errors.Is(e.Err(), errDiskFull) {
+			t.Errorf("Err() = %v, want an *ObserverError of group g, BeforeComplete, in#3, wrapping the disk error", e.Err())
+		}
+		if !errors.Is(stopErr, engine.ErrObserver) {
+			t.Errorf("Stop: %v, want ErrObserver", stopErr)
+		}
+		mu.Lock()
+		gotCompleted := slices.Clone(completed)
+		mu.Unlock()
+		if diff := cmp.Diff([]any{1, 2}, gotCompleted); diff != "" {
+			t.Errorf("completions ran for (-want +got):\n%s", diff)
+		}
+		if got := log.Committed(); got != 2 {
+			t.Errorf("committed offset %d, want 2", got)
+		}
+		st := e.Status()
+		fs := st.Feeds[0]
+		if st.Lossless || fs.Lossless || st.Settled || fs.Subscribers[0].Dispatched != 2 {
+			t.Errorf("lossless %v/%v, settled %v, dispatched %d; want false, false, false, 2", st.Lossless, fs.Lossless, st.Settled, fs.Subscribers[0].Dispatched)
+		}
+		if fs.Stalled == nil || !strings.Contains(*fs.Stalled, "consumer g/in failed") || !strings.Contains(*fs.Stalled, errDiskFull.Error()) {
+			t.Errorf("stalled %v, want it to name the failed consumer and the error", fs.Stalled)
+		}
+		if diff := cmp.Diff([]any{3, 4, 5}, restart(t, log)); diff != "" {
+			t.Errorf("the restart delivered (-want +got):\n%s", diff)
+		}
+	})
 }

@@ -85,7 +85,7 @@ func TestACodecPayloadWithALineBreakIsRecorded(t *testing.T) {
 			Feeds:  []engine.FeedConfig{listFeed("push", nil, "a", "b\nc", "d")},
 			Groups: []engine.GroupConfig{group("g", []string{"push"}, 1, pc("p", &testProc{}))},
 		}
-	}, nil)
+	})
 	if err := rec.Err(); err != nil || !st.Lossless {
 		t.Fatalf("Err() = %v, lossless %v; want the run recorded", err, st.Lossless)
 	}

@@ -188,7 +188,7 @@ func (l *logCounter) count() int {
 // recorder, for its Journal), starts it, waits until it is settled or a
 // group failed (engine.ErrObserver: the recorder could not write), and
 // until done, if not nil, reports true, stops it and closes the recorder.
-func run(t *testing.T, w store.Writer, opts recorder.Options, cfg func(*recorder.Recorder) engine.Config, done func() bool) (*recorder.Recorder, engine.Status) {
+func run(t *testing.T, w store.Writer, opts recorder.Options, cfg func(*recorder.Recorder) engine.Config) (*recorder.Recorder, engine.Status) {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
@@ -214,12 +214,6 @@ func run(t *testing.T, w store.Writer, opts recorder.Options, cfg func(*recorder
 	defer cancel()
 	if _, err := e.WaitSettled(wctx, time.Millisecond); err != nil && !errors.Is(err, engine.ErrObserver) {
 		t.Fatalf("not settled: %+v", e.Status())
-	}
-	for done != nil && !done() {
-		if wctx.Err() != nil {
-			t.Fatal("timed out waiting for the run")
-		}
-		time.Sleep(time.Millisecond)
 	}
 	if err := e.Stop(ctx); err != nil && !errors.Is(err, engine.ErrObserver) {
 		t.Fatalf("engine.Stop: %v", err)

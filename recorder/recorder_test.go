@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -213,7 +214,7 @@ func TestStreams(t *testing.T) {
 			for p := range tt.want {
 				opts.Apps[p] = p
 			}
-			rec, _ := run(t, w, opts, tt.cfg, nil)
+			rec, _ := run(t, w, opts, tt.cfg)
 			if err := rec.Err(); err != nil {
 				t.Fatalf("Err() = %v", err)
 			}
@@ -313,7 +314,7 @@ func TestTwoFeedsTwoGroups(t *testing.T) {
 				group("both", []string{"log", "push"}, 1, pc("a", &testProc{}), pc("b", &testProc{})),
 				group("logonly", []string{"log"}, 1, pc("c", &testProc{})),
 			}}
-	}, nil)
+	})
 	if err := rec.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -368,94 +369,98 @@ func TestTwoFeedsTwoGroups(t *testing.T) {
 // lost, in every processor of the group, with exact counts and sequence
 // ranges, and their counts add up to the feed's dropped status.
 func TestDropsExact(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	gate := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-		if ev == 1 || ev == 11 {
-			entered <- struct{}{}
-			<-release
+	synctest.Test(t, func(t *testing.T) {
+		entered, release := make(chan struct{}), make(chan struct{})
+		gate := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+			if ev == 1 || ev == 11 {
+				entered <- struct{}{}
+				<-release
+			}
+			return nil
+		})
+		w := &fakeWriter{}
+		rec, err := recorder.New(w, recorder.Options{Apps: map[string]string{"s": "s", "t": "t"}})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	w := &fakeWriter{}
-	rec, err := recorder.New(w, recorder.Options{Apps: map[string]string{"s": "s", "t": "t"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{
-		Feeds:    []engine.FeedConfig{{Name: "push", Policy: engine.DropAfterSpin(0), QueueSize: 1}},
-		Groups:   []engine.GroupConfig{group("g", []string{"push"}, 1, pc("s", gate), pc("t", snapProc{}))},
-		Observer: rec.Observer(), Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	f := e.Feed("push")
-	publish := func(from, to int) {
-		for i := from; i <= to; i++ {
-			if err := f.Publish(ctx, i); err != nil {
-				t.Fatal(err)
+		e, err := engine.New(engine.Config{
+			Feeds:    []engine.FeedConfig{{Name: "push", Policy: engine.DropAfterSpin(0), QueueSize: 1}},
+			Groups:   []engine.GroupConfig{group("g", []string{"push"}, 1, pc("s", gate), pc("t", snapProc{}))},
+			Observer: rec.Observer(), Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f := e.Feed("push")
+		publish := func(from, to int) {
+			for i := from; i <= to; i++ {
+				if err := f.Publish(ctx, i); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-	}
-	drained := func() {
-		for !e.Status().Feeds[0].Drained {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	publish(1, 1)
-	<-entered
-	publish(2, 10) // 2 queued, 3..10 lost
-	release <- struct{}{}
-	drained()
-	publish(11, 11)
-	<-entered
-	publish(12, 14) // 12 queued, 13..14 lost
-	release <- struct{}{}
-	drained()
-	if err := e.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{"s", "t"} {
-		var got []string
-		var sum int64
-		for _, r := range w.stream(p) {
-			switch r.Kind {
-			case store.KindInline:
-				got = append(got, "in "+string(r.Payload))
-			case store.KindDropped:
-				var d struct {
-					First, Last int64
-					Reason      string
-					Approximate bool
-				}
-				if err := json.Unmarshal([]byte(r.Detail), &d); err != nil {
-					t.Fatalf("DROPPED detail %q: %v", r.Detail, err)
-				}
-				if d.Reason == "" || d.Approximate || d.First != r.Seq {
-					t.Errorf("DROPPED %+v: detail %+v", r, d)
-				}
-				got = append(got, "dropped "+jsonString(d.First, d.Last, r.N))
-				sum += r.N
+		drained := func() {
+			t.Helper()
+			synctest.Wait()
+			if !e.Status().Feeds[0].Drained {
+				t.Fatal("the feed is not drained once every goroutine is blocked")
 			}
 		}
-		want := []string{"in 1", "in 2", "dropped [3,10,8]", "in 11", "in 12", "dropped [13,14,2]"}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", p, diff)
+		publish(1, 1)
+		<-entered
+		publish(2, 10) // 2 queued, 3..10 lost
+		release <- struct{}{}
+		drained()
+		publish(11, 11)
+		<-entered
+		publish(12, 14) // 12 queued, 13..14 lost
+		release <- struct{}{}
+		drained()
+		if err := e.Stop(ctx); err != nil {
+			t.Fatal(err)
 		}
-		if st := e.Status().Feeds[0]; sum != st.Dropped {
-			t.Errorf("%s: sum of DROPPED n = %d, status dropped = %d", p, sum, st.Dropped)
+		if err := rec.Close(); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if got := problems(w.rows()); len(got) != 0 {
-		t.Errorf("integrity problems: %v", got)
-	}
+		for _, p := range []string{"s", "t"} {
+			var got []string
+			var sum int64
+			for _, r := range w.stream(p) {
+				switch r.Kind {
+				case store.KindInline:
+					got = append(got, "in "+string(r.Payload))
+				case store.KindDropped:
+					var d struct {
+						First, Last int64
+						Reason      string
+						Approximate bool
+					}
+					if err := json.Unmarshal([]byte(r.Detail), &d); err != nil {
+						t.Fatalf("DROPPED detail %q: %v", r.Detail, err)
+					}
+					if d.Reason == "" || d.Approximate || d.First != r.Seq {
+						t.Errorf("DROPPED %+v: detail %+v", r, d)
+					}
+					got = append(got, "dropped "+jsonString(d.First, d.Last, r.N))
+					sum += r.N
+				}
+			}
+			want := []string{"in 1", "in 2", "dropped [3,10,8]", "in 11", "in 12", "dropped [13,14,2]"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", p, diff)
+			}
+			if st := e.Status().Feeds[0]; sum != st.Dropped {
+				t.Errorf("%s: sum of DROPPED n = %d, status dropped = %d", p, sum, st.Dropped)
+			}
+		}
+		if got := problems(w.rows()); len(got) != 0 {
+			t.Errorf("integrity problems: %v", got)
+		}
+	})
 }
 
 func jsonString(v ...any) string {
@@ -468,90 +473,92 @@ func jsonString(v ...any) string {
 // once in its stream, as an input or within a DROPPED range placed between
 // the inputs around it, and the DROPPED counts add up to the status.
 func TestDropsUnderLoad(t *testing.T) {
-	const n = 3000
-	items := make([]any, n)
-	for i := range items {
-		items[i] = i + 1
-	}
-	slow := engine.ProcessorFunc(func(*engine.Cycle, any) error {
-		time.Sleep(20 * time.Microsecond)
-		return nil
+	synctest.Test(t, func(t *testing.T) {
+		const n = 3000
+		items := make([]any, n)
+		for i := range items {
+			items[i] = i + 1
+		}
+		slow := engine.ProcessorFunc(func(*engine.Cycle, any) error {
+			time.Sleep(20 * time.Microsecond)
+			return nil
+		})
+		w := &fakeWriter{}
+		rec, st := run(t, w, recorder.Options{Apps: map[string]string{"s": "s"}}, func(*recorder.Recorder) engine.Config {
+			return engine.Config{
+				Feeds:  []engine.FeedConfig{{Name: "push", Source: memsource.NewList(items...), Policy: engine.DropAfterSpin(0), QueueSize: 4}},
+				Groups: []engine.GroupConfig{group("g", []string{"push"}, 1, pc("s", slow))},
+			}
+		})
+		if err := rec.Err(); err != nil {
+			t.Fatal(err)
+		}
+		dropped := st.Feeds[0].Dropped
+		if dropped == 0 {
+			t.Skip("no drop happened on this machine")
+		}
+		// Each seq is covered once, by an input or a DROPPED range.
+		type event struct {
+			dropped     bool
+			first, last int64
+		}
+		var events []event
+		var sum int64
+		seen := make([]int, n+1)
+		for _, r := range w.stream("s") {
+			switch r.Kind {
+			case store.KindInline:
+				events = append(events, event{false, r.Seq, r.Seq})
+				seen[r.Seq]++
+			case store.KindDropped:
+				if r.N < 1 {
+					t.Fatalf("DROPPED of %d items", r.N)
+				}
+				events = append(events, event{true, r.Seq, r.Seq + r.N - 1})
+				for q := r.Seq; q < r.Seq+r.N && q <= n; q++ {
+					seen[q]++
+				}
+				sum += r.N
+			}
+		}
+		for q := 1; q <= n; q++ {
+			if seen[q] != 1 {
+				t.Errorf("seq %d covered %d times, want once", q, seen[q])
+			}
+		}
+		// Placement: a DROPPED range follows the inputs before it and precedes
+		// those after it. Known engine race (see the recorder's report): the
+		// group may take the item after a drop before the drop's mark is
+		// visible, so a DROPPED row can come one input late; never more.
+		for i, ev := range events {
+			if !ev.dropped {
+				continue
+			}
+			late, early := 0, 0
+			for _, o := range events[:i] {
+				if !o.dropped && o.first > ev.last {
+					late++
+				}
+			}
+			for _, o := range events[i+1:] {
+				if !o.dropped && o.first < ev.first {
+					early++
+				}
+			}
+			switch {
+			case early > 0 || late > 1:
+				t.Errorf("DROPPED %d-%d: %d inputs after it precede it, %d inputs before it follow it", ev.first, ev.last, late, early)
+			case late == 1:
+				t.Logf("DROPPED %d-%d placed one input late (engine drop-mark race)", ev.first, ev.last)
+			}
+		}
+		if sum != dropped {
+			t.Errorf("sum of DROPPED n = %d, status dropped = %d", sum, dropped)
+		}
+		if got := problems(w.rows()); len(got) != 0 {
+			t.Errorf("integrity problems: %v", got)
+		}
 	})
-	w := &fakeWriter{}
-	rec, st := run(t, w, recorder.Options{Apps: map[string]string{"s": "s"}}, func(*recorder.Recorder) engine.Config {
-		return engine.Config{
-			Feeds:  []engine.FeedConfig{{Name: "push", Source: memsource.NewList(items...), Policy: engine.DropAfterSpin(0), QueueSize: 4}},
-			Groups: []engine.GroupConfig{group("g", []string{"push"}, 1, pc("s", slow))},
-		}
-	}, nil)
-	if err := rec.Err(); err != nil {
-		t.Fatal(err)
-	}
-	dropped := st.Feeds[0].Dropped
-	if dropped == 0 {
-		t.Skip("no drop happened on this machine")
-	}
-	// Each seq is covered once, by an input or a DROPPED range.
-	type event struct {
-		dropped     bool
-		first, last int64
-	}
-	var events []event
-	var sum int64
-	seen := make([]int, n+1)
-	for _, r := range w.stream("s") {
-		switch r.Kind {
-		case store.KindInline:
-			events = append(events, event{false, r.Seq, r.Seq})
-			seen[r.Seq]++
-		case store.KindDropped:
-			if r.N < 1 {
-				t.Fatalf("DROPPED of %d items", r.N)
-			}
-			events = append(events, event{true, r.Seq, r.Seq + r.N - 1})
-			for q := r.Seq; q < r.Seq+r.N && q <= n; q++ {
-				seen[q]++
-			}
-			sum += r.N
-		}
-	}
-	for q := 1; q <= n; q++ {
-		if seen[q] != 1 {
-			t.Errorf("seq %d covered %d times, want once", q, seen[q])
-		}
-	}
-	// Placement: a DROPPED range follows the inputs before it and precedes
-	// those after it. Known engine race (see the recorder's report): the
-	// group may take the item after a drop before the drop's mark is
-	// visible, so a DROPPED row can come one input late; never more.
-	for i, ev := range events {
-		if !ev.dropped {
-			continue
-		}
-		late, early := 0, 0
-		for _, o := range events[:i] {
-			if !o.dropped && o.first > ev.last {
-				late++
-			}
-		}
-		for _, o := range events[i+1:] {
-			if !o.dropped && o.first < ev.first {
-				early++
-			}
-		}
-		switch {
-		case early > 0 || late > 1:
-			t.Errorf("DROPPED %d-%d: %d inputs after it precede it, %d inputs before it follow it", ev.first, ev.last, late, early)
-		case late == 1:
-			t.Logf("DROPPED %d-%d placed one input late (engine drop-mark race)", ev.first, ev.last)
-		}
-	}
-	if sum != dropped {
-		t.Errorf("sum of DROPPED n = %d, status dropped = %d", sum, dropped)
-	}
-	if got := problems(w.rows()); len(got) != 0 {
-		t.Errorf("integrity problems: %v", got)
-	}
 }
 
 // TestOneAppendPerItem: all the rows of one item, for every processor of
@@ -568,7 +575,7 @@ func TestOneAppendPerItem(t *testing.T) {
 			Feeds:  []engine.FeedConfig{logFeed("log", rec.Journal(), items...)},
 			Groups: []engine.GroupConfig{group("g", []string{"log"}, 1, pc("p", &testProc{}), pc("q", &testProc{}))},
 		}
-	}, nil)
+	})
 	if err := rec.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -634,7 +641,7 @@ func TestAWriterFailureStopsOnlyThatGroup(t *testing.T) {
 				group("g1", []string{"push"}, 1, pc("a", &testProc{})),
 				group("g2", []string{"push"}, 1, pc("b", countB)),
 			}}
-	}, nil)
+	})
 	if st.Lossless || handledB != 5 {
 		t.Errorf("live run: lossless %v, b handled %d items; want false, 5", st.Lossless, handledB)
 	}
@@ -709,7 +716,7 @@ func TestLineBreakNames(t *testing.T) {
 					Feeds:  []engine.FeedConfig{listFeed(tt.feed, rec.Journal(), "a", "b")},
 					Groups: groups,
 				}
-			}, nil)
+			})
 			if st.Lossless {
 				t.Error("the run is lossless")
 			}
@@ -770,7 +777,7 @@ func TestUnholdableRowBreaksOnlyItsProcessor(t *testing.T) {
 			Feeds:  []engine.FeedConfig{listFeed("push", nil, "a", "b", "c")},
 			Groups: []engine.GroupConfig{group("g", []string{"push"}, 1, pc("odd", odd), pc("ok", snapProc{}))},
 		}
-	}, nil)
+	})
 	var fe *store.FieldError
 	if err := rec.Broken()["odd"]; !errors.As(err, &fe) || fe.Field != "reads" {
 		t.Errorf("odd broken with %v, want a *store.FieldError on reads", err)
@@ -806,7 +813,7 @@ func TestProcessorsFilter(t *testing.T) {
 			Feeds:  []engine.FeedConfig{listFeed("push", nil, "a")},
 			Groups: []engine.GroupConfig{group("g", []string{"push"}, 1, pc("p", &testProc{}), pc("q", &testProc{}))},
 		}
-	}, nil)
+	})
 	if err := rec.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -831,7 +838,7 @@ func TestSync(t *testing.T) {
 				Feeds:  []engine.FeedConfig{listFeed("push", nil, "a", "b", "c", "d", "e", "f")},
 				Groups: []engine.GroupConfig{group("g", []string{"push"}, 1, pc("p", &testProc{}))},
 			}
-		}, nil)
+		})
 		if err := rec.Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -843,21 +850,21 @@ func TestSync(t *testing.T) {
 		}
 	})
 	t.Run("interval", func(t *testing.T) {
-		w := &syncWriter{}
-		rec, err := recorder.New(w, recorder.Options{SyncInterval: time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(5 * time.Second)
-		for len(w.syncedAt()) == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		if got := w.syncedAt(); len(got) == 0 || got[0] != 1 {
-			t.Errorf("syncs %v, want the META row synced by the interval", got)
-		}
-		if err := rec.Close(); err != nil {
-			t.Fatal(err)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			w := &syncWriter{}
+			rec, err := recorder.New(w, recorder.Options{SyncInterval: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond) // one interval on the bubble's clock
+			synctest.Wait()
+			if got := w.syncedAt(); len(got) == 0 || got[0] != 1 {
+				t.Errorf("syncs %v, want the META row synced by the interval", got)
+			}
+			if err := rec.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	})
 	t.Run("failure", func(t *testing.T) {
 		w := &syncWriter{syncErr: errFail}
@@ -867,7 +874,7 @@ func TestSync(t *testing.T) {
 				Groups: []engine.GroupConfig{group("g", []string{"push"}, 1, pc("p", &testProc{})),
 					group("h", []string{"push"}, 1, pc("q", &testProc{}))},
 			}
-		}, nil)
+		})
 		broken := rec.Broken()
 		if len(broken) != 2 || !errors.Is(broken["p"], errFail) || !errors.Is(broken["q"], errFail) {
 			t.Errorf("Broken() = %v, want p and q broken by the sync failure", broken)

@@ -100,7 +100,7 @@ func TestAnInputsRowsReachTheStoreBeforeItsCompletionsRun(t *testing.T) {
 	rec, st := run(t, w, recorder.Options{Apps: map[string]string{"p": "p"}}, func(*recorder.Recorder) engine.Config {
 		return engine.Config{Feeds: []engine.FeedConfig{fc},
 			Groups: []engine.GroupConfig{group("g", []string{"log"}, 2, pc("p", app))}}
-	}, nil)
+	})
 	if err := rec.Err(); err != nil || !st.Lossless {
 		t.Fatalf("Err() = %v, lossless %v", err, st.Lossless)
 	}
@@ -175,7 +175,7 @@ func TestAnUnwritableRecordingHoldsTheCommitAndARestartDeliversTheItems(t *testi
 			rec, st := run(t, tt.w, tt.opts, func(*recorder.Recorder) engine.Config {
 				return engine.Config{Feeds: []engine.FeedConfig{fc},
 					Groups: []engine.GroupConfig{group("g", []string{"log"}, 1, pc("p", app))}}
-			}, nil)
+			})
 			if err := rec.Err(); !errors.Is(err, errDiskFull) {
 				t.Errorf("Err() = %v, want the disk error", err)
 			}
@@ -197,7 +197,7 @@ func TestAnUnwritableRecordingHoldsTheCommitAndARestartDeliversTheItems(t *testi
 			rec2, st2 := run(t, w2, recorder.Options{}, func(*recorder.Recorder) engine.Config {
 				return engine.Config{Feeds: []engine.FeedConfig{fc2},
 					Groups: []engine.GroupConfig{group("g", []string{"log"}, 1, pc("p", app2))}}
-			}, nil)
+			})
 			if err := rec2.Err(); err != nil || !st2.Lossless || !st2.Settled {
 				t.Fatalf("restart: Err() = %v, lossless %v, settled %v", err, st2.Lossless, st2.Settled)
 			}
@@ -249,7 +249,7 @@ func TestAStreamTheRecorderCannotStartFailsTheRun(t *testing.T) {
 			rec, st := run(t, tt.w, recorder.Options{}, func(*recorder.Recorder) engine.Config {
 				return engine.Config{Feeds: []engine.FeedConfig{fc},
 					Groups: []engine.GroupConfig{group("g", []string{"log"}, 1, pc("p", tt.proc(app)))}}
-			}, nil)
+			})
 			var be *recorder.BrokenError
 			if err := rec.Err(); !errors.As(err, &be) || be.Processor != "p" {
 				t.Errorf("Err() = %v, want a *BrokenError of p", err)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -65,15 +66,24 @@ func TestRunFollow(t *testing.T) {
 		code int
 		out  string
 	}
+	lines := make(chan struct{}, 16)
+	signal := cli.WithOutWriter(func(w io.Writer) io.Writer { return lineSignal{w, lines} })
 	done := make(chan result, 1)
 	go func() {
-		code, o := execute(t, ctx, "run", "--app", "ledger", "--input", in, "--store", st, "--follow", "--out", out,
-			"--state", filepath.Join(dir, "state.json"), "--status", filepath.Join(dir, "status.json"))
-		done <- result{code, o}
+		var o bytes.Buffer
+		code := newCLI(&o, signal).Execute(ctx, []string{"run", "--app", "ledger", "--input", in, "--store", st, "--follow", "--out", out,
+			"--state", filepath.Join(dir, "state.json"), "--status", filepath.Join(dir, "status.json")})
+		done <- result{code, o.String()}
 	}()
-	waitFor(t, func() bool { return countLines(t, out) == 2 })
+	awaitLines(t, lines, 2)
+	if n := countLines(t, out); n != 2 {
+		t.Fatalf("%d output lines, want 2", n)
+	}
 	writeLines(t, in, "carol,3", "transfer,alice,bob,1")
-	waitFor(t, func() bool { return countLines(t, out) == 5 })
+	awaitLines(t, lines, 3)
+	if n := countLines(t, out); n != 5 {
+		t.Fatalf("%d output lines, want 5", n)
+	}
 	cancel()
 	var r result
 	select {
@@ -108,14 +118,32 @@ func TestRunFollow(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+// lineSignal passes writes through to w and signals each line written.
+type lineSignal struct {
+	w     io.Writer
+	lines chan<- struct{}
+}
+
+func (s lineSignal) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	for range bytes.Count(p[:n], []byte{'\n'}) {
+		s.lines <- struct{}{}
+	}
+	return n, err
+}
+
+// awaitLines waits for n more lines signalled by a lineSignal. The run
+// tails a real file, so a line comes when the source next polls it; the
+// wait fails after 30 s.
+func awaitLines(t *testing.T, lines <-chan struct{}, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
+	timeout := time.After(30 * time.Second)
+	for i := range n {
+		select {
+		case <-lines:
+		case <-timeout:
+			t.Fatalf("%d of %d output lines written after 30 s", i, n)
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 

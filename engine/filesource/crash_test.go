@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ const (
 	crashEnv     = "FILESOURCE_CRASH_CHILD" // the working directory
 	crashGuard   = "FILESOURCE_CRASH_GUARD" // "1": skip re-deliveries already applied
 	crashSettle  = "FILESOURCE_CRASH_SETTLE"
+	crashReady   = "FILESOURCE_CRASH_READY" // the child's line once crashInitial lines are applied and saved
 	crashInitial = 2000
 	crashBurst   = 3000
 	// crashLineCost is what applying a line costs the child, on top of its
@@ -93,7 +95,13 @@ func (a *applier) Complete(d *engine.Delivery) error {
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(a.dir, "state.json"))
+	if err := os.Rename(tmp, filepath.Join(a.dir, "state.json")); err != nil {
+		return err
+	}
+	if a.st.Applied == crashInitial {
+		fmt.Println(crashReady)
+	}
+	return nil
 }
 
 func TestCrashChild(t *testing.T) {
@@ -128,7 +136,7 @@ func TestCrashChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	if os.Getenv(crashSettle) == "" {
-		time.Sleep(60 * time.Second) // until killed
+		time.Sleep(60 * time.Second) // until killed; a child orphaned by a dead parent ends
 		t.Fatal("not killed")
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -141,7 +149,32 @@ func TestCrashChild(t *testing.T) {
 	}
 }
 
-func crashChild(t *testing.T, dir string, guard, settle bool) *exec.Cmd {
+// childOutput keeps what a child writes and closes ready when the child
+// prints the crashReady line.
+type childOutput struct {
+	mu    sync.Mutex
+	b     strings.Builder
+	ready chan struct{}
+	once  sync.Once
+}
+
+func (o *childOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.b.Write(p)
+	if strings.Contains(o.b.String(), crashReady+"\n") {
+		o.once.Do(func() { close(o.ready) })
+	}
+	return len(p), nil
+}
+
+func (o *childOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+func crashChild(t *testing.T, dir string, guard, settle bool) (*exec.Cmd, *childOutput) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
@@ -151,8 +184,8 @@ func crashChild(t *testing.T, dir string, guard, settle bool) *exec.Cmd {
 	if settle {
 		cmd.Env = append(cmd.Env, crashSettle+"=1")
 	}
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &childOutput{ready: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +196,7 @@ func crashChild(t *testing.T, dir string, guard, settle bool) *exec.Cmd {
 			t.Logf("child output:\n%s", logs.String())
 		}
 	})
-	return cmd
+	return cmd, logs
 }
 
 // outputLines counts each line of the output file.
@@ -205,11 +238,12 @@ func TestSIGKILLMidBurst(t *testing.T) {
 			in := filepath.Join(dir, "in.log")
 			writeFile(t, in, numbered("line", 0, crashInitial))
 			state := filepath.Join(dir, "state.json")
-			child := crashChild(t, dir, guard, false)
-			waitFor(t, "2,000 lines applied", func() bool {
-				st, err := readState(state)
-				return err == nil && st.Applied == crashInitial
-			})
+			child, out := crashChild(t, dir, guard, false)
+			select {
+			case <-out.ready: // 2,000 lines applied and saved
+			case <-time.After(30 * time.Second):
+				t.Fatal("the child did not apply 2,000 lines within 30 s")
+			}
 			appendFile(t, in, numbered("line", crashInitial, crashInitial+crashBurst)) // one write
 			time.Sleep(delay)
 			if err := child.Process.Signal(syscall.SIGKILL); err != nil {
@@ -231,7 +265,7 @@ func TestSIGKILLMidBurst(t *testing.T) {
 				t.Fatalf("%d output lines, %d applied at the kill", written, killed.Applied)
 			}
 
-			restart := crashChild(t, dir, guard, true)
+			restart, _ := crashChild(t, dir, guard, true)
 			if err := restart.Wait(); err != nil {
 				t.Fatalf("restarted child: %v", err)
 			}
@@ -262,5 +296,19 @@ func TestSIGKILLMidBurst(t *testing.T) {
 			t.Logf("kill after %s: pointer at line %d, saved at line %d (lag %d), applied at kill %d, torn %d; after restart applied %d, duplicated output lines %d",
 				delay, ptr.Offset/lineLen, killed.Offset/lineLen, (killed.Offset-ptr.Offset)/lineLen, killed.Applied, torn, final.Applied, dups)
 		})
+	}
+}
+
+// waitForChild waits until cond, which reads what a child process wrote,
+// holds: a child's files send no signal a test could wait on, so this
+// re-reads them every millisecond and fails after 15 s.
+func waitForChild(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

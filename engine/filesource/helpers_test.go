@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
@@ -74,19 +75,32 @@ func readPointer(t testing.TB, path string) Pointer {
 	return p
 }
 
+// waitFor waits, inside the test's synctest bubble, until cond holds: each
+// round lets every goroutine run until it blocks, then lets a millisecond
+// (the default poll interval) of the bubble's fake clock go by, so that
+// the source looks at the file again. A source tailing a real file sends
+// no signal when the file grows: the test moves the clock instead. It takes
+// no wall time, and fails once 15 s of the bubble's time have gone by.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
+	for synctest.Wait(); !cond(); elapse(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(200 * time.Microsecond)
 	}
 }
 
 // testLogger logs to the test's output.
 func testLogger(t testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
+
+// elapse lets d of the bubble's fake clock go by (no wall time), then waits
+// until every goroutine is blocked: whatever the source and the groups do
+// in d has happened when it returns.
+func elapse(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
 
 // logs captures warnings: a slog.Handler keeping each record's message.
 type logs struct {
@@ -149,8 +163,7 @@ func (r *rec) OnEvent(c *engine.Cycle, ev any) error {
 		}
 	}
 	if r.delay > 0 {
-		for t0 := time.Now(); time.Since(t0) < r.delay; {
-		}
+		time.Sleep(r.delay) // a slow processor, on the bubble's clock
 	}
 	r.mu.Lock()
 	r.lines = append(r.lines, s)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 )
 
 // A line longer than Options.MaxLine is skipped whole (never truncated,
@@ -17,60 +18,62 @@ import (
 // long line: a 50 MB line under a 1 MiB limit allocates a few MiB, not the
 // line.
 func TestAnOversizedLineIsSkippedWholeWithoutBufferingIt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes a 50 MB file")
-	}
-	const (
-		limit = 1 << 20
-		long  = 50 << 20
-	)
-	path := input(t, "")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := bytes.Repeat([]byte{'x'}, 1<<20)
-	f.WriteString("a\n")
-	for range long / len(chunk) {
-		if _, err := f.Write(chunk); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("writes a 50 MB file")
+		}
+		const (
+			limit = 1 << 20
+			long  = 50 << 20
+		)
+		path := input(t, "")
+		f, err := os.Create(path)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	f.WriteString("\nb\n")
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	chunk = nil
+		chunk := bytes.Repeat([]byte{'x'}, 1<<20)
+		f.WriteString("a\n")
+		for range long / len(chunk) {
+			if _, err := f.Write(chunk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.WriteString("\nb\n")
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		chunk = nil
 
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	src, lg := newSource(t, path, Options{MaxLine: limit})
-	p := &rec{}
-	r := startSource(t, src, lg, setup{procs: []*rec{p}})
-	r.settle(2, p)
-	runtime.ReadMemStats(&after)
-	r.stop()
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		src, lg := newSource(t, path, Options{MaxLine: limit})
+		p := &rec{}
+		r := startSource(t, src, lg, setup{procs: []*rec{p}})
+		r.settle(2, p)
+		runtime.ReadMemStats(&after)
+		r.stop()
 
-	alloc := after.TotalAlloc - before.TotalAlloc
-	t.Logf("allocated %d bytes (heap in use %d)", alloc, after.HeapAlloc)
-	if alloc > 8*limit {
-		t.Fatalf("allocated %d bytes reading a %d-byte line under a %d-byte limit: want at most %d", alloc, long, limit, 8*limit)
-	}
-	got, ds := p.got()
-	if !slices.Equal(got, []string{"a", "b"}) || ds[1].Position.Offset != 2+long+1+2 {
-		t.Fatalf("got %q at %v", got, ds)
-	}
-	st := r.e.Status()
-	if fs := st.Feeds[0]; fs.Oversized != 1 || fs.Lossless || st.Lossless {
-		t.Fatalf("oversized %d, lossless %v (feed %v): want 1 and not lossless", fs.Oversized, st.Lossless, fs.Lossless)
-	}
-	if want := fmt.Sprintf("a line of %d bytes at offsets [2, %d)", long+1, 2+long+1); !lg.has(want) {
-		t.Fatalf("no warning %q:\n%s", want, lg)
-	}
-	if ptr := readPointer(t, path+".ptr"); ptr.Offset != 2+long+1+2 {
-		t.Fatalf("pointer %d, want past the long line", ptr.Offset)
-	}
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("allocated %d bytes (heap in use %d)", alloc, after.HeapAlloc)
+		if alloc > 8*limit {
+			t.Fatalf("allocated %d bytes reading a %d-byte line under a %d-byte limit: want at most %d", alloc, long, limit, 8*limit)
+		}
+		got, ds := p.got()
+		if !slices.Equal(got, []string{"a", "b"}) || ds[1].Position.Offset != 2+long+1+2 {
+			t.Fatalf("got %q at %v", got, ds)
+		}
+		st := r.e.Status()
+		if fs := st.Feeds[0]; fs.Oversized != 1 || fs.Lossless || st.Lossless {
+			t.Fatalf("oversized %d, lossless %v (feed %v): want 1 and not lossless", fs.Oversized, st.Lossless, fs.Lossless)
+		}
+		if want := fmt.Sprintf("a line of %d bytes at offsets [2, %d)", long+1, 2+long+1); !lg.has(want) {
+			t.Fatalf("no warning %q:\n%s", want, lg)
+		}
+		if ptr := readPointer(t, path+".ptr"); ptr.Offset != 2+long+1+2 {
+			t.Fatalf("pointer %d, want past the long line", ptr.Offset)
+		}
+	})
 }
 
 // The line length limit at the reader: a line of exactly max bytes is
@@ -184,18 +187,20 @@ func FuzzLineReaderMaxLine(f *testing.F) {
 // pauses the source): the refused lines are offered again, the oversized
 // line is skipped and counted once, not at every retry.
 func TestAnOversizedLineBeforeARefusedBatchIsCountedOnce(t *testing.T) {
-	path := input(t, "a\nc\n"+strings.Repeat("x", 100)+"\nb\nd\n")
-	rel := newGate(t)
-	p := &rec{gate: blockAt("a", rel)}
-	src, lg := newSource(t, path, Options{MaxLine: 10})
-	r := startSource(t, src, lg, setup{procs: []*rec{p}, queue: 1})
-	waitFor(t, "the source paused after the long line", func() bool { st := r.feed(); return st.Paused && st.Oversized == 1 })
-	rel.open()
-	st := r.settle(4, p)
-	if got, _ := p.got(); !slices.Equal(got, []string{"a", "c", "b", "d"}) {
-		t.Fatalf("got %q", got)
-	}
-	if n := st.Feeds[0].Oversized; n != 1 {
-		t.Fatalf("oversized %d, want 1:\n%s", n, lg)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, "a\nc\n"+strings.Repeat("x", 100)+"\nb\nd\n")
+		rel := newGate(t)
+		p := &rec{gate: blockAt("a", rel)}
+		src, lg := newSource(t, path, Options{MaxLine: 10})
+		r := startSource(t, src, lg, setup{procs: []*rec{p}, queue: 1})
+		waitFor(t, "the source paused after the long line", func() bool { st := r.feed(); return st.Paused && st.Oversized == 1 })
+		rel.open()
+		st := r.settle(4, p)
+		if got, _ := p.got(); !slices.Equal(got, []string{"a", "c", "b", "d"}) {
+			t.Fatalf("got %q", got)
+		}
+		if n := st.Feeds[0].Oversized; n != 1 {
+			t.Fatalf("oversized %d, want 1:\n%s", n, lg)
+		}
+	})
 }

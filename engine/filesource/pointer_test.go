@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
@@ -22,24 +23,26 @@ func fileSize(t testing.TB, path string) int64 {
 // Appending to the input or changing its times keeps the pointer and its
 // epoch: a restart delivers only the appended lines.
 func TestAppendAndTouchKeepPointerAndEpoch(t *testing.T) {
-	path := input(t, numbered("line", 0, 10))
-	once(t, path, Options{}, 10)
-	before := readPointer(t, path+".ptr")
-	appendFile(t, path, numbered("line", 10, 15))
-	future := time.Now().Add(72 * time.Hour)
-	if err := os.Chtimes(path, future, future); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := once(t, path, Options{}, 5)
-	got, ds := p.got()
-	wantInOrder(t, got, 10, 15)
-	after := readPointer(t, path+".ptr")
-	if after.Epoch != before.Epoch || ds[0].Epoch != before.Epoch {
-		t.Fatalf("epoch %d (delivered %d), want %d kept", after.Epoch, ds[0].Epoch, before.Epoch)
-	}
-	if after.Offset != 15*lineLen {
-		t.Fatalf("pointer %d, want %d", after.Offset, 15*lineLen)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, numbered("line", 0, 10))
+		once(t, path, Options{}, 10)
+		before := readPointer(t, path+".ptr")
+		appendFile(t, path, numbered("line", 10, 15))
+		future := time.Now().Add(72 * time.Hour)
+		if err := os.Chtimes(path, future, future); err != nil {
+			t.Fatal(err)
+		}
+		p, _ := once(t, path, Options{}, 5)
+		got, ds := p.got()
+		wantInOrder(t, got, 10, 15)
+		after := readPointer(t, path+".ptr")
+		if after.Epoch != before.Epoch || ds[0].Epoch != before.Epoch {
+			t.Fatalf("epoch %d (delivered %d), want %d kept", after.Epoch, ds[0].Epoch, before.Epoch)
+		}
+		if after.Offset != 15*lineLen {
+			t.Fatalf("pointer %d, want %d", after.Offset, 15*lineLen)
+		}
+	})
 }
 
 // A replaced input (another file with other content at the path, or the
@@ -71,31 +74,33 @@ func TestReplacedOrTruncatedInputResetsToZeroUnderANewEpoch(t *testing.T) {
 		}, []string{lineAt(0), lineAt(499)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := input(t, numbered("line", 0, 1000))
-			once(t, path, Options{}, 1000)
-			before := readPointer(t, path+".ptr")
-			tc.change(t, path)
-			lg := &logs{}
-			p := &rec{}
-			r := start(t, path, Options{Logger: lg.logger()}, setup{procs: []*rec{p}})
-			size := fileSize(t, path)
-			want := int(size / lineLen)
-			r.settle(want, p)
-			r.stop()
-			got, ds := p.got()
-			if got[0] != tc.lines[0] || got[len(got)-1] != tc.lines[1] || len(got) != want {
-				t.Fatalf("got %d lines %q..%q, want %d from 0", len(got), got[0], got[len(got)-1], want)
-			}
-			after := readPointer(t, path+".ptr")
-			if after.Epoch == before.Epoch || ds[0].Epoch != after.Epoch {
-				t.Fatalf("epoch %d (delivered %d), was %d: want a new one", after.Epoch, ds[0].Epoch, before.Epoch)
-			}
-			if after.Offset != size {
-				t.Fatalf("pointer %d, want %d", after.Offset, size)
-			}
-			if !lg.has("from 0 under a new epoch") {
-				t.Fatalf("no warning about the reset:\n%s", lg)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, numbered("line", 0, 1000))
+				once(t, path, Options{}, 1000)
+				before := readPointer(t, path+".ptr")
+				tc.change(t, path)
+				lg := &logs{}
+				p := &rec{}
+				r := start(t, path, Options{Logger: lg.logger()}, setup{procs: []*rec{p}})
+				size := fileSize(t, path)
+				want := int(size / lineLen)
+				r.settle(want, p)
+				r.stop()
+				got, ds := p.got()
+				if got[0] != tc.lines[0] || got[len(got)-1] != tc.lines[1] || len(got) != want {
+					t.Fatalf("got %d lines %q..%q, want %d from 0", len(got), got[0], got[len(got)-1], want)
+				}
+				after := readPointer(t, path+".ptr")
+				if after.Epoch == before.Epoch || ds[0].Epoch != after.Epoch {
+					t.Fatalf("epoch %d (delivered %d), was %d: want a new one", after.Epoch, ds[0].Epoch, before.Epoch)
+				}
+				if after.Offset != size {
+					t.Fatalf("pointer %d, want %d", after.Offset, size)
+				}
+				if !lg.has("from 0 under a new epoch") {
+					t.Fatalf("no warning about the reset:\n%s", lg)
+				}
+			})
 		})
 	}
 }
@@ -104,47 +109,51 @@ func TestReplacedOrTruncatedInputResetsToZeroUnderANewEpoch(t *testing.T) {
 // writer that appends by rename does) keep the pointer and epoch, with a
 // warning.
 func TestSameContentUnderANewInodeKeepsThePointer(t *testing.T) {
-	path := input(t, numbered("line", 0, 10))
-	once(t, path, Options{}, 10)
-	before := readPointer(t, path+".ptr")
-	replaceFile(t, path, numbered("line", 0, 13))
-	lg := &logs{}
-	p, _ := once(t, path, Options{Logger: lg.logger()}, 3)
-	got, ds := p.got()
-	wantInOrder(t, got, 10, 13)
-	after := readPointer(t, path+".ptr")
-	if after.Epoch != before.Epoch || ds[0].Epoch != before.Epoch || after.Identity == before.Identity {
-		t.Fatalf("epoch %d identity %x, was %d %x: want the epoch kept under the new identity", after.Epoch, after.Identity, before.Epoch, before.Identity)
-	}
-	if !lg.has("same first") {
-		t.Fatalf("no warning about the new identity:\n%s", lg)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, numbered("line", 0, 10))
+		once(t, path, Options{}, 10)
+		before := readPointer(t, path+".ptr")
+		replaceFile(t, path, numbered("line", 0, 13))
+		lg := &logs{}
+		p, _ := once(t, path, Options{Logger: lg.logger()}, 3)
+		got, ds := p.got()
+		wantInOrder(t, got, 10, 13)
+		after := readPointer(t, path+".ptr")
+		if after.Epoch != before.Epoch || ds[0].Epoch != before.Epoch || after.Identity == before.Identity {
+			t.Fatalf("epoch %d identity %x, was %d %x: want the epoch kept under the new identity", after.Epoch, after.Identity, before.Epoch, before.Identity)
+		}
+		if !lg.has("same first") {
+			t.Fatalf("no warning about the new identity:\n%s", lg)
+		}
+	})
 }
 
 // The fingerprint is grown at commits until it covers 4 KB: a file first
 // opened holding only a header, then rewritten in place with the same
 // header and other lines, is a replacement.
 func TestFingerprintGrowsAtCommits(t *testing.T) {
-	path := input(t, "header\n")
-	p := &rec{}
-	r := start(t, path, Options{}, setup{procs: []*rec{p}})
-	r.settle(1, p)
-	if fp := readPointer(t, path+".ptr").FingerprintLen; fp != 7 {
-		t.Fatalf("fingerprint over %d bytes at the first open, want 7", fp)
-	}
-	appendFile(t, path, numbered("line", 0, 500))
-	r.settle(501, p)
-	r.stop()
-	if fp := readPointer(t, path+".ptr").FingerprintLen; fp != FingerprintMax {
-		t.Fatalf("fingerprint over %d bytes after commits, want %d", fp, FingerprintMax)
-	}
-	epoch := readPointer(t, path+".ptr").Epoch
-	writeFile(t, path, "header\n"+numbered("other", 0, 500)) // same header, same length, other lines
-	p2, _ := once(t, path, Options{}, 501)
-	got, ds := p2.got()
-	if got[1] != "other-00000" || ds[0].Epoch == epoch {
-		t.Fatalf("got %q epoch %d: want the rewrite read from 0 under a new epoch", got[1], ds[0].Epoch)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, "header\n")
+		p := &rec{}
+		r := start(t, path, Options{}, setup{procs: []*rec{p}})
+		r.settle(1, p)
+		if fp := readPointer(t, path+".ptr").FingerprintLen; fp != 7 {
+			t.Fatalf("fingerprint over %d bytes at the first open, want 7", fp)
+		}
+		appendFile(t, path, numbered("line", 0, 500))
+		r.settle(501, p)
+		r.stop()
+		if fp := readPointer(t, path+".ptr").FingerprintLen; fp != FingerprintMax {
+			t.Fatalf("fingerprint over %d bytes after commits, want %d", fp, FingerprintMax)
+		}
+		epoch := readPointer(t, path+".ptr").Epoch
+		writeFile(t, path, "header\n"+numbered("other", 0, 500)) // same header, same length, other lines
+		p2, _ := once(t, path, Options{}, 501)
+		got, ds := p2.got()
+		if got[1] != "other-00000" || ds[0].Epoch == epoch {
+			t.Fatalf("got %q epoch %d: want the rewrite read from 0 under a new epoch", got[1], ds[0].Epoch)
+		}
+	})
 }
 
 // A commit fingerprints the file being read (its open descriptor), never
@@ -225,25 +234,27 @@ func TestUnusablePointerFiles(t *testing.T) {
 		{"short-complete-header", full[:64], 5, "header is kept"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := input(t, numbered("line", 0, 10))
-			writeFile(t, path+".ptr", string(tc.content))
-			lg := &logs{}
-			p, _ := once(t, path, Options{Logger: lg.logger()}, 10-tc.from)
-			got, _ := p.got()
-			wantInOrder(t, got, tc.from, 10)
-			if !lg.has(tc.warn) {
-				t.Fatalf("no warning %q:\n%s", tc.warn, lg)
-			}
-			if n := fileSize(t, path+".ptr"); n != PointerSize {
-				t.Fatalf("pointer file is %d bytes, want %d", n, PointerSize)
-			}
-			ptr := readPointer(t, path+".ptr")
-			if ptr.Offset != 10*lineLen || ptr.Epoch == 0 {
-				t.Fatalf("pointer %+v", ptr)
-			}
-			if tc.name == "short-complete-header" && ptr.Epoch != 77 {
-				t.Fatalf("epoch %d, want the kept 77", ptr.Epoch)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, numbered("line", 0, 10))
+				writeFile(t, path+".ptr", string(tc.content))
+				lg := &logs{}
+				p, _ := once(t, path, Options{Logger: lg.logger()}, 10-tc.from)
+				got, _ := p.got()
+				wantInOrder(t, got, tc.from, 10)
+				if !lg.has(tc.warn) {
+					t.Fatalf("no warning %q:\n%s", tc.warn, lg)
+				}
+				if n := fileSize(t, path+".ptr"); n != PointerSize {
+					t.Fatalf("pointer file is %d bytes, want %d", n, PointerSize)
+				}
+				ptr := readPointer(t, path+".ptr")
+				if ptr.Offset != 10*lineLen || ptr.Epoch == 0 {
+					t.Fatalf("pointer %+v", ptr)
+				}
+				if tc.name == "short-complete-header" && ptr.Epoch != 77 {
+					t.Fatalf("epoch %d, want the kept 77", ptr.Epoch)
+				}
+			})
 		})
 	}
 }
@@ -251,15 +262,17 @@ func TestUnusablePointerFiles(t *testing.T) {
 // A new pointer file gets a nonzero epoch and the input's identity and
 // fingerprint; the file is exactly 1,024 bytes.
 func TestANewPointerFile(t *testing.T) {
-	path := input(t, numbered("line", 0, 3))
-	once(t, path, Options{}, 3)
-	p := readPointer(t, path+".ptr")
-	want, _ := fingerprint(stringReaderAt(numbered("line", 0, 3)), 3*lineLen)
-	fi, _ := os.Stat(path)
-	if p.Epoch == 0 || p.Layout != Layout || p.Identity != identity(fi) || p.FingerprintLen != 3*lineLen || p.Fingerprint != want || p.Offset != 3*lineLen {
-		t.Fatalf("pointer %+v", p)
-	}
-	if n := fileSize(t, path+".ptr"); n != PointerSize {
-		t.Fatalf("pointer file %d bytes", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, numbered("line", 0, 3))
+		once(t, path, Options{}, 3)
+		p := readPointer(t, path+".ptr")
+		want, _ := fingerprint(stringReaderAt(numbered("line", 0, 3)), 3*lineLen)
+		fi, _ := os.Stat(path)
+		if p.Epoch == 0 || p.Layout != Layout || p.Identity != identity(fi) || p.FingerprintLen != 3*lineLen || p.Fingerprint != want || p.Offset != 3*lineLen {
+			t.Fatalf("pointer %+v", p)
+		}
+		if n := fileSize(t, path+".ptr"); n != PointerSize {
+			t.Fatalf("pointer file %d bytes", n)
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/blackbox-audit/blackbox/engine"
 )
@@ -60,46 +61,48 @@ func TestAnInputRewrittenInPlaceWhileTailedIsReadAgainFromTheStart(t *testing.T)
 	} {
 		for _, strategy := range []Strategy{Committed, Earliest} {
 			t.Run(tc.name+"/"+strategy.String(), func(t *testing.T) {
-				path := input(t, old)
-				src, lg := newSource(t, path, Options{Read: strategy})
-				var armed atomic.Bool
-				src.hookEOF = func() {
-					if armed.CompareAndSwap(true, false) {
-						rewriteInPlace(t, path, tc.content, tc.truncate)
+				synctest.Test(t, func(t *testing.T) {
+					path := input(t, old)
+					src, lg := newSource(t, path, Options{Read: strategy})
+					var armed atomic.Bool
+					src.hookEOF = func() {
+						if armed.CompareAndSwap(true, false) {
+							rewriteInPlace(t, path, tc.content, tc.truncate)
+						}
 					}
-				}
-				p := &rec{}
-				r := startSource(t, src, lg, setup{procs: []*rec{p}})
-				waitFor(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
-				armed.Store(true)
-				newOnes := strings.Split(strings.TrimSuffix(tc.content, "\n"), "\n")
-				r.settle(3+len(newOnes), p)
-				got, ds := p.got()
-				if want := slices.Concat(oldLines, newOnes); !slices.Equal(got, want) {
-					t.Fatalf("got %q\nwant %q", got, want)
-				}
-				if off := ds[3].Position.Offset; off != int64(len(newOnes[0])+1) {
-					t.Fatalf("the rewritten file's first line at %d: want it read from 0", off)
-				}
-				if !lg.has("rewritten in place") {
-					t.Fatalf("no warning:\n%s", lg)
-				}
-				if n := r.feed().Replaced; n != 1 {
-					t.Fatalf("replaced %d, want 1", n)
-				}
-				if strategy == Committed {
-					if ds[3].Epoch == ds[2].Epoch {
-						t.Fatal("the rewritten file is read under the old epoch")
+					p := &rec{}
+					r := startSource(t, src, lg, setup{procs: []*rec{p}})
+					waitFor(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
+					armed.Store(true)
+					newOnes := strings.Split(strings.TrimSuffix(tc.content, "\n"), "\n")
+					r.settle(3+len(newOnes), p)
+					got, ds := p.got()
+					if want := slices.Concat(oldLines, newOnes); !slices.Equal(got, want) {
+						t.Fatalf("got %q\nwant %q", got, want)
 					}
-					waitFor(t, "the rewritten file committed", func() bool {
-						p := readPointer(t, path+".ptr")
-						return p.Epoch == ds[3].Epoch && p.Offset == int64(len(tc.content))
-					})
-					want, _ := fingerprint(stringReaderAt(tc.content), int64(len(tc.content)))
-					if p := readPointer(t, path+".ptr"); p.Fingerprint != want {
-						t.Fatalf("pointer %+v: want the fingerprint of the rewritten content", p)
+					if off := ds[3].Position.Offset; off != int64(len(newOnes[0])+1) {
+						t.Fatalf("the rewritten file's first line at %d: want it read from 0", off)
 					}
-				}
+					if !lg.has("rewritten in place") {
+						t.Fatalf("no warning:\n%s", lg)
+					}
+					if n := r.feed().Replaced; n != 1 {
+						t.Fatalf("replaced %d, want 1", n)
+					}
+					if strategy == Committed {
+						if ds[3].Epoch == ds[2].Epoch {
+							t.Fatal("the rewritten file is read under the old epoch")
+						}
+						waitFor(t, "the rewritten file committed", func() bool {
+							p := readPointer(t, path+".ptr")
+							return p.Epoch == ds[3].Epoch && p.Offset == int64(len(tc.content))
+						})
+						want, _ := fingerprint(stringReaderAt(tc.content), int64(len(tc.content)))
+						if p := readPointer(t, path+".ptr"); p.Fingerprint != want {
+							t.Fatalf("pointer %+v: want the fingerprint of the rewritten content", p)
+						}
+					}
+				})
 			})
 		}
 	}
@@ -113,41 +116,43 @@ func TestAnInputRewrittenInPlaceWhileTailedIsReadAgainFromTheStart(t *testing.T)
 // restart would then take the rewritten file for the old one and skip its
 // first lines).
 func TestAnInPlaceRewriteIsNotLostAcrossARestart(t *testing.T) {
-	path := input(t, numbered("old", 0, 1))
-	src, lg := newSource(t, path, Options{})
-	var armed atomic.Bool
-	content := numbered("new", 0, 4)
-	src.hookEOF = func() {
-		if armed.CompareAndSwap(true, false) {
-			rewriteInPlace(t, path, content, false)
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, numbered("old", 0, 1))
+		src, lg := newSource(t, path, Options{})
+		var armed atomic.Bool
+		content := numbered("new", 0, 4)
+		src.hookEOF = func() {
+			if armed.CompareAndSwap(true, false) {
+				rewriteInPlace(t, path, content, false)
+			}
 		}
-	}
-	p := &rec{}
-	r := startSource(t, src, lg, setup{procs: []*rec{p}})
-	r.settle(1, p)
-	appendFile(t, path, numbered("old", 1, 3)) // the fingerprint grows over them
-	waitFor(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
-	armed.Store(true)
-	waitFor(t, "the rewrite read", func() bool { return !armed.Load() && r.e.Status().Settled })
-	r.stop()
+		p := &rec{}
+		r := startSource(t, src, lg, setup{procs: []*rec{p}})
+		r.settle(1, p)
+		appendFile(t, path, numbered("old", 1, 3)) // the fingerprint grows over them
+		waitFor(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
+		armed.Store(true)
+		waitFor(t, "the rewrite read", func() bool { return !armed.Load() && r.e.Status().Settled })
+		r.stop()
 
-	p2 := &rec{}
-	src2, lg2 := newSource(t, path, Options{})
-	r2 := startSource(t, src2, lg2, setup{procs: []*rec{p2}})
-	waitFor(t, "the restart settled", func() bool { return r2.e.Status().Settled })
-	r2.stop()
-	got1, _ := p.got()
-	got2, _ := p2.got()
-	all := slices.Concat(got1, got2)
-	for _, want := range linesOf("new", 0, 4) {
-		if !slices.Contains(all, want) {
-			t.Fatalf("%q never delivered: run %q, restart %q", want, got1, got2)
+		p2 := &rec{}
+		src2, lg2 := newSource(t, path, Options{})
+		r2 := startSource(t, src2, lg2, setup{procs: []*rec{p2}})
+		waitFor(t, "the restart settled", func() bool { return r2.e.Status().Settled })
+		r2.stop()
+		got1, _ := p.got()
+		got2, _ := p2.got()
+		all := slices.Concat(got1, got2)
+		for _, want := range linesOf("new", 0, 4) {
+			if !slices.Contains(all, want) {
+				t.Fatalf("%q never delivered: run %q, restart %q", want, got1, got2)
+			}
 		}
-	}
-	want, _ := fingerprint(stringReaderAt(content), int64(len(content)))
-	if ptr := readPointer(t, path+".ptr"); ptr.Fingerprint != want || ptr.Offset != int64(len(content)) {
-		t.Fatalf("pointer %+v: want the new content's fingerprint, at its end", ptr)
-	}
+		want, _ := fingerprint(stringReaderAt(content), int64(len(content)))
+		if ptr := readPointer(t, path+".ptr"); ptr.Fingerprint != want || ptr.Offset != int64(len(content)) {
+			t.Fatalf("pointer %+v: want the new content's fingerprint, at its end", ptr)
+		}
+	})
 }
 
 // copytruncate with a writer that keeps its old offset (no O_APPEND): the
@@ -169,49 +174,51 @@ func TestAStaleWritersNULHoleIsSkippedAndCounted(t *testing.T) {
 	} {
 		for _, strategy := range []Strategy{Committed, Earliest} {
 			t.Run(tc.name+"/"+strategy.String(), func(t *testing.T) {
-				path := input(t, "")
-				w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644) // no O_APPEND
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer w.Close()
-				if _, err := w.WriteString(old); err != nil {
-					t.Fatal(err)
-				}
-				src, lg := newSource(t, path, Options{Read: strategy})
-				var armed atomic.Bool
-				src.hookEOF = func() {
-					if armed.CompareAndSwap(true, false) {
-						if err := os.Truncate(path, 0); err != nil { // the copy's truncation
-							t.Error(err)
-						}
-						if !tc.seen {
-							w.WriteString(tc.after)
+				synctest.Test(t, func(t *testing.T) {
+					path := input(t, "")
+					w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644) // no O_APPEND
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer w.Close()
+					if _, err := w.WriteString(old); err != nil {
+						t.Fatal(err)
+					}
+					src, lg := newSource(t, path, Options{Read: strategy})
+					var armed atomic.Bool
+					src.hookEOF = func() {
+						if armed.CompareAndSwap(true, false) {
+							if err := os.Truncate(path, 0); err != nil { // the copy's truncation
+								t.Error(err)
+							}
+							if !tc.seen {
+								w.WriteString(tc.after)
+							}
 						}
 					}
-				}
-				p := &rec{}
-				r := startSource(t, src, lg, setup{procs: []*rec{p}})
-				waitFor(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
-				armed.Store(true)
-				if tc.seen {
-					waitFor(t, "the truncation", func() bool { return lg.has("truncated") })
-					w.WriteString(tc.after)
-				}
-				r.settle(3+len(tc.want), p)
-				got, ds := p.got()
-				if want := slices.Concat([]string{"line-0,0", "line-1,1", "l2,2"}, tc.want); !slices.Equal(got, want) {
-					t.Fatalf("got %q\nwant %q", got, want)
-				}
-				if off := ds[3].Position.Offset; off != int64(len(old)+len(tc.after)) {
-					t.Fatalf("position %d", off)
-				}
-				if st := r.feed(); st.HoleBytes != int64(len(old)) || !st.Lossless {
-					t.Fatalf("holeBytes %d lossless %v: want %d, lossless", st.HoleBytes, st.Lossless, len(old))
-				}
-				if want := fmt.Sprintf("%d NUL bytes at offsets [0, %d)", len(old), len(old)); !lg.has(want) {
-					t.Fatalf("no warning %q:\n%s", want, lg)
-				}
+					p := &rec{}
+					r := startSource(t, src, lg, setup{procs: []*rec{p}})
+					waitFor(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
+					armed.Store(true)
+					if tc.seen {
+						waitFor(t, "the truncation", func() bool { return lg.has("truncated") })
+						w.WriteString(tc.after)
+					}
+					r.settle(3+len(tc.want), p)
+					got, ds := p.got()
+					if want := slices.Concat([]string{"line-0,0", "line-1,1", "l2,2"}, tc.want); !slices.Equal(got, want) {
+						t.Fatalf("got %q\nwant %q", got, want)
+					}
+					if off := ds[3].Position.Offset; off != int64(len(old)+len(tc.after)) {
+						t.Fatalf("position %d", off)
+					}
+					if st := r.feed(); st.HoleBytes != int64(len(old)) || !st.Lossless {
+						t.Fatalf("holeBytes %d lossless %v: want %d, lossless", st.HoleBytes, st.Lossless, len(old))
+					}
+					if want := fmt.Sprintf("%d NUL bytes at offsets [0, %d)", len(old), len(old)); !lg.has(want) {
+						t.Fatalf("no warning %q:\n%s", want, lg)
+					}
+				})
 			})
 		}
 	}
@@ -219,9 +226,11 @@ func TestAStaleWritersNULHoleIsSkippedAndCounted(t *testing.T) {
 
 // NUL bytes at the start of a file that was not truncated are data.
 func TestLeadingNULBytesOfAnUntruncatedFileAreData(t *testing.T) {
-	path := input(t, "\x00\x00a\n")
-	p, r := once(t, path, Options{Read: OnceEarliest}, 1)
-	if got, _ := p.got(); got[0] != "\x00\x00a" || r.feed().HoleBytes != 0 {
-		t.Fatalf("got %q, holeBytes %d", got, r.feed().HoleBytes)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, "\x00\x00a\n")
+		p, r := once(t, path, Options{Read: OnceEarliest}, 1)
+		if got, _ := p.got(); got[0] != "\x00\x00a" || r.feed().HoleBytes != 0 {
+			t.Fatalf("got %q, holeBytes %d", got, r.feed().HoleBytes)
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
@@ -34,39 +35,41 @@ func TestAFileRotatedWhileStoppedIsFinishedFromItsRotatedSibling(t *testing.T) {
 		{"copytruncate", ".1", Options{}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := input(t, numbered("old", 0, 6))
-			once(t, path, tc.opts, 6)
-			before := readPointer(t, path+".ptr")
-			appendFile(t, path, numbered("old", 6, 8)) // never read
-			if tc.copy {
-				writeFile(t, path+tc.rotated, numbered("old", 0, 8))
-			} else if err := os.Rename(path, path+tc.rotated); err != nil {
-				t.Fatal(err)
-			}
-			writeFile(t, path, numbered("new", 0, 2)) // truncates a copied file in place
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, numbered("old", 0, 6))
+				once(t, path, tc.opts, 6)
+				before := readPointer(t, path+".ptr")
+				appendFile(t, path, numbered("old", 6, 8)) // never read
+				if tc.copy {
+					writeFile(t, path+tc.rotated, numbered("old", 0, 8))
+				} else if err := os.Rename(path, path+tc.rotated); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, path, numbered("new", 0, 2)) // truncates a copied file in place
 
-			src, lg := newSource(t, path, tc.opts)
-			p := &rec{}
-			r := startSource(t, src, lg, setup{procs: []*rec{p}})
-			st := r.settle(4, p)
-			r.stop()
-			got, ds := p.got()
-			if want := slices.Concat(linesOf("old", 6, 8), linesOf("new", 0, 2)); !slices.Equal(got, want) {
-				t.Fatalf("got %q, want %q", got, want)
-			}
-			if ds[0].Epoch != before.Epoch || ds[0].Position.Offset != 7*lineLen || ds[2].Epoch == before.Epoch || ds[2].Position.Offset != lineLen {
-				t.Fatalf("deliveries %+v: want the old file's lines under the pointer's epoch %d, then the new file from 0", ds, before.Epoch)
-			}
-			if !st.Lossless || st.Feeds[0].UnreadFiles != 0 {
-				t.Fatalf("status %+v: want lossless", st.Feeds[0])
-			}
-			if !lg.has(" to " + path + tc.rotated) {
-				t.Fatalf("no warning:\n%s", lg)
-			}
-			fi, _ := os.Stat(path)
-			if ptr := readPointer(t, path+".ptr"); ptr.Identity != identity(fi) || ptr.Offset != 2*lineLen || ptr.Epoch != ds[2].Epoch {
-				t.Fatalf("pointer %+v: want the new file's end", ptr)
-			}
+				src, lg := newSource(t, path, tc.opts)
+				p := &rec{}
+				r := startSource(t, src, lg, setup{procs: []*rec{p}})
+				st := r.settle(4, p)
+				r.stop()
+				got, ds := p.got()
+				if want := slices.Concat(linesOf("old", 6, 8), linesOf("new", 0, 2)); !slices.Equal(got, want) {
+					t.Fatalf("got %q, want %q", got, want)
+				}
+				if ds[0].Epoch != before.Epoch || ds[0].Position.Offset != 7*lineLen || ds[2].Epoch == before.Epoch || ds[2].Position.Offset != lineLen {
+					t.Fatalf("deliveries %+v: want the old file's lines under the pointer's epoch %d, then the new file from 0", ds, before.Epoch)
+				}
+				if !st.Lossless || st.Feeds[0].UnreadFiles != 0 {
+					t.Fatalf("status %+v: want lossless", st.Feeds[0])
+				}
+				if !lg.has(" to " + path + tc.rotated) {
+					t.Fatalf("no warning:\n%s", lg)
+				}
+				fi, _ := os.Stat(path)
+				if ptr := readPointer(t, path+".ptr"); ptr.Identity != identity(fi) || ptr.Offset != 2*lineLen || ptr.Epoch != ds[2].Epoch {
+					t.Fatalf("pointer %+v: want the new file's end", ptr)
+				}
+			})
 		})
 	}
 }
@@ -87,31 +90,33 @@ func TestARotatedFileThatCannotBeFoundIsReportedUnread(t *testing.T) {
 		{"rewritten-in-place", func(t *testing.T, path string) {}}, // the new content truncates it
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := input(t, numbered("old", 0, 6))
-			once(t, path, Options{}, 6)
-			before := readPointer(t, path+".ptr")
-			appendFile(t, path, numbered("old", 6, 8))
-			tc.rotate(t, path)
-			writeFile(t, path, numbered("new", 0, 2))
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, numbered("old", 0, 6))
+				once(t, path, Options{}, 6)
+				before := readPointer(t, path+".ptr")
+				appendFile(t, path, numbered("old", 6, 8))
+				tc.rotate(t, path)
+				writeFile(t, path, numbered("new", 0, 2))
 
-			src, lg := newSource(t, path, Options{})
-			p := &rec{}
-			r := startSource(t, src, lg, setup{procs: []*rec{p}})
-			st := r.settle(2, p)
-			r.stop()
-			if got, _ := p.got(); !slices.Equal(got, linesOf("new", 0, 2)) {
-				t.Fatalf("got %q", got)
-			}
-			fs := st.Feeds[0]
-			if st.Lossless || fs.Lossless || fs.UnreadFiles != 1 {
-				t.Fatalf("lossless %v, unreadFiles %d: want not lossless, 1", st.Lossless, fs.UnreadFiles)
-			}
-			if fs.Detail == nil || !strings.Contains(*fs.Detail, "from offset 72 to its end were never read") {
-				t.Fatalf("detail %v", fs.Detail)
-			}
-			if !lg.has("epoch " + strconv.FormatInt(before.Epoch, 10) + ") was read to offset 72") {
-				t.Fatalf("no warning naming the file:\n%s", lg)
-			}
+				src, lg := newSource(t, path, Options{})
+				p := &rec{}
+				r := startSource(t, src, lg, setup{procs: []*rec{p}})
+				st := r.settle(2, p)
+				r.stop()
+				if got, _ := p.got(); !slices.Equal(got, linesOf("new", 0, 2)) {
+					t.Fatalf("got %q", got)
+				}
+				fs := st.Feeds[0]
+				if st.Lossless || fs.Lossless || fs.UnreadFiles != 1 {
+					t.Fatalf("lossless %v, unreadFiles %d: want not lossless, 1", st.Lossless, fs.UnreadFiles)
+				}
+				if fs.Detail == nil || !strings.Contains(*fs.Detail, "from offset 72 to its end were never read") {
+					t.Fatalf("detail %v", fs.Detail)
+				}
+				if !lg.has("epoch " + strconv.FormatInt(before.Epoch, 10) + ") was read to offset 72") {
+					t.Fatalf("no warning naming the file:\n%s", lg)
+				}
+			})
 		})
 	}
 }
@@ -134,14 +139,14 @@ func TestARotatedFilesQueuedLinesSurviveASIGKILL(t *testing.T) {
 	block := linesOf("old", 28, 29)[0]
 	child := rotationChild(t, dir, block)
 	out1, out2 := filepath.Join(dir, "out1.log"), filepath.Join(dir, "out2.log")
-	waitFor(t, "every line through group 2, 28 through group 1", func() bool {
+	waitForChild(t, "every line through group 2, 28 through group 1", func() bool {
 		return countLines(out2) == 40 && countLines(out1) == 28
 	})
 	if err := os.Rename(in, in+".1"); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, in, numbered("new", 0, 2))
-	waitFor(t, "the new file's lines through group 2", func() bool { return countLines(out2) == 42 })
+	waitForChild(t, "the new file's lines through group 2", func() bool { return countLines(out2) == 42 })
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -215,48 +220,50 @@ func (a *appender) OnEvent(_ *engine.Cycle, ev any) error {
 }
 
 func TestRotationChild(t *testing.T) {
-	dir := os.Getenv(rotationEnv)
-	if dir == "" {
-		t.Skip("the child of TestARotatedFilesQueuedLinesSurviveASIGKILL")
-	}
-	block := os.Getenv(rotationBlock)
-	var groups []engine.GroupConfig
-	for i, name := range []string{"out1.log", "out2.log"} {
-		out, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	synctest.Test(t, func(t *testing.T) {
+		dir := os.Getenv(rotationEnv)
+		if dir == "" {
+			t.Skip("the child of TestARotatedFilesQueuedLinesSurviveASIGKILL")
+		}
+		block := os.Getenv(rotationBlock)
+		var groups []engine.GroupConfig
+		for i, name := range []string{"out1.log", "out2.log"} {
+			out, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := &appender{out: out}
+			if i == 0 {
+				a.block = block
+			}
+			groups = append(groups, engine.GroupConfig{Name: name, Feeds: []string{"in"},
+				Processors: []engine.ProcessorConfig{{Name: "app" + name, Processor: a}}})
+		}
+		src, err := New(filepath.Join(dir, "app.log"), Options{Logger: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := &appender{out: out}
-		if i == 0 {
-			a.block = block
+		e, err := engine.New(engine.Config{
+			Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 1024}},
+			Groups: groups,
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		groups = append(groups, engine.GroupConfig{Name: name, Feeds: []string{"in"},
-			Processors: []engine.ProcessorConfig{{Name: "app" + name, Processor: a}}})
-	}
-	src, err := New(filepath.Join(dir, "app.log"), Options{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{
-		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 1024}},
-		Groups: groups,
+		ctx := context.Background()
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if block != "" {
+			select {} // until killed
+		}
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if st, err := e.WaitSettled(wctx, time.Millisecond); err != nil {
+			t.Fatalf("not settled: %+v", st)
+		}
+		if err := e.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if block != "" {
-		select {} // until killed
-	}
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if st, err := e.WaitSettled(wctx, time.Millisecond); err != nil {
-		t.Fatalf("not settled: %+v", st)
-	}
-	if err := e.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
 }

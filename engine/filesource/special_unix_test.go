@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -39,39 +40,41 @@ func TestASpecialFileAtThePathIsNotReadAndStopIsHonoured(t *testing.T) {
 	} {
 		for _, strategy := range []Strategy{Committed, Earliest} {
 			t.Run(tc.name+"/"+strategy.String(), func(t *testing.T) {
-				path := input(t, numbered("old", 0, 3))
-				src, lg := newSource(t, path, Options{Read: strategy})
-				p := &rec{}
-				r := startSource(t, src, lg, setup{procs: []*rec{p}})
-				r.settle(3, p)
-				old, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0) // the writer keeps the old file
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer old.Close()
-				if err := os.Remove(path); err != nil {
-					t.Fatal(err)
-				}
-				tc.replace(t, path)
-				waitFor(t, "the refusal", func() bool { return lg.has("not a regular file") })
-				if _, err := old.WriteString(numbered("old", 3, 5)); err != nil {
-					t.Fatal(err)
-				}
-				r.settle(5, p)
-				if n := strings.Count(lg.String(), "not a regular file"); n != 1 {
-					t.Fatalf("the refusal warned %d times, want once:\n%s", n, lg)
-				}
-				if st := r.feed(); st.Detail == nil || !strings.Contains(*st.Detail, "not a regular file") {
-					t.Fatalf("detail %v: want the refusal", st.Detail)
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a bound, not a wait
-				defer cancel()
-				if err := r.e.Stop(ctx); err != nil {
-					t.Fatal(err)
-				}
-				if got, _ := p.got(); !slices.Equal(got, linesOf("old", 0, 5)) {
-					t.Fatalf("got %q", got)
-				}
+				synctest.Test(t, func(t *testing.T) {
+					path := input(t, numbered("old", 0, 3))
+					src, lg := newSource(t, path, Options{Read: strategy})
+					p := &rec{}
+					r := startSource(t, src, lg, setup{procs: []*rec{p}})
+					r.settle(3, p)
+					old, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0) // the writer keeps the old file
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer old.Close()
+					if err := os.Remove(path); err != nil {
+						t.Fatal(err)
+					}
+					tc.replace(t, path)
+					waitFor(t, "the refusal", func() bool { return lg.has("not a regular file") })
+					if _, err := old.WriteString(numbered("old", 3, 5)); err != nil {
+						t.Fatal(err)
+					}
+					r.settle(5, p)
+					if n := strings.Count(lg.String(), "not a regular file"); n != 1 {
+						t.Fatalf("the refusal warned %d times, want once:\n%s", n, lg)
+					}
+					if st := r.feed(); st.Detail == nil || !strings.Contains(*st.Detail, "not a regular file") {
+						t.Fatalf("detail %v: want the refusal", st.Detail)
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a bound, not a wait
+					defer cancel()
+					if err := r.e.Stop(ctx); err != nil {
+						t.Fatal(err)
+					}
+					if got, _ := p.got(); !slices.Equal(got, linesOf("old", 0, 5)) {
+						t.Fatalf("got %q", got)
+					}
+				})
 			})
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
@@ -67,58 +68,64 @@ func TestLatestPublishesOnlyLinesAppendedAfterTheStart(t *testing.T) {
 		{"empty-file", "", "c\n", []string{"c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := input(t, "")
-			writeFile(t, path, tc.before)
-			src, _ := newSource(t, path, Options{Read: Latest})
-			p := &rec{}
-			r := startOn(t, src, p)
-			waitFor(t, "started", func() bool { return r.feed().State == engine.StateCaughtUp })
-			appendFile(t, path, tc.after)
-			r.settle(len(tc.want), p)
-			time.Sleep(5 * time.Millisecond)
-			if got, _ := p.got(); !slices.Equal(got, tc.want) {
-				t.Fatalf("got %q, want %q", got, tc.want)
-			}
-			if _, err := os.Stat(path + ".ptr"); !os.IsNotExist(err) {
-				t.Fatal("latest created a pointer file")
-			}
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, "")
+				writeFile(t, path, tc.before)
+				src, _ := newSource(t, path, Options{Read: Latest})
+				p := &rec{}
+				r := startOn(t, src, p)
+				waitFor(t, "started", func() bool { return r.feed().State == engine.StateCaughtUp })
+				appendFile(t, path, tc.after)
+				r.settle(len(tc.want), p)
+				elapse(5 * time.Millisecond)
+				if got, _ := p.got(); !slices.Equal(got, tc.want) {
+					t.Fatalf("got %q, want %q", got, tc.want)
+				}
+				if _, err := os.Stat(path + ".ptr"); !os.IsNotExist(err) {
+					t.Fatal("latest created a pointer file")
+				}
+			})
 		})
 	}
 }
 
 func TestOnceLatestPublishesNothingAndEnds(t *testing.T) {
-	path := input(t, "a\nb\n")
-	src, _ := newSource(t, path, Options{Read: OnceLatest})
-	p := &rec{}
-	r := startOn(t, src, p)
-	st := r.settle(0, p)
-	f := st.Feeds[0]
-	if f.State != engine.StateEndOfStream || !f.Bounded || f.Detail == nil || !strings.Contains(*f.Detail, "no line is read") || p.count() != 0 {
-		t.Fatalf("state %s bounded %v detail %v handled %d", f.State, f.Bounded, f.Detail, p.count())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, "a\nb\n")
+		src, _ := newSource(t, path, Options{Read: OnceLatest})
+		p := &rec{}
+		r := startOn(t, src, p)
+		st := r.settle(0, p)
+		f := st.Feeds[0]
+		if f.State != engine.StateEndOfStream || !f.Bounded || f.Detail == nil || !strings.Contains(*f.Detail, "no line is read") || p.count() != 0 {
+			t.Fatalf("state %s bounded %v detail %v handled %d", f.State, f.Bounded, f.Detail, p.count())
+		}
+	})
 }
 
 // earliest reads from 0 and tails, without a pointer; its epoch is the
 // file's identity.
 func TestEarliestReadsFromTheStartAndTails(t *testing.T) {
-	path := input(t, "a\nb\n")
-	src, _ := newSource(t, path, Options{Read: Earliest})
-	p := &rec{}
-	r := startOn(t, src, p)
-	r.settle(2, p)
-	appendFile(t, path, "c\n")
-	r.settle(3, p)
-	got, ds := p.got()
-	fi, _ := os.Stat(path)
-	if !slices.Equal(got, []string{"a", "b", "c"}) || ds[0].Epoch != int64(identity(fi)) {
-		t.Fatalf("got %q epoch %d", got, ds[0].Epoch)
-	}
-	if _, err := os.Stat(path + ".ptr"); !os.IsNotExist(err) {
-		t.Fatal("earliest created a pointer file")
-	}
-	if f := r.feed(); f.State != engine.StateCaughtUp || f.Bounded || f.PendingAcks != 0 {
-		t.Fatalf("feed %+v", f)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, "a\nb\n")
+		src, _ := newSource(t, path, Options{Read: Earliest})
+		p := &rec{}
+		r := startOn(t, src, p)
+		r.settle(2, p)
+		appendFile(t, path, "c\n")
+		r.settle(3, p)
+		got, ds := p.got()
+		fi, _ := os.Stat(path)
+		if !slices.Equal(got, []string{"a", "b", "c"}) || ds[0].Epoch != int64(identity(fi)) {
+			t.Fatalf("got %q epoch %d", got, ds[0].Epoch)
+		}
+		if _, err := os.Stat(path + ".ptr"); !os.IsNotExist(err) {
+			t.Fatal("earliest created a pointer file")
+		}
+		if f := r.feed(); f.State != engine.StateCaughtUp || f.Bounded || f.PendingAcks != 0 {
+			t.Fatalf("feed %+v", f)
+		}
+	})
 }
 
 // once-earliest reads from 0 to the end, ends with END_OF_STREAM, counts
@@ -137,24 +144,26 @@ func TestOnceEarliest(t *testing.T) {
 		{"long-lines", strings.Repeat("x", 70000) + "\n" + strings.Repeat("y", 3) + "\r\n", []string{strings.Repeat("x", 70000), "yyy"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := input(t, "")
-			writeFile(t, path, tc.content)
-			src, _ := newSource(t, path, Options{Read: OnceEarliest})
-			src.bufSize = 4096
-			p := &rec{}
-			r := startOn(t, src, p)
-			st := r.settle(len(tc.want), p)
-			f := st.Feeds[0]
-			got, _ := p.got()
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("got %q, want %q", got, tc.want)
-			}
-			if f.State != engine.StateEndOfStream || !f.Bounded || f.Unterminated != tc.unterminated {
-				t.Fatalf("state %s bounded %v unterminated %d, want END_OF_STREAM, bounded, %d", f.State, f.Bounded, f.Unterminated, tc.unterminated)
-			}
-			if _, err := os.Stat(path + ".ptr"); !os.IsNotExist(err) {
-				t.Fatal("once-earliest created a pointer file")
-			}
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, "")
+				writeFile(t, path, tc.content)
+				src, _ := newSource(t, path, Options{Read: OnceEarliest})
+				src.bufSize = 4096
+				p := &rec{}
+				r := startOn(t, src, p)
+				st := r.settle(len(tc.want), p)
+				f := st.Feeds[0]
+				got, _ := p.got()
+				if !slices.Equal(got, tc.want) {
+					t.Fatalf("got %q, want %q", got, tc.want)
+				}
+				if f.State != engine.StateEndOfStream || !f.Bounded || f.Unterminated != tc.unterminated {
+					t.Fatalf("state %s bounded %v unterminated %d, want END_OF_STREAM, bounded, %d", f.State, f.Bounded, f.Unterminated, tc.unterminated)
+				}
+				if _, err := os.Stat(path + ".ptr"); !os.IsNotExist(err) {
+					t.Fatal("once-earliest created a pointer file")
+				}
+			})
 		})
 	}
 }
@@ -179,14 +188,16 @@ func TestOnceEarliestOfAMissingFileFails(t *testing.T) {
 
 // A tailing source waits for a file that does not exist yet.
 func TestATailingSourceWaitsForTheFile(t *testing.T) {
-	path := input(t, "")
-	src, _ := newSource(t, path, Options{})
-	p := &rec{}
-	r := startOn(t, src, p)
-	waitFor(t, "waiting", func() bool {
-		d := r.feed().Detail
-		return d != nil && strings.Contains(*d, "waiting for")
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, "")
+		src, _ := newSource(t, path, Options{})
+		p := &rec{}
+		r := startOn(t, src, p)
+		waitFor(t, "waiting", func() bool {
+			d := r.feed().Detail
+			return d != nil && strings.Contains(*d, "waiting for")
+		})
+		writeFile(t, path, "a\n")
+		r.settle(1, p)
 	})
-	writeFile(t, path, "a\n")
-	r.settle(1, p)
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
@@ -32,43 +33,45 @@ func newSource(t *testing.T, path string, opts Options) (*Source, *logs) {
 func TestRotatedFileIsReadToItsEndBeforeTheNewOne(t *testing.T) {
 	for _, strategy := range []Strategy{Committed, Earliest} {
 		t.Run(strategy.String(), func(t *testing.T) {
-			path := input(t, numbered("old", 0, 10))
-			src, lg := newSource(t, path, Options{Read: strategy})
-			var armed atomic.Bool
-			src.hookEOF = func() {
-				if armed.CompareAndSwap(true, false) {
-					// Between the source's last read and its identity check:
-					// the file is rotated, the writer appends to the rotated
-					// file, and a new file appears.
-					if err := os.Rename(path, path+".1"); err != nil {
-						t.Error(err)
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, numbered("old", 0, 10))
+				src, lg := newSource(t, path, Options{Read: strategy})
+				var armed atomic.Bool
+				src.hookEOF = func() {
+					if armed.CompareAndSwap(true, false) {
+						// Between the source's last read and its identity check:
+						// the file is rotated, the writer appends to the rotated
+						// file, and a new file appears.
+						if err := os.Rename(path, path+".1"); err != nil {
+							t.Error(err)
+						}
+						appendFile(t, path+".1", numbered("old", 10, 15))
+						writeFile(t, path, numbered("new", 0, 5))
 					}
-					appendFile(t, path+".1", numbered("old", 10, 15))
-					writeFile(t, path, numbered("new", 0, 5))
 				}
-			}
-			p := &rec{}
-			r := startSource(t, src, lg, setup{procs: []*rec{p}})
-			waitFor(t, "the old lines", func() bool { return p.count() == 10 && r.feed().State == engine.StateCaughtUp })
-			armed.Store(true)
-			r.settle(20, p)
-			got, ds := p.got()
-			want := slices.Concat(linesOf("old", 0, 15), linesOf("new", 0, 5))
-			if !slices.Equal(got, want) {
-				t.Fatalf("got %q\nwant %q", got, want)
-			}
-			if ds[14].Epoch == ds[15].Epoch || ds[15].Position.Offset != lineLen {
-				t.Fatalf("old epoch %d, new %d at %d: want a new epoch from 0", ds[14].Epoch, ds[15].Epoch, ds[15].Position.Offset)
-			}
-			if !lg.has("was replaced while being read") {
-				t.Fatalf("no warning:\n%s", lg)
-			}
-			if strategy == Committed {
-				waitFor(t, "the new file committed", func() bool {
-					p := readPointer(t, path+".ptr")
-					return p.Epoch == ds[15].Epoch && p.Offset == 5*lineLen
-				})
-			}
+				p := &rec{}
+				r := startSource(t, src, lg, setup{procs: []*rec{p}})
+				waitFor(t, "the old lines", func() bool { return p.count() == 10 && r.feed().State == engine.StateCaughtUp })
+				armed.Store(true)
+				r.settle(20, p)
+				got, ds := p.got()
+				want := slices.Concat(linesOf("old", 0, 15), linesOf("new", 0, 5))
+				if !slices.Equal(got, want) {
+					t.Fatalf("got %q\nwant %q", got, want)
+				}
+				if ds[14].Epoch == ds[15].Epoch || ds[15].Position.Offset != lineLen {
+					t.Fatalf("old epoch %d, new %d at %d: want a new epoch from 0", ds[14].Epoch, ds[15].Epoch, ds[15].Position.Offset)
+				}
+				if !lg.has("was replaced while being read") {
+					t.Fatalf("no warning:\n%s", lg)
+				}
+				if strategy == Committed {
+					waitFor(t, "the new file committed", func() bool {
+						p := readPointer(t, path+".ptr")
+						return p.Epoch == ds[15].Epoch && p.Offset == 5*lineLen
+					})
+				}
+			})
 		})
 	}
 }
@@ -88,76 +91,80 @@ func linesOf(prefix string, from, to int) []string {
 // an acknowledgement of the old file is never committed into the new
 // pointer, and a crash before re-reads the old file's unprocessed lines.
 func TestAReplacedFileKeepsThePointerUntilItsLinesAreCommitted(t *testing.T) {
-	path := input(t, numbered("old", 0, 10))
-	relOld, relNew := newGate(t), newGate(t)
-	old5, new0 := linesOf("old", 5, 6)[0], linesOf("new", 0, 1)[0]
-	p := &rec{gate: func(s string) {
-		switch s {
-		case old5:
-			relOld.wait()
-		case new0:
-			relNew.wait()
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, numbered("old", 0, 10))
+		relOld, relNew := newGate(t), newGate(t)
+		old5, new0 := linesOf("old", 5, 6)[0], linesOf("new", 0, 1)[0]
+		p := &rec{gate: func(s string) {
+			switch s {
+			case old5:
+				relOld.wait()
+			case new0:
+				relNew.wait()
+			}
+		}}
+		src, lg := newSource(t, path, Options{})
+		r := startSource(t, src, lg, setup{procs: []*rec{p}})
+		ptr := path + ".ptr"
+		waitFor(t, "old lines read, 5 processed", func() bool {
+			return p.count() == 5 && r.feed().State == engine.StateCaughtUp && readPointer(t, ptr).Offset == 5*lineLen
+		})
+		before := readPointer(t, ptr)
+		replaceFile(t, path, numbered("new", 0, 4))
+		waitFor(t, "the new file read", func() bool { return lg.has("reading it from 0 under a new epoch") && r.feed().Sequence == 14 })
+		if got := readPointer(t, ptr); got != before {
+			t.Fatalf("pointer %+v moved while the old file's lines are unprocessed: want %+v", got, before)
 		}
-	}}
-	src, lg := newSource(t, path, Options{})
-	r := startSource(t, src, lg, setup{procs: []*rec{p}})
-	ptr := path + ".ptr"
-	waitFor(t, "old lines read, 5 processed", func() bool {
-		return p.count() == 5 && r.feed().State == engine.StateCaughtUp && readPointer(t, ptr).Offset == 5*lineLen
+		relOld.open() // old-5..old-9 are processed: the pointer may move on
+		waitFor(t, "old lines processed", func() bool { return p.count() == 10 })
+		waitFor(t, "the pointer on the new file", func() bool { return readPointer(t, ptr).Epoch != before.Epoch })
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readPointer(t, ptr); got.Offset != 0 || got.Identity != identity(fi) {
+			t.Fatalf("pointer %+v: want offset 0 of the new file (identity %x)", got, identity(fi))
+		}
+		relNew.open()
+		r.settle(14, p)
+		waitFor(t, "the new file committed", func() bool { return readPointer(t, ptr).Offset == 4*lineLen })
+		got, ds := p.got()
+		if want := slices.Concat(linesOf("old", 0, 10), linesOf("new", 0, 4)); !slices.Equal(got, want) {
+			t.Fatalf("got %q", got)
+		}
+		newEpoch := readPointer(t, ptr).Epoch
+		if ds[9].Epoch != before.Epoch || ds[10].Epoch != newEpoch {
+			t.Fatalf("epochs %d %d, want %d %d", ds[9].Epoch, ds[10].Epoch, before.Epoch, newEpoch)
+		}
 	})
-	before := readPointer(t, ptr)
-	replaceFile(t, path, numbered("new", 0, 4))
-	waitFor(t, "the new file read", func() bool { return lg.has("reading it from 0 under a new epoch") && r.feed().Sequence == 14 })
-	if got := readPointer(t, ptr); got != before {
-		t.Fatalf("pointer %+v moved while the old file's lines are unprocessed: want %+v", got, before)
-	}
-	relOld.open() // old-5..old-9 are processed: the pointer may move on
-	waitFor(t, "old lines processed", func() bool { return p.count() == 10 })
-	waitFor(t, "the pointer on the new file", func() bool { return readPointer(t, ptr).Epoch != before.Epoch })
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := readPointer(t, ptr); got.Offset != 0 || got.Identity != identity(fi) {
-		t.Fatalf("pointer %+v: want offset 0 of the new file (identity %x)", got, identity(fi))
-	}
-	relNew.open()
-	r.settle(14, p)
-	waitFor(t, "the new file committed", func() bool { return readPointer(t, ptr).Offset == 4*lineLen })
-	got, ds := p.got()
-	if want := slices.Concat(linesOf("old", 0, 10), linesOf("new", 0, 4)); !slices.Equal(got, want) {
-		t.Fatalf("got %q", got)
-	}
-	newEpoch := readPointer(t, ptr).Epoch
-	if ds[9].Epoch != before.Epoch || ds[10].Epoch != newEpoch {
-		t.Fatalf("epochs %d %d, want %d %d", ds[9].Epoch, ds[10].Epoch, before.Epoch, newEpoch)
-	}
 }
 
 // A file truncated in place while tailed is read from 0 under a new epoch.
 func TestFileTruncatedWhileTailingIsReadFromTheStart(t *testing.T) {
 	for _, strategy := range []Strategy{Committed, Earliest} {
 		t.Run(strategy.String(), func(t *testing.T) {
-			path := input(t, numbered("old", 0, 10))
-			src, lg := newSource(t, path, Options{Read: strategy})
-			p := &rec{}
-			r := startOn(t, src, p)
-			r.settle(10, p)
-			writeFile(t, path, numbered("new", 0, 3)) // truncate in place, shorter
-			r.settle(13, p)
-			got, ds := p.got()
-			if want := slices.Concat(linesOf("old", 0, 10), linesOf("new", 0, 3)); !slices.Equal(got, want) {
-				t.Fatalf("got %q", got)
-			}
-			if ds[10].Position.Offset != lineLen {
-				t.Fatalf("new file's first position %d", ds[10].Position.Offset)
-			}
-			if strategy == Committed && ds[10].Epoch == ds[9].Epoch {
-				t.Fatal("same epoch after a truncation")
-			}
-			if !lg.has("truncated") {
-				t.Fatalf("no truncation warning:\n%s", lg)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, numbered("old", 0, 10))
+				src, lg := newSource(t, path, Options{Read: strategy})
+				p := &rec{}
+				r := startOn(t, src, p)
+				r.settle(10, p)
+				writeFile(t, path, numbered("new", 0, 3)) // truncate in place, shorter
+				r.settle(13, p)
+				got, ds := p.got()
+				if want := slices.Concat(linesOf("old", 0, 10), linesOf("new", 0, 3)); !slices.Equal(got, want) {
+					t.Fatalf("got %q", got)
+				}
+				if ds[10].Position.Offset != lineLen {
+					t.Fatalf("new file's first position %d", ds[10].Position.Offset)
+				}
+				if strategy == Committed && ds[10].Epoch == ds[9].Epoch {
+					t.Fatal("same epoch after a truncation")
+				}
+				if !lg.has("truncated") {
+					t.Fatalf("no truncation warning:\n%s", lg)
+				}
+			})
 		})
 	}
 }
@@ -166,48 +173,52 @@ func TestFileTruncatedWhileTailingIsReadFromTheStart(t *testing.T) {
 // file with the same leading bytes (the pointer is kept) in which the line
 // was completed; the line is read from its start, never "parpartial".
 func TestPartialLineIsReadOnceAcrossAReopen(t *testing.T) {
-	path := input(t, "a\nb\npar")
-	src, lg := newSource(t, path, Options{})
-	p := &rec{}
-	r := startOn(t, src, p)
-	waitFor(t, "a and b", func() bool { return p.count() == 2 && r.feed().State == engine.StateCaughtUp })
-	epoch := readPointer(t, path+".ptr").Epoch
-	replaceFile(t, path, "a\nb\npartial\nc\n")
-	r.settle(4, p)
-	got, ds := p.got()
-	if want := []string{"a", "b", "partial", "c"}; !slices.Equal(got, want) {
-		t.Fatalf("got %q, want %q", got, want)
-	}
-	if ds[2].Epoch != epoch || ds[2].Position.Offset != 12 {
-		t.Fatalf("partial at %d epoch %d, want 12 under %d", ds[2].Position.Offset, ds[2].Epoch, epoch)
-	}
-	if !lg.has("same first") {
-		t.Fatalf("no warning:\n%s", lg)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, "a\nb\npar")
+		src, lg := newSource(t, path, Options{})
+		p := &rec{}
+		r := startOn(t, src, p)
+		waitFor(t, "a and b", func() bool { return p.count() == 2 && r.feed().State == engine.StateCaughtUp })
+		epoch := readPointer(t, path+".ptr").Epoch
+		replaceFile(t, path, "a\nb\npartial\nc\n")
+		r.settle(4, p)
+		got, ds := p.got()
+		if want := []string{"a", "b", "partial", "c"}; !slices.Equal(got, want) {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+		if ds[2].Epoch != epoch || ds[2].Position.Offset != 12 {
+			t.Fatalf("partial at %d epoch %d, want 12 under %d", ds[2].Position.Offset, ds[2].Epoch, epoch)
+		}
+		if !lg.has("same first") {
+			t.Fatalf("no warning:\n%s", lg)
+		}
+	})
 }
 
 // A path with no file (a rotation in progress) is not a change: the open
 // file is read on; the file that appears later is read after it.
 func TestAPathWithNoFileIsNotAChange(t *testing.T) {
-	path := input(t, numbered("old", 0, 3))
-	src, _ := newSource(t, path, Options{})
-	p := &rec{}
-	r := startOn(t, src, p)
-	r.settle(3, p)
-	if err := os.Rename(path, path+".1"); err != nil {
-		t.Fatal(err)
-	}
-	appendFile(t, path+".1", numbered("old", 3, 6))
-	r.settle(6, p)
-	if st := r.feed(); st.State != engine.StateCaughtUp {
-		t.Fatalf("state %s %v with no file at the path", st.State, st.Detail)
-	}
-	writeFile(t, path, numbered("new", 0, 2))
-	r.settle(8, p)
-	got, _ := p.got()
-	if want := slices.Concat(linesOf("old", 0, 6), linesOf("new", 0, 2)); !slices.Equal(got, want) {
-		t.Fatalf("got %q", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, numbered("old", 0, 3))
+		src, _ := newSource(t, path, Options{})
+		p := &rec{}
+		r := startOn(t, src, p)
+		r.settle(3, p)
+		if err := os.Rename(path, path+".1"); err != nil {
+			t.Fatal(err)
+		}
+		appendFile(t, path+".1", numbered("old", 3, 6))
+		r.settle(6, p)
+		if st := r.feed(); st.State != engine.StateCaughtUp {
+			t.Fatalf("state %s %v with no file at the path", st.State, st.Detail)
+		}
+		writeFile(t, path, numbered("new", 0, 2))
+		r.settle(8, p)
+		got, _ := p.got()
+		if want := slices.Concat(linesOf("old", 0, 6), linesOf("new", 0, 2)); !slices.Equal(got, want) {
+			t.Fatalf("got %q", got)
+		}
+	})
 }
 
 // The identity is the opened file's (its descriptor), so a rotation between
@@ -216,24 +227,26 @@ func TestAPathWithNoFileIsNotAChange(t *testing.T) {
 func TestTheOpenedFileIsIdentifiedByItsDescriptor(t *testing.T) {
 	for _, strategy := range []Strategy{Committed, Earliest} {
 		t.Run(strategy.String(), func(t *testing.T) {
-			path := input(t, numbered("old", 0, 3))
-			src, _ := newSource(t, path, Options{Read: strategy})
-			var once atomic.Bool
-			src.hookOpened = func() {
-				if once.CompareAndSwap(false, true) {
-					if err := os.Rename(path, path+".1"); err != nil {
-						t.Error(err)
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, numbered("old", 0, 3))
+				src, _ := newSource(t, path, Options{Read: strategy})
+				var once atomic.Bool
+				src.hookOpened = func() {
+					if once.CompareAndSwap(false, true) {
+						if err := os.Rename(path, path+".1"); err != nil {
+							t.Error(err)
+						}
+						writeFile(t, path, numbered("new", 0, 6)) // longer: not mistaken for a truncation
 					}
-					writeFile(t, path, numbered("new", 0, 6)) // longer: not mistaken for a truncation
 				}
-			}
-			p := &rec{}
-			r := startOn(t, src, p)
-			r.settle(9, p)
-			got, _ := p.got()
-			if want := slices.Concat(linesOf("old", 0, 3), linesOf("new", 0, 6)); !slices.Equal(got, want) {
-				t.Fatalf("got %q", got)
-			}
+				p := &rec{}
+				r := startOn(t, src, p)
+				r.settle(9, p)
+				got, _ := p.got()
+				if want := slices.Concat(linesOf("old", 0, 3), linesOf("new", 0, 6)); !slices.Equal(got, want) {
+					t.Fatalf("got %q", got)
+				}
+			})
 		})
 	}
 }
@@ -241,25 +254,27 @@ func TestTheOpenedFileIsIdentifiedByItsDescriptor(t *testing.T) {
 // A tailing read waits for the byte after a '\r' (it may be the '\n' of
 // "\r\n"): no empty line is published when the '\n' arrives later.
 func TestATailingReadWaitsForTheByteAfterACR(t *testing.T) {
-	path := input(t, "a\r")
-	src, _ := newSource(t, path, Options{Read: Earliest})
-	p := &rec{}
-	r := startOn(t, src, p)
-	waitFor(t, "caught up", func() bool { return r.feed().State == engine.StateCaughtUp })
-	time.Sleep(5 * time.Millisecond)
-	if p.count() != 0 {
-		t.Fatal("a line ended by a '\\r' with nothing after it was published while tailing")
-	}
-	appendFile(t, path, "\nb\r\r\n")
-	r.settle(3, p)
-	time.Sleep(5 * time.Millisecond)
-	got, ds := p.got()
-	if want := []string{"a", "b", ""}; !slices.Equal(got, want) {
-		t.Fatalf("got %q, want %q", got, want)
-	}
-	if offs := []int64{ds[0].Position.Offset, ds[1].Position.Offset, ds[2].Position.Offset}; !slices.Equal(offs, []int64{3, 5, 7}) {
-		t.Fatalf("positions %v", offs)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, "a\r")
+		src, _ := newSource(t, path, Options{Read: Earliest})
+		p := &rec{}
+		r := startOn(t, src, p)
+		waitFor(t, "caught up", func() bool { return r.feed().State == engine.StateCaughtUp })
+		elapse(5 * time.Millisecond)
+		if p.count() != 0 {
+			t.Fatal("a line ended by a '\\r' with nothing after it was published while tailing")
+		}
+		appendFile(t, path, "\nb\r\r\n")
+		r.settle(3, p)
+		elapse(5 * time.Millisecond)
+		got, ds := p.got()
+		if want := []string{"a", "b", ""}; !slices.Equal(got, want) {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+		if offs := []int64{ds[0].Position.Offset, ds[1].Position.Offset, ds[2].Position.Offset}; !slices.Equal(offs, []int64{3, 5, 7}) {
+			t.Fatalf("positions %v", offs)
+		}
+	})
 }
 
 // Two replacements while the first file's lines are still queued: the
@@ -267,35 +282,37 @@ func TestATailingReadWaitsForTheByteAfterACR(t *testing.T) {
 // moves through the second to the third, never committing one file's
 // offset under another's identity.
 func TestTwoReplacementsWhileLinesAreQueuedMoveThePointerInOrder(t *testing.T) {
-	path := input(t, numbered("one", 0, 4))
-	rel := newGate(t)
-	p := &rec{gate: blockAt(linesOf("one", 2, 3)[0], rel)}
-	src, lg := newSource(t, path, Options{})
-	r := startSource(t, src, lg, setup{procs: []*rec{p}})
-	ptr := path + ".ptr"
-	waitFor(t, "one read, 2 processed", func() bool {
-		return r.feed().Sequence == 4 && r.feed().State == engine.StateCaughtUp && readPointer(t, ptr).Offset == 2*lineLen
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, numbered("one", 0, 4))
+		rel := newGate(t)
+		p := &rec{gate: blockAt(linesOf("one", 2, 3)[0], rel)}
+		src, lg := newSource(t, path, Options{})
+		r := startSource(t, src, lg, setup{procs: []*rec{p}})
+		ptr := path + ".ptr"
+		waitFor(t, "one read, 2 processed", func() bool {
+			return r.feed().Sequence == 4 && r.feed().State == engine.StateCaughtUp && readPointer(t, ptr).Offset == 2*lineLen
+		})
+		before := readPointer(t, ptr)
+		replaceFile(t, path, numbered("two", 0, 3))
+		waitFor(t, "two read", func() bool { return r.feed().Sequence == 7 && r.feed().State == engine.StateCaughtUp })
+		replaceFile(t, path, numbered("three", 0, 2))
+		waitFor(t, "three read", func() bool { return r.feed().Sequence == 9 && r.feed().State == engine.StateCaughtUp })
+		if got := readPointer(t, ptr); got != before {
+			t.Fatalf("pointer %+v moved while the first file's lines are queued: want %+v", got, before)
+		}
+		rel.open()
+		r.settle(9, p)
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ds := p.got()
+		waitFor(t, "the third file committed", func() bool {
+			got := readPointer(t, ptr)
+			return got.Identity == identity(fi) && got.Epoch == ds[8].Epoch && got.Offset == 2*lineLen
+		})
+		if ds[3].Epoch == ds[4].Epoch || ds[6].Epoch == ds[7].Epoch {
+			t.Fatalf("epochs %d %d %d: want one per file", ds[3].Epoch, ds[4].Epoch, ds[7].Epoch)
+		}
 	})
-	before := readPointer(t, ptr)
-	replaceFile(t, path, numbered("two", 0, 3))
-	waitFor(t, "two read", func() bool { return r.feed().Sequence == 7 && r.feed().State == engine.StateCaughtUp })
-	replaceFile(t, path, numbered("three", 0, 2))
-	waitFor(t, "three read", func() bool { return r.feed().Sequence == 9 && r.feed().State == engine.StateCaughtUp })
-	if got := readPointer(t, ptr); got != before {
-		t.Fatalf("pointer %+v moved while the first file's lines are queued: want %+v", got, before)
-	}
-	rel.open()
-	r.settle(9, p)
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ds := p.got()
-	waitFor(t, "the third file committed", func() bool {
-		got := readPointer(t, ptr)
-		return got.Identity == identity(fi) && got.Epoch == ds[8].Epoch && got.Offset == 2*lineLen
-	})
-	if ds[3].Epoch == ds[4].Epoch || ds[6].Epoch == ds[7].Epoch {
-		t.Fatalf("epochs %d %d %d: want one per file", ds[3].Epoch, ds[4].Epoch, ds[7].Epoch)
-	}
 }

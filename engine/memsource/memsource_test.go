@@ -12,10 +12,12 @@ import (
 )
 
 type collector struct {
-	mu   sync.Mutex
-	got  []any
-	stop int // stop handling (block) after this many, 0 = never
-	hold chan struct{}
+	mu      sync.Mutex
+	got     []any
+	stop    int // stop handling (block) after this many, 0 = never
+	hold    chan struct{}
+	blocked chan struct{} // when not nil, closed as the collector first blocks
+	once    sync.Once
 }
 
 func (c *collector) OnEvent(_ *engine.Cycle, ev any) error {
@@ -23,6 +25,9 @@ func (c *collector) OnEvent(_ *engine.Cycle, ev any) error {
 	n := len(c.got)
 	c.mu.Unlock()
 	if c.stop > 0 && n >= c.stop {
+		if c.blocked != nil {
+			c.once.Do(func() { close(c.blocked) })
+		}
 		<-c.hold
 	}
 	c.mu.Lock()
@@ -95,7 +100,7 @@ func TestARestartedLogResumesAtItsCommittedOffset(t *testing.T) {
 	}
 	log.Close()
 	// Run 1 handles 4 items and is stopped while blocked on the fifth.
-	c1 := &collector{stop: 4, hold: make(chan struct{})}
+	c1 := &collector{stop: 4, hold: make(chan struct{}), blocked: make(chan struct{})}
 	e1, err := engine.New(engine.Config{DrainTimeout: 50 * time.Millisecond,
 		Feeds:  []engine.FeedConfig{{Name: "in", Source: log.Source(), QueueSize: 4}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: c1}}}},
@@ -104,9 +109,10 @@ func TestARestartedLogResumesAtItsCommittedOffset(t *testing.T) {
 		t.Fatal(err)
 	}
 	e1.Start(context.Background())
-	deadline := time.Now().Add(5 * time.Second)
-	for len(c1.items()) < 4 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-c1.blocked: // 4 handled, blocked on the fifth
+	case <-time.After(10 * time.Second):
+		t.Fatalf("handled %d items, never blocked on the fifth", len(c1.items()))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	e1.Stop(ctx) // the blocked group does not stop in time: reported, not committed
