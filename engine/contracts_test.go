@@ -3,6 +3,7 @@ package engine_test
 import (
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/blackbox-audit/blackbox/engine"
 )
@@ -12,32 +13,34 @@ import (
 // group's checkpoint releases neither this checkpoint's hold nor, through
 // this checkpoint, its own.
 func TestAZeroOrForeignMarkDoesNotReleaseAHold(t *testing.T) {
-	gates := map[string]*gate{"g": newGate(true), "h": newGate(true)}
-	e, f, c := positioned(t, engine.Pause(), 64, gates, "g", "h")
-	cpG, err := e.Hold("in", "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpH, err := e.Hold("in", "h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	publishAll(t, f, 1, 3)
-	eventually(t, "3 dispatched by both", func() bool {
-		st := f.Status()
-		return st.Subscribers[0].Dispatched == 3 && st.Subscribers[1].Dispatched == 3
+	synctest.Test(t, func(t *testing.T) {
+		gates := map[string]*gate{"g": newGate(true), "h": newGate(true)}
+		e, f, c := positioned(t, engine.Pause(), 64, gates, "g", "h")
+		cpG, err := e.Hold("in", "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpH, err := e.Hold("in", "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		publishAll(t, f, 1, 3)
+		eventually(t, "3 dispatched by both", func() bool {
+			st := f.Status()
+			return st.Subscribers[0].Dispatched == 3 && st.Subscribers[1].Dispatched == 3
+		})
+		cpG.DurableThrough(engine.Mark{})
+		cpH.DurableThrough(engine.Mark{})
+		settleCommit(t, f, c, 0)
+
+		markH := cpH.Mark()
+		cpG.DurableThrough(markH) // h's mark given to g's checkpoint: ignored
+		cpG.DurableThrough(cpG.Mark())
+		settleCommit(t, f, c, 0) // h is still held at nothing durable
+
+		cpH.DurableThrough(markH) // the mark on its own checkpoint releases it
+		settleCommit(t, f, c, 3)
 	})
-	cpG.DurableThrough(engine.Mark{})
-	cpH.DurableThrough(engine.Mark{})
-	settleCommit(t, f, c, 0)
-
-	markH := cpH.Mark()
-	cpG.DurableThrough(markH) // h's mark given to g's checkpoint: ignored
-	cpG.DurableThrough(cpG.Mark())
-	settleCommit(t, f, c, 0) // h is still held at nothing durable
-
-	cpH.DurableThrough(markH) // the mark on its own checkpoint releases it
-	settleCommit(t, f, c, 3)
 }
 
 // keyed is a completion whose identity is its key; runs counts its runs by
@@ -67,39 +70,41 @@ func (k keyed) Complete(*engine.Delivery) error {
 // as another and comparing it does not panic: both registrations run, and
 // the item does not fail.
 func TestOneRuleDeduplicatesCompletionsInAProcessorAndAcrossItsGroup(t *testing.T) {
-	runs := &runCount{n: map[string]int{}}
-	done := make(chan struct{})
-	failed := make(chan error, 4)
-	register := func(c *engine.Cycle) {
-		c.OnComplete(keyed{"comparable", "k", runs})
-		c.OnComplete(keyed{"comparable", "k", runs})
-		c.OnComplete(keyed{"not comparable", []int{1}, runs})
-		c.OnComplete(keyed{"not comparable", []int{1}, runs})
-	}
-	a := engine.ProcessorFunc(func(c *engine.Cycle, _ any) error { register(c); return nil })
-	b := engine.ProcessorFunc(func(c *engine.Cycle, _ any) error {
-		register(c)
-		c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error { close(done); return nil }))
-		return nil
-	})
-	e := start(t, engine.Config{
-		Observer: engine.Observer{Failed: func(_ string, _ *engine.Input, err error) { failed <- err }},
-		Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
-		Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("a", a, "b", b)}}})
-	f := e.Feed("in")
-	f.SetCommitter(&committer{})
-	publishAll(t, f, 1, 1)
-	select {
-	case <-done:
-	case err := <-failed:
-		t.Fatalf("the item failed: %v", err)
-	}
-	runs.mu.Lock()
-	defer runs.mu.Unlock()
-	want := map[string]int{"comparable": 1, "not comparable": 4}
-	for label, n := range want {
-		if got := runs.n[label]; got != n {
-			t.Errorf("%s completion ran %d times, want %d", label, got, n)
+	synctest.Test(t, func(t *testing.T) {
+		runs := &runCount{n: map[string]int{}}
+		done := make(chan struct{})
+		failed := make(chan error, 4)
+		register := func(c *engine.Cycle) {
+			c.OnComplete(keyed{"comparable", "k", runs})
+			c.OnComplete(keyed{"comparable", "k", runs})
+			c.OnComplete(keyed{"not comparable", []int{1}, runs})
+			c.OnComplete(keyed{"not comparable", []int{1}, runs})
 		}
-	}
+		a := engine.ProcessorFunc(func(c *engine.Cycle, _ any) error { register(c); return nil })
+		b := engine.ProcessorFunc(func(c *engine.Cycle, _ any) error {
+			register(c)
+			c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error { close(done); return nil }))
+			return nil
+		})
+		e := start(t, engine.Config{
+			Observer: engine.Observer{Failed: func(_ string, _ *engine.Input, err error) { failed <- err }},
+			Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
+			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("a", a, "b", b)}}})
+		f := e.Feed("in")
+		f.SetCommitter(&committer{})
+		publishAll(t, f, 1, 1)
+		select {
+		case <-done:
+		case err := <-failed:
+			t.Fatalf("the item failed: %v", err)
+		}
+		runs.mu.Lock()
+		defer runs.mu.Unlock()
+		want := map[string]int{"comparable": 1, "not comparable": 4}
+		for label, n := range want {
+			if got := runs.n[label]; got != n {
+				t.Errorf("%s completion ran %d times, want %d", label, got, n)
+			}
+		}
+	})
 }
