@@ -159,9 +159,9 @@ func (s *crashSetup) committedLines() (int64, error) {
 }
 
 // killAtRun starts a followed run armed (arm: the value of killpoint.Env)
-// to die at the kill point, and waits for it to die by SIGKILL. A run that commits the whole
-// input and lives on outlivedGrace more outlived the point: it is killed
-// and the report says the point was not reached.
+// to die at the kill point, and waits for it to die by SIGKILL. A run that
+// commits the whole input and lives on outlivedGrace more outlived the
+// point: it is killed and the report says the point was not reached.
 func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath, arm string) (killReport, error) {
 	var kr killReport
 	ch, err := startChild(s.exe, args, []string{killpoint.Env + "=" + arm}, logPath)
