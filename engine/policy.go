@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -20,6 +21,22 @@ const (
 	// its next duty cycle; nothing waits and nothing is lost.
 	PauseKind PolicyKind = "PAUSE"
 )
+
+// ParsePolicyKind reads a policy's name as configuration files and flags
+// write it: a kind's own name (PAUSE, DROP_AFTER_SPIN, BLOCK_WITH_DEADLINE)
+// or its short form (pause, drop, block), in any case, with '-' or '_'.
+// Anything else is an error wrapping ErrConfig.
+func ParsePolicyKind(name string) (PolicyKind, error) {
+	switch strings.ReplaceAll(strings.ToUpper(name), "-", "_") {
+	case "PAUSE":
+		return PauseKind, nil
+	case "DROP", "DROP_AFTER_SPIN":
+		return DropAfterSpinKind, nil
+	case "BLOCK", "BLOCK_WITH_DEADLINE":
+		return BlockKind, nil
+	}
+	return "", fmt.Errorf("%w: unknown overload policy %q (want pause, drop or block)", ErrConfig, name)
+}
 
 // DefaultSpin is the spin bound of a drop (and of a push publish's fallback
 // from PAUSE) when none is set.

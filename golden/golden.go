@@ -83,8 +83,9 @@ type Case struct {
 	Format string `json:"format,omitempty"`
 	// QueueSize is the feed's queue size; default 16.
 	QueueSize int `json:"queue_size,omitempty"`
-	// Policy is the feed's overload policy: "PAUSE" (the file source's
-	// default), "DROP_AFTER_SPIN" (spin 0) or "BLOCK_WITH_DEADLINE" (1s).
+	// Policy is the feed's overload policy, as engine.ParsePolicyKind reads
+	// it: "PAUSE" (the file source's default), "DROP_AFTER_SPIN" (spin 0) or
+	// "BLOCK_WITH_DEADLINE" (1s), or their short forms.
 	Policy string `json:"policy,omitempty"`
 	// Journal journals the feed: inputs are INDEXED rows and the items
 	// JOURNAL rows; otherwise inputs are INLINE.
@@ -170,12 +171,14 @@ func (c *Case) check() error {
 	case c.Drop && c.RestartAfter > 0:
 		return fmt.Errorf("%w: drop and restart_after in one case", ErrCase)
 	}
-	switch c.Policy {
-	case "", "PAUSE", "DROP_AFTER_SPIN", "BLOCK_WITH_DEADLINE":
-	default:
-		return fmt.Errorf("%w: unknown policy %q", ErrCase, c.Policy)
+	if c.Policy == "" {
+		return nil
 	}
-	if c.Drop && c.Policy != "" && c.Policy != "DROP_AFTER_SPIN" {
+	kind, err := engine.ParsePolicyKind(c.Policy)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCase, err)
+	}
+	if c.Drop && kind != engine.DropAfterSpinKind {
 		return fmt.Errorf("%w: drop needs policy DROP_AFTER_SPIN, not %s", ErrCase, c.Policy)
 	}
 	return nil

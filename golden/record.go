@@ -334,13 +334,16 @@ func recordRun(c *Case, in string, p engine.Processor) (*store.Memory, error) {
 		g.inner = rec.Journal()
 	}
 	var pol engine.Policy
-	switch c.Policy {
-	case "DROP_AFTER_SPIN":
-		pol = engine.DropAfterSpin(0)
-	case "BLOCK_WITH_DEADLINE":
-		pol = engine.BlockWithDeadline(time.Second)
-	case "PAUSE":
-		pol = engine.Pause()
+	if c.Policy != "" {
+		kind, _ := engine.ParsePolicyKind(c.Policy) // checked when the case was read
+		switch kind {
+		case engine.DropAfterSpinKind:
+			pol = engine.DropAfterSpin(0)
+		case engine.BlockKind:
+			pol = engine.BlockWithDeadline(time.Second)
+		case engine.PauseKind:
+			pol = engine.Pause()
+		}
 	}
 	if c.Drop {
 		pol = engine.DropAfterSpin(0)

@@ -173,19 +173,21 @@ func parsePolicy(name string, spin, deadline time.Duration, spinSet bool) (engin
 	if spin < 0 {
 		return engine.Policy{}, usagef("--spin must not be negative, got %s", spin)
 	}
+	kind, err := engine.ParsePolicyKind(name)
+	if err != nil {
+		return engine.Policy{}, usagef("unknown --policy %q (want pause, drop or block)", name)
+	}
 	var p engine.Policy
-	switch strings.ToLower(name) {
-	case "pause":
+	switch kind {
+	case engine.PauseKind:
 		p = engine.Pause()
-	case "drop", "drop-after-spin":
+	case engine.DropAfterSpinKind:
 		return engine.DropAfterSpin(spin), nil
-	case "block", "block-with-deadline":
+	case engine.BlockKind:
 		if deadline <= 0 {
 			return engine.Policy{}, usagef("--deadline must be positive, got %s", deadline)
 		}
 		p = engine.BlockWithDeadline(deadline)
-	default:
-		return engine.Policy{}, usagef("unknown --policy %q (want pause, drop or block)", name)
 	}
 	if spinSet {
 		p = p.WithSpin(spin)
