@@ -37,23 +37,7 @@ func (p *blockedOnContext) OnEvent(c *engine.Cycle, ev any) error {
 // would report one left blocked).
 func TestAProcessorBlockedOnItsContextLetsStopReturn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newBlockedOnContext()
-		e, err := engine.New(engine.Config{
-			Feeds:        []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 4}},
-			Groups:       []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
-			DrainTimeout: 3 * time.Second,
-			Logger:       testLogger(t),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Feed("in").Publish(context.Background(), "x"); err != nil {
-			t.Fatal(err)
-		}
-		<-p.entered
+		e, p := startBlockedOnContext(t, 3*time.Second)
 		began := time.Now()
 		if err := e.Stop(context.Background()); err != nil {
 			t.Fatalf("Stop: %v", err)
@@ -72,27 +56,11 @@ func TestAProcessorBlockedOnItsContextLetsStopReturn(t *testing.T) {
 // group if it had not ended yet) and the group's goroutine ends.
 func TestAProcessorBlockedOnItsContextLetsStopReturnWhenStopsContextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newBlockedOnContext()
-		e, err := engine.New(engine.Config{
-			Feeds:        []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 4}},
-			Groups:       []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
-			DrainTimeout: time.Hour,
-			Logger:       testLogger(t),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Feed("in").Publish(context.Background(), "x"); err != nil {
-			t.Fatal(err)
-		}
-		<-p.entered
+		e, p := startBlockedOnContext(t, time.Hour)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		began := time.Now()
-		err = e.Stop(ctx)
+		err := e.Stop(ctx)
 		if got, want := time.Since(began), time.Second; got != want {
 			t.Errorf("Stop took %s, want Stop's ctx timeout %s", got, want)
 		}
@@ -324,4 +292,29 @@ func TestCyclePublishNeverWaitsForAFullBlockingQueue(t *testing.T) {
 			t.Fatalf("downgraded %d dropped %d refused %d, want 1 1 0", st.Downgraded, st.Dropped, st.Refused)
 		}
 	})
+}
+
+// startBlockedOnContext starts an engine with drain bound drain whose one
+// processor is blocked on its Cycle.Context, handling the one item
+// published.
+func startBlockedOnContext(t *testing.T, drain time.Duration) (*engine.Engine, *blockedOnContext) {
+	t.Helper()
+	p := newBlockedOnContext()
+	e, err := engine.New(engine.Config{
+		Feeds:        []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 4}},
+		Groups:       []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
+		DrainTimeout: drain,
+		Logger:       testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Feed("in").Publish(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	<-p.entered
+	return e, p
 }

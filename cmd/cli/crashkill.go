@@ -169,11 +169,7 @@ func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath, arm 
 		return kr, err
 	}
 	defer ch.close()
-	start, exited, kill := ch.start, ch.exited, ch.kill
-	deadline := time.NewTimer(2 * time.Minute)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
+	start, exited, kill, deadline, tick := ch.start, ch.exited, ch.kill, ch.deadline, ch.tick
 	var outlived <-chan time.Time // armed once the whole input is committed
 	for {
 		select {
@@ -217,11 +213,7 @@ func (c *CLI) killRun(ctx context.Context, exe string, args []string, logPath, o
 		return kr, err
 	}
 	defer ch.close()
-	start, exited, kill := ch.start, ch.exited, ch.kill
-	deadline := time.NewTimer(2 * time.Minute)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
+	start, exited, kill, deadline, tick := ch.start, ch.exited, ch.kill, ch.deadline, ch.tick
 	lc := &lineCounter{path: outFile}
 	for {
 		select {
@@ -253,10 +245,12 @@ func (c *CLI) killRun(ctx context.Context, exe string, args []string, logPath, o
 // child is a running child process of crashtest, its output going to a
 // log file. It is owned by the goroutine that started it.
 type child struct {
-	cmd    *exec.Cmd
-	log    *os.File
-	start  time.Time
-	exited chan error // the result of Wait, once
+	cmd      *exec.Cmd
+	log      *os.File
+	start    time.Time
+	exited   chan error   // the result of Wait, once
+	deadline *time.Timer  // fires when the child has run for 2 minutes: a kill loop gives up
+	tick     *time.Ticker // every millisecond: a kill loop looks at the child's files
 }
 
 // startChild starts exe with args, env added to this process's
@@ -275,7 +269,8 @@ func startChild(exe string, args, env []string, logPath string) (*child, error) 
 		logf.Close()
 		return nil, fmt.Errorf("crashtest: starting %s: %w", exe, err)
 	}
-	ch := &child{cmd: cmd, log: logf, start: time.Now(), exited: make(chan error, 1)}
+	ch := &child{cmd: cmd, log: logf, start: time.Now(), exited: make(chan error, 1),
+		deadline: time.NewTimer(2 * time.Minute), tick: time.NewTicker(time.Millisecond)}
 	go func() { ch.exited <- cmd.Wait() }()
 	return ch, nil
 }
@@ -286,7 +281,11 @@ func (ch *child) kill() {
 	<-ch.exited
 }
 
-func (ch *child) close() { ch.log.Close() }
+func (ch *child) close() {
+	ch.deadline.Stop()
+	ch.tick.Stop()
+	ch.log.Close()
+}
 
 // child runs the binary to its end and returns its exit code.
 func (c *CLI) child(ctx context.Context, exe string, args []string, logPath string) (int, error) {
