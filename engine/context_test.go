@@ -277,7 +277,7 @@ func TestCyclePublishNeverWaitsForAFullBlockingQueue(t *testing.T) {
 		}
 		var pubErr error
 		h := engine.NewHost("direct", engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-			pubErr = c.Publish(out, ev)
+			pubErr = out.Offer(ev)
 			return nil
 		}), engine.SystemClock())
 		began := time.Now()

@@ -86,17 +86,9 @@ func (c *Cycle) Delivery() *Delivery { return c.h.trace.Delivery }
 // Stop's ctx done), so a processor waiting on it lets Stop return; an item
 // whose processor then fails is not dispatched, and the next run delivers
 // it again. A Host built with NewHost returns the context given with
-// WithContext, by default context.Background() (never cancelled). Publish
-// from a cycle with Cycle.Publish; Feed.Publish with this context never
-// waits either (the older way, kept).
+// WithContext, by default context.Background() (never cancelled). To publish
+// from a cycle, use the feed's Offer, which never waits.
 func (c *Cycle) Context() context.Context { return c.h.ctx }
-
-// Publish publishes a push item into f from this cycle, as Feed.Publish
-// does, except that it never waits for room: a full BLOCK_WITH_DEADLINE or
-// PAUSE queue is a counted drop after the queue's spin (downgraded), a
-// processor being the only one that could empty its own group's queue. It
-// returns ErrStopped once the feed is stopped.
-func (c *Cycle) Publish(f *Feed, item any) error { return f.publish(c.h.ctx, item, false) }
 
 // Now reads the engine clock. Every reading is part of the input's record and
 // is played back in replay, so a processor must read time only through Now.
@@ -323,12 +315,14 @@ func (h *Host) call(ev any, timer int) (err error) {
 	return h.proc.OnEvent(&h.cycle, ev)
 }
 
-// Complete runs one completion callback for delivery d, recovering a panic
-// into a *PanicError.
-func Complete(processor string, f Completion, d *Delivery) (err error) {
+// Complete runs completion f of delivery d, registered by this Host's
+// processor (a Trace's Completions), recovering a panic into a
+// *PanicError. The engine runs a delivery's completions this way once the
+// item is handled; the replayer runs them at the same point.
+func (h *Host) Complete(f Completion, d *Delivery) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Processor: processor, Value: v, Stack: debug.Stack()}
+			err = &PanicError{Processor: h.name, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return f.Complete(d)

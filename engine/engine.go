@@ -179,7 +179,7 @@ func New(cfg Config) (*Engine, error) {
 	for _, gc := range cfg.Groups {
 		g := &group{name: gc.Name, eng: e, retry: gc.Retry, obs: &e.cfg.Observer, clock: cfg.TimerClock,
 			wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-		g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), agentKey, g))
+		g.ctx, g.cancel = context.WithCancel(context.Background())
 		for i, pc := range gc.Processors {
 			g.names = append(g.names, pc.Name)
 			g.hosts = append(g.hosts, NewHost(pc.Name, pc.Processor, cfg.Clock,

@@ -66,10 +66,10 @@ const DefaultWindowCap = 65536
 
 type ctxKey int
 
-const (
-	agentKey  ctxKey = iota // the context of a group goroutine
-	nestedKey               // the context of code run under a feed's publish
-)
+// nestedKey marks the context a Journal's Append is given: a Publish with
+// it into the same feed is deferred until the current publish is done (the
+// goroutine holds the feed's lock), and never waits.
+const nestedKey ctxKey = 0
 
 // Feed is one source of items: it numbers them, journals them if asked, and
 // fans each out to one bounded queue per subscribing group under its
@@ -149,20 +149,27 @@ func (f *Feed) Name() string { return f.name }
 // and PAUSE it never waits past the spin; under BLOCK_WITH_DEADLINE it waits
 // outside the lock until every blocking queue has room, then delivers to all
 // of them, or refuses with a *RefusedError (deadline, shutdown, cancelled) and
-// delivers to none. A publish from a group goroutine or nested in a publish
-// never waits: it falls back to a counted drop, counted as downgraded. From
-// a cycle, say so with Cycle.Publish. Publish recognises a group goroutine
-// too, whatever ctx it passes: with Cycle.Context at no cost (kept for code
-// written before Cycle.Publish), with any other context (context.Background,
-// a context of its own) only when the publish is about to wait, by the
-// goroutine's identity, so that a processor never waits for room in a queue
-// only its own group can empty. A nil ctx is refused (ErrNilContext).
+// delivers to none. A nil ctx is refused (ErrNilContext). From a processor,
+// a completion or an observer hook, publish with Offer: code running on a
+// group's goroutine must not wait for room in a queue that only its own
+// group can empty. As a guard, a Publish that is about to wait checks
+// whether it runs on a group goroutine (by the goroutine's identity, at a
+// cost only then) and, if it does, never waits: the item is a counted drop,
+// as with Offer.
 func (f *Feed) Publish(ctx context.Context, item any) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: Feed.Publish to feed %q", ErrNilContext, f.name)
 	}
-	return f.publish(ctx, item, !noWait(ctx))
+	return f.publish(ctx, item, ctx.Value(nestedKey) == nil)
 }
+
+// Offer publishes a push item without ever waiting for room: a full
+// BLOCK_WITH_DEADLINE or PAUSE queue is a counted drop after the queue's
+// spin (counted as downgraded). It is the publish for code running inside
+// the engine (a processor's cycle, a completion, a timer, an observer hook),
+// a processor being the only one that could empty its own group's queue. It
+// returns ErrStopped once the feed is stopped.
+func (f *Feed) Offer(item any) error { return f.publish(context.Background(), item, false) }
 
 // publish is Publish; mayWait says whether a full BLOCK queue may be waited
 // for (off the group goroutines: see onGroupGoroutine).
@@ -240,12 +247,6 @@ func (f *Feed) soleTarget() *binding {
 		return b
 	}
 	return nil
-}
-
-// noWait reports whether a publish with ctx must never wait: it runs on a
-// group's goroutine (Cycle.Context) or nested in a publish.
-func noWait(ctx context.Context) bool {
-	return ctx.Value(agentKey) != nil || ctx.Value(nestedKey) != nil
 }
 
 // onGroupGoroutine reports whether the caller runs on one of the engine's

@@ -104,8 +104,8 @@ func (g *group) run() {
 	g.goid.Store(goroutineID())
 	for _, h := range g.hosts {
 		if g.obs.Started != nil {
-			if err := g.obs.Started(h.name, h.proc); err != nil {
-				g.fail("Started", h.name, nil, err)
+			if err := g.obs.Started(h.Name(), h.proc); err != nil {
+				g.fail("Started", h.Name(), nil, err)
 				break
 			}
 		}
@@ -284,11 +284,11 @@ func (g *group) dispatch(b *binding, e envelope) bool {
 				in.Delivery = d
 			}
 			if g.obs.Received != nil {
-				g.obs.Received(h.name, in)
+				g.obs.Received(h.Name(), in)
 			}
 			t := h.Handle(d, e.item)
 			if g.obs.Handled != nil {
-				g.obs.Handled(h.name, in, t)
+				g.obs.Handled(h.Name(), in, t)
 			}
 			if t.Err == nil {
 				for _, c := range t.Completions {
@@ -299,7 +299,7 @@ func (g *group) dispatch(b *binding, e envelope) bool {
 			if attempt == 0 {
 				g.failed[pi] = true
 				if g.obs.Failed != nil {
-					g.obs.Failed(h.name, in, t.Err)
+					g.obs.Failed(h.Name(), in, t.Err)
 				}
 			}
 			if g.ctx.Err() != nil {
@@ -307,7 +307,7 @@ func (g *group) dispatch(b *binding, e envelope) bool {
 			}
 			if attempt+1 >= attempts {
 				b.feed.failures.Add(1)
-				g.eng.warnf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.seq, h.name, attempts, t.Err)
+				g.eng.warnf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.seq, h.Name(), attempts, t.Err)
 				break
 			}
 			if !g.backoff() {
@@ -323,9 +323,9 @@ func (g *group) dispatch(b *binding, e envelope) bool {
 		}
 	}
 	for _, oc := range g.comps {
-		owner := g.hosts[oc.owner].name
+		owner := g.hosts[oc.owner].Name()
 		for attempt := 0; ; attempt++ {
-			err := Complete(owner, oc.c, dv)
+			err := g.hosts[oc.owner].Complete(oc.c, dv)
 			if err == nil {
 				break
 			}
@@ -429,8 +429,8 @@ func (g *group) finish() {
 	}
 	for _, h := range g.hosts {
 		if g.obs.Stopped != nil {
-			if err := g.obs.Stopped(h.name); err != nil {
-				g.fail("Stopped", h.name, nil, err)
+			if err := g.obs.Stopped(h.Name()); err != nil {
+				g.fail("Stopped", h.Name(), nil, err)
 				return
 			}
 		}
@@ -493,10 +493,10 @@ func (g *group) fireTimers() bool {
 		h := g.hosts[te.host]
 		t := h.Fire(te.n)
 		if t.Err != nil {
-			g.eng.warnf("processor %q timer %d failed: %v", h.name, te.n, t.Err)
+			g.eng.warnf("processor %q timer %d failed: %v", h.Name(), te.n, t.Err)
 		}
 		if g.obs.TimerFired != nil {
-			g.obs.TimerFired(h.name, t)
+			g.obs.TimerFired(h.Name(), t)
 		}
 		fired = true
 	}

@@ -304,7 +304,7 @@ func (rp *replay) handled(e *store.Entry, t *engine.Trace) {
 	// Completions: after the input and all its reentrant cycles, in
 	// registration order, as live (the trace holds each once).
 	for _, f := range t.Completions {
-		if err := engine.Complete(rp.job.proc, f, c.delivery); err != nil {
+		if err := rp.host.Complete(f, c.delivery); err != nil {
 			rp.stop(e.Index, StopError, "a completion callback of the input at index %d failed in replay (it did not live): %v", e.Index, err)
 			return
 		}
