@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -115,7 +116,7 @@ func TestTheLastConsumerGoneStopsReadingAndCommitting(t *testing.T) {
 		if err := e.Unsubscribe("g", "in"); err != nil {
 			t.Fatal(err)
 		}
-		if f.TryPublish(6, engine.Position{Offset: 6}) {
+		if f.TryPublish(6, core.Position{Offset: 6}) {
 			t.Fatal("TryPublish took an item with no live consumer")
 		}
 		st := e.Status().Feeds[0]
@@ -143,10 +144,10 @@ func TestATransientFenceHoldsThePointer(t *testing.T) {
 		if err := e.Fence("g"); err != nil {
 			t.Fatal(err)
 		}
-		if f.TryPublish(4, engine.Position{Offset: 4}) {
+		if f.TryPublish(4, core.Position{Offset: 4}) {
 			t.Fatal("a positioned feed took an item while its consumer was fenced")
 		}
-		if n := f.TryPublishBatch([]any{4, 5}, []engine.Position{{Offset: 4}, {Offset: 5}}); n != 0 {
+		if n := f.TryPublishBatch([]any{4, 5}, []core.Position{{Offset: 4}, {Offset: 5}}); n != 0 {
 			t.Fatalf("a positioned feed took %d items of a batch while its consumer was fenced", n)
 		}
 		if st := e.Status().Feeds[0]; st.Stalled == nil {
@@ -186,12 +187,12 @@ func TestAnExplicitDropDropsCountsAndCommitsPastTheDrop(t *testing.T) {
 		f := e.Feed("in")
 		c := &committer{}
 		f.SetCommitter(c)
-		if !f.TryPublish(1, engine.Position{Offset: 1}) {
+		if !f.TryPublish(1, core.Position{Offset: 1}) {
 			t.Fatal("paused")
 		}
 		eventually(t, "item 1 taken", func() bool { return g.enteredCount() == 1 })
 		for i := 2; i <= 10; i++ {
-			if !f.TryPublish(i, engine.Position{Offset: int64(i)}) {
+			if !f.TryPublish(i, core.Position{Offset: int64(i)}) {
 				t.Fatalf("a DROP feed paused at %d", i)
 			}
 		}
@@ -230,10 +231,10 @@ func TestAStoppedFeedTakesNothing(t *testing.T) {
 		if err := e.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if f.TryPublish(1, engine.Position{Offset: 1}) {
+		if f.TryPublish(1, core.Position{Offset: 1}) {
 			t.Error("TryPublish took an item after Stop")
 		}
-		if n := f.TryPublishBatch([]any{1, 2}, []engine.Position{{Offset: 1}, {Offset: 2}}); n != 0 {
+		if n := f.TryPublishBatch([]any{1, 2}, []core.Position{{Offset: 1}, {Offset: 2}}); n != 0 {
 			t.Errorf("TryPublishBatch took %d items after Stop", n)
 		}
 		if st := e.Status().Feeds[0]; st.Sequence != 0 || st.Paused || st.Pauses != 0 {
@@ -280,7 +281,7 @@ func TestAFeedIsSettledOnlyOnceItsCommitSucceeded(t *testing.T) {
 		})
 		f.SetCommitter(c)
 		f.SetState(engine.StateCaughtUp, "")
-		if !f.TryPublish(1, engine.Position{Offset: 10}) {
+		if !f.TryPublish(1, core.Position{Offset: 10}) {
 			t.Fatal("paused")
 		}
 		eventually(t, "the item dispatched", func() bool { return e.Status().Feeds[0].Subscribers[0].Drained })

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -37,8 +38,8 @@ func BenchmarkChannelHandoff(b *testing.B) {
 	}
 }
 
-func noop() engine.Processor {
-	return engine.ProcessorFunc(func(*engine.Cycle, any) error { return nil })
+func noop() core.Processor {
+	return core.ProcessorFunc(func(*core.Cycle, any) error { return nil })
 }
 
 func benchEngine(b *testing.B, pol engine.Policy) (*engine.Engine, *engine.Feed) {
@@ -82,7 +83,7 @@ func BenchmarkTryPublishPause(b *testing.B) {
 	_, f := benchEngine(b, engine.Pause())
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for !f.TryPublish(i, engine.Position{Offset: int64(i + 1)}) {
+		for !f.TryPublish(i, core.Position{Offset: int64(i + 1)}) {
 			runtime.Gosched()
 		}
 	}
@@ -96,7 +97,7 @@ func BenchmarkTryPublishPauseCommitted(b *testing.B) {
 	f.SetCommitter(&committer{})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for !f.TryPublish(i, engine.Position{Offset: int64(i + 1)}) {
+		for !f.TryPublish(i, core.Position{Offset: int64(i + 1)}) {
 			f.PollAcks()
 			runtime.Gosched()
 		}
@@ -109,7 +110,7 @@ func BenchmarkTryPublishPauseCommitted(b *testing.B) {
 
 // The deterministic core alone: one input through one processor.
 func BenchmarkHostHandle(b *testing.B) {
-	h := engine.NewHost("p", noop(), engine.SystemClock())
+	h := core.NewHost("p", noop(), core.SystemClock())
 	for i := 0; i < b.N; i++ {
 		if t := h.Handle(nil, i); t.Err != nil {
 			b.Fatal(t.Err)
@@ -148,7 +149,7 @@ func newPipeline(b *testing.B, groups int) *pipeline {
 func (p *pipeline) run(n int) time.Duration {
 	began := time.Now()
 	for end := p.next + n; p.next < end; {
-		if !p.f.TryPublish(p.next, engine.Position{Offset: int64(p.next + 1)}) {
+		if !p.f.TryPublish(p.next, core.Position{Offset: int64(p.next + 1)}) {
 			p.f.PollAcks()
 			runtime.Gosched()
 			continue

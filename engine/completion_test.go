@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -39,7 +40,7 @@ type saver struct {
 	fail int // fail this many times
 }
 
-func (s *saver) Complete(d *engine.Delivery) error {
+func (s *saver) Complete(d *core.Delivery) error {
 	st := s.f.Status()
 	s.log.add("%s complete %d dispatched=%d", s.name, d.Position.Offset, st.Subscribers[0].Dispatched)
 	if s.fail > 0 {
@@ -54,7 +55,7 @@ func TestCompletionsRunAfterReentrantWorkAndBeforeTheDispatchedCounter(t *testin
 		log := &journalLog{}
 		var e *engine.Engine
 		var sa, sb *saver
-		a := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		a := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			log.add("a %v", ev)
 			if ev == 1 {
 				c.Queue(10)
@@ -63,7 +64,7 @@ func TestCompletionsRunAfterReentrantWorkAndBeforeTheDispatchedCounter(t *testin
 			c.OnComplete(sa) // the same value is kept once
 			return nil
 		})
-		b := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		b := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			log.add("b %v", ev)
 			if !c.OnComplete(sb) {
 				log.add("b no delivery")
@@ -89,8 +90,8 @@ func TestOnCompleteOutsideAPositionedDeliveryKeepsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var got []bool
 		var mu sync.Mutex
-		p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-			ok := c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error { panic("must not run") }))
+		p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
+			ok := c.OnComplete(core.CompletionFunc(func(*core.Delivery) error { panic("must not run") }))
 			mu.Lock()
 			got = append(got, ok, c.Delivery() == nil)
 			mu.Unlock()
@@ -124,7 +125,7 @@ func TestAFailingCallbackIsRetriedAloneAndSkippedWhenExhausted(t *testing.T) {
 				log := &journalLog{}
 				var s *saver
 				handled := 0
-				p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+				p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 					handled++
 					c.OnComplete(s)
 					return nil
@@ -155,7 +156,7 @@ func TestAPanicIsAFailureOfTheItemNeverACrash(t *testing.T) {
 		var mu sync.Mutex
 		var failed []error
 		calls := 0
-		p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			calls++
 			if calls == 1 {
 				panic("boom")
@@ -171,7 +172,7 @@ func TestAPanicIsAFailureOfTheItemNeverACrash(t *testing.T) {
 		eventually(t, "both", func() bool { return e.Status().Feeds[0].Subscribers[0].Dispatched == 2 })
 		mu.Lock()
 		defer mu.Unlock()
-		var pe *engine.PanicError
+		var pe *core.PanicError
 		if len(failed) != 1 || !errors.As(failed[0], &pe) || calls != 3 {
 			t.Fatalf("failures %v calls %d: want one *PanicError, then a retry and the next item", failed, calls)
 		}
@@ -186,7 +187,7 @@ func TestAPanicIsAFailureOfTheItemNeverACrash(t *testing.T) {
 // lossless: the item was not applied.
 func TestAnExhaustedFailureSkipsTheItemAndItIsAcknowledged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error { return errors.New("always") })
+		p := core.ProcessorFunc(func(c *core.Cycle, ev any) error { return errors.New("always") })
 		e := start(t, engine.Config{
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Retry: engine.RetryPolicy{Attempts: 2}, Processors: procs("p", p)}}})
@@ -292,7 +293,7 @@ func TestStatusJSONHasEveryField(t *testing.T) {
 }
 
 func TestBadConfigurationFailsAtNew(t *testing.T) {
-	p := engine.ProcessorFunc(func(*engine.Cycle, any) error { return nil })
+	p := core.ProcessorFunc(func(*core.Cycle, any) error { return nil })
 	group := func(name string, feeds ...string) engine.GroupConfig {
 		return engine.GroupConfig{Name: name, Feeds: feeds, Processors: procs("p-"+name, p)}
 	}

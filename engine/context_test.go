@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -23,7 +24,7 @@ func newBlockedOnContext() *blockedOnContext {
 	return &blockedOnContext{entered: make(chan struct{}, 1), sawDone: make(chan error, 1)}
 }
 
-func (p *blockedOnContext) OnEvent(c *engine.Cycle, ev any) error {
+func (p *blockedOnContext) OnEvent(c *core.Cycle, ev any) error {
 	ctx := c.Context()
 	p.entered <- struct{}{}
 	<-ctx.Done()
@@ -86,7 +87,7 @@ func TestAnItemThatFailedOnTheCancelledContextIsNotCommitted(t *testing.T) {
 		t.Run(where, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				entered := make(chan struct{}, 1)
-				p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+				p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 					ctx := c.Context()
 					wait := func() error {
 						entered <- struct{}{}
@@ -96,7 +97,7 @@ func TestAnItemThatFailedOnTheCancelledContextIsNotCommitted(t *testing.T) {
 					if where == "processor" {
 						return wait()
 					}
-					c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error { return wait() }))
+					c.OnComplete(core.CompletionFunc(func(*core.Delivery) error { return wait() }))
 					return nil
 				})
 				e, err := engine.New(engine.Config{
@@ -114,7 +115,7 @@ func TestAnItemThatFailedOnTheCancelledContextIsNotCommitted(t *testing.T) {
 				if err := e.Start(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				if !f.TryPublish("x", engine.Position{Offset: 1}) {
+				if !f.TryPublish("x", core.Position{Offset: 1}) {
 					t.Fatal("TryPublish refused the first item")
 				}
 				<-entered
@@ -166,7 +167,7 @@ func TestStartWithADoneContextStartsNothing(t *testing.T) {
 				e, err := engine.New(engine.Config{
 					Feeds:  []engine.FeedConfig{{Name: "in", Source: src, Policy: engine.Pause(), QueueSize: 4}},
 					Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newGate(true))}},
-					Observer: engine.Observer{Started: func(string, engine.Processor) error {
+					Observer: engine.Observer{Started: func(string, core.Processor) error {
 						started.Add(1)
 						return nil
 					}},
@@ -276,10 +277,10 @@ func TestCyclePublishNeverWaitsForAFullBlockingQueue(t *testing.T) {
 			synctest.Wait()
 		}
 		var pubErr error
-		h := engine.NewHost("direct", engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		h := core.NewHost("direct", core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			pubErr = out.Offer(ev)
 			return nil
-		}), engine.SystemClock())
+		}), core.SystemClock())
 		began := time.Now()
 		if tr := h.Handle(nil, "c"); tr.Err != nil {
 			t.Fatal(tr.Err)

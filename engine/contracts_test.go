@@ -5,6 +5,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -56,7 +57,7 @@ type runCount struct {
 	n  map[string]int
 }
 
-func (k keyed) Complete(*engine.Delivery) error {
+func (k keyed) Complete(*core.Delivery) error {
 	k.runs.mu.Lock()
 	k.runs.n[k.label]++
 	k.runs.mu.Unlock()
@@ -74,16 +75,16 @@ func TestOneRuleDeduplicatesCompletionsInAProcessorAndAcrossItsGroup(t *testing.
 		runs := &runCount{n: map[string]int{}}
 		done := make(chan struct{})
 		failed := make(chan error, 4)
-		register := func(c *engine.Cycle) {
+		register := func(c *core.Cycle) {
 			c.OnComplete(keyed{"comparable", "k", runs})
 			c.OnComplete(keyed{"comparable", "k", runs})
 			c.OnComplete(keyed{"not comparable", []int{1}, runs})
 			c.OnComplete(keyed{"not comparable", []int{1}, runs})
 		}
-		a := engine.ProcessorFunc(func(c *engine.Cycle, _ any) error { register(c); return nil })
-		b := engine.ProcessorFunc(func(c *engine.Cycle, _ any) error {
+		a := core.ProcessorFunc(func(c *core.Cycle, _ any) error { register(c); return nil })
+		b := core.ProcessorFunc(func(c *core.Cycle, _ any) error {
 			register(c)
-			c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error { close(done); return nil }))
+			c.OnComplete(core.CompletionFunc(func(*core.Delivery) error { close(done); return nil }))
 			return nil
 		})
 		e := start(t, engine.Config{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/blackbox-audit/blackbox/core"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,17 +15,17 @@ import (
 type Config struct {
 	// Clock is what processors read through Cycle.Now (recorded, played
 	// back). Default: SystemClock.
-	Clock Clock
+	Clock core.Clock
 	// TimerClock decides when timers are due. Default: SystemClock. It is
 	// separate from Clock so that polling timers never consumes readings of
 	// a deterministic Clock.
-	TimerClock Clock
+	TimerClock core.Clock
 	Feeds      []FeedConfig
 	Groups     []GroupConfig
 	Observer   Observer
 	// Sink receives every emitted output live, with the emitting
 	// processor's name and the sink name; nil discards them.
-	Sink Sink
+	Sink core.Sink
 	// DrainTimeout bounds how long Stop lets the groups drain their queues
 	// after the sources stopped. Default 5s.
 	DrainTimeout time.Duration
@@ -65,7 +66,7 @@ type GroupConfig struct {
 // ProcessorConfig names one processor. Names are unique in the engine.
 type ProcessorConfig struct {
 	Name      string
-	Processor Processor
+	Processor core.Processor
 }
 
 // Engine is the delivery engine: feeds, groups and their goroutines. Its
@@ -73,7 +74,7 @@ type ProcessorConfig struct {
 // end it with Stop; its goroutines stop on Stop.
 type Engine struct {
 	cfg    Config
-	clock  Clock
+	clock  core.Clock
 	feeds  []*Feed
 	byName map[string]*Feed
 	groups []*group
@@ -96,10 +97,10 @@ type Engine struct {
 // feed, group or processor name, a subscription to an unknown feed.
 func New(cfg Config) (*Engine, error) {
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock()
+		cfg.Clock = core.SystemClock()
 	}
 	if cfg.TimerClock == nil {
-		cfg.TimerClock = SystemClock()
+		cfg.TimerClock = core.SystemClock()
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 5 * time.Second
@@ -182,8 +183,8 @@ func New(cfg Config) (*Engine, error) {
 		g.ctx, g.cancel = context.WithCancel(context.Background())
 		for i, pc := range gc.Processors {
 			g.names = append(g.names, pc.Name)
-			g.hosts = append(g.hosts, NewHost(pc.Name, pc.Processor, cfg.Clock,
-				WithSink(cfg.Sink), WithTimers(cfg.TimerClock, g.schedule(i)), WithContext(g.ctx)))
+			g.hosts = append(g.hosts, core.NewHost(pc.Name, pc.Processor, cfg.Clock,
+				core.WithSink(cfg.Sink), core.WithTimers(cfg.TimerClock, g.schedule(i)), core.WithContext(g.ctx)))
 		}
 		g.failed = make([]bool, len(g.hosts))
 		g.compErr = make([]bool, len(g.hosts))
@@ -236,7 +237,7 @@ func (e *Engine) warnf(format string, args ...any) {
 func (e *Engine) Feed(name string) *Feed { return e.byName[name] }
 
 // Clock is the engine's clock.
-func (e *Engine) Clock() Clock { return e.clock }
+func (e *Engine) Clock() core.Clock { return e.clock }
 
 // Start starts every group goroutine, then every source. A ctx that is
 // already done starts nothing: Start returns its error (errors.Is(err,

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 )
@@ -13,7 +14,7 @@ import (
 // A bounded job: a list of lines, one processor that emits each line upper
 // cased, a sink that prints the outputs, run until settled.
 func ExampleEngine_RunSettled() {
-	upper := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+	upper := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 		c.Emit("out", strings.ToUpper(ev.(string)))
 		return nil
 	})
@@ -22,7 +23,7 @@ func ExampleEngine_RunSettled() {
 			Policy: engine.BlockWithDeadline(time.Second), QueueSize: 16}},
 		Groups: []engine.GroupConfig{{Name: "main", Feeds: []string{"lines"},
 			Processors: []engine.ProcessorConfig{{Name: "upper", Processor: upper}}}},
-		Sink: engine.SinkFunc(func(processor, sink string, out any) error {
+		Sink: core.SinkFunc(func(processor, sink string, out any) error {
 			fmt.Println(processor, sink, out)
 			return nil
 		}),
@@ -43,11 +44,11 @@ func ExampleEngine_RunSettled() {
 // Delivery.AlreadyApplied is how a stateful processor skips an item its
 // saved state already holds after a restart re-delivers it.
 func ExampleDelivery_AlreadyApplied() {
-	saved := engine.Position{Offset: 120} // saved with the state, epoch 7
-	for _, d := range []engine.Delivery{
-		{Feed: "input", Epoch: 7, Position: engine.Position{Offset: 100}},
-		{Feed: "input", Epoch: 7, Position: engine.Position{Offset: 140}},
-		{Feed: "input", Epoch: 8, Position: engine.Position{Offset: 100}}, // the input was replaced
+	saved := core.Position{Offset: 120} // saved with the state, epoch 7
+	for _, d := range []core.Delivery{
+		{Feed: "input", Epoch: 7, Position: core.Position{Offset: 100}},
+		{Feed: "input", Epoch: 7, Position: core.Position{Offset: 140}},
+		{Feed: "input", Epoch: 8, Position: core.Position{Offset: 100}}, // the input was replaced
 	} {
 		fmt.Println(d.Position.Offset, d.Epoch, d.AlreadyApplied(7, saved))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/blackbox-audit/blackbox/core"
 	"runtime"
 	"strconv"
 	"sync"
@@ -31,7 +32,7 @@ type Journal interface {
 // (Feed.PollAcks): the source's own, or the engine's stop goroutine once the
 // source has stopped; never concurrently.
 type Committer interface {
-	Acknowledged(seq, epoch int64, pos Position)
+	Acknowledged(seq, epoch int64, pos core.Position)
 	Commit() error
 }
 
@@ -322,7 +323,7 @@ func (f *Feed) waitRoom(ctx context.Context, deadline time.Time) {
 // queues of the feed still drop after their spin. While the feed's Journal
 // runs (a TryPublish from inside Append), it takes nothing and returns
 // false at once, without waiting for the lock Append runs under.
-func (f *Feed) TryPublish(item any, pos Position) bool {
+func (f *Feed) TryPublish(item any, pos core.Position) bool {
 	if f.inJournal() {
 		return false
 	}
@@ -391,7 +392,7 @@ func (f *Feed) signalReady() {
 // groups see the items taken when it returns (earlier, before a journal
 // stores one or while a full DROP queue is waited for). From inside the
 // feed's Journal it takes nothing (see TryPublish).
-func (f *Feed) TryPublishBatch(items []any, pos []Position) int {
+func (f *Feed) TryPublishBatch(items []any, pos []core.Position) int {
 	if f.inJournal() {
 		return 0
 	}
@@ -416,7 +417,7 @@ func (f *Feed) TryPublishBatch(items []any, pos []Position) int {
 // places as many as the queue has room for and the ack window takes, doing
 // what commit does for them without building an envelope each, and
 // reports how many; TryPublishBatch offers the rest the general way.
-func (f *Feed) handOffBatch(items []any, pos []Position) int {
+func (f *Feed) handOffBatch(items []any, pos []core.Position) int {
 	b := f.soleTarget()
 	if b == nil || f.closing {
 		return 0
@@ -472,7 +473,7 @@ func (f *Feed) flush() {
 // the caller flushes them before it lets go of the lock. push says the
 // item came from Publish, whose full PAUSE or non-waiting BLOCK queues fall
 // back to a drop after spin.
-func (f *Feed) commit(ctx context.Context, item any, pos *Position, push bool) {
+func (f *Feed) commit(ctx context.Context, item any, pos *core.Position, push bool) {
 	f.seq++
 	seq := f.seq
 	env := envelope{item: item, seq: seq}
@@ -541,7 +542,7 @@ func (f *Feed) commit(ctx context.Context, item any, pos *Position, push bool) {
 
 // track opens the ack window's entry of a positioned item (lock held,
 // committer set); the caller sets where the item sits in each target queue.
-func (f *Feed) track(seq int64, pos *Position, targets []*binding) *ackEntry {
+func (f *Feed) track(seq int64, pos *core.Position, targets []*binding) *ackEntry {
 	e := f.win.push(len(targets))
 	e.seq, e.epoch, e.pos, e.targets = seq, f.epoch, *pos, targets
 	return e
@@ -705,7 +706,7 @@ func (f *Feed) PollAcks() (int, error) {
 // queue it was offered to, the queue position just after it (0: not offered).
 type ackEntry struct {
 	seq, epoch int64
-	pos        Position
+	pos        core.Position
 	targets    []*binding
 	after      []int64
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"container/heap"
 	"context"
+	"github.com/blackbox-audit/blackbox/core"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -23,11 +24,11 @@ func (r RetryPolicy) attempts() int { return max(1, r.Attempts) }
 type group struct {
 	name  string
 	eng   *Engine
-	hosts []*Host
+	hosts []*core.Host
 	names []string
 	retry RetryPolicy
 	obs   *Observer
-	clock Clock
+	clock core.Clock
 	// ctx is what its cycles return from Cycle.Context; Stop cancels it
 	// once the drain is over, after closing stop.
 	ctx    context.Context
@@ -54,7 +55,7 @@ type group struct {
 	nTimers  atomic.Int64 // len(timers), read without the lock
 
 	in      Input
-	dv      Delivery // the current item's delivery, reused: valid during the delivery only
+	dv      core.Delivery // the current item's delivery, reused: valid during the delivery only
 	drops   []Drop
 	comps   []ownedCompletion
 	failed  []bool
@@ -63,7 +64,7 @@ type group struct {
 
 type ownedCompletion struct {
 	owner int
-	c     Completion
+	c     core.Completion
 }
 
 func (g *group) notify() {
@@ -104,7 +105,7 @@ func (g *group) run() {
 	g.goid.Store(goroutineID())
 	for _, h := range g.hosts {
 		if g.obs.Started != nil {
-			if err := g.obs.Started(h.Name(), h.proc); err != nil {
+			if err := g.obs.Started(h.Name(), h.Processor()); err != nil {
 				g.fail("Started", h.Name(), nil, err)
 				break
 			}
@@ -261,9 +262,9 @@ func (g *group) park() {
 // observer failed the group. Such an item holds the commit (nothing
 // after it is dispatched either) and the next run delivers it again.
 func (g *group) dispatch(b *binding, e envelope) bool {
-	var dv *Delivery
+	var dv *core.Delivery
 	if e.positioned {
-		g.dv = Delivery{Feed: b.feed.name, Sequence: e.seq, Epoch: e.epoch, Position: e.pos}
+		g.dv = core.Delivery{Feed: b.feed.name, Sequence: e.seq, Epoch: e.epoch, Position: e.pos}
 		dv = &g.dv
 	}
 	in := &g.in
@@ -395,9 +396,9 @@ func (g *group) fail(hook, processor string, in *Input, err error) {
 // addCompletion keeps c once per delivery, across the group's processors
 // (sameCompletion): a completion registered by several processors runs once,
 // owned by the first.
-func (g *group) addCompletion(owner int, c Completion) {
+func (g *group) addCompletion(owner int, c core.Completion) {
 	for _, x := range g.comps {
-		if sameCompletion(x.c, c) {
+		if core.SameCompletion(x.c, c) {
 			return
 		}
 	}

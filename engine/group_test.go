@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/blackbox-audit/blackbox/core"
 	"testing"
 )
 
@@ -22,7 +23,7 @@ func TestAGroupSeesWhetherItsSourceIsBehind(t *testing.T) {
 	})
 	e, err := New(Config{
 		Feeds:  []FeedConfig{{Name: "in", Source: src, Policy: Pause(), QueueSize: 8}, {Name: "push", Policy: Pause(), QueueSize: 8}},
-		Groups: []GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []ProcessorConfig{{Name: "p", Processor: ProcessorFunc(func(*Cycle, any) error { return nil })}}}, {Name: "h", Feeds: []string{"push"}, Processors: []ProcessorConfig{{Name: "q", Processor: ProcessorFunc(func(*Cycle, any) error { return nil })}}}},
+		Groups: []GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []ProcessorConfig{{Name: "p", Processor: core.ProcessorFunc(func(*core.Cycle, any) error { return nil })}}}, {Name: "h", Feeds: []string{"push"}, Processors: []ProcessorConfig{{Name: "q", Processor: core.ProcessorFunc(func(*core.Cycle, any) error { return nil })}}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -20,7 +21,7 @@ type committer struct {
 	commits   int
 }
 
-func (c *committer) Acknowledged(_, _ int64, pos engine.Position) {
+func (c *committer) Acknowledged(_, _ int64, pos core.Position) {
 	c.mu.Lock()
 	c.acked = append(c.acked, pos.Offset)
 	c.mu.Unlock()
@@ -57,7 +58,7 @@ func newGate(open bool) *gate {
 	return &gate{tokens: make(chan struct{}, 1<<20), open: open, changed: make(chan struct{})}
 }
 
-func (g *gate) OnEvent(c *engine.Cycle, ev any) error {
+func (g *gate) OnEvent(c *core.Cycle, ev any) error {
 	g.mu.Lock()
 	open := g.open
 	g.entered++
@@ -179,7 +180,7 @@ func noLeak(t *testing.T, before int) {
 func procs(ps ...any) []engine.ProcessorConfig {
 	var out []engine.ProcessorConfig
 	for i := 0; i < len(ps); i += 2 {
-		out = append(out, engine.ProcessorConfig{Name: ps[i].(string), Processor: ps[i+1].(engine.Processor)})
+		out = append(out, engine.ProcessorConfig{Name: ps[i].(string), Processor: ps[i+1].(core.Processor)})
 	}
 	return out
 }
@@ -191,7 +192,7 @@ func procs(ps ...any) []engine.ProcessorConfig {
 func publishAll(t *testing.T, f *engine.Feed, from, n int) {
 	t.Helper()
 	for i, stalled := from, false; i <= n; {
-		if f.TryPublish(i, engine.Position{Offset: int64(i)}) {
+		if f.TryPublish(i, core.Position{Offset: int64(i)}) {
 			i, stalled = i+1, false
 			continue
 		}

@@ -1,6 +1,9 @@
 package engine
 
-import "time"
+import (
+	"github.com/blackbox-audit/blackbox/core"
+	"time"
+)
 
 // Input is one item being dispatched to a group: what the feed delivered,
 // under which sequence and delivery. The observer hooks receive it; it is
@@ -9,7 +12,7 @@ type Input struct {
 	Group    string // the group dispatching the item
 	Feed     string
 	Seq      int64
-	Delivery *Delivery // nil for an item without a source position
+	Delivery *core.Delivery // nil for an item without a source position
 	Item     any
 }
 
@@ -45,7 +48,7 @@ type Drop struct {
 type Observer struct {
 	// Started: a processor's stream begins, before its group handles
 	// anything. An error fails the group before it handles any item.
-	Started func(processor string, p Processor) error
+	Started func(processor string, p core.Processor) error
 	// BeforeDispatch: an item is about to be dispatched to the group's processors.
 	BeforeDispatch func(group string, in *Input)
 	// Received: a processor is about to handle the item (every attempt). The
@@ -53,7 +56,7 @@ type Observer struct {
 	Received func(processor string, in *Input)
 	// Handled: a processor finished an attempt: outputs emitted, clock
 	// readings, completions registered, and Err when the attempt failed.
-	Handled func(processor string, in *Input, t *Trace)
+	Handled func(processor string, in *Input, t *core.Trace)
 	// Failed: the first failed attempt of the item in a processor; retries
 	// are not reported again.
 	Failed func(processor string, in *Input, err error)
@@ -77,7 +80,7 @@ type Observer struct {
 	// engine's TimerClock; called inside the cycle that set it.
 	TimerSet func(processor string, n int, due time.Time)
 	// TimerFired: a processor's timer ran (t.Timer is its number).
-	TimerFired func(processor string, t *Trace)
+	TimerFired func(processor string, t *core.Trace)
 	// Stopped: a processor's stream ends with a clean stop of the engine
 	// (never for a failed group). An error fails the group: Engine.Stop
 	// returns it.

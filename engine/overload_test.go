@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 )
@@ -19,7 +20,7 @@ func TestPauseLosesNothingUnderASlowConsumer(t *testing.T) {
 		const n = 10000
 		var mu sync.Mutex
 		var got []any
-		slow := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		slow := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			time.Sleep(2 * time.Microsecond)
 			mu.Lock()
 			got = append(got, ev)
@@ -178,7 +179,7 @@ func TestAPublishFromAGroupGoroutineIsDowngradedNotWaited(t *testing.T) {
 		var pubErr error
 		var once sync.Once
 		var e *engine.Engine
-		publisher := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		publisher := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			once.Do(func() {
 				// out's gated queue is full: a blocking publish from a group
 				// goroutine must not wait for it.
@@ -247,11 +248,11 @@ func TestTheWindowCapPausesTheSource(t *testing.T) {
 		f := e.Feed("in")
 		f.SetCommitter(&committer{})
 		for i := 1; i <= 4; i++ {
-			if !f.TryPublish(i, engine.Position{Offset: int64(i)}) {
+			if !f.TryPublish(i, core.Position{Offset: int64(i)}) {
 				t.Fatalf("paused at %d", i)
 			}
 		}
-		if f.TryPublish(5, engine.Position{Offset: 5}) {
+		if f.TryPublish(5, core.Position{Offset: 5}) {
 			t.Fatal("took a fifth item past a window cap of 4")
 		}
 		if st := e.Status().Feeds[0]; st.PendingAcks != 4 || !st.Paused {
@@ -270,7 +271,7 @@ func TestTheWindowCapCutsABatch(t *testing.T) {
 		f := e.Feed("in")
 		f.SetCommitter(&committer{})
 		items := []any{1, 2, 3}
-		pos := []engine.Position{{Offset: 1}, {Offset: 2}, {Offset: 3}}
+		pos := []core.Position{{Offset: 1}, {Offset: 2}, {Offset: 3}}
 		if got := f.TryPublishBatch(items, pos); got != 3 {
 			t.Fatalf("took %d of a first batch of 3 under a window cap of 4, want 3", got)
 		}
@@ -298,7 +299,7 @@ func TestAPausedSourceIsSignalledWhenItsQueueIsHalfEmpty(t *testing.T) {
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
 		f := e.Feed("in")
 		queued := 0
-		for f.TryPublish(queued+1, engine.Position{Offset: int64(queued + 1)}) {
+		for f.TryPublish(queued+1, core.Position{Offset: int64(queued + 1)}) {
 			queued++
 			if queued == 1 {
 				eventually(t, "the first item taken", func() bool { return g.enteredCount() == 1 })
@@ -412,9 +413,9 @@ func TestABatchLargerThanADropQueueIsNotDroppedWhileTheGroupKeepsUp(t *testing.T
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", seen)}}})
 		f := e.Feed("in")
 		const n = 64
-		items, pos := make([]any, n), make([]engine.Position, n)
+		items, pos := make([]any, n), make([]core.Position, n)
 		for i := range n {
-			items[i], pos[i] = i+1, engine.Position{Offset: int64(i + 1)}
+			items[i], pos[i] = i+1, core.Position{Offset: int64(i + 1)}
 		}
 		if got := f.TryPublishBatch(items, pos); got != n {
 			t.Fatalf("TryPublishBatch took %d of %d", got, n)
@@ -444,9 +445,9 @@ func TestAJournalMayWaitForTheItemsBeforeItsOwn(t *testing.T) {
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 16, Journal: journal}},
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
 		const n = 8
-		items, pos := make([]any, n), make([]engine.Position, n)
+		items, pos := make([]any, n), make([]core.Position, n)
 		for i := range n {
-			items[i], pos[i] = i+1, engine.Position{Offset: int64(i + 1)}
+			items[i], pos[i] = i+1, core.Position{Offset: int64(i + 1)}
 		}
 		if got := e.Feed("in").TryPublishBatch(items, pos); got != n {
 			t.Fatalf("TryPublishBatch took %d of %d", got, n)

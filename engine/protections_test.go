@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -53,7 +54,7 @@ type logDone struct {
 	name string
 }
 
-func (d logDone) Complete(*engine.Delivery) error {
+func (d logDone) Complete(*core.Delivery) error {
 	d.log.add("%s", d.name)
 	return nil
 }
@@ -75,7 +76,7 @@ func subscriber(t *testing.T, st engine.FeedStatus, queue string) engine.Subscri
 func publish(t *testing.T, f *engine.Feed, from, to int) {
 	t.Helper()
 	for i := from; i <= to; i++ {
-		if !f.TryPublish(i, engine.Position{Offset: int64(i)}) {
+		if !f.TryPublish(i, core.Position{Offset: int64(i)}) {
 			t.Fatalf("TryPublish refused item %d", i)
 		}
 	}
@@ -94,8 +95,8 @@ func committedAfterPoll(t *testing.T, f *engine.Feed, c *committer) int64 {
 func TestAFailingProcessorsCallbacksAreDiscardedWhileTheOthersAreKept(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &journalLog{}
-		register := func(name string, fails func() bool) engine.Processor {
-			return engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		register := func(name string, fails func() bool) core.Processor {
+			return core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 				c.OnComplete(logDone{log, name})
 				if fails() {
 					return fmt.Errorf("%s failed", name)
@@ -105,7 +106,7 @@ func TestAFailingProcessorsCallbacksAreDiscardedWhileTheOthersAreKept(t *testing
 		}
 		never := func() bool { return false }
 		tries := 0
-		flaky := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		flaky := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			tries++ // the group's goroutine only
 			c.OnComplete(logDone{log, fmt.Sprintf("flaky try %d", tries)})
 			if tries == 1 {
@@ -142,7 +143,7 @@ func TestDeliveryAttemptCountsTheFailedAttemptsOfAnItem(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &journalLog{}
 		failsLeft := 2 // the reentrant cycle of item 1 fails twice
-		retried := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		retried := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			d := c.Delivery()
 			if ev != "again" {
 				log.add("retried %d first attempt %d", d.Position.Offset, d.Attempt)
@@ -156,7 +157,7 @@ func TestDeliveryAttemptCountsTheFailedAttemptsOfAnItem(t *testing.T) {
 			}
 			return nil
 		})
-		next := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		next := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			log.add("next %d attempt %d", c.Delivery().Position.Offset, c.Delivery().Attempt)
 			return nil
 		})
@@ -188,17 +189,17 @@ func TestTwoGroupsAcknowledgeAnItemOnlyAfterEveryGroupsCallbacksRan(t *testing.T
 	synctest.Test(t, func(t *testing.T) {
 		log := &journalLog{}
 		entered, release := make(chan struct{}), make(chan struct{})
-		held := engine.CompletionFunc(func(*engine.Delivery) error {
+		held := core.CompletionFunc(func(*core.Delivery) error {
 			entered <- struct{}{}
 			<-release
 			log.add("slow saved")
 			return nil
 		})
-		fast := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		fast := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			c.OnComplete(logDone{log, "fast saved"})
 			return nil
 		})
-		slow := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		slow := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			c.OnComplete(held)
 			return nil
 		})
@@ -238,7 +239,7 @@ func TestTwoGroupsAcknowledgeAnItemOnlyAfterEveryGroupsCallbacksRan(t *testing.T
 // consumer's progress does not move the commit past it.
 func TestACheckpointsHeldPositionSurvivesTheGroupsUnsubscribe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		open := engine.ProcessorFunc(func(*engine.Cycle, any) error { return nil })
+		open := core.ProcessorFunc(func(*core.Cycle, any) error { return nil })
 		e := startIn(t, engine.Config{
 			Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
 			Groups: []engine.GroupConfig{
@@ -291,11 +292,11 @@ func TestACheckpointsHeldPositionSurvivesTheGroupsUnsubscribe(t *testing.T) {
 // between, never release it.
 func TestARemovedConsumersHeldPositionSurvivesALaterUnsubscribe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		open := engine.ProcessorFunc(func(*engine.Cycle, any) error { return nil })
+		open := core.ProcessorFunc(func(*core.Cycle, any) error { return nil })
 		tokens := make(chan struct{}, 2)
 		tokens <- struct{}{}
 		tokens <- struct{}{}
-		gated := engine.ProcessorFunc(func(*engine.Cycle, any) error {
+		gated := core.ProcessorFunc(func(*core.Cycle, any) error {
 			<-tokens
 			return nil
 		})
@@ -353,12 +354,12 @@ func TestADropOverrideIsolatesOneGroupOnAPauseFeed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lossyLog, losslessLog := &journalLog{}, &journalLog{}
 		release := make(chan struct{})
-		lossy := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		lossy := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			<-release
 			lossyLog.add("%v", ev)
 			return nil
 		})
-		lossless := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		lossless := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			losslessLog.add("%v", ev)
 			return nil
 		})
@@ -414,7 +415,7 @@ func TestBlockUnderTryPublishPausesInsteadOfWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &journalLog{}
 		release := make(chan struct{})
-		gated := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		gated := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			<-release
 			log.add("%v", ev)
 			return nil
@@ -429,7 +430,7 @@ func TestBlockUnderTryPublishPausesInsteadOfWaiting(t *testing.T) {
 		synctest.Wait() // item 1 taken, the group blocked in it
 		publish(t, f, 2, 2)
 		began := time.Now()
-		took := f.TryPublish(3, engine.Position{Offset: 3})
+		took := f.TryPublish(3, core.Position{Offset: 3})
 		if elapsed := time.Since(began); took || elapsed != 0 {
 			t.Fatalf("TryPublish into a full BLOCK queue took the item %v after %s, want false at once", took, elapsed)
 		}
@@ -474,14 +475,14 @@ func TestAPublishNestedInAnotherFeedsPublishNeverWaits(t *testing.T) {
 			return nil
 		})
 		release := make(chan struct{})
-		gated := engine.ProcessorFunc(func(*engine.Cycle, any) error { <-release; return nil })
+		gated := core.ProcessorFunc(func(*core.Cycle, any) error { <-release; return nil })
 		log := &journalLog{}
 		e = startIn(t, engine.Config{
 			Feeds: []engine.FeedConfig{
 				{Name: "a", Policy: engine.DropAfterSpin(0), QueueSize: 8, Journal: journal},
 				{Name: "b", Policy: engine.BlockWithDeadline(time.Second).WithSpin(0), QueueSize: 1}},
 			Groups: []engine.GroupConfig{
-				{Name: "ga", Feeds: []string{"a"}, Processors: procs("ga", engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+				{Name: "ga", Feeds: []string{"a"}, Processors: procs("ga", core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 					log.add("ga %v", ev)
 					return nil
 				}))},
@@ -530,7 +531,7 @@ func TestAnUnsubscribeWhileABlockPublisherWaitsReleasesThePublisher(t *testing.T
 func unsubscribeUnderAWaitingBlockPublisher(t *testing.T, remaining int) {
 	release := make(chan struct{})
 	gatedLog := &journalLog{}
-	gated := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+	gated := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 		<-release
 		gatedLog.add("%v", ev)
 		return nil
@@ -545,7 +546,7 @@ func unsubscribeUnderAWaitingBlockPublisher(t *testing.T, remaining int) {
 		openLogs[i] = l
 		name := fmt.Sprintf("open%d", i)
 		cfg.Groups = append(cfg.Groups, engine.GroupConfig{Name: name, Feeds: []string{"in"},
-			Processors: procs(name, engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+			Processors: procs(name, core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 				l.add("%v", ev)
 				return nil
 			}))})

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/blackbox-audit/blackbox/core"
 	"sync"
 	"sync/atomic"
 )
@@ -12,7 +13,7 @@ type envelope struct {
 	item       any
 	seq        int64
 	epoch      int64
-	pos        Position
+	pos        core.Position
 	positioned bool
 }
 
@@ -136,7 +137,7 @@ func (q *queue) place(e envelope) int64 {
 }
 
 // placePositioned places a positioned item (see place).
-func (q *queue) placePositioned(item any, seq, epoch int64, pos *Position) int64 {
+func (q *queue) placePositioned(item any, seq, epoch int64, pos *core.Position) int64 {
 	i := q.tailIdx
 	tag := seq<<tagShift | tagPositioned
 	q.slots[i].offset = pos.Offset

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -21,11 +22,11 @@ func TestQueueHandsOverEveryField(t *testing.T) {
 			e := envelope{item: seq, seq: seq}
 			switch (round + i) % 4 {
 			case 1:
-				e.positioned, e.epoch, e.pos = true, int64(round/5), Position{Offset: seq * 10}
+				e.positioned, e.epoch, e.pos = true, int64(round/5), core.Position{Offset: seq * 10}
 			case 2:
-				e.positioned, e.epoch, e.pos = true, int64(round/5), Position{Key: "p" + string(rune('0'+i%7)), Offset: seq}
+				e.positioned, e.epoch, e.pos = true, int64(round/5), core.Position{Key: "p" + string(rune('0'+i%7)), Offset: seq}
 			case 3:
-				e.positioned, e.epoch, e.pos = true, int64(round/3), Position{Offset: seq}
+				e.positioned, e.epoch, e.pos = true, int64(round/3), core.Position{Offset: seq}
 			}
 			if q.room() <= 0 {
 				t.Fatalf("round %d item %d: no room with %d queued of %d", round, i, q.tail-q.headLocal, q.size)
@@ -105,7 +106,7 @@ func TestQueueBatchesCrossGoroutines(t *testing.T) {
 					runtime.Gosched()
 				}
 				seq++
-				q.placePositioned(seq, seq, seq/1000, &Position{Offset: seq * 3})
+				q.placePositioned(seq, seq, seq/1000, &core.Position{Offset: seq * 3})
 			}
 			q.flush()
 		}
@@ -117,7 +118,7 @@ func TestQueueBatchesCrossGoroutines(t *testing.T) {
 			runtime.Gosched()
 			continue
 		}
-		want := envelope{item: last + 1, seq: last + 1, epoch: (last + 1) / 1000, pos: Position{Offset: (last + 1) * 3}, positioned: true}
+		want := envelope{item: last + 1, seq: last + 1, epoch: (last + 1) / 1000, pos: core.Position{Offset: (last + 1) * 3}, positioned: true}
 		if diff := cmp.Diff(want, e, cmp.AllowUnexported(envelope{})); diff != "" {
 			t.Fatalf("after %d (-want +got):\n%s", last, diff)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -25,14 +26,14 @@ func TestATryPublishFromInsideTheJournalIsRefusedInsteadOfDeadlockingTheFeed(t *
 	nestedCh := make(chan nested, 1)
 	journal := journalFunc(func(ctx context.Context, feed string, seq int64, item any) error {
 		if item == "outer" {
-			took := f.TryPublish("inner", engine.Position{Offset: 2})
-			batch := f.TryPublishBatch([]any{"inner"}, []engine.Position{{Offset: 2}})
+			took := f.TryPublish("inner", core.Position{Offset: 2})
+			batch := f.TryPublishBatch([]any{"inner"}, []core.Position{{Offset: 2}})
 			nestedCh <- nested{took, batch}
 		}
 		return nil
 	})
 	seen := make(chan any, 8)
-	p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+	p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 		seen <- ev
 		return nil
 	})
@@ -49,7 +50,7 @@ func TestATryPublishFromInsideTheJournalIsRefusedInsteadOfDeadlockingTheFeed(t *
 	c := &committer{}
 	f.SetCommitter(c)
 	returned := make(chan bool, 1)
-	go func() { returned <- f.TryPublish("outer", engine.Position{Offset: 1}) }()
+	go func() { returned <- f.TryPublish("outer", core.Position{Offset: 1}) }()
 	select {
 	case took := <-returned:
 		if !took {
@@ -71,7 +72,7 @@ func TestATryPublishFromInsideTheJournalIsRefusedInsteadOfDeadlockingTheFeed(t *
 	if got := <-seen; got != "outer" {
 		t.Fatalf("first item dispatched %v, want outer", got)
 	}
-	if !f.TryPublish("inner", engine.Position{Offset: 2}) {
+	if !f.TryPublish("inner", core.Position{Offset: 2}) {
 		t.Fatal("the refused item was not taken when offered again")
 	}
 	if got := <-seen; got != "inner" {
@@ -96,7 +97,7 @@ func TestAPublishFromACycleWithAnotherContextNeverWaitsForItsOwnQueue(t *testing
 		results := make(chan result, 2)
 		seen := &journalLog{}
 		var e *engine.Engine
-		p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			seen.add("%v", ev)
 			if ev != "first" {
 				return nil
@@ -138,7 +139,7 @@ func TestAPublishFromACycleWithAnotherContextNeverWaitsForItsOwnQueue(t *testing
 func TestABlockingPublishOffTheGroupGoroutinesStillWaitsAndIsRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			<-release
 			return nil
 		})

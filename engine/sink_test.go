@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 )
@@ -24,7 +25,7 @@ type collected struct {
 // collector before Emit returns.
 func TestOutputsToTwoSinksAreRoutedLiveBySinkName(t *testing.T) {
 	collectors := map[string]*[]collected{"a": {}, "b": {}}
-	route := engine.SinkFunc(func(processor, sink string, out any) error {
+	route := core.SinkFunc(func(processor, sink string, out any) error {
 		c, ok := collectors[sink]
 		if !ok {
 			return fmt.Errorf("no collector for sink %q", sink)
@@ -33,20 +34,20 @@ func TestOutputsToTwoSinksAreRoutedLiveBySinkName(t *testing.T) {
 		return nil
 	})
 	// emit emits out to sink and checks that it is already there.
-	emit := func(c *engine.Cycle, sink string, out any) {
+	emit := func(c *core.Cycle, sink string, out any) {
 		c.Emit(sink, out)
 		if got := *collectors[sink]; len(got) == 0 || got[len(got)-1].value != out {
 			t.Errorf("after Emit(%q, %v) the collector holds %v: not delivered live", sink, out, got)
 		}
 	}
-	split := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+	split := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 		s := ev.(string)
 		emit(c, "a", s+"1")
 		emit(c, "b", s+"2")
 		emit(c, "a", s+"3")
 		return nil
 	})
-	echo := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+	echo := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 		emit(c, "a", ev)
 		return nil
 	})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -23,12 +24,12 @@ func TestTimerSetReportsEachTimerWithItsDueTimeOnTheTimerClock(t *testing.T) {
 	obs := func(ch chan set) engine.Observer {
 		return engine.Observer{TimerSet: func(p string, n int, due time.Time) { ch <- set{p, n, due} }}
 	}
-	p := timerProc(func(c *engine.Cycle, _ any) error {
+	p := timerProc(func(c *core.Cycle, _ any) error {
 		c.After(time.Hour)
 		c.After(0)
 		return nil
 	})
-	e, err := engine.New(engine.Config{Logger: testLogger(t), TimerClock: engine.NewStepClock(start, 0),
+	e, err := engine.New(engine.Config{Logger: testLogger(t), TimerClock: core.NewStepClock(start, 0),
 		Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
 		Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
 		Observer: obs(first).Then(obs(second))})
@@ -53,7 +54,7 @@ func TestTimerSetReportsEachTimerWithItsDueTimeOnTheTimerClock(t *testing.T) {
 }
 
 // timerProc is a processor whose timers do nothing.
-type timerProc func(c *engine.Cycle, ev any) error
+type timerProc func(c *core.Cycle, ev any) error
 
-func (f timerProc) OnEvent(c *engine.Cycle, ev any) error { return f(c, ev) }
-func (timerProc) OnTimer(*engine.Cycle, int) error        { return nil }
+func (f timerProc) OnEvent(c *core.Cycle, ev any) error { return f(c, ev) }
+func (timerProc) OnTimer(*core.Cycle, int) error        { return nil }

@@ -13,13 +13,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 )
 
 // logEngine builds and starts an engine reading log into group "g" of one
 // processor "p"; the test stops it.
-func logEngine(t *testing.T, log *memsource.Log, p engine.Processor, retry engine.RetryPolicy, obs engine.Observer) *engine.Engine {
+func logEngine(t *testing.T, log *memsource.Log, p core.Processor, retry engine.RetryPolicy, obs engine.Observer) *engine.Engine {
 	t.Helper()
 	e, err := engine.New(engine.Config{
 		Feeds:        []engine.FeedConfig{{Name: "in", Source: log.Source(), QueueSize: 8}},
@@ -44,7 +45,7 @@ func restart(t *testing.T, log *memsource.Log) []any {
 	log.Close()
 	var mu sync.Mutex
 	var seen []any
-	p := engine.ProcessorFunc(func(_ *engine.Cycle, ev any) error {
+	p := core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
 		mu.Lock()
 		seen = append(seen, ev)
 		mu.Unlock()
@@ -82,7 +83,7 @@ func TestStopDuringARetryBackoffHoldsTheCommit(t *testing.T) {
 				var once sync.Once
 				var mu sync.Mutex
 				var handled, completed []any
-				p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+				p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 					mu.Lock()
 					handled = append(handled, ev)
 					mu.Unlock()
@@ -90,7 +91,7 @@ func TestStopDuringARetryBackoffHoldsTheCommit(t *testing.T) {
 						once.Do(func() { close(failed) })
 						return errors.New("b fails")
 					}
-					c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error {
+					c.OnComplete(core.CompletionFunc(func(*core.Delivery) error {
 						if ev == "b" && where == "completion" {
 							once.Do(func() { close(failed) })
 							return errors.New("saving b fails")
@@ -142,10 +143,10 @@ func TestBeforeCompleteRunsAfterEveryProcessorAndBeforeTheCompletions(t *testing
 	log := memsource.NewLog("x")
 	ev := &journalLog{}
 	done := make(chan struct{})
-	proc := func(name string) engine.Processor {
-		return engine.ProcessorFunc(func(c *engine.Cycle, item any) error {
+	proc := func(name string) core.Processor {
+		return core.ProcessorFunc(func(c *core.Cycle, item any) error {
 			ev.add("%s handles %v", name, item)
-			c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error {
+			c.OnComplete(core.CompletionFunc(func(*core.Delivery) error {
 				ev.add("%s completes", name)
 				return nil
 			}))
@@ -194,8 +195,8 @@ func TestAFailingObserverHoldsItsItemAndStopsTheGroup(t *testing.T) {
 		failing := make(chan struct{})
 		var mu sync.Mutex
 		var completed []any
-		p := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
-			c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error {
+		p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
+			c.OnComplete(core.CompletionFunc(func(*core.Delivery) error {
 				mu.Lock()
 				completed = append(completed, ev)
 				mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/replayer"
@@ -213,7 +214,7 @@ func (c *Case) registry(reg replayer.Registry) (replayer.Registry, error) {
 		out[k] = v
 	}
 	out[c.App] = replayer.App{Decode: base.Decode,
-		New: func() (engine.Processor, error) { return apps.New(c.App, opts) }}
+		New: func() (core.Processor, error) { return apps.New(c.App, opts) }}
 	return out, nil
 }
 

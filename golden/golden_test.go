@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/golden"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/replayer"
@@ -27,7 +27,7 @@ func builtins() replayer.Registry {
 	reg := replayer.Registry{}
 	for _, name := range apps.Names() {
 		reg[name] = replayer.App{
-			New:    func() (engine.Processor, error) { return apps.New(name, apps.Options{}) },
+			New:    func() (core.Processor, error) { return apps.New(name, apps.Options{}) },
 			Decode: apps.Decode,
 		}
 	}
@@ -66,7 +66,7 @@ func TestGoldenSQLite(t *testing.T) {
 				r := storetest.Reopen(t, storetest.SQLite, filepath.Join(t.TempDir(), "r.db"), src)
 				reg := builtins()
 				if c.App == apps.AlertsName && c.Options["threshold"] != "" {
-					reg["alerts"] = replayer.App{Decode: apps.Decode, New: func() (engine.Processor, error) {
+					reg["alerts"] = replayer.App{Decode: apps.Decode, New: func() (core.Processor, error) {
 						var th int64
 						fmt.Sscan(c.Options["threshold"], &th)
 						return apps.NewAlerts(apps.AlertsOptions{Threshold: th})
@@ -185,7 +185,7 @@ func TestCheckFailsOnAChange(t *testing.T) {
 	}
 	// A ledger whose postings are off by one.
 	changed := builtins()
-	changed["ledger"] = replayer.App{Decode: apps.Decode, New: func() (engine.Processor, error) {
+	changed["ledger"] = replayer.App{Decode: apps.Decode, New: func() (core.Processor, error) {
 		l, err := apps.NewLedger(apps.LedgerOptions{})
 		return offByOne{l}, err
 	}}
@@ -212,7 +212,7 @@ func TestCheckFailsOnAChange(t *testing.T) {
 // offByOne is a ledger that adds one to every amount.
 type offByOne struct{ *apps.Ledger }
 
-func (o offByOne) OnEvent(c *engine.Cycle, ev any) error {
+func (o offByOne) OnEvent(c *core.Cycle, ev any) error {
 	if s, ok := ev.(string); ok {
 		if i := strings.LastIndexByte(s, ','); i > 0 && !strings.HasPrefix(s, "transfer") {
 			var n int64

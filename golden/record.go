@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/internal/atomicfile"
@@ -162,7 +163,7 @@ func updateCase(c *Case, reg replayer.Registry) error {
 			return err
 		}
 		if snap != nil {
-			if err := p2.(engine.Snapshotter).Restore(snap); err != nil {
+			if err := p2.(core.Snapshotter).Restore(snap); err != nil {
 				return fmt.Errorf("run 2: restoring run 1's snapshot: %w", err)
 			}
 		}
@@ -295,7 +296,7 @@ func splitLines(b []byte, n int) (first, rest []byte) {
 	return b[:i], b[i:]
 }
 
-func newProcessor(app replayer.App) (engine.Processor, error) {
+func newProcessor(app replayer.App) (core.Processor, error) {
 	p, err := app.New()
 	if err == nil && p == nil {
 		err = errors.New("the app's New returned no processor")
@@ -303,8 +304,8 @@ func newProcessor(app replayer.App) (engine.Processor, error) {
 	return p, err
 }
 
-func snapshot(p engine.Processor) ([]byte, error) {
-	s, ok := p.(engine.Snapshotter)
+func snapshot(p core.Processor) ([]byte, error) {
+	s, ok := p.(core.Snapshotter)
 	if !ok {
 		return nil, nil
 	}
@@ -317,10 +318,10 @@ func snapshot(p engine.Processor) ([]byte, error) {
 
 // recordRun runs one engine over the file in with processor p and returns
 // its recording.
-func recordRun(c *Case, in string, p engine.Processor) (*store.Memory, error) {
+func recordRun(c *Case, in string, p core.Processor) (*store.Memory, error) {
 	mem := store.NewMemory()
 	quiet := slog.New(slog.DiscardHandler)
-	rec, err := recorder.New(mem, recorder.Options{Clock: engine.NewStepClock(RecorderStart, time.Second),
+	rec, err := recorder.New(mem, recorder.Options{Clock: core.NewStepClock(RecorderStart, time.Second),
 		Apps: map[string]string{c.processor(): c.App}, Logger: quiet})
 	if err != nil {
 		return nil, err
@@ -353,7 +354,7 @@ func recordRun(c *Case, in string, p engine.Processor) (*store.Memory, error) {
 		queue = 16
 	}
 	e, err := engine.New(engine.Config{
-		Clock:      engine.NewStepClock(EngineStart, time.Millisecond),
+		Clock:      core.NewStepClock(EngineStart, time.Millisecond),
 		TimerClock: g.clock,
 		Feeds:      []engine.FeedConfig{{Name: Feed, Source: src, Policy: pol, QueueSize: queue, Journal: g}},
 		Groups: []engine.GroupConfig{{Name: "golden", Feeds: []string{Feed},
@@ -481,9 +482,9 @@ type gate struct {
 	fired      int                   // timers fired since the last dispatch
 	err        error
 
-	clock    *engine.StepClock // the timer clock: step 0, moved by jump alone
-	started  chan struct{}     // drop: the processor took line 1
-	released chan struct{}     // drop: the processor may go on
+	clock    *core.StepClock // the timer clock: step 0, moved by jump alone
+	started  chan struct{}   // drop: the processor took line 1
+	released chan struct{}   // drop: the processor may go on
 	once     sync.Once
 	first    atomic.Bool
 }
@@ -501,7 +502,7 @@ type timerID struct {
 const maxTimers = 10000
 
 func newGate(drop bool) *gate {
-	g := &gate{drop: drop, pending: map[timerID]time.Time{}, clock: engine.NewStepClock(EngineStart, 0),
+	g := &gate{drop: drop, pending: map[timerID]time.Time{}, clock: core.NewStepClock(EngineStart, 0),
 		started: make(chan struct{}), released: make(chan struct{})}
 	g.cond = sync.NewCond(&g.mu)
 	return g
@@ -614,7 +615,7 @@ func (g *gate) observer() engine.Observer {
 			g.pending[timerID{processor, n}] = due
 			g.mu.Unlock()
 		},
-		TimerFired: func(processor string, t *engine.Trace) {
+		TimerFired: func(processor string, t *core.Trace) {
 			g.mu.Lock()
 			delete(g.pending, timerID{processor, t.Timer})
 			if g.fired++; g.fired > maxTimers {
@@ -631,13 +632,13 @@ func (g *gate) observer() engine.Observer {
 // first input until released. It forwards Snapshotter and TimerHandler to
 // the processor.
 type wrapped struct {
-	p engine.Processor
+	p core.Processor
 	g *gate
 }
 
-func wrap(p engine.Processor, g *gate) engine.Processor { return &wrapped{p: p, g: g} }
+func wrap(p core.Processor, g *gate) core.Processor { return &wrapped{p: p, g: g} }
 
-func (w *wrapped) OnEvent(c *engine.Cycle, ev any) error {
+func (w *wrapped) OnEvent(c *core.Cycle, ev any) error {
 	if w.g.drop && !w.g.first.Swap(true) {
 		close(w.g.started)
 		<-w.g.released
@@ -645,8 +646,8 @@ func (w *wrapped) OnEvent(c *engine.Cycle, ev any) error {
 	return w.p.OnEvent(c, ev)
 }
 
-func (w *wrapped) OnTimer(c *engine.Cycle, timer int) error {
-	th, ok := w.p.(engine.TimerHandler)
+func (w *wrapped) OnTimer(c *core.Cycle, timer int) error {
+	th, ok := w.p.(core.TimerHandler)
 	if !ok {
 		return fmt.Errorf("golden: processor set timer %d but does not implement engine.TimerHandler", timer)
 	}
@@ -654,14 +655,14 @@ func (w *wrapped) OnTimer(c *engine.Cycle, timer int) error {
 }
 
 func (w *wrapped) Snapshot() ([]byte, error) {
-	if s, ok := w.p.(engine.Snapshotter); ok {
+	if s, ok := w.p.(core.Snapshotter); ok {
 		return s.Snapshot()
 	}
 	return nil, nil
 }
 
 func (w *wrapped) Restore(b []byte) error {
-	if s, ok := w.p.(engine.Snapshotter); ok {
+	if s, ok := w.p.(core.Snapshotter); ok {
 		return s.Restore(b)
 	}
 	return errors.New("golden: the processor cannot restore a snapshot")

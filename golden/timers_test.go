@@ -11,7 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/golden"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/replayer"
@@ -25,13 +25,13 @@ import (
 // timer that fires.
 type afterApp struct{ then map[int]time.Duration }
 
-func (a *afterApp) set(c *engine.Cycle, d time.Duration) int {
+func (a *afterApp) set(c *core.Cycle, d time.Duration) int {
 	n := c.After(d)
 	c.Emit("out", fmt.Sprintf("set timer %d: %s", n, d))
 	return n
 }
 
-func (a *afterApp) OnEvent(c *engine.Cycle, ev any) error {
+func (a *afterApp) OnEvent(c *core.Cycle, ev any) error {
 	for _, w := range strings.Fields(ev.(string)) {
 		first, then, _ := strings.Cut(w, "+")
 		d, err := time.ParseDuration(first)
@@ -49,7 +49,7 @@ func (a *afterApp) OnEvent(c *engine.Cycle, ev any) error {
 	return nil
 }
 
-func (a *afterApp) OnTimer(c *engine.Cycle, n int) error {
+func (a *afterApp) OnTimer(c *core.Cycle, n int) error {
 	c.Emit("out", fmt.Sprintf("timer %d fired", n))
 	if d, ok := a.then[n]; ok {
 		delete(a.then, n)
@@ -62,15 +62,15 @@ func (a *afterApp) OnTimer(c *engine.Cycle, n int) error {
 // timers never end.
 type rearming struct{}
 
-func (rearming) OnEvent(c *engine.Cycle, _ any) error { c.After(time.Second); return nil }
-func (rearming) OnTimer(c *engine.Cycle, _ int) error { c.After(time.Second); return nil }
+func (rearming) OnEvent(c *core.Cycle, _ any) error { c.After(time.Second); return nil }
+func (rearming) OnTimer(c *core.Cycle, _ int) error { c.After(time.Second); return nil }
 
 func timerApps() replayer.Registry {
 	return replayer.Registry{
-		"after": {Decode: apps.Decode, New: func() (engine.Processor, error) {
+		"after": {Decode: apps.Decode, New: func() (core.Processor, error) {
 			return &afterApp{then: map[int]time.Duration{}}, nil
 		}},
-		"rearming": {Decode: apps.Decode, New: func() (engine.Processor, error) { return rearming{}, nil }},
+		"rearming": {Decode: apps.Decode, New: func() (core.Processor, error) { return rearming{}, nil }},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 	"github.com/blackbox-audit/blackbox/recorder"
@@ -17,13 +18,13 @@ import (
 func Example() {
 	rec := store.NewMemory()
 	r, err := recorder.New(rec, recorder.Options{
-		Clock: engine.NewStepClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Second),
+		Clock: core.NewStepClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Second),
 		Apps:  map[string]string{"upper": "upper"},
 	})
 	if err != nil {
 		panic(err)
 	}
-	upper := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+	upper := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 		c.Emit("out", strings.ToUpper(ev.(string)))
 		return nil
 	})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 	"github.com/blackbox-audit/blackbox/recorder"
@@ -241,7 +242,7 @@ type testProc struct {
 	failTime bool // OnTimer fails
 }
 
-func (p *testProc) OnEvent(c *engine.Cycle, ev any) error {
+func (p *testProc) OnEvent(c *core.Cycle, ev any) error {
 	switch v := ev.(type) {
 	case reentrant:
 		c.Now()
@@ -269,7 +270,7 @@ func (p *testProc) OnEvent(c *engine.Cycle, ev any) error {
 	return fmt.Errorf("unexpected %T", ev)
 }
 
-func (p *testProc) OnTimer(c *engine.Cycle, n int) error {
+func (p *testProc) OnTimer(c *core.Cycle, n int) error {
 	if p.failTime {
 		return fmt.Errorf("%w: timer", errFail)
 	}
@@ -281,9 +282,9 @@ func (p *testProc) OnTimer(c *engine.Cycle, n int) error {
 // snapProc emits nothing and has a snapshot.
 type snapProc struct{}
 
-func (snapProc) OnEvent(*engine.Cycle, any) error { return nil }
-func (snapProc) Snapshot() ([]byte, error)        { return []byte(`{"state":1}`), nil }
-func (snapProc) Restore([]byte) error             { return nil }
+func (snapProc) OnEvent(*core.Cycle, any) error { return nil }
+func (snapProc) Snapshot() ([]byte, error)      { return []byte(`{"state":1}`), nil }
+func (snapProc) Restore([]byte) error           { return nil }
 
 // completer registers, for each positioned item, a completion that fails
 // the first time for item "x".
@@ -296,7 +297,7 @@ type completion struct {
 	ev any
 }
 
-func (c *completion) Complete(*engine.Delivery) error {
+func (c *completion) Complete(*core.Delivery) error {
 	c.c.tries[c.ev]++
 	if c.ev == "x" && c.c.tries[c.ev] == 1 {
 		return fmt.Errorf("%w: completion of x", errFail)
@@ -304,7 +305,7 @@ func (c *completion) Complete(*engine.Delivery) error {
 	return nil
 }
 
-func (c *completer) OnEvent(cy *engine.Cycle, ev any) error {
+func (c *completer) OnEvent(cy *core.Cycle, ev any) error {
 	if c.tries == nil {
 		c.tries = map[any]int{}
 	}
@@ -328,6 +329,6 @@ func group(name string, feeds []string, retry int, procs ...engine.ProcessorConf
 	return engine.GroupConfig{Name: name, Feeds: feeds, Processors: procs, Retry: engine.RetryPolicy{Attempts: retry}}
 }
 
-func pc(name string, p engine.Processor) engine.ProcessorConfig {
+func pc(name string, p core.Processor) engine.ProcessorConfig {
 	return engine.ProcessorConfig{Name: name, Processor: p}
 }

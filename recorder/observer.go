@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
@@ -30,7 +31,7 @@ type proc struct {
 	payload   []byte
 	indexed   bool
 	handled   bool
-	delivery  engine.Delivery
+	delivery  core.Delivery
 	delivered bool
 	outputs   []output
 	reads     []time.Time
@@ -102,7 +103,7 @@ func (r *Recorder) Observer() engine.Observer {
 
 // started writes START. An error (the stream cannot be started) fails the
 // processor's group before it handles anything.
-func (r *Recorder) started(name string, pr engine.Processor) error {
+func (r *Recorder) started(name string, pr core.Processor) error {
 	p := r.proc(name)
 	if !p.record {
 		return nil
@@ -116,7 +117,7 @@ func (r *Recorder) started(name string, pr engine.Processor) error {
 		return r.brokenErr(p)
 	}
 	row := store.Entry{Processor: name, Index: p.next, Kind: store.KindStart, Instant: r.clock.Now()}
-	if s, ok := pr.(engine.Snapshotter); ok {
+	if s, ok := pr.(core.Snapshotter); ok {
 		snap, err := s.Snapshot()
 		if err != nil {
 			r.breakProc(p, fmt.Errorf("recorder: snapshot: %w", err))
@@ -167,7 +168,7 @@ func (r *Recorder) received(name string, in *engine.Input) {
 }
 
 // handled keeps the outputs and clock readings of the successful attempt.
-func (r *Recorder) handled(name string, in *engine.Input, t *engine.Trace) {
+func (r *Recorder) handled(name string, in *engine.Input, t *core.Trace) {
 	p := r.live(name)
 	if p == nil || !p.inItem || p.failed || p.handled || t.Err != nil {
 		return
@@ -181,7 +182,7 @@ func (r *Recorder) handled(name string, in *engine.Input, t *engine.Trace) {
 	}
 }
 
-func (r *Recorder) keepTrace(p *proc, t *engine.Trace) error {
+func (r *Recorder) keepTrace(p *proc, t *core.Trace) error {
 	for _, o := range t.Outputs {
 		if err := checkName("sink", o.Sink); err != nil {
 			return err
@@ -313,7 +314,7 @@ func (r *Recorder) dropped(_ string, d engine.Drop) {
 	r.appendParts(rows, parts)
 }
 
-func (r *Recorder) timerFired(name string, t *engine.Trace) {
+func (r *Recorder) timerFired(name string, t *core.Trace) {
 	p := r.live(name)
 	if p == nil {
 		return

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -52,7 +52,7 @@ func (e *BrokenError) Unwrap() error { return e.Err }
 type Options struct {
 	// Clock stamps the instants of rows and the META creation time.
 	// Default: engine.SystemClock().
-	Clock engine.Clock
+	Clock core.Clock
 	// Codec encodes payloads. Default: JSON.
 	Codec Codec
 	// Apps maps processor names to app names, written in META so a replay
@@ -82,7 +82,7 @@ type Options struct {
 type Recorder struct {
 	w      store.Writer
 	syncer store.Syncer
-	clock  engine.Clock
+	clock  core.Clock
 	codec  Codec
 	only   map[string]bool // nil: every processor
 	log    *slog.Logger
@@ -121,7 +121,7 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 	r := &Recorder{w: w, clock: opts.Clock, codec: opts.Codec, log: opts.Logger, syncEvery: opts.SyncEvery,
 		broken: map[string]error{}}
 	if r.clock == nil {
-		r.clock = engine.SystemClock()
+		r.clock = core.SystemClock()
 	}
 	if r.codec == nil {
 		r.codec = JSON

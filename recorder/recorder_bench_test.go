@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
@@ -48,7 +49,7 @@ func benchThroughput(b *testing.B, s *benchStore) {
 	n := int64(b.N)
 	var handled atomic.Int64
 	fin := make(chan struct{})
-	proc := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+	proc := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 		c.Now()
 		c.Emit("out", ev.(int)*2)
 		if handled.Add(1) == n {

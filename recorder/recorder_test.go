@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 	"github.com/blackbox-audit/blackbox/recorder"
@@ -19,20 +20,20 @@ import (
 )
 
 func stepOpts() recorder.Options {
-	return recorder.Options{Clock: engine.NewStepClock(t0, time.Second)}
+	return recorder.Options{Clock: core.NewStepClock(t0, time.Second)}
 }
 
-func engineClock() engine.Clock { return engine.NewStepClock(e0, time.Millisecond) }
+func engineClock() core.Clock { return core.NewStepClock(e0, time.Millisecond) }
 
 // TestStreams records single-group runs on a live engine and compares every
 // processor's stream, row by row, with what the format says it must hold.
 // One group per run makes the recorder clock's readings deterministic.
 func TestStreams(t *testing.T) {
-	mutate := engine.ProcessorFunc(func(_ *engine.Cycle, ev any) error {
+	mutate := core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
 		ev.(map[string]any)["seen"] = true
 		return nil
 	})
-	echo := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+	echo := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 		c.Emit("out", ev)
 		return nil
 	})
@@ -258,7 +259,7 @@ func TestMeta(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &syncWriter{}
-			tt.opts.Clock = engine.NewStepClock(t0, time.Second)
+			tt.opts.Clock = core.NewStepClock(t0, time.Second)
 			tt.opts.Apps = map[string]string{"p": "ledger"}
 			rec, err := recorder.New(w, tt.opts)
 			if err != nil {
@@ -371,7 +372,7 @@ func TestTwoFeedsTwoGroups(t *testing.T) {
 func TestDropsExact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		entered, release := make(chan struct{}), make(chan struct{})
-		gate := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		gate := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			if ev == 1 || ev == 11 {
 				entered <- struct{}{}
 				<-release
@@ -479,7 +480,7 @@ func TestDropsUnderLoad(t *testing.T) {
 		for i := range items {
 			items[i] = i + 1
 		}
-		slow := engine.ProcessorFunc(func(*engine.Cycle, any) error {
+		slow := core.ProcessorFunc(func(*core.Cycle, any) error {
 			time.Sleep(20 * time.Microsecond)
 			return nil
 		})
@@ -620,7 +621,7 @@ func TestAWriterFailureStopsOnlyThatGroup(t *testing.T) {
 		items[i] = "x"
 	}
 	var handledB int
-	countB := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+	countB := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 		handledB++
 		c.Emit("out", ev)
 		return nil
@@ -690,8 +691,8 @@ func btoi(b bool) int {
 // wrapping store.ErrName, and fails their group (the run is not lossless);
 // the processors of another group are recorded whole.
 func TestLineBreakNames(t *testing.T) {
-	sinkProc := func(sink string) engine.Processor {
-		return engine.ProcessorFunc(func(c *engine.Cycle, ev any) error { c.Emit(sink, ev); return nil })
+	sinkProc := func(sink string) core.Processor {
+		return core.ProcessorFunc(func(c *core.Cycle, ev any) error { c.Emit(sink, ev); return nil })
 	}
 	tests := []struct {
 		name       string
@@ -748,7 +749,7 @@ func TestLineBreakNames(t *testing.T) {
 // farClock reads year 10000 (which no store can hold) while far is set.
 type farClock struct {
 	far  *bool
-	base engine.Clock
+	base core.Clock
 }
 
 func (c farClock) Now() time.Time {
@@ -765,7 +766,7 @@ func (c farClock) Now() time.Time {
 // item is not dispatched: the run is not lossless).
 func TestUnholdableRowBreaksOnlyItsProcessor(t *testing.T) {
 	far := false // touched only on the group's goroutine
-	odd := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+	odd := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 		far = ev == "b"
 		c.Now()
 		far = false
@@ -773,7 +774,7 @@ func TestUnholdableRowBreaksOnlyItsProcessor(t *testing.T) {
 	})
 	w := &fakeWriter{}
 	rec, st := run(t, w, recorder.Options{}, func(*recorder.Recorder) engine.Config {
-		return engine.Config{Clock: farClock{&far, engine.SystemClock()},
+		return engine.Config{Clock: farClock{&far, core.SystemClock()},
 			Feeds:  []engine.FeedConfig{listFeed("push", nil, "a", "b", "c")},
 			Groups: []engine.GroupConfig{group("g", []string{"push"}, 1, pc("odd", odd), pc("ok", snapProc{}))},
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 	"github.com/blackbox-audit/blackbox/recorder"
@@ -43,9 +44,9 @@ type applier struct {
 	applied  []any
 }
 
-func (a *applier) OnEvent(c *engine.Cycle, item any) error {
+func (a *applier) OnEvent(c *core.Cycle, item any) error {
 	c.Emit("out", item)
-	c.OnComplete(engine.CompletionFunc(func(*engine.Delivery) error {
+	c.OnComplete(core.CompletionFunc(func(*core.Delivery) error {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		if a.failOnce[item] {
@@ -237,10 +238,10 @@ func TestAStreamTheRecorderCannotStartFailsTheRun(t *testing.T) {
 	tests := []struct {
 		name string
 		w    *fakeWriter
-		proc func(*applier) engine.Processor
+		proc func(*applier) core.Processor
 	}{
-		{"snapshot fails", &fakeWriter{}, func(a *applier) engine.Processor { return badSnapshot{a} }},
-		{"START not written", refuseStart, func(a *applier) engine.Processor { return a }},
+		{"snapshot fails", &fakeWriter{}, func(a *applier) core.Processor { return badSnapshot{a} }},
+		{"START not written", refuseStart, func(a *applier) core.Processor { return a }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

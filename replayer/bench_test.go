@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/internal/apps"
@@ -154,7 +155,7 @@ func benchReplay(b *testing.B, create func(string) (store.Writer, error), open f
 		b.Fatal(err)
 	}
 	recordLedger(b, w, b.N)
-	reg := replayer.Registry{"ledger": {New: func() (engine.Processor, error) { return apps.New("ledger", apps.Options{}) },
+	reg := replayer.Registry{"ledger": {New: func() (core.Processor, error) { return apps.New("ledger", apps.Options{}) },
 		Decode: apps.Decode}}
 	runtime.GC()
 	debug.FreeOSMemory()

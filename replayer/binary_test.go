@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 	"github.com/blackbox-audit/blackbox/recorder"
@@ -20,7 +21,7 @@ import (
 // inputs, emitted with each input.
 type indented struct{ N int }
 
-func (p *indented) OnEvent(c *engine.Cycle, ev any) error {
+func (p *indented) OnEvent(c *core.Cycle, ev any) error {
 	p.N++
 	c.Emit("out", map[string]any{"n": p.N, "line": ev})
 	return nil
@@ -47,7 +48,7 @@ func TestASnapshotAndPayloadsWithLineBreaksAreRecordedAndReplay(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			m := store.NewMemory()
 			rec, err := recorder.New(m, recorder.Options{
-				Clock: engine.NewStepClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Second),
+				Clock: core.NewStepClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Second),
 				Apps:  map[string]string{"p": "indented"},
 			})
 			if err != nil {
@@ -82,7 +83,7 @@ func TestASnapshotAndPayloadsWithLineBreaksAreRecordedAndReplay(t *testing.T) {
 				t.Fatalf("problems: %v", ps)
 			}
 			apps := replayer.Registry{"indented": {
-				New:    func() (engine.Processor, error) { return &indented{}, nil },
+				New:    func() (core.Processor, error) { return &indented{}, nil },
 				Decode: recorder.JSON.Decode,
 			}}
 			rep, err := replayer.Replay(ctx, r, apps, replayer.Options{})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 	"github.com/blackbox-audit/blackbox/recorder"
@@ -16,8 +17,8 @@ import (
 
 // upper is a small app: it emits each line in upper case, with the time it
 // read from the engine clock.
-func upper() engine.Processor {
-	return engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+func upper() core.Processor {
+	return core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 		c.Emit("out", map[string]any{"line": strings.ToUpper(ev.(string)), "at": c.Now()})
 		return nil
 	})
@@ -28,14 +29,14 @@ func upper() engine.Processor {
 func recordUpper(lines ...any) *store.Memory {
 	m := store.NewMemory()
 	rec, err := recorder.New(m, recorder.Options{
-		Clock: engine.NewStepClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Second),
+		Clock: core.NewStepClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Second),
 		Apps:  map[string]string{"upper": "upper"},
 	})
 	if err != nil {
 		panic(err)
 	}
 	e, err := engine.New(engine.Config{
-		Clock: engine.NewStepClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), time.Millisecond),
+		Clock: core.NewStepClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), time.Millisecond),
 		Feeds: []engine.FeedConfig{{Name: "in", Source: memsource.NewList(lines...),
 			Policy: engine.BlockWithDeadline(time.Second), QueueSize: 8}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"},
@@ -61,7 +62,7 @@ func recordUpper(lines ...any) *store.Memory {
 func ExampleReplay() {
 	m := recordUpper("a", "b")
 	apps := replayer.Registry{"upper": {
-		New:    func() (engine.Processor, error) { return upper(), nil },
+		New:    func() (core.Processor, error) { return upper(), nil },
 		Decode: recorder.JSON.Decode,
 	}}
 	rep, err := replayer.Replay(context.Background(), m, apps, replayer.Options{})
@@ -78,8 +79,8 @@ func ExampleReplay() {
 func ExampleReplay_divergence() {
 	m := recordUpper("a", "b")
 	apps := replayer.Registry{"upper": {
-		New: func() (engine.Processor, error) {
-			return engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+		New: func() (core.Processor, error) {
+			return core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 				c.Emit("out", map[string]any{"line": ev.(string), "at": c.Now()}) // no longer upper case
 				return nil
 			}), nil

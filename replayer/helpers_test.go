@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 	"github.com/blackbox-audit/blackbox/internal/apps"
@@ -28,7 +29,7 @@ func builtins() replayer.Registry {
 	reg := replayer.Registry{}
 	for _, name := range apps.Names() {
 		reg[name] = replayer.App{
-			New:    func() (engine.Processor, error) { return apps.New(name, apps.Options{}) },
+			New:    func() (core.Processor, error) { return apps.New(name, apps.Options{}) },
 			Decode: apps.Decode,
 		}
 	}
@@ -77,14 +78,14 @@ func (r run) record(t testing.TB, lines ...string) store.Writer {
 			t.Fatal(err)
 		}
 		if r.restore != nil {
-			if err := p.(engine.Snapshotter).Restore(r.restore); err != nil {
+			if err := p.(core.Snapshotter).Restore(r.restore); err != nil {
 				t.Fatal(err)
 			}
 		}
 		pcs = append(pcs, engine.ProcessorConfig{Name: name, Processor: p})
 		names[name] = name
 	}
-	rec, err := recorder.New(r.w, recorder.Options{Clock: engine.NewStepClock(t0, time.Second), Apps: names,
+	rec, err := recorder.New(r.w, recorder.Options{Clock: core.NewStepClock(t0, time.Second), Apps: names,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func (r run) record(t testing.TB, lines ...string) store.Writer {
 		fc.Journal = rec.Journal()
 	}
 	e, err := engine.New(engine.Config{
-		Clock:    engine.NewStepClock(e0, time.Millisecond),
+		Clock:    core.NewStepClock(e0, time.Millisecond),
 		Feeds:    []engine.FeedConfig{fc},
 		Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"input"}, Processors: pcs}},
 		Observer: rec.Observer(),

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
@@ -51,7 +51,7 @@ func TestReplayMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	reg := replayer.Registry{"ledger": {New: func() (engine.Processor, error) { return apps.New("ledger", apps.Options{}) },
+	reg := replayer.Registry{"ledger": {New: func() (core.Processor, error) { return apps.New("ledger", apps.Options{}) },
 		Decode: apps.Decode}}
 	rep, err := replayer.Replay(context.Background(), r, reg, replayer.Options{})
 	if err != nil {

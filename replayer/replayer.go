@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -39,7 +39,7 @@ const ProgressEvery = 10000
 // may be shared by concurrent replays if its functions are safe for
 // concurrent use.
 type App struct {
-	New    func() (engine.Processor, error)  // a fresh processor
+	New    func() (core.Processor, error)    // a fresh processor
 	Decode func(payload []byte) (any, error) // a recorded input payload -> the item the processor expects
 }
 
@@ -134,16 +134,16 @@ type ProcessorReport struct {
 // outputs (Kind "output", "count"), its clock readings ("clock") or its timer
 // ("timer"). A plain value, safe to read concurrently.
 type Divergence struct {
-	Processor string           `json:"processor"`
-	Index     int64            `json:"index"` // the input row's index
-	Kind      string           `json:"kind"`
-	Source    string           `json:"source"` // the feed ("" for a timer)
-	Seq       int64            `json:"seq"`    // the feed sequence, or the timer's number
-	Delivery  *engine.Delivery `json:"delivery,omitempty"`
-	Input     string           `json:"input"` // the input's payload text ("timer N" for a timer)
-	Want      []string         `json:"want"`  // recorded outputs, "sink: payload"
-	Got       []string         `json:"got"`   // replayed outputs, "sink: payload"
-	Diff      string           `json:"diff"`  // a readable diff of the decoded outputs (-want +got), or what differs
+	Processor string         `json:"processor"`
+	Index     int64          `json:"index"` // the input row's index
+	Kind      string         `json:"kind"`
+	Source    string         `json:"source"` // the feed ("" for a timer)
+	Seq       int64          `json:"seq"`    // the feed sequence, or the timer's number
+	Delivery  *core.Delivery `json:"delivery,omitempty"`
+	Input     string         `json:"input"` // the input's payload text ("timer N" for a timer)
+	Want      []string       `json:"want"`  // recorded outputs, "sink: payload"
+	Got       []string       `json:"got"`   // replayed outputs, "sink: payload"
+	Diff      string         `json:"diff"`  // a readable diff of the decoded outputs (-want +got), or what differs
 }
 
 // Loss is a DROPPED row: items the live processor never saw. The replay

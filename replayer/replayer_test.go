@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
@@ -275,7 +275,7 @@ func TestReplayLossIsReportedAndReplayGoesOn(t *testing.T) {
 func TestReplayStopsOneProcessorOnly(t *testing.T) {
 	base := rows(t, run{procs: []string{"ledger", "alerts"}, journal: true}.memory(t, "alice,1", "bob,2000", "carol,3"))
 	panicky := builtins()
-	panicky["ledger"] = replayer.App{New: func() (engine.Processor, error) {
+	panicky["ledger"] = replayer.App{New: func() (core.Processor, error) {
 		l, err := apps.NewLedger(apps.LedgerOptions{})
 		return panicLedger{l}, err
 	}, Decode: apps.Decode}
@@ -425,7 +425,7 @@ func TestReportJSONAndText(t *testing.T) {
 // panicLedger is a ledger that panics on every input.
 type panicLedger struct{ *apps.Ledger }
 
-func (panicLedger) OnEvent(*engine.Cycle, any) error { panic("boom") }
+func (panicLedger) OnEvent(*core.Cycle, any) error { panic("boom") }
 
 // TestAReplayOfZeroStreamsIsNeverComplete: a recording that holds META and
 // no processor stream (a run killed right after it began, or one whose

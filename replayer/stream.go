@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -26,13 +26,13 @@ type replay struct {
 	opts  Options
 	rep   *ProcessorReport
 
-	proc   engine.Processor
-	host   *engine.Host
+	proc   core.Processor
+	host   *core.Host
 	clock  playback
 	timers map[int]time.Duration // pending timers: number -> delay
 
 	started  bool // START seen
-	delivery engine.Delivery
+	delivery core.Delivery
 	hasDel   bool // a DELIVERY waits for its input
 	delRow   int64
 	cur      input
@@ -51,9 +51,9 @@ type input struct {
 	timer    bool
 	source   string
 	seq      int64
-	delivery *engine.Delivery
-	del      engine.Delivery // storage of delivery
-	payload  []byte          // the input's payload text
+	delivery *core.Delivery
+	del      core.Delivery // storage of delivery
+	payload  []byte        // the input's payload text
 	got      []output
 	want     []output
 	reads    int    // clock readings recorded
@@ -93,7 +93,7 @@ func (rp *replay) run() error {
 		return nil
 	}
 	rp.proc = p
-	rp.host = engine.NewHost(rp.job.proc, p, &rp.clock, engine.WithTimers(fixedClock{}, func(n int, due time.Time) {
+	rp.host = core.NewHost(rp.job.proc, p, &rp.clock, core.WithTimers(fixedClock{}, func(n int, due time.Time) {
 		rp.timers[n] = due.Sub(timerBase)
 	}))
 	rp.host.SetClock(&rp.clock)
@@ -126,7 +126,7 @@ func (rp *replay) run() error {
 }
 
 // newProcessor builds the app's processor, recovering a panic.
-func (rp *replay) newProcessor() (p engine.Processor, err error) {
+func (rp *replay) newProcessor() (p core.Processor, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("panic: %v", v)
@@ -171,8 +171,8 @@ func (rp *replay) row(e *store.Entry) {
 	case store.KindStart:
 		rp.start(e)
 	case store.KindDelivery:
-		rp.delivery = engine.Delivery{Feed: e.Source, Sequence: e.Seq, Epoch: e.Epoch,
-			Position: engine.Position{Key: e.Key, Offset: e.Offset}, Attempt: int(e.N)}
+		rp.delivery = core.Delivery{Feed: e.Source, Sequence: e.Seq, Epoch: e.Epoch,
+			Position: core.Position{Key: e.Key, Offset: e.Offset}, Attempt: int(e.N)}
 		rp.hasDel, rp.delRow = true, e.Index
 	case store.KindIndexed, store.KindInline:
 		rp.input(e)
@@ -205,7 +205,7 @@ func (rp *replay) start(e *store.Entry) {
 	if len(e.Payload) == 0 {
 		return
 	}
-	s, ok := rp.proc.(engine.Snapshotter)
+	s, ok := rp.proc.(core.Snapshotter)
 	if !ok {
 		rp.stop(e.Index, StopError, "START (index %d) holds a snapshot but app %q cannot restore one (no engine.Snapshotter)", e.Index, rp.job.appName)
 		return
@@ -281,10 +281,10 @@ func (rp *replay) timer(e *store.Entry) {
 
 // handled takes what the input (or timer) did in the replay: completions
 // run, outputs captured.
-func (rp *replay) handled(e *store.Entry, t *engine.Trace) {
+func (rp *replay) handled(e *store.Entry, t *core.Trace) {
 	c := &rp.cur
 	if t.Err != nil {
-		var pe *engine.PanicError
+		var pe *core.PanicError
 		if errors.As(t.Err, &pe) {
 			rp.stop(e.Index, StopError, "%s at index %d panicked in replay (it did not live): %v", e.Kind, e.Index, pe.Value)
 		} else {

@@ -5,15 +5,15 @@ import (
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/cmd/cli"
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // TestWithoutBuiltinAppsWorksInAnyOrderOfTheOptions: WithoutBuiltinApps
 // leaves the built-in apps out whether it comes before or after WithApps,
 // and keeps every app WithApps registered.
 func TestWithoutBuiltinAppsWorksInAnyOrderOfTheOptions(t *testing.T) {
-	mine := cli.WithApps(map[string]cli.App{"mine": {New: func(cli.AppOptions) (engine.Processor, error) { return nil, nil }}})
-	other := cli.WithApps(map[string]cli.App{"other": {New: func(cli.AppOptions) (engine.Processor, error) { return nil, nil }}})
+	mine := cli.WithApps(map[string]cli.App{"mine": {New: func(cli.AppOptions) (core.Processor, error) { return nil, nil }}})
+	other := cli.WithApps(map[string]cli.App{"other": {New: func(cli.AppOptions) (core.Processor, error) { return nil, nil }}})
 	for _, tc := range []struct {
 		name string
 		opts []cli.Option

@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/replayer"
@@ -87,7 +87,7 @@ type AppOptions struct {
 // checks it (applied exactly once, the same position as a clean run); an
 // app without it gets only the checks that need no state.
 type App struct {
-	New    func(opts AppOptions) (engine.Processor, error)
+	New    func(opts AppOptions) (core.Processor, error)
 	Decode func(payload []byte) (any, error)
 	State  func(path string) (DurableState, error)
 }
@@ -97,14 +97,14 @@ type App struct {
 func BuiltinApps() map[string]App {
 	return map[string]App{
 		apps.LedgerName: {
-			New: func(o AppOptions) (engine.Processor, error) {
+			New: func(o AppOptions) (core.Processor, error) {
 				return apps.NewLedger(apps.LedgerOptions{StatePath: o.StatePath})
 			},
 			Decode: apps.Decode,
 			State:  readLedgerDurable,
 		},
 		apps.AlertsName: {
-			New: func(AppOptions) (engine.Processor, error) {
+			New: func(AppOptions) (core.Processor, error) {
 				return apps.NewAlerts(apps.AlertsOptions{})
 			},
 			Decode: apps.Decode,
@@ -135,7 +135,7 @@ func WithoutBuiltinApps() Option { return func(c *CLI) { c.noBuiltins = true } }
 // recorder stamps rows with. Default: the system clock. Tests inject an
 // engine.StepClock so that outputs are byte-stable. Timers stay on the
 // system clock.
-func WithClock(clock engine.Clock) Option { return func(c *CLI) { c.clock = clock } }
+func WithClock(clock core.Clock) Option { return func(c *CLI) { c.clock = clock } }
 
 // WithStdout sets where commands write their output. Default os.Stdout.
 func WithStdout(w io.Writer) Option { return func(c *CLI) { c.stdout = w } }
@@ -152,7 +152,7 @@ type CLI struct {
 	apps       map[string]App
 	own        map[string]App // WithApps, merged into apps by New
 	noBuiltins bool           // WithoutBuiltinApps
-	clock      engine.Clock
+	clock      core.Clock
 	stdout     io.Writer
 	stderr     io.Writer
 	outWriter  func(io.Writer) io.Writer // tests: wraps the --out file's writer
@@ -313,7 +313,7 @@ func Registry(apps map[string]App) replayer.Registry {
 			dec = recorder.JSON.Decode
 		}
 		reg[name] = replayer.App{
-			New:    func() (engine.Processor, error) { return newp(AppOptions{}) },
+			New:    func() (core.Processor, error) { return newp(AppOptions{}) },
 			Decode: dec,
 		}
 	}

@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/cmd/cli"
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // Upper is a processor of your own: it emits each line in upper case.
 type Upper struct{}
 
 // OnEvent handles one line of the input file.
-func (Upper) OnEvent(c *engine.Cycle, ev any) error {
+func (Upper) OnEvent(c *core.Cycle, ev any) error {
 	c.Emit("upper", strings.ToUpper(ev.(string)))
 	return nil
 }
@@ -28,7 +28,7 @@ func (Upper) OnEvent(c *engine.Cycle, ev any) error {
 // strings).
 var myApps = map[string]cli.App{
 	"upper": {
-		New: func(cli.AppOptions) (engine.Processor, error) { return Upper{}, nil },
+		New: func(cli.AppOptions) (core.Processor, error) { return Upper{}, nil },
 		Decode: func(payload []byte) (any, error) {
 			var line string
 			err := json.Unmarshal(payload, &line)
@@ -52,7 +52,7 @@ func Example_ownProcessor() {
 		panic(err)
 	}
 	ctx := context.Background()
-	clock := cli.WithClock(engine.NewStepClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Second))
+	clock := cli.WithClock(core.NewStepClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Second))
 
 	run := cli.New(cli.WithApps(myApps), clock, cli.WithStdout(io.Discard))
 	code := run.Execute(ctx, []string{"run", "--app", "upper", "--input", input, "--store", store, "--read", "once-earliest"})

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/recorder"
 )
 
@@ -126,21 +126,21 @@ func (s *outSink) append(line []byte) error {
 // sink's error once fail returns one, so that nothing after a lost output
 // completes (an app's completion saves its state). It keeps the
 // processor's Snapshotter and TimerHandler.
-func guarded(p engine.Processor, delay time.Duration, fail func() error) engine.Processor {
+func guarded(p core.Processor, delay time.Duration, fail func() error) core.Processor {
 	base := guard{p: p, d: delay, fail: fail}
-	s, isSnap := p.(engine.Snapshotter)
-	t, isTimer := p.(engine.TimerHandler)
+	s, isSnap := p.(core.Snapshotter)
+	t, isTimer := p.(core.TimerHandler)
 	switch {
 	case isSnap && isTimer:
 		return struct {
 			guard
-			engine.Snapshotter
+			core.Snapshotter
 			guardTimer
 		}{base, s, guardTimer{base, t}}
 	case isSnap:
 		return struct {
 			guard
-			engine.Snapshotter
+			core.Snapshotter
 		}{base, s}
 	case isTimer:
 		return struct {
@@ -152,7 +152,7 @@ func guarded(p engine.Processor, delay time.Duration, fail func() error) engine.
 }
 
 type guard struct {
-	p    engine.Processor
+	p    core.Processor
 	d    time.Duration
 	fail func() error
 }
@@ -168,15 +168,15 @@ func (g guard) around(cycle func() error) error {
 	return g.fail()
 }
 
-func (g guard) OnEvent(c *engine.Cycle, ev any) error {
+func (g guard) OnEvent(c *core.Cycle, ev any) error {
 	return g.around(func() error { return g.p.OnEvent(c, ev) })
 }
 
 type guardTimer struct {
 	g guard
-	t engine.TimerHandler
+	t core.TimerHandler
 }
 
-func (t guardTimer) OnTimer(c *engine.Cycle, n int) error {
+func (t guardTimer) OnTimer(c *core.Cycle, n int) error {
 	return t.g.around(func() error { return t.t.OnTimer(c, n) })
 }

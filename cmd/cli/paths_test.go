@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/cmd/cli"
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // checkUnchanged fails t when dir's files differ from before (created,
@@ -168,7 +168,7 @@ type holdApp struct {
 	release chan struct{}
 }
 
-func (h *holdApp) OnEvent(c *engine.Cycle, ev any) error {
+func (h *holdApp) OnEvent(c *core.Cycle, ev any) error {
 	h.once.Do(func() {
 		close(h.started)
 		<-h.release
@@ -187,7 +187,7 @@ func TestASecondRunOnTheSameFilesIsRefused(t *testing.T) {
 	writeLines(t, "in.txt", "alice,1", "bob,2")
 	writeLines(t, "other.txt", "carol,3")
 	h := &holdApp{started: make(chan struct{}), release: make(chan struct{})}
-	apps := cli.WithApps(map[string]cli.App{"hold": {New: func(cli.AppOptions) (engine.Processor, error) { return h, nil }}})
+	apps := cli.WithApps(map[string]cli.App{"hold": {New: func(cli.AppOptions) (core.Processor, error) { return h, nil }}})
 	type result struct {
 		code int
 		out  string

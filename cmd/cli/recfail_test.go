@@ -10,16 +10,16 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/cmd/cli"
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // unsnappable is a processor whose state cannot be snapshotted: the
 // recorder cannot write its stream's START row.
 type unsnappable struct{}
 
-func (unsnappable) OnEvent(*engine.Cycle, any) error { return nil }
-func (unsnappable) Snapshot() ([]byte, error)        { return nil, errors.New("state not serialisable") }
-func (unsnappable) Restore([]byte) error             { return nil }
+func (unsnappable) OnEvent(*core.Cycle, any) error { return nil }
+func (unsnappable) Snapshot() ([]byte, error)      { return nil, errors.New("state not serialisable") }
+func (unsnappable) Restore([]byte) error           { return nil }
 
 // TestARunWhoseRecordingCannotBeWrittenStopsAndExitsThreeNamingTheStore:
 // when the recorder cannot write (here the START row of the app's stream),
@@ -34,7 +34,7 @@ func TestARunWhoseRecordingCannotBeWrittenStopsAndExitsThreeNamingTheStore(t *te
 			writeLines(t, in, "a", "b")
 			var out bytes.Buffer
 			c := newCLI(&out, cli.WithApps(map[string]cli.App{"unsnap": {
-				New:    func(cli.AppOptions) (engine.Processor, error) { return unsnappable{}, nil },
+				New:    func(cli.AppOptions) (core.Processor, error) { return unsnappable{}, nil },
 				Decode: func(b []byte) (any, error) { return string(b), nil },
 			}}))
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

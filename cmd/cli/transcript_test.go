@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/cmd/cli"
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected outputs of testdata/*.txt")
@@ -43,7 +43,7 @@ var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // newCLI returns a CLI writing both streams to out, with a fresh step
 // clock: every command's output is byte-stable.
 func newCLI(out *bytes.Buffer, opts ...cli.Option) *cli.CLI {
-	base := []cli.Option{cli.WithClock(engine.NewStepClock(epoch, time.Second)), cli.WithStdout(out), cli.WithStderr(out)}
+	base := []cli.Option{cli.WithClock(core.NewStepClock(epoch, time.Second)), cli.WithStdout(out), cli.WithStderr(out)}
 	return cli.New(append(base, opts...)...)
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -59,7 +60,7 @@ func reportLines(b *testing.B, lines int) {
 // per iteration. Compare with BenchmarkScanner in the same run.
 func BenchmarkSource(b *testing.B) {
 	path, lines := benchFile(b)
-	noop := engine.ProcessorFunc(func(*engine.Cycle, any) error { return nil })
+	noop := core.ProcessorFunc(func(*core.Cycle, any) error { return nil })
 	for _, strategy := range []Strategy{OnceEarliest, Committed} {
 		b.Run(strategy.String(), func(b *testing.B) {
 			ptr := filepath.Join(b.TempDir(), "bench.ptr")
@@ -132,7 +133,7 @@ func BenchmarkLineReader(b *testing.B) {
 			l := newLineReader(f, 0, 0)
 			n := 0
 			var texts []any
-			var ends []engine.Position
+			var ends []core.Position
 			for {
 				for {
 					texts, ends = l.lines(false, publishBatch, texts[:0], ends[:0])

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -72,9 +73,9 @@ type applier struct {
 	st    crashState
 }
 
-func (a *applier) OnEvent(c *engine.Cycle, ev any) error {
+func (a *applier) OnEvent(c *core.Cycle, ev any) error {
 	d := c.Delivery()
-	if a.guard && d.AlreadyApplied(a.st.Epoch, engine.Position{Offset: a.st.Offset}) {
+	if a.guard && d.AlreadyApplied(a.st.Epoch, core.Position{Offset: a.st.Offset}) {
 		return nil // applied before the crash: no change, no output
 	}
 	for t0 := time.Now(); time.Since(t0) < crashLineCost; { // a slower app: the burst lasts a few hundred ms
@@ -88,7 +89,7 @@ func (a *applier) OnEvent(c *engine.Cycle, ev any) error {
 }
 
 // Complete saves the state and the delivery's position in one atomic write.
-func (a *applier) Complete(d *engine.Delivery) error {
+func (a *applier) Complete(d *core.Delivery) error {
 	a.st.Epoch, a.st.Offset = d.Epoch, d.Position.Offset
 	b, _ := json.Marshal(a.st)
 	tmp := filepath.Join(a.dir, "state.tmp")

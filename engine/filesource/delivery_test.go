@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -325,14 +326,14 @@ type completed struct {
 	n   atomic.Int64
 }
 
-func (c *completed) OnEvent(cy *engine.Cycle, ev any) error {
+func (c *completed) OnEvent(cy *core.Cycle, ev any) error {
 	for t0 := time.Now(); time.Since(t0) < 10*time.Microsecond; {
 	}
 	cy.OnComplete(c)
 	return nil
 }
 
-func (c *completed) Complete(d *engine.Delivery) error {
+func (c *completed) Complete(d *core.Delivery) error {
 	c.pos.Store(d.Position.Offset)
 	c.n.Add(1)
 	return nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 )
@@ -29,7 +30,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	print := engine.ProcessorFunc(func(c *engine.Cycle, ev any) error {
+	print := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 		fmt.Printf("%+q at %d\n", ev, c.Delivery().Position.Offset)
 		return nil
 	})

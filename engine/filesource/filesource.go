@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -135,10 +136,10 @@ type Source struct {
 	fileID    uint64
 	rd        *lineReader
 	epoch     int64
-	final     bool              // a once-read reached the end of the file
-	switching bool              // the path names another file: finish this one, then reopen
-	items     []any             // the batch being offered (reused)
-	poss      []engine.Position // its positions
+	final     bool            // a once-read reached the end of the file
+	switching bool            // the path names another file: finish this one, then reopen
+	items     []any           // the batch being offered (reused)
+	poss      []core.Position // its positions
 	state     engine.FeedState
 	detail    string
 	commitErr string // the last commit failure warned about
@@ -1065,7 +1066,7 @@ func (c *committer) writeHead() error {
 
 // Acknowledged records an acknowledged position of the current epoch, or
 // of a later file's (the files before it are then complete).
-func (c *committer) Acknowledged(_, epoch int64, pos engine.Position) {
+func (c *committer) Acknowledged(_, epoch int64, pos core.Position) {
 	if epoch == c.epoch {
 		c.acked = max(c.acked, pos.Offset)
 		return

@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -147,11 +148,11 @@ type rec struct {
 	delay   time.Duration
 	mu      sync.Mutex
 	lines   []string
-	ds      []engine.Delivery
+	ds      []core.Delivery
 	handled atomic.Int64
 }
 
-func (r *rec) OnEvent(c *engine.Cycle, ev any) error {
+func (r *rec) OnEvent(c *core.Cycle, ev any) error {
 	s := ev.(string)
 	if r.ignore.Load() {
 		return nil
@@ -177,10 +178,10 @@ func (r *rec) OnEvent(c *engine.Cycle, ev any) error {
 
 func (r *rec) count() int { return int(r.handled.Load()) }
 
-func (r *rec) got() ([]string, []engine.Delivery) {
+func (r *rec) got() ([]string, []core.Delivery) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]string(nil), r.lines...), append([]engine.Delivery(nil), r.ds...)
+	return append([]string(nil), r.lines...), append([]core.Delivery(nil), r.ds...)
 }
 
 // gate is opened once by the test; a waiter also goes on when the test

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // defaultBufSize is the size of one read: large buffered reads keep the
@@ -265,7 +265,7 @@ func (l *lineReader) discardLine(final bool) bool {
 // substrings of one copy of the batch's bytes (terminators included, so
 // that it is one copy), and their interface values are elements of one
 // boxed array (see boxed).
-func (l *lineReader) lines(final bool, max int, texts []any, ends []engine.Position) ([]any, []engine.Position) {
+func (l *lineReader) lines(final bool, max int, texts []any, ends []core.Position) ([]any, []core.Position) {
 	spans := l.spans[:0]
 	from := l.r
 	noCR := l.find('\r', &l.cr) < 0 // w stays put: none in buf[r:w] for this whole call
@@ -299,7 +299,7 @@ func (l *lineReader) lines(final bool, max int, texts []any, ends []engine.Posit
 		}
 		spans = append(spans, span{l.r, end})
 		l.consume(after)
-		ends = append(ends, engine.Position{Offset: l.pos})
+		ends = append(ends, core.Position{Offset: l.pos})
 	}
 	l.spans = spans
 	if len(spans) == 0 {

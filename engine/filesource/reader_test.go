@@ -9,7 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // growing is an in-memory file that grows (a tailed file).
@@ -170,7 +170,7 @@ func TestABatchOfLinesCostsTwoAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	texts := make([]any, 0, publishBatch)
-	ends := make([]engine.Position, 0, publishBatch)
+	ends := make([]core.Position, 0, publishBatch)
 	var kept []any
 	allocs := testing.AllocsPerRun(3, func() {
 		texts, ends = l.lines(false, publishBatch, texts[:0], ends[:0])

@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -211,7 +212,7 @@ type appender struct {
 	block string
 }
 
-func (a *appender) OnEvent(_ *engine.Cycle, ev any) error {
+func (a *appender) OnEvent(_ *core.Cycle, ev any) error {
 	if ev.(string) == a.block {
 		select {} // until killed
 	}

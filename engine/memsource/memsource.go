@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -124,7 +125,7 @@ type LogSource struct {
 func (s *LogSource) DefaultPolicy() engine.Policy { return engine.Pause() }
 
 // Acknowledged records an acknowledged offset of the current epoch.
-func (s *LogSource) Acknowledged(_, epoch int64, pos engine.Position) {
+func (s *LogSource) Acknowledged(_, epoch int64, pos core.Position) {
 	if epoch == s.log.epoch && pos.Offset > s.pending {
 		s.pending = pos.Offset
 	}
@@ -163,7 +164,7 @@ func (s *LogSource) Run(ctx context.Context, f *engine.Feed) error {
 			l.mu.Lock()
 			it := l.items[s.next]
 			l.mu.Unlock()
-			if !f.TryPublish(it, engine.Position{Offset: s.next + 1}) {
+			if !f.TryPublish(it, core.Position{Offset: s.next + 1}) {
 				break
 			}
 			s.next++

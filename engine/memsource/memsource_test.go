@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 )
@@ -20,7 +21,7 @@ type collector struct {
 	once    sync.Once
 }
 
-func (c *collector) OnEvent(_ *engine.Cycle, ev any) error {
+func (c *collector) OnEvent(_ *core.Cycle, ev any) error {
 	c.mu.Lock()
 	n := len(c.got)
 	c.mu.Unlock()
@@ -42,7 +43,7 @@ func (c *collector) items() []any {
 	return append([]any(nil), c.got...)
 }
 
-func run(t *testing.T, src engine.Source, p engine.Processor, pol engine.Policy) *engine.Engine {
+func run(t *testing.T, src engine.Source, p core.Processor, pol engine.Policy) *engine.Engine {
 	t.Helper()
 	e, err := engine.New(engine.Config{
 		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, Policy: pol, QueueSize: 4}},

@@ -3,7 +3,7 @@ package apps
 import (
 	"fmt"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // DefaultThreshold is the alerts threshold when none is set.
@@ -44,7 +44,7 @@ func NewAlerts(opts AlertsOptions) (*Alerts, error) {
 }
 
 // OnEvent handles one line.
-func (a *Alerts) OnEvent(c *engine.Cycle, ev any) error {
+func (a *Alerts) OnEvent(c *core.Cycle, ev any) error {
 	line, ok := ev.(string)
 	if !ok {
 		return nil

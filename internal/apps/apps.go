@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // The app names.
@@ -37,7 +37,7 @@ func Names() []string { return []string{AlertsName, LedgerName} }
 
 // New builds the named app. An unknown name gives an error wrapping
 // ErrUnknownApp.
-func New(name string, opts Options) (engine.Processor, error) {
+func New(name string, opts Options) (core.Processor, error) {
 	switch name {
 	case LedgerName:
 		return NewLedger(opts.Ledger)

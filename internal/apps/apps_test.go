@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 )
 
@@ -29,13 +29,13 @@ func alert(account string, amount int64, at string) apps.Alert {
 	return apps.Alert{Account: account, Amount: amount, At: at}
 }
 
-func host(p engine.Processor) *engine.Host {
-	return engine.NewHost("p", p, engine.NewStepClock(t0, time.Millisecond))
+func host(p core.Processor) *core.Host {
+	return core.NewHost("p", p, core.NewStepClock(t0, time.Millisecond))
 }
 
 // handle runs one input through h under d and then its completions, as the
 // engine does; it returns the outputs.
-func handle(t *testing.T, h *engine.Host, d *engine.Delivery, ev any) ([]any, error) {
+func handle(t *testing.T, h *core.Host, d *core.Delivery, ev any) ([]any, error) {
 	t.Helper()
 	tr := h.Handle(d, ev)
 	if tr.Err != nil {
@@ -50,7 +50,7 @@ func handle(t *testing.T, h *engine.Host, d *engine.Delivery, ev any) ([]any, er
 	return outs, nil
 }
 
-func outputs(t *testing.T, tr *engine.Trace) []any {
+func outputs(t *testing.T, tr *core.Trace) []any {
 	t.Helper()
 	var outs []any
 	for _, o := range tr.Outputs {
@@ -159,7 +159,7 @@ func TestLedgerReentrantTransfer(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	l := newLedger(t, apps.LedgerOptions{StatePath: path})
 	h := host(l)
-	d := &engine.Delivery{Feed: "input", Sequence: 1, Epoch: 3, Position: engine.Position{Offset: 22}}
+	d := &core.Delivery{Feed: "input", Sequence: 1, Epoch: 3, Position: core.Position{Offset: 22}}
 	tr := h.Handle(d, "transfer,a,b,5")
 	if tr.Err != nil || tr.Cycles != 3 || len(tr.Outputs) != 2 || len(tr.Completions) != 1 {
 		t.Fatalf("trace: err %v, %d cycles, %d outputs, %d completions; want nil, 3, 2, 1",
@@ -199,8 +199,8 @@ func readState(t *testing.T, path string) apps.LedgerState {
 // applies later ones, and applies every line of a new epoch.
 func TestLedgerAlreadyAppliedAcrossRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
-	deliver := func(epoch, off int64) *engine.Delivery {
-		return &engine.Delivery{Feed: "input", Epoch: epoch, Position: engine.Position{Offset: off}}
+	deliver := func(epoch, off int64) *core.Delivery {
+		return &core.Delivery{Feed: "input", Epoch: epoch, Position: core.Position{Offset: off}}
 	}
 	first := newLedger(t, apps.LedgerOptions{StatePath: path})
 	h := host(first)
@@ -315,7 +315,7 @@ func TestLedgerSnapshotRestore(t *testing.T) {
 	l := newLedger(t, apps.LedgerOptions{})
 	h := host(l)
 	for _, line := range []string{"b,2", "a,1"} {
-		if _, err := handle(t, h, &engine.Delivery{Epoch: 1, Position: engine.Position{Offset: 5}}, line); err != nil {
+		if _, err := handle(t, h, &core.Delivery{Epoch: 1, Position: core.Position{Offset: 5}}, line); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -396,10 +396,10 @@ func TestNew(t *testing.T) {
 			t.Errorf("New(%q) = %v, %v", name, p, err)
 		}
 	}
-	if _, ok := mustNew(t, "ledger").(engine.Snapshotter); !ok {
+	if _, ok := mustNew(t, "ledger").(core.Snapshotter); !ok {
 		t.Error("ledger is not a Snapshotter")
 	}
-	if _, ok := mustNew(t, "ledger").(engine.TimerHandler); !ok {
+	if _, ok := mustNew(t, "ledger").(core.TimerHandler); !ok {
 		t.Error("ledger is not a TimerHandler")
 	}
 	if _, err := apps.New("nope", apps.Options{}); !errors.Is(err, apps.ErrUnknownApp) {
@@ -407,7 +407,7 @@ func TestNew(t *testing.T) {
 	}
 }
 
-func mustNew(t *testing.T, name string) engine.Processor {
+func mustNew(t *testing.T, name string) core.Processor {
 	t.Helper()
 	p, err := apps.New(name, apps.Options{})
 	if err != nil {

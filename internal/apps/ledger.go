@@ -8,7 +8,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/internal/atomicfile"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 )
@@ -96,7 +96,7 @@ type Ledger struct {
 type ledgerSave struct{ l *Ledger }
 
 // Complete records the delivery's position and saves the state.
-func (s *ledgerSave) Complete(d *engine.Delivery) error {
+func (s *ledgerSave) Complete(d *core.Delivery) error {
 	s.l.st.Epoch, s.l.st.Offset = d.Epoch, d.Position.Offset
 	return s.l.persist()
 }
@@ -149,8 +149,8 @@ func (l *Ledger) Restore(snapshot []byte) error {
 }
 
 // OnEvent handles a line, or one side of a transfer.
-func (l *Ledger) OnEvent(c *engine.Cycle, ev any) error {
-	if d := c.Delivery(); d != nil && d.AlreadyApplied(l.st.Epoch, engine.Position{Offset: l.st.Offset}) {
+func (l *Ledger) OnEvent(c *core.Cycle, ev any) error {
+	if d := c.Delivery(); d != nil && d.AlreadyApplied(l.st.Epoch, core.Position{Offset: l.st.Offset}) {
 		return nil
 	}
 	switch v := ev.(type) {
@@ -166,7 +166,7 @@ func (l *Ledger) OnEvent(c *engine.Cycle, ev any) error {
 	return l.done(c)
 }
 
-func (l *Ledger) line(c *engine.Cycle, line string) error {
+func (l *Ledger) line(c *core.Cycle, line string) error {
 	reject := func(reason string) { c.Emit(LedgerSink, Rejected{Rejected: line, Reason: reason}) }
 	fs := fields(line)
 	switch {
@@ -217,7 +217,7 @@ func overflows(a, b int64) bool {
 	return (b > 0 && s < a) || (b < 0 && s > a)
 }
 
-func (l *Ledger) post(c *engine.Cycle, account string, amount int64) {
+func (l *Ledger) post(c *core.Cycle, account string, amount int64) {
 	l.st.Balances[account] += amount
 	l.st.Applied++
 	c.Emit(LedgerSink, Posting{Account: account, Amount: amount, Balance: l.st.Balances[account], At: stamp(c.Now())})
@@ -225,7 +225,7 @@ func (l *Ledger) post(c *engine.Cycle, account string, amount int64) {
 
 // done registers the save for the delivery's completion, or saves at once
 // for an input without a position.
-func (l *Ledger) done(c *engine.Cycle) error {
+func (l *Ledger) done(c *core.Cycle) error {
 	if c.OnComplete(l.save) {
 		return nil
 	}
@@ -233,7 +233,7 @@ func (l *Ledger) done(c *engine.Cycle) error {
 }
 
 // OnTimer emits the ledger's Summary.
-func (l *Ledger) OnTimer(c *engine.Cycle, timer int) error {
+func (l *Ledger) OnTimer(c *core.Cycle, timer int) error {
 	var total int64
 	for _, b := range l.st.Balances {
 		total += b

@@ -1,4 +1,4 @@
-package engine
+package core
 
 // Processor is user code: it handles the items of the feeds its group
 // subscribes to, one cycle at a time, on its group's goroutine. A processor

@@ -1,4 +1,4 @@
-package engine
+package core
 
 import (
 	"context"
@@ -20,12 +20,12 @@ const (
 
 // ErrUnknownTimer is returned when a timer fires that the processor never set
 // (or that already fired).
-var ErrUnknownTimer = errors.New("engine: unknown timer")
+var ErrUnknownTimer = errors.New("core: unknown timer")
 
 // ErrTooManyCycles is returned when an input queues more than
 // MaxCyclesPerInput reentrant cycles, or registers more than
 // MaxCompletionsPerDelivery completions.
-var ErrTooManyCycles = errors.New("engine: too many reentrant cycles")
+var ErrTooManyCycles = errors.New("core: too many reentrant cycles")
 
 // PanicError is a panic of a processor, a completion callback or a sink,
 // turned into the failure of that item. Unwrap gives the panic value when it
@@ -37,7 +37,7 @@ type PanicError struct {
 }
 
 func (e *PanicError) Error() string {
-	return fmt.Sprintf("engine: processor %q panicked: %v", e.Processor, e.Value)
+	return fmt.Sprintf("core: processor %q panicked: %v", e.Processor, e.Value)
 }
 
 // Unwrap returns the panic value if it is an error.
@@ -107,7 +107,7 @@ func (c *Cycle) Emit(sink string, out any) {
 	h.trace.Outputs = append(h.trace.Outputs, Output{Sink: sink, Value: out})
 	if h.sink != nil && h.trace.Err == nil {
 		if err := h.sink.Write(h.name, sink, out); err != nil {
-			h.sinkErr = fmt.Errorf("engine: sink %q: %w", sink, err)
+			h.sinkErr = fmt.Errorf("core: sink %q: %w", sink, err)
 		}
 	}
 }
@@ -145,7 +145,7 @@ func (c *Cycle) OnComplete(f Completion) bool {
 		return false
 	}
 	for _, g := range h.trace.Completions {
-		if sameCompletion(g, f) {
+		if SameCompletion(g, f) {
 			return true
 		}
 	}
@@ -163,7 +163,7 @@ func (c *Cycle) OnComplete(f Completion) bool {
 // that == cannot compare (a func, a map, a slice, or a struct or array
 // holding one, directly or in an interface field) is never the same as
 // another, and comparing it never panics.
-func sameCompletion(a, b Completion) bool {
+func SameCompletion(a, b Completion) bool {
 	return reflect.TypeOf(a) == reflect.TypeOf(b) && reflect.ValueOf(a).Comparable() && a == b
 }
 
@@ -276,7 +276,7 @@ func (h *Host) Fire(n int) *Trace {
 	delete(h.timers, n)
 	th, ok := h.proc.(TimerHandler)
 	if !ok {
-		t.Err = fmt.Errorf("engine: processor %q set timer %d but does not implement TimerHandler", h.name, n)
+		t.Err = fmt.Errorf("core: processor %q set timer %d but does not implement TimerHandler", h.name, n)
 		return t
 	}
 	t.Err = h.call(th, n)
