@@ -23,7 +23,7 @@ func positioned(t *testing.T, pol engine.Policy, queue int, gates map[string]*ga
 	e := start(t, engine.Config{Feeds: []engine.FeedConfig{{Name: "in", Policy: pol, QueueSize: queue}}, Groups: groups})
 	f := e.Feed("in")
 	c := &committer{}
-	f.SetCommitter(c)
+	f.Intake().SetCommitter(c)
 	return e, f, c
 }
 
@@ -32,11 +32,11 @@ func positioned(t *testing.T, pol engine.Policy, queue int, gates map[string]*ga
 func settleCommit(t *testing.T, f *engine.Feed, c *committer, want int64) {
 	t.Helper()
 	eventually(t, "commit", func() bool {
-		f.PollAcks()
+		f.Intake().PollAcks()
 		return c.Committed() == want
 	})
 	for i := 0; i < 20; i++ {
-		f.PollAcks()
+		f.Intake().PollAcks()
 	}
 	if got := c.Committed(); got != want {
 		t.Fatalf("committed %d, want %d", got, want)
@@ -116,7 +116,7 @@ func TestTheLastConsumerGoneStopsReadingAndCommitting(t *testing.T) {
 		if err := e.Unsubscribe("g", "in"); err != nil {
 			t.Fatal(err)
 		}
-		if f.TryPublish(6, core.Position{Offset: 6}) {
+		if f.Intake().TryPublish(6, core.Position{Offset: 6}) {
 			t.Fatal("TryPublish took an item with no live consumer")
 		}
 		st := e.Status().Feeds[0]
@@ -144,10 +144,10 @@ func TestATransientFenceHoldsThePointer(t *testing.T) {
 		if err := e.Fence("g"); err != nil {
 			t.Fatal(err)
 		}
-		if f.TryPublish(4, core.Position{Offset: 4}) {
+		if f.Intake().TryPublish(4, core.Position{Offset: 4}) {
 			t.Fatal("a positioned feed took an item while its consumer was fenced")
 		}
-		if n := f.TryPublishBatch([]any{4, 5}, []core.Position{{Offset: 4}, {Offset: 5}}); n != 0 {
+		if n := f.Intake().TryPublishBatch([]any{4, 5}, []core.Position{{Offset: 4}, {Offset: 5}}); n != 0 {
 			t.Fatalf("a positioned feed took %d items of a batch while its consumer was fenced", n)
 		}
 		if st := e.Status().Feeds[0]; st.Stalled == nil {
@@ -186,13 +186,13 @@ func TestAnExplicitDropDropsCountsAndCommitsPastTheDrop(t *testing.T) {
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
 		f := e.Feed("in")
 		c := &committer{}
-		f.SetCommitter(c)
-		if !f.TryPublish(1, core.Position{Offset: 1}) {
+		f.Intake().SetCommitter(c)
+		if !f.Intake().TryPublish(1, core.Position{Offset: 1}) {
 			t.Fatal("paused")
 		}
 		eventually(t, "item 1 taken", func() bool { return g.enteredCount() == 1 })
 		for i := 2; i <= 10; i++ {
-			if !f.TryPublish(i, core.Position{Offset: int64(i)}) {
+			if !f.Intake().TryPublish(i, core.Position{Offset: int64(i)}) {
 				t.Fatalf("a DROP feed paused at %d", i)
 			}
 		}
@@ -231,10 +231,10 @@ func TestAStoppedFeedTakesNothing(t *testing.T) {
 		if err := e.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if f.TryPublish(1, core.Position{Offset: 1}) {
+		if f.Intake().TryPublish(1, core.Position{Offset: 1}) {
 			t.Error("TryPublish took an item after Stop")
 		}
-		if n := f.TryPublishBatch([]any{1, 2}, []core.Position{{Offset: 1}, {Offset: 2}}); n != 0 {
+		if n := f.Intake().TryPublishBatch([]any{1, 2}, []core.Position{{Offset: 1}, {Offset: 2}}); n != 0 {
 			t.Errorf("TryPublishBatch took %d items after Stop", n)
 		}
 		if st := e.Status().Feeds[0]; st.Sequence != 0 || st.Paused || st.Pauses != 0 {
@@ -279,16 +279,16 @@ func TestAFeedIsSettledOnlyOnceItsCommitSucceeded(t *testing.T) {
 			default:
 			}
 		})
-		f.SetCommitter(c)
-		f.SetState(engine.StateCaughtUp, "")
-		if !f.TryPublish(1, core.Position{Offset: 10}) {
+		f.Intake().SetCommitter(c)
+		f.Intake().SetState(engine.StateCaughtUp, "")
+		if !f.Intake().TryPublish(1, core.Position{Offset: 10}) {
 			t.Fatal("paused")
 		}
 		eventually(t, "the item dispatched", func() bool { return e.Status().Feeds[0].Subscribers[0].Drained })
 		poll := func() <-chan error {
 			done := make(chan error, 1)
 			go func() {
-				_, err := f.PollAcks()
+				_, err := f.Intake().PollAcks()
 				done <- err
 			}()
 			return done

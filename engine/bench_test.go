@@ -83,7 +83,7 @@ func BenchmarkTryPublishPause(b *testing.B) {
 	_, f := benchEngine(b, engine.Pause())
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for !f.TryPublish(i, core.Position{Offset: int64(i + 1)}) {
+		for !f.Intake().TryPublish(i, core.Position{Offset: int64(i + 1)}) {
 			runtime.Gosched()
 		}
 	}
@@ -94,15 +94,15 @@ func BenchmarkTryPublishPause(b *testing.B) {
 // and a commit per 1,024 items, as the file source does.
 func BenchmarkTryPublishPauseCommitted(b *testing.B) {
 	_, f := benchEngine(b, engine.Pause())
-	f.SetCommitter(&committer{})
+	f.Intake().SetCommitter(&committer{})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for !f.TryPublish(i, core.Position{Offset: int64(i + 1)}) {
-			f.PollAcks()
+		for !f.Intake().TryPublish(i, core.Position{Offset: int64(i + 1)}) {
+			f.Intake().PollAcks()
 			runtime.Gosched()
 		}
 		if i%1024 == 0 {
-			f.PollAcks()
+			f.Intake().PollAcks()
 		}
 	}
 	waitDispatched(b, f, int64(b.N))
@@ -138,7 +138,7 @@ func newPipeline(b *testing.B, groups int) *pipeline {
 		b.Fatal(err)
 	}
 	p := &pipeline{e: e, f: e.Feed("in"), c: &committer{}}
-	p.f.SetCommitter(p.c)
+	p.f.Intake().SetCommitter(p.c)
 	e.Start(context.Background())
 	b.Cleanup(func() { e.Stop(context.Background()) })
 	p.run(10_000) // warm up
@@ -149,18 +149,18 @@ func newPipeline(b *testing.B, groups int) *pipeline {
 func (p *pipeline) run(n int) time.Duration {
 	began := time.Now()
 	for end := p.next + n; p.next < end; {
-		if !p.f.TryPublish(p.next, core.Position{Offset: int64(p.next + 1)}) {
-			p.f.PollAcks()
+		if !p.f.Intake().TryPublish(p.next, core.Position{Offset: int64(p.next + 1)}) {
+			p.f.Intake().PollAcks()
 			runtime.Gosched()
 			continue
 		}
 		if p.next&1023 == 0 {
-			p.f.PollAcks()
+			p.f.Intake().PollAcks()
 		}
 		p.next++
 	}
 	for p.c.Committed() < int64(p.next) {
-		p.f.PollAcks()
+		p.f.Intake().PollAcks()
 		runtime.Gosched()
 	}
 	return time.Since(began)

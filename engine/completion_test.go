@@ -76,7 +76,7 @@ func TestCompletionsRunAfterReentrantWorkAndBeforeTheDispatchedCounter(t *testin
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("a", a, "b", b)}}})
 		f := e.Feed("in")
 		sa, sb = &saver{name: "sa", log: log, f: f}, &saver{name: "sb", log: log, f: f}
-		f.SetCommitter(&committer{})
+		f.Intake().SetCommitter(&committer{})
 		publishAll(t, f, 1, 1)
 		eventually(t, "dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 1 })
 		want := []string{"a 1", "a 10", "b 1", "sa complete 1 dispatched=0", "sb complete 1 dispatched=0"}
@@ -135,7 +135,7 @@ func TestAFailingCallbackIsRetriedAloneAndSkippedWhenExhausted(t *testing.T) {
 					Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Retry: engine.RetryPolicy{Attempts: 3}, Processors: procs("p", p)}}})
 				f := e.Feed("in")
 				c := &committer{}
-				f.SetCommitter(c)
+				f.Intake().SetCommitter(c)
 				s = &saver{name: "s", log: log, f: f, fail: tc.fails}
 				publishAll(t, f, 1, 1)
 				settleCommit(t, f, c, 1) // acknowledged either way
@@ -193,7 +193,7 @@ func TestAnExhaustedFailureSkipsTheItemAndItIsAcknowledged(t *testing.T) {
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Retry: engine.RetryPolicy{Attempts: 2}, Processors: procs("p", p)}}})
 		f := e.Feed("in")
 		c := &committer{}
-		f.SetCommitter(c)
+		f.Intake().SetCommitter(c)
 		publishAll(t, f, 1, 3)
 		settleCommit(t, f, c, 3)
 		if st := f.Status(); st.Failures != 3 || st.Lossless {

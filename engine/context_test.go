@@ -111,11 +111,11 @@ func TestAnItemThatFailedOnTheCancelledContextIsNotCommitted(t *testing.T) {
 				}
 				c := &committer{}
 				f := e.Feed("in")
-				f.SetCommitter(c)
+				f.Intake().SetCommitter(c)
 				if err := e.Start(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				if !f.TryPublish("x", core.Position{Offset: 1}) {
+				if !f.Intake().TryPublish("x", core.Position{Offset: 1}) {
 					t.Fatal("TryPublish refused the first item")
 				}
 				<-entered
@@ -138,7 +138,7 @@ func TestAnItemThatFailedOnTheCancelledContextIsNotCommitted(t *testing.T) {
 // countingSource counts how often the engine ran it.
 type countingSource struct{ runs atomic.Int64 }
 
-func (s *countingSource) Run(ctx context.Context, f *engine.Feed) error {
+func (s *countingSource) Run(ctx context.Context, f *engine.Intake) error {
 	s.runs.Add(1)
 	<-ctx.Done()
 	return ctx.Err()

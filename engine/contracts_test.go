@@ -92,7 +92,7 @@ func TestOneRuleDeduplicatesCompletionsInAProcessorAndAcrossItsGroup(t *testing.
 			Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
 			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("a", a, "b", b)}}})
 		f := e.Feed("in")
-		f.SetCommitter(&committer{})
+		f.Intake().SetCommitter(&committer{})
 		publishAll(t, f, 1, 1)
 		select {
 		case <-done:

@@ -264,19 +264,19 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.srcCtx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	for _, f := range e.feeds {
 		if f.source == nil {
-			f.SetState(StateCaughtUp, "")
+			f.setState(StateCaughtUp, "")
 			continue
 		}
 		e.srcWG.Add(1)
 		go func(f *Feed) {
 			defer e.srcWG.Done()
-			err := f.source.Run(e.srcCtx, f)
+			err := f.source.Run(e.srcCtx, &Intake{f})
 			f.behind.Store(false) // whatever its state says, it publishes no more
 			if err != nil && !errors.Is(err, context.Canceled) {
 				e.mu.Lock()
 				e.srcErrs[f.name] = err
 				e.mu.Unlock()
-				f.SetState(f.stateNow(), "source failed: "+err.Error())
+				f.setState(f.stateNow(), "source failed: "+err.Error())
 				e.warnf("feed %q source: %v", f.name, err)
 			}
 		}(f)
@@ -399,7 +399,7 @@ func (e *Engine) drained() bool {
 func (e *Engine) commitAll() []error {
 	var errs []error
 	for _, f := range e.feeds {
-		if _, err := f.PollAcks(); err != nil {
+		if _, err := f.pollAcks(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -7,3 +7,7 @@ func SetMaxMarks(n int) func() {
 	maxMarks = n
 	return func() { maxMarks = old }
 }
+
+// Intake is the source handle of f, for tests that publish as a source
+// would without writing one.
+func (f *Feed) Intake() *Intake { return &Intake{f} }

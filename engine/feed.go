@@ -29,7 +29,7 @@ type Journal interface {
 // Committer is how a re-readable source commits what has been processed: it
 // is told, in publish order, each acknowledged item's (seq, epoch, position),
 // then Commit once per poll. It is called on the goroutine that polls
-// (Feed.PollAcks): the source's own, or the engine's stop goroutine once the
+// (Intake.PollAcks): the source's own, or the engine's stop goroutine once the
 // source has stopped; never concurrently.
 type Committer interface {
 	Acknowledged(seq, epoch int64, pos core.Position)
@@ -41,7 +41,7 @@ type Committer interface {
 // source does). A source with positions publishes with TryPublish and calls
 // PollAcks at the start of every duty cycle.
 type Source interface {
-	Run(ctx context.Context, f *Feed) error
+	Run(ctx context.Context, in *Intake) error
 }
 
 // PolicySource is implemented by sources with a default overload policy
@@ -314,16 +314,8 @@ func (f *Feed) waitRoom(ctx context.Context, deadline time.Time) {
 	}
 }
 
-// TryPublish publishes an item of a re-readable source at pos, under the
-// feed's current epoch. It returns false, committing nothing (no sequence,
-// no journal entry, no queue holds it), when the item cannot be taken now:
-// a PAUSE or BLOCK queue is full, the acknowledgement window is at its cap,
-// or (for a feed with a committer) no consumer is live or one is fenced. The
-// source keeps the item and offers it again on its next duty cycle. DROP
-// queues of the feed still drop after their spin. While the feed's Journal
-// runs (a TryPublish from inside Append), it takes nothing and returns
-// false at once, without waiting for the lock Append runs under.
-func (f *Feed) TryPublish(item any, pos core.Position) bool {
+// tryPublish is Intake.TryPublish.
+func (f *Feed) tryPublish(item any, pos core.Position) bool {
 	if f.inJournal() {
 		return false
 	}
@@ -370,11 +362,6 @@ func (f *Feed) refuse() {
 	f.waiting.Store(true)
 }
 
-// Ready delivers a value when a feed that refused an item (TryPublish
-// returned false) may take items again: a queue drained to half, a group
-// unfenced or subscribed. A paused source waits on it (with its own timeout:
-// the signal is a hint, never a promise of room).
-func (f *Feed) Ready() <-chan struct{} { return f.ready }
 
 // signalReady wakes a source waiting on Ready.
 func (f *Feed) signalReady() {
@@ -386,13 +373,8 @@ func (f *Feed) signalReady() {
 	}
 }
 
-// TryPublishBatch offers items[i] at pos[i], in order, as TryPublish would
-// each, under one acquisition of the lock. It returns how many it took: a
-// prefix of items; the source keeps the rest and offers them again. The
-// groups see the items taken when it returns (earlier, before a journal
-// stores one or while a full DROP queue is waited for). From inside the
-// feed's Journal it takes nothing (see TryPublish).
-func (f *Feed) TryPublishBatch(items []any, pos []core.Position) int {
+// tryPublishBatch is Intake.TryPublishBatch.
+func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 	if f.inJournal() {
 		return 0
 	}
@@ -597,73 +579,56 @@ func (f *Feed) runDeferred(ctx context.Context) {
 	f.deferred = nil
 }
 
-// SetCommitter makes this a positioned feed: items published with
-// TryPublish are held in the acknowledgement window until every queue they
-// were offered to has dispatched them, and c is told in order (PollAcks).
-func (f *Feed) SetCommitter(c Committer) {
+// setCommitter is Intake.SetCommitter.
+func (f *Feed) setCommitter(c Committer) {
 	f.mu.Lock()
 	f.committer = c
 	f.mu.Unlock()
 }
 
-// SetEpoch sets the epoch of the items published from now on.
-func (f *Feed) SetEpoch(epoch int64) {
+// setEpoch is Intake.SetEpoch.
+func (f *Feed) setEpoch(epoch int64) {
 	f.mu.Lock()
 	f.epoch = epoch
 	f.mu.Unlock()
 }
 
-// SetState reports where the source stands, with a human-readable detail.
-// While a source is BEHIND (it has more to publish), the groups of its feed
-// wait longer for its next items before they park.
-func (f *Feed) SetState(s FeedState, detail string) {
+// setState is Intake.SetState.
+func (f *Feed) setState(s FeedState, detail string) {
 	f.mu.Lock()
 	f.state, f.detail = s, detail
 	f.behind.Store(s == StateBehind)
 	f.mu.Unlock()
 }
 
-// SetBounded says the source will end by itself (a once-read, a fixed list).
-func (f *Feed) SetBounded(b bool) {
+// setBounded is Intake.SetBounded.
+func (f *Feed) setBounded(b bool) {
 	f.mu.Lock()
 	f.bounded = b
 	f.mu.Unlock()
 }
 
-// SetUnterminated reports bytes after the last line terminator that a
-// bounded source ended without publishing.
-func (f *Feed) SetUnterminated(n int64) {
+// setUnterminated is Intake.SetUnterminated.
+func (f *Feed) setUnterminated(n int64) {
 	f.mu.Lock()
 	f.unterminated = n
 	f.mu.Unlock()
 }
 
-// AddOversized counts lines longer than the source's maximum that it
-// skipped whole instead of publishing (a loss: the feed is not lossless).
-func (f *Feed) AddOversized(lines int64) { f.oversized.Add(lines) }
+// addOversized is Intake.AddOversized.
+func (f *Feed) addOversized(lines int64) { f.oversized.Add(lines) }
 
-// AddUnreadFiles counts files the source had not read to their end and can
-// no longer find (a loss: the feed is not lossless).
-func (f *Feed) AddUnreadFiles(files int64) { f.unreadFiles.Add(files) }
+// addUnreadFiles is Intake.AddUnreadFiles.
+func (f *Feed) addUnreadFiles(files int64) { f.unreadFiles.Add(files) }
 
-// AddHoleBytes counts bytes the source skipped as a hole, not data (a run of
-// NUL bytes a stale writer left at the start of a truncated file). Not a
-// loss.
-func (f *Feed) AddHoleBytes(n int64) { f.holeBytes.Add(n) }
+// addHoleBytes is Intake.AddHoleBytes.
+func (f *Feed) addHoleBytes(n int64) { f.holeBytes.Add(n) }
 
-// AddReplaced counts input files found replaced or rewritten in place and
-// read again from their start under a new epoch. Not a loss by itself.
-func (f *Feed) AddReplaced(n int64) { f.replaced.Add(n) }
+// addReplaced is Intake.AddReplaced.
+func (f *Feed) addReplaced(n int64) { f.replaced.Add(n) }
 
-// PollAcks tells the committer, in publish order, every item that every
-// queue it was offered to has dispatched (and a held checkpoint made
-// durable), then commits once; after a failed commit it commits again even
-// when nothing new was acknowledged. It returns how many items were
-// acknowledged. Until a commit succeeds, the items told to the committer
-// count in the status as pending acknowledgements (the feed is not
-// settled) and Acknowledged does not move. A source calls it at the start
-// of each duty cycle on its own goroutine.
-func (f *Feed) PollAcks() (int, error) {
+// pollAcks is Intake.PollAcks.
+func (f *Feed) pollAcks() (int, error) {
 	f.pollMu.Lock()
 	defer f.pollMu.Unlock()
 	f.mu.Lock()

@@ -9,7 +9,7 @@ import (
 // sourceFunc is a Source from a function.
 type sourceFunc func(ctx context.Context, f *Feed) error
 
-func (s sourceFunc) Run(ctx context.Context, f *Feed) error { return s(ctx, f) }
+func (s sourceFunc) Run(ctx context.Context, in *Intake) error { return s(ctx, in.f) }
 
 // TestAGroupSeesWhetherItsSourceIsBehind: the hint that keeps a group
 // awake between a source's batches follows the feed's state, and is off
@@ -17,7 +17,7 @@ func (s sourceFunc) Run(ctx context.Context, f *Feed) error { return s(ctx, f) }
 func TestAGroupSeesWhetherItsSourceIsBehind(t *testing.T) {
 	release := make(chan struct{})
 	src := sourceFunc(func(ctx context.Context, f *Feed) error {
-		f.SetState(StateBehind, "")
+		f.Intake().SetState(StateBehind, "")
 		<-release
 		return nil
 	})
@@ -48,7 +48,7 @@ func TestAGroupSeesWhetherItsSourceIsBehind(t *testing.T) {
 		{StateEndOfStream, false},
 		{StateBehind, true},
 	} {
-		f.SetState(tc.state, "")
+		f.Intake().SetState(tc.state, "")
 		if got := g.sourceBehind(); got != tc.want {
 			t.Errorf("after SetState(%s): sourceBehind = %v, want %v", tc.state, got, tc.want)
 		}

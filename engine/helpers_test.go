@@ -192,7 +192,7 @@ func procs(ps ...any) []engine.ProcessorConfig {
 func publishAll(t *testing.T, f *engine.Feed, from, n int) {
 	t.Helper()
 	for i, stalled := from, false; i <= n; {
-		if f.TryPublish(i, core.Position{Offset: int64(i)}) {
+		if f.Intake().TryPublish(i, core.Position{Offset: int64(i)}) {
 			i, stalled = i+1, false
 			continue
 		}
@@ -200,7 +200,7 @@ func publishAll(t *testing.T, f *engine.Feed, from, n int) {
 			t.Fatalf("publish of %d paused with every goroutine blocked", i)
 		}
 		synctest.Wait()
-		if _, err := f.PollAcks(); err != nil {
+		if _, err := f.Intake().PollAcks(); err != nil {
 			t.Fatal(err)
 		}
 		stalled = true

@@ -246,13 +246,13 @@ func TestTheWindowCapPausesTheSource(t *testing.T) {
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 100, WindowCap: 4}},
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
 		f := e.Feed("in")
-		f.SetCommitter(&committer{})
+		f.Intake().SetCommitter(&committer{})
 		for i := 1; i <= 4; i++ {
-			if !f.TryPublish(i, core.Position{Offset: int64(i)}) {
+			if !f.Intake().TryPublish(i, core.Position{Offset: int64(i)}) {
 				t.Fatalf("paused at %d", i)
 			}
 		}
-		if f.TryPublish(5, core.Position{Offset: 5}) {
+		if f.Intake().TryPublish(5, core.Position{Offset: 5}) {
 			t.Fatal("took a fifth item past a window cap of 4")
 		}
 		if st := e.Status().Feeds[0]; st.PendingAcks != 4 || !st.Paused {
@@ -269,16 +269,16 @@ func TestTheWindowCapCutsABatch(t *testing.T) {
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 100, WindowCap: 4}},
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
 		f := e.Feed("in")
-		f.SetCommitter(&committer{})
+		f.Intake().SetCommitter(&committer{})
 		items := []any{1, 2, 3}
 		pos := []core.Position{{Offset: 1}, {Offset: 2}, {Offset: 3}}
-		if got := f.TryPublishBatch(items, pos); got != 3 {
+		if got := f.Intake().TryPublishBatch(items, pos); got != 3 {
 			t.Fatalf("took %d of a first batch of 3 under a window cap of 4, want 3", got)
 		}
-		if got := f.TryPublishBatch(items, pos); got != 1 {
+		if got := f.Intake().TryPublishBatch(items, pos); got != 1 {
 			t.Fatalf("took %d of a second batch of 3 under a window cap of 4, want 1", got)
 		}
-		if got := f.TryPublishBatch(items, pos); got != 0 {
+		if got := f.Intake().TryPublishBatch(items, pos); got != 0 {
 			t.Fatalf("took %d of a third batch with the window full, want 0", got)
 		}
 		if st := e.Status().Feeds[0]; st.PendingAcks != 4 || !st.Paused || st.Sequence != 4 {
@@ -299,7 +299,7 @@ func TestAPausedSourceIsSignalledWhenItsQueueIsHalfEmpty(t *testing.T) {
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
 		f := e.Feed("in")
 		queued := 0
-		for f.TryPublish(queued+1, core.Position{Offset: int64(queued + 1)}) {
+		for f.Intake().TryPublish(queued+1, core.Position{Offset: int64(queued + 1)}) {
 			queued++
 			if queued == 1 {
 				eventually(t, "the first item taken", func() bool { return g.enteredCount() == 1 })
@@ -308,7 +308,7 @@ func TestAPausedSourceIsSignalledWhenItsQueueIsHalfEmpty(t *testing.T) {
 		signalled := 0
 		for taken := 1; taken < queued && signalled == 0; taken++ {
 			select {
-			case <-f.Ready():
+			case <-f.Intake().Ready():
 				signalled = taken
 			default:
 				g.let(1)
@@ -417,7 +417,7 @@ func TestABatchLargerThanADropQueueIsNotDroppedWhileTheGroupKeepsUp(t *testing.T
 		for i := range n {
 			items[i], pos[i] = i+1, core.Position{Offset: int64(i + 1)}
 		}
-		if got := f.TryPublishBatch(items, pos); got != n {
+		if got := f.Intake().TryPublishBatch(items, pos); got != n {
 			t.Fatalf("TryPublishBatch took %d of %d", got, n)
 		}
 		eventually(t, "every item dispatched", func() bool { return seen.count() == n })
@@ -449,7 +449,7 @@ func TestAJournalMayWaitForTheItemsBeforeItsOwn(t *testing.T) {
 		for i := range n {
 			items[i], pos[i] = i+1, core.Position{Offset: int64(i + 1)}
 		}
-		if got := e.Feed("in").TryPublishBatch(items, pos); got != n {
+		if got := e.Feed("in").Intake().TryPublishBatch(items, pos); got != n {
 			t.Fatalf("TryPublishBatch took %d of %d", got, n)
 		}
 		eventually(t, "every item dispatched", func() bool { return g.count() == n })

@@ -76,7 +76,7 @@ func subscriber(t *testing.T, st engine.FeedStatus, queue string) engine.Subscri
 func publish(t *testing.T, f *engine.Feed, from, to int) {
 	t.Helper()
 	for i := from; i <= to; i++ {
-		if !f.TryPublish(i, core.Position{Offset: int64(i)}) {
+		if !f.Intake().TryPublish(i, core.Position{Offset: int64(i)}) {
 			t.Fatalf("TryPublish refused item %d", i)
 		}
 	}
@@ -86,7 +86,7 @@ func publish(t *testing.T, f *engine.Feed, from, to int) {
 // offset.
 func committedAfterPoll(t *testing.T, f *engine.Feed, c *committer) int64 {
 	t.Helper()
-	if _, err := f.PollAcks(); err != nil {
+	if _, err := f.Intake().PollAcks(); err != nil {
 		t.Fatal(err)
 	}
 	return c.Committed()
@@ -121,7 +121,7 @@ func TestAFailingProcessorsCallbacksAreDiscardedWhileTheOthersAreKept(t *testing
 					"broken", register("broken", func() bool { return true }), "after", register("after", never))}}})
 		f := e.Feed("in")
 		c := &committer{}
-		f.SetCommitter(c)
+		f.Intake().SetCommitter(c)
 		publish(t, f, 1, 1)
 		synctest.Wait()
 		// flaky's first try and broken's every try failed: their callbacks
@@ -212,7 +212,7 @@ func TestTwoGroupsAcknowledgeAnItemOnlyAfterEveryGroupsCallbacksRan(t *testing.T
 		t.Cleanup(releaseOnce)
 		f := e.Feed("in")
 		c := &committer{}
-		f.SetCommitter(c)
+		f.Intake().SetCommitter(c)
 		publish(t, f, 1, 1)
 		<-entered
 		synctest.Wait() // the fast group is done with the item and parked
@@ -247,7 +247,7 @@ func TestACheckpointsHeldPositionSurvivesTheGroupsUnsubscribe(t *testing.T) {
 				{Name: "later", Processors: procs("later", open)}}})
 		f := e.Feed("in")
 		c := &committer{}
-		f.SetCommitter(c)
+		f.Intake().SetCommitter(c)
 		cp, err := e.Hold("in", "g")
 		if err != nil {
 			t.Fatal(err)
@@ -310,7 +310,7 @@ func TestARemovedConsumersHeldPositionSurvivesALaterUnsubscribe(t *testing.T) {
 		t.Cleanup(closeOnce)
 		f := e.Feed("in")
 		c := &committer{}
-		f.SetCommitter(c)
+		f.Intake().SetCommitter(c)
 		publish(t, f, 1, 5)
 		synctest.Wait() // a processed 1-5; b processed 1-2 and waits in 3
 		if got := committedAfterPoll(t, f, c); got != 2 {
@@ -373,7 +373,7 @@ func TestADropOverrideIsolatesOneGroupOnAPauseFeed(t *testing.T) {
 		t.Cleanup(releaseOnce)
 		f := e.Feed("in")
 		c := &committer{}
-		f.SetCommitter(c)
+		f.Intake().SetCommitter(c)
 		publish(t, f, 1, 1)
 		synctest.Wait() // lossy holds item 1
 		for i := 2; i <= 10; i++ {
@@ -430,7 +430,7 @@ func TestBlockUnderTryPublishPausesInsteadOfWaiting(t *testing.T) {
 		synctest.Wait() // item 1 taken, the group blocked in it
 		publish(t, f, 2, 2)
 		began := time.Now()
-		took := f.TryPublish(3, core.Position{Offset: 3})
+		took := f.Intake().TryPublish(3, core.Position{Offset: 3})
 		if elapsed := time.Since(began); took || elapsed != 0 {
 			t.Fatalf("TryPublish into a full BLOCK queue took the item %v after %s, want false at once", took, elapsed)
 		}
@@ -442,7 +442,7 @@ func TestBlockUnderTryPublishPausesInsteadOfWaiting(t *testing.T) {
 		releaseOnce()
 		synctest.Wait()
 		select {
-		case <-f.Ready():
+		case <-f.Intake().Ready():
 		default:
 			t.Fatal("the paused source was not signalled Ready once the queue emptied")
 		}

@@ -26,8 +26,8 @@ func TestATryPublishFromInsideTheJournalIsRefusedInsteadOfDeadlockingTheFeed(t *
 	nestedCh := make(chan nested, 1)
 	journal := journalFunc(func(ctx context.Context, feed string, seq int64, item any) error {
 		if item == "outer" {
-			took := f.TryPublish("inner", core.Position{Offset: 2})
-			batch := f.TryPublishBatch([]any{"inner"}, []core.Position{{Offset: 2}})
+			took := f.Intake().TryPublish("inner", core.Position{Offset: 2})
+			batch := f.Intake().TryPublishBatch([]any{"inner"}, []core.Position{{Offset: 2}})
 			nestedCh <- nested{took, batch}
 		}
 		return nil
@@ -48,9 +48,9 @@ func TestATryPublishFromInsideTheJournalIsRefusedInsteadOfDeadlockingTheFeed(t *
 	}
 	f = e.Feed("in")
 	c := &committer{}
-	f.SetCommitter(c)
+	f.Intake().SetCommitter(c)
 	returned := make(chan bool, 1)
-	go func() { returned <- f.TryPublish("outer", core.Position{Offset: 1}) }()
+	go func() { returned <- f.Intake().TryPublish("outer", core.Position{Offset: 1}) }()
 	select {
 	case took := <-returned:
 		if !took {
@@ -72,7 +72,7 @@ func TestATryPublishFromInsideTheJournalIsRefusedInsteadOfDeadlockingTheFeed(t *
 	if got := <-seen; got != "outer" {
 		t.Fatalf("first item dispatched %v, want outer", got)
 	}
-	if !f.TryPublish("inner", core.Position{Offset: 2}) {
+	if !f.Intake().TryPublish("inner", core.Position{Offset: 2}) {
 		t.Fatal("the refused item was not taken when offered again")
 	}
 	if got := <-seen; got != "inner" {

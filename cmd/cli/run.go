@@ -435,7 +435,7 @@ type watchedSource struct {
 	done chan error
 }
 
-func (s *watchedSource) Run(ctx context.Context, f *engine.Feed) error {
+func (s *watchedSource) Run(ctx context.Context, f *engine.Intake) error {
 	err := s.src.Run(ctx, f)
 	s.done <- err
 	return err

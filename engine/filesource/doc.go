@@ -1,8 +1,8 @@
 // Package filesource is the engine's tailed-file source: it reads a file's
 // bytes, splits them into lines on "\n", "\r\n" and "\r", and publishes each
 // line (a string, without its terminator) at the byte offset just after its
-// terminator, 128 lines at a time with engine.Feed.TryPublishBatch (each
-// line taken or refused as engine.Feed.TryPublish would). Only a regular
+// terminator, 128 lines at a time with engine.Intake.TryPublishBatch (each
+// line taken or refused as engine.Intake.TryPublish would). Only a regular
 // file is read: the path is opened with O_NONBLOCK (a FIFO never blocks the
 // source in open(2)) and the opened descriptor must be a regular file, at
 // the start (else ErrNotRegular) and at every reopen (else a warning, and
@@ -137,7 +137,7 @@
 //
 // # Duty cycle and commit lag
 //
-// Each duty cycle polls acknowledgements (engine.Feed.PollAcks, which
+// Each duty cycle polls acknowledgements (engine.Intake.PollAcks, which
 // commits), then reads at most one buffer (256 KiB) and publishes its lines,
 // and polls again if it published. An idle or paused source yields a few
 // times, then sleeps Options.Interval (1ms by default). The pointer thus

@@ -131,7 +131,7 @@ type Source struct {
 
 	// Run's state, owned by the goroutine that runs (or, after Run
 	// returned, by the one that polls).
-	f         *engine.Feed
+	f         *engine.Intake
 	file      *os.File
 	fileID    uint64
 	rd        *lineReader
@@ -229,7 +229,7 @@ func (s *Source) DefaultPolicy() engine.Policy { return engine.Pause() }
 // returns once the last line was taken; they register no committer, so
 // nothing waits for acknowledgements). A once-read of a missing file, an
 // unreadable file or pointer file ends Run with a *FileError.
-func (s *Source) Run(ctx context.Context, f *engine.Feed) error {
+func (s *Source) Run(ctx context.Context, f *engine.Intake) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: %s", ErrRunning, s.path)
 	}

@@ -3,6 +3,7 @@ package filesource
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,18 +11,46 @@ import (
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
-// unstartedFeed is a feed of an engine that is never started: a source run
-// by hand publishes into it.
-func unstartedFeed(t *testing.T, src engine.Source) *engine.Feed {
+// handOver feeds nothing: it hands the Intake the engine gives it to the
+// test (through got) and waits for the stop, so that a test can drive a
+// source's Run, or its parts, by hand on its own goroutine. It keeps the
+// default policy of the source it stands for.
+type handOver struct {
+	policy engine.Policy
+	got    chan *engine.Intake
+}
+
+func (h *handOver) DefaultPolicy() engine.Policy { return h.policy }
+
+func (h *handOver) Run(ctx context.Context, in *engine.Intake) error {
+	h.got <- in
+	<-ctx.Done()
+	return nil
+}
+
+// intakeFor returns the Intake of feed "in" of a running engine whose
+// source only hands it over (handOver, with src's default policy), for a
+// test to pass to src.Run itself. The engine stops at the test's end.
+func intakeFor(t *testing.T, src *Source, queueSize int, logger *slog.Logger) *engine.Intake {
 	t.Helper()
+	h := &handOver{policy: src.DefaultPolicy(), got: make(chan *engine.Intake, 1)}
 	e, err := engine.New(engine.Config{
-		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 16}},
+		Feeds:  []engine.FeedConfig{{Name: "in", Source: h, QueueSize: queueSize}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: &rec{}}}}},
+		Logger: logger,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e.Feed("in")
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return <-h.got
 }
 
 // The pointer file is locked for as long as a source runs: a second source
@@ -38,7 +67,7 @@ func TestASecondSourceOnALockedPointerFailsAtOnce(t *testing.T) {
 		src2, _ := newSource(t, path, Options{})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a bound, never reached by a refusal
 		defer cancel()
-		err := src2.Run(ctx, unstartedFeed(t, src2))
+		err := src2.Run(ctx, intakeFor(t, src2, 16, nil))
 		var fe *FileError
 		if !errors.Is(err, ErrLocked) || !errors.As(err, &fe) || fe.Path != src2.PointerPath() {
 			t.Fatalf("second run on %s: %v, want ErrLocked naming the pointer file", src2.PointerPath(), err)

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/blackbox-audit/blackbox/engine"
 )
 
 func fileSize(t testing.TB, path string) int64 {
@@ -166,16 +164,9 @@ func TestACommitAfterAReplacementFingerprintsTheOpenFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{
-		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 16}},
-		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: &rec{}}}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Drive the source by hand on this goroutine: open, read, then the
 	// path is replaced before the source notices, then a commit.
-	src.f = e.Feed("in")
+	src.f = intakeFor(t, src, 16, nil)
 	src.ptr = pointerFile{path: src.opts.Pointer}
 	if src.ptrCreated, err = src.ptr.acquire(true); err != nil {
 		t.Fatal(err)

@@ -92,7 +92,7 @@ func TestAFIFOAtTheStartIsRefusedAtOnce(t *testing.T) {
 			src, _ := newSource(t, path, Options{Read: strategy, Pointer: path + "." + strategy.String() + ".ptr"})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a bound, never reached by a refusal
 			defer cancel()
-			err := src.Run(ctx, unstartedFeed(t, src))
+			err := src.Run(ctx, intakeFor(t, src, 16, nil))
 			if !errors.Is(err, ErrNotRegular) {
 				t.Fatalf("Run on a FIFO: %v, want ErrNotRegular", err)
 			}

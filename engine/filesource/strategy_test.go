@@ -171,15 +171,7 @@ func TestOnceEarliest(t *testing.T) {
 func TestOnceEarliestOfAMissingFileFails(t *testing.T) {
 	path := input(t, "")
 	src, _ := newSource(t, path, Options{Read: OnceEarliest})
-	e, err := engine.New(engine.Config{
-		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 4}},
-		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: &rec{}}}}},
-		Logger: (&logs{}).logger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = src.Run(t.Context(), e.Feed("in"))
+	err := src.Run(t.Context(), intakeFor(t, src, 4, (&logs{}).logger()))
 	var fe *FileError
 	if !errors.As(err, &fe) || fe.Path != path || !errors.Is(err, os.ErrNotExist) || !strings.HasPrefix(err.Error(), "filesource: open ") {
 		t.Fatalf("err = %v", err)

@@ -19,7 +19,7 @@ type List struct {
 func NewList(items ...any) *List { return &List{items: items} }
 
 // Run publishes every item and ends.
-func (l *List) Run(ctx context.Context, f *engine.Feed) error {
+func (l *List) Run(ctx context.Context, f *engine.Intake) error {
 	f.SetBounded(true)
 	f.SetState(engine.StateBehind, "")
 	for _, it := range l.items {
@@ -44,7 +44,7 @@ type Chan struct {
 func NewChan(ch <-chan any) *Chan { return &Chan{ch: ch} }
 
 // Run publishes until ch is closed or ctx is done.
-func (c *Chan) Run(ctx context.Context, f *engine.Feed) error {
+func (c *Chan) Run(ctx context.Context, f *engine.Intake) error {
 	f.SetState(engine.StateCaughtUp, "")
 	for {
 		select {
@@ -144,7 +144,7 @@ func (s *LogSource) Commit() error {
 
 // Run reads from the committed offset until ctx is done, or, for a closed
 // log, until everything was published and acknowledged.
-func (s *LogSource) Run(ctx context.Context, f *engine.Feed) error {
+func (s *LogSource) Run(ctx context.Context, f *engine.Intake) error {
 	l := s.log
 	l.mu.Lock()
 	s.next, s.pending = l.committed, l.committed
