@@ -362,7 +362,6 @@ func (f *Feed) refuse() {
 	f.waiting.Store(true)
 }
 
-
 // signalReady wakes a source waiting on Ready.
 func (f *Feed) signalReady() {
 	if f.waiting.Load() && f.waiting.CompareAndSwap(true, false) {
