@@ -257,7 +257,7 @@ func TestANilContextIsRefused(t *testing.T) {
 	}
 }
 
-// Cycle.Publish never waits for room, even where the publish is not
+// Feed.Offer never waits for room, even where the publish is not
 // recognised as a group goroutine's: here a Host driven directly, whose
 // Cycle.Context is context.Background. A full BLOCK queue is a counted drop
 // at once (Feed.Publish with that context would wait out the deadline).
@@ -286,7 +286,7 @@ func TestCyclePublishNeverWaitsForAFullBlockingQueue(t *testing.T) {
 			t.Fatal(tr.Err)
 		}
 		if elapsed := time.Since(began); pubErr != nil || elapsed != 0 {
-			t.Fatalf("Cycle.Publish returned %v after %s, want nil at once", pubErr, elapsed)
+			t.Fatalf("Feed.Offer returned %v after %s, want nil at once", pubErr, elapsed)
 		}
 		st := out.Status()
 		if st.Downgraded != 1 || st.Dropped != 1 || st.Refused != 0 {

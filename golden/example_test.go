@@ -8,7 +8,7 @@ import (
 
 // Verify every golden case of a folder, as `blackbox golden check` does.
 func ExampleVerify() {
-	ok, report, err := golden.Verify("testdata", builtins())
+	ok, report, err := golden.Verify("testdata", builtins()...)
 	if err != nil {
 		panic(err)
 	}

@@ -7,17 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
-	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
@@ -76,7 +72,7 @@ type Case struct {
 	Name string `json:"-"`
 	// Dir is the case folder (not in case.json).
 	Dir string `json:"-"`
-	// App is the app to run (a name of the Registry).
+	// App names the app to run, one of the apps given to Update and Check.
 	App string `json:"app"`
 	// Processor names the processor in the recording; default App.
 	Processor string `json:"processor,omitempty"`
@@ -91,8 +87,8 @@ type Case struct {
 	// Journal journals the feed: inputs are INDEXED rows and the items
 	// JOURNAL rows; otherwise inputs are INLINE.
 	Journal bool `json:"journal,omitempty"`
-	// Options configure the app. Only the built-in apps take options:
-	// alerts "threshold".
+	// Options configure the app: given to its New (core.App) when the case
+	// is recorded and when it is replayed.
 	Options map[string]string `json:"options,omitempty"`
 	// RestartAfter, if > 0, records two runs: run 1 reads the first
 	// RestartAfter lines; run 2 starts from run 1's final state (its
@@ -185,37 +181,13 @@ func (c *Case) check() error {
 	return nil
 }
 
-// registry is the registry the case runs and replays with: apps, with a
-// built-in app configured by the case's Options.
-func (c *Case) registry(reg replayer.Registry) (replayer.Registry, error) {
-	if len(c.Options) == 0 {
-		return reg, nil
-	}
-	var opts apps.Options
-	for _, k := range slices.Sorted(maps.Keys(c.Options)) {
-		v := c.Options[k]
-		switch {
-		case c.App == apps.AlertsName && k == "threshold":
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%w: option threshold %q: %v", ErrCase, v, err)
-			}
-			opts.Alerts.Threshold = n
-		default:
-			return nil, fmt.Errorf("%w: app %q takes no option %q (only the built-in alerts takes threshold)", ErrCase, c.App, k)
-		}
-	}
-	base, ok := reg[c.App]
+// app finds the case's app among apps.
+func (c *Case) app(apps []core.App) (core.App, error) {
+	a, ok := core.FindApp(apps, c.App)
 	if !ok {
-		return nil, fmt.Errorf("%w %q", replayer.ErrUnknownApp, c.App)
+		return core.App{}, fmt.Errorf("%w %q (known: %s)", replayer.ErrUnknownApp, c.App, core.AppNames(apps))
 	}
-	out := replayer.Registry{}
-	for k, v := range reg {
-		out[k] = v
-	}
-	out[c.App] = replayer.App{Decode: base.Decode,
-		New: func() (core.Processor, error) { return apps.New(c.App, opts) }}
-	return out, nil
+	return a, nil
 }
 
 // Verify replays every recording of every case of dir with apps and
@@ -225,7 +197,7 @@ func (c *Case) registry(reg replayer.Registry) (replayer.Registry, error) {
 // other than a recorded failure (a FAILED row: the stream is not
 // reproducible past it, by design); losses (DROPPED rows) are expected
 // and reported. err is for unreadable cases and recordings.
-func Verify(dir string, apps replayer.Registry) (ok bool, report string, err error) {
+func Verify(dir string, apps ...core.App) (ok bool, report string, err error) {
 	cs, err := Cases(dir)
 	if err != nil {
 		return false, "", err
@@ -256,7 +228,7 @@ func Verify(dir string, apps replayer.Registry) (ok bool, report string, err err
 // replay's report: the first divergence, its input and the diff. Call it
 // from a test; re-record with Update (a -update flag) after a deliberate
 // change.
-func Check(t testing.TB, dir string, apps replayer.Registry) {
+func Check(t testing.TB, dir string, apps ...core.App) {
 	t.Helper()
 	cs, err := Cases(dir)
 	if err != nil {
@@ -296,9 +268,8 @@ func (r *result) line() string {
 	return fmt.Sprintf("FAIL %s/%s: %s\n", r.c.Name, r.file, r.why)
 }
 
-func verifyCase(c *Case, reg replayer.Registry) ([]result, error) {
-	reg, err := c.registry(reg)
-	if err != nil {
+func verifyCase(c *Case, apps []core.App) ([]result, error) {
+	if _, err := c.app(apps); err != nil {
 		return nil, &CaseError{Case: c.Name, Err: err}
 	}
 	var res []result
@@ -317,7 +288,7 @@ func verifyCase(c *Case, reg replayer.Registry) ([]result, error) {
 		if err != nil {
 			return nil, &CaseError{Case: c.Name, Err: err}
 		}
-		rep, err := replayer.Replay(context.Background(), r, reg, replayer.Options{})
+		rep, err := replayer.Replay(context.Background(), r, apps, replayer.Options{AppOptions: map[string]map[string]string{c.App: c.Options}})
 		r.Close()
 		if err != nil {
 			return nil, &CaseError{Case: c.Name, Err: err}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,34 +17,25 @@ import (
 	"github.com/blackbox-audit/blackbox/golden"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 	"github.com/blackbox-audit/blackbox/store/storetest"
 )
 
 var update = flag.Bool("update", false, "re-record the golden cases of testdata/")
 
-// builtins is the registry of the built-in apps (a ledger without a state
-// file).
-func builtins() replayer.Registry {
-	reg := replayer.Registry{}
-	for _, name := range apps.Names() {
-		reg[name] = replayer.App{
-			New:    func() (core.Processor, error) { return apps.New(name, apps.Options{}) },
-			Decode: apps.Decode,
-		}
-	}
-	return reg
-}
+// builtins are the built-in apps (a ledger without a state file).
+func builtins() []core.App { return apps.All() }
 
 // TestGolden replays every golden case of testdata from its CSV recording
 // (go test ./golden -update re-records them first).
 func TestGolden(t *testing.T) {
 	if *update {
-		if err := golden.Update("testdata", builtins()); err != nil {
+		if err := golden.Update("testdata", builtins()...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	golden.Check(t, "testdata", builtins())
+	golden.Check(t, "testdata", builtins()...)
 }
 
 // TestGoldenSQLite replays every golden recording after converting it to
@@ -64,15 +57,8 @@ func TestGoldenSQLite(t *testing.T) {
 				}
 				defer src.Close()
 				r := storetest.Reopen(t, storetest.SQLite, filepath.Join(t.TempDir(), "r.db"), src)
-				reg := builtins()
-				if c.App == apps.AlertsName && c.Options["threshold"] != "" {
-					reg["alerts"] = replayer.App{Decode: apps.Decode, New: func() (core.Processor, error) {
-						var th int64
-						fmt.Sscan(c.Options["threshold"], &th)
-						return apps.NewAlerts(apps.AlertsOptions{Threshold: th})
-					}}
-				}
-				rep, err := replayer.Replay(context.Background(), r, reg, replayer.Options{})
+				rep, err := replayer.Replay(context.Background(), r, builtins(),
+					replayer.Options{AppOptions: map[string]map[string]string{c.App: c.Options}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -120,7 +106,7 @@ func copyCases(t *testing.T) string {
 func TestUpdateIsDeterministic(t *testing.T) {
 	a, b := copyCases(t), copyCases(t)
 	for _, d := range []string{a, b} {
-		if err := golden.Update(d, builtins()); err != nil {
+		if err := golden.Update(d, builtins()...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -179,30 +165,29 @@ func (r *recordingTB) Fatal(args ...any) { r.errs = append(r.errs, fmt.Sprint(ar
 // first divergence; a recorded failure and a recorded loss do not.
 func TestCheckFailsOnAChange(t *testing.T) {
 	tb := &recordingTB{TB: t}
-	golden.Check(tb, "testdata", builtins())
+	golden.Check(tb, "testdata", builtins()...)
 	if len(tb.errs) != 0 {
 		t.Fatalf("Check of the committed goldens: %v", tb.errs)
 	}
 	// A ledger whose postings are off by one.
-	changed := builtins()
-	changed["ledger"] = replayer.App{Decode: apps.Decode, New: func() (core.Processor, error) {
+	changed := []core.App{apps.AlertsApp(), {Name: "ledger", Decode: apps.Decode, New: func(map[string]string) (core.Processor, error) {
 		l, err := apps.NewLedger(apps.LedgerOptions{})
 		return offByOne{l}, err
-	}}
+	}}}
 	tb = &recordingTB{TB: t}
-	golden.Check(tb, "testdata", changed)
+	golden.Check(tb, "testdata", changed...)
 	if len(tb.errs) != 7 { // every ledger recording (the restart case has two)
 		t.Fatalf("want 7 errors (one per ledger recording), got %d:\n%s", len(tb.errs), strings.Join(tb.errs, "\n"))
 	}
 	if e := tb.errs[0]; !strings.Contains(e, "ledger-drop, recording.csv no longer reproduces") || !strings.Contains(e, "first divergence at index 3") {
 		t.Errorf("first error:\n%s", e)
 	}
-	ok, report, err := golden.Verify("testdata", changed)
+	ok, report, err := golden.Verify("testdata", changed...)
 	if err != nil || ok || !strings.Contains(report, "FAIL ledger-plain/recording.csv: diverged") ||
 		!strings.Contains(report, "ok   alerts-journal/recording.csv") {
 		t.Errorf("Verify: ok %v err %v report:\n%s", ok, err, report)
 	}
-	ok, report, err = golden.Verify("testdata", builtins())
+	ok, report, err = golden.Verify("testdata", builtins()...)
 	if err != nil || !ok || !strings.Contains(report, "ok   ledger-fail/recording.csv: ledger stops at its recorded failure") ||
 		!strings.Contains(report, "ok   ledger-drop/recording.csv: ledger lost 5 items (recorded)") {
 		t.Errorf("Verify: ok %v err %v report:\n%s", ok, err, report)
@@ -243,16 +228,91 @@ func TestCasesErrors(t *testing.T) {
 	}
 	os.RemoveAll(dir)
 	write("c", `{"app": "ledger", "options": {"threshold": "5"}}`)
-	if err := golden.Update(dir, builtins()); !errors.Is(err, golden.ErrCase) {
-		t.Errorf("a ledger option: %v", err)
+	var ce *golden.CaseError
+	if err := golden.Update(dir, builtins()...); !errors.Is(err, core.ErrOption) || !errors.As(err, &ce) || ce.Case != "c" {
+		t.Errorf("an option the ledger does not take: %v, want a CaseError wrapping core.ErrOption", err)
 	}
 	os.RemoveAll(dir)
 	write("c", `{"app": "ledger"}`)
-	ok, report, err := golden.Verify(dir, builtins())
+	ok, report, err := golden.Verify(dir, builtins()...)
 	if err != nil || ok || !strings.Contains(report, "FAIL c/recording.csv: golden: no recording") {
 		t.Errorf("no recording: ok %v err %v %s", ok, err, report)
 	}
-	if err := golden.Update(dir, replayer.Registry{}); !errors.Is(err, replayer.ErrUnknownApp) {
+	if err := golden.Update(dir); !errors.Is(err, replayer.ErrUnknownApp) {
 		t.Errorf("unknown app: %v", err)
+	}
+}
+
+// scaled is an app of a user's own, named "alerts" like a built-in one: it
+// emits each line's number times its option factor (default 1).
+func scaled() core.App {
+	return core.App{Name: "alerts", Decode: apps.Decode, New: func(o map[string]string) (core.Processor, error) {
+		factor := 1
+		for k, v := range o {
+			n, err := strconv.Atoi(v)
+			if k != "factor" || err != nil {
+				return nil, fmt.Errorf("%w: %s=%s", core.ErrOption, k, v)
+			}
+			factor = n
+		}
+		return core.ProcessorFunc(func(c *core.Cycle, ev any) error {
+			n, err := strconv.Atoi(ev.(string))
+			if err != nil {
+				return err
+			}
+			c.Emit("scaled", n*factor)
+			return nil
+		}), nil
+	}}
+}
+
+// A case's options configure any app, the user's own too, when it is
+// recorded and when it is checked; an app of a built-in's name is the
+// user's, never swapped for the built-in one.
+func TestCaseOptionsConfigureTheUsersOwnApp(t *testing.T) {
+	dir := t.TempDir()
+	cdir := filepath.Join(dir, "mine")
+	writeCase := func(caseJSON string) {
+		t.Helper()
+		if err := os.MkdirAll(cdir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, body := range map[string]string{golden.CaseFile: caseJSON, golden.InputFile: "1\n2\n"} {
+			if err := os.WriteFile(filepath.Join(cdir, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	writeCase(`{"app": "alerts", "options": {"factor": "3"}}`)
+	if err := golden.Update(dir, scaled()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := csvstore.Open(filepath.Join(cdir, golden.Recording))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for e, err := range r.Rows() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Kind == store.KindOutput {
+			got = append(got, string(e.Payload))
+		}
+	}
+	r.Close()
+	if want := []string{"3", "6"}; !slices.Equal(got, want) {
+		t.Fatalf("recorded outputs %q, want %q (factor 3, the user's app)", got, want)
+	}
+	tb := &recordingTB{TB: t}
+	golden.Check(tb, dir, scaled())
+	if len(tb.errs) != 0 {
+		t.Fatalf("Check with the recorded options: %v", tb.errs)
+	}
+	writeCase(`{"app": "alerts", "options": {"factor": "4"}}`)
+	tb = &recordingTB{TB: t}
+	golden.Check(tb, dir, scaled())
+	if len(tb.errs) != 1 {
+		t.Fatalf("Check with factor 4: %d errors, want 1 (a divergence): %v", len(tb.errs), tb.errs)
 	}
 }

@@ -24,7 +24,7 @@ const childDirEnv = "GOLDEN_TEST_UPDATE_DIR"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(childDirEnv); dir != "" {
-		if err := golden.Update(dir, builtins()); err != nil {
+		if err := golden.Update(dir, builtins()...); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
@@ -67,7 +67,7 @@ func restartCase(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	if err := golden.Update(dir, builtins()); err != nil {
+	if err := golden.Update(dir, builtins()...); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -166,10 +166,10 @@ func TestAKilledUpdateLeavesEveryCaseWholeAndARetrySucceeds(t *testing.T) {
 					}
 				}
 			}
-			if err := golden.Update(dir, builtins()); err != nil {
+			if err := golden.Update(dir, builtins()...); err != nil {
 				t.Fatal(err)
 			}
-			if ok, report, err := golden.Verify(dir, builtins()); err != nil || !ok {
+			if ok, report, err := golden.Verify(dir, builtins()...); err != nil || !ok {
 				t.Errorf("Verify after the next update: ok %v err %v:\n%s", ok, err, report)
 			}
 			for _, c := range cases {
@@ -221,14 +221,14 @@ func TestAHalfReplacedPairIsNoticed(t *testing.T) {
 	if half["run1.csv"] == old["run1.csv"] || half["run2.csv"] != old["run2.csv"] {
 		t.Fatalf("the kill did not fall between the two renames")
 	}
-	ok, report, err := golden.Verify(dir, builtins())
+	ok, report, err := golden.Verify(dir, builtins()...)
 	if err != nil || ok || !strings.Contains(report, "FAIL ledger-restart/"+golden.ReadyDir) {
 		t.Errorf("Verify of a half-replaced pair: ok %v err %v, want a failure naming %s:\n%s", ok, err, golden.ReadyDir, report)
 	}
-	if err := golden.Update(dir, builtins()); err != nil {
+	if err := golden.Update(dir, builtins()...); err != nil {
 		t.Fatal(err)
 	}
-	if ok, report, err := golden.Verify(dir, builtins()); err != nil || !ok {
+	if ok, report, err := golden.Verify(dir, builtins()...); err != nil || !ok {
 		t.Errorf("Verify after the next update: ok %v err %v:\n%s", ok, err, report)
 	}
 	// The pair is what a clean update of the new input records.
@@ -240,7 +240,7 @@ func TestAHalfReplacedPairIsNoticed(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(cdir, f))
 		os.WriteFile(filepath.Join(fresh, "ledger-restart", f), b, 0o644)
 	}
-	if err := golden.Update(fresh, builtins()); err != nil {
+	if err := golden.Update(fresh, builtins()...); err != nil {
 		t.Fatal(err)
 	}
 	want, got := readAll(t, filepath.Join(fresh, "ledger-restart")), readAll(t, cdir)

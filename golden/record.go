@@ -22,7 +22,6 @@ import (
 	"github.com/blackbox-audit/blackbox/internal/atomicfile"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/recorder"
-	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
@@ -59,7 +58,7 @@ const stepTimeout = 30 * time.Second
 //
 //   - the input is read with engine/filesource, strategy once-earliest,
 //     under the fixed Epoch;
-//   - the cycles' clock is an engine.StepClock from EngineStart, the
+//   - the cycles' clock is an core.StepClock from EngineStart, the
 //     recorder's another from RecorderStart;
 //   - timers are due on a timer clock of their own that stands still and
 //     jumps, when an item was handled and when a timer fired, to the
@@ -76,9 +75,9 @@ const stepTimeout = 30 * time.Second
 //     rows, then each processor's stream (a live run interleaves them as
 //     its goroutines go; the rows themselves are the recorder's).
 //
-// A processor's app is built with its New from apps (with Case.Options for
-// the built-in apps).
-func Update(dir string, apps replayer.Registry) error {
+// A processor's app is the one of apps named by Case.App, built with
+// Case.Options.
+func Update(dir string, apps ...core.App) error {
 	cs, err := Cases(dir)
 	if err != nil {
 		return err
@@ -101,14 +100,10 @@ func Update(dir string, apps replayer.Registry) error {
 // temporary folder inside the case folder (a stale one, left by a killed
 // update, is removed first), fsynced, and the folder is renamed to ReadyDir
 // (the commit point); then moveReady moves them into place.
-func updateCase(c *Case, reg replayer.Registry) error {
-	reg, err := c.registry(reg)
+func updateCase(c *Case, apps []core.App) error {
+	app, err := c.app(apps)
 	if err != nil {
 		return err
-	}
-	app, ok := reg[c.App]
-	if !ok {
-		return fmt.Errorf("%w %q", replayer.ErrUnknownApp, c.App)
 	}
 	input, err := os.ReadFile(filepath.Join(c.Dir, InputFile))
 	if err != nil {
@@ -133,11 +128,11 @@ func updateCase(c *Case, reg replayer.Registry) error {
 		if err := os.WriteFile(in, first, 0o644); err != nil {
 			return err
 		}
-		p1, err := newProcessor(app)
+		p1, err := app.Build(c.Options)
 		if err != nil {
 			return err
 		}
-		rec1, err := recordRun(c, in, p1)
+		rec1, err := recordRun(c, app, in, p1)
 		if err != nil {
 			return fmt.Errorf("run 1: %w", err)
 		}
@@ -158,7 +153,7 @@ func updateCase(c *Case, reg replayer.Registry) error {
 		if err != nil {
 			return err
 		}
-		p2, err := newProcessor(app)
+		p2, err := app.Build(c.Options)
 		if err != nil {
 			return err
 		}
@@ -167,7 +162,7 @@ func updateCase(c *Case, reg replayer.Registry) error {
 				return fmt.Errorf("run 2: restoring run 1's snapshot: %w", err)
 			}
 		}
-		rec2, err := recordRun(c, in, p2)
+		rec2, err := recordRun(c, app, in, p2)
 		if err != nil {
 			return fmt.Errorf("run 2: %w", err)
 		}
@@ -176,11 +171,11 @@ func updateCase(c *Case, reg replayer.Registry) error {
 		if err := os.WriteFile(in, input, 0o644); err != nil {
 			return err
 		}
-		p, err := newProcessor(app)
+		p, err := app.Build(c.Options)
 		if err != nil {
 			return err
 		}
-		rec, err := recordRun(c, in, p)
+		rec, err := recordRun(c, app, in, p)
 		if err != nil {
 			return err
 		}
@@ -296,14 +291,6 @@ func splitLines(b []byte, n int) (first, rest []byte) {
 	return b[:i], b[i:]
 }
 
-func newProcessor(app replayer.App) (core.Processor, error) {
-	p, err := app.New()
-	if err == nil && p == nil {
-		err = errors.New("the app's New returned no processor")
-	}
-	return p, err
-}
-
 func snapshot(p core.Processor) ([]byte, error) {
 	s, ok := p.(core.Snapshotter)
 	if !ok {
@@ -316,24 +303,16 @@ func snapshot(p core.Processor) ([]byte, error) {
 	return b, nil
 }
 
-// recordRun runs one engine over the file in with processor p and returns
-// its recording.
-func recordRun(c *Case, in string, p core.Processor) (*store.Memory, error) {
+// recordRun runs one engine over the file in with processor p, an
+// instance of app, and returns its recording.
+func recordRun(c *Case, app core.App, in string, p core.Processor) (*store.Memory, error) {
 	mem := store.NewMemory()
 	quiet := slog.New(slog.DiscardHandler)
-	rec, err := recorder.New(mem, recorder.Options{Clock: core.NewStepClock(RecorderStart, time.Second),
-		Apps: map[string]string{c.processor(): c.App}, Logger: quiet})
-	if err != nil {
-		return nil, err
-	}
 	src, err := filesource.New(in, filesource.Options{Read: filesource.OnceEarliest, Epoch: Epoch, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
 	g := newGate(c.Drop)
-	if c.Journal {
-		g.inner = rec.Journal()
-	}
 	var pol engine.Policy
 	if c.Policy != "" {
 		kind, _ := engine.ParsePolicyKind(c.Policy) // checked when the case was read
@@ -353,25 +332,26 @@ func recordRun(c *Case, in string, p core.Processor) (*store.Memory, error) {
 	if queue == 0 {
 		queue = 16
 	}
-	e, err := engine.New(engine.Config{
-		Clock:      core.NewStepClock(EngineStart, time.Millisecond),
-		TimerClock: g.clock,
-		Feeds:      []engine.FeedConfig{{Name: Feed, Source: src, Policy: pol, QueueSize: queue, Journal: g}},
-		Groups: []engine.GroupConfig{{Name: "golden", Feeds: []string{Feed},
-			Processors: []engine.ProcessorConfig{{Name: c.processor(), Processor: wrap(p, g)}}}},
-		Observer: rec.Observer().Then(g.observer()),
-		Logger:   quiet,
+	ctx := context.Background()
+	run, err := recorder.Start(ctx, recorder.RunConfig{
+		Store:         mem,
+		Feed:          engine.FeedConfig{Name: Feed, Source: src, Policy: pol, QueueSize: queue, Journal: g},
+		Journal:       c.Journal,
+		Group:         "golden",
+		Processors:    []recorder.Processor{{Name: c.processor(), App: app, Processor: wrap(p, g)}},
+		Clock:         core.NewStepClock(EngineStart, time.Millisecond),
+		TimerClock:    g.clock,
+		RecorderClock: core.NewStepClock(RecorderStart, time.Second),
+		Observer:      g.observer(),
+		Logger:        quiet,
 	})
 	if err != nil {
 		return nil, err
 	}
-	ctx := context.Background()
-	if err := e.Start(ctx); err != nil {
-		return nil, err
-	}
+	e := run.Engine()
 	stop := func() error {
-		err := e.Stop(ctx)
-		return errors.Join(err, rec.Close(), mem.Close())
+		stopErr, recErr := run.Stop(ctx)
+		return errors.Join(stopErr, recErr, mem.Close())
 	}
 	if c.Drop {
 		// The processor holds its first input until the source has read
@@ -472,8 +452,7 @@ func writeCanonical(path string, m *store.Memory) error {
 // 1, and the processor holds line 1 until released, so the queue fills and
 // drops exactly.
 type gate struct {
-	inner engine.Journal // the recorder's journal, for a journalled case
-	drop  bool
+	drop bool
 
 	mu         sync.Mutex
 	cond       *sync.Cond
@@ -529,7 +508,8 @@ func (g *gate) failLocked(err error) {
 	g.cond.Broadcast()
 }
 
-// Append holds the line, then journals it (a journalled case).
+// Append holds the line (the recorder journals it next, in a journalled
+// case).
 func (g *gate) Append(ctx context.Context, feed string, seq int64, item any) error {
 	if g.drop {
 		if seq == 2 {
@@ -541,9 +521,6 @@ func (g *gate) Append(ctx context.Context, feed string, seq int64, item any) err
 		}
 	} else if !g.wait(func() bool { return g.dispatched >= seq-1 && len(g.pending) == 0 }) {
 		g.fail(fmt.Errorf("%w: line %d waited %s for line %d and the timers before it", ErrRecord, seq, stepTimeout, seq-1))
-	}
-	if g.inner != nil {
-		return g.inner.Append(ctx, feed, seq, item)
 	}
 	return nil
 }
@@ -649,7 +626,7 @@ func (w *wrapped) OnEvent(c *core.Cycle, ev any) error {
 func (w *wrapped) OnTimer(c *core.Cycle, timer int) error {
 	th, ok := w.p.(core.TimerHandler)
 	if !ok {
-		return fmt.Errorf("golden: processor set timer %d but does not implement engine.TimerHandler", timer)
+		return fmt.Errorf("golden: processor set timer %d but does not implement core.TimerHandler", timer)
 	}
 	return th.OnTimer(c, timer)
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/golden"
 	"github.com/blackbox-audit/blackbox/internal/apps"
-	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
@@ -65,12 +64,12 @@ type rearming struct{}
 func (rearming) OnEvent(c *core.Cycle, _ any) error { c.After(time.Second); return nil }
 func (rearming) OnTimer(c *core.Cycle, _ int) error { c.After(time.Second); return nil }
 
-func timerApps() replayer.Registry {
-	return replayer.Registry{
-		"after": {Decode: apps.Decode, New: func() (core.Processor, error) {
+func timerApps() []core.App {
+	return []core.App{
+		{Name: "after", Decode: apps.Decode, New: func(map[string]string) (core.Processor, error) {
 			return &afterApp{then: map[int]time.Duration{}}, nil
 		}},
-		"rearming": {Decode: apps.Decode, New: func() (core.Processor, error) { return rearming{}, nil }},
+		{Name: "rearming", Decode: apps.Decode, New: func(map[string]string) (core.Processor, error) { return rearming{}, nil }},
 	}
 }
 
@@ -122,7 +121,7 @@ func updateInBubble(t *testing.T, dir string) (moved time.Duration, err error) {
 	t.Helper()
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		err = golden.Update(dir, timerApps())
+		err = golden.Update(dir, timerApps()...)
 		moved = time.Since(start)
 	})
 	return moved, err
@@ -149,7 +148,7 @@ func TestAGoldenCaseWithAnHourTimerIsRecordedWithoutWaitingForIt(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("recorded\n%q\nwant\n%q", got, want)
 	}
-	golden.Check(t, dir, timerApps())
+	golden.Check(t, dir, timerApps()...)
 }
 
 // TestTimersFireInDueOrderEachAtItsDueTime: the timer clock jumps to each
@@ -171,7 +170,7 @@ func TestTimersFireInDueOrderEachAtItsDueTime(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("recorded\n%q\nwant\n%q", got, want)
 	}
-	golden.Check(t, dir, timerApps())
+	golden.Check(t, dir, timerApps()...)
 }
 
 // TestTimersThatRearmWithoutEndFailTheUpdate: a processor whose every timer

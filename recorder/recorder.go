@@ -22,6 +22,9 @@ var (
 	ErrNotSyncer = errors.New("recorder: writer cannot sync")
 	// ErrClosed: the engine called a hook after Close.
 	ErrClosed = errors.New("recorder: closed")
+	// ErrUsage: a RunConfig without a processor, or a processor without
+	// an app name.
+	ErrUsage = errors.New("recorder: bad usage")
 )
 
 // BrokenError says that the recording of one processor (or the journal of
@@ -51,7 +54,7 @@ func (e *BrokenError) Unwrap() error { return e.Err }
 // Options value is not modified and may be shared.
 type Options struct {
 	// Clock stamps the instants of rows and the META creation time.
-	// Default: engine.SystemClock().
+	// Default: core.SystemClock().
 	Clock core.Clock
 	// Codec encodes payloads. Default: JSON.
 	Codec Codec

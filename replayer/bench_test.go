@@ -78,7 +78,7 @@ func recordLedger(tb testing.TB, w store.Writer, n int) time.Duration {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ledger, err := apps.New(apps.LedgerName, apps.Options{})
+	ledger, err := apps.LedgerApp().Build(nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -155,8 +155,7 @@ func benchReplay(b *testing.B, create func(string) (store.Writer, error), open f
 		b.Fatal(err)
 	}
 	recordLedger(b, w, b.N)
-	reg := replayer.Registry{"ledger": {New: func() (core.Processor, error) { return apps.New("ledger", apps.Options{}) },
-		Decode: apps.Decode}}
+	reg := []core.App{apps.LedgerApp()}
 	runtime.GC()
 	debug.FreeOSMemory()
 	peak := sampleMemory()

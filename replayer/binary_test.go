@@ -82,8 +82,8 @@ func TestASnapshotAndPayloadsWithLineBreaksAreRecordedAndReplay(t *testing.T) {
 			if ps := r.Problems(); len(ps) != 0 {
 				t.Fatalf("problems: %v", ps)
 			}
-			apps := replayer.Registry{"indented": {
-				New:    func() (core.Processor, error) { return &indented{}, nil },
+			apps := []core.App{{Name: "indented",
+				New:    func(map[string]string) (core.Processor, error) { return &indented{}, nil },
 				Decode: recorder.JSON.Decode,
 			}}
 			rep, err := replayer.Replay(ctx, r, apps, replayer.Options{})

@@ -4,14 +4,15 @@
 //
 // # Replay
 //
-// Replay takes a store.Reader and a Registry of apps (app name -> a fresh
-// processor and the decoder of its recorded inputs). For each recorded
-// processor it builds a fresh processor, restores it from its START
-// snapshot, and drives an engine.Host through the processor's stream:
+// Replay takes a store.Reader and the apps (core.App: a name, a constructor
+// with options, the decoder of recorded inputs) and finds each recorded
+// processor's app by the name META gives. For each recorded processor it
+// builds a fresh processor, restores it from its START snapshot, and drives
+// a core.Host through the processor's stream:
 //
 //   - a DELIVERY row is entered for the whole input after it (every
 //     reentrant cycle sees it through Cycle.Delivery), so a processor that
-//     skips re-delivered positions (engine.Delivery.AlreadyApplied) decides
+//     skips re-delivered positions (core.Delivery.AlreadyApplied) decides
 //     as it did live;
 //   - INDEXED inputs are read from their JOURNAL row, INLINE ones from the
 //     row, and decoded with App.Decode;

@@ -61,8 +61,9 @@ func recordUpper(lines ...any) *store.Memory {
 // matches too.
 func ExampleReplay() {
 	m := recordUpper("a", "b")
-	apps := replayer.Registry{"upper": {
-		New:    func() (core.Processor, error) { return upper(), nil },
+	apps := []core.App{{
+		Name:   "upper",
+		New:    func(map[string]string) (core.Processor, error) { return upper(), nil },
 		Decode: recorder.JSON.Decode,
 	}}
 	rep, err := replayer.Replay(context.Background(), m, apps, replayer.Options{})
@@ -78,8 +79,9 @@ func ExampleReplay() {
 // A changed app is a divergence at the first input whose outputs differ.
 func ExampleReplay_divergence() {
 	m := recordUpper("a", "b")
-	apps := replayer.Registry{"upper": {
-		New: func() (core.Processor, error) {
+	apps := []core.App{{
+		Name: "upper",
+		New: func(map[string]string) (core.Processor, error) {
 			return core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 				c.Emit("out", map[string]any{"line": ev.(string), "at": c.Now()}) // no longer upper case
 				return nil

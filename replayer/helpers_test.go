@@ -23,25 +23,27 @@ var (
 	e0 = time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC) // engine clock
 )
 
-// builtins is the registry of the built-in apps, replayed without a state
-// file.
-func builtins() replayer.Registry {
-	reg := replayer.Registry{}
-	for _, name := range apps.Names() {
-		reg[name] = replayer.App{
-			New:    func() (core.Processor, error) { return apps.New(name, apps.Options{}) },
-			Decode: apps.Decode,
+// builtins are the built-in apps (replayed without a state file).
+func builtins() []core.App { return apps.All() }
+
+// withApp returns apps with a replaced by the app of its name.
+func withApp(apps []core.App, a core.App) []core.App {
+	out := []core.App{a}
+	for _, b := range apps {
+		if b.Name != a.Name {
+			out = append(out, b)
 		}
 	}
-	return reg
+	return out
 }
 
 // run is one recorded engine run of the built-in apps over a memsource.Log
 // feed "input" (positioned: offsets 1, 2, 3 ... under epoch 1).
 type run struct {
-	procs   []string // app names, also the processors' names; default ledger
-	journal bool     // journal the feed: INDEXED rows
-	state   string   // the ledger's state file ("" in memory)
+	procs   []string          // app names, also the processors' names; default ledger
+	journal bool              // journal the feed: INDEXED rows
+	state   string            // the ledger's state file ("" in memory)
+	options map[string]string // given to each app (a ledger with state gets only state)
 	log     *memsource.Log
 	w       store.Writer // default a new store.Memory
 	queue   int
@@ -73,7 +75,12 @@ func (r run) record(t testing.TB, lines ...string) store.Writer {
 	names := map[string]string{}
 	var pcs []engine.ProcessorConfig
 	for _, name := range r.procs {
-		p, err := apps.New(name, apps.Options{Ledger: apps.LedgerOptions{StatePath: r.state}})
+		a, _ := core.FindApp(apps.All(), name)
+		opts := r.options
+		if name == apps.LedgerName && r.state != "" {
+			opts = map[string]string{"state": r.state}
+		}
+		p, err := a.Build(opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,8 +51,7 @@ func TestReplayMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	reg := replayer.Registry{"ledger": {New: func() (core.Processor, error) { return apps.New("ledger", apps.Options{}) },
-		Decode: apps.Decode}}
+	reg := []core.App{apps.LedgerApp()}
 	rep, err := replayer.Replay(context.Background(), r, reg, replayer.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/recorder"
@@ -14,14 +12,14 @@ import (
 
 // Sentinel errors of the replayer, for errors.Is.
 var (
-	// ErrUnknownApp: a recorded processor names an app the Registry does not
-	// hold (or names none and Options.App is not set). The error names the
+	// ErrUnknownApp: a recorded processor names an app Replay was not
+	// given (or names none and Options.App is not set). The error names the
 	// processor and the app.
 	ErrUnknownApp = errors.New("replayer: unknown app")
 	// ErrCodec: the recording was written with another codec than the one
 	// the replay decodes with (META options "codec").
 	ErrCodec = errors.New("replayer: codec mismatch")
-	// ErrUsage: a nil reader or context, an App without New or Decode, no
+	// ErrUsage: a nil reader or context, an App without New, no
 	// recording on a side of Diff.
 	ErrUsage = errors.New("replayer: bad usage")
 )
@@ -29,34 +27,6 @@ var (
 // ProgressEvery is how many inputs a processor replays between two calls of
 // Options.Progress.
 const ProgressEvery = 10000
-
-// App is what the replayer needs of an app: a fresh processor, and the
-// decoding of a recorded input payload back into the item the processor
-// expects. New must not give a processor with side effects outside itself
-// (for example a ledger writing a state file): a replay captures outputs and
-// never delivers them, but it cannot undo what a processor does on its own.
-// An App's functions are called from the goroutine running Replay; an App
-// may be shared by concurrent replays if its functions are safe for
-// concurrent use.
-type App struct {
-	New    func() (core.Processor, error)    // a fresh processor
-	Decode func(payload []byte) (any, error) // a recorded input payload -> the item the processor expects
-}
-
-// Registry maps app names (the META row's Apps: processor -> app) to Apps.
-// Replay only reads it: a Registry may be shared by concurrent replays if its
-// Apps may.
-type Registry map[string]App
-
-// Names lists the registry's app names, sorted.
-func (r Registry) Names() []string {
-	names := make([]string, 0, len(r))
-	for n := range r {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
 
 // Options configure Replay. The zero value stops each processor at its first
 // divergence, decodes payloads with recorder.JSON and builds each processor
@@ -72,6 +42,11 @@ type Options struct {
 	// App, if set, replays every processor with this app instead of the
 	// one the recording names.
 	App string
+	// AppOptions are the options each app's New is given (app name ->
+	// options); none for an app it does not name. Never give an app an
+	// option pointing at live side effects (a state file): a replay
+	// captures outputs, but cannot undo what a processor does on its own.
+	AppOptions map[string]map[string]string
 	// Progress, if set, is called with the processor's name and the count
 	// of inputs replayed every ProgressEvery inputs, from the goroutine
 	// running Replay.
@@ -181,7 +156,7 @@ type Loss struct {
 // ErrUnknownApp), a codec mismatch (ErrCodec), a read error of the store, a
 // cancelled ctx (with the report so far), a nil ctx or reader (ErrUsage). Divergences, losses and integrity
 // problems are in the Report.
-func Replay(ctx context.Context, r store.Reader, apps Registry, opts Options) (*Report, error) {
+func Replay(ctx context.Context, r store.Reader, apps []core.App, opts Options) (*Report, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%w: nil reader", ErrUsage)
 	}
@@ -206,19 +181,22 @@ func Replay(ctx context.Context, r store.Reader, apps Registry, opts Options) (*
 		if name == "" {
 			return nil, fmt.Errorf("%w: the recording names no app for processor %q (set the app to replay it with)", ErrUnknownApp, p)
 		}
-		a, ok := apps[name]
+		a, ok := core.FindApp(apps, name)
 		if !ok {
-			return nil, fmt.Errorf("%w %q for processor %q (known: %s)", ErrUnknownApp, name, p, strings.Join(apps.Names(), ", "))
+			return nil, fmt.Errorf("%w %q for processor %q (known: %s)", ErrUnknownApp, name, p, core.AppNames(apps))
 		}
-		if a.New == nil || a.Decode == nil {
-			return nil, fmt.Errorf("%w: app %q has no New or no Decode", ErrUsage, name)
+		if a.New == nil {
+			return nil, fmt.Errorf("%w: app %q has no New", ErrUsage, name)
 		}
-		jobs = append(jobs, job{proc: p, appName: name, app: a})
+		if a.Decode == nil {
+			a.Decode = codec.Decode
+		}
+		jobs = append(jobs, job{proc: p, app: a, options: opts.AppOptions[name]})
 	}
 	rep := &Report{Processors: make([]ProcessorReport, 0, len(jobs)), Problems: nonNil(r.Problems())}
 	var err error
 	for _, j := range jobs {
-		pr := ProcessorReport{Processor: j.proc, App: j.appName, Losses: []Loss{}, Problems: []store.Problem{}}
+		pr := ProcessorReport{Processor: j.proc, App: j.app.Name, Losses: []Loss{}, Problems: []store.Problem{}}
 		for _, p := range rep.Problems {
 			if p.Processor == j.proc {
 				pr.Problems = append(pr.Problems, p)
@@ -252,8 +230,8 @@ func Replay(ctx context.Context, r store.Reader, apps Registry, opts Options) (*
 
 type job struct {
 	proc    string
-	appName string
-	app     App
+	app     core.App
+	options map[string]string
 }
 
 func nonNil[T any](s []T) []T {

@@ -274,15 +274,14 @@ func TestReplayLossIsReportedAndReplayGoesOn(t *testing.T) {
 // others are replayed.
 func TestReplayStopsOneProcessorOnly(t *testing.T) {
 	base := rows(t, run{procs: []string{"ledger", "alerts"}, journal: true}.memory(t, "alice,1", "bob,2000", "carol,3"))
-	panicky := builtins()
-	panicky["ledger"] = replayer.App{New: func() (core.Processor, error) {
+	panicky := withApp(builtins(), core.App{Name: "ledger", New: func(map[string]string) (core.Processor, error) {
 		l, err := apps.NewLedger(apps.LedgerOptions{})
 		return panicLedger{l}, err
-	}, Decode: apps.Decode}
+	}, Decode: apps.Decode})
 	for _, tc := range []struct {
 		name string
 		edit func(rs []store.Entry) []store.Entry
-		reg  replayer.Registry
+		reg  []core.App
 		want string
 	}{
 		{"panic", nil, panicky, "panicked in replay"},
@@ -341,11 +340,43 @@ func TestReplayStopsOneProcessorOnly(t *testing.T) {
 	}
 }
 
+// A replay builds each app with the options given for it: alerts recorded
+// with threshold 5 replays identical with threshold 5, diverges with the
+// default threshold, and an option the app does not know stops it.
+func TestReplayBuildsEachAppWithItsOptions(t *testing.T) {
+	m := run{procs: []string{"alerts"}, options: map[string]string{"threshold": "5"}}.memory(t, "alice,1", "bob,7")
+	for _, tc := range []struct {
+		name    string
+		options map[string]map[string]string
+		want    string // identical, diverged or stopped
+	}{
+		{"the recorded options", map[string]map[string]string{"alerts": {"threshold": "5"}}, "identical"},
+		{"options of another app only", map[string]map[string]string{"ledger": {"threshold": "5"}}, "diverged"},
+		{"no options", nil, "diverged"},
+		{"an unknown option", map[string]map[string]string{"alerts": {"colour": "red"}}, "stopped"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := replayer.Replay(context.Background(), m, builtins(), replayer.Options{AppOptions: tc.options})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := "identical"
+			switch {
+			case rep.Processors[0].StopKind != "" && rep.Processors[0].StopKind != replayer.StopDivergence:
+				got = "stopped"
+			case !rep.Identical:
+				got = "diverged"
+			}
+			if got != tc.want {
+				t.Fatalf("replay %s, want %s:\n%+v", got, tc.want, rep.Processors[0])
+			}
+		})
+	}
+}
+
 func TestReplayUnknownApp(t *testing.T) {
 	m := run{procs: []string{"ledger", "alerts"}}.memory(t, "alice,1")
-	reg := builtins()
-	delete(reg, "alerts")
-	_, err := replayer.Replay(context.Background(), m, reg, replayer.Options{})
+	_, err := replayer.Replay(context.Background(), m, []core.App{apps.LedgerApp()}, replayer.Options{})
 	if !errors.Is(err, replayer.ErrUnknownApp) || !strings.Contains(err.Error(), `"alerts"`) {
 		t.Fatalf("err = %v, want ErrUnknownApp naming alerts", err)
 	}

@@ -89,7 +89,7 @@ func (fixedClock) Now() time.Time { return timerBase }
 func (rp *replay) run() error {
 	p, err := rp.newProcessor()
 	if err != nil {
-		rp.stop(0, StopError, "app %q: %v", rp.job.appName, err)
+		rp.stop(0, StopError, "app %q: %v", rp.job.app.Name, err)
 		return nil
 	}
 	rp.proc = p
@@ -132,11 +132,7 @@ func (rp *replay) newProcessor() (p core.Processor, err error) {
 			err = fmt.Errorf("panic: %v", v)
 		}
 	}()
-	p, err = rp.job.app.New()
-	if err == nil && p == nil {
-		err = errors.New("New returned no processor")
-	}
-	return p, err
+	return rp.job.app.Build(rp.job.options)
 }
 
 // stop ends the processor's replay with a reason.
@@ -207,7 +203,7 @@ func (rp *replay) start(e *store.Entry) {
 	}
 	s, ok := rp.proc.(core.Snapshotter)
 	if !ok {
-		rp.stop(e.Index, StopError, "START (index %d) holds a snapshot but app %q cannot restore one (no engine.Snapshotter)", e.Index, rp.job.appName)
+		rp.stop(e.Index, StopError, "START (index %d) holds a snapshot but app %q cannot restore one (no core.Snapshotter)", e.Index, rp.job.app.Name)
 		return
 	}
 	if err := protect(func() error { return s.Restore(bytes.Clone(e.Payload)) }); err != nil {

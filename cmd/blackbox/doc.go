@@ -11,6 +11,6 @@
 // own processors:
 //
 //	func main() {
-//		os.Exit(cli.Main(os.Args[1:], cli.WithApps(map[string]cli.App{"mine": mine})))
+//		os.Exit(cli.Main(os.Args[1:], cli.WithApps(mine)))
 //	}
 package main

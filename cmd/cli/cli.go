@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -16,8 +15,6 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/internal/apps"
-	"github.com/blackbox-audit/blackbox/recorder"
-	"github.com/blackbox-audit/blackbox/replayer"
 )
 
 // The exit codes of every command.
@@ -68,61 +65,21 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Errorf(format, args...)}
 }
 
-// AppOptions is what `blackbox run` hands an app's factory.
-type AppOptions struct {
-	// StatePath is the app's durable state file (--state), "" for none. An
-	// app without durable state ignores it. Replay builds apps with the zero
-	// AppOptions: a replayed processor starts from the recording's START
-	// snapshot and must not touch a live state file.
-	StatePath string
-}
-
-// App is a processor the CLI can run, record and replay: a factory that
-// builds a fresh engine.Processor, and the decoder of its recorded input
-// payloads (nil: the recorder's JSON codec, which decodes into generic
-// values). A file feed's items are strings: an app run by `blackbox run`
-// gets each line as a string, and its Decode must give the same string back
-// from the line's recorded payload (a JSON string). State, if not nil,
-// reads the app's durable state from its --state file: crashtest then
-// checks it (applied exactly once, the same position as a clean run); an
-// app without it gets only the checks that need no state.
-type App struct {
-	New    func(opts AppOptions) (core.Processor, error)
-	Decode func(payload []byte) (any, error)
-	State  func(path string) (DurableState, error)
-}
-
-// BuiltinApps returns the apps every blackbox binary knows: ledger and
-// alerts (internal/apps).
-func BuiltinApps() map[string]App {
-	return map[string]App{
-		apps.LedgerName: {
-			New: func(o AppOptions) (core.Processor, error) {
-				return apps.NewLedger(apps.LedgerOptions{StatePath: o.StatePath})
-			},
-			Decode: apps.Decode,
-			State:  readLedgerDurable,
-		},
-		apps.AlertsName: {
-			New: func(AppOptions) (core.Processor, error) {
-				return apps.NewAlerts(apps.AlertsOptions{})
-			},
-			Decode: apps.Decode,
-		},
-	}
-}
+// BuiltinApps returns the apps every blackbox binary knows: ledger (option
+// state: its durable state file) and alerts (option threshold).
+func BuiltinApps() []core.App { return apps.All() }
 
 // Option configures a CLI.
 type Option func(*CLI)
 
-// WithApps registers apps by name, beside the built-in ones (an app of a
-// built-in's name, or of a name given to an earlier WithApps, replaces it).
-func WithApps(a map[string]App) Option {
+// WithApps registers apps, beside the built-in ones (an app of a built-in's
+// name, or of a name given to an earlier WithApps, replaces it).
+func WithApps(a ...core.App) Option {
 	return func(c *CLI) {
-		if c.own == nil {
-			c.own = map[string]App{}
+		for _, app := range a {
+			c.own = slices.DeleteFunc(c.own, func(o core.App) bool { return o.Name == app.Name })
+			c.own = append(c.own, app)
 		}
-		maps.Copy(c.own, a)
 	}
 }
 
@@ -133,7 +90,7 @@ func WithoutBuiltinApps() Option { return func(c *CLI) { c.noBuiltins = true } }
 
 // WithClock sets the clock the engine's processors read (Cycle.Now) and the
 // recorder stamps rows with. Default: the system clock. Tests inject an
-// engine.StepClock so that outputs are byte-stable. Timers stay on the
+// core.StepClock so that outputs are byte-stable. Timers stay on the
 // system clock.
 func WithClock(clock core.Clock) Option { return func(c *CLI) { c.clock = clock } }
 
@@ -149,9 +106,9 @@ func WithStderr(w io.Writer) Option { return func(c *CLI) { c.stderr = w } }
 // command tree with Command). A CLI may run several command lines in turn;
 // it is not safe for concurrent use.
 type CLI struct {
-	apps       map[string]App
-	own        map[string]App // WithApps, merged into apps by New
-	noBuiltins bool           // WithoutBuiltinApps
+	apps       []core.App
+	own        []core.App // WithApps, merged into apps by New
+	noBuiltins bool       // WithoutBuiltinApps
 	clock      core.Clock
 	stdout     io.Writer
 	stderr     io.Writer
@@ -164,11 +121,14 @@ func New(opts ...Option) *CLI {
 	for _, o := range opts {
 		o(c)
 	}
-	c.apps = map[string]App{}
 	if !c.noBuiltins {
-		c.apps = BuiltinApps()
+		for _, b := range BuiltinApps() {
+			if _, mine := core.FindApp(c.own, b.Name); !mine {
+				c.apps = append(c.apps, b)
+			}
+		}
 	}
-	maps.Copy(c.apps, c.own)
+	c.apps = append(c.apps, c.own...)
 	return c
 }
 
@@ -279,43 +239,11 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 	}
 }
 
-// appNames lists the registered apps, sorted.
-func (c *CLI) appNames() []string {
-	return slices.Sorted(maps.Keys(c.apps))
-}
-
 // app returns the named app, or a usage error naming the known ones.
-func (c *CLI) app(name string) (App, error) {
-	a, ok := c.apps[name]
+func (c *CLI) app(name string) (core.App, error) {
+	a, ok := core.FindApp(c.apps, name)
 	if !ok || a.New == nil {
-		return App{}, usagef("unknown app %q (known: %s)", name, strings.Join(c.appNames(), ", "))
+		return core.App{}, usagef("unknown app %q (known: %s)", name, core.AppNames(c.apps))
 	}
 	return a, nil
-}
-
-// registry is the replayer's view of the CLI's apps.
-func (c *CLI) registry() replayer.Registry { return Registry(c.apps) }
-
-// Registry is the replayer.Registry of apps, for replay, diff and golden:
-// each app built with the zero AppOptions (no live state file), decoding
-// with its Decode (default: the recorder's JSON codec). Use it to check
-// golden recordings of your own apps from a test:
-//
-//	golden.Check(t, "testdata/golden", cli.Registry(myApps))
-func Registry(apps map[string]App) replayer.Registry {
-	reg := replayer.Registry{}
-	for name, a := range apps {
-		if a.New == nil {
-			continue
-		}
-		newp, dec := a.New, a.Decode
-		if dec == nil {
-			dec = recorder.JSON.Decode
-		}
-		reg[name] = replayer.App{
-			New:    func() (core.Processor, error) { return newp(AppOptions{}) },
-			Decode: dec,
-		}
-	}
-	return reg
 }

@@ -72,10 +72,9 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 			kr.Pointer = ptr.Offset
 		}
 		kr.Applied, kr.Offset = -1, -1
-		if s.app.State != nil {
-			if st, err := s.app.State(s.state); err == nil {
-				kr.Applied = st.Applied()
-				_, kr.Offset = st.Position()
+		if s.durable {
+			if st, err := durableState(s.app, s.state); err == nil {
+				kr.Applied, kr.Offset = st.Applied, st.Position.Offset
 			}
 		}
 		rep.Kills = append(rep.Kills, kr)

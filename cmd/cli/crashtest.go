@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/internal/apps"
@@ -81,7 +82,7 @@ type crashReport struct {
 	Elapsed    time.Duration       `json:"elapsedNs"`
 }
 
-// stateReport is a DurableState as the report shows it. A plain value.
+// stateReport is a core.DurableState as the report shows it. A plain value.
 type stateReport struct {
 	Applied int64 `json:"applied"`
 	Epoch   int64 `json:"epoch"`
@@ -176,7 +177,8 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 // fill the report, on one goroutine.
 type crashSetup struct {
 	cfg       crashConfig
-	app       App
+	app       core.App
+	durable   bool // the app keeps durable state (hasDurableState)
 	exe       string
 	ext       string
 	input     string
@@ -198,7 +200,10 @@ func (s *crashSetup) path(name string) string { return filepath.Join(s.cfg.dir, 
 // runArgs are the arguments of a crashed run recording to storePath.
 func (s *crashSetup) runArgs(storePath string, follow bool) []string {
 	a := []string{"run", "--app", s.cfg.app, "--input", s.input, "--store", storePath, "--format", s.cfg.format,
-		"--read", "committed", "--pointer", s.pointer, "--state", s.state, "--out", s.outFile}
+		"--read", "committed", "--pointer", s.pointer, "--out", s.outFile}
+	if s.durable {
+		a = append(a, "--state", s.state)
+	}
 	if follow {
 		a = append(a, "--follow")
 	}
@@ -265,6 +270,9 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 			}
 		}
 	}
+	if s.durable, err = hasDurableState(app, s.path(".crash-probe-state.json")); err != nil {
+		return nil, err
+	}
 	if cfg.format == formatCSV {
 		s.ext = ".csv"
 	}
@@ -281,9 +289,12 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 	s.clean, s.cleanOut, s.cleanSt = s.path("clean"+s.ext), s.path("clean-out.jsonl"), s.path("clean-state.json")
 
 	p.Printf("the clean run: %s", s.clean)
-	res, err := c.record(ctx, recordConfig{app: cfg.app, input: s.input, store: s.clean, format: cfg.format,
-		read: filesource.Committed, pointer: s.path("clean-input.ptr"), state: s.cleanSt,
-		out: s.cleanOut, policy: engine.Pause(), queue: 1024})
+	rc := recordConfig{app: cfg.app, input: s.input, store: s.clean, format: cfg.format,
+		read: filesource.Committed, pointer: s.path("clean-input.ptr"), out: s.cleanOut, policy: engine.Pause(), queue: 1024}
+	if s.durable {
+		rc.state = s.cleanSt
+	}
+	res, err := c.record(ctx, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -347,35 +358,34 @@ func (s *crashSetup) check(ctx context.Context, rep *crashReport, stores []strin
 // checkState: the crashed state equals the clean one, for an app that
 // exposes its durable state.
 func (s *crashSetup) checkState(rep *crashReport) error {
-	if s.app.State == nil {
+	if !s.durable {
 		return nil
 	}
-	crashed, err := s.app.State(s.state)
+	crashed, err := durableState(s.app, s.state)
 	if err != nil {
 		return err
 	}
-	clean, err := s.app.State(s.cleanSt)
+	clean, err := durableState(s.app, s.cleanSt)
 	if err != nil {
 		return err
 	}
 	rep.Crashed, rep.Expected = newStateReport(crashed), newStateReport(clean)
-	if crashed.Applied() != clean.Applied() {
+	if crashed.Applied != clean.Applied {
 		rep.Failures = append(rep.Failures, fmt.Sprintf("effects applied: crashed %d, clean %d (each input exactly once)",
-			crashed.Applied(), clean.Applied()))
+			crashed.Applied, clean.Applied))
 	}
 	if rep.Crashed.Offset != rep.Expected.Offset { // each pointer has its own epoch
 		rep.Failures = append(rep.Failures, fmt.Sprintf("last input applied: crashed at offset %d, clean at %d",
 			rep.Crashed.Offset, rep.Expected.Offset))
 	}
-	if ec, ok := crashed.(EffectsComparer); ok && !ec.SameEffects(clean) {
+	if crashed.Effects != clean.Effects {
 		rep.Failures = append(rep.Failures, fmt.Sprintf("the crashed state's effects differ from the clean run's (%s, %s)", s.state, s.cleanSt))
 	}
 	return nil
 }
 
-func newStateReport(d DurableState) *stateReport {
-	e, o := d.Position()
-	return &stateReport{Applied: d.Applied(), Epoch: e, Offset: o}
+func newStateReport(d core.DurableState) *stateReport {
+	return &stateReport{Applied: d.Applied, Epoch: d.Epoch, Offset: d.Position.Offset}
 }
 
 // checkOutputs: every clean output present, the extras only re-emissions
@@ -405,7 +415,7 @@ func (s *crashSetup) checkOutputs(rep *crashReport, bounds []int64) error {
 	// most the delivery it interrupted. One without re-emits every output
 	// of the deliveries the pointer had not committed.
 	most := s.perInput
-	if s.app.State == nil {
+	if !s.durable {
 		most = -1
 	}
 	dups := 0

@@ -2,16 +2,14 @@
 // docs/CLI.md as a cobra command tree over a set of apps, so that users can
 // build a binary with their own processors.
 //
-//	c := cli.New(cli.WithApps(map[string]cli.App{
-//		"upper": {New: newUpper, Decode: decodeLine},
-//	}))
+//	c := cli.New(cli.WithApps(core.App{Name: "upper", New: newUpper, Decode: decodeLine}))
 //	os.Exit(c.Execute(ctx, os.Args[1:]))
 //
-// An App is a factory of engine.Processor (given the AppOptions of `run`,
-// such as --state) and the decoder of its recorded input payloads; the CLI
-// builds the replayer.Registry of replay, diff and golden from the same
-// apps. The built-in apps (internal/apps: ledger, alerts) are registered
-// unless WithoutBuiltinApps.
+// An app is a core.App: a name, a constructor taking options (`run
+// --option KEY=VALUE`, `--state` as option state, golden case options) and
+// the decoder of its recorded input payloads; run, replay, golden and
+// crashtest all use the same apps. The built-in apps (internal/apps: ledger,
+// alerts) are registered unless WithoutBuiltinApps.
 //
 // Each command parses its flags, calls the library (engine, recorder,
 // replayer, store, golden) and writes to the command's output; --json gives
@@ -33,7 +31,7 @@
 // and rename. docs/CLI.md says what each command guarantees.
 //
 // WithClock injects the clock processors read and the recorder stamps rows
-// with (an engine.StepClock in tests, so that outputs are byte-stable), and
+// with (a core.StepClock in tests, so that outputs are byte-stable), and
 // WithStdout and WithStderr the output streams. The transcripts in testdata/
 // run every command in-process that way.
 //

@@ -23,24 +23,28 @@ func (Upper) OnEvent(c *core.Cycle, ev any) error {
 	return nil
 }
 
-// myApps registers Upper as the app "upper": a factory, and the decoder of
-// its recorded inputs (a file feed's items are lines, recorded as JSON
-// strings).
-var myApps = map[string]cli.App{
-	"upper": {
-		New: func(cli.AppOptions) (core.Processor, error) { return Upper{}, nil },
-		Decode: func(payload []byte) (any, error) {
-			var line string
-			err := json.Unmarshal(payload, &line)
-			return line, err
-		},
+// upperApp registers Upper as the app "upper": a constructor (Upper takes
+// no options), and the decoder of its recorded inputs (a file feed's items
+// are lines, recorded as JSON strings).
+var upperApp = core.App{
+	Name: "upper",
+	New: func(options map[string]string) (core.Processor, error) {
+		for k := range options {
+			return nil, fmt.Errorf("%w: upper takes no option %q", core.ErrOption, k)
+		}
+		return Upper{}, nil
+	},
+	Decode: func(payload []byte) (any, error) {
+		var line string
+		err := json.Unmarshal(payload, &line)
+		return line, err
 	},
 }
 
 // Build a blackbox binary that knows your processor: register it as an App,
 // then record a run of it and replay the recording. In your main package:
 //
-//	func main() { os.Exit(cli.Main(os.Args[1:], cli.WithApps(myApps))) }
+//	func main() { os.Exit(cli.Main(os.Args[1:], cli.WithApps(upperApp))) }
 func Example_ownProcessor() {
 	dir, err := os.MkdirTemp("", "blackbox-example")
 	if err != nil {
@@ -54,11 +58,11 @@ func Example_ownProcessor() {
 	ctx := context.Background()
 	clock := cli.WithClock(core.NewStepClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Second))
 
-	run := cli.New(cli.WithApps(myApps), clock, cli.WithStdout(io.Discard))
+	run := cli.New(cli.WithApps(upperApp), clock, cli.WithStdout(io.Discard))
 	code := run.Execute(ctx, []string{"run", "--app", "upper", "--input", input, "--store", store, "--read", "once-earliest"})
 	fmt.Println("run exit", code)
 
-	replay := cli.New(cli.WithApps(myApps), clock, cli.WithStdout(os.Stdout))
+	replay := cli.New(cli.WithApps(upperApp), clock, cli.WithStdout(os.Stdout))
 	code = replay.Execute(ctx, []string{"replay", store})
 	fmt.Println("replay exit", code)
 	// Output:

@@ -1,6 +1,11 @@
 package cli
 
-import "io"
+import (
+	"io"
+	"strings"
+
+	"github.com/blackbox-audit/blackbox/core"
+)
 
 // WithOutWriter wraps the writer of a run's --out file (tests make writes
 // fail).
@@ -9,4 +14,4 @@ func WithOutWriter(wrap func(io.Writer) io.Writer) Option {
 }
 
 // AppNames lists the CLI's apps, sorted.
-func (c *CLI) AppNames() []string { return c.appNames() }
+func (c *CLI) AppNames() []string { return strings.Split(core.AppNames(c.apps), ", ") }

@@ -3,7 +3,6 @@ package cli_test
 import (
 	"testing"
 
-	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/golden"
 )
 
@@ -14,9 +13,9 @@ import (
 func TestGoldenUpper(t *testing.T) {
 	dir := "testdata/golden"
 	if *update {
-		if err := golden.Update(dir, cli.Registry(myApps)); err != nil {
+		if err := golden.Update(dir, upperApp); err != nil {
 			t.Fatal(err)
 		}
 	}
-	golden.Check(t, dir, cli.Registry(myApps))
+	golden.Check(t, dir, upperApp)
 }

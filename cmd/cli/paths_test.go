@@ -187,7 +187,7 @@ func TestASecondRunOnTheSameFilesIsRefused(t *testing.T) {
 	writeLines(t, "in.txt", "alice,1", "bob,2")
 	writeLines(t, "other.txt", "carol,3")
 	h := &holdApp{started: make(chan struct{}), release: make(chan struct{})}
-	apps := cli.WithApps(map[string]cli.App{"hold": {New: func(cli.AppOptions) (core.Processor, error) { return h, nil }}})
+	apps := cli.WithApps(core.App{Name: "hold", New: func(map[string]string) (core.Processor, error) { return h, nil }})
 	type result struct {
 		code int
 		out  string

@@ -33,10 +33,10 @@ func TestARunWhoseRecordingCannotBeWrittenStopsAndExitsThreeNamingTheStore(t *te
 			in, st := filepath.Join(dir, "in.txt"), filepath.Join(dir, "r.csv")
 			writeLines(t, in, "a", "b")
 			var out bytes.Buffer
-			c := newCLI(&out, cli.WithApps(map[string]cli.App{"unsnap": {
-				New:    func(cli.AppOptions) (core.Processor, error) { return unsnappable{}, nil },
+			c := newCLI(&out, cli.WithApps(core.App{Name: "unsnap",
+				New:    func(map[string]string) (core.Processor, error) { return unsnappable{}, nil },
 				Decode: func(b []byte) (any, error) { return string(b), nil },
-			}}))
+			}))
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			args := []string{"run", "--app", "unsnap", "--input", in, "--store", st}

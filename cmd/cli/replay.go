@@ -36,6 +36,7 @@ func (c *CLI) replayCmd() *cobra.Command {
 	var (
 		app               string
 		asJSON, keepGoing bool
+		options           []string
 	)
 	cmd := &cobra.Command{
 		Use:   "replay STORE",
@@ -44,6 +45,10 @@ func (c *CLI) replayCmd() *cobra.Command {
 named in the recording's META, or --app) and compare its outputs with the
 recorded ones. Reports per processor the inputs replayed, the outputs
 compared, the first divergence with its diff, every loss and problem.
+
+--option APP:KEY=VALUE gives an option to one app's constructor (KEY=VALUE:
+to the --app, or to every app); give the options the run was made with,
+never one pointing at live side effects (a state file).
 
 Exit: 0 identical, complete and lossless; 1 a divergence; 2 a usage or I/O
 error (an unknown app, not a recording); 3 identical but not complete or
@@ -55,14 +60,18 @@ not lossless.`,
 					return err
 				}
 			}
+			appOpts, err := c.appOptions(options, app)
+			if err != nil {
+				return err
+			}
 			r, _, err := openStore(args[0])
 			if err != nil {
 				return err
 			}
 			defer r.Close()
 			p := c.progress()
-			rep, err := replayer.Replay(cmd.Context(), r, c.registry(), replayer.Options{
-				KeepGoing: keepGoing, App: app,
+			rep, err := replayer.Replay(cmd.Context(), r, c.apps, replayer.Options{
+				KeepGoing: keepGoing, App: app, AppOptions: appOpts,
 				Progress: func(proc string, n int64) { p.Printf("replaying %s: %d inputs", proc, n) },
 			})
 			p.Done()
@@ -83,6 +92,7 @@ not lossless.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&app, "app", "", "replay every processor with this app (default: the apps named in the recording)")
+	f.StringArrayVar(&options, "option", nil, "an option of an app, `[APP:]KEY=VALUE` (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.BoolVar(&keepGoing, "keep-going", false, "go on past a processor's first divergence and report every one")
 	return cmd
@@ -178,7 +188,7 @@ Exit: 0 every case identical; 1 a case changed; 2 a usage or I/O error.`,
 			if err := checkDir(args[0]); err != nil {
 				return err
 			}
-			ok, report, err := golden.Verify(args[0], c.registry())
+			ok, report, err := golden.Verify(args[0], c.apps...)
 			if err != nil {
 				return storeErr(args[0], err)
 			}
@@ -210,7 +220,7 @@ Exit: 0 done; 2 a usage or I/O error.`,
 			if err := checkDir(args[0]); err != nil {
 				return err
 			}
-			if err := golden.Update(args[0], c.registry()); err != nil {
+			if err := golden.Update(args[0], c.apps...); err != nil {
 				return storeErr(args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: every golden case re-recorded\n", args[0])

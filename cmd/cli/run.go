@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/recorder"
@@ -36,7 +38,8 @@ type recordConfig struct {
 	maxLine int      // 0: filesource.DefaultMaxLine
 	rotated []string // nil: filesource.DefaultRotated; empty: nowhere
 	follow  bool
-	state   string
+	state   string            // the state option
+	options map[string]string // --option KEY=VALUE
 	out     string
 	status  string
 	policy  engine.Policy
@@ -68,6 +71,7 @@ func (c *CLI) runCmd() *cobra.Command {
 		format, read, policy string
 		spin, deadline       time.Duration
 		asJSON               bool
+		options              []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run --app NAME --input FILE --store PATH",
@@ -108,6 +112,9 @@ settled, not lossless, or its recording is broken.`,
 			if cfg.format, err = formatOf(cfg.store, format); err != nil {
 				return err
 			}
+			if cfg.options, err = parseOptions(options); err != nil {
+				return err
+			}
 			if cfg.read, err = filesource.ParseStrategy(read); err != nil {
 				return usagef("--read: %v", err)
 			}
@@ -145,7 +152,7 @@ settled, not lossless, or its recording is broken.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.app, "app", "", "the app to run (this binary knows: "+strings.Join(c.appNames(), ", ")+")")
+	f.StringVar(&cfg.app, "app", "", "the app to run (this binary knows: "+core.AppNames(c.apps)+")")
 	f.StringVar(&cfg.input, "input", "", "the input file, one item per line")
 	f.StringVar(&cfg.store, "store", "", "the recording to write (.csv is CSV, anything else SQLite)")
 	f.StringVar(&format, "format", "", "the recording's format: csv or sqlite (default: from the extension)")
@@ -154,7 +161,8 @@ settled, not lossless, or its recording is broken.`,
 	f.IntVar(&cfg.maxLine, "max-line", filesource.DefaultMaxLine, "skip a line longer than `BYTES` (counted: oversized)")
 	f.StringArrayVar(&cfg.rotated, "rotated", filesource.DefaultRotated, "a name the rotated input may have: a `GLOB`, {path} for FILE (repeatable; '' for none)")
 	f.BoolVar(&cfg.follow, "follow", false, "tail the input until SIGINT or SIGTERM")
-	f.StringVar(&cfg.state, "state", "", "the app's durable state file (ledger: balances and the last position applied)")
+	f.StringVar(&cfg.state, "state", "", "the app's durable state file, given to it as option state (ledger: balances and the last position applied)")
+	f.StringArrayVar(&options, "option", nil, "an option of the app, `KEY=VALUE` (repeatable; alerts: threshold=N)")
 	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output")
 	f.StringVar(&cfg.status, "status", "", "write the final feed status JSON to this file")
 	f.StringVar(&policy, "policy", "pause", "overload policy of the feed: pause, drop or block")
@@ -166,6 +174,66 @@ settled, not lossless, or its recording is broken.`,
 	f.BoolVar(&cfg.force, "force", false, "replace a store that already holds a recording")
 	f.BoolVar(&asJSON, "json", false, "print the engine's final feed status JSON")
 	return cmd
+}
+
+// parseOptions reads --option KEY=VALUE flags into app options.
+func parseOptions(flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	opts := make(map[string]string, len(flags))
+	for _, f := range flags {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k == "" {
+			return nil, usagef("--option %q: want KEY=VALUE", f)
+		}
+		if _, dup := opts[k]; dup {
+			return nil, usagef("--option %s given twice", k)
+		}
+		opts[k] = v
+	}
+	return opts, nil
+}
+
+// appOptions reads replay's --option [APP:]KEY=VALUE flags into options per
+// app: KEY=VALUE goes to app (--app) when set, otherwise to every app.
+func (c *CLI) appOptions(flags []string, app string) (map[string]map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := map[string]map[string]string{}
+	for _, f := range flags {
+		target, kv := app, f
+		if name, rest, ok := strings.Cut(f, ":"); ok && !strings.Contains(name, "=") {
+			if _, err := c.app(name); err != nil {
+				return nil, err
+			}
+			target, kv = name, rest
+		}
+		opt, err := parseOptions([]string{kv})
+		if err != nil {
+			return nil, err
+		}
+		targets := []string{target}
+		if target == "" {
+			targets = targets[:0]
+			for _, a := range c.apps {
+				targets = append(targets, a.Name)
+			}
+		}
+		for _, t := range targets {
+			if out[t] == nil {
+				out[t] = map[string]string{}
+			}
+			for k, v := range opt {
+				if _, dup := out[t][k]; dup {
+					return nil, usagef("--option %s given twice for app %s", k, t)
+				}
+				out[t][k] = v
+			}
+		}
+	}
+	return out, nil
 }
 
 // parsePolicy reads --policy with its --spin and --deadline.
@@ -276,9 +344,22 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if err != nil {
 		return res, usagef("%v", err)
 	}
-	proc, err := app.New(AppOptions{StatePath: cfg.state})
+	options := maps.Clone(cfg.options)
+	if cfg.state != "" {
+		if _, ok := options[stateOption]; ok {
+			return res, usagef("--state and --option %s=... both name the state file", stateOption)
+		}
+		if options == nil {
+			options = map[string]string{}
+		}
+		options[stateOption] = cfg.state
+	}
+	proc, err := app.Build(options)
+	if errors.Is(err, core.ErrOption) {
+		return res, usagef("%v", err)
+	}
 	if err != nil {
-		return res, fmt.Errorf("app %s: %w", cfg.app, err)
+		return res, err
 	}
 
 	// From here on the run creates files: undo them on a failure before the
@@ -328,38 +409,33 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	// A processor's cycle fails once an output could not be written, so
 	// that nothing after it completes (a completion saves an app's state).
 	proc = guarded(proc, cfg.delay, sink.failure)
-	rec, err := recorder.New(w, recorder.Options{Clock: c.clock, Apps: map[string]string{cfg.app: cfg.app}, Logger: logger})
-	if err != nil {
-		return res, storeErr(cfg.store, err)
-	}
-	obs := rec.Observer()
 	fc := engine.FeedConfig{Name: feedName, Source: &watchedSource{src: src, done: make(chan error, 1)},
 		Policy: cfg.policy, QueueSize: cfg.queue}
-	if cfg.journal {
-		fc.Journal = rec.Journal()
-	}
-	eng, err := engine.New(engine.Config{
-		Clock:    c.clock,
-		Feeds:    []engine.FeedConfig{fc},
-		Groups:   []engine.GroupConfig{{Name: groupName, Feeds: []string{feedName}, Processors: []engine.ProcessorConfig{{Name: cfg.app, Processor: proc}}}},
-		Observer: obs,
-		Sink:     sink,
-		Logger:   logger,
+	run, err := recorder.Start(ctx, recorder.RunConfig{
+		Store:         w,
+		Feed:          fc,
+		Journal:       cfg.journal,
+		Group:         groupName,
+		Processors:    []recorder.Processor{{Name: cfg.app, App: app, Processor: proc}},
+		Clock:         c.clock,
+		RecorderClock: c.clock,
+		Sink:          sink,
+		Logger:        logger,
 	})
-	if err != nil {
-		rec.Close()
+	switch {
+	case errors.Is(err, engine.ErrConfig):
 		return res, usagef("%v", err)
-	}
-	if err := eng.Start(ctx); err != nil {
-		rec.Close()
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return res, err
+	case err != nil: // the recorder could not start the recording
+		return res, storeErr(cfg.store, err)
 	}
 	ran = true
+	eng := run.Engine()
 	srcErr := c.await(ctx, eng, fc.Source.(*watchedSource), sink.failed, cfg.follow)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	stopErr := eng.Stop(stopCtx)
-	recErr := rec.Close()
+	stopErr, recErr := run.Stop(stopCtx)
 	closed = true
 	if cerr := w.Close(); cerr != nil && recErr == nil {
 		recErr = cerr

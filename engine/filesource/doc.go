@@ -142,6 +142,6 @@
 // and polls again if it published. An idle or paused source yields a few
 // times, then sleeps Options.Interval (1ms by default). The pointer thus
 // lags processing by at most about one duty cycle: after a crash those lines
-// are delivered again (use engine.Delivery.AlreadyApplied with a position
+// are delivered again (use core.Delivery.AlreadyApplied with a position
 // stored with the application's state to skip them).
 package filesource

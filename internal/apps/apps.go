@@ -23,28 +23,41 @@ const (
 	AlertsSink = "alerts"
 )
 
-// ErrUnknownApp: New was asked for an app that does not exist.
-var ErrUnknownApp = errors.New("apps: unknown app")
+// All returns the built-in apps: alerts and ledger.
+func All() []core.App { return []core.App{AlertsApp(), LedgerApp()} }
 
-// Options configure the apps New builds. A plain value: New only reads it.
-type Options struct {
-	Ledger LedgerOptions
-	Alerts AlertsOptions
+// AlertsApp is the alerts app. Its option: threshold (a non-negative integer;
+// 0 or none: DefaultThreshold).
+func AlertsApp() core.App {
+	return core.App{Name: AlertsName, Decode: Decode, New: func(o map[string]string) (core.Processor, error) {
+		var opts AlertsOptions
+		for k, v := range o {
+			if k != "threshold" {
+				return nil, fmt.Errorf("%w: alerts takes no option %q (only threshold)", core.ErrOption, k)
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("%w: alerts threshold %q is not a non-negative integer", core.ErrOption, v)
+			}
+			opts.Threshold = n
+		}
+		return NewAlerts(opts)
+	}}
 }
 
-// Names lists the built-in apps, sorted.
-func Names() []string { return []string{AlertsName, LedgerName} }
-
-// New builds the named app. An unknown name gives an error wrapping
-// ErrUnknownApp.
-func New(name string, opts Options) (core.Processor, error) {
-	switch name {
-	case LedgerName:
-		return NewLedger(opts.Ledger)
-	case AlertsName:
-		return NewAlerts(opts.Alerts)
-	}
-	return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownApp, name, strings.Join(Names(), ", "))
+// LedgerApp is the ledger app. Its option: state (the durable state file;
+// none: the ledger keeps its state in memory only).
+func LedgerApp() core.App {
+	return core.App{Name: LedgerName, Decode: Decode, New: func(o map[string]string) (core.Processor, error) {
+		var opts LedgerOptions
+		for k, v := range o {
+			if k != "state" {
+				return nil, fmt.Errorf("%w: ledger takes no option %q (only state)", core.ErrOption, k)
+			}
+			opts.StatePath = v
+		}
+		return NewLedger(opts)
+	}}
 }
 
 // Decode decodes a recorded input payload, the JSON string of a line, back

@@ -386,15 +386,17 @@ func TestAlerts(t *testing.T) {
 	}
 }
 
-func TestNew(t *testing.T) {
-	if diff := cmp.Diff([]string{"alerts", "ledger"}, apps.Names()); diff != "" {
-		t.Errorf("Names (-want +got):\n%s", diff)
-	}
-	for _, name := range apps.Names() {
-		p, err := apps.New(name, apps.Options{})
+func TestTheBuiltInApps(t *testing.T) {
+	var names []string
+	for _, a := range apps.All() {
+		names = append(names, a.Name)
+		p, err := a.Build(nil)
 		if err != nil || p == nil {
-			t.Errorf("New(%q) = %v, %v", name, p, err)
+			t.Errorf("%s.Build(nil) = %v, %v", a.Name, p, err)
 		}
+	}
+	if diff := cmp.Diff([]string{"alerts", "ledger"}, names); diff != "" {
+		t.Errorf("names (-want +got):\n%s", diff)
 	}
 	if _, ok := mustNew(t, "ledger").(core.Snapshotter); !ok {
 		t.Error("ledger is not a Snapshotter")
@@ -402,14 +404,57 @@ func TestNew(t *testing.T) {
 	if _, ok := mustNew(t, "ledger").(core.TimerHandler); !ok {
 		t.Error("ledger is not a TimerHandler")
 	}
-	if _, err := apps.New("nope", apps.Options{}); !errors.Is(err, apps.ErrUnknownApp) {
-		t.Errorf("New(nope) err = %v, want ErrUnknownApp", err)
+	if _, ok := mustNew(t, "ledger").(core.Durable); !ok {
+		t.Error("ledger is not Durable")
+	}
+}
+
+// Each app takes its own options and refuses any other, or a value it
+// cannot use, with core.ErrOption.
+func TestAppOptions(t *testing.T) {
+	for _, tc := range []struct {
+		app     core.App
+		options map[string]string
+		wantErr bool
+	}{
+		{apps.AlertsApp(), map[string]string{"threshold": "7"}, false},
+		{apps.AlertsApp(), map[string]string{"threshold": "-1"}, true},
+		{apps.AlertsApp(), map[string]string{"threshold": "x"}, true},
+		{apps.AlertsApp(), map[string]string{"state": "s.json"}, true},
+		{apps.LedgerApp(), map[string]string{"state": filepath.Join(t.TempDir(), "s.json")}, false},
+		{apps.LedgerApp(), map[string]string{"threshold": "7"}, true},
+	} {
+		p, err := tc.app.Build(tc.options)
+		if got := err != nil; got != tc.wantErr || (err != nil && !errors.Is(err, core.ErrOption)) {
+			t.Errorf("%s.Build(%v) = %v, %v; want an error wrapping ErrOption: %v", tc.app.Name, tc.options, p, err, tc.wantErr)
+		}
+	}
+	p, err := apps.AlertsApp().Build(map[string]string{"threshold": "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []any
+	c := core.NewHost("alerts", p, core.NewStepClock(time.Unix(0, 0), time.Second), core.WithSink(core.SinkFunc(func(_, _ string, out any) error {
+		got = append(got, out)
+		return nil
+	})))
+	for _, line := range []string{"a,6", "a,7"} {
+		if tr := c.Handle(nil, line); tr.Err != nil {
+			t.Fatal(tr.Err)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("threshold 7: alerts %v, want one (for 7, not 6)", got)
 	}
 }
 
 func mustNew(t *testing.T, name string) core.Processor {
 	t.Helper()
-	p, err := apps.New(name, apps.Options{})
+	a, ok := core.FindApp(apps.All(), name)
+	if !ok {
+		t.Fatalf("no built-in app %q", name)
+	}
+	p, err := a.Build(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

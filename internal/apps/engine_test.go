@@ -25,11 +25,11 @@ func TestRecordedRun(t *testing.T) {
 	log := memsource.NewLog(lines...)
 	log.Close()
 	path := filepath.Join(t.TempDir(), "ledger.json")
-	ledger, err := apps.New("ledger", apps.Options{Ledger: apps.LedgerOptions{StatePath: path}})
+	ledger, err := apps.LedgerApp().Build(map[string]string{"state": path})
 	if err != nil {
 		t.Fatal(err)
 	}
-	alerts, err := apps.New("alerts", apps.Options{})
+	alerts, err := apps.AlertsApp().Build(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

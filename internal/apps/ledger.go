@@ -82,7 +82,7 @@ type posting struct {
 // the state; an input without a position is saved at once. Applied counts
 // postings (a transfer is two).
 //
-// Ledger implements engine.Snapshotter and engine.TimerHandler. It is not
+// Ledger implements core.Snapshotter, core.TimerHandler and core.Durable. It is not
 // safe for concurrent use (the engine never calls a processor
 // concurrently).
 type Ledger struct {
@@ -120,6 +120,14 @@ func NewLedger(opts LedgerOptions) (*Ledger, error) {
 		return nil, fmt.Errorf("apps: ledger state %s: %w", l.path, err)
 	}
 	return l, nil
+}
+
+// DurableState is what the ledger's state holds (core.Durable): postings
+// applied, the position of the last input applied and, as the digest of
+// its effects, the balances (JSON, keys sorted).
+func (l *Ledger) DurableState() core.DurableState {
+	b, _ := json.Marshal(l.st.Balances) // a map of strings to integers always encodes
+	return core.DurableState{Applied: l.st.Applied, Epoch: l.st.Epoch, Position: core.Position{Offset: l.st.Offset}, Effects: string(b)}
 }
 
 // State returns a copy of the ledger's state.

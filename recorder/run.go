@@ -1,0 +1,142 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// Processor is one processor of a recorded run: its name in the engine and
+// the recording, the app it is an instance of (its name is written in META,
+// for a replay to build it again) and the processor itself.
+type Processor struct {
+	Name      string
+	App       core.App
+	Processor core.Processor
+}
+
+// RunConfig is one recorded run: one feed read from a source, handed to one
+// group of processors, every row written to Store. It is what `blackbox
+// run` and golden recordings both set up. A RunConfig is only read.
+type RunConfig struct {
+	// Store receives the recording. The caller creates it and closes it
+	// after Run.Stop.
+	Store store.Writer
+	// Feed is the feed (its Source, Policy, QueueSize ...). Its Journal
+	// is set by Start when Journal is true.
+	Feed engine.FeedConfig
+	// Journal journals the feed into the recording: each item one JOURNAL
+	// row, inputs INDEXED rows. With Feed.Journal set too, that journal
+	// sees each item first (it may hold it), then the recorder stores it.
+	Journal bool
+	// Group names the processors' group; default "main".
+	Group      string
+	Processors []Processor
+	// Clock is the cycles' clock (Cycle.Now), TimerClock the clock timers
+	// are due on; RecorderClock stamps rows. Defaults: the system clock.
+	Clock, TimerClock, RecorderClock core.Clock
+	// Sink receives outputs live; Observer sees the run after the
+	// recorder's own hooks (a hook of Observer runs once the recorder's
+	// returned).
+	Sink     core.Sink
+	Observer engine.Observer
+	Logger   *slog.Logger
+	// Codec encodes payloads (default JSON); SyncEvery and SyncInterval
+	// are the recorder's (Options).
+	Codec        Codec
+	SyncEvery    int
+	SyncInterval time.Duration
+}
+
+// Run is a recorded run under way: an engine and the recorder writing its
+// rows. Its methods are safe for concurrent use as Engine's are; Stop is
+// called once.
+type Run struct {
+	eng *engine.Engine
+	rec *Recorder
+}
+
+// Start builds the recorder and the engine of cfg and starts the engine.
+// On an error nothing runs and the recorder is closed (Store is left to
+// the caller).
+func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
+	if len(cfg.Processors) == 0 {
+		return nil, fmt.Errorf("%w: a recorded run without a processor", ErrUsage)
+	}
+	group := cfg.Group
+	if group == "" {
+		group = "main"
+	}
+	apps := make(map[string]string, len(cfg.Processors))
+	procs := make([]engine.ProcessorConfig, len(cfg.Processors))
+	for i, p := range cfg.Processors {
+		if p.App.Name == "" {
+			return nil, fmt.Errorf("%w: processor %q has no app name", ErrUsage, p.Name)
+		}
+		apps[p.Name] = p.App.Name
+		procs[i] = engine.ProcessorConfig{Name: p.Name, Processor: p.Processor}
+	}
+	rec, err := New(cfg.Store, Options{Clock: cfg.RecorderClock, Codec: cfg.Codec, Apps: apps,
+		SyncEvery: cfg.SyncEvery, SyncInterval: cfg.SyncInterval, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	fc := cfg.Feed
+	if cfg.Journal {
+		fc.Journal = chainJournal(fc.Journal, rec.Journal())
+	}
+	eng, err := engine.New(engine.Config{
+		Clock:      cfg.Clock,
+		TimerClock: cfg.TimerClock,
+		Feeds:      []engine.FeedConfig{fc},
+		Groups:     []engine.GroupConfig{{Name: group, Feeds: []string{fc.Name}, Processors: procs}},
+		Observer:   rec.Observer().Then(cfg.Observer),
+		Sink:       cfg.Sink,
+		Logger:     cfg.Logger,
+	})
+	if err == nil {
+		err = eng.Start(ctx)
+	}
+	if err != nil {
+		return nil, errors.Join(err, rec.Close())
+	}
+	return &Run{eng: eng, rec: rec}, nil
+}
+
+// Engine is the run's engine (its status, its feed).
+func (r *Run) Engine() *engine.Engine { return r.eng }
+
+// Stop stops the engine (Engine.Stop with ctx: a clean stop commits and
+// drains), then closes the recorder (END rows). stopErr is the engine's;
+// recErr is the recorder's: the recording is broken (a stream stopped, or
+// closing failed). The store stays open: the caller closes it.
+func (r *Run) Stop(ctx context.Context) (stopErr, recErr error) {
+	stopErr = r.eng.Stop(ctx)
+	return stopErr, r.rec.Close()
+}
+
+// chainJournal journals into first (nil: none), then next.
+func chainJournal(first, next engine.Journal) engine.Journal {
+	if first == nil {
+		return next
+	}
+	return journals{first, next}
+}
+
+// journals appends to each journal in turn, stopping at the first error.
+type journals [2]engine.Journal
+
+func (j journals) Append(ctx context.Context, feed string, seq int64, item any) error {
+	for _, x := range j {
+		if err := x.Append(ctx, feed, seq, item); err != nil {
+			return err
+		}
+	}
+	return nil
+}
