@@ -69,22 +69,27 @@ func (cp *Checkpoint) Mark() Mark {
 }
 
 // DurableThrough says the state covering m is durable: the source may commit
-// the items m counts. Marks only advance. A mark that is not of this
-// checkpoint's current queue is ignored: the zero Mark, a mark of an old
-// binding (before a resubscribe), a mark of another feed's or group's
-// checkpoint.
-func (cp *Checkpoint) DurableThrough(m Mark) {
-	if m.b == nil || m.b.feed != cp.feed || m.b.group != cp.group || m.b.removed.Load() {
-		return
+// the items m counts. Marks only advance. A mark of another feed's or
+// group's checkpoint, or the zero Mark, moves nothing (ErrForeignMark); a
+// mark of an old queue of this checkpoint (made before the group was
+// subscribed again) is stale: refused with ErrStaleToken and counted in the
+// group's status.
+func (cp *Checkpoint) DurableThrough(m Mark) error {
+	if m.b == nil || m.b.feed != cp.feed || m.b.group != cp.group {
+		return ErrForeignMark
+	}
+	if cur := cp.current(); cur != m.b || m.b.removed.Load() {
+		cp.group.stale.Add(1)
+		return fmt.Errorf("%w: a mark of queue %s made before it was subscribed again", ErrStaleToken, m.b.name)
 	}
 	h := m.b.hold.Load()
 	if h == nil {
-		return
+		return nil
 	}
 	for {
 		v := h.durable.Load()
 		if m.n <= v || h.durable.CompareAndSwap(v, m.n) {
-			return
+			return nil
 		}
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/blackbox-audit/blackbox/core"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // Config is everything an Engine is built from. New validates all of it:
@@ -55,18 +57,47 @@ type FeedConfig struct {
 
 // GroupConfig configures one group: one goroutine, its processors (each
 // item of the group's feeds goes to every processor, in order) and its
-// retry policy.
+// retry policy; and, for a group of several workers, how many, how items
+// are shared out among them, and the gap bound.
 type GroupConfig struct {
 	Name       string
 	Feeds      []string
 	Processors []ProcessorConfig
 	Retry      RetryPolicy
+	// Workers runs the group's processors on this many workers, each a
+	// goroutine with instances of its own (ProcessorConfig.New) named
+	// WorkerName(processor, worker). 0 or 1: one worker, on the group's
+	// goroutine, running ProcessorConfig.Processor.
+	Workers int
+	// Order shares the items out among the workers: OrderKey (Key
+	// required) or OrderNone. Default OrderKey when Key is set, else
+	// OrderNone.
+	Order Order
+	// Key is the key of an item, for OrderKey.
+	Key func(item any) string
+	// MaxGap bounds, per queue, how many items may be completed beyond the
+	// oldest pending one: the group takes no new item while the newest it
+	// took lies MaxGap past the oldest pending one, until that one
+	// completes (the queue fills and the source pauses under PAUSE).
+	// Default DefaultMaxGap. Only for several workers.
+	MaxGap int
 }
 
 // ProcessorConfig names one processor. Names are unique in the engine.
+// Processor is the processor of a group of one worker; New builds one
+// instance per worker of a group of several (its state is never shared
+// between workers).
 type ProcessorConfig struct {
 	Name      string
 	Processor core.Processor
+	New       func() (core.Processor, error)
+}
+
+// WorkerName is the name of a processor's instance on a worker of a group
+// of several workers: "name#w<worker>", workers counted from 0. It names
+// the worker's stream in a recording.
+func WorkerName(processor string, worker int) string {
+	return processor + "#w" + strconv.Itoa(worker)
 }
 
 // Engine is the delivery engine: feeds, groups and their goroutines. Its
@@ -126,14 +157,27 @@ func New(cfg Config) (*Engine, error) {
 		if len(gc.Processors) == 0 {
 			return nil, cerr("", gc.Name, "processors", fmt.Errorf("%w: a group without processors", ErrConfig))
 		}
+		switch {
+		case gc.Workers < 0:
+			return nil, cerr("", gc.Name, "workers", fmt.Errorf("%w: negative workers", ErrConfig))
+		case gc.MaxGap < 0:
+			return nil, cerr("", gc.Name, "maxGap", fmt.Errorf("%w: negative maxGap", ErrConfig))
+		case gc.Order != "" && gc.Order != OrderKey && gc.Order != OrderNone:
+			return nil, cerr("", gc.Name, "order", fmt.Errorf("%w: unknown order %q (want %s or %s)", ErrConfig, gc.Order, OrderKey, OrderNone))
+		case gc.Order == OrderKey && gc.Key == nil:
+			return nil, cerr("", gc.Name, "key", fmt.Errorf("%w: order %s without a Key", ErrConfig, OrderKey))
+		}
+		parallel := gc.Workers > 1
 		for _, pc := range gc.Processors {
 			switch {
 			case pc.Name == "":
 				return nil, cerr("", gc.Name, "processors.name", fmt.Errorf("%w: a processor without a name", ErrConfig))
 			case procNames[pc.Name]:
 				return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: duplicate processor name", ErrConfig))
-			case pc.Processor == nil:
+			case !parallel && pc.Processor == nil:
 				return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: nil processor", ErrConfig))
+			case parallel && pc.New == nil:
+				return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: %d workers need New to build each worker's instance", ErrConfig, gc.Workers))
 			}
 			procNames[pc.Name] = true
 		}
@@ -179,15 +223,44 @@ func New(cfg Config) (*Engine, error) {
 	}
 	for _, gc := range cfg.Groups {
 		g := &group{name: gc.Name, eng: e, retry: gc.Retry, obs: &e.cfg.Observer, clock: cfg.TimerClock,
+			nprocs: len(gc.Processors), order: gc.Order, key: gc.Key, maxGap: int64(gc.MaxGap),
 			wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-		g.ctx, g.cancel = context.WithCancel(context.Background())
-		for i, pc := range gc.Processors {
-			g.names = append(g.names, pc.Name)
-			g.hosts = append(g.hosts, core.NewHost(pc.Name, pc.Processor, cfg.Clock,
-				core.WithSink(cfg.Sink), core.WithTimers(cfg.TimerClock, g.schedule(i)), core.WithContext(g.ctx)))
+		if g.order == "" {
+			g.order = OrderNone
+			if g.key != nil {
+				g.order = OrderKey
+			}
 		}
-		g.failed = make([]bool, len(g.hosts))
-		g.compErr = make([]bool, len(g.hosts))
+		if g.maxGap == 0 {
+			g.maxGap = DefaultMaxGap
+		}
+		g.ctx, g.cancel = context.WithCancel(context.Background())
+		for wi := range max(1, gc.Workers) {
+			w := &worker{g: g, id: wi, name: gc.Name}
+			if gc.Workers > 1 {
+				w.name = WorkerName(gc.Name, wi)
+				w.tasks, w.done = make(chan task, workerTasks), make(chan struct{})
+			}
+			for _, pc := range gc.Processors {
+				name, p := pc.Name, pc.Processor
+				if gc.Workers > 1 {
+					name = WorkerName(pc.Name, wi)
+					var err error
+					if p, err = pc.New(); err == nil && p == nil {
+						err = errors.New("New returned no processor")
+					}
+					if err != nil {
+						return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: building worker %d's instance: %w", ErrConfig, wi, err))
+					}
+				}
+				h := core.NewHost(name, p, cfg.Clock, core.WithSink(cfg.Sink),
+					core.WithTimers(cfg.TimerClock, g.schedule(len(g.hosts))), core.WithContext(g.ctx))
+				g.hosts = append(g.hosts, h)
+				w.hosts, w.names = append(w.hosts, h), append(w.names, name)
+			}
+			w.failed, w.compErr = make([]bool, len(w.hosts)), make([]bool, len(w.hosts))
+			g.workers = append(g.workers, w)
+		}
 		empty := []*binding{}
 		g.bindings.Store(&empty)
 		seen := map[string]bool{}
@@ -214,7 +287,10 @@ func (e *Engine) bind(f *Feed, g *group) *binding {
 	if p, ok := f.overrides[g.name]; ok {
 		pol = p
 	}
-	b := &binding{feed: f, group: g, name: g.name + "/" + f.name, policy: pol, q: newQueue(f.queueSize)}
+	b := &binding{feed: f, group: g, name: g.name + "/" + f.name, policy: pol, q: newQueue(f.queueSize), gen: generations.Add(1)}
+	if len(g.workers) > 1 {
+		b.gap = newGapState(g.maxGap)
+	}
 	e.mu.Lock()
 	if cp := e.holds[[2]string{f.name, g.name}]; cp != nil && !cp.released {
 		b.hold.Store(&holdState{})

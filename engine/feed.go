@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/blackbox-audit/blackbox/core"
 	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // Journal stores each item of a journalled feed once, under (feed, seq),
@@ -263,6 +264,11 @@ func (e *Engine) onGroupGoroutine() bool {
 	for _, g := range e.groups {
 		if g.goid.Load() == id {
 			return true
+		}
+		for _, w := range g.workers {
+			if w.goid.Load() == id {
+				return true
+			}
 		}
 	}
 	return false

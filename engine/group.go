@@ -3,11 +3,12 @@ package engine
 import (
 	"container/heap"
 	"context"
-	"github.com/blackbox-audit/blackbox/core"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // RetryPolicy says how often a failed item is tried in a processor (and a
@@ -20,15 +21,22 @@ type RetryPolicy struct {
 
 func (r RetryPolicy) attempts() int { return max(1, r.Attempts) }
 
-// group is one goroutine (the agent) owning its queues and processors.
+// group is one goroutine (the agent) owning its queues and its workers:
+// one worker (dispatched on the group's goroutine), or several, each with
+// a goroutine and instances of the processors of its own, to which the
+// group hands the items it takes (by key, or to the least busy).
 type group struct {
-	name  string
-	eng   *Engine
-	hosts []*core.Host
-	names []string
-	retry RetryPolicy
-	obs   *Observer
-	clock core.Clock
+	name    string
+	eng     *Engine
+	workers []*worker
+	hosts   []*core.Host // every worker's hosts: worker w's processor p at w*nprocs+p
+	nprocs  int
+	order   Order
+	key     func(item any) string
+	maxGap  int64
+	retry   RetryPolicy
+	obs     *Observer
+	clock   core.Clock
 	// ctx is what its cycles return from Cycle.Context; Stop cancels it
 	// once the drain is over, after closing stop.
 	ctx    context.Context
@@ -42,6 +50,7 @@ type group struct {
 	failure  atomic.Pointer[ObserverError]
 	sleeping atomic.Bool
 	goid     atomic.Int64 // the goroutine running run (feed.go: onGroupGoroutine)
+	held     atomic.Bool  // several workers: one did not dispatch its item (a failure, a cut); the group takes nothing more
 	wake     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -54,12 +63,13 @@ type group struct {
 	timers   timerHeap
 	nTimers  atomic.Int64 // len(timers), read without the lock
 
-	in      Input
-	dv      core.Delivery // the current item's delivery, reused: valid during the delivery only
-	drops   []Drop
-	comps   []ownedCompletion
-	failed  []bool
-	compErr []bool
+	drops []Drop
+
+	// Several workers: what the status reports of the gap.
+	gapBlocked   atomic.Int64 // nanoseconds the group waited with a queue's gap full
+	blockedSince atomic.Int64 // when it began waiting (Unix ns), 0 when not
+	stale        atomic.Int64 // completions and marks refused for a stale token
+	closeOnce    sync.Once    // closeWorkers
 }
 
 type ownedCompletion struct {
@@ -111,6 +121,14 @@ func (g *group) run() {
 			}
 		}
 	}
+	if len(g.workers) > 1 {
+		var wg sync.WaitGroup
+		for _, w := range g.workers {
+			wg.Go(w.run)
+		}
+		defer wg.Wait()
+		defer g.closeWorkers()
+	}
 	idle := 0
 	for {
 		select {
@@ -123,6 +141,18 @@ func (g *group) run() {
 			// Failed: take nothing more, fire no timer; wait for Stop.
 			<-g.stop
 			return
+		}
+		if len(g.workers) > 1 {
+			if g.stepParallel() {
+				idle = 0
+				continue
+			}
+			if idle++; idle < minSpin {
+				runtime.Gosched()
+				continue
+			}
+			g.park()
+			continue
 		}
 		if g.step() {
 			idle = 0
@@ -190,11 +220,12 @@ func (g *group) step() bool {
 					b.feed.signalReady()
 				}
 				did = true
-				if !g.dispatch(b, e) {
+				if !g.workers[0].dispatch(b, e) {
 					// Not dispatched: the group failed, or Stop cut a
 					// retry. It takes nothing after the item it holds.
 					return did
 				}
+				b.q.dispatched.Add(1)
 				// A timer that fell due while handling the item (After(0))
 				// fires before the next item.
 				g.fireTimers()
@@ -210,16 +241,21 @@ func (g *group) step() bool {
 	return did
 }
 
+// emitDrops reports the drops marked at or before queue position pos: to
+// the single worker's streams at once, or, with several workers, to every
+// worker's streams through its tasks, in order with its items.
 func (g *group) emitDrops(b *binding, pos int64) bool {
 	g.drops = b.takeMarks(pos, g.drops[:0])
 	if len(g.drops) == 0 {
 		return false
 	}
-	if g.obs.Dropped != nil {
-		for _, d := range g.drops {
-			d.Processors = g.names
-			g.obs.Dropped(g.name, d)
-		}
+	if len(g.workers) == 1 {
+		g.workers[0].reportDrops(g.drops)
+		return true
+	}
+	for _, w := range g.workers {
+		w.inflight.Add(1)
+		w.tasks <- task{drops: append([]Drop(nil), g.drops...)}
 	}
 	return true
 }
@@ -254,130 +290,6 @@ func (g *group) park() {
 	}
 }
 
-// dispatch handles one item: every processor, with retries; then the
-// observers' BeforeComplete (the recording is written); then the completion
-// callbacks; then AfterDispatch; then the dispatched counter. It reports
-// whether the item was dispatched: it is not when Stop cut a retry backoff,
-// a processor or callback failed once Stop cancelled Cycle.Context, or an
-// observer failed the group. Such an item holds the commit (nothing
-// after it is dispatched either) and the next run delivers it again.
-func (g *group) dispatch(b *binding, e envelope) bool {
-	var dv *core.Delivery
-	if e.positioned {
-		g.dv = core.Delivery{Feed: b.feed.name, Sequence: e.seq, Epoch: e.epoch, Position: e.pos}
-		dv = &g.dv
-	}
-	in := &g.in
-	*in = Input{Group: g.name, Feed: b.feed.name, Seq: e.seq, Delivery: dv, Item: e.item}
-	if g.obs.BeforeDispatch != nil {
-		g.obs.BeforeDispatch(g.name, in)
-	}
-	g.comps = g.comps[:0]
-	attempts := g.retry.attempts()
-	for pi, h := range g.hosts {
-		g.failed[pi], g.compErr[pi] = false, false
-		for attempt := 0; ; attempt++ {
-			d := dv
-			if d != nil && attempt > 0 {
-				c := *d
-				c.Attempt = attempt
-				d = &c
-				in.Delivery = d
-			}
-			if g.obs.Received != nil {
-				g.obs.Received(h.Name(), in)
-			}
-			t := h.Handle(d, e.item)
-			if g.obs.Handled != nil {
-				g.obs.Handled(h.Name(), in, t)
-			}
-			if t.Err == nil {
-				for _, c := range t.Completions {
-					g.addCompletion(pi, c)
-				}
-				break
-			}
-			if attempt == 0 {
-				g.failed[pi] = true
-				if g.obs.Failed != nil {
-					g.obs.Failed(h.Name(), in, t.Err)
-				}
-			}
-			if g.ctx.Err() != nil {
-				return g.cut(in)
-			}
-			if attempt+1 >= attempts {
-				b.feed.failures.Add(1)
-				g.eng.warnf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.seq, h.Name(), attempts, t.Err)
-				break
-			}
-			if !g.backoff() {
-				return g.cut(in)
-			}
-		}
-		in.Delivery = dv
-	}
-	if g.obs.BeforeComplete != nil {
-		if err := g.obs.BeforeComplete(g.name, in); err != nil {
-			g.fail("BeforeComplete", "", in, err)
-			return g.abandon(in)
-		}
-	}
-	for _, oc := range g.comps {
-		owner := g.hosts[oc.owner].Name()
-		for attempt := 0; ; attempt++ {
-			err := g.hosts[oc.owner].Complete(oc.c, dv)
-			if err == nil {
-				break
-			}
-			if !g.compErr[oc.owner] {
-				g.compErr[oc.owner] = true
-				if g.obs.CompletionFailed != nil {
-					if oerr := g.obs.CompletionFailed(owner, in, err); oerr != nil {
-						g.fail("CompletionFailed", owner, in, oerr)
-						return g.abandon(in)
-					}
-				}
-			}
-			if g.ctx.Err() != nil {
-				return g.cut(in)
-			}
-			if attempt+1 >= attempts {
-				b.feed.completionFailures.Add(1)
-				g.eng.warnf("feed %q seq %d: completion of processor %q failed %d times, skipped: %v", b.feed.name, e.seq, owner, attempts, err)
-				break
-			}
-			if !g.backoff() {
-				return g.cut(in)
-			}
-		}
-	}
-	clear(g.comps)
-	if g.obs.AfterDispatch != nil {
-		g.obs.AfterDispatch(g.name, in)
-	}
-	*in = Input{}
-	b.q.dispatched.Add(1)
-	return true
-}
-
-// abandon ends the dispatch of an item that did not complete: it does not
-// count as dispatched. It returns false, for dispatch to return.
-func (g *group) abandon(in *Input) bool {
-	clear(g.comps)
-	g.comps = g.comps[:0]
-	*in = Input{}
-	return false
-}
-
-// cut abandons an item that Stop cut, saying so: its retry backoff was
-// under way, or it failed once Stop had cancelled Cycle.Context (the
-// failure may be the cancellation itself: the item did not complete).
-func (g *group) cut(in *Input) bool {
-	g.eng.warnf("feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, g.name)
-	return g.abandon(in)
-}
-
 // fail stops the group because an observer hook failed: it keeps the first
 // failure, then marks the group dead, which its feeds see as a consumer that
 // cannot take items (a positioned feed pauses and reports it stalled). in
@@ -391,18 +303,6 @@ func (g *group) fail(hook, processor string, in *Input, err error) {
 		g.eng.warnf("%v", oe)
 	}
 	g.dead.Store(true)
-}
-
-// addCompletion keeps c once per delivery, across the group's processors
-// (sameCompletion): a completion registered by several processors runs once,
-// owned by the first.
-func (g *group) addCompletion(owner int, c core.Completion) {
-	for _, x := range g.comps {
-		if core.SameCompletion(x.c, c) {
-			return
-		}
-	}
-	g.comps = append(g.comps, ownedCompletion{owner, c})
 }
 
 // backoff sleeps the retry backoff; false when the group is stopping (the
@@ -427,6 +327,13 @@ func (g *group) backoff() bool {
 func (g *group) finish() {
 	for _, b := range *g.bindings.Load() {
 		g.emitDrops(b, b.q.headLocal)
+	}
+	if len(g.workers) > 1 {
+		// Every worker ends its tasks before its streams are closed.
+		g.closeWorkers()
+		for _, w := range g.workers {
+			<-w.done
+		}
 	}
 	for _, h := range g.hosts {
 		if g.obs.Stopped != nil {
@@ -474,7 +381,7 @@ func (g *group) schedule(host int) func(n int, due time.Time) {
 		g.nTimers.Store(int64(len(g.timers)))
 		g.timersMu.Unlock()
 		if g.obs.TimerSet != nil {
-			g.obs.TimerSet(g.names[host], n, due)
+			g.obs.TimerSet(g.hosts[host].Name(), n, due)
 		}
 	}
 }
@@ -491,13 +398,14 @@ func (g *group) fireTimers() bool {
 		te := heap.Pop(&g.timers).(timerEntry)
 		g.nTimers.Store(int64(len(g.timers)))
 		g.timersMu.Unlock()
-		h := g.hosts[te.host]
-		t := h.Fire(te.n)
-		if t.Err != nil {
-			g.eng.warnf("processor %q timer %d failed: %v", h.Name(), te.n, t.Err)
-		}
-		if g.obs.TimerFired != nil {
-			g.obs.TimerFired(h.Name(), t)
+		if len(g.workers) > 1 {
+			// The timer's host belongs to a worker: it fires there, in
+			// order with the worker's items.
+			w := g.workers[te.host/g.nprocs]
+			w.inflight.Add(1)
+			w.tasks <- task{timer: &te}
+		} else {
+			g.workers[0].fire(te)
 		}
 		fired = true
 	}

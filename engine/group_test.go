@@ -2,8 +2,9 @@ package engine
 
 import (
 	"context"
-	"github.com/blackbox-audit/blackbox/core"
 	"testing"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // sourceFunc is a Source from a function.

@@ -1,8 +1,9 @@
 package engine
 
 import (
-	"github.com/blackbox-audit/blackbox/core"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // Input is one item being dispatched to a group: what the feed delivered,

@@ -1,9 +1,10 @@
 package engine
 
 import (
-	"github.com/blackbox-audit/blackbox/core"
 	"sync"
 	"sync/atomic"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // envelope is one item in a queue. A positioned item carries its epoch and
@@ -268,6 +269,8 @@ type binding struct {
 	q      *queue
 
 	removed atomic.Bool // unsubscribed: its backlog is never processed in this run
+	gen     int64       // the queue's generation (Token.Generation)
+	gap     *gapState   // a group of several workers: the completions beyond the prefix
 
 	dropped    atomic.Int64
 	refused    atomic.Int64

@@ -1,13 +1,38 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Status is the feed status report: is the run complete (Settled) and is it
 // whole (Lossless). It marshals to the JSON of docs/GUARANTEES.md.
 type Status struct {
-	Settled  bool         `json:"settled"`
-	Lossless bool         `json:"lossless"`
-	Feeds    []FeedStatus `json:"feeds"`
+	Settled  bool          `json:"settled"`
+	Lossless bool          `json:"lossless"`
+	Feeds    []FeedStatus  `json:"feeds"`
+	Groups   []GroupStatus `json:"groups"`
+}
+
+// GroupStatus is one group's part of the Status: its workers and, for a
+// group of several, its gap state, summed over its queues.
+type GroupStatus struct {
+	Group   string `json:"group"`
+	Workers int    `json:"workers"`
+	// InFlight counts the items handed to workers and not finished.
+	InFlight int64 `json:"inFlight"`
+	// Gap counts the items completed beyond their queue's oldest pending
+	// one; MaxGap is the bound per queue.
+	Gap    int64 `json:"gap"`
+	MaxGap int64 `json:"maxGap"`
+	// OldestPending is the feed sequence of the oldest item taken and not
+	// completed, 0 when none.
+	OldestPending int64 `json:"oldestPending"`
+	// GapBlocked is how long the group waited with a queue's gap full.
+	GapBlocked time.Duration `json:"gapBlockedNs"`
+	// StaleTokens counts completions and checkpoint marks refused for a
+	// stale token.
+	StaleTokens int64 `json:"staleTokens"`
 }
 
 // FeedStatus is one feed's part of the Status.
@@ -79,12 +104,15 @@ type SubscriberStatus struct {
 // consumer failed (Engine.Err),
 // and its source skipped no oversized line and left no file unread.
 func (e *Engine) Status() Status {
-	s := Status{Settled: true, Lossless: true, Feeds: []FeedStatus{}}
+	s := Status{Settled: true, Lossless: true, Feeds: []FeedStatus{}, Groups: []GroupStatus{}}
 	for _, f := range e.feeds {
 		fs := f.Status()
 		s.Settled = s.Settled && fs.Settled
 		s.Lossless = s.Lossless && fs.Lossless
 		s.Feeds = append(s.Feeds, fs)
+	}
+	for _, g := range e.groups {
+		s.Groups = append(s.Groups, g.status())
 	}
 	return s
 }
@@ -167,4 +195,23 @@ func (f *Feed) waitsFor(b *binding) bool {
 		}
 	}
 	return false
+}
+
+// status reports the group's workers and gap.
+func (g *group) status() GroupStatus {
+	gs := GroupStatus{Group: g.name, Workers: len(g.workers), StaleTokens: g.stale.Load()}
+	if len(g.workers) == 1 {
+		return gs
+	}
+	gs.MaxGap, gs.GapBlocked = g.maxGap, g.gapWait()
+	for _, w := range g.workers {
+		gs.InFlight += w.inflight.Load()
+	}
+	for _, b := range *g.bindings.Load() {
+		gs.Gap += b.gap.beyond.Load()
+		if seq := b.gap.oldestPending(b.q.dispatched.Load()); seq > 0 && (gs.OldestPending == 0 || seq < gs.OldestPending) {
+			gs.OldestPending = seq
+		}
+	}
+	return gs
 }

@@ -1,0 +1,248 @@
+package engine
+
+import (
+	"errors"
+	"hash/fnv"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Order says how a group of several workers shares out the items it
+// takes.
+type Order string
+
+// The orders.
+const (
+	// OrderKey gives all the items of one key (GroupConfig.Key) to one
+	// worker, which handles them in sequence order: worker = FNV-1a 32 of
+	// the key modulo Workers, so a run with the same Workers gives each
+	// key to the same worker.
+	OrderKey Order = "key"
+	// OrderNone gives each item to the least busy worker: no order holds
+	// between items.
+	OrderNone Order = "none"
+)
+
+// DefaultMaxGap is GroupConfig.MaxGap when it is not set.
+const DefaultMaxGap = 1024
+
+// workerTasks is the capacity of a worker's task channel: enough for the
+// group to run ahead of a worker finishing its item, small enough that a
+// busy worker holds few items the others could take (OrderNone).
+const workerTasks = 16
+
+// ErrStaleToken is returned, and counted in the group's status, when a
+// completion or checkpoint mark carries the token of another generation
+// than its queue's current one (the group was subscribed again since, or
+// the mark is of another engine): it never moves the commit.
+var ErrStaleToken = errors.New("engine: stale token")
+
+// ErrForeignMark: a checkpoint was given the zero Mark, or a mark of
+// another feed's or group's checkpoint. It moves nothing.
+var ErrForeignMark = errors.New("engine: mark of another checkpoint")
+
+// generations numbers the queues (bindings) of every engine of the
+// process: a token of one queue is never valid for another.
+var generations atomic.Int64
+
+// gapState tracks, for a queue of a group of several workers, the items
+// completed beyond the queue's contiguous completed prefix
+// (queue.dispatched: the items up to it are completed, the one after it is
+// not). The group claims an item only while it lies within maxGap of the
+// oldest pending one, so done never wraps onto a position still in use.
+// Safe for concurrent use (mu).
+type gapState struct {
+	mu      sync.Mutex
+	done    []bool         // by queue position modulo len(done)
+	seqs    []atomic.Int64 // the feed sequence of the item claimed at each position (same index)
+	claimed atomic.Int64   // positions claimed
+	beyond  atomic.Int64
+}
+
+func newGapState(maxGap int64) *gapState {
+	return &gapState{done: make([]bool, maxGap+2), seqs: make([]atomic.Int64, maxGap+2)}
+}
+
+// claim records that the item of feed sequence seq was taken at position
+// pos (group goroutine).
+func (gs *gapState) claim(pos, seq int64) {
+	gs.seqs[pos%int64(len(gs.seqs))].Store(seq)
+	gs.claimed.Store(pos)
+}
+
+// oldestPending is the sequence of the item after the prefix, if it was
+// claimed; 0 otherwise.
+func (gs *gapState) oldestPending(prefix int64) int64 {
+	if gs.claimed.Load() <= prefix {
+		return 0
+	}
+	return gs.seqs[(prefix+1)%int64(len(gs.seqs))].Load()
+}
+
+// complete records that the item claimed with tok is completed, and moves
+// the queue's prefix through every completed item after it. A stale token
+// (of a queue the group no longer subscribes) is refused and counted.
+func (g *group) complete(b *binding, tok Token) error {
+	if tok.Generation != b.gen || b.removed.Load() {
+		g.stale.Add(1)
+		return ErrStaleToken
+	}
+	gs := b.gap
+	n := int64(len(gs.done))
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	prefix := b.q.dispatched.Load()
+	if tok.Position != prefix+1 {
+		gs.done[tok.Position%n] = true
+		gs.beyond.Add(1)
+		return nil
+	}
+	prefix++
+	for gs.done[(prefix+1)%n] {
+		gs.done[(prefix+1)%n] = false
+		gs.beyond.Add(-1)
+		prefix++
+	}
+	b.q.dispatched.Store(prefix)
+	return nil
+}
+
+// stepParallel is step for a group of several workers: it takes items and
+// hands each to its worker, as long as the queue's gap allows, and hands
+// due timers to the workers owning them. It reports whether it did
+// anything.
+func (g *group) stepParallel() bool {
+	did := false
+	blocked := false
+	if !g.fenced.Load() && !g.held.Load() {
+		for _, b := range *g.bindings.Load() {
+			for range batch {
+				if b.q.headLocal-b.q.dispatched.Load() > g.maxGap {
+					blocked = true
+					break
+				}
+				if g.emitDrops(b, b.q.headLocal) {
+					did = true
+				}
+				e, ok := b.q.take()
+				if !ok {
+					break
+				}
+				if b.q.headLocal&63 == 0 && b.feed.waiting.Load() && b.q.drained() {
+					b.q.publishHead()
+					b.feed.signalReady()
+				}
+				did = true
+				b.gap.claim(b.q.headLocal, e.seq)
+				w := g.pick(e)
+				w.inflight.Add(1)
+				w.tasks <- task{b: b, e: e, tok: Token{Generation: b.gen, Worker: w.id, Epoch: b.gen, Position: b.q.headLocal}}
+				if g.fenced.Load() || b.removed.Load() || g.held.Load() {
+					break
+				}
+			}
+		}
+	}
+	g.blocked(blocked)
+	if g.fireTimers() {
+		did = true
+	}
+	if !did && blocked {
+		// Nothing to do but wait for the prefix to move: a worker's
+		// completion wakes the group.
+		g.parkBlocked()
+		return true
+	}
+	return did
+}
+
+// pick is the worker for item e: by its key (OrderKey), or the least busy.
+func (g *group) pick(e envelope) *worker {
+	if g.order == OrderKey {
+		h := fnv.New32a()
+		h.Write([]byte(g.key(e.item)))
+		return g.workers[h.Sum32()%uint32(len(g.workers))]
+	}
+	best := g.workers[0]
+	least := best.inflight.Load()
+	for _, w := range g.workers[1:] {
+		if n := w.inflight.Load(); n < least {
+			best, least = w, n
+		}
+	}
+	return best
+}
+
+// blocked accounts the time the group waits with a queue's gap full.
+func (g *group) blocked(now bool) {
+	since := g.blockedSince.Load()
+	switch {
+	case now && since == 0:
+		g.blockedSince.Store(time.Now().UnixNano())
+	case !now && since != 0:
+		g.gapBlocked.Add(time.Now().UnixNano() - since)
+		g.blockedSince.Store(0)
+	}
+}
+
+// gapWait is the time the group spent waiting with a queue's gap full,
+// the current wait included.
+func (g *group) gapWait() time.Duration {
+	d := g.gapBlocked.Load()
+	if since := g.blockedSince.Load(); since != 0 {
+		d += time.Now().UnixNano() - since
+	}
+	return time.Duration(d)
+}
+
+// parkBlocked waits until a worker finishes a task (it notifies the group)
+// or the group stops, yielding first.
+func (g *group) parkBlocked() {
+	for range minSpin {
+		runtime.Gosched()
+		if g.wakeable() {
+			return
+		}
+	}
+	g.sleeping.Store(true)
+	defer g.sleeping.Store(false)
+	t := time.NewTimer(5 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-g.wake:
+	case <-g.stop:
+	case <-t.C:
+	}
+}
+
+// wakeable reports whether the prefix of a queue moved far enough for the
+// group to take an item again.
+func (g *group) wakeable() bool {
+	for _, b := range *g.bindings.Load() {
+		if b.q.headLocal-b.q.dispatched.Load() <= g.maxGap {
+			return true
+		}
+	}
+	return false
+}
+
+// closeWorkers closes the workers' task channels, once.
+func (g *group) closeWorkers() {
+	g.closeOnce.Do(func() {
+		for _, w := range g.workers {
+			close(w.tasks)
+		}
+	})
+}
+
+// stopping reports whether Stop closed the group.
+func (g *group) stopping() bool {
+	select {
+	case <-g.stop:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"sync/atomic"
+
+	"github.com/blackbox-audit/blackbox/core"
+)
+
+// worker runs one instance of each of its group's processors: its own
+// Hosts, and the scratch state of the item it is dispatching. A group of
+// one worker dispatches on its own goroutine (worker 0, no channel); a
+// group of several gives each worker a goroutine of its own and hands it
+// tasks in order through its channel. A worker's state is touched only by
+// the goroutine running it.
+type worker struct {
+	g     *group
+	id    int
+	name  string // the group's name, or name#wN in a group of several workers (Input.Group, the group-level hooks)
+	hosts []*core.Host
+	names []string // its processors' names (the hosts' names)
+
+	tasks    chan task     // several workers: the tasks, closed by the group when it stops
+	done     chan struct{} // several workers: closed when run returns
+	inflight atomic.Int64  // tasks handed to the worker and not finished
+	goid     atomic.Int64  // the goroutine running it (feed.go: onGroupGoroutine)
+
+	in      Input
+	dv      core.Delivery // the current item's delivery, reused: valid during the delivery only
+	comps   []ownedCompletion
+	failed  []bool
+	compErr []bool
+	drops   []Drop
+}
+
+// task is one thing a group hands a worker: an item of a queue (b, e,
+// claimed with tok), a timer of one of its hosts (timer), or drops to
+// report in its streams (drops).
+type task struct {
+	b     *binding
+	e     envelope
+	tok   Token
+	timer *timerEntry
+	drops []Drop
+}
+
+// Token identifies a claim: the group generation of the queue the item was
+// taken from (it changes whenever the group is subscribed again and with
+// every engine), the worker's ownership epoch, and the item's position in
+// the queue. A completion, acknowledgement or checkpoint mark carrying a
+// token of another generation than the queue's current one is stale: it is
+// refused (ErrStaleToken), counted, and never moves the commit. A plain
+// value.
+type Token struct {
+	Generation int64 `json:"generation"`
+	Worker     int   `json:"worker"`
+	Epoch      int64 `json:"epoch"`
+	Position   int64 `json:"position"`
+}
+
+// dispatch handles one item: every processor, with retries; then the
+// observers' BeforeComplete (the recording is written); then the completion
+// callbacks; then AfterDispatch. It reports
+// whether the item was dispatched: it is not when Stop cut a retry backoff,
+// a processor or callback failed once Stop cancelled Cycle.Context, or an
+// observer failed the group. Such an item holds the commit (nothing
+// after it is dispatched either) and the next run delivers it again.
+func (w *worker) dispatch(b *binding, e envelope) bool {
+	var dv *core.Delivery
+	if e.positioned {
+		w.dv = core.Delivery{Feed: b.feed.name, Sequence: e.seq, Epoch: e.epoch, Position: e.pos}
+		dv = &w.dv
+	}
+	in := &w.in
+	*in = Input{Group: w.name, Feed: b.feed.name, Seq: e.seq, Delivery: dv, Item: e.item}
+	if w.g.obs.BeforeDispatch != nil {
+		w.g.obs.BeforeDispatch(w.name, in)
+	}
+	w.comps = w.comps[:0]
+	attempts := w.g.retry.attempts()
+	for pi, h := range w.hosts {
+		w.failed[pi], w.compErr[pi] = false, false
+		for attempt := 0; ; attempt++ {
+			d := dv
+			if d != nil && attempt > 0 {
+				c := *d
+				c.Attempt = attempt
+				d = &c
+				in.Delivery = d
+			}
+			if w.g.obs.Received != nil {
+				w.g.obs.Received(h.Name(), in)
+			}
+			t := h.Handle(d, e.item)
+			if w.g.obs.Handled != nil {
+				w.g.obs.Handled(h.Name(), in, t)
+			}
+			if t.Err == nil {
+				for _, c := range t.Completions {
+					w.addCompletion(pi, c)
+				}
+				break
+			}
+			if attempt == 0 {
+				w.failed[pi] = true
+				if w.g.obs.Failed != nil {
+					w.g.obs.Failed(h.Name(), in, t.Err)
+				}
+			}
+			if w.g.ctx.Err() != nil {
+				return w.cut(in)
+			}
+			if attempt+1 >= attempts {
+				b.feed.failures.Add(1)
+				w.g.eng.warnf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.seq, h.Name(), attempts, t.Err)
+				break
+			}
+			if !w.g.backoff() {
+				return w.cut(in)
+			}
+		}
+		in.Delivery = dv
+	}
+	if w.g.obs.BeforeComplete != nil {
+		if err := w.g.obs.BeforeComplete(w.name, in); err != nil {
+			w.g.fail("BeforeComplete", "", in, err)
+			return w.abandon(in)
+		}
+	}
+	for _, oc := range w.comps {
+		owner := w.hosts[oc.owner].Name()
+		for attempt := 0; ; attempt++ {
+			err := w.hosts[oc.owner].Complete(oc.c, dv)
+			if err == nil {
+				break
+			}
+			if !w.compErr[oc.owner] {
+				w.compErr[oc.owner] = true
+				if w.g.obs.CompletionFailed != nil {
+					if oerr := w.g.obs.CompletionFailed(owner, in, err); oerr != nil {
+						w.g.fail("CompletionFailed", owner, in, oerr)
+						return w.abandon(in)
+					}
+				}
+			}
+			if w.g.ctx.Err() != nil {
+				return w.cut(in)
+			}
+			if attempt+1 >= attempts {
+				b.feed.completionFailures.Add(1)
+				w.g.eng.warnf("feed %q seq %d: completion of processor %q failed %d times, skipped: %v", b.feed.name, e.seq, owner, attempts, err)
+				break
+			}
+			if !w.g.backoff() {
+				return w.cut(in)
+			}
+		}
+	}
+	clear(w.comps)
+	if w.g.obs.AfterDispatch != nil {
+		w.g.obs.AfterDispatch(w.name, in)
+	}
+	*in = Input{}
+	return true
+}
+
+// abandon ends the dispatch of an item that did not complete: it does not
+// count as dispatched. It returns false, for dispatch to return.
+func (w *worker) abandon(in *Input) bool {
+	clear(w.comps)
+	w.comps = w.comps[:0]
+	*in = Input{}
+	return false
+}
+
+// cut abandons an item that Stop cut, saying so: its retry backoff was
+// under way, or it failed once Stop had cancelled Cycle.Context (the
+// failure may be the cancellation itself: the item did not complete).
+func (w *worker) cut(in *Input) bool {
+	w.g.eng.warnf("feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, w.g.name)
+	return w.abandon(in)
+}
+
+// addCompletion keeps c once per delivery, across the group's processors
+// (sameCompletion): a completion registered by several processors runs once,
+// owned by the first.
+func (w *worker) addCompletion(owner int, c core.Completion) {
+	for _, x := range w.comps {
+		if core.SameCompletion(x.c, c) {
+			return
+		}
+	}
+	w.comps = append(w.comps, ownedCompletion{owner, c})
+}
+
+// run is a worker's goroutine in a group of several: it does its tasks in
+// order until the group closes its channel. An item is dispatched only
+// while the group runs: once Stop closed the group, or the group failed or
+// held an item, the items still queued to the worker are not dispatched
+// (they stay uncommitted, and the next run delivers them again).
+func (w *worker) run() {
+	defer close(w.done)
+	w.goid.Store(goroutineID())
+	g := w.g
+	for t := range w.tasks {
+		switch {
+		case t.timer != nil:
+			if !g.dead.Load() {
+				w.fire(*t.timer)
+			}
+		case t.drops != nil:
+			w.reportDrops(t.drops)
+		case g.dead.Load() || g.held.Load() || g.stopping():
+		default:
+			if w.dispatch(t.b, t.e) {
+				g.complete(t.b, t.tok)
+			} else {
+				g.held.Store(true)
+			}
+		}
+		w.inflight.Add(-1)
+		g.notify()
+	}
+}
+
+// fire runs a due timer of one of the worker's hosts.
+func (w *worker) fire(te timerEntry) {
+	h := w.g.hosts[te.host]
+	t := h.Fire(te.n)
+	if t.Err != nil {
+		w.g.eng.warnf("processor %q timer %d failed: %v", h.Name(), te.n, t.Err)
+	}
+	if w.g.obs.TimerFired != nil {
+		w.g.obs.TimerFired(h.Name(), t)
+	}
+}
+
+// reportDrops tells the observers of drops in the worker's streams.
+func (w *worker) reportDrops(ds []Drop) {
+	if w.g.obs.Dropped == nil {
+		return
+	}
+	for _, d := range ds {
+		d.Processors = w.names
+		w.g.obs.Dropped(w.name, d)
+	}
+}
