@@ -235,6 +235,9 @@ func New(cfg Config) (*Engine, error) {
 			g.maxGap = DefaultMaxGap
 		}
 		g.ctx, g.cancel = context.WithCancel(context.Background())
+		if gc.Workers > 1 && g.order == OrderNone {
+			g.shared = make(chan task, workerTasks)
+		}
 		for wi := range max(1, gc.Workers) {
 			w := &worker{g: g, id: wi, name: gc.Name}
 			if gc.Workers > 1 {

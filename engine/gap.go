@@ -20,7 +20,7 @@ const (
 	// the key modulo Workers, so a run with the same Workers gives each
 	// key to the same worker.
 	OrderKey Order = "key"
-	// OrderNone gives each item to the least busy worker: no order holds
+	// OrderNone gives each item to the first idle worker: no order holds
 	// between items.
 	OrderNone Order = "none"
 )
@@ -136,9 +136,14 @@ func (g *group) stepParallel() bool {
 				}
 				did = true
 				b.gap.claim(b.q.headLocal, e.seq)
-				w := g.pick(e)
-				w.inflight.Add(1)
-				w.tasks <- task{b: b, e: e, tok: Token{Generation: b.gen, Worker: w.id, Epoch: b.gen, Position: b.q.headLocal}}
+				t := task{b: b, e: e, tok: Token{Generation: b.gen, Epoch: b.gen, Position: b.q.headLocal}}
+				if g.order == OrderKey {
+					w := g.workerOf(e)
+					w.inflight.Add(1)
+					w.tasks <- t
+				} else {
+					g.shared <- t // the first idle worker takes it
+				}
 				if g.fenced.Load() || b.removed.Load() || g.held.Load() {
 					break
 				}
@@ -158,21 +163,12 @@ func (g *group) stepParallel() bool {
 	return did
 }
 
-// pick is the worker for item e: by its key (OrderKey), or the least busy.
-func (g *group) pick(e envelope) *worker {
-	if g.order == OrderKey {
-		h := fnv.New32a()
-		h.Write([]byte(g.key(e.item)))
-		return g.workers[h.Sum32()%uint32(len(g.workers))]
-	}
-	best := g.workers[0]
-	least := best.inflight.Load()
-	for _, w := range g.workers[1:] {
-		if n := w.inflight.Load(); n < least {
-			best, least = w, n
-		}
-	}
-	return best
+// workerOf is the worker of item e's key (OrderKey): FNV-1a 32 of the
+// key modulo the workers.
+func (g *group) workerOf(e envelope) *worker {
+	h := fnv.New32a()
+	h.Write([]byte(g.key(e.item)))
+	return g.workers[h.Sum32()%uint32(len(g.workers))]
 }
 
 // blocked accounts the time the group waits with a queue's gap full.
@@ -233,6 +229,9 @@ func (g *group) closeWorkers() {
 	g.closeOnce.Do(func() {
 		for _, w := range g.workers {
 			close(w.tasks)
+		}
+		if g.shared != nil {
+			close(g.shared)
 		}
 	})
 }

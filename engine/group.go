@@ -29,6 +29,7 @@ type group struct {
 	name    string
 	eng     *Engine
 	workers []*worker
+	shared  chan task    // several workers, OrderNone: the items, taken by the first idle worker
 	hosts   []*core.Host // every worker's hosts: worker w's processor p at w*nprocs+p
 	nprocs  int
 	order   Order

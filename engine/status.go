@@ -19,7 +19,8 @@ type Status struct {
 type GroupStatus struct {
 	Group   string `json:"group"`
 	Workers int    `json:"workers"`
-	// InFlight counts the items handed to workers and not finished.
+	// InFlight counts the items handed to workers and not finished (and
+	// the timers and drops handed to them).
 	InFlight int64 `json:"inFlight"`
 	// Gap counts the items completed beyond their queue's oldest pending
 	// one; MaxGap is the bound per queue.
@@ -207,6 +208,7 @@ func (g *group) status() GroupStatus {
 	for _, w := range g.workers {
 		gs.InFlight += w.inflight.Load()
 	}
+	gs.InFlight += int64(len(g.shared)) // handed out, not yet taken by a worker
 	for _, b := range *g.bindings.Load() {
 		gs.Gap += b.gap.beyond.Load()
 		if seq := b.gap.oldestPending(b.q.dispatched.Load()); seq > 0 && (gs.OldestPending == 0 || seq < gs.OldestPending) {

@@ -200,25 +200,47 @@ func (w *worker) addCompletion(owner int, c core.Completion) {
 func (w *worker) run() {
 	defer close(w.done)
 	w.goid.Store(goroutineID())
-	g := w.g
-	for t := range w.tasks {
-		switch {
-		case t.timer != nil:
-			if !g.dead.Load() {
-				w.fire(*t.timer)
+	own, shared := w.tasks, w.g.shared
+	for own != nil || shared != nil {
+		var t task
+		var ok bool
+		select {
+		case t, ok = <-own:
+			if !ok {
+				own = nil
+				continue
 			}
-		case t.drops != nil:
-			w.reportDrops(t.drops)
-		case g.dead.Load() || g.held.Load() || g.stopping():
-		default:
-			if w.dispatch(t.b, t.e) {
-				g.complete(t.b, t.tok)
-			} else {
-				g.held.Store(true)
+		case t, ok = <-shared:
+			if !ok {
+				shared = nil
+				continue
 			}
+			w.inflight.Add(1) // counted by the worker that takes it
 		}
+		w.do(t)
 		w.inflight.Add(-1)
-		g.notify()
+		w.g.notify()
+	}
+}
+
+// do does one task.
+func (w *worker) do(t task) {
+	g := w.g
+	switch {
+	case t.timer != nil:
+		if !g.dead.Load() {
+			w.fire(*t.timer)
+		}
+	case t.drops != nil:
+		w.reportDrops(t.drops)
+	case g.dead.Load() || g.held.Load() || g.stopping():
+	default:
+		t.tok.Worker = w.id
+		if w.dispatch(t.b, t.e) {
+			g.complete(t.b, t.tok)
+		} else {
+			g.held.Store(true)
+		}
 	}
 }
 
