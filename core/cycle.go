@@ -66,7 +66,9 @@ type Output struct {
 
 // Trace is what one input (or one timer) did in one processor: the outputs it
 // emitted, the clock readings of its cycles, the completions it registered and
-// its error. A Trace returned by Host is reused by the next call.
+// its error. A Trace returned by Host is reused by the next call: read it
+// (or copy what you keep) before calling the Host again. It is not safe for
+// concurrent use.
 type Trace struct {
 	Processor   string
 	Delivery    *Delivery
