@@ -18,6 +18,14 @@ const (
 	MaxCompletionsPerDelivery = 65536
 )
 
+// maxCycles and maxCompletions are the limits a Host applies:
+// MaxCyclesPerInput and MaxCompletionsPerDelivery. The package's tests lower
+// them to reach the limits cheaply.
+var (
+	maxCycles      = MaxCyclesPerInput
+	maxCompletions = MaxCompletionsPerDelivery
+)
+
 // ErrUnknownTimer is returned when a timer fires that the processor never set
 // (or that already fired).
 var ErrUnknownTimer = errors.New("core: unknown timer")
@@ -26,6 +34,10 @@ var ErrUnknownTimer = errors.New("core: unknown timer")
 // MaxCyclesPerInput reentrant cycles, or registers more than
 // MaxCompletionsPerDelivery completions.
 var ErrTooManyCycles = errors.New("core: too many reentrant cycles")
+
+// ErrNoTimerHandler is returned when a timer fires for a processor that set
+// it with Cycle.After but does not implement TimerHandler.
+var ErrNoTimerHandler = errors.New("core: processor does not implement TimerHandler")
 
 // PanicError is a panic of a processor, a completion callback or a sink,
 // turned into the failure of that item. Unwrap gives the panic value when it
@@ -54,7 +66,9 @@ type Output struct {
 
 // Trace is what one input (or one timer) did in one processor: the outputs it
 // emitted, the clock readings of its cycles, the completions it registered and
-// its error. A Trace returned by Host is reused by the next call.
+// its error. A Trace returned by Host is reused by the next call: read it
+// (or copy what you keep) before calling the Host again. It is not safe for
+// concurrent use.
 type Trace struct {
 	Processor   string
 	Delivery    *Delivery
@@ -101,13 +115,14 @@ func (c *Cycle) Now() time.Time {
 // Emit emits an output to the named sink: delivered live to the Host's Sink
 // as Write(processor, sink, out), recorded as an OUTPUT row, captured and
 // compared in replay. Outputs are numbered from 1 per input across all its
-// cycles.
+// cycles. A Sink error fails the cycle: the output stays in the Trace, and
+// the outputs emitted after it are not written to the Sink.
 func (c *Cycle) Emit(sink string, out any) {
 	h := c.h
 	h.trace.Outputs = append(h.trace.Outputs, Output{Sink: sink, Value: out})
-	if h.sink != nil && h.trace.Err == nil {
+	if h.sink != nil && h.cycleErr == nil {
 		if err := h.sink.Write(h.name, sink, out); err != nil {
-			h.sinkErr = fmt.Errorf("core: sink %q: %w", sink, err)
+			h.cycleErr = fmt.Errorf("core: sink %q: %w", sink, err)
 		}
 	}
 }
@@ -135,7 +150,7 @@ func (c *Cycle) After(d time.Duration) int {
 
 // OnComplete registers f to run once the current positioned delivery is
 // complete (see Completion). Callbacks run in registration order; the same
-// completion (sameCompletion) registered again during one delivery, by this
+// completion (SameCompletion) registered again during one delivery, by this
 // processor or another of its group, runs once. Outside a positioned
 // delivery (no Delivery, a timer cycle) it keeps nothing and returns false:
 // the caller does its work itself.
@@ -149,15 +164,15 @@ func (c *Cycle) OnComplete(f Completion) bool {
 			return true
 		}
 	}
-	if len(h.trace.Completions) >= MaxCompletionsPerDelivery {
-		h.sinkErr = fmt.Errorf("%w: more than %d completions", ErrTooManyCycles, MaxCompletionsPerDelivery)
+	if len(h.trace.Completions) >= maxCompletions {
+		h.cycleErr = fmt.Errorf("%w: more than %d completions", ErrTooManyCycles, maxCompletions)
 		return false
 	}
 	h.trace.Completions = append(h.trace.Completions, f)
 	return true
 }
 
-// sameCompletion is the one de-duplication rule of completions (the Host's
+// SameCompletion is the one de-duplication rule of completions (the Host's
 // for one processor, the group's across its processors): a and b are the
 // same when they have the same dynamic type and are equal by ==. A value
 // that == cannot compare (a func, a map, a slice, or a struct or array
@@ -176,7 +191,7 @@ type Host struct {
 	proc       Processor
 	ctx        context.Context
 	clock      Clock // cycle readings (recorded)
-	timerClock Clock // timer due times (not recorded); nil in replay
+	timerClock Clock // timer due times (not recorded); clock unless WithTimers gives one
 	sink       Sink
 	schedule   func(timer int, due time.Time)
 
@@ -185,7 +200,7 @@ type Host struct {
 	queue     []any
 	trace     Trace
 	cycle     Cycle
-	sinkErr   error
+	cycleErr  error // fails the current input: a sink's error, too many completions
 }
 
 // HostOption configures a Host.
@@ -234,7 +249,7 @@ func (h *Host) Processor() Processor { return h.proc }
 // recorded readings).
 func (h *Host) SetClock(c Clock) { h.clock = c }
 
-// PendingTimers reports whether timer n was set and has not fired.
+// PendingTimer reports whether timer n was set and has not fired.
 func (h *Host) PendingTimer(n int) bool { _, ok := h.timers[n]; return ok }
 
 func (h *Host) reset(d *Delivery, timer int) *Trace {
@@ -249,7 +264,7 @@ func (h *Host) reset(d *Delivery, timer int) *Trace {
 	t.Completions = t.Completions[:0]
 	t.Err = nil
 	h.queue = h.queue[:0]
-	h.sinkErr = nil
+	h.cycleErr = nil
 	return t
 }
 
@@ -266,7 +281,8 @@ func (h *Host) Handle(d *Delivery, ev any) *Trace {
 
 // Fire runs the processor's timer n in a cycle of its own (and the reentrant
 // cycles it queues). A timer that was never set, or already fired, gives an
-// error wrapping ErrUnknownTimer.
+// error wrapping ErrUnknownTimer; a processor that is not a TimerHandler, one
+// wrapping ErrNoTimerHandler (the timer is no longer pending).
 func (h *Host) Fire(n int) *Trace {
 	t := h.reset(nil, n)
 	if _, ok := h.timers[n]; !ok {
@@ -276,7 +292,7 @@ func (h *Host) Fire(n int) *Trace {
 	delete(h.timers, n)
 	th, ok := h.proc.(TimerHandler)
 	if !ok {
-		t.Err = fmt.Errorf("core: processor %q set timer %d but does not implement TimerHandler", h.name, n)
+		t.Err = fmt.Errorf("%w: processor %q set timer %d", ErrNoTimerHandler, h.name, n)
 		return t
 	}
 	t.Err = h.call(th, n)
@@ -286,14 +302,15 @@ func (h *Host) Fire(n int) *Trace {
 
 func (h *Host) drain(t *Trace) {
 	for i := 0; t.Err == nil && i < len(h.queue); i++ {
-		if t.Cycles >= MaxCyclesPerInput {
-			t.Err = fmt.Errorf("%w: processor %q queued more than %d", ErrTooManyCycles, h.name, MaxCyclesPerInput)
+		if t.Cycles > maxCycles { // t.Cycles counts the first cycle
+			t.Err = fmt.Errorf("%w: processor %q queued more than %d", ErrTooManyCycles, h.name, maxCycles)
 			break
 		}
 		ev := h.queue[i]
 		h.queue[i] = nil
 		t.Err = h.call(ev, 0)
 	}
+	clear(h.queue) // the events a failure left unrun
 	h.queue = h.queue[:0]
 }
 
@@ -306,7 +323,7 @@ func (h *Host) call(ev any, timer int) (err error) {
 			err = &PanicError{Processor: h.name, Value: v, Stack: debug.Stack()}
 		}
 		if err == nil {
-			err = h.sinkErr
+			err = h.cycleErr
 		}
 	}()
 	if timer > 0 {
