@@ -253,7 +253,7 @@ func (f *Feed) soleTarget() *binding {
 
 // onGroupGoroutine reports whether the caller runs on one of the engine's
 // group goroutines (a processor, a completion callback, an observer hook or
-// a timer publishing with a context other than Cycle.Context). It reads the
+// a timer calling Publish where it should call Offer). It reads the
 // goroutine's identity, which costs more than a publish: only a publish
 // about to wait asks.
 func (e *Engine) onGroupGoroutine() bool {

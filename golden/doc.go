@@ -25,14 +25,17 @@
 //
 //	func TestGolden(t *testing.T) {
 //		if *update {
-//			if err := golden.Update("testdata", apps); err != nil {
+//			if err := golden.Update("testdata", apps...); err != nil {
 //				t.Fatal(err)
 //			}
 //		}
-//		golden.Check(t, "testdata", apps)
+//		golden.Check(t, "testdata", apps...)
 //	}
 //
-// testdata/ holds the cases of the built-in apps (ledger and alerts).
+// where apps are the core.App values the cases name (a case finds its app
+// by name; its options go to the app's New at record and at replay). The
+// package knows no app of its own: testdata/ holds the cases of the
+// built-in apps (ledger and alerts), which its tests pass in.
 //
 // Update replaces a case's recordings together: it records into a
 // temporary folder inside the case folder, renames that folder to ReadyDir

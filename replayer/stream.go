@@ -89,7 +89,7 @@ func (fixedClock) Now() time.Time { return timerBase }
 func (rp *replay) run() error {
 	p, err := rp.newProcessor()
 	if err != nil {
-		rp.stop(0, StopError, "app %q: %v", rp.job.app.Name, err)
+		rp.stop(0, StopError, "%v", err)
 		return nil
 	}
 	rp.proc = p

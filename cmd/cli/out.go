@@ -64,7 +64,7 @@ func (s *outSink) failure() error {
 	return s.err
 }
 
-// Write implements engine.Sink. It is called on the group goroutine, one
+// Write implements core.Sink. It is called on the group goroutine, one
 // output at a time. A line holds the output's value alone, as docs/CLI.md
 // documents --out; the sink name is in the recording's OUTPUT row.
 func (s *outSink) Write(_, _ string, out any) error {
