@@ -30,6 +30,12 @@ type App struct {
 	// processor receives. Nil: the payload is decoded as JSON into generic
 	// values (the recorder's JSON codec).
 	Decode func(payload []byte) (any, error)
+	// Key, if set, is the key of an item for key-ordered workers (engine
+	// GroupConfig.Key): the items of one key reach one worker, in order.
+	// An app whose outputs depend only on its key's state gives the same
+	// outputs with any number of key-ordered workers. Nil: the app runs
+	// on several workers only unordered.
+	Key func(item any) string
 }
 
 // Build builds a processor with a.New(options), naming the app in its

@@ -19,6 +19,9 @@ type Processor struct {
 	Name      string
 	App       core.App
 	Processor core.Processor
+	// New builds each worker's instance when the run has several
+	// workers (Processor is then not used).
+	New func() (core.Processor, error)
 }
 
 // RunConfig is one recorded run: one feed read from a source, handed to one
@@ -38,6 +41,13 @@ type RunConfig struct {
 	// Group names the processors' group; default "main".
 	Group      string
 	Processors []Processor
+	// Workers, Order and MaxGap are the group's (engine.GroupConfig). With
+	// OrderKey the key is the first processor's App.Key. Each worker's
+	// instance of a processor is recorded as a stream of its own, named
+	// engine.WorkerName(processor, worker).
+	Workers int
+	Order   engine.Order
+	MaxGap  int
 	// Clock is the cycles' clock (Cycle.Now), TimerClock the clock timers
 	// are due on; RecorderClock stamps rows. Defaults: the system clock.
 	Clock, TimerClock, RecorderClock core.Clock
@@ -79,8 +89,20 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		if p.App.Name == "" {
 			return nil, fmt.Errorf("%w: processor %q has no app name", ErrUsage, p.Name)
 		}
-		apps[p.Name] = p.App.Name
-		procs[i] = engine.ProcessorConfig{Name: p.Name, Processor: p.Processor}
+		if cfg.Workers > 1 {
+			for w := range cfg.Workers {
+				apps[engine.WorkerName(p.Name, w)] = p.App.Name
+			}
+		} else {
+			apps[p.Name] = p.App.Name
+		}
+		procs[i] = engine.ProcessorConfig{Name: p.Name, Processor: p.Processor, New: p.New}
+	}
+	var key func(any) string
+	if cfg.Order == engine.OrderKey {
+		if key = cfg.Processors[0].App.Key; key == nil {
+			return nil, fmt.Errorf("%w: app %q has no Key: it cannot run key-ordered", ErrUsage, cfg.Processors[0].App.Name)
+		}
 	}
 	rec, err := New(cfg.Store, Options{Clock: cfg.RecorderClock, Codec: cfg.Codec, Apps: apps,
 		SyncEvery: cfg.SyncEvery, SyncInterval: cfg.SyncInterval, Logger: cfg.Logger})
@@ -95,10 +117,11 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		Clock:      cfg.Clock,
 		TimerClock: cfg.TimerClock,
 		Feeds:      []engine.FeedConfig{fc},
-		Groups:     []engine.GroupConfig{{Name: group, Feeds: []string{fc.Name}, Processors: procs}},
-		Observer:   rec.Observer().Then(cfg.Observer),
-		Sink:       cfg.Sink,
-		Logger:     cfg.Logger,
+		Groups: []engine.GroupConfig{{Name: group, Feeds: []string{fc.Name}, Processors: procs,
+			Workers: cfg.Workers, Order: cfg.Order, Key: key, MaxGap: cfg.MaxGap}},
+		Observer: rec.Observer().Then(cfg.Observer),
+		Sink:     cfg.Sink,
+		Logger:   cfg.Logger,
 	})
 	if err == nil {
 		err = eng.Start(ctx)

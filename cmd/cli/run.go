@@ -47,6 +47,9 @@ type recordConfig struct {
 	delay   time.Duration
 	journal bool
 	force   bool
+	workers int          // --workers: 1 or more
+	order   engine.Order // --order, "" for the app's default
+	maxGap  int          // --max-gap, 0 for engine.DefaultMaxGap
 }
 
 // recordResult is what a recorded run did.
@@ -72,6 +75,7 @@ func (c *CLI) runCmd() *cobra.Command {
 		spin, deadline       time.Duration
 		asJSON               bool
 		options              []string
+		orderFlag            string
 	)
 	cmd := &cobra.Command{
 		Use:   "run --app NAME --input FILE --store PATH",
@@ -130,6 +134,18 @@ settled, not lossless, or its recording is broken.`,
 			if cfg.delay < 0 {
 				return usagef("--delay must not be negative, got %s", cfg.delay)
 			}
+			if cfg.workers < 1 {
+				return usagef("--workers must be at least 1, got %d", cfg.workers)
+			}
+			if cfg.maxGap < 0 {
+				return usagef("--max-gap must not be negative, got %d", cfg.maxGap)
+			}
+			switch engine.Order(orderFlag) {
+			case "", engine.OrderKey, engine.OrderNone:
+				cfg.order = engine.Order(orderFlag)
+			default:
+				return usagef("unknown --order %q (want key or none)", orderFlag)
+			}
 			if cfg.maxLine <= 0 {
 				return usagef("--max-line must be positive, got %d", cfg.maxLine)
 			}
@@ -172,6 +188,9 @@ settled, not lossless, or its recording is broken.`,
 	f.BoolVar(&cfg.journal, "journal", false, "journal the feed: inputs are recorded once as JOURNAL rows and indexed")
 	f.DurationVar(&cfg.delay, "delay", 0, "slow the processor down by this much per event (to watch a run, to test)")
 	f.BoolVar(&cfg.force, "force", false, "replace a store that already holds a recording")
+	f.IntVar(&cfg.workers, "workers", 1, "run the app on `N` workers, each with instances of its own (and --state FILE#wK)")
+	f.StringVar(&orderFlag, "order", "", "how workers share the lines: key (one account's lines on one worker, in order) or none (default: key if the app has a key)")
+	f.IntVar(&cfg.maxGap, "max-gap", engine.DefaultMaxGap, "workers: how many lines may complete beyond the oldest pending one")
 	f.BoolVar(&asJSON, "json", false, "print the engine's final feed status JSON")
 	return cmd
 }
@@ -354,7 +373,28 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		}
 		options[stateOption] = cfg.state
 	}
-	proc, err := app.Build(options)
+	// build builds worker w's instance (w 0 for a single worker): with
+	// several workers each has a state file of its own,
+	// engine.WorkerName(--state, w).
+	build := func(w int) (core.Processor, error) {
+		opts := options
+		if cfg.workers > 1 && cfg.state != "" {
+			opts = maps.Clone(options)
+			opts[stateOption] = engine.WorkerName(cfg.state, w)
+		}
+		return app.Build(opts)
+	}
+	order := cfg.order
+	if cfg.workers > 1 && order == "" {
+		order = engine.OrderNone
+		if app.Key != nil {
+			order = engine.OrderKey
+		}
+	}
+	if order == engine.OrderKey && app.Key == nil {
+		return res, usagef("--order key: app %s has no key function", cfg.app)
+	}
+	proc, err := build(0)
 	if errors.Is(err, core.ErrOption) {
 		return res, usagef("%v", err)
 	}
@@ -409,6 +449,19 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	// A processor's cycle fails once an output could not be written, so
 	// that nothing after it completes (a completion saves an app's state).
 	proc = guarded(proc, cfg.delay, sink.failure)
+	built := 0
+	newProc := func() (core.Processor, error) { // worker 0 gets proc, built above
+		w := built
+		built++
+		if w == 0 {
+			return proc, nil
+		}
+		p, err := build(w)
+		if err != nil {
+			return nil, err
+		}
+		return guarded(p, cfg.delay, sink.failure), nil
+	}
 	fc := engine.FeedConfig{Name: feedName, Source: &watchedSource{src: src, done: make(chan error, 1)},
 		Policy: cfg.policy, QueueSize: cfg.queue}
 	run, err := recorder.Start(ctx, recorder.RunConfig{
@@ -416,7 +469,10 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		Feed:          fc,
 		Journal:       cfg.journal,
 		Group:         groupName,
-		Processors:    []recorder.Processor{{Name: cfg.app, App: app, Processor: proc}},
+		Processors:    []recorder.Processor{{Name: cfg.app, App: app, Processor: proc, New: newProc}},
+		Workers:       cfg.workers,
+		Order:         order,
+		MaxGap:        cfg.maxGap,
 		Clock:         c.clock,
 		RecorderClock: c.clock,
 		Sink:          sink,

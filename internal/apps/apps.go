@@ -29,7 +29,7 @@ func All() []core.App { return []core.App{AlertsApp(), LedgerApp()} }
 // AlertsApp is the alerts app. Its option: threshold (a non-negative integer;
 // 0 or none: DefaultThreshold).
 func AlertsApp() core.App {
-	return core.App{Name: AlertsName, Decode: Decode, New: func(o map[string]string) (core.Processor, error) {
+	return core.App{Name: AlertsName, Decode: Decode, Key: Key, New: func(o map[string]string) (core.Processor, error) {
 		var opts AlertsOptions
 		for k, v := range o {
 			if k != "threshold" {
@@ -48,7 +48,7 @@ func AlertsApp() core.App {
 // LedgerApp is the ledger app. Its option: state (the durable state file;
 // none: the ledger keeps its state in memory only).
 func LedgerApp() core.App {
-	return core.App{Name: LedgerName, Decode: Decode, New: func(o map[string]string) (core.Processor, error) {
+	return core.App{Name: LedgerName, Decode: Decode, Key: Key, New: func(o map[string]string) (core.Processor, error) {
 		var opts LedgerOptions
 		for k, v := range o {
 			if k != "state" {
@@ -58,6 +58,22 @@ func LedgerApp() core.App {
 		}
 		return NewLedger(opts)
 	}}
+}
+
+// Key is the key of a line for key-ordered workers: its account (the
+// first field; for a transfer the debited account), so that one account's
+// lines reach one worker in order. The ledger's balances of a worker hold
+// the postings of its accounts, and the credits of the transfers they made
+// (a credit to another worker's account is applied where the transfer
+// is): with several workers an account's balance is the sum over the
+// workers' states. The alerts' sensor is the account too.
+func Key(item any) string {
+	line, _ := item.(string)
+	fs := fields(line)
+	if fs[0] == "transfer" && len(fs) > 1 {
+		return fs[1]
+	}
+	return fs[0]
 }
 
 // Decode decodes a recorded input payload, the JSON string of a line, back
