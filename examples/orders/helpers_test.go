@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,8 +61,9 @@ func (c *manualClock) advance(d time.Duration) {
 // sink name the processor emitted it to, and refuses a sink it does not
 // know. It is safe for concurrent use.
 type router struct {
-	mu  sync.Mutex
-	got map[string][]any
+	mu     sync.Mutex
+	got    map[string][]any
+	cycles map[int64]int // the input's seq -> cycles run for it, when more than one
 }
 
 func (r *router) Write(processor, sink string, out any) error {
@@ -78,6 +80,26 @@ func (r *router) Write(processor, sink string, out any) error {
 	}
 	r.got[sink] = append(r.got[sink], out)
 	return nil
+}
+
+// handled keeps the cycle count of an input that ran more than one cycle
+// (reentrant events): an engine.Observer's Handled hook.
+func (r *router) handled(_ string, in *engine.Input, tr *core.Trace) {
+	if tr.Cycles < 2 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cycles == nil {
+		r.cycles = map[int64]int{}
+	}
+	r.cycles[in.Seq] = tr.Cycles
+}
+
+func (r *router) reentrant() map[int64]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.cycles)
 }
 
 func (r *router) outputs(sink string) []any {
@@ -129,8 +151,8 @@ func writeLines(t *testing.T, lines ...string) string {
 
 // recordLive runs processor p live over the lines of the file input (read
 // once from the start with engine/filesource), records the run to w with
-// recorder.Start and returns the outputs the live sink received, by sink.
-// The cycles' clock steps a millisecond per reading from t0; the timer
+// recorder.Start and returns the outputs the live sink received, by sink,
+// and the inputs that ran reentrant cycles. The cycles' clock steps a millisecond per reading from t0; the timer
 // clock stands still during the run, so no window closes while lines are
 // read. With closeWindows, once every line was handled the timer clock is
 // moved a window on (window) and the run waits, on the engine's TimerFired
@@ -158,6 +180,7 @@ func recordLive(t *testing.T, w store.Writer, input string, p core.Processor, cl
 		RecorderClock: core.NewStepClock(t0, time.Second),
 		Sink:          sink,
 		Observer: engine.Observer{
+			Handled:    sink.handled,
 			TimerSet:   func(string, int, time.Time) { set.Add(1) },
 			TimerFired: func(string, *core.Trace) { fired <- struct{}{} },
 		},

@@ -50,6 +50,10 @@ func TestALiveRunRecordedToCSVAndSQLiteRoutesEachSinkByName(t *testing.T) {
 					t.Errorf("sink %s (-want +got):\n%s", sink, diff)
 				}
 			}
+			// o6's alert came from the event it queued: a second cycle.
+			if diff := cmp.Diff(map[int64]int{seqO6: 2}, got.reentrant()); diff != "" {
+				t.Errorf("inputs that ran reentrant cycles, seq -> cycles (-want +got):\n%s", diff)
+			}
 		})
 	}
 }
