@@ -10,8 +10,14 @@
 // "window" option (default 1h), emitting the window's settlement to
 // "totals". An order that takes a window over the "limit" option queues a
 // reentrant event that emits an alert to the "alerts" sink; a line that
-// cannot be read is an alert too. The open windows are the processor's
-// state: Snapshot and Restore carry them from one run to the next.
+// cannot be read is an alert too.
+//
+// The processor's state is its open windows and the position of the last
+// input it applied, recorded by a completion callback once the input's
+// delivery is complete. Snapshot and Restore carry that state from one run
+// to the next; a restored processor skips the inputs it already applied
+// (core.Delivery.AlreadyApplied), so an input delivered again after a
+// restart is counted once.
 package orders
 
 import (
@@ -165,23 +171,47 @@ type window struct {
 	Amount Money `json:"amount"`
 }
 
+// state is what a snapshot holds: the open windows, and the delivery
+// position of the last input applied (Applied false: none yet).
+type state struct {
+	Windows  map[string]*window `json:"windows"`
+	Applied  bool               `json:"applied"`
+	Epoch    int64              `json:"epoch"`
+	Position core.Position      `json:"position"`
+}
+
+// applied is the processor's completion: once an input's delivery is
+// complete (every cycle of it handled, its rows recorded) it records the
+// input's position as applied. It is a pointer registered in every cycle
+// of a delivery, kept once (core.SameCompletion).
+type applied struct{ p *Processor }
+
+// Complete records d's position in the processor's state.
+func (a *applied) Complete(d *core.Delivery) error {
+	st := &a.p.st
+	st.Applied, st.Epoch, st.Position = true, d.Epoch, d.Position
+	return nil
+}
+
 // Processor keeps the open windows of the customers. It implements
 // core.Processor, core.TimerHandler and core.Snapshotter. Like every
 // processor it is called by one goroutine at a time: it is not safe for
 // concurrent use.
 type Processor struct {
-	limit   Money // 0: no limit
-	window  time.Duration
-	windows map[string]*window
-	timers  map[int]string // a pending timer's number -> its customer
-	rearm   bool           // restored: set the windows' timers at the next cycle
+	limit  Money // 0: no limit
+	window time.Duration
+	st     state
+	done   *applied
+	timers map[int]string // a pending timer's number -> its customer
+	rearm  bool           // restored: set the windows' timers at the next cycle
 }
 
 // New returns a processor configured by options (OptionLimit,
 // OptionWindow); an unknown option, or a value it cannot use, is an error
 // wrapping core.ErrOption.
 func New(options map[string]string) (*Processor, error) {
-	p := &Processor{window: DefaultWindow, windows: map[string]*window{}, timers: map[int]string{}}
+	p := &Processor{window: DefaultWindow, st: state{Windows: map[string]*window{}}, timers: map[int]string{}}
+	p.done = &applied{p}
 	for _, k := range slices.Sorted(maps.Keys(options)) {
 		v := options[k]
 		switch k {
@@ -205,11 +235,20 @@ func New(options map[string]string) (*Processor, error) {
 }
 
 // OnEvent handles an input line, or the overLimit event an order queued.
+// A line whose delivery the state already applied is skipped.
 func (p *Processor) OnEvent(c *core.Cycle, ev any) error {
 	p.arm(c)
 	switch ev := ev.(type) {
 	case string:
+		d := c.Delivery()
+		if p.st.Applied && d.AlreadyApplied(p.st.Epoch, p.st.Position) {
+			return nil
+		}
 		p.line(c, ev)
+		// Recorded applied once the delivery is complete: not now, since a
+		// reentrant cycle that fails would have the line delivered again.
+		// An input without a position (pushed) has nothing to record.
+		c.OnComplete(p.done)
 		return nil
 	case overLimit:
 		c.Emit(SinkAlerts, Alert{Kind: "over-limit", Customer: ev.customer, Order: ev.order, Window: ev.window, Limit: p.limit})
@@ -228,10 +267,10 @@ func (p *Processor) line(c *core.Cycle, line string) {
 		c.Emit(SinkAlerts, Alert{Kind: "rejected", Line: line, Reason: err.Error()})
 		return
 	}
-	w := p.windows[o.Customer]
+	w := p.st.Windows[o.Customer]
 	if w == nil {
 		w = &window{}
-		p.windows[o.Customer] = w
+		p.st.Windows[o.Customer] = w
 		p.timers[c.After(p.window)] = o.Customer
 	}
 	before := w.Amount
@@ -251,8 +290,8 @@ func (p *Processor) OnTimer(c *core.Cycle, timer int) error {
 		return fmt.Errorf("orders: timer %d closes no window", timer)
 	}
 	delete(p.timers, timer)
-	w := p.windows[customer]
-	delete(p.windows, customer)
+	w := p.st.Windows[customer]
+	delete(p.st.Windows, customer)
 	c.Emit(SinkTotals, Settled{Customer: customer, Orders: w.Orders, Amount: w.Amount, At: c.Now()})
 	return nil
 }
@@ -265,25 +304,28 @@ func (p *Processor) arm(c *core.Cycle) {
 		return
 	}
 	p.rearm = false
-	for _, customer := range slices.Sorted(maps.Keys(p.windows)) {
+	for _, customer := range slices.Sorted(maps.Keys(p.st.Windows)) {
 		p.timers[c.After(p.window)] = customer
 	}
 }
 
-// Snapshot captures the open windows (JSON; map keys sorted, so equal
-// states give equal bytes).
+// Snapshot captures the state: the open windows and the last input
+// applied (JSON; map keys sorted, so equal states give equal bytes).
 func (p *Processor) Snapshot() ([]byte, error) {
-	return json.Marshal(p.windows)
+	return json.Marshal(p.st)
 }
 
-// Restore replaces the processor's windows by a snapshot's; their timers
-// are set again in the next cycle.
+// Restore replaces the processor's state by a snapshot's; the windows'
+// timers are set again in the next cycle.
 func (p *Processor) Restore(snapshot []byte) error {
-	windows := map[string]*window{}
-	if err := json.Unmarshal(snapshot, &windows); err != nil {
+	var st state
+	if err := json.Unmarshal(snapshot, &st); err != nil {
 		return fmt.Errorf("orders: snapshot: %w", err)
 	}
-	p.windows, p.timers, p.rearm = windows, map[int]string{}, true
+	if st.Windows == nil {
+		st.Windows = map[string]*window{}
+	}
+	p.st, p.timers, p.rearm = st, map[int]string{}, true
 	return nil
 }
 

@@ -3,6 +3,7 @@ package orders_test
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -53,17 +54,21 @@ func TestAChangedVersionDivergesAtTheFirstInputItTreatsDifferently(t *testing.T)
 	}
 }
 
-// Windows left open when a run stops are carried to the next run by the
-// processor's snapshot: the next run restores it, sets the windows' timers
-// again and settles them with the orders of both runs. The recording of
-// the second run starts from that snapshot (its START row) and replays
+// A restart from a snapshot: run 1 reads the first four lines and stops
+// with alice's and bob's windows open; run 2 restores run 1's snapshot
+// and reads the whole input again (the same file, the rest appended: the
+// same position space), as a restart whose source had committed nothing
+// does. The lines run 1 applied are skipped (AlreadyApplied with the
+// position its completions recorded), the windows' timers are set again,
+// and the windows settle with the orders of both runs, each counted once.
+// Run 2's recording starts from the snapshot (its START row) and replays
 // identical.
-func TestAWindowLeftOpenByOneRunIsSettledByTheNextFromItsSnapshot(t *testing.T) {
+func TestARestartFromASnapshotSkipsWhatWasAppliedAndSettlesTheOpenWindows(t *testing.T) {
 	options := map[string]string{orders.OptionLimit: "100.00"}
+	input := writeLines(t, "# order,customer,amount", "o1,alice,40.00", "o2,bob,15.50", "o3,alice,30.00")
 	first := build(t, options)
 	run1 := store.NewMemory()
-	got1 := recordLive(t, run1, writeLines(t, "# order,customer,amount", "o1,alice,40.00", "o2,bob,15.50", "o3,alice,30.00"),
-		first, false, 0)
+	got1 := recordLive(t, run1, input, first, false, 0)
 	run1.Close()
 	if n := len(got1.outputs(orders.SinkTotals)); n != 3 {
 		t.Fatalf("run 1 emitted %d totals, want 3 (no window closed)", n)
@@ -72,28 +77,44 @@ func TestAWindowLeftOpenByOneRunIsSettledByTheNextFromItsSnapshot(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var windows map[string]any
-	if err := json.Unmarshal(snap, &windows); err != nil {
+	var st map[string]any
+	if err := json.Unmarshal(snap, &st); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(map[string]any{
-		"alice": map[string]any{"orders": 2.0, "amount": "70.00"},
-		"bob":   map[string]any{"orders": 1.0, "amount": "15.50"},
-	}, windows); diff != "" {
+		"windows": map[string]any{
+			"alice": map[string]any{"orders": 2.0, "amount": "70.00"},
+			"bob":   map[string]any{"orders": 1.0, "amount": "15.50"},
+		},
+		// o3's line ends at byte 67 of the file; epoch 1 is the file's
+		// (filesource.Options.Epoch).
+		"applied": true, "epoch": 1.0, "position": map[string]any{"key": "", "offset": 67.0},
+	}, st); diff != "" {
 		t.Errorf("run 1's snapshot (-want +got):\n%s", diff)
 	}
 
+	f, err := os.OpenFile(input, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("o4,carol,12.x\no5,bob,50.00\no6,alice,45.00\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	second := build(t, options)
 	if err := second.(core.Snapshotter).Restore(snap); err != nil {
 		t.Fatal(err)
 	}
 	run2 := store.NewMemory()
-	got2 := recordLive(t, run2, writeLines(t, "o4,carol,12.x", "o5,bob,50.00", "o6,alice,45.00"),
-		second, true, orders.DefaultWindow)
+	got2 := recordLive(t, run2, input, second, true, orders.DefaultWindow)
 	run2.Close()
-	want := wantOutputs()[orders.SinkTotals]
-	if diff := cmp.Diff(want[3:], got2.outputs(orders.SinkTotals)); diff != "" {
-		t.Errorf("run 2's totals (-want +got):\n%s", diff)
+	want := wantOutputs()
+	for sink, want := range map[string][]any{orders.SinkTotals: want[orders.SinkTotals][3:], orders.SinkAlerts: want[orders.SinkAlerts]} {
+		if diff := cmp.Diff(want, got2.outputs(sink)); diff != "" {
+			t.Errorf("run 2's %s (-want +got):\n%s", sink, diff)
+		}
 	}
 	proven(t, replay(t, run2, options))
 }
