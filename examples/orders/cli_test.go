@@ -38,9 +38,10 @@ func run(t *testing.T, name string, args ...string) (int, string) {
 	return 0, ""
 }
 
-// The example's own binary (cmd/orders: cli.Main with cli.WithApps) runs
-// and replays the orders app, passes its options to it, refuses options it
-// does not take, and still knows the built-in apps.
+// The example's own binary (cmd/orders: cli.Main with cli.WithApps) runs,
+// replays and diffs the orders app, passes its options to it, refuses
+// options it does not take, checks its golden cases, and still knows the
+// built-in apps.
 func TestTheOrdersBinaryRunsAndReplaysItsOwnApp(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "orders")
@@ -55,7 +56,7 @@ func TestTheOrdersBinaryRunsAndReplaysItsOwnApp(t *testing.T) {
 	if err := os.WriteFile(input, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rec := filepath.Join(dir, "x.csv")
+	rec, same, changed := filepath.Join(dir, "x.csv"), filepath.Join(dir, "same.csv"), filepath.Join(dir, "changed.db")
 	tests := []struct {
 		name string
 		args []string
@@ -68,6 +69,13 @@ func TestTheOrdersBinaryRunsAndReplaysItsOwnApp(t *testing.T) {
 		{"replay with another limit diverges", []string{"replay", rec, "--option", "orders:limit=100.00"}, 1, `"o3,alice,30.00"`},
 		{"an option orders does not take", []string{"run", "--app", "orders", "--option", "currency=EUR", "--read", "once-earliest",
 			"--input", input, "--store", filepath.Join(dir, "y.csv")}, 2, `unknown option "currency"`},
+		{"a second run, same version", []string{"run", "--app", "orders", "--option", "limit=50.00", "--read", "once-earliest",
+			"--input", input, "--store", same}, 0, "settled: yes  lossless: yes"},
+		{"a run of a changed version", []string{"run", "--app", "orders", "--option", "limit=100.00", "--read", "once-earliest",
+			"--input", input, "--store", changed}, 0, "settled: yes  lossless: yes"},
+		{"diff of two runs of one version", []string{"diff", rec, same}, 0, ""},
+		{"diff of two versions", []string{"diff", rec, changed}, 1, `"o3,alice,30.00"`},
+		{"golden check of the example's cases", []string{"golden", "check", goldenDir}, 0, "ok   restart/run2.csv"},
 		{"the built-in apps are still there", []string{"run", "--help"}, 0, "this binary knows: alerts, ledger, orders"},
 	}
 	for _, tt := range tests {
