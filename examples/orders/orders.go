@@ -245,8 +245,9 @@ func (p *Processor) OnEvent(c *core.Cycle, ev any) error {
 			return nil
 		}
 		p.line(c, ev)
-		// Recorded applied once the delivery is complete: not now, since a
-		// reentrant cycle that fails would have the line delivered again.
+		// Recorded applied at the delivery's completion, once every cycle
+		// of the line ran and its rows were recorded: the state never
+		// claims a line whose reentrant cycles or recording did not finish.
 		// An input without a position (pushed) has nothing to record.
 		c.OnComplete(p.done)
 		return nil
