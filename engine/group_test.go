@@ -16,9 +16,10 @@ func (s sourceFunc) Run(ctx context.Context, in *Intake) error { return s(ctx, i
 // awake between a source's batches follows the feed's state, and is off
 // once the source's Run has returned.
 func TestAGroupSeesWhetherItsSourceIsBehind(t *testing.T) {
-	release := make(chan struct{})
+	behind, release := make(chan struct{}), make(chan struct{})
 	src := sourceFunc(func(ctx context.Context, f *Feed) error {
 		f.Intake().SetState(StateBehind, "")
+		close(behind)
 		<-release
 		return nil
 	})
@@ -38,6 +39,9 @@ func TestAGroupSeesWhetherItsSourceIsBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Stop(ctx)
+	// The source's own SetState runs on its goroutine: the table starts once
+	// it has, or it could land after any row and undo that row's state.
+	<-behind
 	f := e.Feed("in")
 	for _, tc := range []struct {
 		state FeedState

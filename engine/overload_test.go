@@ -21,7 +21,7 @@ func TestPauseLosesNothingUnderASlowConsumer(t *testing.T) {
 		var mu sync.Mutex
 		var got []any
 		slow := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
-			time.Sleep(2 * time.Microsecond)
+			time.Sleep(2 * time.Microsecond) // the slow work, on the bubble's clock
 			mu.Lock()
 			got = append(got, ev)
 			mu.Unlock()

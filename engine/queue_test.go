@@ -91,7 +91,10 @@ func TestQueueCapacityIsGuaranteed(t *testing.T) {
 // A producer and a consumer on two goroutines: batches of every size, each
 // shown with one atomic store, arrive whole and in order. Run with -race,
 // this also checks that the plain stores of a batch's tags happen before the
-// consumer reads them.
+// consumer reads them. The two sides spin (Gosched) on a full or empty
+// ring: the ring has no wait of its own (the group's wake-up is outside
+// it), and a channel or lock between them would order the stores itself and
+// hide what -race is here to catch.
 func TestQueueBatchesCrossGoroutines(t *testing.T) {
 	const total = 50_000
 	q := newQueue(64)

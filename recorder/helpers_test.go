@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -187,9 +188,25 @@ func (l *logCounter) count() int {
 
 // run records one engine run: it builds the engine from cfg (given the
 // recorder, for its Journal), starts it, waits until it is settled or a
-// group failed (engine.ErrObserver: the recorder could not write), and
-// until done, if not nil, reports true, stops it and closes the recorder.
-func run(t *testing.T, w store.Writer, opts recorder.Options, cfg func(*recorder.Recorder) engine.Config) (*recorder.Recorder, engine.Status) {
+// group failed (engine.ErrObserver: the recorder could not write), stops it
+// and closes the recorder. The run is inside a testing/synctest bubble: the
+// engine's status polling (WaitSettled) and every timer of the run are on
+// the bubble's clock, and the run leaves no goroutine behind.
+func run(t *testing.T, w store.Writer, opts recorder.Options, cfg func(*recorder.Recorder) engine.Config) (rec *recorder.Recorder, st engine.Status) {
+	t.Helper()
+	done := false
+	synctest.Test(t, func(t *testing.T) {
+		rec, st = runIn(t, w, opts, cfg)
+		done = true
+	})
+	if !done { // the bubble's test failed and stopped: so does this one
+		t.FailNow()
+	}
+	return rec, st
+}
+
+// runIn is run inside the caller's bubble.
+func runIn(t *testing.T, w store.Writer, opts recorder.Options, cfg func(*recorder.Recorder) engine.Config) (*recorder.Recorder, engine.Status) {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))

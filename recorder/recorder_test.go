@@ -481,11 +481,11 @@ func TestDropsUnderLoad(t *testing.T) {
 			items[i] = i + 1
 		}
 		slow := core.ProcessorFunc(func(*core.Cycle, any) error {
-			time.Sleep(20 * time.Microsecond)
+			time.Sleep(20 * time.Microsecond) // the slow work, on the bubble's clock
 			return nil
 		})
 		w := &fakeWriter{}
-		rec, st := run(t, w, recorder.Options{Apps: map[string]string{"s": "s"}}, func(*recorder.Recorder) engine.Config {
+		rec, st := runIn(t, w, recorder.Options{Apps: map[string]string{"s": "s"}}, func(*recorder.Recorder) engine.Config {
 			return engine.Config{
 				Feeds:  []engine.FeedConfig{{Name: "push", Source: memsource.NewList(items...), Policy: engine.DropAfterSpin(0), QueueSize: 4}},
 				Groups: []engine.GroupConfig{group("g", []string{"push"}, 1, pc("s", slow))},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -47,37 +48,13 @@ func TestASnapshotAndPayloadsWithLineBreaksAreRecordedAndReplay(t *testing.T) {
 	}{{"csv", ".csv", storetest.CSV}, {"sqlite", ".db", storetest.SQLite}} {
 		t.Run(b.name, func(t *testing.T) {
 			m := store.NewMemory()
-			rec, err := recorder.New(m, recorder.Options{
-				Clock: core.NewStepClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Second),
-				Apps:  map[string]string{"p": "indented"},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := engine.New(engine.Config{
-				Feeds: []engine.FeedConfig{{Name: "in", Source: memsource.NewList("one\ntwo", "three\r\n"),
-					Policy: engine.BlockWithDeadline(time.Second), QueueSize: 8}},
-				Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"},
-					Processors: []engine.ProcessorConfig{{Name: "p", Processor: &indented{N: 40}}}}},
-				Observer: rec.Observer(),
-			})
-			if err != nil {
-				t.Fatal(err)
+			// The engine run is in a synctest bubble: WaitSettled's status
+			// polling is on the bubble's clock.
+			synctest.Test(t, func(t *testing.T) { recordIndented(t, m) })
+			if t.Failed() {
+				t.FailNow()
 			}
 			ctx := context.Background()
-			if err := e.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			st, err := e.WaitSettled(ctx, time.Millisecond)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.Stop(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := rec.Close(); err != nil || !st.Lossless {
-				t.Fatalf("recorder: %v, lossless %v", err, st.Lossless)
-			}
 			r := storetest.Reopen(t, b.backend, filepath.Join(t.TempDir(), "r"+b.ext), m.ReadOnly())
 			if ps := r.Problems(); len(ps) != 0 {
 				t.Fatalf("problems: %v", ps)
@@ -95,5 +72,44 @@ func TestASnapshotAndPayloadsWithLineBreaksAreRecordedAndReplay(t *testing.T) {
 				t.Fatalf("identical, complete, lossless = %v, processors %+v; want all true and 2 outputs compared", got, rep.Processors)
 			}
 		})
+	}
+}
+
+// recordIndented records a run of indented over two inputs with line breaks
+// into m, and fails unless it is lossless and the recorder whole.
+func recordIndented(t *testing.T, m *store.Memory) {
+	t.Helper()
+	rec, err := recorder.New(m, recorder.Options{
+		Clock: core.NewStepClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Second),
+		Apps:  map[string]string{"p": "indented"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{
+		Feeds: []engine.FeedConfig{{Name: "in", Source: memsource.NewList("one\ntwo", "three\r\n"),
+			Policy: engine.BlockWithDeadline(time.Second), QueueSize: 8}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"},
+			Processors: []engine.ProcessorConfig{{Name: "p", Processor: &indented{N: 40}}}}},
+		Observer: rec.Observer(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // the bubble's seconds
+	defer cancel()
+	st, err := e.WaitSettled(wctx, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(); err != nil || !st.Lossless {
+		t.Fatalf("recorder: %v, lossless %v", err, st.Lossless)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -54,7 +55,23 @@ type run struct {
 
 // record runs r over lines (appended to r.log, or a new closed log) until
 // the engine is settled, then stops it cleanly, and returns the recording.
-func (r run) record(t testing.TB, lines ...string) store.Writer {
+// The run is inside a testing/synctest bubble: RunSettled's status polling
+// is on the bubble's clock, and the run leaves no goroutine behind.
+func (r run) record(t *testing.T, lines ...string) (w store.Writer) {
+	t.Helper()
+	done := false
+	synctest.Test(t, func(t *testing.T) {
+		w = r.recordIn(t, lines...)
+		done = true
+	})
+	if !done { // the bubble's test failed and stopped: so does this one
+		t.FailNow()
+	}
+	return w
+}
+
+// recordIn is record inside the caller's bubble.
+func (r run) recordIn(t *testing.T, lines ...string) store.Writer {
 	t.Helper()
 	if len(r.procs) == 0 {
 		r.procs = []string{apps.LedgerName}
@@ -126,7 +143,7 @@ func (r run) record(t testing.TB, lines ...string) store.Writer {
 }
 
 // memory records into a store.Memory and returns it read-only.
-func (r run) memory(t testing.TB, lines ...string) *store.Memory {
+func (r run) memory(t *testing.T, lines ...string) *store.Memory {
 	t.Helper()
 	return r.record(t, lines...).(*store.Memory).ReadOnly()
 }

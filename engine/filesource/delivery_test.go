@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -138,30 +139,22 @@ func TestPointerFollowsTheSlowestOfThreeGroups(t *testing.T) {
 			{gate: blockAt(lineAt(30), rel[1])},
 			{gate: blockAt(lineAt(60), rel[2])},
 		}
-		r := start(t, path, Options{}, setup{procs: ps})
-		ptr := path + ".ptr"
-
-		var backwards atomic.Value
-		stop := make(chan struct{})
-		sampled := make(chan struct{})
-		go func() { // forward only
-			defer close(sampled)
-			var last int64
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if p, err := ReadPointer(ptr); err == nil {
-					if p.Offset < last {
-						backwards.Store(fmt.Sprintf("%d after %d", p.Offset, last))
-					}
-					last = p.Offset
-				}
-				time.Sleep(100 * time.Microsecond)
+		// Forward only: each write of the pointer file is checked against
+		// the one before it as it is made (the pointer's write hook).
+		var mu sync.Mutex
+		var last int64
+		var backwards []string
+		src, lg := newSource(t, path, Options{})
+		src.hookWrite = func(p Pointer) {
+			mu.Lock()
+			defer mu.Unlock()
+			if p.Offset < last {
+				backwards = append(backwards, fmt.Sprintf("%d after %d", p.Offset, last))
 			}
-		}()
+			last = p.Offset
+		}
+		r := startSource(t, src, lg, setup{procs: ps})
+		ptr := path + ".ptr"
 		at := func(lines int) {
 			t.Helper()
 			waitFor(t, fmt.Sprintf("the pointer at line %d", lines), func() bool { return readPointer(t, ptr).Offset == int64(lines*lineLen) })
@@ -180,10 +173,10 @@ func TestPointerFollowsTheSlowestOfThreeGroups(t *testing.T) {
 		rel[0].open()
 		r.settle(n, ps...)
 		at(n)
-		close(stop)
-		<-sampled
-		if v := backwards.Load(); v != nil {
-			t.Fatalf("the pointer moved backwards: %v", v)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(backwards) > 0 {
+			t.Fatalf("the pointer moved backwards: %v", backwards)
 		}
 	})
 }
@@ -320,14 +313,17 @@ func TestPointerCountsBytes(t *testing.T) {
 	}
 }
 
-// completed records the position of the last completed delivery.
+// completed records the position of the last completed delivery, and
+// closes all once want deliveries have completed.
 type completed struct {
-	pos atomic.Int64
-	n   atomic.Int64
+	pos  atomic.Int64
+	n    atomic.Int64
+	want int64
+	all  chan struct{}
 }
 
 func (c *completed) OnEvent(cy *core.Cycle, ev any) error {
-	for t0 := time.Now(); time.Since(t0) < 10*time.Microsecond; {
+	for t0 := time.Now(); time.Since(t0) < 10*time.Microsecond; { // a slower app: commits run while lines flow
 	}
 	cy.OnComplete(c)
 	return nil
@@ -335,17 +331,34 @@ func (c *completed) OnEvent(cy *core.Cycle, ev any) error {
 
 func (c *completed) Complete(d *core.Delivery) error {
 	c.pos.Store(d.Position.Offset)
-	c.n.Add(1)
+	if c.n.Add(1) == c.want {
+		close(c.all)
+	}
 	return nil
 }
 
-// The pointer, sampled while lines flow, is never ahead of the last
-// completed delivery (read after it).
+// The pointer is never ahead of the last completed delivery: each write of
+// the pointer file, looked at just before it lands (the pointer's write
+// hook), holds an offset no greater than the last completed delivery's
+// then. The run is on the wall clock, so commits and deliveries interleave
+// as they would in production.
 func TestThePointerIsNeverAheadOfCompletedDeliveries(t *testing.T) {
 	const n = 20000
 	path := input(t, numbered("line", 0, n))
-	c := &completed{}
+	c := &completed{want: n, all: make(chan struct{})}
 	src, lg := newSource(t, path, Options{})
+	var mu sync.Mutex
+	var writes int
+	var ahead []string
+	src.hookWrite = func(p Pointer) {
+		done := c.pos.Load()
+		mu.Lock()
+		defer mu.Unlock()
+		writes++
+		if p.Offset > done {
+			ahead = append(ahead, fmt.Sprintf("pointer %d written with the last completed delivery at %d", p.Offset, done))
+		}
+	}
 	e, err := engine.New(engine.Config{
 		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 1024}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: c}}}},
@@ -357,17 +370,21 @@ func TestThePointerIsNeverAheadOfCompletedDeliveries(t *testing.T) {
 	if err := e.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer e.Stop(t.Context())
-	samples := 0
-	for c.n.Load() < n {
-		p, err := ReadPointer(path + ".ptr")
-		if err != nil {
-			continue // not created yet
-		}
-		samples++
-		if done := c.pos.Load(); p.Offset > done {
-			t.Fatalf("pointer %d ahead of the last completed delivery %d", p.Offset, done)
-		}
+	select {
+	case <-c.all:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%d of %d deliveries completed after 60 s", c.n.Load(), n)
 	}
-	t.Logf("%d samples", samples)
+	if err := e.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ahead) > 0 {
+		t.Fatalf("%d of %d pointer writes ahead of the completed deliveries, the first: %s", len(ahead), writes, ahead[0])
+	}
+	if got := readPointer(t, path+".ptr").Offset; got != n*lineLen {
+		t.Fatalf("final pointer %d, want %d", got, n*lineLen)
+	}
+	t.Logf("%d pointer writes checked", writes)
 }

@@ -152,8 +152,9 @@ type Source struct {
 
 	// for tests
 	bufSize    int
-	hookOpened func() // after the input file is opened, before it is identified
-	hookEOF    func() // at the end of the open file, before the identity check
+	hookOpened func()        // after the input file is opened, before it is identified
+	hookEOF    func()        // at the end of the open file, before the identity check
+	hookWrite  func(Pointer) // before each write of the pointer file, with what it will hold
 }
 
 // DefaultRotated are the default rotated-sibling patterns: PATH.1 and
@@ -240,7 +241,7 @@ func (s *Source) Run(ctx context.Context, f *engine.Intake) error {
 	s.state, s.detail, s.note, s.openErr = "", "", "", ""
 	if s.opts.Read == Committed {
 		s.mu.Lock()
-		s.ptr = pointerFile{path: s.opts.Pointer}
+		s.ptr = pointerFile{path: s.opts.Pointer, hookWrite: s.hookWrite}
 		created, err := s.ptr.acquire(true)
 		s.ptrCreated = created
 		s.mu.Unlock()

@@ -195,6 +195,9 @@ type pointerFile struct {
 	m    mmap.MMap
 	hdr  Pointer  // what the file holds
 	lock *os.File // the flock's descriptor, nil when not held
+
+	// for tests: called before each write with what the file will hold
+	hookWrite func(Pointer)
 }
 
 // acquire locks the pointer file, creating it empty if it does not exist
@@ -287,6 +290,11 @@ func (p *pointerFile) close() error {
 // then a Flush (msync). If the file is not mapped (the source stopped), it
 // is mapped for this write and unmapped after.
 func (p *pointerFile) setOffset(off int64) error {
+	if p.hookWrite != nil {
+		h := p.hdr
+		h.Offset = off
+		p.hookWrite(h)
+	}
 	if !p.mapped() {
 		if p.lock == nil { // no run holds it: lock it for this write
 			if _, err := p.acquire(false); err != nil {
@@ -318,6 +326,9 @@ func (p *pointerFile) setOffset(off int64) error {
 // never a mix.
 func (p *pointerFile) write(h Pointer) error {
 	h.Layout = Layout
+	if p.hookWrite != nil {
+		p.hookWrite(h)
+	}
 	if p.lock == nil { // no run holds it (a commit after Run returned)
 		if _, err := p.acquire(false); err != nil {
 			return err

@@ -2,6 +2,7 @@ package filesource
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,7 +130,8 @@ func TestARotatedFileThatCannotBeFoundIsReportedUnread(t *testing.T) {
 // were published (out2 has them), the child is killed with SIGKILL. The
 // pointer still describes the old file (its identity, the blocked group's
 // position): the restart finishes app.log.1 from there, then reads app.log,
-// and no line is lost for either group.
+// and no line is lost for either group. The child says what its groups
+// wrote on its output, and the test waits for those lines.
 func TestARotatedFilesQueuedLinesSurviveASIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns child processes")
@@ -138,16 +140,18 @@ func TestARotatedFilesQueuedLinesSurviveASIGKILL(t *testing.T) {
 	in := filepath.Join(dir, "app.log")
 	writeFile(t, in, numbered("old", 0, 40))
 	block := linesOf("old", 28, 29)[0]
-	child := rotationChild(t, dir, block)
+	child, said := rotationChild(t, dir, block)
 	out1, out2 := filepath.Join(dir, "out1.log"), filepath.Join(dir, "out2.log")
-	waitForChild(t, "every line through group 2, 28 through group 1", func() bool {
-		return countLines(out2) == 40 && countLines(out1) == 28
-	})
+	awaitLine(t, said, "out1.log blocked", "group 1 at the blocked line")
+	awaitLine(t, said, "out2.log 40", "every old line through group 2")
+	if n1, n2 := countLines(out1), countLines(out2); n1 != 28 || n2 != 40 {
+		t.Fatalf("before the rotation: %d lines through group 1, %d through group 2, want 28 and 40", n1, n2)
+	}
 	if err := os.Rename(in, in+".1"); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, in, numbered("new", 0, 2))
-	waitForChild(t, "the new file's lines through group 2", func() bool { return countLines(out2) == 42 })
+	awaitLine(t, said, "out2.log 42", "the new file's lines through group 2")
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +164,8 @@ func TestARotatedFilesQueuedLinesSurviveASIGKILL(t *testing.T) {
 	if ptr := readPointer(t, in+".ptr"); ptr.Identity != identity(old) || ptr.Offset != 28*lineLen {
 		t.Fatalf("pointer %+v at the kill: want the old file (identity %x) at the blocked line (%d)", ptr, identity(old), 28*lineLen)
 	}
-	if err := rotationChild(t, dir, "").Wait(); err != nil {
+	restart, _ := rotationChild(t, dir, "")
+	if err := restart.Wait(); err != nil {
 		t.Fatalf("restarted child: %v", err)
 	}
 	for _, out := range []string{out1, out2} {
@@ -186,12 +191,12 @@ const (
 	rotationBlock = "FILESOURCE_ROTATION_BLOCK" // the line group 1 blocks on; empty: run to settled
 )
 
-func rotationChild(t *testing.T, dir, block string) *exec.Cmd {
+func rotationChild(t *testing.T, dir, block string) (*exec.Cmd, *childOutput) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRotationChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), rotationEnv+"="+dir, rotationBlock+"="+block)
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := newChildOutput()
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -202,69 +207,78 @@ func rotationChild(t *testing.T, dir, block string) *exec.Cmd {
 			t.Logf("child output:\n%s", logs.String())
 		}
 	})
-	return cmd
+	return cmd, logs
 }
 
 // appender writes each line it is given to its file (one O_APPEND write per
-// line); block, if set, is a line it never gets past.
+// line), then prints "NAME N" (N lines written so far); block, if set, is a
+// line it never gets past: it prints "NAME blocked" there.
 type appender struct {
+	name  string
 	out   *os.File
 	block string
+	n     int
 }
 
 func (a *appender) OnEvent(_ *core.Cycle, ev any) error {
 	if ev.(string) == a.block {
+		fmt.Printf("%s blocked\n", a.name)
 		select {} // until killed
 	}
-	_, err := a.out.Write([]byte(ev.(string) + "\n"))
-	return err
+	if _, err := a.out.Write([]byte(ev.(string) + "\n")); err != nil {
+		return err
+	}
+	a.n++
+	fmt.Printf("%s %d\n", a.name, a.n)
+	return nil
 }
 
+// TestRotationChild is the child of TestARotatedFilesQueuedLinesSurviveASIGKILL:
+// a process tailing a real file on the wall clock, as in production, until
+// it is killed (with a blocked line) or settled.
 func TestRotationChild(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dir := os.Getenv(rotationEnv)
-		if dir == "" {
-			t.Skip("the child of TestARotatedFilesQueuedLinesSurviveASIGKILL")
-		}
-		block := os.Getenv(rotationBlock)
-		var groups []engine.GroupConfig
-		for i, name := range []string{"out1.log", "out2.log"} {
-			out, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a := &appender{out: out}
-			if i == 0 {
-				a.block = block
-			}
-			groups = append(groups, engine.GroupConfig{Name: name, Feeds: []string{"in"},
-				Processors: []engine.ProcessorConfig{{Name: "app" + name, Processor: a}}})
-		}
-		src, err := New(filepath.Join(dir, "app.log"), Options{Logger: testLogger(t)})
+	dir := os.Getenv(rotationEnv)
+	if dir == "" {
+		t.Skip("the child of TestARotatedFilesQueuedLinesSurviveASIGKILL")
+	}
+	block := os.Getenv(rotationBlock)
+	var groups []engine.GroupConfig
+	for i, name := range []string{"out1.log", "out2.log"} {
+		out, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := engine.New(engine.Config{
-			Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 1024}},
-			Groups: groups,
-		})
-		if err != nil {
-			t.Fatal(err)
+		a := &appender{name: name, out: out}
+		if i == 0 {
+			a.block = block
 		}
-		ctx := context.Background()
-		if err := e.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if block != "" {
-			select {} // until killed
-		}
-		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		if st, err := e.WaitSettled(wctx, time.Millisecond); err != nil {
-			t.Fatalf("not settled: %+v", st)
-		}
-		if err := e.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		groups = append(groups, engine.GroupConfig{Name: name, Feeds: []string{"in"},
+			Processors: []engine.ProcessorConfig{{Name: "app" + name, Processor: a}}})
+	}
+	src, err := New(filepath.Join(dir, "app.log"), Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{
+		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 1024}},
+		Groups: groups,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if block != "" {
+		select {} // until killed
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if st, err := e.WaitSettled(wctx, time.Millisecond); err != nil {
+		t.Fatalf("not settled: %+v", st)
+	}
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
