@@ -160,7 +160,9 @@ type InputRef struct {
 
 // InputDiff is an input whose outputs differ, or a changed input: its
 // InputRef is side A's input; B is side B's when it is another input
-// (aligned by content at another position, or Changed); Want are side A's
+// (aligned by content at another position, or Changed) or when side B's
+// processor is merged from its workers' streams (B.Stream names the
+// worker's); Want are side A's
 // outputs, Got side B's ("sink: payload", all its deliveries together),
 // Diff a readable diff (-want +got) of the decoded outputs ("" when they are
 // equal: a changed input with the same outputs). A plain value.
@@ -177,6 +179,16 @@ type InputDiff struct {
 // recording or several recordings of consecutive runs stitched in order (a
 // crashed run and its restarts; every run's missing END but the last's is
 // expected).
+//
+// The streams of a processor's workers (named by engine.WorkerName, read
+// by ParseWorkerName: "ledger#w0", "ledger#w1" ...) are one processor
+// ("ledger") on their side: within each run their inputs are merged into
+// the feed's order (see merged), then aligned as one stream's are, so a
+// run on one worker and a run of the same input on eight compare input by
+// input. Each worker's timers are its own (they align with the timers of
+// the same worker's stream on the other side, by ordinal). ProcessorDiff
+// says how many worker streams were merged on each side (WorkersA,
+// WorkersB), and InputRef.Stream which one held an input.
 //
 // Inputs are aligned first by source identity, (feed, key, offset), where a
 // DELIVERY row gives one, otherwise by (feed, seq), the seqs of a later run
