@@ -183,7 +183,8 @@ type InputDiff struct {
 // The streams of a processor's workers (named by engine.WorkerName, read
 // by ParseWorkerName: "ledger#w0", "ledger#w1" ...) are one processor
 // ("ledger") on their side: within each run their inputs are merged into
-// the feed's order (see merged), then aligned as one stream's are, so a
+// the feed's order (the lowest seq first, each stream's order kept), then
+// aligned as one stream's are, so a
 // run on one worker and a run of the same input on eight compare input by
 // input. Each worker's timers are its own (they align with the timers of
 // the same worker's stream on the other side, by ordinal). ProcessorDiff

@@ -286,10 +286,11 @@ func (c *CLI) inspectCmd() *cobra.Command {
 		Short: "Summarise a recording and list its rows",
 		Long: `Summarise a recording: its META (format, creation time, apps), the
 processors run on several workers with their workers' streams (NAME#wK), per
-processor stream the rows of each kind, inputs, outputs, first and last instants, losses
-(DROPPED), failures (FAILED), whether it ended cleanly; and its integrity
-problems. With --processor, --kind or --limit it also lists the rows that
-match, in storage order (--limit 0: all of them).
+processor stream the rows of each kind, inputs, outputs, first and last
+instants, losses (DROPPED), failures (FAILED), whether it ended cleanly; and
+its integrity problems. With --processor, --kind or --limit it also lists
+the rows that match, in storage order (--limit 0: all of them; --processor
+NAME of a processor run on workers: the rows of all its workers' streams).
 
 Exit: 0 when the recording could be read (even if it is not complete: use
 verify for that verdict); 2 a usage or I/O error.`,
