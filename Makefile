@@ -9,9 +9,12 @@ all: lint test
 build:
 	$(GO) build -o bin/blackbox ./cmd/blackbox
 
-# Every test, race detector on. CI runs exactly this (.ci/run).
+# Every test, race detector on. CI runs exactly this (.ci/run). The example
+# module (examples/orders, a module of its own that ./... does not reach) is
+# vetted and tested after the root packages.
 test: lint
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd examples/orders && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -16,9 +16,9 @@ type Order string
 // The orders.
 const (
 	// OrderKey gives all the items of one key (GroupConfig.Key) to one
-	// worker, which handles them in sequence order: worker = FNV-1a 32 of
-	// the key modulo Workers, so a run with the same Workers gives each
-	// key to the same worker.
+	// worker, which handles them in sequence order: WorkerOf(key,
+	// Workers), so a run with the same Workers gives each key to the same
+	// worker.
 	OrderKey Order = "key"
 	// OrderNone gives each item to the first idle worker: no order holds
 	// between items.
@@ -166,9 +166,17 @@ func (g *group) stepParallel() bool {
 // workerOf is the worker of item e's key (OrderKey): FNV-1a 32 of the
 // key modulo the workers.
 func (g *group) workerOf(e envelope) *worker {
+	return g.workers[WorkerOf(g.key(e.item), len(g.workers))]
+}
+
+// WorkerOf is the worker, of workers, that handles the items of key in a
+// key-ordered group: FNV-1a 32 of the key modulo workers. The assignment
+// is stable: the same key and number of workers give the same worker in
+// every run.
+func WorkerOf(key string, workers int) int {
 	h := fnv.New32a()
-	h.Write([]byte(g.key(e.item)))
-	return g.workers[h.Sum32()%uint32(len(g.workers))]
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(workers))
 }
 
 // blocked accounts the time the group waits with a queue's gap full.

@@ -72,7 +72,19 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 			kr.Pointer = ptr.Offset
 		}
 		kr.Applied, kr.Offset = -1, -1
-		if s.durable {
+		switch {
+		case s.durable && cfg.workers > 1:
+			if sts, err := s.workerStates(s.state); err == nil {
+				kr.Applied, kr.Offset = 0, 0
+				for _, st := range sts {
+					kr.Applied += st.Applied
+					kr.Offset = max(kr.Offset, st.Position.Offset)
+				}
+			}
+			if err := s.checkPointerPrefix(rep, k, kr.Pointer); err != nil {
+				return nil, nil, err
+			}
+		case s.durable:
 			if st, err := durableState(s.app, s.state); err == nil {
 				kr.Applied, kr.Offset = st.Applied, st.Position.Offset
 			}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,14 +28,15 @@ import (
 
 // crashConfig is one crash test. A plain value.
 type crashConfig struct {
-	app    string
-	lines  int
-	kills  int
-	seed   uint64
-	dir    string
-	format string
-	ignore []string // output keys left out of comparisons (clock readings)
-	killAt string   // a killpoint name: kill there instead of after output lines
+	app     string
+	lines   int
+	kills   int
+	seed    uint64
+	dir     string
+	format  string
+	ignore  []string // output keys left out of comparisons (clock readings)
+	killAt  string   // a killpoint name: kill there instead of after output lines
+	workers int      // the crashed runs' workers (key-ordered); 1 or more
 }
 
 // runKillPoints are the points --kill-at accepts: those a recorded run
@@ -125,10 +127,15 @@ them first. It prints a table of the kills and the verdict.
 Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := c.app(cfg.app); err != nil {
+			app, err := c.app(cfg.app)
+			if err != nil {
 				return err
 			}
 			switch {
+			case cfg.workers < 1:
+				return usagef("--workers must be at least 1, got %d", cfg.workers)
+			case cfg.workers > 1 && app.Key == nil:
+				return usagef("--workers %d: app %s has no key function (crashtest runs workers key-ordered)", cfg.workers, cfg.app)
 			case cfg.lines < 2:
 				return usagef("--lines must be at least 2, got %d", cfg.lines)
 			case cfg.kills < 0:
@@ -165,6 +172,7 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 	fl.StringVar(&cfg.format, "format", "sqlite", "the recordings' format: sqlite or csv")
 	fl.StringSliceVar(&cfg.ignore, "ignore", []string{"at"}, "output JSON keys left out of every comparison (clock readings)")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON instead of the table")
+	fl.IntVar(&cfg.workers, "workers", 1, "run the crashed runs on `N` key-ordered workers (an input without transfers; compared with a clean run on one worker and one on N)")
 	// Tests only: kill each run at the N-th reach of a named point of the
 	// write path (internal/killpoint), N random.
 	fl.StringVar(&cfg.killAt, "kill-at", "", "kill each run at a random reach of this point ("+strings.Join(runKillPoints, ", ")+")")
@@ -176,23 +184,27 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 // kill loop and the checks read. Not modified after crashSetUp; the checks
 // fill the report, on one goroutine.
 type crashSetup struct {
-	cfg       crashConfig
-	app       core.App
-	durable   bool // the app keeps durable state (hasDurableState)
-	exe       string
-	ext       string
-	input     string
-	inputSize int64
-	postings  int64
-	pointer   string // the crashed runs' files
-	state     string
-	outFile   string
-	clean     string // the clean run's files
-	cleanOut  string
-	cleanSt   string
-	want      []string // the clean run's outputs
-	perInput  int      // the most outputs one input emitted in the clean run
-	failures  []string // problems of the clean run itself
+	cfg        crashConfig
+	app        core.App
+	durable    bool // the app keeps durable state (hasDurableState)
+	exe        string
+	ext        string
+	input      string
+	inputSize  int64
+	postings   int64
+	pointer    string // the crashed runs' files
+	state      string
+	outFile    string
+	clean      string // the clean run's files
+	cleanOut   string
+	cleanSt    string
+	cleanW     string // with workers: the clean run on as many workers, and its state files (FILE#wK)
+	cleanWSt   string
+	lineEnds   []int64 // with workers and durable state: each input line's end offset and worker
+	lineWorker []int
+	want       []string // the clean run's outputs
+	perInput   int      // the most outputs one input emitted in the clean run
+	failures   []string // problems of the clean run itself
 }
 
 func (s *crashSetup) path(name string) string { return filepath.Join(s.cfg.dir, name) }
@@ -203,6 +215,9 @@ func (s *crashSetup) runArgs(storePath string, follow bool) []string {
 		"--read", "committed", "--pointer", s.pointer, "--out", s.outFile}
 	if s.durable {
 		a = append(a, "--state", s.state)
+	}
+	if s.cfg.workers > 1 {
+		a = append(a, "--workers", strconv.Itoa(s.cfg.workers), "--order", string(engine.OrderKey))
 	}
 	if follow {
 		a = append(a, "--follow")
@@ -277,7 +292,10 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 		s.ext = ".csv"
 	}
 	s.input = s.path("input.txt")
-	if s.postings, err = ledgerLinesOpts(s.input, cfg.lines, cfg.seed, false); err != nil {
+	// With workers the input has no transfer lines: a transfer touches two
+	// accounts, and the ledger's outputs must depend on one key's state
+	// for the runs to compare with a 1-worker run.
+	if s.postings, err = ledgerLinesOpts(s.input, cfg.lines, cfg.seed, false, cfg.workers <= 1); err != nil {
 		return nil, err
 	}
 	fi, err := os.Stat(s.input)
@@ -287,6 +305,7 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 	s.inputSize = fi.Size()
 	s.pointer, s.state, s.outFile = s.path("crash-input.ptr"), s.path("crash-state.json"), s.path("crash-out.jsonl")
 	s.clean, s.cleanOut, s.cleanSt = s.path("clean"+s.ext), s.path("clean-out.jsonl"), s.path("clean-state.json")
+	s.cleanW, s.cleanWSt = s.path("clean-w"+s.ext), s.path("clean-w-state.json")
 
 	p.Printf("the clean run: %s", s.clean)
 	rc := recordConfig{app: cfg.app, input: s.input, store: s.clean, format: cfg.format,
@@ -310,6 +329,28 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 	}
 	if s.perInput, err = maxOutputsPerInput(s.clean); err != nil {
 		return nil, err
+	}
+	if cfg.workers > 1 && s.durable {
+		if s.lineEnds, s.lineWorker, err = s.inputLines(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.workers > 1 {
+		// The state to compare with is a clean run's on as many workers
+		// (each worker's state holds its keys'); the outputs and the diff
+		// compare with the clean run on one.
+		p.Printf("the clean run on %d workers: %s", cfg.workers, s.cleanW)
+		rc.store, rc.pointer, rc.out, rc.workers, rc.order = s.cleanW, s.path("clean-w-input.ptr"), s.path("clean-w-out.jsonl"), cfg.workers, engine.OrderKey
+		if s.durable {
+			rc.state = s.cleanWSt
+		}
+		res, err := c.record(ctx, rc)
+		if err != nil {
+			return nil, err
+		}
+		if res.Recorded != nil || !res.Status.Settled || !res.Status.Lossless {
+			s.failures = append(s.failures, fmt.Sprintf("the clean run on %d workers is not settled and lossless (recording: %v)", cfg.workers, res.Recorded))
+		}
 	}
 	return s, nil
 }
@@ -360,6 +401,9 @@ func (s *crashSetup) check(ctx context.Context, rep *crashReport, stores []strin
 func (s *crashSetup) checkState(rep *crashReport) error {
 	if !s.durable {
 		return nil
+	}
+	if s.cfg.workers > 1 {
+		return s.checkWorkerStates(rep)
 	}
 	crashed, err := durableState(s.app, s.state)
 	if err != nil {
@@ -417,6 +461,9 @@ func (s *crashSetup) checkOutputs(rep *crashReport, bounds []int64) error {
 	most := s.perInput
 	if !s.durable {
 		most = -1
+	}
+	if s.cfg.workers > 1 {
+		return s.checkWorkerOutputs(rep, got, bounds, most)
 	}
 	dups := 0
 	for i := range rep.Kills {

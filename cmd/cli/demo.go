@@ -22,12 +22,12 @@ import (
 // so, a tick every 5,000 lines, no fail line. It returns the number of
 // postings the ledger applies for them (a transfer is two).
 func ledgerLines(path string, n int, seed uint64) (postings int64, err error) {
-	return ledgerLinesOpts(path, n, seed, true)
+	return ledgerLinesOpts(path, n, seed, true, true)
 }
 
 // ledgerLinesOpts is ledgerLines, with or without the ticks (a crash test
 // has none: a timer's output is not re-emitted after a crash).
-func ledgerLinesOpts(path string, n int, seed uint64, ticks bool) (postings int64, err error) {
+func ledgerLinesOpts(path string, n int, seed uint64, ticks, transfers bool) (postings int64, err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return 0, &fileError{path, unwrapPathError(err)}
@@ -39,7 +39,7 @@ func ledgerLinesOpts(path string, n int, seed uint64, ticks bool) (postings int6
 		switch {
 		case ticks && i%5000 == 2500:
 			fmt.Fprintln(w, "tick")
-		case rng.IntN(40) == 0:
+		case transfers && rng.IntN(40) == 0:
 			fmt.Fprintf(w, "transfer,%s,%s,%d\n", account(), account(), 1+rng.IntN(500))
 			postings += 2
 		default:

@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
+)
+
+// The checks of a crash test whose runs have several key-ordered workers.
+
+// workerStates reads the state of each worker of a run whose state files
+// are engine.WorkerName(path, w).
+func (s *crashSetup) workerStates(path string) ([]core.DurableState, error) {
+	sts := make([]core.DurableState, s.cfg.workers)
+	for w := range sts {
+		st, err := durableState(s.app, engine.WorkerName(path, w))
+		if err != nil {
+			return nil, err
+		}
+		sts[w] = st
+	}
+	return sts, nil
+}
+
+// checkWorkerStates: each worker's crashed state equals the same worker's
+// in the clean run on as many workers (the same keys: each input applied
+// exactly once, the same effects, the same last input), and the report
+// shows the sums.
+func (s *crashSetup) checkWorkerStates(rep *crashReport) error {
+	crashed, err := s.workerStates(s.state)
+	if err != nil {
+		return err
+	}
+	clean, err := s.workerStates(s.cleanWSt)
+	if err != nil {
+		return err
+	}
+	rep.Crashed, rep.Expected = &stateReport{}, &stateReport{}
+	for w := range crashed {
+		c, k := crashed[w], clean[w]
+		rep.Crashed.Applied += c.Applied
+		rep.Expected.Applied += k.Applied
+		rep.Crashed.Offset = max(rep.Crashed.Offset, c.Position.Offset)
+		rep.Expected.Offset = max(rep.Expected.Offset, k.Position.Offset)
+		name := engine.WorkerName(s.state, w)
+		if c.Applied != k.Applied {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("worker %d: effects applied: crashed %d, clean %d (each input exactly once)", w, c.Applied, k.Applied))
+		}
+		if c.Position.Offset != k.Position.Offset {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("worker %d: last input applied: crashed at offset %d, clean at %d", w, c.Position.Offset, k.Position.Offset))
+		}
+		if c.Effects != k.Effects {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("worker %d: the crashed state's effects differ from the clean run's (%s, %s)", w, name, engine.WorkerName(s.cleanWSt, w)))
+		}
+	}
+	return nil
+}
+
+// checkWorkerOutputs: the extra lines of the crashed runs' --out file are
+// re-emissions: each kill may interrupt one delivery per worker, so up to
+// workers x most lines emitted before the kill come again after it (in
+// any order: the workers interleave).
+func (s *crashSetup) checkWorkerOutputs(rep *crashReport, got []string, bounds []int64, most int) error {
+	dups := 0
+	for i := range rep.Kills {
+		lo := int64(0)
+		if i > 0 {
+			lo = bounds[i-1]
+		}
+		before := map[string]int{}
+		for _, o := range got[lo:bounds[i]] {
+			before[o]++
+		}
+		after := map[string]int{}
+		for _, o := range got[bounds[i]:bounds[i+1]] {
+			after[o]++
+		}
+		d := 0
+		for o, n := range after {
+			d += min(n, before[o])
+		}
+		if most >= 0 {
+			d = min(d, most*s.cfg.workers)
+		}
+		rep.Kills[i].Duplicates = d
+		dups += d
+	}
+	rep.Duplicates = len(got) - len(s.want) + rep.Missing
+	if rep.Duplicates != dups {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, but only %d are re-emissions of the deliveries the kills interrupted (at most one per worker per kill)",
+			rep.Duplicates, dups))
+	}
+	return nil
+}
+
+// inputLines are the end offset and the worker of each line of the input
+// (the app's key, engine.WorkerOf).
+func (s *crashSetup) inputLines() (ends []int64, workers []int, err error) {
+	f, err := os.Open(s.input)
+	if err != nil {
+		return nil, nil, &fileError{s.input, unwrapPathError(err)}
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	off := int64(0)
+	for sc.Scan() {
+		off += int64(len(sc.Bytes())) + 1
+		ends = append(ends, off)
+		workers = append(workers, engine.WorkerOf(s.app.Key(sc.Text()), s.cfg.workers))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, &fileError{s.input, err}
+	}
+	return ends, workers, nil
+}
+
+// checkPointerPrefix: after kill k the pointer is not ahead of the
+// contiguous prefix of applied lines: every line it covers was applied by
+// its worker (the worker's state is at or past the line).
+func (s *crashSetup) checkPointerPrefix(rep *crashReport, k int, pointer int64) error {
+	sts, err := s.workerStates(s.state)
+	if err != nil {
+		return err
+	}
+	for i, end := range s.lineEnds {
+		if end > pointer {
+			break
+		}
+		if w := s.lineWorker[i]; sts[w].Position.Offset < end {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("kill %d: the pointer (offset %d) is ahead of the contiguous prefix: line %d (ending at %d) is not applied by worker %d (at %d)",
+				k, pointer, i+1, end, w, sts[w].Position.Offset))
+			return nil
+		}
+	}
+	return nil
+}
