@@ -203,3 +203,58 @@ func TestDiffStitchedFourWorkerRunsAgainstAOneWorkerRun(t *testing.T) {
 		t.Errorf("problems %v (%d expected), want run 1's four unfinished worker streams, expected", rep.Problems, rep.Expected)
 	}
 }
+
+// timers turns the first input of each worker stream of rs into that
+// worker's timer number 1 (its DELIVERY row removed), outputs kept.
+func timers(t *testing.T, rs []store.Entry, workers int) []store.Entry {
+	t.Helper()
+	for w := range workers {
+		s := engine.WorkerName("ledger", w)
+		i := find(t, rs, s, store.KindDelivery, 1)
+		rs = remove(rs, i, i+1)
+		if !rs[i].Kind.IsInput() || rs[i].Processor != s {
+			t.Fatalf("row %d is %+v, want %s's input", i, rs[i], s)
+		}
+		rs[i].Kind, rs[i].Source, rs[i].Payload, rs[i].Seq = store.KindTimer, "", nil, 1
+	}
+	return rs
+}
+
+// TestDiffKeepsEachWorkersTimersApart: each worker's timers are numbered
+// and aligned on their own (timer #1 of ledger#w1 is worker 1's first
+// timer, not the side's second), so an output changed in worker 1's
+// timer is named as that worker's.
+func TestDiffKeepsEachWorkersTimersApart(t *testing.T) {
+	rs := rows(t, run{workers: 2}.memory(t, keyed...))
+	spread(t, workerInputs(t, reopen(t, rs), "ledger", 2))
+	rs = timers(t, rs, 2)
+	a := reopen(t, rs)
+	changed := false
+	for _, e := range rs {
+		if e.Processor == "ledger#w1" && e.Kind == store.KindTimer {
+			j := find(t, rs, "ledger#w1", store.KindOutput, 1)
+			if rs[j].Index != e.Index+1 {
+				t.Fatalf("worker 1's first output %+v is not its timer's", rs[j])
+			}
+			rs[j].Payload = []byte(`{"changed":true}`)
+			changed = true
+		}
+	}
+	if !changed {
+		t.Fatal("no timer in ledger#w1")
+	}
+	if rep := diff(t, []store.Reader{a}, []store.Reader{a}, ignoreAt); rep.Verdict != replayer.DiffSame || rep.Processors[0].Common != 10 {
+		t.Fatalf("a recording with worker timers against itself: verdict %q, want same with 10 common:\n%s", rep.Verdict, diffText(t, rep))
+	}
+	rep := diff(t, []store.Reader{a}, []store.Reader{reopen(t, rs)}, ignoreAt)
+	if rep.Verdict != replayer.DiffDifferent || rep.Processors[0].Counts.Different != 1 {
+		t.Fatalf("verdict %q, want one input different:\n%s", rep.Verdict, diffText(t, rep))
+	}
+	d := rep.Processors[0].Different[0]
+	if d.Key != "timer" || d.Feed != "" || d.Offset != 1 || d.Stream != "ledger#w1" {
+		t.Errorf("different %+v, want timer #1 of ledger#w1", d.InputRef)
+	}
+	if want := "different: timer #1 of ledger#w1 (number 1 in run 1)"; !strings.Contains(diffText(t, rep), want) {
+		t.Errorf("text lacks %q:\n%s", want, diffText(t, rep))
+	}
+}
