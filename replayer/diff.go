@@ -141,7 +141,8 @@ type DiffCounts struct {
 // InputRef names an input of a side. Feed, Key and Offset are its source
 // identity when it was delivered with a position; an input without one is
 // named by Feed and Seq (Offset 0); a timer by Key "timer", Offset its
-// ordinal among the side's timers and Seq its number. Run is the 1-based
+// ordinal among the side's timers (among its worker's, for a worker's
+// timer: Stream names the worker) and Seq its number. Run is the 1-based
 // position, in its side's list, of the recording that holds it; Seq is that
 // run's sequence. A plain value.
 type InputRef struct {
