@@ -95,7 +95,7 @@ type ProcessorConfig struct {
 
 // WorkerName is the name of a processor's instance on a worker of a group
 // of several workers: "name#w<worker>", workers counted from 0. It names
-// the worker's stream in a recording.
+// the worker's stream in a recording; replayer.ParseWorkerName parses it.
 func WorkerName(processor string, worker int) string {
 	return processor + "#w" + strconv.Itoa(worker)
 }

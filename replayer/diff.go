@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"iter"
 	"maps"
 	"math"
 	"slices"
@@ -85,9 +86,14 @@ type DiffReport struct {
 // had the input more than once). A plain value, safe to read concurrently.
 type ProcessorDiff struct {
 	Processor string `json:"processor"`
-	InputsA   int64  `json:"inputsA"` // inputs (deliveries) read on side A
-	InputsB   int64  `json:"inputsB"`
-	Common    int64  `json:"common"` // distinct inputs present on both sides
+	// WorkersA and WorkersB count the streams of the processor's workers
+	// (ParseWorkerName) merged into it on each side, 0 for a processor
+	// recorded as one stream.
+	WorkersA int   `json:"workersA,omitempty"`
+	WorkersB int   `json:"workersB,omitempty"`
+	InputsA  int64 `json:"inputsA"` // inputs (deliveries) read on side A
+	InputsB  int64 `json:"inputsB"`
+	Common   int64 `json:"common"` // distinct inputs present on both sides
 	// OnlyA and OnlyB are inputs present on one side only.
 	OnlyA []InputRef `json:"onlyA"`
 	OnlyB []InputRef `json:"onlyB"`
@@ -135,7 +141,8 @@ type DiffCounts struct {
 // InputRef names an input of a side. Feed, Key and Offset are its source
 // identity when it was delivered with a position; an input without one is
 // named by Feed and Seq (Offset 0); a timer by Key "timer", Offset its
-// ordinal among the side's timers and Seq its number. Run is the 1-based
+// ordinal among the side's timers (among its worker's, for a worker's
+// timer: Stream names the worker) and Seq its number. Run is the 1-based
 // position, in its side's list, of the recording that holds it; Seq is that
 // run's sequence. A plain value.
 type InputRef struct {
@@ -146,12 +153,17 @@ type InputRef struct {
 	Epoch  int64  `json:"epoch"`
 	Seq    int64  `json:"seq"`
 	Run    int    `json:"run"`
+	// Stream is the worker's stream that holds the delivery, when the
+	// processor's workers were merged (ProcessorDiff.WorkersA, WorkersB).
+	Stream string `json:"stream,omitempty"`
 	Input  string `json:"input"` // the input's payload text
 }
 
 // InputDiff is an input whose outputs differ, or a changed input: its
 // InputRef is side A's input; B is side B's when it is another input
-// (aligned by content at another position, or Changed); Want are side A's
+// (aligned by content at another position, or Changed) or when side B's
+// processor is merged from its workers' streams (B.Stream names the
+// worker's); Want are side A's
 // outputs, Got side B's ("sink: payload", all its deliveries together),
 // Diff a readable diff (-want +got) of the decoded outputs ("" when they are
 // equal: a changed input with the same outputs). A plain value.
@@ -168,6 +180,17 @@ type InputDiff struct {
 // recording or several recordings of consecutive runs stitched in order (a
 // crashed run and its restarts; every run's missing END but the last's is
 // expected).
+//
+// The streams of a processor's workers (named by engine.WorkerName, read
+// by ParseWorkerName: "ledger#w0", "ledger#w1" ...) are one processor
+// ("ledger") on their side: within each run their inputs are merged into
+// the feed's order (the lowest seq first, each stream's order kept), then
+// aligned as one stream's are, so a
+// run on one worker and a run of the same input on eight compare input by
+// input. Each worker's timers are its own (they align with the timers of
+// the same worker's stream on the other side, by ordinal). ProcessorDiff
+// says how many worker streams were merged on each side (WorkersA,
+// WorkersB), and InputRef.Stream which one held an input.
 //
 // Inputs are aligned first by source identity, (feed, key, offset), where a
 // DELIVERY row gives one, otherwise by (feed, seq), the seqs of a later run
@@ -239,8 +262,6 @@ func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffRepo
 		}
 	}
 	rep := &DiffReport{Complete: true, Why: []string{}, Processors: []ProcessorDiff{}, Problems: []store.Problem{}}
-	var procs []string
-	seen := map[string]bool{}
 	for si, side := range [][]store.Reader{a, b} {
 		name := "AB"[si : si+1]
 		kinds := map[store.ProblemKind]int{}
@@ -267,13 +288,7 @@ func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffRepo
 				kinds[pb.Kind]++
 				lastUnfinished = lastUnfinished || pb.Kind == store.ProblemUnfinished
 			}
-			for _, p := range r.Processors() {
-				streams++
-				if !seen[p] {
-					seen[p] = true
-					procs = append(procs, p)
-				}
-			}
+			streams += len(r.Processors())
 		}
 		if unexplained > 0 {
 			rep.Complete = false
@@ -294,14 +309,14 @@ func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffRepo
 		}
 	}
 	differs := false
-	for _, p := range procs {
-		pd, err := d.processor(p, a, b)
+	for _, l := range logicals([2][]store.Reader{a, b}) {
+		pd, err := d.processor(l, a, b)
 		if err != nil {
 			return nil, err
 		}
 		if c := pd.Counts; c.OnlyA+c.OnlyB+c.Different+c.Repeated > 0 {
 			differs = true
-			rep.Why = append(rep.Why, fmt.Sprintf("processor %q differs: %s", p, differences(c)))
+			rep.Why = append(rep.Why, fmt.Sprintf("processor %s differs: %s", pd.title(), differences(c)))
 		}
 		rep.Processors = append(rep.Processors, *pd)
 	}
@@ -315,6 +330,15 @@ func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffRepo
 	}
 	rep.Same = rep.Verdict == DiffSame
 	return rep, nil
+}
+
+// title is the processor's quoted name and, when workers were merged, how
+// many on each side: `"ledger" (8 workers in B)`.
+func (p *ProcessorDiff) title() string {
+	if w := workersText(p.WorkersA, p.WorkersB); w != "" {
+		return fmt.Sprintf("%q (%s)", p.Processor, w)
+	}
+	return fmt.Sprintf("%q", p.Processor)
 }
 
 // differences says which of c's counts of differences are not zero.
@@ -350,6 +374,7 @@ type differ struct {
 	ids    map[string]uint32
 	// unreadable numbers the inputs whose payload could not be read.
 	unreadable int64
+	rows       int64 // rows read, for the checks of ctx
 }
 
 // ikey is an input's identity on its side: 24 bytes, names interned.
@@ -383,6 +408,7 @@ type sideAgg struct {
 	run, rerun  int32  // runs of the first and second delivery
 	last        int32  // run of the last delivery
 	reprun      int32  // run of the first delivery its runs do not explain
+	repnth      int32  // that delivery's number (0: the first)
 	in          uint64 // hash of the first delivery's input payload
 	first       uint64 // hash of the first delivery with outputs
 	concat      uint64 // hash of every delivery's outputs, in order
@@ -416,22 +442,152 @@ func (s *sideAgg) effective() uint64 {
 
 type agg struct{ a, b sideAgg }
 
-// delivery is one input read from a side's stream.
+// delivery is one input read from a side's stream, with its outputs.
 type delivery struct {
 	key     ikey
 	run     int
+	stream  string // the stream that holds it
 	seq     int64
 	epoch   int64
-	index   int64
 	kind    store.Kind
 	src     string
 	payload []byte // an INLINE input's payload
 	outs    []output
+	del     store.Entry // the DELIVERY row before the input, when hasDel
+	hasDel  bool
 }
 
-// walk reads a side's streams of processor p in order and calls f for each
-// input with its outputs. epochs receives each epoch change.
-func (d *differ) walk(side string, rs []store.Reader, p string, f func(*delivery), epochs func(string)) error {
+// deliveries reads stream s of r in order and yields each input with its
+// outputs, or the error that ends the reading. The delivery yielded is
+// reused: it is valid until the next is asked for.
+func (d *differ) deliveries(r store.Reader, s string) iter.Seq2[*delivery, error] {
+	return func(yield func(*delivery, error) bool) {
+		var cur delivery
+		open := false
+		var del store.Entry
+		hasDel := false
+		flush := func() bool {
+			if !open {
+				return true
+			}
+			open = false
+			return yield(&cur, nil)
+		}
+		for e, err := range r.Stream(s) {
+			if d.rows++; d.rows%ctxEvery == 0 {
+				if err := d.ctx.Err(); err != nil {
+					yield(nil, err)
+					return
+				}
+			}
+			if err != nil {
+				var pb *store.Problem
+				if errors.As(err, &pb) {
+					if !flush() {
+						return
+					}
+					hasDel = false
+					continue // an unreadable row: listed in Problems
+				}
+				yield(nil, err)
+				return
+			}
+			if e.Kind == store.KindOutput {
+				if open {
+					cur.outs = appendOutput(cur.outs, e.Source, e.Payload)
+				}
+				continue
+			}
+			if !flush() {
+				return
+			}
+			switch e.Kind {
+			case store.KindDelivery:
+				del, hasDel = e, true
+				continue
+			case store.KindIndexed, store.KindInline, store.KindTimer:
+				cur = delivery{seq: e.Seq, kind: e.Kind, src: e.Source, outs: cur.outs[:0], payload: append(cur.payload[:0], e.Payload...)}
+				if e.Kind != store.KindTimer && hasDel && del.Source == e.Source && del.Seq == e.Seq {
+					cur.del, cur.hasDel = del, true
+				}
+				open = true
+			}
+			hasDel = false
+		}
+		flush()
+	}
+}
+
+// merged reads the streams ss of one run and calls f for each input, with
+// the index in ss of its stream. One stream is read in its order. Several
+// (a processor's own stream and its workers') are merged into the order
+// of the feed: each stream's inputs stay in their order, and of the inputs
+// at the heads of the streams a timer goes first, then the lowest seq (the
+// feed's sequence, which a processor's inputs follow on every worker),
+// then the first stream's.
+func (d *differ) merged(r store.Reader, ss []string, f func(dl *delivery, stream int)) error {
+	if len(ss) == 1 {
+		for dl, err := range d.deliveries(r, ss[0]) {
+			if err != nil {
+				return fmt.Errorf("stream %q: %w", ss[0], err)
+			}
+			f(dl, 0)
+		}
+		return nil
+	}
+	type head struct {
+		next func() (*delivery, error, bool)
+		dl   *delivery // nil: the stream is read to its end
+	}
+	hs := make([]head, len(ss))
+	advance := func(i int) error {
+		dl, err, ok := hs[i].next()
+		if err != nil {
+			return fmt.Errorf("stream %q: %w", ss[i], err)
+		}
+		hs[i].dl = nil
+		if ok {
+			hs[i].dl = dl
+		}
+		return nil
+	}
+	for i, s := range ss {
+		next, stop := iter.Pull2(d.deliveries(r, s))
+		defer stop()
+		hs[i].next = next
+		if err := advance(i); err != nil {
+			return err
+		}
+	}
+	for {
+		best := -1
+		for i := range hs {
+			dl := hs[i].dl
+			if dl == nil {
+				continue
+			}
+			if dl.kind == store.KindTimer {
+				best = i
+				break
+			}
+			if best < 0 || dl.seq < hs[best].dl.seq {
+				best = i
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		f(hs[best].dl, best)
+		if err := advance(best); err != nil {
+			return err
+		}
+	}
+}
+
+// walk reads a side's streams of processor p in order (streams[r] are run
+// r's, merged: see merged) and calls f for each input with its outputs.
+// epochs receives each epoch change.
+func (d *differ) walk(side string, rs []store.Reader, p string, streams [][]string, f func(*delivery), epochs func(string)) error {
 	type feedState struct {
 		epoch  int64
 		seg    int32
@@ -448,76 +604,48 @@ func (d *differ) walk(side string, rs []store.Reader, p string, f func(*delivery
 		}
 		return s
 	}
-	var timers int64
-	var cur delivery
-	open := false
-	var rows int64
+	timers := map[string]int64{} // per stream of a worker; "" the processor's own
 	for run, r := range rs {
 		for _, s := range feeds {
 			s.base += s.maxSeq
 			s.maxSeq = 0
 		}
-		var del store.Entry
-		hasDel := false
-		flush := func() {
-			if open {
-				f(&cur)
-				open = false
-			}
+		if len(streams[run]) == 0 {
+			continue
 		}
-		for e, err := range r.Stream(p) {
-			if rows++; rows%ctxEvery == 0 {
-				if err := d.ctx.Err(); err != nil {
-					return fmt.Errorf("replayer: diff: %w", err)
+		err := d.merged(r, streams[run], func(dl *delivery, si int) {
+			dl.run, dl.stream = run+1, streams[run][si]
+			switch {
+			case dl.kind == store.KindTimer:
+				lane := ""
+				if dl.stream != p {
+					lane = dl.stream // a worker's timers are its own
 				}
-			}
-			if err != nil {
-				var pb *store.Problem
-				if errors.As(err, &pb) {
-					flush()
-					hasDel = false
-					continue // an unreadable row: listed in Problems
+				timers[lane]++
+				dl.key = ikey{feed: d.intern(lane), key: d.intern("timer"), timer: true, offset: timers[lane]}
+			case dl.hasDel:
+				st := fs(dl.src)
+				if st.seen && st.epoch != dl.del.Epoch {
+					st.seg++
+					epochs(fmt.Sprintf("side %s run %d: feed %q epoch %d -> %d at seq %d (offset %d): later inputs are epoch segment %d",
+						side, run+1, dl.src, st.epoch, dl.del.Epoch, dl.seq, dl.del.Offset, st.seg+1))
 				}
-				return fmt.Errorf("replayer: diff: reading processor %q of side %s run %d: %w", p, side, run+1, err)
+				st.seen, st.epoch = true, dl.del.Epoch
+				dl.epoch = dl.del.Epoch
+				dl.key = ikey{feed: d.intern(dl.src), key: d.intern(dl.del.Key), seg: st.seg, pos: true, offset: dl.del.Offset}
+			default:
+				st := fs(dl.src)
+				st.maxSeq = max(st.maxSeq, dl.seq)
+				dl.key = ikey{feed: d.intern(dl.src), key: d.intern(""), offset: st.base + dl.seq}
 			}
-			if e.Kind == store.KindOutput {
-				if open {
-					cur.outs = appendOutput(cur.outs, e.Source, e.Payload)
-				}
-				continue
+			f(dl)
+		})
+		if err != nil {
+			if cerr := d.ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+				return fmt.Errorf("replayer: diff: %w", cerr)
 			}
-			flush()
-			switch e.Kind {
-			case store.KindDelivery:
-				del, hasDel = e, true
-				continue
-			case store.KindIndexed, store.KindInline:
-				cur = delivery{run: run + 1, seq: e.Seq, index: e.Index, kind: e.Kind, src: e.Source, outs: cur.outs[:0],
-					payload: append(cur.payload[:0], e.Payload...)}
-				st := fs(e.Source)
-				if hasDel && del.Source == e.Source && del.Seq == e.Seq {
-					if st.seen && st.epoch != del.Epoch {
-						st.seg++
-						epochs(fmt.Sprintf("side %s run %d: feed %q epoch %d -> %d at seq %d (offset %d): later inputs are epoch segment %d",
-							side, run+1, e.Source, st.epoch, del.Epoch, e.Seq, del.Offset, st.seg+1))
-					}
-					st.seen, st.epoch = true, del.Epoch
-					cur.epoch = del.Epoch
-					cur.key = ikey{feed: d.intern(e.Source), key: d.intern(del.Key), seg: st.seg, pos: true, offset: del.Offset}
-				} else {
-					st.maxSeq = max(st.maxSeq, e.Seq)
-					cur.key = ikey{feed: d.intern(e.Source), key: d.intern(""), offset: st.base + e.Seq}
-				}
-				open = true
-			case store.KindTimer:
-				timers++
-				cur = delivery{run: run + 1, seq: e.Seq, index: e.Index, kind: e.Kind, outs: cur.outs[:0], payload: cur.payload[:0],
-					key: ikey{feed: d.intern(""), key: d.intern("timer"), timer: true, offset: timers}}
-				open = true
-			}
-			hasDel = false
+			return fmt.Errorf("replayer: diff: reading processor %q of side %s run %d: %w", p, side, run+1, err)
 		}
-		flush()
 	}
 	return nil
 }
@@ -559,7 +687,7 @@ func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64, killed
 		s.rerun, s.reseq = int32(dl.run), dl.seq
 	}
 	if s.n > 1 && s.reprun == 0 && (s.last == int32(dl.run) || !killed[s.last-1]) {
-		s.reprun, s.repseq = int32(dl.run), dl.seq
+		s.reprun, s.repseq, s.repnth = int32(dl.run), dl.seq, s.n-1
 	}
 	s.last = int32(dl.run)
 	if len(xs) == 0 {
@@ -628,8 +756,9 @@ func (d *differ) inputHash(r store.Reader, dl *delivery) uint64 {
 	return mh.Sum64()
 }
 
-func (d *differ) processor(p string, a, b []store.Reader) (*ProcessorDiff, error) {
-	pd := &ProcessorDiff{Processor: p, OnlyA: []InputRef{}, OnlyB: []InputRef{}, Different: []InputDiff{},
+func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, error) {
+	p := l.name
+	pd := &ProcessorDiff{Processor: p, WorkersA: l.workers[0], WorkersB: l.workers[1], OnlyA: []InputRef{}, OnlyB: []InputRef{}, Different: []InputDiff{},
 		Twice: []InputRef{}, DuplicateOutputs: []InputRef{}, Repeated: []InputRef{}, EpochChanges: []string{}, Notes: []string{}}
 	idx := map[ikey]*agg{}
 	epochs := func(s string) { pd.EpochChanges = append(pd.EpochChanges, s) }
@@ -644,15 +773,15 @@ func (d *differ) processor(p string, a, b []store.Reader) (*ProcessorDiff, error
 		rs []store.Reader
 		n  *int64
 	}{{a, &pd.InputsA}, {b, &pd.InputsB}} {
-		killed := make([]bool, len(side.rs)) // the runs whose stream of p is unfinished
+		killed := make([]bool, len(side.rs)) // the runs whose stream of p (of a worker of p) is unfinished
 		for r, rd := range side.rs {
 			for _, pb := range rd.Problems() {
-				if pb.Kind == store.ProblemUnfinished && (pb.Processor == p || pb.Processor == "") {
+				if pb.Kind == store.ProblemUnfinished && (pb.Processor == "" || slices.Contains(l.streams[si][r], pb.Processor)) {
 					killed[r] = true
 				}
 			}
 		}
-		err := d.walk("AB"[si:si+1], side.rs, p, func(dl *delivery) {
+		err := d.walk("AB"[si:si+1], side.rs, p, l.streams[si], func(dl *delivery) {
 			*side.n++
 			g := idx[dl.key]
 			if g == nil {
@@ -789,6 +918,7 @@ func (d *differ) processor(p string, a, b []store.Reader) (*ProcessorDiff, error
 		input    string
 		inputSet bool
 		outs     [][]output // each delivery's outputs
+		streams  []string   // each delivery's stream
 	}
 	want := [2]map[ikey]*detail{{}, {}}
 	for _, list := range [][]item{onlyA, onlyB, diff, twice, dup, repeated} {
@@ -801,7 +931,7 @@ func (d *differ) processor(p string, a, b []store.Reader) (*ProcessorDiff, error
 		}
 	}
 	for si, rs := range [][]store.Reader{a, b} {
-		err := d.walk("AB"[si:si+1], rs, p, func(dl *delivery) {
+		err := d.walk("AB"[si:si+1], rs, p, l.streams[si], func(dl *delivery) {
 			dt := want[si][dl.key]
 			if dt == nil {
 				return
@@ -815,42 +945,51 @@ func (d *differ) processor(p string, a, b []store.Reader) (*ProcessorDiff, error
 				outs[i] = output{sink: o.sink, payload: bytes.Clone(o.payload)}
 			}
 			dt.outs = append(dt.outs, outs)
+			dt.streams = append(dt.streams, dl.stream)
 		}, func(string) {})
 		if err != nil {
 			return nil, err
 		}
 	}
-	ref := func(si int, sk sideKey) InputRef {
+	// ref names the input sk of side si by its delivery number nth (0:
+	// the first).
+	ref := func(si int, sk sideKey, nth int) InputRef {
 		s := sk.g
 		r := InputRef{Feed: d.names[sk.k.feed], Key: d.names[sk.k.key], Offset: sk.k.offset, Epoch: s.epoch, Seq: s.seq, Run: int(s.run)}
 		if !sk.k.pos && !sk.k.timer {
 			r.Offset = 0
 		}
+		if sk.k.timer {
+			r.Feed = ""
+		}
 		if dt := want[si][sk.k]; dt != nil {
 			r.Input = dt.input
+			if nth < len(dt.streams) && dt.streams[nth] != p {
+				r.Stream = dt.streams[nth]
+			}
 		}
 		return r
 	}
 	// again are the refs of the delivery that came again on each side that
 	// had one: the second (Twice, DuplicateOutputs) or the first repeated
 	// without a kill to explain it (Repeated).
-	again := func(it item, list *[]InputRef, ok func(*sideAgg) bool, run func(*sideAgg) (int32, int64)) {
+	again := func(it item, list *[]InputRef, ok func(*sideAgg) bool, run func(*sideAgg) (int32, int64, int32)) {
 		for si, sk := range [2]sideKey{it.al.a, it.al.b} {
 			if sk.g == nil || !ok(sk.g) {
 				continue
 			}
-			r := ref(si, sk)
-			rr, rs := run(sk.g)
+			rr, rs, nth := run(sk.g)
+			r := ref(si, sk, int(nth))
 			r.Side, r.Run, r.Seq = "AB"[si:si+1], int(rr), rs
 			*list = append(*list, r)
 		}
 	}
-	second := func(s *sideAgg) (int32, int64) { return s.rerun, s.reseq }
+	second := func(s *sideAgg) (int32, int64, int32) { return s.rerun, s.reseq, 1 }
 	for _, it := range onlyA {
-		pd.OnlyA = append(pd.OnlyA, ref(0, it.al.a))
+		pd.OnlyA = append(pd.OnlyA, ref(0, it.al.a, 0))
 	}
 	for _, it := range onlyB {
-		pd.OnlyB = append(pd.OnlyB, ref(1, it.al.b))
+		pd.OnlyB = append(pd.OnlyB, ref(1, it.al.b, 0))
 	}
 	for _, it := range twice {
 		again(it, &pd.Twice, func(s *sideAgg) bool { return s.n > 1 }, second)
@@ -860,15 +999,14 @@ func (d *differ) processor(p string, a, b []store.Reader) (*ProcessorDiff, error
 	}
 	for _, it := range repeated {
 		again(it, &pd.Repeated, func(s *sideAgg) bool { return s.reprun != 0 },
-			func(s *sideAgg) (int32, int64) { return s.reprun, s.repseq })
+			func(s *sideAgg) (int32, int64, int32) { return s.reprun, s.repseq, s.repnth })
 	}
 	for _, it := range diff {
 		ga, gb := it.al.a, it.al.b
 		w, g := effectiveOutputs(want[0][ga.k].outs, ga.g.mixed), effectiveOutputs(want[1][gb.k].outs, gb.g.mixed)
-		id := InputDiff{InputRef: ref(0, ga), Changed: it.al.changed, Want: texts(w), Got: texts(g)}
-		if it.al.changed || ga.k != gb.k {
-			rb := ref(1, gb)
-			id.B = &rb
+		id := InputDiff{InputRef: ref(0, ga, 0), Changed: it.al.changed, Want: texts(w), Got: texts(g)}
+		if rb := ref(1, gb, 0); it.al.changed || ga.k != gb.k || rb.Stream != "" {
+			id.B = &rb // another input, or the worker that had it
 		}
 		id.Diff = diffOutputs(decodeAll(d.codec, w, d.ignore), decodeAll(d.codec, g, d.ignore))
 		if id.Diff == "" && !id.Changed {

@@ -51,6 +51,11 @@ type run struct {
 	// restore, if set, is the snapshot the ledger is restored from before
 	// the run.
 	restore []byte
+	// workers, when more than 1, runs the group on that many key-ordered
+	// workers (apps.Key), each with instances of its own (the ledger's
+	// state file engine.WorkerName(state, w)), recorded as streams
+	// engine.WorkerName(processor, w).
+	workers int
 }
 
 // record runs r over lines (appended to r.log, or a new closed log) until
@@ -97,6 +102,21 @@ func (r run) recordIn(t *testing.T, lines ...string) store.Writer {
 		if name == apps.LedgerName && r.state != "" {
 			opts = map[string]string{"state": r.state}
 		}
+		if r.workers > 1 {
+			built := 0 // the engine builds worker 0's instance first, then 1 ...
+			pcs = append(pcs, engine.ProcessorConfig{Name: name, New: func() (core.Processor, error) {
+				o := opts
+				if name == apps.LedgerName && r.state != "" {
+					o = map[string]string{"state": engine.WorkerName(r.state, built)}
+				}
+				built++
+				return a.Build(o)
+			}})
+			for w := range r.workers {
+				names[engine.WorkerName(name, w)] = name
+			}
+			continue
+		}
 		p, err := a.Build(opts)
 		if err != nil {
 			t.Fatal(err)
@@ -118,10 +138,14 @@ func (r run) recordIn(t *testing.T, lines ...string) store.Writer {
 	if r.journal {
 		fc.Journal = rec.Journal()
 	}
+	gc := engine.GroupConfig{Name: "g", Feeds: []string{"input"}, Processors: pcs}
+	if r.workers > 1 {
+		gc.Workers, gc.Order, gc.Key = r.workers, engine.OrderKey, apps.Key
+	}
 	e, err := engine.New(engine.Config{
 		Clock:    core.NewStepClock(e0, time.Millisecond),
 		Feeds:    []engine.FeedConfig{fc},
-		Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"input"}, Processors: pcs}},
+		Groups:   []engine.GroupConfig{gc},
 		Observer: rec.Observer(),
 		Logger:   slog.New(slog.DiscardHandler),
 	})

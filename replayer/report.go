@@ -134,8 +134,8 @@ func (d *DiffReport) WriteText(w io.Writer) error {
 		if c.Changed > 0 {
 			different += fmt.Sprintf(" (%s)", plural(c.Changed, "changed input"))
 		}
-		fmt.Fprintf(bw, "processor %q: %s in A, %s in B, %d common: %d only in A, %d only in B, %s, %d processed twice, %d with duplicate outputs",
-			p.Processor, plural(p.InputsA, "input"), plural(p.InputsB, "input"), p.Common, c.OnlyA, c.OnlyB, different, c.Twice, c.DuplicateOutputs)
+		fmt.Fprintf(bw, "processor %s: %s in A, %s in B, %d common: %d only in A, %d only in B, %s, %d processed twice, %d with duplicate outputs",
+			p.title(), plural(p.InputsA, "input"), plural(p.InputsB, "input"), p.Common, c.OnlyA, c.OnlyB, different, c.Twice, c.DuplicateOutputs)
 		if c.Repeated > 0 {
 			fmt.Fprintf(bw, ", %d processed more often than its runs explain", c.Repeated)
 		}
@@ -194,6 +194,8 @@ func writeRefs(w io.Writer, what string, refs []InputRef, count int64) {
 func refText(r *InputRef) string {
 	var s string
 	switch {
+	case r.Key == "timer" && r.Feed == "" && r.Stream != "":
+		s = fmt.Sprintf("timer #%d of %s (number %d in run %d)", r.Offset, r.Stream, r.Seq, r.Run)
 	case r.Key == "timer" && r.Feed == "":
 		s = fmt.Sprintf("timer #%d (number %d in run %d)", r.Offset, r.Seq, r.Run)
 	case r.Offset != 0 || r.Key != "":
@@ -201,9 +203,9 @@ func refText(r *InputRef) string {
 		if r.Key != "" {
 			pos = fmt.Sprintf("%s@%d", r.Key, r.Offset)
 		}
-		s = fmt.Sprintf("feed %q position %s (run %d seq %d epoch %d)", r.Feed, pos, r.Run, r.Seq, r.Epoch)
+		s = fmt.Sprintf("feed %q position %s (run %d%s seq %d epoch %d)", r.Feed, pos, r.Run, streamText(r.Stream), r.Seq, r.Epoch)
 	default:
-		s = fmt.Sprintf("feed %q seq %d (run %d)", r.Feed, r.Seq, r.Run)
+		s = fmt.Sprintf("feed %q seq %d (run %d%s)", r.Feed, r.Seq, r.Run, streamText(r.Stream))
 	}
 	if r.Side != "" {
 		s = "side " + r.Side + " " + s
@@ -212,4 +214,12 @@ func refText(r *InputRef) string {
 		s += ": " + r.Input
 	}
 	return s
+}
+
+// streamText names a worker's stream in refText: " ledger#w3", or "".
+func streamText(stream string) string {
+	if stream == "" {
+		return ""
+	}
+	return " " + stream
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -89,20 +90,71 @@ func countKinds(ps []store.Problem) string {
 
 // inspectSummary is the JSON of `blackbox inspect`.
 type inspectSummary struct {
-	Path       string             `json:"path"`
-	Format     string             `json:"format"`
-	Recording  string             `json:"recording"`
-	Created    *time.Time         `json:"created"`
-	Apps       map[string]string  `json:"apps"`
-	Options    map[string]string  `json:"options"`
-	Rows       int64              `json:"rows"`
-	Journal    int64              `json:"journal"`
+	Path      string            `json:"path"`
+	Format    string            `json:"format"`
+	Recording string            `json:"recording"`
+	Created   *time.Time        `json:"created"`
+	Apps      map[string]string `json:"apps"`
+	Options   map[string]string `json:"options"`
+	Rows      int64             `json:"rows"`
+	Journal   int64             `json:"journal"`
+	// Workers are the processors run on several workers: each worker's
+	// instance is a stream of its own (replayer.ParseWorkerName), listed
+	// in Processors too.
+	Workers    []workersSummary   `json:"workers,omitempty"`
 	Processors []processorSummary `json:"processors"`
 	Complete   bool               `json:"complete"`
 	Problems   []store.Problem    `json:"problems"`
 	Listed     []rowJSON          `json:"listed,omitempty"`
 
 	listed []store.Entry
+}
+
+// workersSummary is a processor run on several workers, in `inspect`:
+// its workers' streams in worker order.
+type workersSummary struct {
+	Processor string   `json:"processor"`
+	Workers   int      `json:"workers"`
+	Streams   []string `json:"streams"`
+}
+
+// workersOf groups the worker streams among streams by processor, in the
+// order each processor is first met.
+func workersOf(streams []string) []workersSummary {
+	var out []workersSummary
+	at := map[string]int{}
+	for _, s := range streams {
+		p, _, ok := replayer.ParseWorkerName(s)
+		if !ok {
+			continue
+		}
+		i, seen := at[p]
+		if !seen {
+			i = len(out)
+			at[p] = i
+			out = append(out, workersSummary{Processor: p})
+		}
+		out[i].Streams = append(out[i].Streams, s)
+		out[i].Workers++
+	}
+	for _, w := range out {
+		slices.SortFunc(w.Streams, func(x, y string) int {
+			_, wx, _ := replayer.ParseWorkerName(x)
+			_, wy, _ := replayer.ParseWorkerName(y)
+			return wx - wy
+		})
+	}
+	return out
+}
+
+// text is "ledger: 4 workers (ledger#w0 ... ledger#w3)"; the streams are
+// listed whole unless they are workers 0 to n-1, n > 2.
+func (w workersSummary) text() string {
+	names := strings.Join(w.Streams, " ")
+	if _, last, _ := replayer.ParseWorkerName(w.Streams[len(w.Streams)-1]); w.Workers > 2 && last == w.Workers-1 {
+		names = w.Streams[0] + " ... " + w.Streams[len(w.Streams)-1]
+	}
+	return fmt.Sprintf("%s: %s (%s)", w.Processor, count(int64(w.Workers), "worker"), names)
 }
 
 // processorSummary is one processor's stream in `inspect`.
@@ -232,11 +284,13 @@ func (c *CLI) inspectCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect STORE",
 		Short: "Summarise a recording and list its rows",
-		Long: `Summarise a recording: its META (format, creation time, apps), per processor
-the rows of each kind, inputs, outputs, first and last instants, losses
-(DROPPED), failures (FAILED), whether it ended cleanly; and its integrity
-problems. With --processor, --kind or --limit it also lists the rows that
-match, in storage order (--limit 0: all of them).
+		Long: `Summarise a recording: its META (format, creation time, apps), the
+processors run on several workers with their workers' streams (NAME#wK), per
+processor stream the rows of each kind, inputs, outputs, first and last
+instants, losses (DROPPED), failures (FAILED), whether it ended cleanly; and
+its integrity problems. With --processor, --kind or --limit it also lists
+the rows that match, in storage order (--limit 0: all of them; --processor
+NAME of a processor run on workers: the rows of all its workers' streams).
 
 Exit: 0 when the recording could be read (even if it is not complete: use
 verify for that verdict); 2 a usage or I/O error.`,
@@ -259,7 +313,7 @@ verify for that verdict); 2 a usage or I/O error.`,
 			}
 			defer r.Close()
 			list := processor != "" || kind != "" || cmd.Flags().Changed("limit")
-			if processor != "" && !slices.Contains(r.Processors(), processor) {
+			if processor != "" && !slices.ContainsFunc(r.Processors(), func(s string) bool { return ofProcessor(s, processor) }) {
 				return usagef("%s has no processor %q (it has: %s)", args[0], processor, strings.Join(r.Processors(), ", "))
 			}
 			sum, err := summarise(args[0], format, r, list, processor, k, limit)
@@ -275,11 +329,18 @@ verify for that verdict); 2 a usage or I/O error.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&processor, "processor", "", "list the rows of this processor")
+	f.StringVar(&processor, "processor", "", "list the rows of this processor stream (a processor run on workers: of all its workers' streams)")
 	f.StringVar(&kind, "kind", "", "list the rows of this kind (META, START, DELIVERY, INDEXED, INLINE, TIMER, OUTPUT, DROPPED, FAILED, END, JOURNAL)")
 	f.IntVar(&limit, "limit", 0, "list at most this many rows (0: no limit)")
 	f.BoolVar(&asJSON, "json", false, "print the summary (and the listed rows) as JSON")
 	return cmd
+}
+
+// ofProcessor reports whether stream is processor's own or one of its
+// workers'.
+func ofProcessor(stream, processor string) bool {
+	p, _, ok := replayer.ParseWorkerName(stream)
+	return stream == processor || ok && p == processor
 }
 
 // summarise reads every row once (streaming), counting, and keeps the rows
@@ -302,6 +363,7 @@ func summarise(path, format string, r store.Reader, list bool, processor string,
 		sum.Problems = []store.Problem{}
 	}
 	sum.Complete = len(sum.Problems) == 0
+	sum.Workers = workersOf(r.Processors())
 	procs := map[string]*processorSummary{}
 	for _, name := range r.Processors() {
 		ps := &processorSummary{Processor: name, App: meta.Apps[name], Rows: map[string]int64{},
@@ -317,7 +379,7 @@ func summarise(path, format string, r store.Reader, list bool, processor string,
 			continue // unreadable rows are among the Problems
 		}
 		sum.Rows++
-		if list && (processor == "" || e.Processor == processor) && (kind == "" || e.Kind == kind) &&
+		if list && (processor == "" || ofProcessor(e.Processor, processor)) && (kind == "" || e.Kind == kind) &&
 			(limit == 0 || len(sum.Listed) < limit) {
 			sum.Listed = append(sum.Listed, toRowJSON(e))
 			e.Payload, e.Reads = bytes.Clone(e.Payload), slices.Clone(e.Reads)
@@ -372,6 +434,9 @@ func instant(t *time.Time) string {
 func printSummary(w io.Writer, s *inspectSummary, list bool) {
 	fmt.Fprintf(w, "%s: %s recording (%s), created %s\n", s.Path, s.Format, s.Recording, instant(s.Created))
 	fmt.Fprintf(w, "rows: %d (journal %d)\n", s.Rows, s.Journal)
+	for _, ws := range s.Workers {
+		fmt.Fprintln(w, ws.text())
+	}
 	for _, p := range s.Processors {
 		app := p.App
 		if app == "" {
