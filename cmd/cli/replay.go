@@ -114,7 +114,8 @@ outputs, processed twice (once per run of a stitched side, after a kill),
 and processed more often than the runs explain (twice in one run, or again
 after a run that stopped cleanly). A and B may each be a comma-separated
 list of consecutive runs to stitch together (a crashed run and its
-restarts).
+restarts). A processor run on workers (streams NAME#w0, NAME#w1 ...) is
+compared as the one processor NAME, its workers' inputs merged.
 
 Exit: 0 both sides complete and the same; 1 a difference; 2 a usage or I/O
 error; 3 a side not complete (an integrity problem other than the missing
