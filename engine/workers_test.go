@@ -406,3 +406,78 @@ func (s *checkedSource) Run(ctx context.Context, in *engine.Intake) error {
 		}
 	}
 }
+
+// With several workers, failures, retries and drops keep their meaning per
+// item: an item failing past its retries is counted and skipped (the
+// commit moves past it), a dropped item is counted and reported in every
+// worker's streams (Observer.Dropped, once per worker).
+func TestFailuresRetriesAndDropsKeepTheirMeaningWithWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		tries := map[any]int{}
+		newP := func() (core.Processor, error) {
+			return core.ProcessorFunc(func(c *core.Cycle, ev any) error {
+				mu.Lock()
+				tries[ev]++
+				mu.Unlock()
+				if ev == 2 {
+					return errors.New("item 2 always fails")
+				}
+				return nil
+			}), nil
+		}
+		e := start(t, engine.Config{
+			Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 16}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Workers: 3, Order: engine.OrderNone,
+				Retry:      engine.RetryPolicy{Attempts: 3},
+				Processors: []engine.ProcessorConfig{{Name: "p", New: newP}}}},
+		})
+		f := e.Feed("in")
+		c := &committer{}
+		f.Intake().SetCommitter(c)
+		publishAll(t, f, 1, 4)
+		synctest.Wait()
+		if _, err := f.Intake().PollAcks(); err != nil {
+			t.Fatal(err)
+		}
+		st := e.Status()
+		if tries[2] != 3 || tries[1] != 1 || tries[4] != 1 || st.Feeds[0].Failures != 1 || st.Feeds[0].Lossless || c.Committed() != 4 {
+			t.Fatalf("tries %v, failures %d, lossless %v, committed %d: want item 2 tried 3 times, counted, skipped, the commit at 4",
+				tries, st.Feeds[0].Failures, st.Feeds[0].Lossless, c.Committed())
+		}
+	})
+	// A push feed dropping under DROP_AFTER_SPIN while the workers are
+	// held: the drop is reported once in each worker's streams.
+	synctest.Test(t, func(t *testing.T) {
+		h := newHoldBack(1, 2, 3)
+		var mu sync.Mutex
+		droppedIn := map[string]int64{}
+		e := start(t, engine.Config{
+			Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 1}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Workers: 2, Order: engine.OrderNone, MaxGap: 1,
+				Processors: []engine.ProcessorConfig{{Name: "p", New: h.processor()}}}},
+			Observer: engine.Observer{Dropped: func(group string, d engine.Drop) {
+				mu.Lock()
+				droppedIn[group] += d.Count
+				mu.Unlock()
+			}},
+		})
+		f := e.Feed("in")
+		for i := 1; i <= 6; i++ {
+			if err := f.Publish(context.Background(), i); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		h.release(1)
+		h.release(2)
+		h.release(3)
+		synctest.Wait()
+		st := e.Status().Feeds[0]
+		mu.Lock()
+		defer mu.Unlock()
+		if st.Dropped == 0 || droppedIn[engine.WorkerName("g", 0)] != st.Dropped || droppedIn[engine.WorkerName("g", 1)] != st.Dropped {
+			t.Fatalf("dropped %d, reported %v: want every drop reported once in each worker's streams", st.Dropped, droppedIn)
+		}
+	})
+}
