@@ -261,7 +261,7 @@ func TestANilContextIsRefused(t *testing.T) {
 // recognised as a group goroutine's: here a Host driven directly, whose
 // Cycle.Context is context.Background. A full BLOCK queue is a counted drop
 // at once (Feed.Publish with that context would wait out the deadline).
-func TestCyclePublishNeverWaitsForAFullBlockingQueue(t *testing.T) {
+func TestFeedOfferNeverWaitsForAFullBlockingQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGate(false)
 		e := startIn(t, engine.Config{

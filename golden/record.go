@@ -626,7 +626,7 @@ func (w *wrapped) OnEvent(c *core.Cycle, ev any) error {
 func (w *wrapped) OnTimer(c *core.Cycle, timer int) error {
 	th, ok := w.p.(core.TimerHandler)
 	if !ok {
-		return fmt.Errorf("golden: processor set timer %d but does not implement core.TimerHandler", timer)
+		return fmt.Errorf("golden: %w: processor set timer %d", core.ErrNoTimerHandler, timer)
 	}
 	return th.OnTimer(c, timer)
 }
