@@ -296,7 +296,7 @@ func checkName(what, name string) error {
 }
 
 func hasLineBreak(s string) bool {
-	return strings.IndexByte(s, '\n') >= 0 || strings.IndexByte(s, '\r') >= 0
+	return strings.ContainsAny(s, "\r\n")
 }
 
 var lineBreaks = strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\r`)

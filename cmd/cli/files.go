@@ -239,6 +239,14 @@ func writeJSON(w io.Writer, v any) error {
 	return err
 }
 
+// writeReport writes a report as JSON or as its text.
+func writeReport(w io.Writer, asJSON bool, r interface{ WriteText(io.Writer) error }) error {
+	if asJSON {
+		return writeJSON(w, r)
+	}
+	return r.WriteText(w)
+}
+
 // isTerminal reports whether w is a terminal (a character device).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

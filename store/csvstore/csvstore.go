@@ -437,34 +437,7 @@ func (s *Store) lines(yield func(line []byte, n int64) bool) (*store.Problem, er
 // zero Entry with its *store.Problem (malformed) and iteration goes on; the
 // torn last line, if any, is yielded last the same way. An I/O error is
 // yielded once and ends the iteration.
-func (s *Store) Rows() iter.Seq2[store.Entry, error] {
-	return func(yield func(store.Entry, error) bool) {
-		dec := getDecoder(s.format())
-		defer putDecoder(dec)
-		stopped := false
-		torn, err := s.lines(func(line []byte, n int64) bool {
-			e, re := decodeLine(dec, line, line == nil, full)
-			if re != nil {
-				p := rowProblem(s.path, re, n)
-				stopped = !yield(store.Entry{}, &p)
-			} else {
-				stopped = !yield(e, nil)
-			}
-			return !stopped
-		})
-		if stopped {
-			return
-		}
-		if err != nil {
-			yield(store.Entry{}, err)
-			return
-		}
-		if torn != nil {
-			p := *torn
-			yield(store.Entry{}, &p)
-		}
-	}
-}
+func (s *Store) Rows() iter.Seq2[store.Entry, error] { return s.entries("", true) }
 
 // fieldPrefix returns the CSV text of a first field v followed by ','.
 func fieldPrefix(v string) []byte {
@@ -479,13 +452,22 @@ func fieldPrefix(v string) []byte {
 // their indexes in a recording without problems). Malformed lines of that
 // processor and its torn last line are yielded as in Rows.
 func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
-	prefix := fieldPrefix(processor)
+	return s.entries(processor, false)
+}
+
+// entries yields the rows of processor in storage order, or, with all, every
+// row, as Rows and Stream say.
+func (s *Store) entries(processor string, all bool) iter.Seq2[store.Entry, error] {
+	var prefix []byte
+	if !all {
+		prefix = fieldPrefix(processor)
+	}
 	return func(yield func(store.Entry, error) bool) {
 		dec := getDecoder(s.format())
 		defer putDecoder(dec)
 		stopped := false
 		torn, err := s.lines(func(line []byte, n int64) bool {
-			mine := bytes.HasPrefix(line, prefix)
+			mine := all || bytes.HasPrefix(line, prefix)
 			if !mine && (len(line) == 0 || line[0] != '"') {
 				return true // another processor's row: not decoded
 			}
@@ -494,7 +476,7 @@ func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
 			case re != nil && (mine || re.Processor == processor):
 				p := rowProblem(s.path, re, n)
 				stopped = !yield(store.Entry{}, &p)
-			case re == nil && e.Processor == processor:
+			case re == nil && (all || e.Processor == processor):
 				stopped = !yield(e, nil)
 			}
 			return !stopped
@@ -506,7 +488,7 @@ func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
 			yield(store.Entry{}, err)
 			return
 		}
-		if torn != nil && torn.Processor == processor && processor != "" {
+		if torn != nil && (all || torn.Processor == processor && processor != "") {
 			p := *torn
 			yield(store.Entry{}, &p)
 		}
@@ -612,10 +594,9 @@ func maybeJournal(line []byte) bool {
 	if line[0] != ',' {
 		return false
 	}
-	i := bytes.IndexByte(line[1:], ',')
-	if i < 0 {
+	_, rest, ok := bytes.Cut(line[1:], []byte(","))
+	if !ok {
 		return false
 	}
-	rest := line[1+i+1:]
 	return bytes.HasPrefix(rest, []byte("JOURNAL,")) || bytes.HasPrefix(rest, []byte(`"`))
 }
