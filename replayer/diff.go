@@ -212,9 +212,8 @@ type InputDiff struct {
 // chunk and Myers' trace (at most 16 MB, see maxAlignEdits), and the
 // inputs it lists (at most Limit per list, with their outputs). It does
 // not grow with the number of processors or with the size of outputs. It
-// reads each side twice when it
-// lists inputs (once to index, once to fetch the listed inputs' payloads
-// and outputs).
+// reads each side twice when it lists inputs (once to index, once to fetch
+// the listed inputs' payloads and outputs).
 //
 // The error is for I/O problems and a cancelled ctx; a nil ctx, or a side
 // without a recording, is ErrUsage.
