@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/blackbox-audit/blackbox/core"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // Config is everything an Engine is built from. New validates all of it:
@@ -413,10 +415,8 @@ func (e *Engine) Subscribe(group, feed string) error {
 	if g == nil || f == nil {
 		return fmt.Errorf("%w: group %q feed %q", ErrUnknown, group, feed)
 	}
-	for _, b := range *g.bindings.Load() {
-		if b.feed == f {
-			return fmt.Errorf("engine: group %q already subscribes to feed %q", group, feed)
-		}
+	if slices.ContainsFunc(*g.bindings.Load(), func(b *binding) bool { return b.feed == f }) {
+		return fmt.Errorf("engine: group %q already subscribes to feed %q", group, feed)
 	}
 	e.bind(f, g)
 	f.signalReady()
