@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all test lint bench fuzz demo build
+.PHONY: all test lint bench fuzz demo build deadcode
 
 all: lint test
 
@@ -20,6 +20,14 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+
+# Unreachable code (golang.org/x/tools/cmd/deadcode), the tests counted as
+# callers: prints nothing, or fails listing what it found. What only tests
+# and users call is kept on purpose: docs/DEADCODE.md. Not part of `make test`.
+DEADCODE ?= $(GO) run golang.org/x/tools/cmd/deadcode@v0.52.0
+deadcode:
+	@out=$$($(DEADCODE) -test $(PKGS)) || exit 1; \
+	if [ -n "$$out" ]; then echo "deadcode found unreachable code:"; echo "$$out"; exit 1; fi
 
 # The benchmark suite beside its floors and peer; writes docs/PERFORMANCE.md.
 bench:

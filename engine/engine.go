@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -492,10 +493,8 @@ func (e *Engine) Subscribe(group, feed string) error {
 	if g == nil || f == nil {
 		return fmt.Errorf("%w: group %q feed %q", ErrUnknown, group, feed)
 	}
-	for _, b := range *g.bindings.Load() {
-		if b.feed == f {
-			return fmt.Errorf("engine: group %q already subscribes to feed %q", group, feed)
-		}
+	if slices.ContainsFunc(*g.bindings.Load(), func(b *binding) bool { return b.feed == f }) {
+		return fmt.Errorf("engine: group %q already subscribes to feed %q", group, feed)
 	}
 	e.bind(f, g)
 	f.signalReady()

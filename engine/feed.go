@@ -284,9 +284,7 @@ func goroutineID() int64 {
 	if !ok {
 		return 0
 	}
-	if i := bytes.IndexByte(s, ' '); i >= 0 {
-		s = s[:i]
-	}
+	s, _, _ = bytes.Cut(s, []byte(" "))
 	id, err := strconv.ParseInt(string(s), 10, 64)
 	if err != nil {
 		return 0

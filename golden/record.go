@@ -122,64 +122,42 @@ func updateCase(c *Case, apps []core.App) error {
 	defer os.RemoveAll(tmp) // nothing left once renamed to ReadyDir
 	in := filepath.Join(tmp, InputFile)
 
-	var recs []*store.Memory
+	// One run, or two when the case restarts: run 2 reads the same file,
+	// the rest of the input appended to it (the same position space), and
+	// starts from run 1's snapshot.
+	parts := [][]byte{input}
 	if c.RestartAfter > 0 {
-		first, _ := splitLines(input, c.RestartAfter)
-		if err := os.WriteFile(in, first, 0o644); err != nil {
-			return err
-		}
-		p1, err := app.Build(c.Options)
-		if err != nil {
-			return err
-		}
-		rec1, err := recordRun(c, app, in, p1)
-		if err != nil {
-			return fmt.Errorf("run 1: %w", err)
-		}
-		snap, err := snapshot(p1)
-		if err != nil {
-			return err
-		}
-		// Run 2 reads the same file, the rest of the input appended to
-		// it (the same file: the same position space).
-		f, err := os.OpenFile(in, os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			return err
-		}
-		_, err = f.Write(input[len(first):])
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		p2, err := app.Build(c.Options)
-		if err != nil {
-			return err
-		}
-		if snap != nil {
-			if err := p2.(core.Snapshotter).Restore(snap); err != nil {
-				return fmt.Errorf("run 2: restoring run 1's snapshot: %w", err)
-			}
-		}
-		rec2, err := recordRun(c, app, in, p2)
-		if err != nil {
-			return fmt.Errorf("run 2: %w", err)
-		}
-		recs = []*store.Memory{rec1, rec2}
-	} else {
-		if err := os.WriteFile(in, input, 0o644); err != nil {
+		first, rest := splitLines(input, c.RestartAfter)
+		parts = [][]byte{first, rest}
+	}
+	var recs []*store.Memory
+	var snap []byte
+	for i, part := range parts {
+		if err := appendFile(in, part); err != nil {
 			return err
 		}
 		p, err := app.Build(c.Options)
 		if err != nil {
 			return err
 		}
+		if snap != nil {
+			if err := p.(core.Snapshotter).Restore(snap); err != nil {
+				return fmt.Errorf("run %d: restoring run %d's snapshot: %w", i+1, i, err)
+			}
+		}
 		rec, err := recordRun(c, app, in, p)
 		if err != nil {
+			if len(parts) > 1 {
+				err = fmt.Errorf("run %d: %w", i+1, err)
+			}
 			return err
 		}
-		recs = []*store.Memory{rec}
+		recs = append(recs, rec)
+		if i+1 < len(parts) {
+			if snap, err = snapshot(p); err != nil {
+				return err
+			}
+		}
 	}
 	if err := os.Remove(in); err != nil {
 		return err
@@ -271,6 +249,19 @@ func lockDir(dir string) (func(), error) {
 		return nil, fmt.Errorf("golden: locking %s: %w", dir, err)
 	}
 	return func() { d.Close() }, nil
+}
+
+// appendFile appends b to the file at path, creating it if need be.
+func appendFile(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // splitLines returns the first n lines of b (terminators included) and the

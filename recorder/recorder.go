@@ -289,21 +289,17 @@ func (r *Recorder) brokenErr(ps ...*proc) error {
 
 // checkName refuses a name the format cannot hold.
 func checkName(what, name string) error {
-	if hasLineBreak(name) {
+	if strings.ContainsAny(name, "\r\n") {
 		return fmt.Errorf("recorder: %s name %q contains a line break: %w", what, name, store.ErrName)
 	}
 	return nil
-}
-
-func hasLineBreak(s string) bool {
-	return strings.IndexByte(s, '\n') >= 0 || strings.IndexByte(s, '\r') >= 0
 }
 
 var lineBreaks = strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\r`)
 
 // oneLine makes an error text fit a Detail field.
 func oneLine(s string) string {
-	if hasLineBreak(s) {
+	if strings.ContainsAny(s, "\r\n") {
 		return lineBreaks.Replace(s)
 	}
 	return s

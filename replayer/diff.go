@@ -229,15 +229,14 @@ type InputDiff struct {
 // holds for the processor being compared one index entry per distinct
 // input of both sides (its identity, its deliveries and 64-bit hashes of
 // its payload and outputs) and, while it aligns them, each side's inputs
-// in stream order: at its peak about 700 bytes an input (660 measured
-// with 40,000 inputs on each side, the map's growth and the heap's slack
-// included; so about 700 MB for a processor of a million inputs), plus,
-// for the content alignment of one chunk, 8 bytes an input of the chunk and
-// Myers' trace (at most 16 MB, see maxAlignEdits), and the inputs it lists
-// (at most Limit per list, with their outputs). It does not grow with the number of
-// processors or with the size of outputs. It reads each side twice when it
-// lists inputs (once to index, once to fetch the listed inputs' payloads
-// and outputs).
+// in stream order: a fixed cost an input, whatever the payloads' sizes
+// (the figure measured is in docs/PERFORMANCE.md, "The memory of Diff"),
+// plus, for the content alignment of one chunk, 8 bytes an input of the
+// chunk and Myers' trace (at most 16 MB, see maxAlignEdits), and the
+// inputs it lists (at most Limit per list, with their outputs). It does
+// not grow with the number of processors or with the size of outputs. It
+// reads each side twice when it lists inputs (once to index, once to fetch
+// the listed inputs' payloads and outputs).
 //
 // The error is for I/O problems and a cancelled ctx; a nil ctx, or a side
 // without a recording, is ErrUsage.

@@ -64,11 +64,16 @@ func writeDivergence(w io.Writer, d *Divergence) {
 			del.Position, del.Attempt)
 	}
 	fmt.Fprintf(w, "    input: %s\n", d.Input)
-	writeList(w, "want", d.Want)
-	writeList(w, "got", d.Got)
-	if d.Diff != "" {
+	writeOutputs(w, d.Want, d.Got, d.Diff)
+}
+
+// writeOutputs writes the outputs wanted and got, and their diff if any.
+func writeOutputs(w io.Writer, want, got []string, diff string) {
+	writeList(w, "want", want)
+	writeList(w, "got", got)
+	if diff != "" {
 		fmt.Fprintf(w, "    diff:\n")
-		for line := range strings.SplitSeq(d.Diff, "\n") {
+		for line := range strings.SplitSeq(diff, "\n") {
 			fmt.Fprintf(w, "      %s\n", line)
 		}
 	}
@@ -153,14 +158,7 @@ func (d *DiffReport) WriteText(w io.Writer) error {
 			if x.B != nil {
 				fmt.Fprintf(bw, "    in B: %s\n", refText(x.B))
 			}
-			writeList(bw, "want", x.Want)
-			writeList(bw, "got", x.Got)
-			if x.Diff != "" {
-				fmt.Fprintf(bw, "    diff:\n")
-				for line := range strings.SplitSeq(x.Diff, "\n") {
-					fmt.Fprintf(bw, "      %s\n", line)
-				}
-			}
+			writeOutputs(bw, x.Want, x.Got, x.Diff)
 		}
 		if n := c.Different - int64(len(p.Different)); n > 0 {
 			fmt.Fprintf(bw, "  different: %d more not listed\n", n)

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 )
@@ -435,18 +436,13 @@ func (c *Checker) Finish() []Problem {
 	for k, refs := range c.pending {
 		ms = append(ms, missing{k, refs})
 	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].refs[0].line < ms[j].refs[0].line })
+	slices.SortFunc(ms, func(a, b missing) int { return cmp.Compare(a.refs[0].line, b.refs[0].line) })
 	for _, m := range ms {
 		for _, r := range m.refs {
 			c.problem(ProblemMissingJournal, r, "no JOURNAL row for feed %q seq %d", m.k.feed, m.k.seq)
 		}
 	}
-	feeds := make([]string, 0, len(c.overflow))
-	for f := range c.overflow {
-		feeds = append(feeds, f)
-	}
-	slices.Sort(feeds)
-	for _, f := range feeds {
+	for _, f := range slices.Sorted(maps.Keys(c.overflow)) {
 		for _, r := range c.overflow[f].minus(c.journal[f]) {
 			c.report(Problem{Kind: ProblemMissingJournal, Row: KindIndexed, Detail: fmt.Sprintf(
 				"no JOURNAL rows for feed %q seq %d-%d (the INDEXED rows naming them are not listed: more than %d unresolved references)",

@@ -29,7 +29,8 @@
 //
 // Errors are sentinels (ErrReadOnly, ErrHoldsRecording, ErrFormat, ErrName,
 // ErrClosed, ErrLocked, ErrTooLarge, and one per problem kind) tested with
-// errors.Is, and typed errors (*Problem, *FieldError, *SizeError) extracted
-// with errors.As. A store that cannot be read reports an unreadable Problem
+// errors.Is, and typed errors (*Problem, *FieldError, *SizeError, and
+// *FileError: the file an error of csvstore, sqlitestore or Lock is about)
+// extracted with errors.As. A store that cannot be read reports an unreadable Problem
 // (Unreadable), so an empty list of Problems always means complete.
 package store

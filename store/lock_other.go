@@ -3,7 +3,6 @@
 package store
 
 import (
-	"fmt"
 	"os"
 )
 
@@ -17,7 +16,7 @@ type FileLock struct{}
 func Lock(path string, perm os.FileMode) (*FileLock, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, perm)
 	if err != nil {
-		return nil, fmt.Errorf("store: lock %s: %w", path, err)
+		return nil, &FileError{Op: "store: lock", Path: path, Err: err}
 	}
 	f.Close()
 	return &FileLock{}, nil

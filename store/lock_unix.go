@@ -4,7 +4,6 @@ package store
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"syscall"
 )
@@ -26,14 +25,14 @@ type FileLock struct {
 func Lock(path string, perm os.FileMode) (*FileLock, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, perm)
 	if err != nil {
-		return nil, fmt.Errorf("store: lock %s: %w", path, err)
+		return nil, &FileError{Op: "store: lock", Path: path, Err: err}
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+			return nil, &FileError{Op: "store: lock", Path: path, Err: ErrLocked}
 		}
-		return nil, fmt.Errorf("store: lock %s: %w", path, err)
+		return nil, &FileError{Op: "store: lock", Path: path, Err: err}
 	}
 	return &FileLock{f: f}, nil
 }

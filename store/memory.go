@@ -158,26 +158,19 @@ func unreadable(e Entry, line int64) *Problem {
 // in a Memory from OpenMemory) is yielded as a zero Entry with its
 // malformed *Problem, as a file's reader yields a line that is not a row.
 func (m *Memory) Rows() iter.Seq2[Entry, error] {
-	return func(yield func(Entry, error) bool) {
-		for i, e := range m.snapshot() {
-			if p := unreadable(e, int64(i+1)); p != nil {
-				if !yield(Entry{}, p) {
-					return
-				}
-				continue
-			}
-			if !yield(Normalize(e), nil) {
-				return
-			}
-		}
-	}
+	return m.entries(func(Entry) bool { return true })
 }
 
 // Stream yields the rows of one processor in storage order, as Rows.
 func (m *Memory) Stream(processor string) iter.Seq2[Entry, error] {
+	return m.entries(func(e Entry) bool { return e.Processor == processor })
+}
+
+// entries yields the rows that keep selects, as Rows says.
+func (m *Memory) entries(keep func(Entry) bool) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
 		for i, e := range m.snapshot() {
-			if e.Processor != processor {
+			if !keep(e) {
 				continue
 			}
 			if p := unreadable(e, int64(i+1)); p != nil {

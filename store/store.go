@@ -38,6 +38,30 @@ var (
 	ErrUnreadable     = errors.New("store: unreadable")
 )
 
+// FileError is an error of the recording file Path: Op says what failed
+// ("csvstore: open", "sqlitestore: append", "store: lock"), Line the CSV
+// line or SQLite row at fault (0: none). Unwrap gives the cause: a sentinel
+// (ErrFormat, ErrClosed, ErrLocked ...) or an I/O error. A caller that
+// names files itself finds the file with errors.As, never in the text. A
+// FileError is not modified once returned: safe to share.
+type FileError struct {
+	Op   string
+	Path string
+	Line int64
+	Err  error
+}
+
+func (e *FileError) Error() string {
+	loc := e.Path
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", loc, e.Line)
+	}
+	return e.Op + " " + loc + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *FileError) Unwrap() error { return e.Err }
+
 // ProblemKind names an integrity problem. The names are part of the JSON of
 // `blackbox verify` and of docs/FORMAT.md.
 type ProblemKind string

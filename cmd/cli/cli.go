@@ -165,21 +165,13 @@ func (c *CLI) Execute(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintf(c.stderr, "blackbox: %v\n", err)
 	var ue *usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
+	if errors.As(err, &ue) {
 		if cmd == nil {
 			cmd = root
 		}
 		fmt.Fprintf(c.stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code
-}
-
-// isCobraUsage recognises the errors cobra itself returns for a command
-// line it cannot parse (it has no error types for them).
-func isCobraUsage(err error) bool {
-	s := err.Error()
-	return strings.HasPrefix(s, "unknown command") || strings.HasPrefix(s, "unknown flag") ||
-		strings.HasPrefix(s, "unknown shorthand flag")
 }
 
 // Command returns a new cobra command tree of the CLI: the root command
@@ -204,6 +196,10 @@ lossless or not complete.`,
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetOut(c.stdout)
 	root.SetErr(c.stderr)
+	// Cobra's own errors for a command line it cannot parse carry no type:
+	// every flag error passes through this function and becomes a
+	// usageError, and every command sets Args (noArgs, exactArgs), so cobra
+	// never returns its untyped "unknown command" error.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(c.demoCmd(), c.runCmd(), c.replayCmd(), c.verifyCmd(), c.inspectCmd(),
 		c.diffCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd())

@@ -143,12 +143,28 @@ func closeAll(rs []store.Reader) {
 	}
 }
 
-// storeErr makes a store's error name the file, once.
+// storeErr makes an error name the file path, once: it is left as it is
+// when it carries path already (a *store.FileError, a *store.Problem, an
+// *fs.PathError or a fileError of path, found with errors.As), else path is
+// put before it.
 func storeErr(path string, err error) error {
-	if strings.Contains(err.Error(), path) {
+	if namesFile(err, path) {
 		return err
 	}
 	return &fileError{path, err}
+}
+
+// namesFile reports whether err carries the file path in one of the error
+// types that name a file.
+func namesFile(err error, path string) bool {
+	var (
+		se *store.FileError
+		sp *store.Problem
+		pe *fs.PathError
+		fe *fileError
+	)
+	return errors.As(err, &se) && se.Path == path || errors.As(err, &sp) && sp.File == path ||
+		errors.As(err, &pe) && pe.Path == path || errors.As(err, &fe) && fe.path == path
 }
 
 // writer is a recording being written, with what it takes to remove it.
@@ -237,6 +253,14 @@ func writeJSON(w io.Writer, v any) error {
 	b = append(b, '\n')
 	_, err = w.Write(b)
 	return err
+}
+
+// writeReport writes a report as JSON or as its text.
+func writeReport(w io.Writer, asJSON bool, r interface{ WriteText(io.Writer) error }) error {
+	if asJSON {
+		return writeJSON(w, r)
+	}
+	return r.WriteText(w)
 }
 
 // isTerminal reports whether w is a terminal (a character device).

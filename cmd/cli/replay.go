@@ -78,13 +78,7 @@ not lossless.`,
 			if err != nil {
 				return c.replayErr(args[0], err)
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				err = writeJSON(out, rep)
-			} else {
-				err = rep.WriteText(out)
-			}
-			if err != nil {
+			if err := writeReport(cmd.OutOrStdout(), asJSON, rep); err != nil {
 				return err
 			}
 			return replayVerdict(rep)
@@ -142,13 +136,7 @@ END of a run followed by its restart, or a last run without END).`,
 			if err != nil {
 				return fmt.Errorf("diff %s %s: %w", args[0], args[1], err)
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				err = writeJSON(out, d)
-			} else {
-				err = d.WriteText(out)
-			}
-			if err != nil {
+			if err := writeReport(cmd.OutOrStdout(), asJSON, d); err != nil {
 				return err
 			}
 			switch d.Verdict {

@@ -328,7 +328,7 @@ func (s *Source) poll() {
 	switch {
 	case err == nil:
 		s.commitErr = ""
-	case err.Error() != s.commitErr: // warned once per distinct failure
+	case err.Error() != s.commitErr: // warned once per distinct failure (the text only tells a repeat: nothing is decided on it)
 		s.commitErr = err.Error()
 		s.logf("%v (retried at every duty cycle; the pointer lags: lines are re-delivered, never lost)", err)
 	}

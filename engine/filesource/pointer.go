@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"math/bits"
 	"math/rand/v2"
 	"os"
@@ -98,15 +97,6 @@ func newEpoch() int64 {
 			return e
 		}
 	}
-}
-
-// fingerprint is the FNV-1a 64 hash of the first n bytes of r.
-func fingerprint(r io.ReaderAt, n int64) (uint64, error) {
-	h := fnv.New64a()
-	if _, err := io.Copy(h, io.NewSectionReader(r, 0, n)); err != nil {
-		return 0, err
-	}
-	return h.Sum64(), nil
 }
 
 // fingerprintOf is the FNV-1a 64 hash of b.

@@ -136,9 +136,7 @@ func (s *LogSource) Commit() error {
 	l := s.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if s.pending > l.committed {
-		l.committed = s.pending
-	}
+	l.committed = max(l.committed, s.pending)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -133,10 +134,7 @@ func (l *Ledger) DurableState() core.DurableState {
 // State returns a copy of the ledger's state.
 func (l *Ledger) State() LedgerState {
 	st := l.st
-	st.Balances = make(map[string]int64, len(l.st.Balances))
-	for k, v := range l.st.Balances {
-		st.Balances[k] = v
-	}
+	st.Balances = maps.Clone(l.st.Balances) // never nil: New and Restore make it
 	return st
 }
 

@@ -91,10 +91,10 @@ func Create(path string) (*Store, error) {
 		return fail(f, fmt.Errorf("csvstore: create: %w", err))
 	}
 	if fi.Size() > 0 {
-		return fail(f, fmt.Errorf("csvstore: create %s: %w (%d bytes)", path, store.ErrHoldsRecording, fi.Size()))
+		return fail(f, &store.FileError{Op: "csvstore: create", Path: path, Err: fmt.Errorf("%w (%d bytes)", store.ErrHoldsRecording, fi.Size())})
 	}
 	if _, err := f.Write(headerLine); err != nil {
-		return fail(f, fmt.Errorf("csvstore: create %s: %w", path, err))
+		return fail(f, &store.FileError{Op: "csvstore: create", Path: path, Err: err})
 	}
 	return &Store{path: path, lock: lock, f: f, r: f, enc: newEncoder(), size: int64(len(headerLine))}, nil
 }
@@ -140,13 +140,13 @@ func (s *Store) Path() string { return s.path }
 // line.
 func (s *Store) Append(rows ...store.Entry) error {
 	if s.readOnly {
-		return fmt.Errorf("csvstore: append %s: %w", s.path, store.ErrReadOnly)
+		return &store.FileError{Op: "csvstore: append", Path: s.path, Err: store.ErrReadOnly}
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	switch {
 	case s.closed:
-		return fmt.Errorf("csvstore: append %s: %w", s.path, store.ErrClosed)
+		return &store.FileError{Op: "csvstore: append", Path: s.path, Err: store.ErrClosed}
 	case s.werr != nil:
 		return s.werr
 	case len(rows) == 0:
@@ -158,13 +158,13 @@ func (s *Store) Append(rows ...store.Entry) error {
 	}
 	b, err := s.enc.encode(rows, meta.Format)
 	if err != nil {
-		return fmt.Errorf("csvstore: append %s: %w", s.path, err)
+		return &store.FileError{Op: "csvstore: append", Path: s.path, Err: err}
 	}
 	killpoint.WriteHalf(killpoint.StoreWrite, s.f, b) // tests only: dormant unless armed
 	n, err := s.f.Write(b)
 	s.size += int64(n)
 	if err != nil {
-		s.werr = fmt.Errorf("csvstore: append %s: %w", s.path, err)
+		s.werr = &store.FileError{Op: "csvstore: append", Path: s.path, Err: err}
 		return s.werr
 	}
 	if s.rows == 0 {
@@ -182,10 +182,10 @@ func (s *Store) Sync() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
-		return fmt.Errorf("csvstore: sync %s: %w", s.path, store.ErrClosed)
+		return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: store.ErrClosed}
 	}
 	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("csvstore: sync %s: %w", s.path, err)
+		return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: err}
 	}
 	return nil
 }
@@ -207,7 +207,7 @@ func (s *Store) Close() error {
 		err = uerr
 	}
 	if err != nil {
-		return fmt.Errorf("csvstore: close %s: %w", s.path, err)
+		return &store.FileError{Op: "csvstore: close", Path: s.path, Err: err}
 	}
 	return nil
 }
@@ -217,7 +217,7 @@ func (s *Store) extent() (end int64, torn *store.Problem, err error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
-		return 0, nil, fmt.Errorf("csvstore: %s: %w", s.path, store.ErrClosed)
+		return 0, nil, &store.FileError{Op: "csvstore: read", Path: s.path, Err: store.ErrClosed}
 	}
 	if s.readOnly {
 		return s.view.end, s.view.torn, nil
@@ -306,12 +306,12 @@ func scan(f io.ReaderAt, path string, limit int64) (*view, error) {
 	line, complete, _, err := lr.next()
 	switch {
 	case err == io.EOF:
-		return nil, fmt.Errorf("csvstore: open %s: %w: empty file, no CSV header", path, store.ErrFormat)
+		return nil, &store.FileError{Op: "csvstore: open", Path: path, Err: fmt.Errorf("%w: empty file, no CSV header", store.ErrFormat)}
 	case err != nil:
-		return nil, fmt.Errorf("csvstore: open %s: %w", path, err)
+		return nil, &store.FileError{Op: "csvstore: open", Path: path, Err: err}
 	case !complete || !bytes.Equal(line, headerLine):
-		return nil, fmt.Errorf("csvstore: open %s: %w: first line is %q, want the header %q",
-			path, store.ErrFormat, abbrev(line), Header)
+		return nil, &store.FileError{Op: "csvstore: open", Path: path,
+			Err: fmt.Errorf("%w: first line is %q, want the header %q", store.ErrFormat, abbrev(line), Header)}
 	}
 	v := &view{end: lr.off}
 	c := store.Checker{File: path}
@@ -324,7 +324,7 @@ func scan(f io.ReaderAt, path string, limit int64) (*view, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("csvstore: read %s: %w", path, err)
+			return nil, &store.FileError{Op: "csvstore: read", Path: path, Err: err}
 		}
 		if !complete {
 			p := tornProblem(path, line, lr.n)
@@ -347,7 +347,7 @@ func scan(f io.ReaderAt, path string, limit int64) (*view, error) {
 		if first && e.Kind == store.KindMeta {
 			m, err := store.DecodeMeta(e)
 			if err != nil {
-				return nil, fmt.Errorf("csvstore: open %s:%d: %w", path, lr.n, err)
+				return nil, &store.FileError{Op: "csvstore: open", Path: path, Line: lr.n, Err: err}
 			}
 			v.meta = m
 			dec.fast.format = m.Format
@@ -416,13 +416,13 @@ func (s *Store) lines(yield func(line []byte, n int64) bool) (*store.Problem, er
 			return torn, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("csvstore: read %s: %w", s.path, err)
+			return nil, &store.FileError{Op: "csvstore: read", Path: s.path, Err: err}
 		}
 		if lr.n == 1 {
 			continue // the header
 		}
 		if !complete { // the file shrank under us
-			return nil, fmt.Errorf("csvstore: read %s: %w: file shorter than when opened", s.path, io.ErrUnexpectedEOF)
+			return nil, &store.FileError{Op: "csvstore: read", Path: s.path, Err: fmt.Errorf("%w: file shorter than when opened", io.ErrUnexpectedEOF)}
 		}
 		if long {
 			line = nil
@@ -437,34 +437,7 @@ func (s *Store) lines(yield func(line []byte, n int64) bool) (*store.Problem, er
 // zero Entry with its *store.Problem (malformed) and iteration goes on; the
 // torn last line, if any, is yielded last the same way. An I/O error is
 // yielded once and ends the iteration.
-func (s *Store) Rows() iter.Seq2[store.Entry, error] {
-	return func(yield func(store.Entry, error) bool) {
-		dec := getDecoder(s.format())
-		defer putDecoder(dec)
-		stopped := false
-		torn, err := s.lines(func(line []byte, n int64) bool {
-			e, re := decodeLine(dec, line, line == nil, full)
-			if re != nil {
-				p := rowProblem(s.path, re, n)
-				stopped = !yield(store.Entry{}, &p)
-			} else {
-				stopped = !yield(e, nil)
-			}
-			return !stopped
-		})
-		if stopped {
-			return
-		}
-		if err != nil {
-			yield(store.Entry{}, err)
-			return
-		}
-		if torn != nil {
-			p := *torn
-			yield(store.Entry{}, &p)
-		}
-	}
-}
+func (s *Store) Rows() iter.Seq2[store.Entry, error] { return s.entries("", true) }
 
 // fieldPrefix returns the CSV text of a first field v followed by ','.
 func fieldPrefix(v string) []byte {
@@ -479,13 +452,22 @@ func fieldPrefix(v string) []byte {
 // their indexes in a recording without problems). Malformed lines of that
 // processor and its torn last line are yielded as in Rows.
 func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
-	prefix := fieldPrefix(processor)
+	return s.entries(processor, false)
+}
+
+// entries yields the rows of processor in storage order, or, with all, every
+// row, as Rows and Stream say.
+func (s *Store) entries(processor string, all bool) iter.Seq2[store.Entry, error] {
+	var prefix []byte
+	if !all {
+		prefix = fieldPrefix(processor)
+	}
 	return func(yield func(store.Entry, error) bool) {
 		dec := getDecoder(s.format())
 		defer putDecoder(dec)
 		stopped := false
 		torn, err := s.lines(func(line []byte, n int64) bool {
-			mine := bytes.HasPrefix(line, prefix)
+			mine := all || bytes.HasPrefix(line, prefix)
 			if !mine && (len(line) == 0 || line[0] != '"') {
 				return true // another processor's row: not decoded
 			}
@@ -494,7 +476,7 @@ func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
 			case re != nil && (mine || re.Processor == processor):
 				p := rowProblem(s.path, re, n)
 				stopped = !yield(store.Entry{}, &p)
-			case re == nil && e.Processor == processor:
+			case re == nil && (all || e.Processor == processor):
 				stopped = !yield(e, nil)
 			}
 			return !stopped
@@ -506,7 +488,7 @@ func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
 			yield(store.Entry{}, err)
 			return
 		}
-		if torn != nil && torn.Processor == processor && processor != "" {
+		if torn != nil && (all || torn.Processor == processor && processor != "") {
 			p := *torn
 			yield(store.Entry{}, &p)
 		}
@@ -568,7 +550,7 @@ func (s *Store) Journal(feed string, seq int64) (store.Entry, error) {
 		return store.Entry{}, err
 	}
 	if !found {
-		return store.Entry{}, fmt.Errorf("csvstore: %s: %w: feed %q seq %d", s.path, store.ErrMissingJournal, feed, seq)
+		return store.Entry{}, &store.FileError{Op: "csvstore: journal", Path: s.path, Err: fmt.Errorf("%w: feed %q seq %d", store.ErrMissingJournal, feed, seq)}
 	}
 	c.last = seq
 	return e, nil
@@ -587,7 +569,7 @@ func (s *Store) find(c *cursor, feed string, seq int64) (store.Entry, bool, erro
 			return store.Entry{}, false, nil
 		}
 		if err != nil {
-			return store.Entry{}, false, fmt.Errorf("csvstore: read %s: %w", s.path, err)
+			return store.Entry{}, false, &store.FileError{Op: "csvstore: read", Path: s.path, Err: err}
 		}
 		if long || !maybeJournal(line) {
 			continue
@@ -612,10 +594,9 @@ func maybeJournal(line []byte) bool {
 	if line[0] != ',' {
 		return false
 	}
-	i := bytes.IndexByte(line[1:], ',')
-	if i < 0 {
+	_, rest, ok := bytes.Cut(line[1:], []byte(","))
+	if !ok {
 		return false
 	}
-	rest := line[1+i+1:]
 	return bytes.HasPrefix(rest, []byte("JOURNAL,")) || bytes.HasPrefix(rest, []byte(`"`))
 }

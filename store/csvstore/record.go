@@ -327,7 +327,7 @@ func (d *decoder) decodeGocsv(line []byte) (store.Entry, *RowError) {
 	if n := len(body); n > 0 && body[n-1] == '\n' {
 		body = body[:n-1]
 	}
-	if i := bytes.IndexByte(body, '\n'); i >= 0 {
+	if bytes.IndexByte(body, '\n') >= 0 {
 		return store.Entry{}, &RowError{Reason: "line break inside the row"}
 	}
 	if len(body) == 0 {

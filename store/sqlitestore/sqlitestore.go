@@ -168,7 +168,7 @@ func Create(path string) (*Store, error) {
 	db, err := openDB(path, false)
 	if err != nil {
 		lock.Unlock()
-		return nil, fmt.Errorf("sqlitestore: create %s: %w", path, err)
+		return nil, &store.FileError{Op: "sqlitestore: create", Path: path, Err: err}
 	}
 	ctx := context.Background()
 	s := &Store{path: path, lock: lock, db: db}
@@ -181,7 +181,7 @@ func Create(path string) (*Store, error) {
 		}
 		db.Close()
 		lock.Unlock()
-		return nil, fmt.Errorf("sqlitestore: create %s: %w", path, err)
+		return nil, &store.FileError{Op: "sqlitestore: create", Path: path, Err: err}
 	}
 	if s.wconn, err = db.Conn(ctx); err != nil {
 		return fail(err)
@@ -203,33 +203,33 @@ func refuseExisting(path string) error {
 	case errors.Is(err, os.ErrNotExist):
 		return nil
 	case errors.Is(err, errNotSQLite):
-		return fmt.Errorf("sqlitestore: create %s: %w: %d bytes that are not an SQLite database", path, store.ErrHoldsRecording, size)
+		return &store.FileError{Op: "sqlitestore: create", Path: path, Err: fmt.Errorf("%w: %d bytes that are not an SQLite database", store.ErrHoldsRecording, size)}
 	case err != nil:
-		return fmt.Errorf("sqlitestore: create %s: %w", path, err)
+		return &store.FileError{Op: "sqlitestore: create", Path: path, Err: err}
 	case size == 0:
 		return nil
 	}
 	db, err := openDB(path, true)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: create %s: %w", path, err)
+		return &store.FileError{Op: "sqlitestore: create", Path: path, Err: err}
 	}
 	defer db.Close()
 	objects, err := schemaOf(db)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: create %s: %w", path, err)
+		return &store.FileError{Op: "sqlitestore: create", Path: path, Err: err}
 	}
 	if len(objects) == 0 {
 		return nil
 	}
 	if why := sameSchema(objects); why != "" {
-		return fmt.Errorf("sqlitestore: create %s: %w: an SQLite database that is not a recording (%s)", path, store.ErrHoldsRecording, why)
+		return &store.FileError{Op: "sqlitestore: create", Path: path, Err: fmt.Errorf("%w: an SQLite database that is not a recording (%s)", store.ErrHoldsRecording, why)}
 	}
 	var n int64
 	if err := db.QueryRow(`SELECT count(*) FROM rows`).Scan(&n); err != nil {
-		return fmt.Errorf("sqlitestore: create %s: %w", path, err)
+		return &store.FileError{Op: "sqlitestore: create", Path: path, Err: err}
 	}
 	if n > 0 {
-		return fmt.Errorf("sqlitestore: create %s: %w (%d rows)", path, store.ErrHoldsRecording, n)
+		return &store.FileError{Op: "sqlitestore: create", Path: path, Err: fmt.Errorf("%w (%d rows)", store.ErrHoldsRecording, n)}
 	}
 	return nil
 }
@@ -244,15 +244,15 @@ func Open(path string) (*Store, error) {
 	size, err := magic(path)
 	switch {
 	case errors.Is(err, errNotSQLite):
-		return nil, fmt.Errorf("sqlitestore: open %s: %w: not an SQLite database", path, store.ErrFormat)
+		return nil, &store.FileError{Op: "sqlitestore: open", Path: path, Err: fmt.Errorf("%w: not an SQLite database", store.ErrFormat)}
 	case err != nil:
 		return nil, fmt.Errorf("sqlitestore: open: %w", err)
 	case size == 0:
-		return nil, fmt.Errorf("sqlitestore: open %s: %w: empty file", path, store.ErrFormat)
+		return nil, &store.FileError{Op: "sqlitestore: open", Path: path, Err: fmt.Errorf("%w: empty file", store.ErrFormat)}
 	}
 	db, err := openDB(path, true)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+		return nil, &store.FileError{Op: "sqlitestore: open", Path: path, Err: err}
 	}
 	if err := checkSchema(db, path); err != nil {
 		db.Close()
@@ -271,10 +271,10 @@ func Open(path string) (*Store, error) {
 func checkSchema(db *sql.DB, path string) error {
 	objects, err := schemaOf(db)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: open %s: %w: %v", path, store.ErrFormat, err)
+		return &store.FileError{Op: "sqlitestore: open", Path: path, Err: fmt.Errorf("%w: %v", store.ErrFormat, err)}
 	}
 	if why := sameSchema(objects); why != "" {
-		return fmt.Errorf("sqlitestore: open %s: %w: %s", path, store.ErrFormat, why)
+		return &store.FileError{Op: "sqlitestore: open", Path: path, Err: fmt.Errorf("%w: %s", store.ErrFormat, why)}
 	}
 	return nil
 }
@@ -359,12 +359,12 @@ func (s *Store) Path() string { return s.path }
 // recording's META row (store.PayloadText).
 func (s *Store) Append(rows ...store.Entry) error {
 	if s.readOnly {
-		return fmt.Errorf("sqlitestore: append %s: %w", s.path, store.ErrReadOnly)
+		return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: store.ErrReadOnly}
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
-		return fmt.Errorf("sqlitestore: append %s: %w", s.path, store.ErrClosed)
+		return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: store.ErrClosed}
 	}
 	if len(rows) == 0 {
 		return nil
@@ -384,12 +384,12 @@ func (s *Store) Append(rows ...store.Entry) error {
 			payloads[i], err = store.PayloadText(meta.Format, e.Payload)
 		}
 		if err != nil {
-			return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
+			return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: err}
 		}
 	}
 	ctx := context.Background()
 	if _, err := s.wconn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
+		return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: err}
 	}
 	var last int64
 	for i := range rows {
@@ -402,13 +402,13 @@ func (s *Store) Append(rows ...store.Entry) error {
 		}
 		if err != nil {
 			_, _ = s.wconn.ExecContext(ctx, "ROLLBACK")
-			return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
+			return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: err}
 		}
 	}
 	killpoint.Reach(killpoint.StoreWrite) // tests only: dormant unless armed
 	if _, err := s.wconn.ExecContext(ctx, "COMMIT"); err != nil {
 		_, _ = s.wconn.ExecContext(ctx, "ROLLBACK")
-		return fmt.Errorf("sqlitestore: append %s: %w", s.path, err)
+		return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: err}
 	}
 	if s.nrows == 0 {
 		s.meta = meta
@@ -429,7 +429,7 @@ func (s *Store) Sync() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
-		return fmt.Errorf("sqlitestore: sync %s: %w", s.path, store.ErrClosed)
+		return &store.FileError{Op: "sqlitestore: sync", Path: s.path, Err: store.ErrClosed}
 	}
 	for _, name := range []string{s.path + "-wal", s.path, filepath.Dir(s.path)} {
 		f, err := os.Open(name)
@@ -437,12 +437,12 @@ func (s *Store) Sync() error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("sqlitestore: sync %s: %w", s.path, err)
+			return &store.FileError{Op: "sqlitestore: sync", Path: s.path, Err: err}
 		}
 		err = f.Sync()
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("sqlitestore: sync %s: %w", s.path, err)
+			return &store.FileError{Op: "sqlitestore: sync", Path: s.path, Err: err}
 		}
 	}
 	return nil
@@ -467,7 +467,7 @@ func (s *Store) Close() error {
 	errs = append(errs, s.db.Close())
 	errs = append(errs, s.lock.Unlock())
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("sqlitestore: close %s: %w", s.path, err)
+		return &store.FileError{Op: "sqlitestore: close", Path: s.path, Err: err}
 	}
 	return nil
 }
@@ -494,7 +494,7 @@ func (s *Store) limit() (int64, error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
-		return 0, fmt.Errorf("sqlitestore: %s: %w", s.path, store.ErrClosed)
+		return 0, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: store.ErrClosed}
 	}
 	if s.readOnly {
 		return s.view.maxID, nil
@@ -526,17 +526,17 @@ func (s *Store) scan(maxID int64) (*view, error) {
 	ctx := context.Background()
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: read %s: %w", s.path, err)
+		return nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err}
 	}
 	defer tx.Rollback()
 	if maxID < 0 {
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM rows`).Scan(&maxID); err != nil {
-			return nil, fmt.Errorf("sqlitestore: read %s: %w", s.path, err)
+			return nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err}
 		}
 	}
 	rs, err := tx.QueryContext(ctx, rowsSQL, maxID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: read %s: %w", s.path, err)
+		return nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err}
 	}
 	defer rs.Close()
 	v := &view{maxID: maxID}
@@ -546,7 +546,7 @@ func (s *Store) scan(maxID int64) (*view, error) {
 	for rs.Next() {
 		id, e, p, err := sc.scan(rs, s.path)
 		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: read %s: %w", s.path, err)
+			return nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err}
 		}
 		if p != nil {
 			first = false
@@ -556,7 +556,7 @@ func (s *Store) scan(maxID int64) (*view, error) {
 		if first && e.Kind == store.KindMeta {
 			m, err := store.DecodeMeta(e)
 			if err != nil {
-				return nil, fmt.Errorf("sqlitestore: open %s: row %d: %w", s.path, id, err)
+				return nil, &store.FileError{Op: "sqlitestore: open", Path: s.path, Err: fmt.Errorf("row %d: %w", id, err)}
 			}
 			v.meta = m
 			sc.format = m.Format
@@ -565,7 +565,7 @@ func (s *Store) scan(maxID int64) (*view, error) {
 		c.Add(e, id)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("sqlitestore: read %s: %w", s.path, err)
+		return nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err}
 	}
 	v.procs = c.Processors()
 	v.problems = c.Finish()
@@ -793,7 +793,7 @@ func (s *Store) query(q string, args ...any) iter.Seq2[store.Entry, error] {
 		}
 		rs, err := s.db.QueryContext(context.Background(), q, append(args, maxID)...)
 		if err != nil {
-			yield(store.Entry{}, fmt.Errorf("sqlitestore: read %s: %w", s.path, err))
+			yield(store.Entry{}, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err})
 			return
 		}
 		defer rs.Close()
@@ -802,7 +802,7 @@ func (s *Store) query(q string, args ...any) iter.Seq2[store.Entry, error] {
 			_, e, p, err := sc.scan(rs, s.path)
 			switch {
 			case err != nil:
-				yield(store.Entry{}, fmt.Errorf("sqlitestore: read %s: %w", s.path, err))
+				yield(store.Entry{}, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err})
 				return
 			case p != nil:
 				if !yield(store.Entry{}, p) {
@@ -815,7 +815,7 @@ func (s *Store) query(q string, args ...any) iter.Seq2[store.Entry, error] {
 			}
 		}
 		if err := rs.Err(); err != nil {
-			yield(store.Entry{}, fmt.Errorf("sqlitestore: read %s: %w", s.path, err))
+			yield(store.Entry{}, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err})
 		}
 	}
 }
@@ -842,5 +842,5 @@ func (s *Store) Journal(feed string, seq int64) (store.Entry, error) {
 		}
 		return e, err
 	}
-	return store.Entry{}, fmt.Errorf("sqlitestore: %s: %w: feed %q seq %d", s.path, store.ErrMissingJournal, feed, seq)
+	return store.Entry{}, &store.FileError{Op: "sqlitestore: journal", Path: s.path, Err: fmt.Errorf("%w: feed %q seq %d", store.ErrMissingJournal, feed, seq)}
 }

@@ -293,7 +293,8 @@ func testSecondWriterIsLocked(t *testing.T, b Backend) {
 	}()
 	select {
 	case err := <-done:
-		if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), p) {
+		var fe *store.FileError
+		if !errors.Is(err, store.ErrLocked) || !errors.As(err, &fe) || fe.Path != p {
 			t.Errorf("second Create: %v, want ErrLocked naming %s", err, p)
 		}
 	case <-time.After(time.Minute):
