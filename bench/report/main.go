@@ -97,9 +97,27 @@ func (r results) get(f figure) (float64, bool) {
 	return median(v), true
 }
 
+// paired is the median of the ratios ours/floor taken run by run: the
+// i-th value of ours over the i-th of floor, each pair measured by one run
+// of the benchmark binary (bench/run.sh runs them COUNT=1 at a time). It is
+// false when the two were not measured as often.
+func (r results) paired(ours, floor figure) (float64, bool) {
+	o, f := r[ours.bench][ours.unit], r[floor.bench][floor.unit]
+	if len(o) == 0 || len(o) != len(f) {
+		return 0, false
+	}
+	ratios := make([]float64, len(o))
+	for i := range o {
+		ratios[i] = o[i] / f[i]
+	}
+	return median(ratios), true
+}
+
 // claim is one row of the table: ours beside a floor or peer, and their
 // ratio ours/floor. For costs (ns) the ratio must be at most bar; for rates
-// at least bar. A bar of 0 makes the row information only.
+// at least bar. A bar of 0 makes the row information only. The ratio is of
+// the two medians, or, for a paired claim, the median of the ratios of
+// each run (results.paired).
 type claim struct {
 	what      string
 	ours      figure
@@ -107,19 +125,55 @@ type claim struct {
 	floorName string
 	cost      bool // ours and floor are costs (lower is better): bar is a maximum
 	bar       float64
+	paired    bool
 }
 
 var claims = []claim{
-	{"publish to dispatch (ns/item)", figure{"engine BenchmarkPublish", "ns/op"}, figure{"engine BenchmarkChannelHandoff", "ns/op"}, "buffered Go channel hand-off", true, 1.5},
-	{"TryPublish under PAUSE (ns/item)", figure{"engine BenchmarkTryPublishPause", "ns/op"}, figure{"engine BenchmarkChannelHandoff", "ns/op"}, "buffered Go channel hand-off", true, 0},
-	{"file source (lines/s)", figure{"engine/filesource BenchmarkSource/once-earliest", "lines/s"}, figure{"engine/filesource BenchmarkScanner/buffer-0", "lines/s"}, "bufio.Scanner line count", false, 0.5},
-	{"file source vs a plain string hand-off (lines/s)", figure{"engine/filesource BenchmarkSource/once-earliest", "lines/s"}, figure{"engine/filesource BenchmarkPlainHandoff", "lines/s"}, "bufio.Scanner, a string per line, batches over a channel", false, 0},
-	{"CSV recording (rows/s)", figure{"store/csvstore BenchmarkAppend", "rows/s"}, figure{"store/csvstore BenchmarkFloorEncodingCSV", "rows/s"}, "encoding/csv, one write per input", false, 0.5},
-	{"SQLite recording (rows/s)", figure{"store/sqlitestore BenchmarkAppend", "rows/s"}, figure{"store/sqlitestore BenchmarkFloorInsert", "rows/s"}, "bare prepared INSERT, one tx per input", false, 0.5},
-	{"replay from CSV (inputs/s)", figure{"replayer BenchmarkReplayCSV", "inputs/s"}, figure{"replayer BenchmarkRecordCSV", "inputs/s"}, "the recording run (CSV)", false, 2},
-	{"replay from SQLite (inputs/s)", figure{"replayer BenchmarkReplaySQLite", "inputs/s"}, figure{"replayer BenchmarkRecordSQLite", "inputs/s"}, "the recording run (SQLite)", false, 2},
-	{"engine end to end (msgs/s)", figure{"bench/peers BenchmarkEngine", "msgs/s"}, figure{"bench/peers BenchmarkWatermillGoChannel", "msgs/s"}, "Watermill gochannel", false, 20},
-	{"per-item cost at 1M vs 10K (ns/item)", figure{"engine BenchmarkScaleItems/items=1000000", "ns/item"}, figure{"engine BenchmarkScaleItems/items=10000", "ns/item"}, "the same at 10K items", true, 1.3},
+	{"publish to dispatch (ns/item)", figure{"engine BenchmarkPublish", "ns/op"}, figure{"engine BenchmarkChannelHandoff", "ns/op"}, "buffered Go channel hand-off", true, 1.5, false},
+	{"TryPublish under PAUSE (ns/item)", figure{"engine BenchmarkTryPublishPause", "ns/op"}, figure{"engine BenchmarkChannelHandoff", "ns/op"}, "buffered Go channel hand-off", true, 0, false},
+	{"file source (lines/s)", figure{"engine/filesource BenchmarkSource/once-earliest", "lines/s"}, figure{"engine/filesource BenchmarkScanner/buffer-0", "lines/s"}, "bufio.Scanner line count", false, 0.5, false},
+	{"file source vs a plain string hand-off (lines/s)", figure{"engine/filesource BenchmarkSource/once-earliest", "lines/s"}, figure{"engine/filesource BenchmarkPlainHandoff", "lines/s"}, "bufio.Scanner, a string per line, batches over a channel", false, 0, false},
+	{"CSV recording (rows/s)", figure{"store/csvstore BenchmarkAppend", "rows/s"}, figure{"store/csvstore BenchmarkFloorEncodingCSV", "rows/s"}, "encoding/csv, one write per input", false, 0.5, false},
+	{"SQLite recording (rows/s)", figure{"store/sqlitestore BenchmarkAppend", "rows/s"}, figure{"store/sqlitestore BenchmarkFloorInsert", "rows/s"}, "bare prepared INSERT, one tx per input", false, 0.5, false},
+	{"replay from CSV (inputs/s)", figure{"replayer BenchmarkReplayCSV", "inputs/s"}, figure{"replayer BenchmarkRecordCSV", "inputs/s"}, "the recording run (CSV)", false, 2, false},
+	{"replay from SQLite (inputs/s)", figure{"replayer BenchmarkReplaySQLite", "inputs/s"}, figure{"replayer BenchmarkRecordSQLite", "inputs/s"}, "the recording run (SQLite)", false, 2, false},
+	{"engine end to end (msgs/s)", figure{"bench/peers BenchmarkEngine", "msgs/s"}, figure{"bench/peers BenchmarkWatermillGoChannel", "msgs/s"}, "Watermill gochannel", false, 20, false},
+	{"per-item cost at 1M vs 10K (ns/item)", figure{"engine BenchmarkScaleItems/items=1000000", "ns/item"}, figure{"engine BenchmarkScaleItems/items=10000", "ns/item"}, "the same at 10K items", true, 1.3, false},
+	{"publish to dispatch, vs the group before workers (ns/item)", figure{"engine BenchmarkPublish", "ns/op"}, figure{"baseline/engine BenchmarkPublish", "ns/op"}, "the same benchmark before parallel workers", true, 1.1, true},
+}
+
+// workerClaims are the workers' rows (issue #16): each worker count's
+// throughput beside one worker's, paired run by run. A processor that waits
+// 1 ms per item must reach 0.8 x N times one worker's throughput with N
+// workers, unordered (by key the rows are information: how evenly the keys
+// hash over the workers sets the figure); a CPU-bound one 1.6x with 2
+// workers on the 2 cores.
+func workerClaims() []claim {
+	var cs []claim
+	one := figure{"engine BenchmarkWorkersIO/order=none/workers=1", "items/s"}
+	for _, order := range []string{"none", "key"} {
+		for _, n := range []int{2, 4, 8, 16, 32, 64} {
+			c := claim{
+				what:      fmt.Sprintf("1 ms wait per item, %d workers, order %s (items/s)", n, order),
+				ours:      figure{fmt.Sprintf("engine BenchmarkWorkersIO/order=%s/workers=%d", order, n), "items/s"},
+				floor:     one,
+				floorName: "1 worker",
+				paired:    true,
+			}
+			if order == "none" {
+				c.bar = 0.8 * float64(n)
+			}
+			cs = append(cs, c)
+		}
+	}
+	return append(cs, claim{
+		what:      "CPU-bound (about 2 us per item), 2 workers (items/s)",
+		ours:      figure{"engine BenchmarkWorkersCPU/workers=2", "items/s"},
+		floor:     figure{"engine BenchmarkWorkersCPU/workers=1", "items/s"},
+		floorName: "1 worker",
+		bar:       1.6,
+		paired:    true,
+	})
 }
 
 // info rows: figures without a floor.
@@ -134,6 +188,7 @@ var infos = []struct {
 	{"2 groups (items/s, each to every group)", figure{"engine BenchmarkGroups/groups=2", "items/s"}},
 	{"4 groups (items/s, each to every group)", figure{"engine BenchmarkGroups/groups=4", "items/s"}},
 	{"16 groups (items/s, each to every group)", figure{"engine BenchmarkGroups/groups=16", "items/s"}},
+	{"busy loop of the CPU-bound workers' processor, alone (ns/item)", figure{"engine BenchmarkWorkersCPULoop", "ns/op"}},
 	{"CSV bytes per input", figure{"replayer BenchmarkRecordCSV", "bytes/input"}},
 	{"SQLite bytes per input", figure{"replayer BenchmarkRecordSQLite", "bytes/input"}},
 	{"resident memory recording 1M inputs (MB)", figure{"replayer BenchmarkRecordCSV", "peak-rss-MB"}},
@@ -156,15 +211,18 @@ func human(v float64) string {
 
 func render(w io.Writer, res results, cpu, command string) (failed int) {
 	fmt.Fprintf(w, "| figure | blackbox | floor or peer | floor | ratio | bar | holds |\n|---|---|---|---|---|---|---|\n")
-	for _, c := range claims {
+	for _, c := range append(claims, workerClaims()...) {
 		ours, ok1 := res.get(c.ours)
 		floor, ok2 := res.get(c.floor)
-		if !ok1 || !ok2 {
+		ratio, ok3 := ours/floor, true
+		if c.paired {
+			ratio, ok3 = res.paired(c.ours, c.floor)
+		}
+		if !ok1 || !ok2 || !ok3 {
 			fmt.Fprintf(w, "| %s | %s | %s | %s | - | - | not measured |\n", c.what, val(ours, ok1), c.floorName, val(floor, ok2))
 			failed++
 			continue
 		}
-		ratio := ours / floor
 		bar, holds := "-", "info"
 		switch {
 		case c.bar == 0:
@@ -185,7 +243,7 @@ func render(w io.Writer, res results, cpu, command string) (failed int) {
 		v, ok := res.get(in.f)
 		fmt.Fprintf(w, "| %s | %s |\n", in.what, val(v, ok))
 	}
-	fmt.Fprintf(w, "\nMeasured %s on %s (%d CPUs, %s/%s), medians of the -count runs, with:\n\n    %s\n",
+	fmt.Fprintf(w, "\nMeasured %s on %s (%d CPUs, %s/%s), medians of the -count runs (a paired ratio: the median of the\nratios of each run), with:\n\n    %s\n",
 		time.Now().UTC().Format("2006-01-02"), cpu, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, command)
 	return failed
 }
