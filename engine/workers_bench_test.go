@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,8 +87,12 @@ func busy(x uint64) uint64 {
 }
 
 // cruncher is a processor that computes busy for each item, keeping the
-// result in its own state (so the work is not optimized away).
-type cruncher struct{ sum uint64 }
+// result in its own state (so the work is not optimized away), padded to a
+// cache line of its own: two workers' instances must not share one.
+type cruncher struct {
+	sum uint64
+	_   [56]byte
+}
 
 func (c *cruncher) OnEvent(_ *core.Cycle, ev any) error {
 	c.sum += busy(uint64(ev.(int)))
@@ -101,6 +106,35 @@ func BenchmarkWorkersCPU(b *testing.B) {
 		b.Run("workers="+strconv.Itoa(n), func(b *testing.B) {
 			p := workersPipeline(b, n, engine.OrderNone, func() core.Processor { return &cruncher{} })
 			benchWorkers(b, p, 10_000, 100_000)
+		})
+	}
+}
+
+// BenchmarkWorkersCPUFloor: the same 100,000 items' busy loops shared by
+// 1 and 2 plain goroutines, without the engine: what this machine gives two
+// goroutines against one, the ceiling of BenchmarkWorkersCPU's ratio.
+func BenchmarkWorkersCPUFloor(b *testing.B) {
+	const items = 100_000
+	for _, n := range []int{1, 2} {
+		b.Run("goroutines="+strconv.Itoa(n), func(b *testing.B) {
+			sums := make([]cruncher, n)
+			var total time.Duration
+			for b.Loop() {
+				began := time.Now()
+				var wg sync.WaitGroup
+				for g := range n {
+					wg.Go(func() {
+						var sum uint64
+						for i := g; i < items; i += n {
+							sum += busy(uint64(i))
+						}
+						sums[g].sum = sum
+					})
+				}
+				wg.Wait()
+				total += time.Since(began)
+			}
+			b.ReportMetric(float64(b.N*items)/total.Seconds(), "items/s")
 		})
 	}
 }
