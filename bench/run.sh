@@ -40,7 +40,7 @@ done
 # The workers: one run of the binary measures every worker count, and each
 # count's ratio to one worker is taken within that run.
 for _ in $(seq "$COUNT"); do
-	COUNT=1 run . 1x 'Workers(IO|CPU|CPUFloor)$' ./engine/
+	COUNT=1 run . 1x 'Workers(IO|IOFloor|CPU|CPUFloor)$' ./engine/
 done
 run . 1s 'WorkersCPULoop' ./engine/
 run . 2s 'ScaleItems' ./engine/

@@ -67,6 +67,37 @@ func BenchmarkWorkersIO(b *testing.B) {
 	}
 }
 
+// BenchmarkWorkersIOFloor: the same 1 ms waits without the engine, 500
+// per goroutine, taken from a channel by 1 and 64 plain goroutines: what
+// this machine's timers give 64 waiting goroutines against one.
+func BenchmarkWorkersIOFloor(b *testing.B) {
+	for _, n := range []int{1, 64} {
+		b.Run("goroutines="+strconv.Itoa(n), func(b *testing.B) {
+			items := 500 * n
+			var total time.Duration
+			for b.Loop() {
+				began := time.Now()
+				ch := make(chan int, 16)
+				var wg sync.WaitGroup
+				for range n {
+					wg.Go(func() {
+						for range ch {
+							time.Sleep(time.Millisecond)
+						}
+					})
+				}
+				for i := range items {
+					ch <- i
+				}
+				close(ch)
+				wg.Wait()
+				total += time.Since(began)
+			}
+			b.ReportMetric(float64(b.N*items)/total.Seconds(), "items/s")
+		})
+	}
+}
+
 // cpuIters is the busy loop's length: a fixed count of xorshift rounds
 // (three dependent shift-xors each), so that every run does the same work.
 // 1,000 rounds take about 2 us on an idle core of the machine of

@@ -176,6 +176,12 @@ func workerClaims() []claim {
 		}
 	}
 	return append(cs, claim{
+		what:      "the machine: 64 plain goroutines waiting 1 ms per item (items/s)",
+		ours:      figure{"engine BenchmarkWorkersIOFloor/goroutines=64", "items/s"},
+		floor:     figure{"engine BenchmarkWorkersIOFloor/goroutines=1", "items/s"},
+		floorName: "1 plain goroutine",
+		paired:    true,
+	}, claim{
 		what:      "CPU-bound (about 2 us per item), 2 workers (items/s)",
 		ours:      figure{"engine BenchmarkWorkersCPU/workers=2", "items/s"},
 		floor:     figure{"engine BenchmarkWorkersCPU/workers=1", "items/s"},
