@@ -15,12 +15,34 @@ run() { # dir benchtime pattern pkgs...
 	shift 3
 	(cd "$dir" && $GO test -run '^$' -bench "$pat" -benchtime "$bt" -count "$COUNT" "$@") | tee -a "$out/bench.txt"
 }
+# The group as it was before parallel workers (issue #16): one worker must
+# cost at most 1.1x of it on the publish-to-dispatch benchmark. Its tree is
+# extracted from git to a temporary directory; BASELINE= (empty) skips it.
+BASELINE=${BASELINE-bc5d8ba}
+base=""
+if [ -n "$BASELINE" ] && git cat-file -e "$BASELINE^{commit}" 2>/dev/null; then
+	base=$(mktemp -d)
+	trap 'rm -rf "$base"' EXIT
+	git archive "$BASELINE" | tar -x -C "$base"
+fi
+baseline() { # benchtime pattern: the baseline's engine benchmarks, named baseline/engine
+	[ -n "$base" ] || return 0
+	(cd "$base" && $GO test -run '^$' -bench "$2" -benchtime "$1" -count 1 ./engine/) |
+		sed 's|^pkg: github.com/blackbox-audit/blackbox/engine$|pkg: baseline/engine|' | tee -a "$out/bench.txt"
+}
 # The hand-off and the file source alternate with their floors, one count
 # at a time, so that each ratio compares figures taken moments apart on
-# this shared machine.
+# this shared machine; the publish path alternates with the baseline's.
 for _ in $(seq "$COUNT"); do
 	COUNT=1 run . 2000000x 'ChannelHandoff|Publish$|TryPublishPause$|HostHandle' ./engine/
+	baseline 2000000x 'Publish$'
 done
+# The workers: one run of the binary measures every worker count, and each
+# count's ratio to one worker is taken within that run.
+for _ in $(seq "$COUNT"); do
+	COUNT=1 run . 1x 'Workers(IO|IOFloor|CPU|CPUFloor)$' ./engine/
+done
+run . 1s 'WorkersCPULoop' ./engine/
 run . 2s 'ScaleItems' ./engine/
 run . 3x 'Groups' ./engine/
 for _ in $(seq "$COUNT"); do

@@ -125,6 +125,28 @@ type pipeline struct {
 	f    *engine.Feed
 	c    *committer
 	next int
+	// patient: while the feed refuses items or the commit is behind, the
+	// publisher waits as the file source does (a few yields, then sleeps
+	// cut short by Ready) instead of yielding in a loop, leaving the cores
+	// to the workers.
+	patient bool
+}
+
+// wait is what the publisher does while the feed refuses its item or the
+// commit is behind; idle counts the waits since it last made progress.
+func (p *pipeline) wait(idle *int) {
+	const yields = 64 // as filesource.Source.idle
+	if *idle++; !p.patient || *idle <= yields {
+		runtime.Gosched()
+		return
+	}
+	t := time.NewTimer(min(time.Millisecond, 20*time.Microsecond<<min(*idle-yields-1, 16)))
+	defer t.Stop()
+	select {
+	case <-p.f.Intake().Ready():
+		*idle = 0
+	case <-t.C:
+	}
 }
 
 func newPipeline(b *testing.B, groups int) *pipeline {
@@ -133,35 +155,46 @@ func newPipeline(b *testing.B, groups int) *pipeline {
 		name := "g" + strconv.Itoa(g)
 		gs = append(gs, engine.GroupConfig{Name: name, Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "p" + name, Processor: noop()}}})
 	}
+	p := startPipeline(b, gs...)
+	p.run(10_000) // warm up
+	return p
+}
+
+// startPipeline starts the pipeline of the groups gs, each subscribing
+// feed "in".
+func startPipeline(b *testing.B, gs ...engine.GroupConfig) *pipeline {
 	e, err := engine.New(engine.Config{Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 1024}}, Groups: gs})
 	if err != nil {
 		b.Fatal(err)
 	}
 	p := &pipeline{e: e, f: e.Feed("in"), c: &committer{}}
 	p.f.Intake().SetCommitter(p.c)
-	e.Start(context.Background())
+	if err := e.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	b.Cleanup(func() { e.Stop(context.Background()) })
-	p.run(10_000) // warm up
 	return p
 }
 
 // run publishes n more items and waits until all are acknowledged.
 func (p *pipeline) run(n int) time.Duration {
 	began := time.Now()
+	idle := 0
 	for end := p.next + n; p.next < end; {
 		if !p.f.Intake().TryPublish(p.next, core.Position{Offset: int64(p.next + 1)}) {
 			p.f.Intake().PollAcks()
-			runtime.Gosched()
+			p.wait(&idle)
 			continue
 		}
+		idle = 0
 		if p.next&1023 == 0 {
 			p.f.Intake().PollAcks()
 		}
 		p.next++
 	}
-	for p.c.Committed() < int64(p.next) {
+	for idle = 0; p.c.Committed() < int64(p.next); {
 		p.f.Intake().PollAcks()
-		runtime.Gosched()
+		p.wait(&idle)
 	}
 	return time.Since(began)
 }

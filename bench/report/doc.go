@@ -1,6 +1,11 @@
-// Command report turns `go test -bench` output into the performance table
+// Command report turns `go test -bench` output into the performance tables
 // of docs/PERFORMANCE.md: each blackbox figure beside its floor or peer,
-// measured in the same run, and their ratio against the bar.
+// measured in the same run, and their ratio against the bar. The main
+// table goes between the TABLE markers, the parallel workers' (issue #16)
+// between the WORKERS markers. A paired row's ratio is the median of the
+// ratios of each run of the benchmark binary (bench/run.sh runs them one
+// count at a time); the output of the tree at BASELINE is read under the
+// package name baseline/engine.
 //
 //	go run ./bench/report -o docs/PERFORMANCE.md bench/out/*.txt
 package main

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"sort"
@@ -97,9 +98,27 @@ func (r results) get(f figure) (float64, bool) {
 	return median(v), true
 }
 
+// paired is the median of the ratios ours/floor taken run by run: the
+// i-th value of ours over the i-th of floor, each pair measured by one run
+// of the benchmark binary (bench/run.sh runs them COUNT=1 at a time). It is
+// false when the two were not measured as often.
+func (r results) paired(ours, floor figure) (float64, bool) {
+	o, f := r[ours.bench][ours.unit], r[floor.bench][floor.unit]
+	if len(o) == 0 || len(o) != len(f) {
+		return 0, false
+	}
+	ratios := make([]float64, len(o))
+	for i := range o {
+		ratios[i] = o[i] / f[i]
+	}
+	return median(ratios), true
+}
+
 // claim is one row of the table: ours beside a floor or peer, and their
 // ratio ours/floor. For costs (ns) the ratio must be at most bar; for rates
-// at least bar. A bar of 0 makes the row information only.
+// at least bar. A bar of 0 makes the row information only. The ratio is of
+// the two medians, or, for a paired claim, the median of the ratios of
+// each run (results.paired).
 type claim struct {
 	what      string
 	ours      figure
@@ -107,26 +126,91 @@ type claim struct {
 	floorName string
 	cost      bool // ours and floor are costs (lower is better): bar is a maximum
 	bar       float64
+	paired    bool
 }
 
 var claims = []claim{
-	{"publish to dispatch (ns/item)", figure{"engine BenchmarkPublish", "ns/op"}, figure{"engine BenchmarkChannelHandoff", "ns/op"}, "buffered Go channel hand-off", true, 1.5},
-	{"TryPublish under PAUSE (ns/item)", figure{"engine BenchmarkTryPublishPause", "ns/op"}, figure{"engine BenchmarkChannelHandoff", "ns/op"}, "buffered Go channel hand-off", true, 0},
-	{"file source (lines/s)", figure{"engine/filesource BenchmarkSource/once-earliest", "lines/s"}, figure{"engine/filesource BenchmarkScanner/buffer-0", "lines/s"}, "bufio.Scanner line count", false, 0.5},
-	{"file source vs a plain string hand-off (lines/s)", figure{"engine/filesource BenchmarkSource/once-earliest", "lines/s"}, figure{"engine/filesource BenchmarkPlainHandoff", "lines/s"}, "bufio.Scanner, a string per line, batches over a channel", false, 0},
-	{"CSV recording (rows/s)", figure{"store/csvstore BenchmarkAppend", "rows/s"}, figure{"store/csvstore BenchmarkFloorEncodingCSV", "rows/s"}, "encoding/csv, one write per input", false, 0.5},
-	{"SQLite recording (rows/s)", figure{"store/sqlitestore BenchmarkAppend", "rows/s"}, figure{"store/sqlitestore BenchmarkFloorInsert", "rows/s"}, "bare prepared INSERT, one tx per input", false, 0.5},
-	{"replay from CSV (inputs/s)", figure{"replayer BenchmarkReplayCSV", "inputs/s"}, figure{"replayer BenchmarkRecordCSV", "inputs/s"}, "the recording run (CSV)", false, 2},
-	{"replay from SQLite (inputs/s)", figure{"replayer BenchmarkReplaySQLite", "inputs/s"}, figure{"replayer BenchmarkRecordSQLite", "inputs/s"}, "the recording run (SQLite)", false, 2},
-	{"engine end to end (msgs/s)", figure{"bench/peers BenchmarkEngine", "msgs/s"}, figure{"bench/peers BenchmarkWatermillGoChannel", "msgs/s"}, "Watermill gochannel", false, 20},
-	{"per-item cost at 1M vs 10K (ns/item)", figure{"engine BenchmarkScaleItems/items=1000000", "ns/item"}, figure{"engine BenchmarkScaleItems/items=10000", "ns/item"}, "the same at 10K items", true, 1.3},
+	{"publish to dispatch (ns/item)", figure{"engine BenchmarkPublish", "ns/op"}, figure{"engine BenchmarkChannelHandoff", "ns/op"}, "buffered Go channel hand-off", true, 1.5, false},
+	{"TryPublish under PAUSE (ns/item)", figure{"engine BenchmarkTryPublishPause", "ns/op"}, figure{"engine BenchmarkChannelHandoff", "ns/op"}, "buffered Go channel hand-off", true, 0, false},
+	{"file source (lines/s)", figure{"engine/filesource BenchmarkSource/once-earliest", "lines/s"}, figure{"engine/filesource BenchmarkScanner/buffer-0", "lines/s"}, "bufio.Scanner line count", false, 0.5, false},
+	{"file source vs a plain string hand-off (lines/s)", figure{"engine/filesource BenchmarkSource/once-earliest", "lines/s"}, figure{"engine/filesource BenchmarkPlainHandoff", "lines/s"}, "bufio.Scanner, a string per line, batches over a channel", false, 0, false},
+	{"CSV recording (rows/s)", figure{"store/csvstore BenchmarkAppend", "rows/s"}, figure{"store/csvstore BenchmarkFloorEncodingCSV", "rows/s"}, "encoding/csv, one write per input", false, 0.5, false},
+	{"SQLite recording (rows/s)", figure{"store/sqlitestore BenchmarkAppend", "rows/s"}, figure{"store/sqlitestore BenchmarkFloorInsert", "rows/s"}, "bare prepared INSERT, one tx per input", false, 0.5, false},
+	{"replay from CSV (inputs/s)", figure{"replayer BenchmarkReplayCSV", "inputs/s"}, figure{"replayer BenchmarkRecordCSV", "inputs/s"}, "the recording run (CSV)", false, 2, false},
+	{"replay from SQLite (inputs/s)", figure{"replayer BenchmarkReplaySQLite", "inputs/s"}, figure{"replayer BenchmarkRecordSQLite", "inputs/s"}, "the recording run (SQLite)", false, 2, false},
+	{"engine end to end (msgs/s)", figure{"bench/peers BenchmarkEngine", "msgs/s"}, figure{"bench/peers BenchmarkWatermillGoChannel", "msgs/s"}, "Watermill gochannel", false, 20, false},
+	{"per-item cost at 1M vs 10K (ns/item)", figure{"engine BenchmarkScaleItems/items=1000000", "ns/item"}, figure{"engine BenchmarkScaleItems/items=10000", "ns/item"}, "the same at 10K items", true, 1.3, false},
 }
 
-// info rows: figures without a floor.
-var infos = []struct {
+// workerClaims are the rows of the parallel workers (issue #16), paired
+// run by run: a group of one worker costs at most 1.1x the group before
+// workers on the publish-to-dispatch benchmark (BASELINE in bench/run.sh);
+// with a processor that waits 1 ms per item N workers reach 0.8 x N times
+// one worker's throughput, unordered (by key the rows are information: how
+// evenly the keys hash over the workers sets the figure); with a CPU-bound
+// one 2 workers reach 1.6x one worker on the 2 cores.
+func workerClaims() []claim {
+	cs := []claim{{
+		what:      "publish to dispatch, 1 worker (ns/item)",
+		ours:      figure{"engine BenchmarkPublish", "ns/op"},
+		floor:     figure{"baseline/engine BenchmarkPublish", "ns/op"},
+		floorName: "the same benchmark before parallel workers",
+		cost:      true,
+		bar:       1.1,
+		paired:    true,
+	}}
+	one := figure{"engine BenchmarkWorkersIO/order=none/workers=1", "items/s"}
+	for _, order := range []string{"none", "key"} {
+		for _, n := range []int{2, 4, 8, 16, 32, 64} {
+			c := claim{
+				what:      fmt.Sprintf("1 ms wait per item, %d workers, order %s (items/s)", n, order),
+				ours:      figure{fmt.Sprintf("engine BenchmarkWorkersIO/order=%s/workers=%d", order, n), "items/s"},
+				floor:     one,
+				floorName: "1 worker",
+				paired:    true,
+			}
+			if order == "none" {
+				c.bar = 0.8 * float64(n)
+			}
+			cs = append(cs, c)
+		}
+	}
+	return append(cs, claim{
+		what:      "the machine: 64 plain goroutines waiting 1 ms per item (items/s)",
+		ours:      figure{"engine BenchmarkWorkersIOFloor/goroutines=64", "items/s"},
+		floor:     figure{"engine BenchmarkWorkersIOFloor/goroutines=1", "items/s"},
+		floorName: "1 plain goroutine",
+		paired:    true,
+	}, claim{
+		what:      "CPU-bound (about 2 us per item), 2 workers (items/s)",
+		ours:      figure{"engine BenchmarkWorkersCPU/workers=2", "items/s"},
+		floor:     figure{"engine BenchmarkWorkersCPU/workers=1", "items/s"},
+		floorName: "1 worker",
+		bar:       1.6,
+		paired:    true,
+	}, claim{
+		what:      "the machine: the same loops on 2 plain goroutines (items/s)",
+		ours:      figure{"engine BenchmarkWorkersCPUFloor/goroutines=2", "items/s"},
+		floor:     figure{"engine BenchmarkWorkersCPUFloor/goroutines=1", "items/s"},
+		floorName: "1 plain goroutine",
+		paired:    true,
+	}, claim{
+		what:      "CPU-bound, 2 workers against 2 plain goroutines (items/s)",
+		ours:      figure{"engine BenchmarkWorkersCPU/workers=2", "items/s"},
+		floor:     figure{"engine BenchmarkWorkersCPUFloor/goroutines=2", "items/s"},
+		floorName: "2 plain goroutines",
+		paired:    true,
+	})
+}
+
+// info is a row of a figure without a floor.
+type info struct {
 	what string
 	f    figure
-}{
+}
+
+// infos: the main table's figures without a floor.
+var infos = []info{
 	{"per-item cost at 10K items (ns/item)", figure{"engine BenchmarkScaleItems/items=10000", "ns/item"}},
 	{"per-item cost at 100K items (ns/item)", figure{"engine BenchmarkScaleItems/items=100000", "ns/item"}},
 	{"per-item cost at 1M items (ns/item)", figure{"engine BenchmarkScaleItems/items=1000000", "ns/item"}},
@@ -139,6 +223,11 @@ var infos = []struct {
 	{"resident memory recording 1M inputs (MB)", figure{"replayer BenchmarkRecordCSV", "peak-rss-MB"}},
 	{"resident memory replaying 1M inputs, CSV (MB)", figure{"replayer BenchmarkReplayCSV", "peak-rss-MB"}},
 	{"resident memory replaying 1M inputs, SQLite (MB)", figure{"replayer BenchmarkReplaySQLite", "peak-rss-MB"}},
+}
+
+// workerInfos: the workers' figures without a floor.
+var workerInfos = []info{
+	{"the CPU-bound processor's busy loop alone, one goroutine (ns/item)", figure{"engine BenchmarkWorkersCPULoop", "ns/op"}},
 }
 
 func human(v float64) string {
@@ -154,17 +243,23 @@ func human(v float64) string {
 	}
 }
 
-func render(w io.Writer, res results, cpu, command string) (failed int) {
+// render writes one table: the claims, then the info rows under the
+// heading infoHead, then how they were measured. It returns how many bars
+// were not met or not measured.
+func render(w io.Writer, res results, cs []claim, infoHead string, is []info, cpu, command string) (failed int) {
 	fmt.Fprintf(w, "| figure | blackbox | floor or peer | floor | ratio | bar | holds |\n|---|---|---|---|---|---|---|\n")
-	for _, c := range claims {
+	for _, c := range cs {
 		ours, ok1 := res.get(c.ours)
 		floor, ok2 := res.get(c.floor)
-		if !ok1 || !ok2 {
+		ratio, ok3 := ours/floor, true
+		if c.paired {
+			ratio, ok3 = res.paired(c.ours, c.floor)
+		}
+		if !ok1 || !ok2 || !ok3 {
 			fmt.Fprintf(w, "| %s | %s | %s | %s | - | - | not measured |\n", c.what, val(ours, ok1), c.floorName, val(floor, ok2))
 			failed++
 			continue
 		}
-		ratio := ours / floor
 		bar, holds := "-", "info"
 		switch {
 		case c.bar == 0:
@@ -180,12 +275,12 @@ func render(w io.Writer, res results, cpu, command string) (failed int) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2fx | %s | %s |\n", c.what, human(ours), c.floorName, human(floor), ratio, bar, holds)
 	}
-	fmt.Fprintf(w, "\n| scaling and memory | value |\n|---|---|\n")
-	for _, in := range infos {
+	fmt.Fprintf(w, "\n| %s | value |\n|---|---|\n", infoHead)
+	for _, in := range is {
 		v, ok := res.get(in.f)
 		fmt.Fprintf(w, "| %s | %s |\n", in.what, val(v, ok))
 	}
-	fmt.Fprintf(w, "\nMeasured %s on %s (%d CPUs, %s/%s), medians of the -count runs, with:\n\n    %s\n",
+	fmt.Fprintf(w, "\nMeasured %s on %s (%d CPUs, %s/%s), medians of the -count runs (a paired ratio: the median of each run's ratio), with:\n\n    %s\n",
 		time.Now().UTC().Format("2006-01-02"), cpu, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, command)
 	return failed
 }
@@ -205,7 +300,7 @@ func yes(b bool) string {
 }
 
 func main() {
-	out := flag.String("o", "", "write the table into this Markdown file between the BEGIN/END markers")
+	out := flag.String("o", "", "write the tables into this Markdown file, each between its BEGIN/END markers (TABLE, WORKERS)")
 	command := flag.String("command", "make bench", "the command that produced the input, for the record")
 	flag.Parse()
 	res := results{}
@@ -223,13 +318,24 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	var b strings.Builder
-	failed := render(&b, res, cpu, *command)
-	fmt.Print(b.String())
-	if *out != "" {
-		if err := splice(*out, b.String()); err != nil {
-			fmt.Fprintln(os.Stderr, "report:", err)
-			os.Exit(2)
+	failed := 0
+	for _, t := range []struct {
+		marker   string
+		claims   []claim
+		infoHead string
+		infos    []info
+	}{
+		{"TABLE", claims, "scaling and memory", infos},
+		{"WORKERS", workerClaims(), "workers", workerInfos},
+	} {
+		var b strings.Builder
+		failed += render(&b, res, t.claims, t.infoHead, t.infos, cpu, *command)
+		fmt.Print(b.String(), "\n")
+		if *out != "" {
+			if err := splice(*out, t.marker, b.String()); err != nil {
+				fmt.Fprintln(os.Stderr, "report:", err)
+				os.Exit(2)
+			}
 		}
 	}
 	if failed > 0 {
@@ -237,23 +343,47 @@ func main() {
 	}
 }
 
-const begin, end = "<!-- BEGIN TABLE -->", "<!-- END TABLE -->"
-
-// splice replaces the text between the markers of path with table.
-func splice(path, table string) error {
+// splice replaces the text of path between the markers
+// <!-- BEGIN name --> and <!-- END name --> with table. The file is
+// replaced whole (a temporary file, synced, renamed over it).
+func splice(path, name, table string) error {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
+	begin, end := "<!-- BEGIN "+name+" -->", "<!-- END "+name+" -->"
 	s := string(old)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
 		return fmt.Errorf("%s: no %s ... %s markers", path, begin, end)
 	}
 	s = s[:i+len(begin)] + "\n" + table + s[j:]
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(s); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		defer d.Close()
+		return d.Sync()
+	}
+	return nil
 }
