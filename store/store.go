@@ -140,6 +140,25 @@ type Reader interface {
 	Close() error
 }
 
+// StreamsReader is a Reader that reads the rows of every processor stream
+// in one pass over the recording, checking the whole recording as it goes
+// (csvstore and sqlitestore stores implement it): a replay reads a
+// recording once through it.
+type StreamsReader interface {
+	Reader
+	// Streams yields the rows of every processor stream (the rows whose
+	// Processor is not ""): the rows of each stream in the order its
+	// Stream yields them, the streams interleaved as the backend reads
+	// them. A row that Stream(p) would yield as a *Problem (a malformed
+	// row, the torn last line) is yielded with that *Problem and an Entry
+	// holding only its Processor, p. An I/O error is yielded once and
+	// ends the iteration. Every row of the recording, META and JOURNAL
+	// rows included, is checked as Problems checks it: once an iteration
+	// has run to its end, Problems and Processors answer without reading
+	// the recording again.
+	Streams() iter.Seq2[Entry, error]
+}
+
 // Writer appends rows to a new recording. Each Append is atomic with respect
 // to a crash as far as the backend allows: one write call (CSV) or one
 // transaction (SQLite). A Writer is not safe for concurrent use.

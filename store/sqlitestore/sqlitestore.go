@@ -49,6 +49,7 @@ const (
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	rowsSQL    = `SELECT ` + cols + ` FROM rows WHERE id <= ? ORDER BY id`
 	streamSQL  = `SELECT ` + cols + ` FROM rows WHERE processor = ? AND id <= ? ORDER BY idx, id`
+	streamsSQL = `SELECT ` + cols + ` FROM rows WHERE processor <> '' AND id <= ? ORDER BY processor, idx, id`
 	journalSQL = `SELECT ` + cols + ` FROM rows WHERE kind = 'JOURNAL' AND source = ? AND seq = ? AND processor = '' AND id <= ? ORDER BY id LIMIT 1`
 )
 
@@ -87,9 +88,10 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Syncer   = (*Store)(nil)
-	_ store.Verifier = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.Syncer        = (*Store)(nil)
+	_ store.Verifier      = (*Store)(nil)
+	_ store.StreamsReader = (*Store)(nil)
 )
 
 type view struct {
@@ -829,6 +831,30 @@ func (s *Store) Rows() iter.Seq2[store.Entry, error] { return s.query(rowsSQL) }
 // streaming, through the (processor, idx) index.
 func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
 	return s.query(streamSQL, processor)
+}
+
+// Streams yields the rows of every processor stream in one query, stream
+// after stream (ordered by name), each ordered as Stream orders it, through
+// the (processor, idx) index. A row whose columns do not hold a row is
+// yielded with its malformed *store.Problem, whose Processor is the
+// stream's; one whose processor column is not text belongs to no stream
+// and is left out, as from every Stream. Open checked every row already
+// (store.StreamsReader): Problems and Processors never read again.
+func (s *Store) Streams() iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) {
+		for e, err := range s.query(streamsSQL) {
+			var p *store.Problem
+			if errors.As(err, &p) {
+				if p.Processor == "" {
+					continue
+				}
+				e = store.Entry{Processor: p.Processor}
+			}
+			if !yield(e, err) {
+				return
+			}
+		}
+	}
 }
 
 // Journal returns the first JOURNAL row of (feed, seq), found through the
