@@ -152,7 +152,10 @@ type StreamsReader interface {
 	// them. A row that Stream(p) would yield as a *Problem (a malformed
 	// row, the torn last line) is yielded with that *Problem and an Entry
 	// holding only its Processor, p. An I/O error is yielded once and
-	// ends the iteration. Every row of the recording, META and JOURNAL
+	// ends the iteration. Streams is a pass, not a store of rows: the
+	// Payload and Reads of a yielded Entry may be the backend's buffers,
+	// valid only until the iteration goes on (copy what you keep), so
+	// that a row costs no allocation. Every row of the recording, META and JOURNAL
 	// rows included, is checked as Problems checks it: once an iteration
 	// has run to its end, Problems and Processors answer without reading
 	// the recording again.

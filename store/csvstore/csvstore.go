@@ -612,7 +612,8 @@ func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
 // one read of the file: an iteration that runs to its end makes the view
 // Problems, Processors and Meta's readers answer from. Malformed lines and
 // the torn last line are yielded as Stream yields them, to the processor
-// whose Stream yields them (store.StreamsReader).
+// whose Stream yields them (store.StreamsReader). A row's Payload and
+// Reads are the decoder's: valid until the iteration goes on.
 func (s *Store) Streams() iter.Seq2[store.Entry, error] {
 	return func(yield func(store.Entry, error) bool) {
 		end, size, err := s.extent()
@@ -653,8 +654,11 @@ func (s *Store) Streams() iter.Seq2[store.Entry, error] {
 				break
 			}
 			v.end = lr.off
-			mode := full
-			if !first && len(line) > 0 && line[0] == ',' {
+			mode := borrow // yielded, then forgotten: store.StreamsReader
+			switch {
+			case first:
+				mode = full // DecodeMeta reads the detail
+			case len(line) > 0 && line[0] == ',':
 				mode = check // a META or JOURNAL row: checked, not yielded
 			}
 			e, re := decodeLine(dec, line, long, mode)

@@ -46,7 +46,8 @@ func BenchmarkDecodeGocsv(b *testing.B) {
 
 // agree checks that the decoder (fast path first) and gocsv decode line
 // alike: the same Entry, or the same error; and that the check mode reads
-// the same row, but for the fields it leaves zero.
+// the same row, but for the fields it leaves zero, and the borrowing mode
+// the same row.
 func agree(t *testing.T, line []byte) {
 	t.Helper()
 	d := newDecoder()
@@ -57,6 +58,14 @@ func agree(t *testing.T, line []byte) {
 	}
 	if d := cmp.Diff(want, got); d != "" || !reflect.DeepEqual(want, got) {
 		t.Fatalf("%q: decode (-gocsv +decode):\n%s", line, d)
+	}
+	// The borrowing mode (Streams) reads the same row.
+	b, bre := newDecoder().decodeAs(line, borrow)
+	if (bre == nil) != (gre == nil) || (bre != nil && *bre != *gre) {
+		t.Fatalf("%q: borrow error %v, decode %v", line, bre, gre)
+	}
+	if d := cmp.Diff(got, b); d != "" || !reflect.DeepEqual(got, b) {
+		t.Fatalf("%q: borrow mode (-decode +borrow):\n%s", line, d)
 	}
 	c, cre := d.decodeAs(line, check)
 	if (cre == nil) != (gre == nil) || (cre != nil && *cre != *gre) {

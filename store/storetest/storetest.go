@@ -159,6 +159,8 @@ func checkStreamsOf(t *testing.T, s store.Store, problems []store.Problem, procs
 		if p != nil {
 			e = store.Entry{}
 		}
+		// Payload and Reads are valid until the iteration goes on.
+		e.Payload, e.Reads = bytes.Clone(e.Payload), slices.Clone(e.Reads)
 		got[name] = append(got[name], item{e, p})
 	}
 	// Problems and Processors, from the view Streams left, equal another
