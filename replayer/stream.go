@@ -220,6 +220,17 @@ func (rp *replay) start(e *store.Entry) {
 	}
 }
 
+// decode decodes an input's payload with the app, turning a panic into an
+// error (as protect does, without a closure to allocate per input).
+func (rp *replay) decode(b []byte) (item any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v", v)
+		}
+	}()
+	return rp.job.app.Decode(b)
+}
+
 // protect runs f, turning a panic into an error.
 func protect(f func() error) (err error) {
 	defer func() {
@@ -248,8 +259,8 @@ func (rp *replay) input(e *store.Entry) {
 		payload = j.Payload
 	}
 	c.payload = append(c.payload[:0], payload...)
-	var item any
-	if err := protect(func() (err error) { item, err = rp.job.app.Decode(c.payload); return err }); err != nil {
+	item, err := rp.decode(c.payload)
+	if err != nil {
 		rp.stop(e.Index, StopError, "input at index %d does not decode: %v", e.Index, err)
 		return
 	}
