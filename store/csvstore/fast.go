@@ -23,7 +23,7 @@ import (
 //     handles only lines it fully understands and returns exactly the
 //     Entry gocsv's decoding returns for them; on any other line (a quote
 //     out of place, a wrong number of fields, a '\r', a number, kind or
-//     instant that is not plainly canonical, an integer of 19 digits ...)
+//     instant that is not plainly canonical, an integer out of range ...)
 //     it gives up and the line goes through decodeGocsv, so every error,
 //     and every row it is not sure of, is gocsv's. TestFastDecoderAgrees
 //     and FuzzRowDecode check that both decoders agree on every line.
@@ -265,28 +265,34 @@ func present(b []byte) string {
 	return "x"
 }
 
-// fastInt accepts the text strconv.FormatInt writes, up to 18 digits (so
-// it cannot overflow); longer numbers go through gocsv.
+// fastInt accepts exactly the text strconv.FormatInt writes: every int64,
+// up to 19 digits (summed in a uint64, which 19 digits cannot overflow, then
+// checked against the int64 range). The epochs of file sources are random
+// 64-bit numbers, mostly of 19 digits: a row holding one must not cost a
+// gocsv decoding.
 func fastInt(b []byte) (int64, bool) {
 	d := b
 	neg := len(d) > 0 && d[0] == '-'
 	if neg {
 		d = d[1:]
 	}
-	if len(d) == 0 || len(d) > 18 || (d[0] == '0' && (len(d) > 1 || neg)) {
+	if len(d) == 0 || len(d) > 19 || (d[0] == '0' && (len(d) > 1 || neg)) {
 		return 0, false
 	}
-	var v int64
+	var v uint64
 	for _, c := range d {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		v = v*10 + int64(c-'0')
+		v = v*10 + uint64(c-'0')
 	}
-	if neg {
-		v = -v
+	switch {
+	case neg && v <= 1<<63:
+		return -int64(v), true // -(1<<63) wraps to itself: math.MinInt64
+	case !neg && v <= 1<<63-1:
+		return int64(v), true
 	}
-	return v, true
+	return 0, false
 }
 
 func fastKind(b []byte) (store.Kind, bool) {
