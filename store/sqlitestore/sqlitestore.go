@@ -54,7 +54,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// order in rowid order: one scan of the table in rowid order then
 	// yields what streamsSQL yields, without a lookup per row.
 	streamsCleanSQL = `SELECT ` + cols + ` FROM rows WHERE id <= ? AND processor <> '' ORDER BY id`
-	journalSQL = `SELECT ` + cols + ` FROM rows WHERE kind = 'JOURNAL' AND source = ? AND seq = ? AND processor = '' AND id <= ? ORDER BY id LIMIT 1`
+	journalSQL      = `SELECT ` + cols + ` FROM rows WHERE kind = 'JOURNAL' AND source = ? AND seq = ? AND processor = '' AND id <= ? ORDER BY id LIMIT 1`
 )
 
 // columns names the CSV columns, in the order of cols after id.
