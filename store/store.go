@@ -133,8 +133,9 @@ type Reader interface {
 	// Journal returns the JOURNAL row of (feed, seq), or an error wrapping
 	// ErrMissingJournal. Lookups of one feed in increasing seq are streaming.
 	Journal(feed string, seq int64) (Entry, error)
-	// Problems lists the integrity problems found when the recording was
-	// opened; empty means complete. A store that cannot be read (an I/O
+	// Problems lists the integrity problems of the recording as it was
+	// when opened (a backend may check it at open or at the first read that
+	// needs it); empty means complete. A store that cannot be read (an I/O
 	// error, a closed store) reports an unreadable Problem, never none.
 	Problems() []Problem
 	Close() error
