@@ -3,6 +3,7 @@ package replayer_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -165,4 +166,30 @@ func TestAReplayOfACSVRecordingReadsItOnce(t *testing.T) {
 			size, read, float64(read)/float64(size), slack)
 	}
 	t.Logf("%d bytes, %d read", size, read)
+}
+
+// TestAOnePassReplayCancelledMidwayReportsItsProcessorsCancelled: a
+// context cancelled while the pass runs stops every processor, with the
+// report so far and an error wrapping context.Canceled.
+func TestAOnePassReplayCancelledMidwayReportsItsProcessorsCancelled(t *testing.T) {
+	lines := make([]string, 2*replayer.ProgressEvery+5)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("acct%d,%d", i%7, i)
+	}
+	r := csvFile(t, run{procs: []string{"ledger", "alerts"}}.memory(t, lines...))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls int
+	rep, err := replayer.Replay(ctx, r, builtins(), replayer.Options{Progress: func(string, int64) { calls++; cancel() }})
+	if !errors.Is(err, context.Canceled) || rep == nil || rep.Complete {
+		t.Fatalf("cancelled: err %v report %+v", err, rep)
+	}
+	if calls == 0 || calls > 2 || len(rep.Processors) != 2 { // each processor may reach its first progress call before the next look at ctx
+		t.Fatalf("%d progress calls, %d processors, want 1 or 2 and 2", calls, len(rep.Processors))
+	}
+	for _, pr := range rep.Processors {
+		if pr.StopKind != replayer.StopCancelled || pr.Inputs >= int64(len(lines)) {
+			t.Errorf("processor %s: stop %q (%s) after %d inputs, want cancelled before the end", pr.Processor, pr.StopKind, pr.Stop, pr.Inputs)
+		}
+	}
 }
