@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"runtime"
@@ -172,10 +173,10 @@ func render(w io.Writer, res results, cpu, command string) (failed int) {
 		switch {
 		case c.bar == 0:
 		case c.cost:
-			bar = fmt.Sprintf("<= %.1fx", c.bar)
+			bar = "<= " + barText(c.bar)
 			holds = yes(ratio <= c.bar)
 		default:
-			bar = fmt.Sprintf(">= %.1fx", c.bar)
+			bar = ">= " + barText(c.bar)
 			holds = yes(ratio >= c.bar)
 		}
 		if holds == "NO" {
@@ -191,6 +192,14 @@ func render(w io.Writer, res results, cpu, command string) (failed int) {
 	fmt.Fprintf(w, "\nMeasured %s on %s (%d CPUs, %s/%s), medians of the -count runs, with:\n\n    %s\n",
 		time.Now().UTC().Format("2006-01-02"), cpu, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, command)
 	return failed
+}
+
+// barText writes a bar with one decimal, two when it needs them (0.25x).
+func barText(b float64) string {
+	if math.Round(b*10) == b*10 {
+		return fmt.Sprintf("%.1fx", b)
+	}
+	return fmt.Sprintf("%.2fx", b)
 }
 
 func val(v float64, ok bool) string {
