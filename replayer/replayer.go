@@ -148,9 +148,14 @@ type Loss struct {
 // A panic, an unresolvable journal row or an undecodable payload stops that
 // processor only; Replay never panics because of a processor.
 //
-// Replay streams: it holds one input and its outputs at a time, so its
-// memory does not grow with the recording. Processors are replayed one
-// after another, in the order of r.Processors().
+// Replay streams: it holds one input and its outputs per processor at a
+// time, so its memory does not grow with the recording. A reader that is a
+// store.StreamsReader (the CSV and SQLite stores) is read once: every
+// processor is replayed in that one pass over its streams, which also
+// checks the recording (Report.Problems); journal rows are looked up with
+// Reader.Journal. Other readers' processors are replayed one after another,
+// each from its Stream. Either way the report lists the processors in the
+// order of r.Processors().
 //
 // The error is for usage and I/O problems only: an unknown app (wrapping
 // ErrUnknownApp), a codec mismatch (ErrCodec), a read error of the store, a
@@ -171,27 +176,37 @@ func Replay(ctx context.Context, r store.Reader, apps []core.App, opts Options) 
 	if name, ok := meta.Options["codec"]; ok && name != codec.Name() {
 		return nil, fmt.Errorf("%w: the recording was written with codec %q, replaying with %q", ErrCodec, name, codec.Name())
 	}
-	procs := r.Processors()
-	jobs := make([]job, 0, len(procs))
-	for _, p := range procs {
+	resolve := func(p string) (job, error) {
 		name := opts.App
 		if name == "" {
 			name = meta.Apps[p]
 		}
 		if name == "" {
-			return nil, fmt.Errorf("%w: the recording names no app for processor %q (set the app to replay it with)", ErrUnknownApp, p)
+			return job{}, fmt.Errorf("%w: the recording names no app for processor %q (set the app to replay it with)", ErrUnknownApp, p)
 		}
 		a, ok := core.FindApp(apps, name)
 		if !ok {
-			return nil, fmt.Errorf("%w %q for processor %q (known: %s)", ErrUnknownApp, name, p, core.AppNames(apps))
+			return job{}, fmt.Errorf("%w %q for processor %q (known: %s)", ErrUnknownApp, name, p, core.AppNames(apps))
 		}
 		if a.New == nil {
-			return nil, fmt.Errorf("%w: app %q has no New", ErrUsage, name)
+			return job{}, fmt.Errorf("%w: app %q has no New", ErrUsage, name)
 		}
 		if a.Decode == nil {
 			a.Decode = codec.Decode
 		}
-		jobs = append(jobs, job{proc: p, app: a, options: opts.AppOptions[name]})
+		return job{proc: p, app: a, options: opts.AppOptions[name]}, nil
+	}
+	if sr, ok := r.(store.StreamsReader); ok && ctx.Err() == nil {
+		return replayOnce(ctx, sr, resolve, codec, opts)
+	}
+	procs := r.Processors()
+	jobs := make([]job, 0, len(procs))
+	for _, p := range procs {
+		j, err := resolve(p)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
 	}
 	rep := &Report{Processors: make([]ProcessorReport, 0, len(jobs)), Problems: nonNil(r.Problems())}
 	var err error
@@ -213,6 +228,112 @@ func Replay(ctx context.Context, r store.Reader, apps []core.App, opts Options) 
 		}
 		rep.Processors = append(rep.Processors, pr)
 	}
+	rep.verdict()
+	return rep, err
+}
+
+// replayOnce replays every processor of r in one pass over its streams
+// (store.StreamsReader), which checks the recording as it goes. A
+// processor's app is resolved at its first row; when one cannot be, the
+// error is the one Replay returns for the first such processor of
+// r.Processors(), before any replay.
+func replayOnce(ctx context.Context, r store.StreamsReader, resolve func(string) (job, error), codec recorder.Codec, opts Options) (*Report, error) {
+	reps := map[string]*ProcessorReport{}
+	replays := map[string]*replay{}
+	start := func(p string) (*replay, error) {
+		j, err := resolve(p)
+		if err != nil {
+			return nil, err
+		}
+		pr := &ProcessorReport{Processor: j.proc, App: j.app.Name, Losses: []Loss{}, Problems: []store.Problem{}}
+		rp := newReplay(ctx, r, j, codec, opts, pr)
+		rp.begin()
+		reps[p], replays[p] = pr, rp
+		return rp, nil
+	}
+	var err error
+	var rows int64
+	for e, rerr := range r.Streams() {
+		if rows++; rows%ctxEvery == 0 {
+			if cerr := ctx.Err(); cerr != nil {
+				for _, rp := range replays {
+					rp.stop(rp.last, StopCancelled, "cancelled at index %d: %v", rp.last, cerr)
+				}
+				err = fmt.Errorf("replayer: processor %q: %w", e.Processor, cerr)
+				break
+			}
+		}
+		var pb *store.Problem
+		if rerr != nil && !errors.As(rerr, &pb) {
+			for _, rp := range replays {
+				rp.stop(rp.last, StopError, "reading the recording: %v", rerr)
+			}
+			err = fmt.Errorf("replayer: reading the recording: %w", rerr)
+			break
+		}
+		rp := replays[e.Processor]
+		if rp == nil {
+			if rp, err = start(e.Processor); err != nil {
+				break
+			}
+		}
+		if rp.stopped {
+			continue
+		}
+		if pb != nil {
+			rp.finish()
+			rp.stop(pb.Index, StopError, "unreadable row (index %d): %s", pb.Index, pb.Detail)
+			continue
+		}
+		rp.last = e.Index
+		rp.row(&e)
+	}
+	if errors.Is(err, ErrUnknownApp) || errors.Is(err, ErrUsage) {
+		// The error for the first such processor in r.Processors() order,
+		// as Replay gives it.
+		for _, p := range r.Processors() {
+			if _, rerr := resolve(p); rerr != nil {
+				return nil, rerr
+			}
+		}
+		return nil, err
+	}
+	procs := r.Processors()
+	rep := &Report{Processors: make([]ProcessorReport, 0, len(procs)), Problems: nonNil(r.Problems())}
+	for _, p := range procs {
+		pr := reps[p]
+		switch {
+		case pr != nil:
+			replays[p].finish()
+		case err != nil:
+			j, rerr := resolve(p)
+			if rerr != nil {
+				return nil, rerr
+			}
+			pr = &ProcessorReport{Processor: j.proc, App: j.app.Name, Losses: []Loss{}, Problems: []store.Problem{},
+				Stop: "not replayed: " + err.Error(), StopKind: StopCancelled}
+		default: // a stream with no row Streams yields: replayed empty, as Replay does
+			rp, rerr := start(p)
+			if rerr != nil {
+				return nil, rerr
+			}
+			rp.finish()
+			pr = reps[p]
+		}
+		for _, pb := range rep.Problems {
+			if pb.Processor == p {
+				pr.Problems = append(pr.Problems, pb)
+			}
+		}
+		rep.Processors = append(rep.Processors, *pr)
+	}
+	rep.verdict()
+	return rep, err
+}
+
+// verdict sets Identical, Complete and Lossless from the processors'
+// reports and the problems.
+func (rep *Report) verdict() {
 	rep.Identical, rep.Complete, rep.Lossless = true, len(rep.Problems) == 0 && len(rep.Processors) > 0, true
 	for _, pr := range rep.Processors {
 		if pr.Divergences > 0 {
@@ -225,7 +346,6 @@ func Replay(ctx context.Context, r store.Reader, apps []core.App, opts Options) 
 			rep.Lossless = false
 		}
 	}
-	return rep, err
 }
 
 type job struct {

@@ -41,6 +41,7 @@ type replay struct {
 	// them, for the same feed and seq, is a completion callback's failure.
 	after   inputRef
 	stopped bool
+	last    int64 // the index of the last row replayed
 }
 
 // input is the input being replayed: its row, what the replay emitted, and
@@ -87,16 +88,9 @@ func (fixedClock) Now() time.Time { return timerBase }
 // run replays the stream. Its error is an I/O error of the store or the
 // context's.
 func (rp *replay) run() error {
-	p, err := rp.newProcessor()
-	if err != nil {
-		rp.stop(0, StopError, "%v", err)
+	if rp.begin(); rp.stopped {
 		return nil
 	}
-	rp.proc = p
-	rp.host = core.NewHost(rp.job.proc, p, &rp.clock, core.WithTimers(fixedClock{}, func(n int, due time.Time) {
-		rp.timers[n] = due.Sub(timerBase)
-	}))
-	rp.host.SetClock(&rp.clock)
 	var rows int64
 	for e, err := range rp.r.Stream(rp.job.proc) {
 		if rows++; rows%ctxEvery == 0 {
@@ -123,6 +117,21 @@ func (rp *replay) run() error {
 	}
 	rp.finish()
 	return nil
+}
+
+// begin builds the processor and its host; a processor that cannot be
+// built stops the replay.
+func (rp *replay) begin() {
+	p, err := rp.newProcessor()
+	if err != nil {
+		rp.stop(0, StopError, "%v", err)
+		return
+	}
+	rp.proc = p
+	rp.host = core.NewHost(rp.job.proc, p, &rp.clock, core.WithTimers(fixedClock{}, func(n int, due time.Time) {
+		rp.timers[n] = due.Sub(timerBase)
+	}))
+	rp.host.SetClock(&rp.clock)
 }
 
 // newProcessor builds the app's processor, recovering a panic.
@@ -211,6 +220,17 @@ func (rp *replay) start(e *store.Entry) {
 	}
 }
 
+// decode decodes an input's payload with the app, turning a panic into an
+// error (as protect does, without a closure to allocate per input).
+func (rp *replay) decode(b []byte) (item any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v", v)
+		}
+	}()
+	return rp.job.app.Decode(b)
+}
+
 // protect runs f, turning a panic into an error.
 func protect(f func() error) (err error) {
 	defer func() {
@@ -239,8 +259,8 @@ func (rp *replay) input(e *store.Entry) {
 		payload = j.Payload
 	}
 	c.payload = append(c.payload[:0], payload...)
-	var item any
-	if err := protect(func() (err error) { item, err = rp.job.app.Decode(c.payload); return err }); err != nil {
+	item, err := rp.decode(c.payload)
+	if err != nil {
 		rp.stop(e.Index, StopError, "input at index %d does not decode: %v", e.Index, err)
 		return
 	}

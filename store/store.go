@@ -157,11 +157,34 @@ type Reader interface {
 	// Journal returns the JOURNAL row of (feed, seq), or an error wrapping
 	// ErrMissingJournal. Lookups of one feed in increasing seq are streaming.
 	Journal(feed string, seq int64) (Entry, error)
-	// Problems lists the integrity problems found when the recording was
-	// opened; empty means complete. A store that cannot be read (an I/O
+	// Problems lists the integrity problems of the recording as it was
+	// when opened (a backend may check it at open or at the first read that
+	// needs it); empty means complete. A store that cannot be read (an I/O
 	// error, a closed store) reports an unreadable Problem, never none.
 	Problems() []Problem
 	Close() error
+}
+
+// StreamsReader is a Reader that reads the rows of every processor stream
+// in one pass over the recording, checking the whole recording as it goes
+// (csvstore and sqlitestore stores implement it): a replay reads a
+// recording once through it.
+type StreamsReader interface {
+	Reader
+	// Streams yields the rows of every processor stream (the rows whose
+	// Processor is not ""): the rows of each stream in the order its
+	// Stream yields them, the streams interleaved as the backend reads
+	// them. A row that Stream(p) would yield as a *Problem (a malformed
+	// row, the torn last line) is yielded with that *Problem and an Entry
+	// holding only its Processor, p. An I/O error is yielded once and
+	// ends the iteration. Streams is a pass, not a store of rows: the
+	// Payload and Reads of a yielded Entry may be the backend's buffers,
+	// valid only until the iteration goes on (copy what you keep), so
+	// that a row costs no allocation. Every row of the recording, META and JOURNAL
+	// rows included, is checked as Problems checks it: once an iteration
+	// has run to its end, Problems and Processors answer without reading
+	// the recording again.
+	Streams() iter.Seq2[Entry, error]
 }
 
 // Writer appends rows to a new recording. Each Append is atomic with respect

@@ -16,9 +16,14 @@ import (
 // Store is a CSV recording: one file, a header line, one row per line.
 //
 // A Store from Create appends (Append, Sync) and reads what it has written
-// so far; a Store from Open reads the file as it was when opened (the
-// complete lines then; a last line without '\n' is the torn Problem) and
-// refuses Append with store.ErrReadOnly.
+// so far; a Store from Open reads the file as it was when opened (its
+// bytes then: the complete lines, and a last line without '\n' is the torn
+// Problem) and refuses Append with store.ErrReadOnly.
+//
+// Open reads only the header and the META row; the whole file is checked
+// (store.Checker) by the first read that needs it: Problems, Processors or
+// Verify, or a Streams iteration, which checks as it goes so that a replay
+// reads the file once.
 //
 // Store is safe for concurrent use: any number of goroutines may read
 // (Rows, Stream, Journal, Problems ...) while one goroutine appends; Append
@@ -29,6 +34,8 @@ type Store struct {
 	f        *os.File        // nil for NewReader
 	r        io.ReaderAt     // f, or NewReader's reader
 	readOnly bool
+	osize    int64 // Open: the file's bytes when opened
+	oend     int64 // Open: the bytes of the header and the complete lines then
 
 	wmu    sync.Mutex // writer state
 	enc    *encoder
@@ -39,16 +46,17 @@ type Store struct {
 	closed bool
 
 	vmu  sync.Mutex
-	view *view // Open: the view of the file; Create: the last computed one
+	view *view // the last view computed (Open: of the bytes when opened), nil before the first
 
 	jmu     sync.Mutex
 	cursors map[string]*cursor
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Syncer   = (*Store)(nil)
-	_ store.Verifier = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.Syncer        = (*Store)(nil)
+	_ store.Verifier      = (*Store)(nil)
+	_ store.StreamsReader = (*Store)(nil)
 )
 
 // view is what a scan of the file found.
@@ -99,21 +107,29 @@ func Create(path string) (*Store, error) {
 	return &Store{path: path, lock: lock, f: f, r: f, enc: newEncoder(), size: int64(len(headerLine))}, nil
 }
 
-// Open opens the recording at path for reading. It scans the file once,
-// streaming, to check it (Problems) and to find its META row. A file that
-// does not begin with the header, or whose META row is of another format,
-// is refused with an error wrapping store.ErrFormat naming the path.
+// Open opens the recording at path for reading: the bytes it holds now. It
+// reads the header and the first row, and the end of the file to find its
+// last complete line; the rows are checked (Problems) by the first read
+// that needs them (see Store). A file that does not begin with the header,
+// or whose META row does not decode or is of another format, is refused
+// with an error wrapping store.ErrFormat naming the path.
 func Open(path string) (*Store, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("csvstore: open: %w", err)
 	}
-	v, err := scan(f, path, -1)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("csvstore: open: %w", err)
+	}
+	s, err := openReader(f, fi.Size(), path)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &Store{path: path, f: f, r: f, readOnly: true, view: v}, nil
+	s.f = f
+	return s, nil
 }
 
 // NewReader reads the recording in the first size bytes of r, as Open
@@ -121,11 +137,72 @@ func Open(path string) (*Store, error) {
 // stands for the path in errors and Problems. The Store is read-only; its
 // Close does not close r.
 func NewReader(r io.ReaderAt, size int64, name string) (*Store, error) {
-	v, err := scan(io.NewSectionReader(r, 0, size), name, size)
-	if err != nil {
+	return openReader(io.NewSectionReader(r, 0, size), size, name)
+}
+
+// openReader opens the recording in the first size bytes of r for reading:
+// it checks the header, decodes the META row and finds the last complete
+// line.
+func openReader(r io.ReaderAt, size int64, path string) (*Store, error) {
+	lr := newLineReader(io.NewSectionReader(r, 0, size), size, 0, 0)
+	if err := readHeader(lr, path); err != nil {
 		return nil, err
 	}
-	return &Store{path: name, r: io.NewSectionReader(r, 0, size), readOnly: true, view: v}, nil
+	s := &Store{path: path, r: r, readOnly: true, osize: size}
+	line, complete, long, err := lr.next()
+	switch {
+	case err == io.EOF:
+	case err != nil:
+		return nil, &store.FileError{Op: "csvstore: read", Path: path, Err: err}
+	case complete:
+		dec := getDecoder(store.Format)
+		e, re := decodeLine(dec, line, long, full)
+		putDecoder(dec)
+		if re == nil && e.Kind == store.KindMeta {
+			m, err := store.DecodeMeta(e)
+			if err != nil {
+				return nil, &store.FileError{Op: "csvstore: open", Path: path, Line: lr.n, Err: err}
+			}
+			s.meta = m
+		}
+	}
+	if s.oend, err = lastLineEnd(r, size); err != nil {
+		return nil, &store.FileError{Op: "csvstore: read", Path: path, Err: err}
+	}
+	return s, nil
+}
+
+// readHeader reads the first line and checks that it is the header.
+func readHeader(lr *lineReader, path string) error {
+	line, complete, _, err := lr.next()
+	switch {
+	case err == io.EOF:
+		return &store.FileError{Op: "csvstore: open", Path: path, Err: fmt.Errorf("%w: empty file, no CSV header", store.ErrFormat)}
+	case err != nil:
+		return &store.FileError{Op: "csvstore: open", Path: path, Err: err}
+	case !complete || !bytes.Equal(line, headerLine):
+		return &store.FileError{Op: "csvstore: open", Path: path,
+			Err: fmt.Errorf("%w: first line is %q, want the header %q", store.ErrFormat, abbrev(line), Header)}
+	}
+	return nil
+}
+
+// lastLineEnd returns the offset just after the last '\n' in the first size
+// bytes of r (the header's, at least: readHeader checked it), reading back
+// from the end.
+func lastLineEnd(r io.ReaderAt, size int64) (int64, error) {
+	buf := make([]byte, min(size, readBuffer))
+	for end := size; end > 0; {
+		n := min(end, int64(len(buf)))
+		if _, err := r.ReadAt(buf[:n], end-n); err != nil && err != io.EOF {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return end - n + int64(i) + 1, nil
+		}
+		end -= n
+	}
+	return 0, nil
 }
 
 // Path returns the file's path.
@@ -212,31 +289,34 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// extent returns the bytes readers read and the torn problem to report.
-func (s *Store) extent() (end int64, torn *store.Problem, err error) {
+// extent returns the bytes rows are read from (the header and the complete
+// lines) and the bytes readers see (a torn last line after them, for a
+// Store from Open).
+func (s *Store) extent() (end, size int64, err error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
-		return 0, nil, &store.FileError{Op: "csvstore: read", Path: s.path, Err: store.ErrClosed}
+		return 0, 0, &store.FileError{Op: "csvstore: read", Path: s.path, Err: store.ErrClosed}
 	}
 	if s.readOnly {
-		return s.view.end, s.view.torn, nil
+		return s.oend, s.osize, nil
 	}
-	return s.size, nil, nil
+	return s.size, s.size, nil
 }
 
-// current returns the view: Open's, or a scan of what a writer wrote.
+// current returns the view of the bytes readers see: the last one computed
+// when it is of them, else a scan.
 func (s *Store) current() (*view, error) {
-	end, _, err := s.extent()
+	end, size, err := s.extent()
 	if err != nil {
 		return nil, err
 	}
 	s.vmu.Lock()
 	defer s.vmu.Unlock()
-	if s.view != nil && (s.readOnly || s.view.end == end) {
+	if s.view != nil && s.view.end == end {
 		return s.view, nil
 	}
-	v, err := scan(s.r, s.path, end)
+	v, err := scan(s.r, s.path, size)
 	if err != nil {
 		return nil, err
 	}
@@ -244,14 +324,23 @@ func (s *Store) current() (*view, error) {
 	return v, nil
 }
 
+// keep makes v, the view of a complete read of the bytes readers see, the
+// current one.
+func (s *Store) keep(v *view) {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	if s.view == nil || s.view.end != v.end {
+		s.view = v
+	}
+}
+
 // Meta returns the decoded META row (the zero Meta if there is none).
 func (s *Store) Meta() store.Meta {
 	if !s.readOnly {
 		s.wmu.Lock()
 		defer s.wmu.Unlock()
-		return s.meta
 	}
-	return s.view.meta
+	return s.meta // a Store from Open: set by Open, never changed
 }
 
 // format is the format of the recording's rows ("": store.Format).
@@ -278,16 +367,13 @@ func (s *Store) Problems() []store.Problem {
 	return append([]store.Problem(nil), v.problems...)
 }
 
-// Verify re-reads the file (the bytes Open read, or those written so far)
+// Verify re-reads the file (the bytes Open saw, or those written so far)
 // and checks it again.
 func (s *Store) Verify() []store.Problem {
-	end, _, err := s.extent()
-	if err == nil && s.readOnly {
-		end = s.view.size
-	}
+	_, size, err := s.extent()
 	var v *view
 	if err == nil {
-		v, err = scan(s.r, s.path, end)
+		v, err = scan(s.r, s.path, size)
 	}
 	if err != nil {
 		return store.Unreadable(s.path, err)
@@ -303,15 +389,8 @@ func scan(f io.ReaderAt, path string, limit int64) (*view, error) {
 		n = 1<<63 - 1
 	}
 	lr := newLineReader(io.NewSectionReader(f, 0, n), limit, 0, 0)
-	line, complete, _, err := lr.next()
-	switch {
-	case err == io.EOF:
-		return nil, &store.FileError{Op: "csvstore: open", Path: path, Err: fmt.Errorf("%w: empty file, no CSV header", store.ErrFormat)}
-	case err != nil:
-		return nil, &store.FileError{Op: "csvstore: open", Path: path, Err: err}
-	case !complete || !bytes.Equal(line, headerLine):
-		return nil, &store.FileError{Op: "csvstore: open", Path: path,
-			Err: fmt.Errorf("%w: first line is %q, want the header %q", store.ErrFormat, abbrev(line), Header)}
+	if err := readHeader(lr, path); err != nil {
+		return nil, err
 	}
 	v := &view{end: lr.off}
 	c := store.Checker{File: path}
@@ -327,7 +406,7 @@ func scan(f io.ReaderAt, path string, limit int64) (*view, error) {
 			return nil, &store.FileError{Op: "csvstore: read", Path: path, Err: err}
 		}
 		if !complete {
-			p := tornProblem(path, line, lr.n)
+			p := tornProblem(path, line, int64(len(line)), lr.n)
 			v.torn = &p
 			v.size = lr.off + int64(len(line))
 			c.Report(p)
@@ -375,12 +454,13 @@ func rowProblem(path string, re *RowError, line int64) store.Problem {
 		Row: re.Kind, Line: line, Detail: re.Error()}
 }
 
-// tornProblem reports the bytes after the last '\n'. They are never
-// decoded as a row; the processor, index and kind are read from its first
-// fields when they are readable, as a label for the reader, nothing more.
-func tornProblem(path string, tail []byte, line int64) store.Problem {
+// tornProblem reports the bytes after the last '\n' (size of them, up to
+// MaxLine, beginning with tail). They are never decoded as a row; the
+// processor, index and kind are read from its first fields when they are
+// readable, as a label for the reader, nothing more.
+func tornProblem(path string, tail []byte, size, line int64) store.Problem {
 	p := store.Problem{Kind: store.ProblemTorn, File: path, Line: line,
-		Detail: fmt.Sprintf("last line has no line terminator: %d bytes set aside", len(tail))}
+		Detail: fmt.Sprintf("last line has no line terminator: %d bytes set aside", min(size, MaxLine))}
 	r := csv.NewReader(bytes.NewReader(tail[:min(len(tail), 4096)]))
 	r.FieldsPerRecord = -1
 	fields, _ := r.Read() // a partial record on error: the fields before it
@@ -402,10 +482,10 @@ func abbrev(b []byte) string {
 	return string(b)
 }
 
-// lines yields the complete lines of the view after the header, with
-// their numbers, then the torn problem if any.
+// lines yields the complete lines readers see after the header, with
+// their numbers, then returns the torn problem if any.
 func (s *Store) lines(yield func(line []byte, n int64) bool) (*store.Problem, error) {
-	end, torn, err := s.extent()
+	end, size, err := s.extent()
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +493,7 @@ func (s *Store) lines(yield func(line []byte, n int64) bool) (*store.Problem, er
 	for {
 		line, complete, long, err := lr.next()
 		if err == io.EOF {
-			return torn, nil
+			return s.torn(end, size, lr.n+1)
 		}
 		if err != nil {
 			return nil, &store.FileError{Op: "csvstore: read", Path: s.path, Err: err}
@@ -431,6 +511,20 @@ func (s *Store) lines(yield func(line []byte, n int64) bool) (*store.Problem, er
 			return nil, nil
 		}
 	}
+}
+
+// torn returns the torn problem of the bytes from end to size, the
+// physical line n, or nil when there are none.
+func (s *Store) torn(end, size, n int64) (*store.Problem, error) {
+	if size <= end {
+		return nil, nil
+	}
+	tail := make([]byte, min(size-end, 4096))
+	if _, err := s.r.ReadAt(tail, end); err != nil && err != io.EOF {
+		return nil, &store.FileError{Op: "csvstore: read", Path: s.path, Err: err}
+	}
+	p := tornProblem(s.path, tail, size-end, n)
+	return &p, nil
 }
 
 // Rows yields every row in storage order. A line that is not a row yields a
@@ -493,6 +587,143 @@ func (s *Store) entries(processor string, all bool) iter.Seq2[store.Entry, error
 			yield(store.Entry{}, &p)
 		}
 	}
+}
+
+// Streams yields the rows of every processor stream in storage order (the
+// order of each stream's Stream) and checks every line as Problems does, in
+// one read of the file: an iteration that runs to its end makes the view
+// Problems, Processors and Meta's readers answer from. Malformed lines and
+// the torn last line are yielded as Stream yields them, to the processor
+// whose Stream yields them (store.StreamsReader). A row's Payload and
+// Reads are the decoder's: valid until the iteration goes on.
+func (s *Store) Streams() iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) {
+		end, size, err := s.extent()
+		if err != nil {
+			yield(store.Entry{}, err)
+			return
+		}
+		lr := newLineReader(io.NewSectionReader(s.r, 0, size), size, 0, 0)
+		if err := readHeader(lr, s.path); err != nil {
+			yield(store.Entry{}, err)
+			return
+		}
+		v := &view{end: lr.off}
+		c := store.Checker{File: s.path}
+		dec := getDecoder(s.format())
+		defer putDecoder(dec)
+		first := true
+		for {
+			line, complete, long, err := lr.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				yield(store.Entry{}, &store.FileError{Op: "csvstore: read", Path: s.path, Err: err})
+				return
+			}
+			if !complete {
+				p := tornProblem(s.path, line, int64(len(line)), lr.n)
+				v.torn = &p
+				v.size = lr.off + int64(len(line))
+				c.Report(p)
+				if p.Processor != "" {
+					q := p
+					if !yield(store.Entry{Processor: p.Processor}, &q) {
+						return
+					}
+				}
+				break
+			}
+			v.end = lr.off
+			mode := borrow // yielded, then forgotten: store.StreamsReader
+			switch {
+			case first:
+				mode = full // DecodeMeta reads the detail
+			case len(line) > 0 && line[0] == ',':
+				mode = check // a META or JOURNAL row: checked, not yielded
+			}
+			e, re := decodeLine(dec, line, long, mode)
+			if re != nil {
+				first = false
+				p := rowProblem(s.path, re, lr.n)
+				c.Report(p)
+				if owner := streamOf(line, long, re); owner != "" {
+					if !yield(store.Entry{Processor: owner}, &p) {
+						return
+					}
+				}
+				continue
+			}
+			if first && e.Kind == store.KindMeta {
+				if _, err := store.DecodeMeta(e); err != nil {
+					yield(store.Entry{}, &store.FileError{Op: "csvstore: open", Path: s.path, Line: lr.n, Err: err})
+					return
+				}
+			}
+			first = false
+			c.Add(e, lr.n)
+			if e.Processor != "" && !yield(e, nil) {
+				return
+			}
+		}
+		if v.torn == nil {
+			v.size = v.end
+		}
+		if v.end != end {
+			// The file changed under the Store: the view is not of the
+			// bytes readers see.
+			yield(store.Entry{}, &store.FileError{Op: "csvstore: read", Path: s.path, Err: fmt.Errorf("%w: file shorter than when opened", io.ErrUnexpectedEOF)})
+			return
+		}
+		v.meta = s.Meta()
+		v.procs = c.Processors()
+		v.problems = c.Finish()
+		s.keep(v)
+	}
+}
+
+// streamOf returns the processor whose Stream yields the malformed line
+// (re its error; long: longer than MaxLine), as Stream decides it: the first
+// field when the line begins with it as Stream's prefix test sees it, else
+// the processor the decoder could read; "" for none.
+func streamOf(line []byte, long bool, re *RowError) string {
+	if long {
+		return re.Processor
+	}
+	if name, ok := firstField(line); ok && name != "" && bytes.HasPrefix(line, fieldPrefix(name)) {
+		return name
+	}
+	return re.Processor
+}
+
+// firstField returns the text of the first CSV field of line, if it is
+// followed by a ','.
+func firstField(line []byte) (string, bool) {
+	if len(line) == 0 || line[0] != '"' {
+		i := bytes.IndexByte(line, ',')
+		if i < 0 {
+			return "", false
+		}
+		return string(line[:i]), true
+	}
+	var b []byte
+	for i := 1; i < len(line); i++ {
+		if line[i] != '"' {
+			b = append(b, line[i])
+			continue
+		}
+		switch {
+		case i+1 < len(line) && line[i+1] == '"':
+			b = append(b, '"')
+			i++
+		case i+1 < len(line) && line[i+1] == ',':
+			return string(b), true
+		default:
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // cursor is the position of the journal lookups of one feed.

@@ -4,10 +4,14 @@
 //
 // Create starts a new recording (never over a file that holds bytes);
 // each Append is one write(2) of all its rows, so a crash leaves at most one
-// torn last line. Open reads a recording, possibly one still being written:
-// it scans the file once, streaming, checks it with the store's Checker and
-// sets the torn last line aside. Rows, Stream and Journal read the file
-// again, streaming: memory does not grow with the recording's length.
+// torn last line. Open reads a recording, possibly one still being written,
+// as it is when opened: it reads the header, the META row and the end of
+// the file (the torn last line is set aside); the first read that needs the
+// integrity problems (Problems, Processors, Verify) scans the file once,
+// streaming, and checks it with the store's Checker, and so does a Streams
+// iteration (store.StreamsReader) as it yields the rows, so that a replay
+// reads the file once. Rows, Stream and Journal read the file, streaming:
+// memory does not grow with the recording's length.
 //
 // Rows are mapped to columns with github.com/gocarina/gocsv (the record
 // struct's csv tags are the columns). Lines are split by encoding/csv one

@@ -20,3 +20,13 @@ func DecodeRowCheck(line []byte) (store.Entry, error) {
 	}
 	return e, nil
 }
+
+// DecodeRowBorrow decodes one line as Streams does: the Entry's Payload
+// and Reads are the decoder's.
+func DecodeRowBorrow(line []byte) (store.Entry, error) {
+	e, re := newDecoder().decodeAs(line, borrow)
+	if re != nil {
+		return store.Entry{}, re
+	}
+	return e, nil
+}

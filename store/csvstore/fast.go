@@ -23,7 +23,7 @@ import (
 //     handles only lines it fully understands and returns exactly the
 //     Entry gocsv's decoding returns for them; on any other line (a quote
 //     out of place, a wrong number of fields, a '\r', a number, kind or
-//     instant that is not plainly canonical, an integer of 19 digits ...)
+//     instant that is not plainly canonical, an integer out of range ...)
 //     it gives up and the line goes through decodeGocsv, so every error,
 //     and every row it is not sure of, is gocsv's. TestFastDecoderAgrees
 //     and FuzzRowDecode check that both decoders agree on every line.
@@ -37,6 +37,12 @@ type decodeMode int
 const (
 	// full: the whole Entry, owning its memory (Payload, Reads ...).
 	full decodeMode = iota
+	// borrow: the whole Entry, as in full, but its Payload and Reads are
+	// the decoder's: valid until it decodes the next line (store.Streams's
+	// contract). A row costs no allocation unless it has a Detail or a
+	// base64 payload, or goes through gocsv (which gives it its own
+	// memory).
+	borrow
 	// check: the row is validated as in full, but only the fields the
 	// store.Checker reads (Processor, Index, Kind, Source, Seq, N) and
 	// Instant are set; Payload, Detail, Key and Reads are left zero, so
@@ -57,6 +63,7 @@ type fast struct {
 	fields [columns][]byte
 	unq    []byte            // unquoted texts of quoted fields
 	names  map[string]string // interned names
+	reads  []time.Time       // borrow: the last row's clock readings
 }
 
 // intern returns b as a string, shared with earlier calls for the same
@@ -196,12 +203,20 @@ func (f *fast) decode(body []byte, mode decodeMode, e *store.Entry) bool {
 		return false
 	}
 	if len(fs[12]) > 0 {
-		if mode == full {
-			if e.Reads, ok = fastReads(fs[12]); !ok {
+		switch mode {
+		case full:
+			if e.Reads, ok = appendReads(nil, fs[12]); !ok {
 				return false
 			}
-		} else if !fastReadsValid(fs[12]) {
-			return false
+		case borrow:
+			if f.reads, ok = appendReads(f.reads[:0], fs[12]); !ok {
+				return false
+			}
+			e.Reads = f.reads[:len(f.reads):len(f.reads)]
+		default:
+			if !fastReadsValid(fs[12]) {
+				return false
+			}
 		}
 	}
 	decoded, plain, err := store.ParsePayload(f.format, fs[10])
@@ -212,11 +227,13 @@ func (f *fast) decode(body []byte, mode decodeMode, e *store.Entry) bool {
 	// passes store.Validate.
 	e.Processor = f.intern(fs[0])
 	e.Source = f.intern(fs[3])
-	if mode == full {
+	if mode != check {
 		e.Key = f.intern(fs[7])
 		switch {
 		case !plain:
 			e.Payload = decoded
+		case len(fs[10]) > 0 && mode == borrow:
+			e.Payload = fs[10]
 		case len(fs[10]) > 0:
 			e.Payload = bytes.Clone(fs[10])
 		}
@@ -248,28 +265,34 @@ func present(b []byte) string {
 	return "x"
 }
 
-// fastInt accepts the text strconv.FormatInt writes, up to 18 digits (so
-// it cannot overflow); longer numbers go through gocsv.
+// fastInt accepts exactly the text strconv.FormatInt writes: every int64,
+// up to 19 digits (summed in a uint64, which 19 digits cannot overflow, then
+// checked against the int64 range). The epochs of file sources are random
+// 64-bit numbers, mostly of 19 digits: a row holding one must not cost a
+// gocsv decoding.
 func fastInt(b []byte) (int64, bool) {
 	d := b
 	neg := len(d) > 0 && d[0] == '-'
 	if neg {
 		d = d[1:]
 	}
-	if len(d) == 0 || len(d) > 18 || (d[0] == '0' && (len(d) > 1 || neg)) {
+	if len(d) == 0 || len(d) > 19 || (d[0] == '0' && (len(d) > 1 || neg)) {
 		return 0, false
 	}
-	var v int64
+	var v uint64
 	for _, c := range d {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		v = v*10 + int64(c-'0')
+		v = v*10 + uint64(c-'0')
 	}
-	if neg {
-		v = -v
+	switch {
+	case neg && v <= 1<<63:
+		return -int64(v), true // -(1<<63) wraps to itself: math.MinInt64
+	case !neg && v <= 1<<63-1:
+		return int64(v), true
 	}
-	return v, true
+	return 0, false
 }
 
 func fastKind(b []byte) (store.Kind, bool) {
@@ -368,9 +391,12 @@ func daysIn(month, year int) int {
 	return 31
 }
 
-// fastReads parses the reads column as store.ParseReads does ("" aside).
-func fastReads(b []byte) ([]time.Time, bool) {
-	ts := make([]time.Time, 0, bytes.Count(b, []byte{';'})+1)
+// appendReads parses the reads column as store.ParseReads does ("" aside),
+// appending the instants to ts (nil: a slice of their exact length).
+func appendReads(ts []time.Time, b []byte) ([]time.Time, bool) {
+	if ts == nil {
+		ts = make([]time.Time, 0, bytes.Count(b, []byte{';'})+1)
+	}
 	for part := range bytes.SplitSeq(b, []byte{';'}) {
 		t, ok := fastInstant(part)
 		if !ok {

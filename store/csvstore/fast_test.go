@@ -2,6 +2,7 @@ package csvstore
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -46,7 +47,8 @@ func BenchmarkDecodeGocsv(b *testing.B) {
 
 // agree checks that the decoder (fast path first) and gocsv decode line
 // alike: the same Entry, or the same error; and that the check mode reads
-// the same row, but for the fields it leaves zero.
+// the same row, but for the fields it leaves zero, and the borrowing mode
+// the same row.
 func agree(t *testing.T, line []byte) {
 	t.Helper()
 	d := newDecoder()
@@ -57,6 +59,14 @@ func agree(t *testing.T, line []byte) {
 	}
 	if d := cmp.Diff(want, got); d != "" || !reflect.DeepEqual(want, got) {
 		t.Fatalf("%q: decode (-gocsv +decode):\n%s", line, d)
+	}
+	// The borrowing mode (Streams) reads the same row.
+	b, bre := newDecoder().decodeAs(line, borrow)
+	if (bre == nil) != (gre == nil) || (bre != nil && *bre != *gre) {
+		t.Fatalf("%q: borrow error %v, decode %v", line, bre, gre)
+	}
+	if d := cmp.Diff(got, b); d != "" || !reflect.DeepEqual(got, b) {
+		t.Fatalf("%q: borrow mode (-decode +borrow):\n%s", line, d)
 	}
 	c, cre := d.decodeAs(line, check)
 	if (cre == nil) != (gre == nil) || (cre != nil && *cre != *gre) {
@@ -110,6 +120,10 @@ func TestFastDecoderAgrees(t *testing.T) {
 		`p,999999999999999999,START,,0,,0,,0,0,,,`,
 		`p,-999999999999999999,START,,0,,0,,0,0,,,`,
 		`,0,DELIVERY,,0,,1000000000000000000,k,0,0,x,y,`,
+		`p,2,DELIVERY,input,1,,-6486943132747005354,,11,0,,,`,
+		`p,2,DELIVERY,input,1,,9223372036854775808,,11,0,,,`,
+		`p,2,DELIVERY,input,1,,-9223372036854775809,,11,0,,,`,
+		`p,2,DELIVERY,input,1,,99999999999999999999,,11,0,,,`,
 		`p,1,start,,0,,0,,0,0,,,`,
 		`p,1,"START",,0,,0,,0,0,,,`,
 		`p,1,START ,,0,,0,,0,0,,,`,
@@ -175,6 +189,23 @@ func TestFastDecoderCovers(t *testing.T) {
 		if !newDecoder().fast.decode(bytes.TrimSuffix(l, []byte("\n")), full, &e) {
 			t.Errorf("%q: left to gocsv", l)
 		}
+	}
+}
+
+// TestARowWithANineteenDigitEpochIsReadByTheFastDecoder: a file source's
+// epoch is a random 64-bit number, mostly of 19 digits; its DELIVERY rows
+// (one per input) must not go through gocsv, and every int64 is read as
+// strconv.ParseInt reads it.
+func TestARowWithANineteenDigitEpochIsReadByTheFastDecoder(t *testing.T) {
+	for _, epoch := range []int64{-6486943132747005354, 1<<63 - 1, -1 << 63, 1000000000000000000, -1000000000000000000} {
+		line := fmt.Sprintf("p,2,DELIVERY,input,1,,%d,,11,0,,,", epoch)
+		var e store.Entry
+		if !newDecoder().fast.decode([]byte(line), full, &e) {
+			t.Errorf("%q: left to gocsv", line)
+		} else if e.Epoch != epoch {
+			t.Errorf("%q: epoch %d, want %d", line, e.Epoch, epoch)
+		}
+		agree(t, []byte(line+"\n"))
 	}
 }
 

@@ -193,6 +193,13 @@ func FuzzRowDecode(f *testing.F) {
 		if d := cmp.Diff(ref, e); d != "" || !reflect.DeepEqual(ref, e) {
 			t.Fatalf("DecodeRow (-gocsv +DecodeRow):\n%s", d)
 		}
+		be, berr := csvstore.DecodeRowBorrow(line)
+		if (berr == nil) != (err == nil) || (berr != nil && berr.Error() != err.Error()) {
+			t.Fatalf("borrowing decoding error %v, DecodeRow %v", berr, err)
+		}
+		if d := cmp.Diff(e, be); d != "" || !reflect.DeepEqual(e, be) {
+			t.Fatalf("borrowing decoding (-DecodeRow +borrowing):\n%s", d)
+		}
 		ce, cerr := csvstore.DecodeRowCheck(line)
 		if (cerr == nil) != (err == nil) || (cerr != nil && cerr.Error() != err.Error()) {
 			t.Fatalf("check decoding error %v, DecodeRow %v", cerr, err)

@@ -49,7 +49,12 @@ const (
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	rowsSQL    = `SELECT ` + cols + ` FROM rows WHERE id <= ? ORDER BY id`
 	streamSQL  = `SELECT ` + cols + ` FROM rows WHERE processor = ? AND id <= ? ORDER BY idx, id`
-	journalSQL = `SELECT ` + cols + ` FROM rows WHERE kind = 'JOURNAL' AND source = ? AND seq = ? AND processor = '' AND id <= ? ORDER BY id LIMIT 1`
+	streamsSQL = `SELECT ` + cols + ` FROM rows WHERE processor <> '' AND id <= ? ORDER BY processor, idx, id`
+	// In a recording without problems every stream's rows are in index
+	// order in rowid order: one scan of the table in rowid order then
+	// yields what streamsSQL yields, without a lookup per row.
+	streamsCleanSQL = `SELECT ` + cols + ` FROM rows WHERE id <= ? AND processor <> '' ORDER BY id`
+	journalSQL      = `SELECT ` + cols + ` FROM rows WHERE kind = 'JOURNAL' AND source = ? AND seq = ? AND processor = '' AND id <= ? ORDER BY id LIMIT 1`
 )
 
 // columns names the CSV columns, in the order of cols after id.
@@ -87,9 +92,10 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Syncer   = (*Store)(nil)
-	_ store.Verifier = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.Syncer        = (*Store)(nil)
+	_ store.Verifier      = (*Store)(nil)
+	_ store.StreamsReader = (*Store)(nil)
 )
 
 type view struct {
@@ -785,9 +791,19 @@ func (s *Store) Verify() []store.Problem {
 // query yields the decoded rows of a query whose last argument is the id
 // limit.
 func (s *Store) query(q string, args ...any) iter.Seq2[store.Entry, error] {
+	return s.queryTo(-1, q, args...)
+}
+
+// queryTo is query with the id limit maxID (-1: the store's).
+func (s *Store) queryTo(maxID int64, q string, args ...any) iter.Seq2[store.Entry, error] {
 	return func(yield func(store.Entry, error) bool) {
-		maxID, err := s.limit()
-		if err != nil {
+		if maxID < 0 {
+			var err error
+			if maxID, err = s.limit(); err != nil {
+				yield(store.Entry{}, err)
+				return
+			}
+		} else if _, err := s.limit(); err != nil {
 			yield(store.Entry{}, err)
 			return
 		}
@@ -829,6 +845,36 @@ func (s *Store) Rows() iter.Seq2[store.Entry, error] { return s.query(rowsSQL) }
 // streaming, through the (processor, idx) index.
 func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
 	return s.query(streamSQL, processor)
+}
+
+// Streams yields the rows of every processor stream in one query, each
+// stream's rows ordered as Stream orders them: in a recording without
+// problems, in rowid order (the checker found every stream's indexes
+// 1, 2, 3 ... in that order); otherwise stream after stream (ordered by
+// name), through the (processor, idx) index. A row whose columns do not hold a row is
+// yielded with its malformed *store.Problem, whose Processor is the
+// stream's; one whose processor column is not text belongs to no stream
+// and is left out, as from every Stream. Open checked every row already
+// (store.StreamsReader): Problems and Processors never read again.
+func (s *Store) Streams() iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) {
+		q, maxID := streamsSQL, int64(-1)
+		if v, err := s.current(); err == nil && len(v.problems) == 0 {
+			q, maxID = streamsCleanSQL, v.maxID // the rows the checker saw
+		}
+		for e, err := range s.queryTo(maxID, q) {
+			var p *store.Problem
+			if errors.As(err, &p) {
+				if p.Processor == "" {
+					continue
+				}
+				e = store.Entry{Processor: p.Processor}
+			}
+			if !yield(e, err) {
+				return
+			}
+		}
+	}
 }
 
 // Journal returns the first JOURNAL row of (feed, seq), found through the

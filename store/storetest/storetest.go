@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,6 +62,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("VerifyFindsWhatReplayFinds", func(t *testing.T) { testVerifyFindsWhatReplayFinds(t, b) })
 	t.Run("TheLargestRowReadsBackOneByteMoreIsRefused", func(t *testing.T) { testRowSizeLimit(t, b) })
 	t.Run("ASecondWriterIsLockedOut", func(t *testing.T) { testSecondWriterIsLocked(t, b) })
+	t.Run("StreamsYieldWhatEveryStreamYieldsAndCheckAsOpenDoes", func(t *testing.T) { testStreams(t, b) })
 }
 
 // Write creates a recording at path holding rows, appended as a recorder
@@ -93,6 +95,104 @@ func ReadAll(r store.Reader) ([]store.Entry, []error) {
 		rows = append(rows, e)
 	}
 	return rows, errs
+}
+
+// testStreams: Streams of the fixture recording, while it is written and
+// once it is closed (CheckStreams); testProblems checks every corruption.
+func testStreams(t *testing.T, b Backend) {
+	p := path(t)
+	w, err := b.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	groups := Groups(Recording())
+	for i, g := range groups {
+		if err := w.Append(g...); err != nil {
+			t.Fatal(err)
+		}
+		if i == len(groups)/2 {
+			checkStreamsOf(t, w, w.Problems(), w.Processors()) // a recording in progress
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	CheckStreams(t, b, p)
+}
+
+// CheckStreams checks the recording at path through b's store.StreamsReader
+// (skipping a backend without one): on a Store just opened, Streams yields,
+// for every processor, what its Stream yields (rows and problems), and
+// nothing of a row without a processor; after it, Problems and Processors
+// are those of another Store opened on the same file.
+func CheckStreams(t *testing.T, b Backend, path string) {
+	t.Helper()
+	ref := open(t, b, path)
+	if _, ok := ref.(store.StreamsReader); !ok {
+		t.Skip("backend is not a store.StreamsReader")
+	}
+	checkStreamsOf(t, open(t, b, path), ref.Problems(), ref.Processors())
+}
+
+func checkStreamsOf(t *testing.T, s store.Store, problems []store.Problem, procs []string) {
+	t.Helper()
+	sr, ok := s.(store.StreamsReader)
+	if !ok {
+		t.Skip("backend is not a store.StreamsReader")
+	}
+	type item struct {
+		Row     store.Entry
+		Problem *store.Problem
+	}
+	got := map[string][]item{}
+	for e, err := range sr.Streams() {
+		var p *store.Problem
+		if err != nil && !errors.As(err, &p) {
+			t.Fatalf("Streams: %v", err)
+		}
+		if e.Processor == "" {
+			t.Errorf("Streams yielded a row of no processor: %+v %v", e, err)
+			continue
+		}
+		name := e.Processor
+		if p != nil {
+			e = store.Entry{}
+		}
+		// Payload and Reads are valid until the iteration goes on.
+		e.Payload, e.Reads = bytes.Clone(e.Payload), slices.Clone(e.Reads)
+		got[name] = append(got[name], item{e, p})
+	}
+	// Problems and Processors, from the view Streams left, equal another
+	// Store's.
+	if d := cmp.Diff(problems, s.Problems()); d != "" {
+		t.Errorf("Problems after Streams (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(procs, s.Processors()); d != "" {
+		t.Errorf("Processors after Streams (-want +got):\n%s", d)
+	}
+	want := map[string][]item{}
+	names := append([]string(nil), procs...)
+	for name := range got {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		for e, err := range s.Stream(name) {
+			var p *store.Problem
+			if err != nil && !errors.As(err, &p) {
+				t.Fatalf("Stream(%q): %v", name, err)
+			}
+			if p != nil {
+				e = store.Entry{}
+			}
+			want[name] = append(want[name], item{e, p})
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("Streams, by processor, differs from Stream (-stream +streams):\n%s", d)
+	}
 }
 
 func readStream(r store.Reader, p string) ([]store.Entry, []error) {
@@ -401,6 +501,7 @@ func testProblems(t *testing.T, b Backend) {
 			} else if err != nil {
 				t.Fatal(err)
 			}
+			CheckStreams(t, b, p)
 			s := open(t, b, p)
 			ps := s.Problems()
 			if d := cmp.Diff(tt.want, wantsOf(ps)); d != "" {
