@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,6 +26,7 @@ const (
 	DefaultMaxPollRecords = 1024
 	DefaultCommitTimeout  = 10 * time.Second
 	DefaultRevokeTimeout  = 10 * time.Second
+	DefaultVerifyInterval = time.Second
 )
 
 // Options configure a Source.
@@ -45,6 +47,11 @@ type Options struct {
 	MaxPollRecords int
 	// CommitTimeout bounds one offset commit. Default 10s.
 	CommitTimeout time.Duration
+	// VerifyInterval is how often the group's committed offsets are read
+	// back and compared with what the source committed (a commit that
+	// timed out may land late and move an offset back: it is committed
+	// again). Default 1s.
+	VerifyInterval time.Duration
 	// RevokeTimeout bounds how long a revocation waits for the revoked
 	// partitions' published records to be processed before it commits
 	// their processed prefix; the rest is abandoned uncommitted (the new
@@ -86,6 +93,7 @@ type Source struct {
 	detail    string
 	fetchErr  string
 	lastError string
+	verified  time.Time // the last periodic read-back
 
 	// commitMu serialises commits (a poll's and a revocation's).
 	commitMu       sync.Mutex
@@ -108,6 +116,9 @@ type part struct {
 	committed int64 // the highest committed offset (-1: not known)
 	hwm       int64 // the high watermark of the last fetch (-1: not known)
 	paused    bool
+	// uncertain is set by a commit whose outcome is unknown: until then
+	// (and until the offsets read back agree) each commit verifies them.
+	uncertain time.Time
 }
 
 // New returns a source for opts; the client is created by Run.
@@ -128,6 +139,9 @@ func New(opts Options) (*Source, error) {
 	}
 	if opts.CommitTimeout <= 0 {
 		opts.CommitTimeout = DefaultCommitTimeout
+	}
+	if opts.VerifyInterval <= 0 {
+		opts.VerifyInterval = DefaultVerifyInterval
 	}
 	if opts.RevokeTimeout <= 0 {
 		opts.RevokeTimeout = DefaultRevokeTimeout
@@ -415,6 +429,11 @@ func (s *Source) poll() {
 	in := s.in
 	s.mu.Unlock()
 	_, err := in.PollAcks()
+	if err == nil && s.unsure() {
+		// Nothing new to commit, but an offset may have been moved back
+		// by a late commit: verified (and committed again) now.
+		err = s.commit()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -425,6 +444,23 @@ func (s *Source) poll() {
 		s.log.Warn("kafkasource: commit failed; retried at every duty cycle (the committed offsets lag: records are re-delivered, never lost)",
 			"group", s.opts.Group, "err", err)
 	}
+}
+
+// unsure reports whether the committed offsets are due for a read-back:
+// every VerifyInterval, and at every poll while an owned partition's
+// commit had an unknown outcome.
+func (s *Source) unsure() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.verified) >= s.opts.VerifyInterval {
+		return true
+	}
+	for _, p := range s.parts {
+		if p.owned && !p.uncertain.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // assigned starts owning partitions under the current generation.
@@ -537,11 +573,14 @@ func (c committer) Commit() error { return c.s.commit() }
 func (s *Source) commit() error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
+	if err := s.verify(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	cl := s.cl
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, p := range s.parts {
-		if p.owned && p.acked > p.committed {
+		if p.owned && p.acked > 0 && p.acked > p.committed { // acked 0: nothing processed yet
 			if offsets[p.topic] == nil {
 				offsets[p.topic] = map[int32]kgo.EpochOffset{}
 			}
@@ -558,6 +597,19 @@ func (s *Source) commit() error {
 	done := map[string]int64{}
 	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
+			// The request may still land, late (a timeout): until a
+			// read-back shows otherwise for a while, its partitions
+			// are checked at every commit.
+			until := time.Now().Add(2 * s.opts.CommitTimeout)
+			s.mu.Lock()
+			for t, ps := range offsets {
+				for partition := range ps {
+					if p := s.parts[partitionKey(t, partition)]; p != nil {
+						p.uncertain = until
+					}
+				}
+			}
+			s.mu.Unlock()
 			failed = append(failed, err)
 			return
 		}
@@ -582,6 +634,61 @@ func (s *Source) commit() error {
 	if len(failed) > 0 {
 		s.commitFailures.Add(1)
 		return fmt.Errorf("%w: %w", ErrCommit, errors.Join(failed...))
+	}
+	return nil
+}
+
+// verify reads back the group's committed offsets of the owned partitions
+// every VerifyInterval, and at every commit those a commit with an unknown
+// outcome covered (a timeout: the request may still land, after a later
+// commit, and move the offset back), until 2×CommitTimeout after the
+// failure. Where the group's offset is behind the one this source
+// committed, the committed offset is lowered to it, so that this commit
+// sends the acknowledged one again: a late commit never leaves an offset
+// behind for longer than VerifyInterval.
+func (s *Source) verify() error {
+	s.mu.Lock()
+	cl := s.cl
+	due := time.Since(s.verified) >= s.opts.VerifyInterval
+	var check []*part
+	for _, p := range s.parts {
+		if p.owned && p.committed >= 0 && (due || !p.uncertain.IsZero()) {
+			check = append(check, p)
+		}
+	}
+	s.mu.Unlock()
+	if len(check) == 0 || cl == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
+	defer cancel()
+	got, err := kadm.NewClient(cl).FetchOffsets(ctx, s.opts.Group)
+	if err == nil {
+		err = got.Error()
+	}
+	if err != nil {
+		s.commitFailures.Add(1)
+		return fmt.Errorf("%w: reading back the committed offsets after a failed commit: %w", ErrCommit, err)
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if due {
+		s.verified = now
+	}
+	for _, p := range check {
+		at := int64(-1)
+		if o, ok := got.Lookup(p.topic, p.partition); ok {
+			at = o.At
+		}
+		switch {
+		case at < p.committed:
+			s.log.Warn("kafkasource: a late commit moved an offset back; committing the processed offset again",
+				"group", s.opts.Group, "partition", p.key, "committed", at, "processed", p.acked)
+			p.committed = at
+		case now.After(p.uncertain):
+			p.uncertain = time.Time{}
+		}
 	}
 	return nil
 }
