@@ -57,6 +57,9 @@ type Options struct {
 	// their processed prefix; the rest is abandoned uncommitted (the new
 	// owner reads it again). Default 10s.
 	RevokeTimeout time.Duration
+	// Item, when set, builds the item published for a record (for an app
+	// that reads lines: the value as a string). Default: the *Record.
+	Item func(*Record) any
 	// Logger receives warnings (a failed commit). Default slog.Default().
 	Logger *slog.Logger
 	// ClientOptions are passed to kgo.NewClient after the source's own
@@ -94,6 +97,7 @@ type Source struct {
 	fetchErr  string
 	lastError string
 	verified  time.Time // the last periodic read-back
+	seeded    time.Time // the last read of end offsets (seedEnds)
 
 	// commitMu serialises commits (a poll's and a revocation's).
 	commitMu       sync.Mutex
@@ -199,6 +203,7 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 			continue
 		}
 		s.resume(cl)
+		s.seedEnds(ctx, cl)
 		s.report()
 		cl.AllowRebalance()
 		pctx, cancel := context.WithTimeout(ctx, s.opts.PollInterval)
@@ -302,7 +307,11 @@ func (s *Source) publish() bool {
 		items, poss := s.items[:0], s.poss[:0]
 		for _, r := range s.buf[:n] {
 			p := s.parts[partitionKey(r.Topic, r.Partition)]
-			items = append(items, toRecord(r))
+			var item any = toRecord(r)
+			if s.opts.Item != nil {
+				item = s.opts.Item(item.(*Record))
+			}
+			items = append(items, item)
 			poss = append(poss, core.Position{Key: p.key, Offset: r.Offset + 1})
 		}
 		k := s.in.TryPublishBatch(items, poss)
@@ -330,6 +339,49 @@ func toRecord(r *kgo.Record) *Record {
 		}
 	}
 	return rec
+}
+
+// seedEnds reads the end offsets of owned partitions whose high watermark
+// is not known yet, and takes the group's committed offsets of those it
+// has not read from (a partition without new records returns none in a
+// fetch), at most once a second, so that such a partition counts as
+// caught up.
+func (s *Source) seedEnds(ctx context.Context, cl *kgo.Client) {
+	s.mu.Lock()
+	var topics []string
+	if time.Since(s.seeded) >= time.Second {
+		for _, p := range s.parts {
+			if p.owned && (p.hwm < 0 || p.committed < 0 && p.published == 0) && !slices.Contains(topics, p.topic) {
+				topics = append(topics, p.topic)
+			}
+		}
+	}
+	if len(topics) > 0 {
+		s.seeded = time.Now()
+	}
+	s.mu.Unlock()
+	if len(topics) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CommitTimeout)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return // known at the next fetch or the next try
+	}
+	committed := cl.CommittedOffsets()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.parts {
+		if eo, ok := committed[p.topic][p.partition]; ok && p.owned && p.committed < 0 {
+			p.committed = eo.Offset
+		}
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if p := s.parts[partitionKey(o.Topic, o.Partition)]; o.Err == nil && p != nil && p.owned && p.hwm < 0 {
+			p.hwm = o.Offset
+		}
+	})
 }
 
 // pause pauses the fetches of every owned partition (the feed refused a
