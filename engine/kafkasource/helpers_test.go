@@ -33,10 +33,11 @@ func newCluster(t testing.TB, partitions int32) *kfake.Cluster {
 
 // produce writes n records to topic, spread over its partitions by key
 // (key "k<i mod keys>"), value "v<i>", and returns the high watermarks.
-func produce(t testing.TB, c *kfake.Cluster, n, keys int) map[int32]int64 {
+// opts are the producer's.
+func produce(t testing.TB, c *kfake.Cluster, n, keys int, opts ...kgo.Opt) map[int32]int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic),
-		kgo.ProducerLinger(0), kgo.MaxBufferedRecords(n+1))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerLinger(0), kgo.MaxBufferedRecords(n + 1)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
