@@ -23,7 +23,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultPollInterval   = 50 * time.Millisecond
-	DefaultMaxPollRecords = 1024
+	DefaultMaxPollRecords = 8192
 	DefaultCommitTimeout  = 10 * time.Second
 	DefaultRevokeTimeout  = 10 * time.Second
 	DefaultVerifyInterval = time.Second
@@ -43,7 +43,7 @@ type Options struct {
 	// PollInterval is the longest a duty cycle waits for records before it
 	// polls acknowledgements (and commits) again. Default 50ms.
 	PollInterval time.Duration
-	// MaxPollRecords bounds the records taken per poll. Default 1024.
+	// MaxPollRecords bounds the records taken per poll. Default 8192.
 	MaxPollRecords int
 	// CommitTimeout bounds one offset commit. Default 10s.
 	CommitTimeout time.Duration
@@ -184,6 +184,7 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	var refused time.Time // since when the feed refuses the buffered records
 	for {
 		s.poll()
 		if ctx.Err() != nil {
@@ -191,7 +192,15 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 			return nil
 		}
 		if !s.publish() {
-			s.pause(cl)
+			// A queue full for a moment does not stop the fetches
+			// (pausing drops what the client buffered): one that stays
+			// full for a poll interval does.
+			if refused.IsZero() {
+				refused = time.Now()
+				s.setState(engine.StateBehind, "paused: a subscriber's queue is full")
+			} else if time.Since(refused) >= s.opts.PollInterval {
+				s.pause(cl)
+			}
 			cl.AllowRebalance()
 			timer.Reset(s.opts.PollInterval)
 			select {
@@ -202,6 +211,7 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 			}
 			continue
 		}
+		refused = time.Time{}
 		s.resume(cl)
 		s.seedEnds(ctx, cl)
 		s.report()
@@ -305,8 +315,11 @@ func (s *Source) publish() bool {
 	for len(s.buf) > 0 {
 		n := min(len(s.buf), 256)
 		items, poss := s.items[:0], s.poss[:0]
+		var p *part
 		for _, r := range s.buf[:n] {
-			p := s.parts[partitionKey(r.Topic, r.Partition)]
+			if p == nil || p.partition != r.Partition || p.topic != r.Topic {
+				p = s.parts[partitionKey(r.Topic, r.Partition)]
+			}
 			var item any = toRecord(r)
 			if s.opts.Item != nil {
 				item = s.opts.Item(item.(*Record))
@@ -316,7 +329,9 @@ func (s *Source) publish() bool {
 		}
 		k := s.in.TryPublishBatch(items, poss)
 		for i := range k {
-			p := s.parts[poss[i].Key]
+			if p == nil || p.key != poss[i].Key {
+				p = s.parts[poss[i].Key]
+			}
 			p.published = poss[i].Offset
 		}
 		clear(items)
