@@ -26,6 +26,7 @@ run . 3x 'Groups' ./engine/
 for _ in $(seq "$COUNT"); do
 	COUNT=1 run . 1x 'Source/once-earliest|Scanner|PlainHandoff' ./engine/filesource/ -args -filesource.mb=200
 done
+run . 3x 'ConsumeProcessCommit' ./engine/kafkasource/
 run . 200000x 'Append|Floor' ./store/csvstore/ ./store/sqlitestore/
 run . 1000000x 'RecordCSV|ReplayCSV' ./replayer/
 run . 200000x 'RecordSQLite|ReplaySQLite' ./replayer/

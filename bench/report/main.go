@@ -118,6 +118,8 @@ var claims = []claim{
 	{"SQLite recording (rows/s)", figure{"store/sqlitestore BenchmarkAppend", "rows/s"}, figure{"store/sqlitestore BenchmarkFloorInsert", "rows/s"}, "bare prepared INSERT, one tx per input", false, 0.5},
 	{"replay from CSV (inputs/s)", figure{"replayer BenchmarkReplayCSV", "inputs/s"}, figure{"replayer BenchmarkRecordCSV", "inputs/s"}, "the recording run (CSV)", false, 2},
 	{"replay from SQLite (inputs/s)", figure{"replayer BenchmarkReplaySQLite", "inputs/s"}, figure{"replayer BenchmarkRecordSQLite", "inputs/s"}, "the recording run (SQLite)", false, 2},
+	{"Kafka source: consume, process, commit (records/s)", figure{"engine/kafkasource BenchmarkConsumeProcessCommit/source", "records/s"}, figure{"engine/kafkasource BenchmarkConsumeProcessCommit/bare-franz-go", "records/s"}, "bare franz-go loop on the same kfake topic: PollFetches, process, CommitRecords", false, 0.5},
+	{"Kafka source with CSV recording (records/s)", figure{"engine/kafkasource BenchmarkConsumeProcessCommit/source+csv", "records/s"}, figure{"engine/kafkasource BenchmarkConsumeProcessCommit/bare-franz-go", "records/s"}, "the same bare franz-go loop", false, 0},
 	{"engine end to end (msgs/s)", figure{"bench/peers BenchmarkEngine", "msgs/s"}, figure{"bench/peers BenchmarkWatermillGoChannel", "msgs/s"}, "Watermill gochannel", false, 20},
 	{"per-item cost at 1M vs 10K (ns/item)", figure{"engine BenchmarkScaleItems/items=1000000", "ns/item"}, figure{"engine BenchmarkScaleItems/items=10000", "ns/item"}, "the same at 10K items", true, 1.3},
 }

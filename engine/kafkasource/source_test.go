@@ -7,7 +7,6 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
-	"github.com/blackbox-audit/blackbox/engine/kafkasource"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
@@ -52,7 +51,9 @@ func TestHundredThousandRecordsOverEightPartitionsAreProcessedCommittedAndReplay
 	if got := committed(t, c, "g100k"); !equalOffsets(got, hwm) {
 		t.Fatalf("committed offsets %v, want the high watermarks %v", got, hwm)
 	}
-	rep, err := replayer.Replay(ctx, mem, []core.App{app}, replayer.Options{})
+	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer rcancel()
+	rep, err := replayer.Replay(rctx, mem, []core.App{app}, replayer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +61,13 @@ func TestHundredThousandRecordsOverEightPartitionsAreProcessedCommittedAndReplay
 	for _, p := range rep.Processors {
 		inputs += p.Inputs
 	}
-	if !rep.Identical || !rep.Complete || inputs != n {
-		t.Fatalf("replay: identical %v complete %v inputs %d, want identical, complete, %d inputs", rep.Identical, rep.Complete, inputs, n)
+	var outputs int64
+	for _, p := range rep.Processors {
+		outputs += p.Outputs
+	}
+	if !rep.Identical || !rep.Complete || inputs != n || outputs < n/16-8 {
+		t.Fatalf("replay: identical %v complete %v, %d inputs, %d outputs compared; want identical, complete, %d inputs, about %d outputs",
+			rep.Identical, rep.Complete, inputs, outputs, n, n/16)
 	}
 }
 
@@ -76,5 +82,3 @@ func equalOffsets(a, b map[int32]int64) bool {
 	}
 	return true
 }
-
-var _ = kafkasource.PartitionKey
