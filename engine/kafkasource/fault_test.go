@@ -196,7 +196,10 @@ func TestADelayedOffsetCommitResponseNeverMovesAnOffsetBackwards(t *testing.T) {
 	})
 	w := newWarnings()
 	src, err := kafkasource.New(kafkasource.Options{Brokers: c.ListenAddrs(), Topics: []string{topic}, Group: "gdelay",
-		PollInterval: 10 * time.Millisecond, CommitTimeout: 300 * time.Millisecond, Logger: slog.New(w)})
+		PollInterval: 10 * time.Millisecond, CommitTimeout: 300 * time.Millisecond, Logger: slog.New(w),
+		// The unanswered request holds its connection until the read
+		// times out (default 10s): the next commit waits for that.
+		ClientOptions: []kgo.Opt{kgo.RequestTimeoutOverhead(time.Second)}})
 	if err != nil {
 		t.Fatal(err)
 	}
