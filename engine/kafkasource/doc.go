@@ -35,10 +35,11 @@
 // # Overload, rebalances and lost sessions
 //
 // The default policy is PAUSE: when the feed refuses a record, the
-// remaining polled records are kept, the owned partitions' fetches are
-// paused (PauseFetchPartitions) and resumed once the kept records are
-// published (the source waits on Intake.Ready). No record is dropped unless
-// the feed's policy is a drop.
+// remaining polled records are kept and offered again (the source waits on
+// Intake.Ready), and nothing more is polled; when the feed still refuses
+// after PollInterval, the owned partitions' fetches are paused
+// (PauseFetchPartitions) until the kept records are published. No record
+// is dropped unless the feed's policy is a drop.
 //
 // The client blocks rebalances while polled records are being published
 // (BlockRebalanceOnPoll). On a revocation the source waits, bounded by
