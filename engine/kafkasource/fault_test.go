@@ -263,3 +263,58 @@ func committedAt(src *kafkasource.Source) int64 {
 	}
 	return -1
 }
+
+// TestAFullQueuePausesThePartitionsFetchesAndDropsNothing: a processor
+// stuck on the first record fills a queue of 4: the source pauses the
+// partitions' fetches (Status: paused) and the feed is BEHIND; once the
+// processor goes on, every record is processed exactly once, none dropped,
+// and the committed offsets reach the high watermarks.
+func TestAFullQueuePausesThePartitionsFetchesAndDropsNothing(t *testing.T) {
+	const n = 500
+	c := newCluster(t, 2)
+	hwm := produce(t, c, n, 10)
+	tl := newTally(hwm)
+	src := newSource(t, c, "gpause", nil)
+	gate := make(chan struct{})
+	var first sync.Once
+	eng, err := engine.New(engine.Config{
+		Feeds: []engine.FeedConfig{{Name: "kafka", Source: src, QueueSize: 4}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"kafka"}, Processors: []engine.ProcessorConfig{{Name: "p",
+			Processor: core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
+				first.Do(func() { <-gate })
+				tl.add(ev.(*kafkasource.Record))
+				return nil
+			})}}}},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Stop(context.Background())
+	eventually(t, time.Minute, "the owned partitions' fetches paused", func() bool {
+		ps := src.Status().Partitions
+		for _, p := range ps {
+			if p.Owned && !p.Paused {
+				return false
+			}
+		}
+		return len(ps) > 0
+	})
+	if fs := eng.Status().Feeds[0]; fs.State != engine.StateBehind {
+		t.Fatalf("feed state %s while paused, want %s", fs.State, engine.StateBehind)
+	}
+	close(gate)
+	eventually(t, time.Minute, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
+	tl.check(t)
+	if fs := eng.Status().Feeds[0]; fs.Dropped != 0 || !fs.Lossless {
+		t.Fatalf("feed dropped %d, lossless %v; want nothing dropped", fs.Dropped, fs.Lossless)
+	}
+	for _, p := range src.Status().Partitions {
+		if p.Paused {
+			t.Errorf("partition %d still paused after the queue drained", p.Partition)
+		}
+	}
+}
