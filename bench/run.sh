@@ -48,6 +48,7 @@ run . 3x 'Groups' ./engine/
 for _ in $(seq "$COUNT"); do
 	COUNT=1 run . 1x 'Source/once-earliest|Scanner|PlainHandoff' ./engine/filesource/ -args -filesource.mb=200
 done
+run . 3x 'ConsumeProcessCommit' ./engine/kafkasource/
 run . 200000x 'Append|Floor' ./store/csvstore/ ./store/sqlitestore/
 # ReplayCSV also times its floor on the same recording in the same run:
 # encoding/csv merely reading its rows (floor-inputs/s).

@@ -143,6 +143,8 @@ var claims = []claim{
 	// from the same benchmark run, on the same recording.
 	{"replay from CSV vs a raw read (inputs/s)", figure{"replayer BenchmarkReplayCSV", "inputs/s"}, figure{"replayer BenchmarkReplayCSV", "floor-inputs/s"}, "encoding/csv merely reading the same recording's rows", false, 0.25, false},
 	{"engine end to end (msgs/s)", figure{"bench/peers BenchmarkEngine", "msgs/s"}, figure{"bench/peers BenchmarkWatermillGoChannel", "msgs/s"}, "Watermill gochannel", false, 20, false},
+	{"Kafka source: consume, process, commit (records/s)", figure{"engine/kafkasource BenchmarkConsumeProcessCommit/source", "records/s"}, figure{"engine/kafkasource BenchmarkConsumeProcessCommit/bare-franz-go", "records/s"}, "bare franz-go loop on the same kfake topic: PollFetches, process, CommitRecords", false, 0.5, false},
+	{"Kafka source with CSV recording (records/s)", figure{"engine/kafkasource BenchmarkConsumeProcessCommit/source+csv", "records/s"}, figure{"engine/kafkasource BenchmarkConsumeProcessCommit/bare-franz-go", "records/s"}, "the same bare franz-go loop", false, 0, false},
 	{"per-item cost at 1M vs 10K (ns/item)", figure{"engine BenchmarkScaleItems/items=1000000", "ns/item"}, figure{"engine BenchmarkScaleItems/items=10000", "ns/item"}, "the same at 10K items", true, 1.3, false},
 }
 

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -96,6 +97,7 @@ func (c *CLI) demoCmd() *cobra.Command {
 		dir, format string
 		lines       int
 		asJSON      bool
+		kafka       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -105,6 +107,12 @@ tick) in DIR/input.txt, run the ledger app over them with a once-earliest
 file feed recording to DIR/run.db (SQLite; DIR/run.csv with --format csv),
 replay the recording and print what was read, recorded and emitted, the
 verdict (identical, complete, lossless) and the paths.
+
+With --kafka the lines go through Kafka, with no server to install: demo
+starts an in-process cluster (kfake), produces the lines to a topic
+"ledger" of 4 partitions keyed by account, and the run consumes it as the
+group "blackbox-demo" (run --kafka), committing offsets after processing;
+the recording replays with no broker. The cluster ends with demo.
 
 demo owns DIR/input.txt, DIR/run.db (with its -wal and -shm files),
 DIR/run.csv and DIR/*.ptr: it removes them first, so it can be run again.
@@ -145,8 +153,20 @@ or I/O error; 3 identical but not complete or not lossless.`,
 			if err != nil {
 				return err
 			}
-			res, err := c.record(cmd.Context(), recordConfig{app: apps.LedgerName, input: input, store: storePath,
-				format: f, read: filesource.OnceEarliest, policy: engine.Pause(), queue: 1024})
+			cfg := recordConfig{app: apps.LedgerName, input: input, store: storePath,
+				format: f, read: filesource.OnceEarliest, policy: engine.Pause(), queue: 1024}
+			how := "once-earliest"
+			if kafka {
+				cluster, err := demoCluster(cmd.Context(), input)
+				if err != nil {
+					return err
+				}
+				defer cluster.Close()
+				cfg.input, cfg.read = "", filesource.Committed
+				cfg.kafka = kafkaConfig{brokers: strings.Join(cluster.ListenAddrs(), ","), topic: demoTopic, group: demoGroup}
+				how = fmt.Sprintf("Kafka topic %s, %d partitions, group %s, in-process cluster", demoTopic, demoPartitions, demoGroup)
+			}
+			res, err := c.record(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -182,7 +202,7 @@ or I/O error; 3 identical but not complete or not lossless.`,
 			}
 			fmt.Fprintf(out, "blackbox demo: the ledger app over %d generated lines\n", lines)
 			fmt.Fprintf(out, "input     %s: %d lines (%d postings, transfers count two)\n", input, lines, postings)
-			fmt.Fprintf(out, "read      %d lines (once-earliest), settled: %s, lossless: %s\n", read,
+			fmt.Fprintf(out, "read      %d lines (%s), settled: %s, lossless: %s\n", read, how,
 				yesNo(res.Status.Settled), yesNo(res.Status.Lossless))
 			fmt.Fprintf(out, "recorded  %s (%s): %d inputs, %d outputs, %d rows\n", storePath, f, res.Inputs, res.Outputs, res.Rows)
 			fmt.Fprintf(out, "replayed  %s\n", replaySummary(rep))
@@ -205,6 +225,7 @@ or I/O error; 3 identical but not complete or not lossless.`,
 	f.StringVar(&format, "format", "sqlite", "the recording's format: sqlite or csv")
 	f.IntVar(&lines, "lines", 20000, "how many ledger lines to generate")
 	f.BoolVar(&asJSON, "json", false, "print the run's status and the replay report as JSON")
+	f.BoolVar(&kafka, "kafka", false, "read the lines from a Kafka topic: start an in-process cluster, produce them, consume them as a group")
 	return cmd
 }
 

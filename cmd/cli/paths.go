@@ -261,7 +261,7 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 // (the pointer only for --read committed, which uses it).
 func runPaths(cfg recordConfig) []pathArg {
 	ptr := ""
-	if cfg.read == filesource.Committed {
+	if cfg.read == filesource.Committed && !cfg.kafka.on() {
 		ptr = cfg.pointer
 	}
 	return []pathArg{
@@ -278,8 +278,10 @@ func runPaths(cfg recordConfig) []pathArg {
 // input is a file (or, following, may appear later), no two flags name one
 // file, and every output can be written.
 func checkRunPaths(cfg recordConfig) error {
-	if err := checkFile(cfg.input, "an input file", cfg.follow); err != nil {
-		return err
+	if !cfg.kafka.on() {
+		if err := checkFile(cfg.input, "an input file", cfg.follow); err != nil {
+			return err
+		}
 	}
 	args := runPaths(cfg)
 	if err := checkDistinct(args); err != nil {

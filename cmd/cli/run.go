@@ -50,6 +50,7 @@ type recordConfig struct {
 	workers int          // --workers: 1 or more
 	order   engine.Order // --order, "" for the app's default
 	maxGap  int          // --max-gap, 0 for engine.DefaultMaxGap
+	kafka   kafkaConfig  // --kafka: a consumer group instead of --input
 }
 
 // recordResult is what a recorded run did.
@@ -99,6 +100,15 @@ be written. It locks its outputs for the run (PATH.blackbox-lock beside
 each): a second run on any of them is refused at once. An output that
 cannot be written to --out (after 3 tries) stops the run: not lossless.
 
+With --kafka BROKERS --topic T --group G the feed is a Kafka consumer group
+instead of a file (no --input): each record's value is a line for the app,
+the run starts at the group's committed offsets and commits, per
+partition, only the records processed (never ahead of them). Without
+--follow it ends once it is caught up with every partition it was assigned
+and everything read is processed and committed; with --follow it consumes
+until SIGINT or SIGTERM. --read, --pointer, --max-line and --rotated are
+for files.
+
 A line longer than --max-line bytes is skipped whole, warned and counted
 (oversized: not lossless). With --read committed, when FILE is another file
 than the pointer's, the pointer's file is looked for among the names of
@@ -109,8 +119,11 @@ Exit: 0 settled and lossless; 2 a usage or I/O error; 3 ran but not
 settled, not lossless, or its recording is broken.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.app == "" || cfg.input == "" || cfg.store == "" {
-				return usagef("run needs --app, --input and --store")
+			if err := cfg.kafka.check(cfg.input); err != nil {
+				return err
+			}
+			if cfg.app == "" || cfg.input == "" && !cfg.kafka.on() || cfg.store == "" {
+				return usagef("run needs --app, --input (or --kafka) and --store")
 			}
 			var err error
 			if cfg.format, err = formatOf(cfg.store, format); err != nil {
@@ -125,7 +138,7 @@ settled, not lossless, or its recording is broken.`,
 			if cfg.policy, err = parsePolicy(policy, spin, deadline, cmd.Flags().Changed("spin")); err != nil {
 				return err
 			}
-			if cfg.pointer == "" {
+			if cfg.pointer == "" && !cfg.kafka.on() {
 				cfg.pointer = cfg.input + ".ptr"
 			}
 			if cfg.queue <= 0 {
@@ -170,6 +183,7 @@ settled, not lossless, or its recording is broken.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.app, "app", "", "the app to run (this binary knows: "+core.AppNames(c.apps)+")")
 	f.StringVar(&cfg.input, "input", "", "the input file, one item per line")
+	cfg.kafka.flags(f)
 	f.StringVar(&cfg.store, "store", "", "the recording to write (.csv is CSV, anything else SQLite)")
 	f.StringVar(&format, "format", "", "the recording's format: csv or sqlite (default: from the extension)")
 	f.StringVar(&read, "read", "committed", "read strategy: committed, earliest, latest, once-earliest or once-latest")
@@ -302,11 +316,15 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 	if len(res.Status.Feeds) > 0 {
 		fs = res.Status.Feeds[0]
 	}
-	how := cfg.read.String()
-	if cfg.read == filesource.Committed {
-		how += ", pointer " + cfg.pointer
+	if cfg.kafka.on() {
+		fmt.Fprintf(w, "read      %s (group %s, %s): %s\n", cfg.kafka.topic, cfg.kafka.group, cfg.kafka.brokers, count(fs.Sequence, "record"))
+	} else {
+		how := cfg.read.String()
+		if cfg.read == filesource.Committed {
+			how += ", pointer " + cfg.pointer
+		}
+		fmt.Fprintf(w, "read      %s (%s): %s\n", cfg.input, how, count(fs.Sequence, "line"))
 	}
-	fmt.Fprintf(w, "read      %s (%s): %s\n", cfg.input, how, count(fs.Sequence, "line"))
 	fmt.Fprintf(w, "recorded  %s (%s): %s, %s, %s, %d failed, %s; %s\n", cfg.store, cfg.format, cfg.app,
 		count(res.Inputs, "input"), count(res.Outputs, "output"), res.Failed, count(res.Dropped, "drop"), count(res.Rows, "row"))
 	if cfg.out != "" {
@@ -337,7 +355,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if err != nil {
 		return res, err
 	}
-	if cfg.pointer == "" {
+	if cfg.pointer == "" && !cfg.kafka.on() {
 		cfg.pointer = cfg.input + ".ptr"
 	}
 	if err := checkRunPaths(cfg); err != nil {
@@ -348,7 +366,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		return res, err
 	}
 	defer release()
-	if cfg.read == filesource.Committed {
+	if cfg.read == filesource.Committed && !cfg.kafka.on() {
 		if err := checkPointerFree(cfg.pointer); err != nil {
 			return res, err
 		}
@@ -358,10 +376,21 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		return res, err
 	}
 	logger := slog.New(&warnHandler{w: c.stderr})
-	src, err := filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logger: logger,
-		MaxLine: cfg.maxLine, Rotated: cfg.rotated})
-	if err != nil {
-		return res, usagef("%v", err)
+	var src source
+	if cfg.kafka.on() {
+		ks, err := cfg.kafka.source(logger)
+		if err != nil {
+			return res, usagef("%v", err)
+		}
+		defer ks.Close() // after the engine's last commit
+		src = ks
+	} else {
+		fsrc, err := filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logger: logger,
+			MaxLine: cfg.maxLine, Rotated: cfg.rotated})
+		if err != nil {
+			return res, usagef("%v", err)
+		}
+		src = fsrc
 	}
 	options := maps.Clone(cfg.options)
 	if cfg.state != "" {
@@ -515,6 +544,9 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		if errors.As(srcErr, &fe) {
 			return res, &fileError{fe.Path, fmt.Errorf("%s: %w", fe.Op, unwrapPathError(fe.Err))}
 		}
+		if cfg.kafka.on() {
+			return res, fmt.Errorf("kafka %s: %w", cfg.kafka.topic, srcErr)
+		}
 		return res, fmt.Errorf("%s: %w", cfg.input, srcErr)
 	}
 	if stopErr != nil {
@@ -561,9 +593,16 @@ func (c *CLI) await(ctx context.Context, eng *engine.Engine, src *watchedSource,
 	}
 }
 
+// source is a feed's source with its default overload policy: a file
+// source or a Kafka source.
+type source interface {
+	engine.Source
+	engine.PolicySource
+}
+
 // watchedSource runs a source and reports how its Run ended.
 type watchedSource struct {
-	src  *filesource.Source
+	src  source
 	done chan error
 }
 

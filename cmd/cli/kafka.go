@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/apps"
+)
+
+// kafkaConfig is `run --kafka BROKERS --topic T --group G`: the feed is a
+// consumer group of a Kafka topic instead of a file. It is only read.
+type kafkaConfig struct {
+	brokers string // comma-separated host:port
+	topic   string
+	group   string
+}
+
+func (k *kafkaConfig) flags(f *pflag.FlagSet) {
+	f.StringVar(&k.brokers, "kafka", "", "consume a Kafka topic instead of --input: the seed `BROKERS` (host:port, comma-separated)")
+	f.StringVar(&k.topic, "topic", "", "--kafka: the topic to consume")
+	f.StringVar(&k.group, "group", "", "--kafka: the consumer group (its committed offsets are where a run starts)")
+}
+
+func (k kafkaConfig) on() bool { return k.brokers != "" }
+
+// check refuses a half-given Kafka configuration, and --kafka with --input.
+func (k kafkaConfig) check(input string) error {
+	switch {
+	case !k.on() && (k.topic != "" || k.group != ""):
+		return usagef("--topic and --group need --kafka")
+	case !k.on():
+		return nil
+	case input != "":
+		return usagef("--kafka and --input both name the input: give one")
+	case k.topic == "" || k.group == "":
+		return usagef("--kafka needs --topic and --group")
+	}
+	return nil
+}
+
+// source is the consumer-group source of k. The built-in apps read lines:
+// each record is published as its value, a string (the DELIVERY row
+// carries its topic/partition, offset+1 and the group generation).
+func (k kafkaConfig) source(logger *slog.Logger) (*kafkasource.Source, error) {
+	var brokers []string
+	for b := range strings.SplitSeq(k.brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			brokers = append(brokers, b)
+		}
+	}
+	return kafkasource.New(kafkasource.Options{Brokers: brokers, Topics: []string{k.topic}, Group: k.group,
+		Logger: logger, Item: func(r *kafkasource.Record) any { return string(r.Value) }})
+}
+
+// demoTopic and demoGroup are what `demo --kafka` names its topic and group.
+const (
+	demoTopic      = "ledger"
+	demoGroup      = "blackbox-demo"
+	demoPartitions = 4
+)
+
+// demoCluster starts an in-process Kafka cluster (kfake) with demoTopic and
+// produces each line of input to it, keyed by the line's account
+// (apps.Key): one account's lines go to one partition, in order. The
+// caller closes the cluster.
+func demoCluster(ctx context.Context, input string) (*kfake.Cluster, error) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(demoPartitions, demoTopic))
+	if err != nil {
+		return nil, fmt.Errorf("demo: starting an in-process Kafka cluster: %w", err)
+	}
+	if err := produceLines(ctx, c.ListenAddrs(), input); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// produceLines produces the lines of input to demoTopic.
+func produceLines(ctx context.Context, brokers []string, input string) error {
+	f, err := os.Open(input)
+	if err != nil {
+		return &fileError{input, unwrapPathError(err)}
+	}
+	defer f.Close()
+	var rs []*kgo.Record
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		rs = append(rs, &kgo.Record{Key: []byte(apps.Key(line)), Value: []byte(line)})
+	}
+	if err := sc.Err(); err != nil {
+		return &fileError{input, err}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(demoTopic),
+		kgo.MaxBufferedRecords(len(rs)+1))
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		return fmt.Errorf("demo: producing %s to the in-process cluster: %w", input, err)
+	}
+	return nil
+}

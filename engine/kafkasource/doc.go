@@ -1,0 +1,63 @@
+// Package kafkasource is the engine's Kafka source: a consumer group on
+// franz-go (kgo) whose committed offsets are never ahead of processing.
+//
+// # Records and positions
+//
+// Each record of an assigned partition is published as a *Record (topic,
+// partition, offset, key, value, headers; Options.Item may publish
+// something else built from it, as `blackbox run --kafka` publishes the
+// value as a line) at core.Position{Key: "topic/partition", Offset:
+// offset+1}: the position is the next record to read, so a committed
+// position is exactly the Kafka commit. The epoch is the group generation
+// that assigned the partition (each partition is its own position space).
+// PartitionKey as engine.GroupConfig.Key (or core.App.Key) keeps a
+// partition's records in order on one worker; RecordKey keeps a Kafka key's.
+// Decode rebuilds a *Record from its recorded JSON, for a replay with no
+// broker.
+//
+// # Commits
+//
+// The source registers an engine.Committer: the engine tells it, in publish
+// order, the items every queue has dispatched (the acknowledgement window),
+// so per partition the highest acknowledged position is the contiguous
+// processed prefix. Each poll commits, per owned partition, that position
+// when it is past the committed one (CommitOffsetsSync, bounded by
+// CommitTimeout): never past a pending record, never a lower offset than
+// the one committed. Nothing is committed before a record is processed; no
+// autocommit. A failed commit is warned through the Logger (once per
+// distinct failure), counted in Status, and retried at every poll until it
+// succeeds (the engine polls again even when nothing new was acknowledged).
+// A commit that timed out may still land after a later one and move an
+// offset back: the committed offsets are read back every VerifyInterval
+// (and at every poll for 2×CommitTimeout after such a failure) and any
+// offset found behind is committed again.
+//
+// # Overload, rebalances and lost sessions
+//
+// The default policy is PAUSE: when the feed refuses a record, the
+// remaining polled records are kept and offered again (the source waits on
+// Intake.Ready), and nothing more is polled; when the feed still refuses
+// after PollInterval, the owned partitions' fetches are paused
+// (PauseFetchPartitions) until the kept records are published. No record
+// is dropped unless the feed's policy is a drop.
+//
+// The client blocks rebalances while polled records are being published
+// (BlockRebalanceOnPoll). On a revocation the source waits, bounded by
+// RevokeTimeout, for the revoked partitions' published records to be
+// processed, commits their processed prefix and stops owning them: records
+// of theirs still queued are fenced (their acknowledgements, of an earlier
+// generation or of a partition not owned, are never committed) and the new
+// owner reads them again from the commit. A lost partition (the session
+// expired) commits nothing. Status reports per partition the committed
+// offset, the processed and published positions, the high watermark, the
+// lag (high watermark minus committed) and whether it is paused; the feed
+// is CAUGHT_UP once every owned partition is published to its high
+// watermark, BEHIND otherwise (with the reason: joining, paused, records to
+// read, a fetch error).
+//
+// Close the source after the engine stopped: the engine's final commit
+// goes through the source's client; Close leaves the group (its revocation
+// commits the processed prefix).
+//
+// A Source is safe for concurrent use; it runs one Run at a time.
+package kafkasource

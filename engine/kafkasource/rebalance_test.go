@@ -1,0 +1,167 @@
+package kafkasource_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+)
+
+// commitLog records every OffsetCommit the broker takes: who sent it and
+// the offsets, in order.
+type commitLog struct {
+	mu      sync.Mutex
+	commits []commitEntry
+}
+
+type commitEntry struct {
+	member    string
+	partition int32
+	offset    int64
+}
+
+func (l *commitLog) watch(c interface {
+	ControlKey(int16, func(kmsg.Request) (kmsg.Response, error, bool))
+	KeepControl()
+}) {
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				l.commits = append(l.commits, commitEntry{r.MemberID, p.Partition, p.Offset})
+			}
+		}
+		return nil, nil, false
+	})
+}
+
+func (l *commitLog) snapshot() []commitEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]commitEntry(nil), l.commits...)
+}
+
+// TestARevokedPartitionIsCommittedToItsProcessedPrefixAndItsQueuedRecordsAreFenced:
+// consumer A owns every partition and is stuck with records of each queued;
+// consumer B joins and the rebalance revokes some from A: A commits their
+// processed prefix and B reads on from there, to the end. When A's records
+// queued for the revoked partitions are processed after that, A never
+// commits them (fenced): no commit of A for a partition follows B's first
+// commit of it (it would move B's offsets back). At the end
+// every record is processed, the committed offsets are the high
+// watermarks, and the records processed twice are no more than those fenced.
+func TestARevokedPartitionIsCommittedToItsProcessedPrefixAndItsQueuedRecordsAreFenced(t *testing.T) {
+	const n = 4000
+	c := newCluster(t, 4)
+	// Small batches: a fetch returns a little of every partition.
+	hwm := produce(t, c, n, 400, kgo.ProducerBatchMaxBytes(1<<10))
+	var log commitLog
+	log.watch(c)
+	tl := newTally(hwm)
+	small := kgo.FetchMaxPartitionBytes(2 << 10) // each fetch holds a little of every partition
+
+	srcA, err := kafkasource.New(kafkasource.Options{Brokers: c.ListenAddrs(), Topics: []string{topic}, Group: "grebal",
+		PollInterval: 10 * time.Millisecond, RevokeTimeout: 100 * time.Millisecond, MaxPollRecords: 64,
+		Logger: slog.New(slog.DiscardHandler), ClientOptions: []kgo.Opt{small}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srcA.Close() })
+	gate := make(chan struct{})
+	var handledA atomic.Int64
+	stuck := make(chan struct{})
+	startEngine(t, srcA, core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
+		if handledA.Add(1) == 200 {
+			close(stuck)
+			<-gate
+		}
+		tl.add(ev.(*kafkasource.Record))
+		return nil
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	select {
+	case <-stuck:
+	case <-ctx.Done():
+		t.Fatal("A never handled 200 records")
+	}
+	eventually(t, time.Minute, "A committed what it processed before it got stuck", func() bool { return len(log.snapshot()) > 0 })
+	memberA := log.snapshot()[0].member
+
+	srcB := newSource(t, c, "grebal", nil, small)
+	startEngine(t, srcB, core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
+		tl.add(ev.(*kafkasource.Record))
+		return nil
+	}))
+	eventually(t, time.Minute, "B owns partitions", func() bool {
+		for _, p := range srcB.Status().Partitions {
+			if p.Owned {
+				return true
+			}
+		}
+		return false
+	})
+	revoked := map[int32]bool{}
+	for _, p := range srcB.Status().Partitions {
+		if p.Owned {
+			revoked[p.Partition] = true
+		}
+	}
+	eventually(t, time.Minute, "B committed its partitions to their high watermarks", func() bool {
+		got := committed(t, c, "grebal")
+		for p := range revoked {
+			if got[p] != hwm[p] {
+				return false
+			}
+		}
+		return true
+	})
+	close(gate) // A processes its records of the revoked partitions now, after B's commits
+	eventually(t, time.Minute, "every partition committed to its high watermark", func() bool {
+		return equalOffsets(committed(t, c, "grebal"), hwm)
+	})
+
+	stA := srcA.Status()
+	if stA.Fenced == 0 {
+		t.Fatalf("A fenced nothing: the revoked partitions %v had no queued record (status %+v)", revoked, stA)
+	}
+	bCommitted := map[int32]bool{}
+	for _, e := range log.snapshot() {
+		if e.member != memberA {
+			bCommitted[e.partition] = true
+			continue
+		}
+		if bCommitted[e.partition] {
+			t.Errorf("A committed partition %d at %d after B's first commit of it", e.partition, e.offset)
+		}
+	}
+	var dups int64
+	for p, offs := range tl.parts {
+		for o := range offs {
+			switch k := offs[o].Load(); {
+			case k == 0:
+				t.Errorf("partition %d offset %d never processed", p, o)
+			case k > 1:
+				if !revoked[int32(p)] {
+					t.Errorf("partition %d (not revoked) offset %d processed %d times", p, o, k)
+				}
+				dups += int64(k - 1)
+			}
+		}
+	}
+	if dups > stA.Fenced {
+		t.Errorf("%d records processed twice, more than the %d fenced", dups, stA.Fenced)
+	}
+	t.Logf("revoked %v; A fenced %d; %d processed twice", revoked, stA.Fenced, dups)
+}

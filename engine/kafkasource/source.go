@@ -1,0 +1,817 @@
+package kafkasource
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
+)
+
+// Defaults of Options.
+const (
+	DefaultPollInterval   = 50 * time.Millisecond
+	DefaultMaxPollRecords = 8192
+	DefaultCommitTimeout  = 10 * time.Second
+	DefaultRevokeTimeout  = 10 * time.Second
+	DefaultVerifyInterval = time.Second
+)
+
+// Options configure a Source.
+type Options struct {
+	// Brokers are the seed brokers (host:port).
+	Brokers []string
+	// Topics are consumed; Group is the consumer group.
+	Topics []string
+	Group  string
+	// InstanceID, when set, makes the member static (KIP-345): a restarted
+	// member with the same id takes its partitions back at once instead of
+	// waiting for the old session to expire.
+	InstanceID string
+	// PollInterval is the longest a duty cycle waits for records before it
+	// polls acknowledgements (and commits) again. Default 50ms.
+	PollInterval time.Duration
+	// MaxPollRecords bounds the records taken per poll. Default 8192.
+	MaxPollRecords int
+	// CommitTimeout bounds one offset commit. Default 10s.
+	CommitTimeout time.Duration
+	// VerifyInterval is how often the group's committed offsets are read
+	// back and compared with what the source committed (a commit that
+	// timed out may land late and move an offset back: it is committed
+	// again). Default 1s.
+	VerifyInterval time.Duration
+	// RevokeTimeout bounds how long a revocation waits for the revoked
+	// partitions' published records to be processed before it commits
+	// their processed prefix; the rest is abandoned uncommitted (the new
+	// owner reads it again). Default 10s.
+	RevokeTimeout time.Duration
+	// Item, when set, builds the item published for a record (for an app
+	// that reads lines: the value as a string). Default: the *Record.
+	Item func(*Record) any
+	// Logger receives warnings (a failed commit). Default slog.Default().
+	Logger *slog.Logger
+	// ClientOptions are passed to kgo.NewClient after the source's own
+	// (TLS, SASL, session timeouts ...). They must not enable
+	// autocommitting or replace the partition callbacks.
+	ClientOptions []kgo.Opt
+}
+
+// Source is a consumer-group source on franz-go: each assigned partition's
+// records are published as *Record at core.Position{Key: "topic/partition",
+// Offset: offset+1} (the next record to read: a committed position is the
+// Kafka commit), under the epoch of the group generation that assigned the
+// partition. Offsets are committed only through the engine's
+// acknowledgement window: per partition the contiguous processed prefix,
+// never backwards. A Source is safe for concurrent use (Status from any
+// goroutine); it runs one Run at a time. Close it after the engine stopped:
+// the engine's final commit goes through its client.
+type Source struct {
+	opts Options
+	log  *slog.Logger
+
+	running atomic.Bool
+	closed  atomic.Bool
+
+	// mu guards everything below; never held across a commit request.
+	mu        sync.Mutex
+	cl        *kgo.Client
+	in        *engine.Intake
+	gen       int64
+	parts     map[string]*part // by PartitionKey
+	buf       []*kgo.Record    // polled, not yet published, in poll order
+	paused    bool             // owned partitions' fetches are paused
+	state     engine.FeedState
+	detail    string
+	fetchErr  string
+	lastError string
+	verified  time.Time // the last periodic read-back
+	seeded    time.Time // the last read of end offsets (seedEnds)
+
+	// commitMu serialises commits (a poll's and a revocation's).
+	commitMu       sync.Mutex
+	commitFailures atomic.Int64
+	fenced         atomic.Int64
+
+	items []any
+	poss  []core.Position
+}
+
+// part is one partition the source has owned.
+type part struct {
+	topic     string
+	partition int32
+	key       string
+	owned     bool
+	since     int64 // the generation that assigned it: earlier acks are fenced
+	published int64 // offset+1 of the last record published (0: none)
+	acked     int64 // the highest acknowledged position of this ownership
+	committed int64 // the highest committed offset (-1: not known)
+	hwm       int64 // the high watermark of the last fetch (-1: not known)
+	paused    bool
+	// uncertain is set by a commit whose outcome is unknown: until then
+	// (and until the offsets read back agree) each commit verifies them.
+	uncertain time.Time
+}
+
+// New returns a source for opts; the client is created by Run.
+func New(opts Options) (*Source, error) {
+	switch {
+	case len(opts.Brokers) == 0:
+		return nil, fmt.Errorf("%w: no broker", ErrOptions)
+	case len(opts.Topics) == 0:
+		return nil, fmt.Errorf("%w: no topic", ErrOptions)
+	case opts.Group == "":
+		return nil, fmt.Errorf("%w: no group", ErrOptions)
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.MaxPollRecords <= 0 {
+		opts.MaxPollRecords = DefaultMaxPollRecords
+	}
+	if opts.CommitTimeout <= 0 {
+		opts.CommitTimeout = DefaultCommitTimeout
+	}
+	if opts.VerifyInterval <= 0 {
+		opts.VerifyInterval = DefaultVerifyInterval
+	}
+	if opts.RevokeTimeout <= 0 {
+		opts.RevokeTimeout = DefaultRevokeTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Source{opts: opts, log: log, parts: map[string]*part{}}, nil
+}
+
+// DefaultPolicy is PAUSE: a full queue pauses the partitions' fetches,
+// never drops a record.
+func (s *Source) DefaultPolicy() engine.Policy { return engine.Pause() }
+
+// Run joins the group and publishes its partitions' records into in until
+// ctx is done. The client stays open when Run returns (the engine's last
+// commit uses it): Close closes it.
+func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
+	if s.closed.Load() || !s.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer s.running.Store(false)
+	s.mu.Lock()
+	s.in = in
+	cl := s.cl
+	s.mu.Unlock()
+	in.SetCommitter(committer{s})
+	s.setState(engine.StateBehind, "joining group "+s.opts.Group)
+	if cl == nil {
+		var err error
+		if cl, err = s.newClient(); err != nil {
+			return err
+		}
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var refused time.Time // since when the feed refuses the buffered records
+	for {
+		s.poll()
+		if ctx.Err() != nil {
+			cl.AllowRebalance()
+			return nil
+		}
+		if !s.publish() {
+			// A queue full for a moment does not stop the fetches
+			// (pausing drops what the client buffered): one that stays
+			// full for a poll interval does.
+			if refused.IsZero() {
+				refused = time.Now()
+				s.setState(engine.StateBehind, "paused: a subscriber's queue is full")
+			} else if time.Since(refused) >= s.opts.PollInterval {
+				s.pause(cl)
+			}
+			cl.AllowRebalance()
+			timer.Reset(s.opts.PollInterval)
+			select {
+			case <-ctx.Done():
+			case <-in.Ready():
+				timer.Stop()
+			case <-timer.C:
+			}
+			continue
+		}
+		refused = time.Time{}
+		s.resume(cl)
+		s.seedEnds(ctx, cl)
+		s.report()
+		cl.AllowRebalance()
+		pctx, cancel := context.WithTimeout(ctx, s.opts.PollInterval)
+		fetches := cl.PollRecords(pctx, s.opts.MaxPollRecords)
+		cancel()
+		if fetches.IsClientClosed() {
+			return nil
+		}
+		s.take(fetches)
+	}
+}
+
+// newClient creates the group client with the partition callbacks.
+func (s *Source) newClient() (*kgo.Client, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(s.opts.Brokers...),
+		kgo.ConsumeTopics(s.opts.Topics...),
+		kgo.ConsumerGroup(s.opts.Group),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchMaxWait(4 * s.opts.PollInterval),
+		kgo.OnPartitionsAssigned(s.assigned),
+		kgo.OnPartitionsRevoked(s.revoked),
+		kgo.OnPartitionsLost(s.lost),
+	}
+	if s.opts.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(s.opts.InstanceID))
+	}
+	cl, err := kgo.NewClient(append(opts, s.opts.ClientOptions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	s.mu.Lock()
+	s.cl = cl
+	s.mu.Unlock()
+	return cl, nil
+}
+
+// Close leaves the group (the revocation commits the processed prefix) and
+// closes the client. Call it once the engine has stopped; a Source is not
+// run again after Close.
+func (s *Source) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.mu.Lock()
+	cl := s.cl
+	s.mu.Unlock()
+	if cl != nil {
+		cl.CloseAllowingRebalance()
+	}
+	return nil
+}
+
+// take appends the polled records to the buffer and notes the high
+// watermarks and fetch errors.
+func (s *Source) take(fetches kgo.Fetches) {
+	var errs []error
+	fetches.EachError(func(topic string, partition int32, err error) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", partitionKey(topic, partition), err))
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fetchErr = ""
+	if len(errs) > 0 {
+		s.fetchErr = "fetch: " + errors.Join(errs...).Error()
+	}
+	var committed map[string]map[int32]kgo.EpochOffset
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		p := s.parts[partitionKey(fp.Topic, fp.Partition)]
+		if p == nil || !p.owned {
+			return
+		}
+		if p.committed < 0 {
+			// The offset the group had committed when it was assigned
+			// (what this fetch started from), for the status.
+			if committed == nil {
+				committed = s.cl.CommittedOffsets()
+			}
+			if eo, ok := committed[fp.Topic][fp.Partition]; ok {
+				p.committed = eo.Offset
+			}
+		}
+		if fp.HighWatermark > p.hwm {
+			p.hwm = fp.HighWatermark
+		}
+		s.buf = append(s.buf, fp.Records...)
+	})
+}
+
+// publish offers the buffered records in order; false when the feed
+// refused one (it and the rest stay buffered).
+func (s *Source) publish() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.buf) > 0 {
+		n := min(len(s.buf), 256)
+		items, poss := s.items[:0], s.poss[:0]
+		var p *part
+		for _, r := range s.buf[:n] {
+			if p == nil || p.partition != r.Partition || p.topic != r.Topic {
+				p = s.parts[partitionKey(r.Topic, r.Partition)]
+			}
+			var item any = toRecord(r)
+			if s.opts.Item != nil {
+				item = s.opts.Item(item.(*Record))
+			}
+			items = append(items, item)
+			poss = append(poss, core.Position{Key: p.key, Offset: r.Offset + 1})
+		}
+		k := s.in.TryPublishBatch(items, poss)
+		for i := range k {
+			if p == nil || p.key != poss[i].Key {
+				p = s.parts[poss[i].Key]
+			}
+			p.published = poss[i].Offset
+		}
+		clear(items)
+		s.items, s.poss = items, poss
+		s.buf = s.buf[k:]
+		if k < n {
+			return false
+		}
+	}
+	s.buf = nil
+	return true
+}
+
+func toRecord(r *kgo.Record) *Record {
+	rec := &Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+	if len(r.Headers) > 0 {
+		rec.Headers = make([]Header, len(r.Headers))
+		for i, h := range r.Headers {
+			rec.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return rec
+}
+
+// seedEnds reads the end offsets of owned partitions whose high watermark
+// is not known yet, and takes the group's committed offsets of those it
+// has not read from (a partition without new records returns none in a
+// fetch), at most once a second, so that such a partition counts as
+// caught up.
+func (s *Source) seedEnds(ctx context.Context, cl *kgo.Client) {
+	s.mu.Lock()
+	var topics []string
+	if time.Since(s.seeded) >= time.Second {
+		for _, p := range s.parts {
+			if p.owned && (p.hwm < 0 || p.committed < 0 && p.published == 0) && !slices.Contains(topics, p.topic) {
+				topics = append(topics, p.topic)
+			}
+		}
+	}
+	if len(topics) > 0 {
+		s.seeded = time.Now()
+	}
+	s.mu.Unlock()
+	if len(topics) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CommitTimeout)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return // known at the next fetch or the next try
+	}
+	committed := cl.CommittedOffsets()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.parts {
+		if eo, ok := committed[p.topic][p.partition]; ok && p.owned && p.committed < 0 {
+			p.committed = eo.Offset
+		}
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if p := s.parts[partitionKey(o.Topic, o.Partition)]; o.Err == nil && p != nil && p.owned && p.hwm < 0 {
+			p.hwm = o.Offset
+		}
+	})
+}
+
+// pause pauses the fetches of every owned partition (the feed refused a
+// record: PAUSE).
+func (s *Source) pause(cl *kgo.Client) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paused {
+		return
+	}
+	s.paused = true
+	tps := map[string][]int32{}
+	for _, p := range s.parts {
+		if p.owned {
+			p.paused = true
+			tps[p.topic] = append(tps[p.topic], p.partition)
+		}
+	}
+	if len(tps) > 0 {
+		cl.PauseFetchPartitions(tps)
+	}
+	s.setStateLocked(engine.StateBehind, "paused: a subscriber's queue is full")
+}
+
+// resume resumes the paused fetches once the buffer is published.
+func (s *Source) resume(cl *kgo.Client) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.paused {
+		return
+	}
+	s.paused = false
+	tps := map[string][]int32{}
+	for _, p := range s.parts {
+		if p.paused {
+			p.paused = false
+			tps[p.topic] = append(tps[p.topic], p.partition)
+		}
+	}
+	if len(tps) > 0 {
+		cl.ResumeFetchPartitions(tps)
+	}
+}
+
+// report sets the feed's state from the lag: CAUGHT_UP once every owned
+// partition's records up to its high watermark are published.
+func (s *Source) report() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fetchErr != "" {
+		s.setStateLocked(engine.StateBehind, s.fetchErr)
+		return
+	}
+	var lag int64
+	owned := 0
+	for _, p := range s.parts {
+		if !p.owned {
+			continue
+		}
+		owned++
+		if p.hwm < 0 {
+			s.setStateLocked(engine.StateBehind, "partition "+p.key+": high watermark not known yet")
+			return
+		}
+		lag += max(0, p.hwm-max(p.published, p.committed))
+	}
+	switch {
+	case owned == 0:
+		s.setStateLocked(engine.StateBehind, "no partition assigned in group "+s.opts.Group)
+	case lag > 0:
+		s.setStateLocked(engine.StateBehind, fmt.Sprintf("%d records to read", lag))
+	default:
+		s.setStateLocked(engine.StateCaughtUp, "")
+	}
+}
+
+func (s *Source) setState(st engine.FeedState, detail string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setStateLocked(st, detail)
+}
+
+func (s *Source) setStateLocked(st engine.FeedState, detail string) {
+	if s.in == nil || (st == s.state && detail == s.detail) {
+		return
+	}
+	s.state, s.detail = st, detail
+	s.in.SetState(st, detail)
+}
+
+// poll polls acknowledgements: the engine tells the committer, which
+// commits. A failed commit is warned (once per distinct failure) and
+// retried at the next poll: the committed offsets lag, records are
+// re-delivered, never lost.
+func (s *Source) poll() {
+	s.mu.Lock()
+	in := s.in
+	s.mu.Unlock()
+	_, err := in.PollAcks()
+	if err == nil && s.unsure() {
+		// Nothing new to commit, but an offset may have been moved back
+		// by a late commit: verified (and committed again) now.
+		err = s.commit()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil:
+		s.lastError = ""
+	case err.Error() != s.lastError:
+		s.lastError = err.Error()
+		s.log.Warn("kafkasource: commit failed; retried at every duty cycle (the committed offsets lag: records are re-delivered, never lost)",
+			"group", s.opts.Group, "err", err)
+	}
+}
+
+// unsure reports whether the committed offsets are due for a read-back:
+// every VerifyInterval, and at every poll while an owned partition's
+// commit had an unknown outcome.
+func (s *Source) unsure() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.verified) >= s.opts.VerifyInterval {
+		return true
+	}
+	for _, p := range s.parts {
+		if p.owned && !p.uncertain.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// assigned starts owning partitions under the current generation.
+func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	_, gen := cl.GroupMetadata()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen = int64(gen)
+	if s.in != nil {
+		s.in.SetEpoch(s.gen)
+	}
+	for topic, ps := range assigned {
+		for _, partition := range ps {
+			key := partitionKey(topic, partition)
+			p := s.parts[key]
+			if p == nil {
+				p = &part{topic: topic, partition: partition, key: key, committed: -1}
+				s.parts[key] = p
+			}
+			p.owned, p.since, p.published, p.acked, p.committed, p.hwm, p.paused = true, s.gen, 0, 0, -1, -1, false
+		}
+	}
+}
+
+// revoked waits, bounded by RevokeTimeout, for the revoked partitions'
+// published records to be processed, commits their processed prefix and
+// stops owning them: their records still queued are fenced (a later
+// acknowledgement is not committed) and their buffered records dropped.
+func (s *Source) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if s.running.Load() {
+		deadline := time.Now().Add(s.opts.RevokeTimeout)
+		timer := time.NewTimer(time.Hour)
+		defer timer.Stop()
+		for !s.processed(revoked) && time.Now().Before(deadline) {
+			s.poll()
+			timer.Reset(time.Millisecond)
+			<-timer.C
+		}
+	}
+	s.poll()
+	s.disown(revoked)
+}
+
+// lost stops owning partitions without committing: the session is gone,
+// another member may own them already.
+func (s *Source) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	s.disown(lost)
+}
+
+// processed reports whether every record published of tps is acknowledged.
+func (s *Source) processed(tps map[string][]int32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for topic, ps := range tps {
+		for _, partition := range ps {
+			if p := s.parts[partitionKey(topic, partition)]; p != nil && p.owned && p.acked < p.published {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (s *Source) disown(tps map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gone := map[string]bool{}
+	resume := map[string][]int32{}
+	for topic, ps := range tps {
+		for _, partition := range ps {
+			key := partitionKey(topic, partition)
+			if p := s.parts[key]; p != nil {
+				if p.paused {
+					resume[topic] = append(resume[topic], partition)
+				}
+				p.owned, p.paused = false, false
+				gone[key] = true
+			}
+		}
+	}
+	if len(resume) > 0 && s.cl != nil {
+		// Not paused if it is assigned again.
+		s.cl.ResumeFetchPartitions(resume)
+	}
+	s.buf = slices.DeleteFunc(s.buf, func(r *kgo.Record) bool { return gone[partitionKey(r.Topic, r.Partition)] })
+}
+
+// committer is the source's engine.Committer.
+type committer struct{ s *Source }
+
+// Acknowledged raises the partition's acknowledged position; an
+// acknowledgement of a partition not owned, or of a generation before the
+// one that assigned it, is fenced.
+func (c committer) Acknowledged(_, epoch int64, pos core.Position) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.parts[pos.Key]
+	if p == nil || !p.owned || epoch < p.since {
+		s.fenced.Add(1)
+		return
+	}
+	p.acked = max(p.acked, pos.Offset)
+}
+
+// Commit commits, per owned partition, the acknowledged position when it
+// is past the committed one; a lower committed offset is never sent.
+func (c committer) Commit() error { return c.s.commit() }
+
+func (s *Source) commit() error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	if err := s.verify(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	cl := s.cl
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for _, p := range s.parts {
+		if p.owned && p.acked > 0 && p.acked > p.committed { // acked 0: nothing processed yet
+			if offsets[p.topic] == nil {
+				offsets[p.topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[p.topic][p.partition] = kgo.EpochOffset{Epoch: -1, Offset: p.acked}
+		}
+	}
+	s.mu.Unlock()
+	if len(offsets) == 0 || cl == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
+	defer cancel()
+	var failed []error
+	done := map[string]int64{}
+	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			// The request may still land, late (a timeout): until a
+			// read-back shows otherwise for a while, its partitions
+			// are checked at every commit.
+			until := time.Now().Add(2 * s.opts.CommitTimeout)
+			s.mu.Lock()
+			for t, ps := range offsets {
+				for partition := range ps {
+					if p := s.parts[partitionKey(t, partition)]; p != nil {
+						p.uncertain = until
+					}
+				}
+			}
+			s.mu.Unlock()
+			failed = append(failed, err)
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, rp := range t.Partitions {
+				key := partitionKey(t.Topic, rp.Partition)
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					failed = append(failed, fmt.Errorf("%s: %w", key, err))
+					continue
+				}
+				done[key] = offsets[t.Topic][rp.Partition].Offset
+			}
+		}
+	})
+	s.mu.Lock()
+	for key, off := range done {
+		if p := s.parts[key]; p != nil {
+			p.committed = max(p.committed, off) // a late, lower answer never moves it back
+		}
+	}
+	s.mu.Unlock()
+	if len(failed) > 0 {
+		s.commitFailures.Add(1)
+		return fmt.Errorf("%w: %w", ErrCommit, errors.Join(failed...))
+	}
+	return nil
+}
+
+// verify reads back the group's committed offsets of the owned partitions
+// every VerifyInterval, and at every commit those a commit with an unknown
+// outcome covered (a timeout: the request may still land, after a later
+// commit, and move the offset back), until 2×CommitTimeout after the
+// failure. Where the group's offset is behind the one this source
+// committed, the committed offset is lowered to it, so that this commit
+// sends the acknowledged one again: a late commit never leaves an offset
+// behind for longer than VerifyInterval.
+func (s *Source) verify() error {
+	s.mu.Lock()
+	cl := s.cl
+	due := time.Since(s.verified) >= s.opts.VerifyInterval
+	var check []*part
+	for _, p := range s.parts {
+		if p.owned && p.committed >= 0 && (due || !p.uncertain.IsZero()) {
+			check = append(check, p)
+		}
+	}
+	s.mu.Unlock()
+	if len(check) == 0 || cl == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
+	defer cancel()
+	got, err := kadm.NewClient(cl).FetchOffsets(ctx, s.opts.Group)
+	if err == nil {
+		err = got.Error()
+	}
+	if err != nil {
+		s.commitFailures.Add(1)
+		return fmt.Errorf("%w: reading back the committed offsets after a failed commit: %w", ErrCommit, err)
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if due {
+		s.verified = now
+	}
+	for _, p := range check {
+		at := int64(-1)
+		if o, ok := got.Lookup(p.topic, p.partition); ok {
+			at = o.At
+		}
+		switch {
+		case at < p.committed:
+			s.log.Warn("kafkasource: a late commit moved an offset back; committing the processed offset again",
+				"group", s.opts.Group, "partition", p.key, "committed", at, "processed", p.acked)
+			p.committed = at
+		case now.After(p.uncertain):
+			p.uncertain = time.Time{}
+		}
+	}
+	return nil
+}
+
+// Status is where a Source stands.
+type Status struct {
+	// Generation is the group generation of the last assignment (the
+	// epoch of the records published since), -1 before one.
+	Generation int64
+	// Partitions are every partition the source has owned, by topic and
+	// partition.
+	Partitions []PartitionStatus
+	// CommitFailures counts failed commits (each retried); LastError is
+	// the last one while it is not resolved.
+	CommitFailures int64
+	LastError      string
+	// Fenced counts acknowledgements not committed because their
+	// partition was revoked or lost after they were published.
+	Fenced int64
+}
+
+// PartitionStatus is one partition's standing.
+type PartitionStatus struct {
+	Topic     string
+	Partition int32
+	Owned     bool
+	// Committed is the committed offset (the next record to read), -1
+	// when this source has not committed nor read it; Processed the
+	// acknowledged position (offset+1 of the last processed record of the
+	// contiguous prefix), Published the position of the last record
+	// published, HighWatermark the partition's end at the last fetch (-1
+	// unknown).
+	Committed, Processed, Published, HighWatermark int64
+	// Lag is HighWatermark minus Committed (-1 when either is unknown).
+	Lag    int64
+	Paused bool
+}
+
+// Status returns the source's status; safe to call at any time.
+func (s *Source) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{Generation: -1, CommitFailures: s.commitFailures.Load(), LastError: s.lastError, Fenced: s.fenced.Load()}
+	if s.cl != nil || len(s.parts) > 0 {
+		st.Generation = s.gen
+	}
+	for _, p := range s.parts {
+		ps := PartitionStatus{Topic: p.topic, Partition: p.partition, Owned: p.owned, Committed: p.committed,
+			Processed: p.acked, Published: p.published, HighWatermark: p.hwm, Lag: -1, Paused: p.paused}
+		if p.hwm >= 0 && p.committed >= 0 {
+			ps.Lag = p.hwm - p.committed
+		}
+		st.Partitions = append(st.Partitions, ps)
+	}
+	slices.SortFunc(st.Partitions, func(a, b PartitionStatus) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return st
+}
