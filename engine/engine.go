@@ -239,6 +239,9 @@ func New(cfg Config) (*Engine, error) {
 		if gc.Workers > 1 && g.order == OrderNone {
 			g.shared = make(chan task, workerTasks)
 		}
+		if gc.Workers > 1 {
+			g.pending = make([][]claim, gc.Workers)
+		}
 		for wi := range max(1, gc.Workers) {
 			w := &worker{g: g, id: wi, name: gc.Name}
 			if gc.Workers > 1 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,32 +82,40 @@ func (gs *gapState) oldestPending(prefix int64) int64 {
 	return gs.seqs[(prefix+1)%int64(len(gs.seqs))].Load()
 }
 
-// complete records that the item claimed with tok is completed, and moves
-// the queue's prefix through every completed item after it. A stale token
-// (of a queue the group no longer subscribes) is refused and counted.
-func (g *group) complete(b *binding, tok Token) error {
-	if tok.Generation != b.gen || b.removed.Load() {
-		g.stale.Add(1)
-		return ErrStaleToken
+// complete records that the items claimed with toks are completed, and
+// moves the queue's prefix through every completed item after it. A stale
+// token (of a queue the group no longer subscribes) is refused and
+// counted.
+func (g *group) complete(b *binding, toks ...Token) error {
+	if len(toks) == 0 {
+		return nil
 	}
+	var err error
 	gs := b.gap
 	n := int64(len(gs.done))
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	prefix := b.q.dispatched.Load()
-	if tok.Position != prefix+1 {
-		gs.done[tok.Position%n] = true
-		gs.beyond.Add(1)
-		return nil
-	}
-	prefix++
-	for gs.done[(prefix+1)%n] {
-		gs.done[(prefix+1)%n] = false
-		gs.beyond.Add(-1)
+	for _, tok := range toks {
+		if tok.Generation != b.gen || b.removed.Load() {
+			g.stale.Add(1)
+			err = ErrStaleToken
+			continue
+		}
+		if tok.Position != prefix+1 {
+			gs.done[tok.Position%n] = true
+			gs.beyond.Add(1)
+			continue
+		}
 		prefix++
+		for gs.done[(prefix+1)%n] {
+			gs.done[(prefix+1)%n] = false
+			gs.beyond.Add(-1)
+			prefix++
+		}
 	}
 	b.q.dispatched.Store(prefix)
-	return nil
+	return err
 }
 
 // stepParallel is step for a group of several workers: it takes items and
@@ -136,18 +145,19 @@ func (g *group) stepParallel() bool {
 				}
 				did = true
 				b.gap.claim(b.q.headLocal, e.seq)
-				t := task{b: b, e: e, tok: Token{Generation: b.gen, Epoch: b.gen, Position: b.q.headLocal}}
+				c := claim{e: e, tok: Token{Generation: b.gen, Epoch: b.gen, Position: b.q.headLocal}}
+				wi := 0
 				if g.order == OrderKey {
-					w := g.workerOf(e)
-					w.inflight.Add(1)
-					w.tasks <- t
-				} else {
-					g.shared <- t // the first idle worker takes it
+					wi = WorkerOf(g.key(e.item), len(g.workers))
+				}
+				if g.pending[wi] = append(g.pending[wi], c); len(g.pending[wi]) >= g.chunkFor(wi) {
+					g.handOut(b, wi)
 				}
 				if g.fenced.Load() || b.removed.Load() || g.held.Load() {
 					break
 				}
 			}
+			g.handOutAll(b)
 		}
 	}
 	g.blocked(blocked)
@@ -161,6 +171,54 @@ func (g *group) stepParallel() bool {
 		return true
 	}
 	return did
+}
+
+// chunk is how many items of one queue a group hands a worker at a time
+// at most, when the workers have a backlog: then a chunk costs one channel
+// operation (and one wake-up) instead of one per item, which on a busy
+// machine is CPU the workers get back. While a worker (OrderKey) or the
+// shared channel (OrderNone) has no backlog, items go out one by one, so an
+// idle worker takes the next item at once and a slow item holds up no other.
+const chunk = 16
+
+// chunkFor is the size at which the items pending for worker wi are handed
+// out: chunk when its channel already holds a backlog, else 1.
+func (g *group) chunkFor(wi int) int {
+	if g.order == OrderKey {
+		if len(g.workers[wi].tasks) > 0 {
+			return chunk
+		}
+		return 1
+	}
+	if len(g.shared) >= len(g.workers) {
+		return chunk
+	}
+	return 1
+}
+
+// handOut hands the items pending for worker wi (OrderKey; the shared
+// channel's with OrderNone) to it, as one task.
+func (g *group) handOut(b *binding, wi int) {
+	cs := g.pending[wi]
+	if len(cs) == 0 {
+		return
+	}
+	t := task{b: b, claims: slices.Clone(cs)}
+	g.pending[wi] = cs[:0]
+	if g.order == OrderKey {
+		w := g.workers[wi]
+		w.inflight.Add(int64(len(t.claims)))
+		w.tasks <- t
+		return
+	}
+	g.shared <- t // the first idle worker takes it
+}
+
+// handOutAll hands out every pending item of queue b.
+func (g *group) handOutAll(b *binding) {
+	for wi := range g.pending {
+		g.handOut(b, wi)
+	}
 }
 
 // workerOf is the worker of item e's key (OrderKey): FNV-1a 32 of the

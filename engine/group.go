@@ -30,6 +30,7 @@ type group struct {
 	eng     *Engine
 	workers []*worker
 	shared  chan task    // several workers, OrderNone: the items, taken by the first idle worker
+	pending [][]claim    // several workers: items taken in this step, not yet handed out, per worker (OrderNone: [0])
 	hosts   []*core.Host // every worker's hosts: worker w's processor p at w*nprocs+p
 	nprocs  int
 	order   Order

@@ -24,23 +24,32 @@ type worker struct {
 	inflight atomic.Int64  // tasks handed to the worker and not finished
 	goid     atomic.Int64  // the goroutine running it (feed.go: onGroupGoroutine)
 
-	in      Input
-	dv      core.Delivery // the current item's delivery, reused: valid during the delivery only
-	comps   []ownedCompletion
-	failed  []bool
-	compErr []bool
-	drops   []Drop
+	in        Input
+	dv        core.Delivery // the current item's delivery, reused: valid during the delivery only
+	comps     []ownedCompletion
+	failed    []bool
+	compErr   []bool
+	drops     []Drop
+	completed []Token // the tokens of a chunk's completed items (do)
 }
 
 // task is one thing a group hands a worker: an item of a queue (b, e,
 // claimed with tok), a timer of one of its hosts (timer), or drops to
 // report in its streams (drops).
 type task struct {
-	b     *binding
-	e     envelope
-	tok   Token
-	timer *timerEntry
-	drops []Drop
+	b      *binding
+	claims []claim // the items, in queue order
+	timer  *timerEntry
+	drops  []Drop
+}
+
+// size is what the task counts in a worker's inflight: its items, or 1.
+func (t *task) size() int64 { return max(1, int64(len(t.claims))) }
+
+// claim is one item a group handed a worker, and its token.
+type claim struct {
+	e   envelope
+	tok Token
 }
 
 // Token identifies a claim: the group generation of the queue the item was
@@ -215,10 +224,10 @@ func (w *worker) run() {
 				shared = nil
 				continue
 			}
-			w.inflight.Add(1) // counted by the worker that takes it
+			w.inflight.Add(t.size()) // counted by the worker that takes it
 		}
 		w.do(t)
-		w.inflight.Add(-1)
+		w.inflight.Add(-t.size())
 		w.g.notify()
 	}
 }
@@ -233,14 +242,23 @@ func (w *worker) do(t task) {
 		}
 	case t.drops != nil:
 		w.reportDrops(t.drops)
-	case g.dead.Load() || g.held.Load() || g.stopping():
 	default:
-		t.tok.Worker = w.id
-		if w.dispatch(t.b, t.e) {
-			g.complete(t.b, t.tok)
-		} else {
-			g.held.Store(true)
+		// The chunk's completions are recorded together, with one lock of
+		// the queue's gap state; an item not dispatched ends the chunk.
+		done := w.completed[:0]
+		for _, c := range t.claims {
+			if g.dead.Load() || g.held.Load() || g.stopping() {
+				break
+			}
+			c.tok.Worker = w.id
+			if !w.dispatch(t.b, c.e) {
+				g.held.Store(true)
+				break
+			}
+			done = append(done, c.tok)
 		}
+		g.complete(t.b, done...)
+		w.completed = done[:0]
 	}
 }
 
