@@ -67,7 +67,8 @@ type crashReport struct {
 	Lines      int                 `json:"lines"`
 	Postings   int64               `json:"postings"` // postings the ledger applies for the input
 	KillAt     string              `json:"killAt,omitempty"`
-	Ignore     []string            `json:"ignore"` // output keys left out of the comparisons
+	Workers    int                 `json:"workers"` // the crashed runs' key-ordered workers
+	Ignore     []string            `json:"ignore"`  // output keys left out of the comparisons
 	Kills      []killReport        `json:"kills"`
 	Last       string              `json:"last"`
 	Clean      string              `json:"clean"`
@@ -235,7 +236,7 @@ func (c *CLI) crashtest(ctx context.Context, cfg crashConfig, out io.Writer, tab
 	if err != nil {
 		return nil, err
 	}
-	rep := &crashReport{Dir: cfg.dir, Input: s.input, Lines: cfg.lines, Postings: s.postings, KillAt: cfg.killAt,
+	rep := &crashReport{Dir: cfg.dir, Input: s.input, Lines: cfg.lines, Postings: s.postings, KillAt: cfg.killAt, Workers: max(1, cfg.workers),
 		Ignore: slices.Clone(cfg.ignore), Clean: s.clean, Kills: []killReport{}, Problems: []string{}, Failures: append([]string{}, s.failures...)}
 	if table {
 		how := "at random output lines"
@@ -603,6 +604,8 @@ func (rep *crashReport) writeTable(out io.Writer, stores []string) {
 		fmt.Fprintf(out, "FAIL      %s\n", f)
 	}
 	switch {
+	case rep.Holds && rep.Crashed != nil && rep.Workers > 1:
+		fmt.Fprintf(out, "verdict   holds: nothing lost, every line applied once, the kills re-emitted at most one delivery per worker each (%d workers)\n", rep.Workers)
 	case rep.Holds && rep.Crashed != nil:
 		fmt.Fprintln(out, "verdict   holds: nothing lost, every line applied once, each kill re-emitted at most one delivery")
 	case rep.Holds:
