@@ -211,6 +211,7 @@ func (g *group) handOut(b *binding, wi int) {
 		w.tasks <- t
 		return
 	}
+	g.sharedItems.Add(t.size())
 	g.shared <- t // the first idle worker takes it
 }
 

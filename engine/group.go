@@ -26,19 +26,20 @@ func (r RetryPolicy) attempts() int { return max(1, r.Attempts) }
 // a goroutine and instances of the processors of its own, to which the
 // group hands the items it takes (by key, or to the least busy).
 type group struct {
-	name    string
-	eng     *Engine
-	workers []*worker
-	shared  chan task    // several workers, OrderNone: the items, taken by the first idle worker
-	pending [][]claim    // several workers: items taken in this step, not yet handed out, per worker (OrderNone: [0])
-	hosts   []*core.Host // every worker's hosts: worker w's processor p at w*nprocs+p
-	nprocs  int
-	order   Order
-	key     func(item any) string
-	maxGap  int64
-	retry   RetryPolicy
-	obs     *Observer
-	clock   core.Clock
+	name        string
+	eng         *Engine
+	workers     []*worker
+	shared      chan task    // several workers, OrderNone: the items, taken by the first idle worker
+	pending     [][]claim    // several workers: items taken in this step, not yet handed out, per worker (OrderNone: [0])
+	sharedItems atomic.Int64 // the items in shared
+	hosts       []*core.Host // every worker's hosts: worker w's processor p at w*nprocs+p
+	nprocs      int
+	order       Order
+	key         func(item any) string
+	maxGap      int64
+	retry       RetryPolicy
+	obs         *Observer
+	clock       core.Clock
 	// ctx is what its cycles return from Cycle.Context; Stop cancels it
 	// once the drain is over, after closing stop.
 	ctx    context.Context

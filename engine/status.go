@@ -208,7 +208,7 @@ func (g *group) status() GroupStatus {
 	for _, w := range g.workers {
 		gs.InFlight += w.inflight.Load()
 	}
-	gs.InFlight += int64(len(g.shared)) // handed out, not yet taken by a worker
+	gs.InFlight += g.sharedItems.Load() // handed out, not yet taken by a worker
 	for _, b := range *g.bindings.Load() {
 		gs.Gap += b.gap.beyond.Load()
 		if seq := b.gap.oldestPending(b.q.dispatched.Load()); seq > 0 && (gs.OldestPending == 0 || seq < gs.OldestPending) {

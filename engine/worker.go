@@ -225,6 +225,7 @@ func (w *worker) run() {
 				continue
 			}
 			w.inflight.Add(t.size()) // counted by the worker that takes it
+			w.g.sharedItems.Add(-t.size())
 		}
 		w.do(t)
 		w.inflight.Add(-t.size())
