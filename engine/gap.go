@@ -132,16 +132,10 @@ func (g *group) stepParallel() bool {
 					blocked = true
 					break
 				}
-				if g.emitDrops(b, b.q.headLocal) {
-					did = true
-				}
-				e, ok := b.q.take()
+				e, ok, dropped := g.next(b)
+				did = did || dropped
 				if !ok {
 					break
-				}
-				if b.q.headLocal&63 == 0 && b.feed.waiting.Load() && b.q.drained() {
-					b.q.publishHead()
-					b.feed.signalReady()
 				}
 				did = true
 				b.gap.claim(b.q.headLocal, e.seq)

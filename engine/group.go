@@ -210,17 +210,10 @@ func (g *group) step() bool {
 			// before the take so a drop marked after it is not reported
 			// ahead of the items enqueued before it.
 			for range batch {
-				h := b.q.headLocal
-				if g.emitDrops(b, h) {
-					did = true
-				}
-				e, ok := b.q.take()
+				e, ok, dropped := g.next(b)
+				did = did || dropped
 				if !ok {
 					break
-				}
-				if b.q.headLocal&63 == 0 && b.feed.waiting.Load() && b.q.drained() {
-					b.q.publishHead()
-					b.feed.signalReady()
 				}
 				did = true
 				if !g.workers[0].dispatch(b, e) {
@@ -247,6 +240,19 @@ func (g *group) step() bool {
 // emitDrops reports the drops marked at or before queue position pos: to
 // the single worker's streams at once, or, with several workers, to every
 // worker's streams through its tasks, in order with its items.
+// next reports the drops marked at or before the queue's head, then takes
+// the next item, if any; once the queue drained to half it signals a
+// paused source (consumer only). dropped says whether drops were reported.
+func (g *group) next(b *binding) (e envelope, ok, dropped bool) {
+	dropped = g.emitDrops(b, b.q.headLocal)
+	e, ok = b.q.take()
+	if ok && b.q.headLocal&63 == 0 && b.feed.waiting.Load() && b.q.drained() {
+		b.q.publishHead()
+		b.feed.signalReady()
+	}
+	return e, ok, dropped
+}
+
 func (g *group) emitDrops(b *binding, pos int64) bool {
 	g.drops = b.takeMarks(pos, g.drops[:0])
 	if len(g.drops) == 0 {

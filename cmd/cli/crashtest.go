@@ -314,12 +314,8 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 	if s.durable {
 		rc.state = s.cleanSt
 	}
-	res, err := c.record(ctx, rc)
-	if err != nil {
+	if err := s.cleanRun(ctx, c, rc, "the clean run"); err != nil {
 		return nil, err
-	}
-	if res.Recorded != nil || !res.Status.Settled || !res.Status.Lossless {
-		s.failures = append(s.failures, fmt.Sprintf("the clean run is not settled and lossless (recording: %v)", res.Recorded))
 	}
 	if s.want, err = readOutputs(s.cleanOut, cfg.ignore); err != nil {
 		return nil, err
@@ -345,15 +341,24 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 		if s.durable {
 			rc.state = s.cleanWSt
 		}
-		res, err := c.record(ctx, rc)
-		if err != nil {
+		if err := s.cleanRun(ctx, c, rc, fmt.Sprintf("the clean run on %d workers", cfg.workers)); err != nil {
 			return nil, err
-		}
-		if res.Recorded != nil || !res.Status.Settled || !res.Status.Lossless {
-			s.failures = append(s.failures, fmt.Sprintf("the clean run on %d workers is not settled and lossless (recording: %v)", cfg.workers, res.Recorded))
 		}
 	}
 	return s, nil
+}
+
+// cleanRun records a clean run of rc; one that is not settled and
+// lossless, or whose recording broke, is a failure of the test, named what.
+func (s *crashSetup) cleanRun(ctx context.Context, c *CLI, rc recordConfig, what string) error {
+	res, err := c.record(ctx, rc)
+	if err != nil {
+		return err
+	}
+	if res.Recorded != nil || !res.Status.Settled || !res.Status.Lossless {
+		s.failures = append(s.failures, fmt.Sprintf("%s is not settled and lossless (recording: %v)", what, res.Recorded))
+	}
+	return nil
 }
 
 // maxOutputsPerInput is the most OUTPUT rows one input (or timer) has in
