@@ -550,3 +550,91 @@ func TestDiffExplainsTheInputAKillCutShortInACSVRun(t *testing.T) {
 		t.Fatalf("an orphan DELIVERY in the middle of a killed run: verdict %q, want not complete:\n%s", rep.Verdict, diffText(t, rep))
 	}
 }
+
+// partitioned returns m's rows with every DELIVERY's position under key (a
+// partition, as a Kafka source's "topic/partition") and its epoch
+// epoch(seq): the offsets stay as they are, absolute within the key.
+func partitioned(t *testing.T, m store.Reader, key string, epoch func(seq int64) int64) *store.Memory {
+	t.Helper()
+	rs := rows(t, m)
+	for i := range rs {
+		if rs[i].Kind == store.KindDelivery {
+			rs[i].Key, rs[i].Epoch = key, epoch(rs[i].Seq)
+		}
+	}
+	return reopen(t, rs)
+}
+
+// TestDiffAlignsKeyedPositionsAcrossEpochs: a partition's offsets are
+// absolute, so its inputs are identified by (feed, key, offset) whatever
+// the epoch (a Kafka group generation, new at every restart and
+// rebalance). A run killed under generation 3 and restarted under
+// generation 4 (re-reading from offset 0), and a run rebalanced part-way
+// (generation 3, then 4), are the same as a clean run under generation 9,
+// with no epoch segment.
+func TestDiffAlignsKeyedPositionsAcrossEpochs(t *testing.T) {
+	const part = "events/0"
+	gen := func(g int64) func(int64) int64 { return func(int64) int64 { return g } }
+	crashed := partitioned(t, killed(t, run{}.memory(t, ten[:6]...)), part, gen(3))
+	restarted := partitioned(t, run{}.memory(t, ten...), part, gen(4))
+	rebalanced := partitioned(t, run{}.memory(t, ten...), part, func(seq int64) int64 {
+		if seq > 5 {
+			return 4
+		}
+		return 3
+	})
+	clean := partitioned(t, run{}.memory(t, ten...), part, gen(9))
+	for _, tc := range []struct {
+		name    string
+		a       []store.Reader
+		inputsA int64
+		twice   int64
+	}{
+		{"crashed and restarted", []store.Reader{crashed, restarted}, 16, 6},
+		{"rebalanced", []store.Reader{rebalanced}, 10, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := diff(t, tc.a, []store.Reader{clean}, replayer.DiffOptions{Ignore: []string{"at"}})
+			if !rep.Same {
+				t.Fatalf("not the same as the clean run:\n%s", diffText(t, rep))
+			}
+			p := rep.Processors[0]
+			if got, want := p.Counts, (replayer.DiffCounts{Twice: tc.twice, DuplicateOutputs: tc.twice}); got != want || p.InputsA != tc.inputsA || p.Common != 10 {
+				t.Errorf("counts %+v, %d inputs in A, %d common; want %+v, %d, 10:\n%s", got, p.InputsA, p.Common, want, tc.inputsA, diffText(t, rep))
+			}
+			if len(p.EpochChanges) != 0 {
+				t.Errorf("epoch changes %v, want none: keyed positions align across epochs", p.EpochChanges)
+			}
+		})
+	}
+}
+
+// TestDiffNamesAKeyedInputWhoseOutputsChanged: the restarted run of a
+// partition emits something else for one record: the stitched side
+// differs from the clean run at that record, named by feed, key and
+// offset (and the epoch it had).
+func TestDiffNamesAKeyedInputWhoseOutputsChanged(t *testing.T) {
+	const part = "events/0"
+	crashed := partitioned(t, killed(t, run{}.memory(t, ten[:6]...)), part, func(int64) int64 { return 3 })
+	rs := rows(t, partitioned(t, run{}.memory(t, ten...), part, func(int64) int64 { return 4 }))
+	i := find(t, rs, "ledger", store.KindInline, 8) // line 8: "transfer,bob,carol,1"
+	for rs[i].Kind != store.KindOutput {
+		i++
+	}
+	rs[i].Payload = []byte(`{"changed":true}`)
+	restarted := reopen(t, rs)
+	clean := partitioned(t, run{}.memory(t, ten...), part, func(int64) int64 { return 9 })
+
+	rep := diff(t, []store.Reader{crashed, restarted}, []store.Reader{clean}, replayer.DiffOptions{Ignore: []string{"at"}})
+	if rep.Verdict != replayer.DiffDifferent {
+		t.Fatalf("verdict %s, want different:\n%s", rep.Verdict, diffText(t, rep))
+	}
+	p := rep.Processors[0]
+	if p.Counts.Different != 1 || p.Counts.OnlyA+p.Counts.OnlyB != 0 || len(p.Different) != 1 {
+		t.Fatalf("counts %+v, want exactly one input different:\n%s", p.Counts, diffText(t, rep))
+	}
+	d := p.Different[0]
+	if d.Feed != "input" || d.Key != part || d.Offset != 8 || d.Epoch != 4 || d.Input != `"transfer,bob,carol,1"` {
+		t.Errorf("different input %+v, want feed input key %s offset 8 epoch 4", d.InputRef, part)
+	}
+}

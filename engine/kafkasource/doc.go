@@ -53,7 +53,10 @@
 // lag (high watermark minus committed) and whether it is paused; the feed
 // is CAUGHT_UP once every owned partition is published to its high
 // watermark, BEHIND otherwise (with the reason: joining, paused, records to
-// read, a fetch error).
+// read, a fetch error, or a broker gone away: while the client's last
+// request or connection to a broker failed, the detail names the broker and
+// the error, until a request succeeds again; franz-go retries them itself,
+// so the run resumes once the broker is back).
 //
 // Close the source after the engine stopped: the engine's final commit
 // goes through the source's client; Close leaves the group (its revocation

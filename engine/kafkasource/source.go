@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,6 +105,10 @@ type Source struct {
 	commitMu       sync.Mutex
 	commitFailures atomic.Int64
 	fenced         atomic.Int64
+	// brokerErr is the last failed request or connection to a broker
+	// ("broker host:port: error"), nil once a request succeeds again: set
+	// by brokerHook from the client's goroutines.
+	brokerErr atomic.Pointer[string]
 
 	items []any
 	poss  []core.Position
@@ -238,6 +244,7 @@ func (s *Source) newClient() (*kgo.Client, error) {
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
+		kgo.WithHooks(brokerHook{s}),
 	}
 	if s.opts.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(s.opts.InstanceID))
@@ -450,6 +457,10 @@ func (s *Source) report() {
 		s.setStateLocked(engine.StateBehind, s.fetchErr)
 		return
 	}
+	if e := s.brokerErr.Load(); e != nil {
+		s.setStateLocked(engine.StateBehind, *e)
+		return
+	}
 	var lag int64
 	owned := 0
 	for _, p := range s.parts {
@@ -471,6 +482,43 @@ func (s *Source) report() {
 	default:
 		s.setStateLocked(engine.StateCaughtUp, "")
 	}
+}
+
+// brokerHook notes in Source.brokerErr whether the client's last request
+// to a broker failed (the connection refused, closed or timed out: the
+// broker went away) or succeeded, so that the feed is BEHIND with the
+// reason while no broker answers. franz-go retries such failures itself:
+// the fetches go on once the broker is back.
+type brokerHook struct{ s *Source }
+
+var (
+	_ kgo.HookBrokerE2E     = brokerHook{}
+	_ kgo.HookBrokerConnect = brokerHook{}
+)
+
+// OnBrokerConnect notes a failed connection.
+func (h brokerHook) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		h.failed(meta, err)
+	}
+}
+
+// OnBrokerE2E notes a request's outcome: a failure, or a success that
+// clears the last failure.
+func (h brokerHook) OnBrokerE2E(meta kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
+	if err := e2e.Err(); err != nil {
+		h.failed(meta, err)
+		return
+	}
+	h.s.brokerErr.Store(nil)
+}
+
+func (h brokerHook) failed(meta kgo.BrokerMetadata, err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
+		return // the caller gave up or the client is closing: not the broker
+	}
+	e := fmt.Sprintf("broker %s: %v", net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), err)
+	h.s.brokerErr.Store(&e)
 }
 
 func (s *Source) setState(st engine.FeedState, detail string) {
