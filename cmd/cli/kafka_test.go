@@ -73,6 +73,11 @@ func TestRunKafkaConsumesTheTopicCommitsAfterProcessingAndTheRecordingReplays(t 
 		if got, ok := offs.Lookup("postings", e.Partition); !ok || got.At != e.Offset {
 			t.Errorf("partition %d: committed %v, want the end offset %d", e.Partition, got.At, e.Offset)
 		}
+		// The run prints each partition's standing: committed to its end,
+		// nothing left to read.
+		if line := fmt.Sprintf("partition postings/%d: committed %d, processed %d, lag 0, paused no", e.Partition, e.Offset, e.Offset); !strings.Contains(out, line) {
+			t.Errorf("the run's output has no line %q:\n%s", line, out)
+		}
 	})
 	if code, out := execute(t, ctx, "replay", first); code != 0 {
 		t.Fatalf("replay: exit %d, want 0:\n%s", code, out)

@@ -17,6 +17,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
+	"github.com/blackbox-audit/blackbox/engine/kafkasource"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -67,6 +68,9 @@ type recordResult struct {
 	// Out is why (naming the file), nil when every output was written.
 	NotOutput int64
 	Out       error
+	// Partitions is each Kafka partition's standing at the end of a run
+	// with --kafka (committed, processed, lag, paused).
+	Partitions []kafkasource.PartitionStatus
 }
 
 func (c *CLI) runCmd() *cobra.Command {
@@ -337,6 +341,9 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 	if cfg.status != "" {
 		fmt.Fprintf(w, "status    %s\n", cfg.status)
 	}
+	for _, p := range res.Partitions {
+		fmt.Fprintf(w, "partition %s/%d: committed %d, processed %d, lag %d, paused %s\n", p.Topic, p.Partition, p.Committed, p.Processed, p.Lag, yesNo(p.Paused))
+	}
 	losses := fmt.Sprintf("dropped %d, refused %d, completion failures %d", fs.Dropped, fs.Refused, fs.CompletionFailures)
 	fmt.Fprintf(w, "verdict   settled: %s  lossless: %s  (%s; state %s, acknowledged %d, failures %d)\n",
 		yesNo(res.Status.Settled), yesNo(res.Status.Lossless), losses, fs.State, fs.Acknowledged, fs.Failures)
@@ -377,9 +384,9 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	}
 	logger := slog.New(&warnHandler{w: c.stderr})
 	var src source
+	var ks *kafkasource.Source
 	if cfg.kafka.on() {
-		ks, err := cfg.kafka.source(logger)
-		if err != nil {
+		if ks, err = cfg.kafka.source(logger); err != nil {
 			return res, usagef("%v", err)
 		}
 		defer ks.Close() // after the engine's last commit
@@ -531,6 +538,9 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	res = recordResult{Status: eng.Status(), Inputs: w.inputs(), Outputs: w.kinds[store.KindOutput],
 		Failed: w.kinds[store.KindFailed], Dropped: w.kinds[store.KindDropped], Emitted: sink.written.Load(), Rows: w.rows,
 		Recorded: recErr, NotOutput: sink.lost.Load()}
+	if ks != nil { // stopped: its final commit made
+		res.Partitions = ks.Status().Partitions
+	}
 	if err := sink.failure(); err != nil {
 		// An output that was not written is lost: the run is not lossless.
 		res.Out = &fileError{cfg.out, err}
