@@ -110,7 +110,8 @@ the run starts at the group's committed offsets and commits, per
 partition, only the records processed (never ahead of them). Without
 --follow it ends once it is caught up with every partition it was assigned
 and everything read is processed and committed; with --follow it consumes
-until SIGINT or SIGTERM. --read, --pointer, --max-line and --rotated are
+until SIGINT or SIGTERM. It prints each partition's standing at the end:
+committed, processed, lag and paused. --read, --pointer, --max-line and --rotated are
 for files.
 
 A line longer than --max-line bytes is skipped whole, warned and counted
