@@ -241,6 +241,7 @@ func New(cfg Config) (*Engine, error) {
 		}
 		if gc.Workers > 1 {
 			g.pending = make([][]claim, gc.Workers)
+			g.chunks = make(chan []claim, 4*gc.Workers+workerTasks)
 		}
 		for wi := range max(1, gc.Workers) {
 			w := &worker{g: g, id: wi, name: gc.Name}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"hash/fnv"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -197,7 +196,7 @@ func (g *group) handOut(b *binding, wi int) {
 	if len(cs) == 0 {
 		return
 	}
-	t := task{b: b, claims: slices.Clone(cs)}
+	t := task{b: b, claims: append(g.freeChunk(), cs...)}
 	g.pending[wi] = cs[:0]
 	if g.order == OrderKey {
 		w := g.workers[wi]
@@ -207,6 +206,27 @@ func (g *group) handOut(b *binding, wi int) {
 	}
 	g.sharedItems.Add(t.size())
 	g.shared <- t // the first idle worker takes it
+}
+
+// freeChunk is an empty []claim for a task's items, reused when a worker
+// returned one (the hand-out allocates nothing in the steady state).
+func (g *group) freeChunk() []claim {
+	select {
+	case c := <-g.chunks:
+		return c
+	default:
+		return make([]claim, 0, chunk)
+	}
+}
+
+// reuse gives a task's []claim back for another hand-out (a worker, once
+// the task is done), unless enough are spare.
+func (g *group) reuse(c []claim) {
+	clear(c)
+	select {
+	case g.chunks <- c[:0]:
+	default:
+	}
 }
 
 // handOutAll hands out every pending item of queue b.

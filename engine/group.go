@@ -32,6 +32,7 @@ type group struct {
 	shared      chan task    // several workers, OrderNone: the items, taken by the first idle worker
 	pending     [][]claim    // several workers: items taken in this step, not yet handed out, per worker (OrderNone: [0])
 	sharedItems atomic.Int64 // the items in shared
+	chunks      chan []claim // several workers: spare []claim for the tasks' items, given back by the workers
 	hosts       []*core.Host // every worker's hosts: worker w's processor p at w*nprocs+p
 	nprocs      int
 	order       Order

@@ -260,6 +260,7 @@ func (w *worker) do(t task) {
 		}
 		g.complete(t.b, done...)
 		w.completed = done[:0]
+		g.reuse(t.claims)
 	}
 }
 
