@@ -10,6 +10,12 @@
 // per processor in a goroutine. Sources implement Source and publish through
 // the Intake handed to their Run.
 //
+// A group of several workers (GroupConfig.Workers) runs each worker on a
+// goroutine of its own with instances of its own (ProcessorConfig.New, named
+// WorkerName), by key (WorkerOf) or unordered; its queues count as
+// dispatched only their contiguous completed prefix, and it claims no item
+// more than MaxGap past the oldest pending one.
+//
 // Outputs a processor emits with core.Cycle.Emit(sink, out) reach Config.Sink live
 // as Write(processor, sink, out), on the processor's group goroutine, so they
 // can be routed by processor and sink name.

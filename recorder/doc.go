@@ -10,6 +10,12 @@
 //	... engine run, engine.Stop ...
 //	err = rec.Close()                           // then close w (the caller owns it)
 //
+// Start does all of that for one recorded run (engine + source + recorder,
+// the store left to the caller): it is what `blackbox run` and golden
+// recordings use. With several workers (RunConfig.Workers) each worker's
+// instance of a processor is recorded as a stream of its own, named
+// engine.WorkerName(processor, worker), its app named in META.
+//
 // What it writes (docs/FORMAT.md): META first; per processor START (its
 // Snapshot, if any), then for each input either FAILED (its first failed
 // attempt: the input is not reproducible) or an optional DELIVERY, an
