@@ -98,7 +98,7 @@ func BenchmarkConsumeProcessCommit(b *testing.B) {
 
 // bareLoop consumes n records as group with franz-go alone: PollFetches,
 // process each (a no-op count), CommitRecords, until n are committed.
-func bareLoop(b *testing.B, brokers []string, group string, n int) {
+func bareLoop(b testing.TB, brokers []string, group string, n int) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
 		kgo.DisableAutoCommit(), kgo.FetchMaxWait(200*time.Millisecond))
 	if err != nil {

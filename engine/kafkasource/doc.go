@@ -23,7 +23,9 @@
 // processed prefix. Each poll commits, per owned partition, that position
 // when it is past the committed one (CommitOffsetsSync, bounded by
 // CommitTimeout): never past a pending record, never a lower offset than
-// the one committed. Nothing is committed before a record is processed; no
+// the one committed. While published records wait for their commit, a
+// poll waits for records at most CommitInterval (default 2ms), so what is
+// processed after the fetches run dry is committed that soon. Nothing is committed before a record is processed; no
 // autocommit. A failed commit is warned through the Logger (once per
 // distinct failure), counted in Status, and retried at every poll until it
 // succeeds (the engine polls again even when nothing new was acknowledged).
@@ -36,8 +38,8 @@
 //
 // The default policy is PAUSE: when the feed refuses a record, the
 // remaining polled records are kept and offered again (the source waits on
-// Intake.Ready), and nothing more is polled; when the feed still refuses
-// after PollInterval, the owned partitions' fetches are paused
+// Intake.Ready), and nothing more is polled; when the feed has taken
+// nothing for PollInterval, the owned partitions' fetches are paused
 // (PauseFetchPartitions) until the kept records are published. No record
 // is dropped unless the feed's policy is a drop.
 //

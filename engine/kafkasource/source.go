@@ -25,6 +25,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultPollInterval   = 50 * time.Millisecond
+	DefaultCommitInterval = 2 * time.Millisecond
 	DefaultMaxPollRecords = 8192
 	DefaultCommitTimeout  = 10 * time.Second
 	DefaultRevokeTimeout  = 10 * time.Second
@@ -45,6 +46,11 @@ type Options struct {
 	// PollInterval is the longest a duty cycle waits for records before it
 	// polls acknowledgements (and commits) again. Default 50ms.
 	PollInterval time.Duration
+	// CommitInterval is the longest a duty cycle waits for records while
+	// records are published and not yet committed (and the last commit
+	// succeeded): the processed ones are committed that soon after the
+	// fetches run dry. Default 2ms; never longer than PollInterval.
+	CommitInterval time.Duration
 	// MaxPollRecords bounds the records taken per poll. Default 8192.
 	MaxPollRecords int
 	// CommitTimeout bounds one offset commit. Default 10s.
@@ -92,8 +98,9 @@ type Source struct {
 	in        *engine.Intake
 	gen       int64
 	parts     map[string]*part // by PartitionKey
-	buf       []*kgo.Record    // polled, not yet published, in poll order
-	paused    bool             // owned partitions' fetches are paused
+	buf       []*kgo.Record    // polled records in poll order: buf[head:] are not published yet
+	head      int
+	paused    bool // owned partitions' fetches are paused
 	state     engine.FeedState
 	detail    string
 	fetchErr  string
@@ -144,6 +151,10 @@ func New(opts Options) (*Source, error) {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = DefaultPollInterval
 	}
+	if opts.CommitInterval <= 0 {
+		opts.CommitInterval = DefaultCommitInterval
+	}
+	opts.CommitInterval = min(opts.CommitInterval, opts.PollInterval)
 	if opts.MaxPollRecords <= 0 {
 		opts.MaxPollRecords = DefaultMaxPollRecords
 	}
@@ -197,11 +208,11 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 			cl.AllowRebalance()
 			return nil
 		}
-		if !s.publish() {
+		if took, all := s.publish(); !all {
 			// A queue full for a moment does not stop the fetches
-			// (pausing drops what the client buffered): one that stays
-			// full for a poll interval does.
-			if refused.IsZero() {
+			// (pausing drops what the client buffered): one that takes
+			// nothing for a poll interval does.
+			if refused.IsZero() || took > 0 {
 				refused = time.Now()
 				s.setState(engine.StateBehind, "paused: a subscriber's queue is full")
 			} else if time.Since(refused) >= s.opts.PollInterval {
@@ -222,7 +233,7 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 		s.seedEnds(ctx, cl)
 		s.report()
 		cl.AllowRebalance()
-		pctx, cancel := context.WithTimeout(ctx, s.opts.PollInterval)
+		pctx, cancel := context.WithTimeout(ctx, s.pollWait())
 		fetches := cl.PollRecords(pctx, s.opts.MaxPollRecords)
 		cancel()
 		if fetches.IsClientClosed() {
@@ -230,6 +241,23 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 		}
 		s.take(fetches)
 	}
+}
+
+// pollWait is how long a duty cycle waits for records: CommitInterval
+// while published records wait for their commit (and the last commit did
+// not fail: a failed one is retried every PollInterval), PollInterval
+// otherwise.
+func (s *Source) pollWait() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastError == "" {
+		for _, p := range s.parts {
+			if p.owned && p.published > max(p.committed, 0) {
+				return s.opts.CommitInterval
+			}
+		}
+	}
+	return s.opts.PollInterval
 }
 
 // newClient creates the group client with the partition callbacks.
@@ -314,22 +342,42 @@ func (s *Source) take(fetches kgo.Fetches) {
 	})
 }
 
-// publish offers the buffered records in order; false when the feed
-// refused one (it and the rest stay buffered).
-func (s *Source) publish() bool {
+// publish offers the buffered records in order. It reports how many the
+// feed took and whether it took them all (those it refused stay buffered).
+func (s *Source) publish() (took int, all bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.buf) > 0 {
-		n := min(len(s.buf), 256)
+	for s.head < len(s.buf) {
+		batch := s.buf[s.head:min(len(s.buf), s.head+256)]
+		n := len(batch)
 		items, poss := s.items[:0], s.poss[:0]
+		// One allocation for the batch's records and one for their
+		// headers: a record a processor keeps keeps its batch.
+		recs := make([]Record, n)
+		nh := 0
+		for _, r := range batch {
+			nh += len(r.Headers)
+		}
+		var hs []Header
+		if nh > 0 {
+			hs = make([]Header, 0, nh)
+		}
 		var p *part
-		for _, r := range s.buf[:n] {
+		for i, r := range batch {
 			if p == nil || p.partition != r.Partition || p.topic != r.Topic {
 				p = s.parts[partitionKey(r.Topic, r.Partition)]
 			}
-			var item any = toRecord(r)
+			rec := &recs[i]
+			*rec = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+			if len(r.Headers) > 0 {
+				for _, h := range r.Headers {
+					hs = append(hs, Header{Key: h.Key, Value: h.Value})
+				}
+				rec.Headers = hs[len(hs)-len(r.Headers) : len(hs) : len(hs)]
+			}
+			var item any = rec
 			if s.opts.Item != nil {
-				item = s.opts.Item(item.(*Record))
+				item = s.opts.Item(rec)
 			}
 			items = append(items, item)
 			poss = append(poss, core.Position{Key: p.key, Offset: r.Offset + 1})
@@ -343,24 +391,16 @@ func (s *Source) publish() bool {
 		}
 		clear(items)
 		s.items, s.poss = items, poss
-		s.buf = s.buf[k:]
+		s.head += k
+		took += k
 		if k < n {
-			return false
+			return took, false
 		}
 	}
-	s.buf = nil
-	return true
-}
-
-func toRecord(r *kgo.Record) *Record {
-	rec := &Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
-	if len(r.Headers) > 0 {
-		rec.Headers = make([]Header, len(r.Headers))
-		for i, h := range r.Headers {
-			rec.Headers[i] = Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return rec
+	// Every buffered record is published: the buffer is reused.
+	clear(s.buf)
+	s.buf, s.head = s.buf[:0], 0
+	return took, true
 }
 
 // seedEnds reads the end offsets of owned partitions whose high watermark
@@ -660,7 +700,9 @@ func (s *Source) disown(tps map[string][]int32) {
 		// Not paused if it is assigned again.
 		s.cl.ResumeFetchPartitions(resume)
 	}
-	s.buf = slices.DeleteFunc(s.buf, func(r *kgo.Record) bool { return gone[partitionKey(r.Topic, r.Partition)] })
+	clear(s.buf[:s.head])
+	s.buf = slices.DeleteFunc(s.buf[s.head:], func(r *kgo.Record) bool { return gone[partitionKey(r.Topic, r.Partition)] })
+	s.head = 0
 }
 
 // committer is the source's engine.Committer.

@@ -2,11 +2,13 @@ package kafkasource_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/engine/kafkasource"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
@@ -81,4 +83,82 @@ func equalOffsets(a, b map[int32]int64) bool {
 		}
 	}
 	return true
+}
+
+// TestProcessedRecordsAreCommittedWithoutWaitingForAPollInterval: with a
+// poll interval of an hour, the records processed after the last fetch
+// are still committed (the duty cycle waits CommitInterval, not
+// PollInterval, while published records wait for their commit).
+func TestProcessedRecordsAreCommittedWithoutWaitingForAPollInterval(t *testing.T) {
+	const n = 2000
+	c := newCluster(t, 4)
+	hwm := produce(t, c, n, 100)
+	tl := newTally(hwm)
+	src, err := kafkasource.New(kafkasource.Options{Brokers: c.ListenAddrs(), Topics: []string{topic}, Group: "gidle",
+		PollInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	startEngine(t, src, core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
+		tl.add(ev.(*kafkasource.Record))
+		return nil
+	}))
+	eventually(t, 30*time.Second, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
+	tl.check(t)
+}
+
+// TestAQueueThatKeepsTakingRecordsDoesNotPauseTheFetches: a processor
+// paced by the test keeps a queue of 4 full for far longer than the poll
+// interval, but the feed takes records all along: the fetches are never
+// paused (pausing drops what the client buffered), and every record is
+// processed once and committed.
+func TestAQueueThatKeepsTakingRecordsDoesNotPauseTheFetches(t *testing.T) {
+	const n = 400
+	c := newCluster(t, 2)
+	hwm := produce(t, c, n, 10)
+	tl := newTally(hwm)
+	src, err := kafkasource.New(kafkasource.Options{Brokers: c.ListenAddrs(), Topics: []string{topic}, Group: "gsteady",
+		PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	step, quit := make(chan struct{}), make(chan struct{})
+	eng, err := engine.New(engine.Config{
+		Feeds: []engine.FeedConfig{{Name: "kafka", Source: src, QueueSize: 4}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"kafka"}, Processors: []engine.ProcessorConfig{{Name: "p",
+			Processor: core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
+				select {
+				case <-step:
+				case <-quit: // the test failed: let Stop through
+				}
+				tl.add(ev.(*kafkasource.Record))
+				return nil
+			})}}}},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Stop(context.Background())
+	defer close(quit)
+	// One record every millisecond: 400 ms of a full queue that drains
+	// steadily, twenty poll intervals.
+	pace := time.NewTicker(time.Millisecond)
+	defer pace.Stop()
+	for range n {
+		<-pace.C
+		step <- struct{}{}
+		for _, p := range src.Status().Partitions {
+			if p.Paused {
+				t.Fatalf("partition %d paused while its queue kept taking records", p.Partition)
+			}
+		}
+	}
+	eventually(t, time.Minute, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
+	tl.check(t)
 }
