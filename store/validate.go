@@ -169,7 +169,7 @@ var usedFields = map[Kind]int{
 	KindFailed:   fSource | fSeq | fInstant | fDetail,
 	KindEnd:      fInstant | fN,
 	KindJournal:  fSource | fSeq | fPayload,
-	KindCommit:   fSource | fSeq | fInstant | fEpoch | fKey | fOffset,
+	KindCommit:   fSource | fSeq | fEpoch | fKey | fOffset,
 }
 
 func instantOK(t time.Time) bool {

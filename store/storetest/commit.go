@@ -20,11 +20,11 @@ func commitRecording() []store.Entry {
 		{Processor: "p", Index: 1, Kind: store.KindStart, Instant: T0},
 		{Processor: "p", Index: 2, Kind: store.KindDelivery, Source: "orders", Seq: 1, Epoch: 7, Offset: 4},
 		{Processor: "p", Index: 3, Kind: store.KindIndexed, Source: "orders", Seq: 1, Instant: T0},
-		{Index: 3, Kind: store.KindCommit, Source: "orders", Seq: 1, Instant: T0, Epoch: 7, Offset: 4},
+		{Index: 3, Kind: store.KindCommit, Source: "orders", Seq: 1, Epoch: 7, Offset: 4},
 		{Index: 4, Kind: store.KindJournal, Source: "orders", Seq: 2, Payload: []byte(`"b"`)},
 		{Processor: "p", Index: 4, Kind: store.KindDelivery, Source: "orders", Seq: 2, Epoch: 7, Key: "t/0", Offset: 8},
 		{Processor: "p", Index: 5, Kind: store.KindIndexed, Source: "orders", Seq: 2, Instant: T0},
-		{Index: 5, Kind: store.KindCommit, Source: "orders", Seq: 2, Instant: T0, Epoch: 7, Key: "t/0", Offset: 8},
+		{Index: 5, Kind: store.KindCommit, Source: "orders", Seq: 2, Epoch: 7, Key: "t/0", Offset: 8},
 		{Processor: "p", Index: 6, Kind: store.KindEnd, Instant: T0, N: 2},
 	}
 }
