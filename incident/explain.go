@@ -166,6 +166,9 @@ func (x *explainer) read(run int, rec Recording) *runData {
 			}
 			m[e.Seq] = ref
 			continue
+		case store.KindCommit:
+			d.commits[e.Source] = append(d.commits[e.Source], commitRec{seq: e.Seq, pos: Position{Epoch: e.Epoch, Key: e.Key, Offset: e.Offset}, ref: ref})
+			continue
 		case store.KindMeta:
 			continue
 		}
