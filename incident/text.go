@@ -53,14 +53,17 @@ func (f *Findings) WriteText(w io.Writer) error {
 					fmt.Fprintf(b, "      %s\n", input(&c.InFlight[i]))
 				}
 			}
+			if c.MaybeInFlight != nil {
+				fmt.Fprintf(b, "    2 maybe in flight (the next run's first input past it): %s\n", input(c.MaybeInFlight))
+			}
 			switch l := c.Lag; {
 			case l == nil:
-				fmt.Fprintf(b, "    3 commit lag: not known (the recording predates COMMIT rows)\n")
+				fmt.Fprintf(b, "    3 commit lag: not known (nothing processed, or a recording before COMMIT rows and no restart)\n")
 			case l.Committed == nil:
 				fmt.Fprintf(b, "    3 commit lag: %d items, nothing committed in the run %s\n", l.Items, refs(l.Rows))
 			default:
-				fmt.Fprintf(b, "    3 commit lag: %d items, %d bytes: committed through seq %d at %s %s\n",
-					l.Items, l.Bytes, l.CommitSeq, position(*l.Committed), refs(l.Rows))
+				fmt.Fprintf(b, "    3 commit lag: %d items, %d bytes: committed %s (seq %d), from the %s %s\n",
+					l.Items, l.Bytes, position(*l.Committed), l.CommitSeq, l.From, refs(l.Rows))
 			}
 		}
 		if len(a.Redelivered) == 0 {
