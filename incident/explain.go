@@ -274,9 +274,12 @@ func (x *explainer) answer() {
 	}
 	last := x.runs[len(x.runs)-1].run
 	for i, d := range x.runs {
+		torn := slices.ContainsFunc(x.f.Runs[i].Problems, func(p store.Problem) bool { return p.Kind == store.ProblemTorn })
 		for _, p := range x.f.Runs[i].Problems {
 			kind := string(p.Kind)
-			if (p.Kind == store.ProblemTorn || p.Kind == store.ProblemUnfinished) && d.run != last {
+			tail := p.Kind == store.ProblemTorn || p.Kind == store.ProblemUnfinished ||
+				p.Kind == store.ProblemOrphan && torn // the complete rows of the torn write
+			if tail && d.run != last {
 				continue // a crash a restart followed: its answers are in Crashes
 			}
 			x.f.Losses = append(x.f.Losses, Loss{Kind: kind, Run: d.run, Detail: p.Detail,
@@ -540,30 +543,32 @@ func (x *explainer) inNoRun(d *runData, p pair) []Loss {
 }
 
 // redelivered answers 4 and 6: inputs of a later run at the position of an
-// earlier run's input.
+// earlier run's input. Each is paired with the latest earlier run that
+// delivered it; its outputs with those of the latest earlier delivery that
+// emitted some.
 func (x *explainer) redelivered(p pair, a *Answers) {
 	type seen struct {
 		d  *runData
 		in *inputRec
 	}
-	first := map[Position]seen{}
+	latest, emitted := map[Position]seen{}, map[Position]seen{}
 	for _, d := range x.runs {
+		var here []seen
 		for _, in := range d.inputs {
 			if in.pair != p || in.pos == nil {
 				continue
 			}
-			e, ok := first[*in.pos]
-			if !ok || e.d == d {
-				if !ok {
-					first[*in.pos] = seen{d, in}
-				}
+			here = append(here, seen{d, in})
+			e, ok := latest[*in.pos]
+			if !ok {
 				continue
 			}
 			rd := Redelivery{Position: *in.pos, Earlier: x.input(e.d, e.in), Again: x.input(d, in)}
+			prev, out := emitted[*in.pos]
 			switch {
 			case len(in.outs) > 0:
 				rd.Outcome = OutcomeAppliedAgain
-			case len(e.in.outs) > 0:
+			case out:
 				rd.Outcome = OutcomeSkipped
 			default:
 				rd.Outcome = OutcomeUndetermined
@@ -571,12 +576,24 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 			a.Redelivered = append(a.Redelivered, rd)
 			for i, o := range in.outs {
 				dup := Duplicate{Position: *in.pos, Sink: o.sink, K: o.k, Payload: o.payload, Again: o.ref}
-				if i < len(e.in.outs) {
-					eo := e.in.outs[i]
+				if out && i < len(prev.in.outs) {
+					eo := prev.in.outs[i]
 					dup.Earlier = &eo.ref
 					dup.Same = eo.sink == o.sink && eo.payload == o.payload
 				}
-				a.Duplicates = append(a.Duplicates, dup)
+				if out {
+					a.Duplicates = append(a.Duplicates, dup)
+				}
+			}
+		}
+		for _, s := range here { // a position twice in one run: its first
+			if e, ok := latest[*s.in.pos]; !ok || e.d != d {
+				latest[*s.in.pos] = s
+			}
+			if len(s.in.outs) > 0 {
+				if e, ok := emitted[*s.in.pos]; !ok || e.d != d {
+					emitted[*s.in.pos] = s
+				}
 			}
 		}
 	}

@@ -22,7 +22,8 @@ type Findings struct {
 	Answers []Answers `json:"answers"`
 	// Losses are what the recordings lost that belongs to no one feed:
 	// integrity problems other than a crashed run's unfinished streams and
-	// torn tail (an index gap, a missing OUTPUT row, a malformed row ...),
+	// torn tail (with the orphan rows of the write it tore) when a later run
+	// followed it (an index gap, a missing OUTPUT row, a malformed row ...),
 	// a FAILED timer, and the unfinished streams and torn tail of the last
 	// run, which no restart followed.
 	Losses []Loss `json:"losses"`
