@@ -370,11 +370,18 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 				c.InFlight = append(c.InFlight, in)
 			}
 		}
-		slices.SortFunc(c.InFlight, func(a, b Input) int { return cmp.Compare(a.Seq, b.Seq) })
 	}
+	for _, in := range d.inputs {
+		if in.pair == p && int64(len(in.outs)) < in.n {
+			c.InFlight = append(c.InFlight, x.input(d, in)) // its rows were cut
+		}
+	}
+	slices.SortFunc(c.InFlight, func(a, b Input) int { return cmp.Compare(a.Seq, b.Seq) })
 	c.Lag = x.lag(d, p, last)
-	if last != nil && last.pos != nil && d.run < len(x.runs) {
-		next := x.runs[d.run] // runs are numbered from 1
+	if last == nil || last.pos == nil {
+		return c
+	}
+	for _, next := range x.runs[d.run:] { // the runs after d (numbered from 1)
 		var first *inputRec
 		for _, in := range next.inputs {
 			if in.pair == p && in.pos != nil && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key &&
@@ -385,6 +392,7 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 		if first != nil {
 			in := x.input(next, first)
 			c.MaybeInFlight = &in
+			break
 		}
 	}
 	return c
