@@ -352,17 +352,17 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 		li := x.input(d, last)
 		c.LastProcessed = &li
 	}
+	var lost spans // dropped or failed
 	for _, r := range append(slices.Clip(d.dropped), d.failed...) {
 		if r.pair == p {
-			for s := r.seq; s < r.seq+r.n; s++ {
-				handled[s] = true
-			}
+			lost.addRange(r.seq, r.n)
 		}
 	}
+	lost.merge()
 	if j := d.journal[p.feed]; len(j) > 0 || journalled {
 		c.InFlightKnown = true
 		for seq, ref := range j {
-			if !handled[seq] {
+			if !handled[seq] && !lost.has(seq) {
 				in := Input{Run: d.run, Seq: seq, Rows: []Ref{ref}}
 				if e, err := d.r.Journal(p.feed, seq); err == nil {
 					in.Line = string(e.Payload)
@@ -513,39 +513,25 @@ func (x *explainer) inNoRun(d *runData, p pair) []Loss {
 	if through == 0 {
 		return nil
 	}
-	handled := make([]bool, through+1)
-	mark := func(s int64) {
-		if s >= 1 && s <= through {
-			handled[s] = true
-		}
-	}
+	var handled spans
 	for _, in := range d.inputs {
 		if in.pair == p {
-			mark(in.seq)
+			handled.addRange(in.seq, 1)
 		}
 	}
 	for _, r := range append(slices.Clip(d.dropped), d.failed...) {
 		if r.pair == p {
-			for s := r.seq; s < r.seq+r.n && s <= through; s++ {
-				mark(s)
-			}
+			handled.addRange(r.seq, r.n)
 		}
 	}
+	handled.merge()
 	var out []Loss
-	for s := int64(1); s <= through; s++ {
-		if handled[s] {
-			continue
-		}
-		e := s
-		for e+1 <= through && !handled[e+1] {
-			e++
-		}
-		detail := fmt.Sprintf("seqs %d-%d of run %d have no row in %s", s, e, d.run, p.proc)
+	for _, g := range handled.gaps(through) {
+		detail := fmt.Sprintf("seqs %d-%d of run %d have no row in %s", g.lo, g.hi, d.run, p.proc)
 		if proof != nil {
 			detail += fmt.Sprintf(", and the source committed through seq %d", through)
 		}
-		out = append(out, Loss{Kind: LossInNoRun, Run: d.run, Count: e - s + 1, Detail: detail, Rows: proof})
-		s = e
+		out = append(out, Loss{Kind: LossInNoRun, Run: d.run, Count: g.hi - g.lo + 1, Detail: detail, Rows: proof})
 	}
 	return out
 }
