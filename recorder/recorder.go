@@ -72,6 +72,10 @@ type Options struct {
 	// sync stops every stream (and fails every group at its next item).
 	SyncEvery    int
 	SyncInterval time.Duration
+	// NoCommits records no COMMIT rows: for a recording whose rows must
+	// not depend on the timing of the run (when a source commits does),
+	// such as golden recordings and byte-stable transcripts.
+	NoCommits bool
 	// Logger receives a warning for each recording that stops (the
 	// *BrokenError, after "blackbox "). Default: slog.Default().
 	Logger *slog.Logger
@@ -91,7 +95,7 @@ type Recorder struct {
 	log    *slog.Logger
 
 	mu         sync.Mutex // serializes the writer; guards the fields below
-	globalNext int64      // next index of META/JOURNAL rows
+	globalNext int64      // next index of META/JOURNAL/COMMIT rows
 	syncEvery  int
 	unsynced   int
 	closed     bool
@@ -104,6 +108,9 @@ type Recorder struct {
 	groups sync.Map // group name -> *groupState
 	feeds  sync.Map // feed name -> *feedJournal
 	feedMu sync.Mutex
+
+	commits   commitLog
+	noCommits bool
 
 	closeOnce sync.Once
 	stopSync  chan struct{}
@@ -122,7 +129,7 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 		return nil, fmt.Errorf("recorder: negative SyncEvery %d or SyncInterval %s", opts.SyncEvery, opts.SyncInterval)
 	}
 	r := &Recorder{w: w, clock: opts.Clock, codec: opts.Codec, log: opts.Logger, syncEvery: opts.SyncEvery,
-		broken: map[string]error{}}
+		broken: map[string]error{}, noCommits: opts.NoCommits}
 	if r.clock == nil {
 		r.clock = core.SystemClock()
 	}
@@ -192,7 +199,8 @@ func (r *Recorder) Broken() map[string]error {
 	return maps.Clone(r.broken)
 }
 
-// Close forces what was written to stable storage when the writer is a
+// Close writes the COMMIT rows still pending (commits reported after the
+// last rows), forces what was written to stable storage when the writer is a
 // store.Syncer, and ends the Recorder: hooks called afterwards stop their
 // processor's recording with ErrClosed. It does not close the writer. Call
 // it after the engine's Stop. It returns the sync error, if any, joined with
@@ -204,6 +212,11 @@ func (r *Recorder) Close() error {
 			<-r.syncDone
 		}
 		r.mu.Lock()
+		if !r.closed {
+			if err := r.flushCommits(); err != nil {
+				r.closeErr = fmt.Errorf("recorder: commits: %w", err)
+			}
+		}
 		if r.syncer != nil && !r.closed {
 			if err := r.syncer.Sync(); err != nil {
 				r.closeErr = fmt.Errorf("recorder: sync: %w", err)
@@ -339,7 +352,13 @@ func (r *Recorder) appendParts(rows []store.Entry, parts []part) {
 		}
 		return
 	}
-	err := r.w.Append(rows...)
+	all, commits := r.withCommits(rows)
+	err := r.w.Append(all...)
+	if err == nil {
+		r.commitsWritten(commits)
+	} else {
+		commits = 0 // still pending: the next Append takes them
+	}
 	var fe *store.FieldError
 	if err != nil && errors.As(err, &fe) {
 		// Nothing was written. Keep the parts every store can hold.
@@ -375,7 +394,7 @@ func (r *Recorder) appendParts(rows []store.Entry, parts []part) {
 		pt.p.next += int64(pt.hi - pt.lo)
 		pt.p.inputs += pt.inputs
 	}
-	r.wrote(len(rows))
+	r.wrote(len(rows) + commits)
 }
 
 func validate(rows []store.Entry) error {

@@ -113,6 +113,7 @@ type CLI struct {
 	stdout     io.Writer
 	stderr     io.Writer
 	outWriter  func(io.Writer) io.Writer // tests: wraps the --out file's writer
+	noCommits  bool                      // tests: record no COMMIT rows (byte-stable transcripts)
 }
 
 // New returns a CLI with the built-in apps and the given options.
@@ -202,7 +203,7 @@ lossless or not complete.`,
 	// never returns its untyped "unknown command" error.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(c.demoCmd(), c.runCmd(), c.replayCmd(), c.verifyCmd(), c.inspectCmd(),
-		c.diffCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd())
+		c.diffCmd(), c.explainCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd())
 	return root
 }
 
