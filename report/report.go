@@ -73,7 +73,7 @@ type StreamSummary struct {
 	Commits     int64 // COMMIT rows
 	Dropped     int64 // items lost, the sum of the DROPPED rows' counts
 	DroppedRows int64
-	Failed      int64 // FAILED rows
+	Failed      int64  // FAILED rows
 	First, Last string // the first and last instants, "-" when none
 	Ended       bool   // the stream has its END row: the run stopped cleanly
 }
@@ -284,17 +284,18 @@ func (b *builder) run(ctx context.Context, n int, r Run, div map[string]*replaye
 		streams[name] = s
 		return s
 	}
-	for _, name := range r.Reader.Processors() {
-		open(name)
-	}
-	var rows func(func(store.Entry, error) bool)
+	// A StreamsReader checks the recording in the one pass of Streams:
+	// Processors and Problems are asked after it, so the recording is read
+	// once.
+	rows := r.Reader.Rows()
 	if sr, ok := r.Reader.(store.StreamsReader); ok {
 		rows = sr.Streams()
-	} else {
-		rows = r.Reader.Rows()
 	}
-	var readErr error
-	var seen int
+	var (
+		readErr error
+		seen    int
+		last    *stream
+	)
 	for e, err := range rows {
 		if seen++; seen%4096 == 0 && ctx.Err() != nil {
 			return rs, ctx.Err()
@@ -309,9 +310,19 @@ func (b *builder) run(ctx context.Context, n int, r Run, div map[string]*replaye
 		if e.Processor == "" {
 			continue // META, JOURNAL
 		}
-		s := open(e.Processor)
-		s.row(e)
+		if last == nil || last.l.t.Processor != e.Processor {
+			last = open(e.Processor)
+		}
+		last.row(e)
 	}
+	// The streams in the order they start, those with no row too.
+	procs := r.Reader.Processors()
+	for _, name := range procs {
+		open(name)
+	}
+	slices.SortStableFunc(rs.Streams, func(a, b StreamSummary) int {
+		return cmp.Compare(orderOf(procs, a.Processor), orderOf(procs, b.Processor))
+	})
 	for i := range rs.Streams {
 		s := streams[rs.Streams[i].Processor]
 		s.sum.First, s.sum.Last = instant(s.first), instant(s.last)
@@ -368,6 +379,14 @@ func (s *stream) row(e store.Entry) {
 			s.last = t
 		}
 	}
+}
+
+// orderOf is the place of name in procs, len(procs) when it is not there.
+func orderOf(procs []string, name string) int {
+	if i := slices.Index(procs, name); i >= 0 {
+		return i
+	}
+	return len(procs)
 }
 
 func instant(t time.Time) string {
