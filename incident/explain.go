@@ -1,0 +1,574 @@
+package incident
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// ErrNoRecording: Explain was given no recording.
+var ErrNoRecording = errors.New("incident: no recording")
+
+// Recording is one run to explain: its file (for the Findings) and its
+// reader. Explain reads it; the caller closes it.
+type Recording struct {
+	File   string
+	Reader store.Reader
+}
+
+// Options are what is on disk now, to compare with the recordings.
+type Options struct {
+	// Feed is the feed Pointer and State describe; "" for the feed of the
+	// recordings' positioned inputs when they have only one.
+	Feed string
+	// Pointer is the committed position a file source's pointer file
+	// holds now (filesource.ReadPointer); nil for none.
+	Pointer *Position
+	// State is what the app's durable state holds now (core.Durable); nil
+	// for none.
+	State *core.DurableState
+}
+
+// Explain reads the recordings of a crashed run and its restarts, in the
+// order they ran (as `blackbox diff` stitches them), and answers what the
+// crashes did (Findings). It reads each recording once in storage order and
+// looks up the JOURNAL rows of the inputs it reports. Its memory grows with
+// the number of inputs (their positions and outputs are compared across
+// runs). A recording that cannot be read, or a row that cannot be, makes
+// the Findings not Complete; Explain returns an error only when given no
+// recording.
+func Explain(recs []Recording, opts Options) (*Findings, error) {
+	if len(recs) == 0 {
+		return nil, ErrNoRecording
+	}
+	x := &explainer{f: &Findings{Complete: true, Runs: []Run{}, Answers: []Answers{}, Losses: []Loss{}}}
+	for i, rec := range recs {
+		x.runs = append(x.runs, x.read(i+1, rec))
+	}
+	x.answer()
+	x.onDisk(opts)
+	x.f.Lost = len(x.f.Losses) > 0
+	for _, a := range x.f.Answers {
+		if len(a.Lost) > 0 {
+			x.f.Lost = true
+		}
+	}
+	return x.f, nil
+}
+
+type explainer struct {
+	f    *Findings
+	runs []*runData
+}
+
+// pair is one feed and processor (a processor's base name: its worker
+// streams merged).
+type pair struct{ feed, proc string }
+
+type inputRec struct {
+	pair
+	stream  string
+	seq     int64
+	pos     *Position
+	instant time.Time
+	n       int64 // outputs the input row declares
+	outs    []outRec
+	inline  []byte // an INLINE row's payload
+	indexed bool
+	failed  bool // a FAILED row for its completion follows it
+	refs    []Ref
+}
+
+type outRec struct {
+	sink    string
+	k       int64
+	payload string
+	ref     Ref
+}
+
+type commitRec struct {
+	seq int64
+	pos Position
+	ref Ref
+}
+
+type rangeRec struct {
+	pair
+	seq, n int64 // seqs seq ... seq+n-1
+	offset int64
+	detail string
+	ref    Ref
+}
+
+type runData struct {
+	run     int
+	r       store.Reader
+	inputs  []*inputRec
+	journal map[string]map[int64]Ref // feed -> seq -> JOURNAL row
+	commits map[string][]commitRec   // feed -> COMMIT rows in order
+	dropped []rangeRec
+	failed  []rangeRec // n = 1; a completion's FAILED row is not here (it marks its input)
+	crashed bool
+}
+
+func baseName(stream string) string {
+	if p, _, ok := replayer.ParseWorkerName(stream); ok {
+		return p
+	}
+	return stream
+}
+
+// read reads one recording in storage order.
+func (x *explainer) read(run int, rec Recording) *runData {
+	d := &runData{run: run, r: rec.Reader, journal: map[string]map[int64]Ref{}, commits: map[string][]commitRec{}}
+	sum := Run{Run: run, File: rec.File, Format: rec.Reader.Meta().Format, Counts: map[string]int64{}, Problems: []store.Problem{}}
+	type streamState struct {
+		delivery *store.Entry
+		dref     Ref
+		last     *inputRec // the input the next OUTPUT rows belong to
+		ended    bool
+	}
+	streams := map[string]*streamState{}
+	st := func(name string) *streamState {
+		s := streams[name]
+		if s == nil {
+			s = &streamState{}
+			streams[name] = s
+		}
+		return s
+	}
+	readErr := false
+	for e, err := range rec.Reader.Rows() {
+		if err != nil {
+			var p *store.Problem
+			if errors.As(err, &p) {
+				continue // a row that cannot be read: Problems lists it
+			}
+			readErr = true
+			sum.Problems = append(sum.Problems, store.Unreadable(rec.File, err)...)
+			break
+		}
+		sum.Rows++
+		sum.Counts[string(e.Kind)]++
+		ref := Ref{Run: run, Processor: e.Processor, Index: e.Index, Kind: e.Kind}
+		switch e.Kind {
+		case store.KindJournal:
+			m := d.journal[e.Source]
+			if m == nil {
+				m = map[int64]Ref{}
+				d.journal[e.Source] = m
+			}
+			m[e.Seq] = ref
+			continue
+		case store.KindMeta:
+			continue
+		}
+		if e.Processor == "" {
+			continue
+		}
+		s := st(e.Processor)
+		proc := baseName(e.Processor)
+		switch e.Kind {
+		case store.KindDelivery:
+			c := e
+			s.delivery, s.dref = &c, ref
+			continue
+		case store.KindIndexed, store.KindInline:
+			in := &inputRec{pair: pair{e.Source, proc}, stream: e.Processor, seq: e.Seq, instant: e.Instant, n: e.N,
+				indexed: e.Kind == store.KindIndexed}
+			if e.Kind == store.KindInline {
+				in.inline = e.Payload
+			}
+			if dl := s.delivery; dl != nil && dl.Source == e.Source && dl.Seq == e.Seq {
+				in.pos = &Position{Epoch: dl.Epoch, Key: dl.Key, Offset: dl.Offset}
+				in.refs = append(in.refs, s.dref)
+			}
+			in.refs = append(in.refs, ref)
+			d.inputs = append(d.inputs, in)
+			s.last = in
+		case store.KindTimer:
+			s.last = nil
+		case store.KindOutput:
+			if in := s.last; in != nil {
+				in.outs = append(in.outs, outRec{sink: e.Source, k: e.Seq, payload: string(e.Payload), ref: ref})
+			}
+			s.delivery = nil
+			continue
+		case store.KindDropped:
+			d.dropped = append(d.dropped, rangeRec{pair: pair{e.Source, proc}, seq: e.Seq, n: e.N, offset: e.Offset, detail: e.Detail, ref: ref})
+		case store.KindFailed:
+			if in := s.last; in != nil && in.feed == e.Source && in.seq == e.Seq && e.Source != "" {
+				in.failed = true // a completion of the input before failed
+				in.refs = append(in.refs, ref)
+			} else if e.Source != "" {
+				d.failed = append(d.failed, rangeRec{pair: pair{e.Source, proc}, seq: e.Seq, n: 1, detail: e.Detail, ref: ref})
+			} else {
+				x.f.Losses = append(x.f.Losses, Loss{Kind: LossFailed, Run: run, Detail: e.Detail, Rows: []Ref{ref}})
+			}
+			s.last = nil
+		case store.KindEnd:
+			s.ended = true
+			s.last = nil
+		default:
+			s.last = nil
+		}
+		s.delivery = nil
+	}
+	if !readErr {
+		sum.Problems = append(sum.Problems, rec.Reader.Problems()...)
+	}
+	for _, p := range rec.Reader.Processors() {
+		st(p)
+	}
+	ended := len(streams) > 0 && !readErr
+	for _, s := range streams {
+		ended = ended && s.ended
+	}
+	for _, p := range sum.Problems {
+		switch p.Kind {
+		case store.ProblemTorn, store.ProblemUnfinished:
+			ended = false
+			d.crashed = true
+		case store.ProblemUnreadable, store.ProblemMalformed:
+			x.f.Complete = false
+		}
+	}
+	if !ended && !readErr {
+		d.crashed = true
+	}
+	sum.Ended, sum.Crashed = ended, d.crashed
+	x.f.Runs = append(x.f.Runs, sum)
+	return d
+}
+
+// answer fills the Answers and the recording losses.
+func (x *explainer) answer() {
+	pairs := map[pair]bool{}
+	for _, d := range x.runs {
+		for _, in := range d.inputs {
+			pairs[in.pair] = true
+		}
+		for _, r := range d.dropped {
+			pairs[r.pair] = true
+		}
+		for _, r := range d.failed {
+			pairs[r.pair] = true
+		}
+	}
+	keys := make([]pair, 0, len(pairs))
+	for p := range pairs {
+		keys = append(keys, p)
+	}
+	slices.SortFunc(keys, func(a, b pair) int { return cmp.Or(cmp.Compare(a.proc, b.proc), cmp.Compare(a.feed, b.feed)) })
+	for _, p := range keys {
+		x.f.Answers = append(x.f.Answers, x.answers(p))
+	}
+	last := x.runs[len(x.runs)-1].run
+	for i, d := range x.runs {
+		for _, p := range x.f.Runs[i].Problems {
+			kind := string(p.Kind)
+			if (p.Kind == store.ProblemTorn || p.Kind == store.ProblemUnfinished) && d.run != last {
+				continue // a crash a restart followed: its answers are in Crashes
+			}
+			x.f.Losses = append(x.f.Losses, Loss{Kind: kind, Run: d.run, Detail: p.Detail,
+				Rows: []Ref{{Run: d.run, Processor: p.Processor, Index: p.Index, Kind: p.Row}}})
+		}
+	}
+}
+
+func (x *explainer) answers(p pair) Answers {
+	a := Answers{Feed: p.feed, Processor: p.proc, Crashes: []Crash{}, Redelivered: []Redelivery{}, Lost: []Loss{}, Duplicates: []Duplicate{}}
+	for _, d := range x.runs {
+		if d.crashed {
+			a.Crashes = append(a.Crashes, x.crash(d, p))
+		}
+		for _, r := range d.dropped {
+			if r.pair == p {
+				a.Lost = append(a.Lost, Loss{Kind: LossDropped, Run: d.run, Count: r.n, Detail: r.detail, Rows: []Ref{r.ref}})
+			}
+		}
+		for _, r := range d.failed {
+			if r.pair == p {
+				a.Lost = append(a.Lost, Loss{Kind: LossFailed, Run: d.run, Count: 1, Detail: r.detail, Rows: []Ref{r.ref}})
+			}
+		}
+		for _, in := range d.inputs {
+			if in.pair == p && in.failed {
+				a.Lost = append(a.Lost, Loss{Kind: LossFailed, Run: d.run, Count: 0, Detail: fmt.Sprintf("a completion of seq %d failed", in.seq), Rows: in.refs})
+			}
+		}
+		a.Lost = append(a.Lost, x.inNoRun(d, p)...)
+	}
+	x.redelivered(p, &a)
+	return a
+}
+
+// complete: the input's rows were all written and none of its completions
+// failed.
+func (in *inputRec) complete() bool { return int64(len(in.outs)) == in.n && !in.failed }
+
+func (x *explainer) input(d *runData, in *inputRec) Input {
+	out := Input{Run: d.run, Seq: in.seq, Position: in.pos, Time: in.instant, Outputs: int64(len(in.outs)), Rows: in.refs}
+	switch {
+	case in.inline != nil:
+		out.Line = string(in.inline)
+	case in.indexed:
+		if j, err := d.r.Journal(in.feed, in.seq); err == nil {
+			out.Line = string(j.Payload)
+		}
+	}
+	return out
+}
+
+// crash answers 1, 2 and 3 for one crashed run.
+func (x *explainer) crash(d *runData, p pair) Crash {
+	c := Crash{Run: d.run, InFlight: []Input{}}
+	var last *inputRec
+	handled := map[int64]bool{}
+	journalled := false
+	for _, in := range d.inputs {
+		if in.pair != p {
+			continue
+		}
+		handled[in.seq] = true
+		journalled = journalled || in.indexed
+		if in.complete() && (last == nil || in.seq > last.seq) {
+			last = in
+		}
+	}
+	if last != nil {
+		li := x.input(d, last)
+		c.LastProcessed = &li
+	}
+	for _, r := range append(slices.Clip(d.dropped), d.failed...) {
+		if r.pair == p {
+			for s := r.seq; s < r.seq+r.n; s++ {
+				handled[s] = true
+			}
+		}
+	}
+	if j := d.journal[p.feed]; len(j) > 0 || journalled {
+		c.InFlightKnown = true
+		for seq, ref := range j {
+			if !handled[seq] {
+				in := Input{Run: d.run, Seq: seq, Rows: []Ref{ref}}
+				if e, err := d.r.Journal(p.feed, seq); err == nil {
+					in.Line = string(e.Payload)
+				}
+				c.InFlight = append(c.InFlight, in)
+			}
+		}
+		slices.SortFunc(c.InFlight, func(a, b Input) int { return cmp.Compare(a.Seq, b.Seq) })
+	}
+	c.Lag = x.lag(d, p, last)
+	return c
+}
+
+// lag answers 3: the inputs processed past the run's last commit.
+func (x *explainer) lag(d *runData, p pair, last *inputRec) *Lag {
+	commits := d.commits[p.feed]
+	if len(commits) == 0 && !hasCommits(d.r.Meta().Format) {
+		return nil
+	}
+	l := &Lag{Rows: []Ref{}}
+	lastCommit := map[string]commitRec{} // key -> last commit
+	var cseq int64
+	for _, c := range commits {
+		lastCommit[c.pos.Key] = c
+		cseq = max(cseq, c.seq)
+		l.CommitSeq = cseq
+	}
+	if len(commits) > 0 {
+		c := commits[len(commits)-1]
+		l.Committed = &c.pos
+		l.Rows = append(l.Rows, c.ref)
+	}
+	maxOff := map[string]int64{}
+	for _, in := range d.inputs {
+		if in.pair != p || !in.complete() || in.seq <= cseq {
+			continue
+		}
+		l.Items++
+		if in.pos != nil {
+			if c, ok := lastCommit[in.pos.Key]; ok && c.pos.Epoch == in.pos.Epoch {
+				maxOff[in.pos.Key] = max(maxOff[in.pos.Key], in.pos.Offset)
+			}
+		}
+	}
+	for k, off := range maxOff {
+		l.Bytes += off - lastCommit[k].pos.Offset
+	}
+	if last != nil {
+		l.Rows = append(l.Rows, last.refs[len(last.refs)-1])
+	}
+	return l
+}
+
+// hasCommits reports whether a recording of format f records its commits.
+func hasCommits(f string) bool { return f != store.FormatV1 && f != "blackbox-recording/2" }
+
+// inNoRun answers part of 5: seqs a run's source committed (or, in a run
+// that ended, published) with no input, DROPPED or FAILED row for the
+// processor.
+func (x *explainer) inNoRun(d *runData, p pair) []Loss {
+	var through int64
+	var proof []Ref
+	if commits := d.commits[p.feed]; len(commits) > 0 {
+		c := commits[len(commits)-1]
+		through, proof = c.seq, []Ref{c.ref}
+	}
+	if !d.crashed {
+		for _, in := range d.inputs {
+			if in.feed == p.feed {
+				through = max(through, in.seq)
+			}
+		}
+		for s := range d.journal[p.feed] {
+			through = max(through, s)
+		}
+	}
+	if through == 0 {
+		return nil
+	}
+	handled := make([]bool, through+1)
+	mark := func(s int64) {
+		if s >= 1 && s <= through {
+			handled[s] = true
+		}
+	}
+	for _, in := range d.inputs {
+		if in.pair == p {
+			mark(in.seq)
+		}
+	}
+	for _, r := range append(slices.Clip(d.dropped), d.failed...) {
+		if r.pair == p {
+			for s := r.seq; s < r.seq+r.n && s <= through; s++ {
+				mark(s)
+			}
+		}
+	}
+	var out []Loss
+	for s := int64(1); s <= through; s++ {
+		if handled[s] {
+			continue
+		}
+		e := s
+		for e+1 <= through && !handled[e+1] {
+			e++
+		}
+		detail := fmt.Sprintf("seqs %d-%d of run %d have no row in %s", s, e, d.run, p.proc)
+		if proof != nil {
+			detail += fmt.Sprintf(", and the source committed through seq %d", through)
+		}
+		out = append(out, Loss{Kind: LossInNoRun, Run: d.run, Count: e - s + 1, Detail: detail, Rows: proof})
+		s = e
+	}
+	return out
+}
+
+// redelivered answers 4 and 6: inputs of a later run at the position of an
+// earlier run's input.
+func (x *explainer) redelivered(p pair, a *Answers) {
+	type seen struct {
+		d  *runData
+		in *inputRec
+	}
+	first := map[Position]seen{}
+	for _, d := range x.runs {
+		for _, in := range d.inputs {
+			if in.pair != p || in.pos == nil {
+				continue
+			}
+			e, ok := first[*in.pos]
+			if !ok || e.d == d {
+				if !ok {
+					first[*in.pos] = seen{d, in}
+				}
+				continue
+			}
+			rd := Redelivery{Position: *in.pos, Earlier: x.input(e.d, e.in), Again: x.input(d, in)}
+			switch {
+			case len(in.outs) > 0:
+				rd.Outcome = OutcomeAppliedAgain
+			case len(e.in.outs) > 0:
+				rd.Outcome = OutcomeSkipped
+			default:
+				rd.Outcome = OutcomeUndetermined
+			}
+			a.Redelivered = append(a.Redelivered, rd)
+			for i, o := range in.outs {
+				dup := Duplicate{Position: *in.pos, Sink: o.sink, K: o.k, Payload: o.payload, Again: o.ref}
+				if i < len(e.in.outs) {
+					eo := e.in.outs[i]
+					dup.Earlier = &eo.ref
+					dup.Same = eo.sink == o.sink && eo.payload == o.payload
+				}
+				a.Duplicates = append(a.Duplicates, dup)
+			}
+		}
+	}
+}
+
+// onDisk compares the pointer and state given with the recordings.
+func (x *explainer) onDisk(opts Options) {
+	if opts.Pointer == nil && opts.State == nil {
+		return
+	}
+	feed := opts.Feed
+	if feed == "" {
+		feeds := map[string]bool{}
+		for _, d := range x.runs {
+			for _, in := range d.inputs {
+				if in.pos != nil {
+					feeds[in.feed] = true
+				}
+			}
+		}
+		if len(feeds) == 1 {
+			for f := range feeds {
+				feed = f
+			}
+		}
+	}
+	od := &OnDisk{Feed: feed}
+	// find returns the last input of the feed at pos across the runs.
+	find := func(pos Position) *Input {
+		var found *Input
+		for _, d := range x.runs {
+			for _, in := range d.inputs {
+				if in.feed == feed && in.pos != nil && *in.pos == pos {
+					i := x.input(d, in)
+					found = &i
+				}
+			}
+		}
+		return found
+	}
+	if opts.Pointer != nil {
+		od.Pointer = opts.Pointer
+		od.PointerInput = find(*opts.Pointer)
+		if od.PointerInput == nil && opts.Pointer.Offset != 0 {
+			x.f.Losses = append(x.f.Losses, Loss{Kind: LossInNoRun, Detail: fmt.Sprintf(
+				"the pointer holds epoch %d offset %d of feed %q, the position of no input of any run: the inputs before it may be in no run",
+				opts.Pointer.Epoch, opts.Pointer.Offset, feed), Rows: []Ref{}})
+		}
+	}
+	if s := opts.State; s != nil {
+		pos := Position{Epoch: s.Epoch, Key: s.Position.Key, Offset: s.Position.Offset}
+		od.State = &State{Applied: s.Applied, Position: pos}
+		od.StateInput = find(pos)
+		if od.StateInput == nil && s.Applied != 0 {
+			x.f.Losses = append(x.f.Losses, Loss{Kind: LossInNoRun, Detail: fmt.Sprintf(
+				"the state applied through epoch %d offset %d of feed %q, the position of no input of any run: it applied an input no recording holds",
+				pos.Epoch, pos.Offset, feed), Rows: []Ref{}})
+		}
+	}
+	x.f.OnDisk = od
+}

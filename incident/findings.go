@@ -1,0 +1,229 @@
+package incident
+
+import (
+	"time"
+
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// Findings is what Explain answers about a crashed run and its restarts:
+// per feed and processor the six answers of `blackbox explain`, the losses of
+// the recordings themselves, and a summary of each run. Every answer cites
+// the rows that prove it. It is the JSON of `blackbox explain --json`: its
+// fields keep their names and order, and the same recordings always give the
+// same bytes. A Findings is a plain value: safe for concurrent reads once
+// Explain returned it.
+type Findings struct {
+	// Runs summarises each recording, in the order given (run 1 first).
+	Runs []Run `json:"runs"`
+	// Answers holds the six answers per feed and processor, sorted by
+	// processor, then feed. A processor run on workers is one processor
+	// here (its worker streams merged); a Ref names the worker's stream.
+	Answers []Answers `json:"answers"`
+	// Losses are what the recordings lost that belongs to no one feed:
+	// integrity problems other than a crashed run's unfinished streams and
+	// torn tail (an index gap, a missing OUTPUT row, a malformed row ...),
+	// a FAILED timer, and the unfinished streams and torn tail of the last
+	// run, which no restart followed.
+	Losses []Loss `json:"losses"`
+	// OnDisk compares the pointer and state files given (Options) with the
+	// recordings; nil when none was given.
+	OnDisk *OnDisk `json:"onDisk,omitempty"`
+	// Lost: something was lost (any Loss anywhere in the Findings).
+	Lost bool `json:"lost"`
+	// Complete: every recording was read to its end and every row
+	// understood. False when a recording could not be read or holds a row
+	// that cannot be read: what such a row held is unknown, so nothing can
+	// be said to be not lost.
+	Complete bool `json:"complete"`
+}
+
+// Run is one recording: the file, its rows counted per kind, and whether it
+// ended (every stream closed by END: a clean stop) or crashed.
+type Run struct {
+	Run    int              `json:"run"` // 1, 2, 3 ... in the order given
+	File   string           `json:"file"`
+	Format string           `json:"format"` // its META's format
+	Rows   int64            `json:"rows"`
+	Counts map[string]int64 `json:"counts"` // rows per kind (META, START ... COMMIT)
+	// Ended: every stream of the run ends with END.
+	Ended bool `json:"ended"`
+	// Crashed: some stream has no END (the process did not stop cleanly),
+	// or the last line is torn.
+	Crashed bool `json:"crashed"`
+	// Problems are the recording's integrity problems, as verify reports
+	// them.
+	Problems []store.Problem `json:"problems"`
+}
+
+// Ref names one row of one run: the proof of an answer.
+type Ref struct {
+	Run       int        `json:"run"`
+	Processor string     `json:"processor"` // the stream ("" for META, JOURNAL and COMMIT rows)
+	Index     int64      `json:"index"`
+	Kind      store.Kind `json:"kind"`
+}
+
+// Position is where an input sits in its source: the epoch (position
+// space), the key (a Kafka partition; "" for a file) and the offset (for a
+// file, the byte offset just after its line).
+type Position struct {
+	Epoch  int64  `json:"epoch"`
+	Key    string `json:"key,omitempty"`
+	Offset int64  `json:"offset"`
+}
+
+// Input is one input row of a run, with what it holds.
+type Input struct {
+	Run int   `json:"run"`
+	Seq int64 `json:"seq"` // the feed's sequence in that run
+	// Position is nil for an item without a source position (pushed).
+	Position *Position `json:"position,omitempty"`
+	// Line is the item as recorded (the INLINE payload, or the JOURNAL row
+	// of an INDEXED input; "" when that row is missing).
+	Line string `json:"line"`
+	// Time is the input row's instant (zero for an item in flight, which has
+	// no input row).
+	Time    time.Time `json:"time"`
+	Outputs int64     `json:"outputs"` // its OUTPUT rows
+	// Rows: its DELIVERY and input rows (or, in flight, its JOURNAL row).
+	Rows []Ref `json:"rows"`
+}
+
+// Answers are the six answers for one feed and one processor.
+type Answers struct {
+	Feed      string `json:"feed"`
+	Processor string `json:"processor"`
+	// Crashes: one per crashed run that handled the feed, in run order:
+	// answers 1 (last input processed), 2 (in flight) and 3 (commit lag).
+	Crashes []Crash `json:"crashes"`
+	// Redelivered (answer 4): inputs a later run delivered again, at the
+	// position of an input of an earlier run, in the later run's order.
+	Redelivered []Redelivery `json:"redelivered"`
+	// Lost (answer 5): DROPPED and FAILED inputs of the feed, and inputs in
+	// no run (a source that committed past an input with no row).
+	Lost []Loss `json:"lost"`
+	// Duplicates (answer 6): outputs emitted again by a later run for an
+	// input that had emitted them already.
+	Duplicates []Duplicate `json:"duplicates"`
+}
+
+// Crash is what one crashed run had done with a feed when it died.
+type Crash struct {
+	Run int `json:"run"`
+	// LastProcessed (answer 1) is the input of the highest seq whose rows
+	// (DELIVERY, input, every OUTPUT) were written: the last one every
+	// processor of the group handled. Nil when the run handled none.
+	LastProcessed *Input `json:"lastProcessed"`
+	// InFlight (answer 2): items read and handed to the group whose input
+	// rows were never written: the JOURNAL rows of the run with no input,
+	// DROPPED or FAILED row. Known only for a journalled feed
+	// (InFlightKnown); a feed not journalled leaves no row for them.
+	InFlight      []Input `json:"inFlight"`
+	InFlightKnown bool    `json:"inFlightKnown"`
+	// Lag (answer 3): how far the commit was behind processing when the
+	// run died. Nil when the recording holds no COMMIT rows (a recording of
+	// a format before them, or a feed whose source commits nothing).
+	Lag *Lag `json:"commitLag"`
+}
+
+// Lag is the distance between the last position the source committed in a
+// run and the last input processed.
+type Lag struct {
+	// Items: inputs processed past the last commit.
+	Items int64 `json:"items"`
+	// Bytes: for each key, the offset of the last input processed minus the
+	// offset last committed, summed; for a file, bytes. Counted within the
+	// epoch of the last commit.
+	Bytes int64 `json:"bytes"`
+	// Committed is the position of the last COMMIT row of the feed in the
+	// run; nil when the run committed nothing (Items then counts every input
+	// the run processed, and Bytes is 0).
+	Committed *Position `json:"committed"`
+	// CommitSeq is the seq of the last input the commit covers.
+	CommitSeq int64 `json:"commitSeq"`
+	// Rows: the last COMMIT row (if any) and the last processed input row.
+	Rows []Ref `json:"rows"`
+}
+
+// The outcomes of a re-delivered input.
+const (
+	// OutcomeSkipped: the later run's input emitted no output where the
+	// earlier one emitted some: the app found it already applied
+	// (core.Delivery.AlreadyApplied) and skipped it.
+	OutcomeSkipped = "skipped"
+	// OutcomeAppliedAgain: the later run's input emitted outputs: the app
+	// applied it again.
+	OutcomeAppliedAgain = "applied-again"
+	// OutcomeUndetermined: neither run's input emitted an output: the rows
+	// do not show whether it was applied.
+	OutcomeUndetermined = "undetermined"
+)
+
+// Redelivery is an input delivered again by a later run.
+type Redelivery struct {
+	Position Position `json:"position"`
+	Earlier  Input    `json:"earlier"` // the first run's input at that position
+	Again    Input    `json:"again"`
+	Outcome  string   `json:"outcome"` // OutcomeSkipped, OutcomeAppliedAgain or OutcomeUndetermined
+}
+
+// Duplicate is an output emitted again for one input by a later run: the
+// k-th output of the later run's input, paired with the k-th output of the
+// earlier run's input at the same position.
+type Duplicate struct {
+	Position Position `json:"position"`
+	Sink     string   `json:"sink"`
+	K        int64    `json:"k"`
+	Payload  string   `json:"payload"` // the later run's output
+	// Same: both runs emitted the same bytes (false: the same input gave
+	// another output the second time, e.g. a balance applied twice).
+	Same    bool `json:"same"`
+	Earlier *Ref `json:"earlier"` // nil when the earlier input had fewer outputs
+	Again   Ref  `json:"again"`
+}
+
+// The kinds of Loss.
+const (
+	LossDropped  = "dropped"   // a DROPPED row: items lost before they reached the processor
+	LossFailed   = "failed"    // a FAILED row: an input (or its completion) that failed
+	LossInNoRun  = "in-no-run" // inputs a source committed (or a pointer or state moved past) with no row in any run
+	LossTorn     = "torn"      // the torn last line of the last run
+	LossUnfinish = "unfinished"
+	// Other losses are named after the integrity problem that shows them
+	// (store.ProblemKind: gap, orphan, malformed, missing-journal,
+	// missing-stream, unreadable).
+)
+
+// Loss is something a run lost, with the rows that show it.
+type Loss struct {
+	Kind string `json:"kind"`
+	Run  int    `json:"run"`
+	// Count is the number of items lost when the rows say it (a DROPPED
+	// row's n, the seqs missing), 0 when they do not.
+	Count  int64  `json:"count"`
+	Detail string `json:"detail"`
+	Rows   []Ref  `json:"rows"`
+}
+
+// OnDisk compares the files on disk now with the recordings.
+type OnDisk struct {
+	Feed string `json:"feed"`
+	// Pointer is the committed position the pointer file holds; nil: no
+	// pointer file given.
+	Pointer *Position `json:"pointer,omitempty"`
+	// PointerInput is the input the pointer names (the last one of that
+	// epoch and offset across the runs); nil when no run processed an input
+	// there (the pointer is then a loss, unless it is 0).
+	PointerInput *Input `json:"pointerInput,omitempty"`
+	// State is what the app's durable state holds; nil: no state given.
+	State *State `json:"state,omitempty"`
+	// StateInput is the input the state names as its last applied one.
+	StateInput *Input `json:"stateInput,omitempty"`
+}
+
+// State is an app's durable state (core.DurableState) as Findings shows it.
+type State struct {
+	Applied  int64    `json:"applied"`
+	Position Position `json:"position"`
+}

@@ -1,0 +1,91 @@
+package incident_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/incident"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+var t0 = time.Date(2024, 3, 1, 8, 0, 0, 0, time.UTC)
+
+// rec builds a recording row by row: META, then the rows its methods add,
+// each stream indexed 1, 2, 3 ... and META/JOURNAL/COMMIT rows among
+// themselves.
+type rec struct {
+	rows []store.Entry
+	next map[string]int64
+	at   time.Duration
+}
+
+func newRec(streams ...string) *rec {
+	apps := map[string]string{}
+	for _, s := range streams {
+		apps[s] = "app"
+	}
+	r := &rec{next: map[string]int64{"": 2}}
+	r.rows = append(r.rows, store.EncodeMeta(store.Meta{Created: t0, Apps: apps, Streams: streams}))
+	for _, s := range streams {
+		r.add(store.Entry{Processor: s, Kind: store.KindStart, Instant: t0})
+	}
+	return r
+}
+
+func (r *rec) add(e store.Entry) *rec {
+	if _, ok := r.next[e.Processor]; !ok {
+		r.next[e.Processor] = 1
+	}
+	e.Index = r.next[e.Processor]
+	r.next[e.Processor]++
+	r.rows = append(r.rows, e)
+	return r
+}
+
+// input adds a positioned INLINE input of feed "in" at offset off (epoch 1)
+// with its outputs to sink "out".
+func (r *rec) input(proc string, seq, off int64, line string, outs ...string) *rec {
+	r.at += time.Millisecond
+	r.add(store.Entry{Processor: proc, Kind: store.KindDelivery, Source: "in", Seq: seq, Epoch: 1, Offset: off})
+	r.add(store.Entry{Processor: proc, Kind: store.KindInline, Source: "in", Seq: seq, Instant: t0.Add(r.at),
+		N: int64(len(outs)), Payload: []byte(line)})
+	for k, o := range outs {
+		r.add(store.Entry{Processor: proc, Kind: store.KindOutput, Source: "out", Seq: int64(k + 1), Payload: []byte(o)})
+	}
+	return r
+}
+
+func (r *rec) dropped(proc string, seq, n int64) *rec {
+	return r.add(store.Entry{Processor: proc, Kind: store.KindDropped, Source: "in", Seq: seq, N: n, Detail: "drop"})
+}
+
+func (r *rec) end(procs ...string) *rec {
+	for _, p := range procs {
+		var n int64
+		for _, e := range r.rows {
+			if e.Processor == p && e.Kind.IsInput() {
+				n++
+			}
+		}
+		r.add(store.Entry{Processor: p, Kind: store.KindEnd, Instant: t0.Add(time.Hour), N: n})
+	}
+	return r
+}
+
+func (r *rec) open(t *testing.T, file string) incident.Recording {
+	t.Helper()
+	m, err := store.OpenMemory(r.rows...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return incident.Recording{File: file, Reader: m}
+}
+
+func explain(t *testing.T, opts incident.Options, recs ...incident.Recording) *incident.Findings {
+	t.Helper()
+	f, err := incident.Explain(recs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
