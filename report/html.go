@@ -19,7 +19,16 @@ var (
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"css":   func() template.CSS { return template.CSS(pageCSS) },
 	"chart": func(t Timeline) chart { return t.chart() },
-	"even":  func(n int) bool { return n%2 == 0 },
+	"even":     func(n int) bool { return n%2 == 0 },
+	"position": position,
+	"refs":     refs,
+	"outcomes": outcomes,
+	"items":    items,
+	"same":     same,
+	"more":     more,
+	"head":     func(s any) any { return headOf(s) },
+	"instant":  instant,
+	"problem":  problemText,
 }).Parse(pageHTML))
 
 // WriteHTML writes the report as one self-contained HTML page. The page

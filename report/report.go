@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/incident"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -39,6 +40,9 @@ type Options struct {
 	// Buckets is the number of buckets a timeline has at most, whatever
 	// the recording's length; 0 means DefaultBuckets.
 	Buckets int
+	// Findings are the answers of incident.Explain over the same runs,
+	// shown at the top of the page; nil leaves them out.
+	Findings *incident.Findings
 }
 
 // Report is what the page shows, built by Build: a plain value, safe to
@@ -51,6 +55,8 @@ type Report struct {
 	// divergence of every processor of every run.
 	Replayed    bool
 	Divergences []Divergence
+	// Findings are Options.Findings.
+	Findings *incident.Findings
 }
 
 // RunSummary is one run's table: its streams' counts and its integrity
@@ -62,6 +68,16 @@ type RunSummary struct {
 	Created  string // the META creation instant, "-" when it has none
 	Streams  []StreamSummary
 	Problems []store.Problem
+	// Kinds counts the run's rows per kind, as the Findings count them
+	// (the kinds of store.Kinds with rows, in its order); nil without
+	// Findings.
+	Kinds []KindCount
+}
+
+// KindCount is the number of rows of one kind.
+type KindCount struct {
+	Kind store.Kind
+	N    int64
 }
 
 // StreamSummary counts one processor stream's rows in one run.
@@ -152,7 +168,10 @@ func Build(ctx context.Context, runs []Run, opts Options) (*Report, error) {
 	if nb < 2 {
 		return nil, fmt.Errorf("%w: %d buckets (want 2 or more)", ErrUsage, nb)
 	}
-	rep := &Report{Title: opts.Title, Replayed: opts.Replays != nil}
+	if f := opts.Findings; f != nil && len(f.Runs) != len(runs) {
+		return nil, fmt.Errorf("%w: findings of %d runs for %d runs", ErrUsage, len(f.Runs), len(runs))
+	}
+	rep := &Report{Title: opts.Title, Replayed: opts.Replays != nil, Findings: opts.Findings}
 	if rep.Title == "" {
 		rep.Title = "blackbox report"
 	}
@@ -173,6 +192,13 @@ func Build(ctx context.Context, runs []Run, opts Options) (*Report, error) {
 		rs, err := b.run(ctx, i+1, r, div)
 		if err != nil {
 			return nil, err
+		}
+		if f := opts.Findings; f != nil {
+			for _, k := range store.Kinds {
+				if n := f.Runs[i].Counts[string(k)]; n > 0 {
+					rs.Kinds = append(rs.Kinds, KindCount{Kind: k, N: n})
+				}
+			}
 		}
 		rep.Runs = append(rep.Runs, rs)
 	}

@@ -203,6 +203,7 @@ lossless or not complete.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(c.demoCmd(), c.runCmd(), c.replayCmd(), c.verifyCmd(), c.inspectCmd(),
 		c.diffCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd())
+	root.AddCommand(c.reportCmd())
 	return root
 }
 
