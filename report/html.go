@@ -17,8 +17,8 @@ var (
 // page is the template of the report: one self-contained HTML file, its
 // CSS inline, its charts inline SVG, no script and no external asset.
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"css":   func() template.CSS { return template.CSS(pageCSS) },
-	"chart": func(t Timeline) chart { return t.chart() },
+	"css":      func() template.CSS { return template.CSS(pageCSS) },
+	"chart":    func(t Timeline) chart { return t.chart() },
 	"even":     func(n int) bool { return n%2 == 0 },
 	"position": position,
 	"refs":     refs,
