@@ -127,6 +127,9 @@ type Feed struct {
 	pollMu    sync.Mutex
 	acks      []ackEntry
 	lastAcked int64 // sequence of the last item told to the committer (pollMu)
+	// committing holds, per key, the last item told to the committer since
+	// its last successful Commit, for Observer.Committed (pollMu).
+	committing []Commit
 	// uncommitted counts the items told to the committer since its last
 	// successful Commit (mu): they stay pending acknowledgements, so that a
 	// feed is never settled before its position is committed.
@@ -654,8 +657,12 @@ func (f *Feed) pollAcks() (int, error) {
 	if c == nil || pending == 0 {
 		return 0, nil
 	}
+	hook := f.eng.cfg.Observer.Committed
 	for _, a := range acks {
 		c.Acknowledged(a.seq, a.epoch, a.pos)
+		if hook != nil {
+			f.noteCommit(Commit{Seq: a.seq, Epoch: a.epoch, Position: a.pos})
+		}
 	}
 	if len(acks) > 0 {
 		f.lastAcked = acks[len(acks)-1].seq
@@ -663,11 +670,29 @@ func (f *Feed) pollAcks() (int, error) {
 	if err := c.Commit(); err != nil {
 		return len(acks), fmt.Errorf("engine: feed %q commit: %w", f.name, err)
 	}
+	if hook != nil {
+		for _, cm := range f.committing {
+			hook(f.name, cm)
+		}
+		f.committing = f.committing[:0]
+	}
 	f.mu.Lock()
 	f.acknowledged.Store(f.lastAcked)
 	f.uncommitted = 0
 	f.mu.Unlock()
 	return len(acks), nil
+}
+
+// noteCommit keeps cm as the last item of its key told to the committer
+// (pollMu held).
+func (f *Feed) noteCommit(cm Commit) {
+	for i := range f.committing {
+		if f.committing[i].Position.Key == cm.Position.Key {
+			f.committing[i] = cm
+			return
+		}
+	}
+	f.committing = append(f.committing, cm)
 }
 
 // ackEntry is one item of the acknowledgement window: its position and, per

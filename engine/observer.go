@@ -33,6 +33,15 @@ type Drop struct {
 	Approximate bool
 }
 
+// Commit is a position a feed's source committed: every item of the feed up
+// to sequence Seq was processed, and the source made the position of the
+// last one of its key durable (Committer.Commit succeeded).
+type Commit struct {
+	Seq      int64
+	Epoch    int64
+	Position core.Position
+}
+
 // Observer is a set of hooks the engine calls as it works; any may be nil.
 // Hooks are called on the goroutine of the group concerned (Started and
 // Stopped included), never concurrently for one group. A hook must not block
@@ -86,6 +95,15 @@ type Observer struct {
 	// (never for a failed group). An error fails the group: Engine.Stop
 	// returns it.
 	Stopped func(processor string) error
+	// Committed: a feed's source committed: once per key (a file has one,
+	// a Kafka partition is one) whose position moved, after the
+	// Committer's Commit succeeded, with the last item of that key it
+	// covers. Unlike the other hooks it is called on the goroutine that
+	// polls the feed's acknowledgements (the source's, or the engine's stop
+	// goroutine once the source stopped), never concurrently for one feed,
+	// and only after every group that was given the items had dispatched
+	// them (the items' observer hooks, BeforeComplete included, returned).
+	Committed func(feed string, c Commit)
 }
 
 // Then returns an Observer that calls o's hooks and then next's. For a hook
@@ -104,6 +122,7 @@ func (o Observer) Then(next Observer) Observer {
 		TimerSet:         then3(o.TimerSet, next.TimerSet),
 		TimerFired:       then2(o.TimerFired, next.TimerFired),
 		Stopped:          thenE1(o.Stopped, next.Stopped),
+		Committed:        then2(o.Committed, next.Committed),
 	}
 }
 

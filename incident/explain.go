@@ -411,7 +411,7 @@ func (x *explainer) lag(d *runData, p pair, last *inputRec) *Lag {
 }
 
 // hasCommits reports whether a recording of format f records its commits.
-func hasCommits(f string) bool { return f != store.FormatV1 && f != "blackbox-recording/2" }
+func hasCommits(f string) bool { return store.KindCommit.In(f) }
 
 // inNoRun answers part of 5: seqs a run's source committed (or, in a run
 // that ended, published) with no input, DROPPED or FAILED row for the

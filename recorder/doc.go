@@ -38,6 +38,13 @@
 // in some recording; and before the item counts as dispatched, so before
 // the source may commit it.
 //
+// Each commit of a feed's source (engine.Observer.Committed) becomes a
+// COMMIT row (feed, seq, epoch, key, offset; no processor, indexed among
+// the META and JOURNAL rows). It is kept pending and appended with the next
+// rows the recorder writes anyway, in the same Append, so it always follows
+// the rows of the inputs it covers and costs no write of its own; Close
+// writes the commits still pending in one last Append.
+//
 // A recording failure is never silent. When a row cannot be written (the
 // writer's Append or Sync fails, a disk is full; a Snapshot fails; a name or
 // payload the store cannot hold; the codec fails), that processor's

@@ -98,6 +98,7 @@ func (r *Recorder) Observer() engine.Observer {
 		Dropped:          r.dropped,
 		TimerFired:       r.timerFired,
 		Stopped:          r.stopped,
+		Committed:        r.committed,
 	}
 }
 

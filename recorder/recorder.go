@@ -91,7 +91,7 @@ type Recorder struct {
 	log    *slog.Logger
 
 	mu         sync.Mutex // serializes the writer; guards the fields below
-	globalNext int64      // next index of META/JOURNAL rows
+	globalNext int64      // next index of META/JOURNAL/COMMIT rows
 	syncEvery  int
 	unsynced   int
 	closed     bool
@@ -104,6 +104,8 @@ type Recorder struct {
 	groups sync.Map // group name -> *groupState
 	feeds  sync.Map // feed name -> *feedJournal
 	feedMu sync.Mutex
+
+	commits commitLog
 
 	closeOnce sync.Once
 	stopSync  chan struct{}
@@ -192,7 +194,8 @@ func (r *Recorder) Broken() map[string]error {
 	return maps.Clone(r.broken)
 }
 
-// Close forces what was written to stable storage when the writer is a
+// Close writes the COMMIT rows still pending (commits reported after the
+// last rows), forces what was written to stable storage when the writer is a
 // store.Syncer, and ends the Recorder: hooks called afterwards stop their
 // processor's recording with ErrClosed. It does not close the writer. Call
 // it after the engine's Stop. It returns the sync error, if any, joined with
@@ -204,6 +207,11 @@ func (r *Recorder) Close() error {
 			<-r.syncDone
 		}
 		r.mu.Lock()
+		if !r.closed {
+			if err := r.flushCommits(); err != nil {
+				r.closeErr = fmt.Errorf("recorder: commits: %w", err)
+			}
+		}
 		if r.syncer != nil && !r.closed {
 			if err := r.syncer.Sync(); err != nil {
 				r.closeErr = fmt.Errorf("recorder: sync: %w", err)
@@ -339,7 +347,13 @@ func (r *Recorder) appendParts(rows []store.Entry, parts []part) {
 		}
 		return
 	}
-	err := r.w.Append(rows...)
+	all, commits := r.withCommits(rows)
+	err := r.w.Append(all...)
+	if err == nil {
+		r.commitsWritten(commits)
+	} else {
+		commits = 0 // still pending: the next Append takes them
+	}
 	var fe *store.FieldError
 	if err != nil && errors.As(err, &fe) {
 		// Nothing was written. Keep the parts every store can hold.
@@ -375,7 +389,7 @@ func (r *Recorder) appendParts(rows []store.Entry, parts []part) {
 		pt.p.next += int64(pt.hi - pt.lo)
 		pt.p.inputs += pt.inputs
 	}
-	r.wrote(len(rows))
+	r.wrote(len(rows) + commits)
 }
 
 func validate(rows []store.Entry) error {

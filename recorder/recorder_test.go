@@ -583,12 +583,21 @@ func TestOneAppendPerItem(t *testing.T) {
 	w.mu.Lock()
 	calls := slices.Clone(w.calls)
 	w.mu.Unlock()
-	// META + n JOURNAL + 2 START + n items + 2 END.
+	// META + n JOURNAL + 2 START + n items + 2 END, and at Close the
+	// COMMIT rows no Append took (at most one call, the last).
+	if k := len(calls) - 1; k > 0 && onlyCommits(calls[k]) {
+		calls = calls[:k]
+	}
 	if got, want := len(calls), 2*n+5; got != want {
 		t.Errorf("Append calls = %d, want %d", got, want)
 	}
 	items2 := 0
 	for _, c := range calls {
+		c = slices.DeleteFunc(slices.Clone(c), func(e store.Entry) bool { return e.Kind == store.KindCommit })
+		if len(c) == 0 {
+			t.Errorf("an Append of COMMIT rows alone before Close")
+			continue
+		}
 		if c[0].Kind != store.KindDelivery {
 			continue
 		}

@@ -31,7 +31,8 @@ const pendingLimit = 4096
 //
 // Choices where the rules are silent:
 //   - a first row that is not META is malformed (the row is then checked as
-//     usual); so is a later META row, a META or JOURNAL row with a processor
+//     usual); so is a later META row, a META, JOURNAL or COMMIT row with a
+//     processor, a COMMIT row in a recording of a version without them
 //     and a row of another kind without one;
 //   - a row after its stream's END is an orphan;
 //   - a second START in a stream is malformed;
@@ -60,7 +61,7 @@ type Checker struct {
 	Limit int
 
 	rows     int64
-	global   stream // META and JOURNAL rows: Processor ""
+	global   stream // META, JOURNAL and COMMIT rows: Processor ""
 	streams  map[string]*stream
 	order    []string
 	journal  map[string]*intervals // feed -> seqs of JOURNAL rows seen
@@ -69,6 +70,7 @@ type Checker struct {
 	overflow map[string]*intervals // feed -> seqs referenced, unresolved, past pendingLimit
 
 	meta     *rowRef  // the first row, when it is a META row that decodes
+	format   string   // its format ("" before it: every kind is allowed)
 	expect   []string // the streams META lists (Meta.ExpectedStreams)
 	problems []Problem
 	dropped  int
@@ -198,7 +200,7 @@ func (c *Checker) Add(e Entry, line int64) {
 		c.addGlobal(e, ref, first)
 		return
 	}
-	if e.Kind == KindMeta || e.Kind == KindJournal {
+	if e.Kind.IsGlobal() {
 		c.unreadable(Problem{Kind: ProblemMalformed, Processor: e.Processor, Index: e.Index, Row: e.Kind, Line: line,
 			Detail: fmt.Sprintf("%s row with processor %q, want none", e.Kind, e.Processor)})
 		return
@@ -284,10 +286,15 @@ func (c *Checker) addGlobal(e Entry, ref rowRef, first bool) {
 			c.problem(ProblemMalformed, ref, "%v", err)
 			return
 		}
-		c.meta, c.expect = &ref, m.ExpectedStreams()
+		c.meta, c.expect, c.format = &ref, m.ExpectedStreams(), m.Format
 	case KindJournal:
 		c.index(&c.global, ref)
 		c.journalRow(e.Source, e.Seq)
+	case KindCommit:
+		c.index(&c.global, ref)
+		if !e.Kind.In(c.format) {
+			c.problem(ProblemMalformed, ref, "COMMIT row in a %s recording, which has none", c.format)
+		}
 	default:
 		c.problem(ProblemMalformed, ref, "%s row with no processor", e.Kind)
 	}

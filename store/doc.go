@@ -15,13 +15,15 @@
 //   - EncodePayload, DecodePayload (PayloadText, PayloadBytes for a given
 //     format version): the binary-safe text of a payload, which may be any
 //     bytes;
+//   - Kind.In, ValidateIn: the kinds a format version holds (COMMIT rows
+//     only in Format), checked by every writer;
 //   - CheckRowSize, MaxRowSize: the longest row (its CSV line), refused by
 //     every writer (*SizeError, ErrTooLarge) so that every reader reads it;
 //   - Lock: the exclusive OS lock a writer holds on its file (ErrLocked);
 //   - FormatInstant, ParseInstant, FormatReads, ParseReads: the text of
 //     instants and clock readings;
 //   - EncodeMeta, DecodeMeta: the META row (Format, still reading
-//     FormatV1), and the refusal (ErrFormat) of another format or version
+//     FormatV2 and FormatV1), and the refusal (ErrFormat) of another format or version
 //     or of a META detail with a repeated key; Meta.ExpectedStreams;
 //   - Checker: the integrity rules, run over the rows in storage order when
 //     a recording is opened, in memory bounded by the number of processors,

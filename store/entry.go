@@ -6,8 +6,13 @@ import (
 )
 
 // Format is the name and version written in every new recording's META
-// row.
-const Format = "blackbox-recording/2"
+// row. Version 3 added the COMMIT kind.
+const Format = "blackbox-recording/3"
+
+// FormatV2 is the version before COMMIT rows, still read and verified: a
+// COMMIT row in it is malformed (the set of kinds is closed within a
+// version).
+const FormatV2 = "blackbox-recording/2"
 
 // FormatV1 is the previous version, still read and verified: its META has
 // no stream list (the keys of Apps stand for it) and its payloads are
@@ -31,14 +36,32 @@ const (
 	KindFailed   Kind = "FAILED"
 	KindEnd      Kind = "END"
 	KindJournal  Kind = "JOURNAL"
+	// KindCommit: the source committed a position (Format, not FormatV2 or
+	// FormatV1).
+	KindCommit Kind = "COMMIT"
 )
 
 // Kinds lists every row kind in the order of docs/FORMAT.md.
 var Kinds = []Kind{KindMeta, KindStart, KindDelivery, KindIndexed, KindInline,
-	KindTimer, KindOutput, KindDropped, KindFailed, KindEnd, KindJournal}
+	KindTimer, KindOutput, KindDropped, KindFailed, KindEnd, KindJournal, KindCommit}
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }
+
+// In reports whether a recording of format may hold rows of kind k: every
+// valid kind in Format, every one but COMMIT in FormatV2 and FormatV1.
+func (k Kind) In(format string) bool {
+	if k == KindCommit {
+		return format == Format || format == ""
+	}
+	return k.Valid()
+}
+
+// IsGlobal reports whether rows of kind k belong to no processor: META,
+// JOURNAL and COMMIT rows, which count their index among themselves.
+func (k Kind) IsGlobal() bool {
+	return k == KindMeta || k == KindJournal || k == KindCommit
+}
 
 // IsInput reports whether k is a row a processor handles: INDEXED, INLINE
 // or TIMER. OUTPUT rows belong to the input row before them.
@@ -50,9 +73,9 @@ func (k Kind) IsInput() bool {
 // fields, so a recording converts between stores row for row. Which fields a
 // kind uses is the table of docs/FORMAT.md; unused fields are zero.
 //
-// Index counts 1, 2, 3 ... per processor with no gap. META and JOURNAL rows
-// belong to no processor: their Processor is "" and their Index counts the
-// store's META/JOURNAL rows from 1 in the same way.
+// Index counts 1, 2, 3 ... per processor with no gap. META, JOURNAL and
+// COMMIT rows belong to no processor: their Processor is "" and their Index
+// counts the store's META, JOURNAL and COMMIT rows from 1 in the same way.
 //
 // Instants are kept in UTC with nanosecond precision; the zero time means
 // "no instant".

@@ -78,11 +78,18 @@ func (m *Memory) add(e Entry) {
 	}
 }
 
-// Append adds rows, all or none: every row is checked by Validate and
-// CheckRowSize first, as a file store checks it.
+// Append adds rows, all or none: every row is checked by ValidateIn (in the
+// format of the META row held or appended first) and CheckRowSize first, as
+// a file store checks it.
 func (m *Memory) Append(rows ...Entry) error {
+	format := m.Meta().Format
+	if len(rows) > 0 && rows[0].Kind == KindMeta && m.Len() == 0 {
+		if meta, err := DecodeMeta(rows[0]); err == nil {
+			format = meta.Format
+		}
+	}
 	for i := range rows {
-		err := Validate(rows[i])
+		err := ValidateIn(format, rows[i])
 		if err == nil {
 			err = CheckRowSize(&rows[i], Format)
 		}

@@ -76,6 +76,20 @@ func Validate(e Entry) error {
 	return nil
 }
 
+// ValidateIn is Validate for a row of a recording of format (the format of
+// its META row): it also refuses, with a *FieldError wrapping ErrMalformed,
+// a kind that version does not have (a COMMIT row in a FormatV2 or FormatV1
+// recording). Writers check every row with it.
+func ValidateIn(format string, e Entry) error {
+	if err := Validate(e); err != nil {
+		return err
+	}
+	if !e.Kind.In(format) {
+		return &FieldError{Field: "kind", Value: string(e.Kind), Err: ErrMalformed, Reason: "a " + format + " recording has no " + string(e.Kind) + " rows"}
+	}
+	return nil
+}
+
 // ValidateFields reports whether the fields of e are ones the format
 // allows: seq, offset and n are never negative, a DROPPED row loses at least
 // one item (n >= 1), and every field its kind does not use is zero (0, empty,
@@ -155,6 +169,7 @@ var usedFields = map[Kind]int{
 	KindFailed:   fSource | fSeq | fInstant | fDetail,
 	KindEnd:      fInstant | fN,
 	KindJournal:  fSource | fSeq | fPayload,
+	KindCommit:   fSource | fSeq | fEpoch | fKey | fOffset,
 }
 
 func instantOK(t time.Time) bool {

@@ -164,7 +164,7 @@ func TestMalformedNamesColumn(t *testing.T) {
 }
 
 func TestOpenRefuses(t *testing.T) {
-	otherFormat := strings.Replace(meta, "blackbox-recording/1", "blackbox-recording/3", 1)
+	otherFormat := strings.Replace(meta, "blackbox-recording/1", "blackbox-recording/4", 1)
 	tests := []struct {
 		name string
 		text string
@@ -313,7 +313,7 @@ func TestFormatExample(t *testing.T) {
 	for _, p := range s.Problems() {
 		got = append(got, want{p.Kind, p.Line, p.Index, p.Row})
 	}
-	if d := cmp.Diff([]want{{store.ProblemUnfinished, 13, 10, store.KindFailed}, {store.ProblemTorn, 14, 11, store.KindEnd}}, got); d != "" {
+	if d := cmp.Diff([]want{{store.ProblemUnfinished, 14, 10, store.KindFailed}, {store.ProblemTorn, 15, 11, store.KindEnd}}, got); d != "" {
 		t.Errorf("problems of the cut example (-want +got):\n%s", d)
 	}
 }
@@ -357,6 +357,39 @@ func TestAVersion1RecordingStillReadsAndVerifies(t *testing.T) {
 	want, _ := os.ReadFile("testdata/v1.csv")
 	if b, _ := os.ReadFile(p); !bytes.Equal(b, want) {
 		t.Errorf("the copy of a version 1 recording is not byte for byte the original:\n%s", b)
+	}
+}
+
+// TestAVersion2RecordingStillReadsAndVerifies: a blackbox-recording/2 file
+// (testdata/v2.csv, the format example of version 2, before COMMIT rows)
+// opens and has no problem; written again by a writer, it stays version 2
+// byte for byte. A COMMIT row added to it makes it malformed.
+func TestAVersion2RecordingStillReadsAndVerifies(t *testing.T) {
+	s, err := csvstore.Open("testdata/v2.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Meta().Format; got != store.FormatV2 {
+		t.Errorf("format %q, want %q", got, store.FormatV2)
+	}
+	if ps := store.Verify(s); len(ps) != 0 {
+		t.Errorf("Verify: %v", ps)
+	}
+	p := filepath.Join(t.TempDir(), "copy.csv")
+	storetest.Reopen(t, storetest.CSV, p, s)
+	want, _ := os.ReadFile("testdata/v2.csv")
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, want) {
+		t.Errorf("the copy of a version 2 recording is not byte for byte the original:\n%s", b)
+	}
+	withCommit := append(bytes.Clone(want), ",3,COMMIT,orders,1,,1,,27,0,,,\n"...)
+	r, err := csvstore.NewReader(bytes.NewReader(withCommit), int64(len(withCommit)), "v2.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := r.Problems()
+	if len(ps) != 1 || !errors.Is(&ps[0], store.ErrMalformed) || ps[0].Row != store.KindCommit {
+		t.Errorf("Problems of a version 2 recording with a COMMIT row = %v, want it malformed", ps)
 	}
 }
 

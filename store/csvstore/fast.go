@@ -319,6 +319,8 @@ func fastKind(b []byte) (store.Kind, bool) {
 		return store.KindEnd, true
 	case "JOURNAL":
 		return store.KindJournal, true
+	case "COMMIT":
+		return store.KindCommit, true
 	}
 	return "", false
 }

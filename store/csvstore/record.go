@@ -137,12 +137,12 @@ func newEncoder() *encoder {
 
 // encode returns the lines of rows in a recording of format, valid until
 // the next call, or the error of the first row the format cannot hold
-// (store.Validate, store.CheckRowSize, store.PayloadText).
+// (store.ValidateIn, store.CheckRowSize, store.PayloadText).
 func (enc *encoder) encode(rows []store.Entry, format string) ([]byte, error) {
 	enc.buf.Reset()
 	for i := range rows {
 		e := &rows[i]
-		err := store.Validate(*e)
+		err := store.ValidateIn(format, *e)
 		if err == nil {
 			err = store.CheckRowSize(e, format)
 		}

@@ -382,7 +382,7 @@ func (s *Store) Append(rows ...store.Entry) error {
 	payloads := make([]string, len(rows))
 	for i := range rows {
 		e := &rows[i]
-		err := store.Validate(*e)
+		err := store.ValidateIn(meta.Format, *e)
 		if err == nil {
 			err = store.CheckRowSize(e, meta.Format)
 		}

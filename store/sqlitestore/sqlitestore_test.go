@@ -106,13 +106,13 @@ func TestOpenRefuses(t *testing.T) {
 		}
 	})
 	t.Run("other version", func(t *testing.T) {
-		p := filepath.Join(dir, "v3.db")
+		p := filepath.Join(dir, "v4.db")
 		s, err := sqlitestore.Create(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := store.EncodeMeta(store.Meta{})
-		m.Detail = strings.Replace(m.Detail, store.Format, "blackbox-recording/3", 1)
+		m.Detail = strings.Replace(m.Detail, store.Format, "blackbox-recording/4", 1)
 		if err := s.Append(m); err != nil {
 			t.Fatal(err)
 		}

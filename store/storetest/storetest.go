@@ -63,6 +63,8 @@ func Run(t *testing.T, b Backend) {
 	t.Run("TheLargestRowReadsBackOneByteMoreIsRefused", func(t *testing.T) { testRowSizeLimit(t, b) })
 	t.Run("ASecondWriterIsLockedOut", func(t *testing.T) { testSecondWriterIsLocked(t, b) })
 	t.Run("StreamsYieldWhatEveryStreamYieldsAndCheckAsOpenDoes", func(t *testing.T) { testStreams(t, b) })
+	t.Run("CommitRowsReadBackAmongTheGlobalRows", func(t *testing.T) { testCommitRowsReadBack(t, b) })
+	t.Run("CommitRowsAreRefusedInVersion2AndWithAProcessor", func(t *testing.T) { testCommitRowsRefusedInVersion2(t, b) })
 }
 
 // Write creates a recording at path holding rows, appended as a recorder
