@@ -43,7 +43,13 @@ type Options struct {
 	// Findings are the answers of incident.Explain over the same runs,
 	// shown at the top of the page; nil leaves them out.
 	Findings *incident.Findings
+	// Progress, when not nil, is called every 65,536 rows read with the
+	// run's number and the rows read of it so far, on Build's goroutine.
+	Progress func(run int, rows int64)
 }
+
+// progressEvery is how many rows Build reads between two Progress calls.
+const progressEvery = 1 << 16
 
 // Report is what the page shows, built by Build: a plain value, safe to
 // read from several goroutines once returned.
@@ -175,7 +181,7 @@ func Build(ctx context.Context, runs []Run, opts Options) (*Report, error) {
 	if rep.Title == "" {
 		rep.Title = "blackbox report"
 	}
-	b := &builder{buckets: nb, lines: map[string]*line{}}
+	b := &builder{buckets: nb, lines: map[string]*line{}, progress: opts.Progress}
 	for i, r := range runs {
 		if r.Reader == nil {
 			return nil, fmt.Errorf("%w: run %d (%s) has no reader", ErrUsage, i+1, r.Name)
@@ -225,9 +231,10 @@ func divergences(r *replayer.Report) map[string]*replayer.Divergence {
 
 // builder reads the runs one after the other; it is used by one goroutine.
 type builder struct {
-	buckets int
-	order   []string // stream names, in the order first met
-	lines   map[string]*line
+	buckets  int
+	progress func(run int, rows int64)
+	order    []string // stream names, in the order first met
+	lines    map[string]*line
 }
 
 // line is one stream's timeline while the runs are read.
@@ -274,6 +281,7 @@ func (l *line) finish() Timeline {
 // stream is one stream's state while one run is read.
 type stream struct {
 	l           *line
+	feeds       []string // the feeds of its inputs in this run
 	run         int
 	sum         StreamSummary
 	from        int64
@@ -310,21 +318,28 @@ func (b *builder) run(ctx context.Context, n int, r Run, div map[string]*replaye
 		streams[name] = s
 		return s
 	}
-	// A StreamsReader checks the recording in the one pass of Streams:
+	// A recording of a version with COMMIT rows is read with Rows (COMMIT
+	// rows belong to no stream). One without them is read with Streams
+	// when it is a StreamsReader, which checks it in the same pass:
 	// Processors and Problems are asked after it, so the recording is read
 	// once.
 	rows := r.Reader.Rows()
-	if sr, ok := r.Reader.(store.StreamsReader); ok {
+	if sr, ok := r.Reader.(store.StreamsReader); ok && !store.KindCommit.In(meta.Format) {
 		rows = sr.Streams()
 	}
 	var (
 		readErr error
-		seen    int
+		seen    int64
 		last    *stream
 	)
 	for e, err := range rows {
-		if seen++; seen%4096 == 0 && ctx.Err() != nil {
-			return rs, ctx.Err()
+		if seen++; seen%progressEvery == 0 {
+			if ctx.Err() != nil {
+				return rs, ctx.Err()
+			}
+			if b.progress != nil {
+				b.progress(n, seen)
+			}
 		}
 		if err != nil {
 			var p *store.Problem
@@ -334,6 +349,11 @@ func (b *builder) run(ctx context.Context, n int, r Run, div map[string]*replaye
 			continue // a problem row: among Problems
 		}
 		if e.Processor == "" {
+			if e.Kind == store.KindCommit {
+				for _, s := range streams {
+					s.commit(e.Source)
+				}
+			}
 			continue // META, JOURNAL
 		}
 		if last == nil || last.l.t.Processor != e.Processor {
@@ -377,6 +397,9 @@ func (s *stream) row(e store.Entry) {
 	pos := l.t.Inputs // the next input's number
 	switch {
 	case e.Kind.IsInput():
+		if e.Source != "" && !slices.Contains(s.feeds, e.Source) {
+			s.feeds = append(s.feeds, e.Source)
+		}
 		sum.Inputs++
 		l.at(pos).Inputs++
 		l.t.Inputs++
@@ -413,6 +436,16 @@ func orderOf(procs []string, name string) int {
 		return i
 	}
 	return len(procs)
+}
+
+// commit counts a COMMIT row of feed on the stream when the stream has
+// inputs of that feed in the run: at the input the stream is at.
+func (s *stream) commit(feed string) {
+	if !slices.Contains(s.feeds, feed) {
+		return
+	}
+	s.sum.Commits++
+	s.l.at(max(s.l.t.Inputs-1, 0)).Commits++
 }
 
 func instant(t time.Time) string {
