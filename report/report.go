@@ -282,6 +282,9 @@ func (l *line) finish() Timeline {
 type stream struct {
 	l           *line
 	feeds       []string // the feeds of its inputs in this run
+	lastIn      bool     // the row before was an input or its OUTPUT
+	lastSource  string   // that input's feed and seq
+	lastSeq     int64
 	run         int
 	sum         StreamSummary
 	from        int64
@@ -397,6 +400,7 @@ func (s *stream) row(e store.Entry) {
 	pos := l.t.Inputs // the next input's number
 	switch {
 	case e.Kind.IsInput():
+		s.lastIn, s.lastSource, s.lastSeq = true, e.Source, e.Seq
 		if e.Source != "" && !slices.Contains(s.feeds, e.Source) {
 			s.feeds = append(s.feeds, e.Source)
 		}
@@ -415,10 +419,19 @@ func (s *stream) row(e store.Entry) {
 		sum.DroppedRows++
 		l.at(pos).Dropped += e.N
 	case e.Kind == store.KindFailed:
+		// A completion's failure names the input before it; another
+		// FAILED row stands for an item that never became an input.
+		at := pos
+		if s.lastIn && e.Source != "" && e.Source == s.lastSource && e.Seq == s.lastSeq {
+			at = max(pos-1, 0)
+		}
 		sum.Failed++
-		l.at(pos).Failed++
+		l.at(at).Failed++
 	case e.Kind == store.KindEnd:
 		sum.Ended = true
+	}
+	if !e.Kind.IsInput() && e.Kind != store.KindOutput {
+		s.lastIn = false
 	}
 	if t := e.Instant; !t.IsZero() {
 		if s.first.IsZero() || t.Before(s.first) {
