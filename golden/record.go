@@ -73,7 +73,9 @@ const stepTimeout = 30 * time.Second
 //     same state every time (a drop case differs: see Case.Drop);
 //   - the rows are written in a canonical storage order: META, the JOURNAL
 //     rows, then each processor's stream (a live run interleaves them as
-//     its goroutines go; the rows themselves are the recorder's).
+//     its goroutines go; the rows themselves are the recorder's), without
+//     the COMMIT rows (when a source commits depends on the run's timing),
+//     the JOURNAL rows numbered from 2 after META.
 //
 // A processor's app is the one of apps named by Case.App, built with
 // Case.Options.
@@ -394,7 +396,9 @@ func waitFor(cond func() bool) error {
 
 // writeCanonical writes m's rows into a new CSV recording at path, in the
 // canonical order (META, JOURNAL rows, then each processor's stream),
-// and fsyncs it. path is new (in updateCase's temporary folder).
+// and fsyncs it. path is new (in updateCase's temporary folder). COMMIT rows
+// are left out: when the source commits depends on the run's timing, not on
+// its input; the JOURNAL rows are numbered again after META without them.
 func writeCanonical(path string, m *store.Memory) error {
 	var head, journal []store.Entry
 	streams := map[string][]store.Entry{}
@@ -405,7 +409,9 @@ func writeCanonical(path string, m *store.Memory) error {
 		switch {
 		case e.Kind == store.KindMeta:
 			head = append(head, e)
+		case e.Kind == store.KindCommit:
 		case e.Kind == store.KindJournal:
+			e.Index = int64(len(head) + len(journal) + 1)
 			journal = append(journal, e)
 		default:
 			streams[e.Processor] = append(streams[e.Processor], e)

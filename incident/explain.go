@@ -166,6 +166,9 @@ func (x *explainer) read(run int, rec Recording) *runData {
 			}
 			m[e.Seq] = ref
 			continue
+		case store.KindCommit:
+			d.commits[e.Source] = append(d.commits[e.Source], commitRec{seq: e.Seq, pos: Position{Epoch: e.Epoch, Key: e.Key, Offset: e.Offset}, ref: ref})
+			continue
 		case store.KindMeta:
 			continue
 		}
@@ -367,46 +370,109 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 		slices.SortFunc(c.InFlight, func(a, b Input) int { return cmp.Compare(a.Seq, b.Seq) })
 	}
 	c.Lag = x.lag(d, p, last)
+	if last != nil && last.pos != nil && d.run < len(x.runs) {
+		next := x.runs[d.run] // runs are numbered from 1
+		var first *inputRec
+		for _, in := range next.inputs {
+			if in.pair == p && in.pos != nil && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key &&
+				in.pos.Offset > last.pos.Offset && (first == nil || in.pos.Offset < first.pos.Offset) {
+				first = in
+			}
+		}
+		if first != nil {
+			in := x.input(next, first)
+			c.MaybeInFlight = &in
+		}
+	}
 	return c
 }
 
-// lag answers 3: the inputs processed past the run's last commit.
+// lag answers 3: the inputs processed past the committed position, which
+// the next run shows exactly (where it resumed), else the last COMMIT row.
 func (x *explainer) lag(d *runData, p pair, last *inputRec) *Lag {
-	commits := d.commits[p.feed]
-	if len(commits) == 0 && !hasCommits(d.r.Meta().Format) {
+	if last == nil {
 		return nil
 	}
-	l := &Lag{Rows: []Ref{}}
-	lastCommit := map[string]commitRec{} // key -> last commit
-	var cseq int64
-	for _, c := range commits {
-		lastCommit[c.pos.Key] = c
-		cseq = max(cseq, c.seq)
-		l.CommitSeq = cseq
+	if l := x.lagFromRestart(d, p, last); l != nil {
+		return l
 	}
-	if len(commits) > 0 {
-		c := commits[len(commits)-1]
-		l.Committed = &c.pos
-		l.Rows = append(l.Rows, c.ref)
-	}
-	maxOff := map[string]int64{}
-	for _, in := range d.inputs {
-		if in.pair != p || !in.complete() || in.seq <= cseq {
-			continue
+	commits := d.commits[p.feed]
+	if len(commits) == 0 {
+		if !hasCommits(d.r.Meta().Format) {
+			return nil
 		}
-		l.Items++
-		if in.pos != nil {
-			if c, ok := lastCommit[in.pos.Key]; ok && c.pos.Epoch == in.pos.Epoch {
-				maxOff[in.pos.Key] = max(maxOff[in.pos.Key], in.pos.Offset)
+		l := &Lag{From: LagFromCommitRow, Rows: []Ref{last.refs[len(last.refs)-1]}}
+		for _, in := range d.inputs {
+			if in.pair == p && in.complete() {
+				l.Items++
+			}
+		}
+		return l
+	}
+	c := commits[len(commits)-1]
+	for _, o := range commits { // the last commit of the last input's key
+		if last.pos != nil && o.pos.Key == last.pos.Key {
+			c = o
+		}
+	}
+	l := &Lag{From: LagFromCommitRow, Committed: &c.pos, CommitSeq: c.seq, Rows: []Ref{c.ref, last.refs[len(last.refs)-1]}}
+	for _, in := range d.inputs {
+		if in.pair == p && in.complete() && in.seq > c.seq {
+			l.Items++
+		}
+	}
+	if last.pos != nil && last.pos.Epoch == c.pos.Epoch && last.pos.Key == c.pos.Key {
+		l.Bytes = max(0, last.pos.Offset-c.pos.Offset)
+	}
+	return l
+}
+
+// lagFromRestart is the lag the next run shows: it resumed just after the
+// committed position, so the input of the crashed run (or an earlier one)
+// just before its first input of last's epoch and key is the committed one.
+// Nil when there is no next run, or it delivered nothing of that key.
+func (x *explainer) lagFromRestart(d *runData, p pair, last *inputRec) *Lag {
+	if last.pos == nil || d.run >= len(x.runs) {
+		return nil
+	}
+	same := func(in *inputRec) bool {
+		return in.pair == p && in.pos != nil && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key
+	}
+	next := x.runs[d.run] // runs are numbered from 1
+	var first *inputRec
+	for _, in := range next.inputs {
+		if same(in) && (first == nil || in.seq < first.seq) {
+			first = in
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	committed := Position{Epoch: last.pos.Epoch, Key: last.pos.Key}
+	l := &Lag{From: LagFromRestart, Committed: &committed, Rows: []Ref{first.refs[0]}}
+	var at *inputRec
+	for _, e := range x.runs[:d.run] {
+		for _, in := range e.inputs {
+			if same(in) && in.pos.Offset < first.pos.Offset && in.pos.Offset >= committed.Offset {
+				committed.Offset, at = in.pos.Offset, in
+				if e == d {
+					l.CommitSeq = in.seq
+				} else {
+					l.CommitSeq = 0
+				}
 			}
 		}
 	}
-	for k, off := range maxOff {
-		l.Bytes += off - lastCommit[k].pos.Offset
+	if at != nil {
+		l.Rows = append(l.Rows, at.refs[len(at.refs)-1])
 	}
-	if last != nil {
-		l.Rows = append(l.Rows, last.refs[len(last.refs)-1])
+	l.Rows = append(l.Rows, last.refs[len(last.refs)-1])
+	for _, in := range d.inputs {
+		if same(in) && in.complete() && in.pos.Offset > committed.Offset {
+			l.Items++
+		}
 	}
+	l.Bytes = max(0, last.pos.Offset-committed.Offset)
 	return l
 }
 

@@ -121,30 +121,52 @@ type Crash struct {
 	// (InFlightKnown); a feed not journalled leaves no row for them.
 	InFlight      []Input `json:"inFlight"`
 	InFlightKnown bool    `json:"inFlightKnown"`
+	// MaybeInFlight is the first input the next run delivered past
+	// LastProcessed (the same epoch and key, the lowest offset beyond it):
+	// the item the crashed run may have been handling when it died, rows
+	// not written. A live sink is given outputs as they are emitted, before
+	// the rows are written, so that item's outputs may have left the
+	// crashed run as well as the restart: emitted twice, with no row to show
+	// the first time. With several workers, more items may have been in
+	// flight. Nil when no later run delivered one.
+	MaybeInFlight *Input `json:"maybeInFlight"`
 	// Lag (answer 3): how far the commit was behind processing when the
 	// run died. Nil when the recording holds no COMMIT rows (a recording of
 	// a format before them, or a feed whose source commits nothing).
 	Lag *Lag `json:"commitLag"`
 }
 
-// Lag is the distance between the last position the source committed in a
-// run and the last input processed.
+// Lag is the distance between the position the source had committed when a
+// run died and the last input it processed.
 type Lag struct {
-	// Items: inputs processed past the last commit.
+	// Items: inputs of the run processed past the committed position.
 	Items int64 `json:"items"`
-	// Bytes: for each key, the offset of the last input processed minus the
-	// offset last committed, summed; for a file, bytes. Counted within the
-	// epoch of the last commit.
+	// Bytes: the offset of the last input processed minus the committed
+	// offset (for a file, bytes).
 	Bytes int64 `json:"bytes"`
-	// Committed is the position of the last COMMIT row of the feed in the
-	// run; nil when the run committed nothing (Items then counts every input
-	// the run processed, and Bytes is 0).
+	// Committed is the position committed at the crash. When a later run
+	// followed (From LagFromRestart) it is where that run resumed: the
+	// offset of the input just before the first one it delivered of the
+	// same epoch and key (0 when no run holds one), which is exact whatever
+	// COMMIT rows the crash cut off. Otherwise (LagFromCommitRow) it is the
+	// run's last COMMIT row of the feed, which may be behind: the recorder
+	// writes a commit with the next rows, and a crash loses the ones
+	// pending. Nil when neither is known (the run committed nothing).
 	Committed *Position `json:"committed"`
-	// CommitSeq is the seq of the last input the commit covers.
+	From      string    `json:"from"` // LagFromRestart or LagFromCommitRow
+	// CommitSeq is the seq, in the crashed run, of the input at the
+	// committed position (0: none of the run's inputs).
 	CommitSeq int64 `json:"commitSeq"`
-	// Rows: the last COMMIT row (if any) and the last processed input row.
+	// Rows: the restart's first input (or the COMMIT row), the input at the
+	// committed position, the last processed input.
 	Rows []Ref `json:"rows"`
 }
+
+// Where a Lag's committed position comes from.
+const (
+	LagFromRestart   = "restart"
+	LagFromCommitRow = "commit-row"
+)
 
 // The outcomes of a re-delivered input.
 const (

@@ -1,0 +1,219 @@
+package incident
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// TextLimit is how many entries of one list (re-deliveries, duplicates,
+// losses, items in flight) WriteText shows; it says how many more there
+// are. The JSON holds them all.
+const TextLimit = 20
+
+// WriteText writes the Findings for a person: the runs, then per processor
+// and feed the six answers with the rows that prove them (a row is written
+// rRUN STREAM:INDEX, or rRUN KIND:INDEX for a META, JOURNAL or COMMIT row),
+// the recordings' own losses, what is on disk, and the verdict.
+func (f *Findings) WriteText(w io.Writer) error {
+	b := bufio.NewWriter(w)
+	for _, r := range f.Runs {
+		state := "unknown (not read to its end)"
+		switch {
+		case r.Ended:
+			state = "ended (END)"
+		case r.Crashed:
+			state = "crashed"
+		}
+		fmt.Fprintf(b, "run %d  %s  %s  %s  %d rows: %s\n", r.Run, r.File, r.Format, state, r.Rows, counts(r.Counts))
+	}
+	for _, a := range f.Answers {
+		fmt.Fprintf(b, "\n%s <- feed %s\n", a.Processor, a.Feed)
+		for _, c := range a.Crashes {
+			fmt.Fprintf(b, "  crash of run %d\n", c.Run)
+			if c.LastProcessed == nil {
+				fmt.Fprintf(b, "    1 last processed: none\n")
+			} else {
+				fmt.Fprintf(b, "    1 last processed: %s\n", input(c.LastProcessed))
+			}
+			switch {
+			case !c.InFlightKnown:
+				fmt.Fprintf(b, "    2 in flight: not known (the feed is not journalled: items read and not recorded leave no row)\n")
+			case len(c.InFlight) == 0:
+				fmt.Fprintf(b, "    2 in flight: none\n")
+			default:
+				fmt.Fprintf(b, "    2 in flight: %d\n", len(c.InFlight))
+				for i := range limit(c.InFlight, b, "      ") {
+					fmt.Fprintf(b, "      %s\n", input(&c.InFlight[i]))
+				}
+			}
+			if c.MaybeInFlight != nil {
+				fmt.Fprintf(b, "    2 maybe in flight (the next run's first input past it): %s\n", input(c.MaybeInFlight))
+			}
+			switch l := c.Lag; {
+			case l == nil:
+				fmt.Fprintf(b, "    3 commit lag: not known (nothing processed, or a recording before COMMIT rows and no restart)\n")
+			case l.Committed == nil:
+				fmt.Fprintf(b, "    3 commit lag: %d items, nothing committed in the run %s\n", l.Items, refs(l.Rows))
+			default:
+				fmt.Fprintf(b, "    3 commit lag: %d items, %d bytes: committed %s (seq %d), from the %s %s\n",
+					l.Items, l.Bytes, position(*l.Committed), l.CommitSeq, l.From, refs(l.Rows))
+			}
+		}
+		if len(a.Redelivered) == 0 {
+			fmt.Fprintf(b, "  4 redelivered: none\n")
+		} else {
+			n := map[string]int{}
+			for _, r := range a.Redelivered {
+				n[r.Outcome]++
+			}
+			fmt.Fprintf(b, "  4 redelivered: %d (%d skipped, %d applied again, %d undetermined)\n", len(a.Redelivered),
+				n[OutcomeSkipped], n[OutcomeAppliedAgain], n[OutcomeUndetermined])
+			for i := range limit(a.Redelivered, b, "    ") {
+				r := &a.Redelivered[i]
+				fmt.Fprintf(b, "    %s: run %d seq %d, again run %d seq %d: %s %s\n", position(r.Position), r.Earlier.Run, r.Earlier.Seq,
+					r.Again.Run, r.Again.Seq, r.Outcome, refs(append(slices.Clone(r.Earlier.Rows), r.Again.Rows...)))
+			}
+		}
+		if len(a.Lost) == 0 {
+			fmt.Fprintf(b, "  5 lost: nothing\n")
+		} else {
+			fmt.Fprintf(b, "  5 lost: %d\n", len(a.Lost))
+			for i := range limit(a.Lost, b, "    ") {
+				fmt.Fprintf(b, "    %s\n", loss(&a.Lost[i]))
+			}
+		}
+		if len(a.Duplicates) == 0 {
+			fmt.Fprintf(b, "  6 emitted twice: none\n")
+		} else {
+			fmt.Fprintf(b, "  6 emitted twice: %d outputs\n", len(a.Duplicates))
+			for i := range limit(a.Duplicates, b, "    ") {
+				d := &a.Duplicates[i]
+				same := "the same output"
+				if !d.Same {
+					same = "a different output"
+				}
+				rs := []Ref{d.Again}
+				if d.Earlier != nil {
+					rs = []Ref{*d.Earlier, d.Again}
+				}
+				fmt.Fprintf(b, "    %s: %s #%d %s: %s %s\n", position(d.Position), d.Sink, d.K, same, short(d.Payload), refs(rs))
+			}
+		}
+	}
+	if len(f.Losses) > 0 {
+		fmt.Fprintf(b, "\nlost in the recordings: %d\n", len(f.Losses))
+		for i := range limit(f.Losses, b, "  ") {
+			fmt.Fprintf(b, "  %s\n", loss(&f.Losses[i]))
+		}
+	}
+	if d := f.OnDisk; d != nil {
+		fmt.Fprintf(b, "\non disk (feed %s)\n", d.Feed)
+		if d.Pointer != nil {
+			fmt.Fprintf(b, "  pointer: %s = %s\n", position(*d.Pointer), named(d.PointerInput))
+		}
+		if d.State != nil {
+			fmt.Fprintf(b, "  state: %d applied through %s = %s\n", d.State.Applied, position(d.State.Position), named(d.StateInput))
+		}
+	}
+	verdict := "nothing lost"
+	if f.Lost {
+		verdict = "something was lost"
+	}
+	if !f.Complete {
+		verdict += "; not complete: a recording or a row could not be read"
+	}
+	fmt.Fprintf(b, "\nverdict: %s\n", verdict)
+	return b.Flush()
+}
+
+// limit returns the first TextLimit entries of s, and writes how many it
+// leaves out.
+func limit[T any](s []T, w io.Writer, indent string) []T {
+	if len(s) <= TextLimit {
+		return s
+	}
+	defer fmt.Fprintf(w, "%s... and %d more (--json lists them all)\n", indent, len(s)-TextLimit)
+	return s[:TextLimit]
+}
+
+func counts(c map[string]int64) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, k := range store.Kinds {
+		if n := c[string(k)]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+		}
+		seen[string(k)] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(c)) {
+		if !seen[k] {
+			parts = append(parts, fmt.Sprintf("%s %d", k, c[k]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func position(p Position) string {
+	if p.Key != "" {
+		return fmt.Sprintf("epoch %d key %s offset %d", p.Epoch, p.Key, p.Offset)
+	}
+	return fmt.Sprintf("epoch %d offset %d", p.Epoch, p.Offset)
+}
+
+func input(in *Input) string {
+	s := fmt.Sprintf("run %d seq %d", in.Run, in.Seq)
+	if in.Position != nil {
+		s += " at " + position(*in.Position)
+	}
+	if !in.Time.IsZero() {
+		s += " " + in.Time.UTC().Format(time.RFC3339Nano)
+	}
+	return s + " " + short(in.Line) + " " + refs(in.Rows)
+}
+
+func named(in *Input) string {
+	if in == nil {
+		return "no input of any run"
+	}
+	return input(in)
+}
+
+func loss(l *Loss) string {
+	s := l.Kind
+	if l.Run > 0 {
+		s += fmt.Sprintf(" in run %d", l.Run)
+	}
+	if l.Count > 0 {
+		s += fmt.Sprintf(": %d items", l.Count)
+	}
+	return s + ": " + l.Detail + " " + refs(l.Rows)
+}
+
+func short(s string) string {
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+func refs(rs []Ref) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		who := r.Processor
+		if who == "" {
+			who = string(r.Kind)
+		}
+		parts[i] = fmt.Sprintf("r%d %s:%d", r.Run, who, r.Index)
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
