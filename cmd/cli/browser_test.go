@@ -280,9 +280,9 @@ func TestTheReportShowsExplainsAnswersAndFitsALaptopAndAPhone(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("crashtest exited %d:\n%s", code, out)
 	}
-	var runs []string
+	var runs []string // named as a user in dir names them
 	for i := 1; i <= kills+1; i++ {
-		runs = append(runs, filepath.Join(dir, fmt.Sprintf("run-%d.csv", i)))
+		runs = append(runs, fmt.Sprintf("run-%d.csv", i))
 	}
 	list := strings.Join(runs, ",")
 	out, code, _ = blackbox(t, dir, nil, "explain", list, "--json")
@@ -290,11 +290,11 @@ func TestTheReportShowsExplainsAnswersAndFitsALaptopAndAPhone(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &f); err != nil {
 		t.Fatalf("explain --json exited %d: %v\n%s", code, err, out)
 	}
-	html := filepath.Join(dir, "report.html")
-	if out, code, _ := blackbox(t, dir, nil, "report", list, "-o", html); code != 0 {
+	if out, code, _ := blackbox(t, dir, nil, "report", list, "-o", "report.html"); code != 0 {
 		t.Fatalf("report exited %d (explain found lost %v, complete %v):\n%s", code, f.Lost, f.Complete, out)
 	}
 
+	html := filepath.Join(dir, "report.html")
 	p := openBrowser(t, exe)
 	for _, width := range []int64{1280, 390} {
 		png, overflow := p.show(t, html, width)
