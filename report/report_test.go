@@ -220,7 +220,8 @@ func TestThePageHasNoScriptNorAnyAssetAndEscapesTheRecordingsText(t *testing.T) 
 			LastProcessed: &incident.Input{Run: 1, Seq: 1, Line: evil, Time: storetest.T0}}}}}}
 	rep := build(t, report.Options{Findings: f, Title: evil}, newRecording().input(2))
 	html := page(t, rep)
-	for _, re := range []string{`(?i)<script`, `(?i)<img`, `(?i)\bsrc=`, `(?i)\bhref=`, `(?i)url\(`, `(?i)@import`, `(?i)<link`, `(?i)<iframe`} {
+	for _, re := range []string{`(?i)<script`, `(?i)<img`, `(?i)<[a-z][^>]*\s(src|href|srcset|action)=`, `(?i)url\(`, `(?i)@import`,
+		`(?i)<link`, `(?i)<iframe`, `(?i)<object`, `(?i)<embed`, `(?i)\son[a-z]+=`} {
 		if loc := regexp.MustCompile(re).FindStringIndex(html); loc != nil {
 			t.Errorf("the page holds %q: %s", re, html[max(loc[0]-60, 0):min(loc[1]+60, len(html))])
 		}
