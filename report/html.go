@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"html/template"
 	"io"
+
+	"github.com/blackbox-audit/blackbox/incident"
 )
 
 var (
@@ -17,18 +19,19 @@ var (
 // page is the template of the report: one self-contained HTML file, its
 // CSS inline, its charts inline SVG, no script and no external asset.
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"css":      func() template.CSS { return template.CSS(pageCSS) },
-	"chart":    func(t Timeline) chart { return t.chart() },
-	"even":     func(n int) bool { return n%2 == 0 },
-	"position": position,
-	"refs":     refs,
-	"outcomes": outcomes,
-	"items":    items,
-	"same":     same,
-	"more":     more,
-	"head":     func(s any) any { return headOf(s) },
-	"instant":  instant,
-	"problem":  problemText,
+	"css":        func() template.CSS { return template.CSS(pageCSS) },
+	"chart":      func(t Timeline) chart { return t.chart() },
+	"even":       func(n int) bool { return n%2 == 0 },
+	"position":   position,
+	"refs":       refs,
+	"outcomes":   outcomes,
+	"items":      items,
+	"same":       same,
+	"more":       more,
+	"head":       func(s any) any { return headOf(s) },
+	"instant":    instant,
+	"problem":    problemText,
+	"restartLag": func() string { return incident.LagFromRestart },
 }).Parse(pageHTML))
 
 // WriteHTML writes the report as one self-contained HTML page. The page

@@ -309,4 +309,3 @@ func TestACancelledBuildStops(t *testing.T) {
 		t.Errorf("got %v, want context.Canceled", err)
 	}
 }
-

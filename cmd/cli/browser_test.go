@@ -168,6 +168,9 @@ type flight struct {
 	Run   int  `json:"run"`
 	Known bool `json:"known"`
 	Count int  `json:"count"`
+	// The maybe in flight input: the next run's first past the crash.
+	MaybeRun int   `json:"maybeRun"`
+	MaybeSeq int64 `json:"maybeSeq"`
 }
 
 type lagView struct {
@@ -191,7 +194,8 @@ const answersJS = `(() => {
 			return {
 				feed: a.dataset.feed, processor: a.dataset.processor,
 				last: all(a, '[data-answer="last-processed"] li').map(li => ({run: num(li.dataset.run), seq: num(li.dataset.seq), offset: num(li.dataset.offset)})),
-				inFlight: all(a, '[data-answer="in-flight"] li').map(li => ({run: num(li.dataset.run), known: li.dataset.known === "true", count: num(li.dataset.count)})),
+				inFlight: all(a, '[data-answer="in-flight"] li').map(li => ({run: num(li.dataset.run), known: li.dataset.known === "true", count: num(li.dataset.count),
+					maybeRun: num(li.dataset.maybeRun), maybeSeq: num(li.dataset.maybeSeq)})),
 				lag: all(a, '[data-answer="commit-lag"] li').map(li => ({run: num(li.dataset.run), known: li.dataset.known !== "false", items: num(li.dataset.items), bytes: num(li.dataset.bytes)})),
 				redelivered: num(r.count), skipped: num(r.skipped), again: num(r.appliedAgain), undetermined: num(r.undetermined),
 				lost: num(l.count), lostItems: num(l.items),
@@ -221,6 +225,9 @@ func viewOf(f *incident.Findings) answersView {
 			fl := flight{Run: c.Run, Known: c.InFlightKnown}
 			if c.InFlightKnown {
 				fl.Count = len(c.InFlight)
+			}
+			if m := c.MaybeInFlight; m != nil {
+				fl.MaybeRun, fl.MaybeSeq = m.Run, m.Seq
 			}
 			p.InFlight = append(p.InFlight, fl)
 			lag := lagView{Run: c.Run}
