@@ -2,11 +2,14 @@ package report_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 
+	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/report"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
@@ -120,5 +123,25 @@ func BenchmarkReportOfAMillionInputs(b *testing.B) {
 	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
 	if fi, err := os.Stat(out); err == nil {
 		b.ReportMetric(float64(fi.Size()), "page-bytes")
+	}
+}
+
+// BenchmarkReportCommandOfAMillionInputs runs `blackbox report` over a
+// 1M-input recording per op, in this process: the explain answers
+// (incident.Explain) and the page. maxrss-MB is the process's peak
+// resident memory when it ends (the recording is written in batches
+// before, in far less).
+func BenchmarkReportCommandOfAMillionInputs(b *testing.B) {
+	path := writeLong(b, million)
+	out := filepath.Join(b.TempDir(), "report.html")
+	c := cli.New(cli.WithStdout(io.Discard), cli.WithStderr(io.Discard))
+	for b.Loop() {
+		if code := c.Execute(context.Background(), []string{"report", path, "-o", out}); code != cli.ExitOK {
+			b.Fatalf("blackbox report exited %d", code)
+		}
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		b.ReportMetric(float64(ru.Maxrss)/1024, "maxrss-MB") // Linux: kilobytes
 	}
 }
