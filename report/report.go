@@ -23,6 +23,7 @@ var ErrUsage = errors.New("report: bad usage")
 
 // Run is one recording of the runs a report shows: a crashed run, or one of
 // its restarts, in the order they ran.
+// Build reads Reader; the caller closes it. A plain value.
 type Run struct {
 	// Name is how the page names the recording (its path as given).
 	Name   string
@@ -30,6 +31,7 @@ type Run struct {
 }
 
 // Options are what Build shows besides the recordings.
+// A plain value.
 type Options struct {
 	// Title heads the page; "" gives "blackbox report".
 	Title string
@@ -67,6 +69,7 @@ type Report struct {
 
 // RunSummary is one run's table: its streams' counts and its integrity
 // problems.
+// A plain value, part of a Report.
 type RunSummary struct {
 	Number   int // from 1, in the order of the runs
 	Name     string
@@ -81,12 +84,14 @@ type RunSummary struct {
 }
 
 // KindCount is the number of rows of one kind.
+// A plain value.
 type KindCount struct {
 	Kind store.Kind
 	N    int64
 }
 
 // StreamSummary counts one processor stream's rows in one run.
+// A plain value.
 type StreamSummary struct {
 	Processor   string
 	App         string
@@ -108,6 +113,7 @@ func (s StreamSummary) Crashed() bool { return !s.Ended }
 // one after the other through the runs, are cut into buckets of Per inputs
 // each (at most Options.Buckets of them, however long the recordings are);
 // each bucket counts what happened while its inputs were handled.
+// A plain value, part of a Report.
 type Timeline struct {
 	Processor string
 	App       string
@@ -118,15 +124,17 @@ type Timeline struct {
 	Marks     []Mark
 }
 
-// Bucket counts the rows of Per consecutive inputs of a timeline (the
-// rows between them: outputs after their input, drops and commits before
-// the next input).
+// Bucket counts the rows of Per consecutive inputs of a timeline: the
+// inputs, their outputs, the commits written after them, the items dropped
+// or failed before the next input (a completion's FAILED row counts at its
+// input). A plain value.
 type Bucket struct {
 	Inputs, Outputs, Commits, Dropped, Failed int64
 }
 
 // Span is the part of a timeline one run holds: its inputs From (counted
 // from 0 through the runs) up to To, not included.
+// A plain value.
 type Span struct {
 	Run      int
 	From, To int64
@@ -142,6 +150,7 @@ const (
 
 // Mark is one event a timeline marks at an input: a crash, a restart, a
 // divergence.
+// A plain value.
 type Mark struct {
 	Kind  string
 	Run   int
@@ -151,6 +160,7 @@ type Mark struct {
 
 // Divergence is the first divergence of one processor in the replay of
 // one run.
+// A plain value.
 type Divergence struct {
 	Run int
 	replayer.Divergence

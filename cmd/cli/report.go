@@ -101,7 +101,10 @@ something was lost or a recording could not be read whole.`,
 				}
 				p.Done()
 			}
+			p := c.progress()
+			opts.Progress = func(run int, rows int64) { p.Printf("reading run %d: %d rows", run, rows) }
 			rep, err := report.Build(cmd.Context(), runs, opts)
+			p.Done()
 			if err != nil {
 				return err
 			}
