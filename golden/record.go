@@ -73,9 +73,9 @@ const stepTimeout = 30 * time.Second
 //     same state every time (a drop case differs: see Case.Drop);
 //   - the rows are written in a canonical storage order: META, the JOURNAL
 //     rows, then each processor's stream (a live run interleaves them as
-//     its goroutines go; the rows themselves are the recorder's), without
-//     the COMMIT rows (when a source commits depends on the run's timing),
-//     the JOURNAL rows numbered from 2 after META.
+//     its goroutines go; the rows themselves are the recorder's); the
+//     recorder writes no COMMIT rows (recorder.RunConfig.NoCommits): when
+//     a source commits depends on the timing of the run.
 //
 // A processor's app is the one of apps named by Case.App, built with
 // Case.Options.
@@ -337,6 +337,7 @@ func recordRun(c *Case, app core.App, in string, p core.Processor) (*store.Memor
 		RecorderClock: core.NewStepClock(RecorderStart, time.Second),
 		Observer:      g.observer(),
 		Logger:        quiet,
+		NoCommits:     true, // when the source commits depends on the timing of the run
 	})
 	if err != nil {
 		return nil, err
@@ -396,9 +397,7 @@ func waitFor(cond func() bool) error {
 
 // writeCanonical writes m's rows into a new CSV recording at path, in the
 // canonical order (META, JOURNAL rows, then each processor's stream),
-// and fsyncs it. path is new (in updateCase's temporary folder). COMMIT rows
-// are left out: when the source commits depends on the run's timing, not on
-// its input; the JOURNAL rows are numbered again after META without them.
+// and fsyncs it. path is new (in updateCase's temporary folder).
 func writeCanonical(path string, m *store.Memory) error {
 	var head, journal []store.Entry
 	streams := map[string][]store.Entry{}
@@ -409,9 +408,7 @@ func writeCanonical(path string, m *store.Memory) error {
 		switch {
 		case e.Kind == store.KindMeta:
 			head = append(head, e)
-		case e.Kind == store.KindCommit:
 		case e.Kind == store.KindJournal:
-			e.Index = int64(len(head) + len(journal) + 1)
 			journal = append(journal, e)
 		default:
 			streams[e.Processor] = append(streams[e.Processor], e)

@@ -274,9 +274,12 @@ func (x *explainer) answer() {
 	}
 	last := x.runs[len(x.runs)-1].run
 	for i, d := range x.runs {
+		torn := slices.ContainsFunc(x.f.Runs[i].Problems, func(p store.Problem) bool { return p.Kind == store.ProblemTorn })
 		for _, p := range x.f.Runs[i].Problems {
 			kind := string(p.Kind)
-			if (p.Kind == store.ProblemTorn || p.Kind == store.ProblemUnfinished) && d.run != last {
+			tail := p.Kind == store.ProblemTorn || p.Kind == store.ProblemUnfinished ||
+				p.Kind == store.ProblemOrphan && torn // the complete rows of the torn write
+			if tail && d.run != last {
 				continue // a crash a restart followed: its answers are in Crashes
 			}
 			x.f.Losses = append(x.f.Losses, Loss{Kind: kind, Run: d.run, Detail: p.Detail,
@@ -349,17 +352,17 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 		li := x.input(d, last)
 		c.LastProcessed = &li
 	}
+	var lost spans // dropped or failed
 	for _, r := range append(slices.Clip(d.dropped), d.failed...) {
 		if r.pair == p {
-			for s := r.seq; s < r.seq+r.n; s++ {
-				handled[s] = true
-			}
+			lost.addRange(r.seq, r.n)
 		}
 	}
+	lost.merge()
 	if j := d.journal[p.feed]; len(j) > 0 || journalled {
 		c.InFlightKnown = true
 		for seq, ref := range j {
-			if !handled[seq] {
+			if !handled[seq] && !lost.has(seq) {
 				in := Input{Run: d.run, Seq: seq, Rows: []Ref{ref}}
 				if e, err := d.r.Journal(p.feed, seq); err == nil {
 					in.Line = string(e.Payload)
@@ -367,11 +370,18 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 				c.InFlight = append(c.InFlight, in)
 			}
 		}
-		slices.SortFunc(c.InFlight, func(a, b Input) int { return cmp.Compare(a.Seq, b.Seq) })
 	}
+	for _, in := range d.inputs {
+		if in.pair == p && int64(len(in.outs)) < in.n {
+			c.InFlight = append(c.InFlight, x.input(d, in)) // its rows were cut
+		}
+	}
+	slices.SortFunc(c.InFlight, func(a, b Input) int { return cmp.Compare(a.Seq, b.Seq) })
 	c.Lag = x.lag(d, p, last)
-	if last != nil && last.pos != nil && d.run < len(x.runs) {
-		next := x.runs[d.run] // runs are numbered from 1
+	if last == nil || last.pos == nil {
+		return c
+	}
+	for _, next := range x.runs[d.run:] { // the runs after d (numbered from 1)
 		var first *inputRec
 		for _, in := range next.inputs {
 			if in.pair == p && in.pos != nil && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key &&
@@ -382,6 +392,7 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 		if first != nil {
 			in := x.input(next, first)
 			c.MaybeInFlight = &in
+			break
 		}
 	}
 	return c
@@ -502,68 +513,56 @@ func (x *explainer) inNoRun(d *runData, p pair) []Loss {
 	if through == 0 {
 		return nil
 	}
-	handled := make([]bool, through+1)
-	mark := func(s int64) {
-		if s >= 1 && s <= through {
-			handled[s] = true
-		}
-	}
+	var handled spans
 	for _, in := range d.inputs {
 		if in.pair == p {
-			mark(in.seq)
+			handled.addRange(in.seq, 1)
 		}
 	}
 	for _, r := range append(slices.Clip(d.dropped), d.failed...) {
 		if r.pair == p {
-			for s := r.seq; s < r.seq+r.n && s <= through; s++ {
-				mark(s)
-			}
+			handled.addRange(r.seq, r.n)
 		}
 	}
+	handled.merge()
 	var out []Loss
-	for s := int64(1); s <= through; s++ {
-		if handled[s] {
-			continue
-		}
-		e := s
-		for e+1 <= through && !handled[e+1] {
-			e++
-		}
-		detail := fmt.Sprintf("seqs %d-%d of run %d have no row in %s", s, e, d.run, p.proc)
+	for _, g := range handled.gaps(through) {
+		detail := fmt.Sprintf("seqs %d-%d of run %d have no row in %s", g.lo, g.hi, d.run, p.proc)
 		if proof != nil {
 			detail += fmt.Sprintf(", and the source committed through seq %d", through)
 		}
-		out = append(out, Loss{Kind: LossInNoRun, Run: d.run, Count: e - s + 1, Detail: detail, Rows: proof})
-		s = e
+		out = append(out, Loss{Kind: LossInNoRun, Run: d.run, Count: g.hi - g.lo + 1, Detail: detail, Rows: proof})
 	}
 	return out
 }
 
 // redelivered answers 4 and 6: inputs of a later run at the position of an
-// earlier run's input.
+// earlier run's input. Each is paired with the latest earlier run that
+// delivered it; its outputs with those of the latest earlier delivery that
+// emitted some.
 func (x *explainer) redelivered(p pair, a *Answers) {
 	type seen struct {
 		d  *runData
 		in *inputRec
 	}
-	first := map[Position]seen{}
+	latest, emitted := map[Position]seen{}, map[Position]seen{}
 	for _, d := range x.runs {
+		var here []seen
 		for _, in := range d.inputs {
 			if in.pair != p || in.pos == nil {
 				continue
 			}
-			e, ok := first[*in.pos]
-			if !ok || e.d == d {
-				if !ok {
-					first[*in.pos] = seen{d, in}
-				}
+			here = append(here, seen{d, in})
+			e, ok := latest[*in.pos]
+			if !ok {
 				continue
 			}
 			rd := Redelivery{Position: *in.pos, Earlier: x.input(e.d, e.in), Again: x.input(d, in)}
+			prev, out := emitted[*in.pos]
 			switch {
 			case len(in.outs) > 0:
 				rd.Outcome = OutcomeAppliedAgain
-			case len(e.in.outs) > 0:
+			case out:
 				rd.Outcome = OutcomeSkipped
 			default:
 				rd.Outcome = OutcomeUndetermined
@@ -571,12 +570,24 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 			a.Redelivered = append(a.Redelivered, rd)
 			for i, o := range in.outs {
 				dup := Duplicate{Position: *in.pos, Sink: o.sink, K: o.k, Payload: o.payload, Again: o.ref}
-				if i < len(e.in.outs) {
-					eo := e.in.outs[i]
+				if out && i < len(prev.in.outs) {
+					eo := prev.in.outs[i]
 					dup.Earlier = &eo.ref
 					dup.Same = eo.sink == o.sink && eo.payload == o.payload
 				}
-				a.Duplicates = append(a.Duplicates, dup)
+				if out {
+					a.Duplicates = append(a.Duplicates, dup)
+				}
+			}
+		}
+		for _, s := range here { // a position twice in one run: its first
+			if e, ok := latest[*s.in.pos]; !ok || e.d != d {
+				latest[*s.in.pos] = s
+			}
+			if len(s.in.outs) > 0 {
+				if e, ok := emitted[*s.in.pos]; !ok || e.d != d {
+					emitted[*s.in.pos] = s
+				}
 			}
 		}
 	}

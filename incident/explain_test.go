@@ -2,9 +2,12 @@ package incident_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/incident"
+	"github.com/blackbox-audit/blackbox/store"
 )
 
 func TestExplainRefusesNoRecording(t *testing.T) {
@@ -112,5 +115,150 @@ func TestARestartsRedeliveriesAreSkippedOrAppliedAgain(t *testing.T) {
 				t.Fatal("not complete")
 			}
 		})
+	}
+}
+
+// TestTheCommitLagIsWhereTheRestartResumedElseTheLastCommitRow: table of
+// the commit lag at a crash.
+func TestTheCommitLagIsWhereTheRestartResumedElseTheLastCommitRow(t *testing.T) {
+	crashed := func() *rec {
+		return newRec("p").input("p", 1, 10, "a", "o").input("p", 2, 20, "b", "o").commit(1, 10).input("p", 3, 30, "c", "o")
+	}
+	tests := []struct {
+		name      string
+		runs      []*rec
+		want      *incident.Lag // Rows not compared
+		committed *incident.Position
+	}{
+		{"the last COMMIT row, no restart", []*rec{crashed()},
+			&incident.Lag{Items: 2, Bytes: 20, From: incident.LagFromCommitRow, CommitSeq: 1}, &incident.Position{Epoch: 1, Offset: 10}},
+		{"where the restart resumed, past the last COMMIT row the crash kept", []*rec{crashed(),
+			newRec("p").input("p", 1, 30, "c", "o").input("p", 2, 40, "d", "o").end("p")},
+			&incident.Lag{Items: 1, Bytes: 10, From: incident.LagFromRestart, CommitSeq: 2}, &incident.Position{Epoch: 1, Offset: 20}},
+		{"the restart resumed before the run's first input", []*rec{crashed(),
+			newRec("p").input("p", 1, 10, "a").input("p", 2, 20, "b").input("p", 3, 30, "c").end("p")},
+			&incident.Lag{Items: 3, Bytes: 30, From: incident.LagFromRestart}, &incident.Position{Epoch: 1}},
+		{"no COMMIT row in a version 3 run: nothing committed", []*rec{newRec("p").input("p", 1, 10, "a", "o")},
+			&incident.Lag{Items: 1, From: incident.LagFromCommitRow}, nil},
+		{"a version 2 recording: not known", []*rec{newRec("p").format(store.FormatV2).input("p", 1, 10, "a", "o")}, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var recs []incident.Recording
+			for i, r := range tt.runs {
+				recs = append(recs, r.open(t, fmt.Sprintf("run%d", i+1)))
+			}
+			got := explain(t, incident.Options{}, recs...).Answers[0].Crashes[0].Lag
+			if (got == nil) != (tt.want == nil) {
+				t.Fatalf("lag = %+v, want %+v", got, tt.want)
+			}
+			if got == nil {
+				return
+			}
+			if got.Items != tt.want.Items || got.Bytes != tt.want.Bytes || got.From != tt.want.From || got.CommitSeq != tt.want.CommitSeq {
+				t.Errorf("lag = %+v, want %+v", got, tt.want)
+			}
+			if (got.Committed == nil) != (tt.committed == nil) || got.Committed != nil && *got.Committed != *tt.committed {
+				t.Errorf("committed = %+v, want %+v", got.Committed, tt.committed)
+			}
+		})
+	}
+}
+
+// TestInFlightIsTheJournalledItemsWithNoRowAndTheInputsCut: a journalled
+// feed's items the crashed run journalled but did not record, and an input
+// whose OUTPUT rows the crash cut, are in flight.
+func TestInFlightIsTheJournalledItemsWithNoRowAndTheInputsCut(t *testing.T) {
+	r := newRec("p").journal(1, `"a"`).journal(2, `"b"`).journal(3, `"c"`).indexed("p", 1, 10, "o").indexed("p", 2, 20, "o1", "o2")
+	r.rows = r.rows[:len(r.rows)-1] // seq 2's second OUTPUT row cut
+	c := explain(t, incident.Options{}, r.open(t, "run1")).Answers[0].Crashes[0]
+	if !c.InFlightKnown {
+		t.Fatal("in flight not known for a journalled feed")
+	}
+	var got []string
+	for _, in := range c.InFlight {
+		got = append(got, fmt.Sprintf("%d %s", in.Seq, in.Line))
+	}
+	if want := []string{`2 "b"`, `3 "c"`}; !slices.Equal(got, want) {
+		t.Errorf("in flight = %q, want %q", got, want)
+	}
+	if c.LastProcessed == nil || c.LastProcessed.Seq != 1 || c.LastProcessed.Line != `"a"` {
+		t.Errorf("last processed = %+v, want seq 1, its JOURNAL line", c.LastProcessed)
+	}
+}
+
+// TestLossesAreFound: table of what is lost and what is not complete.
+func TestLossesAreFound(t *testing.T) {
+	tests := []struct {
+		name     string
+		runs     []*rec
+		opts     incident.Options
+		kind     string
+		complete bool
+	}{
+		{"a commit past an input with no row", []*rec{newRec("p").input("p", 1, 10, "a", "o").commit(2, 20).input("p", 3, 30, "c", "o").end("p")},
+			incident.Options{}, incident.LossInNoRun, true},
+		{"a pointer at no input's position", []*rec{newRec("p").input("p", 1, 10, "a", "o").end("p")},
+			incident.Options{Pointer: &incident.Position{Epoch: 1, Offset: 25}}, incident.LossInNoRun, true},
+		{"the last run unfinished", []*rec{newRec("p").input("p", 1, 10, "a", "o")},
+			incident.Options{}, incident.LossUnfinish, true},
+		{"an index gap", []*rec{func() *rec {
+			r := newRec("p").input("p", 1, 10, "a", "o").input("p", 2, 20, "b", "o").end("p")
+			r.rows = slices.Delete(r.rows, 3, 4) // seq 1's INLINE row
+			return r
+		}()}, incident.Options{}, string(store.ProblemGap), true},
+		{"an unknown kind", []*rec{newRec("p").input("p", 1, 10, "a", "o").add(store.Entry{Processor: "p", Kind: "PUDDING"}).end("p")},
+			incident.Options{}, string(store.ProblemMalformed), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var recs []incident.Recording
+			for i, r := range tt.runs {
+				recs = append(recs, r.open(t, fmt.Sprintf("run%d", i+1)))
+			}
+			f := explain(t, tt.opts, recs...)
+			var kinds []string
+			for _, l := range f.Losses {
+				kinds = append(kinds, l.Kind)
+			}
+			for _, a := range f.Answers {
+				for _, l := range a.Lost {
+					kinds = append(kinds, l.Kind)
+				}
+			}
+			if !f.Lost || !slices.Contains(kinds, tt.kind) {
+				t.Errorf("lost %v, losses %q: want %s", f.Lost, kinds, tt.kind)
+			}
+			if f.Complete != tt.complete {
+				t.Errorf("complete = %v, want %v", f.Complete, tt.complete)
+			}
+		})
+	}
+}
+
+// TestWorkerStreamsAreOneProcessor: the streams p#w0 and p#w1 are answered
+// as processor p, their inputs merged: the last processed input is the
+// highest seq of either, and a seq neither recorded in a run that ended is
+// in no run.
+func TestWorkerStreamsAreOneProcessor(t *testing.T) {
+	r1 := newRec("p#w0", "p#w1").input("p#w0", 1, 10, "a", "o").input("p#w1", 2, 20, "b", "o").input("p#w0", 3, 30, "c", "o")
+	r2 := newRec("p#w0", "p#w1").input("p#w1", 1, 20, "b", "o").input("p#w0", 2, 30, "c").input("p#w0", 4, 50, "e", "o").end("p#w0", "p#w1")
+	f := explain(t, incident.Options{}, r1.open(t, "run1"), r2.open(t, "run2"))
+	if len(f.Answers) != 1 || f.Answers[0].Processor != "p" {
+		t.Fatalf("answers %+v, want one for processor p", f.Answers)
+	}
+	a := f.Answers[0]
+	if lp := a.Crashes[0].LastProcessed; lp == nil || lp.Seq != 3 || lp.Rows[0].Processor != "p#w0" {
+		t.Errorf("last processed = %+v, want seq 3 of p#w0", lp)
+	}
+	var outcomes []string
+	for _, r := range a.Redelivered {
+		outcomes = append(outcomes, r.Outcome)
+	}
+	if want := []string{incident.OutcomeAppliedAgain, incident.OutcomeSkipped}; !slices.Equal(outcomes, want) {
+		t.Errorf("outcomes = %q, want %q", outcomes, want)
+	}
+	if len(a.Lost) != 1 || a.Lost[0].Kind != incident.LossInNoRun || a.Lost[0].Run != 2 || a.Lost[0].Count != 1 {
+		t.Errorf("lost = %+v, want seq 3 of run 2 in no run", a.Lost)
 	}
 }

@@ -22,7 +22,8 @@ type Findings struct {
 	Answers []Answers `json:"answers"`
 	// Losses are what the recordings lost that belongs to no one feed:
 	// integrity problems other than a crashed run's unfinished streams and
-	// torn tail (an index gap, a missing OUTPUT row, a malformed row ...),
+	// torn tail (with the orphan rows of the write it tore) when a later run
+	// followed it (an index gap, a missing OUTPUT row, a malformed row ...),
 	// a FAILED timer, and the unfinished streams and torn tail of the last
 	// run, which no restart followed.
 	Losses []Loss `json:"losses"`
@@ -115,14 +116,17 @@ type Crash struct {
 	// (DELIVERY, input, every OUTPUT) were written: the last one every
 	// processor of the group handled. Nil when the run handled none.
 	LastProcessed *Input `json:"lastProcessed"`
-	// InFlight (answer 2): items read and handed to the group whose input
-	// rows were never written: the JOURNAL rows of the run with no input,
-	// DROPPED or FAILED row. Known only for a journalled feed
-	// (InFlightKnown); a feed not journalled leaves no row for them.
+	// InFlight (answer 2): items read and handed to the group whose rows
+	// were not all written: inputs whose OUTPUT rows the crash cut, and the
+	// JOURNAL rows of the run with no input, DROPPED or FAILED row. The
+	// latter are known only for a journalled feed (InFlightKnown); a feed
+	// not journalled leaves no row for an item whose rows were never
+	// written (see MaybeInFlight).
 	InFlight      []Input `json:"inFlight"`
 	InFlightKnown bool    `json:"inFlightKnown"`
-	// MaybeInFlight is the first input the next run delivered past
-	// LastProcessed (the same epoch and key, the lowest offset beyond it):
+	// MaybeInFlight is the first input a later run delivered past
+	// LastProcessed (in the first later run that got past it; the same
+	// epoch and key, the lowest offset beyond it):
 	// the item the crashed run may have been handling when it died, rows
 	// not written. A live sink is given outputs as they are emitted, before
 	// the rows are written, so that item's outputs may have left the

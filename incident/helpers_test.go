@@ -89,3 +89,35 @@ func explain(t *testing.T, opts incident.Options, recs ...incident.Recording) *i
 	}
 	return f
 }
+
+// commit adds a COMMIT row of feed "in" through seq at offset off (epoch 1).
+func (r *rec) commit(seq, off int64) *rec {
+	return r.add(store.Entry{Kind: store.KindCommit, Source: "in", Seq: seq, Epoch: 1, Offset: off})
+}
+
+// journal adds a JOURNAL row of feed "in".
+func (r *rec) journal(seq int64, line string) *rec {
+	return r.add(store.Entry{Kind: store.KindJournal, Source: "in", Seq: seq, Payload: []byte(line)})
+}
+
+// indexed adds a positioned INDEXED input of feed "in" with its outputs.
+func (r *rec) indexed(proc string, seq, off int64, outs ...string) *rec {
+	r.at += time.Millisecond
+	r.add(store.Entry{Processor: proc, Kind: store.KindDelivery, Source: "in", Seq: seq, Epoch: 1, Offset: off})
+	r.add(store.Entry{Processor: proc, Kind: store.KindIndexed, Source: "in", Seq: seq, Instant: t0.Add(r.at), N: int64(len(outs))})
+	for k, o := range outs {
+		r.add(store.Entry{Processor: proc, Kind: store.KindOutput, Source: "out", Seq: int64(k + 1), Payload: []byte(o)})
+	}
+	return r
+}
+
+// format sets the META row's format.
+func (r *rec) format(f string) *rec {
+	m, err := store.DecodeMeta(r.rows[0])
+	if err != nil {
+		panic(err)
+	}
+	m.Format = f
+	r.rows[0] = store.EncodeMeta(m)
+	return r
+}

@@ -43,7 +43,7 @@ func (f *Findings) WriteText(w io.Writer) error {
 				fmt.Fprintf(b, "    1 last processed: %s\n", input(c.LastProcessed))
 			}
 			switch {
-			case !c.InFlightKnown:
+			case !c.InFlightKnown && len(c.InFlight) == 0:
 				fmt.Fprintf(b, "    2 in flight: not known (the feed is not journalled: items read and not recorded leave no row)\n")
 			case len(c.InFlight) == 0:
 				fmt.Fprintf(b, "    2 in flight: none\n")
@@ -54,7 +54,7 @@ func (f *Findings) WriteText(w io.Writer) error {
 				}
 			}
 			if c.MaybeInFlight != nil {
-				fmt.Fprintf(b, "    2 maybe in flight (the next run's first input past it): %s\n", input(c.MaybeInFlight))
+				fmt.Fprintf(b, "    2 maybe in flight (a later run's first input past it): %s\n", input(c.MaybeInFlight))
 			}
 			switch l := c.Lag; {
 			case l == nil:

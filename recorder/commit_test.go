@@ -73,3 +73,26 @@ func TestCommitRowsRideOnTheRowsWrittenAnywayAfterTheInputsTheyCover(t *testing.
 		t.Errorf("%d COMMIT rows, the last of seq %d; want some, the last of seq %d", commits, last, n)
 	}
 }
+
+// TestNoCommitsRecordsNoCommitRows: with Options.NoCommits a run whose
+// source commits records no COMMIT row.
+func TestNoCommitsRecordsNoCommitRows(t *testing.T) {
+	w := &fakeWriter{}
+	rec, _ := run(t, w, recorder.Options{Apps: map[string]string{"p": "app"}, NoCommits: true}, func(rec *recorder.Recorder) engine.Config {
+		return engine.Config{
+			Feeds:  []engine.FeedConfig{logFeed("log", nil, "a", "b", "c")},
+			Groups: []engine.GroupConfig{group("g", []string{"log"}, 1, pc("p", &testProc{}))},
+		}
+	})
+	if err := rec.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range w.rows() {
+		if e.Kind == store.KindCommit {
+			t.Fatalf("COMMIT row %+v with NoCommits", e)
+		}
+	}
+	if ps := problems(w.rows()); len(ps) != 0 {
+		t.Fatalf("problems: %v", ps)
+	}
+}

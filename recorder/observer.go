@@ -86,6 +86,10 @@ func (r *Recorder) live(name string) *proc {
 // Observer returns the engine hooks that record. Put it in
 // engine.Config.Observer (combine it with others with Observer.Then).
 func (r *Recorder) Observer() engine.Observer {
+	committed := r.committed
+	if r.noCommits {
+		committed = nil
+	}
 	return engine.Observer{
 		Started:          r.started,
 		BeforeDispatch:   r.beforeDispatch,
@@ -98,7 +102,7 @@ func (r *Recorder) Observer() engine.Observer {
 		Dropped:          r.dropped,
 		TimerFired:       r.timerFired,
 		Stopped:          r.stopped,
-		Committed:        r.committed,
+		Committed:        committed,
 	}
 }
 

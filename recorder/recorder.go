@@ -72,6 +72,10 @@ type Options struct {
 	// sync stops every stream (and fails every group at its next item).
 	SyncEvery    int
 	SyncInterval time.Duration
+	// NoCommits records no COMMIT rows: for a recording whose rows must
+	// not depend on the timing of the run (when a source commits does),
+	// such as golden recordings and byte-stable transcripts.
+	NoCommits bool
 	// Logger receives a warning for each recording that stops (the
 	// *BrokenError, after "blackbox "). Default: slog.Default().
 	Logger *slog.Logger
@@ -105,7 +109,8 @@ type Recorder struct {
 	feeds  sync.Map // feed name -> *feedJournal
 	feedMu sync.Mutex
 
-	commits commitLog
+	commits   commitLog
+	noCommits bool
 
 	closeOnce sync.Once
 	stopSync  chan struct{}
@@ -124,7 +129,7 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 		return nil, fmt.Errorf("recorder: negative SyncEvery %d or SyncInterval %s", opts.SyncEvery, opts.SyncInterval)
 	}
 	r := &Recorder{w: w, clock: opts.Clock, codec: opts.Codec, log: opts.Logger, syncEvery: opts.SyncEvery,
-		broken: map[string]error{}}
+		broken: map[string]error{}, noCommits: opts.NoCommits}
 	if r.clock == nil {
 		r.clock = core.SystemClock()
 	}

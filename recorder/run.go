@@ -62,6 +62,8 @@ type RunConfig struct {
 	Codec        Codec
 	SyncEvery    int
 	SyncInterval time.Duration
+	// NoCommits records no COMMIT rows (Options.NoCommits).
+	NoCommits bool
 }
 
 // Run is a recorded run under way: an engine and the recorder writing its
@@ -104,7 +106,7 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 			return nil, fmt.Errorf("%w: app %q has no Key: it cannot run key-ordered", ErrUsage, cfg.Processors[0].App.Name)
 		}
 	}
-	rec, err := New(cfg.Store, Options{Clock: cfg.RecorderClock, Codec: cfg.Codec, Apps: apps,
+	rec, err := New(cfg.Store, Options{Clock: cfg.RecorderClock, Codec: cfg.Codec, Apps: apps, NoCommits: cfg.NoCommits,
 		SyncEvery: cfg.SyncEvery, SyncInterval: cfg.SyncInterval, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err

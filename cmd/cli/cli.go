@@ -113,6 +113,7 @@ type CLI struct {
 	stdout     io.Writer
 	stderr     io.Writer
 	outWriter  func(io.Writer) io.Writer // tests: wraps the --out file's writer
+	noCommits  bool                      // tests: record no COMMIT rows (byte-stable transcripts)
 }
 
 // New returns a CLI with the built-in apps and the given options.

@@ -26,9 +26,11 @@ runs, as diff stitches them) and answer, per feed and processor, with the
 rows that prove each answer (rRUN STREAM:INDEX):
 
   1. the last input fully processed before each crash (position, line, time);
-  2. what was in flight when it died (journalled items with no input row);
-  3. how far the commit was behind processing at the crash (items, bytes),
-     from the COMMIT rows;
+  2. what was in flight when it died (inputs whose rows the crash cut,
+     journalled items with no row), and the input a later run delivered
+     first past it (it may have been in flight);
+  3. how far the commit was behind processing at the crash (items, bytes):
+     where the restart resumed, else the run's last COMMIT row;
   4. what a restart delivered again, and whether the app skipped it
      (AlreadyApplied: no output) or applied it again;
   5. what was lost: DROPPED, FAILED, the torn or unfinished tail of the last

@@ -514,6 +514,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		RecorderClock: c.clock,
 		Sink:          sink,
 		Logger:        logger,
+		NoCommits:     c.noCommits,
 	})
 	switch {
 	case errors.Is(err, engine.ErrConfig):

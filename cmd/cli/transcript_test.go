@@ -43,7 +43,8 @@ var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // newCLI returns a CLI writing both streams to out, with a fresh step
 // clock: every command's output is byte-stable.
 func newCLI(out *bytes.Buffer, opts ...cli.Option) *cli.CLI {
-	base := []cli.Option{cli.WithClock(core.NewStepClock(epoch, time.Second)), cli.WithStdout(out), cli.WithStderr(out)}
+	base := []cli.Option{cli.WithClock(core.NewStepClock(epoch, time.Second)), cli.WithStdout(out), cli.WithStderr(out),
+		cli.WithoutCommitRows()}
 	return cli.New(append(base, opts...)...)
 }
 

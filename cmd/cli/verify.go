@@ -98,6 +98,7 @@ type inspectSummary struct {
 	Options   map[string]string `json:"options"`
 	Rows      int64             `json:"rows"`
 	Journal   int64             `json:"journal"`
+	Commits   int64             `json:"commits"` // COMMIT rows: the positions the source committed
 	// Workers are the processors run on several workers: each worker's
 	// instance is a stream of its own (replayer.ParseWorkerName), listed
 	// in Processors too.
@@ -385,8 +386,11 @@ func summarise(path, format string, r store.Reader, list bool, processor string,
 			e.Payload, e.Reads = bytes.Clone(e.Payload), slices.Clone(e.Reads)
 			sum.listed = append(sum.listed, e)
 		}
-		if e.Kind == store.KindJournal {
+		switch e.Kind {
+		case store.KindJournal:
 			sum.Journal++
+		case store.KindCommit:
+			sum.Commits++
 		}
 		ps := procs[e.Processor]
 		if ps == nil {
@@ -433,7 +437,7 @@ func instant(t *time.Time) string {
 
 func printSummary(w io.Writer, s *inspectSummary, list bool) {
 	fmt.Fprintf(w, "%s: %s recording (%s), created %s\n", s.Path, s.Format, s.Recording, instant(s.Created))
-	fmt.Fprintf(w, "rows: %d (journal %d)\n", s.Rows, s.Journal)
+	fmt.Fprintf(w, "rows: %d (journal %d, commits %d)\n", s.Rows, s.Journal, s.Commits)
 	for _, ws := range s.Workers {
 		fmt.Fprintln(w, ws.text())
 	}
