@@ -47,6 +47,9 @@ something was lost or a recording could not be read whole.`,
 			if out == "" {
 				return usagef("report wants -o FILE, the HTML file to write")
 			}
+			if len(options) > 0 && !replay {
+				return usagef("--option is given to the apps --replay builds: it needs --replay")
+			}
 			appOpts, err := c.appOptions(options, "")
 			if err != nil {
 				return err
