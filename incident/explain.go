@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/replayer"
@@ -37,22 +36,25 @@ type Options struct {
 
 // Explain reads the recordings of a crashed run and its restarts, in the
 // order they ran (as `blackbox diff` stitches them), and answers what the
-// crashes did (Findings). It reads each recording once in storage order and
-// looks up the JOURNAL rows of the inputs it reports. Its memory grows with
-// the number of inputs (their positions and outputs are compared across
-// runs). A recording that cannot be read, or a row that cannot be, makes
+// crashes did (Findings). It reads each recording in storage order, keeping
+// of each input its seq, position, row index and output count (no payload),
+// then reads once more the recordings holding rows it reports, for their
+// lines, times and outputs, and looks up the JOURNAL rows of INDEXED
+// inputs. Its memory grows with the number of inputs (their positions are
+// compared across runs), by about 150 bytes each. A recording that cannot be read, or a row that cannot be, makes
 // the Findings not Complete; Explain returns an error only when given no
 // recording.
 func Explain(recs []Recording, opts Options) (*Findings, error) {
 	if len(recs) == 0 {
 		return nil, ErrNoRecording
 	}
-	x := &explainer{f: &Findings{Complete: true, Runs: []Run{}, Answers: []Answers{}, Losses: []Loss{}}}
+	x := &explainer{f: &Findings{Complete: true, Runs: []Run{}, Answers: []Answers{}, Losses: []Loss{}}, strings: map[string]string{}}
 	for i, rec := range recs {
 		x.runs = append(x.runs, x.read(i+1, rec))
 	}
 	x.answer()
 	x.onDisk(opts)
+	x.fill()
 	x.f.Lost = len(x.f.Losses) > 0
 	for _, a := range x.f.Answers {
 		if len(a.Lost) > 0 {
@@ -63,33 +65,70 @@ func Explain(recs []Recording, opts Options) (*Findings, error) {
 }
 
 type explainer struct {
-	f    *Findings
-	runs []*runData
+	f       *Findings
+	runs    []*runData
+	strings map[string]string // interned names: one copy per name, not per row
+}
+
+// intern returns the one copy of s the explainer keeps.
+func (x *explainer) intern(s string) string {
+	if v, ok := x.strings[s]; ok {
+		return v
+	}
+	x.strings[s] = s
+	return s
 }
 
 // pair is one feed and processor (a processor's base name: its worker
 // streams merged).
 type pair struct{ feed, proc string }
 
+// inputRec is what Explain keeps of an input row while it reads: no
+// payload and no instant (fill reads those of the inputs it reports), so
+// that its memory per input stays small.
 type inputRec struct {
 	pair
-	stream  string
-	seq     int64
-	pos     *Position
-	instant time.Time
-	n       int64 // outputs the input row declares
-	outs    []outRec
-	inline  []byte // an INLINE row's payload
-	indexed bool
-	failed  bool // a FAILED row for its completion follows it
-	refs    []Ref
+	stream   string
+	seq      int64
+	pos      *Position
+	n        int64 // outputs the input row declares
+	outs     int64 // its OUTPUT rows, at index+1 ... index+outs
+	index    int64 // the input row's; its DELIVERY, if any, is at index-1
+	failed   int64 // the index of the FAILED row of its completion; 0 for none
+	delivery bool
+	indexed  bool
 }
 
-type outRec struct {
-	sink    string
-	k       int64
-	payload string
-	ref     Ref
+// refs are the input's rows: its DELIVERY, the input row, and the FAILED
+// row of a completion.
+func (in *inputRec) refs(run int) []Ref {
+	kind := store.KindInline
+	if in.indexed {
+		kind = store.KindIndexed
+	}
+	var rs []Ref
+	if in.delivery {
+		rs = append(rs, Ref{Run: run, Processor: in.stream, Index: in.index - 1, Kind: store.KindDelivery})
+	}
+	rs = append(rs, Ref{Run: run, Processor: in.stream, Index: in.index, Kind: kind})
+	if in.failed != 0 {
+		rs = append(rs, Ref{Run: run, Processor: in.stream, Index: in.failed, Kind: store.KindFailed})
+	}
+	return rs
+}
+
+// row is the input row's Ref.
+func (in *inputRec) row(run int) Ref {
+	kind := store.KindInline
+	if in.indexed {
+		kind = store.KindIndexed
+	}
+	return Ref{Run: run, Processor: in.stream, Index: in.index, Kind: kind}
+}
+
+// output is the Ref of the input's k-th OUTPUT row (k from 1).
+func (in *inputRec) output(run int, k int64) Ref {
+	return Ref{Run: run, Processor: in.stream, Index: in.index + k, Kind: store.KindOutput}
 }
 
 type commitRec struct {
@@ -180,26 +219,23 @@ func (x *explainer) read(run int, rec Recording) *runData {
 		switch e.Kind {
 		case store.KindDelivery:
 			c := e
+			c.Payload, c.Reads = nil, nil
 			s.delivery, s.dref = &c, ref
 			continue
 		case store.KindIndexed, store.KindInline:
-			in := &inputRec{pair: pair{e.Source, proc}, stream: e.Processor, seq: e.Seq, instant: e.Instant, n: e.N,
-				indexed: e.Kind == store.KindIndexed}
-			if e.Kind == store.KindInline {
-				in.inline = e.Payload
+			in := &inputRec{pair: pair{x.intern(e.Source), x.intern(proc)}, stream: x.intern(e.Processor), seq: e.Seq, n: e.N,
+				index: e.Index, indexed: e.Kind == store.KindIndexed}
+			if dl := s.delivery; dl != nil && dl.Source == e.Source && dl.Seq == e.Seq && s.dref.Index == e.Index-1 {
+				in.pos = &Position{Epoch: dl.Epoch, Key: x.intern(dl.Key), Offset: dl.Offset}
+				in.delivery = true
 			}
-			if dl := s.delivery; dl != nil && dl.Source == e.Source && dl.Seq == e.Seq {
-				in.pos = &Position{Epoch: dl.Epoch, Key: dl.Key, Offset: dl.Offset}
-				in.refs = append(in.refs, s.dref)
-			}
-			in.refs = append(in.refs, ref)
 			d.inputs = append(d.inputs, in)
 			s.last = in
 		case store.KindTimer:
 			s.last = nil
 		case store.KindOutput:
-			if in := s.last; in != nil {
-				in.outs = append(in.outs, outRec{sink: e.Source, k: e.Seq, payload: string(e.Payload), ref: ref})
+			if in := s.last; in != nil && e.Index == in.index+in.outs+1 {
+				in.outs++
 			}
 			s.delivery = nil
 			continue
@@ -207,8 +243,7 @@ func (x *explainer) read(run int, rec Recording) *runData {
 			d.dropped = append(d.dropped, rangeRec{pair: pair{e.Source, proc}, seq: e.Seq, n: e.N, offset: e.Offset, detail: e.Detail, ref: ref})
 		case store.KindFailed:
 			if in := s.last; in != nil && in.feed == e.Source && in.seq == e.Seq && e.Source != "" {
-				in.failed = true // a completion of the input before failed
-				in.refs = append(in.refs, ref)
+				in.failed = e.Index // a completion of the input before failed
 			} else if e.Source != "" {
 				d.failed = append(d.failed, rangeRec{pair: pair{e.Source, proc}, seq: e.Seq, n: 1, detail: e.Detail, ref: ref})
 			} else {
@@ -305,8 +340,8 @@ func (x *explainer) answers(p pair) Answers {
 			}
 		}
 		for _, in := range d.inputs {
-			if in.pair == p && in.failed {
-				a.Lost = append(a.Lost, Loss{Kind: LossFailed, Run: d.run, Count: 0, Detail: fmt.Sprintf("a completion of seq %d failed", in.seq), Rows: in.refs})
+			if in.pair == p && in.failed != 0 {
+				a.Lost = append(a.Lost, Loss{Kind: LossFailed, Run: d.run, Count: 0, Detail: fmt.Sprintf("a completion of seq %d failed", in.seq), Rows: in.refs(d.run)})
 			}
 		}
 		a.Lost = append(a.Lost, x.inNoRun(d, p)...)
@@ -317,19 +352,11 @@ func (x *explainer) answers(p pair) Answers {
 
 // complete: the input's rows were all written and none of its completions
 // failed.
-func (in *inputRec) complete() bool { return int64(len(in.outs)) == in.n && !in.failed }
+func (in *inputRec) complete() bool { return in.outs == in.n && in.failed == 0 }
 
+// input is in as the Findings show it; fill reads its line and time.
 func (x *explainer) input(d *runData, in *inputRec) Input {
-	out := Input{Run: d.run, Seq: in.seq, Position: in.pos, Time: in.instant, Outputs: int64(len(in.outs)), Rows: in.refs}
-	switch {
-	case in.inline != nil:
-		out.Line = string(in.inline)
-	case in.indexed:
-		if j, err := d.r.Journal(in.feed, in.seq); err == nil {
-			out.Line = string(j.Payload)
-		}
-	}
-	return out
+	return Input{Run: d.run, Seq: in.seq, Position: in.pos, Outputs: in.outs, Rows: in.refs(d.run)}
 }
 
 // crash answers 1, 2 and 3 for one crashed run.
@@ -364,15 +391,12 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 		for seq, ref := range j {
 			if !handled[seq] && !lost.has(seq) {
 				in := Input{Run: d.run, Seq: seq, Rows: []Ref{ref}}
-				if e, err := d.r.Journal(p.feed, seq); err == nil {
-					in.Line = string(e.Payload)
-				}
-				c.InFlight = append(c.InFlight, in)
+				c.InFlight = append(c.InFlight, in) // fill reads its line
 			}
 		}
 	}
 	for _, in := range d.inputs {
-		if in.pair == p && int64(len(in.outs)) < in.n {
+		if in.pair == p && in.outs < in.n {
 			c.InFlight = append(c.InFlight, x.input(d, in)) // its rows were cut
 		}
 	}
@@ -412,7 +436,7 @@ func (x *explainer) lag(d *runData, p pair, last *inputRec) *Lag {
 		if !hasCommits(d.r.Meta().Format) {
 			return nil
 		}
-		l := &Lag{From: LagFromCommitRow, Rows: []Ref{last.refs[len(last.refs)-1]}}
+		l := &Lag{From: LagFromCommitRow, Rows: []Ref{last.row(d.run)}}
 		for _, in := range d.inputs {
 			if in.pair == p && in.complete() {
 				l.Items++
@@ -426,7 +450,7 @@ func (x *explainer) lag(d *runData, p pair, last *inputRec) *Lag {
 			c = o
 		}
 	}
-	l := &Lag{From: LagFromCommitRow, Committed: &c.pos, CommitSeq: c.seq, Rows: []Ref{c.ref, last.refs[len(last.refs)-1]}}
+	l := &Lag{From: LagFromCommitRow, Committed: &c.pos, CommitSeq: c.seq, Rows: []Ref{c.ref, last.row(d.run)}}
 	for _, in := range d.inputs {
 		if in.pair == p && in.complete() && in.seq > c.seq {
 			l.Items++
@@ -460,12 +484,13 @@ func (x *explainer) lagFromRestart(d *runData, p pair, last *inputRec) *Lag {
 		return nil
 	}
 	committed := Position{Epoch: last.pos.Epoch, Key: last.pos.Key}
-	l := &Lag{From: LagFromRestart, Committed: &committed, Rows: []Ref{first.refs[0]}}
-	var at *inputRec
+	l := &Lag{From: LagFromRestart, Committed: &committed, Rows: []Ref{first.refs(next.run)[0]}}
+	var at *Ref
 	for _, e := range x.runs[:d.run] {
 		for _, in := range e.inputs {
 			if same(in) && in.pos.Offset < first.pos.Offset && in.pos.Offset >= committed.Offset {
-				committed.Offset, at = in.pos.Offset, in
+				r := in.row(e.run)
+				committed.Offset, at = in.pos.Offset, &r
 				if e == d {
 					l.CommitSeq = in.seq
 				} else {
@@ -475,9 +500,9 @@ func (x *explainer) lagFromRestart(d *runData, p pair, last *inputRec) *Lag {
 		}
 	}
 	if at != nil {
-		l.Rows = append(l.Rows, at.refs[len(at.refs)-1])
+		l.Rows = append(l.Rows, *at)
 	}
-	l.Rows = append(l.Rows, last.refs[len(last.refs)-1])
+	l.Rows = append(l.Rows, last.row(d.run))
 	for _, in := range d.inputs {
 		if same(in) && in.complete() && in.pos.Offset > committed.Offset {
 			l.Items++
@@ -560,7 +585,7 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 			rd := Redelivery{Position: *in.pos, Earlier: x.input(e.d, e.in), Again: x.input(d, in)}
 			prev, out := emitted[*in.pos]
 			switch {
-			case len(in.outs) > 0:
+			case in.outs > 0:
 				rd.Outcome = OutcomeAppliedAgain
 			case out:
 				rd.Outcome = OutcomeSkipped
@@ -568,23 +593,20 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 				rd.Outcome = OutcomeUndetermined
 			}
 			a.Redelivered = append(a.Redelivered, rd)
-			for i, o := range in.outs {
-				dup := Duplicate{Position: *in.pos, Sink: o.sink, K: o.k, Payload: o.payload, Again: o.ref}
-				if out && i < len(prev.in.outs) {
-					eo := prev.in.outs[i]
-					dup.Earlier = &eo.ref
-					dup.Same = eo.sink == o.sink && eo.payload == o.payload
+			for k := int64(1); out && k <= in.outs; k++ {
+				dup := Duplicate{Position: *in.pos, K: k, Again: in.output(d.run, k)} // fill reads the rest
+				if k <= prev.in.outs {
+					r := prev.in.output(prev.d.run, k)
+					dup.Earlier = &r
 				}
-				if out {
-					a.Duplicates = append(a.Duplicates, dup)
-				}
+				a.Duplicates = append(a.Duplicates, dup)
 			}
 		}
 		for _, s := range here { // a position twice in one run: its first
 			if e, ok := latest[*s.in.pos]; !ok || e.d != d {
 				latest[*s.in.pos] = s
 			}
-			if len(s.in.outs) > 0 {
+			if s.in.outs > 0 {
 				if e, ok := emitted[*s.in.pos]; !ok || e.d != d {
 					emitted[*s.in.pos] = s
 				}
