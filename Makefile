@@ -39,6 +39,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzRowDecode -fuzztime=30s -fuzzminimizetime=5s ./store/csvstore
 	$(GO) test -run='^$$' -fuzz=FuzzLineReader -fuzztime=30s -fuzzminimizetime=5s ./engine/filesource
 	$(GO) test -run='^$$' -fuzz=FuzzPointerFile -fuzztime=30s -fuzzminimizetime=5s ./engine/filesource
+	$(GO) test -run='^$$' -fuzz=FuzzReport -fuzztime=30s -fuzzminimizetime=5s ./report
 
 demo: build
 	./bin/blackbox demo --dir demo-out

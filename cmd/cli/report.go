@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/blackbox-audit/blackbox/incident"
+	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/report"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+func (c *CLI) reportCmd() *cobra.Command {
+	var (
+		out     string
+		replay  bool
+		options []string
+	)
+	cmd := &cobra.Command{
+		Use:   "report RECORDING[,RECORDING...] -o FILE",
+		Short: "Write a self-contained HTML report of a crashed run and its restarts",
+		Long: `Write one HTML file (inline CSS and SVG, no script, nothing fetched from
+anywhere) that shows a crashed run and its restarts, given in the order they
+ran as diff and explain stitch them: at the top the six answers of explain
+(the last input processed before each crash, what was in flight, the commit
+lag, what the restart delivered again, what was lost, the outputs emitted
+twice); then per processor stream a timeline of the runs side by side (its
+inputs, outputs, commits, drops and failures counted in at most 120 bars
+whatever the recording's length, a mark at each crash and restart); then a
+table per run with its integrity problems.
+
+--replay also replays each run (each processor built from the app its
+recording names) and marks and lists every first divergence.
+--option APP:KEY=VALUE gives an option to one app's constructor (KEY=VALUE:
+to every app), as replay's.
+
+The file is written whole or not at all, and holds no time but the
+recordings' own: the same recordings give the same bytes.
+
+Exit: 0 nothing was lost and every row was read (and, with --replay, every
+run replayed identical); 1 a replay diverged; 2 a usage or I/O error; 3
+something was lost or a recording could not be read whole.`,
+		Args: exactArgs("RECORDING[,RECORDING...]"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return usagef("report wants -o FILE, the HTML file to write")
+			}
+			if len(options) > 0 && !replay {
+				return usagef("--option is given to the apps --replay builds: it needs --replay")
+			}
+			appOpts, err := c.appOptions(options, "")
+			if err != nil {
+				return err
+			}
+			list := args[0]
+			paths := []pathArg{{flag: "-o", path: out, write: true}}
+			for _, p := range strings.Split(list, ",") {
+				paths = append(paths, pathArg{flag: "RECORDING", path: strings.TrimSpace(p)})
+			}
+			if err := checkDistinct(paths); err != nil {
+				return err
+			}
+			if err := checkWritable(paths[0], "an HTML file"); err != nil {
+				return err
+			}
+			if looksLikeRecording(out) {
+				return &fileError{out, fmt.Errorf("-o: %w: refusing to write over it", store.ErrHoldsRecording)}
+			}
+			release, err := lockOutputs(paths[:1])
+			if err != nil {
+				return err
+			}
+			defer release()
+			readers, err := openStores(list)
+			if err != nil {
+				return err
+			}
+			defer closeAll(readers)
+			recs := make([]incident.Recording, len(readers))
+			runs := make([]report.Run, len(readers))
+			for i, r := range readers {
+				recs[i] = incident.Recording{File: paths[i+1].path, Reader: r}
+				runs[i] = report.Run{Name: paths[i+1].path, Reader: r}
+			}
+			f, err := incident.Explain(recs, incident.Options{})
+			if err != nil {
+				return err
+			}
+			opts := report.Options{Findings: f}
+			identical := true
+			if replay {
+				p := c.progress()
+				for i, r := range readers {
+					rep, err := replayer.Replay(cmd.Context(), r, c.apps, replayer.Options{AppOptions: appOpts,
+						Progress: func(proc string, n int64) { p.Printf("replaying run %d, %s: %d inputs", i+1, proc, n) }})
+					if err != nil {
+						p.Done()
+						return c.replayErr(runs[i].Name, err)
+					}
+					identical = identical && rep.Identical
+					opts.Replays = append(opts.Replays, rep)
+				}
+				p.Done()
+			}
+			p := c.progress()
+			opts.Progress = func(run int, rows int64) { p.Printf("reading run %d: %d rows", run, rows) }
+			rep, err := report.Build(cmd.Context(), runs, opts)
+			p.Done()
+			if err != nil {
+				return err
+			}
+			if err := writeFileAtomic(out, rep.WriteHTML); err != nil {
+				return err
+			}
+			crashes := 0
+			for _, r := range f.Runs {
+				if r.Crashed {
+					crashes++
+				}
+			}
+			verdict := []string{choose(f.Lost, "something was lost", "nothing was lost"),
+				choose(f.Complete, "every row read", "NOT COMPLETE")}
+			if replay {
+				verdict = append(verdict, choose(identical, "replay identical", "replay DIVERGED"))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s, %s, %s: %s\n", out, count(int64(len(runs)), "run"),
+				crashCount(crashes), count(int64(len(rep.Timelines)), "timeline"), strings.Join(verdict, ", "))
+			switch {
+			case !identical:
+				return exit(ExitDifferent, nil)
+			case f.Lost || !f.Complete:
+				return exit(ExitIncomplete, nil)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&out, "output", "o", "", "the HTML `FILE` to write (replaced whole)")
+	fl.BoolVar(&replay, "replay", false, "replay each run and mark its divergences")
+	fl.StringArrayVar(&options, "option", nil, "an option of an app for --replay, `[APP:]KEY=VALUE` (repeatable)")
+	return cmd
+}
+
+// crashCount is "1 crash", "2 crashes".
+func crashCount(n int) string {
+	if n == 1 {
+		return "1 crash"
+	}
+	return fmt.Sprintf("%d crashes", n)
+}
+
+// choose is yes when b, else no.
+func choose(b bool, yes, no string) string {
+	if b {
+		return yes
+	}
+	return no
+}
