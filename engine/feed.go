@@ -31,9 +31,10 @@ type Journal interface {
 // When a feed's Journal implements it, Intake.TryPublishBatch journals the
 // items it takes with one AppendBatch (items[i] under sequence first+i)
 // instead of one Append per item, still under the feed's publish lock and
-// before any of them is queued; the rules of Append hold. An error refuses
-// none of the items: each is lost for every queue (a drop marked with the
-// error), as when Append fails.
+// before any of them is queued; the rules of Append hold, except that
+// AppendBatch must not wait for the batch's own items to be processed (none
+// is queued yet). An error refuses none of the items: each is lost for
+// every queue (a drop marked with the error), as when Append fails.
 type JournalBatch interface {
 	Journal
 	AppendBatch(ctx context.Context, feed string, first int64, items []any) error
