@@ -2,9 +2,9 @@ package storetest
 
 import (
 	"os"
-	"strconv"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
