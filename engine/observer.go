@@ -40,12 +40,13 @@ type Drop struct {
 // others; combine several with Then.
 //
 // The hooks that return an error are those an observer writes from (the
-// recorder writes its rows there). An error fails the group: it takes no
-// more items, the item it was dispatching is not dispatched (its
-// completions do not run, its queue's dispatched counter does not move, so
-// the source never commits it or anything after it), its feeds report it
-// stalled and not lossless, and Engine.Err and Engine.Stop return an
-// *ObserverError. A restart delivers the items again.
+// recorder stages its rows in BeforeComplete and writes them in Flush). An
+// error fails the group: it takes no more items, the item it was
+// dispatching is not dispatched (its completions do not run, its queue's
+// dispatched counter does not move, so the source never commits it or
+// anything after it; a Flush error: none of the items of the batch), its
+// feeds report it stalled and not lossless, and Engine.Err and Engine.Stop
+// return an *ObserverError. A restart delivers the items again.
 type Observer struct {
 	// Started: a processor's stream begins, before its group handles
 	// anything. An error fails the group before it handles any item.
@@ -89,7 +90,10 @@ type Observer struct {
 	// the group: no further completion runs and the item is not dispatched.
 	CompletionFailed func(processor string, in *Input, err error) error
 	// AfterDispatch: the item's delivery is complete (processors and
-	// completions done) and it is about to count as dispatched.
+	// completions done, its batch flushed) and it is about to count as
+	// dispatched. For an item of a batch it runs after Flush, when later
+	// items of the batch may have been handled already; in is a copy kept
+	// for it.
 	AfterDispatch func(group string, in *Input)
 	// Dropped: items were lost for the group's queue right before the next
 	// item it will dispatch (or before its end).

@@ -66,8 +66,9 @@ type Options struct {
 	// SyncEvery forces rows to stable storage (store.Syncer) once at least
 	// this many rows were written since the last sync; SyncInterval at
 	// least this often while rows are unsynced. With both 0 (the default)
-	// every input's rows reach the operating system in one write before its
-	// completion callbacks run and before the item counts as dispatched,
+	// every input's rows reach the operating system in one write (with the
+	// other rows of its batch) before its completion callbacks run and
+	// before the item counts as dispatched,
 	// which survives a crash of the process but not a power loss. A failed
 	// sync stops every stream (and fails every group at its next item).
 	SyncEvery    int
