@@ -54,5 +54,7 @@
 // last item recorded and report themselves stalled and not lossless, and
 // engine.Engine.Err names the error, so a launcher stops the run and a
 // restart delivers the items again. A batch that cannot be written fails
-// the group at that Flush: none of its items is dispatched.
+// the group at that Flush: none of its items is dispatched. A DROPPED or
+// TIMER row no store can hold (a name with a line break, a clock reading
+// outside years 0-9999) fails the group at its next item or at Stop.
 package recorder
