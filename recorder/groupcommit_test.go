@@ -304,3 +304,36 @@ func TestAJournalWritesOnePublishedBatchWithOneAppend(t *testing.T) {
 		t.Errorf("integrity problems: %v", got)
 	}
 }
+
+// TestABatchPastFlushBytesIsWrittenAtOnce: a batch is bounded by bytes as
+// well as by items: once the rows staged reach recorder.FlushBytes they
+// are written at once, before the group's end of batch.
+func TestABatchPastFlushBytesIsWrittenAtOnce(t *testing.T) {
+	const n = 8
+	big := strings.Repeat("x", recorder.FlushBytes/4) // an item's input and output rows: about half the bound
+	w := &fakeWriter{}
+	rec, st := run(t, w, apps("p"), func(*recorder.Recorder) engine.Config {
+		return engine.Config{
+			Feeds:  []engine.FeedConfig{batchFeed("in", nil, strs(n, func(int) string { return big })...)},
+			Groups: []engine.GroupConfig{group("g", []string{"in"}, 1, pc("p", &testProc{}))},
+		}
+	})
+	if err := rec.Err(); err != nil || !st.Lossless {
+		t.Fatalf("Err() = %v, lossless %v", err, st.Lossless)
+	}
+	w.mu.Lock()
+	var perCall []int
+	for _, c := range w.calls {
+		inputs := 0
+		for _, e := range c {
+			inputs += btoi(e.Kind.IsInput())
+		}
+		if inputs > 0 {
+			perCall = append(perCall, inputs)
+		}
+	}
+	w.mu.Unlock()
+	if diff := cmp.Diff([]int{2, 2, 2, 2}, perCall); diff != "" {
+		t.Errorf("inputs per Append (-want +got):\n%s", diff)
+	}
+}
