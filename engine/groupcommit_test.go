@@ -242,3 +242,33 @@ func TestAJournalBatchStoresAPublishedBatchInOneCall(t *testing.T) {
 		})
 	}
 }
+
+// TestThenChainsFlush: Observer.Then calls the first observer's Flush,
+// then the next's, and not the next's when the first fails.
+func TestThenChainsFlush(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		var calls []string
+		first := engine.Observer{Flush: func(g string) error {
+			calls = append(calls, "first "+g)
+			if fail {
+				return errDiskFull
+			}
+			return nil
+		}}
+		next := engine.Observer{Flush: func(g string) error {
+			calls = append(calls, "next "+g)
+			return nil
+		}}
+		err := first.Then(next).Flush("g")
+		want := []string{"first g", "next g"}
+		if fail {
+			want = want[:1]
+		}
+		if !errors.Is(err, errDiskFull) != !fail {
+			t.Errorf("fail %v: Flush returned %v", fail, err)
+		}
+		if diff := cmp.Diff(want, calls); diff != "" {
+			t.Errorf("fail %v: calls (-want +got):\n%s", fail, diff)
+		}
+	}
+}
