@@ -264,7 +264,7 @@ func TestThenChainsFlush(t *testing.T) {
 		if fail {
 			want = want[:1]
 		}
-		if !errors.Is(err, errDiskFull) != !fail {
+		if errors.Is(err, errDiskFull) != fail {
 			t.Errorf("fail %v: Flush returned %v", fail, err)
 		}
 		if diff := cmp.Diff(want, calls); diff != "" {
