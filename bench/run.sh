@@ -50,6 +50,13 @@ for _ in $(seq "$COUNT"); do
 done
 run . 3x 'ConsumeProcessCommit' ./engine/kafkasource/
 run . 200000x 'Append|Floor' ./store/csvstore/ ./store/sqlitestore/
+# The recorder behind a real engine writing to a CSV file and an SQLite
+# database in batches (group commit, issue 17); each run also times its
+# floor on the same rows in the same batches (floor-rows/s): encoding/csv
+# writing each batch with one write, a bare prepared INSERT with one
+# transaction per batch.
+run . 1000000x 'Throughput/record/csv$' ./recorder/
+run . 100000x 'Throughput/record/sqlite$' ./recorder/
 # ReplayCSV also times its floor on the same recording in the same run:
 # encoding/csv merely reading its rows (floor-inputs/s).
 run . 1000000x 'RecordCSV|ReplayCSV' ./replayer/

@@ -27,6 +27,19 @@ type Journal interface {
 	Append(ctx context.Context, feed string, seq int64, item any) error
 }
 
+// JournalBatch is a Journal that can also store a run of items at once.
+// When a feed's Journal implements it, Intake.TryPublishBatch journals the
+// items it takes with one AppendBatch (items[i] under sequence first+i)
+// instead of one Append per item, still under the feed's publish lock and
+// before any of them is queued; the rules of Append hold, except that
+// AppendBatch must not wait for the batch's own items to be processed (none
+// is queued yet). An error refuses none of the items: each is lost for
+// every queue (a drop marked with the error), as when Append fails.
+type JournalBatch interface {
+	Journal
+	AppendBatch(ctx context.Context, feed string, first int64, items []any) error
+}
+
 // Committer is how a re-readable source commits what has been processed: it
 // is told, in publish order, each acknowledged item's (seq, epoch, position),
 // then Commit once per poll. It is called on the goroutine that polls
@@ -388,6 +401,9 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 	defer f.mu.Unlock()
 	defer f.flush()
 	n := f.handOffBatch(items, pos)
+	if jb, ok := f.journal.(JournalBatch); ok && n < len(items) {
+		return n + f.commitJournalledBatch(jb, items[n:], pos[n:])
+	}
 	for ; n < len(items); n++ {
 		if f.closing || f.stopped || !f.admits() {
 			f.refuse()
@@ -463,7 +479,65 @@ func (f *Feed) flush() {
 // back to a drop after spin.
 func (f *Feed) commit(ctx context.Context, item any, pos *core.Position, push bool) {
 	f.seq++
-	seq := f.seq
+	var jerr error
+	if f.journal != nil {
+		jerr = f.journalled(ctx, func(jctx context.Context) error { return f.journal.Append(jctx, f.name, f.seq, item) })
+	}
+	f.place(f.seq, item, pos, push, jerr)
+	f.runDeferred(ctx)
+}
+
+// journalled runs a journal call under the lock (lock held): the items
+// before it are shown to the groups first, since the journal may take its
+// time, or wait for them to be processed.
+func (f *Feed) journalled(ctx context.Context, call func(context.Context) error) error {
+	f.flush()
+	f.journalling.Store(true)
+	defer f.journalling.Store(false)
+	return call(context.WithValue(ctx, nestedKey, f))
+}
+
+// commitJournalledBatch is TryPublishBatch for a feed whose Journal
+// implements JournalBatch (lock held): it takes as many of the items as
+// the feed admits one after another, journals them with one AppendBatch,
+// then places them. It returns how many it took.
+func (f *Feed) commitJournalledBatch(jb JournalBatch, items []any, pos []core.Position) int {
+	if f.closing || f.stopped || !f.admits() {
+		f.refuse()
+		return 0
+	}
+	n := f.admissible(len(items))
+	f.paused = false
+	first := f.seq + 1
+	f.seq += int64(n)
+	ctx := context.Background()
+	jerr := f.journalled(ctx, func(jctx context.Context) error { return jb.AppendBatch(jctx, f.name, first, items[:n]) })
+	for i := range n {
+		f.place(first+int64(i), items[i], &pos[i], false, jerr)
+	}
+	f.runDeferred(ctx)
+	return n
+}
+
+// admissible is how many of n positioned items admits would take one after
+// another (lock held, admits true): no more than the ack window and every
+// PAUSE or BLOCK queue has room for. Items only free room meanwhile.
+func (f *Feed) admissible(n int) int {
+	if f.committer != nil {
+		n = min(n, f.windowCap-f.win.n)
+	}
+	for _, b := range f.targets {
+		if !b.fenced() && b.policy.Kind != DropAfterSpinKind {
+			n = min(n, int(b.q.room()))
+		}
+	}
+	return max(n, 1)
+}
+
+// place places item seq (numbered, journalled: jerr is the journal's
+// error, if any) in the feed's queues (lock held). An item the journal
+// failed is lost for every queue.
+func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr error) {
 	env := envelope{item: item, seq: seq}
 	var offset int64
 	if pos != nil {
@@ -475,21 +549,12 @@ func (f *Feed) commit(ctx context.Context, item any, pos *core.Position, push bo
 	if pos != nil && f.committer != nil {
 		entry = f.track(seq, pos, targets)
 	}
-	if f.journal != nil {
-		// The journal may take its time, or wait for the items before
-		// this one to be processed: show them to the groups first.
-		f.flush()
-		f.journalling.Store(true)
-		err := f.journal.Append(context.WithValue(ctx, nestedKey, f), f.name, seq, item)
-		f.journalling.Store(false)
-		if err != nil {
-			for _, b := range targets {
-				b.mark(seq, offset, "journal: "+err.Error())
-			}
-			f.coalesce(entry)
-			f.runDeferred(ctx)
-			return
+	if jerr != nil {
+		for _, b := range targets {
+			b.mark(seq, offset, "journal: "+jerr.Error())
 		}
+		f.coalesce(entry)
+		return
 	}
 	downgraded := false
 	for i, b := range targets {
@@ -525,7 +590,6 @@ func (f *Feed) commit(ctx context.Context, item any, pos *core.Position, push bo
 		f.downgradedPub.Add(1)
 	}
 	f.coalesce(entry)
-	f.runDeferred(ctx)
 }
 
 // track opens the ack window's entry of a positioned item (lock held,

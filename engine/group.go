@@ -201,9 +201,13 @@ func (g *group) sourceBehind() bool {
 // its other queues and its timers.
 const batch = 64
 
-// step does one pass of work; it reports whether it did anything.
+// step does one pass of work; it reports whether it did anything. The
+// items it takes from one queue in a pass are one batch: the observers'
+// Flush runs at its end (and before a completion or a timer within it),
+// and only then do its items count as dispatched (worker.dispatch).
 func (g *group) step() bool {
 	did := false
+	w := g.workers[0]
 	if !g.fenced.Load() {
 		for _, b := range *g.bindings.Load() {
 			// Marks at or before the head are drops that happened before the
@@ -217,12 +221,11 @@ func (g *group) step() bool {
 					break
 				}
 				did = true
-				if !g.workers[0].dispatch(b, e) {
+				if !w.dispatch(b, e, Token{}) {
 					// Not dispatched: the group failed, or Stop cut a
 					// retry. It takes nothing after the item it holds.
 					return did
 				}
-				b.q.dispatched.Add(1)
 				// A timer that fell due while handling the item (After(0))
 				// fires before the next item.
 				g.fireTimers()
@@ -230,11 +233,15 @@ func (g *group) step() bool {
 					break
 				}
 			}
+			if !w.flush() {
+				return did
+			}
 		}
 	}
 	if g.fireTimers() {
 		did = true
 	}
+	w.flush()
 	return did
 }
 
@@ -337,6 +344,9 @@ func (g *group) backoff() bool {
 func (g *group) finish() {
 	for _, b := range *g.bindings.Load() {
 		g.emitDrops(b, b.q.headLocal)
+	}
+	if len(g.workers) == 1 && !g.workers[0].flush() {
+		return
 	}
 	if len(g.workers) > 1 {
 		// Every worker ends its tasks before its streams are closed.

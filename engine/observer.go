@@ -49,12 +49,13 @@ type Commit struct {
 // others; combine several with Then.
 //
 // The hooks that return an error are those an observer writes from (the
-// recorder writes its rows there). An error fails the group: it takes no
-// more items, the item it was dispatching is not dispatched (its
-// completions do not run, its queue's dispatched counter does not move, so
-// the source never commits it or anything after it), its feeds report it
-// stalled and not lossless, and Engine.Err and Engine.Stop return an
-// *ObserverError. A restart delivers the items again.
+// recorder stages its rows in BeforeComplete and writes them in Flush). An
+// error fails the group: it takes no more items, the item it was
+// dispatching is not dispatched (its completions do not run, its queue's
+// dispatched counter does not move, so the source never commits it or
+// anything after it; a Flush error: none of the items of the batch), its
+// feeds report it stalled and not lossless, and Engine.Err and Engine.Stop
+// return an *ObserverError. A restart delivers the items again.
 type Observer struct {
 	// Started: a processor's stream begins, before its group handles
 	// anything. An error fails the group before it handles any item.
@@ -72,16 +73,36 @@ type Observer struct {
 	Failed func(processor string, in *Input, err error)
 	// BeforeComplete: every processor of the group handled the item (or
 	// failed it past its retries) and its completion callbacks are about to
-	// run. This is where a recording is written ahead of the effects an app
-	// makes durable in its completions. An error fails the group: the
-	// completions do not run and the item is not dispatched.
+	// run. This is where a recorder stages the item's rows (written by
+	// Flush, ahead of the effects an app makes durable in its completions).
+	// An error fails the group: the completions do not run and the item is
+	// not dispatched (the items handled before it are flushed first and
+	// count as dispatched once Flush returns nil).
 	BeforeComplete func(group string, in *Input) error
+	// Flush: write what the group's hooks staged since the last Flush
+	// (group is named as for BeforeComplete). A group dispatches the items
+	// it has ready in a batch (up to 64 items of one queue per pass; with
+	// several workers, the chunk a worker was handed): an item whose
+	// handling registered no completion is kept pending after its
+	// BeforeComplete, and the engine calls Flush before any completion
+	// callback runs (the item's, after its BeforeComplete), before a timer
+	// fires, at the end of the batch and before the processors' Stopped.
+	// Only once Flush returns nil do the pending items' AfterDispatch run
+	// and do they count as dispatched, in order. An error fails the group
+	// as a BeforeComplete error does: none of the pending items (nor the
+	// item whose completions were due) counts as dispatched, and the next
+	// run delivers them again. With Flush nil an item without completions
+	// counts as dispatched at once, as before batching.
+	Flush func(group string) error
 	// CompletionFailed: the first failure, within this item, of a completion
 	// callback registered by processor, before it is retried. An error fails
 	// the group: no further completion runs and the item is not dispatched.
 	CompletionFailed func(processor string, in *Input, err error) error
 	// AfterDispatch: the item's delivery is complete (processors and
-	// completions done) and it is about to count as dispatched.
+	// completions done, its batch flushed) and it is about to count as
+	// dispatched. For an item of a batch it runs after Flush, when later
+	// items of the batch may have been handled already; in is a copy kept
+	// for it.
 	AfterDispatch func(group string, in *Input)
 	// Dropped: items were lost for the group's queue right before the next
 	// item it will dispatch (or before its end).
@@ -116,6 +137,7 @@ func (o Observer) Then(next Observer) Observer {
 		Handled:          then3(o.Handled, next.Handled),
 		Failed:           then3(o.Failed, next.Failed),
 		BeforeComplete:   thenE2(o.BeforeComplete, next.BeforeComplete),
+		Flush:            thenE1(o.Flush, next.Flush),
 		CompletionFailed: thenE3(o.CompletionFailed, next.CompletionFailed),
 		AfterDispatch:    then2(o.AfterDispatch, next.AfterDispatch),
 		Dropped:          then2(o.Dropped, next.Dropped),

@@ -31,6 +31,21 @@ type worker struct {
 	compErr   []bool
 	drops     []Drop
 	completed []Token // the tokens of a chunk's completed items (do)
+
+	// The batch: items handled, their BeforeComplete called, that wait for
+	// the observers' Flush before they count as dispatched (in order), and
+	// whether a hook that may stage rows ran since the last Flush.
+	pending []pendingItem
+	dirty   bool
+}
+
+// pendingItem is an item of the batch awaiting Flush: a copy of its Input
+// (the worker's is reused), its delivery, its queue and token.
+type pendingItem struct {
+	b   *binding
+	tok Token
+	in  Input
+	dv  core.Delivery
 }
 
 // task is one thing a group hands a worker: an item of a queue (b, e,
@@ -67,13 +82,18 @@ type Token struct {
 }
 
 // dispatch handles one item: every processor, with retries; then the
-// observers' BeforeComplete (the recording is written); then the completion
-// callbacks; then AfterDispatch. It reports
-// whether the item was dispatched: it is not when Stop cut a retry backoff,
-// a processor or callback failed once Stop cancelled Cycle.Context, or an
-// observer failed the group. Such an item holds the commit (nothing
-// after it is dispatched either) and the next run delivers it again.
-func (w *worker) dispatch(b *binding, e envelope) bool {
+// observers' BeforeComplete (the recording is staged). An item that
+// registered no completion joins the batch (w.pending): it counts as
+// dispatched once the observers' Flush returned nil (w.flush). An item
+// with completions has the batch flushed (its rows and those of the
+// pending items before it are written), then its completion callbacks
+// run, then AfterDispatch, and it counts as dispatched (w.count). It
+// reports whether the item was handled: it is not when Stop cut a retry
+// backoff, a processor or callback failed once Stop cancelled
+// Cycle.Context, or an observer failed the group. Such an item holds the
+// commit (nothing after it is dispatched either) and the next run delivers
+// it again; the pending items before it are flushed first.
+func (w *worker) dispatch(b *binding, e envelope, tok Token) bool {
 	var dv *core.Delivery
 	if e.positioned {
 		w.dv = core.Delivery{Feed: b.feed.name, Sequence: e.seq, Epoch: e.epoch, Position: e.pos}
@@ -130,10 +150,26 @@ func (w *worker) dispatch(b *binding, e envelope) bool {
 		in.Delivery = dv
 	}
 	if w.g.obs.BeforeComplete != nil {
+		w.dirty = true
 		if err := w.g.obs.BeforeComplete(w.name, in); err != nil {
 			w.g.fail("BeforeComplete", "", in, err)
+			w.flush() // the items handled before it count once written
 			return w.abandon(in)
 		}
+	}
+	if len(w.comps) == 0 && w.g.obs.Flush != nil {
+		p := pendingItem{b: b, tok: tok, in: *in}
+		if dv != nil {
+			p.dv = *dv
+		}
+		w.pending = append(w.pending, p)
+		*in = Input{}
+		return true
+	}
+	if len(w.comps) > 0 && !w.flushFor(in) {
+		// Its rows (or a pending item's) were not written: its
+		// completions must not run.
+		return w.abandon(in)
 	}
 	for _, oc := range w.comps {
 		owner := w.hosts[oc.owner].Name()
@@ -165,11 +201,68 @@ func (w *worker) dispatch(b *binding, e envelope) bool {
 		}
 	}
 	clear(w.comps)
+	w.comps = w.comps[:0]
 	if w.g.obs.AfterDispatch != nil {
 		w.g.obs.AfterDispatch(w.name, in)
 	}
+	w.count(b, tok)
 	*in = Input{}
 	return true
+}
+
+// flush calls the observers' Flush when a hook may have staged something
+// since the last one, then lets the pending items count as dispatched, in
+// order (AfterDispatch, then w.count). A Flush error fails the group: no
+// pending item counts, and flush reports false.
+func (w *worker) flush() bool { return w.flushFor(nil) }
+
+// flushFor is flush for the dispatch of item in, which waits on it: a
+// failure names the oldest pending item, or in.
+func (w *worker) flushFor(in *Input) bool {
+	if !w.dirty && len(w.pending) == 0 {
+		return true
+	}
+	w.dirty = false
+	if w.g.obs.Flush != nil {
+		if err := w.g.obs.Flush(w.name); err != nil {
+			held := in
+			if len(w.pending) > 0 {
+				held = &w.pending[0].in
+			}
+			w.g.fail("Flush", "", held, err)
+			w.dropPending()
+			return false
+		}
+	}
+	for i := range w.pending {
+		p := &w.pending[i]
+		if w.g.obs.AfterDispatch != nil {
+			if p.in.Delivery != nil {
+				p.in.Delivery = &p.dv
+			}
+			w.g.obs.AfterDispatch(w.name, &p.in)
+		}
+		w.count(p.b, p.tok)
+	}
+	w.dropPending()
+	return true
+}
+
+// dropPending empties the batch, keeping nothing of its items.
+func (w *worker) dropPending() {
+	clear(w.pending)
+	w.pending = w.pending[:0]
+}
+
+// count makes an item of queue b count as dispatched: at once in a group
+// of one worker; with several, its token joins the chunk's completed ones
+// (do records them with one lock of the queue's gap state).
+func (w *worker) count(b *binding, tok Token) {
+	if len(w.g.workers) == 1 {
+		b.q.dispatched.Add(1)
+		return
+	}
+	w.completed = append(w.completed, tok)
 }
 
 // abandon ends the dispatch of an item that did not complete: it does not
@@ -186,6 +279,7 @@ func (w *worker) abandon(in *Input) bool {
 // failure may be the cancellation itself: the item did not complete).
 func (w *worker) cut(in *Input) bool {
 	w.g.eng.warnf("feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, w.g.name)
+	w.flush() // the items handled before it count once written
 	return w.abandon(in)
 }
 
@@ -241,37 +335,47 @@ func (w *worker) do(t task) {
 		if !g.dead.Load() {
 			w.fire(*t.timer)
 		}
+		w.flush()
 	case t.drops != nil:
 		w.reportDrops(t.drops)
+		w.flush()
 	default:
-		// The chunk's completions are recorded together, with one lock of
-		// the queue's gap state; an item not dispatched ends the chunk.
-		done := w.completed[:0]
+		// The chunk is one batch: its items' rows are flushed together
+		// (before an item's completions, and at its end), and its
+		// completions recorded together, with one lock of the queue's gap
+		// state; an item not dispatched ends the chunk.
 		for _, c := range t.claims {
 			if g.dead.Load() || g.held.Load() || g.stopping() {
 				break
 			}
 			c.tok.Worker = w.id
-			if !w.dispatch(t.b, c.e) {
+			if !w.dispatch(t.b, c.e, c.tok) {
 				g.held.Store(true)
 				break
 			}
-			done = append(done, c.tok)
 		}
-		g.complete(t.b, done...)
-		w.completed = done[:0]
+		if !w.flush() {
+			g.held.Store(true)
+		}
+		g.complete(t.b, w.completed...)
+		w.completed = w.completed[:0]
 		g.reuse(t.claims)
 	}
 }
 
-// fire runs a due timer of one of the worker's hosts.
+// fire runs a due timer of one of the worker's hosts, once the batch
+// before it is flushed (not when the flush failed the group).
 func (w *worker) fire(te timerEntry) {
+	if !w.flush() {
+		return
+	}
 	h := w.g.hosts[te.host]
 	t := h.Fire(te.n)
 	if t.Err != nil {
 		w.g.eng.warnf("processor %q timer %d failed: %v", h.Name(), te.n, t.Err)
 	}
 	if w.g.obs.TimerFired != nil {
+		w.dirty = true
 		w.g.obs.TimerFired(h.Name(), t)
 	}
 }
@@ -281,6 +385,7 @@ func (w *worker) reportDrops(ds []Drop) {
 	if w.g.obs.Dropped == nil {
 		return
 	}
+	w.dirty = true
 	for _, d := range ds {
 		d.Processors = w.names
 		w.g.obs.Dropped(w.name, d)

@@ -29,14 +29,19 @@
 //
 // Inputs are copied (encoded) when a processor receives them, before its
 // handler runs, so a handler that mutates its input cannot change the
-// record. All rows of one item, for every recorded processor of the group,
-// are written with one Writer.Append call: one write (CSV) or one
-// transaction (SQLite), in the engine's BeforeComplete hook: after every
-// processor of the group handled the item and before its completion
-// callbacks run. The recording is written ahead of the effects an app makes
+// record. The rows of one item, for every recorded processor of the group,
+// are staged in the engine's BeforeComplete hook (after every processor of
+// the group handled it) in the group's batch, with the TIMER and DROPPED
+// rows in their place; the engine's Flush hook writes the batch with one
+// Writer.Append call: one write (CSV) or one transaction (SQLite) for all
+// the items the group handled together (group commit: up to 64 items of
+// one queue, a worker's chunk, or FlushBytes of rows). The engine flushes
+// before an item's completion callbacks run and before the items count as
+// dispatched: the recording is written ahead of the effects an app makes
 // durable in its completions (a state save), so an applied input is always
-// in some recording; and before the item counts as dispatched, so before
-// the source may commit it.
+// in some recording; and before the source may commit an item. A journal
+// writes the items a source publishes in one batch with one Append too.
+// docs/FORMAT.md ("Durability") gives the contract.
 //
 // Each commit of a feed's source (engine.Observer.Committed) becomes a
 // COMMIT row (feed, seq, epoch, key, offset; no processor, indexed among
@@ -55,6 +60,8 @@
 // run), the group takes no more items, its feeds commit nothing past the
 // last item recorded and report themselves stalled and not lossless, and
 // engine.Engine.Err names the error, so a launcher stops the run and a
-// restart delivers the items again. A failure in a hook that cannot return
-// one (a DROPPED or TIMER row) fails the group at its next item or at Stop.
+// restart delivers the items again. A batch that cannot be written fails
+// the group at that Flush: none of its items is dispatched. A DROPPED or
+// TIMER row no store can hold (a name with a line break, a clock reading
+// outside years 0-9999) fails the group at its next item or at Stop.
 package recorder

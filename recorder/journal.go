@@ -109,12 +109,23 @@ type journal struct{ r *Recorder }
 
 // Journal returns the engine.Journal that writes each item of a journalled
 // feed once, as a JOURNAL row, before it is dispatched; put it in the
-// FeedConfig.Journal of the feeds to journal. A failure to journal never
-// refuses the item (the live run goes on): the feed's journal stops and its
-// later inputs are recorded INLINE. It is safe for concurrent use.
+// FeedConfig.Journal of the feeds to journal. It is an engine.JournalBatch:
+// the items a source publishes in one batch (Intake.TryPublishBatch, as the
+// file source does) are written with one Append (one write, one
+// transaction). A failure to journal never refuses an item (the live run
+// goes on): the feed's journal stops and its later inputs are recorded
+// INLINE. It is safe for concurrent use.
 func (r *Recorder) Journal() engine.Journal { return journal{r} }
 
-func (j journal) Append(_ context.Context, feed string, seq int64, item any) error {
+// Append journals one item.
+func (j journal) Append(ctx context.Context, feed string, seq int64, item any) error {
+	return j.AppendBatch(ctx, feed, seq, []any{item})
+}
+
+// AppendBatch journals items[i] under sequence first+i with one Append.
+// An item the codec cannot encode stops the feed's journal: the items
+// before it are journalled, it and every later item of the feed are not.
+func (j journal) AppendBatch(_ context.Context, feed string, first int64, items []any) error {
 	r := j.r
 	fj := r.feedJournal(feed)
 	if fj.broken.Load() {
@@ -124,28 +135,42 @@ func (j journal) Append(_ context.Context, feed string, seq int64, item any) err
 		r.breakJournal(fj, err)
 		return nil
 	}
-	b, err := r.encode(item)
-	if err != nil {
-		r.breakJournal(fj, fmt.Errorf("item seq %d: %w", seq, err))
-		return nil
+	rows := make([]store.Entry, 0, len(items))
+	var encErr error
+	for i, item := range items {
+		b, err := r.encode(item)
+		if err != nil {
+			encErr = fmt.Errorf("item seq %d: %w", first+int64(i), err)
+			break
+		}
+		rows = append(rows, store.Entry{Kind: store.KindJournal, Source: feed, Seq: first + int64(i), Payload: b})
 	}
-	r.mu.Lock()
-	if r.closed {
+	if len(rows) > 0 {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			r.breakJournal(fj, ErrClosed)
+			return nil
+		}
+		for i := range rows {
+			rows[i].Index = r.globalNext + int64(i)
+		}
+		err := r.w.Append(rows...)
+		if err == nil {
+			r.globalNext += int64(len(rows))
+			r.wrote(len(rows))
+		}
 		r.mu.Unlock()
-		r.breakJournal(fj, ErrClosed)
-		return nil
+		if err != nil {
+			r.breakJournal(fj, err)
+			return nil
+		}
+		for _, e := range rows {
+			fj.put(e.Seq, fnv64a(e.Payload))
+		}
 	}
-	row := store.Entry{Index: r.globalNext, Kind: store.KindJournal, Source: feed, Seq: seq, Payload: b}
-	err = r.w.Append(row)
-	if err == nil {
-		r.globalNext++
-		r.wrote(1)
+	if encErr != nil {
+		r.breakJournal(fj, encErr)
 	}
-	r.mu.Unlock()
-	if err != nil {
-		r.breakJournal(fj, err)
-		return nil
-	}
-	fj.put(seq, fnv64a(b))
 	return nil
 }

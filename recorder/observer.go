@@ -18,8 +18,10 @@ type proc struct {
 	name   string
 	record bool
 	broken atomic.Bool
-	next   int64 // the next row's index
-	inputs int64 // input rows written (INDEXED, INLINE, TIMER)
+	next   int64  // the next row's index
+	inputs int64  // input rows written (INDEXED, INLINE, TIMER)
+	staged int64  // rows staged in its group's batch, not yet written: they take the indexes from next on
+	group  string // the group (worker) whose batch holds its staged rows
 
 	// The item being dispatched.
 	inItem    bool
@@ -49,14 +51,55 @@ func (p *proc) endItem() {
 	p.outputs = p.outputs[:0]
 }
 
-// groupState is the item a group is dispatching: the recorded processors
-// that received it (broken ones included), in order. It is touched only by
-// the group's goroutine.
+// groupState is the item a group (a worker of a group) is dispatching:
+// the recorded processors that received it (broken ones included), in
+// order; and the group's batch: the rows staged since its last Flush, of
+// every processor of the group, in the order the hooks ran, written by
+// Flush with one Append. It is touched only by the group's goroutine.
 type groupState struct {
 	touched []*proc
-	rows    []store.Entry
-	parts   []part
+	rows    []store.Entry // the batch's rows
+	parts   []part        // each processor's run of rows in it, in order
+	size    int           // the batch's approximate encoded size, bytes
+	// err: a write of the batch failed. Every later Flush returns it:
+	// the items of that batch were not recorded, and the group fails.
+	err error
 }
+
+// FlushBytes bounds a group's batch: when the rows staged since its last
+// Flush reach about this many bytes (payloads, details and the other
+// fields), the recorder writes them at once, without waiting for the
+// engine's Flush. The engine bounds a batch by inputs: the items it takes
+// from one queue in a pass (64), or the chunk a worker was handed.
+const FlushBytes = 1 << 20
+
+// stage adds the rows of p appended to the batch from index lo on:
+// they are p's rows with the indexes from p.next+p.staged on, inputs of
+// them input rows. Rows a store cannot hold (store.Validate) are taken
+// back and stop p's recording at once, so that a batch holds only rows
+// every store accepts.
+func (r *Recorder) stage(gs *groupState, p *proc, group string, lo int, inputs int64) {
+	n := len(gs.rows) - lo
+	if n == 0 {
+		return
+	}
+	if err := validate(gs.rows[lo:]); err != nil {
+		clear(gs.rows[lo:])
+		gs.rows = gs.rows[:lo]
+		r.breakProc(p, err)
+		return
+	}
+	gs.parts = append(gs.parts, part{p: p, lo: lo, hi: len(gs.rows), inputs: inputs})
+	p.staged += int64(n)
+	p.group = group
+	for i := lo; i < len(gs.rows); i++ {
+		e := &gs.rows[i]
+		gs.size += 64 + len(e.Processor) + len(e.Source) + len(e.Key) + len(e.Payload) + len(e.Detail) + 32*len(e.Reads)
+	}
+}
+
+// at is the index of p's next row: after its written and staged ones.
+func (p *proc) at() int64 { return p.next + p.staged }
 
 func (r *Recorder) proc(name string) *proc {
 	if v, ok := r.procs.Load(name); ok {
@@ -97,8 +140,8 @@ func (r *Recorder) Observer() engine.Observer {
 		Handled:          r.handled,
 		Failed:           r.failed,
 		BeforeComplete:   r.beforeComplete,
+		Flush:            r.flushGroup,
 		CompletionFailed: r.completionFailed,
-		AfterDispatch:    r.afterDispatch,
 		Dropped:          r.dropped,
 		TimerFired:       r.timerFired,
 		Stopped:          r.stopped,
@@ -113,7 +156,7 @@ func (r *Recorder) started(name string, pr core.Processor) error {
 	if !p.record {
 		return nil
 	}
-	if p.next != 1 || p.broken.Load() {
+	if p.at() != 1 || p.broken.Load() {
 		r.breakProc(p, fmt.Errorf("recorder: processor %q started twice: a Recorder records one run", name))
 		return r.brokenErr(p)
 	}
@@ -121,7 +164,7 @@ func (r *Recorder) started(name string, pr core.Processor) error {
 		r.breakProc(p, err)
 		return r.brokenErr(p)
 	}
-	row := store.Entry{Processor: name, Index: p.next, Kind: store.KindStart, Instant: r.clock.Now()}
+	row := store.Entry{Processor: name, Index: p.at(), Kind: store.KindStart, Instant: r.clock.Now()}
 	if s, ok := pr.(core.Snapshotter); ok {
 		snap, err := s.Snapshot()
 		if err != nil {
@@ -153,6 +196,7 @@ func (r *Recorder) received(name string, in *engine.Input) {
 		return
 	}
 	p.inItem = true
+	p.group = in.Group
 	gs := r.group(in.Group)
 	gs.touched = append(gs.touched, p)
 	if p.broken.Load() {
@@ -213,27 +257,70 @@ func (r *Recorder) failed(name string, in *engine.Input, err error) {
 	p.failed, p.failErr, p.failAt = true, err, r.clock.Now()
 }
 
-// beforeComplete writes the item's rows for every recorded processor of the
-// group, with one Append, before its completion callbacks run: the
-// recording is written ahead of what they make durable. It returns the
-// *BrokenError of every processor of the item whose recording stopped (now
-// or before), which fails the group: the item is not dispatched.
+// beforeComplete stages the item's rows for every recorded processor of
+// the group in the group's batch; the engine's Flush (flushGroup) writes
+// them before the item's completion callbacks run and before it counts as
+// dispatched: the recording is written ahead of what they make durable. A
+// batch past FlushBytes is written at once. It returns the *BrokenError of
+// every processor of the item whose recording stopped (now or before), or
+// the error of that early write, which fails the group: the item is not
+// dispatched.
 func (r *Recorder) beforeComplete(group string, in *engine.Input) error {
 	gs := r.group(group)
-	rows, parts := gs.rows[:0], gs.parts[:0]
 	for _, p := range gs.touched {
 		if !p.broken.Load() {
-			lo := len(rows)
+			lo := len(gs.rows)
 			var inputs int64
-			rows, inputs = p.itemRows(rows, in)
-			parts = append(parts, part{p: p, lo: lo, hi: len(rows), inputs: inputs})
+			gs.rows, inputs = p.itemRows(gs.rows, in)
+			r.stage(gs, p, group, lo, inputs)
 		}
 	}
-	r.appendParts(rows, parts)
-	killpoint.Reach(killpoint.RowsWritten) // tests only: dormant unless armed
-	clear(rows)
-	gs.rows, gs.parts = rows[:0], parts[:0]
+	if gs.size >= FlushBytes {
+		if err := r.flush(gs); err != nil {
+			return err
+		}
+	}
 	return r.brokenErr(gs.touched...)
+}
+
+// flushGroup is the engine's Flush: it writes the group's batch.
+func (r *Recorder) flushGroup(group string) error { return r.flush(r.group(group)) }
+
+// flush writes the rows staged in the group's batch with one Append (one
+// write, one transaction). It returns nil when every staged row was
+// written; otherwise the *BrokenError of the processors whose rows were
+// not (their recording stopped), then and at every later call: the items
+// of the batch are not recorded and must not count as dispatched.
+func (r *Recorder) flush(gs *groupState) error {
+	if gs.err != nil {
+		return gs.err
+	}
+	if len(gs.parts) == 0 {
+		return nil
+	}
+	err := r.appendParts(gs.rows, gs.parts)
+	for _, pt := range gs.parts {
+		pt.p.staged = 0
+	}
+	clear(gs.rows)
+	clear(gs.parts)
+	gs.rows, gs.parts, gs.size = gs.rows[:0], gs.parts[:0], 0
+	if err != nil {
+		gs.err = err
+		return err
+	}
+	killpoint.Reach(killpoint.RowsWritten) // tests only: dormant unless armed
+	return nil
+}
+
+// flushProc writes p's group's batch when it holds rows of p, before a row
+// of p is written outside it (START, END, a completion's FAILED), so that
+// p's rows reach the store in index order. The engine flushes before each
+// of those hooks, so this writes nothing unless a caller did not.
+func (r *Recorder) flushProc(p *proc) {
+	if p.staged > 0 {
+		r.flush(r.group(p.group))
+	}
 }
 
 // completionFailed writes the FAILED row of the first failure of one of
@@ -249,19 +336,17 @@ func (r *Recorder) completionFailed(name string, in *engine.Input, err error) er
 		return r.brokenErr(p)
 	}
 	p.compFail = true
-	row := store.Entry{Processor: name, Index: p.next, Kind: store.KindFailed, Source: in.Feed, Seq: in.Seq,
+	r.flushProc(p)
+	row := store.Entry{Processor: name, Index: p.at(), Kind: store.KindFailed, Source: in.Feed, Seq: in.Seq,
 		Instant: r.clock.Now(), Detail: oneLine("completion: " + err.Error())}
 	r.appendParts([]store.Entry{row}, []part{{p: p, lo: 0, hi: 1}})
 	return r.brokenErr(p)
 }
 
-// afterDispatch ends the item.
-func (r *Recorder) afterDispatch(group string, _ *engine.Input) { r.endItems(group) }
-
 // itemRows appends p's rows for the item: FAILED, or [DELIVERY] INDEXED or
 // INLINE and the OUTPUT rows.
 func (p *proc) itemRows(rows []store.Entry, in *engine.Input) ([]store.Entry, int64) {
-	idx := p.next
+	idx := p.at()
 	add := func(e store.Entry) {
 		e.Processor, e.Index = p.name, idx
 		idx++
@@ -296,13 +381,13 @@ type dropDetail struct {
 	Approximate bool   `json:"approximate"`
 }
 
-func (r *Recorder) dropped(_ string, d engine.Drop) {
+// dropped stages a DROPPED row for each recorded processor of the group.
+func (r *Recorder) dropped(group string, d engine.Drop) {
 	detail, err := json.Marshal(dropDetail{First: d.FirstSeq, Last: d.LastSeq, Reason: d.Reason, Approximate: d.Approximate})
 	if err != nil { // a struct of strings, ints and a bool
 		panic(err)
 	}
-	var rows []store.Entry
-	var parts []part
+	gs := r.group(group)
 	for _, name := range d.Processors {
 		p := r.live(name)
 		if p == nil {
@@ -312,38 +397,49 @@ func (r *Recorder) dropped(_ string, d engine.Drop) {
 			r.breakProc(p, err)
 			continue
 		}
-		rows = append(rows, store.Entry{Processor: name, Index: p.next, Kind: store.KindDropped, Source: d.Feed,
+		gs.rows = append(gs.rows, store.Entry{Processor: name, Index: p.at(), Kind: store.KindDropped, Source: d.Feed,
 			Seq: d.FirstSeq, Offset: d.Offset, N: d.Count, Detail: string(detail)})
-		parts = append(parts, part{p: p, lo: len(rows) - 1, hi: len(rows)})
+		r.stage(gs, p, group, len(gs.rows)-1, 0)
 	}
-	r.appendParts(rows, parts)
 }
 
+// timerFired stages the timer's rows (TIMER and its OUTPUT rows, or
+// FAILED) in the batch of the processor's group. A processor sets timers
+// only in its cycles, so its group is known by then; were it not, the rows
+// are written at once.
 func (r *Recorder) timerFired(name string, t *core.Trace) {
 	p := r.live(name)
 	if p == nil {
 		return
 	}
 	now := r.clock.Now()
+	var rows []store.Entry
+	var inputs int64
 	if t.Err != nil {
-		row := store.Entry{Processor: name, Index: p.next, Kind: store.KindFailed, Seq: int64(t.Timer), Instant: now,
-			Detail: oneLine(fmt.Sprintf("timer %d: %v", t.Timer, t.Err))}
-		r.appendParts([]store.Entry{row}, []part{{p: p, lo: 0, hi: 1}})
+		rows = append(rows, store.Entry{Processor: name, Index: p.at(), Kind: store.KindFailed, Seq: int64(t.Timer), Instant: now,
+			Detail: oneLine(fmt.Sprintf("timer %d: %v", t.Timer, t.Err))})
+	} else {
+		var tp proc // scratch: the timer's outputs and readings
+		if err := r.keepTrace(&tp, t); err != nil {
+			r.breakProc(p, fmt.Errorf("timer %d: %w", t.Timer, err))
+			return
+		}
+		inputs = 1
+		rows = append(rows, store.Entry{Processor: name, Index: p.at(), Kind: store.KindTimer, Seq: int64(t.Timer),
+			Instant: now, N: int64(len(tp.outputs)), Reads: tp.reads})
+		for k, o := range tp.outputs {
+			rows = append(rows, store.Entry{Processor: name, Index: p.at() + int64(k) + 1, Kind: store.KindOutput,
+				Source: o.sink, Seq: int64(k + 1), Payload: o.payload})
+		}
+	}
+	if p.group == "" {
+		r.appendParts(rows, []part{{p: p, lo: 0, hi: len(rows), inputs: inputs}})
 		return
 	}
-	var tp proc // scratch: the timer's outputs and readings
-	if err := r.keepTrace(&tp, t); err != nil {
-		r.breakProc(p, fmt.Errorf("timer %d: %w", t.Timer, err))
-		return
-	}
-	rows := make([]store.Entry, 0, 1+len(tp.outputs))
-	rows = append(rows, store.Entry{Processor: name, Index: p.next, Kind: store.KindTimer, Seq: int64(t.Timer),
-		Instant: now, N: int64(len(tp.outputs)), Reads: tp.reads})
-	for k, o := range tp.outputs {
-		rows = append(rows, store.Entry{Processor: name, Index: p.next + int64(k) + 1, Kind: store.KindOutput,
-			Source: o.sink, Seq: int64(k + 1), Payload: o.payload})
-	}
-	r.appendParts(rows, []part{{p: p, lo: 0, hi: len(rows), inputs: 1}})
+	gs := r.group(p.group)
+	lo := len(gs.rows)
+	gs.rows = append(gs.rows, rows...)
+	r.stage(gs, p, p.group, lo, inputs)
 }
 
 // stopped writes END. It returns the processor's *BrokenError when its
@@ -353,10 +449,11 @@ func (r *Recorder) stopped(name string) error {
 	if !p.record {
 		return nil
 	}
+	r.flushProc(p)
 	if p.broken.Load() {
 		return r.brokenErr(p)
 	}
-	row := store.Entry{Processor: name, Index: p.next, Kind: store.KindEnd, N: p.inputs, Instant: r.clock.Now()}
+	row := store.Entry{Processor: name, Index: p.at(), Kind: store.KindEnd, N: p.inputs, Instant: r.clock.Now()}
 	r.appendParts([]store.Entry{row}, []part{{p: p, lo: 0, hi: 1}})
 	return r.brokenErr(p)
 }

@@ -66,8 +66,9 @@ type Options struct {
 	// SyncEvery forces rows to stable storage (store.Syncer) once at least
 	// this many rows were written since the last sync; SyncInterval at
 	// least this often while rows are unsynced. With both 0 (the default)
-	// every input's rows reach the operating system in one write before its
-	// completion callbacks run and before the item counts as dispatched,
+	// every input's rows reach the operating system in one write (with the
+	// other rows of its batch) before its completion callbacks run and
+	// before the item counts as dispatched,
 	// which survives a crash of the process but not a power loss. A failed
 	// sync stops every stream (and fails every group at its next item).
 	SyncEvery    int
@@ -246,17 +247,19 @@ func (r *Recorder) syncLoop(every time.Duration) {
 	}
 }
 
-// wrote accounts for n rows written (r.mu held) and syncs when due.
-func (r *Recorder) wrote(n int) {
+// wrote accounts for n rows written (r.mu held) and syncs when due. It
+// returns the sync's error.
+func (r *Recorder) wrote(n int) error {
 	r.unsynced += n
 	if r.syncEvery > 0 && r.unsynced >= r.syncEvery {
-		r.syncLocked()
+		return r.syncLocked()
 	}
+	return nil
 }
 
 // syncLocked syncs the writer (r.mu held). A failed fsync may have lost
 // rows already written, so every stream stops.
-func (r *Recorder) syncLocked() {
+func (r *Recorder) syncLocked() error {
 	if err := r.syncer.Sync(); err != nil {
 		err = fmt.Errorf("sync: %w", err)
 		r.procs.Range(func(_, v any) bool {
@@ -265,9 +268,10 @@ func (r *Recorder) syncLocked() {
 			}
 			return true
 		})
-		return
+		return err
 	}
 	r.unsynced = 0
+	return nil
 }
 
 // breakProc stops p's recording, once, and reports why.
@@ -337,20 +341,19 @@ type part struct {
 // appendParts writes rows, the rows of every part, with one Append. On
 // success each part's processor moves its next index on. A row the store
 // refuses as unholdable (a *store.FieldError: nothing was written) stops
-// only the processors whose rows fail store.Validate, and the others are
-// written; any other failure stops every processor of the batch. It is
-// called on the group's goroutine of every part's processor.
-func (r *Recorder) appendParts(rows []store.Entry, parts []part) {
+// only the processors whose rows fail store.Validate (their later parts are
+// not written either), and the others are written; any other failure stops
+// every processor of the batch. It returns nil when every part was
+// written, else the *BrokenError of each processor whose rows were not. It
+// is called on the group's goroutine of every part's processor.
+func (r *Recorder) appendParts(rows []store.Entry, parts []part) error {
 	if len(parts) == 0 {
-		return
+		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		for _, pt := range parts {
-			r.breakProc(pt.p, ErrClosed)
-		}
-		return
+		return r.breakParts(parts, ErrClosed)
 	}
 	all, commits := r.withCommits(rows)
 	err := r.w.Append(all...)
@@ -362,39 +365,73 @@ func (r *Recorder) appendParts(rows []store.Entry, parts []part) {
 	var fe *store.FieldError
 	if err != nil && errors.As(err, &fe) {
 		// Nothing was written. Keep the parts every store can hold.
-		var keep []part
+		var keep, refused []part
 		var krows []store.Entry
 		for _, pt := range parts {
+			if slices.ContainsFunc(refused, func(x part) bool { return x.p == pt.p }) {
+				refused = append(refused, pt)
+				continue
+			}
 			if verr := validate(rows[pt.lo:pt.hi]); verr != nil {
 				r.breakProc(pt.p, verr)
+				refused = append(refused, pt)
 				continue
 			}
 			lo := len(krows)
 			krows = append(krows, rows[pt.lo:pt.hi]...)
 			keep = append(keep, part{p: pt.p, lo: lo, hi: len(krows), inputs: pt.inputs})
 		}
-		if len(keep) == len(parts) { // the store refused what Validate accepts
-			for _, pt := range parts {
-				r.breakProc(pt.p, err)
+		if len(refused) == 0 { // the store refused what Validate accepts
+			return r.breakParts(parts, err)
+		}
+		if len(keep) > 0 {
+			if err := r.w.Append(krows...); err != nil {
+				return r.breakParts(parts, err)
 			}
-			return
+			if err := r.written(keep, len(krows)); err != nil {
+				return r.brokenErr(procsOf(parts)...)
+			}
 		}
-		rows, parts, err = krows, keep, nil
-		if len(parts) > 0 {
-			err = r.w.Append(rows...)
-		}
+		return r.brokenErr(procsOf(refused)...)
 	}
 	if err != nil {
-		for _, pt := range parts {
-			r.breakProc(pt.p, err)
-		}
-		return
+		return r.breakParts(parts, err)
 	}
+	if err := r.written(parts, len(rows)+commits); err != nil {
+		return r.brokenErr(procsOf(parts)...)
+	}
+	return nil
+}
+
+// written moves each part's processor on past its rows, n rows in all
+// (r.mu held). It returns the error of a sync that was due and failed
+// (every stream stopped).
+func (r *Recorder) written(parts []part, n int) error {
 	for _, pt := range parts {
 		pt.p.next += int64(pt.hi - pt.lo)
 		pt.p.inputs += pt.inputs
 	}
-	r.wrote(len(rows) + commits)
+	return r.wrote(n)
+}
+
+// breakParts stops the recording of every part's processor with err and
+// returns their *BrokenError.
+func (r *Recorder) breakParts(parts []part, err error) error {
+	for _, pt := range parts {
+		r.breakProc(pt.p, err)
+	}
+	return r.brokenErr(procsOf(parts)...)
+}
+
+// procsOf is the processors of parts, each once, in order.
+func procsOf(parts []part) []*proc {
+	var ps []*proc
+	for _, pt := range parts {
+		if !slices.Contains(ps, pt.p) {
+			ps = append(ps, pt.p)
+		}
+	}
+	return ps
 }
 
 func validate(rows []store.Entry) error {

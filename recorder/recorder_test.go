@@ -562,67 +562,12 @@ func TestDropsUnderLoad(t *testing.T) {
 	})
 }
 
-// TestOneAppendPerItem: all the rows of one item, for every processor of
-// the group (DELIVERY, input, OUTPUT), are one Append call.
-func TestOneAppendPerItem(t *testing.T) {
-	const n = 50
-	items := make([]any, n)
-	for i := range items {
-		items[i] = "r:x"
-	}
-	w := &fakeWriter{}
-	rec, _ := run(t, w, recorder.Options{}, func(rec *recorder.Recorder) engine.Config {
-		return engine.Config{
-			Feeds:  []engine.FeedConfig{logFeed("log", rec.Journal(), items...)},
-			Groups: []engine.GroupConfig{group("g", []string{"log"}, 1, pc("p", &testProc{}), pc("q", &testProc{}))},
-		}
-	})
-	if err := rec.Err(); err != nil {
-		t.Fatal(err)
-	}
-	w.mu.Lock()
-	calls := slices.Clone(w.calls)
-	w.mu.Unlock()
-	// META + n JOURNAL + 2 START + n items + 2 END, and at Close the
-	// COMMIT rows no Append took (at most one call, the last).
-	if k := len(calls) - 1; k > 0 && onlyCommits(calls[k]) {
-		calls = calls[:k]
-	}
-	if got, want := len(calls), 2*n+5; got != want {
-		t.Errorf("Append calls = %d, want %d", got, want)
-	}
-	items2 := 0
-	for _, c := range calls {
-		c = slices.DeleteFunc(slices.Clone(c), func(e store.Entry) bool { return e.Kind == store.KindCommit })
-		if len(c) == 0 {
-			t.Errorf("an Append of COMMIT rows alone before Close")
-			continue
-		}
-		if c[0].Kind != store.KindDelivery {
-			continue
-		}
-		items2++
-		var got []string
-		for _, e := range c {
-			if e.Seq != c[0].Seq && e.Kind != store.KindOutput {
-				t.Errorf("call mixes seqs %d and %d", c[0].Seq, e.Seq)
-			}
-			got = append(got, e.Processor+" "+string(e.Kind))
-		}
-		want := []string{"p DELIVERY", "p INDEXED", "p OUTPUT", "p OUTPUT", "q DELIVERY", "q INDEXED", "q OUTPUT", "q OUTPUT"}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("call for seq %d (-want +got):\n%s", c[0].Seq, diff)
-		}
-	}
-	if items2 != n {
-		t.Errorf("item calls = %d, want %d", items2, n)
-	}
-}
-
 // TestAWriterFailureStopsOnlyThatGroup: the writer fails the rows of
 // processor b from its 5th input on. b's recording stops (reported once,
 // by the Logger, Err, Broken and Close), b's group stops taking items (the run is
-// not lossless and says why), and a (another group) is recorded whole.
+// not lossless and says why), and a (another group) is recorded whole. The
+// batch holding input 5 is lost whole: b's group dispatched exactly the
+// inputs recorded before it.
 func TestAWriterFailureStopsOnlyThatGroup(t *testing.T) {
 	const n = 20
 	items := make([]any, n)
@@ -652,8 +597,8 @@ func TestAWriterFailureStopsOnlyThatGroup(t *testing.T) {
 				group("g2", []string{"push"}, 1, pc("b", countB)),
 			}}
 	})
-	if st.Lossless || handledB != 5 {
-		t.Errorf("live run: lossless %v, b handled %d items; want false, 5", st.Lossless, handledB)
+	if st.Lossless || handledB < 5 {
+		t.Errorf("live run: lossless %v, b handled %d items; want false, at least 5", st.Lossless, handledB)
 	}
 	if s := st.Feeds[0].Stalled; s == nil || !strings.Contains(*s, "consumer g2/push failed") {
 		t.Errorf("stalled %v, want consumer g2/push failed", s)
@@ -683,8 +628,14 @@ func TestAWriterFailureStopsOnlyThatGroup(t *testing.T) {
 	if in, end := kinds("a"); in != n || !end {
 		t.Errorf("a: %d inputs, END %v; want %d, true", in, end, n)
 	}
-	if in, end := kinds("b"); in != 4 || end {
-		t.Errorf("b: %d inputs, END %v; want 4, false", in, end)
+	var dispatchedB int64 = -1
+	for _, sub := range st.Feeds[0].Subscribers {
+		if strings.HasPrefix(sub.Queue, "g2") {
+			dispatchedB = sub.Dispatched
+		}
+	}
+	if in, end := kinds("b"); in >= 5 || int64(in) != dispatchedB || end {
+		t.Errorf("b: %d inputs, END %v, %d dispatched; want fewer than 5 inputs, as many dispatched, no END", in, end, dispatchedB)
 	}
 }
 
@@ -853,10 +804,18 @@ func TestSync(t *testing.T) {
 			t.Fatal(err)
 		}
 		// META, START, 6 x (INLINE, OUTPUT), END = 15 rows; a sync after
-		// each item that brings the unsynced rows to 5 or more, then Close.
-		want := []int{6, 12, 15}
-		if diff := cmp.Diff(want, w.syncedAt()); diff != "" {
-			t.Errorf("rows written at each sync (-want +got):\n%s", diff)
+		// each write (a batch of items) that brings the unsynced rows to 5
+		// or more, then Close.
+		synced := w.syncedAt()
+		if len(synced) == 0 || synced[len(synced)-1] != 15 {
+			t.Fatalf("rows written at each sync %v, want the last at 15 (Close)", synced)
+		}
+		last := 0
+		for _, n := range synced[:len(synced)-1] {
+			if n-last < 5 {
+				t.Errorf("rows written at each sync %v: a sync after fewer than 5 new rows", synced)
+			}
+			last = n
 		}
 	})
 	t.Run("interval", func(t *testing.T) {

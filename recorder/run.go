@@ -155,6 +155,9 @@ func chainJournal(first, next engine.Journal) engine.Journal {
 }
 
 // journals appends to each journal in turn, stopping at the first error.
+// It is not an engine.JournalBatch: the first journal may wait for the
+// items before each one to be processed (as golden's gate does), which only
+// an item-by-item journal allows.
 type journals [2]engine.Journal
 
 func (j journals) Append(ctx context.Context, feed string, seq int64, item any) error {

@@ -51,8 +51,11 @@ const (
 	// StateSaved: after the ledger's completion callback wrote its state
 	// file (internal/apps).
 	StateSaved = "state-saved"
-	// RowsWritten: after an input's rows reached the store (the recorder's
-	// Append returned), before the item counts as dispatched (recorder).
+	// RowsWritten: after a batch of rows reached the store (the
+	// recorder's Append of a group's batch returned), before its items
+	// count as dispatched (recorder). An item with a completion callback
+	// (the ledger's) ends its batch: for such an app it is reached once
+	// per input.
 	RowsWritten = "rows-written"
 	// StoreWrite: inside a store's Append: the CSV store writes half of
 	// its bytes and dies; SQLite dies between its INSERTs and the COMMIT.

@@ -5,10 +5,8 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
-	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 	"github.com/blackbox-audit/blackbox/store/storetest"
 )
@@ -40,20 +38,7 @@ func BenchmarkFloorEncodingCSV(b *testing.B) {
 		storetest.Renumber(rows, n)
 		buf.Reset()
 		for i := range rows {
-			e := &rows[i]
-			fields[0] = e.Processor
-			fields[1] = strconv.FormatInt(e.Index, 10)
-			fields[2] = string(e.Kind)
-			fields[3] = e.Source
-			fields[4] = strconv.FormatInt(e.Seq, 10)
-			fields[5] = store.FormatInstant(e.Instant)
-			fields[6] = strconv.FormatInt(e.Epoch, 10)
-			fields[7] = e.Key
-			fields[8] = strconv.FormatInt(e.Offset, 10)
-			fields[9] = strconv.FormatInt(e.N, 10)
-			fields[10] = string(e.Payload)
-			fields[11] = e.Detail
-			fields[12] = store.FormatReads(e.Reads)
+			storetest.CSVFields(&rows[i], fields)
 			if err := w.Write(fields); err != nil {
 				b.Fatal(err)
 			}

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/sqlitestore"
 	"github.com/blackbox-audit/blackbox/store/storetest"
 )
@@ -35,8 +34,7 @@ func BenchmarkFloorInsert(b *testing.B) {
 	if _, err := conn.ExecContext(ctx, sqlitestore.Schema); err != nil {
 		b.Fatal(err)
 	}
-	ins, err := conn.PrepareContext(ctx, `INSERT INTO rows (processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	ins, err := conn.PrepareContext(ctx, storetest.FloorInsert)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,10 +48,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 			b.Fatal(err)
 		}
 		for i := range rows {
-			e := &rows[i]
-			if _, err := ins.ExecContext(ctx, e.Processor, e.Index, string(e.Kind), e.Source, e.Seq,
-				store.FormatInstant(e.Instant), e.Epoch, e.Key, e.Offset, e.N, string(e.Payload), e.Detail,
-				store.FormatReads(e.Reads)); err != nil {
+			if _, err := ins.ExecContext(ctx, storetest.InsertArgs(&rows[i])...); err != nil {
 				b.Fatal(err)
 			}
 		}

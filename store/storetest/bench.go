@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -124,4 +125,34 @@ func BenchStream(b *testing.B, be Backend, batch int) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(float64(fi.Size())/(1<<20), "file-MB")
 	b.ReportMetric(openTime.Seconds()/float64(b.N), "open-s/op")
+}
+
+// CSVFields sets fields (13 of them) to e's columns as the floors of the
+// CSV recording benchmarks write them with encoding/csv: formatted the
+// way the CSV store formats them, the payload's bytes as they are.
+func CSVFields(e *store.Entry, fields []string) {
+	fields[0] = e.Processor
+	fields[1] = strconv.FormatInt(e.Index, 10)
+	fields[2] = string(e.Kind)
+	fields[3] = e.Source
+	fields[4] = strconv.FormatInt(e.Seq, 10)
+	fields[5] = store.FormatInstant(e.Instant)
+	fields[6] = strconv.FormatInt(e.Epoch, 10)
+	fields[7] = e.Key
+	fields[8] = strconv.FormatInt(e.Offset, 10)
+	fields[9] = strconv.FormatInt(e.N, 10)
+	fields[10] = string(e.Payload)
+	fields[11] = e.Detail
+	fields[12] = store.FormatReads(e.Reads)
+}
+
+// FloorInsert is the bare INSERT of the SQLite floors: every column of the
+// recording schema's rows table but id, in InsertArgs' order.
+const FloorInsert = `INSERT INTO rows (processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// InsertArgs are e's column values for FloorInsert.
+func InsertArgs(e *store.Entry) []any {
+	return []any{e.Processor, e.Index, string(e.Kind), e.Source, e.Seq, store.FormatInstant(e.Instant), e.Epoch, e.Key,
+		e.Offset, e.N, string(e.Payload), e.Detail, store.FormatReads(e.Reads)}
 }
