@@ -298,6 +298,10 @@ func (r *Recorder) flush(gs *groupState) error {
 	if len(gs.parts) == 0 {
 		return nil
 	}
+	var last int64 // the batch's highest input sequence, for the kill point
+	if killpoint.Armed(killpoint.RowsWritten) {
+		last = store.LastSeq(gs.rows)
+	}
 	err := r.appendParts(gs.rows, gs.parts)
 	for _, pt := range gs.parts {
 		pt.p.staged = 0
@@ -309,7 +313,7 @@ func (r *Recorder) flush(gs *groupState) error {
 		gs.err = err
 		return err
 	}
-	killpoint.Reach(killpoint.RowsWritten) // tests only: dormant unless armed
+	killpoint.ReachAt(killpoint.RowsWritten, last) // tests only: dormant unless armed
 	return nil
 }
 

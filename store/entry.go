@@ -69,6 +69,21 @@ func (k Kind) IsInput() bool {
 	return k == KindIndexed || k == KindInline || k == KindTimer
 }
 
+// LastSeq is the highest feed sequence among the items rows record (their
+// DELIVERY, INDEXED, INLINE and JOURNAL rows), 0 when they record none: the
+// value at which the stores' write kill point is reached (a test arms it to
+// die in the write of a given input, whatever the batch it is in).
+func LastSeq(rows []Entry) int64 {
+	var v int64
+	for i := range rows {
+		switch rows[i].Kind {
+		case KindDelivery, KindIndexed, KindInline, KindJournal:
+			v = max(v, rows[i].Seq)
+		}
+	}
+	return v
+}
+
 // Entry is one logical row of a recording. Every store holds exactly these
 // fields, so a recording converts between stores row for row. Which fields a
 // kind uses is the table of docs/FORMAT.md; unused fields are zero.

@@ -110,9 +110,11 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 
 // killAtPoint runs one followed run armed to die at the reach of --kill-at
 // that lands at input line target (or the next line the run has not
-// committed yet). The points reached once per input die at that input;
-// the pointer, which commits a varying number of lines per write, dies at
-// its first write at or past the byte offset after that line (POINT@V).
+// committed yet). The state save dies at that input's save; the store
+// write and the rows written, reached once per batch of rows, die at the
+// batch that holds that input (POINT@V: V the input's sequence in the
+// run); the pointer, which commits a varying number of lines per write,
+// dies at its first write at or past the byte offset after that line.
 func (s *crashSetup) killAtPoint(ctx context.Context, args []string, logPath string, target int64) (killReport, error) {
 	before, err := s.committedLines()
 	if err != nil {
@@ -120,7 +122,12 @@ func (s *crashSetup) killAtPoint(ctx context.Context, args []string, logPath str
 	}
 	lines := max(target-before, 1)
 	arm := killpoint.Value(s.cfg.killAt, lines)
-	if s.cfg.killAt == killpoint.PointerWritten {
+	switch s.cfg.killAt {
+	case killpoint.StoreWrite, killpoint.RowsWritten:
+		// Reached once per batch of rows, with the batch's highest input
+		// sequence: the run's inputs are numbered from 1 at the pointer.
+		arm = killpoint.ValueAt(s.cfg.killAt, lines)
+	case killpoint.PointerWritten:
 		off, err := s.lineEnd(before + lines)
 		if err != nil {
 			return killReport{}, err

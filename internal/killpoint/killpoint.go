@@ -6,10 +6,12 @@
 // read once when the process starts: the N-th time (N >= 1) the process
 // reaches POINT, Reach kills it with SIGKILL (no deferred call, no flush,
 // no END row: what a power cut or the OOM killer leaves, minus the page
-// cache). A point that has a value (the pointer's offset) can be armed as
+// cache). A point that has a value (the pointer's offset, the highest input
+// sequence of a batch of rows) can be armed as
 // POINT@V instead: ReachAt kills the first time it is reached with a value
 // of at least V, whatever the number of reaches before (the file source
-// commits a varying number of lines per pointer write). It is never a flag
+// commits a varying number of lines per pointer write; the recorder writes
+// a varying number of inputs per batch). It is never a flag
 // a user sees. When the variable is unset or
 // empty the package does nothing: Reach and WriteHalf cost one load of a
 // package-level pointer and a compare. A malformed value (not POINT:N with
@@ -53,12 +55,13 @@ const (
 	StateSaved = "state-saved"
 	// RowsWritten: after a batch of rows reached the store (the
 	// recorder's Append of a group's batch returned), before its items
-	// count as dispatched (recorder). An item with a completion callback
-	// (the ledger's) ends its batch: for such an app it is reached once
-	// per input.
+	// count as dispatched (recorder). Its value (ReachAt) is the batch's
+	// highest input sequence (store.LastSeq): armed as POINT@V it dies
+	// after the write of the batch holding input V, whatever the batching.
 	RowsWritten = "rows-written"
 	// StoreWrite: inside a store's Append: the CSV store writes half of
 	// its bytes and dies; SQLite dies between its INSERTs and the COMMIT.
+	// Its value is the highest input sequence of the rows (store.LastSeq).
 	StoreWrite = "store-write"
 	// PointerWritten: after the file source stored an offset into its
 	// mapped pointer file, before the flush (engine/filesource).
@@ -192,6 +195,26 @@ func WriteHalf(point string, w io.Writer, b []byte) {
 		_, _ = w.Write(b[:len(b)/2])
 		die()
 	}
+}
+
+// WriteHalfAt is WriteHalf for a point that has a value, as ReachAt: armed
+// as POINT@V, it tears the first write reached with a value of at least V.
+func WriteHalfAt(point string, v int64, w io.Writer, b []byte) {
+	a := armed
+	if a == nil || a.point != point {
+		return
+	}
+	if a.n == 0 && v >= a.at || hit(point) {
+		_, _ = w.Write(b[:len(b)/2])
+		die()
+	}
+}
+
+// Armed reports whether point is the armed point: a caller computes a
+// value for ReachAt or WriteHalfAt only then.
+func Armed(point string) bool {
+	a := armed
+	return a != nil && a.point == point
 }
 
 // die sends SIGKILL to this process and waits for it to land.

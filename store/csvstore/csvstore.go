@@ -237,7 +237,9 @@ func (s *Store) Append(rows ...store.Entry) error {
 	if err != nil {
 		return &store.FileError{Op: "csvstore: append", Path: s.path, Err: err}
 	}
-	killpoint.WriteHalf(killpoint.StoreWrite, s.f, b) // tests only: dormant unless armed
+	if killpoint.Armed(killpoint.StoreWrite) { // tests only: dormant unless armed
+		killpoint.WriteHalfAt(killpoint.StoreWrite, store.LastSeq(rows), s.f, b)
+	}
 	n, err := s.f.Write(b)
 	s.size += int64(n)
 	if err != nil {

@@ -411,7 +411,9 @@ func (s *Store) Append(rows ...store.Entry) error {
 			return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: err}
 		}
 	}
-	killpoint.Reach(killpoint.StoreWrite) // tests only: dormant unless armed
+	if killpoint.Armed(killpoint.StoreWrite) { // tests only: dormant unless armed
+		killpoint.ReachAt(killpoint.StoreWrite, store.LastSeq(rows))
+	}
 	if _, err := s.wconn.ExecContext(ctx, "COMMIT"); err != nil {
 		_, _ = s.wconn.ExecContext(ctx, "ROLLBACK")
 		return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: err}
