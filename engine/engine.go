@@ -286,6 +286,9 @@ func New(cfg Config) (*Engine, error) {
 		e.groups = append(e.groups, g)
 		e.gByN[g.name] = g
 	}
+	if err := e.attachCheckpoints(); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -377,7 +380,8 @@ func (f *Feed) stateNow() FeedState {
 // Stop ends the run in order: stop the sources, refuse waiting blocking
 // publishes, let the groups drain their queues (bounded by DrainTimeout and
 // ctx), commit what was processed after the sources stopped, close the
-// groups and cancel every Cycle.Context, close the streams (END), commit
+// groups and cancel every Cycle.Context, close the streams (END), let
+// every CheckpointUser save what it holds (CloseCheckpoint), commit
 // again. Cycle.Context is cancelled once the drain is over: at once when
 // the queues are drained, else when DrainTimeout passes or ctx is done, so
 // a processor blocked on it past the drain lets Stop return. An item whose
@@ -439,6 +443,7 @@ drain:
 			errs = append(errs, fmt.Errorf("%w: group %q did not stop (a processor is blocked): %v", ErrStopped, g.name, ctx.Err()))
 		}
 	}
+	errs = append(errs, e.closeCheckpoints()) // the last saves, before the last commit
 	errs = append(errs, e.commitAll()...)
 	for _, f := range e.feeds {
 		f.mu.Lock()
