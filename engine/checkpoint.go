@@ -91,6 +91,13 @@ func (e *Engine) Hold(feed, group string) (*Checkpoint, error) {
 // before the feed delivers, as Hold. n must be at least 1; Hold is
 // HoldParts with n 1.
 func (e *Engine) HoldParts(feed, group string, n int) ([]*Checkpoint, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.holdPartsLocked(feed, group, n)
+}
+
+// holdPartsLocked is HoldParts with e.mu held.
+func (e *Engine) holdPartsLocked(feed, group string, n int) ([]*Checkpoint, error) {
 	f, g := e.byName[feed], e.gByN[group]
 	if f == nil || g == nil {
 		return nil, fmt.Errorf("%w: feed %q group %q", ErrUnknown, feed, group)
@@ -109,9 +116,7 @@ func (e *Engine) HoldParts(feed, group string, n int) ([]*Checkpoint, error) {
 	if sh != nil {
 		sh.first = cps[0]
 	}
-	e.mu.Lock()
 	e.holds[[2]string{feed, group}] = cps[0] // the part that ends the hold
-	e.mu.Unlock()
 	if b := cps[0].current(); b != nil {
 		b.hold.Store(&holdState{})
 	}

@@ -81,8 +81,8 @@ func (s *batchSaver) CloseCheckpoint() error {
 	return s.save()
 }
 
-// The engine gives each worker's instance implementing CheckpointUser a
-// part of one hold per feed: the feed commits nothing until every worker
+// Start gives each worker's instance implementing CheckpointUser a part
+// of one hold per feed: the feed commits nothing until every worker
 // saved, then what both saved; Stop calls CloseCheckpoint on each, whose
 // saves its last commit then carries.
 func TestEveryWorkersCheckpointUserHoldsTheCommitUntilAllSavedAndStopClosesThem(t *testing.T) {
@@ -103,11 +103,11 @@ func TestEveryWorkersCheckpointUserHoldsTheCommitUntilAllSavedAndStopClosesThem(
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(savers) != 2 || savers[0].cps["in"] == nil || savers[1].cps["in"] == nil {
-			t.Fatalf("New built %d instances, checkpoints %v: want 2, each with one for feed in", len(savers), savers)
-		}
 		if err := e.Start(context.Background()); err != nil {
 			t.Fatal(err)
+		}
+		if len(savers) != 2 || savers[0].cps["in"] == nil || savers[1].cps["in"] == nil {
+			t.Fatalf("%d instances, checkpoints %v: want 2, each given one for feed in by Start", len(savers), savers)
 		}
 		f := e.Feed("in")
 		c := &committer{}

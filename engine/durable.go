@@ -14,10 +14,12 @@ import (
 //
 // The protocol, for one instance:
 //
-//   - New calls UseCheckpoint once per feed the instance's group
-//     subscribes, before anything is delivered. cp holds the feed's commits
-//     for the group. An instance that does not save in batches (no state
-//     file, a save per delivery) calls cp.Release at once.
+//   - Start, the first time it starts the engine, calls UseCheckpoint once
+//     per feed the instance's group subscribes, before anything is
+//     delivered (the hold is in place before the call). cp holds the feed's
+//     commits for the group. An instance that does not save in batches (no
+//     state file, a save per delivery) calls cp.Release at once. An
+//     instance may start a goroutine here: Stop will call CloseCheckpoint.
 //   - To save, on a goroutine where no delivery of the instance is half
 //     applied: take m := cp.Mark() and the state together, write the state
 //     durably, then cp.DurableThrough(m). Mark counts only items whose
@@ -49,25 +51,28 @@ func checkpointUsers(g *group) []CheckpointUser {
 	return us
 }
 
-// attachCheckpoints gives every CheckpointUser its checkpoints: for each
-// feed of its group, a part of one hold shared by the group's users.
-func (e *Engine) attachCheckpoints() error {
+// holdForUsersLocked holds, for every group with CheckpointUsers, each
+// of its feeds: a part of one hold per user. It returns the calls that
+// hand the users their parts, to make once e.mu is released (a user may
+// Release at once). e.mu held.
+func (e *Engine) holdForUsersLocked() []func() {
+	var calls []func()
 	for _, g := range e.groups {
 		us := checkpointUsers(g)
 		if len(us) == 0 {
 			continue
 		}
 		for _, b := range *g.bindings.Load() {
-			cps, err := e.HoldParts(b.feed.name, g.name, len(us))
+			cps, err := e.holdPartsLocked(b.feed.name, g.name, len(us))
 			if err != nil {
-				return err
+				panic(err) // the engine's own feed and group: never unknown, n >= 1
 			}
 			for i, u := range us {
-				u.UseCheckpoint(b.feed.name, cps[i])
+				calls = append(calls, func() { u.UseCheckpoint(b.feed.name, cps[i]) })
 			}
 		}
 	}
-	return nil
+	return calls
 }
 
 // closeCheckpoints calls CloseCheckpoint of every CheckpointUser, joining

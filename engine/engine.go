@@ -120,6 +120,8 @@ type Engine struct {
 	cancel  context.CancelFunc
 	srcWG   sync.WaitGroup
 	srcErrs map[string]error
+
+	attached bool // under mu: the CheckpointUsers were given their checkpoints (Start)
 }
 
 // New validates cfg and builds an engine. A *ConfigError names the feed,
@@ -286,9 +288,6 @@ func New(cfg Config) (*Engine, error) {
 		e.groups = append(e.groups, g)
 		e.gByN[g.name] = g
 	}
-	if err := e.attachCheckpoints(); err != nil {
-		return nil, err
-	}
 	return e, nil
 }
 
@@ -326,7 +325,8 @@ func (e *Engine) Feed(name string) *Feed { return e.byName[name] }
 // Clock is the engine's clock.
 func (e *Engine) Clock() core.Clock { return e.clock }
 
-// Start starts every group goroutine, then every source. A ctx that is
+// Start starts every group goroutine, then every source; the first time,
+// it first gives every CheckpointUser its checkpoints. A ctx that is
 // already done starts nothing: Start returns its error (errors.Is(err,
 // context.Canceled) or context.DeadlineExceeded) and the engine can be
 // started again. Once Start returned, ctx bounds nothing: the sources run
@@ -337,6 +337,17 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("%w: Engine.Start", ErrNilContext)
 	}
 	e.mu.Lock()
+	if !e.started && ctx.Err() == nil && !e.attached {
+		// The CheckpointUsers' holds are in place before they are told,
+		// and both before anything is delivered.
+		e.attached = true
+		calls := e.holdForUsersLocked()
+		e.mu.Unlock()
+		for _, call := range calls {
+			call()
+		}
+		e.mu.Lock()
+	}
 	defer e.mu.Unlock()
 	if e.started {
 		return fmt.Errorf("%w: already started", ErrStopped)
