@@ -314,3 +314,42 @@ func TestTheLedgerRefusesABadBatchOption(t *testing.T) {
 		}
 	}
 }
+
+// failFirst is a sink whose first n writes fail.
+type failFirst struct{ n int }
+
+func (s *failFirst) Write(_, _ string, _ any) error {
+	if s.n > 0 {
+		s.n--
+		return errors.New("sink down")
+	}
+	return nil
+}
+
+// A try that failed after a posting (its output could not be written) is
+// taken back when the line is tried again: a transfer retried once applies
+// both its postings once, and the saved state holds them once.
+func TestARetriedLineIsAppliedOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	l := newLedger(t, apps.LedgerOptions{StatePath: path})
+	h := core.NewHost("p", l, core.NewStepClock(t0, time.Millisecond), core.WithSink(&failFirst{n: 2}))
+	d := &core.Delivery{Feed: "input", Sequence: 1, Epoch: 1, Position: core.Position{Offset: 9}}
+	if tr := h.Handle(d, "a,7"); tr.Err == nil {
+		t.Fatal("the first try did not fail")
+	}
+	if tr := h.Handle(d, "transfer,a,b,3"); tr.Err == nil { // as a retry of another line would be
+		t.Fatal("the second try did not fail")
+	}
+	retry := *d
+	retry.Attempt = 2
+	if _, err := handle(t, h, &retry, "transfer,a,b,3"); err != nil {
+		t.Fatal(err)
+	}
+	want := apps.LedgerState{Balances: map[string]int64{"a": -3, "b": 3}, Applied: 2, Epoch: 1, Offset: 9}
+	if got := readState(t, path); !equalState(got, want) {
+		t.Errorf("saved state %+v, want %+v", got, want)
+	}
+	if got := l.State(); !equalState(got, want) {
+		t.Errorf("state %+v, want %+v", got, want)
+	}
+}

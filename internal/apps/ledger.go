@@ -131,9 +131,8 @@ type Ledger struct {
 
 	mu      sync.Mutex // guards everything below
 	st      LedgerState
-	open    bool                 // a positioned delivery changed st and its completion has not run
+	open    []openPosting        // the postings of the positioned delivery whose completion has not run
 	pending int                  // deliveries completed since the last snapshot
-	due     bool                 // the interval passed while a delivery was open: its completion takes the snapshot
 	cps     []*engine.Checkpoint // batches: the checkpoints of the feeds, in UseCheckpoint order
 	next    *ledgerSnap          // the latest snapshot not yet written (its marks not yet durable)
 	saveErr error                // the last failed write, not yet reported
@@ -168,7 +167,7 @@ func (s *ledgerSave) Complete(d *core.Delivery) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.st.Epoch, l.st.Offset = d.Epoch, d.Position.Offset
-	l.open = false
+	l.open = l.open[:0]
 	return l.completedLocked()
 }
 
@@ -246,14 +245,14 @@ func (l *Ledger) batched() bool { return len(l.cps) > 0 }
 
 // completedLocked counts a completed delivery (or an input without a
 // position, after its cycle): a save now, without batches; else a snapshot
-// once the batch is full or overdue. It returns a write error not yet
+// once the batch is full. It returns a write error not yet
 // reported. mu held.
 func (l *Ledger) completedLocked() error {
 	if !l.batched() {
 		return l.persist()
 	}
 	l.pending++
-	if l.pending >= l.every || l.due {
+	if l.pending >= l.every {
 		l.snapshotLocked()
 	}
 	err := l.saveErr
@@ -263,14 +262,16 @@ func (l *Ledger) completedLocked() error {
 
 // snapshotLocked takes the checkpoints' marks and the state together, for
 // the saving goroutine to write: every delivery a mark counts has
-// completed, so it is in the state. mu held.
+// completed, so it is in the state; a delivery whose completion has not
+// run is not counted, and its postings are left out (committedState).
+// mu held.
 func (l *Ledger) snapshotLocked() {
-	b, err := json.Marshal(l.st) // a map of strings to integers and integers always encode
+	b, err := json.Marshal(l.committedState()) // a map of strings to integers and integers always encode
 	if err != nil {
 		panic(err)
 	}
 	l.next = &ledgerSnap{b: b, marks: l.marksLocked()}
-	l.pending, l.due = 0, false
+	l.pending = 0
 	if l.saver != nil {
 		select {
 		case l.saver.kick <- struct{}{}:
@@ -289,12 +290,10 @@ func (l *Ledger) marksLocked() []engine.Mark {
 
 // tickLocked is the interval's save: a snapshot of what completed since
 // the last one; with nothing new, fresh marks for the state last
-// snapshotted (they may count the delivery whose completion took it). A
-// delivery half applied defers the snapshot to its completion. mu held.
+// snapshotted (they may count the delivery whose completion took it).
+// mu held.
 func (l *Ledger) tickLocked() {
 	switch {
-	case l.open:
-		l.due = true
 	case l.pending > 0:
 		l.snapshotLocked()
 	case l.next != nil:
@@ -406,6 +405,11 @@ func (l *Ledger) OnEvent(c *core.Cycle, ev any) error {
 	if d := c.Delivery(); d != nil && d.AlreadyApplied(l.st.Epoch, core.Position{Offset: l.st.Offset}) {
 		return nil
 	}
+	if _, line := ev.(string); line && len(l.open) > 0 {
+		// The postings of a try that failed (this one's, retried) or of a
+		// delivery abandoned: never completed, never to be kept.
+		l.st, l.open = l.committedState(), l.open[:0]
+	}
 	switch v := ev.(type) {
 	case posting:
 		l.post(c, v.account, v.amount)
@@ -471,7 +475,10 @@ func overflows(a, b int64) bool {
 }
 
 func (l *Ledger) post(c *core.Cycle, account string, amount int64) {
-	l.open = l.open || c.Delivery() != nil
+	if c.Delivery() != nil {
+		_, had := l.st.Balances[account]
+		l.open = append(l.open, openPosting{account: account, amount: amount, created: !had})
+	}
 	l.st.Balances[account] += amount
 	l.st.Applied++
 	c.Emit(LedgerSink, Posting{Account: account, Amount: amount, Balance: l.st.Balances[account], At: stamp(c.Now())})
@@ -498,12 +505,43 @@ func (l *Ledger) OnTimer(c *core.Cycle, timer int) error {
 	return nil
 }
 
+// openPosting is a posting of a delivery whose completion has not run:
+// what to take back to see the state without it.
+type openPosting struct {
+	account string
+	amount  int64
+	created bool // the posting created the account
+}
+
+// committedState is the state without the postings of the delivery whose
+// completion has not run (its position not yet recorded): the state a
+// save may hold while the delivery is under way, or abandoned (an
+// observer failed, Stop cut it). It shares st's map when there is none.
+// mu held.
+func (l *Ledger) committedState() LedgerState {
+	if len(l.open) == 0 {
+		return l.st
+	}
+	st := l.st
+	st.Balances = maps.Clone(l.st.Balances)
+	for i := len(l.open) - 1; i >= 0; i-- {
+		p := l.open[i]
+		if p.created {
+			delete(st.Balances, p.account)
+		} else {
+			st.Balances[p.account] -= p.amount
+		}
+	}
+	st.Applied -= int64(len(l.open))
+	return st
+}
+
 // persist writes the state file at once. mu held.
 func (l *Ledger) persist() error {
 	if l.path == "" {
 		return nil
 	}
-	b, err := json.Marshal(l.st)
+	b, err := json.Marshal(l.committedState())
 	if err != nil {
 		return err
 	}
