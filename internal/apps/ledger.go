@@ -139,11 +139,12 @@ type Ledger struct {
 	saver   *ledgerSaver         // the saving goroutine, started by the first UseCheckpoint that batches
 }
 
-// ledgerSnap is a snapshot of the state and, taken with it, the marks of
-// the ledger's checkpoints (by index) it covers. A marks-only snapshot
-// (b nil) covers the state last written: nothing changed since.
+// ledgerSnap is a snapshot of the state (a copy: the saving goroutine
+// encodes it) and, taken with it, the marks of the ledger's checkpoints
+// (by index) it covers. A marks-only snapshot (st nil) covers the state
+// last written: nothing changed since.
 type ledgerSnap struct {
-	b     []byte
+	st    *LedgerState
 	marks []engine.Mark
 }
 
@@ -266,11 +267,11 @@ func (l *Ledger) completedLocked() error {
 // run is not counted, and its postings are left out (committedState).
 // mu held.
 func (l *Ledger) snapshotLocked() {
-	b, err := json.Marshal(l.committedState()) // a map of strings to integers and integers always encode
-	if err != nil {
-		panic(err)
+	st := l.committedState()
+	if len(l.open) == 0 { // committedState shares st's map: copy it (cheaper than encoding it here)
+		st.Balances = maps.Clone(st.Balances)
 	}
-	l.next = &ledgerSnap{b: b, marks: l.marksLocked()}
+	l.next = &ledgerSnap{st: &st, marks: l.marksLocked()}
 	l.pending = 0
 	if l.saver != nil {
 		select {
@@ -341,8 +342,12 @@ func (l *Ledger) writeNext() {
 	if sn == nil {
 		return
 	}
-	if sn.b != nil {
-		if err := l.write(sn.b); err != nil {
+	if sn.st != nil {
+		b, err := json.Marshal(sn.st)
+		if err == nil {
+			err = l.write(b)
+		}
+		if err != nil {
 			l.mu.Lock()
 			l.saveErr = err
 			l.pending = max(l.pending, 1)
