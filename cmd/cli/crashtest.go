@@ -42,6 +42,7 @@ type crashConfig struct {
 	// state. 1 saves each line before it is committed.
 	stateEvery    int
 	stateInterval time.Duration
+	batchSet      bool // --state-every or --state-interval given: an app that does not take them is a usage error
 }
 
 // runKillPoints are the points --kill-at accepts: those a recorded run
@@ -163,6 +164,7 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 			case cfg.killAt != "" && !slices.Contains(runKillPoints, cfg.killAt):
 				return usagef("--kill-at %q: want one of %s", cfg.killAt, strings.Join(runKillPoints, ", "))
 			}
+			cfg.batchSet = cmd.Flags().Changed("state-every") || cmd.Flags().Changed("state-interval")
 			f, err := formatOf("", cfg.format)
 			if err != nil {
 				return err
@@ -209,6 +211,7 @@ type crashSetup struct {
 	cfg        crashConfig
 	app        core.App
 	durable    bool // the app keeps durable state (hasDurableState)
+	batches    bool // the app takes the options state-every and state-interval: the runs are given them
 	exe        string
 	ext        string
 	input      string
@@ -236,8 +239,10 @@ func (s *crashSetup) runArgs(storePath string, follow bool) []string {
 	a := []string{"run", "--app", s.cfg.app, "--input", s.input, "--store", storePath, "--format", s.cfg.format,
 		"--read", "committed", "--pointer", s.pointer, "--out", s.outFile}
 	if s.durable {
-		a = append(a, "--state", s.state, "--state-every", strconv.Itoa(s.cfg.stateEvery),
-			"--state-interval", s.cfg.stateInterval.String())
+		a = append(a, "--state", s.state)
+	}
+	if s.batches {
+		a = append(a, "--state-every", strconv.Itoa(s.cfg.stateEvery), "--state-interval", s.cfg.stateInterval.String())
 	}
 	if s.cfg.workers > 1 {
 		a = append(a, "--workers", strconv.Itoa(s.cfg.workers), "--order", string(engine.OrderKey))
@@ -312,6 +317,20 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 	if s.durable, err = hasDurableState(app, s.path(".crash-probe-state.json")); err != nil {
 		return nil, err
 	}
+	if s.durable {
+		rc := recordConfig{state: s.path(".crash-probe-state.json"), stateEvery: cfg.stateEvery, stateInterval: cfg.stateInterval}
+		opts := stateBatchOptions(rc)
+		opts[stateOption] = rc.state
+		_, err := app.Build(opts)
+		switch {
+		case err == nil:
+			s.batches = true
+		case !errors.Is(err, core.ErrOption):
+			return nil, err
+		case cfg.batchSet:
+			return nil, usagef("--state-every, --state-interval: app %s does not take them: %v", cfg.app, err)
+		}
+	}
 	if cfg.format == formatCSV {
 		s.ext = ".csv"
 	}
@@ -335,7 +354,10 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 	rc := recordConfig{app: cfg.app, input: s.input, store: s.clean, format: cfg.format,
 		read: filesource.Committed, pointer: s.path("clean-input.ptr"), out: s.cleanOut, policy: engine.Pause(), queue: 1024}
 	if s.durable {
-		rc.state, rc.stateEvery, rc.stateInterval = s.cleanSt, cfg.stateEvery, cfg.stateInterval
+		rc.state = s.cleanSt
+	}
+	if s.batches {
+		rc.stateEvery, rc.stateInterval = cfg.stateEvery, cfg.stateInterval
 	}
 	if err := s.cleanRun(ctx, c, rc, "the clean run"); err != nil {
 		return nil, err
