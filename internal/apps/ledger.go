@@ -109,15 +109,17 @@ type posting struct {
 // (LedgerOptions); an input without a position is saved at once, or
 // counted into the batch. Applied counts postings (a transfer is two).
 //
-// Saving in batches, the ledger takes a snapshot of its state and its
-// checkpoints' marks together, never while a delivery is half applied
-// (its balances changed, its completion not run), and a goroutine of its
-// own (started by UseCheckpoint, which Engine.Start calls, stopped by
-// CloseCheckpoint, which Engine.Stop calls) writes the snapshot, then tells the checkpoints the
-// marks are durable. A mark counts only deliveries whose completion ran,
-// so every input the source may commit is in the saved state: after a
-// crash the restart re-delivers what the last save did not cover, and
-// skips (Delivery.AlreadyApplied) what it did.
+// Saving in batches, the ledger takes a copy of its state and its
+// checkpoints' marks together (the copy leaves out the postings of a
+// delivery whose completion has not run: its position is not recorded
+// yet), and a goroutine of its own (started by UseCheckpoint, which
+// Engine.Start calls, stopped by CloseCheckpoint, which Engine.Stop calls)
+// writes it, then tells the checkpoints the marks are durable. A mark
+// counts only deliveries whose completion ran, so every input the source
+// may commit is in the saved state: after a crash the restart re-delivers
+// what the last save did not cover, and skips (Delivery.AlreadyApplied)
+// what it did. A line tried again (its try failed) first takes back the
+// postings of the failed try.
 //
 // Ledger implements core.Snapshotter, core.TimerHandler, core.Durable and
 // engine.CheckpointUser. The engine calls its handlers and completions from
@@ -218,9 +220,9 @@ func (l *Ledger) UseCheckpoint(_ string, cp *engine.Checkpoint) {
 	}
 }
 
-// CloseCheckpoint saves what the last save did not cover (unless a
-// delivery is half applied: an item the engine abandoned, which the next
-// run re-delivers), makes it durable, and stops the saving goroutine
+// CloseCheckpoint saves what the last save did not cover (without the
+// postings of a delivery the engine abandoned, which the next run
+// re-delivers), makes it durable, and stops the saving goroutine
 // (engine.CheckpointUser; Engine.Stop calls it). It returns a write error
 // not yet reported. Later completions save one by one (until an engine
 // starts the ledger again).
