@@ -357,10 +357,10 @@ func (l *Ledger) writeNext() {
 			return
 		}
 	}
-	for i, cp := range cps {
+	for i, m := range sn.marks { // marks[i] is cps[i]'s: cps only grows (UseCheckpoint) until CloseCheckpoint
 		// A stale or empty mark (the feed subscribed again, or not at
 		// all) releases nothing; the next snapshot's marks will.
-		_ = cp.DurableThrough(sn.marks[i])
+		_ = cps[i].DurableThrough(m)
 	}
 }
 
@@ -400,7 +400,7 @@ func (l *Ledger) Restore(snapshot []byte) error {
 		st.Balances = map[string]int64{}
 	}
 	l.mu.Lock()
-	l.st = st
+	l.st, l.open = st, l.open[:0]
 	l.mu.Unlock()
 	return nil
 }
