@@ -353,3 +353,24 @@ func TestARetriedLineIsAppliedOnce(t *testing.T) {
 		t.Errorf("state %+v, want %+v", got, want)
 	}
 }
+
+// A worker that gets no line holds back no commit: with every line of one
+// account (one worker of four busy), the idle workers release fresh marks
+// every interval, and the lines are committed once the busy worker saved
+// them.
+func TestAWorkerWithNoLinesHoldsBackNoCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lines := make([]string, 10)
+		for i := range lines {
+			lines[i] = "acct-0," + strconv.Itoa(i+1)
+		}
+		r := startBatchRun(t, 4, "1000", 100*time.Millisecond, lines)
+		r.publish(t, 10)
+		time.Sleep(100 * time.Millisecond) // the bubble's clock: the interval passes
+		synctest.Wait()
+		if c := r.committed(t); c != 10 {
+			t.Errorf("committed %d, want 10", c)
+		}
+		r.stop(t)
+	})
+}
