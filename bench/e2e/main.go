@@ -13,7 +13,9 @@
 //   - the most RSS of those rows;
 //   - the per-line cost of alerts to CSV at each of -scale's line counts
 //     (ns/line, the run of an empty input taken off: what a line costs,
-//     not the process start).
+//     not the process start): the median of -repeat runs, the counts
+//     taken in turn, so that a slow phase of a shared machine does not
+//     fall on one count only.
 //
 // Usage:
 //
@@ -123,6 +125,7 @@ func main() {
 	lines := flag.Int("lines", 300_000, "input lines of the record, replay and ledger rows")
 	scale := flag.String("scale", "10000,100000,1000000", "line counts of the per-line cost rows")
 	dirFlag := flag.String("dir", "", "the working directory (default: a new temporary one, removed at the end)")
+	repeat := flag.Int("repeat", 3, "runs of each per-line cost row (the median is reported)")
 	flag.Parse()
 	if *bin == "" {
 		fatalf("-bin is required")
@@ -164,23 +167,40 @@ func main() {
 	row("max-rss", most, "peak-rss-MB")
 
 	// The per-line cost: each count's run less the run of an empty input
-	// (the process start, the store's creation), over its lines.
+	// (the process start, the store's creation), over its lines; the
+	// medians of -repeat rounds, each round running every count in turn.
 	empty := write(dir, "empty.txt", 0, sensor)
-	var starts []time.Duration
-	for i := range 3 {
-		starts = append(starts, run(dir, b, "run", "--app", "alerts", "--input", empty, "--store", fmt.Sprintf("empty-%d.csv", i), "--read", "once-earliest").wall)
-	}
-	slices.Sort(starts)
-	start := starts[1]
+	var counts []int
 	for _, s := range strings.Split(*scale, ",") {
 		k, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || k <= 0 {
 			fatalf("-scale: %q is not a positive line count", s)
 		}
-		in := write(dir, "scale-"+s+".txt", k, sensor)
-		r := run(dir, b, "run", "--app", "alerts", "--input", in, "--store", "scale-"+s+".csv", "--read", "once-earliest")
-		row("scale/lines="+s, float64(r.wall-start)/float64(k), "ns/line", r.rssMB, "peak-rss-MB", float64(start.Milliseconds()), "start-ms")
-		os.Remove(filepath.Join(dir, "scale-"+s+".csv"))
-		os.Remove(in)
+		counts = append(counts, k)
+		write(dir, fmt.Sprintf("scale-%d.txt", k), k, sensor)
 	}
+	var starts []time.Duration
+	walls := make([][]time.Duration, len(counts))
+	rss := make([]float64, len(counts))
+	for round := range max(1, *repeat) {
+		starts = append(starts, run(dir, b, "run", "--app", "alerts", "--input", empty, "--store", fmt.Sprintf("empty-%d.csv", round), "--read", "once-earliest").wall)
+		for i, k := range counts {
+			store := fmt.Sprintf("scale-%d-%d.csv", k, round)
+			r := run(dir, b, "run", "--app", "alerts", "--input", fmt.Sprintf("scale-%d.txt", k), "--store", store, "--read", "once-earliest")
+			walls[i] = append(walls[i], r.wall)
+			rss[i] = max(rss[i], r.rssMB)
+			os.Remove(filepath.Join(dir, store))
+		}
+	}
+	start := median(starts)
+	for i, k := range counts {
+		row(fmt.Sprintf("scale/lines=%d", k), float64(median(walls[i])-start)/float64(k), "ns/line", rss[i], "peak-rss-MB", float64(start.Milliseconds()), "start-ms")
+	}
+}
+
+// median of ds (the upper one of an even count).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
