@@ -62,5 +62,12 @@ run . 100000x 'Throughput/record/sqlite$' ./recorder/
 run . 1000000x 'RecordCSV|ReplayCSV' ./replayer/
 run . 200000x 'RecordSQLite|ReplaySQLite' ./replayer/
 run bench/peers 1000000x '.' ./
+# The binary itself, end to end over 300,000 lines (record, replay, the
+# ledger with --state) and at 10K, 100K and 1M lines: one pass (child
+# processes, each row's wall time and peak RSS).
+bin=$(mktemp -d)
+$GO build -o "$bin/blackbox" ./cmd/blackbox
+$GO run ./bench/e2e -bin "$bin/blackbox" | tee -a "$out/bench.txt"
+rm -rf "$bin"
 $GO run ./bench/report -o docs/PERFORMANCE.md \
 	-command "make bench (bench/run.sh, COUNT=$COUNT)" "$out/bench.txt"

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -15,11 +16,49 @@ type holdState struct {
 // on: after the group resubscribes, the new queue is held at nothing durable
 // and marks of the old one are ignored. A Checkpoint is safe for concurrent
 // use: Mark on the group's goroutine, DurableThrough from any goroutine.
+//
+// A checkpoint of HoldParts is one part of a hold shared by several
+// holders (the instances of a group's workers, each saving a state of its
+// own): the queue counts as processed only as far as every part made
+// durable.
 type Checkpoint struct {
 	eng      *Engine
 	feed     *Feed
 	group    *group
-	released bool // under eng.mu
+	share    *share // the parts of a HoldParts hold; nil for a hold of one
+	part     int    // this part's index in share
+	released bool   // under eng.mu
+}
+
+// share is what the parts of one hold have in common: the last mark each
+// part made durable, and which parts released the hold. Safe for
+// concurrent use (mu).
+type share struct {
+	mu    sync.Mutex
+	marks []Mark
+	gone  []bool
+	left  int         // parts not released
+	first *Checkpoint // part 0: the one the engine's registry of holds names
+}
+
+// low is how far every part not released made queue b durable: a part
+// whose last mark is of another queue (made before a resubscribe) counts
+// as nothing. mu held.
+func (sh *share) low(b *binding) int64 {
+	low := int64(-1)
+	for i, m := range sh.marks {
+		if sh.gone[i] {
+			continue
+		}
+		n := int64(0)
+		if m.b == b {
+			n = m.n
+		}
+		if low < 0 || n < low {
+			low = n
+		}
+	}
+	return low
 }
 
 // Mark is what a group's queue had dispatched when it was taken. It is
@@ -35,18 +74,53 @@ type Mark struct {
 // Hold holds the commits of feed for group. Take it before the feed
 // delivers: items acknowledged before it stay acknowledged.
 func (e *Engine) Hold(feed, group string) (*Checkpoint, error) {
+	cps, err := e.HoldParts(feed, group, 1)
+	if err != nil {
+		return nil, err
+	}
+	return cps[0], nil
+}
+
+// HoldParts holds the commits of feed for group for n holders, each given
+// a part: the queue counts as processed only as far as the least of the
+// marks the parts made durable (the last mark each gave DurableThrough).
+// A part that calls Release no longer counts; the hold ends when every
+// part released it. For the instances of a group's workers, each saving
+// a state of its own: an item counts as saved only once the worker that
+// handled it saved it, and the queue's prefix spans every worker. Take it
+// before the feed delivers, as Hold. n must be at least 1; Hold is
+// HoldParts with n 1.
+func (e *Engine) HoldParts(feed, group string, n int) ([]*Checkpoint, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.holdPartsLocked(feed, group, n)
+}
+
+// holdPartsLocked is HoldParts with e.mu held.
+func (e *Engine) holdPartsLocked(feed, group string, n int) ([]*Checkpoint, error) {
 	f, g := e.byName[feed], e.gByN[group]
 	if f == nil || g == nil {
 		return nil, fmt.Errorf("%w: feed %q group %q", ErrUnknown, feed, group)
 	}
-	cp := &Checkpoint{eng: e, feed: f, group: g}
-	e.mu.Lock()
-	e.holds[[2]string{feed, group}] = cp
-	e.mu.Unlock()
-	if b := cp.current(); b != nil {
+	if n < 1 {
+		return nil, fmt.Errorf("engine: a hold of %d parts (feed %q group %q)", n, feed, group)
+	}
+	cps := make([]*Checkpoint, n)
+	var sh *share
+	if n > 1 {
+		sh = &share{marks: make([]Mark, n), gone: make([]bool, n), left: n}
+	}
+	for i := range cps {
+		cps[i] = &Checkpoint{eng: e, feed: f, group: g, share: sh, part: i}
+	}
+	if sh != nil {
+		sh.first = cps[0]
+	}
+	e.holds[[2]string{feed, group}] = cps[0] // the part that ends the hold
+	if b := cps[0].current(); b != nil {
 		b.hold.Store(&holdState{})
 	}
-	return cp, nil
+	return cps, nil
 }
 
 func (cp *Checkpoint) current() *binding {
@@ -73,7 +147,8 @@ func (cp *Checkpoint) Mark() Mark {
 // group's checkpoint, or the zero Mark, moves nothing (ErrForeignMark); a
 // mark of an old queue of this checkpoint (made before the group was
 // subscribed again) is stale: refused with ErrStaleToken and counted in the
-// group's status.
+// group's status. A part of HoldParts moves the hold only as far as every
+// part's last durable mark; a part that released moves nothing.
 func (cp *Checkpoint) DurableThrough(m Mark) error {
 	if m.b == nil || m.b.feed != cp.feed || m.b.group != cp.group {
 		return ErrForeignMark
@@ -82,23 +157,66 @@ func (cp *Checkpoint) DurableThrough(m Mark) error {
 		cp.group.stale.Add(1)
 		return fmt.Errorf("%w: a mark of queue %s made before it was subscribed again", ErrStaleToken, m.b.name)
 	}
-	h := m.b.hold.Load()
-	if h == nil {
+	sh := cp.share
+	if sh == nil {
+		advance(m.b, m.n)
 		return nil
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.gone[cp.part] {
+		return nil
+	}
+	if p := sh.marks[cp.part]; p.b != m.b || p.n < m.n {
+		sh.marks[cp.part] = m
+	}
+	advance(m.b, sh.low(m.b))
+	return nil
+}
+
+// advance moves queue b's durable count up to n (never down).
+func advance(b *binding, n int64) {
+	h := b.hold.Load()
+	if h == nil {
+		return
 	}
 	for {
 		v := h.durable.Load()
-		if m.n <= v || h.durable.CompareAndSwap(v, m.n) {
-			return nil
+		if n <= v || h.durable.CompareAndSwap(v, n) {
+			return
 		}
 	}
 }
 
-// Release ends the hold: the queue counts as processed when dispatched again.
+// Release ends the hold: the queue counts as processed when dispatched
+// again. A part of HoldParts ends only its own part (the others hold on
+// as far as they made durable); the last part to release ends the hold.
+// Releasing again does nothing more.
 func (cp *Checkpoint) Release() {
+	if sh := cp.share; sh != nil {
+		sh.mu.Lock()
+		if sh.gone[cp.part] {
+			sh.mu.Unlock()
+			return
+		}
+		sh.gone[cp.part] = true
+		sh.left--
+		if sh.left > 0 {
+			if b := cp.current(); b != nil {
+				advance(b, sh.low(b))
+			}
+			sh.mu.Unlock()
+			return
+		}
+		sh.mu.Unlock()
+	}
 	cp.eng.mu.Lock()
-	cp.released = true
-	if cp.eng.holds[[2]string{cp.feed.name, cp.group.name}] == cp {
+	first := cp
+	if cp.share != nil {
+		first = cp.share.first
+	}
+	first.released = true
+	if cp.eng.holds[[2]string{cp.feed.name, cp.group.name}] == first {
 		delete(cp.eng.holds, [2]string{cp.feed.name, cp.group.name})
 	}
 	cp.eng.mu.Unlock()

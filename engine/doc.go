@@ -16,6 +16,13 @@
 // dispatched only their contiguous completed prefix, and it claims no item
 // more than MaxGap past the oldest pending one.
 //
+// A processor that saves its state in batches holds its feeds' commits
+// until a save covering them is durable: Engine.Hold (or HoldParts, one
+// part per saver) gives a Checkpoint (Mark, DurableThrough). A processor
+// implementing CheckpointUser gets its checkpoints from Start, with no
+// dependence of package core on the engine, and saves the rest when Stop
+// calls its CloseCheckpoint.
+//
 // Outputs a processor emits with core.Cycle.Emit(sink, out) reach Config.Sink live
 // as Write(processor, sink, out), on the processor's group goroutine, so they
 // can be routed by processor and sink name.

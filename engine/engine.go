@@ -120,6 +120,8 @@ type Engine struct {
 	cancel  context.CancelFunc
 	srcWG   sync.WaitGroup
 	srcErrs map[string]error
+
+	attached bool // under mu: the CheckpointUsers were given their checkpoints (Start)
 }
 
 // New validates cfg and builds an engine. A *ConfigError names the feed,
@@ -323,7 +325,8 @@ func (e *Engine) Feed(name string) *Feed { return e.byName[name] }
 // Clock is the engine's clock.
 func (e *Engine) Clock() core.Clock { return e.clock }
 
-// Start starts every group goroutine, then every source. A ctx that is
+// Start starts every group goroutine, then every source; the first time,
+// it first gives every CheckpointUser its checkpoints. A ctx that is
 // already done starts nothing: Start returns its error (errors.Is(err,
 // context.Canceled) or context.DeadlineExceeded) and the engine can be
 // started again. Once Start returned, ctx bounds nothing: the sources run
@@ -334,6 +337,17 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("%w: Engine.Start", ErrNilContext)
 	}
 	e.mu.Lock()
+	if !e.started && ctx.Err() == nil && !e.attached {
+		// The CheckpointUsers' holds are in place before they are told,
+		// and both before anything is delivered.
+		e.attached = true
+		calls := e.holdForUsersLocked()
+		e.mu.Unlock()
+		for _, call := range calls {
+			call()
+		}
+		e.mu.Lock()
+	}
 	defer e.mu.Unlock()
 	if e.started {
 		return fmt.Errorf("%w: already started", ErrStopped)
@@ -377,7 +391,8 @@ func (f *Feed) stateNow() FeedState {
 // Stop ends the run in order: stop the sources, refuse waiting blocking
 // publishes, let the groups drain their queues (bounded by DrainTimeout and
 // ctx), commit what was processed after the sources stopped, close the
-// groups and cancel every Cycle.Context, close the streams (END), commit
+// groups and cancel every Cycle.Context, close the streams (END), let
+// every CheckpointUser save what it holds (CloseCheckpoint), commit
 // again. Cycle.Context is cancelled once the drain is over: at once when
 // the queues are drained, else when DrainTimeout passes or ctx is done, so
 // a processor blocked on it past the drain lets Stop return. An item whose
@@ -439,6 +454,7 @@ drain:
 			errs = append(errs, fmt.Errorf("%w: group %q did not stop (a processor is blocked): %v", ErrStopped, g.name, ctx.Err()))
 		}
 	}
+	errs = append(errs, e.closeCheckpoints()) // the last saves, before the last commit
 	errs = append(errs, e.commitAll()...)
 	for _, f := range e.feeds {
 		f.mu.Lock()

@@ -88,6 +88,10 @@ func median(v []float64) float64 {
 type figure struct{ bench, unit string }
 
 func (r results) get(f figure) (float64, bool) {
+	if f.bench == fixedBench {
+		v, err := strconv.ParseFloat(f.unit, 64)
+		return v, err == nil
+	}
 	s, ok := r[f.bench]
 	if !ok {
 		return 0, false
@@ -129,6 +133,13 @@ type claim struct {
 	bar       float64
 	paired    bool
 }
+
+// fixedBench names a floor that is a constant (fixed): an absolute bar,
+// a rate to reach or a memory ceiling, with bar 1.
+const fixedBench = "(fixed)"
+
+// fixed is a floor of value v.
+func fixed(v float64) figure { return figure{fixedBench, strconv.FormatFloat(v, 'g', -1, 64)} }
 
 var claims = []claim{
 	{"publish to dispatch (ns/item)", figure{"engine BenchmarkPublish", "ns/op"}, figure{"engine BenchmarkChannelHandoff", "ns/op"}, "buffered Go channel hand-off", true, 1.5, false},
@@ -212,6 +223,43 @@ func workerClaims() []claim {
 		floorName: "2 plain goroutines",
 		paired:    true,
 	})
+}
+
+// e2eClaims are the rows of the blackbox binary run end to end over the
+// same input (bench/e2e, issue 17): the ledger with its state saved in
+// batches reaches a rate (the bar; the target is twice it), alerts replay
+// at least twice its recording's rate, every row's peak resident memory
+// under 50 MB, and the per-line cost flat from 10K to 1M lines.
+func e2eClaims() []claim {
+	e := func(name, unit string) figure { return figure{"bench/e2e BenchmarkE2E/" + name, unit} }
+	return []claim{
+		{what: "ledger --state to CSV (lines/s)", ours: e("ledger-state-csv", "lines/s"), floor: fixed(50_000), floorName: "the bar: 50K lines/s (target 100K)", bar: 1},
+		{what: "ledger --state to SQLite (lines/s)", ours: e("ledger-state-sqlite", "lines/s"), floor: fixed(25_000), floorName: "the bar: 25K lines/s (target 50K)", bar: 1},
+		{what: "alerts replay from CSV (lines/s)", ours: e("alerts-replay-csv", "lines/s"), floor: e("alerts-record-csv", "lines/s"), floorName: "its recording run (CSV)", bar: 2},
+		{what: "alerts replay from SQLite (lines/s)", ours: e("alerts-replay-sqlite", "lines/s"), floor: e("alerts-record-sqlite", "lines/s"), floorName: "its recording run (SQLite)", bar: 2},
+		{what: "peak resident memory, the most of the rows (MB)", ours: e("max-rss", "peak-rss-MB"), floor: fixed(50), floorName: "the ceiling: 50 MB", cost: true, bar: 1},
+		{what: "per-line cost at 1M vs 10K lines (ns/line)", ours: e("scale/lines=1000000", "ns/line"), floor: e("scale/lines=10000", "ns/line"), floorName: "the same at 10K lines", cost: true, bar: 1.2},
+	}
+}
+
+// e2eInfos: every end-to-end row's figures.
+func e2eInfos() []info {
+	var is []info
+	for _, r := range []struct{ name, what string }{
+		{"alerts-record-csv", "alerts run --read once-earliest to CSV"},
+		{"alerts-replay-csv", "alerts replay from CSV"},
+		{"alerts-record-sqlite", "alerts run --read once-earliest to SQLite"},
+		{"alerts-replay-sqlite", "alerts replay from SQLite"},
+		{"ledger-state-csv", "ledger run --state to CSV"},
+		{"ledger-state-sqlite", "ledger run --state to SQLite"},
+	} {
+		is = append(is, info{r.what + " (lines/s)", figure{"bench/e2e BenchmarkE2E/" + r.name, "lines/s"}},
+			info{r.what + " (peak RSS, MB)", figure{"bench/e2e BenchmarkE2E/" + r.name, "peak-rss-MB"}})
+	}
+	for _, n := range []string{"10000", "100000", "1000000"} {
+		is = append(is, info{"alerts to CSV, per-line cost at " + n + " lines (ns/line, the process start taken off)", figure{"bench/e2e BenchmarkE2E/scale/lines=" + n, "ns/line"}})
+	}
+	return append(is, info{"the process start: alerts over an empty input (ms)", figure{"bench/e2e BenchmarkE2E/scale/lines=10000", "start-ms"}})
 }
 
 // info is a row of a figure without a floor.
@@ -321,7 +369,7 @@ func yes(b bool) string {
 }
 
 func main() {
-	out := flag.String("o", "", "write the tables into this Markdown file, each between its BEGIN/END markers (TABLE, WORKERS)")
+	out := flag.String("o", "", "write the tables into this Markdown file, each between its BEGIN/END markers (TABLE, WORKERS, E2E)")
 	command := flag.String("command", "make bench", "the command that produced the input, for the record")
 	flag.Parse()
 	res := results{}
@@ -348,6 +396,7 @@ func main() {
 	}{
 		{"TABLE", claims, "scaling and memory", infos},
 		{"WORKERS", workerClaims(), "workers", workerInfos},
+		{"E2E", e2eClaims(), "the binary end to end", e2eInfos()},
 	} {
 		var b strings.Builder
 		failed += render(&b, res, t.claims, t.infoHead, t.infos, cpu, *command)

@@ -50,6 +50,11 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 		if cfg.killAt == "" {
 			lines0, _ := countLines(s.outFile)
 			target := max(targets[k-1], lines0+1)
+			if s.durable && cfg.stateEvery > 1 {
+				if target, err = s.batchedTarget(lines0, targets[k-1]); err != nil {
+					return nil, nil, err
+				}
+			}
 			p.Printf("kill %d of %d: running %s until %d output lines", k, cfg.kills, storePath, target)
 			kr, err = c.killRun(ctx, s.exe, s.runArgs(storePath, true), logPath, s.outFile, target)
 			kr.Target, kr.Reached = target, true
@@ -106,6 +111,36 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 		rep.Failures = append(rep.Failures, fmt.Sprintf("the last run (%s) exited %d, want 0 (see %s)", last, code, logPath))
 	}
 	return stores, bounds, nil
+}
+
+// batchedTarget is the --out line count to kill a run at when the state
+// is saved in batches: the re-emissions of earlier restarts make the file
+// longer than the progress, so the target counts from the clean outputs
+// the file holds (matched): want more of them, at least one and at most
+// the clean outputs still missing (the run emits each of them); with none
+// missing (everything emitted, maybe all of it saved: the run may emit
+// nothing more), the run is killed as soon as it started.
+func (s *crashSetup) batchedTarget(lines0, want int64) (int64, error) {
+	got, err := readOutputs(s.outFile, s.cfg.ignore)
+	if err != nil {
+		return 0, err
+	}
+	have := map[string]int{}
+	for _, o := range got {
+		have[o]++
+	}
+	matched := int64(0)
+	for _, o := range s.want {
+		if have[o] > 0 {
+			have[o]--
+			matched++
+		}
+	}
+	missing := int64(len(s.want)) - matched
+	if missing == 0 {
+		return lines0, nil
+	}
+	return lines0 + min(max(1, want-matched), missing), nil
 }
 
 // killAtPoint runs one followed run armed to die at the reach of --kill-at

@@ -37,6 +37,12 @@ type crashConfig struct {
 	ignore  []string // output keys left out of comparisons (clock readings)
 	killAt  string   // a killpoint name: kill there instead of after output lines
 	workers int      // the crashed runs' workers (key-ordered); 1 or more
+	// The state's batches (--state-every, --state-interval): every run's
+	// options state-every and state-interval, for an app with durable
+	// state. 1 saves each line before it is committed.
+	stateEvery    int
+	stateInterval time.Duration
+	batchSet      bool // --state-every or --state-interval given: an app that does not take them is a usage error
 }
 
 // runKillPoints are the points --kill-at accepts: those a recorded run
@@ -45,44 +51,48 @@ var runKillPoints = []string{killpoint.StateSaved, killpoint.RowsWritten, killpo
 
 // killReport is one kill of a crash test. A plain value.
 type killReport struct {
-	Run        int    `json:"run"`
-	Store      string `json:"store"`
-	AfterMs    int64  `json:"afterMs"`              // the run's lifetime when it was killed
-	Target     int64  `json:"target"`               // the output line count, or (--kill-at) the input lines past the pointer, the kill waited for
-	Reached    bool   `json:"reached"`              // the run died at its target (false: it outlived the point and was killed)
-	Outputs    int64  `json:"outputs"`              // output lines in the --out file after the kill
-	Pointer    int64  `json:"pointer"`              // the committed pointer offset after the kill
-	Applied    int64  `json:"applied"`              // the state's applied effects after the kill (-1: no state)
-	Offset     int64  `json:"offset"`               // the state's offset after the kill (-1: no state)
-	Duplicates int    `json:"duplicates"`           // output lines the next run emitted again
-	Problems   string `json:"problems"`             // what verify names in the killed recording
-	Unexpected bool   `json:"unexpected,omitempty"` // a problem no kill explains
+	Run         int    `json:"run"`
+	Store       string `json:"store"`
+	AfterMs     int64  `json:"afterMs"`              // the run's lifetime when it was killed
+	Target      int64  `json:"target"`               // the output line count, or (--kill-at) the input lines past the pointer, the kill waited for
+	Reached     bool   `json:"reached"`              // the run died at its target (false: it outlived the point and was killed)
+	Outputs     int64  `json:"outputs"`              // output lines in the --out file after the kill
+	Pointer     int64  `json:"pointer"`              // the committed pointer offset after the kill
+	Applied     int64  `json:"applied"`              // the state's applied effects after the kill (-1: no state)
+	Offset      int64  `json:"offset"`               // the state's offset after the kill (-1: no state)
+	Duplicates  int    `json:"duplicates"`           // output lines the next run emitted again
+	Lag         int64  `json:"lag"`                  // input lines the run processed (recorded) past the pointer: not committed
+	Redelivered int64  `json:"redelivered"`          // input lines the next run delivered again (recorded by both)
+	Problems    string `json:"problems"`             // what verify names in the killed recording
+	Unexpected  bool   `json:"unexpected,omitempty"` // a problem no kill explains
 }
 
 // crashReport is the JSON of `blackbox crashtest --json`. Filled by one
 // goroutine; a plain value once returned.
 type crashReport struct {
-	Dir        string              `json:"dir"`
-	Input      string              `json:"input"`
-	Lines      int                 `json:"lines"`
-	Postings   int64               `json:"postings"` // postings the ledger applies for the input
-	KillAt     string              `json:"killAt,omitempty"`
-	Workers    int                 `json:"workers"` // the crashed runs' key-ordered workers
-	Ignore     []string            `json:"ignore"`  // output keys left out of the comparisons
-	Kills      []killReport        `json:"kills"`
-	Last       string              `json:"last"`
-	Clean      string              `json:"clean"`
-	Crashed    *stateReport        `json:"crashed"`    // nil: the app exposes no durable state
-	Expected   *stateReport        `json:"expected"`   // the clean run's state
-	Outputs    int                 `json:"outputs"`    // lines in the crashed runs' --out file
-	Want       int                 `json:"want"`       // lines in the clean run's --out file
-	Missing    int                 `json:"missing"`    // clean outputs absent from the crashed runs' file
-	Duplicates int                 `json:"duplicates"` // extra lines in the crashed runs' file
-	Diff       replayer.DiffCounts `json:"diff"`       // the stitched runs against the clean one
-	Problems   []string            `json:"problems"`   // recording problems that should not be there
-	Holds      bool                `json:"holds"`
-	Failures   []string            `json:"failures"`
-	Elapsed    time.Duration       `json:"elapsedNs"`
+	Dir           string              `json:"dir"`
+	Input         string              `json:"input"`
+	Lines         int                 `json:"lines"`
+	Postings      int64               `json:"postings"` // postings the ledger applies for the input
+	KillAt        string              `json:"killAt,omitempty"`
+	Workers       int                 `json:"workers"`         // the crashed runs' key-ordered workers
+	StateEvery    int                 `json:"stateEvery"`      // the state's batch: lines per save at most
+	StateInterval time.Duration       `json:"stateIntervalNs"` // the state's batch: how long a line waits for its save at most
+	Ignore        []string            `json:"ignore"`          // output keys left out of the comparisons
+	Kills         []killReport        `json:"kills"`
+	Last          string              `json:"last"`
+	Clean         string              `json:"clean"`
+	Crashed       *stateReport        `json:"crashed"`    // nil: the app exposes no durable state
+	Expected      *stateReport        `json:"expected"`   // the clean run's state
+	Outputs       int                 `json:"outputs"`    // lines in the crashed runs' --out file
+	Want          int                 `json:"want"`       // lines in the clean run's --out file
+	Missing       int                 `json:"missing"`    // clean outputs absent from the crashed runs' file
+	Duplicates    int                 `json:"duplicates"` // extra lines in the crashed runs' file
+	Diff          replayer.DiffCounts `json:"diff"`       // the stitched runs against the clean one
+	Problems      []string            `json:"problems"`   // recording problems that should not be there
+	Holds         bool                `json:"holds"`
+	Failures      []string            `json:"failures"`
+	Elapsed       time.Duration       `json:"elapsedNs"`
 }
 
 // stateReport is a core.DurableState as the report shows it. A plain value.
@@ -113,7 +123,13 @@ restart runs without --follow and ends once settled. Then check:
     and offset);
   - every output of the clean run is in the crashed runs' --out file (the
     --ignore keys aside), and the only extra lines are the re-emitted outputs
-    of the delivery each kill interrupted (at most one delivery per kill);
+    of the delivery each kill interrupted (at most one delivery per kill)
+    and, with --state-every N > 1 (the state saved in batches), of the lines
+    the restart delivered again because the last save did not hold them;
+  - each restart delivered again (column "again", JSON "redelivered": its
+    recorded inputs that an earlier run recorded) at most the lines
+    processed before the kill but not committed (column "lag": the inputs
+    the runs so far recorded past the pointer);
   - the killed runs' recordings stitched with the last one show no
     difference from the clean recording (every input in some recording, the
     same outputs): "blackbox diff" of the two sides;
@@ -141,9 +157,14 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 				return usagef("--lines must be at least 2, got %d", cfg.lines)
 			case cfg.kills < 0:
 				return usagef("--kills must not be negative, got %d", cfg.kills)
+			case cfg.stateEvery < 1:
+				return usagef("--state-every must be at least 1, got %d", cfg.stateEvery)
+			case cfg.stateInterval <= 0:
+				return usagef("--state-interval must be positive, got %s", cfg.stateInterval)
 			case cfg.killAt != "" && !slices.Contains(runKillPoints, cfg.killAt):
 				return usagef("--kill-at %q: want one of %s", cfg.killAt, strings.Join(runKillPoints, ", "))
 			}
+			cfg.batchSet = cmd.Flags().Changed("state-every") || cmd.Flags().Changed("state-interval")
 			f, err := formatOf("", cfg.format)
 			if err != nil {
 				return err
@@ -173,6 +194,8 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 	fl.StringVar(&cfg.format, "format", "sqlite", "the recordings' format: sqlite or csv")
 	fl.StringSliceVar(&cfg.ignore, "ignore", []string{"at"}, "output JSON keys left out of every comparison (clock readings)")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON instead of the table")
+	fl.IntVar(&cfg.stateEvery, "state-every", 1, "the runs save the app's state at least every `N` lines (run --state-every; 1: each line, before it is committed)")
+	fl.DurationVar(&cfg.stateInterval, "state-interval", apps.DefaultSaveInterval, "the runs save lines processed since the last save within this `DURATION` (run --state-interval)")
 	fl.IntVar(&cfg.workers, "workers", 1, "run the crashed runs on `N` key-ordered workers (an input without transfers; compared with a clean run on one worker and one on N)")
 	// Tests only: kill each run at the N-th reach of a named point of the
 	// write path (internal/killpoint), N random.
@@ -188,6 +211,7 @@ type crashSetup struct {
 	cfg        crashConfig
 	app        core.App
 	durable    bool // the app keeps durable state (hasDurableState)
+	batches    bool // the app takes the options state-every and state-interval: the runs are given them
 	exe        string
 	ext        string
 	input      string
@@ -217,6 +241,9 @@ func (s *crashSetup) runArgs(storePath string, follow bool) []string {
 	if s.durable {
 		a = append(a, "--state", s.state)
 	}
+	if s.batches {
+		a = append(a, "--state-every", strconv.Itoa(s.cfg.stateEvery), "--state-interval", s.cfg.stateInterval.String())
+	}
 	if s.cfg.workers > 1 {
 		a = append(a, "--workers", strconv.Itoa(s.cfg.workers), "--order", string(engine.OrderKey))
 	}
@@ -237,6 +264,7 @@ func (c *CLI) crashtest(ctx context.Context, cfg crashConfig, out io.Writer, tab
 		return nil, err
 	}
 	rep := &crashReport{Dir: cfg.dir, Input: s.input, Lines: cfg.lines, Postings: s.postings, KillAt: cfg.killAt, Workers: max(1, cfg.workers),
+		StateEvery: cfg.stateEvery, StateInterval: cfg.stateInterval,
 		Ignore: slices.Clone(cfg.ignore), Clean: s.clean, Kills: []killReport{}, Problems: []string{}, Failures: append([]string{}, s.failures...)}
 	if table {
 		how := "at random output lines"
@@ -289,6 +317,20 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 	if s.durable, err = hasDurableState(app, s.path(".crash-probe-state.json")); err != nil {
 		return nil, err
 	}
+	if s.durable {
+		rc := recordConfig{state: s.path(".crash-probe-state.json"), stateEvery: cfg.stateEvery, stateInterval: cfg.stateInterval}
+		opts := stateBatchOptions(rc)
+		opts[stateOption] = rc.state
+		_, err := app.Build(opts)
+		switch {
+		case err == nil:
+			s.batches = true
+		case !errors.Is(err, core.ErrOption):
+			return nil, err
+		case cfg.batchSet:
+			return nil, usagef("--state-every, --state-interval: app %s does not take them: %v", cfg.app, err)
+		}
+	}
 	if cfg.format == formatCSV {
 		s.ext = ".csv"
 	}
@@ -313,6 +355,9 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 		read: filesource.Committed, pointer: s.path("clean-input.ptr"), out: s.cleanOut, policy: engine.Pause(), queue: 1024}
 	if s.durable {
 		rc.state = s.cleanSt
+	}
+	if s.batches {
+		rc.stateEvery, rc.stateInterval = cfg.stateEvery, cfg.stateInterval
 	}
 	if err := s.cleanRun(ctx, c, rc, "the clean run"); err != nil {
 		return nil, err
@@ -386,6 +431,9 @@ func maxOutputsPerInput(path string) (int, error) {
 // verdict: the state, the outputs, the recordings, the stitched diff.
 func (s *crashSetup) check(ctx context.Context, rep *crashReport, stores []string, bounds []int64) error {
 	if err := s.checkState(rep); err != nil {
+		return err
+	}
+	if err := s.checkRedelivered(rep, stores); err != nil {
 		return err
 	}
 	if err := s.checkOutputs(rep, bounds); err != nil {
@@ -462,23 +510,41 @@ func (s *crashSetup) checkOutputs(rep *crashReport, bounds []int64) error {
 	}
 	bounds = append(bounds, int64(len(got)))
 	// An app with durable state skips what it applied: a kill re-emits at
-	// most the delivery it interrupted. One without re-emits every output
-	// of the deliveries the pointer had not committed.
-	most := s.perInput
-	if !s.durable {
-		most = -1
+	// most the delivery it interrupted, and, saving in batches, the
+	// outputs of the lines its last save did not cover, which the restart
+	// delivers again (at most the kill's Redelivered). One without re-emits
+	// every output of the deliveries the pointer had not committed.
+	most := make([]int, len(rep.Kills))
+	for i, k := range rep.Kills {
+		switch {
+		case !s.durable:
+			most[i] = -1
+		case s.cfg.stateEvery > 1:
+			most[i] = s.perInput * (int(k.Redelivered) + s.cfg.workers)
+		default:
+			most[i] = s.perInput * s.cfg.workers
+		}
 	}
 	if s.cfg.workers > 1 {
 		return s.checkWorkerOutputs(rep, got, bounds, most)
 	}
-	dups := 0
+	dups, bound := 0, 0
 	for i := range rep.Kills {
-		d := reemitted(got, bounds, i, most)
+		d := reemitted(got, bounds, i, most[i])
 		rep.Kills[i].Duplicates = d
 		dups += d
+		bound += most[i]
 	}
 	rep.Duplicates = len(got) - len(s.want) + rep.Missing
-	if rep.Duplicates != dups {
+	switch {
+	case s.durable && s.cfg.stateEvery > 1:
+		// A restart killed while it re-emits a batch leaves the rest to the
+		// next one: the re-emissions need not follow each kill whole.
+		if rep.Duplicates > bound {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, more than the %d the kills may re-emit (the outputs of the lines each restart delivered again, and of one interrupted delivery per kill)",
+				rep.Duplicates, bound))
+		}
+	case rep.Duplicates != dups:
 		rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, but only %d are re-emissions of an interrupted delivery",
 			rep.Duplicates, dups))
 	}
@@ -578,15 +644,15 @@ func (s *crashSetup) checkDiff(ctx context.Context, rep *crashReport, stores []s
 
 // writeTable prints the kills and the verdict.
 func (rep *crashReport) writeTable(out io.Writer, stores []string) {
-	fmt.Fprintf(out, "%-4s %-8s %-8s %-8s %-9s %-8s %-9s %-5s %-22s %s\n", "kill", "after", "target", "outputs", "pointer",
-		"applied", "offset", "dups", "problems", "store")
+	fmt.Fprintf(out, "%-4s %-8s %-8s %-8s %-9s %-8s %-9s %-5s %-6s %-7s %-22s %s\n", "kill", "after", "target", "outputs", "pointer",
+		"applied", "offset", "dups", "lag", "again", "problems", "store")
 	for _, k := range rep.Kills {
 		target := fmt.Sprint(k.Target)
 		if !k.Reached {
 			target += "!"
 		}
-		fmt.Fprintf(out, "%-4d %-8s %-8s %-8d %-9d %-8d %-9d %-5d %-22s %s\n", k.Run, time.Duration(k.AfterMs)*time.Millisecond,
-			target, k.Outputs, k.Pointer, k.Applied, k.Offset, k.Duplicates, k.Problems, k.Store)
+		fmt.Fprintf(out, "%-4d %-8s %-8s %-8d %-9d %-8d %-9d %-5d %-6d %-7d %-22s %s\n", k.Run, time.Duration(k.AfterMs)*time.Millisecond,
+			target, k.Outputs, k.Pointer, k.Applied, k.Offset, k.Duplicates, k.Lag, k.Redelivered, k.Problems, k.Store)
 	}
 	fmt.Fprintf(out, "last run  %s: settled\n", rep.Last)
 	fmt.Fprintf(out, "clean run %s: %d outputs\n", rep.Clean, rep.Want)
@@ -609,6 +675,8 @@ func (rep *crashReport) writeTable(out io.Writer, stores []string) {
 		fmt.Fprintf(out, "FAIL      %s\n", f)
 	}
 	switch {
+	case rep.Holds && rep.Crashed != nil && rep.StateEvery > 1:
+		fmt.Fprintf(out, "verdict   holds: nothing lost, every line applied once (state saved every %d lines or %s), each kill re-emitted only the outputs of the lines its restart delivered again and of one interrupted delivery (per worker)\n", rep.StateEvery, rep.StateInterval)
 	case rep.Holds && rep.Crashed != nil && rep.Workers > 1:
 		fmt.Fprintf(out, "verdict   holds: nothing lost, every line applied once, the kills re-emitted at most one delivery per worker each (%d workers)\n", rep.Workers)
 	case rep.Holds && rep.Crashed != nil:

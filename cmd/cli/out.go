@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/recorder"
 )
 
@@ -125,7 +126,9 @@ func (s *outSink) append(line []byte) error {
 // sleeps delay (--delay: to watch a run, to test), and fails with the
 // sink's error once fail returns one, so that nothing after a lost output
 // completes (an app's completion saves its state). It keeps the
-// processor's Snapshotter and TimerHandler.
+// processor's Snapshotter and TimerHandler, and hands the engine's
+// checkpoints on to a processor that is an engine.CheckpointUser (one
+// that is not releases them).
 func guarded(p core.Processor, delay time.Duration, fail func() error) core.Processor {
 	base := guard{p: p, d: delay, fail: fail}
 	s, isSnap := p.(core.Snapshotter)
@@ -170,6 +173,24 @@ func (g guard) around(cycle func() error) error {
 
 func (g guard) OnEvent(c *core.Cycle, ev any) error {
 	return g.around(func() error { return g.p.OnEvent(c, ev) })
+}
+
+// UseCheckpoint hands cp on to the processor, if it saves in batches
+// (engine.CheckpointUser); else the hold ends at once.
+func (g guard) UseCheckpoint(feed string, cp *engine.Checkpoint) {
+	if u, ok := g.p.(engine.CheckpointUser); ok {
+		u.UseCheckpoint(feed, cp)
+		return
+	}
+	cp.Release()
+}
+
+// CloseCheckpoint is the processor's, if it saves in batches.
+func (g guard) CloseCheckpoint() error {
+	if u, ok := g.p.(engine.CheckpointUser); ok {
+		return u.CloseCheckpoint()
+	}
+	return nil
 }
 
 type guardTimer struct {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -39,19 +41,24 @@ type recordConfig struct {
 	maxLine int      // 0: filesource.DefaultMaxLine
 	rotated []string // nil: filesource.DefaultRotated; empty: nowhere
 	follow  bool
-	state   string            // the state option
-	options map[string]string // --option KEY=VALUE
-	out     string
-	status  string
-	policy  engine.Policy
-	queue   int
-	delay   time.Duration
-	journal bool
-	force   bool
-	workers int          // --workers: 1 or more
-	order   engine.Order // --order, "" for the app's default
-	maxGap  int          // --max-gap, 0 for engine.DefaultMaxGap
-	kafka   kafkaConfig  // --kafka: a consumer group instead of --input
+	state   string // the state option
+	// stateEvery and stateInterval, when set (> 0), are given to the app
+	// as options state-every and state-interval (--state-every,
+	// --state-interval); 0 leaves the app's defaults.
+	stateEvery    int
+	stateInterval time.Duration
+	options       map[string]string // --option KEY=VALUE
+	out           string
+	status        string
+	policy        engine.Policy
+	queue         int
+	delay         time.Duration
+	journal       bool
+	force         bool
+	workers       int          // --workers: 1 or more
+	order         engine.Order // --order, "" for the app's default
+	maxGap        int          // --max-gap, 0 for engine.DefaultMaxGap
+	kafka         kafkaConfig  // --kafka: a consumer group instead of --input
 }
 
 // recordResult is what a recorded run did.
@@ -114,6 +121,16 @@ until SIGINT or SIGTERM. It prints each partition's standing at the end:
 committed, processed, lag and paused. --read, --pointer, --max-line and --rotated are
 for files.
 
+With --state FILE the app keeps its durable state there (option state).
+The ledger saves it in batches: once --state-every lines (default 1000)
+completed since its last save, or --state-interval (default 100ms) after a
+line completed with no save since, and at the end of the run; the pointer
+(or Kafka offset) commits a line only once a save holding it is durable, so
+a killed run's restart delivers again the lines of the batch it lost and
+the ledger applies each line exactly once. --state-every 1 saves at every
+line. With --workers each worker saves FILE#wK of its own, and a line is
+committed once every worker saved what comes before it.
+
 A line longer than --max-line bytes is skipped whole, warned and counted
 (oversized: not lossless). With --read committed, when FILE is another file
 than the pointer's, the pointer's file is looked for among the names of
@@ -167,6 +184,9 @@ settled, not lossless, or its recording is broken.`,
 			if cfg.maxLine <= 0 {
 				return usagef("--max-line must be positive, got %d", cfg.maxLine)
 			}
+			if err := stateBatchFlags(cmd.Flags().Changed, &cfg); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("rotated") {
 				cfg.rotated = slices.DeleteFunc(cfg.rotated, func(p string) bool { return p == "" })
 			}
@@ -197,6 +217,8 @@ settled, not lossless, or its recording is broken.`,
 	f.StringArrayVar(&cfg.rotated, "rotated", filesource.DefaultRotated, "a name the rotated input may have: a `GLOB`, {path} for FILE (repeatable; '' for none)")
 	f.BoolVar(&cfg.follow, "follow", false, "tail the input until SIGINT or SIGTERM")
 	f.StringVar(&cfg.state, "state", "", "the app's durable state file, given to it as option state (ledger: balances and the last position applied)")
+	f.IntVar(&cfg.stateEvery, "state-every", apps.DefaultSaveEvery, "with --state: save the state at least every `N` lines (option state-every; 1 saves each line before it is committed)")
+	f.DurationVar(&cfg.stateInterval, "state-interval", apps.DefaultSaveInterval, "with --state: save lines processed since the last save within this `DURATION` (option state-interval)")
 	f.StringArrayVar(&options, "option", nil, "an option of the app, `KEY=VALUE` (repeatable; alerts: threshold=N)")
 	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output")
 	f.StringVar(&cfg.status, "status", "", "write the final feed status JSON to this file")
@@ -212,6 +234,41 @@ settled, not lossless, or its recording is broken.`,
 	f.IntVar(&cfg.maxGap, "max-gap", engine.DefaultMaxGap, "workers: how many lines may complete beyond the oldest pending one")
 	f.BoolVar(&asJSON, "json", false, "print the engine's final feed status JSON")
 	return cmd
+}
+
+// stateBatchFlags checks --state-every and --state-interval: positive,
+// and only with --state; given on the command line, they go to the app as
+// options (stateBatchOptions), else the app keeps its defaults (an app
+// taking option state but not these works without them).
+func stateBatchFlags(changed func(flag string) bool, cfg *recordConfig) error {
+	every, interval := changed("state-every"), changed("state-interval")
+	switch {
+	case (every || interval) && cfg.state == "":
+		return usagef("--state-every and --state-interval need --state")
+	case every && cfg.stateEvery < 1:
+		return usagef("--state-every must be at least 1, got %d", cfg.stateEvery)
+	case interval && cfg.stateInterval <= 0:
+		return usagef("--state-interval must be positive, got %s", cfg.stateInterval)
+	}
+	if !every {
+		cfg.stateEvery = 0
+	}
+	if !interval {
+		cfg.stateInterval = 0
+	}
+	return nil
+}
+
+// stateBatchOptions are the app options of cfg's state batches: those set.
+func stateBatchOptions(cfg recordConfig) map[string]string {
+	opts := map[string]string{}
+	if cfg.stateEvery > 0 {
+		opts[apps.OptionStateEvery] = strconv.Itoa(cfg.stateEvery)
+	}
+	if cfg.stateInterval > 0 {
+		opts[apps.OptionStateInterval] = cfg.stateInterval.String()
+	}
+	return opts
 }
 
 // parseOptions reads --option KEY=VALUE flags into app options.
@@ -409,6 +466,15 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 			options = map[string]string{}
 		}
 		options[stateOption] = cfg.state
+	}
+	for k, v := range stateBatchOptions(cfg) {
+		if options == nil {
+			options = map[string]string{}
+		}
+		if _, ok := options[k]; ok {
+			return res, usagef("--%s and --option %s=... both set it", k, k)
+		}
+		options[k] = v
 	}
 	// build builds worker w's instance (w 0 for a single worker): with
 	// several workers each has a state file of its own,

@@ -45,16 +45,39 @@ func AlertsApp() core.App {
 	}}
 }
 
-// LedgerApp is the ledger app. Its option: state (the durable state file;
-// none: the ledger keeps its state in memory only).
+// The ledger's options (core.App options): its state file and how it
+// batches its saves (LedgerOptions).
+const (
+	OptionState         = "state"          // LedgerOptions.StatePath
+	OptionStateEvery    = "state-every"    // LedgerOptions.SaveEvery: a positive integer
+	OptionStateInterval = "state-interval" // LedgerOptions.SaveInterval: a positive Go duration ("100ms")
+)
+
+// LedgerApp is the ledger app. Its options: state (the durable state file;
+// none: the ledger keeps its state in memory only), state-every and
+// state-interval (its batches of saves; LedgerOptions).
 func LedgerApp() core.App {
 	return core.App{Name: LedgerName, Decode: Decode, Key: Key, New: func(o map[string]string) (core.Processor, error) {
 		var opts LedgerOptions
 		for k, v := range o {
-			if k != "state" {
-				return nil, fmt.Errorf("%w: ledger takes no option %q (only state)", core.ErrOption, k)
+			switch k {
+			case OptionState:
+				opts.StatePath = v
+			case OptionStateEvery:
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 {
+					return nil, fmt.Errorf("%w: ledger %s %q is not a positive integer", core.ErrOption, k, v)
+				}
+				opts.SaveEvery = n
+			case OptionStateInterval:
+				d, err := time.ParseDuration(v)
+				if err != nil || d <= 0 {
+					return nil, fmt.Errorf("%w: ledger %s %q is not a positive duration (like 100ms)", core.ErrOption, k, v)
+				}
+				opts.SaveInterval = d
+			default:
+				return nil, fmt.Errorf("%w: ledger takes no option %q (only %s, %s, %s)", core.ErrOption, k, OptionState, OptionStateEvery, OptionStateInterval)
 			}
-			opts.StatePath = v
 		}
 		return NewLedger(opts)
 	}}

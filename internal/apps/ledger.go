@@ -8,8 +8,11 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/internal/atomicfile"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 )
@@ -17,13 +20,35 @@ import (
 // ErrFailLine is the error of a "fail" line: an input that always fails.
 var ErrFailLine = errors.New("apps: ledger: fail line")
 
+// The defaults of LedgerOptions.SaveEvery and SaveInterval (and of `blackbox
+// run --state-every` and --state-interval).
+const (
+	DefaultSaveEvery    = 1000
+	DefaultSaveInterval = 100 * time.Millisecond
+)
+
 // LedgerOptions configure the ledger app. A plain value: NewLedger only reads it.
 type LedgerOptions struct {
 	// StatePath, if set, is the ledger's state file: read when the ledger is
 	// built (if it exists), written atomically (a temporary file, fsync,
-	// rename) when each positioned delivery completes, or at once for an
-	// input without a position. "" keeps the state in memory only.
+	// rename, directory fsync). "" keeps the state in memory only.
+	//
+	// Run by an engine (which gives it its checkpoints: it is an
+	// engine.CheckpointUser), the ledger saves in batches: once SaveEvery
+	// deliveries completed since the last save, or SaveInterval after a
+	// delivery completed with no save since (whichever comes first; an idle
+	// ledger saves too), and when the engine stops; the source commits an
+	// input only once a save covering it is durable. Without checkpoints
+	// (a core.Host alone: tests, golden, replay), or with SaveEvery 1, it
+	// saves when each positioned delivery completes, before the input
+	// counts as processed, and at once after an input without a position.
 	StatePath string
+	// SaveEvery is how many completed deliveries a batch holds at most.
+	// 0: DefaultSaveEvery; 1: a save per delivery, no batches.
+	SaveEvery int
+	// SaveInterval is how long a completed delivery waits at most for its
+	// batch to be saved. 0: DefaultSaveInterval.
+	SaveInterval time.Duration
 }
 
 // LedgerState is the ledger's state, as saved in its state file and its
@@ -79,33 +104,89 @@ type posting struct {
 //   - anything else emits a Rejected and changes no balance.
 //
 // Every handled positioned delivery registers one completion (the same
-// pointer each cycle, kept once) that records its epoch and offset and saves
-// the state; an input without a position is saved at once. Applied counts
-// postings (a transfer is two).
+// pointer each cycle, kept once) that records its epoch and offset and
+// saves the state, or counts the delivery into the batch of the next save
+// (LedgerOptions); an input without a position is saved at once, or
+// counted into the batch. Applied counts postings (a transfer is two).
 //
-// Ledger implements core.Snapshotter, core.TimerHandler and core.Durable. It is not
-// safe for concurrent use (the engine never calls a processor
-// concurrently).
+// Saving in batches, the ledger takes a copy of its state and its
+// checkpoints' marks together (the copy leaves out the postings of a
+// delivery whose completion has not run: its position is not recorded
+// yet), and a goroutine of its own (started by UseCheckpoint, which
+// Engine.Start calls, stopped by CloseCheckpoint, which Engine.Stop calls)
+// writes it, then tells the checkpoints the marks are durable. A mark
+// counts only deliveries whose completion ran, so every input the source
+// may commit is in the saved state: after a crash the restart re-delivers
+// what the last save did not cover, and skips (Delivery.AlreadyApplied)
+// what it did. A line tried again (its try failed) first takes back the
+// postings of the failed try.
+//
+// Ledger implements core.Snapshotter, core.TimerHandler, core.Durable and
+// engine.CheckpointUser. The engine calls its handlers and completions from
+// one goroutine at a time; its state is guarded by a mutex shared with its
+// saving goroutine, so its methods are safe for concurrent use.
 type Ledger struct {
-	path string
-	st   LedgerState
-	save *ledgerSave
+	path     string
+	every    int
+	interval time.Duration
+	save     *ledgerSave
+
+	mu      sync.Mutex // guards everything below
+	st      LedgerState
+	open    []openPosting        // the postings of the positioned delivery whose completion has not run
+	pending int                  // deliveries completed since the last snapshot
+	cps     []*engine.Checkpoint // batches: the checkpoints of the feeds, in UseCheckpoint order
+	next    *ledgerSnap          // the latest snapshot not yet written (its marks not yet durable)
+	saveErr error                // the last failed write, not yet reported
+	saver   *ledgerSaver         // the saving goroutine, started by the first UseCheckpoint that batches
+}
+
+// ledgerSnap is a snapshot of the state (a copy: the saving goroutine
+// encodes it) and, taken with it, the marks of the ledger's checkpoints
+// (by index) it covers. A marks-only snapshot (st nil) covers the state
+// last written: nothing changed since.
+type ledgerSnap struct {
+	st    *LedgerState
+	marks []engine.Mark
+}
+
+// ledgerSaver is the ledger's saving goroutine: kick wakes it for a new
+// snapshot; stop ends it, after its last save; done is closed when it has
+// returned.
+type ledgerSaver struct {
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
 }
 
 // ledgerSave is the ledger's completion: a pointer, so that registering it
 // on every cycle of a delivery keeps it once.
 type ledgerSave struct{ l *Ledger }
 
-// Complete records the delivery's position and saves the state.
+// Complete records the delivery's position and saves the state, or counts
+// the delivery into the batch.
 func (s *ledgerSave) Complete(d *core.Delivery) error {
-	s.l.st.Epoch, s.l.st.Offset = d.Epoch, d.Position.Offset
-	return s.l.persist()
+	l := s.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.st.Epoch, l.st.Offset = d.Epoch, d.Position.Offset
+	l.open = l.open[:0]
+	return l.completedLocked()
 }
 
 // NewLedger returns the ledger app, with the state of opts.StatePath if
 // that file exists.
 func NewLedger(opts LedgerOptions) (*Ledger, error) {
-	l := &Ledger{path: opts.StatePath, st: LedgerState{Balances: map[string]int64{}}}
+	if opts.SaveEvery < 0 || opts.SaveInterval < 0 {
+		return nil, fmt.Errorf("%w: ledger: negative save batch (%d deliveries, %s)", core.ErrOption, opts.SaveEvery, opts.SaveInterval)
+	}
+	l := &Ledger{path: opts.StatePath, every: opts.SaveEvery, interval: opts.SaveInterval, st: LedgerState{Balances: map[string]int64{}}}
+	if l.every == 0 {
+		l.every = DefaultSaveEvery
+	}
+	if l.interval == 0 {
+		l.interval = DefaultSaveInterval
+	}
 	l.save = &ledgerSave{l}
 	if l.path == "" {
 		return l, nil
@@ -123,23 +204,191 @@ func NewLedger(opts LedgerOptions) (*Ledger, error) {
 	return l, nil
 }
 
+// UseCheckpoint takes cp for batched saves (engine.CheckpointUser); a
+// ledger without a state file, or saving every delivery, releases it.
+func (l *Ledger) UseCheckpoint(_ string, cp *engine.Checkpoint) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.path == "" || l.every <= 1 {
+		cp.Release()
+		return
+	}
+	l.cps = append(l.cps, cp)
+	if l.saver == nil {
+		l.saver = &ledgerSaver{kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		go l.saveLoop(l.saver)
+	}
+}
+
+// CloseCheckpoint saves what the last save did not cover (without the
+// postings of a delivery the engine abandoned, which the next run
+// re-delivers), makes it durable, and stops the saving goroutine
+// (engine.CheckpointUser; Engine.Stop calls it). It returns a write error
+// not yet reported. Later completions save one by one (until an engine
+// starts the ledger again).
+func (l *Ledger) CloseCheckpoint() error {
+	l.mu.Lock()
+	s := l.saver
+	l.saver = nil
+	l.mu.Unlock()
+	if s != nil {
+		close(s.stop)
+		<-s.done
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cps, l.next = nil, nil
+	err := l.saveErr
+	l.saveErr = nil
+	return err
+}
+
+// batched reports whether saves go in batches. mu held.
+func (l *Ledger) batched() bool { return len(l.cps) > 0 }
+
+// completedLocked counts a completed delivery (or an input without a
+// position, after its cycle): a save now, without batches; else a snapshot
+// once the batch is full. It returns a write error not yet
+// reported. mu held.
+func (l *Ledger) completedLocked() error {
+	if !l.batched() {
+		return l.persist()
+	}
+	l.pending++
+	if l.pending >= l.every {
+		l.snapshotLocked()
+	}
+	err := l.saveErr
+	l.saveErr = nil
+	return err
+}
+
+// snapshotLocked takes the checkpoints' marks and the state together, for
+// the saving goroutine to write: every delivery a mark counts has
+// completed, so it is in the state; a delivery whose completion has not
+// run is not counted, and its postings are left out (committedState).
+// mu held.
+func (l *Ledger) snapshotLocked() {
+	st := l.committedState()
+	if len(l.open) == 0 { // committedState shares st's map: copy it (cheaper than encoding it here)
+		st.Balances = maps.Clone(st.Balances)
+	}
+	l.next = &ledgerSnap{st: &st, marks: l.marksLocked()}
+	l.pending = 0
+	if l.saver != nil {
+		select {
+		case l.saver.kick <- struct{}{}:
+		default: // already kicked
+		}
+	}
+}
+
+func (l *Ledger) marksLocked() []engine.Mark {
+	ms := make([]engine.Mark, len(l.cps))
+	for i, cp := range l.cps {
+		ms[i] = cp.Mark()
+	}
+	return ms
+}
+
+// tickLocked is the interval's save: a snapshot of what completed since
+// the last one; with nothing new, fresh marks for the state last
+// snapshotted (they may count the delivery whose completion took it).
+// mu held.
+func (l *Ledger) tickLocked() {
+	switch {
+	case l.pending > 0:
+		l.snapshotLocked()
+	case l.next != nil:
+		l.next.marks = l.marksLocked()
+	default:
+		l.next = &ledgerSnap{marks: l.marksLocked()}
+	}
+}
+
+// saveLoop is the saving goroutine: it writes each snapshot it is kicked
+// for, every interval the snapshot of what completed since, and on stop
+// the last one.
+func (l *Ledger) saveLoop(s *ledgerSaver) {
+	defer close(s.done)
+	t := time.NewTicker(l.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.kick:
+		case <-t.C:
+			l.mu.Lock()
+			l.tickLocked()
+			l.mu.Unlock()
+		case <-s.stop:
+			l.mu.Lock()
+			l.tickLocked()
+			l.mu.Unlock()
+			l.writeNext()
+			return
+		}
+		l.writeNext()
+	}
+}
+
+// writeNext writes the latest snapshot, if any, then makes its marks
+// durable. A failed write keeps its error for the next completion (or
+// CloseCheckpoint) to return, releases nothing, and leaves the state to
+// snapshot again at the next interval.
+func (l *Ledger) writeNext() {
+	l.mu.Lock()
+	sn := l.next
+	l.next = nil
+	cps := l.cps
+	l.mu.Unlock()
+	if sn == nil {
+		return
+	}
+	if sn.st != nil {
+		b, err := json.Marshal(sn.st)
+		if err == nil {
+			err = l.write(b)
+		}
+		if err != nil {
+			l.mu.Lock()
+			l.saveErr = err
+			l.pending = max(l.pending, 1)
+			l.mu.Unlock()
+			return
+		}
+	}
+	for i, m := range sn.marks { // marks[i] is cps[i]'s: cps only grows (UseCheckpoint) until CloseCheckpoint
+		// A stale or empty mark (the feed subscribed again, or not at
+		// all) releases nothing; the next snapshot's marks will.
+		_ = cps[i].DurableThrough(m)
+	}
+}
+
 // DurableState is what the ledger's state holds (core.Durable): postings
 // applied, the position of the last input applied and, as the digest of
 // its effects, the balances (JSON, keys sorted).
 func (l *Ledger) DurableState() core.DurableState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	b, _ := json.Marshal(l.st.Balances) // a map of strings to integers always encodes
 	return core.DurableState{Applied: l.st.Applied, Epoch: l.st.Epoch, Position: core.Position{Offset: l.st.Offset}, Effects: string(b)}
 }
 
 // State returns a copy of the ledger's state.
 func (l *Ledger) State() LedgerState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	st := l.st
 	st.Balances = maps.Clone(l.st.Balances) // never nil: New and Restore make it
 	return st
 }
 
 // Snapshot returns the state as JSON (keys sorted).
-func (l *Ledger) Snapshot() ([]byte, error) { return json.Marshal(l.st) }
+func (l *Ledger) Snapshot() ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return json.Marshal(l.st)
+}
 
 // Restore replaces the state with a Snapshot.
 func (l *Ledger) Restore(snapshot []byte) error {
@@ -150,14 +399,23 @@ func (l *Ledger) Restore(snapshot []byte) error {
 	if st.Balances == nil {
 		st.Balances = map[string]int64{}
 	}
-	l.st = st
+	l.mu.Lock()
+	l.st, l.open = st, l.open[:0]
+	l.mu.Unlock()
 	return nil
 }
 
 // OnEvent handles a line, or one side of a transfer.
 func (l *Ledger) OnEvent(c *core.Cycle, ev any) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if d := c.Delivery(); d != nil && d.AlreadyApplied(l.st.Epoch, core.Position{Offset: l.st.Offset}) {
 		return nil
+	}
+	if _, line := ev.(string); line && len(l.open) > 0 {
+		// The postings of a try that failed (this one's, retried) or of a
+		// delivery abandoned: never completed, never to be kept.
+		l.st, l.open = l.committedState(), l.open[:0]
 	}
 	switch v := ev.(type) {
 	case posting:
@@ -224,22 +482,28 @@ func overflows(a, b int64) bool {
 }
 
 func (l *Ledger) post(c *core.Cycle, account string, amount int64) {
+	if c.Delivery() != nil {
+		_, had := l.st.Balances[account]
+		l.open = append(l.open, openPosting{account: account, amount: amount, created: !had})
+	}
 	l.st.Balances[account] += amount
 	l.st.Applied++
 	c.Emit(LedgerSink, Posting{Account: account, Amount: amount, Balance: l.st.Balances[account], At: stamp(c.Now())})
 }
 
-// done registers the save for the delivery's completion, or saves at once
-// for an input without a position.
+// done registers the save for the delivery's completion, or saves (counts
+// into the batch) at once for an input without a position. mu held.
 func (l *Ledger) done(c *core.Cycle) error {
 	if c.OnComplete(l.save) {
 		return nil
 	}
-	return l.persist()
+	return l.completedLocked()
 }
 
 // OnTimer emits the ledger's Summary.
 func (l *Ledger) OnTimer(c *core.Cycle, timer int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var total int64
 	for _, b := range l.st.Balances {
 		total += b
@@ -248,16 +512,54 @@ func (l *Ledger) OnTimer(c *core.Cycle, timer int) error {
 	return nil
 }
 
-// persist writes the state file atomically: a temporary file in the same
-// directory, fsync, rename over the state file, fsync of the directory.
+// openPosting is a posting of a delivery whose completion has not run:
+// what to take back to see the state without it.
+type openPosting struct {
+	account string
+	amount  int64
+	created bool // the posting created the account
+}
+
+// committedState is the state without the postings of the delivery whose
+// completion has not run (its position not yet recorded): the state a
+// save may hold while the delivery is under way, or abandoned (an
+// observer failed, Stop cut it). It shares st's map when there is none.
+// mu held.
+func (l *Ledger) committedState() LedgerState {
+	if len(l.open) == 0 {
+		return l.st
+	}
+	st := l.st
+	st.Balances = maps.Clone(l.st.Balances)
+	for i := len(l.open) - 1; i >= 0; i-- {
+		p := l.open[i]
+		if p.created {
+			delete(st.Balances, p.account)
+		} else {
+			st.Balances[p.account] -= p.amount
+		}
+	}
+	st.Applied -= int64(len(l.open))
+	return st
+}
+
+// persist writes the state file at once. mu held.
 func (l *Ledger) persist() error {
 	if l.path == "" {
 		return nil
 	}
-	b, err := l.Snapshot()
+	b, err := json.Marshal(l.committedState())
 	if err != nil {
 		return err
 	}
+	return l.write(b)
+}
+
+// write writes the state file atomically: a temporary file in the same
+// directory, fsync, rename over the state file, fsync of the directory.
+// One goroutine writes at a time: the engine's without batches, the
+// saving goroutine with them.
+func (l *Ledger) write(b []byte) error {
 	if err := atomicfile.Write(l.path, ".tmp", func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err

@@ -1,0 +1,139 @@
+package engine_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
+)
+
+// A hold of two parts commits only as far as both parts made durable; a
+// part that releases stops counting, and the hold ends with the last.
+func TestAHoldOfPartsCommitsOnlyWhatEveryPartMadeDurable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGate(false)
+		e, f, c := positioned(t, engine.Pause(), 64, map[string]*gate{"g": g}, "g")
+		parts, err := e.HoldParts("in", "g", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		publishAll(t, f, 1, 5)
+		g.let(3)
+		eventually(t, "3 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 3 })
+		m3 := parts[1].Mark()
+		g.let(2)
+		eventually(t, "5 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 5 })
+		if err := parts[0].DurableThrough(parts[0].Mark()); err != nil {
+			t.Fatal(err)
+		}
+		settleCommit(t, f, c, 0) // part 1 made nothing durable
+		if err := parts[1].DurableThrough(m3); err != nil {
+			t.Fatal(err)
+		}
+		settleCommit(t, f, c, 3) // the least of 5 and 3
+		parts[1].Release()
+		settleCommit(t, f, c, 5) // part 0 alone: 5
+		g.openUp()
+		publishAll(t, f, 6, 7)
+		settleCommit(t, f, c, 5) // part 0 still holds
+		parts[0].Release()
+		settleCommit(t, f, c, 7) // the hold ended
+		if _, err := e.HoldParts("in", "g", 0); err == nil {
+			t.Error("HoldParts of 0 parts: no error")
+		}
+	})
+}
+
+// batchSaver is a CheckpointUser that saves when the test says so.
+type batchSaver struct {
+	mu     sync.Mutex
+	cps    map[string]*engine.Checkpoint
+	closed int
+}
+
+func (s *batchSaver) OnEvent(*core.Cycle, any) error { return nil }
+
+func (s *batchSaver) UseCheckpoint(feed string, cp *engine.Checkpoint) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cps[feed] = cp
+}
+
+// save makes everything dispatched so far durable (the test calls it with
+// every item handled).
+func (s *batchSaver) save() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cp := range s.cps {
+		if err := cp.DurableThrough(cp.Mark()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *batchSaver) CloseCheckpoint() error {
+	s.closed++
+	return s.save()
+}
+
+// Start gives each worker's instance implementing CheckpointUser a part
+// of one hold per feed: the feed commits nothing until every worker
+// saved, then what both saved; Stop calls CloseCheckpoint on each, whose
+// saves its last commit then carries.
+func TestEveryWorkersCheckpointUserHoldsTheCommitUntilAllSavedAndStopClosesThem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var savers []*batchSaver
+		cfg := engine.Config{
+			Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Workers: 2, Order: engine.OrderNone,
+				Processors: []engine.ProcessorConfig{{Name: "p", New: func() (core.Processor, error) {
+					s := &batchSaver{cps: map[string]*engine.Checkpoint{}}
+					savers = append(savers, s)
+					return s, nil
+				}}}}},
+			Logger: testLogger(t),
+		}
+		before, _ := goroutines()
+		e, err := engine.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(savers) != 2 || savers[0].cps["in"] == nil || savers[1].cps["in"] == nil {
+			t.Fatalf("%d instances, checkpoints %v: want 2, each given one for feed in by Start", len(savers), savers)
+		}
+		f := e.Feed("in")
+		c := &committer{}
+		f.Intake().SetCommitter(c)
+		publishAll(t, f, 1, 4)
+		synctest.Wait()
+		settleCommit(t, f, c, 0)
+		if err := savers[0].save(); err != nil {
+			t.Fatal(err)
+		}
+		settleCommit(t, f, c, 0) // worker 1 saved nothing
+		if err := savers[1].save(); err != nil {
+			t.Fatal(err)
+		}
+		settleCommit(t, f, c, 4)
+		publishAll(t, f, 5, 6)
+		synctest.Wait()
+		settleCommit(t, f, c, 4)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := e.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Committed(); got != 6 || savers[0].closed != 1 || savers[1].closed != 1 {
+			t.Errorf("after Stop: committed %d, closed %d and %d times; want 6, once each", got, savers[0].closed, savers[1].closed)
+		}
+		noLeak(t, before)
+	})
+}

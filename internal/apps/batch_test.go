@@ -1,0 +1,376 @@
+package apps_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/apps"
+)
+
+// savedOffset is the offset of the ledger state file at path; 0 when
+// there is no file yet.
+func savedOffset(t *testing.T, path string) int64 {
+	t.Helper()
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
+	return readState(t, path).Offset
+}
+
+// stateChecker is a feed's committer that checks, at every commit, that
+// each line up to the committed offset is in the saved state of the
+// worker that handles it (its state file's offset is at or past the
+// line's): the source never commits what a crash could lose.
+type stateChecker struct {
+	t        *testing.T
+	paths    []string // the state file of each worker
+	workerOf []int    // the worker of the line at offset i+1
+
+	mu        sync.Mutex
+	acked     int64
+	committed int64
+	problems  []string
+}
+
+func (c *stateChecker) Acknowledged(_, _ int64, pos core.Position) {
+	c.mu.Lock()
+	c.acked = max(c.acked, pos.Offset)
+	c.mu.Unlock()
+}
+
+func (c *stateChecker) Commit() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	saved := make([]int64, len(c.paths))
+	for w, p := range c.paths {
+		saved[w] = savedOffset(c.t, p)
+	}
+	for o := c.committed + 1; o <= c.acked; o++ {
+		if w := c.workerOf[o-1]; saved[w] < o {
+			c.problems = append(c.problems, fmt.Sprintf("offset %d committed, but worker %d saved only through %d", o, w, saved[w]))
+		}
+	}
+	c.committed = c.acked
+	return nil
+}
+
+func (c *stateChecker) result() (int64, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.committed, c.problems
+}
+
+// stepSource publishes its lines (line i at offset i) as far as the test
+// allows (more), and polls acknowledgements when asked (poll) or woken
+// by the feed; nothing on a clock.
+type stepSource struct {
+	lines []string
+	check *stateChecker
+	more  chan int
+	poll  chan chan struct{}
+}
+
+func (s *stepSource) DefaultPolicy() engine.Policy { return engine.Pause() }
+
+func (s *stepSource) Run(ctx context.Context, in *engine.Intake) error {
+	in.SetCommitter(s.check)
+	next, allowed := 0, 0
+	for {
+		if _, err := in.PollAcks(); err != nil {
+			return err
+		}
+		for next < allowed && in.TryPublish(s.lines[next], core.Position{Offset: int64(next + 1)}) {
+			next++
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case n := <-s.more:
+			allowed += n
+		case done := <-s.poll:
+			if _, err := in.PollAcks(); err != nil {
+				return err
+			}
+			close(done)
+		case <-in.Ready():
+		}
+	}
+}
+
+// batchRun is a ledger on an engine: feed "in" (a stepSource), group "g"
+// of the ledger on workers, key-ordered, each worker with the state file
+// engine.WorkerName(state, w) (state itself for one worker), its commits
+// checked by a stateChecker.
+type batchRun struct {
+	e     *engine.Engine
+	src   *stepSource
+	check *stateChecker
+}
+
+func startBatchRun(t *testing.T, workers int, every string, interval time.Duration, lines []string) *batchRun {
+	t.Helper()
+	state := filepath.Join(t.TempDir(), "state.json")
+	check := &stateChecker{t: t}
+	for _, l := range lines {
+		check.workerOf = append(check.workerOf, engine.WorkerOf(apps.Key(l), max(workers, 1)))
+	}
+	build := func(w int) (core.Processor, error) {
+		path := state
+		if workers > 1 {
+			path = engine.WorkerName(state, w)
+		}
+		check.paths = append(check.paths, path)
+		return apps.LedgerApp().Build(map[string]string{apps.OptionState: path, apps.OptionStateEvery: every, apps.OptionStateInterval: interval.String()})
+	}
+	pc := engine.ProcessorConfig{Name: "ledger"}
+	built := 0
+	if workers > 1 {
+		pc.New = func() (core.Processor, error) { built++; return build(built - 1) }
+	} else {
+		p, err := build(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc.Processor = p
+	}
+	src := &stepSource{lines: lines, check: check, more: make(chan int), poll: make(chan chan struct{})}
+	e, err := engine.New(engine.Config{
+		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 64}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Workers: workers, Key: apps.Key, Processors: []engine.ProcessorConfig{pc}}},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return &batchRun{e: e, src: src, check: check}
+}
+
+// publish lets the source publish n more lines, then waits for every
+// goroutine of the bubble to block (the lines handled).
+func (r *batchRun) publish(t *testing.T, n int) {
+	t.Helper()
+	r.src.more <- n
+	synctest.Wait()
+}
+
+// committed has the source poll its acknowledgements and returns the
+// committed offset.
+func (r *batchRun) committed(t *testing.T) int64 {
+	t.Helper()
+	done := make(chan struct{})
+	r.src.poll <- done
+	<-done
+	c, _ := r.check.result()
+	return c
+}
+
+func (r *batchRun) stop(t *testing.T) {
+	t.Helper()
+	if err := r.e.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, problems := r.check.result(); len(problems) > 0 {
+		t.Errorf("commits ahead of the saved state:\n%v", problems)
+	}
+}
+
+func ledgerLines(n int) []string {
+	lines := make([]string, n)
+	for i := range lines {
+		lines[i] = "acct-" + strconv.Itoa(i%5) + "," + strconv.Itoa(i+1)
+	}
+	return lines
+}
+
+// A ledger saving every 3 deliveries writes its state once the third
+// completes, not at each delivery, and the source commits nothing the saved
+// state does not hold: after 5 lines the file holds 3 and the commit stops
+// before the third (the mark taken in its completion does not count it).
+func TestTheLedgerSavesOnceABatchIsFullNotAtEveryDelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startBatchRun(t, 1, "3", time.Hour, ledgerLines(10))
+		r.publish(t, 5)
+		if got := savedOffset(t, r.check.paths[0]); got != 3 {
+			t.Errorf("after 5 lines the state file holds offset %d, want 3 (one batch of 3)", got)
+		}
+		if got := r.committed(t); got != 2 {
+			t.Errorf("committed %d, want 2", got)
+		}
+		r.publish(t, 1)
+		if got, c := savedOffset(t, r.check.paths[0]), r.committed(t); got != 6 || c != 5 {
+			t.Errorf("after 6 lines: saved offset %d, committed %d; want 6, 5", got, c)
+		}
+		r.stop(t)
+	})
+}
+
+// Lines that stop arriving leave no batch unsaved: within the interval
+// the ledger saves what completed (no more lines needed) and the source
+// commits all of it.
+func TestAnIdleLedgerSavesItsPendingBatchWithinTheInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startBatchRun(t, 1, "1000", 100*time.Millisecond, ledgerLines(10))
+		r.publish(t, 5)
+		if got, c := savedOffset(t, r.check.paths[0]), r.committed(t); got != 0 || c != 0 {
+			t.Fatalf("before the interval: saved offset %d, committed %d; want 0, 0 (the batch is not full)", got, c)
+		}
+		time.Sleep(100 * time.Millisecond) // the bubble's clock: the interval passes
+		synctest.Wait()
+		if got, c := savedOffset(t, r.check.paths[0]), r.committed(t); got != 5 || c != 5 {
+			t.Errorf("one interval later: saved offset %d, committed %d; want 5, 5", got, c)
+		}
+		r.stop(t)
+	})
+}
+
+// A clean stop saves the batch in progress, and the engine's last commit
+// carries it.
+func TestTheLedgerSavesWhatItHoldsWhenTheEngineStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startBatchRun(t, 1, "1000", time.Hour, ledgerLines(10))
+		r.publish(t, 5)
+		r.stop(t)
+		c, _ := r.check.result()
+		if got := savedOffset(t, r.check.paths[0]); got != 5 || c != 5 {
+			t.Errorf("after Stop: saved offset %d, committed %d; want 5, 5", got, c)
+		}
+		want := apps.LedgerState{Balances: map[string]int64{"acct-0": 1, "acct-1": 2, "acct-2": 3, "acct-3": 4, "acct-4": 5}, Applied: 5, Offset: 5}
+		if got := readState(t, r.check.paths[0]); !equalState(got, want) {
+			t.Errorf("saved state %+v, want %+v", got, want)
+		}
+	})
+}
+
+func equalState(a, b apps.LedgerState) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// Over many lines, in batches of 7 with a short interval, on one worker
+// and on three (each saving a state of its own, the commit spanning all
+// three): no commit passes a line its worker did not save, and at the end
+// every line is saved once and committed.
+func TestNoCommitPassesALineItsWorkerDidNotSave(t *testing.T) {
+	for _, workers := range []int{1, 3} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const n = 300
+				r := startBatchRun(t, workers, "7", time.Millisecond, ledgerLines(n))
+				for range n / 10 {
+					r.publish(t, 10)
+					r.committed(t)
+				}
+				r.stop(t)
+				var applied int64
+				for _, p := range r.check.paths {
+					applied += readState(t, p).Applied
+				}
+				if c, _ := r.check.result(); c != n || applied != n {
+					t.Errorf("committed %d, applied %d; want %d each", c, applied, n)
+				}
+			})
+		})
+	}
+}
+
+// The batch options: state-every a positive integer, state-interval a
+// positive duration; anything else is an option error.
+func TestTheLedgerRefusesABadBatchOption(t *testing.T) {
+	tests := []struct {
+		key, value string
+		ok         bool
+	}{
+		{apps.OptionStateEvery, "1", true},
+		{apps.OptionStateEvery, "500", true},
+		{apps.OptionStateEvery, "0", false},
+		{apps.OptionStateEvery, "-3", false},
+		{apps.OptionStateEvery, "x", false},
+		{apps.OptionStateInterval, "250ms", true},
+		{apps.OptionStateInterval, "0s", false},
+		{apps.OptionStateInterval, "-1s", false},
+		{apps.OptionStateInterval, "100", false},
+	}
+	for _, tt := range tests {
+		_, err := apps.LedgerApp().Build(map[string]string{tt.key: tt.value})
+		if got := err == nil; got != tt.ok || (err != nil && !errors.Is(err, core.ErrOption)) {
+			t.Errorf("%s=%s: error %v, want ok %v (or core.ErrOption)", tt.key, tt.value, err, tt.ok)
+		}
+	}
+}
+
+// failFirst is a sink whose first n writes fail.
+type failFirst struct{ n int }
+
+func (s *failFirst) Write(_, _ string, _ any) error {
+	if s.n > 0 {
+		s.n--
+		return errors.New("sink down")
+	}
+	return nil
+}
+
+// A try that failed after a posting (its output could not be written) is
+// taken back when the line is tried again: a transfer retried once applies
+// both its postings once, and the saved state holds them once.
+func TestARetriedLineIsAppliedOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	l := newLedger(t, apps.LedgerOptions{StatePath: path})
+	h := core.NewHost("p", l, core.NewStepClock(t0, time.Millisecond), core.WithSink(&failFirst{n: 2}))
+	d := &core.Delivery{Feed: "input", Sequence: 1, Epoch: 1, Position: core.Position{Offset: 9}}
+	if tr := h.Handle(d, "a,7"); tr.Err == nil {
+		t.Fatal("the first try did not fail")
+	}
+	if tr := h.Handle(d, "transfer,a,b,3"); tr.Err == nil { // as a retry of another line would be
+		t.Fatal("the second try did not fail")
+	}
+	retry := *d
+	retry.Attempt = 2
+	if _, err := handle(t, h, &retry, "transfer,a,b,3"); err != nil {
+		t.Fatal(err)
+	}
+	want := apps.LedgerState{Balances: map[string]int64{"a": -3, "b": 3}, Applied: 2, Epoch: 1, Offset: 9}
+	if got := readState(t, path); !equalState(got, want) {
+		t.Errorf("saved state %+v, want %+v", got, want)
+	}
+	if got := l.State(); !equalState(got, want) {
+		t.Errorf("state %+v, want %+v", got, want)
+	}
+}
+
+// A worker that gets no line holds back no commit: with every line of one
+// account (one worker of four busy), the idle workers release fresh marks
+// every interval, and the lines are committed once the busy worker saved
+// them.
+func TestAWorkerWithNoLinesHoldsBackNoCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lines := make([]string, 10)
+		for i := range lines {
+			lines[i] = "acct-0," + strconv.Itoa(i+1)
+		}
+		r := startBatchRun(t, 4, "1000", 100*time.Millisecond, lines)
+		r.publish(t, 10)
+		time.Sleep(100 * time.Millisecond) // the bubble's clock: the interval passes
+		synctest.Wait()
+		if c := r.committed(t); c != 10 {
+			t.Errorf("committed %d, want 10", c)
+		}
+		r.stop(t)
+	})
+}
