@@ -11,7 +11,6 @@ import (
 
 	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/report"
-	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 	"github.com/blackbox-audit/blackbox/store/storetest"
 )
@@ -19,39 +18,12 @@ import (
 // million is the length of the long recording of the size bars.
 const million = 1_000_000
 
-// writeLong writes a CSV recording of n inputs (storetest.Input: a
-// DELIVERY, an INLINE input and its OUTPUT each) of one processor stream,
-// a COMMIT row after every 1,000th, ended cleanly, with the store API
-// directly, and returns its path.
+// writeLong writes a CSV recording of n inputs (storetest.WriteLong) and
+// returns its path.
 func writeLong(tb testing.TB, n int64) string {
 	tb.Helper()
 	path := filepath.Join(tb.TempDir(), "long.csv")
-	s, err := csvstore.Create(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer s.Close()
-	rows := []store.Entry{store.EncodeMeta(store.Meta{Created: storetest.T0, Apps: map[string]string{"p": "ledger"}, Streams: []string{"p"}}),
-		{Processor: "p", Index: 1, Kind: store.KindStart, Instant: storetest.T0}}
-	const batch = 2000
-	for i := int64(1); i <= n; i++ {
-		rows = append(rows, storetest.Input("p", i)...)
-		if i%1000 == 0 {
-			rows = append(rows, store.Entry{Index: i/1000 + 1, Kind: store.KindCommit, Source: "orders", Seq: i, Epoch: 1, Offset: 64 * i})
-		}
-		if len(rows) >= 3*batch || i == n {
-			if i == n {
-				rows = append(rows, store.Entry{Processor: "p", Index: 3*n + 2, Kind: store.KindEnd, N: n, Instant: storetest.T0})
-			}
-			if err := s.Append(rows...); err != nil {
-				tb.Fatal(err)
-			}
-			rows = rows[:0]
-		}
-	}
-	if err := s.Close(); err != nil {
-		tb.Fatal(err)
-	}
+	storetest.WriteLong(tb, storetest.CSV, path, n)
 	return path
 }
 
