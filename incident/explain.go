@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -163,7 +164,8 @@ func (x *explainer) read(run int, rec Recording) *runData {
 	d := &runData{run: run, r: rec.Reader, inputs: inputLog{names: x.names}, journal: map[string]map[int64]Ref{}, commits: map[string][]commitRec{}}
 	sum := Run{Run: run, File: rec.File, Format: rec.Reader.Meta().Format, Counts: map[string]int64{}, Problems: []store.Problem{}}
 	type streamState struct {
-		delivery *store.Entry
+		delivery *store.Entry // points to dl when the last row was a DELIVERY
+		dl       store.Entry  // its fields of a position (no payload)
 		dref     Ref
 		last     *inputRec // the input the next OUTPUT rows belong to
 		lastRec  int       // its record in d.inputs
@@ -189,7 +191,7 @@ func (x *explainer) read(run int, rec Recording) *runData {
 		}
 	}
 	readErr := false
-	for e, err := range rec.Reader.Rows() {
+	for e, err := range scan(rec.Reader) {
 		if err != nil {
 			var p *store.Problem
 			if errors.As(err, &p) {
@@ -224,9 +226,8 @@ func (x *explainer) read(run int, rec Recording) *runData {
 		proc := baseName(e.Processor)
 		switch e.Kind {
 		case store.KindDelivery:
-			c := e
-			c.Payload, c.Reads = nil, nil
-			s.delivery, s.dref = &c, ref
+			s.dl = store.Entry{Source: e.Source, Seq: e.Seq, Epoch: e.Epoch, Key: e.Key, Offset: e.Offset}
+			s.delivery, s.dref = &s.dl, ref
 			continue
 		case store.KindIndexed, store.KindInline:
 			settle(s)
@@ -292,6 +293,17 @@ func (x *explainer) read(run int, rec Recording) *runData {
 	sum.Ended, sum.Crashed = ended, d.crashed
 	x.f.Runs = append(x.f.Runs, sum)
 	return d
+}
+
+// scan yields every row of r in storage order: in one checking pass (Scan)
+// when r is a StreamsReader, so that its Problems afterwards cost no second
+// read; else Rows. A row's Payload and Reads are valid until the iteration
+// goes on.
+func scan(r store.Reader) iter.Seq2[store.Entry, error] {
+	if sr, ok := r.(store.StreamsReader); ok {
+		return sr.Scan()
+	}
+	return r.Rows()
 }
 
 // answer fills the Answers and the recording losses.

@@ -12,10 +12,11 @@ import (
 // wrote are not stored when they are the count it declares (the usual
 // case), nor the FAILED row of a completion when there is none: those few
 // are kept aside by record number. So a run of a million inputs costs a
-// dozen megabytes, not the 150 of a struct per input. Not safe for
-// concurrent use.
+// dozen megabytes, not the 150 of a struct per input. The records fill
+// chunks of chunkSize bytes, none across two, so that the log grows
+// without copying what it holds. Not safe for concurrent use.
 type inputLog struct {
-	buf    []byte
+	chunks [][]byte
 	n      int           // records
 	prev   inputRec      // the record last added, for the differences
 	outs   map[int]int64 // record -> OUTPUT rows, when not its n
@@ -44,10 +45,20 @@ const (
 	flagIndexed
 )
 
+// chunkSize is the size of a chunk of the log, and maxRecord the most
+// bytes a record takes (nine varints and the flags).
+const (
+	chunkSize = 1 << 16
+	maxRecord = 9*binary.MaxVarintLen64 + 1
+)
+
 // add appends in (its outs and failed are set with setOuts and setFailed)
 // and returns its record number.
 func (l *inputLog) add(in inputRec) int {
-	b, p := l.buf, &l.prev
+	if len(l.chunks) == 0 || chunkSize-len(l.chunks[len(l.chunks)-1]) < maxRecord {
+		l.chunks = append(l.chunks, make([]byte, 0, chunkSize))
+	}
+	b, p := l.chunks[len(l.chunks)-1], &l.prev
 	b = binary.AppendVarint(b, in.seq-p.seq)
 	b = binary.AppendVarint(b, in.index-p.index)
 	b = binary.AppendVarint(b, in.n)
@@ -68,7 +79,7 @@ func (l *inputLog) add(in inputRec) int {
 		b = binary.AppendVarint(b, in.pos.Offset-p.pos.Offset)
 		p.pos = in.pos
 	}
-	l.buf = b
+	l.chunks[len(l.chunks)-1] = b
 	p.seq, p.index = in.seq, in.index
 	l.n++
 	return l.n - 1
@@ -97,7 +108,8 @@ func (l *inputLog) setFailed(i int, index int64) {
 // all yields the inputs in the order they were added.
 func (l *inputLog) all() iter.Seq[inputRec] {
 	return func(yield func(inputRec) bool) {
-		b := l.buf
+		var b []byte
+		next := 0 // the chunk after b
 		var p inputRec
 		varint := func() int64 {
 			v, k := binary.Varint(b)
@@ -110,6 +122,9 @@ func (l *inputLog) all() iter.Seq[inputRec] {
 			return l.names.list[v]
 		}
 		for i := range l.n {
+			if len(b) == 0 {
+				b, next = l.chunks[next], next+1
+			}
 			in := inputRec{pos: p.pos}
 			in.seq = p.seq + varint()
 			in.index = p.index + varint()

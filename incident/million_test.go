@@ -45,8 +45,10 @@ func (h heapReader) sampled(rows iter.Seq2[store.Entry, error]) iter.Seq2[store.
 	}
 }
 
-func (h heapReader) Rows() iter.Seq2[store.Entry, error]    { return h.sampled(h.StreamsReader.Rows()) }
-func (h heapReader) Streams() iter.Seq2[store.Entry, error] { return h.sampled(h.StreamsReader.Streams()) }
+func (h heapReader) Rows() iter.Seq2[store.Entry, error] { return h.sampled(h.StreamsReader.Rows()) }
+func (h heapReader) Streams() iter.Seq2[store.Entry, error] {
+	return h.sampled(h.StreamsReader.Streams())
+}
 
 // explainLong explains the recording at path and returns the Findings and
 // the largest growth of the live heap it saw over its start, sampled as
