@@ -37,13 +37,18 @@ type Options struct {
 
 // Explain reads the recordings of a crashed run and its restarts, in the
 // order they ran (as `blackbox diff` stitches them), and answers what the
-// crashes did (Findings). It reads each recording in storage order, keeping
-// of each input its seq, position, row index and output count (no payload),
-// then reads once more the recordings holding rows it reports, for their
-// lines, times and outputs, and looks up the JOURNAL rows of INDEXED
-// inputs. Its memory grows with the number of inputs (their positions are
-// compared across runs), by about 150 bytes each. A recording that cannot be read, or a row that cannot be, makes
-// the Findings not Complete; Explain returns an error only when given no
+// crashes did (Findings). It reads each recording in storage order, once
+// (Scan, which checks it in the same pass, when its reader is a
+// store.StreamsReader; else Rows and Problems), keeping of each input its
+// seq, position, row index and output count (no payload) in a compact log
+// of about a dozen bytes per input (consecutive seqs, indexes and offsets
+// cost a byte or two each), then reads once more the recordings holding
+// rows it reports, for their lines, times and outputs, and looks up the
+// JOURNAL rows of INDEXED inputs. Positions are compared across runs in a
+// map of the inputs of every run but the last (no later run delivers
+// those again): a single recording of 1M inputs is explained in about 12
+// MB. A recording that cannot be read, or a row that cannot be, makes the
+// Findings not Complete; Explain returns an error only when given no
 // recording.
 func Explain(recs []Recording, opts Options) (*Findings, error) {
 	if len(recs) == 0 {
@@ -593,26 +598,42 @@ func (x *explainer) inNoRun(d *runData, p pair) []Loss {
 // delivered it; its outputs with those of the latest earlier delivery that
 // emitted some.
 func (x *explainer) redelivered(p pair, a *Answers) {
+	// seen is what the maps keep of an input: the fields its Input and
+	// its OUTPUT rows' Refs need, its position being the key.
 	type seen struct {
-		d  *runData
-		in inputRec
+		run     int
+		stream  string
+		seq     int64
+		index   int64
+		outs    int64
+		failed  int64
+		indexed bool
+	}
+	rec := func(s seen, pos Position) inputRec {
+		return inputRec{stream: s.stream, seq: s.seq, index: s.index, outs: s.outs, failed: s.failed,
+			indexed: s.indexed, delivery: true, pos: pos}
+	}
+	type at struct {
+		pos Position
+		s   seen
 	}
 	latest, emitted := map[Position]seen{}, map[Position]seen{}
 	for i, d := range x.runs {
-		var here []seen
+		var here []at
 		later := i < len(x.runs)-1 // a later run may deliver its inputs again
 		for in := range d.inputs.all() {
 			if in.pair != p || !in.delivery {
 				continue
 			}
 			if later {
-				here = append(here, seen{d, in})
+				here = append(here, at{in.pos, seen{d.run, in.stream, in.seq, in.index, in.outs, in.failed, in.indexed}})
 			}
 			e, ok := latest[in.pos]
 			if !ok {
 				continue
 			}
-			rd := Redelivery{Position: in.pos, Earlier: x.input(e.d, &e.in), Again: x.input(d, &in)}
+			earlier := rec(e, in.pos)
+			rd := Redelivery{Position: in.pos, Earlier: x.input(x.runs[e.run-1], &earlier), Again: x.input(d, &in)}
 			prev, out := emitted[in.pos]
 			switch {
 			case in.outs > 0:
@@ -625,20 +646,21 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 			a.Redelivered = append(a.Redelivered, rd)
 			for k := int64(1); out && k <= in.outs; k++ {
 				dup := Duplicate{Position: in.pos, K: k, Again: in.output(d.run, k)} // fill reads the rest
-				if k <= prev.in.outs {
-					r := prev.in.output(prev.d.run, k)
+				if k <= prev.outs {
+					pr := rec(prev, in.pos)
+					r := pr.output(prev.run, k)
 					dup.Earlier = &r
 				}
 				a.Duplicates = append(a.Duplicates, dup)
 			}
 		}
-		for _, s := range here { // a position twice in one run: its first
-			if e, ok := latest[s.in.pos]; !ok || e.d != d {
-				latest[s.in.pos] = s
+		for _, h := range here { // a position twice in one run: its first
+			if e, ok := latest[h.pos]; !ok || e.run != d.run {
+				latest[h.pos] = h.s
 			}
-			if s.in.outs > 0 {
-				if e, ok := emitted[s.in.pos]; !ok || e.d != d {
-					emitted[s.in.pos] = s
+			if h.s.outs > 0 {
+				if e, ok := emitted[h.pos]; !ok || e.run != d.run {
+					emitted[h.pos] = h.s
 				}
 			}
 		}
