@@ -24,7 +24,8 @@ type inputLog struct {
 	names  *names        // the explainer's
 }
 
-// names are the explainer's tables of feeds, processors, streams and keys.
+// names are the explainer's tables of feeds, processors, streams and keys:
+// a name's number is its place in list. Not safe for concurrent use.
 type names struct {
 	list []string
 	id   map[string]uint64
