@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -36,25 +37,34 @@ type Options struct {
 
 // Explain reads the recordings of a crashed run and its restarts, in the
 // order they ran (as `blackbox diff` stitches them), and answers what the
-// crashes did (Findings). It reads each recording in storage order, keeping
-// of each input its seq, position, row index and output count (no payload),
-// then reads once more the recordings holding rows it reports, for their
-// lines, times and outputs, and looks up the JOURNAL rows of INDEXED
-// inputs. Its memory grows with the number of inputs (their positions are
-// compared across runs), by about 150 bytes each. A recording that cannot be read, or a row that cannot be, makes
-// the Findings not Complete; Explain returns an error only when given no
+// crashes did (Findings). It reads each recording in storage order, once
+// (Scan, which checks it in the same pass, when its reader is a
+// store.StreamsReader; else Rows and Problems), keeping of each input its
+// seq, position, row index and output count (no payload) in a compact log
+// of about a dozen bytes per input (consecutive seqs, indexes and offsets
+// cost a byte or two each), then reads once more the recordings holding
+// rows it reports, for their lines, times and outputs, and looks up the
+// JOURNAL rows of INDEXED inputs. Positions are compared across runs in a
+// map of the inputs of every run but the last (no later run delivers
+// those again): a single recording of 1M inputs is explained in about 12
+// MB. A recording that cannot be read, or a row that cannot be, makes the
+// Findings not Complete; Explain returns an error only when given no
 // recording.
 func Explain(recs []Recording, opts Options) (*Findings, error) {
 	if len(recs) == 0 {
 		return nil, ErrNoRecording
 	}
-	x := &explainer{f: &Findings{Complete: true, Runs: []Run{}, Answers: []Answers{}, Losses: []Loss{}}, strings: map[string]string{}}
+	x := &explainer{f: &Findings{Complete: true, Runs: []Run{}, Answers: []Answers{}, Losses: []Loss{}}, names: &names{id: map[string]uint64{}}}
 	for i, rec := range recs {
 		x.runs = append(x.runs, x.read(i+1, rec))
 	}
 	x.answer()
 	x.onDisk(opts)
-	x.fill()
+	readers := make([]store.Reader, len(recs))
+	for i, rec := range recs {
+		readers[i] = rec.Reader
+	}
+	fill(x.f, readers)
 	x.f.Lost = len(x.f.Losses) > 0
 	for _, a := range x.f.Answers {
 		if len(a.Lost) > 0 {
@@ -65,37 +75,28 @@ func Explain(recs []Recording, opts Options) (*Findings, error) {
 }
 
 type explainer struct {
-	f       *Findings
-	runs    []*runData
-	strings map[string]string // interned names: one copy per name, not per row
-}
-
-// intern returns the one copy of s the explainer keeps.
-func (x *explainer) intern(s string) string {
-	if v, ok := x.strings[s]; ok {
-		return v
-	}
-	x.strings[s] = s
-	return s
+	f     *Findings
+	runs  []*runData
+	names *names // the names of the runs' inputs: one copy each
 }
 
 // pair is one feed and processor (a processor's base name: its worker
 // streams merged).
 type pair struct{ feed, proc string }
 
-// inputRec is what Explain keeps of an input row while it reads: no
-// payload and no instant (fill reads those of the inputs it reports), so
-// that its memory per input stays small.
+// inputRec is what Explain knows of an input row: no payload and no
+// instant (fill reads those of the inputs it reports). A run keeps its
+// inputs in an inputLog, compact, and decodes them as it answers.
 type inputRec struct {
 	pair
 	stream   string
 	seq      int64
-	pos      *Position
-	n        int64 // outputs the input row declares
-	outs     int64 // its OUTPUT rows, at index+1 ... index+outs
-	index    int64 // the input row's; its DELIVERY, if any, is at index-1
-	failed   int64 // the index of the FAILED row of its completion; 0 for none
-	delivery bool
+	pos      Position // when delivery
+	n        int64    // outputs the input row declares
+	outs     int64    // its OUTPUT rows, at index+1 ... index+outs
+	index    int64    // the input row's; its DELIVERY, if any, is at index-1
+	failed   int64    // the index of the FAILED row of its completion; 0 for none
+	delivery bool     // its DELIVERY row, and so its position, is known
 	indexed  bool
 }
 
@@ -148,7 +149,7 @@ type rangeRec struct {
 type runData struct {
 	run     int
 	r       store.Reader
-	inputs  []*inputRec
+	inputs  inputLog
 	journal map[string]map[int64]Ref // feed -> seq -> JOURNAL row
 	commits map[string][]commitRec   // feed -> COMMIT rows in order
 	dropped []rangeRec
@@ -165,12 +166,15 @@ func baseName(stream string) string {
 
 // read reads one recording in storage order.
 func (x *explainer) read(run int, rec Recording) *runData {
-	d := &runData{run: run, r: rec.Reader, journal: map[string]map[int64]Ref{}, commits: map[string][]commitRec{}}
+	d := &runData{run: run, r: rec.Reader, inputs: inputLog{names: x.names}, journal: map[string]map[int64]Ref{}, commits: map[string][]commitRec{}}
 	sum := Run{Run: run, File: rec.File, Format: rec.Reader.Meta().Format, Counts: map[string]int64{}, Problems: []store.Problem{}}
 	type streamState struct {
-		delivery *store.Entry
+		delivery *store.Entry // points to dl when the last row was a DELIVERY
+		dl       store.Entry  // its fields of a position (no payload)
 		dref     Ref
 		last     *inputRec // the input the next OUTPUT rows belong to
+		lastRec  int       // its record in d.inputs
+		in       inputRec  // last points here
 		ended    bool
 	}
 	streams := map[string]*streamState{}
@@ -182,8 +186,17 @@ func (x *explainer) read(run int, rec Recording) *runData {
 		}
 		return s
 	}
+	// settle keeps the OUTPUT rows the stream's last input wrote, and
+	// forgets it: the next rows of the stream belong to no input, or to
+	// the next.
+	settle := func(s *streamState) {
+		if in := s.last; in != nil {
+			d.inputs.setOuts(s.lastRec, in.n, in.outs)
+			s.last = nil
+		}
+	}
 	readErr := false
-	for e, err := range rec.Reader.Rows() {
+	for e, err := range scan(rec.Reader) {
 		if err != nil {
 			var p *store.Problem
 			if errors.As(err, &p) {
@@ -218,21 +231,20 @@ func (x *explainer) read(run int, rec Recording) *runData {
 		proc := baseName(e.Processor)
 		switch e.Kind {
 		case store.KindDelivery:
-			c := e
-			c.Payload, c.Reads = nil, nil
-			s.delivery, s.dref = &c, ref
+			s.dl = store.Entry{Source: e.Source, Seq: e.Seq, Epoch: e.Epoch, Key: e.Key, Offset: e.Offset}
+			s.delivery, s.dref = &s.dl, ref
 			continue
 		case store.KindIndexed, store.KindInline:
-			in := &inputRec{pair: pair{x.intern(e.Source), x.intern(proc)}, stream: x.intern(e.Processor), seq: e.Seq, n: e.N,
+			settle(s)
+			s.in = inputRec{pair: pair{e.Source, proc}, stream: e.Processor, seq: e.Seq, n: e.N,
 				index: e.Index, indexed: e.Kind == store.KindIndexed}
 			if dl := s.delivery; dl != nil && dl.Source == e.Source && dl.Seq == e.Seq && s.dref.Index == e.Index-1 {
-				in.pos = &Position{Epoch: dl.Epoch, Key: x.intern(dl.Key), Offset: dl.Offset}
-				in.delivery = true
+				s.in.pos = Position{Epoch: dl.Epoch, Key: dl.Key, Offset: dl.Offset}
+				s.in.delivery = true
 			}
-			d.inputs = append(d.inputs, in)
-			s.last = in
+			s.last, s.lastRec = &s.in, d.inputs.add(s.in)
 		case store.KindTimer:
-			s.last = nil
+			settle(s)
 		case store.KindOutput:
 			if in := s.last; in != nil && e.Index == in.index+in.outs+1 {
 				in.outs++
@@ -243,20 +255,23 @@ func (x *explainer) read(run int, rec Recording) *runData {
 			d.dropped = append(d.dropped, rangeRec{pair: pair{e.Source, proc}, seq: e.Seq, n: e.N, offset: e.Offset, detail: e.Detail, ref: ref})
 		case store.KindFailed:
 			if in := s.last; in != nil && in.feed == e.Source && in.seq == e.Seq && e.Source != "" {
-				in.failed = e.Index // a completion of the input before failed
+				d.inputs.setFailed(s.lastRec, e.Index) // a completion of the input before failed
 			} else if e.Source != "" {
 				d.failed = append(d.failed, rangeRec{pair: pair{e.Source, proc}, seq: e.Seq, n: 1, detail: e.Detail, ref: ref})
 			} else {
 				x.f.Losses = append(x.f.Losses, Loss{Kind: LossFailed, Run: run, Detail: e.Detail, Rows: []Ref{ref}})
 			}
-			s.last = nil
+			settle(s)
 		case store.KindEnd:
 			s.ended = true
-			s.last = nil
+			settle(s)
 		default:
-			s.last = nil
+			settle(s)
 		}
 		s.delivery = nil
+	}
+	for _, s := range streams {
+		settle(s)
 	}
 	if !readErr {
 		sum.Problems = append(sum.Problems, rec.Reader.Problems()...)
@@ -285,11 +300,22 @@ func (x *explainer) read(run int, rec Recording) *runData {
 	return d
 }
 
+// scan yields every row of r in storage order: in one checking pass (Scan)
+// when r is a StreamsReader, so that its Problems afterwards cost no second
+// read; else Rows. A row's Payload and Reads are valid until the iteration
+// goes on.
+func scan(r store.Reader) iter.Seq2[store.Entry, error] {
+	if sr, ok := r.(store.StreamsReader); ok {
+		return sr.Scan()
+	}
+	return r.Rows()
+}
+
 // answer fills the Answers and the recording losses.
 func (x *explainer) answer() {
 	pairs := map[pair]bool{}
 	for _, d := range x.runs {
-		for _, in := range d.inputs {
+		for in := range d.inputs.all() {
 			pairs[in.pair] = true
 		}
 		for _, r := range d.dropped {
@@ -339,7 +365,7 @@ func (x *explainer) answers(p pair) Answers {
 				a.Lost = append(a.Lost, Loss{Kind: LossFailed, Run: d.run, Count: 1, Detail: r.detail, Rows: []Ref{r.ref}})
 			}
 		}
-		for _, in := range d.inputs {
+		for in := range d.inputs.all() {
 			if in.pair == p && in.failed != 0 {
 				a.Lost = append(a.Lost, Loss{Kind: LossFailed, Run: d.run, Count: 0, Detail: fmt.Sprintf("a completion of seq %d failed", in.seq), Rows: in.refs(d.run)})
 			}
@@ -356,25 +382,31 @@ func (in *inputRec) complete() bool { return in.outs == in.n && in.failed == 0 }
 
 // input is in as the Findings show it; fill reads its line and time.
 func (x *explainer) input(d *runData, in *inputRec) Input {
-	return Input{Run: d.run, Seq: in.seq, Position: in.pos, Outputs: in.outs, Rows: in.refs(d.run)}
+	var pos *Position
+	if in.delivery {
+		p := in.pos
+		pos = &p
+	}
+	return Input{Run: d.run, Seq: in.seq, Position: pos, Outputs: in.outs, Rows: in.refs(d.run)}
 }
 
 // crash answers 1, 2 and 3 for one crashed run.
 func (x *explainer) crash(d *runData, p pair) Crash {
 	c := Crash{Run: d.run, InFlight: []Input{}}
 	var last *inputRec
-	handled := map[int64]bool{}
+	var handled spans
 	journalled := false
-	for _, in := range d.inputs {
+	for in := range d.inputs.all() {
 		if in.pair != p {
 			continue
 		}
-		handled[in.seq] = true
+		handled.add(in.seq)
 		journalled = journalled || in.indexed
 		if in.complete() && (last == nil || in.seq > last.seq) {
-			last = in
+			last = &in
 		}
 	}
+	handled.merge()
 	if last != nil {
 		li := x.input(d, last)
 		c.LastProcessed = &li
@@ -389,28 +421,28 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 	if j := d.journal[p.feed]; len(j) > 0 || journalled {
 		c.InFlightKnown = true
 		for seq, ref := range j {
-			if !handled[seq] && !lost.has(seq) {
+			if !handled.has(seq) && !lost.has(seq) {
 				in := Input{Run: d.run, Seq: seq, Rows: []Ref{ref}}
 				c.InFlight = append(c.InFlight, in) // fill reads its line
 			}
 		}
 	}
-	for _, in := range d.inputs {
+	for in := range d.inputs.all() {
 		if in.pair == p && in.outs < in.n {
-			c.InFlight = append(c.InFlight, x.input(d, in)) // its rows were cut
+			c.InFlight = append(c.InFlight, x.input(d, &in)) // its rows were cut
 		}
 	}
 	slices.SortFunc(c.InFlight, func(a, b Input) int { return cmp.Compare(a.Seq, b.Seq) })
 	c.Lag = x.lag(d, p, last)
-	if last == nil || last.pos == nil {
+	if last == nil || !last.delivery {
 		return c
 	}
 	for _, next := range x.runs[d.run:] { // the runs after d (numbered from 1)
 		var first *inputRec
-		for _, in := range next.inputs {
-			if in.pair == p && in.pos != nil && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key &&
+		for in := range next.inputs.all() {
+			if in.pair == p && in.delivery && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key &&
 				in.pos.Offset > last.pos.Offset && (first == nil || in.pos.Offset < first.pos.Offset) {
-				first = in
+				first = &in
 			}
 		}
 		if first != nil {
@@ -437,7 +469,7 @@ func (x *explainer) lag(d *runData, p pair, last *inputRec) *Lag {
 			return nil
 		}
 		l := &Lag{From: LagFromCommitRow, Rows: []Ref{last.row(d.run)}}
-		for _, in := range d.inputs {
+		for in := range d.inputs.all() {
 			if in.pair == p && in.complete() {
 				l.Items++
 			}
@@ -446,17 +478,17 @@ func (x *explainer) lag(d *runData, p pair, last *inputRec) *Lag {
 	}
 	c := commits[len(commits)-1]
 	for _, o := range commits { // the last commit of the last input's key
-		if last.pos != nil && o.pos.Key == last.pos.Key {
+		if last.delivery && o.pos.Key == last.pos.Key {
 			c = o
 		}
 	}
 	l := &Lag{From: LagFromCommitRow, Committed: &c.pos, CommitSeq: c.seq, Rows: []Ref{c.ref, last.row(d.run)}}
-	for _, in := range d.inputs {
+	for in := range d.inputs.all() {
 		if in.pair == p && in.complete() && in.seq > c.seq {
 			l.Items++
 		}
 	}
-	if last.pos != nil && last.pos.Epoch == c.pos.Epoch && last.pos.Key == c.pos.Key {
+	if last.delivery && last.pos.Epoch == c.pos.Epoch && last.pos.Key == c.pos.Key {
 		l.Bytes = max(0, last.pos.Offset-c.pos.Offset)
 	}
 	return l
@@ -467,17 +499,17 @@ func (x *explainer) lag(d *runData, p pair, last *inputRec) *Lag {
 // just before its first input of last's epoch and key is the committed one.
 // Nil when there is no next run, or it delivered nothing of that key.
 func (x *explainer) lagFromRestart(d *runData, p pair, last *inputRec) *Lag {
-	if last.pos == nil || d.run >= len(x.runs) {
+	if !last.delivery || d.run >= len(x.runs) {
 		return nil
 	}
 	same := func(in *inputRec) bool {
-		return in.pair == p && in.pos != nil && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key
+		return in.pair == p && in.delivery && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key
 	}
 	next := x.runs[d.run] // runs are numbered from 1
 	var first *inputRec
-	for _, in := range next.inputs {
-		if same(in) && (first == nil || in.seq < first.seq) {
-			first = in
+	for in := range next.inputs.all() {
+		if same(&in) && (first == nil || in.seq < first.seq) {
+			first = &in
 		}
 	}
 	if first == nil {
@@ -487,8 +519,8 @@ func (x *explainer) lagFromRestart(d *runData, p pair, last *inputRec) *Lag {
 	l := &Lag{From: LagFromRestart, Committed: &committed, Rows: []Ref{first.refs(next.run)[0]}}
 	var at *Ref
 	for _, e := range x.runs[:d.run] {
-		for _, in := range e.inputs {
-			if same(in) && in.pos.Offset < first.pos.Offset && in.pos.Offset >= committed.Offset {
+		for in := range e.inputs.all() {
+			if same(&in) && in.pos.Offset < first.pos.Offset && in.pos.Offset >= committed.Offset {
 				r := in.row(e.run)
 				committed.Offset, at = in.pos.Offset, &r
 				if e == d {
@@ -503,8 +535,8 @@ func (x *explainer) lagFromRestart(d *runData, p pair, last *inputRec) *Lag {
 		l.Rows = append(l.Rows, *at)
 	}
 	l.Rows = append(l.Rows, last.row(d.run))
-	for _, in := range d.inputs {
-		if same(in) && in.complete() && in.pos.Offset > committed.Offset {
+	for in := range d.inputs.all() {
+		if same(&in) && in.complete() && in.pos.Offset > committed.Offset {
 			l.Items++
 		}
 	}
@@ -526,7 +558,7 @@ func (x *explainer) inNoRun(d *runData, p pair) []Loss {
 		through, proof = c.seq, []Ref{c.ref}
 	}
 	if !d.crashed {
-		for _, in := range d.inputs {
+		for in := range d.inputs.all() {
 			if in.feed == p.feed {
 				through = max(through, in.seq)
 			}
@@ -539,9 +571,9 @@ func (x *explainer) inNoRun(d *runData, p pair) []Loss {
 		return nil
 	}
 	var handled spans
-	for _, in := range d.inputs {
+	for in := range d.inputs.all() {
 		if in.pair == p {
-			handled.addRange(in.seq, 1)
+			handled.add(in.seq)
 		}
 	}
 	for _, r := range append(slices.Clip(d.dropped), d.failed...) {
@@ -566,24 +598,43 @@ func (x *explainer) inNoRun(d *runData, p pair) []Loss {
 // delivered it; its outputs with those of the latest earlier delivery that
 // emitted some.
 func (x *explainer) redelivered(p pair, a *Answers) {
+	// seen is what the maps keep of an input: the fields its Input and
+	// its OUTPUT rows' Refs need, its position being the key.
 	type seen struct {
-		d  *runData
-		in *inputRec
+		run     int
+		stream  string
+		seq     int64
+		index   int64
+		outs    int64
+		failed  int64
+		indexed bool
+	}
+	rec := func(s seen, pos Position) inputRec {
+		return inputRec{stream: s.stream, seq: s.seq, index: s.index, outs: s.outs, failed: s.failed,
+			indexed: s.indexed, delivery: true, pos: pos}
+	}
+	type at struct {
+		pos Position
+		s   seen
 	}
 	latest, emitted := map[Position]seen{}, map[Position]seen{}
-	for _, d := range x.runs {
-		var here []seen
-		for _, in := range d.inputs {
-			if in.pair != p || in.pos == nil {
+	for i, d := range x.runs {
+		var here []at
+		later := i < len(x.runs)-1 // a later run may deliver its inputs again
+		for in := range d.inputs.all() {
+			if in.pair != p || !in.delivery {
 				continue
 			}
-			here = append(here, seen{d, in})
-			e, ok := latest[*in.pos]
+			if later {
+				here = append(here, at{in.pos, seen{d.run, in.stream, in.seq, in.index, in.outs, in.failed, in.indexed}})
+			}
+			e, ok := latest[in.pos]
 			if !ok {
 				continue
 			}
-			rd := Redelivery{Position: *in.pos, Earlier: x.input(e.d, e.in), Again: x.input(d, in)}
-			prev, out := emitted[*in.pos]
+			earlier := rec(e, in.pos)
+			rd := Redelivery{Position: in.pos, Earlier: x.input(x.runs[e.run-1], &earlier), Again: x.input(d, &in)}
+			prev, out := emitted[in.pos]
 			switch {
 			case in.outs > 0:
 				rd.Outcome = OutcomeAppliedAgain
@@ -594,21 +645,22 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 			}
 			a.Redelivered = append(a.Redelivered, rd)
 			for k := int64(1); out && k <= in.outs; k++ {
-				dup := Duplicate{Position: *in.pos, K: k, Again: in.output(d.run, k)} // fill reads the rest
-				if k <= prev.in.outs {
-					r := prev.in.output(prev.d.run, k)
+				dup := Duplicate{Position: in.pos, K: k, Again: in.output(d.run, k)} // fill reads the rest
+				if k <= prev.outs {
+					pr := rec(prev, in.pos)
+					r := pr.output(prev.run, k)
 					dup.Earlier = &r
 				}
 				a.Duplicates = append(a.Duplicates, dup)
 			}
 		}
-		for _, s := range here { // a position twice in one run: its first
-			if e, ok := latest[*s.in.pos]; !ok || e.d != d {
-				latest[*s.in.pos] = s
+		for _, h := range here { // a position twice in one run: its first
+			if e, ok := latest[h.pos]; !ok || e.run != d.run {
+				latest[h.pos] = h.s
 			}
-			if s.in.outs > 0 {
-				if e, ok := emitted[*s.in.pos]; !ok || e.d != d {
-					emitted[*s.in.pos] = s
+			if h.s.outs > 0 {
+				if e, ok := emitted[h.pos]; !ok || e.run != d.run {
+					emitted[h.pos] = h.s
 				}
 			}
 		}
@@ -624,8 +676,8 @@ func (x *explainer) onDisk(opts Options) {
 	if feed == "" {
 		feeds := map[string]bool{}
 		for _, d := range x.runs {
-			for _, in := range d.inputs {
-				if in.pos != nil {
+			for in := range d.inputs.all() {
+				if in.delivery {
 					feeds[in.feed] = true
 				}
 			}
@@ -641,9 +693,9 @@ func (x *explainer) onDisk(opts Options) {
 	find := func(pos Position) *Input {
 		var found *Input
 		for _, d := range x.runs {
-			for _, in := range d.inputs {
-				if in.feed == feed && in.pos != nil && *in.pos == pos {
-					i := x.input(d, in)
+			for in := range d.inputs.all() {
+				if in.feed == feed && in.delivery && in.pos == pos {
+					i := x.input(d, &in)
 					found = &i
 				}
 			}

@@ -17,10 +17,10 @@ type rowKey struct {
 // each duplicate's sink and payload (and whether the earlier output was the
 // same). It reads each run that has such a row once more, then looks up the
 // JOURNAL rows of the INDEXED inputs.
-func (x *explainer) fill() {
-	wants := make([]map[rowKey][]func(store.Entry), len(x.runs))
+func fill(f *Findings, readers []store.Reader) {
+	wants := make([]map[rowKey][]func(store.Entry), len(readers))
 	want := func(r Ref, f func(store.Entry)) {
-		if r.Run < 1 || r.Run > len(x.runs) {
+		if r.Run < 1 || r.Run > len(readers) {
 			return
 		}
 		m := wants[r.Run-1]
@@ -42,7 +42,7 @@ func (x *explainer) fill() {
 			default:
 				continue
 			}
-			d := x.runs[in.Run-1]
+			rd := readers[in.Run-1]
 			want(r, func(e store.Entry) {
 				switch e.Kind {
 				case store.KindInline:
@@ -53,7 +53,7 @@ func (x *explainer) fill() {
 					in.Time = e.Instant
 					feed, seq := e.Source, e.Seq
 					journal = append(journal, func() {
-						if j, err := d.r.Journal(feed, seq); err == nil {
+						if j, err := rd.Journal(feed, seq); err == nil {
 							in.Line = string(j.Payload)
 						}
 					})
@@ -70,8 +70,8 @@ func (x *explainer) fill() {
 		earlier, again output
 	}
 	var dups []*dupRead
-	for i := range x.f.Answers {
-		a := &x.f.Answers[i]
+	for i := range f.Answers {
+		a := &f.Answers[i]
 		for j := range a.Crashes {
 			c := &a.Crashes[j]
 			input(c.LastProcessed)
@@ -93,7 +93,7 @@ func (x *explainer) fill() {
 			}
 		}
 	}
-	if od := x.f.OnDisk; od != nil {
+	if od := f.OnDisk; od != nil {
 		input(od.PointerInput)
 		input(od.StateInput)
 	}
@@ -101,7 +101,7 @@ func (x *explainer) fill() {
 		if len(m) == 0 {
 			continue
 		}
-		for e, err := range x.runs[i].r.Rows() {
+		for e, err := range scan(readers[i]) {
 			if err != nil {
 				var p *store.Problem
 				if errors.As(err, &p) {

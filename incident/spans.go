@@ -24,6 +24,16 @@ func (s *spans) addRange(seq, n int64) {
 	*s = append(*s, span{seq, hi})
 }
 
+// add adds seq, joining it to the last span when it follows it (seqs
+// added in order cost one span).
+func (s *spans) add(seq int64) {
+	if n := len(*s); n > 0 && (*s)[n-1].hi < math.MaxInt64 && (*s)[n-1].hi+1 == seq {
+		(*s)[n-1].hi = seq
+		return
+	}
+	s.addRange(seq, 1)
+}
+
 // merge sorts the spans and joins those that overlap or touch.
 func (s *spans) merge() {
 	slices.SortFunc(*s, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })

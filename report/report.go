@@ -331,14 +331,13 @@ func (b *builder) run(ctx context.Context, n int, r Run, div map[string]*replaye
 		streams[name] = s
 		return s
 	}
-	// A recording of a version with COMMIT rows is read with Rows (COMMIT
-	// rows belong to no stream). One without them is read with Streams
-	// when it is a StreamsReader, which checks it in the same pass:
-	// Processors and Problems are asked after it, so the recording is read
-	// once.
+	// A StreamsReader is read with Scan, every row (the COMMIT rows,
+	// which belong to no stream, too), which checks the recording in the
+	// same pass: Processors and Problems are asked after it, so the
+	// recording is read once. Another reader is read with Rows.
 	rows := r.Reader.Rows()
-	if sr, ok := r.Reader.(store.StreamsReader); ok && !store.KindCommit.In(meta.Format) {
-		rows = sr.Streams()
+	if sr, ok := r.Reader.(store.StreamsReader); ok {
+		rows = sr.Scan()
 	}
 	var (
 		readErr error

@@ -165,8 +165,8 @@ type Reader interface {
 	Close() error
 }
 
-// StreamsReader is a Reader that reads the rows of every processor stream
-// in one pass over the recording, checking the whole recording as it goes
+// StreamsReader is a Reader that reads the rows of every processor stream,
+// or every row, in one pass over the recording, checking the whole recording as it goes
 // (csvstore and sqlitestore stores implement it): a replay reads a
 // recording once through it.
 type StreamsReader interface {
@@ -185,6 +185,16 @@ type StreamsReader interface {
 	// has run to its end, Problems and Processors answer without reading
 	// the recording again.
 	Streams() iter.Seq2[Entry, error]
+	// Scan yields every row in storage order as Rows does (META first,
+	// the rows of every stream and the rows of no stream, JOURNAL and
+	// COMMIT, interleaved as written; a row that cannot be read as a zero
+	// Entry with its *Problem), in one pass that checks the recording as
+	// Streams does: once an iteration has run to its end, Problems and
+	// Processors answer without reading the recording again. As in
+	// Streams, the Payload and Reads of a yielded Entry may be the
+	// backend's buffers, valid only until the iteration goes on. Explain
+	// and report read a recording once through it.
+	Scan() iter.Seq2[Entry, error]
 }
 
 // Writer appends rows to a new recording. Each Append is atomic with respect

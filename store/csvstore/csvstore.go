@@ -598,7 +598,18 @@ func (s *Store) entries(processor string, all bool) iter.Seq2[store.Entry, error
 // the torn last line are yielded as Stream yields them, to the processor
 // whose Stream yields them (store.StreamsReader). A row's Payload and
 // Reads are the decoder's: valid until the iteration goes on.
-func (s *Store) Streams() iter.Seq2[store.Entry, error] {
+func (s *Store) Streams() iter.Seq2[store.Entry, error] { return s.pass(false) }
+
+// Scan yields every row in storage order as Rows does (malformed lines and
+// the torn last line as a zero Entry with their *store.Problem), and checks
+// every line as Streams does, in one read of the file: an iteration that
+// runs to its end makes the view Problems, Processors and Meta's readers
+// answer from. A row's Payload and Reads are the decoder's: valid until the
+// iteration goes on (store.StreamsReader).
+func (s *Store) Scan() iter.Seq2[store.Entry, error] { return s.pass(true) }
+
+// pass is Streams, or with all, Scan.
+func (s *Store) pass(all bool) iter.Seq2[store.Entry, error] {
 	return func(yield func(store.Entry, error) bool) {
 		end, size, err := s.extent()
 		if err != nil {
@@ -629,9 +640,13 @@ func (s *Store) Streams() iter.Seq2[store.Entry, error] {
 				v.torn = &p
 				v.size = lr.off + int64(len(line))
 				c.Report(p)
-				if p.Processor != "" {
+				if all || p.Processor != "" {
 					q := p
-					if !yield(store.Entry{Processor: p.Processor}, &q) {
+					e := store.Entry{Processor: p.Processor}
+					if all {
+						e = store.Entry{}
+					}
+					if !yield(e, &q) {
 						return
 					}
 				}
@@ -642,15 +657,19 @@ func (s *Store) Streams() iter.Seq2[store.Entry, error] {
 			switch {
 			case first:
 				mode = full // DecodeMeta reads the detail
-			case len(line) > 0 && line[0] == ',':
-				mode = check // a META or JOURNAL row: checked, not yielded
+			case !all && len(line) > 0 && line[0] == ',':
+				mode = check // a row of no stream: checked, not yielded
 			}
 			e, re := decodeLine(dec, line, long, mode)
 			if re != nil {
 				first = false
 				p := rowProblem(s.path, re, lr.n)
 				c.Report(p)
-				if owner := streamOf(line, long, re); owner != "" {
+				if all {
+					if !yield(store.Entry{}, &p) {
+						return
+					}
+				} else if owner := streamOf(line, long, re); owner != "" {
 					if !yield(store.Entry{Processor: owner}, &p) {
 						return
 					}
@@ -665,7 +684,7 @@ func (s *Store) Streams() iter.Seq2[store.Entry, error] {
 			}
 			first = false
 			c.Add(e, lr.n)
-			if e.Processor != "" && !yield(e, nil) {
+			if (all || e.Processor != "") && !yield(e, nil) {
 				return
 			}
 		}

@@ -9,8 +9,8 @@
 // the file (the torn last line is set aside); the first read that needs the
 // integrity problems (Problems, Processors, Verify) scans the file once,
 // streaming, and checks it with the store's Checker, and so does a Streams
-// iteration (store.StreamsReader) as it yields the rows, so that a replay
-// reads the file once. Rows, Stream and Journal read the file, streaming:
+// or Scan iteration (store.StreamsReader) as it yields the rows, so that a
+// replay, explain and report read the file once. Rows, Stream and Journal read the file, streaming:
 // memory does not grow with the recording's length.
 //
 // Rows are mapped to columns with github.com/gocarina/gocsv (the record

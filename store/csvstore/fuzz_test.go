@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -112,6 +113,29 @@ func checkReader(t *testing.T, data []byte) {
 		if !errors.As(err, &pr) {
 			t.Fatalf("Rows error %v is not a *store.Problem", err)
 		}
+	}
+	// Scan, on another reader of the same bytes, yields what Rows yields
+	// (its Payloads copied: they are borrowed), and checks as Open does.
+	sc, err := csvstore.NewReader(bytes.NewReader(data), int64(len(data)), "fuzz.csv")
+	if err != nil {
+		t.Fatalf("NewReader again: %v", err)
+	}
+	defer sc.Close()
+	var scanned []store.Entry
+	var scanErrs []error
+	for e, err := range sc.Scan() {
+		if err != nil {
+			scanErrs = append(scanErrs, err)
+			continue
+		}
+		e.Payload, e.Reads = bytes.Clone(e.Payload), slices.Clone(e.Reads)
+		scanned = append(scanned, e)
+	}
+	if !sameRows(rows, scanned) || !reflect.DeepEqual(errs, scanErrs) {
+		t.Fatalf("Scan yielded %d rows and %v, Rows %d rows and %v", len(scanned), scanErrs, len(rows), errs)
+	}
+	if !reflect.DeepEqual(sc.Problems(), s.Problems()) {
+		t.Fatalf("Problems after Scan %v, after Open %v", sc.Problems(), s.Problems())
 	}
 	for _, proc := range s.Processors() {
 		for range s.Stream(proc) {

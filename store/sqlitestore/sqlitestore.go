@@ -879,6 +879,10 @@ func (s *Store) Streams() iter.Seq2[store.Entry, error] {
 	}
 }
 
+// Scan is Rows (store.StreamsReader): Open checked every row already, and
+// a query costs the same whatever rows it yields.
+func (s *Store) Scan() iter.Seq2[store.Entry, error] { return s.Rows() }
+
 // Journal returns the first JOURNAL row of (feed, seq), found through the
 // partial (source, seq) index of JOURNAL rows, or an error wrapping
 // store.ErrMissingJournal.

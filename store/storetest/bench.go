@@ -156,3 +156,38 @@ func InsertArgs(e *store.Entry) []any {
 	return []any{e.Processor, e.Index, string(e.Kind), e.Source, e.Seq, store.FormatInstant(e.Instant), e.Epoch, e.Key,
 		e.Offset, e.N, string(e.Payload), e.Detail, store.FormatReads(e.Reads)}
 }
+
+// WriteLong writes at path, with be, a recording of n inputs (Input: a
+// DELIVERY, an INLINE input and its OUTPUT each) of one processor stream
+// p of app ledger, a COMMIT row of feed orders after every 1,000th, ended
+// cleanly: the long recording of the size bars of explain and report. It
+// appends in batches, so that its memory stays small whatever n.
+func WriteLong(tb testing.TB, be Backend, path string, n int64) {
+	tb.Helper()
+	s, err := be.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer s.Close()
+	rows := []store.Entry{store.EncodeMeta(store.Meta{Created: T0, Apps: map[string]string{"p": "ledger"}, Streams: []string{"p"}}),
+		{Processor: "p", Index: 1, Kind: store.KindStart, Instant: T0}}
+	const batch = 2000
+	for i := int64(1); i <= n; i++ {
+		rows = append(rows, Input("p", i)...)
+		if i%1000 == 0 {
+			rows = append(rows, store.Entry{Index: i/1000 + 1, Kind: store.KindCommit, Source: "orders", Seq: i, Epoch: 1, Offset: 64 * i})
+		}
+		if len(rows) >= 3*batch || i == n {
+			if i == n {
+				rows = append(rows, store.Entry{Processor: "p", Index: 3*n + 2, Kind: store.KindEnd, N: n, Instant: T0})
+			}
+			if err := s.Append(rows...); err != nil {
+				tb.Fatal(err)
+			}
+			rows = rows[:0]
+		}
+	}
+	if err := s.Close(); err != nil {
+		tb.Fatal(err)
+	}
+}

@@ -57,6 +57,39 @@ func testCommitRowsReadBack(t *testing.T, b Backend) {
 	}
 }
 
+// testScanYieldsTheCommitRows: Scan, the one pass of a StreamsReader over
+// every row, yields the COMMIT rows (and META and JOURNAL rows) of a
+// Format recording where Rows yields them, and checks the recording as it
+// goes (CheckStreams).
+func testScanYieldsTheCommitRows(t *testing.T, b Backend) {
+	p := path(t)
+	Write(t, b, p, commitRecording())
+	s := open(t, b, p)
+	sr, ok := s.(store.StreamsReader)
+	if !ok {
+		t.Skip("backend is not a store.StreamsReader")
+	}
+	var commits []store.Entry
+	for e, err := range sr.Scan() {
+		if err != nil {
+			t.Fatalf("Scan: %v", err)
+		}
+		if e.Kind == store.KindCommit {
+			commits = append(commits, e)
+		}
+	}
+	var want []store.Entry
+	for _, e := range commitRecording() {
+		if e.Kind == store.KindCommit {
+			want = append(want, store.Normalize(e))
+		}
+	}
+	if d := cmp.Diff(want, commits); d != "" {
+		t.Errorf("COMMIT rows of Scan (-want +got):\n%s", d)
+	}
+	CheckStreams(t, b, p)
+}
+
 // testCommitRowsRefusedInVersion2: a writer refuses a COMMIT row into a
 // FormatV2 recording (the set of kinds is closed within a version), and a
 // COMMIT row with a processor makes the recording malformed.

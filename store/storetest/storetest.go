@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,6 +65,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("ASecondWriterIsLockedOut", func(t *testing.T) { testSecondWriterIsLocked(t, b) })
 	t.Run("StreamsYieldWhatEveryStreamYieldsAndCheckAsOpenDoes", func(t *testing.T) { testStreams(t, b) })
 	t.Run("CommitRowsReadBackAmongTheGlobalRows", func(t *testing.T) { testCommitRowsReadBack(t, b) })
+	t.Run("ScanYieldsTheCommitRowsAndChecksAsItGoes", func(t *testing.T) { testScanYieldsTheCommitRows(t, b) })
 	t.Run("CommitRowsAreRefusedInVersion2AndWithAProcessor", func(t *testing.T) { testCommitRowsRefusedInVersion2(t, b) })
 }
 
@@ -126,8 +128,9 @@ func testStreams(t *testing.T, b Backend) {
 // CheckStreams checks the recording at path through b's store.StreamsReader
 // (skipping a backend without one): on a Store just opened, Streams yields,
 // for every processor, what its Stream yields (rows and problems), and
-// nothing of a row without a processor; after it, Problems and Processors
-// are those of another Store opened on the same file.
+// nothing of a row without a processor; on another, Scan yields what Rows
+// yields; after each, Problems and Processors are those of another Store
+// opened on the same file.
 func CheckStreams(t *testing.T, b Backend, path string) {
 	t.Helper()
 	ref := open(t, b, path)
@@ -135,6 +138,41 @@ func CheckStreams(t *testing.T, b Backend, path string) {
 		t.Skip("backend is not a store.StreamsReader")
 	}
 	checkStreamsOf(t, open(t, b, path), ref.Problems(), ref.Processors())
+	checkScanOf(t, open(t, b, path), ref)
+}
+
+// checkScanOf checks that Scan of s yields, row for row and problem for
+// problem, what Rows of ref (the same recording) yields, and that after it
+// Problems and Processors of s are ref's.
+func checkScanOf(t *testing.T, s, ref store.Reader) {
+	t.Helper()
+	type item struct {
+		Row     store.Entry
+		Problem *store.Problem
+	}
+	read := func(rows iter.Seq2[store.Entry, error]) []item {
+		var out []item
+		for e, err := range rows {
+			var p *store.Problem
+			if err != nil && !errors.As(err, &p) {
+				t.Fatalf("reading: %v", err)
+			}
+			// Payload and Reads are valid until the iteration goes on.
+			e.Payload, e.Reads = bytes.Clone(e.Payload), slices.Clone(e.Reads)
+			out = append(out, item{e, p})
+		}
+		return out
+	}
+	got := read(s.(store.StreamsReader).Scan())
+	if d := cmp.Diff(ref.Problems(), s.Problems()); d != "" {
+		t.Errorf("Problems after Scan (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(ref.Processors(), s.Processors()); d != "" {
+		t.Errorf("Processors after Scan (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(read(ref.Rows()), got); d != "" {
+		t.Errorf("Scan differs from Rows (-rows +scan):\n%s", d)
+	}
 }
 
 func checkStreamsOf(t *testing.T, s store.Store, problems []store.Problem, procs []string) {
