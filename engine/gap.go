@@ -126,7 +126,7 @@ func (g *group) stepParallel() bool {
 	blocked := false
 	if !g.fenced.Load() && !g.held.Load() {
 		for _, b := range *g.bindings.Load() {
-			for range batch {
+			for range MaxBatch {
 				if b.q.headLocal-b.q.dispatched.Load() > g.maxGap {
 					blocked = true
 					break

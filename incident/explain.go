@@ -157,6 +157,16 @@ type runData struct {
 	crashed bool
 }
 
+// hasInputs reports whether the run delivered an input of p.
+func (d *runData) hasInputs(p pair) bool {
+	for in := range d.inputs.all() {
+		if in.pair == p {
+			return true
+		}
+	}
+	return false
+}
+
 func baseName(stream string) string {
 	if p, _, ok := replayer.ParseWorkerName(stream); ok {
 		return p
@@ -434,25 +444,56 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 	}
 	slices.SortFunc(c.InFlight, func(a, b Input) int { return cmp.Compare(a.Seq, b.Seq) })
 	c.Lag = x.lag(d, p, last)
-	if last == nil || !last.delivery {
+	if last != nil && !last.delivery {
 		return c
 	}
+	// past: a later run's input the crashed run may have been handling.
+	past := func(in *inputRec) bool {
+		return in.pair == p && in.delivery &&
+			(last == nil || in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key && in.pos.Offset > last.pos.Offset)
+	}
+	// The batch: the first MaxBatch positions past it that later runs
+	// delivered (a later run may itself crash after a few of them), each
+	// as the earliest later run recorded it.
+	type atRun struct {
+		in  inputRec
+		run *runData
+	}
+	var batch []atRun
 	for _, next := range x.runs[d.run:] { // the runs after d (numbered from 1)
-		var first *inputRec
 		for in := range next.inputs.all() {
-			if in.pair == p && in.delivery && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key &&
-				in.pos.Offset > last.pos.Offset && (first == nil || in.pos.Offset < first.pos.Offset) {
-				first = &in
+			if !past(&in) {
+				continue
 			}
+			// After the entries at a lower or the same offset.
+			i, found := slices.BinarySearchFunc(batch, in.pos, func(a atRun, at Position) int {
+				if a.in.pos.Offset != at.Offset {
+					return cmp.Compare(a.in.pos.Offset, at.Offset)
+				}
+				return cmp.Or(cmp.Compare(a.in.pos.Epoch, at.Epoch), cmp.Compare(a.in.pos.Key, at.Key))
+			})
+			if found || i >= MaxBatch {
+				continue // an earlier run's, or past the batch
+			}
+			batch = slices.Insert(batch, i, atRun{in, next})
+			batch = batch[:min(len(batch), MaxBatch)]
 		}
-		if first != nil {
-			in := x.input(next, first)
-			c.MaybeInFlight = &in
-			break
+	}
+	if len(batch) > 0 {
+		in := x.input(batch[0].run, &batch[0].in)
+		c.MaybeInFlight = &in
+		c.MaybeInFlightInputs = len(batch)
+		for i := range batch {
+			c.MaybeInFlightOutputs += batch[i].in.outs
 		}
 	}
 	return c
 }
+
+// MaxBatch is the most items a group (or a worker) handles before it
+// writes their rows: a crash may cut the rows of that many items at once.
+// It is the engine's (engine.MaxBatch).
+const MaxBatch = 64
 
 // lag answers 3: the inputs processed past the committed position, which
 // the next run shows exactly (where it resumed), else the last COMMIT row.
@@ -505,11 +546,23 @@ func (x *explainer) lagFromRestart(d *runData, p pair, last *inputRec) *Lag {
 	same := func(in *inputRec) bool {
 		return in.pair == p && in.delivery && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key
 	}
-	next := x.runs[d.run] // runs are numbered from 1
+	// The first later run that delivered an input of the feed resumed
+	// where the crashed run's source had committed: a run in between that
+	// wrote no input's rows dispatched none, so it committed nothing.
+	var next *runData
 	var first *inputRec
-	for in := range next.inputs.all() {
-		if same(&in) && (first == nil || in.seq < first.seq) {
-			first = &in
+	for _, r := range x.runs[d.run:] { // runs are numbered from 1
+		for in := range r.inputs.all() {
+			if same(&in) && (first == nil || in.seq < first.seq) {
+				first = &in
+			}
+		}
+		if first != nil {
+			next = r
+			break
+		}
+		if r.hasInputs(p) {
+			return nil // it delivered inputs of another epoch or key: not comparable
 		}
 	}
 	if first == nil {

@@ -126,14 +126,22 @@ type Crash struct {
 	InFlightKnown bool    `json:"inFlightKnown"`
 	// MaybeInFlight is the first input a later run delivered past
 	// LastProcessed (in the first later run that got past it; the same
-	// epoch and key, the lowest offset beyond it):
-	// the item the crashed run may have been handling when it died, rows
-	// not written. A live sink is given outputs as they are emitted, before
-	// the rows are written, so that item's outputs may have left the
-	// crashed run as well as the restart: emitted twice, with no row to show
-	// the first time. With several workers, more items may have been in
-	// flight. Nil when no later run delivered one.
-	MaybeInFlight *Input `json:"maybeInFlight"`
+	// epoch and key, the lowest offset beyond it), or, when the crashed run
+	// processed nothing, the first input of the first later run that
+	// delivered one: what the crashed run may have been handling when it
+	// died, rows not written. A group writes the rows of the items it
+	// handled together in one batch (group commit, docs/FORMAT.md), so up
+	// to MaxBatch items may have lost their rows together:
+	// MaybeInFlightInputs counts the later run's inputs from MaybeInFlight
+	// on, at most MaxBatch, and MaybeInFlightOutputs their outputs. A live
+	// sink is given outputs as they are emitted, before the rows are
+	// written, so those outputs may have left the crashed run as well as
+	// the restart: emitted twice, with no row to show the first time. With
+	// several workers each worker stream has a batch of its own. Nil (and
+	// 0) when no later run delivered one.
+	MaybeInFlight        *Input `json:"maybeInFlight"`
+	MaybeInFlightInputs  int    `json:"maybeInFlightInputs"`
+	MaybeInFlightOutputs int64  `json:"maybeInFlightOutputs"`
 	// Lag (answer 3): how far the commit was behind processing when the
 	// run died. Nil when the recording holds no COMMIT rows (a recording of
 	// a format before them, or a feed whose source commits nothing).

@@ -374,21 +374,37 @@ func (x *oldExplainer) crash(d *oldRunData, p pair) Crash {
 	}
 	slices.SortFunc(c.InFlight, func(a, b Input) int { return cmp.Compare(a.Seq, b.Seq) })
 	c.Lag = x.lag(d, p, last)
-	if last == nil || last.pos == nil {
+	if last != nil && last.pos == nil {
 		return c
 	}
+	// The batch semantics of MaybeInFlight (group commit), written the
+	// simple way: every past input of every later run, the earliest run's
+	// for a position, sorted by offset, the first MaxBatch.
+	type atRun struct {
+		in  *oldInputRec
+		run *oldRunData
+	}
+	var past []atRun
+	seen := map[Position]bool{}
 	for _, next := range x.runs[d.run:] { // the runs after d (numbered from 1)
-		var first *oldInputRec
 		for _, in := range next.inputs {
-			if in.pair == p && in.pos != nil && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key &&
-				in.pos.Offset > last.pos.Offset && (first == nil || in.pos.Offset < first.pos.Offset) {
-				first = in
+			if in.pair == p && in.pos != nil && !seen[*in.pos] && (last == nil || in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key &&
+				in.pos.Offset > last.pos.Offset) {
+				seen[*in.pos] = true
+				past = append(past, atRun{in, next})
 			}
 		}
-		if first != nil {
-			in := x.input(next, first)
-			c.MaybeInFlight = &in
-			break
+	}
+	slices.SortFunc(past, func(a, b atRun) int {
+		return cmp.Or(cmp.Compare(a.in.pos.Offset, b.in.pos.Offset), cmp.Compare(a.in.pos.Epoch, b.in.pos.Epoch), cmp.Compare(a.in.pos.Key, b.in.pos.Key))
+	})
+	if len(past) > 0 {
+		past = past[:min(len(past), MaxBatch)]
+		in := x.input(past[0].run, past[0].in)
+		c.MaybeInFlight = &in
+		c.MaybeInFlightInputs = len(past)
+		for _, a := range past {
+			c.MaybeInFlightOutputs += a.in.outs
 		}
 	}
 	return c
@@ -445,11 +461,22 @@ func (x *oldExplainer) lagFromRestart(d *oldRunData, p pair, last *oldInputRec) 
 	same := func(in *oldInputRec) bool {
 		return in.pair == p && in.pos != nil && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key
 	}
-	next := x.runs[d.run] // runs are numbered from 1
+	var next *oldRunData
 	var first *oldInputRec
-	for _, in := range next.inputs {
-		if same(in) && (first == nil || in.seq < first.seq) {
-			first = in
+	for _, r := range x.runs[d.run:] { // runs are numbered from 1; skip those that delivered nothing of p
+		any := false
+		for _, in := range r.inputs {
+			any = any || in.pair == p
+			if same(in) && (first == nil || in.seq < first.seq) {
+				first = in
+			}
+		}
+		if first != nil {
+			next = r
+			break
+		}
+		if any {
+			return nil
 		}
 	}
 	if first == nil {

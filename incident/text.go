@@ -54,7 +54,8 @@ func (f *Findings) WriteText(w io.Writer) error {
 				}
 			}
 			if c.MaybeInFlight != nil {
-				fmt.Fprintf(b, "    2 maybe in flight (a later run's first input past it): %s\n", input(c.MaybeInFlight))
+				fmt.Fprintf(b, "    2 maybe in flight (one batch: %d inputs of a later run past it, %d outputs; the first): %s\n",
+					c.MaybeInFlightInputs, c.MaybeInFlightOutputs, input(c.MaybeInFlight))
 			}
 			switch l := c.Lag; {
 			case l == nil:
