@@ -20,6 +20,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
+	"github.com/blackbox-audit/blackbox/incident"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/replayer"
@@ -126,6 +127,11 @@ restart runs without --follow and ends once settled. Then check:
     of the delivery each kill interrupted (at most one delivery per kill)
     and, with --state-every N > 1 (the state saved in batches), of the lines
     the restart delivered again because the last save did not hold them;
+    for an app without durable state, which emits again whatever a restart
+    delivers again, explain's answers account for every extra line: the
+    outputs the recordings show emitted again for an input, and each killed
+    run's output lines with no row (the live outputs of the batch of rows
+    the kill cut, at most that batch's outputs);
   - each restart delivered again (column "again", JSON "redelivered": its
     recorded inputs that an earlier run recorded) at most the lines
     processed before the kill but not committed (column "lag": the inputs
@@ -439,6 +445,11 @@ func (s *crashSetup) check(ctx context.Context, rep *crashReport, stores []strin
 	if err := s.checkOutputs(rep, bounds); err != nil {
 		return err
 	}
+	if !s.durable && s.cfg.workers <= 1 {
+		if err := s.checkExtrasExplained(rep, stores, bounds); err != nil {
+			return err
+		}
+	}
 	s.checkRecordings(rep, stores)
 	if err := s.checkDiff(ctx, rep, stores); err != nil {
 		return err
@@ -537,6 +548,9 @@ func (s *crashSetup) checkOutputs(rep *crashReport, bounds []int64) error {
 	}
 	rep.Duplicates = len(got) - len(s.want) + rep.Missing
 	switch {
+	case !s.durable && s.cfg.workers <= 1:
+		// Re-delivered past the commit, a stateless app emits again all it
+		// emitted: checkExtrasExplained accounts for every extra line.
 	case s.durable && s.cfg.stateEvery > 1:
 		// A restart killed while it re-emits a batch leaves the rest to the
 		// next one: the re-emissions need not follow each kill whole.
@@ -547,6 +561,53 @@ func (s *crashSetup) checkOutputs(rep *crashReport, bounds []int64) error {
 	case rep.Duplicates != dups:
 		rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, but only %d are re-emissions of an interrupted delivery",
 			rep.Duplicates, dups))
+	}
+	return nil
+}
+
+// checkExtrasExplained accounts, for an app without durable state (which
+// emits again whatever a restart delivers again), for every extra line of
+// the --out file with explain's answers (incident.Explain over the killed
+// runs and the last): the outputs the recordings show emitted again for an
+// input (answer 6), and, per killed run, its --out lines that its
+// recording holds no row for: the live outputs of the batch whose rows the
+// kill cut, at most the outputs of the batch maybe in flight (answer 2).
+func (s *crashSetup) checkExtrasExplained(rep *crashReport, stores []string, bounds []int64) error {
+	rs, err := openStores(strings.Join(stores, ","))
+	if err != nil {
+		return err
+	}
+	defer closeAll(rs)
+	recs := make([]incident.Recording, len(rs))
+	for i, r := range rs {
+		recs[i] = incident.Recording{File: stores[i], Reader: r}
+	}
+	f, err := incident.Explain(recs, incident.Options{})
+	if err != nil {
+		return fmt.Errorf("crashtest: explain: %w", err)
+	}
+	var dups int64
+	maybe := map[int]int64{} // run -> outputs of its batch maybe in flight
+	for _, a := range f.Answers {
+		dups += int64(len(a.Duplicates))
+		for _, c := range a.Crashes {
+			maybe[c.Run] += c.MaybeInFlightOutputs
+		}
+	}
+	var live, before int64
+	for i := range rep.Kills {
+		run := i + 1
+		unrecorded := bounds[i] - before - f.Runs[i].Counts[string(store.KindOutput)]
+		if unrecorded < 0 || unrecorded > maybe[run] {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("run %d: %d --out lines with no OUTPUT row, want 0 to the %d outputs of the batch it may have had in flight (explain)",
+				run, unrecorded, maybe[run]))
+		}
+		live += max(0, unrecorded)
+		before = bounds[i]
+	}
+	if got := dups + live; int64(rep.Duplicates) != got {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, but explain accounts for %d: %d outputs emitted again for an input in the recordings, %d live outputs of batches the kills cut",
+			rep.Duplicates, got, dups, live))
 	}
 	return nil
 }
