@@ -156,7 +156,21 @@ func main() {
 
 	sensors := write(dir, "sensors.txt", *lines, sensor)
 	for _, f := range []struct{ name, store string }{{"csv", "alerts.csv"}, {"sqlite", "alerts.db"}} {
-		report("alerts-record-"+f.name, run(dir, b, "run", "--app", "alerts", "--input", sensors, "--store", f.store, "--read", "once-earliest"))
+		rec := run(dir, b, "run", "--app", "alerts", "--input", sensors, "--store", f.store, "--read", "once-earliest")
+		report("alerts-record-"+f.name, rec)
+		if f.name == "csv" {
+			// The physical limits beside it: wc -l over the same input, and
+			// the disk writing as many bytes as the recording holds.
+			fi, err := os.Stat(filepath.Join(dir, f.store))
+			if err != nil {
+				fatalf("%v", err)
+			}
+			mb := float64(fi.Size()) / (1 << 20)
+			row("alerts-record-csv-bytes", mb/rec.wall.Seconds(), "MB/s", mb, "MB")
+			wc := run(dir, "wc", "-l", sensors)
+			row("physical/wc-l", perSec(wc), "lines/s")
+			row("physical/disk-write", diskWrite(dir, fi.Size()), "MB/s")
+		}
 		report("alerts-replay-"+f.name, run(dir, b, "replay", f.store))
 	}
 	ledger := write(dir, "ledger.txt", *lines, account)
@@ -196,6 +210,36 @@ func main() {
 	for i, k := range counts {
 		row(fmt.Sprintf("scale/lines=%d", k), float64(median(walls[i])-start)/float64(k), "ns/line", rss[i], "peak-rss-MB", float64(start.Milliseconds()), "start-ms")
 	}
+}
+
+// diskWrite is the disk's sequential write rate in dir, MB/s: n bytes
+// written to a new file in 1 MiB writes, then fsync, the best of 3.
+func diskWrite(dir string, n int64) float64 {
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte('a' + i%26)
+	}
+	best := 0.0
+	for range 3 {
+		path := filepath.Join(dir, "disk-write.tmp")
+		f, err := os.Create(path)
+		if err != nil {
+			fatalf("%v", err)
+		}
+		start := time.Now()
+		for left := n; left > 0; left -= int64(len(buf)) {
+			if _, err := f.Write(buf[:min(int64(len(buf)), left)]); err != nil {
+				fatalf("%v", err)
+			}
+		}
+		if err := f.Sync(); err != nil {
+			fatalf("%v", err)
+		}
+		best = max(best, float64(n)/(1<<20)/time.Since(start).Seconds())
+		f.Close()
+		os.Remove(path)
+	}
+	return best
 }
 
 // median of ds (the upper one of an even count).

@@ -259,7 +259,10 @@ func e2eInfos() []info {
 	for _, n := range []string{"10000", "100000", "1000000"} {
 		is = append(is, info{"alerts to CSV, per-line cost at " + n + " lines (ns/line, the process start taken off)", figure{"bench/e2e BenchmarkE2E/scale/lines=" + n, "ns/line"}})
 	}
-	return append(is, info{"the process start: alerts over an empty input (ms)", figure{"bench/e2e BenchmarkE2E/scale/lines=10000", "start-ms"}})
+	return append(is, info{"the process start: alerts over an empty input (ms)", figure{"bench/e2e BenchmarkE2E/scale/lines=10000", "start-ms"}},
+		info{"alerts run to CSV, the recording's bytes written (MB/s)", figure{"bench/e2e BenchmarkE2E/alerts-record-csv-bytes", "MB/s"}},
+		info{"the physical limit: the disk's sequential write, as many bytes, 1 MiB writes and fsync (MB/s)", figure{"bench/e2e BenchmarkE2E/physical/disk-write", "MB/s"}},
+		info{"the physical limit: wc -l over the same 300,000 lines (lines/s)", figure{"bench/e2e BenchmarkE2E/physical/wc-l", "lines/s"}})
 }
 
 // info is a row of a figure without a floor.
