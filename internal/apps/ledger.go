@@ -111,7 +111,7 @@ type posting struct {
 // counted into the batch. Applied counts postings (a transfer is two).
 //
 // Saving in batches, the ledger takes a copy of its state and its
-// checkpoints' marks together (the copy leaves out the postings of a
+// checkpoints' marks together (the copy leaves out the postings of every
 // delivery whose completion has not run: its position is not recorded
 // yet), and a goroutine of its own (started by UseCheckpoint, which
 // Engine.Start calls, stopped by CloseCheckpoint, which Engine.Stop calls)
@@ -119,8 +119,13 @@ type posting struct {
 // counts only deliveries whose completion ran, so every input the source
 // may commit is in the saved state: after a crash the restart re-delivers
 // what the last save did not cover, and skips (Delivery.AlreadyApplied)
-// what it did. A line tried again (its try failed) first takes back the
-// postings of the failed try.
+// what it did. Its completion is then a core.BatchCompletion: the engine
+// runs it once the recording of the delivery's batch is written, after
+// later deliveries of the batch were handled, so several deliveries may
+// be open (handled, not completed) at once; each completion closes its
+// own. A line tried again (its try failed) first takes back the postings
+// of the failed try; without batches, those of every open delivery (a
+// delivery abandoned, too).
 //
 // Ledger implements core.Snapshotter, core.TimerHandler, core.Durable and
 // engine.CheckpointUser. The engine calls its handlers and completions from
