@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -12,14 +13,19 @@ import (
 )
 
 // batchComp is a core.BatchCompletion that logs each run with its
-// delivery, failing for the item of sequence fail.
+// delivery (and calls check with it, if set), failing for the item of
+// sequence fail.
 type batchComp struct {
-	ev   *journalLog
-	fail int64
+	ev    *journalLog
+	fail  int64
+	check func(*core.Delivery)
 }
 
 func (b *batchComp) Complete(d *core.Delivery) error {
 	b.ev.add("complete %d offset %d", d.Sequence, d.Position.Offset)
+	if b.check != nil {
+		b.check(d)
+	}
 	if d.Sequence == b.fail {
 		return errDiskFull
 	}
@@ -172,4 +178,71 @@ func TestABatchWhoseWriteOrCompletionFailsCountsNoItemFromTheFailureOn(t *testin
 			})
 		})
 	}
+}
+
+// TestWorkersRunEachDeferredCompletionOnceAfterTheirChunksFlush: with
+// several workers, the items of a chunk whose completions are all
+// BatchCompletions are written with one Flush per chunk, not one per
+// item, and every item's completion runs exactly once, after the Flush of
+// its chunk, before the item counts as dispatched.
+func TestWorkersRunEachDeferredCompletionOnceAfterTheirChunksFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 40
+		var mu sync.Mutex
+		flushed := map[int64]bool{}     // items whose rows a Flush wrote
+		pending := map[string][]int64{} // per worker: items staged, not yet flushed
+		completed := map[int64]int{}
+		flushes := 0
+		ev := &journalLog{}
+		bc := &batchComp{ev: ev, check: func(d *core.Delivery) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !flushed[d.Sequence] {
+				t.Errorf("item %d completed before its rows were flushed", d.Sequence)
+			}
+			completed[d.Sequence]++
+		}}
+		p := core.ProcessorFunc(func(c *core.Cycle, _ any) error {
+			c.OnComplete(bc)
+			return nil
+		})
+		e := start(t, engine.Config{
+			Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Workers: 2, Order: engine.OrderNone,
+				Processors: []engine.ProcessorConfig{{Name: "p", Processor: p, New: func() (core.Processor, error) { return p, nil }}}}},
+			Observer: engine.Observer{
+				BeforeComplete: func(group string, in *engine.Input) error {
+					mu.Lock()
+					defer mu.Unlock()
+					pending[group] = append(pending[group], in.Seq)
+					return nil
+				},
+				Flush: func(group string) error {
+					mu.Lock()
+					defer mu.Unlock()
+					flushes++
+					for _, s := range pending[group] {
+						flushed[s] = true
+					}
+					pending[group] = pending[group][:0]
+					return nil
+				},
+			},
+		})
+		publishBatch(t, e.Feed("in"), n)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if flushes >= n {
+			t.Errorf("%d Flushes for %d items, want fewer", flushes, n)
+		}
+		for seq := int64(1); seq <= n; seq++ {
+			if completed[seq] != 1 {
+				t.Errorf("item %d completed %d times, want once", seq, completed[seq])
+			}
+		}
+		if d := e.Status().Feeds[0].Subscribers[0].Dispatched; d != n {
+			t.Errorf("dispatched %d, want %d", d, n)
+		}
+	})
 }
