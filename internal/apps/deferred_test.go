@@ -139,3 +139,80 @@ func TestTheBatchedLedgerRecordsABatchInOneWriteAndSavesOnlyLinesWhoseRowsWereWr
 		}
 	})
 }
+
+// failAccount is a sink that fails the writes of the ledger's postings to
+// account: the first `times` of them (all, with times < 0).
+type failAccount struct {
+	account string
+	times   int
+}
+
+func (s *failAccount) Write(_, _ string, out any) error {
+	if p, ok := out.(apps.Posting); ok && p.Account == s.account && s.times != 0 {
+		s.times--
+		return errors.New("sink down")
+	}
+	return nil
+}
+
+// TestTheBatchedLedgerTakesBackOnlyTheFailedTriesPostings: with its
+// completions deferred (several deliveries open at once), a line whose try
+// failed after posting takes back only that try's posting when it is tried
+// again, and a line that failed every try (skipped) has its posting taken
+// back when the next line completes: the saved and the in-memory state hold
+// every other line once.
+func TestTheBatchedLedgerTakesBackOnlyTheFailedTriesPostings(t *testing.T) {
+	tests := []struct {
+		name  string
+		times int // the failures of the writes of b's postings
+		want  map[string]int64
+	}{
+		{name: "retried once", times: 1, want: map[string]int64{"a": 1, "b": 2, "c": 3}},
+		{name: "skipped", times: -1, want: map[string]int64{"a": 1, "c": 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "state.json")
+				ledger, err := apps.NewLedger(apps.LedgerOptions{StatePath: path, SaveEvery: 1000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec, err := recorder.New(store.NewMemory(), recorder.Options{Apps: map[string]string{"ledger": "ledger"}, Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				src := &twoBatchSource{first: []any{"a,1", "b,2", "c,3"}, next: make(chan struct{})}
+				e, err := engine.New(engine.Config{
+					Feeds: []engine.FeedConfig{{Name: "input", Source: src, QueueSize: 64}},
+					Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"input"}, Retry: engine.RetryPolicy{Attempts: 2},
+						Processors: []engine.ProcessorConfig{{Name: "ledger", Processor: ledger}}}},
+					Observer: rec.Observer(),
+					Sink:     &failAccount{account: "b", times: tt.times},
+					Logger:   slog.New(slog.DiscardHandler),
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := e.Start(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				if err := e.Stop(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if err := rec.Close(); err != nil {
+					t.Fatal(err)
+				}
+				saved := readState(t, path)
+				want := apps.LedgerState{Balances: tt.want, Applied: int64(len(tt.want)), Epoch: saved.Epoch, Offset: 3}
+				if !equalState(saved, want) {
+					t.Errorf("saved state %+v, want %+v", saved, want)
+				}
+				if got := ledger.State(); !equalState(got, want) {
+					t.Errorf("state %+v, want %+v", got, want)
+				}
+			})
+		})
+	}
+}
