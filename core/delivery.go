@@ -64,3 +64,20 @@ type CompletionFunc func(d *Delivery) error
 
 // Complete calls f(d).
 func (f CompletionFunc) Complete(d *Delivery) error { return f(d) }
+
+// BatchCompletion is an optional capability of a Completion: one that needs
+// only its delivery's recorded rows written before it runs, not the
+// processor's state as of right after its item (a completion that records
+// the delivery's position in a state saved later, say). When every
+// completion an item registered is a BatchCompletion, the engine may keep
+// the item in its group's batch (group commit) instead of writing the
+// batch at once: the completions then run once the batch's rows are
+// written, in item order, each with its own Delivery, after later items of
+// the batch were handled; then the item counts as dispatched. Any other
+// completion keeps the item's completions running right after its item.
+// BatchCompletion says nothing of concurrency: that is the Completion's.
+type BatchCompletion interface {
+	Completion
+	// BatchCompletion marks the capability; it is never called.
+	BatchCompletion()
+}

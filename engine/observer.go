@@ -83,20 +83,25 @@ type Observer struct {
 	// (group is named as for BeforeComplete). A group dispatches the items
 	// it has ready in a batch (up to 64 items of one queue per pass; with
 	// several workers, the chunk a worker was handed): an item whose
-	// handling registered no completion is kept pending after its
-	// BeforeComplete, and the engine calls Flush before any completion
-	// callback runs (the item's, after its BeforeComplete), before a timer
-	// fires, at the end of the batch and before the processors' Stopped.
-	// Only once Flush returns nil do the pending items' AfterDispatch run
-	// and do they count as dispatched, in order. An error fails the group
-	// as a BeforeComplete error does: none of the pending items (nor the
-	// item whose completions were due) counts as dispatched, and the next
-	// run delivers them again. With Flush nil an item without completions
-	// counts as dispatched at once, as before batching.
+	// handling registered no completion, or only core.BatchCompletions, is
+	// kept pending after its BeforeComplete, and the engine calls Flush
+	// before any other completion callback runs (the item's, after its
+	// BeforeComplete), before a timer fires, at the end of the batch and
+	// before the processors' Stopped. Only once Flush returns nil do the
+	// pending items' deferred completions and AfterDispatch run and do they
+	// count as dispatched, item after item, in order. An error fails the
+	// group as a BeforeComplete error does: none of the pending items' completions
+	// runs, none of them (nor the item whose completions were due) counts
+	// as dispatched, and the next run delivers them again. With Flush nil
+	// an item without completions counts as dispatched at once, and
+	// BatchCompletions run right after their item, as before batching.
 	Flush func(group string) error
 	// CompletionFailed: the first failure, within this item, of a completion
-	// callback registered by processor, before it is retried. An error fails
-	// the group: no further completion runs and the item is not dispatched.
+	// callback registered by processor, before it is retried. For a deferred
+	// completion (core.BatchCompletion) it comes after the batch's Flush,
+	// when the processor may have handled later items; in is the item's. An
+	// error fails the group: no further completion runs and the item is not
+	// dispatched (nor, for a deferred completion, the later pending items).
 	CompletionFailed func(processor string, in *Input, err error) error
 	// AfterDispatch: the item's delivery is complete (processors and
 	// completions done, its batch flushed) and it is about to count as

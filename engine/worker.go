@@ -33,19 +33,24 @@ type worker struct {
 	completed []Token // the tokens of a chunk's completed items (do)
 
 	// The batch: items handled, their BeforeComplete called, that wait for
-	// the observers' Flush before they count as dispatched (in order), and
-	// whether a hook that may stage rows ran since the last Flush.
-	pending []pendingItem
-	dirty   bool
+	// the observers' Flush before they count as dispatched (in order); the
+	// completions they registered (all core.BatchCompletion), in item
+	// order, one flat slice for the batch; and whether a hook that may
+	// stage rows ran since the last Flush.
+	pending  []pendingItem
+	deferred []ownedCompletion
+	dirty    bool
 }
 
 // pendingItem is an item of the batch awaiting Flush: a copy of its Input
-// (the worker's is reused), its delivery, its queue and token.
+// (the worker's is reused), its delivery, its queue and token, and its
+// completions: w.deferred[clo:chi].
 type pendingItem struct {
-	b   *binding
-	tok Token
-	in  Input
-	dv  core.Delivery
+	b        *binding
+	tok      Token
+	in       Input
+	dv       core.Delivery
+	clo, chi int
 }
 
 // task is one thing a group hands a worker: an item of a queue (b, e,
@@ -83,11 +88,13 @@ type Token struct {
 
 // dispatch handles one item: every processor, with retries; then the
 // observers' BeforeComplete (the recording is staged). An item that
-// registered no completion joins the batch (w.pending): it counts as
-// dispatched once the observers' Flush returned nil (w.flush). An item
-// with completions has the batch flushed (its rows and those of the
-// pending items before it are written), then its completion callbacks
-// run, then AfterDispatch, and it counts as dispatched (w.count). It
+// registered no completion, or only core.BatchCompletions, joins the
+// batch (w.pending): once the observers' Flush returned nil (w.flush) its
+// completions run, and it counts as dispatched. An item with another
+// completion has the batch flushed (its rows and those of the pending
+// items before it are written, their completions run), then its
+// completion callbacks run, then AfterDispatch, and it counts as
+// dispatched (w.count). It
 // reports whether the item was handled: it is not when Stop cut a retry
 // backoff, a processor or callback failed once Stop cancelled
 // Cycle.Context, or an observer failed the group. Such an item holds the
@@ -107,7 +114,7 @@ func (w *worker) dispatch(b *binding, e envelope, tok Token) bool {
 	w.comps = w.comps[:0]
 	attempts := w.g.retry.attempts()
 	for pi, h := range w.hosts {
-		w.failed[pi], w.compErr[pi] = false, false
+		w.failed[pi] = false
 		for attempt := 0; ; attempt++ {
 			d := dv
 			if d != nil && attempt > 0 {
@@ -157,48 +164,30 @@ func (w *worker) dispatch(b *binding, e envelope, tok Token) bool {
 			return w.abandon(in)
 		}
 	}
-	if len(w.comps) == 0 && w.g.obs.Flush != nil {
-		p := pendingItem{b: b, tok: tok, in: *in}
+	if w.g.obs.Flush != nil && w.deferrable() {
+		p := pendingItem{b: b, tok: tok, in: *in, clo: len(w.deferred)}
 		if dv != nil {
 			p.dv = *dv
 		}
+		w.deferred = append(w.deferred, w.comps...)
+		p.chi = len(w.deferred)
 		w.pending = append(w.pending, p)
+		clear(w.comps)
+		w.comps = w.comps[:0]
 		*in = Input{}
 		return true
 	}
 	if len(w.comps) > 0 && !w.flushFor(in) {
-		// Its rows (or a pending item's) were not written: its
-		// completions must not run.
+		// Its rows (or a pending item's) were not written, or a pending
+		// item's completion failed the group: its completions must not
+		// run.
 		return w.abandon(in)
 	}
-	for _, oc := range w.comps {
-		owner := w.hosts[oc.owner].Name()
-		for attempt := 0; ; attempt++ {
-			err := w.hosts[oc.owner].Complete(oc.c, dv)
-			if err == nil {
-				break
-			}
-			if !w.compErr[oc.owner] {
-				w.compErr[oc.owner] = true
-				if w.g.obs.CompletionFailed != nil {
-					if oerr := w.g.obs.CompletionFailed(owner, in, err); oerr != nil {
-						w.g.fail("CompletionFailed", owner, in, oerr)
-						return w.abandon(in)
-					}
-				}
-			}
-			if w.g.ctx.Err() != nil {
-				return w.cut(in)
-			}
-			if attempt+1 >= attempts {
-				b.feed.completionFailures.Add(1)
-				w.g.eng.warnf("feed %q seq %d: completion of processor %q failed %d times, skipped: %v", b.feed.name, e.seq, owner, attempts, err)
-				break
-			}
-			if !w.g.backoff() {
-				return w.cut(in)
-			}
-		}
+	switch w.complete(b, w.comps, in) {
+	case completionsFailed:
+		return w.abandon(in)
+	case completionsCut:
+		return w.cut(in)
 	}
 	clear(w.comps)
 	w.comps = w.comps[:0]
@@ -210,10 +199,78 @@ func (w *worker) dispatch(b *binding, e envelope, tok Token) bool {
 	return true
 }
 
+// deferrable reports whether the item being dispatched may join the
+// batch: every completion it registered (none, maybe) is a
+// core.BatchCompletion.
+func (w *worker) deferrable() bool {
+	for _, oc := range w.comps {
+		if _, ok := oc.c.(core.BatchCompletion); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// completionsResult is how an item's completions ended (complete).
+type completionsResult int
+
+const (
+	completionsDone   completionsResult = iota // each ran (or failed every retry, and was skipped)
+	completionsFailed                          // a CompletionFailed observer failed the group
+	completionsCut                             // Stop cut a retry backoff, or a completion failed once Stop had cancelled the cycle's context
+)
+
+// complete runs an item's completions, in order, each with retries (the
+// group's RetryPolicy): in for the item, whose Delivery they see. The
+// first failure of each processor's completions within the item goes to
+// the CompletionFailed observer; one failing every try is warned of,
+// counted and skipped. Used right after the item (dispatch) and for an
+// item of the batch once its rows are written (flushFor).
+func (w *worker) complete(b *binding, comps []ownedCompletion, in *Input) completionsResult {
+	if len(comps) == 0 {
+		return completionsDone
+	}
+	clear(w.compErr)
+	attempts := w.g.retry.attempts()
+	for _, oc := range comps {
+		owner := w.hosts[oc.owner].Name()
+		for attempt := 0; ; attempt++ {
+			err := w.hosts[oc.owner].Complete(oc.c, in.Delivery)
+			if err == nil {
+				break
+			}
+			if !w.compErr[oc.owner] {
+				w.compErr[oc.owner] = true
+				if w.g.obs.CompletionFailed != nil {
+					if oerr := w.g.obs.CompletionFailed(owner, in, err); oerr != nil {
+						w.g.fail("CompletionFailed", owner, in, oerr)
+						return completionsFailed
+					}
+				}
+			}
+			if w.g.ctx.Err() != nil {
+				return completionsCut
+			}
+			if attempt+1 >= attempts {
+				b.feed.completionFailures.Add(1)
+				w.g.eng.warnf("feed %q seq %d: completion of processor %q failed %d times, skipped: %v", b.feed.name, in.Seq, owner, attempts, err)
+				break
+			}
+			if !w.g.backoff() {
+				return completionsCut
+			}
+		}
+	}
+	return completionsDone
+}
+
 // flush calls the observers' Flush when a hook may have staged something
 // since the last one, then lets the pending items count as dispatched, in
-// order (AfterDispatch, then w.count). A Flush error fails the group: no
-// pending item counts, and flush reports false.
+// order: each one's deferred completions (complete), AfterDispatch, then
+// w.count. A Flush error fails the group: no pending item counts, and
+// flush reports false; so it does when a pending item's completions fail
+// the group or are cut by Stop: neither that item nor the later ones
+// count.
 func (w *worker) flush() bool { return w.flushFor(nil) }
 
 // flushFor is flush for the dispatch of item in, which waits on it: a
@@ -236,10 +293,19 @@ func (w *worker) flushFor(in *Input) bool {
 	}
 	for i := range w.pending {
 		p := &w.pending[i]
+		if p.in.Delivery != nil {
+			p.in.Delivery = &p.dv
+		}
+		switch w.complete(p.b, w.deferred[p.clo:p.chi], &p.in) {
+		case completionsFailed:
+			w.dropPending()
+			return false
+		case completionsCut:
+			w.warnCut(&p.in)
+			w.dropPending()
+			return false
+		}
 		if w.g.obs.AfterDispatch != nil {
-			if p.in.Delivery != nil {
-				p.in.Delivery = &p.dv
-			}
 			w.g.obs.AfterDispatch(w.name, &p.in)
 		}
 		w.count(p.b, p.tok)
@@ -252,6 +318,8 @@ func (w *worker) flushFor(in *Input) bool {
 func (w *worker) dropPending() {
 	clear(w.pending)
 	w.pending = w.pending[:0]
+	clear(w.deferred)
+	w.deferred = w.deferred[:0]
 }
 
 // count makes an item of queue b count as dispatched: at once in a group
@@ -278,9 +346,14 @@ func (w *worker) abandon(in *Input) bool {
 // under way, or it failed once Stop had cancelled Cycle.Context (the
 // failure may be the cancellation itself: the item did not complete).
 func (w *worker) cut(in *Input) bool {
-	w.g.eng.warnf("feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, w.g.name)
+	w.warnCut(in)
 	w.flush() // the items handled before it count once written
 	return w.abandon(in)
+}
+
+// warnCut warns that Stop cut the dispatch of item in.
+func (w *worker) warnCut(in *Input) {
+	w.g.eng.warnf("feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, w.g.name)
 }
 
 // addCompletion keeps c once per delivery, across the group's processors

@@ -337,3 +337,70 @@ func TestABatchPastFlushBytesIsWrittenAtOnce(t *testing.T) {
 		t.Errorf("inputs per Append (-want +got):\n%s", diff)
 	}
 }
+
+// batchApplier emits each item and registers a core.BatchCompletion for it
+// whose first try fails for the items in failOnce.
+type batchApplier struct {
+	mu       sync.Mutex
+	failOnce map[any]bool
+}
+
+type batchApply struct {
+	a  *batchApplier
+	ev any
+}
+
+func (b *batchApply) Complete(*core.Delivery) error {
+	b.a.mu.Lock()
+	defer b.a.mu.Unlock()
+	if b.a.failOnce[b.ev] {
+		b.a.failOnce[b.ev] = false
+		return fmt.Errorf("%w: completion of %v", errFail, b.ev)
+	}
+	return nil
+}
+
+func (*batchApply) BatchCompletion() {}
+
+func (a *batchApplier) OnEvent(c *core.Cycle, ev any) error {
+	c.OnComplete(&batchApply{a: a, ev: ev})
+	c.Emit("out", ev)
+	return nil
+}
+
+// TestEveryFailedDeferredCompletionOfABatchGetsItsFailedRow: items whose
+// completions are deferred (core.BatchCompletion) are written as one batch
+// and completed after it; each item whose completion fails gets its FAILED
+// row (its feed and seq) after the batch's rows, though the processor has
+// moved on to later items, and a second failure in the batch is not lost.
+func TestEveryFailedDeferredCompletionOfABatchGetsItsFailedRow(t *testing.T) {
+	w := &fakeWriter{}
+	app := &batchApplier{failOnce: map[any]bool{"x": true, "y": true}}
+	rec, st := run(t, w, apps("p"), func(*recorder.Recorder) engine.Config {
+		return engine.Config{
+			Feeds:  []engine.FeedConfig{batchFeed("in", nil, "a", "x", "y")},
+			Groups: []engine.GroupConfig{group("g", []string{"in"}, 2, pc("p", app))},
+		}
+	})
+	if err := rec.Err(); err != nil || !st.Lossless {
+		t.Fatalf("Err() = %v, lossless %v", err, st.Lossless)
+	}
+	var got []string
+	for _, e := range w.stream("p") {
+		got = append(got, fmt.Sprintf("%s %s#%d", e.Kind, e.Source, e.Seq))
+	}
+	want := []string{"START #0",
+		"DELIVERY in#1", "INLINE in#1", "OUTPUT out#1",
+		"DELIVERY in#2", "INLINE in#2", "OUTPUT out#1",
+		"DELIVERY in#3", "INLINE in#3", "OUTPUT out#1",
+		"FAILED in#2", "FAILED in#3", "END #0"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rows of p (-want +got):\n%s", diff)
+	}
+	if got := inputCalls(w); got != 1 {
+		t.Errorf("the inputs' rows took %d Appends, want 1", got)
+	}
+	if got := problems(w.rows()); len(got) != 0 {
+		t.Errorf("integrity problems: %v", got)
+	}
+}

@@ -23,8 +23,10 @@ type proc struct {
 	staged int64  // rows staged in its group's batch, not yet written: they take the indexes from next on
 	group  string // the group (worker) whose batch holds its staged rows
 
-	// The item being dispatched.
+	// The item being dispatched (feed, seq).
 	inItem    bool
+	feed      string
+	seq       int64
 	failed    bool // a failed attempt: FAILED instead of the input's rows
 	compFail  bool // a completion failed: FAILED after the input's rows
 	failErr   error
@@ -195,7 +197,7 @@ func (r *Recorder) received(name string, in *engine.Input) {
 	if !p.record || p.inItem {
 		return
 	}
-	p.inItem = true
+	p.inItem, p.feed, p.seq = true, in.Feed, in.Seq
 	p.group = in.Group
 	gs := r.group(in.Group)
 	gs.touched = append(gs.touched, p)
@@ -329,17 +331,29 @@ func (r *Recorder) flushProc(p *proc) {
 
 // completionFailed writes the FAILED row of the first failure of one of
 // the processor's completion callbacks within the item, after the input's
-// rows (beforeComplete wrote them). It returns the processor's
-// *BrokenError when the row cannot be written.
+// rows (beforeComplete staged them, Flush wrote them). The engine reports
+// only the first failure per processor and item. For the item the
+// processor is handling (an ordinary completion, run right after it),
+// nothing is written when its rows already are a FAILED row (a failed
+// attempt) or hold a completion's FAILED row. A deferred completion
+// (core.BatchCompletion) runs once its batch was written, when the
+// processor may be handling a later item: its FAILED row follows the
+// batch's rows. It returns the processor's *BrokenError when the row
+// cannot be written.
 func (r *Recorder) completionFailed(name string, in *engine.Input, err error) error {
 	p := r.proc(name)
 	if !p.record {
 		return nil
 	}
-	if p.broken.Load() || !p.inItem || p.failed || p.compFail {
+	if p.broken.Load() {
 		return r.brokenErr(p)
 	}
-	p.compFail = true
+	if p.inItem && p.seq == in.Seq && p.feed == in.Feed {
+		if p.failed || p.compFail {
+			return r.brokenErr(p)
+		}
+		p.compFail = true
+	}
 	r.flushProc(p)
 	row := store.Entry{Processor: name, Index: p.at(), Kind: store.KindFailed, Source: in.Feed, Seq: in.Seq,
 		Instant: r.clock.Now(), Detail: oneLine("completion: " + err.Error())}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -110,7 +111,7 @@ type posting struct {
 // counted into the batch. Applied counts postings (a transfer is two).
 //
 // Saving in batches, the ledger takes a copy of its state and its
-// checkpoints' marks together (the copy leaves out the postings of a
+// checkpoints' marks together (the copy leaves out the postings of every
 // delivery whose completion has not run: its position is not recorded
 // yet), and a goroutine of its own (started by UseCheckpoint, which
 // Engine.Start calls, stopped by CloseCheckpoint, which Engine.Stop calls)
@@ -118,8 +119,13 @@ type posting struct {
 // counts only deliveries whose completion ran, so every input the source
 // may commit is in the saved state: after a crash the restart re-delivers
 // what the last save did not cover, and skips (Delivery.AlreadyApplied)
-// what it did. A line tried again (its try failed) first takes back the
-// postings of the failed try.
+// what it did. Its completion is then a core.BatchCompletion: the engine
+// runs it once the recording of the delivery's batch is written, after
+// later deliveries of the batch were handled, so several deliveries may
+// be open (handled, not completed) at once; each completion closes its
+// own. A line tried again (its try failed) first takes back the postings
+// of the failed try; without batches, those of every open delivery (a
+// delivery abandoned, too).
 //
 // Ledger implements core.Snapshotter, core.TimerHandler, core.Durable and
 // engine.CheckpointUser. The engine calls its handlers and completions from
@@ -130,10 +136,12 @@ type Ledger struct {
 	every    int
 	interval time.Duration
 	save     *ledgerSave
+	batch    *ledgerBatchSave
 
 	mu      sync.Mutex // guards everything below
 	st      LedgerState
-	open    []openPosting        // the postings of the positioned delivery whose completion has not run
+	open    []openPosting        // the postings of the positioned deliveries whose completion has not run, in order
+	opened  []openDelivery       // those deliveries (the ones with postings), in order: several when completions are deferred
 	pending int                  // deliveries completed since the last snapshot
 	cps     []*engine.Checkpoint // batches: the checkpoints of the feeds, in UseCheckpoint order
 	next    *ledgerSnap          // the latest snapshot not yet written (its marks not yet durable)
@@ -159,20 +167,57 @@ type ledgerSaver struct {
 	done chan struct{}
 }
 
-// ledgerSave is the ledger's completion: a pointer, so that registering it
-// on every cycle of a delivery keeps it once.
+// ledgerSave is the ledger's completion without batches: a pointer, so
+// that registering it on every cycle of a delivery keeps it once. It runs
+// right after its delivery: the only one open.
 type ledgerSave struct{ l *Ledger }
 
-// Complete records the delivery's position and saves the state, or counts
-// the delivery into the batch.
+// Complete records the delivery's position and saves the state.
 func (s *ledgerSave) Complete(d *core.Delivery) error {
 	l := s.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.st.Epoch, l.st.Offset = d.Epoch, d.Position.Offset
-	l.open = l.open[:0]
+	l.closeOpen()
 	return l.completedLocked()
 }
+
+// ledgerBatchSave is the ledger's completion when it saves in batches: a
+// core.BatchCompletion, since a batch's snapshot leaves out the postings
+// of every open delivery (committedState), so the engine may run it after
+// later deliveries were handled, once the batch's rows are written.
+// Completions run in delivery order: it closes the oldest open delivery.
+type ledgerBatchSave struct{ l *Ledger }
+
+// Complete records the delivery's position, closes it (its postings are
+// kept from now on) and counts it into the batch. The open deliveries
+// before it are ones whose completion will never run (every try failed
+// after posting, and the engine skipped the delivery): their postings are
+// taken back.
+func (s *ledgerBatchSave) Complete(d *core.Delivery) error {
+	l := s.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.st.Epoch, l.st.Offset = d.Epoch, d.Position.Offset
+	k := 0
+	for k < len(l.opened) && !l.opened[k].is(d) {
+		k++
+	}
+	if k < len(l.opened) {
+		l.takeBackFirst(k)
+		l.closeFirst()
+	} else { // it posted nothing: the deliveries of its feed before it are stale
+		k = 0
+		for k < len(l.opened) && l.opened[k].feed == d.Feed && l.opened[k].seq < d.Sequence {
+			k++
+		}
+		l.takeBackFirst(k)
+	}
+	return l.completedLocked()
+}
+
+// BatchCompletion marks ledgerBatchSave a core.BatchCompletion.
+func (*ledgerBatchSave) BatchCompletion() {}
 
 // NewLedger returns the ledger app, with the state of opts.StatePath if
 // that file exists.
@@ -187,7 +232,7 @@ func NewLedger(opts LedgerOptions) (*Ledger, error) {
 	if l.interval == 0 {
 		l.interval = DefaultSaveInterval
 	}
-	l.save = &ledgerSave{l}
+	l.save, l.batch = &ledgerSave{l}, &ledgerBatchSave{l}
 	if l.path == "" {
 		return l, nil
 	}
@@ -213,6 +258,10 @@ func (l *Ledger) UseCheckpoint(_ string, cp *engine.Checkpoint) {
 		cp.Release()
 		return
 	}
+	// Nothing of this run is handled yet: an open delivery is one an
+	// earlier run abandoned, whose completion will never run.
+	l.st = l.committedState()
+	l.closeOpen()
 	l.cps = append(l.cps, cp)
 	if l.saver == nil {
 		l.saver = &ledgerSaver{kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
@@ -400,7 +449,8 @@ func (l *Ledger) Restore(snapshot []byte) error {
 		st.Balances = map[string]int64{}
 	}
 	l.mu.Lock()
-	l.st, l.open = st, l.open[:0]
+	l.st = st
+	l.closeOpen()
 	l.mu.Unlock()
 	return nil
 }
@@ -412,10 +462,8 @@ func (l *Ledger) OnEvent(c *core.Cycle, ev any) error {
 	if d := c.Delivery(); d != nil && d.AlreadyApplied(l.st.Epoch, core.Position{Offset: l.st.Offset}) {
 		return nil
 	}
-	if _, line := ev.(string); line && len(l.open) > 0 {
-		// The postings of a try that failed (this one's, retried) or of a
-		// delivery abandoned: never completed, never to be kept.
-		l.st, l.open = l.committedState(), l.open[:0]
+	if _, line := ev.(string); line {
+		l.takeBackLocked(c.Delivery())
 	}
 	switch v := ev.(type) {
 	case posting:
@@ -482,22 +530,103 @@ func overflows(a, b int64) bool {
 }
 
 func (l *Ledger) post(c *core.Cycle, account string, amount int64) {
-	if c.Delivery() != nil {
+	if d := c.Delivery(); d != nil {
 		_, had := l.st.Balances[account]
 		l.open = append(l.open, openPosting{account: account, amount: amount, created: !had})
+		if k := len(l.opened) - 1; k < 0 || !l.opened[k].is(d) {
+			l.opened = append(l.opened, openDelivery{feed: d.Feed, seq: d.Sequence})
+		}
+		l.opened[len(l.opened)-1].postings++
 	}
 	l.st.Balances[account] += amount
 	l.st.Applied++
 	c.Emit(LedgerSink, Posting{Account: account, Amount: amount, Balance: l.st.Balances[account], At: stamp(c.Now())})
 }
 
-// done registers the save for the delivery's completion, or saves (counts
-// into the batch) at once for an input without a position. mu held.
+// done registers the save for the delivery's completion (the batch
+// completion when saving in batches), or saves (counts into the batch) at
+// once for an input without a position. mu held.
 func (l *Ledger) done(c *core.Cycle) error {
-	if c.OnComplete(l.save) {
+	var f core.Completion = l.save
+	if l.batched() {
+		f = l.batch
+	}
+	if c.OnComplete(f) {
 		return nil
 	}
 	return l.completedLocked()
+}
+
+// takeBackLocked takes back, before a line of delivery d is handled, the
+// postings of the open deliveries whose completion will never run. Saving
+// in batches, completions may be deferred: the deliveries open before d
+// are to complete, and only d's own postings (a try that failed, retried
+// now) are taken back. Without batches a completion runs right after its
+// delivery, so every open delivery is d's failed try or one abandoned (an
+// observer failed, Stop cut it). mu held.
+func (l *Ledger) takeBackLocked(d *core.Delivery) {
+	if !l.batched() {
+		l.st = l.committedState()
+		l.closeOpen()
+		return
+	}
+	k := len(l.opened) - 1
+	if k < 0 || d == nil || !l.opened[k].is(d) {
+		return
+	}
+	n := len(l.open) - l.opened[k].postings
+	for i := len(l.open) - 1; i >= n; i-- {
+		l.open[i].takeBack(&l.st, l.st.Balances)
+	}
+	clear(l.open[n:])
+	l.open = l.open[:n]
+	l.opened[k] = openDelivery{}
+	l.opened = l.opened[:k]
+}
+
+// closeFirst forgets the oldest open delivery: its postings are kept.
+// mu held.
+func (l *Ledger) closeFirst() {
+	n := l.opened[0].postings
+	clear(l.open[:n])
+	l.open = l.open[:copy(l.open, l.open[n:])]
+	l.opened[0] = openDelivery{}
+	l.opened = l.opened[:copy(l.opened, l.opened[1:])]
+}
+
+// takeBackFirst takes back the postings of the k oldest open deliveries,
+// whose completions will never run, from the state, keeping those of the
+// later ones: an account one of them created is deleted, unless a later
+// open posting touches it, which becomes the posting that created it.
+// mu held.
+func (l *Ledger) takeBackFirst(k int) {
+	n := 0
+	for _, o := range l.opened[:k] {
+		n += o.postings
+	}
+	for i := n - 1; i >= 0; i-- {
+		p := l.open[i]
+		if p.created {
+			if j := slices.IndexFunc(l.open[n:], func(q openPosting) bool { return q.account == p.account }); j >= 0 {
+				l.open[n+j].created = true
+				p.created = false
+			}
+		}
+		p.takeBack(&l.st, l.st.Balances)
+	}
+	clear(l.open[:n])
+	l.open = l.open[:copy(l.open, l.open[n:])]
+	clear(l.opened[:k])
+	l.opened = l.opened[:copy(l.opened, l.opened[k:])]
+}
+
+// closeOpen forgets every open delivery (its postings are kept, or were
+// taken back). mu held.
+func (l *Ledger) closeOpen() {
+	clear(l.open)
+	l.open = l.open[:0]
+	clear(l.opened)
+	l.opened = l.opened[:0]
 }
 
 // OnTimer emits the ledger's Summary.
@@ -520,10 +649,33 @@ type openPosting struct {
 	created bool // the posting created the account
 }
 
-// committedState is the state without the postings of the delivery whose
-// completion has not run (its position not yet recorded): the state a
-// save may hold while the delivery is under way, or abandoned (an
-// observer failed, Stop cut it). It shares st's map when there is none.
+// takeBack removes the posting from st, whose balances are b. Postings are
+// taken back newest first.
+func (p openPosting) takeBack(st *LedgerState, b map[string]int64) {
+	if p.created {
+		delete(b, p.account)
+	} else {
+		b[p.account] -= p.amount
+	}
+	st.Applied--
+}
+
+// openDelivery is a positioned delivery that posted and whose completion
+// has not run: its feed and sequence, and how many of the open postings
+// (after those of the deliveries before it) are its.
+type openDelivery struct {
+	feed     string
+	seq      int64
+	postings int
+}
+
+// is reports whether d is that delivery.
+func (o openDelivery) is(d *core.Delivery) bool { return o.seq == d.Sequence && o.feed == d.Feed }
+
+// committedState is the state without the postings of the deliveries
+// whose completion has not run (their positions not yet recorded): the
+// state a save may hold while they are under way, or abandoned (an
+// observer failed, Stop cut one). It shares st's map when there is none.
 // mu held.
 func (l *Ledger) committedState() LedgerState {
 	if len(l.open) == 0 {
@@ -532,14 +684,8 @@ func (l *Ledger) committedState() LedgerState {
 	st := l.st
 	st.Balances = maps.Clone(l.st.Balances)
 	for i := len(l.open) - 1; i >= 0; i-- {
-		p := l.open[i]
-		if p.created {
-			delete(st.Balances, p.account)
-		} else {
-			st.Balances[p.account] -= p.amount
-		}
+		l.open[i].takeBack(&st, st.Balances)
 	}
-	st.Applied -= int64(len(l.open))
 	return st
 }
 
