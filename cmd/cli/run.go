@@ -163,6 +163,11 @@ settled, not lossless, or its recording is broken.`,
 			if cfg.pointer == "" && !cfg.kafka.on() {
 				cfg.pointer = cfg.input + ".ptr"
 			}
+			if cfg.kafka.on() && !cmd.Flags().Changed("queue") {
+				// A poll's records fit in the queue: the source hands them
+				// over in one go instead of waiting for room every 1024.
+				cfg.queue = kafkasource.DefaultMaxPollRecords
+			}
 			if cfg.queue <= 0 {
 				return usagef("--queue must be positive, got %d", cfg.queue)
 			}
@@ -223,7 +228,7 @@ settled, not lossless, or its recording is broken.`,
 	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output")
 	f.StringVar(&cfg.status, "status", "", "write the final feed status JSON to this file")
 	f.StringVar(&policy, "policy", "pause", "overload policy of the feed: pause, drop or block")
-	f.IntVar(&cfg.queue, "queue", 1024, "capacity of the processor's queue")
+	f.IntVar(&cfg.queue, "queue", 1024, "capacity of the processor's queue (with --kafka the default is 8192, a poll's records)")
 	f.DurationVar(&spin, "spin", engine.DefaultSpin, "drop: how long a full queue is spun on before dropping")
 	f.DurationVar(&deadline, "deadline", time.Second, "block: how long a publish waits for room before it is refused")
 	f.BoolVar(&cfg.journal, "journal", false, "journal the feed: inputs are recorded once as JOURNAL rows and indexed")

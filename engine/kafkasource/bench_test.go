@@ -13,6 +13,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/engine/kafkasource"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
@@ -25,6 +26,8 @@ import (
 // the three in one run.
 func BenchmarkConsumeProcessCommit(b *testing.B) {
 	const n = 100_000
+	// The queue holds a poll's records, as `blackbox run --kafka` sets it.
+	const queue = kafkasource.DefaultMaxPollRecords
 	c := newCluster(b, 8)
 	hwm := produce(b, c, n, 1000)
 	group := 0
@@ -42,7 +45,7 @@ func BenchmarkConsumeProcessCommit(b *testing.B) {
 			src := newSource(b, c, next(), nil)
 			var handled atomic.Int64
 			eng, err := engine.New(engine.Config{
-				Feeds: []engine.FeedConfig{{Name: "kafka", Source: src, QueueSize: 1024}},
+				Feeds: []engine.FeedConfig{{Name: "kafka", Source: src, QueueSize: queue}},
 				Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"kafka"},
 					Processors: []engine.ProcessorConfig{{Name: "noop", Processor: core.ProcessorFunc(func(*core.Cycle, any) error {
 						handled.Add(1)
@@ -77,7 +80,7 @@ func BenchmarkConsumeProcessCommit(b *testing.B) {
 				b.Fatal(err)
 			}
 			run, err := recorder.Start(context.Background(), recorder.RunConfig{Store: w,
-				Feed:       engine.FeedConfig{Name: "kafka", Source: src, QueueSize: 1024},
+				Feed:       engine.FeedConfig{Name: "kafka", Source: src, QueueSize: queue},
 				Processors: []recorder.Processor{{Name: "count", App: app, Processor: p}},
 				Logger:     slog.New(slog.DiscardHandler)})
 			if err != nil {
