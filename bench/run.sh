@@ -48,7 +48,9 @@ run . 3x 'Groups' ./engine/
 for _ in $(seq "$COUNT"); do
 	COUNT=1 run . 1x 'Source/once-earliest|Scanner|PlainHandoff' ./engine/filesource/ -args -filesource.mb=200
 done
-run . 3x 'ConsumeProcessCommit' ./engine/kafkasource/
+# Kafka: 10 fresh groups per measurement, at least 5 counts (a minute):
+# a group's join and first fetch weigh on a single short measurement.
+COUNT=$((COUNT > 5 ? COUNT : 5)) run . 10x 'ConsumeProcessCommit' ./engine/kafkasource/
 run . 200000x 'Append|Floor' ./store/csvstore/ ./store/sqlitestore/
 # The recorder behind a real engine writing to a CSV file and an SQLite
 # database in batches (group commit, issue 17); each run also times its
