@@ -48,7 +48,7 @@ const (
 	insertSQL = `INSERT INTO rows (processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	rowsSQL    = `SELECT ` + cols + ` FROM rows WHERE id <= ? ORDER BY id`
-	streamSQL  = `SELECT ` + cols + ` FROM rows WHERE processor = ? AND id <= ? ORDER BY idx, id`
+	streamSQL  = `SELECT ` + cols + ` FROM rows WHERE processor = ? AND id <= ? ORDER BY id`
 	streamsSQL = `SELECT ` + cols + ` FROM rows WHERE processor <> '' AND id <= ? ORDER BY processor, idx, id`
 	// In a recording without problems every stream's rows are in index
 	// order in rowid order: one scan of the table in rowid order then
@@ -86,6 +86,12 @@ type Store struct {
 	meta   store.Meta
 	nrows  int64
 	closed bool
+
+	// A reader (Open): the rows it reads (id <= roMax) and their META
+	// row, read at Open; the checked view is made by the first pass that
+	// runs to its end (Streams, Scan) or on demand (Problems, Processors).
+	roMax  int64
+	roMeta store.Meta
 
 	vmu  sync.Mutex
 	view *view
@@ -241,8 +247,10 @@ func refuseExisting(path string) error {
 }
 
 // Open opens the recording at path for reading, without creating or
-// changing it. It checks the recording once, in rowid order, with the
-// store's Checker. A missing file is an error wrapping fs.ErrNotExist; a
+// changing it. It reads only the META row: the recording is checked once,
+// in rowid order, with the store's Checker, by the first pass that reads
+// it (a replay's Streams, explain's Scan) or else when Problems or
+// Processors are first asked. A missing file is an error wrapping fs.ErrNotExist; a
 // file that is not an SQLite recording (another file, another database, a
 // META row of another format) an error wrapping store.ErrFormat naming the
 // file.
@@ -265,13 +273,44 @@ func Open(path string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{path: path, db: db, readOnly: true}
-	v, err := s.scan(-1)
-	if err != nil {
+	if err := s.openMeta(); err != nil {
 		db.Close()
 		return nil, err
 	}
-	s.view = v
 	return s, nil
+}
+
+// openMeta reads, for a reader, the largest row id (the rows it will read)
+// and the META row (the first row, when it is one). The recording is
+// checked by the first pass over it: a replay's, or Problems'.
+func (s *Store) openMeta() error {
+	ctx := context.Background()
+	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM rows`).Scan(&s.roMax); err != nil {
+		return &store.FileError{Op: "sqlitestore: open", Path: s.path, Err: err}
+	}
+	rs, err := s.db.QueryContext(ctx, rowsSQL+` LIMIT 1`, s.roMax)
+	if err != nil {
+		return &store.FileError{Op: "sqlitestore: open", Path: s.path, Err: err}
+	}
+	defer rs.Close()
+	sc := scanner{format: store.Format}
+	if rs.Next() {
+		id, e, p, err := sc.scan(rs, s.path)
+		if err != nil {
+			return &store.FileError{Op: "sqlitestore: open", Path: s.path, Err: err}
+		}
+		if p == nil && e.Kind == store.KindMeta {
+			m, err := store.DecodeMeta(e)
+			if err != nil {
+				return &store.FileError{Op: "sqlitestore: open", Path: s.path, Err: fmt.Errorf("row %d: %w", id, err)}
+			}
+			s.roMeta = m
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return &store.FileError{Op: "sqlitestore: open", Path: s.path, Err: err}
+	}
+	return nil
 }
 
 func checkSchema(db *sql.DB, path string) error {
@@ -505,7 +544,7 @@ func (s *Store) limit() (int64, error) {
 		return 0, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: store.ErrClosed}
 	}
 	if s.readOnly {
-		return s.view.maxID, nil
+		return s.roMax, nil
 	}
 	return s.lastID, nil
 }
@@ -530,7 +569,12 @@ func (s *Store) current() (*view, error) {
 
 // scan checks the rows up to maxID (-1: every row, in one read
 // transaction with the largest id).
-func (s *Store) scan(maxID int64) (*view, error) {
+func (s *Store) scan(maxID int64) (*view, error) { return s.check(maxID, nil) }
+
+// check is scan that also hands every row, in rowid order, to visit (when
+// not nil): its id, the row, or its *store.Problem when it cannot be read.
+// When visit returns false the pass stops and check returns a nil view.
+func (s *Store) check(maxID int64, visit func(id int64, e store.Entry, p *store.Problem) bool) (*view, error) {
 	ctx := context.Background()
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -559,6 +603,9 @@ func (s *Store) scan(maxID int64) (*view, error) {
 		if p != nil {
 			first = false
 			c.Report(*p)
+			if visit != nil && !visit(id, store.Entry{}, p) {
+				return nil, nil
+			}
 			continue
 		}
 		if first && e.Kind == store.KindMeta {
@@ -571,6 +618,9 @@ func (s *Store) scan(maxID int64) (*view, error) {
 		}
 		first = false
 		c.Add(e, id)
+		if visit != nil && !visit(id, e, nil) {
+			return nil, nil
+		}
 	}
 	if err := rs.Err(); err != nil {
 		return nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err}
@@ -752,7 +802,7 @@ func (s *Store) Meta() store.Meta {
 		defer s.wmu.Unlock()
 		return s.meta
 	}
-	return s.view.meta
+	return s.roMeta
 }
 
 // Processors lists the processors in the order their streams start.
@@ -843,45 +893,97 @@ func (s *Store) queryTo(maxID int64, q string, args ...any) iter.Seq2[store.Entr
 // malformed *store.Problem and iteration goes on.
 func (s *Store) Rows() iter.Seq2[store.Entry, error] { return s.query(rowsSQL) }
 
-// Stream yields the rows of one processor ordered by index (then rowid),
-// streaming, through the (processor, idx) index.
+// Stream yields the rows of one processor in storage (rowid) order,
+// streaming, as the CSV store yields a stream in line order: a row out of
+// index order is the checker's problem (ErrGap), not reordered.
 func (s *Store) Stream(processor string) iter.Seq2[store.Entry, error] {
 	return s.query(streamSQL, processor)
 }
 
-// Streams yields the rows of every processor stream in one query, each
-// stream's rows ordered as Stream orders them: in a recording without
-// problems, in rowid order (the checker found every stream's indexes
-// 1, 2, 3 ... in that order); otherwise stream after stream (ordered by
-// name), through the (processor, idx) index. A row whose columns do not hold a row is
-// yielded with its malformed *store.Problem, whose Processor is the
-// stream's; one whose processor column is not text belongs to no stream
-// and is left out, as from every Stream. Open checked every row already
-// (store.StreamsReader): Problems and Processors never read again.
+// Streams yields the rows of every processor stream in one pass in rowid
+// order, each stream's rows as Stream yields them. A row whose columns do
+// not hold a row is yielded with its malformed *store.Problem, whose
+// Processor is the stream's; one whose processor column is not text
+// belongs to no stream and is left out, as from every Stream. A reader's
+// first pass (this one, or Scan's) checks every row as it goes
+// (store.StreamsReader): once it has run to its end, Problems and
+// Processors never read again.
 func (s *Store) Streams() iter.Seq2[store.Entry, error] {
-	return func(yield func(store.Entry, error) bool) {
-		q, maxID := streamsSQL, int64(-1)
-		if v, err := s.current(); err == nil && len(v.problems) == 0 {
-			q, maxID = streamsCleanSQL, v.maxID // the rows the checker saw
+	return s.pass(func(e store.Entry, p *store.Problem) (store.Entry, bool) {
+		switch {
+		case p != nil && p.Processor != "":
+			return store.Entry{Processor: p.Processor}, true
+		case p == nil && e.Processor != "":
+			return e, true
 		}
-		for e, err := range s.queryTo(maxID, q) {
-			var p *store.Problem
-			if errors.As(err, &p) {
-				if p.Processor == "" {
+		return e, false
+	}, streamsCleanSQL)
+}
+
+// Scan yields every row in rowid order, as Rows (store.StreamsReader),
+// checking them on a reader's first pass as Streams does.
+func (s *Store) Scan() iter.Seq2[store.Entry, error] {
+	return s.pass(func(e store.Entry, _ *store.Problem) (store.Entry, bool) { return e, true }, rowsSQL)
+}
+
+// pass yields the rows keep keeps (as it maps them), with their problems:
+// through the checker on a reader whose view is not made yet (the view
+// is kept when the pass runs to its end), else through query q.
+func (s *Store) pass(keep func(store.Entry, *store.Problem) (store.Entry, bool), q string) iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) {
+		if !s.readOnly || s.checked() {
+			for e, err := range s.query(q) {
+				var p *store.Problem
+				if errors.As(err, &p) {
+					if e, ok := keep(e, p); ok && !yield(e, p) {
+						return
+					}
 					continue
 				}
-				e = store.Entry{Processor: p.Processor}
+				if err != nil {
+					yield(store.Entry{}, err)
+					return
+				}
+				if !yield(e, nil) {
+					return
+				}
 			}
-			if !yield(e, err) {
-				return
+			return
+		}
+		if _, err := s.limit(); err != nil { // closed
+			yield(store.Entry{}, err)
+			return
+		}
+		v, err := s.check(s.roMax, func(_ int64, e store.Entry, p *store.Problem) bool {
+			e, ok := keep(e, p)
+			if !ok {
+				return true
 			}
+			if p != nil {
+				return yield(e, p)
+			}
+			return yield(e, nil)
+		})
+		if err != nil {
+			yield(store.Entry{}, err)
+			return
+		}
+		if v != nil {
+			s.vmu.Lock()
+			if s.view == nil {
+				s.view = v
+			}
+			s.vmu.Unlock()
 		}
 	}
 }
 
-// Scan is Rows (store.StreamsReader): Open checked every row already, and
-// a query costs the same whatever rows it yields.
-func (s *Store) Scan() iter.Seq2[store.Entry, error] { return s.Rows() }
+// checked reports whether a reader's view is made.
+func (s *Store) checked() bool {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	return s.view != nil
+}
 
 // Journal returns the first JOURNAL row of (feed, seq), found through the
 // partial (source, seq) index of JOURNAL rows, or an error wrapping

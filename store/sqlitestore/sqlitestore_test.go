@@ -426,3 +426,44 @@ func TestAVersion1RecordingConvertsRowForRow(t *testing.T) {
 		t.Errorf("rows (-csv +sqlite):\n%s%v", d, errs)
 	}
 }
+
+// TestAReplayPassReadsTheRecordingOnce: Open reads only the META row; the
+// first pass of Streams checks every row as it yields them, and once it
+// has run to its end Problems and Processors answer from it, without
+// reading the recording again: a row broken after the pass is not seen,
+// while a Store opened before that pass and asked first reads it.
+func TestAReplayPassReadsTheRecordingOnce(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.db")
+	storetest.Write(t, backend{}, p, storetest.Recording())
+	streamed, err := sqlitestore.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer streamed.Close()
+	rows := 0
+	for _, err := range streamed.Streams() {
+		var pr *store.Problem
+		if err != nil && !errors.As(err, &pr) {
+			t.Fatal(err)
+		}
+		rows++
+	}
+	if rows == 0 {
+		t.Fatal("Streams yielded no row")
+	}
+	asked, err := sqlitestore.Open(p) // opened before the row breaks, asked after
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer asked.Close()
+	// Row 8 (ledger's OUTPUT index 4) breaks: a kind no recording has.
+	if err := exec(p, `UPDATE rows SET kind = 'BROKEN' WHERE id = `+nth, 7); err != nil {
+		t.Fatal(err)
+	}
+	if got := streamed.Problems(); len(got) != 0 {
+		t.Errorf("Problems after a whole Streams pass: %v, want none (the pass checked the recording; nothing read again)", got)
+	}
+	if got := asked.Problems(); len(got) == 0 {
+		t.Errorf("Problems of a Store whose recording was first read after the row broke: none, want row 8 malformed")
+	}
+}
