@@ -56,6 +56,11 @@ func EncodePayload(b []byte) string {
 	return string(payloadMark) + base64.StdEncoding.EncodeToString(b)
 }
 
+// PlainPayload reports whether b is its own payload text (EncodePayload
+// returns it as it is): valid UTF-8, not beginning with '~', without a
+// line break or NUL.
+func PlainPayload(b []byte) bool { return plainPayload(b) }
+
 // plainPayload reports whether b is its own text form.
 func plainPayload(b []byte) bool {
 	return !startsOrHolds(b) && utf8.Valid(b)
