@@ -3,7 +3,6 @@ package recorder_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/csv"
 	"log/slog"
 	"os"
@@ -240,43 +239,18 @@ func csvFloor(b *testing.B, batches []int) time.Duration {
 // schema (the store's pragmas: WAL, synchronous=NORMAL), and returns the
 // time it took.
 func sqliteFloor(b *testing.B, batches []int) time.Duration {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(b.TempDir(), "floor.db")+"?_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=10000")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	ctx := context.Background()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, sqlitestore.Schema); err != nil {
-		b.Fatal(err)
-	}
-	ins, err := conn.PrepareContext(ctx, storetest.FloorInsert)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ins.Close()
+	fc := storetest.FloorDB(b, filepath.Join(b.TempDir(), "floor.db"), sqlitestore.Schema)
 	start := time.Now()
 	item := 0
+	var batch []store.Entry
 	for _, n := range batches {
-		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-			b.Fatal(err)
-		}
+		batch = batch[:0]
 		for range n / 2 {
 			rows := recordFloorRows(item, time.Now())
+			batch = append(batch, rows[:]...)
 			item++
-			for i := range rows {
-				if _, err := ins.ExecContext(ctx, storetest.InsertArgs(&rows[i])...); err != nil {
-					b.Fatal(err)
-				}
-			}
 		}
-		if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-			b.Fatal(err)
-		}
+		fc.Insert(batch)
 	}
 	return time.Since(start)
 }

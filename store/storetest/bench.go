@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -189,5 +191,63 @@ func WriteLong(tb testing.TB, be Backend, path string, n int64) {
 	}
 	if err := s.Close(); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// FloorDB opens a new SQLite database at path with the recording store's
+// pragmas (WAL, synchronous=NORMAL), creates schema in it (the store's
+// Schema) and prepares FloorInsert: the connection of the SQLite floors,
+// closed at the end of the test. The caller has the "sqlite" driver
+// registered (it imports the SQLite store).
+func FloorDB(tb testing.TB, path, schema string) *FloorConn {
+	tb.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=10000")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		tb.Fatal(err)
+	}
+	fc := &FloorConn{tb: tb, conn: conn}
+	tb.Cleanup(func() {
+		if fc.ins != nil {
+			fc.ins.Close()
+		}
+		conn.Close()
+		db.Close()
+	})
+	if _, err := conn.ExecContext(ctx, schema); err != nil {
+		tb.Fatal(err)
+	}
+	if fc.ins, err = conn.PrepareContext(ctx, FloorInsert); err != nil {
+		tb.Fatal(err)
+	}
+	return fc
+}
+
+// FloorConn is the connection and prepared INSERT of an SQLite floor. Not
+// safe for concurrent use.
+type FloorConn struct {
+	tb   testing.TB
+	conn *sql.Conn
+	ins  *sql.Stmt
+}
+
+// Insert inserts rows with the bare prepared INSERT in one transaction.
+func (fc *FloorConn) Insert(rows []store.Entry) {
+	ctx := context.Background()
+	if _, err := fc.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		fc.tb.Fatal(err)
+	}
+	for i := range rows {
+		if _, err := fc.ins.ExecContext(ctx, InsertArgs(&rows[i])...); err != nil {
+			fc.tb.Fatal(err)
+		}
+	}
+	if _, err := fc.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		fc.tb.Fatal(err)
 	}
 }
