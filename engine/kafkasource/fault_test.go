@@ -64,8 +64,14 @@ func (w *warnings) next(t *testing.T, ctx context.Context, target error) error {
 // the test.
 func startEngine(t *testing.T, src *kafkasource.Source, p core.Processor) *engine.Engine {
 	t.Helper()
+	return startEngineQueue(t, src, 64, p)
+}
+
+// startEngineQueue is startEngine with a queue of that size.
+func startEngineQueue(t *testing.T, src *kafkasource.Source, queue int, p core.Processor) *engine.Engine {
+	t.Helper()
 	eng, err := engine.New(engine.Config{
-		Feeds:  []engine.FeedConfig{{Name: "kafka", Source: src, QueueSize: 64}},
+		Feeds:  []engine.FeedConfig{{Name: "kafka", Source: src, QueueSize: queue}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"kafka"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: p}}}},
 		Logger: slog.New(slog.DiscardHandler),
 	})

@@ -125,27 +125,15 @@ func TestAQueueThatKeepsTakingRecordsDoesNotPauseTheFetches(t *testing.T) {
 	}
 	t.Cleanup(func() { src.Close() })
 	step, quit := make(chan struct{}), make(chan struct{})
-	eng, err := engine.New(engine.Config{
-		Feeds: []engine.FeedConfig{{Name: "kafka", Source: src, QueueSize: 4}},
-		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"kafka"}, Processors: []engine.ProcessorConfig{{Name: "p",
-			Processor: core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
-				select {
-				case <-step:
-				case <-quit: // the test failed: let Stop through
-				}
-				tl.add(ev.(*kafkasource.Record))
-				return nil
-			})}}}},
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Stop(context.Background())
-	defer close(quit)
+	startEngineQueue(t, src, 4, core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
+		select {
+		case <-step:
+		case <-quit: // the test failed: let the engine's Stop through
+		}
+		tl.add(ev.(*kafkasource.Record))
+		return nil
+	}))
+	t.Cleanup(func() { close(quit) }) // before the engine's Stop
 	// One record every millisecond: 400 ms of a full queue that drains
 	// steadily, twenty poll intervals.
 	pace := time.NewTicker(time.Millisecond)
