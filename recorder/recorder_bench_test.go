@@ -1,11 +1,8 @@
 package recorder_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/csv"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -203,33 +200,18 @@ func recordFloorRows(i int, at time.Time) [2]store.Entry {
 // each batch with encoding/csv into a buffer and one write to a file (no
 // fsync: the recorder's policy), and returns the time it took.
 func csvFloor(b *testing.B, batches []int) time.Duration {
-	f, err := os.OpenFile(filepath.Join(b.TempDir(), "floor.csv"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	var buf bytes.Buffer
-	w := csv.NewWriter(&buf)
-	fields := make([]string, 13)
+	fl := storetest.FloorCSV(b, filepath.Join(b.TempDir(), "floor.csv"), csvstore.Header)
 	start := time.Now()
-	w.Write([]string{csvstore.Header})
 	item := 0
+	var batch []store.Entry
 	for _, n := range batches {
+		batch = batch[:0]
 		for range n / 2 {
 			rows := recordFloorRows(item, time.Now())
+			batch = append(batch, rows[:]...)
 			item++
-			for i := range rows {
-				storetest.CSVFields(&rows[i], fields)
-				if err := w.Write(fields); err != nil {
-					b.Fatal(err)
-				}
-			}
 		}
-		w.Flush()
-		if _, err := f.Write(buf.Bytes()); err != nil {
-			b.Fatal(err)
-		}
-		buf.Reset()
+		fl.Write(batch)
 	}
 	return time.Since(start)
 }

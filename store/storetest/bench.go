@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/csv"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -249,5 +251,48 @@ func (fc *FloorConn) Insert(rows []store.Entry) {
 	}
 	if _, err := fc.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		fc.tb.Fatal(err)
+	}
+}
+
+// FloorCSV creates a CSV file at path with header as its first line: the
+// file of the CSV floors, which write rows with encoding/csv (CSVFields),
+// one write per batch, no fsync (the recorder's policy). Closed at the end
+// of the test. Not safe for concurrent use.
+func FloorCSV(tb testing.TB, path, header string) *CSVFloor {
+	tb.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	fl := &CSVFloor{tb: tb, f: f, fields: make([]string, 13)}
+	fl.w = csv.NewWriter(&fl.buf)
+	if _, err := f.WriteString(header + "\n"); err != nil {
+		tb.Fatal(err)
+	}
+	return fl
+}
+
+// CSVFloor is a CSV floor's file and encoder.
+type CSVFloor struct {
+	tb     testing.TB
+	f      *os.File
+	buf    bytes.Buffer
+	w      *csv.Writer
+	fields []string
+}
+
+// Write writes rows with encoding/csv and one write call.
+func (fl *CSVFloor) Write(rows []store.Entry) {
+	fl.buf.Reset()
+	for i := range rows {
+		CSVFields(&rows[i], fl.fields)
+		if err := fl.w.Write(fl.fields); err != nil {
+			fl.tb.Fatal(err)
+		}
+	}
+	fl.w.Flush()
+	if _, err := fl.f.Write(fl.buf.Bytes()); err != nil {
+		fl.tb.Fatal(err)
 	}
 }
