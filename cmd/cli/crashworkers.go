@@ -108,7 +108,7 @@ func (s *crashSetup) checkWorkerOutputs(rep *crashReport, got []string, bounds [
 		bound += m
 	}
 	if extra > bound {
-		rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, more than the %d that %d kills of %d workers may re-emit (one delivery per worker per kill, and the lines each restart delivered again when saving in batches)",
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, more than the %d that %d kills of %d workers may re-emit (one delivery per worker per kill; saving in batches, the lines each restart delivered again and a batch of rows per worker)",
 			extra, bound, len(rep.Kills), s.cfg.workers))
 	}
 	return nil
