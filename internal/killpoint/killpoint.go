@@ -172,8 +172,9 @@ func Reach(point string) {
 }
 
 // WriteHalf marks that the process is about to write b to w at point: on
-// the armed reach it writes the first half of b (a torn write) and kills
-// the process; otherwise it writes nothing and the caller writes b.
+// the armed reach it writes the first half of b (a torn write: moved past
+// a line break it would end on, so that the last line is partial) and
+// kills the process; otherwise it writes nothing and the caller writes b.
 // ReachAt is Reach for a point that has a value (a position): armed as
 // POINT@V, it kills the process the first time it is reached with a value of
 // at least V; armed as POINT:N, it counts like Reach.
@@ -192,9 +193,19 @@ func WriteHalf(point string, w io.Writer, b []byte) {
 		return
 	}
 	if hit(point) {
-		_, _ = w.Write(b[:len(b)/2])
-		die()
+		tear(w, b)
 	}
+}
+
+// tear writes the first half of b, moved past a line break it would end
+// on (a torn write leaves a partial last line), and kills the process.
+func tear(w io.Writer, b []byte) {
+	cut := len(b) / 2
+	for cut > 0 && cut < len(b) && b[cut-1] == '\n' {
+		cut++
+	}
+	_, _ = w.Write(b[:cut])
+	die()
 }
 
 // WriteHalfAt is WriteHalf for a point that has a value, as ReachAt: armed
@@ -205,8 +216,7 @@ func WriteHalfAt(point string, v int64, w io.Writer, b []byte) {
 		return
 	}
 	if a.n == 0 && v >= a.at || hit(point) {
-		_, _ = w.Write(b[:len(b)/2])
-		die()
+		tear(w, b)
 	}
 }
 
