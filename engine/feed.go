@@ -137,6 +137,9 @@ type Feed struct {
 	holeBytes   atomic.Int64
 	replaced    atomic.Int64
 
+	lossMu sync.Mutex
+	losses map[string]int64 // Intake.AddLoss, by reason (lossMu)
+
 	pollMu    sync.Mutex
 	acks      []ackEntry
 	lastAcked int64 // sequence of the last item told to the committer (pollMu)

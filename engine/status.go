@@ -83,7 +83,10 @@ type FeedStatus struct {
 	HoleBytes int64 `json:"holeBytes"`
 	// Replaced counts input files found replaced, truncated or rewritten in
 	// place, then read from their start under a new epoch (not a loss).
-	Replaced    int64              `json:"replaced"`
+	Replaced int64 `json:"replaced"`
+	// Losses counts the losses the source reported (Intake.AddLoss), by
+	// reason; omitted when none.
+	Losses      map[string]int64   `json:"losses,omitempty"`
 	Subscribers []SubscriberStatus `json:"subscribers"`
 }
 
@@ -128,8 +131,8 @@ func (f *Feed) Status() FeedStatus {
 		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.n + f.uncommitted, Unterminated: f.unterminated,
 		CompletionFailures: f.completionFailures.Load(), Failures: f.failures.Load(),
 		Oversized: f.oversized.Load(), UnreadFiles: f.unreadFiles.Load(), HoleBytes: f.holeBytes.Load(),
-		Replaced: f.replaced.Load(),
-		Drained:  true, Subscribers: []SubscriberStatus{},
+		Replaced: f.replaced.Load(), Losses: f.lossCounts(),
+		Drained: true, Subscribers: []SubscriberStatus{},
 	}
 	if f.detail != "" {
 		d := f.detail
@@ -179,7 +182,7 @@ func (f *Feed) Status() FeedStatus {
 		fs.Stalled = &stalled
 	}
 	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0 && fs.Failures == 0 && !failed &&
-		fs.Oversized == 0 && fs.UnreadFiles == 0
+		fs.Oversized == 0 && fs.UnreadFiles == 0 && len(fs.Losses) == 0
 	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&
 		fs.PendingAcks == 0 && fs.Stalled == nil
 	return fs
