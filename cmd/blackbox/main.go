@@ -6,4 +6,4 @@ import (
 	"github.com/blackbox-audit/blackbox/cmd/cli"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:])) }
+func main() { os.Exit(cli.Main(os.Args[1:], cli.WithTorture())) }

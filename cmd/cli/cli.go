@@ -114,7 +114,15 @@ type CLI struct {
 	stderr     io.Writer
 	outWriter  func(io.Writer) io.Writer // tests: wraps the --out file's writer
 	noCommits  bool                      // tests: record no COMMIT rows (byte-stable transcripts)
+	// hidden are apps a command line may name that no list shows: the
+	// torture harness's own (WithTorture).
+	hidden []core.App
+	extra  []func(*CLI) *cobra.Command // commands of options (WithTorture)
 }
+
+// known is every app a command line may name: the listed ones, then the
+// hidden ones.
+func (c *CLI) known() []core.App { return append(slices.Clip(c.apps), c.hidden...) }
 
 // New returns a CLI with the built-in apps and the given options.
 func New(opts ...Option) *CLI {
@@ -204,6 +212,9 @@ lossless or not complete.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(c.demoCmd(), c.runCmd(), c.replayCmd(), c.verifyCmd(), c.inspectCmd(),
 		c.diffCmd(), c.explainCmd(), c.reportCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd())
+	for _, cmd := range c.extra {
+		root.AddCommand(cmd(c))
+	}
 	return root
 }
 
@@ -238,7 +249,7 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 
 // app returns the named app, or a usage error naming the known ones.
 func (c *CLI) app(name string) (core.App, error) {
-	a, ok := core.FindApp(c.apps, name)
+	a, ok := core.FindApp(c.known(), name)
 	if !ok || a.New == nil {
 		return core.App{}, usagef("unknown app %q (known: %s)", name, core.AppNames(c.apps))
 	}

@@ -1,0 +1,430 @@
+package torture
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// runTimeout bounds a run that should end by itself: past it the run is
+// killed and the scenario fails (a hang).
+const runTimeout = 60 * time.Second
+
+// outcome is what one `blackbox run` of a scenario did. A plain value.
+type outcome struct {
+	index   int // 1-based
+	run     RunSpec
+	args    []string
+	store   string // the recording's file name ("" when refused before creating it)
+	exit    int    // -1: killed by a signal
+	signal  syscall.Signal
+	output  string
+	status  *runStatus // the --status file, when the run wrote it
+	workers int        // the run's worker count
+	refused bool       // exit 2: refused before any work
+	// refusedChanged lists the files a refused run changed (none may be).
+	refusedChanged []string
+	faulted        bool     // a fault hit it (disk full, state directory)
+	member         *outcome // Kafka: the second member that ran beside it
+	took           time.Duration
+}
+
+// killed reports whether a signal ended the run (SIGKILL, or a SIGTERM
+// that came before the run could handle it).
+func (o *outcome) killed() bool { return o.exit < 0 }
+
+// runStatus is the part of `run --status` the oracle reads.
+type runStatus struct {
+	Settled  bool `json:"settled"`
+	Lossless bool `json:"lossless"`
+}
+
+// scenarioRun executes one scenario in dir. Not safe for concurrent use.
+type scenarioRun struct {
+	s      Scenario
+	cfg    Config
+	dir    string
+	r      *rand.Rand
+	gen    *lineGen
+	file   *fileInput
+	kafka  *kafkaInput
+	runs   []*outcome
+	ran    bool     // a run was not refused: the input is the runs' own
+	events []string // what happened, for the failure report
+}
+
+func (sr *scenarioRun) logf(format string, args ...any) {
+	sr.events = append(sr.events, fmt.Sprintf(format, args...))
+}
+
+// keyOf is the app's key of a line (its first field; a ledger transfer's
+// debited account), as the apps key their workers.
+func keyOf(text string) string {
+	fs := strings.Split(text, ",")
+	if fs[0] == "transfer" && len(fs) > 1 {
+		return fs[1]
+	}
+	return fs[0]
+}
+
+func (sr *scenarioRun) setup(ctx context.Context) error {
+	sr.gen = newLineGen(&sr.s)
+	sr.r = rand.New(rand.NewPCG(sr.s.Seed, 0xe8ec))
+	if sr.s.Source == "kafka" {
+		k, err := newKafkaInput(sr.dir, sr.s.Partitions, sr.gen, keyOf)
+		if err != nil {
+			return err
+		}
+		sr.kafka = k
+		return k.produce(ctx, sr.gen.gen(sr.s.Lines))
+	}
+	sr.file = &fileInput{dir: sr.dir, path: filepath.Join(sr.dir, "in.txt"), gen: sr.gen}
+	return sr.file.appendLines(sr.gen.gen(sr.s.Lines))
+}
+
+func (sr *scenarioRun) close() {
+	if sr.kafka != nil {
+		sr.kafka.close()
+	}
+}
+
+// apply does op to the input.
+func (sr *scenarioRun) apply(ctx context.Context, op Op) error {
+	if sr.kafka != nil {
+		return sr.kafka.apply(ctx, op, sr.committedUpTo(ctx))
+	}
+	return sr.file.apply(op)
+}
+
+// committedUpTo reads the group's committed offsets once, for an
+// operation that needs them.
+func (sr *scenarioRun) committedUpTo(ctx context.Context) func(int32) int64 {
+	var offs map[int32]int64
+	return func(p int32) int64 {
+		if offs == nil {
+			var err error
+			if offs, err = sr.kafka.committed(ctx); err != nil {
+				offs = map[int32]int64{}
+			}
+		}
+		return offs[p]
+	}
+}
+
+const (
+	stateFile = "st.json"
+	outFile   = "out.jsonl"
+)
+
+// args is the command line of run i (1-based).
+func (sr *scenarioRun) args(i int, run RunSpec, member bool) (args []string, store string) {
+	s := sr.s
+	ext := ".csv"
+	if run.Format == "sqlite" {
+		ext = ".db"
+	}
+	name := fmt.Sprintf("run-%d", i)
+	out := outFile
+	if member {
+		name += "-m2"
+		out = fmt.Sprintf("out-m2-%d.jsonl", i)
+	}
+	store = name + ext
+	app := s.App
+	args = []string{"run", "--app", app, "--store", store, "--out", out, "--status", name + ".status.json"}
+	if sr.kafka != nil {
+		args = append(args, "--kafka", sr.kafka.addr(), "--topic", sr.kafka.topic, "--group", sr.kafka.group)
+	} else {
+		args = append(args, "--input", "in.txt")
+	}
+	if s.State {
+		args = append(args, "--state", stateFile)
+		if run.StateEvery > 0 {
+			args = append(args, "--state-every", strconv.Itoa(run.StateEvery))
+		}
+		if run.StateInterval > 0 {
+			args = append(args, "--state-interval", run.StateInterval.String())
+		}
+	}
+	if run.Workers > 1 {
+		args = append(args, "--workers", strconv.Itoa(run.Workers))
+		if run.Order != "" {
+			args = append(args, "--order", run.Order)
+		}
+		if run.MaxGap > 0 {
+			args = append(args, "--max-gap", strconv.Itoa(run.MaxGap))
+		}
+	}
+	if run.Journal {
+		args = append(args, "--journal")
+	}
+	if run.Follow || member {
+		args = append(args, "--follow")
+	}
+	if run.Delay > 0 {
+		args = append(args, "--delay", run.Delay.String())
+	}
+	if run.Queue > 0 {
+		args = append(args, "--queue", strconv.Itoa(run.Queue))
+	}
+	if run.Policy == "drop" {
+		args = append(args, "--policy", "drop", "--spin", "0s")
+	}
+	if s.Oversize {
+		args = append(args, "--max-line", strconv.Itoa(maxLineBytes))
+	}
+	switch run.Alias {
+	case "pointer":
+		args = append(args, "--pointer", stateFile+"#w1")
+	case "status":
+		args = append(args, "--status", stateFile+"#w0")
+	}
+	return args, store
+}
+
+// child is a started `blackbox run`.
+type child struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+func (sr *scenarioRun) start(args []string, env []string, fsize int64) (*child, error) {
+	bin := sr.cfg.Binary
+	if fsize > 0 {
+		pl, err := exec.LookPath("prlimit")
+		if err != nil {
+			return nil, fmt.Errorf("torture: the disk-full fault needs prlimit (util-linux): %w", err)
+		}
+		args = append([]string{"--fsize=" + strconv.FormatInt(fsize, 10), "--", bin}, args...)
+		bin = pl
+	}
+	c := &child{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	c.cmd.Dir = sr.dir
+	c.cmd.Env = append(os.Environ(), env...)
+	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		c.err = c.cmd.Wait()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// exit reads how the child ended: its code, or -1 and the signal.
+func (c *child) exit() (int, syscall.Signal) {
+	var ee *exec.ExitError
+	if errors.As(c.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -1, ws.Signal()
+		}
+		return ee.ExitCode(), 0
+	}
+	if c.err != nil {
+		return -2, 0
+	}
+	return 0, 0
+}
+
+func (c *child) signal(sig syscall.Signal) {
+	select {
+	case <-c.done:
+	default:
+		c.cmd.Process.Signal(sig)
+	}
+}
+
+// wait waits for the child up to d; false if it is still running.
+func (c *child) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// doRun runs run i of the scenario: the operations while stopped, the
+// fault, the child, the operations while it runs, its end.
+func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome, error) {
+	for _, op := range run.Before {
+		if op.Kind != OpAppend && !sr.ran {
+			// No run has read the input yet: it is not yet theirs to lose.
+			sr.logf("run %d: before: %s %d skipped: no run has read the input yet", i, op.Kind, op.N)
+			continue
+		}
+		sr.logf("run %d: before: %s %d", i, op.Kind, op.N)
+		if err := sr.apply(ctx, op); err != nil {
+			return nil, fmt.Errorf("run %d: %s: %w", i, op.Kind, err)
+		}
+	}
+	args, store := sr.args(i, run, false)
+	o := &outcome{index: i, run: run, args: args, store: store, workers: max(run.Workers, 1)}
+	var env []string
+	if run.End.Kind == EndKillAt {
+		env = append(env, fmt.Sprintf("BLACKBOX_KILL_AT=%s:%d", run.End.Point, run.End.N))
+	}
+	release, err := sr.prepareFault(run)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	before, err := hashFiles(sr.dir, "in.txt.ptr", stateFile, outFile, "run-")
+	if err != nil {
+		return nil, err
+	}
+	sr.logf("run %d: blackbox %s%s", i, strings.Join(args, " "), envNote(env, run.Fault))
+	c, err := sr.start(args, env, run.Fault.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	restore := func() {}
+	if run.Fault.Kind == FaultStateDir {
+		restore = sr.stateDirFault(c, run)
+	}
+	var member *child
+	if run.Member {
+		margs, mstore := sr.args(i, run, true)
+		o.member = &outcome{index: i, run: run, args: margs, store: mstore, workers: max(run.Workers, 1)}
+		time.Sleep(time.Duration(sr.r.IntN(100)) * time.Millisecond)
+		sr.logf("run %d: second member: blackbox %s", i, strings.Join(margs, " "))
+		if member, err = sr.start(margs, nil, 0); err != nil {
+			c.signal(syscall.SIGKILL)
+			<-c.done
+			return nil, err
+		}
+	}
+	for _, op := range run.During {
+		time.Sleep(time.Duration(sr.r.IntN(40)) * time.Millisecond)
+		sr.logf("run %d: during: %s %d", i, op.Kind, op.N)
+		if err := sr.apply(ctx, op); err != nil {
+			c.signal(syscall.SIGKILL)
+			<-c.done
+			return nil, fmt.Errorf("run %d: %s: %w", i, op.Kind, err)
+		}
+	}
+	if member != nil {
+		// The second member leaves: killed (evicted after its session) or
+		// stopped (it leaves the group).
+		time.Sleep(time.Duration(sr.r.IntN(300)) * time.Millisecond)
+		sig := pick(sr.r, syscall.SIGKILL, syscall.SIGTERM)
+		member.signal(sig)
+		if !member.wait(runTimeout) {
+			member.signal(syscall.SIGKILL)
+			<-member.done
+			sr.logf("run %d: second member did not stop after %s", i, sig)
+		}
+		o.member.exit, o.member.signal = member.exit()
+		o.member.output = member.out.String()
+	}
+	switch run.End.Kind {
+	case EndTerm, EndKill:
+		sig := syscall.SIGTERM
+		if run.End.Kind == EndKill {
+			sig = syscall.SIGKILL
+		}
+		if !c.wait(run.End.After) {
+			c.signal(sig)
+		}
+	case EndKillAt:
+		if run.Follow && !c.wait(time.Second+run.End.After) {
+			c.signal(syscall.SIGKILL) // the point was not reached while followed
+		}
+	}
+	if !c.wait(runTimeout) {
+		c.signal(syscall.SIGKILL)
+		<-c.done
+		restore()
+		return nil, &hangError{run: i, args: args, out: c.out.String()}
+	}
+	restore()
+	o.took = time.Since(began)
+	o.exit, o.signal = c.exit()
+	o.output = c.out.String()
+	o.refused = o.exit == 2
+	sr.ran = sr.ran || !o.refused
+	o.faulted = run.Fault.Kind == FaultDiskFull || run.Fault.Kind == FaultStateDir
+	if b, err := os.ReadFile(filepath.Join(sr.dir, strings.TrimSuffix(strings.TrimSuffix(store, ".csv"), ".db")+".status.json")); err == nil && !o.killed() {
+		var st runStatus
+		if json.Unmarshal(b, &st) == nil {
+			o.status = &st
+		}
+	}
+	if o.refused {
+		after, err := hashFiles(sr.dir, "in.txt.ptr", stateFile, outFile, "run-")
+		if err != nil {
+			return nil, err
+		}
+		o.refusedChanged = changedFiles(before, after)
+	}
+	sr.logf("run %d: exit %s after %s", i, o.exitText(), o.took.Round(time.Millisecond))
+	return o, nil
+}
+
+func envNote(env []string, f Fault) string {
+	var parts []string
+	for _, e := range env {
+		parts = append(parts, e)
+	}
+	if f.Kind != FaultNone {
+		parts = append(parts, "fault "+string(f.Kind))
+		if f.Bytes > 0 {
+			parts[len(parts)-1] += " " + strconv.FormatInt(f.Bytes, 10) + " bytes"
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "  [" + strings.Join(parts, "; ") + "]"
+}
+
+func (o *outcome) exitText() string {
+	if o.exit < 0 {
+		return o.signal.String()
+	}
+	return strconv.Itoa(o.exit)
+}
+
+// changedFiles lists the files created, changed or removed between two
+// hashFiles.
+func changedFiles(before, after map[string]string) []string {
+	var out []string
+	for name, h := range after {
+		if before[name] != h {
+			out = append(out, name)
+		}
+	}
+	for name := range before {
+		if _, ok := after[name]; !ok {
+			out = append(out, name+" (removed)")
+		}
+	}
+	return out
+}
+
+// hangError is a run that did not end within runTimeout.
+type hangError struct {
+	run  int
+	args []string
+	out  string
+}
+
+func (e *hangError) Error() string {
+	return fmt.Sprintf("run %d did not end within %s: blackbox %s\n%s", e.run, runTimeout, strings.Join(e.args, " "), e.out)
+}

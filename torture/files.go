@@ -1,0 +1,173 @@
+package torture
+
+import (
+	"bytes"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// fileInput is a scenario's file input: the path the runs read, the
+// rotated files beside it, and what the harness wrote. Not safe for
+// concurrent use: one goroutine applies the operations.
+type fileInput struct {
+	dir     string
+	path    string // DIR/in.txt
+	rotated int    // the suffix of the last rotation (PATH-000K)
+	gen     *lineGen
+}
+
+func (fi *fileInput) appendLines(lines []line) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	for _, l := range lines {
+		b.WriteString(l.text)
+		b.WriteByte('\n')
+	}
+	f, err := os.OpenFile(fi.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b.Bytes())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// nextRotated is the name of the next rotated file, PATH-000K (the file
+// source's default rotated names include PATH-*).
+func (fi *fileInput) nextRotated() string {
+	fi.rotated++
+	return fmt.Sprintf("%s-%04d", fi.path, fi.rotated)
+}
+
+// apply does op to the input. A rotation by rename moves PATH aside and
+// creates it again empty; by copy it copies PATH aside then truncates it
+// (the writer keeps appending at its end); a burst is N renames, each
+// after a line or two; truncate, rewrite and recreate destroy what was in
+// PATH (a careless operator), rewrite and recreate writing N new lines.
+func (fi *fileInput) apply(op Op) error {
+	switch op.Kind {
+	case OpAppend:
+		return fi.appendLines(fi.gen.gen(op.N))
+	case OpRename:
+		if err := fi.appendLines(fi.gen.gen(op.N)); err != nil {
+			return err
+		}
+		if err := os.Rename(fi.path, fi.nextRotated()); err != nil {
+			return err
+		}
+		return os.WriteFile(fi.path, nil, 0o644)
+	case OpCopy:
+		if err := fi.appendLines(fi.gen.gen(op.N)); err != nil {
+			return err
+		}
+		if err := copyFile(fi.path, fi.nextRotated()); err != nil {
+			return err
+		}
+		return os.Truncate(fi.path, 0)
+	case OpBurst:
+		for range op.N {
+			if err := fi.appendLines(fi.gen.gen(1 + fi.gen.r.IntN(2))); err != nil {
+				return err
+			}
+			if err := os.Rename(fi.path, fi.nextRotated()); err != nil {
+				return err
+			}
+			if err := os.WriteFile(fi.path, nil, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	case OpTruncate:
+		return os.Truncate(fi.path, 0)
+	case OpRewrite:
+		old, err := os.ReadFile(fi.path)
+		if err != nil {
+			return err
+		}
+		var b bytes.Buffer
+		for b.Len() < len(old) || b.Len() == 0 {
+			for _, l := range fi.gen.gen(max(1, op.N)) {
+				b.WriteString(l.text)
+				b.WriteByte('\n')
+			}
+		}
+		f, err := os.OpenFile(fi.path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteAt(b.Bytes(), 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	case OpRecreate:
+		if err := os.Remove(fi.path); err != nil {
+			return err
+		}
+		return fi.appendLines(fi.gen.gen(max(1, op.N)))
+	}
+	return fmt.Errorf("torture: %s is not an operation on a file", op.Kind)
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// inputFiles are the input file and its rotated files, oldest first.
+func (fi *fileInput) inputFiles() []string {
+	var out []string
+	for k := 1; k <= fi.rotated; k++ {
+		out = append(out, fmt.Sprintf("%s-%04d", fi.path, k))
+	}
+	return append(out, fi.path)
+}
+
+// hashFiles hashes the files of dir whose names start with one of the
+// prefixes: what a refused run must leave as it found it.
+func hashFiles(dir string, prefixes ...string) (map[string]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() || strings.HasSuffix(name, ".blackbox-lock") {
+			continue
+		}
+		for _, p := range prefixes {
+			if strings.HasPrefix(name, p) {
+				b, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil {
+					return nil, err
+				}
+				h := fnv.New64a()
+				h.Write(b)
+				out[name] = fmt.Sprintf("%d:%x", len(b), h.Sum64())
+				break
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,199 @@
+package torture
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// kafkaInput is a scenario's Kafka input: an in-process cluster (kfake)
+// persisting to a directory, so that a bounce (stopped, then started again
+// on the same port) keeps its records and the group's offsets; one topic.
+// Not safe for concurrent use: one goroutine applies the operations.
+type kafkaInput struct {
+	dir        string
+	port       int
+	cluster    *kfake.Cluster
+	topic      string
+	group      string
+	partitions int
+	gen        *lineGen
+	keyOf      func(string) string
+	// deleted marks the lines of records the harness deleted before a run
+	// could have read them all (retention, a deleted topic): their loss
+	// must be counted.
+	deleted map[int]bool
+	// produced maps each partition's offsets to line ids, for the oracle.
+	produced map[int32][]int
+}
+
+func newKafkaInput(dir string, partitions int, gen *lineGen, keyOf func(string) string) (*kafkaInput, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	k := &kafkaInput{dir: filepath.Join(dir, "kafka"), port: port, topic: "t", group: "g", partitions: partitions,
+		gen: gen, keyOf: keyOf, deleted: map[int]bool{}, produced: map[int32][]int{}}
+	if err := k.start(true); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func (k *kafkaInput) start(seed bool) error {
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(k.port), kfake.DataDir(k.dir)}
+	if seed {
+		opts = append(opts, kfake.SeedTopics(int32(k.partitions), k.topic))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return fmt.Errorf("torture: starting kfake on port %d: %w", k.port, err)
+	}
+	k.cluster = c
+	return nil
+}
+
+func (k *kafkaInput) addr() string { return "127.0.0.1:" + strconv.Itoa(k.port) }
+
+func (k *kafkaInput) close() {
+	if k.cluster != nil {
+		k.cluster.Close()
+		k.cluster = nil
+	}
+}
+
+func (k *kafkaInput) client(opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.addr()), kgo.DefaultProduceTopic(k.topic),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), kgo.RequestTimeoutOverhead(5 * time.Second)}, opts...)...)
+}
+
+// produce produces lines keyed by their app key, so one key's lines go to
+// one partition, in order.
+func (k *kafkaInput) produce(ctx context.Context, lines []line) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	cl, err := k.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, len(lines))
+	for i, l := range lines {
+		recs[i] = &kgo.Record{Key: []byte(k.keyOf(l.text)), Value: []byte(l.text)}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(pctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("torture: producing %d records: %w", len(recs), err)
+	}
+	for i, r := range recs {
+		p := k.produced[r.Partition]
+		for int64(len(p)) < r.Offset {
+			p = append(p, 0) // offsets of records the harness did not write (none expected)
+		}
+		k.produced[r.Partition] = append(p, lines[i].id)
+	}
+	return nil
+}
+
+func (k *kafkaInput) admin(ctx context.Context, do func(context.Context, *kadm.Client) error) error {
+	cl, err := k.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return do(actx, kadm.NewClient(cl))
+}
+
+// committed reads the group's committed offsets of the topic.
+func (k *kafkaInput) committed(ctx context.Context) (map[int32]int64, error) {
+	out := map[int32]int64{}
+	err := k.admin(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		os, err := adm.FetchOffsetsForTopics(ctx, k.group, k.topic)
+		if err != nil {
+			return err
+		}
+		os.Each(func(o kadm.OffsetResponse) {
+			if o.Err == nil && o.At >= 0 {
+				out[o.Partition] = o.At
+			}
+		})
+		return nil
+	})
+	return out, err
+}
+
+// apply does op to the topic: more lines, partitions added, a partition's
+// records deleted (retention), the topic deleted and created again, the
+// broker bounced.
+func (k *kafkaInput) apply(ctx context.Context, op Op, committedUpTo func(int32) int64) error {
+	switch op.Kind {
+	case OpAppend:
+		return k.produce(ctx, k.gen.gen(op.N))
+	case OpPartitions:
+		err := k.admin(ctx, func(ctx context.Context, adm *kadm.Client) error {
+			_, err := adm.CreatePartitions(ctx, op.N, k.topic)
+			return err
+		})
+		if err == nil {
+			k.partitions += op.N
+		}
+		return err
+	case OpRetention:
+		p := int32(op.N % k.partitions)
+		ids := k.produced[p]
+		if len(ids) == 0 {
+			return nil
+		}
+		from := committedUpTo(p)
+		for off := max(from, 0); off < int64(len(ids)); off++ {
+			k.deleted[ids[off]] = true
+		}
+		return k.admin(ctx, func(ctx context.Context, adm *kadm.Client) error {
+			var os kadm.Offsets
+			os.Add(kadm.Offset{Topic: k.topic, Partition: p, At: int64(len(ids))})
+			rs, err := adm.DeleteRecords(ctx, os)
+			if err != nil {
+				return err
+			}
+			return rs.Error()
+		})
+	case OpDeleteTopic:
+		for p, ids := range k.produced {
+			for off := max(committedUpTo(p), 0); off < int64(len(ids)); off++ {
+				k.deleted[ids[off]] = true
+			}
+		}
+		k.produced = map[int32][]int{}
+		return k.admin(ctx, func(ctx context.Context, adm *kadm.Client) error {
+			if _, err := adm.DeleteTopics(ctx, k.topic); err != nil {
+				return err
+			}
+			for range 50 { // the deletion is asynchronous in kfake: retry the creation
+				r, err := adm.CreateTopic(ctx, int32(k.partitions), 1, nil, k.topic)
+				if err == nil && r.Err == nil {
+					return nil
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			return fmt.Errorf("torture: topic %s not created again", k.topic)
+		})
+	case OpBounce:
+		k.close()
+		time.Sleep(time.Duration(50+k.gen.r.IntN(200)) * time.Millisecond)
+		return k.start(false)
+	}
+	return fmt.Errorf("torture: %s is not an operation on a topic", op.Kind)
+}

@@ -1,0 +1,441 @@
+package torture
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// A Scenario is what the harness generates from a seed: an app, a source,
+// the lines written before the first run, and a sequence of runs, each with
+// its flags, what happens to the input before and while it runs, how it
+// ends and the fault it meets. The last run is always a bounded run with
+// no fault that ends by itself, so that the oracle can check the whole
+// input. A plain value.
+type Scenario struct {
+	Seed   uint64
+	App    string // ledger, alerts or torture (App)
+	State  bool   // ledger: --state
+	Source string // file or kafka
+	// Lines are written before the first run.
+	Lines int
+	// Partitions of the Kafka topic at the start.
+	Partitions int
+	// Poison: the input has lines the app always fails ("fail", ledger)
+	// or lines longer than --max-line (oversized), each a counted loss.
+	Poison   bool
+	Oversize bool
+	Ticks    bool // ledger: "tick" lines (timers); torture: "timer,ID" lines
+	Runs     []RunSpec
+}
+
+// A RunSpec is one `blackbox run` of a scenario. A plain value.
+type RunSpec struct {
+	Format        string // csv or sqlite
+	Workers       int
+	Order         string // "", key or none
+	StateEvery    int    // 0: the default
+	StateInterval time.Duration
+	MaxGap        int // 0: the default
+	Journal       bool
+	Follow        bool
+	Delay         time.Duration // run --delay: slows each event, widening the kill windows
+	Policy        string        // pause or drop
+	Queue         int           // 0: the default
+	Before        []Op          // done to the input while stopped, before the run
+	During        []Op          // done to the input while the run follows
+	End           End
+	Fault         Fault
+	Alias         string // a hostile path: "pointer" or "status" names a worker's state file
+	Member        bool   // Kafka: a second member of the group runs beside this run for a while
+}
+
+// EndKind is how a run ends.
+type EndKind string
+
+// The ends of a run.
+const (
+	EndSettle EndKind = "settle" // a bounded run: it ends by itself once settled
+	EndTerm   EndKind = "term"   // SIGTERM at a random moment: a clean stop
+	EndKill   EndKind = "kill"   // SIGKILL at a random moment
+	EndKillAt EndKind = "killat" // SIGKILL at a named kill point (BLACKBOX_KILL_AT)
+)
+
+// End is how a run ends: After, for term and kill, is when after its
+// start; Point and N, for killat, the point and its N-th reach.
+type End struct {
+	Kind  EndKind
+	After time.Duration
+	Point string
+	N     int
+}
+
+// OpKind is something done to the input.
+type OpKind string
+
+// The operations on a file input, then on a Kafka topic.
+const (
+	OpAppend      OpKind = "append"     // N new lines
+	OpRename      OpKind = "rename"     // rotation by rename: PATH to PATH-000K, a new empty PATH
+	OpCopy        OpKind = "copy"       // rotation by copy-and-truncate: PATH copied to PATH-000K, PATH truncated
+	OpBurst       OpKind = "burst"      // N rotations by rename, each after a line or two
+	OpTruncate    OpKind = "truncate"   // PATH truncated to 0: its unread lines are destroyed
+	OpRewrite     OpKind = "rewrite"    // PATH rewritten in place with new lines (same length or longer)
+	OpRecreate    OpKind = "recreate"   // PATH deleted and created again with new lines
+	OpPartitions  OpKind = "partitions" // Kafka: N partitions added
+	OpRetention   OpKind = "retention"  // Kafka: the records of a partition deleted up to its end (unread ones lost)
+	OpDeleteTopic OpKind = "deltopic"   // Kafka: the topic deleted and created again empty
+	OpBounce      OpKind = "bounce"     // Kafka: the broker stopped and started again
+)
+
+// Op is one operation on the input.
+type Op struct {
+	Kind OpKind
+	N    int
+}
+
+// FaultKind is a fault a run meets.
+type FaultKind string
+
+// The faults.
+const (
+	FaultNone     FaultKind = ""
+	FaultDiskFull FaultKind = "diskfull" // the run's files may grow to Bytes at most (RLIMIT_FSIZE): the store, --out or the state fails to write
+	FaultStateDir FaultKind = "statedir" // a directory takes the state file's place while the run runs: its saves fail
+	FaultLocked   FaultKind = "locked"   // another process holds the lock of one of the run's outputs: the run must be refused
+	FaultStale    FaultKind = "stale"    // lock files left by a killed run beside every output: they hold nothing
+)
+
+// Fault is the fault a run meets.
+type Fault struct {
+	Kind  FaultKind
+	Bytes int64
+}
+
+// Limits shrink a generated scenario: at most Runs runs (the last one kept
+// as a final bounded run), Lines scaled down, no faults, no operations on
+// the input. The zero value leaves a scenario whole.
+type Limits struct {
+	Runs     int  // 0: all
+	Lines    int  // 0: all; else at most this many lines per batch
+	NoFaults bool // no faults, no hostile paths
+	NoOps    bool // no operation but appends
+}
+
+func (l Limits) String() string {
+	var parts []string
+	if l.Runs > 0 {
+		parts = append(parts, fmt.Sprintf("runs=%d", l.Runs))
+	}
+	if l.Lines > 0 {
+		parts = append(parts, fmt.Sprintf("lines=%d", l.Lines))
+	}
+	if l.NoFaults {
+		parts = append(parts, "faults=off")
+	}
+	if l.NoOps {
+		parts = append(parts, "ops=off")
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseLimits reads Limits as String writes them.
+func ParseLimits(s string) (Limits, error) {
+	var l Limits
+	if s == "" {
+		return l, nil
+	}
+	for part := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return l, fmt.Errorf("torture: limit %q: want KEY=VALUE", part)
+		}
+		var err error
+		switch k {
+		case "runs":
+			_, err = fmt.Sscanf(v, "%d", &l.Runs)
+		case "lines":
+			_, err = fmt.Sscanf(v, "%d", &l.Lines)
+		case "faults":
+			l.NoFaults = v == "off"
+		case "ops":
+			l.NoOps = v == "off"
+		default:
+			err = fmt.Errorf("unknown limit (want runs, lines, faults, ops)")
+		}
+		if err != nil {
+			return l, fmt.Errorf("torture: limit %q: %v", part, err)
+		}
+	}
+	return l, nil
+}
+
+// Kill points a run may be killed at (internal/killpoint).
+var killPoints = []string{"state-saved", "rows-written", "store-write", "pointer-written"}
+
+// Generate generates the scenario of seed, shrunk by lim. The same seed
+// and limits give the same scenario.
+func Generate(seed uint64, lim Limits, only Only) Scenario {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	s := Scenario{Seed: seed, Source: "file", Lines: 20 + r.IntN(120)}
+	switch x := r.IntN(20); {
+	case x < 10:
+		s.App, s.State = "ledger", true
+	case x < 11:
+		s.App = "ledger"
+	case x < 15:
+		s.App = "alerts"
+	default:
+		s.App = AppName
+	}
+	if r.IntN(5) == 0 {
+		s.Source, s.Partitions = "kafka", 1+r.IntN(4)
+	}
+	if only.App != "" {
+		s.App, s.State = only.App, only.App == "ledger"
+	}
+	if only.Source != "" {
+		s.Source = only.Source
+		if s.Partitions == 0 {
+			s.Partitions = 1 + r.IntN(4)
+		}
+	}
+	s.Poison = r.IntN(10) == 0 && s.App == "ledger"
+	s.Oversize = r.IntN(10) == 0 && s.Source == "file"
+	s.Ticks = r.IntN(4) == 0 && s.App != "alerts"
+	n := 1 + r.IntN(4)
+	for i := range n {
+		s.Runs = append(s.Runs, s.genRun(r, i == 0, i == n-1))
+	}
+	return s.shrink(lim)
+}
+
+// Only restricts what Generate draws: an app, a source.
+type Only struct {
+	App    string
+	Source string
+}
+
+func (s *Scenario) genRun(r *rand.Rand, first, last bool) RunSpec {
+	run := RunSpec{Format: pick(r, "csv", "sqlite"), Workers: 1, Policy: "pause"}
+	if r.IntN(2) == 0 {
+		run.Workers = 2 + r.IntN(7)
+		switch r.IntN(5) {
+		case 0:
+			run.Order = "none"
+		case 1:
+			run.Order = "key"
+		}
+		if r.IntN(3) == 0 {
+			run.MaxGap = 1 + r.IntN(64)
+		}
+	}
+	if s.State {
+		switch r.IntN(4) {
+		case 0:
+			run.StateEvery = 1
+		case 1, 2:
+			run.StateEvery = 2 + r.IntN(50)
+		}
+		if r.IntN(2) == 0 {
+			run.StateInterval = time.Duration(2+r.IntN(40)) * time.Millisecond
+		}
+	}
+	run.Journal = r.IntN(3) == 0
+	if r.IntN(4) == 0 {
+		run.Delay = time.Duration(100+r.IntN(900)) * time.Microsecond
+	}
+	if r.IntN(8) == 0 {
+		run.Queue = 2 + r.IntN(30)
+		if r.IntN(3) == 0 {
+			run.Policy = "drop"
+		}
+	}
+	// What happens to the input while stopped: new lines, and sometimes
+	// worse.
+	run.Before = append(run.Before, Op{Kind: OpAppend, N: r.IntN(40)})
+	if r.IntN(4) == 0 && !first { // before the first run the input is not yet the runs' to lose
+		run.Before = append(run.Before, s.hostileOp(r, false))
+	}
+	if last {
+		run.End = End{Kind: EndSettle}
+		return run
+	}
+	run.Follow = r.IntN(5) < 2
+	if run.Follow {
+		for range 1 + r.IntN(4) {
+			if r.IntN(3) == 0 {
+				run.During = append(run.During, s.hostileOp(r, true))
+			} else {
+				run.During = append(run.During, Op{Kind: OpAppend, N: 1 + r.IntN(30)})
+			}
+		}
+	}
+	switch x := r.IntN(10); {
+	case x < 2 && !run.Follow:
+		run.End = End{Kind: EndSettle}
+	case x < 4:
+		run.End = End{Kind: EndTerm, After: time.Duration(r.IntN(300)) * time.Millisecond}
+	case x < 7:
+		run.End = End{Kind: EndKill, After: time.Duration(r.IntN(300)) * time.Millisecond}
+	default:
+		run.End = End{Kind: EndKillAt, Point: pick(r, killPoints...), N: 1 + r.IntN(8)}
+	}
+	switch x := r.IntN(20); {
+	case x == 0:
+		run.Fault = Fault{Kind: FaultDiskFull, Bytes: int64(2000 + r.IntN(40000))}
+	case x == 1 && s.State:
+		run.Fault = Fault{Kind: FaultStateDir}
+	case x == 2:
+		run.Fault = Fault{Kind: FaultLocked}
+	case x == 3:
+		run.Fault = Fault{Kind: FaultStale}
+	}
+	if s.State && r.IntN(20) == 0 {
+		run.Alias = pick(r, "pointer", "status")
+	}
+	if s.Source == "kafka" && r.IntN(4) == 0 && !s.State {
+		run.Member = true
+	}
+	return run
+}
+
+// hostileOp draws an operation beyond an append, for the scenario's source.
+func (s *Scenario) hostileOp(r *rand.Rand, running bool) Op {
+	if s.Source == "kafka" {
+		switch r.IntN(4) {
+		case 0:
+			return Op{Kind: OpPartitions, N: 1 + r.IntN(3)}
+		case 1:
+			return Op{Kind: OpRetention, N: r.IntN(s.Partitions)}
+		case 2:
+			return Op{Kind: OpBounce}
+		default:
+			return Op{Kind: OpDeleteTopic}
+		}
+	}
+	switch r.IntN(8) {
+	case 0, 1:
+		return Op{Kind: OpRename, N: 1 + r.IntN(10)}
+	case 2:
+		return Op{Kind: OpCopy, N: 1 + r.IntN(10)}
+	case 3, 4:
+		k := 2 + r.IntN(4)
+		if running && r.IntN(3) == 0 {
+			k = 20 + r.IntN(80)
+		}
+		return Op{Kind: OpBurst, N: k}
+	case 5:
+		return Op{Kind: OpTruncate}
+	case 6:
+		return Op{Kind: OpRewrite, N: 1 + r.IntN(10)}
+	default:
+		return Op{Kind: OpRecreate, N: 1 + r.IntN(10)}
+	}
+}
+
+// shrink applies lim.
+func (s Scenario) shrink(lim Limits) Scenario {
+	if lim.Runs > 0 && len(s.Runs) > lim.Runs {
+		last := s.Runs[len(s.Runs)-1]
+		s.Runs = append(append([]RunSpec{}, s.Runs[:lim.Runs-1]...), last)
+	}
+	runs := make([]RunSpec, len(s.Runs))
+	for i, run := range s.Runs {
+		run.Before = limitOps(run.Before, lim)
+		run.During = limitOps(run.During, lim)
+		if lim.NoFaults {
+			run.Fault, run.Alias = Fault{}, ""
+		}
+		runs[i] = run
+	}
+	s.Runs = runs
+	if lim.Lines > 0 {
+		s.Lines = min(s.Lines, lim.Lines)
+	}
+	return s
+}
+
+func limitOps(ops []Op, lim Limits) []Op {
+	var out []Op
+	for _, op := range ops {
+		if lim.NoOps && op.Kind != OpAppend {
+			continue
+		}
+		if lim.Lines > 0 && op.N > lim.Lines && (op.Kind == OpAppend || op.Kind == OpBurst) {
+			op.N = lim.Lines
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
+
+// Dimensions names what the scenario exercises, for the harness's log of
+// how many scenarios covered each dimension.
+func (s Scenario) Dimensions() []string {
+	d := []string{"app=" + s.App, "source=" + s.Source, fmt.Sprintf("runs=%d", len(s.Runs))}
+	if s.State {
+		d = append(d, "state")
+	}
+	if s.Poison {
+		d = append(d, "poison")
+	}
+	if s.Oversize {
+		d = append(d, "oversized")
+	}
+	if s.Ticks {
+		d = append(d, "timers")
+	}
+	for _, run := range s.Runs {
+		d = append(d, "format="+run.Format, "end="+string(run.End.Kind))
+		if run.End.Kind == EndKillAt {
+			d = append(d, "killpoint="+run.End.Point)
+		}
+		if run.Workers > 1 {
+			d = append(d, "workers", "order="+orDefault(run.Order, "default"))
+		}
+		if run.MaxGap > 0 {
+			d = append(d, "max-gap")
+		}
+		if run.StateEvery > 0 {
+			d = append(d, "state-every")
+		}
+		if run.StateInterval > 0 {
+			d = append(d, "state-interval")
+		}
+		if run.Journal {
+			d = append(d, "journal")
+		}
+		if run.Follow {
+			d = append(d, "follow")
+		}
+		if run.Policy == "drop" {
+			d = append(d, "policy=drop")
+		}
+		for _, op := range append(append([]Op{}, run.Before...), run.During...) {
+			if op.Kind != OpAppend || run.Follow {
+				d = append(d, "op="+string(op.Kind))
+			}
+		}
+		if run.Fault.Kind != FaultNone {
+			d = append(d, "fault="+string(run.Fault.Kind))
+		}
+		if run.Alias != "" {
+			d = append(d, "alias="+run.Alias)
+		}
+		if run.Member {
+			d = append(d, "second-member")
+		}
+	}
+	return d
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

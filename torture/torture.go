@@ -1,0 +1,344 @@
+package torture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config configures a torture session. A plain value.
+type Config struct {
+	// Binary is the blackbox binary the scenarios run; it must know App
+	// (cmd/blackbox does).
+	Binary string
+	// Seed is the first scenario's seed; scenario i has seed Seed+i.
+	Seed uint64
+	// Scenarios is how many scenarios to run; with Time, at most that
+	// many. 0 with Time: as many as fit.
+	Scenarios int
+	// Time bounds the session: no scenario starts after it. 0: Scenarios.
+	Time time.Duration
+	// Parallel is how many scenarios run at once (default 2).
+	Parallel int
+	// Dir is where the scenarios run, one directory each (default: a new
+	// temporary directory). A failing scenario's directory is kept.
+	Dir string
+	// Keep keeps every scenario's directory.
+	Keep bool
+	// Limits shrink every scenario (a reproduction's).
+	Limits Limits
+	// Only restricts the scenarios to an app or a source.
+	Only Only
+	// NoShrink reports a failing scenario as it was generated.
+	NoShrink bool
+	// Log receives a line per failing scenario (nil: discarded).
+	Log io.Writer
+	// Verbose logs a line per scenario: its seed, runs, time and
+	// dimensions.
+	Verbose bool
+}
+
+// Report is what a torture session did. A plain value.
+type Report struct {
+	Seed       uint64         `json:"seed"`
+	Scenarios  int            `json:"scenarios"`
+	Runs       int            `json:"runs"`
+	Elapsed    time.Duration  `json:"elapsedNs"`
+	Dimensions map[string]int `json:"dimensions"` // scenarios that exercised each dimension
+	Failures   []Failure      `json:"failures"`
+}
+
+// Failure is a scenario that broke an invariant, shrunk. A plain value.
+type Failure struct {
+	Seed       uint64      `json:"seed"`
+	Limits     string      `json:"limits"`
+	Violations []Violation `json:"violations"`
+	Events     []string    `json:"events"`
+	Dir        string      `json:"dir"`
+	// Command reproduces it: blackbox torture --seed S --scenarios 1 ...
+	Command string `json:"command"`
+}
+
+// Run runs a torture session: scenarios generated from cfg.Seed on, each
+// checked by the oracle; a failing one is shrunk (fewer runs, lines,
+// faults, operations) and reported with the command that reproduces it.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	if cfg.Binary == "" {
+		return Report{}, errors.New("torture: no binary to run")
+	}
+	if cfg.Scenarios <= 0 && cfg.Time <= 0 {
+		return Report{}, errors.New("torture: give a number of scenarios or a time")
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 2
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.Dir == "" {
+		d, err := os.MkdirTemp("", "blackbox-torture-")
+		if err != nil {
+			return Report{}, err
+		}
+		cfg.Dir = d
+		defer func() {
+			if ents, _ := os.ReadDir(d); len(ents) == 0 {
+				os.Remove(d)
+			}
+		}()
+	} else if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return Report{}, err
+	}
+	start := time.Now()
+	rep := Report{Seed: cfg.Seed, Dimensions: map[string]int{}}
+	var mu sync.Mutex
+	seeds := make(chan uint64)
+	go func() {
+		defer close(seeds)
+		for i := 0; cfg.Scenarios <= 0 || i < cfg.Scenarios; i++ {
+			if cfg.Time > 0 && time.Since(start) >= cfg.Time || ctx.Err() != nil {
+				return
+			}
+			select {
+			case seeds <- cfg.Seed + uint64(i):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	var firstErr error
+	for range cfg.Parallel {
+		wg.Go(func() {
+			for seed := range seeds {
+				s := Generate(seed, cfg.Limits, cfg.Only)
+				began := time.Now()
+				vs, events, dir, err := runScenario(ctx, cfg, s)
+				if err != nil && ctx.Err() != nil {
+					return
+				}
+				var f *Failure
+				if err != nil || len(vs) > 0 {
+					if err != nil {
+						vs = append(vs, Violation{Invariant: InvAgree, What: err.Error()})
+					}
+					f = &Failure{Seed: seed, Limits: cfg.Limits.String(), Violations: vs, Events: events, Dir: dir}
+					if !cfg.NoShrink {
+						shrinkFailure(ctx, cfg, s, f)
+					}
+					f.Command = reproduce(f.Seed, f.Limits, cfg.Only)
+					fmt.Fprintf(cfg.Log, "FAIL seed %d: %s\n  reproduce: %s\n", seed, f.Violations[0], f.Command)
+				}
+				if cfg.Verbose {
+					fmt.Fprintf(cfg.Log, "seed %d: %d runs, %s, %s\n", seed, len(s.Runs), time.Since(began).Round(time.Millisecond), strings.Join(dedupe(s.Dimensions()), " "))
+				}
+				mu.Lock()
+				rep.Scenarios++
+				rep.Runs += len(s.Runs)
+				for _, d := range dedupe(s.Dimensions()) {
+					rep.Dimensions[d]++
+				}
+				if f != nil {
+					rep.Failures = append(rep.Failures, *f)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	rep.Elapsed = time.Since(start)
+	sort.Slice(rep.Failures, func(i, j int) bool { return rep.Failures[i].Seed < rep.Failures[j].Seed })
+	return rep, firstErr
+}
+
+func dedupe(xs []string) []string {
+	slices.Sort(xs)
+	return slices.Compact(xs)
+}
+
+// reproduce is the command line that runs one failing scenario again.
+func reproduce(seed uint64, limits string, only Only) string {
+	c := fmt.Sprintf("blackbox torture --seed %d --scenarios 1", seed)
+	if limits != "" {
+		c += " --limit " + limits
+	}
+	if only.App != "" {
+		c += " --app " + only.App
+	}
+	if only.Source != "" {
+		c += " --source " + only.Source
+	}
+	return c
+}
+
+// runScenario runs one scenario in a directory of its own under cfg.Dir
+// and checks it. The directory is removed when the scenario passes
+// (unless cfg.Keep).
+func runScenario(ctx context.Context, cfg Config, s Scenario) (vs []Violation, events []string, dir string, err error) {
+	dir = filepath.Join(cfg.Dir, fmt.Sprintf("seed-%d", s.Seed))
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, nil, dir, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, dir, err
+	}
+	sr := &scenarioRun{s: s, cfg: cfg, dir: dir}
+	defer sr.close()
+	defer func() {
+		if err == nil && len(vs) == 0 && !cfg.Keep {
+			os.RemoveAll(dir)
+		}
+	}()
+	if err := sr.setup(ctx); err != nil {
+		return nil, sr.events, dir, err
+	}
+	for i, run := range s.Runs {
+		o, err := sr.doRun(ctx, i+1, run)
+		if err != nil {
+			var he *hangError
+			if errors.As(err, &he) {
+				return []Violation{{Invariant: InvAgree, What: err.Error()}}, sr.events, dir, nil
+			}
+			return nil, sr.events, dir, err
+		}
+		sr.runs = append(sr.runs, o)
+	}
+	if err := sr.finish(ctx); err != nil {
+		return nil, sr.events, dir, err
+	}
+	o := &oracle{sr: sr, ctx: ctx}
+	return o.check(), sr.events, dir, nil
+}
+
+// finish makes sure the scenario ends with a run that ran to its end:
+// when the last run was refused (flags another run's state cannot take),
+// it runs again with the flags of the last run that ran.
+func (sr *scenarioRun) finish(ctx context.Context) error {
+	last := sr.runs[len(sr.runs)-1]
+	if !last.refused {
+		return nil
+	}
+	run := last.run
+	run.Before, run.During, run.Fault, run.Alias = nil, nil, Fault{}, ""
+	for i := len(sr.runs) - 1; i >= 0; i-- {
+		if r := sr.runs[i]; !r.refused {
+			run.Workers, run.Order, run.MaxGap = r.run.Workers, r.run.Order, r.run.MaxGap
+			break
+		}
+	}
+	sr.logf("the last run was refused: once more with the flags of the last run that ran")
+	o, err := sr.doRun(ctx, len(sr.runs)+1, run)
+	if err != nil {
+		return err
+	}
+	sr.runs = append(sr.runs, o)
+	return nil
+}
+
+// topicDeletedBefore reports whether a run before run i (1-based) deleted
+// the Kafka topic, or it was deleted before run i: offsets start again.
+func (sr *scenarioRun) topicDeletedBefore(i int) bool {
+	if sr.kafka == nil || i > len(sr.s.Runs) {
+		return false
+	}
+	for _, op := range sr.s.Runs[i-1].Before {
+		if op.Kind == OpDeleteTopic {
+			return true
+		}
+	}
+	if i >= 2 {
+		for _, op := range sr.s.Runs[i-2].During {
+			if op.Kind == OpDeleteTopic {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// shrinkFailure shrinks a failing scenario: fewer runs, then no faults,
+// no operations, fewer lines, keeping each step that still fails.
+func shrinkFailure(ctx context.Context, cfg Config, s Scenario, f *Failure) {
+	lim := cfg.Limits
+	full := Generate(s.Seed, Limits{}, cfg.Only)
+	try := func(l Limits) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		c := cfg
+		c.Limits = l
+		vs, events, dir, err := runScenario(ctx, c, Generate(s.Seed, l, cfg.Only))
+		if err != nil || len(vs) == 0 {
+			return false
+		}
+		if f.Dir != dir {
+			os.RemoveAll(f.Dir)
+		}
+		f.Violations, f.Events, f.Dir, f.Limits = vs, events, dir, l.String()
+		return true
+	}
+	for r := 1; r < len(full.Runs) && (lim.Runs == 0 || r < lim.Runs); r++ {
+		l := lim
+		l.Runs = r
+		if try(l) {
+			lim = l
+			break
+		}
+	}
+	if !lim.NoFaults {
+		l := lim
+		l.NoFaults = true
+		if try(l) {
+			lim = l
+		}
+	}
+	if !lim.NoOps {
+		l := lim
+		l.NoOps = true
+		if try(l) {
+			lim = l
+		}
+	}
+	for n := 40; n >= 5; n /= 2 {
+		if lim.Lines != 0 && lim.Lines <= n {
+			continue
+		}
+		l := lim
+		l.Lines = n
+		if !try(l) {
+			break
+		}
+		lim = l
+	}
+}
+
+// Summary writes the session's figures: scenarios, runs, time, how many
+// scenarios covered each dimension, the failures.
+func (rep Report) Summary(w io.Writer) {
+	fmt.Fprintf(w, "torture: seed %d: %d scenarios, %d runs in %s; %d failed\n", rep.Seed, rep.Scenarios, rep.Runs,
+		rep.Elapsed.Round(time.Millisecond), len(rep.Failures))
+	var dims []string
+	for d, n := range rep.Dimensions {
+		dims = append(dims, fmt.Sprintf("%s %d", d, n))
+	}
+	slices.Sort(dims)
+	fmt.Fprintf(w, "dimensions (scenarios): %s\n", strings.Join(dims, ", "))
+	for _, f := range rep.Failures {
+		fmt.Fprintf(w, "\nFAIL seed %d (%s): %s\n", f.Seed, orDefault(f.Limits, "whole"), f.Dir)
+		for _, v := range f.Violations {
+			fmt.Fprintf(w, "  %s\n", v)
+		}
+		for _, e := range f.Events {
+			fmt.Fprintf(w, "    %s\n", e)
+		}
+		fmt.Fprintf(w, "  reproduce: %s\n", f.Command)
+	}
+}
