@@ -394,6 +394,38 @@ func (o *oracle) checkLines() {
 		o.fail(InvAgree, "explain says nothing was lost, but %s", lossSaid)
 	}
 	o.checkDiff(recorded)
+	if o.sr.s.Seed%3 == 0 {
+		o.checkRunSets(recorded)
+	}
+}
+
+// checkRunSets gives explain and report sets of runs they cannot answer
+// for, as a careless operator would: the same recording twice, a copy of
+// one beside it, the runs out of order. Each must be refused (exit 2).
+func (o *oracle) checkRunSets(recorded []*outcome) {
+	if len(recorded) == 0 {
+		return
+	}
+	first := recorded[0].store
+	sets := map[string][]string{"the same recording twice": {first, first}}
+	if strings.HasSuffix(first, ".csv") {
+		cp := "copy-of-" + first
+		if copyFile(filepath.Join(o.sr.dir, first), filepath.Join(o.sr.dir, cp)) == nil {
+			sets["a recording and a copy of it"] = []string{first, cp}
+		}
+	}
+	if len(recorded) >= 2 {
+		sets["runs out of order"] = []string{recorded[1].store, first}
+	}
+	for what, set := range sets {
+		runs := strings.Join(set, ",")
+		if b, code := o.blackbox("explain", runs, "--json"); code != 2 {
+			o.fail(InvAgree, "explain %s (%s) answered (exit %d) instead of refusing: %s", runs, what, code, firstLine(string(b)))
+		}
+		if b, code := o.blackbox("report", runs, "-o", "report-check.html"); code != 2 {
+			o.fail(InvAgree, "report %s (%s) answered (exit %d) instead of refusing: %s", runs, what, code, firstLine(string(b)))
+		}
+	}
 }
 
 func head(xs []string, n int) []string { return xs[:min(n, len(xs))] }

@@ -14,7 +14,14 @@ import (
 // no fault that ends by itself, so that the oracle can check the whole
 // input. A plain value.
 type Scenario struct {
-	Seed   uint64
+	Seed uint64
+	// Kind is what the scenario runs: "runs" (a sequence of blackbox run),
+	// "crashtest" (blackbox crashtest, whose verdict the oracle checks) or
+	// "engine" (the engine driven in-process: engine.go).
+	Kind string
+	// Crash configures a crashtest scenario.
+	Crash  CrashSpec
+	Engine EngineSpec
 	App    string // ledger, alerts or torture (App)
 	State  bool   // ledger: --state
 	Source string // file or kafka
@@ -178,7 +185,23 @@ var killPoints = []string{"state-saved", "rows-written", "store-write", "pointer
 // and limits give the same scenario.
 func Generate(seed uint64, lim Limits, only Only) Scenario {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	s := Scenario{Seed: seed, Source: "file", Lines: 20 + r.IntN(120)}
+	s := Scenario{Seed: seed, Kind: "runs", Source: "file", Lines: 20 + r.IntN(120)}
+	switch x := r.IntN(100); {
+	case only.Kind != "":
+		s.Kind = only.Kind
+	case x < 3:
+		s.Kind = "crashtest"
+	case x < 12:
+		s.Kind = "engine"
+	}
+	switch s.Kind {
+	case "crashtest":
+		s.Crash = genCrash(r)
+		return s
+	case "engine":
+		s.Engine = genEngine(r)
+		return s
+	}
 	switch x := r.IntN(20); {
 	case x < 10:
 		s.App, s.State = "ledger", true
@@ -211,8 +234,9 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 	return s.shrink(lim)
 }
 
-// Only restricts what Generate draws: an app, a source.
+// Only restricts what Generate draws: a kind of scenario, an app, a source.
 type Only struct {
+	Kind   string
 	App    string
 	Source string
 }
@@ -376,7 +400,13 @@ func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 // Dimensions names what the scenario exercises, for the harness's log of
 // how many scenarios covered each dimension.
 func (s Scenario) Dimensions() []string {
-	d := []string{"app=" + s.App, "source=" + s.Source, fmt.Sprintf("runs=%d", len(s.Runs))}
+	switch s.Kind {
+	case "crashtest":
+		return s.Crash.dimensions()
+	case "engine":
+		return s.Engine.dimensions()
+	}
+	d := []string{"kind=runs", "app=" + s.App, "source=" + s.Source, fmt.Sprintf("runs=%d", len(s.Runs))}
 	if s.State {
 		d = append(d, "state")
 	}

@@ -170,6 +170,9 @@ func reproduce(seed uint64, limits string, only Only) string {
 	if limits != "" {
 		c += " --limit " + limits
 	}
+	if only.Kind != "" {
+		c += " --kind " + only.Kind
+	}
 	if only.App != "" {
 		c += " --app " + only.App
 	}
@@ -192,6 +195,13 @@ func runScenario(ctx context.Context, cfg Config, s Scenario) (vs []Violation, e
 	}
 	sr := &scenarioRun{s: s, cfg: cfg, dir: dir}
 	defer sr.close()
+	switch s.Kind {
+	case "engine":
+		return checkEngine(ctx, s), nil, dir, nil
+	case "crashtest":
+		o := &oracle{sr: sr, ctx: ctx}
+		return o.checkCrashtest(), sr.events, dir, nil
+	}
 	defer func() {
 		if err == nil && len(vs) == 0 && !cfg.Keep {
 			os.RemoveAll(dir)

@@ -109,6 +109,7 @@ or I/O error.`,
 	f.StringVar(&cfg.Dir, "dir", "", "where the scenarios run (default: a temporary directory); a failing one's directory is kept")
 	f.BoolVar(&cfg.Keep, "keep", false, "keep every scenario's directory")
 	f.StringVar(&limits, "limit", "", "shrink every scenario: runs=N,lines=N,faults=off,ops=off (what a failure's reproduction names)")
+	f.StringVar(&cfg.Only.Kind, "kind", "", "only scenarios of this kind: runs, crashtest or engine")
 	f.StringVar(&cfg.Only.App, "app", "", "only scenarios of this app: ledger, alerts or "+torture.AppName)
 	f.StringVar(&cfg.Only.Source, "source", "", "only scenarios of this source: file or kafka")
 	f.BoolVar(&cfg.NoShrink, "no-shrink", false, "report a failing scenario as generated, without shrinking it")
