@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all test lint bench fuzz demo build deadcode
+.PHONY: all test lint bench fuzz demo build deadcode torture
 
 all: lint test
 
@@ -43,3 +43,12 @@ fuzz:
 
 demo: build
 	./bin/blackbox demo --dir demo-out
+
+# A long soak of the torture harness (docs/GUARANTEES.md, "The torture
+# harness"): generated scenarios for TIME, seeds from the time (printed);
+# a failing scenario is shrunk, its directory kept under torture-out/ and
+# the command that reproduces it printed. `make test` runs a fixed budget
+# of 200 scenarios (TestTortureScenarios).
+TIME ?= 30m
+torture: build
+	./bin/blackbox torture --time $(TIME) --parallel 4 --dir torture-out
