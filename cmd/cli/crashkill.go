@@ -50,14 +50,26 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 		if cfg.killAt == "" {
 			lines0, _ := countLines(s.outFile)
 			target := max(targets[k-1], lines0+1)
-			if s.durable && cfg.stateEvery > 1 {
-				if target, err = s.batchedTarget(lines0, targets[k-1]); err != nil {
+			idle, err := s.inputCommitted()
+			if err != nil {
+				return nil, nil, err
+			}
+			if s.durable && cfg.stateEvery > 1 && !idle {
+				if target, idle, err = s.batchedTarget(lines0, targets[k-1]); err != nil {
 					return nil, nil, err
 				}
 			}
-			p.Printf("kill %d of %d: running %s until %d output lines", k, cfg.kills, storePath, target)
-			kr, err = c.killRun(ctx, s.exe, s.runArgs(storePath, true), logPath, s.outFile, target)
-			kr.Target, kr.Reached = target, true
+			if idle {
+				// Nothing left to emit: killed once it committed the input
+				// (its recording written), as an idle kill.
+				p.Printf("kill %d of %d: running %s until it committed the input (idle)", k, cfg.kills, storePath)
+				kr, err = s.killAtRun(ctx, s.runArgs(storePath, true), logPath, nil)
+				kr.Idle = err == nil
+			} else {
+				p.Printf("kill %d of %d: running %s until %d output lines", k, cfg.kills, storePath, target)
+				kr, err = c.killRun(ctx, s.exe, s.runArgs(storePath, true), logPath, s.outFile, target)
+				kr.Target, kr.Reached = target, true
+			}
 		} else {
 			p.Printf("kill %d of %d: running %s until %s", k, cfg.kills, storePath, cfg.killAt)
 			kr, err = s.killAtPoint(ctx, s.runArgs(storePath, true), logPath, targets[k-1])
@@ -119,11 +131,13 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 // the file holds (matched): want more of them, at least one and at most
 // the clean outputs still missing (the run emits each of them); with none
 // missing (everything emitted, maybe all of it saved: the run may emit
-// nothing more), the run is killed as soon as it started.
-func (s *crashSetup) batchedTarget(lines0, want int64) (int64, error) {
+// nothing more) the run is idle: it used to be killed as soon as it
+// started, before it had created its recording, which the checks then
+// could not read.
+func (s *crashSetup) batchedTarget(lines0, want int64) (target int64, idle bool, err error) {
 	got, err := readOutputs(s.outFile, s.cfg.ignore)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	have := map[string]int{}
 	for _, o := range got {
@@ -138,9 +152,19 @@ func (s *crashSetup) batchedTarget(lines0, want int64) (int64, error) {
 	}
 	missing := int64(len(s.want)) - matched
 	if missing == 0 {
-		return lines0, nil
+		return 0, true, nil
 	}
-	return lines0 + min(max(1, want-matched), missing), nil
+	return lines0 + min(max(1, want-matched), missing), false, nil
+}
+
+// inputCommitted reports whether the crashed runs' pointer is at the end
+// of the input: a restart has nothing left to read.
+func (s *crashSetup) inputCommitted() (bool, error) {
+	ptr, err := filesource.ReadPointer(s.pointer)
+	if err != nil {
+		return false, nil // no pointer (yet): nothing committed
+	}
+	return ptr.Offset >= s.inputSize, nil
 }
 
 // killAtPoint runs one followed run armed to die at the reach of --kill-at
@@ -166,7 +190,10 @@ func (s *crashSetup) killAtPoint(ctx context.Context, args []string, logPath str
 	}
 	lines := max(target-before, 1)
 	var arm string
-	idle := before >= int64(s.cfg.lines) // the pointer is at the end of the input
+	idle, err := s.inputCommitted()
+	if err != nil {
+		return killReport{}, err
+	}
 	switch s.cfg.killAt {
 	case killpoint.StoreWrite, killpoint.RowsWritten:
 		// Reached once per batch of rows, with the batch's highest input

@@ -118,7 +118,9 @@ func (c *CLI) crashtestCmd() *cobra.Command {
 over the same input as a child process (this same binary), recording run K to
 DIR/run-K.db. Kill it with SIGKILL K times at random moments (after a random
 number of output lines, seeded by --seed) and restart it each time; the last
-restart runs without --follow and ends once settled. Then check:
+restart runs without --follow and ends once settled. A restart with nothing
+left to do (the input committed, or every output emitted) is killed once it
+has committed the input: an idle kill, shown "idle". Then check:
 
   - for an app that exposes its durable state (the ledger): the crashed state
     equals the clean one (effects applied exactly once, the same balances
