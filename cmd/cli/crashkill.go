@@ -50,14 +50,26 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 		if cfg.killAt == "" {
 			lines0, _ := countLines(s.outFile)
 			target := max(targets[k-1], lines0+1)
-			if s.durable && cfg.stateEvery > 1 {
-				if target, err = s.batchedTarget(lines0, targets[k-1]); err != nil {
+			idle, err := s.inputCommitted()
+			if err != nil {
+				return nil, nil, err
+			}
+			if s.durable && cfg.stateEvery > 1 && !idle {
+				if target, idle, err = s.batchedTarget(lines0, targets[k-1]); err != nil {
 					return nil, nil, err
 				}
 			}
-			p.Printf("kill %d of %d: running %s until %d output lines", k, cfg.kills, storePath, target)
-			kr, err = c.killRun(ctx, s.exe, s.runArgs(storePath, true), logPath, s.outFile, target)
-			kr.Target, kr.Reached = target, true
+			if idle {
+				// Nothing left to emit: killed once it committed the input
+				// (its recording written), as an idle kill.
+				p.Printf("kill %d of %d: running %s until it committed the input (idle)", k, cfg.kills, storePath)
+				kr, err = s.killAtRun(ctx, s.runArgs(storePath, true), logPath, nil)
+				kr.Idle = err == nil
+			} else {
+				p.Printf("kill %d of %d: running %s until %d output lines", k, cfg.kills, storePath, target)
+				kr, err = c.killRun(ctx, s.exe, s.runArgs(storePath, true), logPath, s.outFile, target)
+				kr.Target, kr.Reached = target, true
+			}
 		} else {
 			p.Printf("kill %d of %d: running %s until %s", k, cfg.kills, storePath, cfg.killAt)
 			kr, err = s.killAtPoint(ctx, s.runArgs(storePath, true), logPath, targets[k-1])
@@ -65,7 +77,7 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 		if err != nil {
 			return nil, nil, err
 		}
-		if !kr.Reached {
+		if !kr.Reached && !kr.Idle {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("kill %d: the run outlived %s at input line %d (it committed the whole input and was killed %s later); see %s",
 				k, cfg.killAt, kr.Target, outlivedGrace, logPath))
 		}
@@ -119,11 +131,13 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 // the file holds (matched): want more of them, at least one and at most
 // the clean outputs still missing (the run emits each of them); with none
 // missing (everything emitted, maybe all of it saved: the run may emit
-// nothing more), the run is killed as soon as it started.
-func (s *crashSetup) batchedTarget(lines0, want int64) (int64, error) {
+// nothing more) the run is idle: it used to be killed as soon as it
+// started, before it had created its recording, which the checks then
+// could not read.
+func (s *crashSetup) batchedTarget(lines0, want int64) (target int64, idle bool, err error) {
 	got, err := readOutputs(s.outFile, s.cfg.ignore)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	have := map[string]int{}
 	for _, o := range got {
@@ -138,25 +152,48 @@ func (s *crashSetup) batchedTarget(lines0, want int64) (int64, error) {
 	}
 	missing := int64(len(s.want)) - matched
 	if missing == 0 {
-		return lines0, nil
+		return 0, true, nil
 	}
-	return lines0 + min(max(1, want-matched), missing), nil
+	return lines0 + min(max(1, want-matched), missing), false, nil
+}
+
+// inputCommitted reports whether the crashed runs' pointer is at the end
+// of the input: a restart has nothing left to read.
+func (s *crashSetup) inputCommitted() (bool, error) {
+	ptr, err := filesource.ReadPointer(s.pointer)
+	if err != nil {
+		return false, nil // no pointer (yet): nothing committed
+	}
+	return ptr.Offset >= s.inputSize, nil
 }
 
 // killAtPoint runs one followed run armed to die at the reach of --kill-at
 // that lands at input line target (or the next line the run has not
-// committed yet). The state save dies at that input's save; the store
-// write and the rows written, reached once per batch of rows, die at the
-// batch that holds that input (POINT@V: V the input's sequence in the
-// run); the pointer, which commits a varying number of lines per write,
-// dies at its first write at or past the byte offset after that line.
+// committed yet). Points with a value are armed POINT@V: the store write
+// and the rows written, reached once per batch of rows, die at the batch
+// that holds that input (V: the input's sequence in the run); the
+// pointer, which commits a varying number of lines per write, dies at its
+// first write at or past the byte offset after that line; the state save,
+// reached once per line or once per batch (--state-every), dies at the
+// first save holding that line or a later one (V: the offset after it, at
+// most that of the last line the state lacks, which a run saves at the
+// latest).
+//
+// A run with nothing left to reach its point with (idleRun: the pointer
+// at the end of the input; for state-saved, the state holding every
+// line) is started unarmed and killed once it has committed the input: an
+// idle kill, no failure.
 func (s *crashSetup) killAtPoint(ctx context.Context, args []string, logPath string, target int64) (killReport, error) {
 	before, err := s.committedLines()
 	if err != nil {
 		return killReport{}, err
 	}
 	lines := max(target-before, 1)
-	arm := killpoint.Value(s.cfg.killAt, lines)
+	var arm string
+	idle, err := s.inputCommitted()
+	if err != nil {
+		return killReport{}, err
+	}
 	switch s.cfg.killAt {
 	case killpoint.StoreWrite, killpoint.RowsWritten:
 		// Reached once per batch of rows, with the batch's highest input
@@ -168,10 +205,54 @@ func (s *crashSetup) killAtPoint(ctx context.Context, args []string, logPath str
 			return killReport{}, err
 		}
 		arm = killpoint.ValueAt(s.cfg.killAt, off)
+	case killpoint.StateSaved:
+		off, err := s.lineEnd(before + lines)
+		if err != nil {
+			return killReport{}, err
+		}
+		last, err := s.lastUnapplied()
+		if err != nil {
+			return killReport{}, err
+		}
+		idle = last == 0
+		arm = killpoint.ValueAt(s.cfg.killAt, min(off, last))
 	}
-	kr, err := s.killAtRun(ctx, args, logPath, arm)
+	if idle {
+		kr, err := s.killAtRun(ctx, args, logPath, nil)
+		kr.Idle = err == nil
+		return kr, err
+	}
+	kr, err := s.killAtRun(ctx, args, logPath, []string{killpoint.Env + "=" + arm})
 	kr.Target = lines
 	return kr, err
+}
+
+// lastUnapplied is the end offset of the last input line the crashed
+// runs' state does not hold (0: it holds every line): a restart saves its
+// state at that offset at the latest, and not at all when there is none
+// (the lines it delivers again are skipped as applied: nothing to save).
+// With workers, a line is held when its worker's state is at or past it.
+func (s *crashSetup) lastUnapplied() (int64, error) {
+	if s.cfg.workers > 1 {
+		sts, err := s.workerStates(s.state)
+		if err != nil {
+			return 0, err
+		}
+		for i := len(s.lineEnds) - 1; i >= 0; i-- {
+			if sts[s.lineWorker[i]].Position.Offset < s.lineEnds[i] {
+				return s.lineEnds[i], nil
+			}
+		}
+		return 0, nil
+	}
+	st, err := durableState(s.app, s.state)
+	if err != nil {
+		return 0, err
+	}
+	if st.Position.Offset < s.inputSize {
+		return s.inputSize, nil
+	}
+	return 0, nil
 }
 
 // lineEnd is the byte offset just after input line n (from 1), or the
@@ -211,13 +292,14 @@ func (s *crashSetup) committedLines() (int64, error) {
 	return int64(bytes.Count(b, []byte{'\n'})), nil
 }
 
-// killAtRun starts a followed run armed (arm: the value of killpoint.Env)
-// to die at the kill point, and waits for it to die by SIGKILL. A run that
-// commits the whole input and lives on outlivedGrace more outlived the
-// point: it is killed and the report says the point was not reached.
-func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath, arm string) (killReport, error) {
+// killAtRun starts a followed run armed (env: killpoint.Env and its
+// value; nil for an idle run) to die at the kill point, and waits for it
+// to die by SIGKILL. A run that commits the whole input and lives on
+// outlivedGrace more outlived the point: it is killed and the report says
+// the point was not reached.
+func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath string, env []string) (killReport, error) {
 	var kr killReport
-	ch, err := startChild(s.exe, args, []string{killpoint.Env + "=" + arm}, logPath)
+	ch, err := startChild(s.exe, args, env, logPath)
 	if err != nil {
 		return kr, err
 	}
@@ -236,13 +318,13 @@ func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath, arm 
 				}
 			}
 			b, _ := os.ReadFile(logPath)
-			return kr, fmt.Errorf("crashtest: the run exited (%v) before it reached %s; %s: %s", err, arm, logPath, bytes.TrimSpace(b))
+			return kr, fmt.Errorf("crashtest: the run exited (%v) before it reached %s; %s: %s", err, s.cfg.killAt, logPath, bytes.TrimSpace(b))
 		case <-ctx.Done():
 			kill()
 			return kr, ctx.Err()
 		case <-deadline.C:
 			kill()
-			return kr, fmt.Errorf("crashtest: the run neither reached %s nor committed the input in 2 minutes; see %s", arm, logPath)
+			return kr, fmt.Errorf("crashtest: the run neither reached %s nor committed the input in 2 minutes; see %s", s.cfg.killAt, logPath)
 		case <-outlived:
 			kill()
 			kr.AfterMs = time.Since(start).Milliseconds()

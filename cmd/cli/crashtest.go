@@ -56,7 +56,8 @@ type killReport struct {
 	Store       string `json:"store"`
 	AfterMs     int64  `json:"afterMs"`              // the run's lifetime when it was killed
 	Target      int64  `json:"target"`               // the output line count, or (--kill-at) the input lines past the pointer, the kill waited for
-	Reached     bool   `json:"reached"`              // the run died at its target (false: it outlived the point and was killed)
+	Reached     bool   `json:"reached"`              // the run died at its target (false: it outlived the point, or was idle, and was killed)
+	Idle        bool   `json:"idle,omitempty"`       // --kill-at: the run had nothing left to reach its point with (the input committed, or for state-saved applied, whole before it): killed once it committed the input; no failure
 	Outputs     int64  `json:"outputs"`              // output lines in the --out file after the kill
 	Pointer     int64  `json:"pointer"`              // the committed pointer offset after the kill
 	Applied     int64  `json:"applied"`              // the state's applied effects after the kill (-1: no state)
@@ -117,7 +118,9 @@ func (c *CLI) crashtestCmd() *cobra.Command {
 over the same input as a child process (this same binary), recording run K to
 DIR/run-K.db. Kill it with SIGKILL K times at random moments (after a random
 number of output lines, seeded by --seed) and restart it each time; the last
-restart runs without --follow and ends once settled. Then check:
+restart runs without --follow and ends once settled. A restart with nothing
+left to do (the input committed, or every output emitted) is killed once it
+has committed the input: an idle kill, shown "idle". Then check:
 
   - for an app that exposes its durable state (the ledger): the crashed state
     equals the clean one (effects applied exactly once, the same balances
@@ -323,6 +326,9 @@ func (c *CLI) crashSetUp(ctx context.Context, cfg crashConfig, p *progress) (*cr
 	}
 	if s.durable, err = hasDurableState(app, s.path(".crash-probe-state.json")); err != nil {
 		return nil, err
+	}
+	if cfg.killAt == killpoint.StateSaved && !s.durable {
+		return nil, usagef("--kill-at %s: app %s keeps no durable state (it takes no option state, or is not core.Durable)", cfg.killAt, cfg.app)
 	}
 	if s.durable {
 		rc := recordConfig{state: s.path(".crash-probe-state.json"), stateEvery: cfg.stateEvery, stateInterval: cfg.stateInterval}
@@ -716,7 +722,10 @@ func (rep *crashReport) writeTable(out io.Writer, stores []string) {
 		"applied", "offset", "dups", "lag", "again", "problems", "store")
 	for _, k := range rep.Kills {
 		target := fmt.Sprint(k.Target)
-		if !k.Reached {
+		switch {
+		case k.Idle:
+			target = "idle"
+		case !k.Reached:
 			target += "!"
 		}
 		fmt.Fprintf(out, "%-4d %-8s %-8s %-8d %-9d %-8d %-9d %-5d %-6d %-7d %-22s %s\n", k.Run, time.Duration(k.AfterMs)*time.Millisecond,

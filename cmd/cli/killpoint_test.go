@@ -357,3 +357,72 @@ func TestBatchedStateSavesStayExactlyOnceAcrossSIGKILLs(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashtestHoldsWithBatchedSavesAndOnceTheInputIsDone: crashtest
+// reports what its checks found. With the state saved in batches
+// (--state-every 10) a run reaches state-saved once per batch, not once
+// per line: each --kill-at kill still dies at the save that holds its cut
+// line, or a later one. Once an earlier run committed the whole input (or
+// applied it whole, for state-saved; or, killing at output lines with
+// batches, emitted every output), a restart has nothing left to reach its
+// point with: it is killed once it has committed the input, reported
+// idle, and is no failure. The first used to say "does not hold" while
+// every check held; the last killed the run before it created its
+// recording, and crashtest exited 2 (it could not read it).
+func TestCrashtestHoldsWithBatchedSavesAndOnceTheInputIsDone(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantIdle bool // some kills find the input done
+	}{
+		{"state-saved/every-10", []string{"--kill-at", killpoint.StateSaved, "--state-every", "10", "--lines", "300", "--kills", "3"}, false},
+		{"state-saved/workers-4/every-10", []string{"--kill-at", killpoint.StateSaved, "--state-every", "10", "--lines", "300", "--kills", "3", "--workers", "4"}, false},
+		{"state-saved/done", []string{"--kill-at", killpoint.StateSaved, "--lines", "4", "--kills", "7"}, true},
+		{"pointer-written/done", []string{"--kill-at", killpoint.PointerWritten, "--lines", "4", "--kills", "7"}, true},
+		{"output-lines/every-20/done", []string{"--state-every", "20", "--lines", "20", "--kills", "4"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			args := append([]string{"crashtest", "--format", "csv", "--seed", "3", "--dir", dir, "--json"}, tc.args...)
+			out, code, _ := blackbox(t, dir, nil, args...)
+			var rep struct {
+				crashReport
+				Kills []struct {
+					Run     int  `json:"run"`
+					Reached bool `json:"reached"`
+					Idle    bool `json:"idle"`
+				} `json:"kills"`
+			}
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("crashtest exited %d without a JSON report (%v):\n%s", code, err, out)
+			}
+			if !rep.Holds || code != 0 {
+				t.Errorf("crashtest exited %d, holds %v; failures:\n  %s", code, rep.Holds, strings.Join(rep.Failures, "\n  "))
+			}
+			if rep.Crashed == nil || rep.Crashed.Applied != rep.Postings {
+				t.Errorf("applied: crashed %+v; want %d postings", rep.Crashed, rep.Postings)
+			}
+			idle := 0
+			for _, k := range rep.Kills {
+				switch {
+				case k.Reached && k.Idle:
+					t.Errorf("kill %d: reached its point and idle", k.Run)
+				case !k.Reached && !k.Idle:
+					t.Errorf("kill %d: neither reached its point nor idle", k.Run)
+				case k.Idle:
+					idle++
+				}
+			}
+			if tc.wantIdle && idle == 0 {
+				t.Errorf("no kill found the input committed whole: the case tests nothing")
+			}
+			if !tc.wantIdle && (len(rep.Kills) == 0 || !rep.Kills[0].Reached) {
+				t.Errorf("the first kill did not reach its point")
+			}
+			if t.Failed() {
+				t.Logf("crashtest %s:\n%s", strings.Join(args, " "), out)
+			}
+		})
+	}
+}

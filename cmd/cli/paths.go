@@ -258,20 +258,24 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 }
 
 // runPaths lists the files of a run: its input, and the outputs it writes
-// (the pointer only for --read committed, which uses it).
+// (the pointer only for --read committed, which uses it; for --state,
+// every file of the state: stateFiles).
 func runPaths(cfg recordConfig) []pathArg {
 	ptr := ""
 	if cfg.read == filesource.Committed && !cfg.kafka.on() {
 		ptr = cfg.pointer
 	}
-	return []pathArg{
+	args := []pathArg{
 		{flag: "--input", path: cfg.input},
 		{flag: "--store", path: cfg.store, write: true},
 		{flag: "--pointer", path: ptr, write: true},
-		{flag: "--state", path: cfg.state, write: true},
-		{flag: "--out", path: cfg.out, write: true},
-		{flag: "--status", path: cfg.status, write: true},
 	}
+	for _, p := range stateFiles(cfg.state, cfg.workers) {
+		args = append(args, pathArg{flag: "--state", path: p, write: true})
+	}
+	return append(args,
+		pathArg{flag: "--out", path: cfg.out, write: true},
+		pathArg{flag: "--status", path: cfg.status, write: true})
 }
 
 // checkRunPaths makes every check of a run's paths that needs no lock: the
@@ -285,6 +289,9 @@ func checkRunPaths(cfg recordConfig) error {
 	}
 	args := runPaths(cfg)
 	if err := checkDistinct(args); err != nil {
+		return err
+	}
+	if err := checkStateNames(args, cfg.state); err != nil {
 		return err
 	}
 	what := map[string]string{"--store": "a recording", "--pointer": "a pointer file", "--state": "a state file",

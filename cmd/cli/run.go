@@ -106,10 +106,11 @@ store that already holds a recording unless --force (which removes it
 first), and a file that is not a recording even with --force.
 
 Before any work it checks every path: no two of --input, --store,
---pointer, --state, --out and --status name one file, and every output can
-be written. It locks its outputs for the run (PATH.blackbox-lock beside
-each): a second run on any of them is refused at once. An output that
-cannot be written to --out (after 3 tries) stops the run: not lossless.
+--pointer, --state (and its files FILE#wK, FILE#workers), --out and
+--status name one file, and every output can be written. It locks its
+outputs for the run (PATH.blackbox-lock beside each): a second run on any
+of them is refused at once. An output that cannot be written to --out
+(after 3 tries) stops the run: not lossless.
 
 With --kafka BROKERS --topic T --group G the feed is a Kafka consumer group
 instead of a file (no --input): each record's value is a line for the app,
@@ -128,8 +129,14 @@ line completed with no save since, and at the end of the run; the pointer
 (or Kafka offset) commits a line only once a save holding it is durable, so
 a killed run's restart delivers again the lines of the batch it lost and
 the ledger applies each line exactly once. --state-every 1 saves at every
-line. With --workers each worker saves FILE#wK of its own, and a line is
-committed once every worker saved what comes before it.
+line. With --workers N each worker saves FILE#wK of its own, and a line is
+committed once every worker saved what comes before it. A worker's state
+holds its keys and the last line it applied, so it is right only on the
+same workers, key-ordered: --state with --workers above 1 needs --order
+key; a run on workers records N and the order in FILE#workers, and a run
+whose workers or order differ from what the existing state was written
+with (FILE alone: 1 worker) is refused before any work, naming the file.
+--option state=FILE is --state FILE.
 
 A line longer than --max-line bytes is skipped whole, warned and counted
 (oversized: not lossless). With --read committed, when FILE is another file
@@ -189,6 +196,9 @@ settled, not lossless, or its recording is broken.`,
 			if cfg.maxLine <= 0 {
 				return usagef("--max-line must be positive, got %d", cfg.maxLine)
 			}
+			if err := takeStateOption(&cfg); err != nil {
+				return err
+			}
 			if err := stateBatchFlags(cmd.Flags().Changed, &cfg); err != nil {
 				return err
 			}
@@ -234,8 +244,8 @@ settled, not lossless, or its recording is broken.`,
 	f.BoolVar(&cfg.journal, "journal", false, "journal the feed: inputs are recorded once as JOURNAL rows and indexed")
 	f.DurationVar(&cfg.delay, "delay", 0, "slow the processor down by this much per event (to watch a run, to test)")
 	f.BoolVar(&cfg.force, "force", false, "replace a store that already holds a recording")
-	f.IntVar(&cfg.workers, "workers", 1, "run the app on `N` workers, each with instances of its own (and --state FILE#wK)")
-	f.StringVar(&orderFlag, "order", "", "how workers share the lines: key (one account's lines on one worker, in order) or none (default: key if the app has a key)")
+	f.IntVar(&cfg.workers, "workers", 1, "run the app on `N` workers, each with instances of its own (and --state FILE#wK; a restart on the same N)")
+	f.StringVar(&orderFlag, "order", "", "how workers share the lines: key (one account's lines on one worker, in order) or none (default: key if the app has a key; --state on workers needs key)")
 	f.IntVar(&cfg.maxGap, "max-gap", engine.DefaultMaxGap, "workers: how many lines may complete beyond the oldest pending one")
 	f.BoolVar(&asJSON, "json", false, "print the engine's final feed status JSON")
 	return cmd
@@ -262,6 +272,39 @@ func stateBatchFlags(changed func(flag string) bool, cfg *recordConfig) error {
 		cfg.stateInterval = 0
 	}
 	return nil
+}
+
+// takeStateOption makes --option state=FILE the --state FILE it is the
+// same as, so that it gets every check of --state (its files, their
+// layout, their locks); both at once is a usage error.
+func takeStateOption(cfg *recordConfig) error {
+	v, ok := cfg.options[stateOption]
+	if !ok {
+		return nil
+	}
+	if cfg.state != "" {
+		return usagef("--state and --option %s=... both name the state file", stateOption)
+	}
+	cfg.state = v
+	cfg.options = maps.Clone(cfg.options)
+	delete(cfg.options, stateOption)
+	return nil
+}
+
+// checkStateOrder refuses --state on several workers that are not
+// key-ordered (order, resolved): each worker's state holds the last line it
+// applied, and with --order none a line delivered again after a crash may
+// reach another worker than the one that applied it.
+func checkStateOrder(cfg recordConfig, order engine.Order) error {
+	if cfg.state == "" || cfg.workers <= 1 || order == engine.OrderKey {
+		return nil
+	}
+	why := "--order " + string(order)
+	if cfg.order == "" {
+		why = fmt.Sprintf("app %s has no key: its workers run --order none", cfg.app)
+	}
+	return &usageError{&fileError{cfg.state, fmt.Errorf("--state: %w (%s): each worker's state holds the last line it applied, and with --order none a line delivered again after a crash may reach another worker than the one that applied it (applied twice, or skipped and never applied); run with --order key, or on 1 worker",
+		errStateOrder, why)}}
 }
 
 // stateBatchOptions are the app options of cfg's state batches: those set.
@@ -428,6 +471,22 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if cfg.pointer == "" && !cfg.kafka.on() {
 		cfg.pointer = cfg.input + ".ptr"
 	}
+	if err := takeStateOption(&cfg); err != nil {
+		return res, err
+	}
+	order := cfg.order
+	if cfg.workers > 1 && order == "" {
+		order = engine.OrderNone
+		if app.Key != nil {
+			order = engine.OrderKey
+		}
+	}
+	if order == engine.OrderKey && app.Key == nil {
+		return res, usagef("--order key: app %s has no key function", cfg.app)
+	}
+	if err := checkStateOrder(cfg, order); err != nil {
+		return res, err
+	}
 	if err := checkRunPaths(cfg); err != nil {
 		return res, err
 	}
@@ -440,6 +499,11 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		if err := checkPointerFree(cfg.pointer); err != nil {
 			return res, err
 		}
+	}
+	layout := runLayout(cfg.workers, order)
+	layoutDo, err := checkStateLayout(cfg.state, layout)
+	if err != nil {
+		return res, err
 	}
 	replace, err := checkReplaceable(cfg.store, cfg.force)
 	if err != nil {
@@ -464,9 +528,6 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	}
 	options := maps.Clone(cfg.options)
 	if cfg.state != "" {
-		if _, ok := options[stateOption]; ok {
-			return res, usagef("--state and --option %s=... both name the state file", stateOption)
-		}
 		if options == nil {
 			options = map[string]string{}
 		}
@@ -491,16 +552,6 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 			opts[stateOption] = engine.WorkerName(cfg.state, w)
 		}
 		return app.Build(opts)
-	}
-	order := cfg.order
-	if cfg.workers > 1 && order == "" {
-		order = engine.OrderNone
-		if app.Key != nil {
-			order = engine.OrderKey
-		}
-	}
-	if order == engine.OrderKey && app.Key == nil {
-		return res, usagef("--order key: app %s has no key function", cfg.app)
 	}
 	proc, err := build(0)
 	if errors.Is(err, core.ErrOption) {
@@ -537,6 +588,13 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		}
 		removeStore(cfg.store)
 	})
+	created, err := applyLayout(cfg.state, layoutDo, layout)
+	if err != nil {
+		return res, err
+	}
+	if created {
+		cleanup = append(cleanup, func() { os.Remove(layoutPath(cfg.state)) })
+	}
 	var sink *outSink
 	if cfg.out != "" {
 		_, statErr := os.Stat(cfg.out)

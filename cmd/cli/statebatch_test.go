@@ -30,6 +30,7 @@ func TestABadStateBatchFlagIsAUsageError(t *testing.T) {
 		{"every 0", append(state, "--state-every", "0"), "--state-every must be at least 1"},
 		{"interval 0", append(state, "--state-interval", "0s"), "--state-interval must be positive"},
 		{"flag and option", append(state, "--state-every", "5", "--option", "state-every=7"), "--state-every and --option state-every"},
+		{"state flag and option", append(state, "--option", "state=other.json"), "--state and --option state=... both"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

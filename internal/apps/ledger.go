@@ -396,7 +396,7 @@ func (l *Ledger) writeNext() {
 	if sn.st != nil {
 		b, err := json.Marshal(sn.st)
 		if err == nil {
-			err = l.write(b)
+			err = l.write(b, sn.st.Offset)
 		}
 		if err != nil {
 			l.mu.Lock()
@@ -694,24 +694,26 @@ func (l *Ledger) persist() error {
 	if l.path == "" {
 		return nil
 	}
-	b, err := json.Marshal(l.committedState())
+	st := l.committedState()
+	b, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	return l.write(b)
+	return l.write(b, st.Offset)
 }
 
 // write writes the state file atomically: a temporary file in the same
 // directory, fsync, rename over the state file, fsync of the directory.
-// One goroutine writes at a time: the engine's without batches, the
-// saving goroutine with them.
-func (l *Ledger) write(b []byte) error {
+// offset is the position of the last input the state holds (the value of
+// the kill point StateSaved). One goroutine writes at a time: the
+// engine's without batches, the saving goroutine with them.
+func (l *Ledger) write(b []byte, offset int64) error {
 	if err := atomicfile.Write(l.path, ".tmp", func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	}); err != nil {
 		return fmt.Errorf("apps: ledger state: %w", err)
 	}
-	killpoint.Reach(killpoint.StateSaved) // tests only: dormant unless armed
+	killpoint.ReachAt(killpoint.StateSaved, offset) // tests only: dormant unless armed
 	return nil
 }

@@ -7,11 +7,12 @@
 // reaches POINT, Reach kills it with SIGKILL (no deferred call, no flush,
 // no END row: what a power cut or the OOM killer leaves, minus the page
 // cache). A point that has a value (the pointer's offset, the highest input
-// sequence of a batch of rows) can be armed as
-// POINT@V instead: ReachAt kills the first time it is reached with a value
-// of at least V, whatever the number of reaches before (the file source
-// commits a varying number of lines per pointer write; the recorder writes
-// a varying number of inputs per batch). It is never a flag
+// sequence of a batch of rows, the offset a saved state holds) can be armed
+// as POINT@V instead: ReachAt kills the first time it is reached with a
+// value of at least V, whatever the number of reaches before (the file
+// source commits a varying number of lines per pointer write; the recorder
+// writes a varying number of inputs per batch; the ledger saves a varying
+// number of lines per batch). It is never a flag
 // a user sees. When the variable is unset or
 // empty the package does nothing: Reach and WriteHalf cost one load of a
 // package-level pointer and a compare. A malformed value (not POINT:N with
@@ -50,8 +51,12 @@ const Env = "BLACKBOX_KILL_AT"
 
 // The named points.
 const (
-	// StateSaved: after the ledger's completion callback wrote its state
-	// file (internal/apps).
+	// StateSaved: after the ledger wrote its state file (internal/apps):
+	// at a delivery's completion, or once per batch when it saves in
+	// batches. Its value (ReachAt) is the offset of the last input the
+	// saved state holds: armed as POINT@V it dies after the first save
+	// that holds the input ending at V or a later one, whatever the
+	// batching.
 	StateSaved = "state-saved"
 	// RowsWritten: after a batch of rows reached the store (the
 	// recorder's Append of a group's batch returned), before its items
