@@ -281,6 +281,9 @@ func (rec *recording) shape() map[string]int {
 			got["missing-stream"]++
 		case !s.ended:
 			got["unfinished"]++
+			if s.outputs > 0 || s.deliv != nil {
+				got["orphan"]++ // the input whose rows the end cut
+			}
 		}
 	}
 	if len(rec.streams) == 0 {

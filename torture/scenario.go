@@ -229,7 +229,14 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 	s.Ticks = r.IntN(4) == 0 && s.App != "alerts"
 	n := 1 + r.IntN(4)
 	for i := range n {
-		s.Runs = append(s.Runs, s.genRun(r, i == 0, i == n-1))
+		run := s.genRun(r, i == 0, i == n-1)
+		if i > 0 && s.State && r.IntN(4) > 0 {
+			// Durable state is per worker: most restarts keep the layout
+			// (another is refused before any work), some change it.
+			prev := s.Runs[i-1]
+			run.Workers, run.Order, run.MaxGap = prev.Workers, prev.Order, prev.MaxGap
+		}
+		s.Runs = append(s.Runs, run)
 	}
 	return s.shrink(lim)
 }
@@ -247,7 +254,9 @@ func (s *Scenario) genRun(r *rand.Rand, first, last bool) RunSpec {
 		run.Workers = 2 + r.IntN(7)
 		switch r.IntN(5) {
 		case 0:
-			run.Order = "none"
+			if !s.State || r.IntN(4) == 0 { // refused with --state: rarely drawn there
+				run.Order = "none"
+			}
 		case 1:
 			run.Order = "key"
 		}

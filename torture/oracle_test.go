@@ -1,0 +1,185 @@
+package torture
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/internal/apps"
+)
+
+func TestAScenarioIsTheSameForTheSameSeedAndLimits(t *testing.T) {
+	for seed := uint64(1); seed < 200; seed++ {
+		lim := Limits{Runs: 2, Lines: 10, NoFaults: seed%2 == 0}
+		a, b := Generate(seed, lim, Only{}), Generate(seed, lim, Only{})
+		if diff := cmp.Diff(a, b); diff != "" {
+			t.Fatalf("seed %d: two scenarios differ:\n%s", seed, diff)
+		}
+		if len(a.Runs) > 0 && a.Runs[len(a.Runs)-1].End.Kind != EndSettle {
+			t.Errorf("seed %d: the last run ends by %s, want a bounded run that settles", seed, a.Runs[len(a.Runs)-1].End.Kind)
+		}
+	}
+}
+
+func TestLimitsReadBackAsWritten(t *testing.T) {
+	for _, want := range []Limits{{}, {Runs: 2}, {Lines: 5, NoOps: true}, {Runs: 1, Lines: 10, NoFaults: true, NoOps: true}} {
+		got, err := ParseLimits(want.String())
+		if err != nil || got != want {
+			t.Errorf("ParseLimits(%q) = %+v, %v; want %+v", want.String(), got, err, want)
+		}
+	}
+	if _, err := ParseLimits("runs=two"); err == nil {
+		t.Error("ParseLimits(runs=two): no error")
+	}
+}
+
+// TestEveryLinesOutputsAreThoseItsAppEmits runs each app on generated
+// lines and checks that the outputs it emits are, identity for identity,
+// the outputs the oracle expects of each line.
+func TestEveryLinesOutputsAreThoseItsAppEmits(t *testing.T) {
+	for _, app := range []core.App{apps.LedgerApp(), apps.AlertsApp(), App} {
+		t.Run(app.Name, func(t *testing.T) {
+			s := &Scenario{Seed: 7, App: app.Name, Ticks: true}
+			g := newLineGen(s)
+			p, err := app.Build(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := core.NewHost(app.Name, p, core.NewStepClock(time.Unix(0, 0), time.Second))
+			for _, l := range g.gen(300) {
+				tr := h.Handle(nil, l.text)
+				if tr.Err != nil {
+					t.Fatalf("line %q: %v", l.text, tr.Err)
+				}
+				var got []string
+				for _, o := range tr.Outputs {
+					b, err := json.Marshal(o.Value)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if id := outputID(app.Name, b); id != "" {
+						got = append(got, id)
+					}
+				}
+				if !cmp.Equal(got, l.outputs) {
+					t.Fatalf("line %q: outputs %v, the oracle expects %v", l.text, got, l.outputs)
+				}
+			}
+		})
+	}
+}
+
+// TestTheStateSaysHowManyTimesEachLineWasApplied applies generated ledger
+// lines to balances as the ledger does, one line twice and one never, and
+// checks that the oracle's decoding of the state finds exactly those.
+func TestTheStateSaysHowManyTimesEachLineWasApplied(t *testing.T) {
+	s := &Scenario{Seed: 3, App: "ledger", State: true}
+	g := newLineGen(s)
+	lines := g.gen(400)
+	var twice, never int
+	for _, l := range lines {
+		if l.postings == nil {
+			continue
+		}
+		switch {
+		case twice == 0:
+			twice = l.id
+		case never == 0 && l.kind == lineTransfer:
+			never = l.id
+		}
+	}
+	bal := map[string]int64{}
+	for _, l := range lines {
+		times := 1
+		switch l.id {
+		case twice:
+			times = 2
+		case never:
+			times = 0
+		}
+		for range times {
+			for acct, tp := range l.postings {
+				amt := pow3(tp)
+				if l.kind == lineTransfer && acct[0] == 'd' {
+					amt = -amt
+				}
+				bal[acct] += amt
+			}
+		}
+	}
+	// Split the balances over two worker files, as workers would.
+	dir := t.TempDir()
+	halves := []map[string]int64{{}, {}}
+	for acct, b := range bal {
+		halves[0][acct] = b / 2
+		halves[1][acct] = b - b/2
+	}
+	for w, h := range halves {
+		b, _ := json.Marshal(map[string]any{"balances": h})
+		if err := os.WriteFile(filepath.Join(dir, stateFile+"#w"+strconv.Itoa(w)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := &oracle{sr: &scenarioRun{s: *s, dir: dir, runs: []*outcome{{workers: 2}}}}
+	applied, ok := o.appliedByState(lines)
+	if !ok || len(o.vs) > 0 {
+		t.Fatalf("appliedByState: %v %v", ok, o.vs)
+	}
+	for _, l := range lines {
+		if l.postings == nil {
+			continue
+		}
+		want := 1
+		switch l.id {
+		case twice:
+			want = 2
+		case never:
+			want = 0
+		}
+		if got := applied[l.id]; got != want {
+			t.Errorf("line %d %q: applied %d times, want %d", l.id, l.text, got, want)
+		}
+	}
+}
+
+func TestTheReaderFindsWhatAKillLeaves(t *testing.T) {
+	meta := `,1,META,,0,,0,,0,0,,"{""format"":""blackbox-recording/3"",""apps"":{""p"":""x""},""streams"":[""p""]}",` + "\n"
+	start := "p,1,START,,0,2024-03-01T08:00:00Z,0,,0,0,,,\n"
+	deliv := "p,2,DELIVERY,in,1,,1,,5,0,,,\n"
+	inline := "p,3,INLINE,in,1,2024-03-01T08:00:00Z,0,,0,1,\"\"\"a\"\"\",,\n"
+	output := "p,4,OUTPUT,s,1,,0,,0,0,1,,\n"
+	input := deliv + inline + output
+	end := "p,5,END,,0,2024-03-01T08:00:01Z,0,,0,1,,,\n"
+	for _, c := range []struct {
+		name string
+		body string
+		want map[string]int
+	}{
+		{"complete", meta + start + input + end, map[string]int{}},
+		{"killed after an input", meta + start + input, map[string]int{"unfinished": 1}},
+		{"killed inside a write", meta + start + input[:len(input)-10], map[string]int{"torn": 1, "unfinished": 1, "orphan": 1}},
+		{"a row lost", meta + start + deliv + output + end, map[string]int{"gap": 1, "orphan": 2}},
+		{"never started", meta, map[string]int{"missing-stream": 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "r.csv")
+			if err := os.WriteFile(path, []byte(csvHeader+"\n"+c.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := readRecording(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.shape(); !cmp.Equal(got, c.want) {
+				t.Errorf("shape %v, want %v\n%s", got, c.want, fmt.Sprint(rec.rows))
+			}
+		})
+	}
+}
