@@ -43,7 +43,9 @@ type buildError struct {
 	out string
 }
 
-func (e *buildError) Error() string { return "go build ../cmd/blackbox: " + e.err.Error() + "\n" + e.out }
+func (e *buildError) Error() string {
+	return "go build ../cmd/blackbox: " + e.err.Error() + "\n" + e.out
+}
 
 // TestTortureScenarios runs a fixed budget of generated scenarios (seeds
 // varied per run and printed: -torture.seed repeats a session) and fails
