@@ -311,10 +311,12 @@ func goroutineID() int64 {
 	return id
 }
 
-// blockingShort returns the first live BLOCK binding without room (lock held).
+// blockingShort returns the first live BLOCK binding without room (lock
+// held). A fenced or dead group's binding is never waited for: it takes
+// nothing, so place drops (and counts) the item for it instead.
 func (f *Feed) blockingShort() *binding {
 	for _, b := range f.targets {
-		if b.policy.Kind == BlockKind && b.q.room() <= 0 {
+		if b.policy.Kind == BlockKind && !b.fenced() && b.q.room() <= 0 {
 			return b
 		}
 	}
