@@ -430,7 +430,7 @@ func (w *worker) do(t task) {
 		if !w.flush() {
 			g.held.Store(true)
 		}
-		g.complete(t.b, w.completed...)
+		g.complete(t.b.feed, w.completed...)
 		w.completed = w.completed[:0]
 		g.reuse(t.claims)
 	}
