@@ -274,6 +274,38 @@ func TestAStaleCompletionAfterAResubscribeIsRefusedAndMovesNothing(t *testing.T)
 	})
 }
 
+// Once a group is unsubscribed from a feed its workers handle nothing more
+// of that queue: the items claimed and handed to a worker, waiting behind
+// the one it holds, are not handled (as a group of one worker takes
+// nothing more of a removed queue). Only the item being handled when the
+// unsubscribe came finishes.
+func TestWorkersHandleNothingMoreOfAnUnsubscribedQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHoldBack(1)
+		cfg := parallel(nil, 2, 0, h)
+		cfg.Groups[0].Order = engine.OrderKey
+		cfg.Groups[0].Key = func(any) string { return "one key" } // every item to one worker, in order
+		e := start(t, cfg)
+		f := e.Feed("in")
+		publishAll(t, f, 1, 5)
+		synctest.Wait() // the worker holds item 1; items 2-5 are claimed and handed to it
+		if gs := e.Status().Groups[0]; gs.InFlight != 5 {
+			t.Fatalf("in flight %d, want the 5 items claimed", gs.InFlight)
+		}
+		if err := e.Unsubscribe("g", "in"); err != nil {
+			t.Fatal(err)
+		}
+		h.release(1)
+		synctest.Wait()
+		if got := h.seen(); !slices.Equal(got, []any{1}) {
+			t.Fatalf("handled %v after the unsubscribe, want only item 1 (being handled when it came)", got)
+		}
+		if gs := e.Status().Groups[0]; gs.InFlight != 0 {
+			t.Fatalf("in flight %d, want nothing left with the workers", gs.InFlight)
+		}
+	})
+}
+
 // With several workers each gets instances of its own, named
 // WorkerName; an item of one key always goes to the same worker, and a
 // group of one worker is the group of old (its processor, its name).
