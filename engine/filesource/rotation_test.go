@@ -449,3 +449,37 @@ func TestARotatedFileDeletedBeforeItIsReadIsReportedUnread(t *testing.T) {
 		}
 	})
 }
+
+// Rotation order among names is their natural order: runs of digits
+// compare as numbers (leading zeros aside), the rest byte by byte.
+func TestRotationOrderIsTheNaturalOrderOfTheNames(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int // the sign of compareNatural(a, b)
+	}{
+		{"in.log-9", "in.log-10", -1},
+		{"in.log-0009", "in.log-0010", -1},
+		{"in.log-20261130", "in.log-20261201", -1},
+		{"in.log-2026-11-30", "in.log-2026-12-01", -1},
+		{"in.log.2", "in.log.10", -1},
+		{"in.log-009", "in.log-9", -1}, // equal numbers: the names decide, once and for all
+		{"in.log-a", "in.log-b", -1},
+		{"in.log-1", "in.log-1.gz", -1},
+		{"in.log-7", "in.log-7", 0},
+	} {
+		got, back := compareNatural(tc.a, tc.b), compareNatural(tc.b, tc.a)
+		if sign(got) != tc.want || sign(back) != -tc.want {
+			t.Errorf("compareNatural(%q, %q) = %d and back %d, want sign %d", tc.a, tc.b, got, back, tc.want)
+		}
+	}
+}
+
+func sign(n int) int {
+	switch {
+	case n < 0:
+		return -1
+	case n > 0:
+		return 1
+	}
+	return 0
+}
