@@ -6,7 +6,11 @@ import (
 	"sync/atomic"
 )
 
+// holdState is a queue's part of a hold: how far the hold's marks made the
+// queue durable. owner is the hold's Checkpoint (its part 0): only the
+// handles of that hold move or end it, never those of a hold it replaced.
 type holdState struct {
+	owner   *Checkpoint
 	durable atomic.Int64
 }
 
@@ -72,7 +76,10 @@ type Mark struct {
 }
 
 // Hold holds the commits of feed for group. Take it before the feed
-// delivers: items acknowledged before it stay acknowledged.
+// delivers: items acknowledged before it stay acknowledged. A later Hold
+// (or HoldParts) of the same feed and group replaces it, held at nothing
+// durable: the replaced handles then move nothing (DurableThrough returns
+// ErrHoldReplaced) and their Release ends nothing.
 func (e *Engine) Hold(feed, group string) (*Checkpoint, error) {
 	cps, err := e.HoldParts(feed, group, 1)
 	if err != nil {
@@ -118,9 +125,27 @@ func (e *Engine) holdPartsLocked(feed, group string, n int) ([]*Checkpoint, erro
 	}
 	e.holds[[2]string{feed, group}] = cps[0] // the part that ends the hold
 	if b := cps[0].current(); b != nil {
-		b.hold.Store(&holdState{})
+		b.hold.Store(&holdState{owner: cps[0]})
 	}
 	return cps, nil
+}
+
+// first is the part that names cp's hold (the hold's owner): cp itself for
+// a hold of one.
+func (cp *Checkpoint) first() *Checkpoint {
+	if cp.share != nil {
+		return cp.share.first
+	}
+	return cp
+}
+
+// live is queue b's state of cp's hold; nil when b is not held, or held by
+// another hold (one that replaced cp's).
+func (cp *Checkpoint) live(b *binding) *holdState {
+	if h := b.hold.Load(); h != nil && h.owner == cp.first() {
+		return h
+	}
+	return nil
 }
 
 func (cp *Checkpoint) current() *binding {
@@ -148,7 +173,9 @@ func (cp *Checkpoint) Mark() Mark {
 // mark of an old queue of this checkpoint (made before the group was
 // subscribed again) is stale: refused with ErrStaleToken and counted in the
 // group's status. A part of HoldParts moves the hold only as far as every
-// part's last durable mark; a part that released moves nothing.
+// part's last durable mark; a part that released moves nothing. The handle
+// of a hold that a later Hold of the same feed and group replaced moves
+// nothing (ErrHoldReplaced): the live hold is its own handles' alone.
 func (cp *Checkpoint) DurableThrough(m Mark) error {
 	if m.b == nil || m.b.feed != cp.feed || m.b.group != cp.group {
 		return ErrForeignMark
@@ -157,9 +184,16 @@ func (cp *Checkpoint) DurableThrough(m Mark) error {
 		cp.group.stale.Add(1)
 		return fmt.Errorf("%w: a mark of queue %s made before it was subscribed again", ErrStaleToken, m.b.name)
 	}
+	h := cp.live(m.b)
+	if h == nil {
+		if m.b.hold.Load() != nil {
+			return fmt.Errorf("%w: feed %q group %q", ErrHoldReplaced, cp.feed.name, cp.group.name)
+		}
+		return nil // released: nothing to move
+	}
 	sh := cp.share
 	if sh == nil {
-		advance(m.b, m.n)
+		advance(h, m.n)
 		return nil
 	}
 	sh.mu.Lock()
@@ -170,16 +204,12 @@ func (cp *Checkpoint) DurableThrough(m Mark) error {
 	if p := sh.marks[cp.part]; p.b != m.b || p.n < m.n {
 		sh.marks[cp.part] = m
 	}
-	advance(m.b, sh.low(m.b))
+	advance(h, sh.low(m.b))
 	return nil
 }
 
-// advance moves queue b's durable count up to n (never down).
-func advance(b *binding, n int64) {
-	h := b.hold.Load()
-	if h == nil {
-		return
-	}
+// advance moves a queue's durable count under hold h up to n (never down).
+func advance(h *holdState, n int64) {
 	for {
 		v := h.durable.Load()
 		if n <= v || h.durable.CompareAndSwap(v, n) {
@@ -191,7 +221,9 @@ func advance(b *binding, n int64) {
 // Release ends the hold: the queue counts as processed when dispatched
 // again. A part of HoldParts ends only its own part (the others hold on
 // as far as they made durable); the last part to release ends the hold.
-// Releasing again does nothing more.
+// Releasing again does nothing more. The handle of a hold that a later
+// Hold of the same feed and group replaced ends nothing: the live hold
+// stays.
 func (cp *Checkpoint) Release() {
 	if sh := cp.share; sh != nil {
 		sh.mu.Lock()
@@ -203,24 +235,25 @@ func (cp *Checkpoint) Release() {
 		sh.left--
 		if sh.left > 0 {
 			if b := cp.current(); b != nil {
-				advance(b, sh.low(b))
+				if h := cp.live(b); h != nil {
+					advance(h, sh.low(b))
+				}
 			}
 			sh.mu.Unlock()
 			return
 		}
 		sh.mu.Unlock()
 	}
+	first := cp.first()
 	cp.eng.mu.Lock()
-	first := cp
-	if cp.share != nil {
-		first = cp.share.first
-	}
 	first.released = true
 	if cp.eng.holds[[2]string{cp.feed.name, cp.group.name}] == first {
 		delete(cp.eng.holds, [2]string{cp.feed.name, cp.group.name})
 	}
 	cp.eng.mu.Unlock()
 	if b := cp.current(); b != nil {
-		b.hold.Store(nil)
+		if h := cp.live(b); h != nil {
+			b.hold.CompareAndSwap(h, nil)
+		}
 	}
 }

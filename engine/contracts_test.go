@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -108,4 +109,52 @@ func TestOneRuleDeduplicatesCompletionsInAProcessorAndAcrossItsGroup(t *testing.
 			}
 		}
 	})
+}
+
+// TestAnOlderHoldsHandleNeverEndsOrMovesTheLiveHold: a second Hold of the
+// same feed and group replaces the first; the first handle, released (once
+// or again) or given a mark, neither ends the live hold nor moves it:
+// nothing is committed until the live handle makes its mark durable.
+func TestAnOlderHoldsHandleNeverEndsOrMovesTheLiveHold(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// older is done with the older handle, after the newer one was taken
+		// (released says whether the older was released before that)
+		released bool
+		older    func(t *testing.T, old *engine.Checkpoint)
+	}{
+		{"replaced, then released", false, func(t *testing.T, old *engine.Checkpoint) { old.Release() }},
+		{"released, replaced, released again", true, func(t *testing.T, old *engine.Checkpoint) { old.Release() }},
+		{"replaced, then marked durable", false, func(t *testing.T, old *engine.Checkpoint) {
+			if err := old.DurableThrough(old.Mark()); !errors.Is(err, engine.ErrHoldReplaced) {
+				t.Fatalf("DurableThrough through the replaced handle = %v, want ErrHoldReplaced", err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, f, c := positioned(t, engine.Pause(), 64, map[string]*gate{"g": newGate(true)}, "g")
+				old, err := e.Hold("in", "g")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.released {
+					old.Release()
+				}
+				live, err := e.Hold("in", "g")
+				if err != nil {
+					t.Fatal(err)
+				}
+				publishAll(t, f, 1, 3)
+				eventually(t, "3 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 3 })
+				tc.older(t, old)
+				settleCommit(t, f, c, 0) // the live hold holds at nothing durable
+				if err := live.DurableThrough(live.Mark()); err != nil {
+					t.Fatal(err)
+				}
+				settleCommit(t, f, c, 3)
+				live.Release()
+			})
+		})
+	}
 }

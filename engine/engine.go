@@ -303,7 +303,7 @@ func (e *Engine) bind(f *Feed, g *group) *binding {
 	}
 	e.mu.Lock()
 	if cp := e.holds[[2]string{f.name, g.name}]; cp != nil && !cp.released {
-		b.hold.Store(&holdState{})
+		b.hold.Store(&holdState{owner: cp})
 	}
 	e.mu.Unlock()
 	f.mu.Lock()

@@ -23,6 +23,10 @@ var (
 	// ErrNilContext: a nil context.Context was passed to a function that
 	// takes one (Start, Stop, WaitSettled, RunSettled, Feed.Publish).
 	ErrNilContext = errors.New("engine: nil context")
+	// ErrHoldReplaced: Checkpoint.DurableThrough was called on the handle
+	// of a hold that a later Hold (or HoldParts) of the same feed and group
+	// replaced: it moves nothing; only the live hold's handles do.
+	ErrHoldReplaced = errors.New("engine: hold replaced by a later Hold")
 )
 
 // ObserverError is an observer hook's error that failed a group: the group

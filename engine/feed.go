@@ -16,9 +16,10 @@ import (
 // Journal stores each item of a journalled feed once, under (feed, seq),
 // before it is dispatched, so that recordings can index it instead of
 // copying it. Append is called under the feed's publish lock. A Journal may
-// publish into the same feed only with Publish and the ctx it is given (such
-// a publish is deferred until the current one is done; Publish with another
-// ctx would wait for the lock Append runs under). A TryPublish or
+// publish into the same feed with Publish and the ctx it is given, or with
+// Offer (either is deferred until the current one is done, then published
+// as a nested publish, which never waits; Publish with another ctx would
+// wait for the lock Append runs under). A TryPublish or
 // TryPublishBatch made while Append runs never takes the lock: it takes
 // nothing (false, 0), as for a full queue, so a Journal must not retry it
 // in a loop. The items published before this one are visible to the groups
@@ -115,10 +116,17 @@ type Feed struct {
 	paused    bool
 	pauses    int64
 	// journalling is set while the journal's Append runs under mu (written
-	// under mu, read without it): a TryPublish made then, by the journal
-	// itself on the goroutine holding mu, must not wait for mu.
+	// under mu and offerMu, read without them): a TryPublish made then, by
+	// the journal itself on the goroutine holding mu, must not wait for mu,
+	// and an Offer made then is kept in offered instead.
 	journalling atomic.Bool
-	_           [line]byte
+	// offered holds the items Offer (or a publish that may not wait) was
+	// given while the journal ran (offerMu): the journal's own, which
+	// cannot take mu, and any made meanwhile. The journal's caller moves
+	// them to deferred once its call returned.
+	offerMu sync.Mutex
+	offered []any
+	_       [line]byte
 
 	state        FeedState
 	detail       string
@@ -187,9 +195,13 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 // Offer publishes a push item without ever waiting for room: a full
 // BLOCK_WITH_DEADLINE or PAUSE queue is a counted drop after the queue's
 // spin (counted as downgraded). It is the publish for code running inside
-// the engine (a processor's cycle, a completion, a timer, an observer hook),
-// a processor being the only one that could empty its own group's queue. It
-// returns ErrStopped once the feed is stopped.
+// the engine (a processor's cycle, a completion, a timer, an observer hook,
+// a Journal), a processor being the only one that could empty its own
+// group's queue. Made while the feed's Journal runs (a Journal offering
+// into its own feed, under the feed's lock, or any goroutine meanwhile), it
+// does not wait for the lock: the item is published once the item being
+// journalled is placed, as a nested publish. It returns ErrStopped once
+// the feed is stopped.
 func (f *Feed) Offer(item any) error { return f.publish(context.Background(), item, false) }
 
 // publish is Publish; mayWait says whether a full BLOCK queue may be waited
@@ -199,6 +211,9 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 		// Nested in this feed's own commit, on the goroutine that holds
 		// the lock: run after the commit's offers.
 		f.deferred = append(f.deferred, item)
+		return nil
+	}
+	if !mayWait && f.offerWhileJournalling(item) {
 		return nil
 	}
 	var deadline time.Time
@@ -311,10 +326,12 @@ func goroutineID() int64 {
 	return id
 }
 
-// blockingShort returns the first live BLOCK binding without room (lock held).
+// blockingShort returns the first live BLOCK binding without room (lock
+// held). A fenced or dead group's binding is never waited for: it takes
+// nothing, so place drops (and counts) the item for it instead.
 func (f *Feed) blockingShort() *binding {
 	for _, b := range f.targets {
-		if b.policy.Kind == BlockKind && b.q.room() <= 0 {
+		if b.policy.Kind == BlockKind && !b.fenced() && b.q.room() <= 0 {
 			return b
 		}
 	}
@@ -492,12 +509,41 @@ func (f *Feed) commit(ctx context.Context, item any, pos *core.Position, push bo
 
 // journalled runs a journal call under the lock (lock held): the items
 // before it are shown to the groups first, since the journal may take its
-// time, or wait for them to be processed.
+// time, or wait for them to be processed. What was offered meanwhile
+// (offerWhileJournalling) is deferred: the caller publishes it after the
+// item (runDeferred).
 func (f *Feed) journalled(ctx context.Context, call func(context.Context) error) error {
 	f.flush()
 	f.journalling.Store(true)
-	defer f.journalling.Store(false)
+	defer func() {
+		f.offerMu.Lock()
+		f.journalling.Store(false)
+		f.deferred = append(f.deferred, f.offered...)
+		clear(f.offered)
+		f.offered = f.offered[:0]
+		f.offerMu.Unlock()
+	}()
 	return call(context.WithValue(ctx, nestedKey, f))
+}
+
+// offerWhileJournalling keeps item, given to a publish that must not wait
+// (Offer), while the journal runs under the lock, and reports whether it
+// did: the journal's own goroutine holds the lock (it would wait for
+// itself), and another's would wait for the journal. The journal's caller
+// publishes it after the item being journalled, as a nested publish. The
+// flag is read again under offerMu, which journalled takes to clear it:
+// an item kept is always moved to deferred.
+func (f *Feed) offerWhileJournalling(item any) bool {
+	if !f.journalling.Load() {
+		return false
+	}
+	f.offerMu.Lock()
+	defer f.offerMu.Unlock()
+	if !f.journalling.Load() {
+		return false
+	}
+	f.offered = append(f.offered, item)
+	return true
 }
 
 // commitJournalledBatch is TryPublishBatch for a feed whose Journal

@@ -81,13 +81,32 @@ func (gs *gapState) oldestPending(prefix int64) int64 {
 	return gs.seqs[(prefix+1)%int64(len(gs.seqs))].Load()
 }
 
-// complete records that the items claimed with toks are completed, and
-// moves the queue's prefix through every completed item after it. A stale
-// token (of a queue the group no longer subscribes) is refused and
-// counted.
-func (g *group) complete(b *binding, toks ...Token) error {
+// queueOf is the group's current queue (binding) of feed f, nil when it
+// does not subscribe to f.
+func (g *group) queueOf(f *Feed) *binding {
+	for _, b := range *g.bindings.Load() {
+		if b.feed == f {
+			return b
+		}
+	}
+	return nil
+}
+
+// complete records that the items of feed f claimed with toks are
+// completed, in the group's current queue of f, and moves that queue's
+// prefix through every completed item after it. Each token's generation
+// is the claim's (the queue it was taken from): a token of another
+// generation than the current queue's (the group was unsubscribed, and
+// maybe subscribed again, since the claim) is refused and counted, and
+// moves nothing: its position is a position of another queue.
+func (g *group) complete(f *Feed, toks ...Token) error {
 	if len(toks) == 0 {
 		return nil
+	}
+	b := g.queueOf(f)
+	if b == nil {
+		g.stale.Add(int64(len(toks)))
+		return ErrStaleToken
 	}
 	var err error
 	gs := b.gap

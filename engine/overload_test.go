@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -488,4 +489,80 @@ func TestAPushFeedDropsWhatItWouldQueueForAFencedGroup(t *testing.T) {
 			t.Fatalf("processed %v, want [1 4]", got)
 		}
 	})
+}
+
+// A group that is fenced or dead takes nothing: a BLOCK_WITH_DEADLINE push
+// feed does not wait for room in its full queue. The item goes at once to
+// the healthy group and is a counted drop for the sick one (the feed is
+// not lossless); nothing waits out the deadline or is refused.
+func TestAFencedOrDeadGroupDoesNotHoldABlockingPushFeed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sicken func(t *testing.T, e *engine.Engine, gated *gate, fail *atomic.Bool)
+	}{
+		{"fenced", func(t *testing.T, e *engine.Engine, _ *gate, _ *atomic.Bool) {
+			if err := e.Fence("gated"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"dead", func(t *testing.T, e *engine.Engine, gated *gate, fail *atomic.Bool) {
+			fail.Store(true) // the recorder of the gated group cannot write: it fails on item 1
+			gated.let(1)
+			eventually(t, "the gated group dead", func() bool { return e.Err() != nil })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				open, gated := newGate(true), newGate(false)
+				var fail atomic.Bool
+				e, err := engine.New(engine.Config{DrainTimeout: 200 * time.Millisecond, Logger: testLogger(t),
+					Observer: engine.Observer{BeforeComplete: func(group string, _ *engine.Input) error {
+						if group == "gated" && fail.Load() {
+							return errors.New("disk full")
+						}
+						return nil
+					}},
+					Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.BlockWithDeadline(time.Second), QueueSize: 1}},
+					Groups: []engine.GroupConfig{
+						{Name: "open", Feeds: []string{"in"}, Processors: procs("o", open)},
+						{Name: "gated", Feeds: []string{"in"}, Processors: procs("g", gated)}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				if err := e.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					gated.openUp()
+					if err := e.Stop(ctx); err != nil && !errors.Is(err, engine.ErrObserver) {
+						t.Errorf("Stop: %v", err)
+					}
+				})
+				f := e.Feed("in")
+				// item 1 is taken by the gated group (blocked in it), item 2 fills its queue
+				if err := f.Publish(ctx, 1); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, "item 1 taken", func() bool { return gated.enteredCount() == 1 })
+				if err := f.Publish(ctx, 2); err != nil {
+					t.Fatal(err)
+				}
+				tc.sicken(t, e, gated, &fail)
+				eventually(t, "the healthy group has room", func() bool { return open.count() == 2 })
+				began := time.Now()
+				if err := f.Publish(ctx, 3); err != nil {
+					t.Fatalf("publish with the %s group's queue full: %v, want delivered to the healthy group", tc.name, err)
+				}
+				if waited := time.Since(began); waited > 0 {
+					t.Fatalf("the publish waited %s for the %s group", waited, tc.name)
+				}
+				eventually(t, "the healthy group", func() bool { return open.count() == 3 })
+				st := e.Status().Feeds[0]
+				if st.Refused != 0 || st.Dropped != 1 || st.Lossless || subscriber(t, st, "gated/in").Dropped != 1 {
+					t.Fatalf("status %+v: want item 3 dropped (counted) for the %s group only, nothing refused", st, tc.name)
+				}
+			})
+		})
+	}
 }

@@ -162,3 +162,106 @@ func TestABlockingPublishOffTheGroupGoroutinesStillWaitsAndIsRefused(t *testing.
 		}
 	})
 }
+
+// offerJournal offers "inner" into its own feed (feed) from inside the
+// Append that stores "outer", and says what Offer returned on offered.
+type offerJournal struct {
+	feed    func() *engine.Feed
+	offered chan error
+}
+
+func (j *offerJournal) Append(_ context.Context, _ string, _ int64, item any) error {
+	if item == "outer" {
+		j.offered <- j.feed().Offer("inner")
+	}
+	return nil
+}
+
+// offerBatchJournal is an offerJournal that stores batches too.
+type offerBatchJournal struct{ *offerJournal }
+
+func (j offerBatchJournal) AppendBatch(ctx context.Context, feed string, first int64, items []any) error {
+	for i, it := range items {
+		j.Append(ctx, feed, first+int64(i), it)
+	}
+	return nil
+}
+
+// A Feed.Offer a Journal makes into its own feed from inside Append (or
+// AppendBatch), which run under the feed's lock, never waits for that lock:
+// it is deferred until the item being journalled is placed, then published
+// as a nested publish (it never waits for room either). The outer publish
+// returns, the offered item follows the outer one, nothing is lost.
+func TestAJournalsOfferIntoItsOwnFeedFollowsTheItemInsteadOfHanging(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		batch   bool // the journal is a JournalBatch
+		publish func(f *engine.Feed) error
+	}{
+		{"Publish", false, func(f *engine.Feed) error { return f.Publish(context.Background(), "outer") }},
+		{"TryPublish", false, func(f *engine.Feed) error {
+			if !f.Intake().TryPublish("outer", core.Position{Offset: 1}) {
+				return errors.New("TryPublish took nothing")
+			}
+			return nil
+		}},
+		{"TryPublishBatch", true, func(f *engine.Feed) error {
+			if n := f.Intake().TryPublishBatch([]any{"outer"}, []core.Position{{Offset: 1}}); n != 1 {
+				return errors.New("TryPublishBatch took nothing")
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var f *engine.Feed
+			oj := &offerJournal{feed: func() *engine.Feed { return f }, offered: make(chan error, 1)}
+			var journal engine.Journal = oj
+			if tc.batch {
+				journal = offerBatchJournal{oj}
+			}
+			seen := make(chan any, 8)
+			p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
+				seen <- ev
+				return nil
+			})
+			e, err := engine.New(engine.Config{Logger: testLogger(t),
+				Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8, Journal: journal}},
+				Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f = e.Feed("in")
+			if err := e.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			returned := make(chan error, 1)
+			go func() { returned <- tc.publish(f) }()
+			select {
+			case err := <-returned:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				// The feed's lock is held for ever: Stop would wait for it
+				// too, so the engine is left behind.
+				t.Fatal("Offer from inside the journal deadlocked the feed: the outer publish has not returned after 10s")
+			}
+			t.Cleanup(func() {
+				if err := e.Stop(context.Background()); err != nil {
+					t.Errorf("Stop: %v", err)
+				}
+			})
+			if err := <-oj.offered; err != nil {
+				t.Fatalf("Offer from inside the journal: %v", err)
+			}
+			for _, want := range []any{"outer", "inner"} {
+				if got := <-seen; got != want {
+					t.Fatalf("dispatched %v, want %v (outer, then the item offered while journalling it)", got, want)
+				}
+			}
+			if st := f.Status(); st.Sequence != 2 || st.Dropped != 0 || !st.Lossless {
+				t.Fatalf("sequence %d dropped %d lossless %v, want 2 0 true", st.Sequence, st.Dropped, st.Lossless)
+			}
+		})
+	}
+}

@@ -416,9 +416,13 @@ func (w *worker) do(t task) {
 		// The chunk is one batch: its items' rows are flushed together
 		// (before an item's completions, and at its end), and its
 		// completions recorded together, with one lock of the queue's gap
-		// state; an item not dispatched ends the chunk.
+		// state; an item not dispatched ends the chunk. Once the group is
+		// unsubscribed from the queue, nothing more of it is dispatched
+		// (as a group of one worker takes nothing more of it): what the
+		// queue held and the group did not process is never acknowledged
+		// in this run.
 		for _, c := range t.claims {
-			if g.dead.Load() || g.held.Load() || g.stopping() {
+			if g.dead.Load() || g.held.Load() || g.stopping() || t.b.removed.Load() {
 				break
 			}
 			c.tok.Worker = w.id
@@ -430,7 +434,7 @@ func (w *worker) do(t task) {
 		if !w.flush() {
 			g.held.Store(true)
 		}
-		g.complete(t.b, w.completed...)
+		g.complete(t.b.feed, w.completed...)
 		w.completed = w.completed[:0]
 		g.reuse(t.claims)
 	}

@@ -233,6 +233,79 @@ func TestAStaleTokenAfterAResubscribeIsRefused(t *testing.T) {
 	})
 }
 
+// A completion carrying the token of a queue the group no longer has (it
+// was unsubscribed and subscribed again while a worker held item 1) is
+// refused: counted in staleTokens, and it never moves the new queue, whose
+// first item (3) is still being handled at the same queue position. The
+// token's generation is the claim's, checked against the queue the group
+// has now.
+func TestAStaleCompletionAfterAResubscribeIsRefusedAndMovesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHoldBack(1, 3)
+		e := start(t, parallel(nil, 2, 0, h))
+		t.Cleanup(func() { h.release(3) })
+		f := e.Feed("in")
+		publishAll(t, f, 1, 1)
+		synctest.Wait() // a worker holds item 1, claimed at position 1 of the first queue
+		if err := e.Unsubscribe("g", "in"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Subscribe("g", "in"); err != nil {
+			t.Fatal(err)
+		}
+		publishAll(t, f, 3, 3)
+		synctest.Wait() // the other worker holds item 3, claimed at position 1 of the new queue
+		h.release(1)
+		synctest.Wait() // item 1 completes with the old queue's token
+		st := e.Status()
+		var live engine.SubscriberStatus
+		for _, s := range st.Feeds[0].Subscribers {
+			if !s.Removed {
+				live = s
+			}
+		}
+		if gs := st.Groups[0]; gs.StaleTokens != 1 || live.Dispatched != 0 || gs.OldestPending != 2 {
+			t.Fatalf("stale tokens %d, new queue dispatched %d, oldest pending seq %d: want the old completion refused (1), the new queue at 0 with item 3 (seq 2) pending",
+				gs.StaleTokens, live.Dispatched, gs.OldestPending)
+		}
+		if got := h.seen(); !slices.Equal(got, []any{1}) {
+			t.Fatalf("handled %v, want only item 1", got)
+		}
+	})
+}
+
+// Once a group is unsubscribed from a feed its workers handle nothing more
+// of that queue: the items claimed and handed to a worker, waiting behind
+// the one it holds, are not handled (as a group of one worker takes
+// nothing more of a removed queue). Only the item being handled when the
+// unsubscribe came finishes.
+func TestWorkersHandleNothingMoreOfAnUnsubscribedQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHoldBack(1)
+		cfg := parallel(nil, 2, 0, h)
+		cfg.Groups[0].Order = engine.OrderKey
+		cfg.Groups[0].Key = func(any) string { return "one key" } // every item to one worker, in order
+		e := start(t, cfg)
+		f := e.Feed("in")
+		publishAll(t, f, 1, 5)
+		synctest.Wait() // the worker holds item 1; items 2-5 are claimed and handed to it
+		if gs := e.Status().Groups[0]; gs.InFlight != 5 {
+			t.Fatalf("in flight %d, want the 5 items claimed", gs.InFlight)
+		}
+		if err := e.Unsubscribe("g", "in"); err != nil {
+			t.Fatal(err)
+		}
+		h.release(1)
+		synctest.Wait()
+		if got := h.seen(); !slices.Equal(got, []any{1}) {
+			t.Fatalf("handled %v after the unsubscribe, want only item 1 (being handled when it came)", got)
+		}
+		if gs := e.Status().Groups[0]; gs.InFlight != 0 {
+			t.Fatalf("in flight %d, want nothing left with the workers", gs.InFlight)
+		}
+	})
+}
+
 // With several workers each gets instances of its own, named
 // WorkerName; an item of one key always goes to the same worker, and a
 // group of one worker is the group of old (its processor, its name).

@@ -142,7 +142,10 @@ A line longer than --max-line bytes is skipped whole, warned and counted
 (oversized: not lossless). With --read committed, when FILE is another file
 than the pointer's, the pointer's file is looked for among the names of
 --rotated (glob patterns, {path} standing for FILE; repeat the flag for
-more, --rotated '' for none) and read to its end first.
+more, --rotated '' for none) and read to its end first, then the files
+rotated after it, in the natural order of their names. With --follow, a
+file rotated away is read to its end, then every file rotated after it,
+in order, then FILE; one gone before it could be read is counted unread.
 
 Exit: 0 settled and lossless; 2 a usage or I/O error; 3 ran but not
 settled, not lossless, or its recording is broken.`,

@@ -95,9 +95,25 @@
 //
 // At the end of the open file a tailing source also checks that the path
 // still names the file it reads (same device and inode). If not, it reports
-// BEHIND with the reason, reads the old file to its end, and reopens the
-// path through the same identity check as a restart. A path with no file (a
-// rotation in progress) is not a change. The pointer keeps the old file's
+// BEHIND with the reason, reads the old file to its end, then every file
+// rotated after it (several rotations since its last look, each file now at
+// a rotated name), each from 0 under a new epoch, in rotation order, and
+// then reopens the path through the same identity check as a restart. A
+// path with no file (a rotation in progress) is not a change.
+//
+// Which rotated files come after the one just read is decided by identity
+// and fingerprint: the source knows the files at the rotated names that it
+// read, or that were there before the file it read, by their identity and
+// the fingerprint of their first bytes (an inode reused by a new file is
+// not taken for the old one); a file renamed again keeps its identity. The
+// order among the files it does not know comes from their names, in
+// natural order (runs of digits compared as numbers: PATH-9 before PATH-10;
+// dated names in date order), never from file times; newest first instead
+// when they all lie before the file just read (a scheme that renumbers its
+// rotated files at each rotation, PATH.1 being the newest). A file rotated
+// after the one read before it that is gone or cannot be opened when its
+// turn comes is counted as never read (unreadFiles, not lossless) and
+// warned with its name and identity. The pointer keeps the old file's
 // identity and epoch until every line published from it is committed, and
 // only then moves to the new file (through each file in order after several
 // rotations), so a crash before re-reads the old file's unprocessed lines;
@@ -111,7 +127,16 @@
 // "{path}" standing for the input path; DefaultRotated is "{path}.1" and
 // "{path}-*"): by identity and fingerprint (renamed), else by fingerprint
 // alone (a copy). Found, it is read from the pointer to its end under the
-// pointer's epoch, then the path. Not found, the run warns which file was
+// pointer's epoch, then every file rotated after it, in rotation order
+// (above), then the path. At a restart the files rotated after the
+// pointer's are those after it in the natural order of the names (the
+// source cannot know which it read in an earlier run): right for schemes
+// that give each rotated file a name of its own (dated or sequence
+// numbered names, and the default patterns); a scheme that renumbers its
+// rotated files is found across a restart only through one rotation
+// ({path}.1): a pattern matching more of its names would have a restart
+// after several rotations take its newer files for older ones. Not found,
+// the run warns which file was
 // read to which offset and that its bytes from there were never read, keeps
 // that in the feed's detail, and counts it (unreadFiles, which makes the
 // feed not lossless).

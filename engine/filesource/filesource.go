@@ -89,7 +89,12 @@ type Options struct {
 	// path. When the path names another file than the pointer's at the
 	// start (Committed), the pointer's file is looked for there by
 	// identity (device and inode) and fingerprint and read to its end
-	// first. Default DefaultRotated; an empty non-nil slice looks nowhere.
+	// first, then every file rotated after it, in rotation order. While
+	// tailing, a file rotated away is read to its end, then every file
+	// rotated after it (quick rotations), in order, then the path. Rotation
+	// order is the natural order of the names (digit runs as numbers): see
+	// the package documentation. Default DefaultRotated; an empty non-nil
+	// slice looks nowhere.
 	Rotated []string
 	// Epoch, if not 0, is the epoch of the file a strategy without a
 	// pointer (Earliest, Latest, OnceEarliest) opens at the start, instead
@@ -148,12 +153,20 @@ type Source struct {
 	note      string // what the run lost, kept in every detail
 	scratch   []byte // the prefix check's buffer
 
+	// known are the files at the rotated names (Options.Rotated) that the
+	// run read, or that were rotated before the files it read, by identity,
+	// with the fingerprint of their first bytes: a rotated sibling that is
+	// not known was rotated after the file being read, and is read before
+	// the path (nextRotated).
+	known map[uint64]seenFile
+
 	ptrCreated bool // this run created the (empty) pointer file
 
 	// for tests
 	bufSize    int
 	hookOpened func()        // after the input file is opened, before it is identified
 	hookEOF    func()        // at the end of the open file, before the identity check
+	hookRotate func(string)  // before a rotated sibling (its name) is opened to be read
 	hookWrite  func(Pointer) // before each write of the pointer file, with what it will hold
 }
 
@@ -239,6 +252,7 @@ func (s *Source) Run(ctx context.Context, f *engine.Intake) error {
 	s.rd, s.file, s.fileID = nil, nil, 0
 	s.final, s.switching = false, false
 	s.state, s.detail, s.note, s.openErr = "", "", "", ""
+	s.known = map[uint64]seenFile{}
 	if s.opts.Read == Committed {
 		s.mu.Lock()
 		s.ptr = pointerFile{path: s.opts.Pointer, hookWrite: s.hookWrite}
@@ -533,6 +547,13 @@ func readHead(file *os.File, size int64, path string) ([]byte, error) {
 // start opens the input file for the first time and decides where to read
 // from. ok is false while a tailing source waits for the file to exist.
 func (s *Source) start() (ok bool, err error) {
+	// The rotated siblings before the path is opened: each was rotated
+	// before the file the path names then. (A once-read never moves on to
+	// another file; a path with no file yet is looked at again.)
+	var pre []sibling
+	if _, err := os.Stat(s.path); err == nil && !s.opts.Read.once() {
+		pre = s.rotatedSiblings()
+	}
 	file, fi, id, err := s.open()
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) && !s.opts.Read.once() {
@@ -565,6 +586,16 @@ func (s *Source) start() (ok bool, err error) {
 			file.Close()
 			file, id, head = st.file, st.id, st.head
 			s.switching = true
+			// The siblings before it in rotation order were rotated before
+			// it (an earlier run read them); those after it, after it: they
+			// are read next, in order, then the path.
+			var before []sibling
+			for _, sb := range pre {
+				if compareNatural(sb.name, st.name) < 0 {
+					before = append(before, sb)
+				}
+			}
+			pre = before
 		}
 		off, epoch = st.off, st.epoch
 		if st.hole {
@@ -592,6 +623,8 @@ func (s *Source) start() (ok bool, err error) {
 	s.file, s.fileID = file, id
 	s.rd = s.newReader(file, off, head)
 	s.rd.skip = skip
+	s.rememberAll(pre)
+	s.remember(id, head)
 	s.setState(engine.StateBehind, "")
 	return true, nil
 }
@@ -611,6 +644,7 @@ func (s *Source) newReader(file *os.File, off int64, head []byte) *lineReader {
 type started struct {
 	off, epoch int64
 	file       *os.File
+	name       string // file's name
 	id         uint64
 	head       []byte
 	hole       bool
@@ -729,7 +763,7 @@ func (s *Source) findRotated(p Pointer, byIdentity bool) (started, bool) {
 				how = "copied to"
 			}
 			s.logf("input %s is not the pointer's file, which was %s %s: reading %s from offset %d to its end, then %s", s.path, how, name, name, p.Offset, s.path)
-			return started{off: p.Offset, epoch: p.Epoch, file: file, id: id, head: head}, true
+			return started{off: p.Offset, epoch: p.Epoch, file: file, name: name, id: id, head: head}, true
 		}
 	}
 	return started{}, false
@@ -837,12 +871,15 @@ func (s *Source) rewritten() (bool, error) {
 	}
 	s.logf("input %s was truncated or rewritten in place while being read (its first %d bytes changed): %d bytes read after the last published line are discarded", name, len(s.rd.head), s.rd.buffered())
 	s.rd.drop()
+	// A copy of it at a rotated name (copytruncate) holds what was read:
+	// the siblings there now are never read as rotated after it.
+	s.rememberAll(s.rotatedSiblings())
 	fi, err := s.file.Stat()
 	if err != nil {
 		return false, fileErr("stat", s.path, err)
 	}
 	wasSwitching := s.switching
-	if err := s.switchTo(s.file, fi, s.fileID); err != nil {
+	if err := s.switchTo(s.file, fi, s.fileID, ""); err != nil {
 		return false, err
 	}
 	s.switching = wasSwitching // a rotated file is still finished before the path
@@ -890,11 +927,23 @@ func (s *Source) atEOF() (progress bool, err error) {
 	return true, nil
 }
 
-// reopen opens the file now at the path once the old one was read to its
-// end. Anything but a regular file there is refused with a warning (the
-// old file is read on; the path is tried again at the next end of file).
+// reopen moves on once the old file was read to its end: to the next file
+// rotated after it (nextRotated), if any, else to the file now at the
+// path. Anything but a regular file at the path is refused with a warning
+// (the old file is read on; the path is tried again at the next end of
+// file).
 func (s *Source) reopen() (bool, error) {
 	file, fi, id, err := s.open()
+	if next, nfi, sb, ok := s.nextRotated(id); ok {
+		if file != nil {
+			file.Close()
+		}
+		if err := s.switchTo(next, nfi, sb.id, sb.name); err != nil {
+			next.Close()
+			return false, err
+		}
+		return true, nil
+	}
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			s.switching = false // no file at the path: read the old one on
@@ -913,7 +962,7 @@ func (s *Source) reopen() (bool, error) {
 		return false, nil
 	}
 	s.openErr = ""
-	if err := s.switchTo(file, fi, id); err != nil {
+	if err := s.switchTo(file, fi, id, ""); err != nil {
 		file.Close()
 		return false, err
 	}
@@ -933,15 +982,26 @@ func (s *Source) reopen() (bool, error) {
 // line published from it is committed (a crash before re-reads them from
 // the old file, found by identity among the rotated siblings); only then
 // does it move to the new file.
-func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64) error {
+//
+// rotated, when not "", is the name of a file rotated after the old one
+// (nextRotated): another file by identity, read from 0 under a new epoch
+// with no verdict, and the path is read after it.
+func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated string) error {
 	old := s.rd
 	size := fi.Size()
-	head, err := readHead(file, size, s.path)
+	name := s.path
+	if rotated != "" {
+		name = rotated
+	}
+	head, err := readHead(file, size, name)
 	if err != nil {
 		return err
 	}
 	p := header(old.head, s.fileID, old.pos, s.epoch)
-	keep, why := s.verdict(head, size, id, p, old.pos)
+	keep, why := false, ""
+	if rotated == "" {
+		keep, why = s.verdict(head, size, id, p, old.pos)
+	}
 	var off int64
 	epoch := idEpoch(id)
 	if keep {
@@ -952,6 +1012,9 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64) error {
 			epoch = newEpoch()
 		}
 		msg := fmt.Sprintf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
+		if rotated != "" {
+			msg = fmt.Sprintf("%s was rotated after the file read before it: reading it from 0 under a new epoch, then %s", rotated, s.path)
+		}
 		if n := old.buffered(); n > 0 {
 			msg += fmt.Sprintf("; %d unterminated bytes at the end of the old file were not published", n)
 		}
@@ -979,6 +1042,12 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64) error {
 		s.rd.holeFrom = 0
 	}
 	s.mu.Unlock()
+	s.remember(id, head)
+	if rotated != "" {
+		s.switching = true // the path after it
+		s.setState(engine.StateBehind, "reading the rotated "+rotated)
+		return nil
+	}
 	s.switching = false
 	s.setState(engine.StateBehind, "reopened "+s.path)
 	return nil

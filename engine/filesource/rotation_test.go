@@ -282,3 +282,204 @@ func TestRotationChild(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Several rotations while the source was stopped: the pointer's file was
+// rotated (with lines the pointer had not reached), then the file after
+// it, and so on. The restart finds the pointer's file by identity and
+// fingerprint, reads it from the pointer to its end, then every file
+// rotated after it in rotation order (the natural order of their names:
+// in.log-9 before in.log-10; never their times: here the times say the
+// opposite), then the current file. A sibling rotated before the pointer's
+// file (read by an earlier run) is not read again. Nothing is lost, and
+// the run says lossless.
+func TestARestartReadsEveryFileRotatedAfterThePointersInRotationOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		older    string   // the name of a sibling rotated before the pointer's file
+		rotated  []string // the names the pointer's file and those after it were rotated to, in order
+		opts     Options
+		backdate bool // give each rotated file an older time than the one before it
+	}{
+		{"sequenced", "-0000", []string{"-0001", "-0002"}, Options{}, false},
+		{"unpadded numbers", "-8", []string{"-9", "-10", "-11"}, Options{}, false},
+		{"dated", "-20261130", []string{"-20261201", "-20261202"}, Options{}, false},
+		{"times reversed", "-0000", []string{"-0001", "-0002", "-0003"}, Options{}, true},
+		{"configured", ".old0", []string{".old1", ".old2"}, Options{Rotated: []string{"{path}.old*"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, numbered("f0", 0, 6))
+				writeFile(t, path+tc.older, numbered("zz", 0, 3)) // read before the pointer's file
+				once(t, path, tc.opts, 6)
+				appendFile(t, path, numbered("f0", 6, 8)) // never read
+				var want []string
+				want = append(want, linesOf("f0", 6, 8)...)
+				for i, suffix := range tc.rotated {
+					if err := os.Rename(path, path+suffix); err != nil {
+						t.Fatal(err)
+					}
+					name := fmt.Sprintf("f%d", i+1)
+					writeFile(t, path, numbered(name, 0, 3))
+					want = append(want, linesOf(name, 0, 3)...)
+					if tc.backdate {
+						at := time.Now().Add(-time.Duration(i+1) * time.Hour)
+						if err := os.Chtimes(path+suffix, at, at); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+
+				src, lg := newSource(t, path, tc.opts)
+				p := &rec{}
+				r := startSource(t, src, lg, setup{procs: []*rec{p}})
+				st := r.settle(len(want), p)
+				r.stop()
+				if got, _ := p.got(); !slices.Equal(got, want) {
+					t.Fatalf("got %q\nwant %q", got, want)
+				}
+				if fs := st.Feeds[0]; !st.Lossless || fs.UnreadFiles != 0 {
+					t.Fatalf("status %+v: want lossless", fs)
+				}
+				fi, _ := os.Stat(path)
+				if ptr := readPointer(t, path+".ptr"); ptr.Identity != identity(fi) || ptr.Offset != 3*lineLen {
+					t.Fatalf("pointer %+v: want the current file's end", ptr)
+				}
+			})
+		})
+	}
+}
+
+// Quick rotations while the source follows the file: a hundred files
+// rotated away (by a new name each, or by renumbering every rotated file
+// as logrotate's numbered scheme does), all while the source sleeps or
+// interleaved with its reads. Every rotated file is read to its end, in
+// rotation order, before the file after it: no line is lost or repeated,
+// and the run says lossless.
+func TestQuickRotationsWhileFollowingLoseNoLine(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		n        int  // rotations
+		every    int  // let the source run after every this many rotations; 0: never
+		renumber bool // PATH.1 is the newest rotated file: every rotation renames the others up
+		opts     Options
+	}{
+		{"all at once", 100, 0, false, Options{}},
+		{"while the source reads", 100, 7, false, Options{}},
+		{"renumbered, all at once", 25, 0, true, Options{Rotated: []string{"{path}.[0-9]*"}}},
+		{"renumbered, while the source reads", 25, 4, true, Options{Rotated: []string{"{path}.[0-9]*"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, numbered("r0", 0, 1))
+				src, lg := newSource(t, path, tc.opts)
+				p := &rec{}
+				r := startSource(t, src, lg, setup{procs: []*rec{p}})
+				waitFor(t, "the first line", func() bool { return p.count() == 1 && r.feed().State == engine.StateCaughtUp })
+				want := linesOf("r0", 0, 1)
+				for i := 1; i <= tc.n; i++ {
+					if tc.renumber {
+						for k := i - 1; k >= 1; k-- {
+							if err := os.Rename(fmt.Sprintf("%s.%d", path, k), fmt.Sprintf("%s.%d", path, k+1)); err != nil {
+								t.Fatal(err)
+							}
+						}
+						if err := os.Rename(path, path+".1"); err != nil {
+							t.Fatal(err)
+						}
+					} else if err := os.Rename(path, fmt.Sprintf("%s-%04d", path, i)); err != nil {
+						t.Fatal(err)
+					}
+					name := fmt.Sprintf("r%d", i)
+					writeFile(t, path, numbered(name, 0, 2))
+					want = append(want, linesOf(name, 0, 2)...)
+					if tc.every > 0 && i%tc.every == 0 {
+						elapse(time.Millisecond)
+					}
+				}
+				st := r.settle(len(want), p)
+				if got, _ := p.got(); !slices.Equal(got, want) {
+					t.Fatalf("got %d lines %q\nwant %d lines %q", len(got), got, len(want), want)
+				}
+				if fs := st.Feeds[0]; !st.Lossless || fs.UnreadFiles != 0 {
+					t.Fatalf("status %+v: want lossless", fs)
+				}
+			})
+		})
+	}
+}
+
+// A file rotated after the one being read and deleted before the source
+// could read it (retention outrunning the reader) is not passed over in
+// silence: its bytes were never read, so the run counts it (unreadFiles),
+// warns with its name and identity, and says it is not lossless. The
+// files before and after it are read in full.
+func TestARotatedFileDeletedBeforeItIsReadIsReportedUnread(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, numbered("r0", 0, 1))
+		src, lg := newSource(t, path, Options{})
+		gone := path + "-0002"
+		src.hookRotate = func(name string) {
+			if name == gone {
+				os.Remove(name)
+			}
+		}
+		p := &rec{}
+		r := startSource(t, src, lg, setup{procs: []*rec{p}})
+		waitFor(t, "the first line", func() bool { return p.count() == 1 && r.feed().State == engine.StateCaughtUp })
+		for i := 1; i <= 3; i++ {
+			if err := os.Rename(path, fmt.Sprintf("%s-%04d", path, i)); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, path, numbered(fmt.Sprintf("r%d", i), 0, 2))
+		}
+		want := slices.Concat(linesOf("r0", 0, 1), linesOf("r2", 0, 2), linesOf("r3", 0, 2)) // r1 was rotated to -0002
+		var st engine.Status
+		waitFor(t, "the lines of every file but the deleted one", func() bool {
+			st = r.e.Status()
+			return p.count() == len(want) && st.Feeds[0].State == engine.StateCaughtUp
+		})
+		if got, _ := p.got(); !slices.Equal(got, want) {
+			t.Fatalf("got %q\nwant %q", got, want)
+		}
+		if fs := st.Feeds[0]; st.Lossless || fs.UnreadFiles != 1 {
+			t.Fatalf("status %+v: want the deleted file counted unread, not lossless", fs)
+		}
+		if !lg.has(gone) {
+			t.Fatalf("no warning naming %s:\n%s", gone, lg)
+		}
+	})
+}
+
+// Rotation order among names is their natural order: runs of digits
+// compare as numbers (leading zeros aside), the rest byte by byte.
+func TestRotationOrderIsTheNaturalOrderOfTheNames(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int // the sign of compareNatural(a, b)
+	}{
+		{"in.log-9", "in.log-10", -1},
+		{"in.log-0009", "in.log-0010", -1},
+		{"in.log-20261130", "in.log-20261201", -1},
+		{"in.log-2026-11-30", "in.log-2026-12-01", -1},
+		{"in.log.2", "in.log.10", -1},
+		{"in.log-009", "in.log-9", -1}, // equal numbers: the names decide, once and for all
+		{"in.log-a", "in.log-b", -1},
+		{"in.log-1", "in.log-1.gz", -1},
+		{"in.log-7", "in.log-7", 0},
+	} {
+		got, back := compareNatural(tc.a, tc.b), compareNatural(tc.b, tc.a)
+		if sign(got) != tc.want || sign(back) != -tc.want {
+			t.Errorf("compareNatural(%q, %q) = %d and back %d, want sign %d", tc.a, tc.b, got, back, tc.want)
+		}
+	}
+}
+
+func sign(n int) int {
+	switch {
+	case n < 0:
+		return -1
+	case n > 0:
+		return 1
+	}
+	return 0
+}

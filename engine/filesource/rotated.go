@@ -1,0 +1,285 @@
+package filesource
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Rotation order.
+//
+// A tailing source reads every file rotated away from its path, in rotation
+// order, before the file after it: when it finishes a file (the one it
+// followed at the path, the pointer's file found rotated at a restart, or
+// a rotated file it was reading), it looks at the rotated siblings
+// (Options.Rotated) for the files it has not read and that were not
+// rotated before the files it read. Those are known by identity (device
+// and inode) and by the fingerprint of their first bytes (an inode reused
+// by a new file is not taken for the old one), never by name or file time:
+// a file renamed again (logrotate's numbered PATH.1, PATH.2, …) is still
+// known. Only the order among the files it has not read comes from their
+// names, in natural order (runs of digits compared as numbers: PATH-9
+// before PATH-10; dates in date order), newest last; or newest first when
+// they all lie before the file just finished (a scheme that renumbers its
+// rotated files, PATH.1 being the newest).
+
+// sibling is a regular file at one of the path's rotated names.
+type sibling struct {
+	name string
+	id   uint64
+}
+
+// seenFile is what the source keeps of a file it knows: the fingerprint of
+// its first n bytes.
+type seenFile struct {
+	n  int64
+	fp uint64
+}
+
+// scanAttempts bounds how often rotatedSiblings lists the siblings until
+// two lists agree (a rotation renaming files while they are listed).
+const scanAttempts = 8
+
+// rotatedSiblings lists the regular files at the path's rotated names, in
+// natural order of their names: listed again until two lists agree, so
+// that a file renamed while the names are listed is not missed.
+func (s *Source) rotatedSiblings() []sibling {
+	last := s.scanSiblings()
+	for range scanAttempts {
+		next := s.scanSiblings()
+		if slices.Equal(next, last) {
+			break
+		}
+		last = next
+	}
+	return last
+}
+
+// scanSiblings lists once the regular files at the path's rotated names
+// (the pointer file and its temporary excluded), in natural order of their
+// names.
+func (s *Source) scanSiblings() []sibling {
+	if len(s.rotated) == 0 {
+		return nil
+	}
+	seen := map[string]bool{s.path: true, s.opts.Pointer: true, s.opts.Pointer + ".tmp": true}
+	var out []sibling
+	for _, pat := range s.rotated {
+		names, _ := filepath.Glob(strings.ReplaceAll(pat, "{path}", globQuote(s.path)))
+		for _, name := range names {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			fi, err := os.Stat(name)
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			if id := identity(fi); id != 0 {
+				out = append(out, sibling{name, id})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b sibling) int { return compareNatural(a.name, b.name) })
+	return out
+}
+
+// remember records the file of identity id, whose first bytes are head, as
+// known.
+func (s *Source) remember(id uint64, head []byte) {
+	if id != 0 {
+		s.know(id, seenFile{n: int64(len(head)), fp: fingerprintOf(head)})
+	}
+}
+
+// know records the file of identity id as known, with sf.
+func (s *Source) know(id uint64, sf seenFile) {
+	if s.known == nil {
+		s.known = map[uint64]seenFile{}
+	}
+	s.known[id] = sf
+}
+
+// rememberAll records the siblings as known, each with the fingerprint of
+// its first bytes now.
+func (s *Source) rememberAll(sibs []sibling) {
+	for _, sb := range sibs {
+		if _, ok := s.known[sb.id]; ok {
+			continue
+		}
+		if head, id, err := headOf(sb.name); err == nil && id == sb.id {
+			s.remember(id, head)
+		}
+	}
+}
+
+// headOf reads the first bytes (up to FingerprintMax) of the file at name,
+// with its identity.
+func headOf(name string) ([]byte, uint64, error) {
+	file, err := openInput(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer file.Close()
+	fi, err := file.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	head, err := readHead(file, fi.Size(), name)
+	return head, identity(fi), err
+}
+
+// isKnown reports whether sb is a file the source knows: its identity, and
+// its first bytes as they were (an inode reused by another file is not).
+// One whose first bytes cannot be read is taken for known by its identity.
+func (s *Source) isKnown(sb sibling) bool {
+	k, ok := s.known[sb.id]
+	if !ok {
+		return false
+	}
+	if k.n == 0 {
+		return true
+	}
+	head, id, err := headOf(sb.name)
+	if err != nil {
+		return true
+	}
+	return id == sb.id && int64(len(head)) >= k.n && fingerprintOf(head[:k.n]) == k.fp
+}
+
+// nextRotated finds the next file to read before the path once the open
+// file is finished: the first, in rotation order, of the rotated siblings
+// the source does not know (neither read nor rotated before what it read),
+// other than the file at the path (identity pathID, 0 for none). It
+// returns it open. A sibling that cannot be opened, or that is gone when
+// it is opened and was not renamed, is a file never read: reported (a
+// loss) and then known.
+func (s *Source) nextRotated(pathID uint64) (*os.File, os.FileInfo, sibling, bool) {
+	var lost map[uint64]string // siblings gone when opened: their last name
+	for range scanAttempts {
+		sibs := s.rotatedSiblings()
+		present := make(map[uint64]bool, len(sibs))
+		for _, sb := range sibs {
+			present[sb.id] = true
+		}
+		for id := range s.known {
+			if !present[id] && id != s.fileID && id != pathID {
+				delete(s.known, id) // gone: its identity may be reused
+			}
+		}
+		for id, name := range lost {
+			if !present[id] {
+				s.lostRotated(sibling{name, id}, "it was deleted before it could be read")
+			}
+		}
+		lost = nil
+		sb, ok := s.firstUnknown(sibs, pathID)
+		if !ok {
+			return nil, nil, sibling{}, false
+		}
+		if s.hookRotate != nil {
+			s.hookRotate(sb.name)
+		}
+		file, err := openInput(sb.name)
+		var fi os.FileInfo
+		if err == nil {
+			if fi, err = file.Stat(); err == nil && !fi.Mode().IsRegular() {
+				err = fmt.Errorf("%w (%s)", ErrNotRegular, fi.Mode().Type())
+			}
+			if err != nil {
+				file.Close()
+			}
+		}
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			lost = map[uint64]string{sb.id: sb.name} // renamed again, or deleted: list again
+			continue
+		case err != nil:
+			s.lostRotated(sb, fmt.Sprintf("it could not be opened: %v", err))
+			continue
+		case identity(fi) != sb.id:
+			file.Close() // another file took the name meanwhile: list again
+			continue
+		}
+		return file, fi, sb, true
+	}
+	for id, name := range lost {
+		s.lostRotated(sibling{name, id}, "it was gone when it was to be read")
+	}
+	return nil, nil, sibling{}, false
+}
+
+// firstUnknown is the first of sibs, in rotation order, that the source
+// does not know, other than the open file and the file at the path: the
+// first in name order, or the last when every such sibling lies before
+// the open file (its numbers count down to the newest).
+func (s *Source) firstUnknown(sibs []sibling, pathID uint64) (sibling, bool) {
+	anchor := -1
+	var unknown []int
+	for i, sb := range sibs {
+		switch {
+		case sb.id == s.fileID:
+			anchor = i
+		case sb.id == pathID:
+		case !s.isKnown(sb):
+			unknown = append(unknown, i)
+		}
+	}
+	if len(unknown) == 0 {
+		return sibling{}, false
+	}
+	if last := unknown[len(unknown)-1]; anchor >= 0 && last < anchor {
+		return sibs[last], true
+	}
+	return sibs[unknown[0]], true
+}
+
+// lostRotated reports a file rotated after the one read before it that
+// cannot be read: its bytes were never read (a loss, counted). It is then
+// known, so it is reported once.
+func (s *Source) lostRotated(sb sibling, why string) {
+	s.unread(Pointer{Identity: sb.id}, fmt.Sprintf("it is a file rotated after the one read before it (%s) and %s", sb.name, why))
+	s.know(sb.id, seenFile{})
+}
+
+// compareNatural orders names naturally: runs of digits compare as numbers
+// (leading zeros ignored, then the shorter run first), the rest byte by
+// byte; names that compare equal so compare as strings.
+func compareNatural(a, b string) int {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		ca, cb := a[i], b[j]
+		if isDigit(ca) && isDigit(cb) {
+			ei, ej := i, j
+			for ei < len(a) && isDigit(a[ei]) {
+				ei++
+			}
+			for ej < len(b) && isDigit(b[ej]) {
+				ej++
+			}
+			na, nb := strings.TrimLeft(a[i:ei], "0"), strings.TrimLeft(b[j:ej], "0")
+			if len(na) != len(nb) {
+				return len(na) - len(nb)
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			i, j = ei, ej
+			continue
+		}
+		if ca != cb {
+			return int(ca) - int(cb)
+		}
+		i++
+		j++
+	}
+	if c := (len(a) - i) - (len(b) - j); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
