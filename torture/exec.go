@@ -310,6 +310,10 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome,
 			return nil, err
 		}
 	}
+	if sr.file != nil {
+		sr.file.running, sr.file.fresh = true, !sr.ran
+		defer func() { sr.file.running, sr.file.fresh = false, false }()
+	}
 	for _, op := range run.During {
 		time.Sleep(time.Duration(sr.r.IntN(40)) * time.Millisecond)
 		sr.logf("run %d: during: %s %d", i, op.Kind, op.N)

@@ -18,11 +18,46 @@ type fileInput struct {
 	path    string // DIR/in.txt
 	rotated int    // the suffix of the last rotation (PATH-000K)
 	gen     *lineGen
+	current []int // the lines PATH holds, by id
+	// running says a run follows the input now: the lines an operation
+	// destroys then may not have been read yet, and no source can know
+	// they existed (atRisk).
+	running bool
+	// fresh says the run following the input is the first to read it: it
+	// has no pointer yet, so lines rotated away before it opened the file
+	// are not its to know (atRisk too).
+	fresh bool
+}
+
+// rotateAway notes that the lines PATH holds moved to a rotated file:
+// kept, but at risk while the first run may not have opened PATH yet.
+func (fi *fileInput) rotateAway() {
+	if fi.running && fi.fresh {
+		for _, id := range fi.current {
+			fi.gen.atRisk[id] = true
+		}
+	}
+	fi.current = nil
+}
+
+// destroy marks the lines PATH holds as destroyed: while a run follows,
+// they are at risk (the source may never have seen them); while stopped,
+// the restart must count a loss for any it had not read.
+func (fi *fileInput) destroy() {
+	if fi.running {
+		for _, id := range fi.current {
+			fi.gen.atRisk[id] = true
+		}
+	}
+	fi.current = nil
 }
 
 func (fi *fileInput) appendLines(lines []line) error {
 	if len(lines) == 0 {
 		return nil
+	}
+	for _, l := range lines {
+		fi.current = append(fi.current, l.id)
 	}
 	var b bytes.Buffer
 	for _, l := range lines {
@@ -63,6 +98,7 @@ func (fi *fileInput) apply(op Op) error {
 		if err := os.Rename(fi.path, fi.nextRotated()); err != nil {
 			return err
 		}
+		fi.rotateAway()
 		return os.WriteFile(fi.path, nil, 0o644)
 	case OpCopy:
 		if err := fi.appendLines(fi.gen.gen(op.N)); err != nil {
@@ -71,6 +107,7 @@ func (fi *fileInput) apply(op Op) error {
 		if err := copyFile(fi.path, fi.nextRotated()); err != nil {
 			return err
 		}
+		fi.rotateAway()
 		return os.Truncate(fi.path, 0)
 	case OpBurst:
 		for range op.N {
@@ -80,23 +117,27 @@ func (fi *fileInput) apply(op Op) error {
 			if err := os.Rename(fi.path, fi.nextRotated()); err != nil {
 				return err
 			}
+			fi.rotateAway()
 			if err := os.WriteFile(fi.path, nil, 0o644); err != nil {
 				return err
 			}
 		}
 		return nil
 	case OpTruncate:
+		fi.destroy()
 		return os.Truncate(fi.path, 0)
 	case OpRewrite:
 		old, err := os.ReadFile(fi.path)
 		if err != nil {
 			return err
 		}
+		fi.destroy()
 		var b bytes.Buffer
 		for b.Len() < len(old) || b.Len() == 0 {
 			for _, l := range fi.gen.gen(max(1, op.N)) {
 				b.WriteString(l.text)
 				b.WriteByte('\n')
+				fi.current = append(fi.current, l.id)
 			}
 		}
 		f, err := os.OpenFile(fi.path, os.O_WRONLY, 0)
@@ -109,6 +150,7 @@ func (fi *fileInput) apply(op Op) error {
 		}
 		return err
 	case OpRecreate:
+		fi.destroy()
 		if err := os.Remove(fi.path); err != nil {
 			return err
 		}

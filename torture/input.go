@@ -53,10 +53,14 @@ type lineGen struct {
 	acct    [3]int         // the current posting, debit and credit account numbers
 	lines   []line
 	maxLine int
+	// atRisk are lines an operation destroyed while a run followed the
+	// input: the source may never have seen them, and no source can know
+	// they existed. The oracle does not require them.
+	atRisk map[int]bool
 }
 
 func newLineGen(s *Scenario) *lineGen {
-	return &lineGen{r: rand.New(rand.NewPCG(s.Seed, 0x5eed)), s: s, powers: map[string]int{}}
+	return &lineGen{r: rand.New(rand.NewPCG(s.Seed, 0x5eed)), s: s, powers: map[string]int{}, atRisk: map[int]bool{}}
 }
 
 // maxPower is the last t of an account: sum(2*3^t, t <= 38) < 2^63.

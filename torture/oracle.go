@@ -328,6 +328,9 @@ func (o *oracle) checkLines() {
 		case lineFail, lineOversize, lineTick, lineQuiet:
 			continue
 		}
+		if sr.gen.atRisk[l.id] && applied[l.id] <= 1 {
+			continue // destroyed while a run followed: perhaps never seen
+		}
 		if stateKnown && l.postings != nil {
 			switch n := applied[l.id]; {
 			case n == 0:
