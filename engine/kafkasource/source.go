@@ -727,6 +727,25 @@ func (c committer) Acknowledged(_, epoch int64, pos core.Position) {
 // is past the committed one; a lower committed offset is never sent.
 func (c committer) Commit() error { return c.s.commit() }
 
+var _ engine.CommitReporter = committer{}
+
+// Durable reports the offset this source committed for partition key while
+// it owned it under the assignment that epoch's records were published in
+// (engine.CommitReporter), so that the engine claims a commit (a COMMIT
+// row) only for a position Kafka holds from this member. It is not live
+// once the partition is no longer owned, or owned again under a later
+// assignment: the acknowledgements of epoch are fenced, never committed.
+func (c committer) Durable(epoch int64, key string) (int64, bool) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.parts[key]
+	if p == nil || epoch < p.since {
+		return -1, false
+	}
+	return p.committed, p.owned
+}
+
 func (s *Source) commit() error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
