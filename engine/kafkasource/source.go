@@ -32,6 +32,10 @@ const (
 	DefaultVerifyInterval = time.Second
 )
 
+// LossRetention is the engine.Loss reason of records deleted (retention,
+// DeleteRecords) before the group read them.
+const LossRetention = "retention"
+
 // Options configure a Source.
 type Options struct {
 	// Brokers are the seed brokers (host:port).
@@ -107,6 +111,7 @@ type Source struct {
 	lastError string
 	verified  time.Time // the last periodic read-back
 	seeded    time.Time // the last read of end offsets (seedEnds)
+	started   time.Time // the last read of start offsets (checkStarts)
 
 	// commitMu serialises commits (a poll's and a revocation's).
 	commitMu       sync.Mutex
@@ -132,7 +137,18 @@ type part struct {
 	acked     int64 // the highest acknowledged position of this ownership
 	committed int64 // the highest committed offset (-1: not known)
 	hwm       int64 // the high watermark of the last fetch (-1: not known)
-	paused    bool
+	// next is the offset of the next record the fetches should return
+	// (the group's commit at the assignment, 0 without one; then the one
+	// after the last record fetched); -1 until the first fetch of an
+	// assignment. A fetch whose log start offset is past it shows records
+	// deleted before they were read.
+	next int64
+	lost int64 // records deleted before they were read (all assignments)
+	// gone is the log start offset a read of the start offsets found past
+	// next (0: none): counted lost when the next read, a second later,
+	// finds next still below it (checkStarts).
+	gone   int64
+	paused bool
 	// uncertain is set by a commit whose outcome is unknown: until then
 	// (and until the offsets read back agree) each commit verifies them.
 	uncertain time.Time
@@ -231,6 +247,7 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 		refused = time.Time{}
 		s.resume(cl)
 		s.seedEnds(ctx, cl)
+		s.checkStarts(ctx, cl)
 		s.report()
 		cl.AllowRebalance()
 		pctx, cancel := context.WithTimeout(ctx, s.pollWait())
@@ -267,6 +284,7 @@ func (s *Source) newClient() (*kgo.Client, error) {
 		kgo.ConsumeTopics(s.opts.Topics...),
 		kgo.ConsumerGroup(s.opts.Group),
 		kgo.DisableAutoCommit(),
+		kgo.KeepControlRecords(), // they move a partition's next offset (take)
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(4 * s.opts.PollInterval),
 		kgo.OnPartitionsAssigned(s.assigned),
@@ -303,8 +321,10 @@ func (s *Source) Close() error {
 	return nil
 }
 
-// take appends the polled records to the buffer and notes the high
-// watermarks and fetch errors.
+// take appends the polled records to the buffer (but control records,
+// which only move the partition's next offset), notes the high watermarks
+// and fetch errors, and reports as lost (LossRetention) the records a
+// partition's log start offset moved past before they were read.
 func (s *Source) take(fetches kgo.Fetches) {
 	var errs []error
 	fetches.EachError(func(topic string, partition int32, err error) {
@@ -313,8 +333,9 @@ func (s *Source) take(fetches kgo.Fetches) {
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", partitionKey(topic, partition), err))
 	})
+	var losses []engine.Loss
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	in := s.in
 	s.fetchErr = ""
 	if len(errs) > 0 {
 		s.fetchErr = "fetch: " + errors.Join(errs...).Error()
@@ -325,21 +346,138 @@ func (s *Source) take(fetches kgo.Fetches) {
 		if p == nil || !p.owned {
 			return
 		}
-		if p.committed < 0 {
+		if p.committed < 0 || p.next < 0 {
 			// The offset the group had committed when it was assigned
-			// (what this fetch started from), for the status.
+			// (what this fetch started from), for the status and as
+			// the first offset the fetches should return.
 			if committed == nil {
 				committed = s.cl.CommittedOffsets()
 			}
-			if eo, ok := committed[fp.Topic][fp.Partition]; ok {
+			eo, ok := committed[fp.Topic][fp.Partition]
+			if ok && p.committed < 0 {
 				p.committed = eo.Offset
 			}
+			if p.next < 0 {
+				p.next = 0 // no commit: the group reads from offset 0, or what is left of it
+				if ok && eo.Offset > 0 {
+					p.next = eo.Offset
+				}
+			}
+		}
+		if l, ok := s.deleted(p, fp); ok {
+			losses = append(losses, l)
 		}
 		if fp.HighWatermark > p.hwm {
 			p.hwm = fp.HighWatermark
 		}
-		s.buf = append(s.buf, fp.Records...)
+		if len(fp.Records) > 0 {
+			p.gone = 0 // the fetches move on: take sees the log start itself
+		}
+		for _, r := range fp.Records {
+			p.next = max(p.next, r.Offset+1)
+			if !r.Attrs.IsControl() {
+				s.buf = append(s.buf, r)
+			}
+		}
 	})
+	s.mu.Unlock()
+	for _, l := range losses {
+		s.log.Warn("kafkasource: records deleted before they were read (retention); counted lost",
+			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
+		in.AddLoss(l)
+	}
+}
+
+// deleted is the loss of p's records that fp shows deleted before they
+// were read: from the next offset expected up to the fetch's log start
+// offset (the client resumes there when its offset fell below it), or up
+// to its first record when that is lower (read before the deletion). It
+// moves p past them. s.mu held.
+func (s *Source) deleted(p *part, fp kgo.FetchTopicPartition) (engine.Loss, bool) {
+	to := fp.LogStartOffset
+	if len(fp.Records) > 0 {
+		to = min(to, fp.Records[0].Offset)
+	}
+	if p.next < 0 || to <= p.next {
+		return engine.Loss{}, false
+	}
+	l := engine.Loss{Reason: LossRetention, Items: to - p.next, Epoch: p.since, Key: p.key, From: p.next, To: to,
+		Detail: fmt.Sprintf("kafka %s: offsets %d-%d deleted (log start %d) before group %s read them",
+			p.key, p.next, to-1, fp.LogStartOffset, s.opts.Group)}
+	p.lost += l.Items
+	p.next, p.gone = to, 0
+	return l, true
+}
+
+// checkStarts reads, at most once a second while an owned partition that
+// is not paused has records left to read, the start offsets of their
+// topics: a partition whose every record left was deleted returns none in
+// a fetch, so take never sees its log start. A log start found past the
+// partition's next offset is noted; found so again a second later, with
+// no fetch having moved the partition on meanwhile (a fetch answered
+// before the deletion would have), the records up to the log start first
+// noted are counted lost, as take counts them.
+func (s *Source) checkStarts(ctx context.Context, cl *kgo.Client) {
+	s.mu.Lock()
+	var topics []string
+	if time.Since(s.started) >= time.Second {
+		for _, p := range s.parts {
+			if p.owned && !p.paused && p.hwm > max(p.next, p.published, p.committed, 0) && !slices.Contains(topics, p.topic) {
+				topics = append(topics, p.topic)
+			}
+		}
+	}
+	if len(topics) > 0 {
+		s.started = time.Now()
+	}
+	in := s.in
+	s.mu.Unlock()
+	if len(topics) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CommitTimeout)
+	defer cancel()
+	starts, err := kadm.NewClient(cl).ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return // read again in a second
+	}
+	committed := cl.CommittedOffsets()
+	var losses []engine.Loss
+	s.mu.Lock()
+	starts.Each(func(o kadm.ListedOffset) {
+		p := s.parts[partitionKey(o.Topic, o.Partition)]
+		if o.Err != nil || p == nil || !p.owned {
+			return
+		}
+		if p.next < 0 { // not fetched yet: from the group's commit
+			p.next = 0
+			if eo, ok := committed[p.topic][p.partition]; ok && eo.Offset > 0 {
+				p.next = eo.Offset
+			}
+		}
+		switch {
+		case o.Offset <= p.next:
+			p.gone = 0
+		case p.gone == 0:
+			p.gone = o.Offset // noted: counted if still so at the next read
+		default:
+			n := p.gone - p.next
+			losses = append(losses, engine.Loss{Reason: LossRetention, Items: n, Epoch: p.since, Key: p.key, From: p.next, To: p.gone,
+				Detail: fmt.Sprintf("kafka %s: offsets %d-%d deleted (log start %d) before group %s read them",
+					p.key, p.next, p.gone-1, o.Offset, s.opts.Group)})
+			p.lost += n
+			p.next, p.gone = p.gone, 0
+			if o.Offset > p.next {
+				p.gone = o.Offset
+			}
+		}
+	})
+	s.mu.Unlock()
+	for _, l := range losses {
+		s.log.Warn("kafkasource: records deleted before they were read (retention); counted lost",
+			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
+		in.AddLoss(l)
+	}
 }
 
 // publish offers the buffered records in order. It reports how many the
@@ -512,7 +650,10 @@ func (s *Source) report() {
 			s.setStateLocked(engine.StateBehind, "partition "+p.key+": high watermark not known yet")
 			return
 		}
-		lag += max(0, p.hwm-max(p.published, p.committed))
+		// The buffer is published (report runs then): every record
+		// fetched, up to next, is published or a control record, or was
+		// deleted before it was read (counted lost).
+		lag += max(0, p.hwm-max(p.published, p.committed, p.next))
 	}
 	switch {
 	case owned == 0:
@@ -635,7 +776,7 @@ func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 				p = &part{topic: topic, partition: partition, key: key, committed: -1}
 				s.parts[key] = p
 			}
-			p.owned, p.since, p.published, p.acked, p.committed, p.hwm, p.paused = true, s.gen, 0, 0, -1, -1, false
+			p.owned, p.since, p.published, p.acked, p.committed, p.hwm, p.next, p.gone, p.paused = true, s.gen, 0, 0, -1, -1, -1, 0, false
 		}
 	}
 }
@@ -901,6 +1042,9 @@ type PartitionStatus struct {
 	// Lag is HighWatermark minus Committed (-1 when either is unknown).
 	Lag    int64
 	Paused bool
+	// Lost counts the records of the partition deleted (retention,
+	// DeleteRecords) before the group read them: a loss.
+	Lost int64
 }
 
 // Status returns the source's status; safe to call at any time.
@@ -913,7 +1057,7 @@ func (s *Source) Status() Status {
 	}
 	for _, p := range s.parts {
 		ps := PartitionStatus{Topic: p.topic, Partition: p.partition, Owned: p.owned, Committed: p.committed,
-			Processed: p.acked, Published: p.published, HighWatermark: p.hwm, Lag: -1, Paused: p.paused}
+			Processed: p.acked, Published: p.published, HighWatermark: p.hwm, Lag: -1, Paused: p.paused, Lost: p.lost}
 		if p.hwm >= 0 && p.committed >= 0 {
 			ps.Lag = p.hwm - p.committed
 		}
