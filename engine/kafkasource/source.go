@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,9 +33,15 @@ const (
 	DefaultVerifyInterval = time.Second
 )
 
-// LossRetention is the engine.Loss reason of records deleted (retention,
-// DeleteRecords) before the group read them.
-const LossRetention = "retention"
+// The engine.Loss reasons of a Source.
+const (
+	// LossRetention: records deleted (retention, DeleteRecords) before
+	// the group read them.
+	LossRetention = "retention"
+	// LossDeleted: the records of a partition the source owned, not yet
+	// read, when its topic was deleted.
+	LossDeleted = "deleted"
+)
 
 // Options configure a Source.
 type Options struct {
@@ -112,6 +119,11 @@ type Source struct {
 	verified  time.Time // the last periodic read-back
 	seeded    time.Time // the last read of end offsets (seedEnds)
 	started   time.Time // the last read of start offsets (checkStarts)
+	listed    time.Time // the last read of the topics' partitions (checkPartitions)
+	// unconsumed says why a partition of the topics is read by no one (a
+	// partition no member of the group is assigned, a deleted topic), ""
+	// when every one is owned: the feed is BEHIND while it is set.
+	unconsumed string
 
 	// commitMu serialises commits (a poll's and a revocation's).
 	commitMu       sync.Mutex
@@ -222,6 +234,7 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 		s.poll()
 		if ctx.Err() != nil {
 			cl.AllowRebalance()
+			s.stopCheck(cl)
 			return nil
 		}
 		if took, all := s.publish(); !all {
@@ -248,6 +261,7 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 		s.resume(cl)
 		s.seedEnds(ctx, cl)
 		s.checkStarts(ctx, cl)
+		s.checkPartitions(ctx, cl)
 		s.report()
 		cl.AllowRebalance()
 		pctx, cancel := context.WithTimeout(ctx, s.pollWait())
@@ -584,6 +598,144 @@ func (s *Source) seedEnds(ctx context.Context, cl *kgo.Client) {
 	})
 }
 
+// checkPartitions reads the partitions of the source's topics, at most
+// once a second: a partition this member does not own, and that the
+// group's assignment (DescribeGroups) gives no member, is read by no one
+// (added to the topic since the last rebalance): the feed is BEHIND,
+// naming it, and the client's metadata is refreshed at once so that the
+// group's leader rebalances to assign it (the client alone would notice
+// it at its next metadata refresh, minutes later). A deleted topic leaves
+// the feed BEHIND too, and the records of its partitions this member owned
+// and had not read yet (up to the high watermark last seen) are counted
+// lost (LossDeleted).
+func (s *Source) checkPartitions(ctx context.Context, cl *kgo.Client) {
+	s.mu.Lock()
+	due := time.Since(s.listed) >= time.Second
+	if due {
+		s.listed = time.Now()
+	}
+	s.mu.Unlock()
+	if due {
+		s.listPartitions(ctx, cl)
+	}
+}
+
+// stopCheck is the last checkPartitions, when Run ends: a partition added
+// since the last check, or a topic deleted, must not leave a stopped run
+// settled. When the partitions cannot be read, the feed is BEHIND (not
+// known).
+func (s *Source) stopCheck(cl *kgo.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
+	defer cancel()
+	if err := s.listPartitions(ctx, cl); err != nil {
+		s.mu.Lock()
+		s.unconsumed = fmt.Sprintf("the partitions of %s not known at the stop: %v", strings.Join(s.opts.Topics, ", "), err)
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unconsumed != "" {
+		s.setStateLocked(engine.StateBehind, s.unconsumed)
+	}
+}
+
+// listPartitions is checkPartitions' read; it returns why the partitions
+// could not be read (then nothing changes).
+func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CommitTimeout)
+	defer cancel()
+	// A metadata request of its own: the client's cached metadata (which
+	// kadm's listings use) may be seconds old.
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range s.opts.Topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	var deleted []string         // topics
+	var unowned []topicPartition // partitions not owned here
+	s.mu.Lock()
+	for _, rt := range resp.Topics {
+		t := ""
+		if rt.Topic != nil {
+			t = *rt.Topic
+		}
+		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+			if errors.Is(err, kerr.UnknownTopicOrPartition) {
+				deleted = append(deleted, t)
+				continue
+			}
+			s.mu.Unlock()
+			return fmt.Errorf("topic %s: %w", t, err)
+		}
+		for _, rp := range rt.Partitions {
+			if p := s.parts[partitionKey(t, rp.Partition)]; p == nil || !p.owned {
+				unowned = append(unowned, topicPartition{t, rp.Partition})
+			}
+		}
+	}
+	s.mu.Unlock()
+	adm := kadm.NewClient(cl)
+	var unassigned []string
+	if len(unowned) > 0 {
+		groups, err := adm.DescribeGroups(ctx, s.opts.Group)
+		if err == nil {
+			err = groups.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("group %s: %w", s.opts.Group, err)
+		}
+		assigned := groups.AssignedPartitions()
+		for _, tp := range unowned {
+			if !assigned.Lookup(tp.topic, tp.partition) {
+				unassigned = append(unassigned, partitionKey(tp.topic, tp.partition))
+			}
+		}
+		slices.Sort(unassigned)
+	}
+	var why []string
+	for _, t := range deleted {
+		why = append(why, "topic "+t+" deleted")
+	}
+	if len(unassigned) > 0 {
+		why = append(why, fmt.Sprintf("partition %s not assigned to any member of group %s", strings.Join(unassigned, ", "), s.opts.Group))
+		cl.ForceMetadataRefresh() // the group's leader rebalances once it sees the partition
+	}
+	var losses []engine.Loss
+	s.mu.Lock()
+	s.unconsumed = strings.Join(why, "; ")
+	for _, p := range s.parts {
+		if !p.owned || !slices.Contains(deleted, p.topic) {
+			continue
+		}
+		from := max(p.next, p.published, p.committed, 0)
+		if p.hwm > from {
+			losses = append(losses, engine.Loss{Reason: LossDeleted, Items: p.hwm - from, Epoch: p.since, Key: p.key, From: from, To: p.hwm,
+				Detail: fmt.Sprintf("kafka %s: offsets %d-%d not read when topic %s was deleted", p.key, from, p.hwm-1, p.topic)})
+			p.lost += p.hwm - from
+			p.next = p.hwm
+		}
+	}
+	in := s.in
+	s.mu.Unlock()
+	for _, l := range losses {
+		s.log.Warn("kafkasource: topic deleted with records not read; counted lost",
+			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
+		in.AddLoss(l)
+	}
+	return nil
+}
+
+// topicPartition names a partition.
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
 // pause pauses the fetches of every owned partition (the feed refused a
 // record: PAUSE).
 func (s *Source) pause(cl *kgo.Client) {
@@ -637,6 +789,10 @@ func (s *Source) report() {
 	}
 	if e := s.brokerErr.Load(); e != nil {
 		s.setStateLocked(engine.StateBehind, *e)
+		return
+	}
+	if s.unconsumed != "" {
+		s.setStateLocked(engine.StateBehind, s.unconsumed)
 		return
 	}
 	var lag int64
