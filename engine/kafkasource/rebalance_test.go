@@ -276,3 +276,78 @@ func TestARevokedPartitionsFencedRecordsLeaveNoCommitRowKafkaNeverHeld(t *testin
 		t.Fatal("A's recording holds no COMMIT row")
 	}
 }
+
+// TestAMemberJoiningABackloggedGroupIsAssignedWithinSeconds: A owns 4
+// partitions with a slow processor (1ms a record) and a full poll of
+// 8,192 records queued (the `run --kafka` defaults: the queue holds a
+// poll), its buffer holding the next poll; B joins. The revocation of B's
+// partitions hands back A's polled records of them at once and waits for
+// their queued ones no longer than the default RevokeTimeout (2s): B owns
+// partitions within 5s (the rest is the group's join rounds), where the
+// revocation used to wait for A's whole backlog of them, records
+// published while it waited included, up to 10s (members joined after
+// 10-24s). Every record is processed, and each one A or B processed twice
+// lies in a revoked partition (A's queued records of them, fenced).
+func TestAMemberJoiningABackloggedGroupIsAssignedWithinSeconds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a slow processor's backlog")
+	}
+	c := newCluster(t, 4)
+	hwm := produce(t, c, 20000, 400, kgo.ProducerBatchMaxBytes(1<<10))
+	fast := []kgo.Opt{kgo.FetchMaxPartitionBytes(2 << 10), kgo.HeartbeatInterval(100 * time.Millisecond)}
+	srcA, err := kafkasource.New(kafkasource.Options{Brokers: c.ListenAddrs(), Topics: []string{topic}, Group: "gjoin",
+		PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), ClientOptions: fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srcA.Close() })
+	tl := newTally(hwm)
+	var handledA atomic.Int64
+	var slow atomic.Bool // until B owns partitions
+	slow.Store(true)
+	backlog := make(chan struct{})
+	startEngineQueue(t, srcA, kafkasource.DefaultMaxPollRecords, core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
+		if handledA.Add(1) == 100 {
+			close(backlog) // the queue is full by now
+		}
+		if slow.Load() {
+			time.Sleep(time.Millisecond) // the slow work
+		}
+		tl.add(ev.(*kafkasource.Record))
+		return nil
+	}))
+	<-backlog
+	srcB := newSource(t, c, "gjoin", nil, fast...)
+	joined := time.Now()
+	startEngine(t, srcB, core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
+		tl.add(ev.(*kafkasource.Record))
+		return nil
+	}))
+	owned := func(src *kafkasource.Source) map[int32]bool {
+		m := map[int32]bool{}
+		for _, p := range src.Status().Partitions {
+			if p.Owned {
+				m[p.Partition] = true
+			}
+		}
+		return m
+	}
+	eventually(t, time.Minute, "B owns partitions", func() bool { return len(owned(srcB)) > 0 })
+	took := time.Since(joined)
+	slow.Store(false)
+	revoked := owned(srcB)
+	if bound := 5 * time.Second; took > bound {
+		t.Errorf("B owned partitions %s after it joined, want within %s", took.Round(time.Millisecond), bound)
+	}
+	eventually(t, 2*time.Minute, "every partition committed to its high watermark", func() bool {
+		return equalOffsets(committed(t, c, "gjoin"), hwm)
+	})
+	for p, offs := range tl.parts {
+		for o := range offs {
+			if k := offs[o].Load(); k == 0 || k > 1 && !revoked[int32(p)] {
+				t.Errorf("partition %d (revoked from A: %v) offset %d processed %d times", p, revoked[int32(p)], o, k)
+			}
+		}
+	}
+	t.Logf("B owned %v %s after it joined; A fenced %d", revoked, took.Round(time.Millisecond), srcA.Status().Fenced)
+}

@@ -29,7 +29,7 @@ const (
 	DefaultCommitInterval = 2 * time.Millisecond
 	DefaultMaxPollRecords = 8192
 	DefaultCommitTimeout  = 10 * time.Second
-	DefaultRevokeTimeout  = 10 * time.Second
+	DefaultRevokeTimeout  = 2 * time.Second
 	DefaultVerifyInterval = time.Second
 )
 
@@ -74,7 +74,8 @@ type Options struct {
 	// RevokeTimeout bounds how long a revocation waits for the revoked
 	// partitions' published records to be processed before it commits
 	// their processed prefix; the rest is abandoned uncommitted (the new
-	// owner reads it again). Default 10s.
+	// owner reads it again). A member joining the group waits for it:
+	// the rebalance completes once every revocation did. Default 2s.
 	RevokeTimeout time.Duration
 	// Item, when set, builds the item published for a record (for an app
 	// that reads lines: the value as a string). Default: the *Record.
@@ -161,6 +162,9 @@ type part struct {
 	// finds next still below it (checkStarts).
 	gone   int64
 	paused bool
+	// revoking: a revocation of the partition is under way: its records
+	// are no longer published, nor taken from the fetches.
+	revoking bool
 	// uncertain is set by a commit whose outcome is unknown: until then
 	// (and until the offsets read back agree) each commit verifies them.
 	uncertain time.Time
@@ -357,7 +361,7 @@ func (s *Source) take(fetches kgo.Fetches) {
 	var committed map[string]map[int32]kgo.EpochOffset
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		p := s.parts[partitionKey(fp.Topic, fp.Partition)]
-		if p == nil || !p.owned {
+		if p == nil || !p.owned || p.revoking {
 			return
 		}
 		if p.committed < 0 || p.next < 0 {
@@ -937,11 +941,16 @@ func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 	}
 }
 
-// revoked waits, bounded by RevokeTimeout, for the revoked partitions'
-// published records to be processed, commits their processed prefix and
-// stops owning them: their records still queued are fenced (a later
-// acknowledgement is not committed) and their buffered records dropped.
+// revoked hands the revoked partitions' polled records that are not
+// published yet back at once (they are dropped and no more are published:
+// the new owner reads them from the commit), then waits, bounded by
+// RevokeTimeout, for their published records to be processed, commits
+// their processed prefix and stops owning them: their records still
+// queued are fenced (a later acknowledgement is not committed). The wait
+// is for what the queues held when the revocation began, never for a
+// poll's worth of records still to be published.
 func (s *Source) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	s.handBack(revoked)
 	if s.running.Load() {
 		deadline := time.Now().Add(s.opts.RevokeTimeout)
 		timer := time.NewTimer(time.Hour)
@@ -954,6 +963,34 @@ func (s *Source) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 	}
 	s.poll()
 	s.disown(revoked)
+}
+
+// handBack marks partitions being revoked and drops their buffered
+// records, not published.
+func (s *Source) handBack(tps map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	back := map[string]bool{}
+	for topic, ps := range tps {
+		for _, partition := range ps {
+			if p := s.parts[partitionKey(topic, partition)]; p != nil && p.owned {
+				p.revoking = true
+				back[p.key] = true
+			}
+		}
+	}
+	s.dropBuffered(back)
+}
+
+// dropBuffered drops the buffered records of the partitions keyed in
+// drop (s.mu held).
+func (s *Source) dropBuffered(drop map[string]bool) {
+	if len(drop) == 0 {
+		return
+	}
+	clear(s.buf[:s.head])
+	s.buf = slices.DeleteFunc(s.buf[s.head:], func(r *kgo.Record) bool { return drop[partitionKey(r.Topic, r.Partition)] })
+	s.head = 0
 }
 
 // lost stops owning partitions without committing: the session is gone,
@@ -988,7 +1025,7 @@ func (s *Source) disown(tps map[string][]int32) {
 				if p.paused {
 					resume[topic] = append(resume[topic], partition)
 				}
-				p.owned, p.paused = false, false
+				p.owned, p.paused, p.revoking = false, false, false
 				gone[key] = true
 			}
 		}
@@ -997,9 +1034,7 @@ func (s *Source) disown(tps map[string][]int32) {
 		// Not paused if it is assigned again.
 		s.cl.ResumeFetchPartitions(resume)
 	}
-	clear(s.buf[:s.head])
-	s.buf = slices.DeleteFunc(s.buf[s.head:], func(r *kgo.Record) bool { return gone[partitionKey(r.Topic, r.Partition)] })
-	s.head = 0
+	s.dropBuffered(gone)
 }
 
 // committer is the source's engine.Committer.
