@@ -98,7 +98,8 @@ func TestRunKafkaConsumesTheTopicCommitsAfterProcessingAndTheRecordingReplays(t 
 }
 
 // TestRunKafkaFlagsAreCheckedTogether: --kafka takes --topic and --group
-// and no --input; --topic or --group alone is a usage error.
+// and no --input; --topic or --group alone is a usage error, and so are
+// --poll-records and --revoke-timeout without --kafka or not positive.
 func TestRunKafkaFlagsAreCheckedTogether(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "run.csv")
@@ -110,6 +111,10 @@ func TestRunKafkaFlagsAreCheckedTogether(t *testing.T) {
 		{"kafka without group", []string{"--kafka", "localhost:9092", "--topic", "t"}},
 		{"kafka without topic", []string{"--kafka", "localhost:9092", "--group", "g"}},
 		{"topic without kafka", []string{"--input", "in.txt", "--topic", "t"}},
+		{"poll-records without kafka", []string{"--input", "in.txt", "--poll-records", "10"}},
+		{"revoke-timeout without kafka", []string{"--input", "in.txt", "--revoke-timeout", "1s"}},
+		{"poll-records 0", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--poll-records", "0"}},
+		{"revoke-timeout 0", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--revoke-timeout", "0s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"run", "--app", "ledger", "--store", store}, tc.args...)
@@ -243,5 +248,42 @@ func evictMembers(t *testing.T, brokers, group string) {
 	}
 	if err != nil {
 		t.Fatalf("evicting the members of group %s: %v", group, err)
+	}
+}
+
+// TestRunKafkaCountsRecordsDeletedBeforeTheyWereReadAsLost: the first 20
+// records of a partition are deleted (retention) before the group read
+// them: `run --kafka` reads the rest, says the partition lost 20 records
+// and exits 3 (not lossless), its status counting a retention loss.
+func TestRunKafkaCountsRecordsDeletedBeforeTheyWereReadAsLost(t *testing.T) {
+	brokers, adm := kafkaTopic(t, "postings", 300)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var deleted kadm.Offsets
+	deleted.Add(kadm.Offset{Topic: "postings", Partition: 0, At: 20})
+	if resp, err := adm.DeleteRecords(ctx, deleted); err != nil || resp.Error() != nil {
+		t.Fatalf("deleting records: %v %v", err, resp.Error())
+	}
+	dir := t.TempDir()
+	status := filepath.Join(dir, "status.json")
+	code, out := execute(t, ctx, "run", "--app", "ledger", "--kafka", brokers, "--topic", "postings", "--group", "g",
+		"--store", filepath.Join(dir, "run.csv"), "--status", status)
+	if code != cli.ExitIncomplete || !strings.Contains(out, "lost 20") || !strings.Contains(out, "lossless: no") {
+		t.Fatalf("run: exit %d, want %d, partition postings/0 lost 20, not lossless:\n%s", code, cli.ExitIncomplete, out)
+	}
+	var st struct {
+		Feeds []struct {
+			Losses map[string]int64 `json:"losses"`
+		} `json:"feeds"`
+	}
+	b, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Feeds) != 1 || st.Feeds[0].Losses["retention"] != 1 {
+		t.Errorf("status losses %+v, want one retention loss", st.Feeds)
 	}
 }
