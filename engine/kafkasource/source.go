@@ -783,7 +783,10 @@ func (s *Source) resume(cl *kgo.Client) {
 }
 
 // report sets the feed's state from the lag: CAUGHT_UP once every owned
-// partition's records up to its high watermark are published.
+// partition's records up to its high watermark are published (or were
+// deleted before they were read, counted lost) and every partition of the
+// topics is owned by a member of the group (checkPartitions). Run calls it
+// once the buffer is published.
 func (s *Source) report() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
