@@ -84,7 +84,10 @@ type Options struct {
 	Logger *slog.Logger
 	// ClientOptions are passed to kgo.NewClient after the source's own
 	// (TLS, SASL, session timeouts ...). They must not enable
-	// autocommitting or replace the partition callbacks.
+	// autocommitting, replace the partition callbacks, drop control
+	// records, or move where a group without a commit starts
+	// (ConsumeStartOffset, ConsumeResetOffset): the records before it
+	// would be counted lost.
 	ClientOptions []kgo.Opt
 }
 
