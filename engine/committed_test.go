@@ -2,8 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"maps"
+	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -76,4 +79,77 @@ func TestCommittedReportsEachCommitAfterItsItemsWereDispatched(t *testing.T) {
 	if want := (engine.Commit{Seq: 50, Epoch: 1, Position: core.Position{Offset: log.Committed()}}); last != want || log.Committed() != 50 {
 		t.Errorf("last commit %+v, want %+v (log committed %d)", last, want, log.Committed())
 	}
+}
+
+// fencingCommitter commits, per key, the highest position it was told,
+// except for the keys it fences: their acknowledgements are dropped and
+// nothing of them is ever committed (a Kafka partition revoked while its
+// items were queued). It reports what it made durable
+// (engine.CommitReporter).
+type fencingCommitter struct {
+	mu        sync.Mutex
+	fenced    map[string]bool
+	acked     map[string]int64
+	committed map[string]int64
+}
+
+func (c *fencingCommitter) Acknowledged(_, _ int64, pos core.Position) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.fenced[pos.Key] {
+		c.acked[pos.Key] = max(c.acked[pos.Key], pos.Offset)
+	}
+}
+
+func (c *fencingCommitter) Commit() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, off := range c.acked {
+		c.committed[k] = off
+	}
+	return nil
+}
+
+func (c *fencingCommitter) Durable(_ int64, key string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.committed[key], !c.fenced[key]
+}
+
+// TestCommittedReportsOnlyWhatTheCommitterMadeDurable: a committer that
+// fences one key's acknowledgements (and says so, engine.CommitReporter)
+// gets no Committed report for that key, while the other key's commits are
+// reported up to the position it made durable: a COMMIT row never claims
+// a position the source did not commit.
+func TestCommittedReportsOnlyWhatTheCommitterMadeDurable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		got := map[string]int64{}
+		obs := engine.Observer{Committed: func(_ string, c engine.Commit) {
+			mu.Lock()
+			got[c.Position.Key] = max(got[c.Position.Key], c.Position.Offset)
+			mu.Unlock()
+		}}
+		e := start(t, engine.Config{Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
+			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newGate(true))}},
+			Observer: obs})
+		f := e.Feed("in")
+		c := &fencingCommitter{fenced: map[string]bool{"t/1": true}, acked: map[string]int64{}, committed: map[string]int64{}}
+		f.Intake().SetCommitter(c)
+		for i := range 20 {
+			key := "t/" + strconv.Itoa(i%2)
+			if !f.Intake().TryPublish(i, core.Position{Key: key, Offset: int64(i/2 + 1)}) {
+				t.Fatalf("item %d refused", i)
+			}
+		}
+		synctest.Wait()
+		if _, err := f.Intake().PollAcks(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if want := map[string]int64{"t/0": 10}; !maps.Equal(got, want) {
+			t.Errorf("committed positions reported %v, want %v (t/1 was fenced: nothing of it committed)", got, want)
+		}
+	})
 }

@@ -51,6 +51,26 @@ type Committer interface {
 	Commit() error
 }
 
+// CommitReporter is an optional interface of a Committer whose Commit may
+// make less durable than it was told: a Kafka source fences the
+// acknowledgements of a partition it no longer owns and commits nothing
+// for them. After each successful Commit the engine asks it, for every key
+// whose items it told since that key's last reported commit, what is
+// durable, and calls Observer.Committed for the key only once the durable
+// offset reaches the last item told: a COMMIT row never claims a position
+// the source did not commit. A key not durable yet is asked again after
+// the next Commit while the committer says its commits may still cover it
+// (live), and forgotten once they never will (fenced). A Committer without
+// it makes durable everything it is told (the file source). Called on the
+// goroutine that polls, as the Committer's other methods.
+type CommitReporter interface {
+	// Durable reports the offset of key that the source's commits made
+	// durable for the items it was told of epoch, and live false once no
+	// later commit will cover more of them (their key was revoked, lost,
+	// or assigned again since: their acknowledgements are fenced).
+	Durable(epoch int64, key string) (offset int64, live bool)
+}
+
 // Source feeds one Feed. The engine runs Run on a goroutine of its own from
 // Start until Stop cancels ctx (or the source ends by itself, as a bounded
 // source does). A source with positions publishes with TryPublish and calls
@@ -784,16 +804,36 @@ func (f *Feed) pollAcks() (int, error) {
 		return len(acks), fmt.Errorf("engine: feed %q commit: %w", f.name, err)
 	}
 	if hook != nil {
-		for _, cm := range f.committing {
-			hook(f.name, cm)
-		}
-		f.committing = f.committing[:0]
+		f.reportCommits(c, hook)
 	}
 	f.mu.Lock()
 	f.acknowledged.Store(f.lastAcked)
 	f.uncommitted = 0
 	f.mu.Unlock()
 	return len(acks), nil
+}
+
+// reportCommits calls hook for each key told to the committer whose
+// position the last Commit made durable (pollMu held): every such key for
+// a plain Committer; for a CommitReporter, those whose durable offset
+// reaches the last item told, those not yet durable being kept for the
+// next Commit while live, forgotten once fenced.
+func (f *Feed) reportCommits(c Committer, hook func(string, Commit)) {
+	rep, _ := c.(CommitReporter)
+	kept := f.committing[:0]
+	for _, cm := range f.committing {
+		if rep != nil {
+			if off, live := rep.Durable(cm.Epoch, cm.Position.Key); off < cm.Position.Offset {
+				if live {
+					kept = append(kept, cm) // not durable yet
+				}
+				continue // else fenced: never committed
+			}
+		}
+		hook(f.name, cm)
+	}
+	clear(f.committing[len(kept):])
+	f.committing = kept
 }
 
 // noteCommit keeps cm as the last item of its key told to the committer

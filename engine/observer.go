@@ -35,7 +35,8 @@ type Drop struct {
 
 // Commit is a position a feed's source committed: every item of the feed up
 // to sequence Seq was processed, and the source made the position of the
-// last one of its key durable (Committer.Commit succeeded).
+// last one of its key durable (Committer.Commit succeeded and, for a
+// CommitReporter, reported that position durable).
 type Commit struct {
 	Seq      int64
 	Epoch    int64
@@ -124,7 +125,8 @@ type Observer struct {
 	// Committed: a feed's source committed: once per key (a file has one,
 	// a Kafka partition is one) whose position moved, after the
 	// Committer's Commit succeeded, with the last item of that key it
-	// covers. Unlike the other hooks it is called on the goroutine that
+	// covers; for a CommitReporter only once it reports that position
+	// durable, and never for a key whose acknowledgements it fenced. Unlike the other hooks it is called on the goroutine that
 	// polls the feed's acknowledgements (the source's, or the engine's stop
 	// goroutine once the source stopped), never concurrently for one feed,
 	// and only after every group that was given the items had dispatched

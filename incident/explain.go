@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -172,6 +173,25 @@ func baseName(stream string) string {
 		return p
 	}
 	return stream
+}
+
+// place is pos as an identity: a position with a key (a Kafka
+// partition's offset) is the same place whatever its epoch (the group
+// generation that assigned the partition, which every rebalance and
+// restart changes while the offsets go on), as replayer.Diff aligns it; a
+// file's position (key "") is one only within its epoch (a new epoch is a
+// new file or a reset).
+func place(pos Position) Position {
+	if pos.Key != "" {
+		pos.Epoch = 0
+	}
+	return pos
+}
+
+// sameSpace reports whether positions a and b can be compared by offset:
+// the same key and, for a file (key ""), the same epoch.
+func sameSpace(a, b Position) bool {
+	return a.Key == b.Key && (a.Key != "" || a.Epoch == b.Epoch)
 }
 
 // read reads one recording in storage order.
@@ -450,7 +470,7 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 	// past: a later run's input the crashed run may have been handling.
 	past := func(in *inputRec) bool {
 		return in.pair == p && in.delivery &&
-			(last == nil || in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key && in.pos.Offset > last.pos.Offset)
+			(last == nil || sameSpace(in.pos, last.pos) && in.pos.Offset > last.pos.Offset)
 	}
 	// The batch: the first MaxBatch positions past it that later runs
 	// delivered (a later run may itself crash after a few of them), each
@@ -470,7 +490,9 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 				if a.in.pos.Offset != at.Offset {
 					return cmp.Compare(a.in.pos.Offset, at.Offset)
 				}
-				return cmp.Or(cmp.Compare(a.in.pos.Epoch, at.Epoch), cmp.Compare(a.in.pos.Key, at.Key))
+				pa := place(a.in.pos)
+				pb := place(at)
+				return cmp.Or(cmp.Compare(pa.Epoch, pb.Epoch), cmp.Compare(pa.Key, pb.Key))
 			})
 			if found || i >= MaxBatch {
 				continue // an earlier run's, or past the batch
@@ -496,40 +518,78 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 const MaxBatch = 64
 
 // lag answers 3: the inputs processed past the committed position, which
-// the next run shows exactly (where it resumed), else the last COMMIT row.
+// the next run shows exactly (where it resumed), else the last COMMIT row;
+// per position key when the run processed inputs of several (a Kafka
+// member's partitions), each from its key's last processed input, summed.
 func (x *explainer) lag(d *runData, p pair, last *inputRec) *Lag {
 	if last == nil {
 		return nil
 	}
+	lasts := map[string]inputRec{} // the last processed input of each key
+	if last.delivery {
+		for in := range d.inputs.all() {
+			if in.pair == p && in.delivery && in.complete() {
+				if l, ok := lasts[in.pos.Key]; !ok || in.seq > l.seq {
+					lasts[in.pos.Key] = in
+				}
+			}
+		}
+	}
+	if len(lasts) <= 1 {
+		return x.keyLag(d, p, last)
+	}
+	total := x.keyLag(d, p, last)
+	if total == nil {
+		return nil
+	}
+	total.Items, total.Bytes = 0, 0
+	for _, k := range slices.Sorted(maps.Keys(lasts)) {
+		in := lasts[k]
+		l := x.keyLag(d, p, &in)
+		if l == nil {
+			continue
+		}
+		total.Items += l.Items
+		total.Bytes += l.Bytes
+		total.Keys = append(total.Keys, KeyLag{Key: k, Lag: *l})
+	}
+	return total
+}
+
+// keyLag is the lag of last's key (of every input, for inputs without a
+// position).
+func (x *explainer) keyLag(d *runData, p pair, last *inputRec) *Lag {
 	if l := x.lagFromRestart(d, p, last); l != nil {
 		return l
 	}
-	commits := d.commits[p.feed]
-	if len(commits) == 0 {
+	// ofKey: an input of last's key, a partition's (any input for a file,
+	// or when last has no position).
+	ofKey := func(in *inputRec) bool { return last.pos.Key == "" || in.delivery && in.pos.Key == last.pos.Key }
+	var c *commitRec // the last commit of the last input's key
+	for i, o := range d.commits[p.feed] {
+		if !last.delivery || o.pos.Key == last.pos.Key {
+			c = &d.commits[p.feed][i]
+		}
+	}
+	if c == nil {
 		if !hasCommits(d.r.Meta().Format) {
 			return nil
 		}
 		l := &Lag{From: LagFromCommitRow, Rows: []Ref{last.row(d.run)}}
 		for in := range d.inputs.all() {
-			if in.pair == p && in.complete() {
+			if in.pair == p && in.complete() && ofKey(&in) {
 				l.Items++
 			}
 		}
 		return l
 	}
-	c := commits[len(commits)-1]
-	for _, o := range commits { // the last commit of the last input's key
-		if last.delivery && o.pos.Key == last.pos.Key {
-			c = o
-		}
-	}
 	l := &Lag{From: LagFromCommitRow, Committed: &c.pos, CommitSeq: c.seq, Rows: []Ref{c.ref, last.row(d.run)}}
 	for in := range d.inputs.all() {
-		if in.pair == p && in.complete() && in.seq > c.seq {
+		if in.pair == p && in.complete() && in.seq > c.seq && ofKey(&in) {
 			l.Items++
 		}
 	}
-	if last.delivery && last.pos.Epoch == c.pos.Epoch && last.pos.Key == c.pos.Key {
+	if last.delivery && sameSpace(last.pos, c.pos) {
 		l.Bytes = max(0, last.pos.Offset-c.pos.Offset)
 	}
 	return l
@@ -544,11 +604,14 @@ func (x *explainer) lagFromRestart(d *runData, p pair, last *inputRec) *Lag {
 		return nil
 	}
 	same := func(in *inputRec) bool {
-		return in.pair == p && in.delivery && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key
+		return in.pair == p && in.delivery && sameSpace(in.pos, last.pos)
 	}
 	// The first later run that delivered an input of the feed resumed
 	// where the crashed run's source had committed: a run in between that
-	// wrote no input's rows dispatched none, so it committed nothing.
+	// wrote no input's rows dispatched none, so it committed nothing. Of a
+	// key (a Kafka partition), the first later run that delivered an input
+	// of that key: a run in between that delivered others was not
+	// assigned it, and committed nothing of it.
 	var next *runData
 	var first *inputRec
 	for _, r := range x.runs[d.run:] { // runs are numbered from 1
@@ -561,8 +624,8 @@ func (x *explainer) lagFromRestart(d *runData, p pair, last *inputRec) *Lag {
 			next = r
 			break
 		}
-		if r.hasInputs(p) {
-			return nil // it delivered inputs of another epoch or key: not comparable
+		if last.pos.Key == "" && r.hasInputs(p) {
+			return nil // it delivered inputs of another epoch: not comparable
 		}
 	}
 	if first == nil {
@@ -660,9 +723,11 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 		index   int64
 		outs    int64
 		failed  int64
+		epoch   int64 // its position's (a key's place is the same in any epoch)
 		indexed bool
 	}
 	rec := func(s seen, pos Position) inputRec {
+		pos.Epoch = s.epoch
 		return inputRec{stream: s.stream, seq: s.seq, index: s.index, outs: s.outs, failed: s.failed,
 			indexed: s.indexed, delivery: true, pos: pos}
 	}
@@ -679,15 +744,15 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 				continue
 			}
 			if later {
-				here = append(here, at{in.pos, seen{d.run, in.stream, in.seq, in.index, in.outs, in.failed, in.indexed}})
+				here = append(here, at{in.pos, seen{d.run, in.stream, in.seq, in.index, in.outs, in.failed, in.pos.Epoch, in.indexed}})
 			}
-			e, ok := latest[in.pos]
+			e, ok := latest[place(in.pos)]
 			if !ok {
 				continue
 			}
 			earlier := rec(e, in.pos)
 			rd := Redelivery{Position: in.pos, Earlier: x.input(x.runs[e.run-1], &earlier), Again: x.input(d, &in)}
-			prev, out := emitted[in.pos]
+			prev, out := emitted[place(in.pos)]
 			switch {
 			case in.outs > 0:
 				rd.Outcome = OutcomeAppliedAgain
@@ -708,12 +773,13 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 			}
 		}
 		for _, h := range here { // a position twice in one run: its first
-			if e, ok := latest[h.pos]; !ok || e.run != d.run {
-				latest[h.pos] = h.s
+			at := place(h.pos)
+			if e, ok := latest[at]; !ok || e.run != d.run {
+				latest[at] = h.s
 			}
 			if h.s.outs > 0 {
-				if e, ok := emitted[h.pos]; !ok || e.run != d.run {
-					emitted[h.pos] = h.s
+				if e, ok := emitted[at]; !ok || e.run != d.run {
+					emitted[at] = h.s
 				}
 			}
 		}
@@ -747,7 +813,7 @@ func (x *explainer) onDisk(opts Options) {
 		var found *Input
 		for _, d := range x.runs {
 			for in := range d.inputs.all() {
-				if in.feed == feed && in.delivery && in.pos == pos {
+				if in.feed == feed && in.delivery && place(in.pos) == place(pos) {
 					i := x.input(d, &in)
 					found = &i
 				}

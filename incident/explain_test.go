@@ -271,3 +271,74 @@ func TestMaxBatchIsTheEngines(t *testing.T) {
 		t.Fatalf("incident.MaxBatch = %d, want engine.MaxBatch %d", got, want)
 	}
 }
+
+// TestACrashedKafkaMembersCommitLagCoversEveryPartitionItProcessed: a
+// member (group generation 3) processed records of two partitions and was
+// killed with each partition's commit behind; its last input is of t/0.
+// The commit lag counts, per partition, the records processed past that
+// partition's commit, and their sum, whether it comes from the COMMIT rows
+// (no restart) or from where a restart under a later generation resumed
+// each partition (a partition's offsets go on across generations); the
+// restart's records at positions the crashed member processed are
+// redelivered, whatever the generation.
+func TestACrashedKafkaMembersCommitLagCoversEveryPartitionItProcessed(t *testing.T) {
+	crashed := func() *rec {
+		return newRec("p").
+			kinput("p", 1, 3, "t/0", 1, "a", "o").kinput("p", 2, 3, "t/1", 1, "b", "o").kcommit(2, 3, "t/0", 1).kcommit(2, 3, "t/1", 1).
+			kinput("p", 3, 3, "t/0", 2, "c", "o").kinput("p", 4, 3, "t/1", 2, "d", "o").kcommit(4, 3, "t/1", 2).
+			kinput("p", 5, 3, "t/1", 3, "e", "o").kinput("p", 6, 3, "t/1", 4, "f", "o").kinput("p", 7, 3, "t/0", 3, "g", "o")
+	}
+	restart := newRec("p").
+		kinput("p", 1, 5, "t/0", 2, "c", "o").kinput("p", 2, 5, "t/1", 3, "e", "o").kinput("p", 3, 5, "t/0", 3, "g", "o").
+		kinput("p", 4, 5, "t/1", 4, "f", "o").kinput("p", 5, 5, "t/1", 5, "h", "o").end("p")
+	type keyLag struct {
+		key         string
+		items, offs int64
+		committed   int64
+	}
+	tests := []struct {
+		name        string
+		runs        []*rec
+		from        string
+		keys        []keyLag
+		redelivered int
+	}{
+		{"the COMMIT rows, no restart", []*rec{crashed()}, incident.LagFromCommitRow,
+			[]keyLag{{"t/0", 2, 2, 1}, {"t/1", 2, 2, 2}}, 0},
+		{"where the restart resumed each partition", []*rec{crashed(), restart}, incident.LagFromRestart,
+			[]keyLag{{"t/0", 2, 2, 1}, {"t/1", 2, 2, 2}}, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var recs []incident.Recording
+			for i, r := range tt.runs {
+				recs = append(recs, r.open(t, fmt.Sprintf("run%d", i+1)))
+			}
+			a := explain(t, incident.Options{}, recs...).Answers[0]
+			got := a.Crashes[0].Lag
+			if got == nil {
+				t.Fatal("no commit lag")
+			}
+			var items, offs int64
+			for _, k := range tt.keys {
+				items, offs = items+k.items, offs+k.offs
+			}
+			if got.Items != items || got.Bytes != offs || got.From != tt.from {
+				t.Errorf("lag %d items, %d offsets, from %s; want %d, %d, from %s (every partition)", got.Items, got.Bytes, got.From, items, offs, tt.from)
+			}
+			if len(got.Keys) != len(tt.keys) {
+				t.Fatalf("lag of %d keys %+v, want %d", len(got.Keys), got.Keys, len(tt.keys))
+			}
+			for i, k := range tt.keys {
+				g := got.Keys[i]
+				if g.Key != k.key || g.Items != k.items || g.Bytes != k.offs || g.From != tt.from || g.Committed == nil ||
+					*g.Committed != (incident.Position{Epoch: 3, Key: k.key, Offset: k.committed}) {
+					t.Errorf("lag of key %d = %+v (committed %+v), want %+v", i, g, g.Committed, k)
+				}
+			}
+			if len(a.Redelivered) != tt.redelivered {
+				t.Errorf("%d redelivered, want %d: %+v", len(a.Redelivered), tt.redelivered, a.Redelivered)
+			}
+		})
+	}
+}

@@ -149,7 +149,9 @@ type Crash struct {
 }
 
 // Lag is the distance between the position the source had committed when a
-// run died and the last input it processed.
+// run died and the last input it processed, per position key: a key's
+// positions (a Kafka partition's offsets) are compared whatever their
+// epoch (the group generation), a file's within its epoch.
 type Lag struct {
 	// Items: inputs of the run processed past the committed position.
 	Items int64 `json:"items"`
@@ -172,6 +174,19 @@ type Lag struct {
 	// Rows: the restart's first input (or the COMMIT row), the input at the
 	// committed position, the last processed input.
 	Rows []Ref `json:"rows"`
+	// Keys: when the run processed inputs of several position keys (a
+	// Kafka member owning several partitions), the lag of each key, by
+	// key, each measured as above from that key's last processed input;
+	// Items and Bytes are then their sums, and the fields above those of
+	// the key of the run's last processed input. Omitted for one key (a
+	// file).
+	Keys []KeyLag `json:"keys,omitempty"`
+}
+
+// KeyLag is the commit lag of one position key (a Kafka partition).
+type KeyLag struct {
+	Key string `json:"key"`
+	Lag
 }
 
 // Where a Lag's committed position comes from.

@@ -121,3 +121,21 @@ func (r *rec) format(f string) *rec {
 	r.rows[0] = store.EncodeMeta(m)
 	return r
 }
+
+// kinput adds a positioned INLINE input of feed "in" with a position key
+// (a Kafka partition) under epoch (its group generation), with its outputs.
+func (r *rec) kinput(proc string, seq, epoch int64, key string, off int64, line string, outs ...string) *rec {
+	r.at += time.Millisecond
+	r.add(store.Entry{Processor: proc, Kind: store.KindDelivery, Source: "in", Seq: seq, Epoch: epoch, Key: key, Offset: off})
+	r.add(store.Entry{Processor: proc, Kind: store.KindInline, Source: "in", Seq: seq, Instant: t0.Add(r.at),
+		N: int64(len(outs)), Payload: []byte(line)})
+	for k, o := range outs {
+		r.add(store.Entry{Processor: proc, Kind: store.KindOutput, Source: "out", Seq: int64(k + 1), Payload: []byte(o)})
+	}
+	return r
+}
+
+// kcommit adds a COMMIT row of feed "in" through seq at key's offset off.
+func (r *rec) kcommit(seq, epoch int64, key string, off int64) *rec {
+	return r.add(store.Entry{Kind: store.KindCommit, Source: "in", Seq: seq, Epoch: epoch, Key: key, Offset: off})
+}

@@ -2,12 +2,16 @@ package incident
 
 // oldExplain is Explain as it was before it kept its inputs compact (every
 // input a struct behind a pointer, positions compared in maps): the oracle
-// TestExplainAnswersAsBeforeOnRandomCrashes compares Explain with.
+// TestExplainAnswersAsBeforeOnRandomCrashes compares Explain with. Its
+// commit lag follows the rule of Explain since (per position key, a key's
+// positions compared whatever the epoch); the random crashes give every
+// position epoch 1.
 
 import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/blackbox-audit/blackbox/store"
@@ -416,35 +420,70 @@ func (x *oldExplainer) lag(d *oldRunData, p pair, last *oldInputRec) *Lag {
 	if last == nil {
 		return nil
 	}
+	// Per position key (a Kafka member's partitions), from each key's
+	// last processed input, summed; one key: that key's lag.
+	lasts := map[string]*oldInputRec{}
+	if last.pos != nil {
+		for _, in := range d.inputs {
+			if in.pair == p && in.pos != nil && in.complete() {
+				if l := lasts[in.pos.Key]; l == nil || in.seq > l.seq {
+					lasts[in.pos.Key] = in
+				}
+			}
+		}
+	}
+	if len(lasts) <= 1 {
+		return x.keyLag(d, p, last)
+	}
+	total := x.keyLag(d, p, last)
+	if total == nil {
+		return nil
+	}
+	total.Items, total.Bytes = 0, 0
+	for _, k := range slices.Sorted(maps.Keys(lasts)) {
+		if l := x.keyLag(d, p, lasts[k]); l != nil {
+			total.Items += l.Items
+			total.Bytes += l.Bytes
+			total.Keys = append(total.Keys, KeyLag{Key: k, Lag: *l})
+		}
+	}
+	return total
+}
+
+func (x *oldExplainer) keyLag(d *oldRunData, p pair, last *oldInputRec) *Lag {
 	if l := x.lagFromRestart(d, p, last); l != nil {
 		return l
 	}
-	commits := d.commits[p.feed]
-	if len(commits) == 0 {
+	key := ""
+	if last.pos != nil {
+		key = last.pos.Key
+	}
+	ofKey := func(in *oldInputRec) bool { return key == "" || in.pos != nil && in.pos.Key == key }
+	var c *oldCommitRec
+	for i, o := range d.commits[p.feed] { // the last commit of the last input's key
+		if last.pos == nil || o.pos.Key == key {
+			c = &d.commits[p.feed][i]
+		}
+	}
+	if c == nil {
 		if !hasCommits(d.r.Meta().Format) {
 			return nil
 		}
 		l := &Lag{From: LagFromCommitRow, Rows: []Ref{last.row(d.run)}}
 		for _, in := range d.inputs {
-			if in.pair == p && in.complete() {
+			if in.pair == p && in.complete() && ofKey(in) {
 				l.Items++
 			}
 		}
 		return l
 	}
-	c := commits[len(commits)-1]
-	for _, o := range commits { // the last commit of the last input's key
-		if last.pos != nil && o.pos.Key == last.pos.Key {
-			c = o
-		}
-	}
 	l := &Lag{From: LagFromCommitRow, Committed: &c.pos, CommitSeq: c.seq, Rows: []Ref{c.ref, last.row(d.run)}}
 	for _, in := range d.inputs {
-		if in.pair == p && in.complete() && in.seq > c.seq {
+		if in.pair == p && in.complete() && in.seq > c.seq && ofKey(in) {
 			l.Items++
 		}
 	}
-	if last.pos != nil && last.pos.Epoch == c.pos.Epoch && last.pos.Key == c.pos.Key {
+	if last.pos != nil && last.pos.Key == c.pos.Key && (key != "" || last.pos.Epoch == c.pos.Epoch) {
 		l.Bytes = max(0, last.pos.Offset-c.pos.Offset)
 	}
 	return l
@@ -459,7 +498,7 @@ func (x *oldExplainer) lagFromRestart(d *oldRunData, p pair, last *oldInputRec) 
 		return nil
 	}
 	same := func(in *oldInputRec) bool {
-		return in.pair == p && in.pos != nil && in.pos.Epoch == last.pos.Epoch && in.pos.Key == last.pos.Key
+		return in.pair == p && in.pos != nil && in.pos.Key == last.pos.Key && (in.pos.Key != "" || in.pos.Epoch == last.pos.Epoch)
 	}
 	var next *oldRunData
 	var first *oldInputRec
@@ -475,8 +514,8 @@ func (x *oldExplainer) lagFromRestart(d *oldRunData, p pair, last *oldInputRec) 
 			next = r
 			break
 		}
-		if any {
-			return nil
+		if any && last.pos.Key == "" {
+			return nil // another epoch: not comparable (a partition's key: a run not assigned it)
 		}
 	}
 	if first == nil {

@@ -60,11 +60,13 @@ func (f *Findings) WriteText(w io.Writer) error {
 			switch l := c.Lag; {
 			case l == nil:
 				fmt.Fprintf(b, "    3 commit lag: not known (nothing processed, or a recording before COMMIT rows and no restart)\n")
-			case l.Committed == nil:
-				fmt.Fprintf(b, "    3 commit lag: %d items, nothing committed in the run %s\n", l.Items, refs(l.Rows))
+			case len(l.Keys) > 0:
+				fmt.Fprintf(b, "    3 commit lag: %d items, %d offsets, over %d keys:\n", l.Items, l.Bytes, len(l.Keys))
+				for i := range l.Keys {
+					fmt.Fprintf(b, "      %s: %s\n", l.Keys[i].Key, lagText(&l.Keys[i].Lag))
+				}
 			default:
-				fmt.Fprintf(b, "    3 commit lag: %d items, %d bytes: committed %s (seq %d), from the %s %s\n",
-					l.Items, l.Bytes, position(*l.Committed), l.CommitSeq, l.From, refs(l.Rows))
+				fmt.Fprintf(b, "    3 commit lag: %s\n", lagText(l))
 			}
 		}
 		if len(a.Redelivered) == 0 {
@@ -217,4 +219,13 @@ func refs(rs []Ref) string {
 		parts[i] = fmt.Sprintf("r%d %s:%d", r.Run, who, r.Index)
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// lagText is one commit lag's answer.
+func lagText(l *Lag) string {
+	if l.Committed == nil {
+		return fmt.Sprintf("%d items, nothing committed in the run %s", l.Items, refs(l.Rows))
+	}
+	return fmt.Sprintf("%d items, %d bytes: committed %s (seq %d), from the %s %s",
+		l.Items, l.Bytes, position(*l.Committed), l.CommitSeq, l.From, refs(l.Rows))
 }

@@ -23,27 +23,42 @@ type kafkaConfig struct {
 	brokers string // comma-separated host:port
 	topic   string
 	group   string
+	// pollRecords bounds the records a poll takes (--poll-records; the
+	// default --queue with --kafka holds one poll); revokeTimeout bounds
+	// a revocation's wait (--revoke-timeout). 0: the source's defaults.
+	pollRecords   int
+	revokeTimeout time.Duration
 }
 
 func (k *kafkaConfig) flags(f *pflag.FlagSet) {
 	f.StringVar(&k.brokers, "kafka", "", "consume a Kafka topic instead of --input: the seed `BROKERS` (host:port, comma-separated)")
 	f.StringVar(&k.topic, "topic", "", "--kafka: the topic to consume")
 	f.StringVar(&k.group, "group", "", "--kafka: the consumer group (its committed offsets are where a run starts)")
+	f.IntVar(&k.pollRecords, "poll-records", kafkasource.DefaultMaxPollRecords, "--kafka: the most records a poll takes (the default --queue holds one poll)")
+	f.DurationVar(&k.revokeTimeout, "revoke-timeout", kafkasource.DefaultRevokeTimeout,
+		"--kafka: how long a rebalance waits for a revoked partition's queued records to be processed; the rest is left uncommitted to its new owner")
 }
 
 func (k kafkaConfig) on() bool { return k.brokers != "" }
 
-// check refuses a half-given Kafka configuration, and --kafka with --input.
-func (k kafkaConfig) check(input string) error {
+// check refuses a half-given Kafka configuration, and --kafka with --input;
+// changed says whether a flag was given.
+func (k kafkaConfig) check(input string, changed func(flag string) bool) error {
 	switch {
 	case !k.on() && (k.topic != "" || k.group != ""):
 		return usagef("--topic and --group need --kafka")
+	case !k.on() && (changed("poll-records") || changed("revoke-timeout")):
+		return usagef("--poll-records and --revoke-timeout need --kafka")
 	case !k.on():
 		return nil
 	case input != "":
 		return usagef("--kafka and --input both name the input: give one")
 	case k.topic == "" || k.group == "":
 		return usagef("--kafka needs --topic and --group")
+	case k.pollRecords < 1:
+		return usagef("--poll-records must be at least 1, got %d", k.pollRecords)
+	case k.revokeTimeout <= 0:
+		return usagef("--revoke-timeout must be positive, got %s", k.revokeTimeout)
 	}
 	return nil
 }
@@ -59,6 +74,7 @@ func (k kafkaConfig) source(logger *slog.Logger) (*kafkasource.Source, error) {
 		}
 	}
 	return kafkasource.New(kafkasource.Options{Brokers: brokers, Topics: []string{k.topic}, Group: k.group,
+		MaxPollRecords: k.pollRecords, RevokeTimeout: k.revokeTimeout,
 		Logger: logger, Item: func(r *kafkasource.Record) any { return string(r.Value) }})
 }
 

@@ -2,17 +2,24 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/blackbox-audit/blackbox/cmd/cli"
+	"github.com/blackbox-audit/blackbox/internal/apps"
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 )
 
 // kafkaTopic starts an in-process cluster with a topic of 3 partitions
@@ -91,7 +98,8 @@ func TestRunKafkaConsumesTheTopicCommitsAfterProcessingAndTheRecordingReplays(t 
 }
 
 // TestRunKafkaFlagsAreCheckedTogether: --kafka takes --topic and --group
-// and no --input; --topic or --group alone is a usage error.
+// and no --input; --topic or --group alone is a usage error, and so are
+// --poll-records and --revoke-timeout without --kafka or not positive.
 func TestRunKafkaFlagsAreCheckedTogether(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "run.csv")
@@ -103,6 +111,10 @@ func TestRunKafkaFlagsAreCheckedTogether(t *testing.T) {
 		{"kafka without group", []string{"--kafka", "localhost:9092", "--topic", "t"}},
 		{"kafka without topic", []string{"--kafka", "localhost:9092", "--group", "g"}},
 		{"topic without kafka", []string{"--input", "in.txt", "--topic", "t"}},
+		{"poll-records without kafka", []string{"--input", "in.txt", "--poll-records", "10"}},
+		{"revoke-timeout without kafka", []string{"--input", "in.txt", "--revoke-timeout", "1s"}},
+		{"poll-records 0", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--poll-records", "0"}},
+		{"revoke-timeout 0", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--revoke-timeout", "0s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"run", "--app", "ledger", "--store", store}, tc.args...)
@@ -124,5 +136,154 @@ func TestDemoKafkaRecordsTheLedgerThroughAnInProcessClusterAndReplaysIt(t *testi
 	if code != 0 || !strings.Contains(out, "Kafka topic ledger") ||
 		!strings.Contains(out, "identical: yes  complete: yes  lossless: yes") {
 		t.Fatalf("demo --kafka: exit %d, want 0 and a proven replay over Kafka:\n%s", code, out)
+	}
+}
+
+// TestRunKafkaLedgerKilledAfterASaveAppliesEveryRecordOnce: `run --kafka
+// --state` (one worker owning the topic's 3 partitions) is SIGKILLed right
+// after a save of its state (killpoint state-saved), before the offsets
+// that save covers are committed: the restart reads those records again
+// (the commit lag) and the ledger, which keys what it applied by
+// partition and offset (not by the epoch, the group generation, which the
+// restart changes), skips them. In the end every record was applied
+// exactly once: the saved balances are the topic's sums and the applied
+// count is the number of records. Saving per record and in batches.
+func TestRunKafkaLedgerKilledAfterASaveAppliesEveryRecordOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a child process killed")
+	}
+	const n = 600
+	for _, tc := range []struct {
+		name string
+		kill string // the N-th save dies
+		args []string
+	}{
+		{"a save per record", killpoint.StateSaved + ":250", []string{"--state-every", "1"}},
+		{"saves in batches", killpoint.StateSaved + ":3", []string{"--state-every", "20", "--delay", "1ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			brokers, _ := kafkaTopic(t, "postings", n)
+			want := map[string]int64{}
+			for i := range n {
+				want[fmt.Sprintf("acct-%d", i%7)] += int64(i%50 - 10)
+			}
+			dir := t.TempDir()
+			state := filepath.Join(dir, "s.json")
+			args := func(store string) []string {
+				return append([]string{"run", "--app", "ledger", "--kafka", brokers, "--topic", "postings", "--group", "g",
+					"--state", state, "--store", filepath.Join(dir, store)}, tc.args...)
+			}
+			out, code, killed := blackbox(t, dir, []string{killpoint.Env + "=" + tc.kill}, args("run1.csv")...)
+			if !killed {
+				t.Fatalf("the first run was not killed at %s (exit %d):\n%s", tc.kill, code, out)
+			}
+			evictMembers(t, brokers, "g") // as its session expiring would, at once
+			before := readLedgerState(t, state)
+			if before.Applied == 0 || before.Applied >= n {
+				t.Fatalf("the killed run applied %d of %d records: want some, not all", before.Applied, n)
+			}
+			out, code, _ = blackbox(t, dir, nil, args("run2.csv")...)
+			if code != 0 {
+				t.Fatalf("the restart: exit %d, want 0:\n%s", code, out)
+			}
+			var read int64
+			if _, err := fmt.Sscanf(out[strings.Index(out, "):")+2:], "%d records", &read); err != nil {
+				t.Fatalf("the restart's output has no record count: %v\n%s", err, out)
+			}
+			if read <= n-before.Applied {
+				t.Fatalf("the restart read %d records, %d were left to apply: it read none again (no commit lag to prove anything)", read, n-before.Applied)
+			}
+			after := readLedgerState(t, state)
+			if !maps.Equal(after.Balances, want) || after.Applied != n {
+				t.Errorf("after the restart (which read %d records, %d left to apply): balances %v, applied %d; want %v, %d (each record applied once)",
+					read, n-before.Applied, after.Balances, after.Applied, want, n)
+			}
+		})
+	}
+}
+
+// readLedgerState reads a ledger state file.
+func readLedgerState(t *testing.T, path string) apps.LedgerState {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st apps.LedgerState
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return st
+}
+
+// evictMembers removes every member of group (a killed run's, whose
+// session would expire after 45s) with LeaveGroup, as the session's
+// expiry does: a restart joins at once.
+func evictMembers(t *testing.T, brokers, group string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	groups, err := kadm.NewClient(cl).DescribeGroups(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = group
+	for _, m := range groups[group].Members {
+		lm := kmsg.NewLeaveGroupRequestMember()
+		lm.MemberID = m.MemberID
+		req.Members = append(req.Members, lm)
+	}
+	if len(req.Members) == 0 {
+		return
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("evicting the members of group %s: %v", group, err)
+	}
+}
+
+// TestRunKafkaCountsRecordsDeletedBeforeTheyWereReadAsLost: the first 20
+// records of a partition are deleted (retention) before the group read
+// them: `run --kafka` reads the rest, says the partition lost 20 records
+// and exits 3 (not lossless), its status counting a retention loss.
+func TestRunKafkaCountsRecordsDeletedBeforeTheyWereReadAsLost(t *testing.T) {
+	brokers, adm := kafkaTopic(t, "postings", 300)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var deleted kadm.Offsets
+	deleted.Add(kadm.Offset{Topic: "postings", Partition: 0, At: 20})
+	if resp, err := adm.DeleteRecords(ctx, deleted); err != nil || resp.Error() != nil {
+		t.Fatalf("deleting records: %v %v", err, resp.Error())
+	}
+	dir := t.TempDir()
+	status := filepath.Join(dir, "status.json")
+	code, out := execute(t, ctx, "run", "--app", "ledger", "--kafka", brokers, "--topic", "postings", "--group", "g",
+		"--store", filepath.Join(dir, "run.csv"), "--status", status)
+	if code != cli.ExitIncomplete || !strings.Contains(out, "lost 20") || !strings.Contains(out, "lossless: no") {
+		t.Fatalf("run: exit %d, want %d, partition postings/0 lost 20, not lossless:\n%s", code, cli.ExitIncomplete, out)
+	}
+	var st struct {
+		Feeds []struct {
+			Losses map[string]int64 `json:"losses"`
+		} `json:"feeds"`
+	}
+	b, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Feeds) != 1 || st.Feeds[0].Losses["retention"] != 1 {
+		t.Errorf("status losses %+v, want one retention loss", st.Feeds)
 	}
 }

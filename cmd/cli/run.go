@@ -118,9 +118,15 @@ the run starts at the group's committed offsets and commits, per
 partition, only the records processed (never ahead of them). Without
 --follow it ends once it is caught up with every partition it was assigned
 and everything read is processed and committed; with --follow it consumes
-until SIGINT or SIGTERM. It prints each partition's standing at the end:
-committed, processed, lag and paused. --read, --pointer, --max-line and --rotated are
-for files.
+until SIGINT or SIGTERM. A partition added to the topic is assigned within
+seconds; until it is (and while the topic is deleted) the run is not
+settled. Records deleted (retention) before the group read them, and those
+of a deleted topic not read, are lost: counted, not lossless. A rebalance
+waits at most --revoke-timeout for a revoked partition's queued records;
+the rest is committed by its new owner only (this run processes them but
+never commits them). It prints each partition's standing at the end:
+committed, processed, lag, paused and, when any, lost. --read, --pointer,
+--max-line and --rotated are for files.
 
 With --state FILE the app keeps its durable state there (option state).
 The ledger saves it in batches: once --state-every lines (default 1000)
@@ -151,7 +157,7 @@ Exit: 0 settled and lossless; 2 a usage or I/O error; 3 ran but not
 settled, not lossless, or its recording is broken.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.kafka.check(cfg.input); err != nil {
+			if err := cfg.kafka.check(cfg.input, cmd.Flags().Changed); err != nil {
 				return err
 			}
 			if cfg.app == "" || cfg.input == "" && !cfg.kafka.on() || cfg.store == "" {
@@ -176,7 +182,7 @@ settled, not lossless, or its recording is broken.`,
 			if cfg.kafka.on() && !cmd.Flags().Changed("queue") {
 				// A poll's records fit in the queue: the source hands them
 				// over in one go instead of waiting for room every 1024.
-				cfg.queue = kafkasource.DefaultMaxPollRecords
+				cfg.queue = cfg.kafka.pollRecords
 			}
 			if cfg.queue <= 0 {
 				return usagef("--queue must be positive, got %d", cfg.queue)
@@ -241,7 +247,7 @@ settled, not lossless, or its recording is broken.`,
 	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output")
 	f.StringVar(&cfg.status, "status", "", "write the final feed status JSON to this file")
 	f.StringVar(&policy, "policy", "pause", "overload policy of the feed: pause, drop or block")
-	f.IntVar(&cfg.queue, "queue", 1024, "capacity of the processor's queue (with --kafka the default is 8192, a poll's records)")
+	f.IntVar(&cfg.queue, "queue", 1024, "capacity of the processor's queue (with --kafka the default is --poll-records, a poll's records)")
 	f.DurationVar(&spin, "spin", engine.DefaultSpin, "drop: how long a full queue is spun on before dropping")
 	f.DurationVar(&deadline, "deadline", time.Second, "block: how long a publish waits for room before it is refused")
 	f.BoolVar(&cfg.journal, "journal", false, "journal the feed: inputs are recorded once as JOURNAL rows and indexed")
@@ -451,7 +457,11 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 		fmt.Fprintf(w, "status    %s\n", cfg.status)
 	}
 	for _, p := range res.Partitions {
-		fmt.Fprintf(w, "partition %s/%d: committed %d, processed %d, lag %d, paused %s\n", p.Topic, p.Partition, p.Committed, p.Processed, p.Lag, yesNo(p.Paused))
+		lost := ""
+		if p.Lost > 0 {
+			lost = fmt.Sprintf(", lost %d", p.Lost)
+		}
+		fmt.Fprintf(w, "partition %s/%d: committed %d, processed %d, lag %d, paused %s%s\n", p.Topic, p.Partition, p.Committed, p.Processed, p.Lag, yesNo(p.Paused), lost)
 	}
 	losses := fmt.Sprintf("dropped %d, refused %d, completion failures %d", fs.Dropped, fs.Refused, fs.CompletionFailures)
 	fmt.Fprintf(w, "verdict   settled: %s  lossless: %s  (%s; state %s, acknowledged %d, failures %d)\n",

@@ -44,21 +44,47 @@
 // is dropped unless the feed's policy is a drop.
 //
 // The client blocks rebalances while polled records are being published
-// (BlockRebalanceOnPoll). On a revocation the source waits, bounded by
-// RevokeTimeout, for the revoked partitions' published records to be
-// processed, commits their processed prefix and stops owning them: records
-// of theirs still queued are fenced (their acknowledgements, of an earlier
-// generation or of a partition not owned, are never committed) and the new
-// owner reads them again from the commit. A lost partition (the session
-// expired) commits nothing. Status reports per partition the committed
-// offset, the processed and published positions, the high watermark, the
-// lag (high watermark minus committed) and whether it is paused; the feed
-// is CAUGHT_UP once every owned partition is published to its high
-// watermark, BEHIND otherwise (with the reason: joining, paused, records to
-// read, a fetch error, or a broker gone away: while the client's last
-// request or connection to a broker failed, the detail names the broker and
-// the error, until a request succeeds again; franz-go retries them itself,
-// so the run resumes once the broker is back).
+// (BlockRebalanceOnPoll). On a revocation the source hands the revoked
+// partitions' polled records that are not published yet back at once
+// (they are dropped, never published: the new owner reads them from the
+// commit), waits, bounded by RevokeTimeout (default 2s: a member joining
+// the group waits for every revocation), for their records already queued
+// to be processed, commits their processed prefix and stops owning them:
+// records of theirs still queued are fenced (their acknowledgements, of an
+// earlier generation or of a partition not owned, are never committed) and
+// the new owner reads them again from the commit. The committer is an
+// engine.CommitReporter: the engine claims a commit (Observer.Committed,
+// a COMMIT row) only for a position the source really committed, never
+// for fenced records. A lost partition (the session expired) commits
+// nothing.
+//
+// # Losses and partitions no one reads
+//
+// Records deleted (retention, DeleteRecords) before the group read them
+// are a loss: a fetch whose log start offset is past the partition's next
+// offset (the group's commit, 0 for a group that never committed, then the
+// offset after the last record fetched) shows them (the client resumes at
+// the log start), as do the start offsets read twice a second apart for a
+// partition with nothing left to fetch; the source reports each range with
+// Intake.AddLoss (reason LossRetention, the partition, the offsets) and
+// counts it in Status. Once a second (and once more when Run ends) the
+// source reads its topics' partitions with a metadata request of its own:
+// a partition no member of the group is assigned (one added to the topic)
+// leaves the feed BEHIND, naming it, and refreshes the client's metadata so
+// that the group's leader rebalances to assign it; a deleted topic leaves
+// the feed BEHIND, and the records of its partitions this member owned and
+// had not read are a loss (reason LossDeleted).
+//
+// Status reports per partition the committed offset, the processed and
+// published positions, the high watermark, the lag (high watermark minus
+// committed), whether it is paused and the records it lost; the feed is
+// CAUGHT_UP once every owned partition is published to its high watermark
+// and every partition of the topics is owned by a member, BEHIND otherwise
+// (with the reason: joining, paused, records to read, a partition no one
+// reads, a deleted topic, a fetch error, or a broker gone away: while the
+// client's last request or connection to a broker failed, the detail names
+// the broker and the error, until a request succeeds again; franz-go
+// retries them itself, so the run resumes once the broker is back).
 //
 // Close the source after the engine stopped: the engine's final commit
 // goes through the source's client; Close leaves the group (its revocation

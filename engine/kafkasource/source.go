@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,8 +29,18 @@ const (
 	DefaultCommitInterval = 2 * time.Millisecond
 	DefaultMaxPollRecords = 8192
 	DefaultCommitTimeout  = 10 * time.Second
-	DefaultRevokeTimeout  = 10 * time.Second
+	DefaultRevokeTimeout  = 2 * time.Second
 	DefaultVerifyInterval = time.Second
+)
+
+// The engine.Loss reasons of a Source.
+const (
+	// LossRetention: records deleted (retention, DeleteRecords) before
+	// the group read them.
+	LossRetention = "retention"
+	// LossDeleted: the records of a partition the source owned, not yet
+	// read, when its topic was deleted.
+	LossDeleted = "deleted"
 )
 
 // Options configure a Source.
@@ -63,7 +74,8 @@ type Options struct {
 	// RevokeTimeout bounds how long a revocation waits for the revoked
 	// partitions' published records to be processed before it commits
 	// their processed prefix; the rest is abandoned uncommitted (the new
-	// owner reads it again). Default 10s.
+	// owner reads it again). A member joining the group waits for it:
+	// the rebalance completes once every revocation did. Default 2s.
 	RevokeTimeout time.Duration
 	// Item, when set, builds the item published for a record (for an app
 	// that reads lines: the value as a string). Default: the *Record.
@@ -72,7 +84,10 @@ type Options struct {
 	Logger *slog.Logger
 	// ClientOptions are passed to kgo.NewClient after the source's own
 	// (TLS, SASL, session timeouts ...). They must not enable
-	// autocommitting or replace the partition callbacks.
+	// autocommitting, replace the partition callbacks, drop control
+	// records, or move where a group without a commit starts
+	// (ConsumeStartOffset, ConsumeResetOffset): the records before it
+	// would be counted lost.
 	ClientOptions []kgo.Opt
 }
 
@@ -107,6 +122,12 @@ type Source struct {
 	lastError string
 	verified  time.Time // the last periodic read-back
 	seeded    time.Time // the last read of end offsets (seedEnds)
+	started   time.Time // the last read of start offsets (checkStarts)
+	listed    time.Time // the last read of the topics' partitions (checkPartitions)
+	// unconsumed says why a partition of the topics is read by no one (a
+	// partition no member of the group is assigned, a deleted topic), ""
+	// when every one is owned: the feed is BEHIND while it is set.
+	unconsumed string
 
 	// commitMu serialises commits (a poll's and a revocation's).
 	commitMu       sync.Mutex
@@ -132,7 +153,21 @@ type part struct {
 	acked     int64 // the highest acknowledged position of this ownership
 	committed int64 // the highest committed offset (-1: not known)
 	hwm       int64 // the high watermark of the last fetch (-1: not known)
-	paused    bool
+	// next is the offset of the next record the fetches should return
+	// (the group's commit at the assignment, 0 without one; then the one
+	// after the last record fetched); -1 until the first fetch of an
+	// assignment. A fetch whose log start offset is past it shows records
+	// deleted before they were read.
+	next int64
+	lost int64 // records deleted before they were read (all assignments)
+	// gone is the log start offset a read of the start offsets found past
+	// next (0: none): counted lost when the next read, a second later,
+	// finds next still below it (checkStarts).
+	gone   int64
+	paused bool
+	// revoking: a revocation of the partition is under way: its records
+	// are no longer published, nor taken from the fetches.
+	revoking bool
 	// uncertain is set by a commit whose outcome is unknown: until then
 	// (and until the offsets read back agree) each commit verifies them.
 	uncertain time.Time
@@ -206,6 +241,7 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 		s.poll()
 		if ctx.Err() != nil {
 			cl.AllowRebalance()
+			s.stopCheck(cl)
 			return nil
 		}
 		if took, all := s.publish(); !all {
@@ -231,6 +267,8 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 		refused = time.Time{}
 		s.resume(cl)
 		s.seedEnds(ctx, cl)
+		s.checkStarts(ctx, cl)
+		s.checkPartitions(ctx, cl)
 		s.report()
 		cl.AllowRebalance()
 		pctx, cancel := context.WithTimeout(ctx, s.pollWait())
@@ -267,6 +305,7 @@ func (s *Source) newClient() (*kgo.Client, error) {
 		kgo.ConsumeTopics(s.opts.Topics...),
 		kgo.ConsumerGroup(s.opts.Group),
 		kgo.DisableAutoCommit(),
+		kgo.KeepControlRecords(), // they move a partition's next offset (take)
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(4 * s.opts.PollInterval),
 		kgo.OnPartitionsAssigned(s.assigned),
@@ -303,8 +342,10 @@ func (s *Source) Close() error {
 	return nil
 }
 
-// take appends the polled records to the buffer and notes the high
-// watermarks and fetch errors.
+// take appends the polled records to the buffer (but control records,
+// which only move the partition's next offset), notes the high watermarks
+// and fetch errors, and reports as lost (LossRetention) the records a
+// partition's log start offset moved past before they were read.
 func (s *Source) take(fetches kgo.Fetches) {
 	var errs []error
 	fetches.EachError(func(topic string, partition int32, err error) {
@@ -313,8 +354,9 @@ func (s *Source) take(fetches kgo.Fetches) {
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", partitionKey(topic, partition), err))
 	})
+	var losses []engine.Loss
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	in := s.in
 	s.fetchErr = ""
 	if len(errs) > 0 {
 		s.fetchErr = "fetch: " + errors.Join(errs...).Error()
@@ -322,24 +364,141 @@ func (s *Source) take(fetches kgo.Fetches) {
 	var committed map[string]map[int32]kgo.EpochOffset
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		p := s.parts[partitionKey(fp.Topic, fp.Partition)]
-		if p == nil || !p.owned {
+		if p == nil || !p.owned || p.revoking {
 			return
 		}
-		if p.committed < 0 {
+		if p.committed < 0 || p.next < 0 {
 			// The offset the group had committed when it was assigned
-			// (what this fetch started from), for the status.
+			// (what this fetch started from), for the status and as
+			// the first offset the fetches should return.
 			if committed == nil {
 				committed = s.cl.CommittedOffsets()
 			}
-			if eo, ok := committed[fp.Topic][fp.Partition]; ok {
+			eo, ok := committed[fp.Topic][fp.Partition]
+			if ok && p.committed < 0 {
 				p.committed = eo.Offset
 			}
+			if p.next < 0 {
+				p.next = 0 // no commit: the group reads from offset 0, or what is left of it
+				if ok && eo.Offset > 0 {
+					p.next = eo.Offset
+				}
+			}
+		}
+		if l, ok := s.deleted(p, fp); ok {
+			losses = append(losses, l)
 		}
 		if fp.HighWatermark > p.hwm {
 			p.hwm = fp.HighWatermark
 		}
-		s.buf = append(s.buf, fp.Records...)
+		if len(fp.Records) > 0 {
+			p.gone = 0 // the fetches move on: take sees the log start itself
+		}
+		for _, r := range fp.Records {
+			p.next = max(p.next, r.Offset+1)
+			if !r.Attrs.IsControl() {
+				s.buf = append(s.buf, r)
+			}
+		}
 	})
+	s.mu.Unlock()
+	for _, l := range losses {
+		s.log.Warn("kafkasource: records deleted before they were read (retention); counted lost",
+			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
+		in.AddLoss(l)
+	}
+}
+
+// deleted is the loss of p's records that fp shows deleted before they
+// were read: from the next offset expected up to the fetch's log start
+// offset (the client resumes there when its offset fell below it), or up
+// to its first record when that is lower (read before the deletion). It
+// moves p past them. s.mu held.
+func (s *Source) deleted(p *part, fp kgo.FetchTopicPartition) (engine.Loss, bool) {
+	to := fp.LogStartOffset
+	if len(fp.Records) > 0 {
+		to = min(to, fp.Records[0].Offset)
+	}
+	if p.next < 0 || to <= p.next {
+		return engine.Loss{}, false
+	}
+	l := engine.Loss{Reason: LossRetention, Items: to - p.next, Epoch: p.since, Key: p.key, From: p.next, To: to,
+		Detail: fmt.Sprintf("kafka %s: offsets %d-%d deleted (log start %d) before group %s read them",
+			p.key, p.next, to-1, fp.LogStartOffset, s.opts.Group)}
+	p.lost += l.Items
+	p.next, p.gone = to, 0
+	return l, true
+}
+
+// checkStarts reads, at most once a second while an owned partition that
+// is not paused has records left to read, the start offsets of their
+// topics: a partition whose every record left was deleted returns none in
+// a fetch, so take never sees its log start. A log start found past the
+// partition's next offset is noted; found so again a second later, with
+// no fetch having moved the partition on meanwhile (a fetch answered
+// before the deletion would have), the records up to the log start first
+// noted are counted lost, as take counts them.
+func (s *Source) checkStarts(ctx context.Context, cl *kgo.Client) {
+	s.mu.Lock()
+	var topics []string
+	if time.Since(s.started) >= time.Second {
+		for _, p := range s.parts {
+			if p.owned && !p.paused && p.hwm > max(p.next, p.published, p.committed, 0) && !slices.Contains(topics, p.topic) {
+				topics = append(topics, p.topic)
+			}
+		}
+	}
+	if len(topics) > 0 {
+		s.started = time.Now()
+	}
+	in := s.in
+	s.mu.Unlock()
+	if len(topics) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CommitTimeout)
+	defer cancel()
+	starts, err := kadm.NewClient(cl).ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return // read again in a second
+	}
+	committed := cl.CommittedOffsets()
+	var losses []engine.Loss
+	s.mu.Lock()
+	starts.Each(func(o kadm.ListedOffset) {
+		p := s.parts[partitionKey(o.Topic, o.Partition)]
+		if o.Err != nil || p == nil || !p.owned {
+			return
+		}
+		if p.next < 0 { // not fetched yet: from the group's commit
+			p.next = 0
+			if eo, ok := committed[p.topic][p.partition]; ok && eo.Offset > 0 {
+				p.next = eo.Offset
+			}
+		}
+		switch {
+		case o.Offset <= p.next:
+			p.gone = 0
+		case p.gone == 0:
+			p.gone = o.Offset // noted: counted if still so at the next read
+		default:
+			n := p.gone - p.next
+			losses = append(losses, engine.Loss{Reason: LossRetention, Items: n, Epoch: p.since, Key: p.key, From: p.next, To: p.gone,
+				Detail: fmt.Sprintf("kafka %s: offsets %d-%d deleted (log start %d) before group %s read them",
+					p.key, p.next, p.gone-1, o.Offset, s.opts.Group)})
+			p.lost += n
+			p.next, p.gone = p.gone, 0
+			if o.Offset > p.next {
+				p.gone = o.Offset
+			}
+		}
+	})
+	s.mu.Unlock()
+	for _, l := range losses {
+		s.log.Warn("kafkasource: records deleted before they were read (retention); counted lost",
+			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
+		in.AddLoss(l)
+	}
 }
 
 // publish offers the buffered records in order. It reports how many the
@@ -446,6 +605,144 @@ func (s *Source) seedEnds(ctx context.Context, cl *kgo.Client) {
 	})
 }
 
+// checkPartitions reads the partitions of the source's topics, at most
+// once a second: a partition this member does not own, and that the
+// group's assignment (DescribeGroups) gives no member, is read by no one
+// (added to the topic since the last rebalance): the feed is BEHIND,
+// naming it, and the client's metadata is refreshed at once so that the
+// group's leader rebalances to assign it (the client alone would notice
+// it at its next metadata refresh, minutes later). A deleted topic leaves
+// the feed BEHIND too, and the records of its partitions this member owned
+// and had not read yet (up to the high watermark last seen) are counted
+// lost (LossDeleted).
+func (s *Source) checkPartitions(ctx context.Context, cl *kgo.Client) {
+	s.mu.Lock()
+	due := time.Since(s.listed) >= time.Second
+	if due {
+		s.listed = time.Now()
+	}
+	s.mu.Unlock()
+	if due {
+		s.listPartitions(ctx, cl)
+	}
+}
+
+// stopCheck is the last checkPartitions, when Run ends: a partition added
+// since the last check, or a topic deleted, must not leave a stopped run
+// settled. When the partitions cannot be read, the feed is BEHIND (not
+// known).
+func (s *Source) stopCheck(cl *kgo.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
+	defer cancel()
+	if err := s.listPartitions(ctx, cl); err != nil {
+		s.mu.Lock()
+		s.unconsumed = fmt.Sprintf("the partitions of %s not known at the stop: %v", strings.Join(s.opts.Topics, ", "), err)
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unconsumed != "" {
+		s.setStateLocked(engine.StateBehind, s.unconsumed)
+	}
+}
+
+// listPartitions is checkPartitions' read; it returns why the partitions
+// could not be read (then nothing changes).
+func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CommitTimeout)
+	defer cancel()
+	// A metadata request of its own: the client's cached metadata (which
+	// kadm's listings use) may be seconds old.
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range s.opts.Topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	var deleted []string         // topics
+	var unowned []topicPartition // partitions not owned here
+	s.mu.Lock()
+	for _, rt := range resp.Topics {
+		t := ""
+		if rt.Topic != nil {
+			t = *rt.Topic
+		}
+		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+			if errors.Is(err, kerr.UnknownTopicOrPartition) {
+				deleted = append(deleted, t)
+				continue
+			}
+			s.mu.Unlock()
+			return fmt.Errorf("topic %s: %w", t, err)
+		}
+		for _, rp := range rt.Partitions {
+			if p := s.parts[partitionKey(t, rp.Partition)]; p == nil || !p.owned {
+				unowned = append(unowned, topicPartition{t, rp.Partition})
+			}
+		}
+	}
+	s.mu.Unlock()
+	adm := kadm.NewClient(cl)
+	var unassigned []string
+	if len(unowned) > 0 {
+		groups, err := adm.DescribeGroups(ctx, s.opts.Group)
+		if err == nil {
+			err = groups.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("group %s: %w", s.opts.Group, err)
+		}
+		assigned := groups.AssignedPartitions()
+		for _, tp := range unowned {
+			if !assigned.Lookup(tp.topic, tp.partition) {
+				unassigned = append(unassigned, partitionKey(tp.topic, tp.partition))
+			}
+		}
+		slices.Sort(unassigned)
+	}
+	var why []string
+	for _, t := range deleted {
+		why = append(why, "topic "+t+" deleted")
+	}
+	if len(unassigned) > 0 {
+		why = append(why, fmt.Sprintf("partition %s not assigned to any member of group %s", strings.Join(unassigned, ", "), s.opts.Group))
+		cl.ForceMetadataRefresh() // the group's leader rebalances once it sees the partition
+	}
+	var losses []engine.Loss
+	s.mu.Lock()
+	s.unconsumed = strings.Join(why, "; ")
+	for _, p := range s.parts {
+		if !p.owned || !slices.Contains(deleted, p.topic) {
+			continue
+		}
+		from := max(p.next, p.published, p.committed, 0)
+		if p.hwm > from {
+			losses = append(losses, engine.Loss{Reason: LossDeleted, Items: p.hwm - from, Epoch: p.since, Key: p.key, From: from, To: p.hwm,
+				Detail: fmt.Sprintf("kafka %s: offsets %d-%d not read when topic %s was deleted", p.key, from, p.hwm-1, p.topic)})
+			p.lost += p.hwm - from
+			p.next = p.hwm
+		}
+	}
+	in := s.in
+	s.mu.Unlock()
+	for _, l := range losses {
+		s.log.Warn("kafkasource: topic deleted with records not read; counted lost",
+			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
+		in.AddLoss(l)
+	}
+	return nil
+}
+
+// topicPartition names a partition.
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
 // pause pauses the fetches of every owned partition (the feed refused a
 // record: PAUSE).
 func (s *Source) pause(cl *kgo.Client) {
@@ -489,7 +786,10 @@ func (s *Source) resume(cl *kgo.Client) {
 }
 
 // report sets the feed's state from the lag: CAUGHT_UP once every owned
-// partition's records up to its high watermark are published.
+// partition's records up to its high watermark are published (or were
+// deleted before they were read, counted lost) and every partition of the
+// topics is owned by a member of the group (checkPartitions). Run calls it
+// once the buffer is published.
 func (s *Source) report() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -499,6 +799,10 @@ func (s *Source) report() {
 	}
 	if e := s.brokerErr.Load(); e != nil {
 		s.setStateLocked(engine.StateBehind, *e)
+		return
+	}
+	if s.unconsumed != "" {
+		s.setStateLocked(engine.StateBehind, s.unconsumed)
 		return
 	}
 	var lag int64
@@ -512,7 +816,10 @@ func (s *Source) report() {
 			s.setStateLocked(engine.StateBehind, "partition "+p.key+": high watermark not known yet")
 			return
 		}
-		lag += max(0, p.hwm-max(p.published, p.committed))
+		// The buffer is published (report runs then): every record
+		// fetched, up to next, is published or a control record, or was
+		// deleted before it was read (counted lost).
+		lag += max(0, p.hwm-max(p.published, p.committed, p.next))
 	}
 	switch {
 	case owned == 0:
@@ -635,16 +942,21 @@ func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 				p = &part{topic: topic, partition: partition, key: key, committed: -1}
 				s.parts[key] = p
 			}
-			p.owned, p.since, p.published, p.acked, p.committed, p.hwm, p.paused = true, s.gen, 0, 0, -1, -1, false
+			p.owned, p.since, p.published, p.acked, p.committed, p.hwm, p.next, p.gone, p.paused = true, s.gen, 0, 0, -1, -1, -1, 0, false
 		}
 	}
 }
 
-// revoked waits, bounded by RevokeTimeout, for the revoked partitions'
-// published records to be processed, commits their processed prefix and
-// stops owning them: their records still queued are fenced (a later
-// acknowledgement is not committed) and their buffered records dropped.
+// revoked hands the revoked partitions' polled records that are not
+// published yet back at once (they are dropped and no more are published:
+// the new owner reads them from the commit), then waits, bounded by
+// RevokeTimeout, for their published records to be processed, commits
+// their processed prefix and stops owning them: their records still
+// queued are fenced (a later acknowledgement is not committed). The wait
+// is for what the queues held when the revocation began, never for a
+// poll's worth of records still to be published.
 func (s *Source) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	s.handBack(revoked)
 	if s.running.Load() {
 		deadline := time.Now().Add(s.opts.RevokeTimeout)
 		timer := time.NewTimer(time.Hour)
@@ -657,6 +969,34 @@ func (s *Source) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 	}
 	s.poll()
 	s.disown(revoked)
+}
+
+// handBack marks partitions being revoked and drops their buffered
+// records, not published.
+func (s *Source) handBack(tps map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	back := map[string]bool{}
+	for topic, ps := range tps {
+		for _, partition := range ps {
+			if p := s.parts[partitionKey(topic, partition)]; p != nil && p.owned {
+				p.revoking = true
+				back[p.key] = true
+			}
+		}
+	}
+	s.dropBuffered(back)
+}
+
+// dropBuffered drops the buffered records of the partitions keyed in
+// drop (s.mu held).
+func (s *Source) dropBuffered(drop map[string]bool) {
+	if len(drop) == 0 {
+		return
+	}
+	clear(s.buf[:s.head])
+	s.buf = slices.DeleteFunc(s.buf[s.head:], func(r *kgo.Record) bool { return drop[partitionKey(r.Topic, r.Partition)] })
+	s.head = 0
 }
 
 // lost stops owning partitions without committing: the session is gone,
@@ -691,7 +1031,7 @@ func (s *Source) disown(tps map[string][]int32) {
 				if p.paused {
 					resume[topic] = append(resume[topic], partition)
 				}
-				p.owned, p.paused = false, false
+				p.owned, p.paused, p.revoking = false, false, false
 				gone[key] = true
 			}
 		}
@@ -700,9 +1040,7 @@ func (s *Source) disown(tps map[string][]int32) {
 		// Not paused if it is assigned again.
 		s.cl.ResumeFetchPartitions(resume)
 	}
-	clear(s.buf[:s.head])
-	s.buf = slices.DeleteFunc(s.buf[s.head:], func(r *kgo.Record) bool { return gone[partitionKey(r.Topic, r.Partition)] })
-	s.head = 0
+	s.dropBuffered(gone)
 }
 
 // committer is the source's engine.Committer.
@@ -726,6 +1064,25 @@ func (c committer) Acknowledged(_, epoch int64, pos core.Position) {
 // Commit commits, per owned partition, the acknowledged position when it
 // is past the committed one; a lower committed offset is never sent.
 func (c committer) Commit() error { return c.s.commit() }
+
+var _ engine.CommitReporter = committer{}
+
+// Durable reports the offset this source committed for partition key while
+// it owned it under the assignment that epoch's records were published in
+// (engine.CommitReporter), so that the engine claims a commit (a COMMIT
+// row) only for a position Kafka holds from this member. It is not live
+// once the partition is no longer owned, or owned again under a later
+// assignment: the acknowledgements of epoch are fenced, never committed.
+func (c committer) Durable(epoch int64, key string) (int64, bool) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.parts[key]
+	if p == nil || epoch < p.since {
+		return -1, false
+	}
+	return p.committed, p.owned
+}
 
 func (s *Source) commit() error {
 	s.commitMu.Lock()
@@ -882,6 +1239,9 @@ type PartitionStatus struct {
 	// Lag is HighWatermark minus Committed (-1 when either is unknown).
 	Lag    int64
 	Paused bool
+	// Lost counts the records of the partition deleted (retention,
+	// DeleteRecords) before the group read them: a loss.
+	Lost int64
 }
 
 // Status returns the source's status; safe to call at any time.
@@ -894,7 +1254,7 @@ func (s *Source) Status() Status {
 	}
 	for _, p := range s.parts {
 		ps := PartitionStatus{Topic: p.topic, Partition: p.partition, Owned: p.owned, Committed: p.committed,
-			Processed: p.acked, Published: p.published, HighWatermark: p.hwm, Lag: -1, Paused: p.paused}
+			Processed: p.acked, Published: p.published, HighWatermark: p.hwm, Lag: -1, Paused: p.paused, Lost: p.lost}
 		if p.hwm >= 0 && p.committed >= 0 {
 			ps.Lag = p.hwm - p.committed
 		}

@@ -3,6 +3,7 @@ package apps_test
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -240,6 +241,68 @@ func TestLedgerAlreadyAppliedAcrossRestart(t *testing.T) {
 			t.Errorf("%s: %d outputs, saved balance %d offset %d epoch %d; want %d, %d, %d, %d", tt.name, len(got),
 				st.Balances["a"], st.Offset, st.Epoch, tt.wantOutputs, tt.wantBalance, tt.wantOffset, tt.wantEpoch)
 		}
+	}
+}
+
+// TestLedgerKeysWhatItAppliedByPartitionAndOffsetNotByEpoch: deliveries
+// with a position key (Kafka partitions, whose epoch is the group
+// generation) are saved per key; a restarted ledger skips a re-delivered
+// record of a partition at or before that partition's saved offset under
+// any later generation, applies the records after it, and keeps the file
+// rule (epoch and offset, key "") for a delivery without a key.
+func TestLedgerKeysWhatItAppliedByPartitionAndOffsetNotByEpoch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	deliver := func(epoch int64, key string, off int64) *core.Delivery {
+		return &core.Delivery{Feed: "input", Epoch: epoch, Position: core.Position{Key: key, Offset: off}}
+	}
+	first := newLedger(t, apps.LedgerOptions{StatePath: path})
+	h := host(first)
+	for _, in := range []struct {
+		key  string
+		off  int64
+		line string
+	}{{"t/0", 1, "a,1"}, {"t/1", 1, "b,1"}, {"t/0", 2, "a,2"}, {"t/1", 2, "b,2"}, {"t/1", 3, "b,4"}} {
+		if _, err := handle(t, h, deliver(3, in.key, in.off), in.line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarted := newLedger(t, apps.LedgerOptions{StatePath: path})
+	want := apps.LedgerState{Balances: map[string]int64{"a": 3, "b": 7}, Applied: 5, Epoch: 3, Key: "t/1", Offset: 3,
+		Positions: map[string]int64{"t/0": 2, "t/1": 3}}
+	if diff := cmp.Diff(want, restarted.State()); diff != "" {
+		t.Fatalf("restored state (-want +got):\n%s", diff)
+	}
+	h = host(restarted)
+	for _, tt := range []struct {
+		name        string
+		epoch       int64
+		key         string
+		off         int64
+		line        string
+		wantOutputs int
+	}{
+		{"t/0 applied before, a later generation", 5, "t/0", 1, "a,1", 0},
+		{"t/0 the last applied, a later generation", 5, "t/0", 2, "a,2", 0},
+		{"t/1 applied before (below t/1's offset, above t/0's)", 5, "t/1", 2, "b,2", 0},
+		{"t/0 next record", 5, "t/0", 3, "a,8", 1},
+		{"t/2 never seen", 5, "t/2", 1, "c,1", 1},
+		{"t/1 next record", 6, "t/1", 4, "b,8", 1},
+		{"a file line (no key) of a new epoch", 9, "", 1, "d,1", 1},
+	} {
+		got, err := handle(t, h, deliver(tt.epoch, tt.key, tt.off), tt.line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != tt.wantOutputs {
+			t.Errorf("%s: %d outputs, want %d", tt.name, len(got), tt.wantOutputs)
+		}
+	}
+	st := readState(t, path)
+	if want := map[string]int64{"a": 11, "b": 15, "c": 1, "d": 1}; !maps.Equal(st.Balances, want) || st.Applied != 9 {
+		t.Errorf("saved balances %v, applied %d; want %v, 9", st.Balances, st.Applied, want)
+	}
+	if want := map[string]int64{"t/0": 3, "t/1": 4, "t/2": 1}; !maps.Equal(st.Positions, want) {
+		t.Errorf("saved positions %v, want %v", st.Positions, want)
 	}
 }
 

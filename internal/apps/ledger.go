@@ -53,14 +53,56 @@ type LedgerOptions struct {
 }
 
 // LedgerState is the ledger's state, as saved in its state file and its
-// Snapshot: the balances, the count of postings applied, and the source
-// position (epoch, offset) of the last delivery applied (seed 5a: consumer
-// side offsets). State returns a copy, safe to use anywhere.
+// Snapshot: the balances, the count of postings applied, the source
+// position (epoch, key, offset) of the last delivery applied (seed 5a:
+// consumer side offsets) and, for a source whose positions have a key (a
+// Kafka partition, "topic/partition"), the offset of the last delivery
+// applied of each key. State returns a copy, safe to use anywhere.
 type LedgerState struct {
 	Balances map[string]int64 `json:"balances"`
 	Applied  int64            `json:"applied"`
 	Epoch    int64            `json:"epoch"`
+	Key      string           `json:"key,omitempty"`
 	Offset   int64            `json:"offset"`
+	// Positions holds, per position key, the offset of the last delivery
+	// of that key applied, whatever its epoch: a Kafka epoch is the group
+	// generation that assigned the partition, which changes at every
+	// rebalance while the partition's offsets go on. Nil for a file.
+	Positions map[string]int64 `json:"positions,omitempty"`
+}
+
+// applied reports whether the state already holds delivery d: for a
+// position with a key, an offset at or before the last one applied of that
+// key (whatever the epoch); for a file (key ""), the same epoch and an
+// offset at or before the last one (core.Delivery.AlreadyApplied).
+func (st *LedgerState) applied(d *core.Delivery) bool {
+	switch {
+	case d == nil:
+		return false
+	case d.Position.Key != "":
+		off, ok := st.Positions[d.Position.Key]
+		return ok && d.Position.Offset <= off
+	}
+	return d.AlreadyApplied(st.Epoch, core.Position{Offset: st.Offset})
+}
+
+// record notes d as the last delivery applied (and of its key).
+func (st *LedgerState) record(d *core.Delivery) {
+	st.Epoch, st.Key, st.Offset = d.Epoch, d.Position.Key, d.Position.Offset
+	if d.Position.Key == "" {
+		return
+	}
+	if st.Positions == nil {
+		st.Positions = map[string]int64{}
+	}
+	st.Positions[d.Position.Key] = max(st.Positions[d.Position.Key], d.Position.Offset)
+}
+
+// clone is a copy of st that shares no map with it.
+func (st LedgerState) clone() LedgerState {
+	st.Balances = maps.Clone(st.Balances)
+	st.Positions = maps.Clone(st.Positions)
+	return st
 }
 
 // Posting is the output of the ledger for each amount applied to an
@@ -95,8 +137,11 @@ type posting struct {
 
 // Ledger is the stateful ledger app. For each line:
 //
-//   - a delivery already applied (Delivery.AlreadyApplied with the saved
-//     epoch and offset, after a restart) is skipped: no output, no change;
+//   - a delivery already applied (after a restart: for a file,
+//     Delivery.AlreadyApplied with the saved epoch and offset; for a
+//     position with a key, a Kafka partition, an offset at or before the
+//     saved one of that key, whatever the epoch) is skipped: no output, no
+//     change;
 //   - account,amount applies the amount and emits a Posting;
 //   - transfer,from,to,amount queues two reentrant postings (the debit, the
 //     credit), each emitting its Posting;
@@ -105,7 +150,7 @@ type posting struct {
 //   - anything else emits a Rejected and changes no balance.
 //
 // Every handled positioned delivery registers one completion (the same
-// pointer each cycle, kept once) that records its epoch and offset and
+// pointer each cycle, kept once) that records its position and
 // saves the state, or counts the delivery into the batch of the next save
 // (LedgerOptions); an input without a position is saved at once, or
 // counted into the batch. Applied counts postings (a transfer is two).
@@ -177,7 +222,7 @@ func (s *ledgerSave) Complete(d *core.Delivery) error {
 	l := s.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.st.Epoch, l.st.Offset = d.Epoch, d.Position.Offset
+	l.st.record(d)
 	l.closeOpen()
 	return l.completedLocked()
 }
@@ -198,7 +243,7 @@ func (s *ledgerBatchSave) Complete(d *core.Delivery) error {
 	l := s.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.st.Epoch, l.st.Offset = d.Epoch, d.Position.Offset
+	l.st.record(d)
 	k := 0
 	for k < len(l.opened) && !l.opened[k].is(d) {
 		k++
@@ -319,9 +364,10 @@ func (l *Ledger) completedLocked() error {
 // mu held.
 func (l *Ledger) snapshotLocked() {
 	st := l.committedState()
-	if len(l.open) == 0 { // committedState shares st's map: copy it (cheaper than encoding it here)
+	if len(l.open) == 0 { // committedState shares st's maps: copy them (cheaper than encoding it here)
 		st.Balances = maps.Clone(st.Balances)
 	}
+	st.Positions = maps.Clone(st.Positions) // shared by committedState in any case
 	l.next = &ledgerSnap{st: &st, marks: l.marksLocked()}
 	l.pending = 0
 	if l.saver != nil {
@@ -420,16 +466,14 @@ func (l *Ledger) DurableState() core.DurableState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, _ := json.Marshal(l.st.Balances) // a map of strings to integers always encodes
-	return core.DurableState{Applied: l.st.Applied, Epoch: l.st.Epoch, Position: core.Position{Offset: l.st.Offset}, Effects: string(b)}
+	return core.DurableState{Applied: l.st.Applied, Epoch: l.st.Epoch, Position: core.Position{Key: l.st.Key, Offset: l.st.Offset}, Effects: string(b)}
 }
 
 // State returns a copy of the ledger's state.
 func (l *Ledger) State() LedgerState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := l.st
-	st.Balances = maps.Clone(l.st.Balances) // never nil: New and Restore make it
-	return st
+	return l.st.clone() // Balances never nil: New and Restore make it
 }
 
 // Snapshot returns the state as JSON (keys sorted).
@@ -459,7 +503,7 @@ func (l *Ledger) Restore(snapshot []byte) error {
 func (l *Ledger) OnEvent(c *core.Cycle, ev any) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if d := c.Delivery(); d != nil && d.AlreadyApplied(l.st.Epoch, core.Position{Offset: l.st.Offset}) {
+	if l.st.applied(c.Delivery()) {
 		return nil
 	}
 	if _, line := ev.(string); line {
@@ -675,8 +719,8 @@ func (o openDelivery) is(d *core.Delivery) bool { return o.seq == d.Sequence && 
 // committedState is the state without the postings of the deliveries
 // whose completion has not run (their positions not yet recorded): the
 // state a save may hold while they are under way, or abandoned (an
-// observer failed, Stop cut one). It shares st's map when there is none.
-// mu held.
+// observer failed, Stop cut one). It shares st's Positions, and its
+// Balances when there is none. mu held.
 func (l *Ledger) committedState() LedgerState {
 	if len(l.open) == 0 {
 		return l.st
