@@ -357,3 +357,50 @@ func (rec *recording) count(kind string) int {
 	}
 	return n
 }
+
+// uncovered counts, for a recording of a file feed (positions without a
+// key), the sequence numbers at or below its highest COMMIT row that no
+// row accounts for: no input row, no DROPPED range, no FAILED row. A
+// COMMIT row claims every item up to it was processed, so each must have
+// left a row. (A Kafka feed commits per partition: which sequence numbers
+// belong to a partition that left no row cannot be known, so it is not
+// counted.)
+func (rec *recording) uncovered() int {
+	top := map[string]int64{}
+	for i := range rec.rows {
+		r := &rec.rows[i]
+		if r.kind == "COMMIT" && r.key == "" && r.seq > top[r.source] {
+			top[r.source] = r.seq
+		}
+	}
+	if len(top) == 0 {
+		return 0
+	}
+	seen := map[string]map[int64]bool{}
+	mark := func(feed string, from, to int64) {
+		if seen[feed] == nil {
+			seen[feed] = map[int64]bool{}
+		}
+		for q := from; q <= to && q <= top[feed]; q++ {
+			seen[feed][q] = true
+		}
+	}
+	for i := range rec.rows {
+		r := &rec.rows[i]
+		switch r.kind {
+		case "INLINE", "INDEXED", "FAILED":
+			mark(r.source, r.seq, r.seq)
+		case "DROPPED":
+			mark(r.source, r.seq, r.seq+max(r.n, 1)-1)
+		}
+	}
+	n := 0
+	for feed, s := range top {
+		for q := int64(1); q <= s; q++ {
+			if !seen[feed][q] {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -253,25 +253,17 @@ func (sr *scenarioRun) finish(ctx context.Context) error {
 	return nil
 }
 
-// topicDeletedBefore reports whether a run before run i (1-based) deleted
-// the Kafka topic, or it was deleted before run i: offsets start again.
+// topicDeletedBefore reports whether the Kafka topic was deleted while
+// stopped before run i (1-based), or while the run before it ran: its
+// offsets start again.
 func (sr *scenarioRun) topicDeletedBefore(i int) bool {
 	if sr.kafka == nil || i > len(sr.s.Runs) {
 		return false
 	}
-	for _, op := range sr.s.Runs[i-1].Before {
-		if op.Kind == OpDeleteTopic {
-			return true
-		}
+	deletes := func(ops []Op) bool {
+		return slices.ContainsFunc(ops, func(op Op) bool { return op.Kind == OpDeleteTopic })
 	}
-	if i >= 2 {
-		for _, op := range sr.s.Runs[i-2].During {
-			if op.Kind == OpDeleteTopic {
-				return true
-			}
-		}
-	}
-	return false
+	return deletes(sr.s.Runs[i-1].Before) || deletes(sr.s.Runs[i-1].During) || i >= 2 && deletes(sr.s.Runs[i-2].During)
 }
 
 // shrinkFailure shrinks a failing scenario: fewer runs, then no faults,
