@@ -68,6 +68,7 @@ type group struct {
 	nTimers  atomic.Int64 // len(timers), read without the lock
 
 	drops []Drop
+	lost  []SourceLoss
 
 	// Several workers: what the status reports of the gap.
 	gapBlocked   atomic.Int64 // nanoseconds the group waited with a queue's gap full
@@ -248,7 +249,8 @@ func (g *group) step() bool {
 	return did
 }
 
-// emitDrops reports the drops marked at or before queue position pos: to
+// emitDrops reports the drops and source losses marked at or before queue
+// position pos: to
 // the single worker's streams at once, or, with several workers, to every
 // worker's streams through its tasks, in order with its items.
 // next reports the drops marked at or before the queue's head, then takes
@@ -265,19 +267,47 @@ func (g *group) next(b *binding) (e envelope, ok, dropped bool) {
 }
 
 func (g *group) emitDrops(b *binding, pos int64) bool {
-	g.drops = b.takeMarks(pos, g.drops[:0])
-	if len(g.drops) == 0 {
+	g.drops, g.lost = b.takeMarks(pos, g.drops[:0], g.lost[:0])
+	if len(g.drops) == 0 && len(g.lost) == 0 {
 		return false
 	}
 	if len(g.workers) == 1 {
-		g.workers[0].reportDrops(g.drops)
+		g.workers[0].reportDrops(g.drops, g.lost)
 		return true
+	}
+	// The items taken before the marks reach their workers first: those
+	// still pending are handed out now (a worker does its tasks in order),
+	// and with OrderNone every item in the shared channel is taken by some
+	// worker before the marks go out, so that no worker reads a mark and
+	// then an item published before it.
+	g.handOutAll(b)
+	if g.order == OrderNone {
+		g.settleShared()
 	}
 	for _, w := range g.workers {
 		w.inflight.Add(1)
-		w.tasks <- task{drops: append([]Drop(nil), g.drops...)}
+		w.tasks <- task{drops: append([]Drop{}, g.drops...), lost: append([]SourceLoss(nil), g.lost...)}
 	}
 	return true
+}
+
+// settleShared waits until the workers took every task of the shared
+// channel (OrderNone), or the group stops or fails.
+func (g *group) settleShared() {
+	for len(g.shared) > 0 && !g.dead.Load() {
+		g.sleeping.Store(true)
+		if len(g.shared) == 0 { // taken meanwhile: the worker may not wake us
+			g.sleeping.Store(false)
+			return
+		}
+		select {
+		case <-g.wake:
+		case <-g.stop:
+			g.sleeping.Store(false)
+			return
+		}
+		g.sleeping.Store(false)
+	}
 }
 
 func (g *group) park() {

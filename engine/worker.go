@@ -54,13 +54,14 @@ type pendingItem struct {
 }
 
 // task is one thing a group hands a worker: an item of a queue (b, e,
-// claimed with tok), a timer of one of its hosts (timer), or drops to
-// report in its streams (drops).
+// claimed with tok), a timer of one of its hosts (timer), or drops and
+// source losses to report in its streams (drops, non-nil, and lost).
 type task struct {
 	b      *binding
 	claims []claim // the items, in queue order
 	timer  *timerEntry
 	drops  []Drop
+	lost   []SourceLoss
 }
 
 // size is what the task counts in a worker's inflight: its items, or 1.
@@ -410,7 +411,7 @@ func (w *worker) do(t task) {
 		}
 		w.flush()
 	case t.drops != nil:
-		w.reportDrops(t.drops)
+		w.reportDrops(t.drops, t.lost)
 		w.flush()
 	default:
 		// The chunk is one batch: its items' rows are flushed together
@@ -453,14 +454,21 @@ func (w *worker) fire(te timerEntry) {
 	}
 }
 
-// reportDrops tells the observers of drops in the worker's streams.
-func (w *worker) reportDrops(ds []Drop) {
-	if w.g.obs.Dropped == nil {
-		return
+// reportDrops tells the observers of drops and source losses in the
+// worker's streams.
+func (w *worker) reportDrops(ds []Drop, ls []SourceLoss) {
+	if w.g.obs.Dropped != nil {
+		for _, d := range ds {
+			w.dirty = true
+			d.Processors = w.names
+			w.g.obs.Dropped(w.name, d)
+		}
 	}
-	w.dirty = true
-	for _, d := range ds {
-		d.Processors = w.names
-		w.g.obs.Dropped(w.name, d)
+	if w.g.obs.Lost != nil {
+		for _, l := range ls {
+			w.dirty = true
+			l.Processors = w.names
+			w.g.obs.Lost(w.name, l)
+		}
 	}
 }
