@@ -277,9 +277,9 @@ func (g *group) emitDrops(b *binding, pos int64) bool {
 	}
 	// The items taken before the marks reach their workers first: those
 	// still pending are handed out now (a worker does its tasks in order),
-	// and with OrderNone every item in the shared channel is taken by some
-	// worker before the marks go out, so that no worker reads a mark and
-	// then an item published before it.
+	// and with OrderNone every item handed out is done before the marks go
+	// out (settleShared), so that no worker reads a mark and then an item
+	// published before it.
 	g.handOutAll(b)
 	if g.order == OrderNone {
 		g.settleShared()
@@ -291,12 +291,15 @@ func (g *group) emitDrops(b *binding, pos int64) bool {
 	return true
 }
 
-// settleShared waits until the workers took every task of the shared
-// channel (OrderNone), or the group stops or fails.
+// settleShared waits until every item handed out so far was done (OrderNone:
+// the shared channel empty, no worker with a task in hand), or the group
+// stops or fails. A mark sent to the workers then comes after every item
+// published before it in every worker's stream, and a worker that takes an
+// item published after it does the mark first (worker.run).
 func (g *group) settleShared() {
-	for len(g.shared) > 0 && !g.dead.Load() {
+	for !g.workersIdle() && !g.dead.Load() {
 		g.sleeping.Store(true)
-		if len(g.shared) == 0 { // taken meanwhile: the worker may not wake us
+		if g.workersIdle() { // done meanwhile: the worker may not wake us
 			g.sleeping.Store(false)
 			return
 		}
@@ -308,6 +311,21 @@ func (g *group) settleShared() {
 		}
 		g.sleeping.Store(false)
 	}
+}
+
+// workersIdle reports whether no item is waiting in the shared channel and
+// no worker has a task in hand. A worker counts a shared task in its
+// inflight before the channel's count drops, so no task is between them.
+func (g *group) workersIdle() bool {
+	if g.sharedItems.Load() != 0 {
+		return false
+	}
+	for _, w := range g.workers {
+		if w.inflight.Load() != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (g *group) park() {

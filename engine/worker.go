@@ -394,11 +394,35 @@ func (w *worker) run() {
 			}
 			w.inflight.Add(t.size()) // counted by the worker that takes it
 			w.g.sharedItems.Add(-t.size())
+			// What the group sent this worker before it handed t out (the
+			// drop and loss marks before t's item, group.settleShared) is
+			// done first, so that no mark follows an item published after
+			// it.
+			own = w.drainOwn(own)
 		}
 		w.do(t)
 		w.inflight.Add(-t.size())
 		w.g.notify()
 	}
+}
+
+// drainOwn does the tasks waiting in the worker's own channel, without
+// waiting for more; it returns nil for a closed channel.
+func (w *worker) drainOwn(own chan task) chan task {
+	for own != nil {
+		select {
+		case t, ok := <-own:
+			if !ok {
+				return nil
+			}
+			w.do(t)
+			w.inflight.Add(-t.size())
+			w.g.notify()
+		default:
+			return own
+		}
+	}
+	return own
 }
 
 // do does one task.
