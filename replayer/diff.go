@@ -278,16 +278,18 @@ func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffRepo
 				return nil, fmt.Errorf("%w: nil reader", ErrUsage)
 			}
 			problems := r.Problems()
-			torn := slices.ContainsFunc(problems, func(pb store.Problem) bool { return pb.Kind == store.ProblemTorn })
+			var tail []store.Problem
+			if ri < len(side)-1 {
+				// A killed run, restarted by the next: its stream has no
+				// END, and a CSV recording may end in half a line and,
+				// before it, the first rows of the input whose write it
+				// cut (the input was not committed, so the restart
+				// delivers it again).
+				tail = store.CrashTail(r, problems)
+			}
 			for _, pb := range problems {
 				rep.Problems = append(rep.Problems, pb)
-				if ri < len(side)-1 && (pb.Kind == store.ProblemUnfinished || pb.Kind == store.ProblemTorn ||
-					torn && cutShort(r, pb)) {
-					// A killed run, restarted by the next: its stream has
-					// no END, and a CSV recording may end in half a line
-					// and, before it, the first rows of the input whose
-					// write it cut (the input was not committed, so the
-					// restart delivers it again).
+				if slices.Contains(tail, pb) {
 					rep.Expected++
 					continue
 				}
@@ -1128,25 +1130,4 @@ func (d *differ) inputText(r store.Reader, dl *delivery) string {
 		return string(j.Payload)
 	}
 	return string(dl.payload)
-}
-
-// cutShort reports whether pb is an orphan at the very end of its stream:
-// only OUTPUT rows of the orphan's own input follow it. In a torn recording
-// that is the input whose rows the crash cut short.
-func cutShort(r store.Reader, pb store.Problem) bool {
-	if pb.Kind != store.ProblemOrphan || pb.Processor == "" {
-		return false
-	}
-	for e, err := range r.Stream(pb.Processor) {
-		if errors.Is(err, store.ErrTorn) {
-			continue // the torn line itself, set aside
-		}
-		if err != nil {
-			return false
-		}
-		if e.Index > pb.Index && e.Kind != store.KindOutput {
-			return false
-		}
-	}
-	return true
 }

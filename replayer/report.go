@@ -41,6 +41,10 @@ func writeProcessor(w io.Writer, p *ProcessorReport) {
 		writeDivergence(w, d)
 	}
 	for _, l := range p.Losses {
+		if l.Source != nil {
+			fmt.Fprintf(w, "  loss at index %d: %s\n", l.Index, l.Source)
+			continue
+		}
 		approx := ""
 		if l.Approximate {
 			approx = " (approximate)"

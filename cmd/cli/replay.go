@@ -110,8 +110,11 @@ outputs, processed twice (once per run of a stitched side, after a kill),
 and processed more often than the runs explain (twice in one run, or again
 after a run that stopped cleanly). A and B may each be a comma-separated
 list of consecutive runs to stitch together (a crashed run and its
-restarts). A processor run on workers (streams NAME#w0, NAME#w1 ...) is
-compared as the one processor NAME, its workers' inputs merged.
+restarts). A processor run on workers (streams NAME#w0, NAME#w1 ...) is compared as the
+one processor NAME, its workers' inputs merged. A side is complete as verify
+says (a recorded failure, a seq a COMMIT row covers with no row, a gap ...
+make it not complete), but for the missing END and torn tail of a run
+followed by its restart.
 
 Exit: 0 both sides complete and the same; 1 a difference; 2 a usage or I/O
 error; 3 a side not complete (an integrity problem other than the missing

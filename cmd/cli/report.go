@@ -39,9 +39,9 @@ to every app), as replay's.
 The file is written whole or not at all, and holds no time but the
 recordings' own: the same recordings give the same bytes.
 
-Exit: 0 nothing was lost and every row was read (and, with --replay, every
-run replayed identical); 1 a replay diverged; 2 a usage or I/O error; 3
-something was lost or a recording could not be read whole.`,
+Exit: 0 nothing was lost and the runs are complete (and, with --replay,
+every run replayed identical); 1 a replay diverged; 2 a usage or I/O error;
+3 something was lost or the runs are not complete (as explain says).`,
 		Args: exactArgs("RECORDING[,RECORDING...]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -121,7 +121,7 @@ something was lost or a recording could not be read whole.`,
 				}
 			}
 			verdict := []string{choose(f.Lost, "something was lost", "nothing was lost"),
-				choose(f.Complete, "every row read", "NOT COMPLETE")}
+				choose(f.Complete, "complete", "NOT COMPLETE")}
 			if replay {
 				verdict = append(verdict, choose(identical, "replay identical", "replay DIVERGED"))
 			}
