@@ -49,10 +49,21 @@ type Options struct {
 // those again): a single recording of 1M inputs is explained in about 12
 // MB. A recording with a problem a later run does not explain (a row that
 // cannot be read, a gap, a recorded failure ...) makes the Findings not
-// Complete. Explain returns an error only when given no recording.
+// Complete. Explain returns an error when given no recording, and when the
+// recordings cannot be consecutive runs of one source (store.CheckRuns: a
+// run given twice or a copy of it, runs out of order; the error wraps
+// store.ErrRuns, a *store.RunsError says which runs), or cannot be read to
+// check that.
 func Explain(recs []Recording, opts Options) (*Findings, error) {
 	if len(recs) == 0 {
 		return nil, ErrNoRecording
+	}
+	rs := make([]store.Reader, len(recs))
+	for i, rec := range recs {
+		rs[i] = rec.Reader
+	}
+	if err := store.CheckRuns(rs); err != nil {
+		return nil, fmt.Errorf("incident: %w", err)
 	}
 	x := &explainer{f: &Findings{Complete: true, Runs: []Run{}, Answers: []Answers{}, Losses: []Loss{}}, names: &names{id: map[string]uint64{}}}
 	for i, rec := range recs {

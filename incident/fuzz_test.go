@@ -3,18 +3,21 @@ package incident_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/incident"
+	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
 
-// FuzzExplain: Explain reads any bytes a CSV recording may hold, as one run
-// or as a crashed run followed by itself, without a panic; its Findings
-// encode as JSON and as text; and a recording is complete exactly when it
-// has no problem (as verify says).
+// FuzzExplain: Explain reads any bytes a CSV recording may hold without a
+// panic; its Findings encode as JSON and as text; a recording is complete
+// exactly when it has no problem (as verify says); and the recording
+// given twice, as a crashed run followed by itself, is refused (the same
+// rows: store.ErrRuns).
 func FuzzExplain(f *testing.F) {
 	for _, p := range []string{"../store/csvstore/testdata/example.csv", "../store/csvstore/testdata/v2.csv", "../store/csvstore/testdata/v1.csv",
 		"../cmd/cli/testdata/explain.txt"} {
@@ -33,8 +36,8 @@ func FuzzExplain(f *testing.F) {
 			return incident.Recording{File: "fuzz.csv", Reader: r}
 		}
 		twice := []incident.Recording{open(), open()}
-		if _, err := incident.Explain(twice, incident.Options{}); err != nil {
-			t.Fatal(err)
+		if _, err := incident.Explain(twice, incident.Options{}); !errors.Is(err, store.ErrRuns) {
+			t.Fatalf("a recording given twice: %v, want store.ErrRuns", err)
 		}
 		recs := []incident.Recording{open()}
 		fd, err := incident.Explain(recs, incident.Options{Pointer: &incident.Position{Offset: 1}})

@@ -247,13 +247,23 @@ type InputDiff struct {
 // the listed inputs' payloads and outputs).
 //
 // The error is for I/O problems and a cancelled ctx; a nil ctx, or a side
-// without a recording, is ErrUsage.
+// without a recording, is ErrUsage; a side whose recordings cannot be
+// consecutive runs (store.CheckRuns: a run given twice, a copy of one, runs
+// out of order) wraps store.ErrRuns.
 func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffReport, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", ErrUsage)
 	}
 	if len(a) == 0 || len(b) == 0 {
 		return nil, fmt.Errorf("%w: diff needs at least one recording on each side", ErrUsage)
+	}
+	for i, side := range [][]store.Reader{a, b} {
+		if slices.Contains(side, nil) {
+			return nil, fmt.Errorf("%w: nil reader", ErrUsage)
+		}
+		if err := store.CheckRuns(side); err != nil {
+			return nil, fmt.Errorf("replayer: diff: side %s: %w", "AB"[i:i+1], err)
+		}
 	}
 	d := &differ{ctx: ctx, codec: opts.Codec, limit: opts.Limit, seed: maphash.MakeSeed()}
 	if d.codec == nil {

@@ -251,3 +251,52 @@ func TestARotatedFileThatCannotBeFoundIsALostRowEveryVerdictReads(t *testing.T) 
 		}
 	}
 }
+
+// TestRunsThatCannotBeStitchedAreRefused: explain, report and diff answer
+// for consecutive runs of one source, each given once, in order; the same
+// file twice, a copy of a run, and runs out of order (a later run's META
+// created before the earlier's) are refused before any work: exit 2,
+// naming both files and why. They were answered as if a crash had happened
+// twice, or a restart before its crash.
+func TestRunsThatCannotBeStitchedAreRefused(t *testing.T) {
+	t.Chdir(t.TempDir())
+	ledgerRecording(t, "run1.csv", created, []int64{1, 2}, nil, 2)
+	ledgerRecording(t, "run2.csv", created.Add(time.Hour), []int64{1, 2, 3}, nil, 3)
+	ledgerRecording(t, "other.csv", created, []int64{1, 2, 3}, nil, 3) // the same META as run1, other rows
+	b, err := os.ReadFile("run1.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("copy.csv", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := execute(t, context.Background(), "convert", "run1.csv", "copy.db"); code != 0 {
+		t.Fatalf("convert: exit %d:\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		list string
+		says string // "" when the list is accepted
+	}{
+		{"run1.csv,run2.csv", ""},
+		{"run1.csv,other.csv", ""}, // the same META, other rows: two runs
+		{"run1.csv,run1.csv", "name the same file"},
+		{"run1.csv,./run1.csv", "name the same file"},
+		{"run1.csv,copy.csv", "copy.csv holds the same rows as run1.csv"},
+		{"run1.csv,copy.db", "copy.db holds the same rows as run1.csv"}, // a copy in another store
+		{"run1.csv,run2.csv,other.csv", "other.csv was created at 2030-01-01T00:00:00Z, before run2.csv"},
+		{"run2.csv,run1.csv", "run1.csv was created at 2030-01-01T00:00:00Z, before run2.csv"},
+	} {
+		for _, args := range [][]string{{"explain", tc.list}, {"report", tc.list, "-o", "r.html"}, {"diff", tc.list, "run2.csv"}} {
+			code, out := execute(t, context.Background(), args...)
+			if tc.says == "" {
+				if code == cli.ExitFailure {
+					t.Errorf("%s: exit %d, want the runs accepted:\n%s", strings.Join(args, " "), code, out)
+				}
+				continue
+			}
+			if code != cli.ExitFailure || !strings.Contains(out, tc.says) {
+				t.Errorf("%s: exit %d, want %d saying %q:\n%s", strings.Join(args, " "), code, cli.ExitFailure, tc.says, out)
+			}
+		}
+	}
+}
