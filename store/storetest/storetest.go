@@ -49,6 +49,7 @@ type Corrupter interface {
 // give.
 func Run(t *testing.T, b Backend) {
 	t.Run("RoundTrip", func(t *testing.T) { testRoundTrip(t, b) })
+	t.Run("AFailedRowReadsBackAndIsItsStreamsOneProblem", func(t *testing.T) { testFailedRow(t, b) })
 	t.Run("Journal", func(t *testing.T) { testJournal(t, b) })
 	t.Run("Problems", func(t *testing.T) { testProblems(t, b) })
 	t.Run("ReadOnly", func(t *testing.T) { testReadOnly(t, b) })
@@ -267,6 +268,29 @@ func open(t *testing.T, b Backend, p string) store.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// testFailedRow: Failed (Recording with a FAILED row) reads back row for
+// row, and its one problem is that row's (store.ProblemFailed, at its
+// line), the same through Problems, Verify and a Streams pass: a recorded
+// failure ends what its stream proves, in every store.
+func testFailedRow(t *testing.T, b Backend) {
+	p := path(t)
+	Write(t, b, p, Failed())
+	s := open(t, b, p)
+	got, errs := ReadAll(s)
+	if d := cmp.Diff(Normalized(Failed()), got); d != "" || len(errs) > 0 {
+		t.Errorf("Rows (-want +got):\n%s%v", d, errs)
+	}
+	for what, ps := range map[string][]store.Problem{"Problems": s.Problems(), "Verify": store.Verify(s)} {
+		if d := cmp.Diff([]want{{store.ProblemFailed, Alerts, 8, store.KindFailed}}, wantsOf(ps)); d != "" {
+			t.Errorf("%s (-want +got):\n%s", what, d)
+		}
+		if len(ps) == 1 && (ps[0].Line <= 0 || !errors.Is(&ps[0], store.ErrFailed)) {
+			t.Errorf("%s: %v, want a line and store.ErrFailed", what, ps[0])
+		}
+	}
+	CheckStreams(t, b, p)
 }
 
 func testRoundTrip(t *testing.T, b Backend) {
