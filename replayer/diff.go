@@ -124,7 +124,13 @@ type ProcessorDiff struct {
 	EpochChanges []string `json:"epochChanges"`
 	// Notes are the chunks left unaligned by content (more than
 	// maxAlignEdits edits): their inputs are listed only in A and only in B.
-	Notes  []string   `json:"notes"`
+	Notes []string `json:"notes"`
+	// Lost lists each side's DROPPED and LOST rows of the processor (at
+	// most Limit; Counts.Lost counts them): items it never saw, which take
+	// no part in the alignment (an input one side lost and the other
+	// handled is only in the other). Not a difference by itself: replay
+	// and explain judge the losses.
+	Lost   []string   `json:"lost"`
 	Counts DiffCounts `json:"counts"`
 }
 
@@ -138,6 +144,7 @@ type DiffCounts struct {
 	Twice            int64 `json:"twice"`
 	DuplicateOutputs int64 `json:"duplicateOutputs"`
 	Repeated         int64 `json:"repeated"`
+	Lost             int64 `json:"lost"` // DROPPED and LOST rows, both sides
 }
 
 // InputRef names an input of a side. Feed, Key and Offset are its source
@@ -394,6 +401,10 @@ type differ struct {
 	// unreadable numbers the inputs whose payload could not be read.
 	unreadable int64
 	rows       int64 // rows read, for the checks of ctx
+	// lost, when set, is told of each DROPPED and LOST row deliveries
+	// reads (the first walk of a processor's side), in run lostRun.
+	lost    func(run int, e *store.Entry)
+	lostRun int
 }
 
 // ikey is an input's identity on its side: 24 bytes, names interned.
@@ -520,6 +531,9 @@ func (d *differ) deliveries(r store.Reader, s string) iter.Seq2[*delivery, error
 			if !flush() {
 				return
 			}
+			if (e.Kind == store.KindDropped || e.Kind == store.KindLost) && d.lost != nil {
+				d.lost(d.lostRun, &e)
+			}
 			switch e.Kind {
 			case store.KindDelivery:
 				del, hasDel = e, true
@@ -632,6 +646,7 @@ func (d *differ) walk(side string, rs []store.Reader, p string, streams [][]stri
 		if len(streams[run]) == 0 {
 			continue
 		}
+		d.lostRun = run + 1
 		err := d.merged(r, streams[run], func(dl *delivery, si int) {
 			dl.run, dl.stream = run+1, streams[run][si]
 			switch {
@@ -783,7 +798,8 @@ func (d *differ) inputHash(r store.Reader, dl *delivery) uint64 {
 func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, error) {
 	p := l.name
 	pd := &ProcessorDiff{Processor: p, WorkersA: l.workers[0], WorkersB: l.workers[1], OnlyA: []InputRef{}, OnlyB: []InputRef{}, Different: []InputDiff{},
-		Twice: []InputRef{}, DuplicateOutputs: []InputRef{}, Repeated: []InputRef{}, EpochChanges: []string{}, Notes: []string{}}
+		Twice: []InputRef{}, DuplicateOutputs: []InputRef{}, Repeated: []InputRef{}, EpochChanges: []string{}, Notes: []string{},
+		Lost: []string{}}
 	idx := map[ikey]*agg{}
 	epochs := func(s string) { pd.EpochChanges = append(pd.EpochChanges, s) }
 	pick := func(g *agg, side int) *sideAgg {
@@ -805,6 +821,12 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 				}
 			}
 		}
+		d.lost = func(run int, e *store.Entry) {
+			pd.Counts.Lost++
+			if d.limit < 0 || len(pd.Lost) < d.limit {
+				pd.Lost = append(pd.Lost, lostText("AB"[si:si+1], run, e))
+			}
+		}
 		err := d.walk("AB"[si:si+1], side.rs, p, l.streams[si], func(dl *delivery) {
 			*side.n++
 			g := idx[dl.key]
@@ -821,6 +843,7 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 			}
 			pick(g, si).add(dl, d.inputHash(side.rs[dl.run-1], dl), h, xs, *side.n, killed)
 		}, epochs)
+		d.lost = nil
 		if err != nil {
 			return nil, err
 		}
@@ -1140,4 +1163,14 @@ func (d *differ) inputText(r store.Reader, dl *delivery) string {
 		return string(j.Payload)
 	}
 	return string(dl.payload)
+}
+
+// lostText is a DROPPED or LOST row of a side's run for a person: "side A
+// run 1 ledger:5 LOST oversized: 1 item of feed ...".
+func lostText(side string, run int, e *store.Entry) string {
+	at := fmt.Sprintf("side %s run %d %s:%d %s", side, run, e.Processor, e.Index, e.Kind)
+	if e.Kind == store.KindLost {
+		return at + " " + store.LostOf(*e).String()
+	}
+	return fmt.Sprintf("%s: %s of feed %q from seq %d: %s", at, plural(e.N, "item"), e.Source, e.Seq, e.Detail)
 }

@@ -146,8 +146,9 @@ func TestARecordedFailureIsNotCompleteToEveryCommand(t *testing.T) {
 // recorded as a LOST row (reason oversized, the file's identity, its byte
 // range) right where it was: after the input of the line before it, before
 // the input of the line after it. replay says LOSSY, explain and report
-// say something was lost, and report counts it, each exiting 3. They all
-// said nothing was lost.
+// say something was lost, each exiting 3; verify calls the recording
+// complete (a loss is not damage) and diff lists the loss. They all said
+// nothing was lost.
 func TestAnOversizedLineIsALostRowEveryVerdictReads(t *testing.T) {
 	t.Chdir(t.TempDir())
 	long := strings.Repeat("a", 57) + ",1" // 59 bytes, at offsets [8, 68)
@@ -195,7 +196,7 @@ func TestAnOversizedLineIsALostRowEveryVerdictReads(t *testing.T) {
 		want := map[string]struct {
 			code int
 			says string
-		}{"verify": {0, "complete"}, "replay": {cli.ExitIncomplete, "LOSSY"}, "diff": {0, "same"},
+		}{"verify": {0, "complete"}, "replay": {cli.ExitIncomplete, "LOSSY"}, "diff": {0, "lost: side A run 1 ledger:5 LOST oversized"},
 			"explain": {cli.ExitIncomplete, `oversized: 1 item of feed "input"`}, "report": {cli.ExitIncomplete, "something was lost"}}[name]
 		if v.code != want.code || !strings.Contains(v.out, want.says) {
 			t.Errorf("%s: exit %d, want %d saying %q:\n%s", v.command, v.code, want.code, want.says, v.out)
