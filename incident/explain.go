@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/blackbox-audit/blackbox/core"
-	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -187,13 +186,6 @@ func (d *runData) hasInputs(p pair) bool {
 	return false
 }
 
-func baseName(stream string) string {
-	if p, _, ok := replayer.ParseWorkerName(stream); ok {
-		return p
-	}
-	return stream
-}
-
 // read reads one recording in storage order.
 func (x *explainer) read(run int, rec Recording) *runData {
 	d := &runData{run: run, r: rec.Reader, inputs: inputLog{names: x.names}, journal: map[string]map[int64]Ref{}, commits: map[string][]commitRec{}}
@@ -258,7 +250,7 @@ func (x *explainer) read(run int, rec Recording) *runData {
 			continue
 		}
 		s := st(e.Processor)
-		proc := baseName(e.Processor)
+		proc := store.BaseStream(e.Processor)
 		switch e.Kind {
 		case store.KindDelivery:
 			s.dl = store.Entry{Source: e.Source, Seq: e.Seq, Epoch: e.Epoch, Key: e.Key, Offset: e.Offset}

@@ -188,7 +188,7 @@ func (x *oldExplainer) read(run int, rec Recording) *oldRunData {
 			continue
 		}
 		s := st(e.Processor)
-		proc := baseName(e.Processor)
+		proc := store.BaseStream(e.Processor)
 		switch e.Kind {
 		case store.KindDelivery:
 			c := e

@@ -5,13 +5,8 @@ import (
 	"strings"
 )
 
-// WorkerStream is the name of the stream of worker w of processor: the
-// text engine.WorkerName writes, "processor#w<worker>" (docs/FORMAT.md,
-// "Worker streams").
-func WorkerStream(processor string, w int) string { return processor + "#w" + strconv.Itoa(w) }
-
-// ParseWorkerStream parses the name of a worker's stream, as WorkerStream
-// writes it: "processor#w<worker>", worker a decimal number without leading
+// ParseWorkerStream parses the name of a worker's stream, as
+// engine.WorkerName writes it (docs/FORMAT.md, "Worker streams"): "processor#w<worker>", worker a decimal number without leading
 // zeros counted from 0. ok is false for any other name (a processor of a
 // group of one worker, or a recording made before workers existed). It is
 // the one parser of that name; safe for concurrent use.
