@@ -164,6 +164,12 @@ type stream struct {
 	next    int64 // next expected index; 0 before the first row
 	ended   bool
 	failed  bool // a FAILED row was met: the stream proves nothing past it
+
+	// The coverage of the feed of the stream's last input (most streams
+	// read one feed): the seqs its processor handled, the feed's cover.
+	covFeed string
+	covSeqs *intervals
+	cover   *feedCover
 	unknown bool // a malformed row hides the structure until the next input
 	damaged bool // a row of the stream is malformed: its inputs cannot all be counted
 	inputs  int64
@@ -277,7 +283,7 @@ func (c *Checker) Add(e Entry, line int64) {
 			Detail: fmt.Sprintf("%s row with processor %q, want none", e.Kind, e.Processor)})
 		return
 	}
-	if !e.Kind.In(c.format) {
+	if e.Kind == KindLost && !e.Kind.In(c.format) { // the one stream kind not of every version
 		c.unreadable(Problem{Kind: ProblemMalformed, Processor: e.Processor, Index: e.Index, Row: e.Kind, Line: line,
 			Detail: fmt.Sprintf("%s row in a %s recording, which has none", e.Kind, c.format)})
 		return
@@ -391,9 +397,11 @@ func (c *Checker) addGlobal(e Entry, ref rowRef, first bool) {
 func (c *Checker) cover(s *stream, e Entry, ref rowRef) {
 	switch e.Kind {
 	case KindIndexed, KindInline:
-		c.cov.takes(e.Source, s.name).add(e.Seq)
-		f := c.cov.feed(e.Source)
-		f.published = max(f.published, e.Seq)
+		if s.covSeqs == nil || s.covFeed != e.Source {
+			s.covFeed, s.covSeqs, s.cover = e.Source, c.cov.takes(e.Source, s.name), c.cov.feed(e.Source)
+		}
+		s.covSeqs.add(e.Seq)
+		s.cover.published = max(s.cover.published, e.Seq)
 	case KindDropped:
 		if e.N >= 1 && e.Seq <= maxInt64-(e.N-1) {
 			c.cov.takes(e.Source, s.name).addRange(e.Seq, e.Seq+e.N-1)
