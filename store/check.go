@@ -160,10 +160,10 @@ type rowRef struct {
 }
 
 type stream struct {
-	name    string
-	next    int64 // next expected index; 0 before the first row
-	ended   bool
-	failed  bool // a FAILED row was met: the stream proves nothing past it
+	name   string
+	next   int64 // next expected index; 0 before the first row
+	ended  bool
+	failed bool // a FAILED row was met: the stream proves nothing past it
 
 	// The coverage of the feed of the stream's last input (most streams
 	// read one feed): the seqs its processor handled, the feed's cover.
