@@ -158,12 +158,10 @@ type Feed struct {
 	failures           atomic.Int64
 	acknowledged       atomic.Int64
 
-	// What a source reports it could not or would not publish (see the
-	// Add methods below).
-	oversized   atomic.Int64
-	unreadFiles atomic.Int64
-	holeBytes   atomic.Int64
-	replaced    atomic.Int64
+	// What a source reports of its input that is not a loss (see the Add
+	// methods below; losses are Intake.AddLoss's).
+	holeBytes atomic.Int64
+	replaced  atomic.Int64
 
 	lossMu sync.Mutex
 	losses map[string]int64 // Intake.AddLoss, by reason (lossMu)
@@ -753,12 +751,6 @@ func (f *Feed) setUnterminated(n int64) {
 	f.unterminated = n
 	f.mu.Unlock()
 }
-
-// addOversized is Intake.AddOversized.
-func (f *Feed) addOversized(lines int64) { f.oversized.Add(lines) }
-
-// addUnreadFiles is Intake.AddUnreadFiles.
-func (f *Feed) addUnreadFiles(files int64) { f.unreadFiles.Add(files) }
 
 // addHoleBytes is Intake.AddHoleBytes.
 func (f *Feed) addHoleBytes(n int64) { f.holeBytes.Add(n) }

@@ -68,6 +68,7 @@ type group struct {
 	nTimers  atomic.Int64 // len(timers), read without the lock
 
 	drops []Drop
+	lost  []SourceLoss
 
 	// Several workers: what the status reports of the gap.
 	gapBlocked   atomic.Int64 // nanoseconds the group waited with a queue's gap full
@@ -248,7 +249,8 @@ func (g *group) step() bool {
 	return did
 }
 
-// emitDrops reports the drops marked at or before queue position pos: to
+// emitDrops reports the drops and source losses marked at or before queue
+// position pos: to
 // the single worker's streams at once, or, with several workers, to every
 // worker's streams through its tasks, in order with its items.
 // next reports the drops marked at or before the queue's head, then takes
@@ -265,17 +267,63 @@ func (g *group) next(b *binding) (e envelope, ok, dropped bool) {
 }
 
 func (g *group) emitDrops(b *binding, pos int64) bool {
-	g.drops = b.takeMarks(pos, g.drops[:0])
-	if len(g.drops) == 0 {
+	g.drops, g.lost = b.takeMarks(pos, g.drops[:0], g.lost[:0])
+	if len(g.drops) == 0 && len(g.lost) == 0 {
 		return false
 	}
 	if len(g.workers) == 1 {
-		g.workers[0].reportDrops(g.drops)
+		g.workers[0].reportDrops(g.drops, g.lost)
 		return true
+	}
+	// The items taken before the marks reach their workers first: those
+	// still pending are handed out now (a worker does its tasks in order),
+	// and with OrderNone every item handed out is done before the marks go
+	// out (settleShared), so that no worker reads a mark and then an item
+	// published before it.
+	g.handOutAll(b)
+	if g.order == OrderNone {
+		g.settleShared()
 	}
 	for _, w := range g.workers {
 		w.inflight.Add(1)
-		w.tasks <- task{drops: append([]Drop(nil), g.drops...)}
+		w.tasks <- task{drops: append([]Drop{}, g.drops...), lost: append([]SourceLoss(nil), g.lost...)}
+	}
+	return true
+}
+
+// settleShared waits until every item handed out so far was done (OrderNone:
+// the shared channel empty, no worker with a task in hand), or the group
+// stops or fails. A mark sent to the workers then comes after every item
+// published before it in every worker's stream, and a worker that takes an
+// item published after it does the mark first (worker.run).
+func (g *group) settleShared() {
+	for !g.workersIdle() && !g.dead.Load() {
+		g.sleeping.Store(true)
+		if g.workersIdle() { // done meanwhile: the worker may not wake us
+			g.sleeping.Store(false)
+			return
+		}
+		select {
+		case <-g.wake:
+		case <-g.stop:
+			g.sleeping.Store(false)
+			return
+		}
+		g.sleeping.Store(false)
+	}
+}
+
+// workersIdle reports whether no item is waiting in the shared channel and
+// no worker has a task in hand. A worker counts a shared task in its
+// inflight before the channel's count drops, so no task is between them.
+func (g *group) workersIdle() bool {
+	if g.sharedItems.Load() != 0 {
+		return false
+	}
+	for _, w := range g.workers {
+		if w.inflight.Load() != 0 {
+			return false
+		}
 	}
 	return true
 }

@@ -70,13 +70,23 @@ func (in *Intake) SetBounded(b bool) { in.f.setBounded(b) }
 // bounded source ended without publishing.
 func (in *Intake) SetUnterminated(n int64) { in.f.setUnterminated(n) }
 
-// AddOversized counts lines longer than the source's maximum that it
-// skipped whole instead of publishing (a loss: the feed is not lossless).
-func (in *Intake) AddOversized(lines int64) { in.f.addOversized(lines) }
+// AddOversized reports lines longer than the source's maximum that it
+// skipped whole instead of publishing: one loss (LossOversized) per line,
+// at no known position. Prefer AddLoss, which says where each line was.
+func (in *Intake) AddOversized(lines int64) {
+	for range lines {
+		in.f.addLoss(Loss{Reason: LossOversized, Items: 1})
+	}
+}
 
-// AddUnreadFiles counts files the source had not read to their end and can
-// no longer find (a loss: the feed is not lossless).
-func (in *Intake) AddUnreadFiles(files int64) { in.f.addUnreadFiles(files) }
+// AddUnreadFiles reports files the source had not read to their end and
+// can no longer find: one loss (LossUnread) per file, at no known
+// position. Prefer AddLoss, which says which file and from which offset.
+func (in *Intake) AddUnreadFiles(files int64) {
+	for range files {
+		in.f.addLoss(Loss{Reason: LossUnread})
+	}
+}
 
 // AddHoleBytes counts bytes the source skipped as a hole, not data (a run of
 // NUL bytes a stale writer left at the start of a truncated file). Not a

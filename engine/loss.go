@@ -25,19 +25,48 @@ type Loss struct {
 	Detail string
 }
 
+// The reasons of the losses the built-in sources report.
+const (
+	// LossOversized: the file source skipped a line longer than its
+	// maximum (Items 1, From and To the line's byte range).
+	LossOversized = "oversized"
+	// LossUnread: the file source can no longer find a file it had not
+	// read to its end (Items 0: unknown; From the offset it was read to, To
+	// 0: its end is unknown).
+	LossUnread = "unread"
+	// LossRetention: records of a Kafka partition were deleted by retention
+	// before they were read (Key the partition, From and To the offsets).
+	LossRetention = "retention"
+)
+
 // AddLoss reports a loss of the source's input: the feed is not lossless
-// from then on, and FeedStatus.Losses counts it under l.Reason (one per
-// call; Items are not summed: some losses cannot be counted in items).
+// from then on, FeedStatus.Losses counts it under l.Reason (one per call;
+// Items are not summed: some losses cannot be counted in items), and each
+// group subscribed to the feed is told of it (Observer.Lost) where it
+// happened in its queue: after the items the source published before the
+// call, before the ones it publishes after (the recorder writes a LOST row
+// there in every stream of the group). Call it from the source's goroutine,
+// in the order of its publishes: a loss between two items is reported
+// between them; not from a Journal (it takes the feed's lock).
 func (in *Intake) AddLoss(l Loss) { in.f.addLoss(l) }
 
 // addLoss is Intake.AddLoss.
 func (f *Feed) addLoss(l Loss) {
+	f.mu.Lock()
+	for _, b := range f.targets {
+		b.markLoss(f.seq, l)
+	}
+	targets := f.targets
+	f.mu.Unlock()
 	f.lossMu.Lock()
 	if f.losses == nil {
 		f.losses = map[string]int64{}
 	}
 	f.losses[l.Reason]++
 	f.lossMu.Unlock()
+	for _, b := range targets {
+		b.group.notify()
+	}
 }
 
 // lossCounts is a copy of the losses counted by reason, nil when none.

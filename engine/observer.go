@@ -33,6 +33,22 @@ type Drop struct {
 	Approximate bool
 }
 
+// SourceLoss is input a feed's source lost (Intake.AddLoss: a line longer
+// than the maximum, the unread end of a file that is gone, records deleted
+// by retention), reported to each group of the feed where it happened in
+// the group's queue: after the items the feed published before it, before
+// the next. Unlike a Drop it stands for no item of the feed's sequence:
+// the source never published what it lost.
+type SourceLoss struct {
+	Feed       string
+	Group      string
+	Processors []string // the group's processors (a worker's), which all lost it
+	// Seq is the feed sequence of the last item published before the loss
+	// (0: none in this run).
+	Seq int64
+	Loss
+}
+
 // Commit is a position a feed's source committed: every item of the feed up
 // to sequence Seq was processed, and the source made the position of the
 // last one of its key durable (Committer.Commit succeeded and, for a
@@ -113,6 +129,11 @@ type Observer struct {
 	// Dropped: items were lost for the group's queue right before the next
 	// item it will dispatch (or before its end).
 	Dropped func(group string, d Drop)
+	// Lost: the feed's source lost input right before the next item the
+	// group will dispatch (or before its end): Intake.AddLoss. Called once
+	// per loss and group (with several workers, once per worker, as
+	// Dropped is).
+	Lost func(group string, l SourceLoss)
 	// TimerSet: a processor set timer n (Cycle.After), due at due on the
 	// engine's TimerClock; called inside the cycle that set it.
 	TimerSet func(processor string, n int, due time.Time)
@@ -148,6 +169,7 @@ func (o Observer) Then(next Observer) Observer {
 		CompletionFailed: thenE3(o.CompletionFailed, next.CompletionFailed),
 		AfterDispatch:    then2(o.AfterDispatch, next.AfterDispatch),
 		Dropped:          then2(o.Dropped, next.Dropped),
+		Lost:             then2(o.Lost, next.Lost),
 		TimerSet:         then3(o.TimerSet, next.TimerSet),
 		TimerFired:       then2(o.TimerFired, next.TimerFired),
 		Stopped:          thenE1(o.Stopped, next.Stopped),

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -278,7 +279,8 @@ type binding struct {
 
 	marksMu  sync.Mutex
 	marks    []dropMark
-	overflow dropMark // drops past maxMarks, reported as approximate
+	overflow dropMark   // drops past maxMarks, reported as approximate
+	losses   []lossMark // source losses not yet reported (Intake.AddLoss)
 	hasMarks atomic.Bool
 
 	hold atomic.Pointer[holdState]
@@ -319,12 +321,52 @@ func (b *binding) mark(seq, offset int64, reason string) {
 	b.hasMarks.Store(true)
 }
 
-// takeMarks returns the drop marks at or before queue position pos
-// (consumer only). Overflowed drops are folded into the first mark returned,
-// or returned on their own, flagged approximate.
-func (b *binding) takeMarks(pos int64, out []Drop) []Drop {
+// lossMark is a source loss at a queue producer position, after the item
+// of feed sequence seq.
+type lossMark struct {
+	pos  int64
+	seq  int64
+	loss Loss
+}
+
+// markLoss records a source loss at the queue's current producer position
+// (feed lock held). Past maxMarks pending losses, a loss is folded into the
+// last one: its items added (unknown when either is), its range widened.
+func (b *binding) markLoss(seq int64, l Loss) {
+	pos := b.q.tail
+	b.marksMu.Lock()
+	defer b.marksMu.Unlock()
+	if n := len(b.losses); n >= maxMarks {
+		m := &b.losses[n-1].loss
+		if m.Items == 0 || l.Items == 0 {
+			m.Items = 0
+		} else {
+			m.Items += l.Items
+		}
+		if m.To == 0 || l.To == 0 {
+			m.To = 0
+		} else {
+			m.To = max(m.To, l.To)
+		}
+		m.From = min(m.From, l.From)
+		if !strings.HasSuffix(m.Detail, lossesFolded) {
+			m.Detail += lossesFolded
+		}
+	} else {
+		b.losses = append(b.losses, lossMark{pos: pos, seq: seq, loss: l})
+	}
+	b.hasMarks.Store(true)
+}
+
+// lossesFolded ends the Detail of a loss later ones were folded into.
+const lossesFolded = " (and later losses of the feed: the loss marks were full)"
+
+// takeMarks returns the drop marks and the source losses at or before queue
+// position pos (consumer only). Overflowed drops are folded into the first
+// mark returned, or returned on their own, flagged approximate.
+func (b *binding) takeMarks(pos int64, out []Drop, lost []SourceLoss) ([]Drop, []SourceLoss) {
 	if !b.hasMarks.Load() {
-		return out
+		return out, lost
 	}
 	b.marksMu.Lock()
 	defer b.marksMu.Unlock()
@@ -348,8 +390,14 @@ func (b *binding) takeMarks(pos int64, out []Drop) []Drop {
 			out = append(out, Drop{Feed: b.feed.name, Group: b.group.name, Count: o.count, FirstSeq: o.firstSeq, LastSeq: o.lastSeq, Offset: o.offset, Reason: o.reason + " (position approximate)", Approximate: true})
 		}
 	}
-	b.hasMarks.Store(len(b.marks) > 0)
-	return out
+	j := 0
+	for ; j < len(b.losses) && b.losses[j].pos <= pos; j++ {
+		m := b.losses[j]
+		lost = append(lost, SourceLoss{Feed: b.feed.name, Group: b.group.name, Seq: m.seq, Loss: m.loss})
+	}
+	b.losses = append(b.losses[:0], b.losses[j:]...)
+	b.hasMarks.Store(len(b.marks) > 0 || len(b.losses) > 0)
+	return out, lost
 }
 
 // ackPoint is how far the source may consider this queue's items processed:

@@ -73,10 +73,10 @@ type FeedStatus struct {
 	// Failures counts items skipped after a processor's retries ran out.
 	Failures int64 `json:"failures"`
 	// Oversized counts lines longer than the source's maximum line length,
-	// skipped whole (a loss).
+	// skipped whole (a loss): Losses[LossOversized].
 	Oversized int64 `json:"oversized"`
 	// UnreadFiles counts files the source had not read to their end and
-	// could not find again (a loss).
+	// could not find again (a loss): Losses[LossUnread].
 	UnreadFiles int64 `json:"unreadFiles"`
 	// HoleBytes counts NUL bytes skipped as a hole left by a stale writer
 	// at the start of a truncated file (not data, not a loss).
@@ -85,7 +85,9 @@ type FeedStatus struct {
 	// place, then read from their start under a new epoch (not a loss).
 	Replaced int64 `json:"replaced"`
 	// Losses counts the losses the source reported (Intake.AddLoss), by
-	// reason; omitted when none.
+	// reason (LossOversized, LossUnread, LossRetention ...); omitted when
+	// none. Apart from Dropped: a queue's drops are items the feed
+	// published, a source's losses input it never published.
 	Losses      map[string]int64   `json:"losses,omitempty"`
 	Subscribers []SubscriberStatus `json:"subscribers"`
 }
@@ -106,7 +108,8 @@ type SubscriberStatus struct {
 // acknowledgement, and it is not stalled; lossless when nothing was dropped
 // or refused, no item or completion was skipped after its retries, no
 // consumer failed (Engine.Err),
-// and its source skipped no oversized line and left no file unread.
+// and its source reported no loss (Intake.AddLoss: an oversized line, a
+// file left unread, records deleted by retention).
 func (e *Engine) Status() Status {
 	s := Status{Settled: true, Lossless: true, Feeds: []FeedStatus{}, Groups: []GroupStatus{}}
 	for _, f := range e.feeds {
@@ -130,8 +133,7 @@ func (f *Feed) Status() FeedStatus {
 		Refused: 0, Downgraded: f.downgradedPub.Load(), Paused: f.paused, Pauses: f.pauses,
 		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.n + f.uncommitted, Unterminated: f.unterminated,
 		CompletionFailures: f.completionFailures.Load(), Failures: f.failures.Load(),
-		Oversized: f.oversized.Load(), UnreadFiles: f.unreadFiles.Load(), HoleBytes: f.holeBytes.Load(),
-		Replaced: f.replaced.Load(), Losses: f.lossCounts(),
+		HoleBytes: f.holeBytes.Load(), Replaced: f.replaced.Load(), Losses: f.lossCounts(),
 		Drained: true, Subscribers: []SubscriberStatus{},
 	}
 	if f.detail != "" {
@@ -181,8 +183,9 @@ func (f *Feed) Status() FeedStatus {
 	if stalled != "" {
 		fs.Stalled = &stalled
 	}
+	fs.Oversized, fs.UnreadFiles = fs.Losses[LossOversized], fs.Losses[LossUnread]
 	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0 && fs.Failures == 0 && !failed &&
-		fs.Oversized == 0 && fs.UnreadFiles == 0 && len(fs.Losses) == 0
+		len(fs.Losses) == 0
 	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&
 		fs.PendingAcks == 0 && fs.Stalled == nil
 	return fs

@@ -54,13 +54,14 @@ type pendingItem struct {
 }
 
 // task is one thing a group hands a worker: an item of a queue (b, e,
-// claimed with tok), a timer of one of its hosts (timer), or drops to
-// report in its streams (drops).
+// claimed with tok), a timer of one of its hosts (timer), or drops and
+// source losses to report in its streams (drops, non-nil, and lost).
 type task struct {
 	b      *binding
 	claims []claim // the items, in queue order
 	timer  *timerEntry
 	drops  []Drop
+	lost   []SourceLoss
 }
 
 // size is what the task counts in a worker's inflight: its items, or 1.
@@ -393,11 +394,35 @@ func (w *worker) run() {
 			}
 			w.inflight.Add(t.size()) // counted by the worker that takes it
 			w.g.sharedItems.Add(-t.size())
+			// What the group sent this worker before it handed t out (the
+			// drop and loss marks before t's item, group.settleShared) is
+			// done first, so that no mark follows an item published after
+			// it.
+			own = w.drainOwn(own)
 		}
 		w.do(t)
 		w.inflight.Add(-t.size())
 		w.g.notify()
 	}
+}
+
+// drainOwn does the tasks waiting in the worker's own channel, without
+// waiting for more; it returns nil for a closed channel.
+func (w *worker) drainOwn(own chan task) chan task {
+	for own != nil {
+		select {
+		case t, ok := <-own:
+			if !ok {
+				return nil
+			}
+			w.do(t)
+			w.inflight.Add(-t.size())
+			w.g.notify()
+		default:
+			return own
+		}
+	}
+	return own
 }
 
 // do does one task.
@@ -410,7 +435,7 @@ func (w *worker) do(t task) {
 		}
 		w.flush()
 	case t.drops != nil:
-		w.reportDrops(t.drops)
+		w.reportDrops(t.drops, t.lost)
 		w.flush()
 	default:
 		// The chunk is one batch: its items' rows are flushed together
@@ -457,14 +482,21 @@ func (w *worker) fire(te timerEntry) {
 	}
 }
 
-// reportDrops tells the observers of drops in the worker's streams.
-func (w *worker) reportDrops(ds []Drop) {
-	if w.g.obs.Dropped == nil {
-		return
+// reportDrops tells the observers of drops and source losses in the
+// worker's streams.
+func (w *worker) reportDrops(ds []Drop, ls []SourceLoss) {
+	if w.g.obs.Dropped != nil {
+		for _, d := range ds {
+			w.dirty = true
+			d.Processors = w.names
+			w.g.obs.Dropped(w.name, d)
+		}
 	}
-	w.dirty = true
-	for _, d := range ds {
-		d.Processors = w.names
-		w.g.obs.Dropped(w.name, d)
+	if w.g.obs.Lost != nil {
+		for _, l := range ls {
+			w.dirty = true
+			l.Processors = w.names
+			w.g.obs.Lost(w.name, l)
+		}
 	}
 }

@@ -370,10 +370,23 @@ func recordRun(c *Case, app core.App, in string, p core.Processor) (*store.Memor
 	if err := g.failure(); err != nil {
 		return nil, err
 	}
-	if ps := mem.Problems(); len(ps) > 0 {
+	if ps := damage(mem.Problems()); len(ps) > 0 {
 		return nil, fmt.Errorf("%w: the recording has problems: %v", ErrRecord, errors.Join(problemErrs(ps)...))
 	}
 	return mem.ReadOnly(), nil
+}
+
+// damage is the problems of ps but recorded failures (store.ProblemFailed):
+// a case may record a failure on purpose (a fail line), and its replay
+// stops there by design; anything else is a recording that cannot be kept.
+func damage(ps []store.Problem) []store.Problem {
+	var out []store.Problem
+	for _, p := range ps {
+		if p.Kind != store.ProblemFailed {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func problemErrs(ps []store.Problem) []error {

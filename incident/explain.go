@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/blackbox-audit/blackbox/core"
-	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -48,12 +47,23 @@ type Options struct {
 // JOURNAL rows of INDEXED inputs. Positions are compared across runs in a
 // map of the inputs of every run but the last (no later run delivers
 // those again): a single recording of 1M inputs is explained in about 12
-// MB. A recording that cannot be read, or a row that cannot be, makes the
-// Findings not Complete; Explain returns an error only when given no
-// recording.
+// MB. A recording with a problem a later run does not explain (a row that
+// cannot be read, a gap, a recorded failure ...) makes the Findings not
+// Complete. Explain returns an error when given no recording, and when the
+// recordings cannot be consecutive runs of one source (store.CheckRuns: a
+// run given twice or a copy of it, runs out of order; the error wraps
+// store.ErrRuns, a *store.RunsError says which runs), or cannot be read to
+// check that.
 func Explain(recs []Recording, opts Options) (*Findings, error) {
 	if len(recs) == 0 {
 		return nil, ErrNoRecording
+	}
+	rs := make([]store.Reader, len(recs))
+	for i, rec := range recs {
+		rs[i] = rec.Reader
+	}
+	if err := store.CheckRuns(rs); err != nil {
+		return nil, fmt.Errorf("incident: %w", err)
 	}
 	x := &explainer{f: &Findings{Complete: true, Runs: []Run{}, Answers: []Answers{}, Losses: []Loss{}}, names: &names{id: map[string]uint64{}}}
 	for i, rec := range recs {
@@ -147,15 +157,24 @@ type rangeRec struct {
 	ref    Ref
 }
 
+// lostRec is a LOST row: input the feed's source lost.
+type lostRec struct {
+	pair
+	lost store.Lost
+	ref  Ref
+}
+
 type runData struct {
-	run     int
-	r       store.Reader
-	inputs  inputLog
-	journal map[string]map[int64]Ref // feed -> seq -> JOURNAL row
-	commits map[string][]commitRec   // feed -> COMMIT rows in order
-	dropped []rangeRec
-	failed  []rangeRec // n = 1; a completion's FAILED row is not here (it marks its input)
-	crashed bool
+	run      int
+	r        store.Reader
+	inputs   inputLog
+	journal  map[string]map[int64]Ref // feed -> seq -> JOURNAL row
+	commits  map[string][]commitRec   // feed -> COMMIT rows in order
+	dropped  []rangeRec
+	failed   []rangeRec // n = 1; a completion's FAILED row is not here (it marks its input)
+	lost     []lostRec
+	problems []store.Problem // the recording's (the run's Run.Problems)
+	crashed  bool
 }
 
 // hasInputs reports whether the run delivered an input of p.
@@ -166,13 +185,6 @@ func (d *runData) hasInputs(p pair) bool {
 		}
 	}
 	return false
-}
-
-func baseName(stream string) string {
-	if p, _, ok := replayer.ParseWorkerName(stream); ok {
-		return p
-	}
-	return stream
 }
 
 // place is pos as an identity: a position with a key (a Kafka
@@ -258,7 +270,7 @@ func (x *explainer) read(run int, rec Recording) *runData {
 			continue
 		}
 		s := st(e.Processor)
-		proc := baseName(e.Processor)
+		proc := store.BaseStream(e.Processor)
 		switch e.Kind {
 		case store.KindDelivery:
 			s.dl = store.Entry{Source: e.Source, Seq: e.Seq, Epoch: e.Epoch, Key: e.Key, Offset: e.Offset}
@@ -283,6 +295,8 @@ func (x *explainer) read(run int, rec Recording) *runData {
 			continue
 		case store.KindDropped:
 			d.dropped = append(d.dropped, rangeRec{pair: pair{e.Source, proc}, seq: e.Seq, n: e.N, offset: e.Offset, detail: e.Detail, ref: ref})
+		case store.KindLost:
+			d.lost = append(d.lost, lostRec{pair: pair{e.Source, proc}, lost: store.LostOf(e), ref: ref})
 		case store.KindFailed:
 			if in := s.last; in != nil && in.feed == e.Source && in.seq == e.Seq && e.Source != "" {
 				d.inputs.setFailed(s.lastRec, e.Index) // a completion of the input before failed
@@ -318,10 +332,9 @@ func (x *explainer) read(run int, rec Recording) *runData {
 		case store.ProblemTorn, store.ProblemUnfinished:
 			ended = false
 			d.crashed = true
-		case store.ProblemUnreadable, store.ProblemMalformed:
-			x.f.Complete = false
 		}
 	}
+	d.problems = sum.Problems
 	if !ended && !readErr {
 		d.crashed = true
 	}
@@ -354,6 +367,9 @@ func (x *explainer) answer() {
 		for _, r := range d.failed {
 			pairs[r.pair] = true
 		}
+		for _, r := range d.lost {
+			pairs[r.pair] = true
+		}
 	}
 	keys := make([]pair, 0, len(pairs))
 	for p := range pairs {
@@ -365,15 +381,22 @@ func (x *explainer) answer() {
 	}
 	last := x.runs[len(x.runs)-1].run
 	for i, d := range x.runs {
-		torn := slices.ContainsFunc(x.f.Runs[i].Problems, func(p store.Problem) bool { return p.Kind == store.ProblemTorn })
+		var tail []store.Problem
+		if d.run != last {
+			tail = store.CrashTail(d.r, d.problems) // a crash a restart followed: its answers are in Crashes
+		}
 		for _, p := range x.f.Runs[i].Problems {
-			kind := string(p.Kind)
-			tail := p.Kind == store.ProblemTorn || p.Kind == store.ProblemUnfinished ||
-				p.Kind == store.ProblemOrphan && torn // the complete rows of the torn write
-			if tail && d.run != last {
-				continue // a crash a restart followed: its answers are in Crashes
+			if slices.Contains(tail, p) {
+				continue
 			}
-			x.f.Losses = append(x.f.Losses, Loss{Kind: kind, Run: d.run, Detail: p.Detail,
+			// Any other problem leaves something unproven: the recordings
+			// are not complete (as verify, replay and diff say).
+			x.f.Complete = false
+			switch p.Kind {
+			case store.ProblemMissingInput, store.ProblemFailed:
+				continue // answered per feed and processor (in no run; the FAILED rows)
+			}
+			x.f.Losses = append(x.f.Losses, Loss{Kind: string(p.Kind), Run: d.run, Detail: p.Detail,
 				Rows: []Ref{{Run: d.run, Processor: p.Processor, Index: p.Index, Kind: p.Row}}})
 		}
 	}
@@ -393,6 +416,11 @@ func (x *explainer) answers(p pair) Answers {
 		for _, r := range d.failed {
 			if r.pair == p {
 				a.Lost = append(a.Lost, Loss{Kind: LossFailed, Run: d.run, Count: 1, Detail: r.detail, Rows: []Ref{r.ref}})
+			}
+		}
+		for _, r := range d.lost {
+			if r.pair == p {
+				a.Lost = append(a.Lost, Loss{Kind: LossSource, Run: d.run, Count: r.lost.Items, Detail: r.lost.String(), Rows: []Ref{r.ref}})
 			}
 		}
 		for in := range d.inputs.all() {
@@ -665,46 +693,21 @@ func hasCommits(f string) bool { return store.KindCommit.In(f) }
 
 // inNoRun answers part of 5: seqs a run's source committed (or, in a run
 // that ended, published) with no input, DROPPED or FAILED row for the
-// processor.
+// processor: the recording's missing-input problems (store.Checker, the
+// rule verify, replay and diff read too), cited by the feed's last COMMIT
+// row when the seqs are within it.
 func (x *explainer) inNoRun(d *runData, p pair) []Loss {
-	var through int64
-	var proof []Ref
-	if commits := d.commits[p.feed]; len(commits) > 0 {
-		c := commits[len(commits)-1]
-		through, proof = c.seq, []Ref{c.ref}
-	}
-	if !d.crashed {
-		for in := range d.inputs.all() {
-			if in.feed == p.feed {
-				through = max(through, in.seq)
-			}
-		}
-		for s := range d.journal[p.feed] {
-			through = max(through, s)
-		}
-	}
-	if through == 0 {
-		return nil
-	}
-	var handled spans
-	for in := range d.inputs.all() {
-		if in.pair == p {
-			handled.add(in.seq)
-		}
-	}
-	for _, r := range append(slices.Clip(d.dropped), d.failed...) {
-		if r.pair == p {
-			handled.addRange(r.seq, r.n)
-		}
-	}
-	handled.merge()
 	var out []Loss
-	for _, g := range handled.gaps(through) {
-		detail := fmt.Sprintf("seqs %d-%d of run %d have no row in %s", g.lo, g.hi, d.run, p.proc)
-		if proof != nil {
-			detail += fmt.Sprintf(", and the source committed through seq %d", through)
+	for _, pb := range d.problems {
+		if pb.Kind != store.ProblemMissingInput || pb.Feed != p.feed || pb.Processor != p.proc {
+			continue
 		}
-		out = append(out, Loss{Kind: LossInNoRun, Run: d.run, Count: g.hi - g.lo + 1, Detail: detail, Rows: proof})
+		rows := []Ref{}
+		if commits := d.commits[p.feed]; pb.Row == store.KindCommit && len(commits) > 0 {
+			rows = []Ref{commits[len(commits)-1].ref}
+		}
+		out = append(out, Loss{Kind: LossInNoRun, Run: d.run, Count: pb.Last - pb.First + 1,
+			Detail: fmt.Sprintf("run %d: %s", d.run, pb.Detail), Rows: rows})
 	}
 	return out
 }

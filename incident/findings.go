@@ -32,10 +32,13 @@ type Findings struct {
 	OnDisk *OnDisk `json:"onDisk,omitempty"`
 	// Lost: something was lost (any Loss anywhere in the Findings).
 	Lost bool `json:"lost"`
-	// Complete: every recording was read to its end and every row
-	// understood. False when a recording could not be read or holds a row
-	// that cannot be read: what such a row held is unknown, so nothing can
-	// be said to be not lost.
+	// Complete: the recordings prove everything they hold, as verify,
+	// replay and diff say: every recording was read to its end, and none
+	// has a problem but the crash of a run a later run restarted (its
+	// unfinished streams and torn tail, store.CrashTail). False for a row
+	// that cannot be read (what it held is unknown), an index gap, a seq a
+	// COMMIT row covers with no row, a recorded failure (a FAILED row: the
+	// stream is not reproducible past it), and the crash of the last run.
 	Complete bool `json:"complete"`
 }
 
@@ -101,8 +104,9 @@ type Answers struct {
 	// Redelivered (answer 4): inputs a later run delivered again, at the
 	// position of an input of an earlier run, in the later run's order.
 	Redelivered []Redelivery `json:"redelivered"`
-	// Lost (answer 5): DROPPED and FAILED inputs of the feed, and inputs in
-	// no run (a source that committed past an input with no row).
+	// Lost (answer 5): DROPPED and FAILED inputs of the feed, input its
+	// source lost (LOST rows), and inputs in no run (a source that committed
+	// past an input with no row).
 	Lost []Loss `json:"lost"`
 	// Duplicates (answer 6): outputs emitted again by a later run for an
 	// input that had emitted them already.
@@ -235,6 +239,7 @@ type Duplicate struct {
 // The kinds of Loss.
 const (
 	LossDropped  = "dropped"   // a DROPPED row: items lost before they reached the processor
+	LossSource   = "lost"      // a LOST row: input the feed's source lost (an oversized line, a file gone unread, records deleted by retention)
 	LossFailed   = "failed"    // a FAILED row: an input (or its completion) that failed
 	LossInNoRun  = "in-no-run" // inputs a source committed (or a pointer or state moved past) with no row in any run
 	LossTorn     = "torn"      // the torn last line of the last run

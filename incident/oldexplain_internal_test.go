@@ -129,14 +129,15 @@ type oldRangeRec struct {
 }
 
 type oldRunData struct {
-	run     int
-	r       store.Reader
-	inputs  []*oldInputRec
-	journal map[string]map[int64]Ref  // feed -> seq -> JOURNAL row
-	commits map[string][]oldCommitRec // feed -> COMMIT rows in order
-	dropped []oldRangeRec
-	failed  []oldRangeRec // n = 1; a completion's FAILED row is not here (it marks its input)
-	crashed bool
+	run      int
+	r        store.Reader
+	inputs   []*oldInputRec
+	journal  map[string]map[int64]Ref  // feed -> seq -> JOURNAL row
+	commits  map[string][]oldCommitRec // feed -> COMMIT rows in order
+	dropped  []oldRangeRec
+	failed   []oldRangeRec // n = 1; a completion's FAILED row is not here (it marks its input)
+	problems []store.Problem
+	crashed  bool
 }
 
 // read reads one recording in storage order.
@@ -191,7 +192,7 @@ func (x *oldExplainer) read(run int, rec Recording) *oldRunData {
 			continue
 		}
 		s := st(e.Processor)
-		proc := baseName(e.Processor)
+		proc := store.BaseStream(e.Processor)
 		switch e.Kind {
 		case store.KindDelivery:
 			c := e
@@ -249,10 +250,9 @@ func (x *oldExplainer) read(run int, rec Recording) *oldRunData {
 		case store.ProblemTorn, store.ProblemUnfinished:
 			ended = false
 			d.crashed = true
-		case store.ProblemUnreadable, store.ProblemMalformed:
-			x.f.Complete = false
 		}
 	}
+	d.problems = sum.Problems
 	if !ended && !readErr {
 		d.crashed = true
 	}
@@ -285,15 +285,20 @@ func (x *oldExplainer) answer() {
 	}
 	last := x.runs[len(x.runs)-1].run
 	for i, d := range x.runs {
-		torn := slices.ContainsFunc(x.f.Runs[i].Problems, func(p store.Problem) bool { return p.Kind == store.ProblemTorn })
+		var tail []store.Problem
+		if d.run != last {
+			tail = store.CrashTail(d.r, d.problems) // a crash a restart followed: its answers are in Crashes
+		}
 		for _, p := range x.f.Runs[i].Problems {
-			kind := string(p.Kind)
-			tail := p.Kind == store.ProblemTorn || p.Kind == store.ProblemUnfinished ||
-				p.Kind == store.ProblemOrphan && torn // the complete rows of the torn write
-			if tail && d.run != last {
-				continue // a crash a restart followed: its answers are in Crashes
+			if slices.Contains(tail, p) {
+				continue
 			}
-			x.f.Losses = append(x.f.Losses, Loss{Kind: kind, Run: d.run, Detail: p.Detail,
+			x.f.Complete = false
+			switch p.Kind {
+			case store.ProblemMissingInput, store.ProblemFailed:
+				continue // answered per feed and processor
+			}
+			x.f.Losses = append(x.f.Losses, Loss{Kind: string(p.Kind), Run: d.run, Detail: p.Detail,
 				Rows: []Ref{{Run: d.run, Processor: p.Processor, Index: p.Index, Kind: p.Row}}})
 		}
 	}
@@ -550,48 +555,20 @@ func (x *oldExplainer) lagFromRestart(d *oldRunData, p pair, last *oldInputRec) 
 	return l
 }
 
-// inNoRun answers part of 5: seqs a run's source committed (or, in a run
-// that ended, published) with no input, DROPPED or FAILED row for the
-// processor.
+// inNoRun answers part of 5: the recording's missing-input problems, as
+// Explain's inNoRun (the store's rule, not the layout this oracle checks).
 func (x *oldExplainer) inNoRun(d *oldRunData, p pair) []Loss {
-	var through int64
-	var proof []Ref
-	if commits := d.commits[p.feed]; len(commits) > 0 {
-		c := commits[len(commits)-1]
-		through, proof = c.seq, []Ref{c.ref}
-	}
-	if !d.crashed {
-		for _, in := range d.inputs {
-			if in.feed == p.feed {
-				through = max(through, in.seq)
-			}
-		}
-		for s := range d.journal[p.feed] {
-			through = max(through, s)
-		}
-	}
-	if through == 0 {
-		return nil
-	}
-	var handled spans
-	for _, in := range d.inputs {
-		if in.pair == p {
-			handled.addRange(in.seq, 1)
-		}
-	}
-	for _, r := range append(slices.Clip(d.dropped), d.failed...) {
-		if r.pair == p {
-			handled.addRange(r.seq, r.n)
-		}
-	}
-	handled.merge()
 	var out []Loss
-	for _, g := range handled.gaps(through) {
-		detail := fmt.Sprintf("seqs %d-%d of run %d have no row in %s", g.lo, g.hi, d.run, p.proc)
-		if proof != nil {
-			detail += fmt.Sprintf(", and the source committed through seq %d", through)
+	for _, pb := range d.problems {
+		if pb.Kind != store.ProblemMissingInput || pb.Feed != p.feed || pb.Processor != p.proc {
+			continue
 		}
-		out = append(out, Loss{Kind: LossInNoRun, Run: d.run, Count: g.hi - g.lo + 1, Detail: detail, Rows: proof})
+		rows := []Ref{}
+		if commits := d.commits[p.feed]; pb.Row == store.KindCommit && len(commits) > 0 {
+			rows = []Ref{commits[len(commits)-1].ref}
+		}
+		out = append(out, Loss{Kind: LossInNoRun, Run: d.run, Count: pb.Last - pb.First + 1,
+			Detail: fmt.Sprintf("run %d: %s", d.run, pb.Detail), Rows: rows})
 	}
 	return out
 }

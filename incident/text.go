@@ -130,7 +130,7 @@ func (f *Findings) WriteText(w io.Writer) error {
 		verdict = "something was lost"
 	}
 	if !f.Complete {
-		verdict += "; not complete: a recording or a row could not be read"
+		verdict += "; not complete: a recording has a problem no restart explains (a row that cannot be read, a gap, a recorded failure, an unfinished last run ...)"
 	}
 	fmt.Fprintf(b, "\nverdict: %s\n", verdict)
 	return b.Flush()

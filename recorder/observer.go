@@ -145,6 +145,7 @@ func (r *Recorder) Observer() engine.Observer {
 		Flush:            r.flushGroup,
 		CompletionFailed: r.completionFailed,
 		Dropped:          r.dropped,
+		Lost:             r.lost,
 		TimerFired:       r.timerFired,
 		Stopped:          r.stopped,
 		Committed:        committed,
@@ -417,6 +418,26 @@ func (r *Recorder) dropped(group string, d engine.Drop) {
 		}
 		gs.rows = append(gs.rows, store.Entry{Processor: name, Index: p.at(), Kind: store.KindDropped, Source: d.Feed,
 			Seq: d.FirstSeq, Offset: d.Offset, N: d.Count, Detail: string(detail)})
+		r.stage(gs, p, group, len(gs.rows)-1, 0)
+	}
+}
+
+// lost stages a LOST row for each recorded processor of the group: the
+// source lost input (engine.Intake.AddLoss) before the group's next item.
+func (r *Recorder) lost(group string, l engine.SourceLoss) {
+	row := store.Lost{Feed: l.Feed, Seq: l.Seq, Epoch: l.Epoch, Key: oneLine(l.Key), From: max(l.From, 0), To: max(l.To, 0),
+		Items: max(l.Items, 0), Reason: l.Reason, Detail: l.Detail}
+	gs := r.group(group)
+	for _, name := range l.Processors {
+		p := r.live(name)
+		if p == nil {
+			continue
+		}
+		if err := checkName("feed", l.Feed); err != nil {
+			r.breakProc(p, err)
+			continue
+		}
+		gs.rows = append(gs.rows, row.Entry(name, p.at()))
 		r.stage(gs, p, group, len(gs.rows)-1, 0)
 	}
 }

@@ -124,7 +124,13 @@ type ProcessorDiff struct {
 	EpochChanges []string `json:"epochChanges"`
 	// Notes are the chunks left unaligned by content (more than
 	// maxAlignEdits edits): their inputs are listed only in A and only in B.
-	Notes  []string   `json:"notes"`
+	Notes []string `json:"notes"`
+	// Lost lists each side's DROPPED and LOST rows of the processor (at
+	// most Limit; Counts.Lost counts them): items it never saw, which take
+	// no part in the alignment (an input one side lost and the other
+	// handled is only in the other). Not a difference by itself: replay
+	// and explain judge the losses.
+	Lost   []string   `json:"lost"`
 	Counts DiffCounts `json:"counts"`
 }
 
@@ -138,6 +144,7 @@ type DiffCounts struct {
 	Twice            int64 `json:"twice"`
 	DuplicateOutputs int64 `json:"duplicateOutputs"`
 	Repeated         int64 `json:"repeated"`
+	Lost             int64 `json:"lost"` // DROPPED and LOST rows, both sides
 }
 
 // InputRef names an input of a side. Feed, Key and Offset are its source
@@ -247,13 +254,23 @@ type InputDiff struct {
 // the listed inputs' payloads and outputs).
 //
 // The error is for I/O problems and a cancelled ctx; a nil ctx, or a side
-// without a recording, is ErrUsage.
+// without a recording, is ErrUsage; a side whose recordings cannot be
+// consecutive runs (store.CheckRuns: a run given twice, a copy of one, runs
+// out of order) wraps store.ErrRuns.
 func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffReport, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", ErrUsage)
 	}
 	if len(a) == 0 || len(b) == 0 {
 		return nil, fmt.Errorf("%w: diff needs at least one recording on each side", ErrUsage)
+	}
+	for i, side := range [][]store.Reader{a, b} {
+		if slices.Contains(side, nil) {
+			return nil, fmt.Errorf("%w: nil reader", ErrUsage)
+		}
+		if err := store.CheckRuns(side); err != nil {
+			return nil, fmt.Errorf("replayer: diff: side %s: %w", "AB"[i:i+1], err)
+		}
 	}
 	d := &differ{ctx: ctx, codec: opts.Codec, limit: opts.Limit, seed: maphash.MakeSeed()}
 	if d.codec == nil {
@@ -278,16 +295,18 @@ func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffRepo
 				return nil, fmt.Errorf("%w: nil reader", ErrUsage)
 			}
 			problems := r.Problems()
-			torn := slices.ContainsFunc(problems, func(pb store.Problem) bool { return pb.Kind == store.ProblemTorn })
+			var tail []store.Problem
+			if ri < len(side)-1 {
+				// A killed run, restarted by the next: its stream has no
+				// END, and a CSV recording may end in half a line and,
+				// before it, the first rows of the input whose write it
+				// cut (the input was not committed, so the restart
+				// delivers it again).
+				tail = store.CrashTail(r, problems)
+			}
 			for _, pb := range problems {
 				rep.Problems = append(rep.Problems, pb)
-				if ri < len(side)-1 && (pb.Kind == store.ProblemUnfinished || pb.Kind == store.ProblemTorn ||
-					torn && cutShort(r, pb)) {
-					// A killed run, restarted by the next: its stream has
-					// no END, and a CSV recording may end in half a line
-					// and, before it, the first rows of the input whose
-					// write it cut (the input was not committed, so the
-					// restart delivers it again).
+				if slices.Contains(tail, pb) {
 					rep.Expected++
 					continue
 				}
@@ -382,6 +401,10 @@ type differ struct {
 	// unreadable numbers the inputs whose payload could not be read.
 	unreadable int64
 	rows       int64 // rows read, for the checks of ctx
+	// lost, when set, is told of each DROPPED and LOST row deliveries
+	// reads (the first walk of a processor's side), in run lostRun.
+	lost    func(run int, e *store.Entry)
+	lostRun int
 }
 
 // ikey is an input's identity on its side: 24 bytes, names interned.
@@ -508,6 +531,9 @@ func (d *differ) deliveries(r store.Reader, s string) iter.Seq2[*delivery, error
 			if !flush() {
 				return
 			}
+			if (e.Kind == store.KindDropped || e.Kind == store.KindLost) && d.lost != nil {
+				d.lost(d.lostRun, &e)
+			}
 			switch e.Kind {
 			case store.KindDelivery:
 				del, hasDel = e, true
@@ -620,6 +646,7 @@ func (d *differ) walk(side string, rs []store.Reader, p string, streams [][]stri
 		if len(streams[run]) == 0 {
 			continue
 		}
+		d.lostRun = run + 1
 		err := d.merged(r, streams[run], func(dl *delivery, si int) {
 			dl.run, dl.stream = run+1, streams[run][si]
 			switch {
@@ -771,7 +798,8 @@ func (d *differ) inputHash(r store.Reader, dl *delivery) uint64 {
 func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, error) {
 	p := l.name
 	pd := &ProcessorDiff{Processor: p, WorkersA: l.workers[0], WorkersB: l.workers[1], OnlyA: []InputRef{}, OnlyB: []InputRef{}, Different: []InputDiff{},
-		Twice: []InputRef{}, DuplicateOutputs: []InputRef{}, Repeated: []InputRef{}, EpochChanges: []string{}, Notes: []string{}}
+		Twice: []InputRef{}, DuplicateOutputs: []InputRef{}, Repeated: []InputRef{}, EpochChanges: []string{}, Notes: []string{},
+		Lost: []string{}}
 	idx := map[ikey]*agg{}
 	epochs := func(s string) { pd.EpochChanges = append(pd.EpochChanges, s) }
 	pick := func(g *agg, side int) *sideAgg {
@@ -793,6 +821,12 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 				}
 			}
 		}
+		d.lost = func(run int, e *store.Entry) {
+			pd.Counts.Lost++
+			if d.limit < 0 || len(pd.Lost) < d.limit {
+				pd.Lost = append(pd.Lost, lostText("AB"[si:si+1], run, e))
+			}
+		}
 		err := d.walk("AB"[si:si+1], side.rs, p, l.streams[si], func(dl *delivery) {
 			*side.n++
 			g := idx[dl.key]
@@ -809,6 +843,7 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 			}
 			pick(g, si).add(dl, d.inputHash(side.rs[dl.run-1], dl), h, xs, *side.n, killed)
 		}, epochs)
+		d.lost = nil
 		if err != nil {
 			return nil, err
 		}
@@ -1130,23 +1165,12 @@ func (d *differ) inputText(r store.Reader, dl *delivery) string {
 	return string(dl.payload)
 }
 
-// cutShort reports whether pb is an orphan at the very end of its stream:
-// only OUTPUT rows of the orphan's own input follow it. In a torn recording
-// that is the input whose rows the crash cut short.
-func cutShort(r store.Reader, pb store.Problem) bool {
-	if pb.Kind != store.ProblemOrphan || pb.Processor == "" {
-		return false
+// lostText is a DROPPED or LOST row of a side's run for a person: "side A
+// run 1 ledger:5 LOST oversized: 1 item of feed ...".
+func lostText(side string, run int, e *store.Entry) string {
+	at := fmt.Sprintf("side %s run %d %s:%d %s", side, run, e.Processor, e.Index, e.Kind)
+	if e.Kind == store.KindLost {
+		return at + " " + store.LostOf(*e).String()
 	}
-	for e, err := range r.Stream(pb.Processor) {
-		if errors.Is(err, store.ErrTorn) {
-			continue // the torn line itself, set aside
-		}
-		if err != nil {
-			return false
-		}
-		if e.Index > pb.Index && e.Kind != store.KindOutput {
-			return false
-		}
-	}
-	return true
+	return fmt.Sprintf("%s: %s of feed %q from seq %d: %s", at, plural(e.N, "item"), e.Source, e.Seq, e.Detail)
 }

@@ -70,10 +70,11 @@ const (
 )
 
 // Report is the result of Replay. Identical: no processor diverged. Complete:
-// the recording has no integrity problem, holds at least one processor
-// stream, and every processor was replayed to the end of its stream (a
-// recording of zero streams proves nothing: it is never complete).
-// Lossless: no DROPPED row. A Report is a plain value
+// the recording has no problem (store.Checker: integrity, a seq a COMMIT row
+// covers with no row, a FAILED row), holds at least one processor stream,
+// and every processor was replayed to the end of its stream (a recording
+// of zero streams proves nothing: it is never complete). Lossless: no
+// DROPPED or LOST row. A Report is a plain value
 // built by Replay; it is safe to read from several goroutines once returned.
 type Report struct {
 	Identical  bool              `json:"identical"`
@@ -121,17 +122,29 @@ type Divergence struct {
 	Diff      string         `json:"diff"`  // a readable diff of the decoded outputs (-want +got), or what differs
 }
 
-// Loss is a DROPPED row: items the live processor never saw. The replay
-// reports it and goes on. A plain value.
+// Loss is a DROPPED row (items of the feed lost for the processor's queue)
+// or a LOST row (input the feed's source lost, never published): items the
+// live processor never saw. The replay reports it and goes on. A plain
+// value.
 type Loss struct {
+	Kind        string `json:"kind"` // LossDropped or LossSource
 	Feed        string `json:"feed"`
-	Index       int64  `json:"index"` // the DROPPED row's index
-	Count       int64  `json:"count"`
-	First       int64  `json:"first"` // first and last sequence lost
+	Index       int64  `json:"index"` // the row's index
+	Count       int64  `json:"count"` // items lost (a LOST row: 0 when the source could not count them)
+	First       int64  `json:"first"` // first and last sequence lost (DROPPED)
 	Last        int64  `json:"last"`
 	Reason      string `json:"reason"`
 	Approximate bool   `json:"approximate"`
+	// Source is what a LOST row says: the source's reason, the lost range
+	// of positions and the input's identity; nil for a DROPPED row.
+	Source *store.Lost `json:"source,omitempty"`
 }
+
+// The kinds of a Loss.
+const (
+	LossDropped = "dropped" // a DROPPED row
+	LossSource  = "lost"    // a LOST row
+)
 
 // Replay re-runs every recorded processor of r from its recording and
 // compares what it emits with what was recorded (docs/ARCHITECTURE.md, "Replay").

@@ -261,7 +261,7 @@ func TestReplayLossIsReportedAndReplayGoesOn(t *testing.T) {
 		}
 	}
 	rep := replay(t, reopen(t, rs), replayer.Options{})
-	want := []replayer.Loss{{Feed: "input", Index: drop.Index, Count: 3, First: 7, Last: 9, Reason: "queue full", Approximate: true}}
+	want := []replayer.Loss{{Kind: replayer.LossDropped, Feed: "input", Index: drop.Index, Count: 3, First: 7, Last: 9, Reason: "queue full", Approximate: true}}
 	if diff := cmp.Diff(want, rep.Processors[0].Losses); diff != "" {
 		t.Errorf("losses (-want +got):\n%s", diff)
 	}

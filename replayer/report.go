@@ -41,6 +41,10 @@ func writeProcessor(w io.Writer, p *ProcessorReport) {
 		writeDivergence(w, d)
 	}
 	for _, l := range p.Losses {
+		if l.Source != nil {
+			fmt.Fprintf(w, "  loss at index %d: %s\n", l.Index, l.Source)
+			continue
+		}
 		approx := ""
 		if l.Approximate {
 			approx = " (approximate)"
@@ -166,6 +170,12 @@ func (d *DiffReport) WriteText(w io.Writer) error {
 		writeRefs(bw, "processed twice, once per run", p.Twice, c.Twice)
 		writeRefs(bw, "re-delivery emitted its outputs again", p.DuplicateOutputs, c.DuplicateOutputs)
 		writeRefs(bw, "processed more often than its runs explain", p.Repeated, c.Repeated)
+		for _, l := range p.Lost {
+			fmt.Fprintf(bw, "  lost: %s\n", l)
+		}
+		if n := c.Lost - int64(len(p.Lost)); n > 0 {
+			fmt.Fprintf(bw, "  lost: %d more not listed\n", n)
+		}
 	}
 	if len(d.Problems) > 0 {
 		fmt.Fprintf(bw, "integrity problems: %d", len(d.Problems))

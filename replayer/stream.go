@@ -186,6 +186,10 @@ func (rp *replay) row(e *store.Entry) {
 		rp.timer(e)
 	case store.KindDropped:
 		rp.dropped(e)
+	case store.KindLost:
+		l := store.LostOf(*e)
+		rp.rep.Losses = append(rp.rep.Losses, Loss{Kind: LossSource, Feed: e.Source, Index: e.Index, Count: l.Items,
+			Reason: l.Reason, Source: &l})
 	case store.KindFailed:
 		// A failed attempt of an input is recorded instead of its rows; a
 		// completion callback's failure comes after the input's rows, which
@@ -421,7 +425,7 @@ func texts(os []output) []string {
 }
 
 func (rp *replay) dropped(e *store.Entry) {
-	l := Loss{Feed: e.Source, Index: e.Index, Count: e.N, First: e.Seq, Last: e.Seq + max(e.N, 1) - 1, Reason: e.Detail}
+	l := Loss{Kind: LossDropped, Feed: e.Source, Index: e.Index, Count: e.N, First: e.Seq, Last: e.Seq + max(e.N, 1) - 1, Reason: e.Detail}
 	var d struct {
 		First       *int64 `json:"first"`
 		Last        *int64 `json:"last"`

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/blackbox-audit/blackbox/store"
@@ -14,22 +13,10 @@ import (
 // engine.WorkerName writes it: "processor#w<worker>", worker a decimal
 // number without leading zeros counted from 0. ok is false for any other
 // name (a processor of a group of one worker, or a recording made before
-// workers existed). It is the one parser of that name; safe for concurrent
-// use.
+// workers existed). It is store.ParseWorkerStream, the one parser of that
+// name, where the format lives; safe for concurrent use.
 func ParseWorkerName(stream string) (processor string, worker int, ok bool) {
-	i := strings.LastIndex(stream, "#w")
-	if i <= 0 {
-		return "", 0, false
-	}
-	digits := stream[i+2:]
-	if digits == "" || len(digits) > 1 && digits[0] == '0' || strings.ContainsFunc(digits, func(r rune) bool { return r < '0' || r > '9' }) {
-		return "", 0, false
-	}
-	w, err := strconv.Atoi(digits)
-	if err != nil {
-		return "", 0, false
-	}
-	return stream[:i], w, true
+	return store.ParseWorkerStream(stream)
 }
 
 // logical is a processor as Diff compares it: the streams of one

@@ -100,6 +100,7 @@ type StreamSummary struct {
 	Commits     int64 // COMMIT rows
 	Dropped     int64 // items lost, the sum of the DROPPED rows' counts
 	DroppedRows int64
+	Lost        int64  // LOST rows: input the feed's source lost (never published)
 	Failed      int64  // FAILED rows
 	First, Last string // the first and last instants, "-" when none
 	Ended       bool   // the stream has its END row: the run stopped cleanly
@@ -125,11 +126,11 @@ type Timeline struct {
 }
 
 // Bucket counts the rows of Per consecutive inputs of a timeline: the
-// inputs, their outputs, the commits written after them, the items dropped
-// or failed before the next input (a completion's FAILED row counts at its
-// input). A plain value.
+// inputs, their outputs, the commits written after them, the items dropped,
+// the source's losses (LOST rows) and the failures before the next input (a
+// completion's FAILED row counts at its input). A plain value.
 type Bucket struct {
-	Inputs, Outputs, Commits, Dropped, Failed int64
+	Inputs, Outputs, Commits, Dropped, Lost, Failed int64
 }
 
 // Span is the part of a timeline one run holds: its inputs From (counted
@@ -266,6 +267,7 @@ func (l *line) at(pos int64) *Bucket {
 				m.Outputs += n.Outputs
 				m.Commits += n.Commits
 				m.Dropped += n.Dropped
+				m.Lost += n.Lost
 				m.Failed += n.Failed
 			}
 			merged = append(merged, m)
@@ -427,6 +429,9 @@ func (s *stream) row(e store.Entry) {
 		sum.Dropped += e.N
 		sum.DroppedRows++
 		l.at(pos).Dropped += e.N
+	case e.Kind == store.KindLost:
+		sum.Lost++
+		l.at(pos).Lost++
 	case e.Kind == store.KindFailed:
 		// A completion's failure names the input before it; another
 		// FAILED row stands for an item that never became an input.

@@ -12,7 +12,7 @@ import (
 const (
 	svgWidth  = 1000
 	laneH     = 20
-	svgHeight = laneH * 6
+	svgHeight = laneH * 7
 	minBar    = 2 // the narrowest bar drawn
 )
 
@@ -54,8 +54,8 @@ func num(f float64) string {
 }
 
 // Chart lays the timeline out: one lane for the runs, then one per count
-// of the buckets (inputs, outputs, commits drawn to scale; drops and
-// failures drawn full height wherever there are any).
+// of the buckets (inputs, outputs, commits drawn to scale; drops, the
+// source's losses and failures drawn full height wherever there are any).
 func (t Timeline) chart() chart {
 	axis := float64(max(t.Inputs, 1)) // the inputs the axis spans
 	x := func(at int64) float64 { return min(float64(at)/axis, 1) * svgWidth }
@@ -87,6 +87,7 @@ func (t Timeline) chart() chart {
 		{"outputs", "outputs", func(b Bucket) int64 { return b.Outputs }, true},
 		{"commits", "commits", func(b Bucket) int64 { return b.Commits }, true},
 		{"drops", "items dropped", func(b Bucket) int64 { return b.Dropped }, false},
+		{"losses", "losses of the source (LOST rows)", func(b Bucket) int64 { return b.Lost }, false},
 		{"failures", "failed inputs", func(b Bucket) int64 { return b.Failed }, false},
 	}
 	for li, k := range counts {

@@ -53,6 +53,26 @@ const pendingLimit = 4096
 //     since the malformed row may have been their input. A row whose index
 //     could not be read leaves a gap.
 //
+// Two rules say what the rows prove, beyond their structure (Coverage):
+//   - missing-input: a COMMIT row of a feed claims that every item of the
+//     feed up to its seq was handled, and a handled item's rows are written
+//     before it counts as dispatched; so every processor that takes the
+//     feed (its own stream and its workers' streams together: a stream
+//     with an input, DROPPED, FAILED or LOST row of the feed) holds, for
+//     every seq up to the last COMMIT row's, an input, DROPPED or FAILED
+//     row. In a recording that ended (every stream has END, no torn line)
+//     the same holds up to the highest seq of the feed any input or
+//     JOURNAL row holds: a clean stop handled what it published. Each run
+//     of seqs without a row is one problem, naming the processor, the feed
+//     and the seqs, at the last COMMIT row (or the last END row). A
+//     processor with a row that cannot be read (malformed) is not judged:
+//     that row may have been the one;
+//   - failed: a FAILED row (an attempt of an input, a completion or a
+//     timer that failed) ends what its stream proves: the processor's
+//     state past it is not in the recording (the failed attempt's effects,
+//     a retry that succeeded), so a replay stops there. The first FAILED
+//     row of each stream is one problem.
+//
 // A Checker is not safe for concurrent use. The zero value is ready to use.
 type Checker struct {
 	// File is copied into every Problem.
@@ -75,6 +95,55 @@ type Checker struct {
 	problems []Problem
 	dropped  int
 	dropKind ProblemKind
+
+	cov     coverage
+	torn    bool   // a torn last line: the recording did not end cleanly
+	lastEnd rowRef // the last END row: what a clean end is cited by
+}
+
+// coverage is what the missing-input rule keeps: per feed its last COMMIT
+// row and the highest seq published, per feed and processor (workers
+// merged) the seqs handled, as intervals.
+type coverage struct {
+	feeds   map[string]*feedCover
+	handled map[feedProc]*intervals
+	order   []feedProc // the pairs in the order they were first met
+}
+
+type feedCover struct {
+	commit    int64  // the seq of the last COMMIT row; 0 for none
+	commitRef rowRef // that row
+	published int64  // the highest seq of an input or JOURNAL row
+}
+
+type feedProc struct{ feed, proc string }
+
+func (v *coverage) feed(name string) *feedCover {
+	if v.feeds == nil {
+		v.feeds = map[string]*feedCover{}
+	}
+	f := v.feeds[name]
+	if f == nil {
+		f = &feedCover{}
+		v.feeds[name] = f
+	}
+	return f
+}
+
+// takes records that processor stream takes feed, and returns the seqs it
+// handled so far.
+func (v *coverage) takes(feed, stream string) *intervals {
+	k := feedProc{feed, BaseStream(stream)}
+	if v.handled == nil {
+		v.handled = map[feedProc]*intervals{}
+	}
+	iv := v.handled[k]
+	if iv == nil {
+		iv = &intervals{}
+		v.handled[k] = iv
+		v.order = append(v.order, k)
+	}
+	return iv
 }
 
 type journalKey struct {
@@ -91,9 +160,16 @@ type rowRef struct {
 }
 
 type stream struct {
-	name    string
-	next    int64 // next expected index; 0 before the first row
-	ended   bool
+	name   string
+	next   int64 // next expected index; 0 before the first row
+	ended  bool
+	failed bool // a FAILED row was met: the stream proves nothing past it
+
+	// The coverage of the feed of the stream's last input (most streams
+	// read one feed): the seqs its processor handled, the feed's cover.
+	covFeed string
+	covSeqs *intervals
+	cover   *feedCover
 	unknown bool // a malformed row hides the structure until the next input
 	damaged bool // a row of the stream is malformed: its inputs cannot all be counted
 	inputs  int64
@@ -155,6 +231,8 @@ func (c *Checker) stream(name string) *stream {
 func (c *Checker) Report(p Problem) {
 	if p.Kind != ProblemTorn {
 		c.rows++
+	} else {
+		c.torn = true
 	}
 	c.unreadable(p)
 }
@@ -205,6 +283,11 @@ func (c *Checker) Add(e Entry, line int64) {
 			Detail: fmt.Sprintf("%s row with processor %q, want none", e.Kind, e.Processor)})
 		return
 	}
+	if e.Kind == KindLost && !e.Kind.In(c.format) { // the one stream kind not of every version
+		c.unreadable(Problem{Kind: ProblemMalformed, Processor: e.Processor, Index: e.Index, Row: e.Kind, Line: line,
+			Detail: fmt.Sprintf("%s row in a %s recording, which has none", e.Kind, c.format)})
+		return
+	}
 	s := c.stream(e.Processor)
 	if s.next == 0 {
 		s.next, s.first = 1, ref
@@ -227,6 +310,7 @@ func (c *Checker) Add(e Entry, line int64) {
 	}
 	prev := s.last
 	s.last = ref
+	c.cover(s, e, ref)
 	if s.unknown && e.Kind == KindOutput {
 		return
 	}
@@ -267,6 +351,7 @@ func (c *Checker) Add(e Entry, line int64) {
 		s.inputs++
 	case KindEnd:
 		s.ended = true
+		c.lastEnd = ref
 		if e.N != s.inputs && !s.damaged {
 			c.problem(ProblemGap, ref, "END counts %d inputs, the stream holds %d (INDEXED, INLINE and TIMER rows)", e.N, s.inputs)
 		}
@@ -290,13 +375,98 @@ func (c *Checker) addGlobal(e Entry, ref rowRef, first bool) {
 	case KindJournal:
 		c.index(&c.global, ref)
 		c.journalRow(e.Source, e.Seq)
+		f := c.cov.feed(e.Source)
+		f.published = max(f.published, e.Seq)
 	case KindCommit:
 		c.index(&c.global, ref)
 		if !e.Kind.In(c.format) {
 			c.problem(ProblemMalformed, ref, "COMMIT row in a %s recording, which has none", c.format)
+			return
+		}
+		f := c.cov.feed(e.Source)
+		if e.Seq >= f.commit {
+			f.commit, f.commitRef = e.Seq, ref
 		}
 	default:
 		c.problem(ProblemMalformed, ref, "%s row with no processor", e.Kind)
+	}
+}
+
+// cover keeps what the coverage rules need of a stream row (see Checker):
+// the seqs of a feed it handled, the feeds it takes, its first FAILED row.
+func (c *Checker) cover(s *stream, e Entry, ref rowRef) {
+	switch e.Kind {
+	case KindIndexed, KindInline:
+		if s.covSeqs == nil || s.covFeed != e.Source {
+			s.covFeed, s.covSeqs, s.cover = e.Source, c.cov.takes(e.Source, s.name), c.cov.feed(e.Source)
+		}
+		s.covSeqs.add(e.Seq)
+		s.cover.published = max(s.cover.published, e.Seq)
+	case KindDropped:
+		if e.N >= 1 && e.Seq <= maxInt64-(e.N-1) {
+			c.cov.takes(e.Source, s.name).addRange(e.Seq, e.Seq+e.N-1)
+		}
+	case KindLost:
+		c.cov.takes(e.Source, s.name)
+	case KindFailed:
+		if e.Source != "" {
+			c.cov.takes(e.Source, s.name).add(e.Seq)
+		}
+		if !s.failed {
+			s.failed = true
+			c.problem(ProblemFailed, ref, "a recorded failure: the stream is not reproducible past it (%s)", failedWhat(e))
+		}
+	}
+}
+
+// failedWhat names what a FAILED row says failed.
+func failedWhat(e Entry) string {
+	if e.Source == "" {
+		return fmt.Sprintf("timer %d", e.Seq)
+	}
+	return fmt.Sprintf("feed %q seq %d", e.Source, e.Seq)
+}
+
+// uncovered reports the missing-input problems (see Checker): per feed and
+// processor, the seqs up to the last COMMIT row's (and, in a recording that
+// ended, up to the highest published) without an input, DROPPED or FAILED
+// row.
+func (c *Checker) uncovered() {
+	ended := !c.torn && len(c.order) > 0
+	damaged := map[string]bool{} // a processor with a row that cannot be read: what it handled is unknown
+	for _, name := range c.order {
+		s := c.streams[name]
+		ended = ended && s.ended
+		if s.damaged {
+			damaged[BaseStream(name)] = true
+		}
+	}
+	for _, k := range c.cov.order {
+		f := c.cov.feeds[k.feed]
+		if f == nil || damaged[k.proc] {
+			continue
+		}
+		through := f.commit
+		if ended {
+			through = max(through, f.published)
+		}
+		if through <= 0 {
+			continue
+		}
+		for _, g := range c.cov.handled[k].gaps(through) {
+			p := Problem{Kind: ProblemMissingInput, Processor: k.proc, Row: KindEnd, Line: c.lastEnd.line, Feed: k.feed, First: g.lo, Last: g.hi}
+			seqs := fmt.Sprintf("seq %d", g.lo)
+			if g.hi > g.lo {
+				seqs = fmt.Sprintf("seqs %d-%d", g.lo, g.hi)
+			}
+			why := fmt.Sprintf("the recording ended cleanly after seq %d of the feed was published", f.published)
+			if g.lo <= f.commit {
+				p.Row, p.Line = KindCommit, f.commitRef.line
+				why = fmt.Sprintf("the source committed through seq %d (COMMIT index %d)", f.commit, f.commitRef.index)
+			}
+			p.Detail = fmt.Sprintf("%s of feed %q have no input, DROPPED or FAILED row in processor %q, and %s", seqs, k.feed, k.proc, why)
+			c.report(p)
+		}
 	}
 }
 
@@ -434,6 +604,7 @@ func (c *Checker) Finish() []Problem {
 		c.report(Problem{Kind: ProblemMalformed, Detail: "no rows: a recording begins with a META row"})
 	}
 	c.missingStreams()
+	c.uncovered()
 	// INDEXED rows whose journal row never came.
 	type missing struct {
 		k    journalKey
@@ -545,6 +716,32 @@ func (s *intervals) add(x int64) {
 }
 
 const maxInt64 = 1<<63 - 1
+
+// addRange adds lo..hi (lo <= hi).
+func (s *intervals) addRange(lo, hi int64) {
+	if n := len(s.iv); n == 0 || lo > s.iv[n-1].hi {
+		if n > 0 && s.iv[n-1].hi != maxInt64 && lo == s.iv[n-1].hi+1 {
+			s.iv[n-1].hi = hi
+		} else {
+			s.iv = append(s.iv, span{lo, hi})
+		}
+		return
+	}
+	// The spans that touch or overlap lo..hi are merged with it.
+	i := sort.Search(len(s.iv), func(i int) bool { return s.iv[i].hi >= lo-1 || s.iv[i].hi == maxInt64 })
+	j := i
+	for j < len(s.iv) && (s.iv[j].lo <= hi || hi != maxInt64 && s.iv[j].lo == hi+1) {
+		lo, hi = min(lo, s.iv[j].lo), max(hi, s.iv[j].hi)
+		j++
+	}
+	s.iv = slices.Replace(s.iv, i, j, span{lo, hi})
+}
+
+// gaps returns the spans of 1..through not in s.
+func (s *intervals) gaps(through int64) []span {
+	all := intervals{iv: []span{{1, through}}}
+	return all.minus(s)
+}
 
 // minus returns the spans of s not in t (t may be nil).
 func (s *intervals) minus(t *intervals) []span {

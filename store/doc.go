@@ -15,19 +15,26 @@
 //   - EncodePayload, DecodePayload (PayloadText, PayloadBytes for a given
 //     format version): the binary-safe text of a payload, which may be any
 //     bytes;
-//   - Kind.In, ValidateIn: the kinds a format version holds (COMMIT rows
-//     only in Format), checked by every writer;
+//   - Kind.In, ValidateIn: the kinds a format version holds (LOST rows only
+//     in Format, COMMIT rows in Format and FormatV3), checked by every
+//     writer; Lost, LostOf: a LOST row's fields;
 //   - CheckRowSize, MaxRowSize: the longest row (its CSV line), refused by
 //     every writer (*SizeError, ErrTooLarge) so that every reader reads it;
 //   - Lock: the exclusive OS lock a writer holds on its file (ErrLocked);
 //   - FormatInstant, ParseInstant, FormatReads, ParseReads: the text of
 //     instants and clock readings;
 //   - EncodeMeta, DecodeMeta: the META row (Format, still reading
-//     FormatV2 and FormatV1), and the refusal (ErrFormat) of another format or version
+//     FormatV3, FormatV2 and FormatV1), and the refusal (ErrFormat) of another format or version
 //     or of a META detail with a repeated key; Meta.ExpectedStreams;
 //   - Checker: the integrity rules, run over the rows in storage order when
 //     a recording is opened, in memory bounded by the number of processors,
-//     feeds and gaps, not rows.
+//     feeds and gaps, not rows; with what the rows prove (a seq a COMMIT row
+//     covers with no row, a FAILED row past which a stream is not
+//     reproducible): the one rule every verdict (verify, replay, diff,
+//     explain, report) reads;
+//   - CrashTail, CheckRuns: which problems of a run its restart explains,
+//     and whether recordings can be consecutive runs (ErrRuns);
+//   - ParseWorkerStream, BaseStream: the names of worker streams.
 //
 // Errors are sentinels (ErrReadOnly, ErrHoldsRecording, ErrFormat, ErrName,
 // ErrClosed, ErrLocked, ErrTooLarge, and one per problem kind) tested with

@@ -6,8 +6,13 @@ import (
 )
 
 // Format is the name and version written in every new recording's META
-// row. Version 3 added the COMMIT kind.
-const Format = "blackbox-recording/3"
+// row. Version 4 added the LOST kind, version 3 the COMMIT kind.
+const Format = "blackbox-recording/4"
+
+// FormatV3 is the version before LOST rows, still read and verified: a
+// LOST row in it is malformed (the set of kinds is closed within a
+// version).
+const FormatV3 = "blackbox-recording/3"
 
 // FormatV2 is the version before COMMIT rows, still read and verified: a
 // COMMIT row in it is malformed (the set of kinds is closed within a
@@ -36,23 +41,31 @@ const (
 	KindFailed   Kind = "FAILED"
 	KindEnd      Kind = "END"
 	KindJournal  Kind = "JOURNAL"
-	// KindCommit: the source committed a position (Format, not FormatV2 or
-	// FormatV1).
+	// KindCommit: the source committed a position (Format and FormatV3,
+	// not FormatV2 or FormatV1).
 	KindCommit Kind = "COMMIT"
+	// KindLost: the source lost input before the next input of the
+	// processor's stream (Format only): a line longer than the maximum, the
+	// unread end of a file that is gone, records deleted by retention.
+	KindLost Kind = "LOST"
 )
 
 // Kinds lists every row kind in the order of docs/FORMAT.md.
 var Kinds = []Kind{KindMeta, KindStart, KindDelivery, KindIndexed, KindInline,
-	KindTimer, KindOutput, KindDropped, KindFailed, KindEnd, KindJournal, KindCommit}
+	KindTimer, KindOutput, KindDropped, KindFailed, KindEnd, KindJournal, KindCommit, KindLost}
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }
 
 // In reports whether a recording of format may hold rows of kind k: every
-// valid kind in Format, every one but COMMIT in FormatV2 and FormatV1.
+// valid kind in Format ("" stands for it), every one but LOST in
+// FormatV3, every one but LOST and COMMIT in FormatV2 and FormatV1.
 func (k Kind) In(format string) bool {
-	if k == KindCommit {
+	switch k {
+	case KindLost:
 		return format == Format || format == ""
+	case KindCommit:
+		return format == Format || format == FormatV3 || format == ""
 	}
 	return k.Valid()
 }
@@ -104,7 +117,7 @@ type Entry struct {
 	Epoch     int64
 	Key       string
 	Offset    int64
-	N         int64  // outputs (inputs), attempt (DELIVERY), count (DROPPED), inputs (END)
+	N         int64  // outputs (inputs), attempt (DELIVERY), count (DROPPED; LOST, 0: unknown), inputs (END)
 	Payload   []byte // any bytes (stored as EncodePayload gives them)
 	Detail    string
 	Reads     []time.Time // clock readings of the input's cycles, in order

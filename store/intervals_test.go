@@ -62,3 +62,40 @@ func TestIntervalsMinus(t *testing.T) {
 		}
 	}
 }
+
+// TestIntervalsAddRange: a range joins the spans it overlaps or touches,
+// wherever it falls, as adding each of its values would.
+func TestIntervalsAddRange(t *testing.T) {
+	tests := []struct {
+		start []span // added as ranges first, in order
+		lo    int64
+		hi    int64
+		want  []span
+	}{
+		{nil, 2, 4, []span{{2, 4}}},
+		{[]span{{1, 1}}, 2, 4, []span{{1, 4}}},
+		{[]span{{1, 1}}, 3, 4, []span{{1, 1}, {3, 4}}},
+		{[]span{{10, 12}}, 2, 4, []span{{2, 4}, {10, 12}}},
+		{[]span{{10, 12}}, 2, 9, []span{{2, 12}}},
+		{[]span{{1, 2}, {5, 6}, {9, 9}}, 3, 8, []span{{1, 9}}},
+		{[]span{{1, 2}, {5, 6}, {20, 21}}, 4, 7, []span{{1, 2}, {4, 7}, {20, 21}}},
+		{[]span{{1, 10}}, 3, 4, []span{{1, 10}}},
+		{[]span{{5, 6}}, 1, 100, []span{{1, 100}}},
+	}
+	for _, tt := range tests {
+		var s, each intervals
+		for _, sp := range tt.start {
+			s.addRange(sp.lo, sp.hi)
+			for x := sp.lo; x <= sp.hi; x++ {
+				each.add(x)
+			}
+		}
+		s.addRange(tt.lo, tt.hi)
+		for x := tt.lo; x <= tt.hi; x++ {
+			each.add(x)
+		}
+		if !slices.Equal(s.iv, tt.want) || !slices.Equal(each.iv, tt.want) {
+			t.Errorf("%v + [%d, %d] = %v (value by value %v), want %v", tt.start, tt.lo, tt.hi, s.iv, each.iv, tt.want)
+		}
+	}
+}

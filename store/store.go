@@ -36,6 +36,8 @@ var (
 	ErrMalformed      = errors.New("store: malformed row")
 	ErrMissingStream  = errors.New("store: missing stream")
 	ErrUnreadable     = errors.New("store: unreadable")
+	ErrMissingInput   = errors.New("store: missing input")
+	ErrFailed         = errors.New("store: recorded failure")
 )
 
 // FileError is an error of the recording file Path: Op says what failed
@@ -76,6 +78,8 @@ const (
 	ProblemMalformed      ProblemKind = "malformed"       // a row that does not parse (bad number, unknown kind, bad column count)
 	ProblemMissingStream  ProblemKind = "missing-stream"  // a stream META lists with no row, a stream META does not list, no stream at all
 	ProblemUnreadable     ProblemKind = "unreadable"      // the store could not be read (an I/O error): nothing is known of it
+	ProblemMissingInput   ProblemKind = "missing-input"   // seqs a COMMIT row (or a clean end) covers with no row in a processor that takes the feed
+	ProblemFailed         ProblemKind = "failed"          // a FAILED row: its stream is not reproducible past it
 )
 
 // Problem is one integrity problem of a recording. It is an error: errors.Is
@@ -89,6 +93,12 @@ type Problem struct {
 	Row       Kind        `json:"row,omitempty"` // the kind of the row at fault, when there is one
 	Line      int64       `json:"line"`          // CSV: physical line (the header is line 1); SQLite: rowid; 0 for none
 	Detail    string      `json:"detail"`
+	// Feed, First and Last are the seqs a missing-input problem is about:
+	// seqs First to Last of Feed have no row in Processor (a processor
+	// with its workers' streams merged: BaseStream). Zero for other kinds.
+	Feed  string `json:"feed,omitempty"`
+	First int64  `json:"first,omitempty"`
+	Last  int64  `json:"last,omitempty"`
 }
 
 func (p *Problem) Error() string {
@@ -127,6 +137,10 @@ func (p *Problem) Unwrap() error {
 		return ErrMissingStream
 	case ProblemUnreadable:
 		return ErrUnreadable
+	case ProblemMissingInput:
+		return ErrMissingInput
+	case ProblemFailed:
+		return ErrFailed
 	default:
 		return ErrMalformed
 	}

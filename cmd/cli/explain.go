@@ -33,28 +33,35 @@ rows that prove each answer (rRUN STREAM:INDEX):
      where the restart resumed, else the run's last COMMIT row;
   4. what a restart delivered again, and whether the app skipped it
      (AlreadyApplied: no output) or applied it again;
-  5. what was lost: DROPPED, FAILED, the torn or unfinished tail of the last
-     run, index gaps and other integrity problems, inputs in no run;
+  5. what was lost: DROPPED, FAILED, LOST (input the source lost), the torn
+     or unfinished tail of the last run, index gaps and other integrity
+     problems, inputs in no run;
   6. which outputs were emitted twice for one input across the runs.
+
+The runs must be consecutive runs of one source, each given once, in the
+order they ran: a file given twice, a recording holding the same rows as
+another (a copy), or a run created (META) before the run given before it is
+refused (exit 2) before anything is read.
 
 --pointer FILE compares a file source's pointer file on disk now with the
 runs, --state FILE the app's durable state (built with option state=FILE;
 --app names the app when the recordings hold several). docs/EXPLAIN.md says
 how each answer is found.
 
-Exit: 0 nothing was lost; 2 a usage or I/O error; 3 something was lost, or a
-recording (or one of its rows) could not be read.`,
+Exit: 0 nothing was lost and the runs are complete; 2 a usage or I/O error,
+or runs that cannot be stitched; 3 something was lost, or the runs are not
+complete (a problem no restart explains, as verify, replay and diff say: a
+recorded failure, a gap, a row that cannot be read, an unfinished last run).`,
 		Args: exactArgs("RECORDING[,RECORDING...]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rs, err := openStores(args[0])
+			rs, files, err := openRuns("RECORDING", args[0])
 			if err != nil {
 				return err
 			}
 			defer closeAll(rs)
-			files := strings.Split(args[0], ",")
 			recs := make([]incident.Recording, len(rs))
 			for i, r := range rs {
-				recs[i] = incident.Recording{File: strings.TrimSpace(files[i]), Reader: r}
+				recs[i] = incident.Recording{File: files[i], Reader: r}
 			}
 			opts := incident.Options{Feed: feed}
 			if pointer != "" {

@@ -345,3 +345,44 @@ func count(n int64, noun string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }
+
+// openRuns opens a comma-separated list of consecutive runs (a crashed run
+// and its restarts, as diff, explain and report stitch them) and refuses,
+// before any work, a list that cannot be one (a usage error naming the
+// files and why): a file given twice, a recording that holds the same rows
+// as another (a copy of it), a run created before the run given before it
+// (store.CheckRuns). It returns the readers and their paths.
+func openRuns(what, list string) ([]store.Reader, []string, error) {
+	rs, err := openStores(list)
+	if err != nil {
+		return nil, nil, err
+	}
+	paths := strings.Split(list, ",")
+	for i := range paths {
+		paths[i] = strings.TrimSpace(paths[i])
+	}
+	fail := func(err error) ([]store.Reader, []string, error) {
+		closeAll(rs)
+		return nil, nil, err
+	}
+	for j := range paths {
+		for i := range j {
+			if sameFile(paths[i], paths[j]) {
+				return fail(usagef("%s %s and %s name the same file: a run given twice (give each run once, in the order they ran)", what, paths[i], paths[j]))
+			}
+		}
+	}
+	if err := store.CheckRuns(rs); err != nil {
+		var re *store.RunsError
+		switch {
+		case errors.As(err, &re) && re.Copy:
+			return fail(usagef("%s %s holds the same rows as %s: a copy of it, a run given twice (give each run once, in the order they ran)",
+				what, paths[re.Second], paths[re.First]))
+		case errors.As(err, &re):
+			return fail(usagef("%s %s was created at %s, before %s (created at %s): runs out of order (give them in the order they ran)",
+				what, paths[re.Second], store.FormatInstant(re.Later), paths[re.First], store.FormatInstant(re.Created)))
+		}
+		return fail(fmt.Errorf("%s: %w", list, err))
+	}
+	return rs, paths, nil
+}

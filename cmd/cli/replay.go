@@ -110,20 +110,25 @@ outputs, processed twice (once per run of a stitched side, after a kill),
 and processed more often than the runs explain (twice in one run, or again
 after a run that stopped cleanly). A and B may each be a comma-separated
 list of consecutive runs to stitch together (a crashed run and its
-restarts). A processor run on workers (streams NAME#w0, NAME#w1 ...) is
-compared as the one processor NAME, its workers' inputs merged.
+restarts), each run given once, in the order they ran (a file given twice, a
+copy of a run, or a run created before the run given before it is refused).
+A processor run on workers (streams NAME#w0, NAME#w1 ...) is compared as the
+one processor NAME, its workers' inputs merged. A side is complete as verify
+says (a recorded failure, a seq a COMMIT row covers with no row, a gap ...
+make it not complete), but for the missing END and torn tail of a run
+followed by its restart.
 
 Exit: 0 both sides complete and the same; 1 a difference; 2 a usage or I/O
 error; 3 a side not complete (an integrity problem other than the missing
 END of a run followed by its restart, or a last run without END).`,
 		Args: exactArgs("A", "B"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := openStores(args[0])
+			a, _, err := openRuns("A", args[0])
 			if err != nil {
 				return err
 			}
 			defer closeAll(a)
-			b, err := openStores(args[1])
+			b, _, err := openRuns("B", args[1])
 			if err != nil {
 				return err
 			}

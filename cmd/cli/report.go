@@ -36,12 +36,18 @@ recording names) and marks and lists every first divergence.
 --option APP:KEY=VALUE gives an option to one app's constructor (KEY=VALUE:
 to every app), as replay's.
 
+The runs must be consecutive runs of one source, each given once, in the
+order they ran: a file given twice, a recording holding the same rows as
+another (a copy), or a run created (META) before the run given before it is
+refused (exit 2) before anything is written.
+
 The file is written whole or not at all, and holds no time but the
 recordings' own: the same recordings give the same bytes.
 
-Exit: 0 nothing was lost and every row was read (and, with --replay, every
-run replayed identical); 1 a replay diverged; 2 a usage or I/O error; 3
-something was lost or a recording could not be read whole.`,
+Exit: 0 nothing was lost and the runs are complete (and, with --replay,
+every run replayed identical); 1 a replay diverged; 2 a usage or I/O error,
+or runs that cannot be stitched; 3 something was lost or the runs are not
+complete (as explain says).`,
 		Args: exactArgs("RECORDING[,RECORDING...]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -73,7 +79,7 @@ something was lost or a recording could not be read whole.`,
 				return err
 			}
 			defer release()
-			readers, err := openStores(list)
+			readers, _, err := openRuns("RECORDING", list)
 			if err != nil {
 				return err
 			}
@@ -121,7 +127,7 @@ something was lost or a recording could not be read whole.`,
 				}
 			}
 			verdict := []string{choose(f.Lost, "something was lost", "nothing was lost"),
-				choose(f.Complete, "every row read", "NOT COMPLETE")}
+				choose(f.Complete, "complete", "NOT COMPLETE")}
 			if replay {
 				verdict = append(verdict, choose(identical, "replay identical", "replay DIVERGED"))
 			}

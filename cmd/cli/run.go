@@ -68,6 +68,7 @@ type recordResult struct {
 	Outputs  int64 // OUTPUT rows recorded
 	Failed   int64 // FAILED rows recorded
 	Dropped  int64 // DROPPED rows recorded
+	Lost     int64 // LOST rows recorded (the source's losses)
 	Emitted  int64 // outputs delivered live (to --out)
 	Rows     int64 // rows written to the recording
 	Recorded error // the recorder's failures (a broken stream), nil when whole
@@ -444,8 +445,12 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 		}
 		fmt.Fprintf(w, "read      %s (%s): %s\n", cfg.input, how, count(fs.Sequence, "line"))
 	}
-	fmt.Fprintf(w, "recorded  %s (%s): %s, %s, %s, %d failed, %s; %s\n", cfg.store, cfg.format, cfg.app,
-		count(res.Inputs, "input"), count(res.Outputs, "output"), res.Failed, count(res.Dropped, "drop"), count(res.Rows, "row"))
+	lostRows := ""
+	if res.Lost > 0 {
+		lostRows = ", " + count(res.Lost, "LOST row")
+	}
+	fmt.Fprintf(w, "recorded  %s (%s): %s, %s, %s, %d failed, %s%s; %s\n", cfg.store, cfg.format, cfg.app,
+		count(res.Inputs, "input"), count(res.Outputs, "output"), res.Failed, count(res.Dropped, "drop"), lostRows, count(res.Rows, "row"))
 	if cfg.out != "" {
 		lost := ""
 		if res.NotOutput > 0 {
@@ -464,6 +469,9 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 		fmt.Fprintf(w, "partition %s/%d: committed %d, processed %d, lag %d, paused %s%s\n", p.Topic, p.Partition, p.Committed, p.Processed, p.Lag, yesNo(p.Paused), lost)
 	}
 	losses := fmt.Sprintf("dropped %d, refused %d, completion failures %d", fs.Dropped, fs.Refused, fs.CompletionFailures)
+	for _, reason := range slices.Sorted(maps.Keys(fs.Losses)) {
+		losses += fmt.Sprintf(", lost %s %d", reason, fs.Losses[reason])
+	}
 	fmt.Fprintf(w, "verdict   settled: %s  lossless: %s  (%s; state %s, acknowledged %d, failures %d)\n",
 		yesNo(res.Status.Settled), yesNo(res.Status.Lossless), losses, fs.State, fs.Acknowledged, fs.Failures)
 }
@@ -680,7 +688,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		recErr = storeErr(cfg.store, recErr)
 	}
 	res = recordResult{Status: eng.Status(), Inputs: w.inputs(), Outputs: w.kinds[store.KindOutput],
-		Failed: w.kinds[store.KindFailed], Dropped: w.kinds[store.KindDropped], Emitted: sink.written.Load(), Rows: w.rows,
+		Failed: w.kinds[store.KindFailed], Dropped: w.kinds[store.KindDropped], Lost: w.kinds[store.KindLost], Emitted: sink.written.Load(), Rows: w.rows,
 		Recorded: recErr, NotOutput: sink.lost.Load()}
 	if ks != nil { // stopped: its final commit made
 		res.Partitions = ks.Status().Partitions

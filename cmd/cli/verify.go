@@ -29,7 +29,12 @@ func (c *CLI) verifyCmd() *cobra.Command {
 		Short: "Check a recording's integrity (no app needed)",
 		Long: `Check a recording's integrity: torn last lines, orphan rows, gaps, unfinished
 streams (no END: the process did not stop cleanly), missing journal rows,
-malformed rows. No app is needed.
+malformed rows; and what its rows prove: seqs a COMMIT row covers (or a
+clean end published) with no row in a processor of the feed (missing-input),
+and recorded failures (a FAILED row: its stream is not reproducible past it,
+so replay stops there). replay, diff and explain call a recording complete
+by the same rules. No app is needed. Losses (DROPPED and LOST rows) do not
+make a recording incomplete: replay and explain report them.
 
 Exit: 0 complete; 2 not a readable recording; 3 not complete.`,
 		Args: exactArgs("STORE"),
@@ -168,8 +173,15 @@ type processorSummary struct {
 	First     *time.Time       `json:"first"`
 	Last      *time.Time       `json:"last"`
 	Losses    []lossJSON       `json:"losses"`
+	Lost      []lostJSON       `json:"lost"` // LOST rows: input the feed's source lost
 	Failures  []failureJSON    `json:"failures"`
 	Ended     bool             `json:"ended"`
+}
+
+// lostJSON is a LOST row in `inspect`: its index and what it says.
+type lostJSON struct {
+	Index int64 `json:"index"`
+	store.Lost
 }
 
 type lossJSON struct {
@@ -288,10 +300,11 @@ func (c *CLI) inspectCmd() *cobra.Command {
 		Long: `Summarise a recording: its META (format, creation time, apps), the
 processors run on several workers with their workers' streams (NAME#wK), per
 processor stream the rows of each kind, inputs, outputs, first and last
-instants, losses (DROPPED), failures (FAILED), whether it ended cleanly; and
-its integrity problems. With --processor, --kind or --limit it also lists
-the rows that match, in storage order (--limit 0: all of them; --processor
-NAME of a processor run on workers: the rows of all its workers' streams).
+instants, losses (DROPPED), the source's losses (LOST), failures (FAILED),
+whether it ended cleanly; and its problems. With --processor, --kind or
+--limit it also lists the rows that match, in storage order (--limit 0: all
+of them; --processor NAME of a processor run on workers: the rows of all its
+workers' streams).
 
 Exit: 0 when the recording could be read (even if it is not complete: use
 verify for that verdict); 2 a usage or I/O error.`,
@@ -331,7 +344,7 @@ verify for that verdict); 2 a usage or I/O error.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&processor, "processor", "", "list the rows of this processor stream (a processor run on workers: of all its workers' streams)")
-	f.StringVar(&kind, "kind", "", "list the rows of this kind (META, START, DELIVERY, INDEXED, INLINE, TIMER, OUTPUT, DROPPED, FAILED, END, JOURNAL)")
+	f.StringVar(&kind, "kind", "", "list the rows of this kind (META, START, DELIVERY, INDEXED, INLINE, TIMER, OUTPUT, DROPPED, FAILED, END, JOURNAL, COMMIT, LOST)")
 	f.IntVar(&limit, "limit", 0, "list at most this many rows (0: no limit)")
 	f.BoolVar(&asJSON, "json", false, "print the summary (and the listed rows) as JSON")
 	return cmd
@@ -368,7 +381,7 @@ func summarise(path, format string, r store.Reader, list bool, processor string,
 	procs := map[string]*processorSummary{}
 	for _, name := range r.Processors() {
 		ps := &processorSummary{Processor: name, App: meta.Apps[name], Rows: map[string]int64{},
-			Losses: []lossJSON{}, Failures: []failureJSON{}}
+			Losses: []lossJSON{}, Lost: []lostJSON{}, Failures: []failureJSON{}}
 		procs[name] = ps
 		sum.Processors = append(sum.Processors, *ps)
 	}
@@ -404,6 +417,8 @@ func summarise(path, format string, r store.Reader, list bool, processor string,
 			ps.Outputs++
 		case e.Kind == store.KindDropped:
 			ps.Losses = append(ps.Losses, newLoss(e))
+		case e.Kind == store.KindLost:
+			ps.Lost = append(ps.Lost, lostJSON{Index: e.Index, Lost: store.LostOf(e)})
 		case e.Kind == store.KindFailed:
 			ps.Failures = append(ps.Failures, failureJSON{Index: e.Index, Source: e.Source, Detail: e.Detail})
 		case e.Kind == store.KindEnd:
@@ -472,6 +487,12 @@ func printSummary(w io.Writer, s *inspectSummary, list bool) {
 			}
 			fmt.Fprintf(w, "    index %d: %s of feed %s, seq %d..%d, %s (%s)\n", l.Index, count(l.Count, "item"), l.Feed,
 				l.FirstSeq, l.LastSeq, l.Reason, exact)
+		}
+		if len(p.Lost) > 0 {
+			fmt.Fprintf(w, "  lost:     %s (the source's losses)\n", count(int64(len(p.Lost)), "LOST row"))
+			for _, l := range p.Lost {
+				fmt.Fprintf(w, "    index %d: %s\n", l.Index, l.Lost)
+			}
 		}
 		fmt.Fprintf(w, "  failures: %d\n", len(p.Failures))
 		for _, f := range p.Failures {

@@ -12,8 +12,11 @@
 //
 // A line longer than Options.MaxLine bytes (DefaultMaxLine, 16 MiB; the
 // terminator not counted) is never truncated and never published: it is
-// skipped whole, counted in the feed status (oversized, which makes the
-// feed not lossless) and warned with its offsets; the position moves past
+// skipped whole, reported as a loss (engine.Intake.AddLoss, reason
+// engine.LossOversized, with the file's identity, epoch and the line's byte
+// range: the feed status counts it, oversized, and is not lossless, and a
+// recording holds a LOST row between the lines around it) and warned with
+// its offsets; the position moves past
 // it (the pointer passes it with the next line committed; a restart before
 // that reports it again). The reader stops buffering a line once it passes
 // the limit and discards its bytes as they are read, so the read buffer
@@ -138,8 +141,9 @@
 // after several rotations take its newer files for older ones. Not found,
 // the run warns which file was
 // read to which offset and that its bytes from there were never read, keeps
-// that in the feed's detail, and counts it (unreadFiles, which makes the
-// feed not lossless).
+// that in the feed's detail, and reports it as a loss (engine.LossUnread,
+// with that file's identity, epoch and offset: unreadFiles in the status,
+// not lossless, a LOST row before the first line read after it).
 //
 // # Backpressure
 //

@@ -456,6 +456,7 @@ func (s *Source) publish() (n int, paused bool) {
 		if len(items) == 0 {
 			return n, false
 		}
+		s.reportOver() // the lines it skipped came before these
 		k := s.f.TryPublishBatch(items, poss)
 		clear(items) // keep no line alive past its publish
 		n += k
@@ -472,22 +473,32 @@ func (s *Source) publish() (n int, paused bool) {
 	}
 }
 
-// report counts and warns what the reader skipped: oversized lines and a
-// hole's NUL bytes.
+// report reports and warns what the reader skipped: oversized lines (a
+// loss) and a hole's NUL bytes.
 func (s *Source) report() {
 	rd := s.rd
-	for _, o := range rd.over {
-		s.f.AddOversized(1)
-		s.logf("%s: a line of %d bytes at offsets [%d, %d) is longer than the maximum line length %d: skipped whole, not published (the feed is not lossless)",
-			s.path, o.to-o.from, o.from, o.to, s.maxLine)
-	}
-	rd.over = rd.over[:0]
+	s.reportOver()
 	if rd.holes > 0 && rd.skip != skipNUL {
 		s.f.AddHoleBytes(rd.holes)
 		s.logf("%s: %d NUL bytes at offsets [%d, %d) of the file truncated or rewritten under the reader are a hole a writer left (it kept its old offset), not data: skipped",
 			s.path, rd.holes, rd.holeFrom, rd.holeFrom+rd.holes)
 		rd.holes = 0
 	}
+}
+
+// reportOver reports each oversized line the reader skipped as a loss
+// (engine.LossOversized) of the file it read, with its byte range, and
+// warns: before the lines read after it are published, so that every
+// processor's stream shows the loss where it happened.
+func (s *Source) reportOver() {
+	rd := s.rd
+	for _, o := range rd.over {
+		s.logf("%s: a line of %d bytes at offsets [%d, %d) is longer than the maximum line length %d: skipped whole, not published (the feed is not lossless)",
+			s.path, o.to-o.from, o.from, o.to, s.maxLine)
+		s.f.AddLoss(engine.Loss{Reason: engine.LossOversized, Items: 1, Epoch: s.epoch, From: o.from, To: o.to,
+			Detail: fmt.Sprintf("%s (identity %x): a line of %d bytes, longer than the maximum %d", s.path, s.fileID, o.to-o.from, s.maxLine)})
+	}
+	rd.over = rd.over[:0]
 }
 
 // endOnce ends a once-read: bytes after the last terminator are counted as
@@ -770,15 +781,17 @@ func (s *Source) findRotated(p Pointer, byIdentity bool) (started, bool) {
 }
 
 // unread says that the rest of the file p describes, from p.Offset to its
-// end, was never read and cannot be: a loss, counted (UnreadFiles), warned
+// end, was never read and cannot be: a loss (engine.LossUnread, with the
+// file's identity, epoch and offset: FeedStatus.UnreadFiles), warned
 // and kept in the feed's detail for the rest of the run. (Whether that file
 // had any byte after p.Offset is unknown once it is gone: counted all the
 // same, a verdict is only as good as its worst case.)
 func (s *Source) unread(p Pointer, where string) {
-	s.f.AddUnreadFiles(1)
 	msg := fmt.Sprintf("the file the pointer %s describes (identity %x, epoch %d) was read to offset %d; %s: its bytes from offset %d to its end were never read",
 		s.opts.Pointer, p.Identity, p.Epoch, p.Offset, where, p.Offset)
 	s.logf("%s", msg)
+	s.f.AddLoss(engine.Loss{Reason: engine.LossUnread, Epoch: p.Epoch, From: p.Offset,
+		Detail: fmt.Sprintf("%s: the file the pointer %s described (identity %x) was read to offset %d; %s", s.path, s.opts.Pointer, p.Identity, p.Offset, where)})
 	if s.note != "" {
 		s.note += "; "
 	}

@@ -321,6 +321,8 @@ func fastKind(b []byte) (store.Kind, bool) {
 		return store.KindJournal, true
 	case "COMMIT":
 		return store.KindCommit, true
+	case "LOST":
+		return store.KindLost, true
 	}
 	return "", false
 }

@@ -106,13 +106,13 @@ func TestOpenRefuses(t *testing.T) {
 		}
 	})
 	t.Run("other version", func(t *testing.T) {
-		p := filepath.Join(dir, "v4.db")
+		p := filepath.Join(dir, "v9.db")
 		s, err := sqlitestore.Create(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := store.EncodeMeta(store.Meta{})
-		m.Detail = strings.Replace(m.Detail, store.Format, "blackbox-recording/4", 1)
+		m.Detail = strings.Replace(m.Detail, store.Format, "blackbox-recording/9", 1)
 		if err := s.Append(m); err != nil {
 			t.Fatal(err)
 		}
@@ -406,7 +406,7 @@ func TestTheProblemsOfAStoreThatCannotBeReadAreUnreadable(t *testing.T) {
 
 // TestAVersion1RecordingConvertsRowForRow: the version 1 CSV fixture
 // copied into SQLite stays version 1 (payloads verbatim) and reads back row
-// for row, with no problem.
+// for row, with no problem but its FAILED row's (a recorded failure).
 func TestAVersion1RecordingConvertsRowForRow(t *testing.T) {
 	src, err := storetest.CSV.Open("../csvstore/testdata/v1.csv")
 	if err != nil {
@@ -418,8 +418,8 @@ func TestAVersion1RecordingConvertsRowForRow(t *testing.T) {
 	if got := s.Meta().Format; got != store.FormatV1 {
 		t.Errorf("format %q, want %q", got, store.FormatV1)
 	}
-	if ps := s.Problems(); len(ps) != 0 {
-		t.Errorf("Problems: %v", ps)
+	if ps := s.Problems(); len(ps) != 1 || !errors.Is(&ps[0], store.ErrFailed) || ps[0].Index != 10 {
+		t.Errorf("Problems: %v, want the FAILED row's (index 10)", ps)
 	}
 	got, errs := storetest.ReadAll(s)
 	if d := cmp.Diff(want, got); d != "" || len(errs) > 0 {

@@ -6,7 +6,9 @@
 // readers running while a writer appends.
 //
 // Recording is the fixture the suite writes: a complete recording that uses
-// every kind and field; Input builds the rows of one input for benchmarks.
+// every kind but FAILED and every field; Failed is the same with a FAILED
+// row, whose one problem is that row's (a recorded failure ends what its
+// stream proves); Input builds the rows of one input for benchmarks.
 // BenchAppend and BenchStream are the stores' benchmarks, run by each
 // backend's package against its own files. CSV and SQLite are the file
 // stores as Backends; Reopen copies a recording into a new file of one and

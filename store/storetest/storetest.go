@@ -49,6 +49,7 @@ type Corrupter interface {
 // give.
 func Run(t *testing.T, b Backend) {
 	t.Run("RoundTrip", func(t *testing.T) { testRoundTrip(t, b) })
+	t.Run("AFailedRowReadsBackAndIsItsStreamsOneProblem", func(t *testing.T) { testFailedRow(t, b) })
 	t.Run("Journal", func(t *testing.T) { testJournal(t, b) })
 	t.Run("Problems", func(t *testing.T) { testProblems(t, b) })
 	t.Run("ReadOnly", func(t *testing.T) { testReadOnly(t, b) })
@@ -269,6 +270,29 @@ func open(t *testing.T, b Backend, p string) store.Store {
 	return s
 }
 
+// testFailedRow: Failed (Recording with a FAILED row) reads back row for
+// row, and its one problem is that row's (store.ProblemFailed, at its
+// line), the same through Problems, Verify and a Streams pass: a recorded
+// failure ends what its stream proves, in every store.
+func testFailedRow(t *testing.T, b Backend) {
+	p := path(t)
+	Write(t, b, p, Failed())
+	s := open(t, b, p)
+	got, errs := ReadAll(s)
+	if d := cmp.Diff(Normalized(Failed()), got); d != "" || len(errs) > 0 {
+		t.Errorf("Rows (-want +got):\n%s%v", d, errs)
+	}
+	for what, ps := range map[string][]store.Problem{"Problems": s.Problems(), "Verify": store.Verify(s)} {
+		if d := cmp.Diff([]want{{store.ProblemFailed, Alerts, 8, store.KindFailed}}, wantsOf(ps)); d != "" {
+			t.Errorf("%s (-want +got):\n%s", what, d)
+		}
+		if len(ps) == 1 && (ps[0].Line <= 0 || !errors.Is(&ps[0], store.ErrFailed)) {
+			t.Errorf("%s: %v, want a line and store.ErrFailed", what, ps[0])
+		}
+	}
+	CheckStreams(t, b, p)
+}
+
 func testRoundTrip(t *testing.T, b Backend) {
 	want := Normalized(Recording())
 	p := path(t)
@@ -326,10 +350,14 @@ func testJournal(t *testing.T, b Backend) {
 	p := path(t)
 	Write(t, b, p, Recording())
 	s := open(t, b, p)
-	journal := map[int64]store.Entry{}
+	type key struct {
+		feed string
+		seq  int64
+	}
+	journal := map[key]store.Entry{}
 	for _, e := range Normalized(Recording()) {
 		if e.Kind == store.KindJournal {
-			journal[e.Seq] = e
+			journal[key{e.Source, e.Seq}] = e
 		}
 	}
 	tests := []struct {
@@ -340,11 +368,11 @@ func testJournal(t *testing.T, b Backend) {
 		{"orders", 1, false},
 		{"orders", 2, false},
 		{"orders", 2, false}, // the same again
-		{"orders", 4, false}, // written after the row naming it
-		{"orders", 3, false}, // backwards
-		{"orders", 1, false},
+		{"orders", 3, false}, // written after the rows naming it
+		{"audit", 1, false},  // another feed, written before
+		{"orders", 1, false}, // backwards
 		{"orders", 99, true},
-		{"orders", 4, false}, // after a miss
+		{"orders", 3, false}, // after a miss
 		{"other", 1, true},
 		{"", 0, true},
 	}
@@ -360,7 +388,7 @@ func testJournal(t *testing.T, b Backend) {
 			t.Errorf("Journal(%q, %d): %v", tt.feed, tt.seq, err)
 			continue
 		}
-		if d := cmp.Diff(journal[tt.seq], got); d != "" {
+		if d := cmp.Diff(journal[key{tt.feed, tt.seq}], got); d != "" {
 			t.Errorf("Journal(%q, %d) (-want +got):\n%s", tt.feed, tt.seq, d)
 		}
 	}
@@ -422,12 +450,13 @@ func testProblems(t *testing.T, b Backend) {
 		t.Skip("backend is not a Corrupter")
 	}
 	const (
-		torn       = store.ProblemTorn
-		orphan     = store.ProblemOrphan
-		gap        = store.ProblemGap
-		unfinished = store.ProblemUnfinished
-		missing    = store.ProblemMissingJournal
-		malformed  = store.ProblemMalformed
+		torn         = store.ProblemTorn
+		orphan       = store.ProblemOrphan
+		gap          = store.ProblemGap
+		unfinished   = store.ProblemUnfinished
+		missing      = store.ProblemMissingJournal
+		malformed    = store.ProblemMalformed
+		missingInput = store.ProblemMissingInput
 	)
 	tests := []struct {
 		name    string
@@ -438,7 +467,7 @@ func testProblems(t *testing.T, b Backend) {
 		unreadable bool
 	}{
 		{"torn END", truncate(5), []want{
-			{unfinished, Alerts, 8, store.KindFailed},
+			{unfinished, Alerts, 8, store.KindLost},
 			{torn, Alerts, 9, store.KindEnd},
 		}, false},
 		{"missing JOURNAL", del(3), []want{
@@ -450,12 +479,14 @@ func testProblems(t *testing.T, b Backend) {
 			{gap, "ledger", 3, ""},
 			{orphan, "ledger", 4, store.KindOutput},
 			{orphan, "ledger", 5, store.KindOutput},
-			{gap, "ledger", 15, store.KindEnd}, // END counts 5 inputs of 4
+			{gap, "ledger", 15, store.KindEnd},         // END counts 5 inputs of 4
+			{missingInput, "ledger", 0, store.KindEnd}, // seq 1, at the last END
 		}, false},
 		{"missing input before END: orphan DELIVERY", del(25), []want{
 			{orphan, "ledger", 13, store.KindDelivery},
 			{gap, "ledger", 14, ""},
 			{gap, "ledger", 15, store.KindEnd},
+			{missingInput, "ledger", 0, store.KindEnd}, // seq 3
 		}, false},
 		{"missing OUTPUT", del(9), []want{
 			{orphan, "ledger", 3, store.KindIndexed},
@@ -495,6 +526,7 @@ func testProblems(t *testing.T, b Backend) {
 			{orphan, "ledger", 13, store.KindDelivery},
 			{gap, "ledger", 14, store.KindEnd}, // END counts 0 inputs of 4
 			{orphan, "ledger", 15, store.KindEnd},
+			{missingInput, "ledger", 0, store.KindEnd}, // seq 3
 		}, false},
 		{"DELIVERY of another input", set(6, "seq", "9"), []want{
 			{orphan, "ledger", 2, store.KindDelivery},

@@ -1,0 +1,174 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// rowsOf builds a recording row by row: META (streams listed), then rows
+// whose index is counted per stream (and among the META, JOURNAL and COMMIT
+// rows) as they are added.
+type rowsOf struct {
+	rows []store.Entry
+	next map[string]int64
+}
+
+func newRows(format string, streams ...string) *rowsOf {
+	r := &rowsOf{next: map[string]int64{"": 2}}
+	apps := map[string]string{}
+	for _, s := range streams {
+		apps[s] = "app"
+	}
+	r.rows = []store.Entry{store.EncodeMeta(store.Meta{Format: format, Apps: apps, Streams: streams})}
+	for _, s := range streams {
+		r.add(store.Entry{Processor: s, Kind: store.KindStart})
+	}
+	return r
+}
+
+func (r *rowsOf) add(e store.Entry) *rowsOf {
+	if _, ok := r.next[e.Processor]; !ok {
+		r.next[e.Processor] = 1
+	}
+	e.Index = r.next[e.Processor]
+	r.next[e.Processor]++
+	r.rows = append(r.rows, e)
+	return r
+}
+
+func (r *rowsOf) in(p string, seqs ...int64) *rowsOf {
+	for _, s := range seqs {
+		r.add(store.Entry{Processor: p, Kind: store.KindInline, Source: "f", Seq: s})
+	}
+	return r
+}
+
+func (r *rowsOf) commit(seq int64) *rowsOf {
+	return r.add(store.Entry{Kind: store.KindCommit, Source: "f", Seq: seq, Epoch: 1, Offset: 10 * seq})
+}
+
+func (r *rowsOf) end(ps ...string) *rowsOf {
+	for _, p := range ps {
+		var n int64
+		for _, e := range r.rows {
+			if e.Processor == p && e.Kind.IsInput() {
+				n++
+			}
+		}
+		r.add(store.Entry{Processor: p, Kind: store.KindEnd, N: n})
+	}
+	return r
+}
+
+// missing is a missing-input problem as the tests compare it.
+type missing struct {
+	Processor   string
+	Row         store.Kind
+	Line        int64
+	First, Last int64
+}
+
+// TestEverySeqACommitCoversHasARowInEveryProcessorOfTheFeed: a COMMIT row
+// claims every item of its feed up to its seq was handled, and a handled
+// item's rows are written before it is committed; the Checker reports the
+// seqs a processor (its workers' streams merged) holds no input, DROPPED or
+// FAILED row for as missing-input, at the COMMIT row. A recording that ended
+// cleanly is held to every seq it published. (verify and replay called such
+// a recording complete; explain called it lost.)
+func TestEverySeqACommitCoversHasARowInEveryProcessorOfTheFeed(t *testing.T) {
+	tests := []struct {
+		name string
+		rows *rowsOf
+		want []missing
+	}{
+		{"every seq has an input", newRows("", "p").in("p", 1, 2, 3).commit(3), nil},
+		{"a seq with no row, crashed", newRows("", "p").in("p", 1, 3).commit(3),
+			[]missing{{"p", store.KindCommit, 5, 2, 2}}},
+		{"seqs past the last commit, crashed", newRows("", "p").in("p", 1, 4).commit(1), nil},
+		{"a DROPPED row covers its seqs", newRows("", "p").in("p", 1).
+			add(store.Entry{Processor: "p", Kind: store.KindDropped, Source: "f", Seq: 2, N: 2}).in("p", 4).commit(4), nil},
+		{"a FAILED row stands for its input", newRows("", "p").in("p", 1).
+			add(store.Entry{Processor: "p", Kind: store.KindFailed, Source: "f", Seq: 2}).in("p", 3).commit(3), nil},
+		{"a LOST row covers no seq", newRows("", "p").in("p", 1).
+			add(store.Entry{Processor: "p", Kind: store.KindLost, Source: "f", Seq: 1, Epoch: 1, Offset: 10, Detail: "{}"}).in("p", 3).commit(3),
+			[]missing{{"p", store.KindCommit, 6, 2, 2}}},
+		{"workers together hold every seq", newRows("", "p#w0", "p#w1").in("p#w0", 1, 3).in("p#w1", 2).commit(3), nil},
+		{"a seq no worker holds", newRows("", "p#w0", "p#w1").in("p#w0", 1, 4).in("p#w1", 2).commit(4),
+			[]missing{{"p", store.KindCommit, 7, 3, 3}}},
+		{"each processor of the feed", newRows("", "a", "b").in("a", 1, 2).in("b", 1).commit(2),
+			[]missing{{"b", store.KindCommit, 7, 2, 2}}},
+		{"a processor of another feed is not judged", newRows("", "a", "b").in("a", 1, 2).
+			add(store.Entry{Processor: "b", Kind: store.KindInline, Source: "g", Seq: 1}).commit(2), nil},
+		{"a processor with a malformed row is not judged", newRows("", "p").in("p", 1).
+			add(store.Entry{Processor: "p", Kind: "BOGUS"}).in("p", 3).commit(3), nil},
+		{"ended: a seq published and never handled", newRows("", "p").in("p", 1, 2, 4).end("p"),
+			[]missing{{"p", store.KindEnd, 6, 3, 3}}},
+		{"ended: a journalled seq past the last input", newRows("", "p").in("p", 1).
+			add(store.Entry{Kind: store.KindJournal, Source: "f", Seq: 2}).end("p"),
+			[]missing{{"p", store.KindEnd, 5, 2, 2}}},
+		{"crashed: no claim past the commit", newRows("", "p").in("p", 1, 2, 4), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []missing
+			for _, p := range check(tt.rows.rows) {
+				if !errors.Is(&p, store.ErrMissingInput) {
+					continue
+				}
+				if p.Feed != "f" || p.Detail == "" {
+					t.Errorf("problem %v: want feed f and a detail", &p)
+				}
+				got = append(got, missing{p.Processor, p.Row, p.Line, p.First, p.Last})
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("missing-input problems (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestAFailedRowEndsWhatItsStreamProves: a FAILED row (of an input, a
+// completion or a timer) is a problem of its stream, the first one only:
+// the stream is not reproducible past it, so the recording is not
+// complete. verify called such a recording complete while replay stopped
+// there.
+func TestAFailedRowEndsWhatItsStreamProves(t *testing.T) {
+	rows := newRows("", "p", "q").in("p", 1).
+		add(store.Entry{Processor: "p", Kind: store.KindFailed, Source: "f", Seq: 2, Detail: "boom"}).
+		in("p", 3).
+		add(store.Entry{Processor: "p", Kind: store.KindFailed, Seq: 1, Detail: "timer 1"}).
+		in("q", 1, 2, 3).end("p", "q")
+	got := keys(check(rows.rows))
+	want := []problemKey{{store.ProblemFailed, "p", 3, store.KindFailed, 5}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("problems (-want +got):\n%s", d)
+	}
+}
+
+// TestALostRowIsOfVersion4Only: LOST rows are new in blackbox-recording/4:
+// one in a version 3 recording is malformed, and writers refuse it there.
+func TestALostRowIsOfVersion4Only(t *testing.T) {
+	lost := store.Entry{Processor: "p", Kind: store.KindLost, Source: "f", Seq: 0, Epoch: 3, Key: "t/0", Offset: 5, N: 0,
+		Detail: `{"reason":"retention","to":9}`}
+	for _, tt := range []struct {
+		format    string
+		malformed bool
+	}{{store.Format, false}, {"", false}, {store.FormatV3, true}, {store.FormatV2, true}, {store.FormatV1, true}} {
+		rows := newRows(tt.format, "p").add(lost).end("p")
+		ps := check(rows.rows)
+		if got := len(ps) == 1 && errors.Is(&ps[0], store.ErrMalformed) && ps[0].Row == store.KindLost; got != tt.malformed {
+			t.Errorf("format %q: problems %v, want malformed %v", tt.format, ps, tt.malformed)
+		}
+		if tt.malformed != (store.ValidateIn(tt.format, lost) != nil) {
+			t.Errorf("format %q: ValidateIn = %v, want an error %v", tt.format, store.ValidateIn(tt.format, lost), tt.malformed)
+		}
+	}
+	if err := store.Validate(store.Entry{Processor: "p", Kind: store.KindLost, Source: "f", Instant: time.Date(2024, 3, 1, 8, 0, 0, 0, time.UTC)}); !errors.Is(err, store.ErrMalformed) {
+		t.Errorf("a LOST row with an instant: %v, want malformed (it has none)", err)
+	}
+}
