@@ -47,6 +47,20 @@ func (o *outcome) killed() bool { return o.exit < 0 }
 type runStatus struct {
 	Settled  bool `json:"settled"`
 	Lossless bool `json:"lossless"`
+	Feeds    []struct {
+		Failures           int64 `json:"failures"`
+		CompletionFailures int64 `json:"completionFailures"`
+	} `json:"feeds"`
+}
+
+// failed reports whether the run's app failed an item or a completion.
+func (st *runStatus) failed() bool {
+	for _, f := range st.Feeds {
+		if f.Failures > 0 || f.CompletionFailures > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // scenarioRun executes one scenario in dir. Not safe for concurrent use.

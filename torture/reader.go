@@ -221,6 +221,7 @@ func (rec *recording) shape() map[string]int {
 		rows    int
 		outputs int64 // outputs still expected after the last input
 		deliv   *row  // a DELIVERY waiting for its input
+		failed  bool
 	}
 	st := map[string]*state{}
 	for i := range rec.rows {
@@ -267,6 +268,11 @@ func (rec *recording) shape() map[string]int {
 				got["orphan"]++
 			}
 			s.ended = true
+		case "FAILED":
+			if !s.failed {
+				got["failed"]++ // the stream is not reproducible past it
+				s.failed = true
+			}
 		default:
 			if s.outputs > 0 && r.kind != "FAILED" {
 				got["orphan"]++
@@ -288,6 +294,9 @@ func (rec *recording) shape() map[string]int {
 	}
 	if len(rec.streams) == 0 {
 		got["missing-stream"]++
+	}
+	if n := rec.uncovered(); n > 0 {
+		got["missing-input"] = n
 	}
 	return got
 }
@@ -359,46 +368,81 @@ func (rec *recording) count(kind string) int {
 }
 
 // uncovered counts, for a recording of a file feed (positions without a
-// key), the sequence numbers at or below its highest COMMIT row that no
-// row accounts for: no input row, no DROPPED range, no FAILED row. A
-// COMMIT row claims every item up to it was processed, so each must have
-// left a row. (A Kafka feed commits per partition: which sequence numbers
-// belong to a partition that left no row cannot be known, so it is not
-// counted.)
+// key), the sequence numbers no row accounts for (no input row, no
+// DROPPED range, no FAILED row) in a processor that takes the feed (its
+// worker streams together), up to the highest COMMIT row, or, in a
+// recording whose streams all ended, up to the highest sequence number
+// any row shows. A COMMIT row claims every item up to it was processed, a
+// clean end that every item published was: each must have left a row. (A
+// Kafka feed commits per partition: which sequence numbers belong to a
+// partition that left no row cannot be known, so it is not counted.)
 func (rec *recording) uncovered() int {
 	top := map[string]int64{}
+	keyed := map[string]bool{}
+	ended, streams := map[string]bool{}, map[string]bool{}
 	for i := range rec.rows {
 		r := &rec.rows[i]
-		if r.kind == "COMMIT" && r.key == "" && r.seq > top[r.source] {
-			top[r.source] = r.seq
+		if r.processor != "" {
+			streams[r.processor] = true
+			if r.kind == "END" {
+				ended[r.processor] = true
+			}
+		}
+		switch r.kind {
+		case "COMMIT":
+			if r.key != "" {
+				keyed[r.source] = true
+			} else if r.seq > top[r.source] {
+				top[r.source] = r.seq
+			}
+		case "DELIVERY":
+			if r.key != "" {
+				keyed[r.source] = true
+			}
 		}
 	}
-	if len(top) == 0 {
-		return 0
-	}
-	seen := map[string]map[int64]bool{}
-	mark := func(feed string, from, to int64) {
-		if seen[feed] == nil {
-			seen[feed] = map[int64]bool{}
+	clean := len(streams) > 0 && len(ended) == len(streams)
+	seen := map[string]map[string]map[int64]bool{} // processor -> feed -> seqs
+	mark := func(proc, feed string, from, to int64) {
+		base, _, _ := strings.Cut(proc, "#w")
+		if seen[base] == nil {
+			seen[base] = map[string]map[int64]bool{}
 		}
-		for q := from; q <= to && q <= top[feed]; q++ {
-			seen[feed][q] = true
+		if seen[base][feed] == nil {
+			seen[base][feed] = map[int64]bool{}
+		}
+		for q := from; q <= to; q++ {
+			seen[base][feed][q] = true
 		}
 	}
 	for i := range rec.rows {
 		r := &rec.rows[i]
 		switch r.kind {
 		case "INLINE", "INDEXED", "FAILED":
-			mark(r.source, r.seq, r.seq)
+			if r.source != "" {
+				mark(r.processor, r.source, r.seq, r.seq)
+				if clean && r.seq > top[r.source] {
+					top[r.source] = r.seq
+				}
+			}
 		case "DROPPED":
-			mark(r.source, r.seq, r.seq+max(r.n, 1)-1)
+			last := r.seq + max(r.n, 1) - 1
+			mark(r.processor, r.source, r.seq, last)
+			if clean && last > top[r.source] {
+				top[r.source] = last
+			}
 		}
 	}
 	n := 0
-	for feed, s := range top {
-		for q := int64(1); q <= s; q++ {
-			if !seen[feed][q] {
-				n++
+	for _, feeds := range seen {
+		for feed, seqs := range feeds {
+			if keyed[feed] {
+				continue
+			}
+			for q := int64(1); q <= top[feed]; q++ {
+				if !seqs[q] {
+					n++
+				}
 			}
 		}
 	}
