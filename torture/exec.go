@@ -238,6 +238,25 @@ func (sr *scenarioRun) start(args []string, env []string, fsize int64) (*child, 
 	return c, nil
 }
 
+// atWork waits until the run's recording exists (the run passed its
+// checks and locks and is at work) and reports true, or until the run
+// ended and reports false.
+func (sr *scenarioRun) atWork(c *child, store string) bool {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, err := os.Stat(store); err == nil {
+			return true
+		}
+		select {
+		case <-c.done:
+			_, err := os.Stat(store)
+			return err == nil
+		case <-t.C:
+		}
+	}
+}
+
 // exit reads how the child ended: its code, or -1 and the signal.
 func (c *child) exit() (int, syscall.Signal) {
 	var ee *exec.ExitError
@@ -328,7 +347,18 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome,
 		sr.file.running, sr.file.fresh = true, !sr.ran
 		defer func() { sr.file.running, sr.file.fresh = false, false }()
 	}
+	// The operations while the run runs wait until it is at work (its
+	// recording exists): a run refused before any work meets none of them.
+	started := len(run.During) == 0 || sr.atWork(c, filepath.Join(sr.dir, store))
+	if !started {
+		sr.logf("run %d: ended before it was at work: the operations while it runs are not done", i)
+	} else if sr.file != nil {
+		sr.file.known = true
+	}
 	for _, op := range run.During {
+		if !started {
+			break
+		}
 		time.Sleep(time.Duration(sr.r.IntN(40)) * time.Millisecond)
 		sr.logf("run %d: during: %s %d", i, op.Kind, op.N)
 		if err := sr.apply(ctx, op); err != nil {
@@ -377,6 +407,9 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome,
 	o.output = c.out.String()
 	o.refused = o.exit == 2
 	sr.ran = sr.ran || !o.refused
+	if sr.file != nil && !o.refused {
+		sr.file.known = true // the path was the run's to read
+	}
 	o.faulted = run.Fault.Kind == FaultDiskFull || run.Fault.Kind == FaultStateDir
 	if b, err := os.ReadFile(filepath.Join(sr.dir, strings.TrimSuffix(strings.TrimSuffix(store, ".csv"), ".db")+".status.json")); err == nil && !o.killed() {
 		var st runStatus

@@ -27,6 +27,11 @@ type fileInput struct {
 	// has no pointer yet, so lines rotated away before it opened the file
 	// are not its to know (atRisk too).
 	fresh bool
+	// known says a run that ran had the file at PATH to read (it was the
+	// path while the run ran); a file put at PATH while stopped is not
+	// known until the next run: destroyed before, its lines are no run's
+	// to lose.
+	known bool
 }
 
 // rotateAway notes that the lines PATH holds moved to a rotated file:
@@ -44,7 +49,7 @@ func (fi *fileInput) rotateAway() {
 // they are at risk (the source may never have seen them); while stopped,
 // the restart must count a loss for any it had not read.
 func (fi *fileInput) destroy() {
-	if fi.running {
+	if fi.running || !fi.known {
 		for _, id := range fi.current {
 			fi.gen.atRisk[id] = true
 		}
@@ -99,6 +104,7 @@ func (fi *fileInput) apply(op Op) error {
 			return err
 		}
 		fi.rotateAway()
+		fi.known = fi.running
 		return os.WriteFile(fi.path, nil, 0o644)
 	case OpCopy:
 		if err := fi.appendLines(fi.gen.gen(op.N)); err != nil {
@@ -118,6 +124,7 @@ func (fi *fileInput) apply(op Op) error {
 				return err
 			}
 			fi.rotateAway()
+			fi.known = fi.running
 			if err := os.WriteFile(fi.path, nil, 0o644); err != nil {
 				return err
 			}
@@ -154,6 +161,7 @@ func (fi *fileInput) apply(op Op) error {
 		if err := os.Remove(fi.path); err != nil {
 			return err
 		}
+		fi.known = fi.running
 		return fi.appendLines(fi.gen.gen(max(1, op.N)))
 	}
 	return fmt.Errorf("torture: %s is not an operation on a file", op.Kind)

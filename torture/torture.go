@@ -238,6 +238,7 @@ func (sr *scenarioRun) finish(ctx context.Context) error {
 	}
 	run := last.run
 	run.Before, run.During, run.Fault, run.Alias = nil, nil, Fault{}, ""
+	run.Workers, run.Order, run.MaxGap = 1, "", 0 // no run ran: one worker, which any state takes
 	for i := len(sr.runs) - 1; i >= 0; i-- {
 		if r := sr.runs[i]; !r.refused {
 			run.Workers, run.Order, run.MaxGap = r.run.Workers, r.run.Order, r.run.MaxGap
