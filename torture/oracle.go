@@ -247,6 +247,9 @@ func (o *oracle) checkRun(r *outcome) {
 			o.fail(InvAgree, "verify and replay call %s complete and lossless, explain calls it lost %v, complete %v", r.store, e.Lost, e.Complete)
 		}
 	}
+	if v.Complete && rp.Complete && strings.HasSuffix(r.store, ".csv") && o.sr.s.Seed%4 == 1 {
+		o.checkTampered(rec, r.store)
+	}
 	if lossRows := rec.count("DROPPED") + rec.count("LOST"); lossRows > 0 && rp.Lossless {
 		o.fail(InvAgree, "replay calls %s lossless; it holds %d DROPPED and LOST rows", r.store, lossRows)
 	}

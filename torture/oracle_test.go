@@ -183,3 +183,40 @@ func TestTheReaderFindsWhatAKillLeaves(t *testing.T) {
 		})
 	}
 }
+
+func TestRemovingAnInputRenumbersItsStream(t *testing.T) {
+	meta := `,1,META,,0,,0,,0,0,,"{""format"":""blackbox-recording/3"",""apps"":{""p"":""x""},""streams"":[""p""]}",` + "\n"
+	rows := meta +
+		"p,1,START,,0,2024-03-01T08:00:00Z,0,,0,0,,,\n" +
+		"p,2,DELIVERY,in,1,,1,,5,0,,,\n" +
+		"p,3,INLINE,in,1,2024-03-01T08:00:00Z,0,,0,1,\"\"\"a\"\"\",,\n" +
+		"p,4,OUTPUT,s,1,,0,,0,0,1,,\n" +
+		"p,5,DELIVERY,in,2,,1,,10,0,,,\n" +
+		"p,6,INLINE,in,2,2024-03-01T08:00:00Z,0,,0,0,\"\"\"b\"\"\",,\n" +
+		",2,COMMIT,in,2,,1,,10,0,,,\n" +
+		"p,7,END,,0,2024-03-01T08:00:01Z,0,,0,2,,,\n"
+	got, ok, err := removeInput([]byte(csvHeader+"\n"+rows), 1)
+	if err != nil || !ok {
+		t.Fatalf("removeInput: %v %v", ok, err)
+	}
+	want := csvHeader + "\n" + meta +
+		"p,1,START,,0,2024-03-01T08:00:00Z,0,,0,0,,,\n" +
+		"p,2,DELIVERY,in,2,,1,,10,0,,,\n" +
+		"p,3,INLINE,in,2,2024-03-01T08:00:00Z,0,,0,0,\"\"\"b\"\"\",,\n" +
+		",2,COMMIT,in,2,,1,,10,0,,,\n" +
+		"p,4,END,,0,2024-03-01T08:00:01Z,0,,0,1,,,\n"
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("tampered copy (-want +got):\n%s", diff)
+	}
+	path := filepath.Join(t.TempDir(), "t.csv")
+	if err := os.WriteFile(path, got, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := readRecording(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.shape(); !cmp.Equal(got, map[string]int{"missing-input": 1}) {
+		t.Errorf("the oracle's reader of the tampered copy: %v, want only the missing input", got)
+	}
+}
