@@ -2,12 +2,14 @@ package torture
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // fileInput is a scenario's file input: the path the runs read, the
@@ -49,7 +51,7 @@ func (fi *fileInput) rotateAway() {
 // they are at risk (the source may never have seen them); while stopped,
 // the restart must count a loss for any it had not read.
 func (fi *fileInput) destroy() {
-	if fi.running || !fi.known {
+	if fi.running || !fi.known || !fi.pointerPast() {
 		for _, id := range fi.current {
 			fi.gen.atRisk[id] = true
 		}
@@ -220,4 +222,33 @@ func hashFiles(dir string, prefixes ...string) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// pointerPast reports whether the pointer file (read while stopped) names
+// the file now at PATH with a committed offset past 0: only then can a
+// restart see that the file lost bytes after it (shorter than the offset,
+// or its first bytes changed). A pointer at 0, or on another file (an
+// older one the rotation left), leaves bytes destroyed at PATH without a
+// trace: no source can know them.
+func (fi *fileInput) pointerPast() bool {
+	b, err := os.ReadFile(fi.path + ".ptr")
+	if err != nil || len(b) < 24 {
+		return false
+	}
+	offset := int64(binary.LittleEndian.Uint64(b[0:8]))
+	id := binary.LittleEndian.Uint64(b[16:24])
+	st, err := os.Stat(fi.path)
+	if err != nil {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	var k [16]byte
+	binary.LittleEndian.PutUint64(k[0:], uint64(sys.Dev))
+	binary.LittleEndian.PutUint64(k[8:], uint64(sys.Ino))
+	h := fnv.New64a()
+	h.Write(k[:])
+	return offset > 0 && id == h.Sum64()
 }
