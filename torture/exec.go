@@ -369,9 +369,14 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome,
 	}
 	if member != nil {
 		// The second member leaves: killed (evicted after its session) or
-		// stopped (it leaves the group).
-		time.Sleep(time.Duration(sr.r.IntN(300)) * time.Millisecond)
+		// stopped (it leaves the group). With a backlog it stays until it
+		// was given partitions the first member held.
+		stay := time.Duration(sr.r.IntN(300)) * time.Millisecond
 		sig := pick(sr.r, syscall.SIGKILL, syscall.SIGTERM)
+		if sr.s.Backlog {
+			stay, sig = 12*time.Second, syscall.SIGTERM
+		}
+		time.Sleep(stay)
 		member.signal(sig)
 		if !member.wait(runTimeout) {
 			member.signal(syscall.SIGKILL)

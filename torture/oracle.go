@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // The oracle's invariants (docs/GUARANTEES.md, "The torture harness").
@@ -619,51 +620,95 @@ func (o *oracle) checkDiff(recorded []*outcome) {
 }
 
 // checkClaims checks that no position a COMMIT row covers is delivered
-// again by a later run (invariant 5): for a file, the same epoch at an
-// offset at or below the commit; for Kafka, the same partition, whichever
-// member of the group committed it. A deleted topic starts its offsets
-// again: the claims before it lapse.
+// again (invariant 5). For a file: by a later run, the same epoch at an
+// offset at or below the commit. For Kafka: the same partition, by any
+// member of the group in any run, after the commit (a delivery whose
+// instant is past the first row written after the COMMIT row: the commit
+// was made by then); a deleted topic starts its offsets again, and the
+// claims before it lapse.
 func (o *oracle) checkClaims() {
+	if o.sr.kafka != nil {
+		o.checkKafkaClaims()
+		return
+	}
 	type claim struct {
 		run    int
 		store  string
 		offset int64
 	}
-	claims := map[string]claim{} // feed|key|epoch (file) or feed|key (kafka) -> highest committed
-	kafka := o.sr.kafka != nil
-	id := func(feed, key string, epoch int64) string {
-		if kafka {
-			return feed + "|" + key
+	claims := map[string]claim{} // feed|epoch -> highest committed
+	for _, r := range o.recorded() {
+		rec := o.recs[r.store]
+		for _, in := range rec.inputs() {
+			if c, ok := claims["input|"+strconv.FormatInt(in.epoch, 10)]; ok && c.run < r.index && in.offset <= c.offset {
+				o.fail(InvClaims, "run %d (%s) delivered the file's offset %d (epoch %d) again, behind the COMMIT row of run %d (%s) at %d",
+					r.index, r.store, in.offset, in.epoch, c.run, c.store, c.offset)
+				break
+			}
 		}
-		return feed + "|" + key + "|" + strconv.FormatInt(epoch, 10)
+		for _, row := range rec.rows {
+			if row.kind != "COMMIT" || row.key != "" {
+				continue
+			}
+			k := row.source + "|" + strconv.FormatInt(row.epoch, 10)
+			if c, ok := claims[k]; !ok || row.offset > c.offset {
+				claims[k] = claim{run: r.index, store: r.store, offset: row.offset}
+			}
+		}
 	}
+}
+
+// checkKafkaClaims is checkClaims for a Kafka feed.
+func (o *oracle) checkKafkaClaims() {
+	type claim struct {
+		store  string
+		offset int64
+		by     time.Time // the commit was made by then
+	}
+	type era struct{ recs []*outcome }
+	// Runs between topic deletions share their offsets.
+	var eras []era
 	for _, r := range o.sr.runs {
-		if o.sr.topicDeletedBefore(r.index) {
-			clear(claims)
+		if len(eras) == 0 || o.sr.topicDeletedBefore(r.index) {
+			eras = append(eras, era{})
 		}
-		var recs []*outcome
 		for _, x := range []*outcome{r, r.member} {
 			if x != nil && !x.refused && o.recs[x.store] != nil {
-				recs = append(recs, x)
+				eras[len(eras)-1].recs = append(eras[len(eras)-1].recs, x)
 			}
 		}
-		for _, x := range recs {
-			for _, in := range o.recs[x.store].inputs() {
-				if c, ok := claims[id("input", in.key, in.epoch)]; ok && c.run < x.index && in.offset <= c.offset {
-					o.fail(InvClaims, "run %d (%s) delivered %s offset %d again, behind the COMMIT row of run %d (%s) at %d",
-						x.index, x.store, orDefault(in.key, "the file"), in.offset, c.run, c.store, c.offset)
-					break
-				}
-			}
-		}
-		for _, x := range recs {
-			for _, row := range o.recs[x.store].rows {
-				if row.kind != "COMMIT" {
+	}
+	for _, e := range eras {
+		var claims []claim
+		keys := map[int]string{}
+		for _, x := range e.recs {
+			rows := o.recs[x.store].rows
+			for i, row := range rows {
+				if row.kind != "COMMIT" || row.key == "" {
 					continue
 				}
-				k := id(row.source, row.key, row.epoch)
-				if c, ok := claims[k]; !ok || row.offset > c.offset {
-					claims[k] = claim{run: x.index, store: x.store, offset: row.offset}
+				var by time.Time
+				for _, next := range rows[i+1:] {
+					if !next.instant.IsZero() {
+						by = next.instant
+						break
+					}
+				}
+				if by.IsZero() {
+					continue // the last rows: when it was made is unknown
+				}
+				keys[len(claims)] = row.key
+				claims = append(claims, claim{store: x.store, offset: row.offset, by: by})
+			}
+		}
+		for _, x := range e.recs {
+			for _, in := range o.recs[x.store].inputs() {
+				for ci, c := range claims {
+					if keys[ci] == in.key && in.offset <= c.offset && !in.at.IsZero() && in.at.After(c.by) {
+						o.fail(InvClaims, "%s delivered %s offset %d at %s, after %s's COMMIT row claimed it committed (offset %d, made by %s)",
+							x.store, in.key, in.offset, in.at.Format("15:04:05.000"), c.store, c.offset, c.by.Format("15:04:05.000"))
+						return
+					}
 				}
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver
 )
@@ -34,6 +35,7 @@ type row struct {
 	n         int64
 	payload   []byte
 	detail    string
+	instant   time.Time // zero when the row has none
 }
 
 // recording is what the oracle reads of one recording file. A plain value.
@@ -156,6 +158,13 @@ func readSQLite(path string) (*recording, error) {
 // parseRow reads the thirteen fields of a row.
 func parseRow(line int, fs []string) (row, error) {
 	r := row{line: line, processor: fs[0], kind: fs[2], source: fs[3], key: fs[7], detail: fs[11]}
+	if fs[5] != "" {
+		t, err := time.Parse(time.RFC3339Nano, fs[5])
+		if err != nil {
+			return r, fmt.Errorf("%s row: instant: %v", r.kind, err)
+		}
+		r.instant = t
+	}
 	ints := []struct {
 		dst  *int64
 		text string
@@ -304,6 +313,7 @@ func (rec *recording) shape() map[string]int {
 // input is one input a recording holds: its delivery's place and payload.
 type input struct {
 	stream  string
+	at      time.Time // when it was processed (the input row's instant)
 	seq     int64
 	epoch   int64
 	key     string
@@ -326,7 +336,7 @@ func (rec *recording) inputs() []input {
 		case "INLINE", "INDEXED":
 			d := deliv[r.processor]
 			delete(deliv, r.processor)
-			in := input{stream: r.processor, seq: r.seq, payload: r.payload}
+			in := input{stream: r.processor, seq: r.seq, payload: r.payload, at: r.instant}
 			if d != nil {
 				in.epoch, in.key, in.offset = d.epoch, d.key, d.offset
 			}

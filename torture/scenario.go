@@ -34,7 +34,10 @@ type Scenario struct {
 	Poison   bool
 	Oversize bool
 	Ticks    bool // ledger: "tick" lines (timers); torture: "timer,ID" lines
-	Runs     []RunSpec
+	// Backlog (Kafka): thousands of records before the first run, which
+	// handles them slowly while a second member joins and leaves.
+	Backlog bool
+	Runs    []RunSpec
 }
 
 // A RunSpec is one `blackbox run` of a scenario. A plain value.
@@ -224,12 +227,25 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 			s.Partitions = 1 + r.IntN(4)
 		}
 	}
+	if s.Source == "kafka" && r.IntN(30) == 0 {
+		// A backlog a slow member works through while a second member
+		// joins: the revocation outlasts its timeout.
+		s.Backlog = true
+		s.Lines = 2500 + r.IntN(1000)
+	}
 	s.Poison = r.IntN(10) == 0 && s.App == "ledger"
 	s.Oversize = r.IntN(10) == 0 && s.Source == "file"
 	s.Ticks = r.IntN(4) == 0 && s.App != "alerts"
 	n := 1 + r.IntN(4)
+	if s.Backlog {
+		n = max(n, 2)
+	}
 	for i := range n {
 		run := s.genRun(r, i == 0, i == n-1)
+		if s.Backlog && i == 0 {
+			run.Delay, run.Member, run.End = 4*time.Millisecond, true, End{Kind: EndTerm, After: 16 * time.Second}
+			run.Follow, run.During, run.Fault, run.Alias = true, nil, Fault{}, ""
+		}
 		if i > 0 && s.State && r.IntN(4) > 0 {
 			// Durable state is per worker: most restarts keep the layout
 			// (another is refused before any work), some change it.
@@ -427,6 +443,9 @@ func (s Scenario) Dimensions() []string {
 	}
 	if s.Ticks {
 		d = append(d, "timers")
+	}
+	if s.Backlog {
+		d = append(d, "backlog")
 	}
 	for _, run := range s.Runs {
 		d = append(d, "format="+run.Format, "end="+string(run.End.Kind))
