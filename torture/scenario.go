@@ -243,7 +243,7 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 	for i := range n {
 		run := s.genRun(r, i == 0, i == n-1)
 		if s.Backlog && i == 0 {
-			run.Delay, run.Member, run.End = 4*time.Millisecond, true, End{Kind: EndTerm, After: 16 * time.Second}
+			run.Delay, run.Member, run.End = 4*time.Millisecond, true, End{Kind: EndTerm, After: 4 * time.Second}
 			run.Follow, run.During, run.Fault, run.Alias = true, nil, Fault{}, ""
 		}
 		if i > 0 && s.State && r.IntN(4) > 0 {
