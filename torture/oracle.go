@@ -36,6 +36,10 @@ const (
 	// InvClaims: a COMMIT row is a claim: nothing it covers is delivered
 	// again, and Kafka holds the offsets it names.
 	InvClaims = 5
+	// InvLive: nothing waits without bound: a run that should end ends (a
+	// hang is a failure), and a member joining a Kafka group while another
+	// works through a backlog is given partitions within seconds.
+	InvLive = 7
 )
 
 // Violation is one broken invariant of a scenario. A plain value.
@@ -136,7 +140,26 @@ func (o *oracle) check() []Violation {
 	}
 	o.checkLines()
 	o.checkClaims()
+	o.checkJoins()
 	return o.vs
+}
+
+// checkJoins: in a backlog scenario the second member stays 12 s while
+// the first works through thousands of records; on a topic of several
+// partitions it must have been given some and handled records.
+func (o *oracle) checkJoins() {
+	if !o.sr.s.Backlog || o.sr.kafka == nil || o.sr.kafka.partitions < 2 {
+		return
+	}
+	for _, r := range o.sr.runs {
+		if r.member == nil || o.recs[r.member.store] == nil {
+			continue
+		}
+		if n := len(o.recs[r.member.store].inputs()); n == 0 {
+			o.fail(InvLive, "run %d: the second member was given no partition of %d in 12 s while the first worked through its backlog (a rebalance waits for it)",
+				r.index, o.sr.kafka.partitions)
+		}
+	}
 }
 
 // checkRun checks one run: its refusal, its exit against its status, its

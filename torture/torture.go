@@ -215,7 +215,7 @@ func runScenario(ctx context.Context, cfg Config, s Scenario) (vs []Violation, e
 		if err != nil {
 			var he *hangError
 			if errors.As(err, &he) {
-				return []Violation{{Invariant: InvAgree, What: err.Error()}}, sr.events, dir, nil
+				return []Violation{{Invariant: InvLive, What: err.Error()}}, sr.events, dir, nil
 			}
 			return nil, sr.events, dir, err
 		}
