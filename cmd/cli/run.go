@@ -474,8 +474,9 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 // locked for the run (lockOutputs); a store that is not a recording is
 // refused, and an existing recording is refused (store.ErrHoldsRecording)
 // unless cfg.force. A failure after the store was created removes what the
-// run created (the store, an --out file it created), so an error never
-// leaves a half-written file behind.
+// run created (the store, an --out file it created), and a store that
+// cannot be created in full removes what it made (its Create), so an
+// error never leaves a half-written file behind.
 func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, err error) {
 	app, err := c.app(cfg.app)
 	if err != nil {
