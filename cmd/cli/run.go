@@ -124,7 +124,14 @@ settled. Records deleted (retention) before the group read them, and those
 of a deleted topic not read, are lost: counted, not lossless. A rebalance
 waits at most --revoke-timeout for a revoked partition's queued records;
 the rest is committed by its new owner only (this run processes them but
-never commits them). It prints each partition's standing at the end:
+never commits them). A member killed (SIGKILL) or hung holds its
+partitions until its session expires (--session-timeout, default 45s, as
+Kafka's): a restart, or another member, gets them only then. A shorter
+session evicts a member whose heartbeats are late (its uncommitted records
+are delivered again), and the brokers refuse one outside their
+group.min.session.timeout.ms and group.max.session.timeout.ms (the run
+then joins no group: not settled, the status detail says why). It prints
+each partition's standing at the end:
 committed, processed, lag, paused and, when any, lost. --read, --pointer,
 --max-line and --rotated are for files.
 
