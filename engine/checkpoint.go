@@ -208,6 +208,25 @@ func (cp *Checkpoint) DurableThrough(m Mark) error {
 	return nil
 }
 
+// Fail says the holder cannot make its state durable: its saves keep
+// failing (a full disk, a state file that cannot be replaced), so the
+// items it handled since its last durable mark may never be committed.
+// The group fails, as when the recorder cannot write: it takes no more
+// items and fires no more timers, its streams get no END, its feeds report
+// it stalled and not lossless and never settle, and Engine.Err (so
+// WaitSettled and Stop) returns a *DurableError wrapping err, which should
+// name the state. The hold stays: the feeds commit nothing past what the
+// holders made durable (a later DurableThrough, CloseCheckpoint's last
+// save, still moves it), and a restart delivers the rest again. The first
+// failure of a group is kept; a nil err stands for ErrNotDurable. Safe
+// from any goroutine.
+func (cp *Checkpoint) Fail(err error) {
+	if err == nil {
+		err = ErrNotDurable
+	}
+	cp.group.failWith(&DurableError{Group: cp.group.name, Feed: cp.feed.name, Err: err}, err)
+}
+
 // advance moves a queue's durable count under hold h up to n (never down).
 func advance(h *holdState, n int64) {
 	for {

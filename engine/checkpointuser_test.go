@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -48,14 +49,22 @@ func TestAHoldOfPartsCommitsOnlyWhatEveryPartMadeDurable(t *testing.T) {
 	})
 }
 
-// batchSaver is a CheckpointUser that saves when the test says so.
+// batchSaver is a CheckpointUser that saves when the test says so; with
+// broken set, its last save (CloseCheckpoint) fails with it.
 type batchSaver struct {
-	mu     sync.Mutex
-	cps    map[string]*engine.Checkpoint
-	closed int
+	mu      sync.Mutex
+	cps     map[string]*engine.Checkpoint
+	closed  int
+	handled int
+	broken  error
 }
 
-func (s *batchSaver) OnEvent(*core.Cycle, any) error { return nil }
+func (s *batchSaver) OnEvent(*core.Cycle, any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handled++
+	return nil
+}
 
 func (s *batchSaver) UseCheckpoint(feed string, cp *engine.Checkpoint) {
 	s.mu.Lock()
@@ -77,7 +86,13 @@ func (s *batchSaver) save() error {
 }
 
 func (s *batchSaver) CloseCheckpoint() error {
+	s.mu.Lock()
 	s.closed++
+	broken := s.broken
+	s.mu.Unlock()
+	if broken != nil {
+		return broken
+	}
 	return s.save()
 }
 
@@ -133,6 +148,79 @@ func TestEveryWorkersCheckpointUserHoldsTheCommitUntilAllSavedAndStopClosesThem(
 		}
 		if got := c.Committed(); got != 6 || savers[0].closed != 1 || savers[1].closed != 1 {
 			t.Errorf("after Stop: committed %d, closed %d and %d times; want 6, once each", got, savers[0].closed, savers[1].closed)
+		}
+		noLeak(t, before)
+	})
+}
+
+// A CheckpointUser whose saves keep failing says so (Checkpoint.Fail): its
+// group fails as when the recorder cannot write. It takes no more items,
+// the feed commits nothing past the last mark made durable (not even at
+// Stop), is stalled, not lossless and never settled, and Err, WaitSettled
+// and Stop return a *DurableError wrapping the holder's error, so that a
+// launcher stops the run instead of waiting for a commit that cannot come.
+func TestACheckpointUserThatCannotSaveFailsItsGroupAndNothingPastItsLastSaveIsCommitted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errDisk := errors.New("state st.json: disk full")
+		s := &batchSaver{cps: map[string]*engine.Checkpoint{}}
+		before, _ := goroutines()
+		var ended []string // the streams ended cleanly (Observer.Stopped): none of a failed group
+		e, err := engine.New(engine.Config{
+			Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
+			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", s)}},
+			Observer: engine.Observer{Stopped: func(p string) error { ended = append(ended, p); return nil }},
+			Logger:   testLogger(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f := e.Feed("in")
+		c := &committer{}
+		f.Intake().SetCommitter(c)
+		publishAll(t, f, 1, 4)
+		synctest.Wait()
+		if err := s.save(); err != nil {
+			t.Fatal(err)
+		}
+		settleCommit(t, f, c, 4)
+		publishAll(t, f, 5, 6) // handled, never saved
+		synctest.Wait()
+		s.mu.Lock()
+		s.broken = errDisk
+		s.mu.Unlock()
+		s.cps["in"].Fail(errDisk)
+		synctest.Wait()
+		f.Intake().TryPublish(7, core.Position{Offset: 7}) // taken or refused: never handled
+		synctest.Wait()
+
+		err = e.Err()
+		var de *engine.DurableError
+		if !errors.As(err, &de) || de.Group != "g" || de.Feed != "in" || !errors.Is(err, engine.ErrNotDurable) || !errors.Is(err, errDisk) {
+			t.Errorf("Err: %v, want a *DurableError of group g, feed in, wrapping the holder's error", err)
+		}
+		if _, err := e.WaitSettled(context.Background(), time.Millisecond); !errors.Is(err, errDisk) {
+			t.Errorf("WaitSettled: %v, want the holder's error", err)
+		}
+		st := e.Status()
+		fs := st.Feeds[0]
+		s.mu.Lock()
+		handled := s.handled
+		s.mu.Unlock()
+		if handled != 6 || st.Settled || fs.Lossless || fs.Stalled == nil {
+			t.Errorf("handled %d, settled %v, lossless %v, stalled %v; want 6 handled (none after the failure), not settled, not lossless, stalled",
+				handled, st.Settled, fs.Lossless, fs.Stalled)
+		}
+		settleCommit(t, f, c, 4)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := e.Stop(ctx); !errors.Is(err, engine.ErrNotDurable) || !errors.Is(err, errDisk) {
+			t.Errorf("Stop: %v, want the *DurableError", err)
+		}
+		if got := c.Committed(); got != 4 || len(ended) > 0 {
+			t.Errorf("after Stop: committed %d, streams ended %v; want 4 (the last save), none ended", got, ended)
 		}
 		noLeak(t, before)
 	})

@@ -21,7 +21,10 @@
 // part per saver) gives a Checkpoint (Mark, DurableThrough). A processor
 // implementing CheckpointUser gets its checkpoints from Start, with no
 // dependence of package core on the engine, and saves the rest when Stop
-// calls its CloseCheckpoint.
+// calls its CloseCheckpoint; one whose saves keep failing says so with
+// Checkpoint.Fail, which fails its group (Engine.Err: a *DurableError), so
+// that a launcher stops the run instead of waiting for a commit that
+// cannot come.
 //
 // Outputs a processor emits with core.Cycle.Emit(sink, out) reach Config.Sink live
 // as Write(processor, sink, out), on the processor's group goroutine, so they

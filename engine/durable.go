@@ -25,6 +25,11 @@ import (
 //     durably, then cp.DurableThrough(m). Mark counts only items whose
 //     completions have run (not the one being handled), so every item it
 //     counts is in the state taken with it.
+//   - A save that fails is tried again; one that keeps failing (a bounded
+//     number of tries, or time) is reported with cp.Fail(err), err naming
+//     the state: the group fails (Engine.Err returns a *DurableError), so
+//     that a launcher stops the run rather than wait for a commit that
+//     cannot come, and nothing past the last durable mark is committed.
 //   - Stop calls CloseCheckpoint once the groups stopped (or Stop's context
 //     ended), before its last commit: the instance saves what it holds,
 //     makes it durable, and stops any goroutine of its own. Its error joins

@@ -466,14 +466,16 @@ drain:
 }
 
 // Err returns the failures of the groups that an observer hook stopped
-// (each an *ObserverError; errors.Is(err, ErrObserver)), joined; nil while
-// every group runs. A failed group takes no more items and its feeds
-// commit nothing past what it dispatched: a launcher stops the run.
+// (each an *ObserverError; errors.Is(err, ErrObserver)) or a holder that
+// cannot make its state durable (Checkpoint.Fail: a *DurableError;
+// errors.Is(err, ErrNotDurable)), joined; nil while every group runs. A
+// failed group takes no more items and its feeds commit nothing past what
+// it dispatched (and a hold made durable): a launcher stops the run.
 func (e *Engine) Err() error {
 	var errs []error
 	for _, g := range e.groups {
 		if fe := g.failure.Load(); fe != nil {
-			errs = append(errs, fe)
+			errs = append(errs, fe.err)
 		}
 	}
 	return errors.Join(errs...)

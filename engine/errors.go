@@ -23,6 +23,10 @@ var (
 	// ErrNilContext: a nil context.Context was passed to a function that
 	// takes one (Start, Stop, WaitSettled, RunSettled, Feed.Publish).
 	ErrNilContext = errors.New("engine: nil context")
+	// ErrNotDurable: a CheckpointUser could not make its state durable
+	// (its saves kept failing) and said so (Checkpoint.Fail): its group
+	// stopped taking items; the *DurableError says which.
+	ErrNotDurable = errors.New("engine: state not durable")
 	// ErrHoldReplaced: Checkpoint.DurableThrough was called on the handle
 	// of a hold that a later Hold (or HoldParts) of the same feed and group
 	// replaced: it moves nothing; only the live hold's handles do.
@@ -59,6 +63,29 @@ func (e *ObserverError) Is(target error) bool { return target == ErrObserver }
 
 // Unwrap returns the hook's error.
 func (e *ObserverError) Unwrap() error { return e.Err }
+
+// DurableError is a holder's report that it cannot make its state durable
+// (Checkpoint.Fail): its saves keep failing, so nothing it handled from
+// the last durable save on may be committed. The group failed as on an
+// ObserverError: it took no more items, and its feeds commit nothing past
+// what the holders made durable. errors.Is(err, ErrNotDurable) holds, and
+// errors.Is/As reach the holder's error (which names its state). It is
+// immutable and safe for concurrent use.
+type DurableError struct {
+	Group string
+	Feed  string // the feed of the checkpoint that failed
+	Err   error
+}
+
+func (e *DurableError) Error() string {
+	return fmt.Sprintf("engine: group %q stopped: its state of feed %q cannot be made durable: %v", e.Group, e.Feed, e.Err)
+}
+
+// Is reports whether target is ErrNotDurable.
+func (e *DurableError) Is(target error) bool { return target == ErrNotDurable }
+
+// Unwrap returns the holder's error.
+func (e *DurableError) Unwrap() error { return e.Err }
 
 // ConfigError is a configuration rejected by New. It names the feed, group
 // and key at fault; errors.Is(err, ErrConfig) holds.

@@ -50,8 +50,8 @@ type group struct {
 
 	bindings atomic.Pointer[[]*binding]
 	fenced   atomic.Bool
-	dead     atomic.Bool // failed: an observer hook failed (failure says why); it takes no more items
-	failure  atomic.Pointer[ObserverError]
+	dead     atomic.Bool // failed: an observer hook or a holder's save failed (failure says why); it takes no more items
+	failure  atomic.Pointer[groupFailure]
 	sleeping atomic.Bool
 	goid     atomic.Int64 // the goroutine running run (feed.go: onGroupGoroutine)
 	held     atomic.Bool  // several workers: one did not dispatch its item (a failure, a cut); the group takes nothing more
@@ -138,7 +138,9 @@ func (g *group) run() {
 	for {
 		select {
 		case <-g.stop:
-			g.finish()
+			if !g.dead.Load() { // a group failed meanwhile (from another goroutine) does not end cleanly
+				g.finish()
+			}
 			return
 		default:
 		}
@@ -358,19 +360,34 @@ func (g *group) park() {
 	}
 }
 
-// fail stops the group because an observer hook failed: it keeps the first
-// failure, then marks the group dead, which its feeds see as a consumer that
-// cannot take items (a positioned feed pauses and reports it stalled). in
-// is the item held back, nil for none.
+// groupFailure is why a group failed: err (an *ObserverError or a
+// *DurableError) and the cause it wraps, which the status names.
+type groupFailure struct {
+	err   error
+	cause error
+}
+
+// fail stops the group because an observer hook failed. in is the item
+// held back, nil for none.
 func (g *group) fail(hook, processor string, in *Input, err error) {
 	oe := &ObserverError{Group: g.name, Hook: hook, Processor: processor, Err: err}
 	if in != nil {
 		oe.Feed, oe.Seq = in.Feed, in.Seq
 	}
-	if g.failure.CompareAndSwap(nil, oe) {
-		g.eng.warnf("%v", oe)
-	}
+	g.failWith(oe, err)
+}
+
+// failWith marks the group dead, which its feeds see as a consumer that
+// cannot take items (a positioned feed pauses and reports it stalled), then
+// keeps its first failure (err, wrapping cause). Dead comes first: once
+// Engine.Err reports the failure, a Stop it prompts finds the group dead
+// and does not end it cleanly. Safe from any goroutine.
+func (g *group) failWith(err, cause error) {
 	g.dead.Store(true)
+	if g.failure.CompareAndSwap(nil, &groupFailure{err: err, cause: cause}) {
+		g.eng.warnf("%v", err)
+	}
+	g.notify()
 }
 
 // backoff sleeps the retry backoff; false when the group is stopping (the

@@ -151,7 +151,7 @@ func (f *Feed) Status() FeedStatus {
 		if fe := b.group.failure.Load(); fe != nil {
 			failed = true
 			if stalled == "" {
-				stalled = fmt.Sprintf("consumer %s failed: %v", b.name, fe.Err)
+				stalled = fmt.Sprintf("consumer %s failed: %v", b.name, fe.cause)
 			}
 		}
 		pos, disp := b.q.tail, b.q.dispatched.Load()

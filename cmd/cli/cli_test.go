@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/internal/apps"
@@ -349,4 +351,61 @@ func TestRunStateSkipsApplied(t *testing.T) {
 	if n != 1 {
 		t.Errorf("second run recorded %d inputs, want 1", n)
 	}
+}
+
+// A run refused while it creates its recording (SQLite cannot make the
+// files beside it: a directory holds the -shm file's name; a full disk
+// fails the same way) exits 2 naming the recording and leaves no file it
+// made: no database, no -wal, no lock. So does a run refused once its
+// recording and a new --out file exist (its context ended before the
+// engine started): both are removed.
+func TestARunRefusedWhileCreatingItsFilesLeavesNoneOfThem(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeLines(t, "in.txt", "alice,1", "bob,2")
+	if err := os.Mkdir("blocked.db-shm", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name  string
+		ctx   context.Context
+		args  []string
+		names string // what the message names
+	}{
+		{"sqlite files", context.Background(), []string{"--store", "blocked.db", "--out", "out.jsonl"}, "blocked.db"},
+		{"sqlite and out, stopped", cancelled, []string{"--store", "new.db", "--out", "out.jsonl"}, ""},
+		{"csv and out, stopped", cancelled, []string{"--store", "new.csv", "--out", "out.jsonl"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := listing(t, dir)
+			code, out := execute(t, tt.ctx, append([]string{"run", "--app", "ledger", "--input", "in.txt"}, tt.args...)...)
+			if code != cli.ExitFailure || !strings.Contains(out, tt.names) {
+				t.Errorf("exit %d, want %d naming %q:\n%s", code, cli.ExitFailure, tt.names, out)
+			}
+			if diff := cmp.Diff(before, listing(t, dir)); diff != "" {
+				t.Errorf("files before and after the refused run (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// listing names every file and directory under dir (sorted, relative).
+func listing(t *testing.T, dir string) []string {
+	t.Helper()
+	var names []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		names = append(names, rel)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }

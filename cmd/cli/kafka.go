@@ -28,6 +28,9 @@ type kafkaConfig struct {
 	// a revocation's wait (--revoke-timeout). 0: the source's defaults.
 	pollRecords   int
 	revokeTimeout time.Duration
+	// sessionTimeout is the member's session (--session-timeout): how
+	// long a killed member holds its partitions.
+	sessionTimeout time.Duration
 }
 
 func (k *kafkaConfig) flags(f *pflag.FlagSet) {
@@ -37,6 +40,8 @@ func (k *kafkaConfig) flags(f *pflag.FlagSet) {
 	f.IntVar(&k.pollRecords, "poll-records", kafkasource.DefaultMaxPollRecords, "--kafka: the most records a poll takes (the default --queue holds one poll)")
 	f.DurationVar(&k.revokeTimeout, "revoke-timeout", kafkasource.DefaultRevokeTimeout,
 		"--kafka: how long a rebalance waits for a revoked partition's queued records to be processed; the rest is left uncommitted to its new owner")
+	f.DurationVar(&k.sessionTimeout, "session-timeout", kafkasource.DefaultSessionTimeout,
+		"--kafka: the member's session: a member killed (or hung) holds its partitions this long before the group gives them to another; within the brokers' group.min/max.session.timeout.ms")
 }
 
 func (k kafkaConfig) on() bool { return k.brokers != "" }
@@ -47,8 +52,8 @@ func (k kafkaConfig) check(input string, changed func(flag string) bool) error {
 	switch {
 	case !k.on() && (k.topic != "" || k.group != ""):
 		return usagef("--topic and --group need --kafka")
-	case !k.on() && (changed("poll-records") || changed("revoke-timeout")):
-		return usagef("--poll-records and --revoke-timeout need --kafka")
+	case !k.on() && (changed("poll-records") || changed("revoke-timeout") || changed("session-timeout")):
+		return usagef("--poll-records, --revoke-timeout and --session-timeout need --kafka")
 	case !k.on():
 		return nil
 	case input != "":
@@ -59,6 +64,8 @@ func (k kafkaConfig) check(input string, changed func(flag string) bool) error {
 		return usagef("--poll-records must be at least 1, got %d", k.pollRecords)
 	case k.revokeTimeout <= 0:
 		return usagef("--revoke-timeout must be positive, got %s", k.revokeTimeout)
+	case k.sessionTimeout <= 0:
+		return usagef("--session-timeout must be positive, got %s", k.sessionTimeout)
 	}
 	return nil
 }
@@ -74,7 +81,7 @@ func (k kafkaConfig) source(logger *slog.Logger) (*kafkasource.Source, error) {
 		}
 	}
 	return kafkasource.New(kafkasource.Options{Brokers: brokers, Topics: []string{k.topic}, Group: k.group,
-		MaxPollRecords: k.pollRecords, RevokeTimeout: k.revokeTimeout,
+		MaxPollRecords: k.pollRecords, RevokeTimeout: k.revokeTimeout, SessionTimeout: k.sessionTimeout,
 		Logger: logger, Item: func(r *kafkasource.Record) any { return string(r.Value) }})
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,7 +100,8 @@ func TestRunKafkaConsumesTheTopicCommitsAfterProcessingAndTheRecordingReplays(t 
 
 // TestRunKafkaFlagsAreCheckedTogether: --kafka takes --topic and --group
 // and no --input; --topic or --group alone is a usage error, and so are
-// --poll-records and --revoke-timeout without --kafka or not positive.
+// --poll-records, --revoke-timeout and --session-timeout without --kafka
+// or not positive.
 func TestRunKafkaFlagsAreCheckedTogether(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "run.csv")
@@ -115,6 +117,9 @@ func TestRunKafkaFlagsAreCheckedTogether(t *testing.T) {
 		{"revoke-timeout without kafka", []string{"--input", "in.txt", "--revoke-timeout", "1s"}},
 		{"poll-records 0", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--poll-records", "0"}},
 		{"revoke-timeout 0", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--revoke-timeout", "0s"}},
+		{"session-timeout without kafka", []string{"--input", "in.txt", "--session-timeout", "10s"}},
+		{"session-timeout 0", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--session-timeout", "0s"}},
+		{"session-timeout negative", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--session-timeout", "-1s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"run", "--app", "ledger", "--store", store}, tc.args...)
@@ -285,5 +290,54 @@ func TestRunKafkaCountsRecordsDeletedBeforeTheyWereReadAsLost(t *testing.T) {
 	}
 	if len(st.Feeds) != 1 || st.Feeds[0].Losses["retention"] != 1 {
 		t.Errorf("status losses %+v, want one retention loss", st.Feeds)
+	}
+}
+
+// TestRunKafkaJoinsTheGroupWithTheSessionTimeoutItIsGiven: the session a
+// run's member asks the group for (its JoinGroup requests, seen by the
+// broker) is --session-timeout, and franz-go's default, 45s, without it.
+func TestRunKafkaJoinsTheGroupWithTheSessionTimeoutItIsGiven(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want time.Duration
+	}{
+		{"default", nil, 45 * time.Second},
+		{"given", []string{"--session-timeout", "1500ms"}, 1500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "empty"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			var (
+				mu       sync.Mutex
+				sessions []time.Duration
+			)
+			c.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				mu.Lock()
+				defer mu.Unlock()
+				sessions = append(sessions, time.Duration(req.(*kmsg.JoinGroupRequest).SessionTimeoutMillis)*time.Millisecond)
+				return nil, nil, false
+			})
+			dir := t.TempDir()
+			args := append([]string{"run", "--app", "ledger", "--kafka", strings.Join(c.ListenAddrs(), ","), "--topic", "empty",
+				"--group", "g", "--store", filepath.Join(dir, "r.csv")}, tc.args...)
+			if code, out := execute(t, context.Background(), args...); code != 0 {
+				t.Fatalf("exit %d, want 0:\n%s", code, out)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(sessions) == 0 {
+				t.Fatal("the run never joined the group")
+			}
+			for _, got := range sessions {
+				if got != tc.want {
+					t.Errorf("JoinGroup with a session of %s, want %s", got, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -28,14 +28,18 @@ const (
 // the sink is failed: it writes nothing more (a later line would hide the
 // gap), every later output fails too, failure returns the first error and
 // failed is closed, so that the run stops and is not lossless. It is safe
-// for concurrent use.
+// for concurrent use: the workers of a run emit at once, and their lines
+// are appended one at a time (wmu), each whole, never one between the
+// parts of another.
 type outSink struct {
 	f       *os.File  // nil: no --out, outputs are only counted
 	w       io.Writer // f, or what a test wraps it in
-	size    int64     // f's size: where the next line starts
 	written atomic.Int64
 	lost    atomic.Int64
 	failed  chan struct{}
+
+	wmu  sync.Mutex // held by append: one line at a time
+	size int64      // f's size: where the next line starts (wmu)
 
 	mu  sync.Mutex
 	err error
@@ -65,40 +69,49 @@ func (s *outSink) failure() error {
 	return s.err
 }
 
-// Write implements core.Sink. It is called on the group goroutine, one
-// output at a time. A line holds the output's value alone, as docs/CLI.md
-// documents --out; the sink name is in the recording's OUTPUT row.
+// Write implements core.Sink. It is called on the group's goroutine or,
+// with several workers, on theirs at once. A line holds the output's
+// value alone, as docs/CLI.md documents --out; the sink name is in the
+// recording's OUTPUT row.
 func (s *outSink) Write(_, _ string, out any) error {
 	if s.f == nil {
 		s.written.Add(1)
 		return nil
 	}
-	if err := s.failure(); err != nil {
-		s.lost.Add(1)
-		return err
-	}
 	b, err := recorder.JSON.Encode(out)
 	if err == nil {
-		b = append(b, '\n')
-		err = s.append(b)
+		err = s.append(append(b, '\n'))
+	} else {
+		s.fail(err)
 	}
 	if err != nil {
 		s.lost.Add(1)
-		s.mu.Lock()
-		if s.err == nil {
-			s.err = err
-			close(s.failed)
-		}
-		s.mu.Unlock()
 		return err
 	}
 	s.written.Add(1)
 	return nil
 }
 
-// append writes line at the end of the file, trying outAttempts times. A
-// line written in part by the tries is cut off again when they all fail.
+// fail fails the sink with err, unless it failed already.
+func (s *outSink) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+		close(s.failed)
+	}
+}
+
+// append writes line at the end of the file, trying outAttempts times,
+// with no other line written meanwhile; a failed sink writes nothing and
+// returns its error. A line written in part by the tries is cut off again
+// when they all fail, and the sink fails before another line is written.
 func (s *outSink) append(line []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.failure(); err != nil {
+		return err
+	}
 	rest := line
 	var err error
 	for attempt := range outAttempts {
@@ -119,7 +132,9 @@ func (s *outSink) append(line []byte) error {
 	if len(rest) < len(line) {
 		s.f.Truncate(s.size)
 	}
-	return fmt.Errorf("writing an output (%d tries): %w", outAttempts, unwrapPathError(err))
+	err = fmt.Errorf("writing an output (%d tries): %w", outAttempts, unwrapPathError(err))
+	s.fail(err)
+	return err
 }
 
 // guarded wraps a processor for a run: each event and timer cycle first

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -83,5 +84,55 @@ func TestAFailedOutputWriteIsNotLossless(t *testing.T) {
 	}
 	if st.Lossless || st.Feeds[0].Lossless {
 		t.Errorf("status says lossless: %s", b)
+	}
+}
+
+// halfFirst writes the first try of each output line (one that begins it,
+// "{") in part, half of it, as a write interrupted by a signal may: the
+// sink writes the rest at its next try.
+type halfFirst struct{ w io.Writer }
+
+func (h halfFirst) Write(b []byte) (int, error) {
+	if len(b) > 1 && b[0] == '{' {
+		return h.w.Write(b[:len(b)/2])
+	}
+	return h.w.Write(b)
+}
+
+// TestTheOutputsOfWorkersReachOutWholeOneAtATime: with --workers, the
+// workers emit at once, and each output line goes to --out whole, never
+// cut by another worker's line between its parts (the sink wrote for each
+// worker at once: a line written in two parts had another worker's line
+// between them, and its size count raced).
+func TestTheOutputsOfWorkersReachOutWholeOneAtATime(t *testing.T) {
+	const n = 80
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	out := filepath.Join(dir, "out.jsonl")
+	var lines []string
+	for i := range n {
+		lines = append(lines, fmt.Sprintf("acct-%d,%d", i%8, i+1))
+	}
+	writeLines(t, in, lines...)
+	var buf bytes.Buffer
+	c := newCLI(&buf, cli.WithOutWriter(func(w io.Writer) io.Writer { return halfFirst{w} }))
+	if code := c.Execute(context.Background(), []string{"run", "--app", "ledger", "--input", in, "--store",
+		filepath.Join(dir, "r.csv"), "--workers", "4", "--out", out}); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, buf.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	bad := 0
+	for _, l := range got {
+		var p apps.Posting
+		if err := json.Unmarshal([]byte(l), &p); err != nil || p.Account == "" {
+			bad++
+		}
+	}
+	if len(got) != n || bad > 0 {
+		t.Errorf("%d lines in --out, %d not one whole output; want %d whole:\n%s", len(got), bad, n, b)
 	}
 }

@@ -72,6 +72,10 @@ type recordResult struct {
 	Emitted  int64 // outputs delivered live (to --out)
 	Rows     int64 // rows written to the recording
 	Recorded error // the recorder's failures (a broken stream), nil when whole
+	// State is why the app's durable state could not be saved (its saves
+	// kept failing: its group failed, an *engine.DurableError naming the
+	// state), nil when every save was made.
+	State error
 	// NotOutput counts the outputs that could not be written to --out;
 	// Out is why (naming the file), nil when every output was written.
 	NotOutput int64
@@ -125,7 +129,14 @@ settled. Records deleted (retention) before the group read them, and those
 of a deleted topic not read, are lost: counted, not lossless. A rebalance
 waits at most --revoke-timeout for a revoked partition's queued records;
 the rest is committed by its new owner only (this run processes them but
-never commits them). It prints each partition's standing at the end:
+never commits them). A member killed (SIGKILL) or hung holds its
+partitions until its session expires (--session-timeout, default 45s, as
+Kafka's): a restart, or another member, gets them only then. A shorter
+session evicts a member whose heartbeats are late (its uncommitted records
+are delivered again), and the brokers refuse one outside their
+group.min.session.timeout.ms and group.max.session.timeout.ms (the run
+then joins no group: not settled, the status detail says why). It prints
+each partition's standing at the end:
 committed, processed, lag, paused and, when any, lost. --read, --pointer,
 --max-line and --rotated are for files.
 
@@ -135,8 +146,11 @@ completed since its last save, or --state-interval (default 100ms) after a
 line completed with no save since, and at the end of the run; the pointer
 (or Kafka offset) commits a line only once a save holding it is durable, so
 a killed run's restart delivers again the lines of the batch it lost and
-the ledger applies each line exactly once. --state-every 1 saves at every
-line. With --workers N each worker saves FILE#wK of its own, and a line is
+the ledger applies each line exactly once. A save that fails is tried
+again every --state-interval (at most 1s apart); after 3 failures in a row
+the run stops: exit 3 naming the state file, nothing committed past the
+last save, the recording unfinished (no END); a restart once the fault is
+gone delivers the rest again. --state-every 1 saves at every line. With --workers N each worker saves FILE#wK of its own, and a line is
 committed once every worker saved what comes before it. A worker's state
 holds its keys and the last line it applied, so it is right only on the
 same workers, key-ordered: --state with --workers above 1 needs --order
@@ -421,6 +435,8 @@ func runVerdict(res recordResult) error {
 	switch {
 	case res.Recorded != nil:
 		return exit(ExitIncomplete, fmt.Errorf("the recording is broken: %w", res.Recorded))
+	case res.State != nil:
+		return exit(ExitIncomplete, fmt.Errorf("the state could not be saved, the run stopped (nothing is committed past its last save: a restart delivers the rest again): %w", res.State))
 	case res.Out != nil:
 		return exit(ExitIncomplete, fmt.Errorf("%s not written, the run stopped: %w", count(res.NotOutput, "output"), res.Out))
 	case !res.Status.Settled:
@@ -482,8 +498,9 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 // locked for the run (lockOutputs); a store that is not a recording is
 // refused, and an existing recording is refused (store.ErrHoldsRecording)
 // unless cfg.force. A failure after the store was created removes what the
-// run created (the store, an --out file it created), so an error never
-// leaves a half-written file behind.
+// run created (the store, an --out file it created), and a store that
+// cannot be created in full removes what it made (its Create), so an
+// error never leaves a half-written file behind.
 func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, err error) {
 	app, err := c.app(cfg.app)
 	if err != nil {
@@ -693,6 +710,10 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if ks != nil { // stopped: its final commit made
 		res.Partitions = ks.Status().Partitions
 	}
+	var de *engine.DurableError
+	if errors.As(eng.Err(), &de) {
+		res.State = de
+	}
 	if err := sink.failure(); err != nil {
 		// An output that was not written is lost: the run is not lossless.
 		res.Out = &fileError{cfg.out, err}
@@ -711,7 +732,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		}
 		return res, fmt.Errorf("%s: %w", cfg.input, srcErr)
 	}
-	if stopErr != nil {
+	if stopErr = withoutState(stopErr); stopErr != nil {
 		logger.Warn(fmt.Sprintf("stop: %v", stopErr))
 	}
 	if cfg.status != "" {
@@ -720,6 +741,26 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		}
 	}
 	return res, nil
+}
+
+// withoutState is Stop's error without the group's failure for a state
+// that could not be saved (engine.ErrNotDurable), which the run's verdict
+// reports (recordResult.State).
+func withoutState(stopErr error) error {
+	j, ok := stopErr.(interface{ Unwrap() []error })
+	if !ok {
+		if errors.Is(stopErr, engine.ErrNotDurable) {
+			return nil
+		}
+		return stopErr
+	}
+	var keep []error
+	for _, err := range j.Unwrap() {
+		if !errors.Is(err, engine.ErrNotDurable) {
+			keep = append(keep, err)
+		}
+	}
+	return errors.Join(keep...)
 }
 
 // await waits for the end of the run: the feed settled (without follow),

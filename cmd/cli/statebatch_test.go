@@ -1,13 +1,21 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 )
 
@@ -76,5 +84,133 @@ func TestARunWithBatchedStateSavesEveryLineAndCommitsThem(t *testing.T) {
 	}
 	if !strings.Contains(out, "settled: yes") {
 		t.Errorf("the run did not settle (every line committed):\n%s", out)
+	}
+}
+
+// faultAt is a run's --out writer that calls fault once, before the n-th
+// line is written: a fault injected at a known point of the run.
+type faultAt struct {
+	w     io.Writer
+	n     int
+	seen  int
+	fault func()
+}
+
+func (f *faultAt) Write(b []byte) (int, error) {
+	if f.seen++; f.seen == f.n {
+		f.fault()
+	}
+	return f.w.Write(b)
+}
+
+// A run whose state cannot be saved (a directory takes the state file's
+// place while it runs: every save fails) stops by itself, where it used to
+// wait forever for a commit that could not come: exit 3 naming the state
+// file, its recording unfinished, nothing committed that the state does not
+// hold. Once the fault is gone, a restart delivers the lines not saved
+// again and the ledger applies each line exactly once. On two workers
+// (each saving FILE#wK) one worker's file failing stops the run the same
+// way.
+func TestARunWhoseStateCannotBeSavedStopsNamingItAndARestartAppliesEachLineOnce(t *testing.T) {
+	const n = 40
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		broken string // the state file the fault breaks
+	}{
+		{"one worker", nil, "st.json"},
+		{"two workers", []string{"--workers", "2", "--order", "key"}, "st.json#w0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			in := filepath.Join(dir, "in.txt")
+			want := map[string]int64{}
+			var lines []string
+			for i := range n {
+				acct := fmt.Sprintf("acct-%d", i%5)
+				lines = append(lines, fmt.Sprintf("%s,%d", acct, i+1))
+				want[acct] += int64(i + 1)
+			}
+			writeLines(t, in, lines...)
+			state, broken := filepath.Join(dir, "st.json"), filepath.Join(dir, tc.broken)
+			args := func(store string) []string {
+				return append([]string{"run", "--app", "ledger", "--input", in, "--store", filepath.Join(dir, store),
+					"--state", state, "--state-every", "5", "--state-interval", "10ms", "--out", filepath.Join(dir, "out.jsonl"),
+					"--status", filepath.Join(dir, "status.json")}, tc.args...)
+			}
+			// The fault, before the 10th output: the state file (the last
+			// one saved) is put aside and a directory takes its place.
+			fault := func() {
+				for {
+					if err := os.Rename(broken, broken+".aside"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						t.Error(err)
+						return
+					}
+					if err := os.Mkdir(broken, 0o755); err == nil || !errors.Is(err, fs.ErrExist) {
+						return // made, or an error no save explains
+					} // a save landed in between: put it aside too
+				}
+			}
+			var o bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			code := newCLI(&o, cli.WithOutWriter(func(w io.Writer) io.Writer { return &faultAt{w: w, n: 10, fault: fault} })).
+				Execute(ctx, args("r1.csv"))
+			if ctx.Err() != nil {
+				t.Fatalf("the run did not stop by itself within a minute (exit %d):\n%s", code, o.String())
+			}
+			if code != cli.ExitIncomplete || !strings.Contains(o.String(), "the state could not be saved") || !strings.Contains(o.String(), broken) {
+				t.Fatalf("exit %d, want %d naming %s:\n%s", code, cli.ExitIncomplete, broken, o.String())
+			}
+			if code, out := execute(t, context.Background(), "verify", filepath.Join(dir, "r1.csv")); code != cli.ExitIncomplete {
+				t.Errorf("verify of the stopped run's recording: exit %d, want %d (unfinished):\n%s", code, cli.ExitIncomplete, out)
+			}
+			if tc.args == nil { // one state: the lines committed are the lines it holds at most
+				var st struct {
+					Feeds []struct{ Acknowledged int64 }
+				}
+				b, err := os.ReadFile(filepath.Join(dir, "status.json"))
+				if err == nil {
+					err = json.Unmarshal(b, &st)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				var held int64
+				if _, err := os.Stat(broken + ".aside"); err == nil {
+					held = readLedgerState(t, broken+".aside").Applied
+				}
+				if got := st.Feeds[0].Acknowledged; got > held {
+					t.Errorf("%d lines committed, the saved state holds %d", got, held)
+				}
+			}
+
+			// The fault is gone: the state file is back, and the restart
+			// applies each line once.
+			if err := os.Remove(broken); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(broken+".aside", broken); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatal(err)
+			}
+			if code, out := execute(t, context.Background(), args("r2.csv")...); code != 0 {
+				t.Fatalf("the restart: exit %d, want 0:\n%s", code, out)
+			}
+			got, applied := map[string]int64{}, int64(0)
+			states := []string{state}
+			if tc.args != nil {
+				states = []string{state + "#w0", state + "#w1"}
+			}
+			for _, p := range states {
+				s := readLedgerState(t, p)
+				applied += s.Applied
+				for k, v := range s.Balances {
+					got[k] += v
+				}
+			}
+			if !maps.Equal(got, want) || applied != n {
+				t.Errorf("after the restart: balances %v, applied %d; want %v, %d (each line applied once)", got, applied, want, n)
+			}
+		})
 	}
 }

@@ -56,7 +56,10 @@
 // engine.CommitReporter: the engine claims a commit (Observer.Committed,
 // a COMMIT row) only for a position the source really committed, never
 // for fenced records. A lost partition (the session expired) commits
-// nothing.
+// nothing. A member that dies without leaving the group (SIGKILL) holds its
+// partitions until its session (SessionTimeout, default 45s) expires; a
+// session the brokers refuse keeps the member out of the group, the feed
+// BEHIND with the group's error as its detail.
 //
 // # Losses and partitions no one reads
 //

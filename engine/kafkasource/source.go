@@ -31,6 +31,10 @@ const (
 	DefaultCommitTimeout  = 10 * time.Second
 	DefaultRevokeTimeout  = 2 * time.Second
 	DefaultVerifyInterval = time.Second
+	DefaultSessionTimeout = 45 * time.Second
+	// maxHeartbeat is the longest the source goes between heartbeats
+	// (franz-go's default interval).
+	maxHeartbeat = 3 * time.Second
 )
 
 // The engine.Loss reasons of a Source.
@@ -77,13 +81,25 @@ type Options struct {
 	// owner reads it again). A member joining the group waits for it:
 	// the rebalance completes once every revocation did. Default 2s.
 	RevokeTimeout time.Duration
+	// SessionTimeout is the member's session (kgo.SessionTimeout): a
+	// member that stops heartbeating (killed with SIGKILL, hung) keeps its
+	// partitions, unread by the others, until it expires; then the group
+	// rebalances them. The source heartbeats every third of it, at most
+	// every 3s (kgo.HeartbeatInterval). It must lie within the brokers'
+	// group.min.session.timeout.ms and group.max.session.timeout.ms (6s and
+	// 30min by default), else the group refuses the member (the feed
+	// stays BEHIND, joining). Default 45s (franz-go's and Kafka's since
+	// 3.0): a shorter session evicts a member whose heartbeats are late
+	// (a pause, a slow network), and its partitions' uncommitted records
+	// are delivered again.
+	SessionTimeout time.Duration
 	// Item, when set, builds the item published for a record (for an app
 	// that reads lines: the value as a string). Default: the *Record.
 	Item func(*Record) any
 	// Logger receives warnings (a failed commit). Default slog.Default().
 	Logger *slog.Logger
 	// ClientOptions are passed to kgo.NewClient after the source's own
-	// (TLS, SASL, session timeouts ...). They must not enable
+	// (TLS, SASL ...; the session is SessionTimeout). They must not enable
 	// autocommitting, replace the partition callbacks, drop control
 	// records, or move where a group without a commit starts
 	// (ConsumeStartOffset, ConsumeResetOffset): the records before it
@@ -137,6 +153,11 @@ type Source struct {
 	// ("broker host:port: error"), nil once a request succeeds again: set
 	// by brokerHook from the client's goroutines.
 	brokerErr atomic.Pointer[string]
+	// groupErr is the last error that broke the client out of the group
+	// (a member the group refused: a session timeout out of the brokers'
+	// bounds, not authorised), until a partition is assigned; set by
+	// brokerHook.
+	groupErr atomic.Pointer[string]
 
 	items []any
 	poss  []core.Position
@@ -201,6 +222,9 @@ func New(opts Options) (*Source, error) {
 	}
 	if opts.RevokeTimeout <= 0 {
 		opts.RevokeTimeout = DefaultRevokeTimeout
+	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = DefaultSessionTimeout
 	}
 	log := opts.Logger
 	if log == nil {
@@ -312,6 +336,8 @@ func (s *Source) newClient() (*kgo.Client, error) {
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
 		kgo.WithHooks(brokerHook{s}),
+		kgo.SessionTimeout(s.opts.SessionTimeout),
+		kgo.HeartbeatInterval(min(maxHeartbeat, s.opts.SessionTimeout/3)),
 	}
 	if s.opts.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(s.opts.InstanceID))
@@ -823,7 +849,11 @@ func (s *Source) report() {
 	}
 	switch {
 	case owned == 0:
-		s.setStateLocked(engine.StateBehind, "no partition assigned in group "+s.opts.Group)
+		detail := "no partition assigned in group " + s.opts.Group
+		if e := s.groupErr.Load(); e != nil {
+			detail += ": " + *e
+		}
+		s.setStateLocked(engine.StateBehind, detail)
 	case lag > 0:
 		s.setStateLocked(engine.StateBehind, fmt.Sprintf("%d records to read", lag))
 	default:
@@ -839,9 +869,21 @@ func (s *Source) report() {
 type brokerHook struct{ s *Source }
 
 var (
-	_ kgo.HookBrokerE2E     = brokerHook{}
-	_ kgo.HookBrokerConnect = brokerHook{}
+	_ kgo.HookBrokerE2E        = brokerHook{}
+	_ kgo.HookBrokerConnect    = brokerHook{}
+	_ kgo.HookGroupManageError = brokerHook{}
 )
+
+// OnGroupManageError notes an error that broke the client out of the group
+// (it joins again after a backoff): while no partition is assigned, the
+// feed's detail says why.
+func (h brokerHook) OnGroupManageError(err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+		return
+	}
+	e := err.Error()
+	h.s.groupErr.Store(&e)
+}
 
 // OnBrokerConnect notes a failed connection.
 func (h brokerHook) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
@@ -928,6 +970,7 @@ func (s *Source) unsure() bool {
 // assigned starts owning partitions under the current generation.
 func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	_, gen := cl.GroupMetadata()
+	s.groupErr.Store(nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gen = int64(gen)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -370,6 +371,101 @@ func TestAWorkerWithNoLinesHoldsBackNoCommit(t *testing.T) {
 		synctest.Wait()
 		if c := r.committed(t); c != 10 {
 			t.Errorf("committed %d, want 10", c)
+		}
+		r.stop(t)
+	})
+}
+
+// A batched save that keeps failing (a directory took the state file's
+// place) is tried SaveTries times, one interval apart, then reported
+// (engine.Checkpoint.Fail): the engine's group fails, Engine.Err naming
+// the state file (an *apps.StateError), where the run used to wait forever
+// for a commit that could not come; nothing the saved state does not hold
+// is committed, not even by Stop, which returns the error too. On several
+// workers, one worker's failing file fails the group.
+func TestALedgerWhoseStateCannotBeSavedFailsItsGroupAfterItsTries(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const interval = 100 * time.Millisecond
+				lines := ledgerLines(10)
+				r := startBatchRun(t, workers, "1000", interval, lines)
+				r.publish(t, 4)
+				time.Sleep(interval) // the bubble's clock: the interval's save
+				synctest.Wait()
+				if c := r.committed(t); c != 4 {
+					t.Fatalf("committed %d before the fault, want 4", c)
+				}
+				path := r.check.paths[0] // worker 0's file
+				if err := os.Rename(path, path+".aside"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					t.Fatal(err)
+				}
+				if err := os.Mkdir(path, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Contains(r.check.workerOf[4:8], 0) {
+					t.Fatalf("worker 0 gets none of lines 5-8 (%v): its saves would not fail", r.check.workerOf[4:8])
+				}
+				r.publish(t, 4)
+				for try := 1; try < apps.SaveTries; try++ {
+					time.Sleep(interval)
+					synctest.Wait()
+					if err := r.e.Err(); err != nil {
+						t.Fatalf("the group failed after %d tries, want %d: %v", try, apps.SaveTries, err)
+					}
+				}
+				time.Sleep(interval)
+				synctest.Wait()
+				err := r.e.Err()
+				var se *apps.StateError
+				if !errors.Is(err, engine.ErrNotDurable) || !errors.As(err, &se) || se.Path != path || se.Tries != apps.SaveTries {
+					t.Fatalf("Err after %d failed saves: %v; want an engine.ErrNotDurable wrapping an *apps.StateError of %s, %d tries", apps.SaveTries, err, path, apps.SaveTries)
+				}
+				if c := r.committed(t); c != 4 {
+					t.Errorf("committed %d after the failed saves, want 4: what the state holds", c)
+				}
+				if err := r.e.Stop(context.Background()); !errors.Is(err, engine.ErrNotDurable) || !errors.Is(err, apps.ErrStateNotSaved) {
+					t.Errorf("Stop: %v, want the failed group and the last save's error", err)
+				}
+				if c, problems := r.check.result(); c != 4 || len(problems) > 0 {
+					t.Errorf("after Stop: committed %d, want 4; commits ahead of the saved state: %v", c, problems)
+				}
+			})
+		})
+	}
+}
+
+// A save that fails once (a directory in the state file's place for one
+// try) is tried again at the next interval: once the fault is gone the
+// state holds every line and the commit reaches it, nothing is reported,
+// and the deliveries completed meanwhile do not fail (a save's failure is
+// not theirs: the run stays lossless).
+func TestALedgerSaveThatFailsOnceIsTriedAgainAndNoDeliveryFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 100 * time.Millisecond
+		r := startBatchRun(t, 1, "1000", interval, ledgerLines(10))
+		path := r.check.paths[0]
+		if err := os.Mkdir(path, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r.publish(t, 4)
+		time.Sleep(interval) // the first save fails
+		synctest.Wait()
+		if c := r.committed(t); c != 0 {
+			t.Fatalf("committed %d with no save made, want 0", c)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		r.publish(t, 4) // their completions run after the failed save
+		time.Sleep(interval)
+		synctest.Wait()
+		if c, got := r.committed(t), savedOffset(t, path); c != 8 || got != 8 {
+			t.Errorf("after the fault: committed %d, saved offset %d; want 8, 8", c, got)
+		}
+		fs := r.e.Status().Feeds[0]
+		if err := r.e.Err(); err != nil || fs.CompletionFailures != 0 || !fs.Lossless {
+			t.Errorf("Err %v, completion failures %d, lossless %v; want nil, 0, true", err, fs.CompletionFailures, fs.Lossless)
 		}
 		r.stop(t)
 	})

@@ -21,6 +21,39 @@ import (
 // ErrFailLine is the error of a "fail" line: an input that always fails.
 var ErrFailLine = errors.New("apps: ledger: fail line")
 
+// ErrStateNotSaved: the ledger's batched saves of its state kept failing
+// (SaveTries in a row); the *StateError names the file.
+var ErrStateNotSaved = errors.New("apps: ledger: state not saved")
+
+// SaveTries is how many times in a row the ledger tries a batched save of
+// its state before it reports that the state cannot be saved
+// (engine.Checkpoint.Fail). Tries after a failed one come every
+// min(SaveInterval, MaxSaveRetry).
+const (
+	SaveTries    = 3
+	MaxSaveRetry = time.Second
+)
+
+// StateError is a state the ledger could not save: its file, how many
+// tries in a row failed, and the last one's error. errors.Is(err,
+// ErrStateNotSaved) holds and errors.Is/As reach the write's error. It is
+// immutable and safe for concurrent use.
+type StateError struct {
+	Path  string
+	Tries int
+	Err   error
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("apps: ledger state %s: not saved (%d tries in a row): %v", e.Path, e.Tries, e.Err)
+}
+
+// Is reports whether target is ErrStateNotSaved.
+func (e *StateError) Is(target error) bool { return target == ErrStateNotSaved }
+
+// Unwrap returns the last write's error.
+func (e *StateError) Unwrap() error { return e.Err }
+
 // The defaults of LedgerOptions.SaveEvery and SaveInterval (and of `blackbox
 // run --state-every` and --state-interval).
 const (
@@ -39,7 +72,11 @@ type LedgerOptions struct {
 	// deliveries completed since the last save, or SaveInterval after a
 	// delivery completed with no save since (whichever comes first; an idle
 	// ledger saves too), and when the engine stops; the source commits an
-	// input only once a save covering it is durable. Without checkpoints
+	// input only once a save covering it is durable. A save that fails is
+	// tried again (every min(SaveInterval, MaxSaveRetry)); after SaveTries
+	// failures in a row the ledger reports it (engine.Checkpoint.Fail with
+	// a *StateError): its group fails and the run stops, nothing committed
+	// past the last save. Without checkpoints
 	// (a core.Host alone: tests, golden, replay), or with SaveEvery 1, it
 	// saves when each positioned delivery completes, before the input
 	// counts as processed, and at once after an input without a position.
@@ -190,7 +227,7 @@ type Ledger struct {
 	pending int                  // deliveries completed since the last snapshot
 	cps     []*engine.Checkpoint // batches: the checkpoints of the feeds, in UseCheckpoint order
 	next    *ledgerSnap          // the latest snapshot not yet written (its marks not yet durable)
-	saveErr error                // the last failed write, not yet reported
+	saveErr error                // batches: the last write's error (a *StateError), nil once a write succeeds
 	saver   *ledgerSaver         // the saving goroutine, started by the first UseCheckpoint that batches
 }
 
@@ -317,9 +354,10 @@ func (l *Ledger) UseCheckpoint(_ string, cp *engine.Checkpoint) {
 // CloseCheckpoint saves what the last save did not cover (without the
 // postings of a delivery the engine abandoned, which the next run
 // re-delivers), makes it durable, and stops the saving goroutine
-// (engine.CheckpointUser; Engine.Stop calls it). It returns a write error
-// not yet reported. Later completions save one by one (until an engine
-// starts the ledger again).
+// (engine.CheckpointUser; Engine.Stop calls it). It returns the error of
+// that last save (a *StateError), nil when the state holds everything it
+// covers. Later completions save one by one (until an engine starts the
+// ledger again).
 func (l *Ledger) CloseCheckpoint() error {
 	l.mu.Lock()
 	s := l.saver
@@ -341,9 +379,10 @@ func (l *Ledger) CloseCheckpoint() error {
 func (l *Ledger) batched() bool { return len(l.cps) > 0 }
 
 // completedLocked counts a completed delivery (or an input without a
-// position, after its cycle): a save now, without batches; else a snapshot
-// once the batch is full. It returns a write error not yet
-// reported. mu held.
+// position, after its cycle): a save now, without batches, whose error it
+// returns; else a snapshot once the batch is full (a batch's failed save
+// is the saving goroutine's to try again and report, not this delivery's:
+// its completion did not fail). mu held.
 func (l *Ledger) completedLocked() error {
 	if !l.batched() {
 		return l.persist()
@@ -352,9 +391,7 @@ func (l *Ledger) completedLocked() error {
 	if l.pending >= l.every {
 		l.snapshotLocked()
 	}
-	err := l.saveErr
-	l.saveErr = nil
-	return err
+	return nil
 }
 
 // snapshotLocked takes the checkpoints' marks and the state together, for
@@ -403,60 +440,103 @@ func (l *Ledger) tickLocked() {
 
 // saveLoop is the saving goroutine: it writes each snapshot it is kicked
 // for, every interval the snapshot of what completed since, and on stop
-// the last one.
+// the last one. A failed write is tried again every min(interval,
+// MaxSaveRetry) (not sooner when a batch fills); after SaveTries failures
+// in a row it tells the checkpoints (Fail: the engine fails the group, and
+// the run stops) and only waits for stop, where it tries the last save.
 func (l *Ledger) saveLoop(s *ledgerSaver) {
 	defer close(s.done)
 	t := time.NewTicker(l.interval)
 	defer t.Stop()
-	for {
+	retry := min(l.interval, MaxSaveRetry)
+	fails := 0
+	for fails < SaveTries {
 		select {
 		case <-s.kick:
+			if fails > 0 {
+				continue // failing: the tries keep their pace, and each writes the latest snapshot
+			}
 		case <-t.C:
 			l.mu.Lock()
 			l.tickLocked()
 			l.mu.Unlock()
 		case <-s.stop:
-			l.mu.Lock()
-			l.tickLocked()
-			l.mu.Unlock()
-			l.writeNext()
+			l.last()
 			return
 		}
-		l.writeNext()
+		wrote, err := l.writeNext()
+		switch {
+		case err != nil:
+			fails++
+			if fails == 1 && retry < l.interval {
+				t.Reset(retry)
+			}
+		case wrote && fails > 0:
+			fails = 0
+			if retry < l.interval {
+				t.Reset(l.interval)
+			}
+		}
 	}
+	l.mu.Lock()
+	err := l.saveErr
+	cps := l.cps
+	l.mu.Unlock()
+	for _, cp := range cps {
+		cp.Fail(err)
+	}
+	<-s.stop
+	l.last()
 }
 
-// writeNext writes the latest snapshot, if any, then makes its marks
-// durable. A failed write keeps its error for the next completion (or
-// CloseCheckpoint) to return, releases nothing, and leaves the state to
-// snapshot again at the next interval.
-func (l *Ledger) writeNext() {
+// last is the saving goroutine's last save, when the engine stops.
+func (l *Ledger) last() {
+	l.mu.Lock()
+	l.tickLocked()
+	l.mu.Unlock()
+	l.writeNext()
+}
+
+// writeNext writes the latest snapshot, if any (wrote: a state was
+// written), then makes its marks durable. A failed write (err) counts in
+// the ledger's saveErr (a *StateError, its tries in a row), releases
+// nothing, and leaves the state to snapshot again at the next interval; a
+// write that succeeds clears saveErr.
+func (l *Ledger) writeNext() (wrote bool, err error) {
 	l.mu.Lock()
 	sn := l.next
 	l.next = nil
 	cps := l.cps
 	l.mu.Unlock()
 	if sn == nil {
-		return
+		return false, nil
 	}
 	if sn.st != nil {
 		b, err := json.Marshal(sn.st)
 		if err == nil {
 			err = l.write(b, sn.st.Offset)
 		}
+		l.mu.Lock()
 		if err != nil {
-			l.mu.Lock()
-			l.saveErr = err
+			tries := 1
+			if se, ok := l.saveErr.(*StateError); ok {
+				tries = se.Tries + 1
+			}
+			se := &StateError{Path: l.path, Tries: tries, Err: err}
+			l.saveErr = se
 			l.pending = max(l.pending, 1)
 			l.mu.Unlock()
-			return
+			return false, se
 		}
+		l.saveErr = nil
+		l.mu.Unlock()
 	}
 	for i, m := range sn.marks { // marks[i] is cps[i]'s: cps only grows (UseCheckpoint) until CloseCheckpoint
 		// A stale or empty mark (the feed subscribed again, or not at
 		// all) releases nothing; the next snapshot's marks will.
 		_ = cps[i].DurableThrough(m)
 	}
+	return sn.st != nil, nil
 }
 
 // DurableState is what the ledger's state holds (core.Durable): postings
@@ -743,20 +823,24 @@ func (l *Ledger) persist() error {
 	if err != nil {
 		return err
 	}
-	return l.write(b, st.Offset)
+	if err := l.write(b, st.Offset); err != nil {
+		return fmt.Errorf("apps: ledger state %s: %w", l.path, err)
+	}
+	return nil
 }
 
 // write writes the state file atomically: a temporary file in the same
 // directory, fsync, rename over the state file, fsync of the directory.
 // offset is the position of the last input the state holds (the value of
 // the kill point StateSaved). One goroutine writes at a time: the
-// engine's without batches, the saving goroutine with them.
+// engine's without batches, the saving goroutine with them. Its error is
+// the file system's; the callers name the state.
 func (l *Ledger) write(b []byte, offset int64) error {
 	if err := atomicfile.Write(l.path, ".tmp", func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	}); err != nil {
-		return fmt.Errorf("apps: ledger state: %w", err)
+		return err
 	}
 	killpoint.ReachAt(killpoint.StateSaved, offset) // tests only: dormant unless armed
 	return nil

@@ -77,32 +77,42 @@ const perm os.FileMode = 0o644
 // file another writer holds is refused at once with an error wrapping
 // store.ErrLocked. It refuses a file that already holds bytes (an error
 // wrapping store.ErrHoldsRecording naming the path) and never truncates
-// one.
+// one. A Create that cannot write the header (a full disk) leaves nothing
+// it made: it removes the file if it created it, else cuts the file back
+// to the nothing it held.
 func Create(path string) (*Store, error) {
 	lock, err := store.Lock(path, perm)
 	if err != nil {
 		return nil, fmt.Errorf("csvstore: create: %w", err)
 	}
-	fail := func(f *os.File, err error) (*Store, error) {
+	// fail undoes what Create made: the file, or the bytes it wrote into
+	// an empty one (undo), not a file it found holding bytes.
+	fail := func(f *os.File, undo bool, err error) (*Store, error) {
 		if f != nil {
+			if undo && !lock.Created() {
+				f.Truncate(0)
+			}
 			f.Close()
+		}
+		if undo && lock.Created() {
+			os.Remove(path)
 		}
 		lock.Unlock()
 		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, perm)
 	if err != nil {
-		return fail(nil, fmt.Errorf("csvstore: create: %w", err))
+		return fail(nil, true, fmt.Errorf("csvstore: create: %w", err))
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return fail(f, fmt.Errorf("csvstore: create: %w", err))
+		return fail(f, true, fmt.Errorf("csvstore: create: %w", err))
 	}
 	if fi.Size() > 0 {
-		return fail(f, &store.FileError{Op: "csvstore: create", Path: path, Err: fmt.Errorf("%w (%d bytes)", store.ErrHoldsRecording, fi.Size())})
+		return fail(f, false, &store.FileError{Op: "csvstore: create", Path: path, Err: fmt.Errorf("%w (%d bytes)", store.ErrHoldsRecording, fi.Size())})
 	}
 	if _, err := f.Write(headerLine); err != nil {
-		return fail(f, &store.FileError{Op: "csvstore: create", Path: path, Err: err})
+		return fail(f, true, &store.FileError{Op: "csvstore: create", Path: path, Err: err})
 	}
 	return &Store{path: path, lock: lock, f: f, r: f, enc: newEncoder(), size: int64(len(headerLine))}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"net/url"
 	"os"
@@ -167,7 +168,10 @@ var errNotSQLite = errors.New("not an SQLite database")
 // is refused at once with an error wrapping store.ErrLocked. It refuses,
 // with an error wrapping store.ErrHoldsRecording naming the path and
 // without writing to it, a file that holds anything else: a recording with
-// rows, another SQLite database, other bytes.
+// rows, another SQLite database, other bytes. A Create that fails on the
+// way (a full disk while SQLite makes its files) leaves nothing it made:
+// it removes the file if it created it (else empties it again, if it was
+// empty) and the files beside it (-wal, -shm, -journal) that it created.
 func Create(path string) (*Store, error) {
 	lock, err := store.Lock(path, 0o644)
 	if err != nil {
@@ -177,8 +181,10 @@ func Create(path string) (*Store, error) {
 		lock.Unlock()
 		return nil, err
 	}
+	undo := undoCreate(path, lock)
 	db, err := openDB(path, false)
 	if err != nil {
+		undo()
 		lock.Unlock()
 		return nil, &store.FileError{Op: "sqlitestore: create", Path: path, Err: err}
 	}
@@ -192,6 +198,7 @@ func Create(path string) (*Store, error) {
 			s.wconn.Close()
 		}
 		db.Close()
+		undo()
 		lock.Unlock()
 		return nil, &store.FileError{Op: "sqlitestore: create", Path: path, Err: err}
 	}
@@ -205,6 +212,38 @@ func Create(path string) (*Store, error) {
 		return fail(err)
 	}
 	return s, nil
+}
+
+// sidecars are the files SQLite keeps beside a database.
+var sidecars = []string{"-wal", "-shm", "-journal"}
+
+// undoCreate returns what removes the files a failed Create made at path
+// (lock is its lock, taken), as found before it wrote anything: the file,
+// if lock created it, else its bytes if it had none; and each of the
+// sidecars that did not exist. It is called with the database closed and
+// the lock still held.
+func undoCreate(path string, lock *store.FileLock) func() {
+	var made []string
+	for _, suffix := range sidecars {
+		if _, err := os.Lstat(path + suffix); errors.Is(err, fs.ErrNotExist) {
+			made = append(made, path+suffix)
+		}
+	}
+	empty := false
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+		empty = true
+	}
+	return func() {
+		for _, p := range made {
+			os.Remove(p)
+		}
+		switch {
+		case lock.Created():
+			os.Remove(path)
+		case empty:
+			os.Truncate(path, 0)
+		}
+	}
 }
 
 // refuseExisting returns an error if path holds anything Create must not

@@ -467,3 +467,51 @@ func TestAReplayPassReadsTheRecordingOnce(t *testing.T) {
 		t.Errorf("Problems of a Store whose recording was first read after the row broke: none, want row 8 malformed")
 	}
 }
+
+// A Create that fails on the way (here SQLite cannot make the -shm file
+// beside the database: a directory holds its name; a full disk fails the
+// same way) leaves nothing it made: no database file, no -wal, and what was
+// there before (the directory, an empty file) as it was.
+func TestACreateThatFailsLeavesNoFileItMade(t *testing.T) {
+	for _, existing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("empty file existed %v", existing), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "r.db")
+			if existing {
+				if err := os.WriteFile(path, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Mkdir(path+"-shm", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			s, err := sqlitestore.Create(path)
+			if err == nil {
+				s.Close()
+				t.Fatal("Create succeeded with a directory in the place of its -shm file")
+			}
+			var fe *store.FileError
+			if !errors.As(err, &fe) || fe.Path != path {
+				t.Errorf("Create: %v, want a *store.FileError naming %s", err, path)
+			}
+			var got []string
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				got = append(got, e.Name())
+			}
+			want := []string{"r.db-shm"}
+			if existing {
+				want = []string{"r.db", "r.db-shm"}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("files after the failed Create (-want +got):\n%s", diff)
+			}
+			if fi, err := os.Stat(path); existing && (err != nil || fi.Size() != 0) {
+				t.Errorf("the empty file it found: %v, %v; want it there, empty", fi, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,97 @@
+//go:build unix
+
+package csvstore_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/blackbox-audit/blackbox/store/csvstore"
+)
+
+// fullDiskChild names the file that a child process of
+// TestACreateThatCannotWriteItsHeaderLeavesNoFileItMade creates, its files
+// limited to fullDiskBytes (RLIMIT_FSIZE: a full disk for it alone).
+const (
+	fullDiskChild = "CSVSTORE_TEST_CREATE_ON_A_FULL_DISK"
+	fullDiskBytes = 8 // less than the header: its write stops part way
+)
+
+// A Create that cannot write its header (a full disk: a child process
+// whose files may not grow past a few bytes, so that the header is written
+// in part) leaves nothing it made: no file where there was none, and an
+// empty file it found empty again.
+func TestACreateThatCannotWriteItsHeaderLeavesNoFileItMade(t *testing.T) {
+	if path := os.Getenv(fullDiskChild); path != "" {
+		createOnAFullDisk(path)
+		return
+	}
+	for _, existing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("empty file existed %v", existing), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "r.csv")
+			if existing {
+				if err := os.WriteFile(path, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestACreateThatCannotWriteItsHeaderLeavesNoFileItMade$", "-test.count=1")
+			cmd.Env = append(os.Environ(), fullDiskChild+"="+path)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+			var got []string
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				got = append(got, e.Name())
+			}
+			var want []string
+			if existing {
+				want = []string{"r.csv"}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("files after the failed Create (-want +got):\n%s", diff)
+			}
+			if fi, err := os.Stat(path); existing && (err != nil || fi.Size() != 0) {
+				t.Errorf("the empty file it found: %v, %v; want it there, empty", fi, err)
+			}
+		})
+	}
+}
+
+// createOnAFullDisk is the child: it limits its files to fullDiskBytes,
+// then creates a recording at path, which must fail with EFBIG (the
+// process ignores SIGXFSZ, as every Go program does). It exits 1 when it
+// does not.
+func createOnAFullDisk(path string) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	lim.Cur = fullDiskBytes
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	s, err := csvstore.Create(path)
+	if err == nil {
+		s.Close()
+		fmt.Println("Create succeeded past the file size limit")
+		os.Exit(1)
+	}
+	if !errors.Is(err, syscall.EFBIG) {
+		fmt.Printf("Create: %v, want EFBIG\n", err)
+		os.Exit(1)
+	}
+}
