@@ -13,6 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// kafkaSession is the session timeout of the runs' group members
+// (run --session-timeout): a SIGKILLed member's partitions move after it.
+const kafkaSession = time.Second
+
 // kafkaInput is a scenario's Kafka input: an in-process cluster (kfake)
 // persisting to a directory, so that a bounce (stopped, then started again
 // on the same port) keeps its records and the group's offsets; one topic.
@@ -50,7 +54,8 @@ func newKafkaInput(dir string, partitions int, gen *lineGen, keyOf func(string) 
 }
 
 func (k *kafkaInput) start(seed bool) error {
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(k.port), kfake.DataDir(k.dir)}
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(k.port), kfake.DataDir(k.dir),
+		kfake.GroupMinSessionTimeout(kafkaSession)}
 	if seed {
 		opts = append(opts, kfake.SeedTopics(int32(k.partitions), k.topic))
 	}
