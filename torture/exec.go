@@ -465,12 +465,15 @@ func (o *outcome) exitText() string {
 func changedFiles(before, after map[string]string) []string {
 	var out []string
 	for name, h := range after {
+		if strings.Contains(name, "-m2") {
+			continue // the second member's, which ran beside the run
+		}
 		if before[name] != h {
 			out = append(out, name)
 		}
 	}
 	for name := range before {
-		if _, ok := after[name]; !ok {
+		if _, ok := after[name]; !ok && !strings.Contains(name, "-m2") {
 			out = append(out, name+" (removed)")
 		}
 	}

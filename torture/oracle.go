@@ -166,7 +166,7 @@ func (o *oracle) checkJoins() {
 // recording's shape against verify and replay.
 func (o *oracle) checkRun(r *outcome) {
 	name := fmt.Sprintf("run %d", r.index)
-	if r.member != nil || strings.Contains(r.store, "-m2") {
+	if strings.Contains(r.store, "-m2") {
 		name += " (second member)"
 	}
 	mustRefuse := r.run.Alias != "" || r.run.Fault.Kind == FaultLocked
