@@ -58,6 +58,10 @@ func (k kafkaConfig) check(input string, changed func(flag string) bool) error {
 		return nil
 	case input != "":
 		return usagef("--kafka and --input both name the input: give one")
+	case changed("read") || changed("pointer") || changed("max-line") || changed("rotated"):
+		// A file source's flags: given with --kafka they would do nothing
+		// (a --pointer naming another file of the run least of all).
+		return usagef("--read, --pointer, --max-line and --rotated are for a file input (--input), not --kafka")
 	case k.topic == "" || k.group == "":
 		return usagef("--kafka needs --topic and --group")
 	case k.pollRecords < 1:

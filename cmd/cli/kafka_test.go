@@ -120,6 +120,10 @@ func TestRunKafkaFlagsAreCheckedTogether(t *testing.T) {
 		{"session-timeout without kafka", []string{"--input", "in.txt", "--session-timeout", "10s"}},
 		{"session-timeout 0", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--session-timeout", "0s"}},
 		{"session-timeout negative", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--session-timeout", "-1s"}},
+		{"kafka and pointer", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--pointer", "s.json#w1"}},
+		{"kafka and read", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--read", "earliest"}},
+		{"kafka and max-line", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--max-line", "10"}},
+		{"kafka and rotated", []string{"--kafka", "localhost:9092", "--topic", "t", "--group", "g", "--rotated", "x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"run", "--app", "ledger", "--store", store}, tc.args...)

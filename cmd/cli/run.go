@@ -138,7 +138,8 @@ group.min.session.timeout.ms and group.max.session.timeout.ms (the run
 then joins no group: not settled, the status detail says why). It prints
 each partition's standing at the end:
 committed, processed, lag, paused and, when any, lost. --read, --pointer,
---max-line and --rotated are for files.
+--max-line and --rotated are for files: given with --kafka they are
+refused.
 
 With --state FILE the app keeps its durable state there (option state).
 The ledger saves it in batches: once --state-every lines (default 1000)
