@@ -86,15 +86,33 @@
 //
 // After every read, and at every end of file, a source compares the open
 // file's first bytes (up to 4,096) with the bytes it read there. If they
-// changed (the file was truncated, or rewritten in place with or without a
-// truncation, even longer than before), the bytes read and not yet
-// published are discarded (they may be a fragment of the new content at
-// the old content's offsets) and the file is read again from 0 under a new
-// epoch, with a warning; a run of NUL bytes at its start is then a hole a
-// writer that kept its old offset left (copytruncate), skipped, warned and
-// counted (holeBytes), not data. Every file read again from 0 is counted
-// (replaced). A rewrite that keeps the bytes compared is taken for an
-// append: nothing else tells them apart (never a file time).
+// changed, or the file is shorter than what was read (the file was
+// truncated, or rewritten in place with or without a truncation, even
+// longer than before), the bytes read and not yet published are discarded
+// (they may be a fragment of the new content at the old content's offsets)
+// and the file is read again from 0 under a new epoch, with a warning; a
+// run of NUL bytes at its start is then a hole a writer that kept its old
+// offset left (copytruncate), skipped, warned and counted (holeBytes), not
+// data. Every file read again from 0 is counted (replaced). A rewrite that
+// keeps the bytes compared is taken for an append: nothing else tells them
+// apart (never a file time).
+//
+// The bytes after the last line published from such a file, to its old
+// end, are then only in a copy, if any (copytruncate: the file copied to a
+// rotated name, then truncated). Before it reads the file again, a tailing
+// source looks among the rotated siblings (Options.Rotated) for a file it
+// did not know whose first bytes are those it read and last found in the
+// file, holding at least the bytes up to the last line it published: the
+// copy, read from there to its end under the old epoch (the pointer
+// describes the copy meanwhile), then the files rotated after it, then the
+// truncated file. With no copy (and in a once-read, which never moves on
+// to another file) those bytes are gone, and whether there were any cannot
+// be known: they are reported as a loss (engine.LossUnread, with the
+// file's identity, epoch and the offset it was read to: unreadFiles, not
+// lossless, a LOST row), warned and kept in the feed's detail. A file the
+// source read no byte of (empty whenever it looked) that is written, copied
+// and truncated between two looks shows no change at all: its copy is not
+// looked for, and nothing is counted.
 //
 // At the end of the open file a tailing source also checks that the path
 // still names the file it reads (same device and inode). If not, it reports

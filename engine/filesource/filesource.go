@@ -91,10 +91,12 @@ type Options struct {
 	// identity (device and inode) and fingerprint and read to its end
 	// first, then every file rotated after it, in rotation order. While
 	// tailing, a file rotated away is read to its end, then every file
-	// rotated after it (quick rotations), in order, then the path. Rotation
-	// order is the natural order of the names (digit runs as numbers): see
-	// the package documentation. Default DefaultRotated; an empty non-nil
-	// slice looks nowhere.
+	// rotated after it (quick rotations), in order, then the path; a file
+	// truncated or rewritten under the reader is finished from a copy of
+	// it there (copytruncate), found by the bytes read, before it is read
+	// again from 0. Rotation order is the natural order of the names
+	// (digit runs as numbers): see the package documentation. Default
+	// DefaultRotated; an empty non-nil slice looks nowhere.
 	Rotated []string
 	// Epoch, if not 0, is the epoch of the file a strategy without a
 	// pointer (Earliest, Latest, OnceEarliest) opens at the start, instead
@@ -152,6 +154,11 @@ type Source struct {
 	refused   uint64 // the identity of the file the path named then
 	note      string // what the run lost, kept in every detail
 	scratch   []byte // the prefix check's buffer
+
+	// truncated is the identity of a file truncated under the reader
+	// whose copy (copytruncate) is read before it: when it is read again
+	// (at the path, or renamed), a leading run of NUL bytes is a hole.
+	truncated uint64
 
 	// known are the files at the rotated names (Options.Rotated) that the
 	// run read, or that were rotated before the files it read, by identity,
@@ -250,7 +257,7 @@ func (s *Source) Run(ctx context.Context, f *engine.Intake) error {
 	defer s.running.Store(false)
 	s.f = f
 	s.rd, s.file, s.fileID = nil, nil, 0
-	s.final, s.switching = false, false
+	s.final, s.switching, s.truncated = false, false, 0
 	s.state, s.detail, s.note, s.openErr = "", "", "", ""
 	s.known = map[uint64]seenFile{}
 	if s.opts.Read == Committed {
@@ -643,7 +650,7 @@ func (s *Source) start() (ok bool, err error) {
 func (s *Source) newReader(file *os.File, off int64, head []byte) *lineReader {
 	rd := newLineReader(file, off, s.bufSize)
 	rd.max = s.maxLine
-	rd.head = head
+	rd.head, rd.checked = head, len(head)
 	return rd
 }
 
@@ -787,11 +794,26 @@ func (s *Source) findRotated(p Pointer, byIdentity bool) (started, bool) {
 // had any byte after p.Offset is unknown once it is gone: counted all the
 // same, a verdict is only as good as its worst case.)
 func (s *Source) unread(p Pointer, where string) {
-	msg := fmt.Sprintf("the file the pointer %s describes (identity %x, epoch %d) was read to offset %d; %s: its bytes from offset %d to its end were never read",
-		s.opts.Pointer, p.Identity, p.Epoch, p.Offset, where, p.Offset)
+	s.lose(p, "the file the pointer "+s.opts.Pointer+" describes", where)
+}
+
+// unreadTail says that the bytes of the open file (named file) after the
+// last line published from it (at offset published, under the current
+// epoch), to its old end, were never read and are gone (it was truncated
+// or rewritten in place under the reader, and no copy holds them): a loss,
+// as unread says.
+func (s *Source) unreadTail(published int64, file, where string) {
+	s.lose(Pointer{Identity: s.fileID, Epoch: s.epoch, Offset: published}, file, where)
+}
+
+// lose reports the bytes of a file (file says which; p its identity and
+// epoch) from p.Offset to its end as never read: see unread.
+func (s *Source) lose(p Pointer, file, where string) {
+	msg := fmt.Sprintf("%s (identity %x, epoch %d) was read to offset %d; %s: its bytes from offset %d to its end were never read",
+		file, p.Identity, p.Epoch, p.Offset, where, p.Offset)
 	s.logf("%s", msg)
 	s.f.AddLoss(engine.Loss{Reason: engine.LossUnread, Epoch: p.Epoch, From: p.Offset,
-		Detail: fmt.Sprintf("%s: the file the pointer %s described (identity %x) was read to offset %d; %s", s.path, s.opts.Pointer, p.Identity, p.Offset, where)})
+		Detail: fmt.Sprintf("%s: %s (identity %x) was read to offset %d; %s", s.path, file, p.Identity, p.Offset, where)})
 	if s.note != "" {
 		s.note += "; "
 	}
@@ -869,24 +891,43 @@ func (s *Source) prefixChanged() (bool, error) {
 		}
 		return true, nil
 	}
-	return !bytes.Equal(b, h), nil
+	if !bytes.Equal(b, h) {
+		return true, nil
+	}
+	s.rd.checked = len(h)
+	return false, nil
 }
 
 // rewritten handles an open file whose first bytes changed under the
-// reader (truncated, or rewritten in place with or without a truncation):
-// the bytes read and not yet published may be the new content's, at the
-// old content's offsets, so they are discarded, and the file is read again
-// from 0 under a new epoch (switchTo).
+// reader, or that is shorter than what was read (truncated, or rewritten
+// in place with or without a truncation): the bytes read and not yet
+// published may be the new content's, at the old content's offsets, so
+// they are discarded. The bytes after the last published line, to the old
+// end, are then only in a copy, if any (copytruncate): a tailing source
+// looks for it among the rotated siblings (findCopy) and reads it from
+// there to its end under the same epoch, then the files rotated after it,
+// then the path (readCopy). With no copy, those bytes are a loss (unread,
+// counted and warned: whether there were any cannot be known), and the
+// file is read again from 0 under a new epoch (switchTo).
 func (s *Source) rewritten() (bool, error) {
 	name := s.path
 	if s.switching {
 		name = "the rotated " + s.path
 	}
-	s.logf("input %s was truncated or rewritten in place while being read (its first %d bytes changed): %d bytes read after the last published line are discarded", name, len(s.rd.head), s.rd.buffered())
+	s.logf("input %s was truncated or rewritten in place while being read (its first %d bytes changed, or it is shorter than the %d bytes read): %d bytes read after the last published line are discarded",
+		name, len(s.rd.head), s.rd.readOff(), s.rd.buffered())
+	published := s.rd.pos // the end of the last line published from it
 	s.rd.drop()
-	// A copy of it at a rotated name (copytruncate) holds what was read:
-	// the siblings there now are never read as rotated after it.
-	s.rememberAll(s.rotatedSiblings())
+	sibs := s.rotatedSiblings()
+	if !s.opts.Read.once() { // a once-read never moves on to another file
+		if cp, ok := s.findCopy(sibs, published); ok {
+			return true, s.readCopy(cp, published)
+		}
+	}
+	s.unreadTail(published, "input "+name, fmt.Sprintf("it was truncated or rewritten in place while being read, and no rotated sibling (%s) is a copy of it holding those bytes", strings.Join(s.rotated, ", ")))
+	// The siblings there now hold nothing read from it: never read as
+	// rotated after it.
+	s.rememberAll(sibs)
 	fi, err := s.file.Stat()
 	if err != nil {
 		return false, fileErr("stat", s.path, err)
@@ -1050,9 +1091,12 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated stri
 	}
 	s.file, s.fileID = file, id
 	s.rd = s.newReader(file, off, head)
-	if !keep && id == p.Identity {
+	if !keep && (id == p.Identity || id == s.truncated) {
 		s.rd.skip = skipNUL
 		s.rd.holeFrom = 0
+	}
+	if id == s.truncated {
+		s.truncated = 0
 	}
 	s.mu.Unlock()
 	s.remember(id, head)
@@ -1061,7 +1105,7 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated stri
 		s.setState(engine.StateBehind, "reading the rotated "+rotated)
 		return nil
 	}
-	s.switching = false
+	s.switching, s.truncated = false, 0
 	s.setState(engine.StateBehind, "reopened "+s.path)
 	return nil
 }

@@ -54,8 +54,11 @@ type lineReader struct {
 	// head is a copy of the file's first bytes as they were read (at most
 	// FingerprintMax): the fingerprint is made from it, never from what
 	// the file holds later, and the file is compared with it to notice an
-	// in-place rewrite.
-	head []byte
+	// in-place rewrite. checked is how many of them were last found
+	// unchanged in the file (the prefix check): the bytes read after that
+	// may already be a rewrite's.
+	head    []byte
+	checked int
 
 	// Where the next '\n' and '\r' are, so that each byte is searched once.
 	nl, cr search

@@ -159,18 +159,24 @@ func TestAnInPlaceRewriteIsNotLostAcrossARestart(t *testing.T) {
 // file truncated under the reader starts with a run of NUL bytes (a hole)
 // before the writer's next line. The hole is skipped, counted (holeBytes)
 // and warned; the line keeps its bytes and exact position. NUL bytes that
-// are not at the start of a truncated file are data.
+// are not at the start of a truncated file are data. The copy holds
+// nothing the source had not read: the run is lossless; with no copy (a
+// truncation alone), whether the file held bytes the source had not read
+// cannot be known: counted unread, not lossless, the hole skipped all the
+// same.
 func TestAStaleWritersNULHoleIsSkippedAndCounted(t *testing.T) {
 	const old = "line-0,0\nline-1,1\nl2,2\n" // 22 bytes: the writer's offset
 	for _, tc := range []struct {
-		name  string
-		seen  bool   // the truncation is seen before the stale write
-		after string // what the stale writer writes at its offset
-		want  []string
+		name   string
+		seen   bool   // the truncation is seen before the stale write
+		after  string // what the stale writer writes at its offset
+		want   []string
+		noCopy bool // truncated without a copy
 	}{
-		{"write-before-the-tailer-looks", false, "after-truncate,3\n", []string{"after-truncate,3"}},
-		{"write-after-the-truncation-was-seen", true, "after-truncate,3\n", []string{"after-truncate,3"}},
-		{"nul-inside-a-line-is-data", false, "x\x00y\n", []string{"x\x00y"}},
+		{"write-before-the-tailer-looks", false, "after-truncate,3\n", []string{"after-truncate,3"}, false},
+		{"write-after-the-truncation-was-seen", true, "after-truncate,3\n", []string{"after-truncate,3"}, false},
+		{"nul-inside-a-line-is-data", false, "x\x00y\n", []string{"x\x00y"}, false},
+		{"no-copy", false, "after-truncate,3\n", []string{"after-truncate,3"}, true},
 	} {
 		for _, strategy := range []Strategy{Committed, Earliest} {
 			t.Run(tc.name+"/"+strategy.String(), func(t *testing.T) {
@@ -188,6 +194,9 @@ func TestAStaleWritersNULHoleIsSkippedAndCounted(t *testing.T) {
 					var armed atomic.Bool
 					src.hookEOF = func() {
 						if armed.CompareAndSwap(true, false) {
+							if !tc.noCopy {
+								copyTo(t, path, path+".1")
+							}
 							if err := os.Truncate(path, 0); err != nil { // the copy's truncation
 								t.Error(err)
 							}
@@ -212,8 +221,8 @@ func TestAStaleWritersNULHoleIsSkippedAndCounted(t *testing.T) {
 					if off := ds[3].Position.Offset; off != int64(len(old)+len(tc.after)) {
 						t.Fatalf("position %d", off)
 					}
-					if st := r.feed(); st.HoleBytes != int64(len(old)) || !st.Lossless {
-						t.Fatalf("holeBytes %d lossless %v: want %d, lossless", st.HoleBytes, st.Lossless, len(old))
+					if st := r.feed(); st.HoleBytes != int64(len(old)) || st.Lossless != !tc.noCopy || st.UnreadFiles != boolInt(tc.noCopy) {
+						t.Fatalf("holeBytes %d lossless %v unreadFiles %d: want %d, lossless %v", st.HoleBytes, st.Lossless, st.UnreadFiles, len(old), !tc.noCopy)
 					}
 					if want := fmt.Sprintf("%d NUL bytes at offsets [0, %d)", len(old), len(old)); !lg.has(want) {
 						t.Fatalf("no warning %q:\n%s", want, lg)
@@ -233,4 +242,11 @@ func TestLeadingNULBytesOfAnUntruncatedFileAreData(t *testing.T) {
 			t.Fatalf("got %q, holeBytes %d", got, r.feed().HoleBytes)
 		}
 	})
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -1,12 +1,15 @@
 package filesource
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/blackbox-audit/blackbox/engine"
 )
 
 // Rotation order.
@@ -283,3 +286,81 @@ func compareNatural(a, b string) int {
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// fileCopy is a copy of the open file found at a rotated name, open.
+type fileCopy struct {
+	file *os.File
+	sb   sibling
+	head []byte // its first bytes
+}
+
+// findCopy looks among sibs (the rotated siblings, in natural order of
+// their names) for a copy of the open file as the source read it, made
+// before it was truncated (copytruncate): the first, in that order, of the
+// siblings the source does not know (a copy is a file made since it last
+// looked) whose first bytes are those the reader read and last found in
+// the file (its head, as far as checked), holding at least the bytes up to
+// the last line published from it (published). It returns it open. With
+// nothing checked (the file was empty when last looked at) nothing tells a
+// copy.
+func (s *Source) findCopy(sibs []sibling, published int64) (fileCopy, bool) {
+	n := s.rd.checked
+	if n == 0 {
+		return fileCopy{}, false
+	}
+	want := s.rd.head[:n]
+	for _, sb := range sibs {
+		if sb.id == s.fileID || s.isKnown(sb) {
+			continue
+		}
+		file, err := openInput(sb.name)
+		if err != nil {
+			continue
+		}
+		fi, err := file.Stat()
+		if err != nil || !fi.Mode().IsRegular() || identity(fi) != sb.id || fi.Size() < published {
+			file.Close()
+			continue
+		}
+		head, err := readHead(file, fi.Size(), sb.name)
+		if err != nil || len(head) < n || !bytes.Equal(head[:n], want) {
+			file.Close()
+			continue
+		}
+		return fileCopy{file: file, sb: sb, head: head}, true
+	}
+	return fileCopy{}, false
+}
+
+// readCopy moves the reader to cp, a copy of the open file (findCopy),
+// at the end of the last line published from the open file (published),
+// under the same epoch: the copy goes on in the same position space (only
+// the identity and the fingerprint change, as at a restart that finds the
+// pointer's file by its copy). With a pointer, the pointer describes the
+// copy from now on, at the same offset. The files rotated after it and
+// then the path are read after it; the file truncated, wherever it is read
+// next (at the path, or at a rotated name if it was renamed meanwhile),
+// is read from 0, a leading run of NUL bytes being a hole.
+func (s *Source) readCopy(cp fileCopy, published int64) error {
+	s.logf("%s is a copy of the file truncated or rewritten under the reader (identity %x, epoch %d), made before: reading it from offset %d to its end under that epoch, then %s",
+		cp.sb.name, s.fileID, s.epoch, published, s.path)
+	if s.opts.Read == Committed {
+		if err := s.com.moveTo(header(cp.head, cp.sb.id, published, s.epoch), published, true); err != nil {
+			cp.file.Close()
+			return err
+		}
+	}
+	// The truncated file holds new content, unknown: renamed meanwhile
+	// (rotated after the copy), it is read from 0 after the copy.
+	s.truncated = s.fileID
+	delete(s.known, s.fileID)
+	s.mu.Lock()
+	s.file.Close()
+	s.file, s.fileID = cp.file, cp.sb.id
+	s.rd = s.newReader(cp.file, published, cp.head)
+	s.mu.Unlock()
+	s.remember(cp.sb.id, cp.head)
+	s.switching = true // the path after it
+	s.setState(engine.StateBehind, "reading "+cp.sb.name+", a copy of the truncated "+s.path)
+	return nil
+}
