@@ -109,8 +109,17 @@ func (fi *fileInput) apply(op Op) error {
 		fi.known = fi.running
 		return os.WriteFile(fi.path, nil, 0o644)
 	case OpCopy:
-		if err := fi.appendLines(fi.gen.gen(op.N)); err != nil {
+		lines := fi.gen.gen(op.N)
+		if err := fi.appendLines(lines); err != nil {
 			return err
+		}
+		if fi.running {
+			// Written, copied and truncated within one look of the
+			// source: a file it had read nothing of still looks empty
+			// after, so the copy cannot be known to hold them.
+			for _, l := range lines {
+				fi.gen.atRisk[l.id] = true
+			}
 		}
 		if err := copyFile(fi.path, fi.nextRotated()); err != nil {
 			return err
