@@ -515,6 +515,11 @@ func (o *oracle) lossSaid() string {
 			if x.faulted && x.exit == 3 {
 				return fmt.Sprintf("run %d stopped on its fault (exit 3)", x.index)
 			}
+			// A killed run says nothing on exit, but its recording may
+			// hold the loss it counted.
+			if rec := o.recs[x.store]; rec != nil && rec.count("LOST")+rec.count("DROPPED") > 0 {
+				return fmt.Sprintf("run %d recorded a loss (%s)", x.index, x.store)
+			}
 		}
 	}
 	return ""
@@ -538,6 +543,11 @@ func (o *oracle) lossSaidNotStopped() string {
 			}
 			if x.faulted && x.exit == 3 {
 				return fmt.Sprintf("run %d stopped on its fault (exit 3)", x.index)
+			}
+			// A killed run says nothing on exit, but its recording may
+			// hold the loss it counted.
+			if rec := o.recs[x.store]; rec != nil && rec.count("LOST")+rec.count("DROPPED") > 0 {
+				return fmt.Sprintf("run %d recorded a loss (%s)", x.index, x.store)
 			}
 		}
 	}
