@@ -361,7 +361,7 @@ func (o *oracle) checkLines() {
 	if sr.s.State {
 		applied, stateKnown = o.appliedByState(lines)
 	}
-	var missing, twice []string
+	var missing, twice, unrecorded []string
 	for _, l := range lines {
 		switch l.kind {
 		case lineFail, lineOversize, lineTick, lineQuiet:
@@ -382,6 +382,11 @@ func (o *oracle) checkLines() {
 					if outs[id] == 0 && !o.outFaulted() {
 						missing = append(missing, fmt.Sprintf("line %d %q applied but its output %s is in no out file", l.id, l.text, id))
 					}
+				}
+				if processed[l.text] == 0 {
+					// The write-ahead order: an input's rows are written
+					// before its completion saves the state.
+					unrecorded = append(unrecorded, fmt.Sprintf("line %d %q", l.id, l.text))
 				}
 			}
 			continue
@@ -420,6 +425,9 @@ func (o *oracle) checkLines() {
 	}
 	if len(twice) > 0 {
 		o.fail(InvOnce, "%d lines applied more than once: %s", len(twice), strings.Join(head(twice, 5), "; "))
+	}
+	if len(unrecorded) > 0 {
+		o.fail(InvOnce, "%d lines applied to the state but in no recording (the write-ahead order): %s", len(unrecorded), strings.Join(head(unrecorded, 5), "; "))
 	}
 	if len(missing) > 0 {
 		switch {
