@@ -4,6 +4,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 )
@@ -22,19 +23,32 @@ type FileLock struct {
 // naming the file. Writers (csvstore.Create, sqlitestore.Create) hold one
 // while they are open; a command that removes or replaces a recording takes
 // one first.
+//
+// The lock counts only if path still names the file locked: a writer's
+// first Append replaces its file by another it holds locked (PlaceStart),
+// so a Lock that opened the file replaced, and locked it once its writer let
+// it go, tries again, and finds the new file locked.
 func Lock(path string, perm os.FileMode) (*FileLock, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, perm)
-	if err != nil {
-		return nil, &FileError{Op: "store: lock", Path: path, Err: err}
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, &FileError{Op: "store: lock", Path: path, Err: ErrLocked}
+	for range 10 {
+		f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, perm)
+		if err != nil {
+			return nil, &FileError{Op: "store: lock", Path: path, Err: err}
 		}
-		return nil, &FileError{Op: "store: lock", Path: path, Err: err}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, &FileError{Op: "store: lock", Path: path, Err: ErrLocked}
+			}
+			return nil, &FileError{Op: "store: lock", Path: path, Err: err}
+		}
+		fi, err1 := f.Stat()
+		pi, err2 := os.Stat(path)
+		if err1 == nil && err2 == nil && os.SameFile(fi, pi) {
+			return &FileLock{f: f}, nil
+		}
+		f.Close()
 	}
-	return &FileLock{f: f}, nil
+	return nil, &FileError{Op: "store: lock", Path: path, Err: fmt.Errorf("%w (the file keeps being replaced)", ErrLocked)}
 }
 
 // Unlock releases the lock.
