@@ -168,13 +168,24 @@ func (o *oracle) checkRun(r *outcome) {
 		}
 	}
 	path := filepath.Join(o.sr.dir, r.store)
-	if _, err := os.Stat(path); err != nil {
+	fi, err := os.Stat(path)
+	if err != nil {
 		if !r.refused && !r.killed() && !r.faulted && r.exit != 2 {
 			o.fail(InvShape, "%s left no recording %s (exit %s)", name, r.store, r.exitText())
 		}
 		return
 	}
 	if r.refused {
+		return
+	}
+	if fi.Size() == 0 && (r.killed() || r.faulted) {
+		// Killed (or its store failing) before its first write reached the
+		// file: a recording appears whole or not at all, and this run
+		// recorded nothing, so it applied and committed nothing. verify
+		// says it is not a recording.
+		if vb, vcode := o.blackbox("verify", r.store); vcode != 2 {
+			o.fail(InvAgree, "verify %s (an empty file) exits %d, want 2: %s", r.store, vcode, firstLine(string(vb)))
+		}
 		return
 	}
 	rec, err := readRecording(path)
