@@ -178,7 +178,7 @@ func (r *Recorder) started(name string, pr core.Processor) error {
 	if err != nil {
 		r.breakProc(p, err)
 		r.mu.Lock()
-		r.startStaged(name) // it never will be: the opening does not wait for it
+		r.startStaged(name, false) // it never will be: the opening does not wait for it
 		r.mu.Unlock()
 		return r.brokenErr(p)
 	}
@@ -187,7 +187,7 @@ func (r *Recorder) started(name string, pr core.Processor) error {
 		r.head = append(r.head, row)
 		r.headProcs = append(r.headProcs, p)
 		p.next++
-		r.startStaged(name)
+		r.startStaged(name, true)
 		r.mu.Unlock()
 		return r.brokenErr(p)
 	}
@@ -196,12 +196,12 @@ func (r *Recorder) started(name string, pr core.Processor) error {
 	return r.brokenErr(p)
 }
 
-// startStaged notes that the stream's START is in the opening (or never
-// will be), and writes the opening once every stream META lists is, or at
-// once when META lists none (r.mu held). A failure breaks the processors
-// whose START it held.
-func (r *Recorder) startStaged(name string) {
-	if r.open || r.openErr != nil || r.closed || r.listed && !r.awaiting[name] {
+// startStaged notes that the stream's START is in the opening (staged) or
+// never will be, and writes the opening once every stream META lists is, or
+// at the first START staged when META lists none (r.mu held). A failure
+// breaks the processors whose START it held.
+func (r *Recorder) startStaged(name string, staged bool) {
+	if r.open || r.openErr != nil || r.closed || r.listed && !r.awaiting[name] || !r.listed && !staged {
 		return
 	}
 	delete(r.awaiting, name)

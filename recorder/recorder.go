@@ -462,7 +462,9 @@ func (r *Recorder) appendLocked(rows []store.Entry, commits bool) (int, error) {
 		}
 		return len(all), nil
 	case !r.open && !errors.As(err, &fe) && !errors.Is(err, store.ErrTooLarge):
-		// (A row refused writes nothing: the caller goes on without it.)
+		// The opening could not be written. (A row the store refuses, a
+		// *store.FieldError or *store.SizeError, writes nothing: the
+		// caller goes on without it, and the opening stays to be written.)
 		r.openErr = fmt.Errorf("writing the recording's first rows (META, STARTs): %w", err)
 		for _, p := range r.headProcs {
 			r.breakProc(p, r.openErr)
