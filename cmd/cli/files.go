@@ -238,7 +238,7 @@ func holdsBytes(path string) bool {
 // (store.StartPath) with SQLite's.
 func removeStore(path string) error {
 	var errs []error
-	start := store.StartPath(path)
+	start := store.StartPath(store.Target(path))
 	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal", start, start + "-wal", start + "-shm", start + "-journal"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)

@@ -44,6 +44,7 @@ type Store struct {
 	wmu    sync.Mutex // writer state
 	enc    *encoder
 	live   *liveFile // Create: the file written (r), which the first Append replaces
+	target string    // Create: the file path names (store.Target), which the first Append replaces
 	placed bool      // the first Append renamed its file into place: Sync syncs the directory too
 	size   int64     // bytes written, header included (0: nothing yet, not even the header)
 	meta   store.Meta
@@ -110,7 +111,7 @@ func Create(path string) (*Store, error) {
 	}
 	live := &liveFile{}
 	live.f.Store(f)
-	return &Store{path: path, lock: lock, f: f, r: live, live: live, enc: newEncoder()}, nil
+	return &Store{path: path, lock: lock, f: f, r: live, live: live, target: store.Target(path), enc: newEncoder()}, nil
 }
 
 // liveFile is what a Store from Create reads: the file it writes, which its
@@ -285,7 +286,7 @@ func (s *Store) Append(rows ...store.Entry) error {
 // store.StartPath, with one write call, and renames it over the recording's
 // file, which it then writes and holds locked (s.wmu held).
 func (s *Store) first(rows []store.Entry, b []byte) error {
-	tmp := store.StartPath(s.path)
+	tmp := store.StartPath(s.target)
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -306,7 +307,7 @@ func (s *Store) first(rows []store.Entry, b []byte) error {
 	}
 	_, err = f.Write(buf)
 	if err == nil {
-		err = store.PlaceStart(tmp, s.path)
+		err = store.PlaceStart(tmp, s.target)
 	}
 	if err != nil {
 		f.Close()
@@ -337,7 +338,7 @@ func (s *Store) Sync() error {
 		return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: err}
 	}
 	if s.placed { // the rename of the first Append
-		if err := store.SyncDir(filepath.Dir(s.path)); err != nil {
+		if err := store.SyncDir(filepath.Dir(s.target)); err != nil {
 			return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: err}
 		}
 		s.placed = false

@@ -78,6 +78,7 @@ type Store struct {
 	path     string
 	lock     *store.FileLock // Create: the exclusive lock of the file, held until Close
 	db       *sql.DB         // Create: nil until the first Append (wmu guards it then)
+	target   string          // Create: the file path names (store.Target), which the first Append replaces
 	readOnly bool
 
 	wmu    sync.Mutex
@@ -180,7 +181,7 @@ func Create(path string) (*Store, error) {
 		lock.Unlock()
 		return nil, err
 	}
-	return &Store{path: path, lock: lock}, nil
+	return &Store{path: path, lock: lock, target: store.Target(path)}, nil
 }
 
 // first writes the first rows (their payload texts in payloads) into a
@@ -190,7 +191,7 @@ func Create(path string) (*Store, error) {
 // and holds locked (s.wmu held). It returns the id of the last row.
 func (s *Store) first(rows []store.Entry, payloads []string) (int64, error) {
 	ctx := context.Background()
-	tmp := store.StartPath(s.path)
+	tmp := store.StartPath(s.target)
 	if err := removeDB(tmp); err != nil {
 		return 0, err
 	}
@@ -200,10 +201,10 @@ func (s *Store) first(rows []store.Entry, payloads []string) (int64, error) {
 	}
 	last, err := build(ctx, tmp, rows, payloads)
 	if err == nil {
-		err = removeDB(s.path, "-wal", "-shm", "-journal") // the file replaced's: never this database's
+		err = removeDB(s.target, "-wal", "-shm", "-journal") // the file replaced's: never this database's
 	}
 	if err == nil {
-		err = store.PlaceStart(tmp, s.path)
+		err = store.PlaceStart(tmp, s.target)
 	}
 	if err != nil {
 		lock.Unlock()
@@ -213,7 +214,7 @@ func (s *Store) first(rows []store.Entry, payloads []string) (int64, error) {
 	old := s.lock
 	s.lock = lock
 	old.Unlock()
-	db, err := openDB(s.path, false)
+	db, err := openDB(s.target, false)
 	if err == nil {
 		s.db = db
 		s.wconn, err = db.Conn(ctx)
@@ -592,7 +593,7 @@ func (s *Store) Sync() error {
 	if s.closed {
 		return &store.FileError{Op: "sqlitestore: sync", Path: s.path, Err: store.ErrClosed}
 	}
-	for _, name := range []string{s.path + "-wal", s.path, filepath.Dir(s.path)} {
+	for _, name := range []string{s.target + "-wal", s.target, filepath.Dir(s.target)} {
 		f, err := os.Open(name)
 		if errors.Is(err, os.ErrNotExist) {
 			continue

@@ -68,3 +68,51 @@ func testAFileIsEmptyUntilItsFirstAppendPlacesItWhole(t *testing.T, b Backend) {
 		t.Errorf("rows read back (-want +got):\n%s", diff)
 	}
 }
+
+// testARecordingReachedThroughASymlinkIsWrittenWhereItPoints: a recording
+// created at a symlink is written in the file the link points to, its
+// first Append placed over that file: the link stays a link.
+func testARecordingReachedThroughASymlinkIsWrittenWhereItPoints(t *testing.T, b Backend) {
+	probe := path(t)
+	pw, err := b.Create(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if _, err := os.Stat(probe); err != nil {
+		t.Skipf("backend without files: %v", err)
+	}
+	dir := t.TempDir()
+	real, link := filepath.Join(dir, "real"), filepath.Join(dir, "link")
+	if err := os.WriteFile(real, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Skipf("no symlinks here: %v", err)
+	}
+	w, err := b.Create(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := Recording()
+	for _, g := range Groups(rows) {
+		if err := w.Append(g...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("%s is no longer a symlink (%v, %v)", link, fi.Mode(), err)
+	}
+	r := open(t, b, real)
+	defer r.Close()
+	got, errs := ReadAll(r)
+	if len(errs) > 0 {
+		t.Fatalf("reading %s back: %v", real, errs)
+	}
+	if diff := cmp.Diff(Normalized(rows), got); diff != "" {
+		t.Errorf("rows of %s (-want +got):\n%s", real, diff)
+	}
+}
