@@ -68,14 +68,16 @@ func (r *Recorder) commitsWritten(n int) {
 // A failure is reported by Close; the rows are then lost, which leaves the
 // recording showing the commit further behind than it was, never ahead.
 func (r *Recorder) flushCommits() error {
-	rows, n := r.withCommits(nil)
+	r.commits.mu.Lock()
+	n := len(r.commits.pending)
+	r.commits.mu.Unlock()
 	if n == 0 {
 		return nil
 	}
-	if err := r.w.Append(rows...); err != nil {
+	wrote, err := r.appendLocked(nil, true)
+	if err != nil {
 		return err
 	}
-	r.commitsWritten(n)
-	r.wrote(n)
+	r.wrote(wrote)
 	return nil
 }

@@ -16,8 +16,10 @@
 // instance of a processor is recorded as a stream of its own, named
 // engine.WorkerName(processor, worker), its app named in META.
 //
-// What it writes (docs/FORMAT.md): META first; per processor START (its
-// Snapshot, if any), then for each input either FAILED (its first failed
+// What it writes (docs/FORMAT.md): META first, with the START row (its
+// Snapshot, if any) of every stream META lists, in the first Append, so that
+// a recording appears whole or not at all (New writes nothing; see New);
+// per processor, after START, for each input either FAILED (its first failed
 // attempt: the input is not reproducible) or an optional DELIVERY, an
 // INDEXED or INLINE row and its OUTPUT rows, followed by a FAILED row when
 // one of its completion callbacks then fails (its first failure); TIMER rows

@@ -155,10 +155,21 @@ func (j journal) AppendBatch(_ context.Context, feed string, first int64, items 
 		for i := range rows {
 			rows[i].Index = r.globalNext + int64(i)
 		}
-		err := r.w.Append(rows...)
-		if err == nil {
-			r.globalNext += int64(len(rows))
-			r.wrote(len(rows))
+		var err error
+		if !r.open && r.openErr == nil {
+			// Not written yet: the opening takes them (the items are not
+			// dispatched before it is written, and their inputs' rows are
+			// written with it or after it).
+			if err = holdable(rows); err == nil {
+				r.head = append(r.head, rows...)
+				r.globalNext += int64(len(rows))
+			}
+		} else {
+			var n int
+			if n, err = r.appendLocked(rows, false); err == nil {
+				r.globalNext += int64(len(rows))
+				r.wrote(n)
+			}
 		}
 		r.mu.Unlock()
 		if err != nil {

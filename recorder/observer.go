@@ -152,8 +152,10 @@ func (r *Recorder) Observer() engine.Observer {
 	}
 }
 
-// started writes START. An error (the stream cannot be started) fails the
-// processor's group before it handles anything.
+// started stages START in the opening (see New), which the last stream
+// META lists writes; once the opening is written, it writes START on its
+// own. An error (the stream cannot be started, the opening cannot be
+// written) fails the processor's group before it handles anything.
 func (r *Recorder) started(name string, pr core.Processor) error {
 	p := r.proc(name)
 	if !p.record {
@@ -163,21 +165,59 @@ func (r *Recorder) started(name string, pr core.Processor) error {
 		r.breakProc(p, fmt.Errorf("recorder: processor %q started twice: a Recorder records one run", name))
 		return r.brokenErr(p)
 	}
-	if err := checkName("processor", name); err != nil {
+	row := store.Entry{Processor: name, Index: p.at(), Kind: store.KindStart, Instant: r.clock.Now()}
+	err := checkName("processor", name)
+	if s, ok := pr.(core.Snapshotter); ok && err == nil {
+		if row.Payload, err = s.Snapshot(); err != nil {
+			err = fmt.Errorf("recorder: snapshot: %w", err)
+		}
+	}
+	if err == nil {
+		err = holdable([]store.Entry{row})
+	}
+	if err != nil {
 		r.breakProc(p, err)
+		r.mu.Lock()
+		r.startStaged(name, false) // it never will be: the opening does not wait for it
+		r.mu.Unlock()
 		return r.brokenErr(p)
 	}
-	row := store.Entry{Processor: name, Index: p.at(), Kind: store.KindStart, Instant: r.clock.Now()}
-	if s, ok := pr.(core.Snapshotter); ok {
-		snap, err := s.Snapshot()
-		if err != nil {
-			r.breakProc(p, fmt.Errorf("recorder: snapshot: %w", err))
-			return r.brokenErr(p)
-		}
-		row.Payload = snap
+	r.mu.Lock()
+	if !r.open && r.openErr == nil && !r.closed {
+		r.head = append(r.head, row)
+		r.headProcs = append(r.headProcs, p)
+		p.next++
+		r.startStaged(name, true)
+		r.mu.Unlock()
+		return r.brokenErr(p)
 	}
+	r.mu.Unlock()
 	r.appendParts([]store.Entry{row}, []part{{p: p, lo: 0, hi: 1}})
 	return r.brokenErr(p)
+}
+
+// startStaged notes that the stream's START is in the opening (staged) or
+// never will be, and writes the opening once every stream META lists is, or
+// at the first START staged when META lists none (r.mu held). A failure
+// breaks the processors whose START it held.
+func (r *Recorder) startStaged(name string, staged bool) {
+	if r.open || r.openErr != nil || r.closed || r.listed && !r.awaiting[name] || !r.listed && !staged {
+		return
+	}
+	delete(r.awaiting, name)
+	if len(r.awaiting) > 0 {
+		return
+	}
+	n, err := r.appendLocked(nil, true)
+	switch {
+	case err == nil:
+		r.wrote(n)
+	case r.openErr == nil: // a row of the opening refused (they are holdable): stop as for any other failure
+		r.openErr = fmt.Errorf("writing the recording's first rows (META, STARTs): %w", err)
+		for _, p := range r.headProcs {
+			r.breakProc(p, r.openErr)
+		}
+	}
 }
 
 func (r *Recorder) beforeDispatch(group string, _ *engine.Input) { r.endItems(group) }

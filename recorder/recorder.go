@@ -100,6 +100,19 @@ type Recorder struct {
 	syncEvery  int
 	unsynced   int
 	closed     bool
+	// The opening: the rows the first write carries, not written yet
+	// (open). head is META, the STARTs staged since (their processors in
+	// headProcs) and the JOURNAL rows journalled meanwhile; awaiting the
+	// streams META lists whose START is not staged yet (a stream that
+	// cannot start counts as staged). The last of them writes the opening;
+	// so does any write before it (then before its own rows). openErr: the
+	// opening could not be written; nothing is, ever.
+	head      []store.Entry
+	headProcs []*proc
+	awaiting  map[string]bool
+	listed    bool // META lists streams; if not, the first START writes the opening
+	open      bool
+	openErr   error
 
 	errMu  sync.Mutex
 	errs   []error
@@ -119,9 +132,21 @@ type Recorder struct {
 	closeErr  error
 }
 
-// New returns a Recorder writing into w, and writes the META row. w must
-// hold no recording yet; the caller owns it (Close it after the Recorder's
-// Close).
+// New returns a Recorder writing into w. w must hold no recording yet; the
+// caller owns it (Close it after the Recorder's Close).
+//
+// New writes nothing: the first write carries the META row and the START
+// rows of the streams META lists (Options.Apps, Options.Processors), in one
+// Append (one write call with a CSV store's header, one transaction with an
+// SQLite store's schema), so that a process killed at its start leaves
+// either no recording (an empty file) or one whose every stream started.
+// The Started hook of the last of those streams writes it (the engine calls
+// Started for every processor of a group, its workers' included, before
+// the group handles anything); any other write before it (a group that
+// handled items before another group started, Close) writes it first, with
+// the STARTs staged by then, and the streams that start later each write
+// their START on their own. JOURNAL rows journalled before it are written
+// with it.
 func New(w store.Writer, opts Options) (*Recorder, error) {
 	if w == nil {
 		return nil, errors.New("recorder: nil writer")
@@ -172,11 +197,13 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 		streams = slices.Compact(slices.Sorted(slices.Values(opts.Processors)))
 	}
 	meta := store.EncodeMeta(store.Meta{Format: store.Format, Created: r.clock.Now(), Apps: apps, Options: o, Streams: streams})
-	if err := w.Append(meta); err != nil {
-		return nil, fmt.Errorf("recorder: writing META: %w", err)
+	r.head = []store.Entry{meta}
+	r.awaiting = map[string]bool{}
+	for _, s := range streams {
+		r.awaiting[s] = true
 	}
+	r.listed = len(streams) > 0
 	r.globalNext = meta.Index + 1
-	r.unsynced = 1
 	if opts.SyncInterval > 0 {
 		r.stopSync, r.syncDone = make(chan struct{}), make(chan struct{})
 		go r.syncLoop(opts.SyncInterval)
@@ -216,6 +243,11 @@ func (r *Recorder) Close() error {
 		if !r.closed {
 			if err := r.flushCommits(); err != nil {
 				r.closeErr = fmt.Errorf("recorder: commits: %w", err)
+			}
+		}
+		if !r.closed && !r.open && r.openErr == nil { // no stream wrote: write what the opening holds
+			if _, err := r.appendLocked(nil, true); err != nil {
+				r.closeErr = fmt.Errorf("recorder: %w", err)
 			}
 		}
 		if r.syncer != nil && !r.closed {
@@ -355,13 +387,7 @@ func (r *Recorder) appendParts(rows []store.Entry, parts []part) error {
 	if r.closed {
 		return r.breakParts(parts, ErrClosed)
 	}
-	all, commits := r.withCommits(rows)
-	err := r.w.Append(all...)
-	if err == nil {
-		r.commitsWritten(commits)
-	} else {
-		commits = 0 // still pending: the next Append takes them
-	}
+	wrote, err := r.appendLocked(rows, true)
 	var fe *store.FieldError
 	if err != nil && errors.As(err, &fe) {
 		// Nothing was written. Keep the parts every store can hold.
@@ -385,10 +411,11 @@ func (r *Recorder) appendParts(rows []store.Entry, parts []part) error {
 			return r.breakParts(parts, err)
 		}
 		if len(keep) > 0 {
-			if err := r.w.Append(krows...); err != nil {
+			n, err := r.appendLocked(krows, true)
+			if err != nil {
 				return r.breakParts(parts, err)
 			}
-			if err := r.written(keep, len(krows)); err != nil {
+			if err := r.written(keep, n); err != nil {
 				return r.brokenErr(procsOf(parts)...)
 			}
 		}
@@ -397,14 +424,58 @@ func (r *Recorder) appendParts(rows []store.Entry, parts []part) error {
 	if err != nil {
 		return r.breakParts(parts, err)
 	}
-	if err := r.written(parts, len(rows)+commits); err != nil {
+	if err := r.written(parts, wrote); err != nil {
 		return r.brokenErr(procsOf(parts)...)
 	}
 	return nil
 }
 
-// written moves each part's processor on past its rows, n rows in all
-// (r.mu held). It returns the error of a sync that was due and failed
+// appendLocked writes rows with one Append, after the opening while it is
+// not written (head) and, with commits, followed by the pending COMMIT rows
+// (r.mu held; rows hold no META, JOURNAL or COMMIT row when commits is
+// set: the COMMIT rows take the indexes from r.globalNext on). It returns
+// how many rows it wrote. A failure to write the opening stops the
+// recording: every processor whose START it held breaks, and every later
+// call fails with that error.
+func (r *Recorder) appendLocked(rows []store.Entry, commits bool) (int, error) {
+	if r.openErr != nil {
+		return 0, r.openErr
+	}
+	all := rows
+	if !r.open {
+		all = append(slices.Clip(r.head), rows...)
+	}
+	ncommits := 0
+	if commits {
+		all, ncommits = r.withCommits(all)
+	}
+	if len(all) == 0 {
+		return 0, nil
+	}
+	err := r.w.Append(all...)
+	var fe *store.FieldError
+	switch {
+	case err == nil:
+		r.commitsWritten(ncommits)
+		if !r.open {
+			r.open, r.head, r.headProcs, r.awaiting = true, nil, nil, nil
+		}
+		return len(all), nil
+	case !r.open && !errors.As(err, &fe) && !errors.Is(err, store.ErrTooLarge):
+		// The opening could not be written. (A row the store refuses, a
+		// *store.FieldError or *store.SizeError, writes nothing: the
+		// caller goes on without it, and the opening stays to be written.)
+		r.openErr = fmt.Errorf("writing the recording's first rows (META, STARTs): %w", err)
+		for _, p := range r.headProcs {
+			r.breakProc(p, r.openErr)
+		}
+		return 0, r.openErr
+	}
+	return 0, err
+}
+
+// written moves each part's processor on past its rows, n rows written in
+// all (r.mu held). It returns the error of a sync that was due and failed
 // (every stream stopped).
 func (r *Recorder) written(parts []part, n int) error {
 	for _, pt := range parts {
@@ -432,6 +503,21 @@ func procsOf(parts []part) []*proc {
 		}
 	}
 	return ps
+}
+
+// holdable reports whether every store can hold every row: Validate, and
+// no row longer than store.MaxRowSize. The opening holds only such rows, so
+// that one row refused cannot refuse the others.
+func holdable(rows []store.Entry) error {
+	for i := range rows {
+		if err := store.Validate(rows[i]); err != nil {
+			return err
+		}
+		if err := store.CheckRowSize(&rows[i], store.Format); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func validate(rows []store.Entry) error {

@@ -244,7 +244,8 @@ func TestStreams(t *testing.T) {
 }
 
 // TestMeta: the first row is META, with the creation instant, the apps and
-// the recorder's options.
+// the recorder's options; New writes nothing (the first write carries it),
+// and Close writes it when nothing else did.
 func TestMeta(t *testing.T) {
 	tests := []struct {
 		name string
@@ -265,7 +266,12 @@ func TestMeta(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer rec.Close()
+			if rows := w.rows(); len(rows) != 0 {
+				t.Fatalf("New wrote %d rows, want none", len(rows))
+			}
+			if err := rec.Close(); err != nil {
+				t.Fatal(err)
+			}
 			rows := w.rows()
 			if len(rows) != 1 {
 				t.Fatalf("got %d rows, want 1", len(rows))
@@ -290,8 +296,12 @@ func TestNewErrors(t *testing.T) {
 		t.Errorf("SyncEvery on a writer that cannot sync: err = %v, want ErrNotSyncer", err)
 	}
 	w := &fakeWriter{fail: func([]store.Entry) error { return errFail }}
-	if _, err := recorder.New(w, recorder.Options{}); !errors.Is(err, errFail) {
-		t.Errorf("META write failing: err = %v, want errFail", err)
+	rec, err := recorder.New(w, recorder.Options{})
+	if err != nil {
+		t.Fatalf("New: %v: it writes nothing", err)
+	}
+	if err := rec.Close(); !errors.Is(err, errFail) {
+		t.Errorf("META write failing: Close() = %v, want errFail", err)
 	}
 }
 
@@ -821,14 +831,17 @@ func TestSync(t *testing.T) {
 	t.Run("interval", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			w := &syncWriter{}
-			rec, err := recorder.New(w, recorder.Options{SyncInterval: time.Millisecond})
+			rec, err := recorder.New(w, recorder.Options{SyncInterval: time.Millisecond, Apps: map[string]string{"p": "p"}})
 			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rec.Observer().Started("p", &testProc{}); err != nil { // the opening: META, START
 				t.Fatal(err)
 			}
 			time.Sleep(time.Millisecond) // one interval on the bubble's clock
 			synctest.Wait()
-			if got := w.syncedAt(); len(got) == 0 || got[0] != 1 {
-				t.Errorf("syncs %v, want the META row synced by the interval", got)
+			if got := w.syncedAt(); len(got) == 0 || got[0] != 2 {
+				t.Errorf("syncs %v, want the META and START rows synced by the interval", got)
 			}
 			if err := rec.Close(); err != nil {
 				t.Fatal(err)

@@ -3,6 +3,7 @@ package recorder_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -164,9 +165,9 @@ func TestAnUnwritableRecordingHoldsTheCommitAndARestartDeliversTheItems(t *testi
 		w    store.Writer
 		opts recorder.Options
 	}{
-		// META, START, items 1-3: the 6th Append (item 4) fails.
-		{"append", appendsFailAfter(5), recorder.Options{}},
-		// A sync after START and after each item: the 5th (item 4) fails.
+		// META and START (one Append), items 1-3: the 5th Append (item 4) fails.
+		{"append", appendsFailAfter(4), recorder.Options{}},
+		// A sync after META and START and after each item: the 5th (item 4) fails.
 		{"sync", &failingSyncWriter{after: 4}, recorder.Options{SyncEvery: 1}},
 	}
 	for _, tt := range tests {
@@ -230,7 +231,7 @@ func (badSnapshot) Restore([]byte) error      { return nil }
 // nothing, and the run is stalled and not lossless.
 func TestAStreamTheRecorderCannotStartFailsTheRun(t *testing.T) {
 	refuseStart := &fakeWriter{fail: func(rows []store.Entry) error {
-		if rows[0].Kind == store.KindStart {
+		if slices.ContainsFunc(rows, func(e store.Entry) bool { return e.Kind == store.KindStart }) {
 			return fmt.Errorf("write: %w", errDiskFull)
 		}
 		return nil

@@ -47,8 +47,9 @@ const (
 	// DiffDifferent: both sides are complete and a processor differs.
 	DiffDifferent DiffVerdict = "different"
 	// DiffNotComplete: a side has an integrity problem that the stitching
-	// of its runs does not explain, or holds no processor stream; the
-	// differences found, if any, are listed too.
+	// of its runs does not explain, holds no processor stream, or does not
+	// hold the outputs of an input (ProcessorDiff.Cut); the differences
+	// found, if any, are listed too.
 	DiffNotComplete DiffVerdict = "not complete"
 )
 
@@ -66,7 +67,8 @@ type DiffReport struct {
 	Same    bool        `json:"same"`
 	Verdict DiffVerdict `json:"verdict"`
 	// Complete: neither side has an integrity problem that the stitching
-	// does not explain, and each holds a processor stream.
+	// does not explain, each holds a processor stream, and each holds the
+	// outputs of every input it holds (no ProcessorDiff.Cut).
 	Complete bool `json:"complete"`
 	// Why says why the verdict is not "same", one reason a line: a side
 	// that is not complete, a processor that differs.
@@ -125,6 +127,13 @@ type ProcessorDiff struct {
 	// Notes are the chunks left unaligned by content (more than
 	// maxAlignEdits edits): their inputs are listed only in A and only in B.
 	Notes []string `json:"notes"`
+	// Cut are inputs whose outputs a side does not hold: every delivery of
+	// the input on that side has fewer OUTPUT rows than its n (an orphan
+	// the store reports: a crash cut the write of its rows). Their outputs
+	// are not compared (a cut says nothing of what the input emitted), and
+	// the diff is not complete. The ref is that side's first delivery;
+	// Side names the side.
+	Cut []InputRef `json:"cut"`
 	// Lost lists each side's DROPPED and LOST rows of the processor (at
 	// most Limit; Counts.Lost counts them): items it never saw, which take
 	// no part in the alignment (an input one side lost and the other
@@ -144,6 +153,7 @@ type DiffCounts struct {
 	Twice            int64 `json:"twice"`
 	DuplicateOutputs int64 `json:"duplicateOutputs"`
 	Repeated         int64 `json:"repeated"`
+	Cut              int64 `json:"cut"`  // inputs whose outputs a side does not hold (Cut)
 	Lost             int64 `json:"lost"` // DROPPED and LOST rows, both sides
 }
 
@@ -344,6 +354,11 @@ func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffRepo
 			differs = true
 			rep.Why = append(rep.Why, fmt.Sprintf("processor %s differs: %s", pd.title(), differences(c)))
 		}
+		if pd.Counts.Cut > 0 {
+			rep.Complete = false
+			rep.Why = append(rep.Why, fmt.Sprintf("processor %s: %s whose OUTPUT rows a side's recording cut short (fewer than the input's n): outputs not known, not compared",
+				pd.title(), plural(pd.Counts.Cut, "input")))
+		}
 		rep.Processors = append(rep.Processors, *pd)
 	}
 	switch {
@@ -442,6 +457,7 @@ type sideAgg struct {
 	in          uint64 // hash of the first delivery's input payload
 	first       uint64 // hash of the first delivery with outputs
 	concat      uint64 // hash of every delivery's outputs, in order
+	cut         int32  // deliveries whose outputs were cut (delivery.cut)
 	ord         int64  // the side's ordinal of the input's first delivery
 	seq, epoch  int64  // the first delivery's
 	reseq       int64  // the second delivery's
@@ -481,6 +497,8 @@ type delivery struct {
 	epoch   int64
 	kind    store.Kind
 	src     string
+	n       int64  // the OUTPUT rows its input row says it has
+	cut     bool   // fewer OUTPUT rows than n: its outputs are not known
 	payload []byte // an INLINE input's payload
 	outs    []output
 	del     store.Entry // the DELIVERY row before the input, when hasDel
@@ -501,6 +519,7 @@ func (d *differ) deliveries(r store.Reader, s string) iter.Seq2[*delivery, error
 				return true
 			}
 			open = false
+			cur.cut = int64(len(cur.outs)) < cur.n
 			return yield(&cur, nil)
 		}
 		for e, err := range r.Stream(s) {
@@ -539,7 +558,7 @@ func (d *differ) deliveries(r store.Reader, s string) iter.Seq2[*delivery, error
 				del, hasDel = e, true
 				continue
 			case store.KindIndexed, store.KindInline, store.KindTimer:
-				cur = delivery{seq: e.Seq, kind: e.Kind, src: e.Source, outs: cur.outs[:0], payload: append(cur.payload[:0], e.Payload...)}
+				cur = delivery{seq: e.Seq, kind: e.Kind, src: e.Source, n: e.N, outs: cur.outs[:0], payload: append(cur.payload[:0], e.Payload...)}
 				if e.Kind != store.KindTimer && hasDel && del.Source == e.Source && del.Seq == e.Seq {
 					cur.del, cur.hasDel = del, true
 				}
@@ -715,7 +734,8 @@ func (d *differ) hashOutput(o output) uint64 {
 
 // add counts a delivery whose input payload hashes to in and whose outputs
 // hash to h (xs: each output's hash). killed[r] says whether run r+1 of the
-// side was killed (may be delivered again by the next run).
+// side was killed (may be delivered again by the next run). A cut delivery
+// (its outputs not known) counts as a delivery, not its outputs.
 func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64, killed []bool) {
 	s.n++
 	switch s.n {
@@ -729,6 +749,10 @@ func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64, killed
 		s.reprun, s.repseq, s.repnth = int32(dl.run), dl.seq, s.n-1
 	}
 	s.last = int32(dl.run)
+	if dl.cut {
+		s.cut++
+		return
+	}
 	if len(xs) == 0 {
 		return
 	}
@@ -742,6 +766,10 @@ func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64, killed
 		s.concat = mix(s.concat, x)
 	}
 }
+
+// unknown reports whether the side's outputs of the input are not known:
+// every delivery of it was cut.
+func (s *sideAgg) unknown() bool { return s.n > 0 && s.cut == s.n }
 
 // sideKey is an input of one side: its identity and what the side did with
 // it (g nil: no input).
@@ -798,7 +826,7 @@ func (d *differ) inputHash(r store.Reader, dl *delivery) uint64 {
 func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, error) {
 	p := l.name
 	pd := &ProcessorDiff{Processor: p, WorkersA: l.workers[0], WorkersB: l.workers[1], OnlyA: []InputRef{}, OnlyB: []InputRef{}, Different: []InputDiff{},
-		Twice: []InputRef{}, DuplicateOutputs: []InputRef{}, Repeated: []InputRef{}, EpochChanges: []string{}, Notes: []string{},
+		Twice: []InputRef{}, DuplicateOutputs: []InputRef{}, Repeated: []InputRef{}, Cut: []InputRef{}, EpochChanges: []string{}, Notes: []string{},
 		Lost: []string{}}
 	idx := map[ikey]*agg{}
 	epochs := func(s string) { pd.EpochChanges = append(pd.EpochChanges, s) }
@@ -888,7 +916,7 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 		ord  int64
 		side int // the side of ord
 	}
-	var onlyA, onlyB, diff, twice, dup, repeated []item
+	var onlyA, onlyB, diff, twice, dup, repeated, cut []item
 	classify := func(al aligned) {
 		it := item{al: al}
 		if al.a.g != nil {
@@ -911,6 +939,13 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 			ga, gb := al.a.g, al.b.g
 			pd.Common++
 			switch {
+			case ga.unknown() || gb.unknown():
+				if ga.unknown() {
+					cut = append(cut, it)
+				}
+				if gb.unknown() {
+					cut = append(cut, item{al: al, ord: gb.ord, side: 1})
+				}
 			case ga.effective() != gb.effective():
 				diff = append(diff, it)
 			case rep:
@@ -947,7 +982,7 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 		}
 	}
 	pd.Counts = DiffCounts{OnlyA: int64(len(onlyA)), OnlyB: int64(len(onlyB)), Different: int64(len(diff)), Changed: changed,
-		Twice: int64(len(twice)), DuplicateOutputs: int64(len(dup)), Repeated: int64(len(repeated))}
+		Twice: int64(len(twice)), DuplicateOutputs: int64(len(dup)), Repeated: int64(len(repeated)), Cut: int64(len(cut))}
 	limit := func(items []item) []item {
 		slices.SortFunc(items, func(x, y item) int { return cmp.Or(cmp.Compare(x.ord, y.ord), cmp.Compare(x.side, y.side)) })
 		if d.limit > 0 && len(items) > d.limit {
@@ -955,8 +990,8 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 		}
 		return items
 	}
-	onlyA, onlyB, diff, twice, dup, repeated = limit(onlyA), limit(onlyB), limit(diff), limit(twice), limit(dup), limit(repeated)
-	if len(onlyA)+len(onlyB)+len(diff)+len(twice)+len(dup)+len(repeated) == 0 {
+	onlyA, onlyB, diff, twice, dup, repeated, cut = limit(onlyA), limit(onlyB), limit(diff), limit(twice), limit(dup), limit(repeated), limit(cut)
+	if len(onlyA)+len(onlyB)+len(diff)+len(twice)+len(dup)+len(repeated)+len(cut) == 0 {
 		return pd, nil
 	}
 
@@ -968,7 +1003,7 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 		streams  []string   // each delivery's stream
 	}
 	want := [2]map[ikey]*detail{{}, {}}
-	for _, list := range [][]item{onlyA, onlyB, diff, twice, dup, repeated} {
+	for _, list := range [][]item{onlyA, onlyB, diff, twice, dup, repeated, cut} {
 		for _, it := range list {
 			for si, sk := range [2]sideKey{it.al.a, it.al.b} {
 				if sk.g != nil {
@@ -1037,6 +1072,12 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 	}
 	for _, it := range onlyB {
 		pd.OnlyB = append(pd.OnlyB, ref(1, it.al.b, 0))
+	}
+	for _, it := range cut {
+		sk := [2]sideKey{it.al.a, it.al.b}[it.side]
+		r := ref(it.side, sk, 0)
+		r.Side = "AB"[it.side : it.side+1]
+		pd.Cut = append(pd.Cut, r)
 	}
 	for _, it := range twice {
 		again(it, &pd.Twice, func(s *sideAgg) bool { return s.n > 1 }, second)

@@ -67,6 +67,11 @@ const (
 	StopDivergence = "divergence" // stopped at a divergence
 	StopError      = "error"      // the replay could not go on: a panic, a row it cannot resolve or decode, a failed restore
 	StopCancelled  = "cancelled"  // the context was cancelled
+	// StopIncomplete: the recording is cut at an input: it holds fewer
+	// OUTPUT rows than the input's n (an orphan the store reports; a crash
+	// cut the write of its rows), so what the input emitted is not known
+	// and is not compared.
+	StopIncomplete = "incomplete"
 )
 
 // Report is the result of Replay. Identical: no processor diverged. Complete:
@@ -99,7 +104,8 @@ type ProcessorReport struct {
 	Losses      []Loss      `json:"losses"`
 	// Stop says why this processor's replay stopped before the end of its
 	// stream; "" when it ran to the end. StopKind classifies it (StopFailed,
-	// StopDivergence, StopError, StopCancelled) and StopIndex names the row.
+	// StopDivergence, StopError, StopCancelled, StopIncomplete) and
+	// StopIndex names the row.
 	Stop      string          `json:"stop"`
 	StopKind  string          `json:"stopKind,omitempty"`
 	StopIndex int64           `json:"stopIndex,omitempty"`

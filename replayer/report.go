@@ -170,6 +170,7 @@ func (d *DiffReport) WriteText(w io.Writer) error {
 		writeRefs(bw, "processed twice, once per run", p.Twice, c.Twice)
 		writeRefs(bw, "re-delivery emitted its outputs again", p.DuplicateOutputs, c.DuplicateOutputs)
 		writeRefs(bw, "processed more often than its runs explain", p.Repeated, c.Repeated)
+		writeRefs(bw, "outputs cut, not compared", p.Cut, c.Cut)
 		for _, l := range p.Lost {
 			fmt.Fprintf(bw, "  lost: %s\n", l)
 		}

@@ -4,6 +4,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -25,22 +26,35 @@ type FileLock struct {
 // sqlitestore.Create) hold one while they are open; a command that removes
 // or replaces a recording takes one first. A Lock that fails leaves no
 // file it created, unless another process locked it meanwhile.
+//
+// The lock counts only if path still names the file locked: a writer's
+// first Append replaces its file by another it holds locked (PlaceStart),
+// so a Lock that opened the file replaced, and locked it once its writer let
+// it go, tries again, and finds the new file locked.
 func Lock(path string, perm os.FileMode) (*FileLock, error) {
-	f, created, err := openOrCreate(path, perm)
-	if err != nil {
-		return nil, &FileError{Op: "store: lock", Path: path, Err: err}
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	for range 10 {
+		f, created, err := openOrCreate(path, perm)
+		if err != nil {
+			return nil, &FileError{Op: "store: lock", Path: path, Err: err}
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, &FileError{Op: "store: lock", Path: path, Err: ErrLocked}
+			}
+			if created {
+				os.Remove(path)
+			}
+			return nil, &FileError{Op: "store: lock", Path: path, Err: err}
+		}
+		fi, err1 := f.Stat()
+		pi, err2 := os.Stat(path)
+		if err1 == nil && err2 == nil && os.SameFile(fi, pi) {
+			return &FileLock{f: f, created: created}, nil
+		}
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, &FileError{Op: "store: lock", Path: path, Err: ErrLocked}
-		}
-		if created {
-			os.Remove(path)
-		}
-		return nil, &FileError{Op: "store: lock", Path: path, Err: err}
 	}
-	return &FileLock{f: f, created: created}, nil
+	return nil, &FileError{Op: "store: lock", Path: path, Err: fmt.Errorf("%w (the file keeps being replaced)", ErrLocked)}
 }
 
 // openOrCreate opens path read-only, creating it (empty, with perm) if it

@@ -54,7 +54,10 @@ type oracle struct {
 	sr   *scenarioRun
 	ctx  context.Context
 	recs map[string]*recording
-	vs   []Violation
+	// empty: the recordings a killed or faulted run left empty (it recorded
+	// nothing before it ended).
+	empty map[string]bool
+	vs    []Violation
 }
 
 func (o *oracle) fail(inv int, format string, args ...any) {
@@ -131,7 +134,7 @@ func (o *oracle) recorded() []*outcome {
 
 // check runs every check of the scenario's artifacts.
 func (o *oracle) check() []Violation {
-	o.recs = map[string]*recording{}
+	o.recs, o.empty = map[string]*recording{}, map[string]bool{}
 	for _, r := range o.sr.runs {
 		o.checkRun(r)
 		if r.member != nil {
@@ -192,13 +195,25 @@ func (o *oracle) checkRun(r *outcome) {
 		}
 	}
 	path := filepath.Join(o.sr.dir, r.store)
-	if _, err := os.Stat(path); err != nil {
+	fi, err := os.Stat(path)
+	if err != nil {
 		if !r.refused && !r.killed() && !r.faulted && r.exit != 2 {
 			o.fail(InvShape, "%s left no recording %s (exit %s)", name, r.store, r.exitText())
 		}
 		return
 	}
 	if r.refused {
+		return
+	}
+	if fi.Size() == 0 && (r.killed() || r.faulted) {
+		// Killed (or its store failing) before its first write reached the
+		// file: a recording appears whole or not at all, and this run
+		// recorded nothing, so it applied and committed nothing. verify
+		// says it is not a recording.
+		if vb, vcode := o.blackbox("verify", r.store); vcode != 2 {
+			o.fail(InvAgree, "verify %s (an empty file) exits %d, want 2: %s", r.store, vcode, firstLine(string(vb)))
+		}
+		o.empty[r.store] = true
 		return
 	}
 	rec, err := readRecording(path)
@@ -510,11 +525,16 @@ func (o *oracle) anyKilledIncomplete() bool {
 }
 
 // lossSaid names the first run (or member) whose status or exit says it
-// was not lossless, "" if none said so.
+// was not lossless, "" if none said so. A run that left an empty recording
+// (its store failed, or it was killed, before its first write) says nothing
+// of the lines: it recorded nothing, so it applied and committed nothing
+// (its status counts the items it took and could not record), and the next
+// run delivers them again; whether they were applied is checked line by
+// line.
 func (o *oracle) lossSaid() string {
 	for _, r := range o.sr.runs {
 		for _, x := range []*outcome{r, r.member} {
-			if x == nil {
+			if x == nil || o.empty[x.store] {
 				continue
 			}
 			if x.status != nil && !x.status.Lossless {

@@ -353,19 +353,15 @@ func TestRunStateSkipsApplied(t *testing.T) {
 	}
 }
 
-// A run refused while it creates its recording (SQLite cannot make the
-// files beside it: a directory holds the -shm file's name; a full disk
-// fails the same way) exits 2 naming the recording and leaves no file it
-// made: no database, no -wal, no lock. So does a run refused once its
-// recording and a new --out file exist (its context ended before the
-// engine started): both are removed.
+// A run refused once its recording and a new --out file exist (its context
+// ended before the engine started) exits 2 and leaves no file it made:
+// both are removed, with their locks. (A recording the store cannot write,
+// a full disk, fails at its first Append, which leaves nothing of its own:
+// store/csvstore and store/sqlitestore test it.)
 func TestARunRefusedWhileCreatingItsFilesLeavesNoneOfThem(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	writeLines(t, "in.txt", "alice,1", "bob,2")
-	if err := os.Mkdir("blocked.db-shm", 0o755); err != nil {
-		t.Fatal(err)
-	}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	tests := []struct {
@@ -374,7 +370,6 @@ func TestARunRefusedWhileCreatingItsFilesLeavesNoneOfThem(t *testing.T) {
 		args  []string
 		names string // what the message names
 	}{
-		{"sqlite files", context.Background(), []string{"--store", "blocked.db", "--out", "out.jsonl"}, "blocked.db"},
 		{"sqlite and out, stopped", cancelled, []string{"--store", "new.db", "--out", "out.jsonl"}, ""},
 		{"csv and out, stopped", cancelled, []string{"--store", "new.csv", "--out", "out.jsonl"}, ""},
 	}

@@ -108,7 +108,7 @@ func openStore(path string) (store.Reader, string, error) {
 		return s, formatSQLite, nil
 	}
 	if n == 0 {
-		return nil, "", &fileError{path, fmt.Errorf("%w: empty file", store.ErrFormat)}
+		return nil, "", &fileError{path, fmt.Errorf("%w: empty file: no recording (a run killed before its first write leaves one; it recorded, applied and committed nothing)", store.ErrFormat)}
 	}
 	s, err := csvstore.Open(path)
 	if err != nil {
@@ -233,10 +233,13 @@ func holdsBytes(path string) bool {
 	return err == nil && fi.Size() > 0
 }
 
-// removeStore removes a recording and the files SQLite keeps beside it.
+// removeStore removes a recording, the files SQLite keeps beside it, and
+// the temporary file of its first write that a killed run may have left
+// (store.StartPath) with SQLite's.
 func removeStore(path string) error {
 	var errs []error
-	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+	start := store.StartPath(store.Target(path))
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal", start, start + "-wal", start + "-shm", start + "-journal"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -66,7 +66,10 @@ const (
 	RowsWritten = "rows-written"
 	// StoreWrite: inside a store's Append: the CSV store writes half of
 	// its bytes and dies; SQLite dies between its INSERTs and the COMMIT.
-	// Its value is the highest input sequence of the rows (store.LastSeq).
+	// In a store's first Append both write into the temporary file they
+	// would rename over the recording (store.StartPath), which then stays
+	// empty. Its value is the highest input sequence of the rows
+	// (store.LastSeq).
 	StoreWrite = "store-write"
 	// PointerWritten: after the file source stored an offset into its
 	// mapped pointer file, before the flush (engine/filesource).

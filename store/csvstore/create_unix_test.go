@@ -13,22 +13,25 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
 
 // fullDiskChild names the file that a child process of
-// TestACreateThatCannotWriteItsHeaderLeavesNoFileItMade creates, its files
+// TestAFirstAppendThatCannotWriteLeavesNoFileItMade records to, its files
 // limited to fullDiskBytes (RLIMIT_FSIZE: a full disk for it alone).
 const (
 	fullDiskChild = "CSVSTORE_TEST_CREATE_ON_A_FULL_DISK"
 	fullDiskBytes = 8 // less than the header: its write stops part way
 )
 
-// A Create that cannot write its header (a full disk: a child process
-// whose files may not grow past a few bytes, so that the header is written
-// in part) leaves nothing it made: no file where there was none, and an
-// empty file it found empty again.
-func TestACreateThatCannotWriteItsHeaderLeavesNoFileItMade(t *testing.T) {
+// A first Append that cannot write the header and its rows (a full disk: a
+// child process whose files may not grow past a few bytes, so that its
+// temporary file is written in part) fails and leaves nothing it made: no
+// temporary file, and the recording's file as Create left it (empty: the
+// file its lock made where there was none, or the empty file it found),
+// which no reader takes for a recording.
+func TestAFirstAppendThatCannotWriteLeavesNoFileItMade(t *testing.T) {
 	if path := os.Getenv(fullDiskChild); path != "" {
 		createOnAFullDisk(path)
 		return
@@ -42,7 +45,7 @@ func TestACreateThatCannotWriteItsHeaderLeavesNoFileItMade(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^TestACreateThatCannotWriteItsHeaderLeavesNoFileItMade$", "-test.count=1")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestAFirstAppendThatCannotWriteLeavesNoFileItMade$", "-test.count=1")
 			cmd.Env = append(os.Environ(), fullDiskChild+"="+path)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("child: %v\n%s", err, out)
@@ -55,24 +58,21 @@ func TestACreateThatCannotWriteItsHeaderLeavesNoFileItMade(t *testing.T) {
 			for _, e := range entries {
 				got = append(got, e.Name())
 			}
-			var want []string
-			if existing {
-				want = []string{"r.csv"}
-			}
+			want := []string{"r.csv"}
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("files after the failed Create (-want +got):\n%s", diff)
+				t.Errorf("files after the failed first Append (-want +got):\n%s", diff)
 			}
-			if fi, err := os.Stat(path); existing && (err != nil || fi.Size() != 0) {
-				t.Errorf("the empty file it found: %v, %v; want it there, empty", fi, err)
+			if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+				t.Errorf("the recording's file: %v, %v; want it there, empty", fi, err)
 			}
 		})
 	}
 }
 
 // createOnAFullDisk is the child: it limits its files to fullDiskBytes,
-// then creates a recording at path, which must fail with EFBIG (the
-// process ignores SIGXFSZ, as every Go program does). It exits 1 when it
-// does not.
+// then creates a recording at path and appends its META row, which must
+// fail with EFBIG (the process ignores SIGXFSZ, as every Go program does).
+// It exits 1 when it does not.
 func createOnAFullDisk(path string) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
@@ -85,13 +85,18 @@ func createOnAFullDisk(path string) {
 		os.Exit(1)
 	}
 	s, err := csvstore.Create(path)
+	if err != nil {
+		fmt.Printf("Create: %v\n", err)
+		os.Exit(1)
+	}
+	err = s.Append(store.EncodeMeta(store.Meta{Format: store.Format, Apps: map[string]string{}}))
+	s.Close()
 	if err == nil {
-		s.Close()
-		fmt.Println("Create succeeded past the file size limit")
+		fmt.Println("the first Append succeeded past the file size limit")
 		os.Exit(1)
 	}
 	if !errors.Is(err, syscall.EFBIG) {
-		fmt.Printf("Create: %v, want EFBIG\n", err)
+		fmt.Printf("Append: %v, want EFBIG\n", err)
 		os.Exit(1)
 	}
 }

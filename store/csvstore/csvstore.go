@@ -3,11 +3,15 @@ package csvstore
 import (
 	"bytes"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"os"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
@@ -32,14 +36,17 @@ type Store struct {
 	path     string
 	lock     *store.FileLock // Create: the exclusive lock of the file, held until Close
 	f        *os.File        // nil for NewReader
-	r        io.ReaderAt     // f, or NewReader's reader
+	r        io.ReaderAt     // f, NewReader's reader, or for Create the live file
 	readOnly bool
 	osize    int64 // Open: the file's bytes when opened
 	oend     int64 // Open: the bytes of the header and the complete lines then
 
 	wmu    sync.Mutex // writer state
 	enc    *encoder
-	size   int64 // bytes written, header included
+	live   *liveFile // Create: the file written (r), which the first Append replaces
+	target string    // Create: the file path names (store.Target), which the first Append replaces
+	placed bool      // the first Append renamed its file into place: Sync syncs the directory too
+	size   int64     // bytes written, header included (0: nothing yet, not even the header)
 	meta   store.Meta
 	rows   int64
 	werr   error // a failed write: the file may end with a partial line
@@ -72,14 +79,14 @@ type view struct {
 // perm is the permissions of a new recording file (before umask).
 const perm os.FileMode = 0o644
 
-// Create creates a new recording at path and writes its header. It takes
-// the file's exclusive lock (store.Lock) first and holds it until Close: a
-// file another writer holds is refused at once with an error wrapping
-// store.ErrLocked. It refuses a file that already holds bytes (an error
-// wrapping store.ErrHoldsRecording naming the path) and never truncates
-// one. A Create that cannot write the header (a full disk) leaves nothing
-// it made: it removes the file if it created it, else cuts the file back
-// to the nothing it held.
+// Create creates a new recording at path, an empty file until the first
+// Append: that one writes the header with its rows, whole or not at all
+// (see Append). It takes the file's exclusive lock (store.Lock) first and
+// holds it until Close: a file another writer holds is refused at once
+// with an error wrapping store.ErrLocked. It refuses a file that already
+// holds bytes (an error wrapping store.ErrHoldsRecording naming the path)
+// and never truncates one. A Create that fails leaves no file it made (it
+// removes the file if it created it).
 func Create(path string) (*Store, error) {
 	lock, err := store.Lock(path, perm)
 	if err != nil {
@@ -111,11 +118,16 @@ func Create(path string) (*Store, error) {
 	if fi.Size() > 0 {
 		return fail(f, false, &store.FileError{Op: "csvstore: create", Path: path, Err: fmt.Errorf("%w (%d bytes)", store.ErrHoldsRecording, fi.Size())})
 	}
-	if _, err := f.Write(headerLine); err != nil {
-		return fail(f, true, &store.FileError{Op: "csvstore: create", Path: path, Err: err})
-	}
-	return &Store{path: path, lock: lock, f: f, r: f, enc: newEncoder(), size: int64(len(headerLine))}, nil
+	live := &liveFile{}
+	live.f.Store(f)
+	return &Store{path: path, lock: lock, f: f, r: live, live: live, target: store.Target(path), enc: newEncoder()}, nil
 }
+
+// liveFile is what a Store from Create reads: the file it writes, which its
+// first Append replaces (first). Safe for concurrent use.
+type liveFile struct{ f atomic.Pointer[os.File] }
+
+func (l *liveFile) ReadAt(p []byte, off int64) (int, error) { return l.f.Load().ReadAt(p, off) }
 
 // Open opens the recording at path for reading: the bytes it holds now. It
 // reads the header and the first row, and the end of the file to find its
@@ -225,6 +237,14 @@ func (s *Store) Path() string { return s.path }
 // format of the recording's META row (store.PayloadText). After a failed
 // write every Append returns that error: the file may end with a partial
 // line.
+//
+// The first Append writes the header and its rows into a file of its own
+// (store.StartPath), with one write call, and renames it over the
+// recording's file (store.PlaceStart), which it then holds locked: the
+// recording appears whole or not at all (a process killed in its first
+// Append leaves the file empty, and at worst that temporary file, which
+// no command takes for a recording and the next writer replaces). A first
+// Append that fails leaves the file empty, and the next tries again.
 func (s *Store) Append(rows ...store.Entry) error {
 	if s.readOnly {
 		return &store.FileError{Op: "csvstore: append", Path: s.path, Err: store.ErrReadOnly}
@@ -247,6 +267,14 @@ func (s *Store) Append(rows ...store.Entry) error {
 	if err != nil {
 		return &store.FileError{Op: "csvstore: append", Path: s.path, Err: err}
 	}
+	if s.size == 0 {
+		if err := s.first(rows, b); err != nil {
+			return &store.FileError{Op: "csvstore: append", Path: s.path, Err: err}
+		}
+		s.meta = meta
+		s.rows += int64(len(rows))
+		return nil
+	}
 	if killpoint.Armed(killpoint.StoreWrite) { // tests only: dormant unless armed
 		killpoint.WriteHalfAt(killpoint.StoreWrite, store.LastSeq(rows), s.f, b)
 	}
@@ -263,6 +291,48 @@ func (s *Store) Append(rows ...store.Entry) error {
 	return nil
 }
 
+// first writes the header and the first rows (their encoding b) into
+// store.StartPath, with one write call, and renames it over the recording's
+// file, which it then writes and holds locked (s.wmu held).
+func (s *Store) first(rows []store.Entry, b []byte) error {
+	tmp := store.StartPath(s.target)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	lock, err := store.Lock(tmp, perm)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		lock.Unlock()
+		os.Remove(tmp)
+		return err
+	}
+	buf := make([]byte, 0, len(headerLine)+len(b))
+	buf = append(append(buf, headerLine...), b...)
+	if killpoint.Armed(killpoint.StoreWrite) { // tests only: dormant unless armed
+		killpoint.WriteHalfAt(killpoint.StoreWrite, store.LastSeq(rows), f, buf)
+	}
+	_, err = f.Write(buf)
+	if err == nil {
+		err = store.PlaceStart(tmp, s.target)
+	}
+	if err != nil {
+		f.Close()
+		lock.Unlock()
+		os.Remove(tmp)
+		return err
+	}
+	old, oldLock := s.f, s.lock
+	s.f, s.lock, s.placed = f, lock, true
+	s.live.f.Store(f)
+	s.size = int64(len(buf))
+	old.Close() // the empty file it replaced: nothing reads it (its extent was 0)
+	oldLock.Unlock()
+	return nil
+}
+
 // Sync fsyncs the file. It is a no-op on a Store from Open.
 func (s *Store) Sync() error {
 	if s.readOnly {
@@ -275,6 +345,12 @@ func (s *Store) Sync() error {
 	}
 	if err := s.f.Sync(); err != nil {
 		return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: err}
+	}
+	if s.placed { // the rename of the first Append
+		if err := store.SyncDir(filepath.Dir(s.target)); err != nil {
+			return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: err}
+		}
+		s.placed = false
 	}
 	return nil
 }

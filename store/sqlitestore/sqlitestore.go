@@ -21,10 +21,10 @@ import (
 	"github.com/blackbox-audit/blackbox/store"
 )
 
-// Schema is the schema of a recording: the statements Create runs, as
-// docs/FORMAT.md gives them. id is the row's place in storage order and the
-// Line of its Problems; the other columns are the CSV columns (idx is
-// "index", a keyword).
+// Schema is the schema of a recording: the statements the first Append
+// runs (in the transaction of its rows), as docs/FORMAT.md gives them. id is
+// the row's place in storage order and the Line of its Problems; the other
+// columns are the CSV columns (idx is "index", a keyword).
 const Schema = `CREATE TABLE IF NOT EXISTS rows (
 	id        INTEGER PRIMARY KEY,
 	processor TEXT    NOT NULL,
@@ -77,7 +77,8 @@ var sqliteMagic = []byte("SQLite format 3\x00")
 type Store struct {
 	path     string
 	lock     *store.FileLock // Create: the exclusive lock of the file, held until Close
-	db       *sql.DB
+	db       *sql.DB         // Create: nil until the first Append (wmu guards it then)
+	target   string          // Create: the file path names (store.Target), which the first Append replaces
 	readOnly bool
 
 	wmu    sync.Mutex
@@ -163,15 +164,14 @@ func magic(path string) (size int64, err error) {
 var errNotSQLite = errors.New("not an SQLite database")
 
 // Create creates a new recording at path (a missing file, an empty file or
-// an SQLite recording without rows). It takes the file's exclusive lock
-// (store.Lock) first and holds it until Close: a file another writer holds
-// is refused at once with an error wrapping store.ErrLocked. It refuses,
-// with an error wrapping store.ErrHoldsRecording naming the path and
-// without writing to it, a file that holds anything else: a recording with
-// rows, another SQLite database, other bytes. A Create that fails on the
-// way (a full disk while SQLite makes its files) leaves nothing it made:
-// it removes the file if it created it (else empties it again, if it was
-// empty) and the files beside it (-wal, -shm, -journal) that it created.
+// an SQLite recording without rows), which the first Append writes whole,
+// schema and rows, or not at all (see Append): until then the file is left
+// as it was. It takes the file's exclusive lock (store.Lock) first and
+// holds it until Close: a file another writer holds is refused at once with
+// an error wrapping store.ErrLocked. It refuses, with an error wrapping
+// store.ErrHoldsRecording naming the path and without writing to it, a
+// file that holds anything else: a recording with rows, another SQLite
+// database, other bytes.
 func Create(path string) (*Store, error) {
 	lock, err := store.Lock(path, 0o644)
 	if err != nil {
@@ -181,69 +181,144 @@ func Create(path string) (*Store, error) {
 		lock.Unlock()
 		return nil, err
 	}
-	undo := undoCreate(path, lock)
-	db, err := openDB(path, false)
-	if err != nil {
-		undo()
-		lock.Unlock()
-		return nil, &store.FileError{Op: "sqlitestore: create", Path: path, Err: err}
-	}
-	ctx := context.Background()
-	s := &Store{path: path, lock: lock, db: db}
-	fail := func(err error) (*Store, error) {
-		if s.insert != nil {
-			s.insert.Close()
-		}
-		if s.wconn != nil {
-			s.wconn.Close()
-		}
-		db.Close()
-		undo()
-		lock.Unlock()
-		return nil, &store.FileError{Op: "sqlitestore: create", Path: path, Err: err}
-	}
-	if s.wconn, err = db.Conn(ctx); err != nil {
-		return fail(err)
-	}
-	if _, err := s.wconn.ExecContext(ctx, Schema); err != nil {
-		return fail(err)
-	}
-	if s.insert, err = s.wconn.PrepareContext(ctx, insertSQL); err != nil {
-		return fail(err)
-	}
-	return s, nil
+	return &Store{path: path, lock: lock, target: store.Target(path)}, nil
 }
 
-// sidecars are the files SQLite keeps beside a database.
-var sidecars = []string{"-wal", "-shm", "-journal"}
+// first writes the first rows (their payload texts in payloads) into a
+// new database of their own, store.StartPath, in one transaction that
+// creates the schema too, folds its write-ahead log into it, and renames it
+// over the recording's file (store.PlaceStart), which it then opens, writes
+// and holds locked (s.wmu held). It returns the id of the last row.
+func (s *Store) first(rows []store.Entry, payloads []string) (int64, error) {
+	ctx := context.Background()
+	tmp := store.StartPath(s.target)
+	if err := removeDB(tmp); err != nil {
+		return 0, err
+	}
+	lock, err := store.Lock(tmp, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	last, err := build(ctx, tmp, rows, payloads)
+	if err == nil {
+		err = removeDB(s.target, "-wal", "-shm", "-journal") // the file replaced's: never this database's
+	}
+	if err == nil {
+		err = store.PlaceStart(tmp, s.target)
+	}
+	if err != nil {
+		lock.Unlock()
+		removeDB(tmp)
+		return 0, err
+	}
+	old := s.lock
+	s.lock = lock
+	old.Unlock()
+	db, err := openDB(s.target, false)
+	if err == nil {
+		s.db = db
+		s.wconn, err = db.Conn(ctx)
+	}
+	if err == nil {
+		s.insert, err = s.wconn.PrepareContext(ctx, insertSQL)
+	}
+	if err != nil {
+		// The rows are in place; the recording cannot grow.
+		return last, fmt.Errorf("opening it after its first rows: %w", err)
+	}
+	return last, nil
+}
 
-// undoCreate returns what removes the files a failed Create made at path
-// (lock is its lock, taken), as found before it wrote anything: the file,
-// if lock created it, else its bytes if it had none; and each of the
-// sidecars that did not exist. It is called with the database closed and
-// the lock still held.
-func undoCreate(path string, lock *store.FileLock) func() {
-	var made []string
-	for _, suffix := range sidecars {
-		if _, err := os.Lstat(path + suffix); errors.Is(err, fs.ErrNotExist) {
-			made = append(made, path+suffix)
+// build creates the database at path (empty) with the schema and rows, in
+// one transaction, and closes it with its write-ahead log folded into it:
+// one self-contained file in WAL mode.
+func build(ctx context.Context, path string, rows []store.Entry, payloads []string) (last int64, err error) {
+	db, err := openDB(path, false)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if last, err = insertRows(ctx, conn, nil, true, rows, payloads); err != nil {
+		return 0, err
+	}
+	var busy, logFrames, done int
+	if err := conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logFrames, &done); err != nil {
+		return 0, err
+	}
+	if busy != 0 {
+		return 0, fmt.Errorf("folding the write-ahead log of %s: busy", path)
+	}
+	return last, nil
+}
+
+// insertRows inserts rows (their payload texts in payloads) with insert
+// (nil: one prepared for the call) in one transaction on conn (BEGIN
+// IMMEDIATE ... COMMIT), after the schema when schema is set. On an error
+// it rolls back. It returns the id of the last row.
+func insertRows(ctx context.Context, conn *sql.Conn, insert *sql.Stmt, schema bool, rows []store.Entry, payloads []string) (int64, error) {
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return 0, err
+	}
+	fail := func(err error) (int64, error) {
+		_, _ = conn.ExecContext(ctx, "ROLLBACK")
+		return 0, err
+	}
+	if schema {
+		if _, err := conn.ExecContext(ctx, Schema); err != nil {
+			return fail(err)
 		}
 	}
-	empty := false
-	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
-		empty = true
-	}
-	return func() {
-		for _, p := range made {
-			os.Remove(p)
+	if insert == nil {
+		st, err := conn.PrepareContext(ctx, insertSQL)
+		if err != nil {
+			return fail(err)
 		}
-		switch {
-		case lock.Created():
-			os.Remove(path)
-		case empty:
-			os.Truncate(path, 0)
+		defer st.Close()
+		insert = st
+	}
+	var last int64
+	for i := range rows {
+		e := &rows[i]
+		res, err := insert.ExecContext(ctx, e.Processor, e.Index, string(e.Kind), e.Source, e.Seq,
+			store.FormatInstant(e.Instant), e.Epoch, e.Key, e.Offset, e.N, payloads[i], e.Detail,
+			store.FormatReads(e.Reads))
+		if err == nil && i == len(rows)-1 {
+			last, err = res.LastInsertId()
+		}
+		if err != nil {
+			return fail(err)
 		}
 	}
+	if killpoint.Armed(killpoint.StoreWrite) { // tests only: dormant unless armed
+		killpoint.ReachAt(killpoint.StoreWrite, store.LastSeq(rows))
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fail(err)
+	}
+	return last, nil
+}
+
+// removeDB removes a database file and the files SQLite keeps beside it
+// (with suffixes, only those): a missing file is not an error.
+func removeDB(path string, suffixes ...string) error {
+	if len(suffixes) == 0 {
+		suffixes = []string{"", "-wal", "-shm", "-journal"}
+	}
+	for _, sfx := range suffixes {
+		if err := os.Remove(path + sfx); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // refuseExisting returns an error if path holds anything Create must not
@@ -441,6 +516,15 @@ func (s *Store) Path() string { return s.path }
 // store.MaxRowSize is refused with a *store.SizeError, so that every SQLite
 // recording converts to CSV). Payloads are written in the format of the
 // recording's META row (store.PayloadText).
+//
+// The first Append creates the schema and inserts its rows in one
+// transaction, in a database of its own (store.StartPath), which it renames
+// over the recording's file (store.PlaceStart) and then holds locked: the
+// recording appears whole or not at all (a process killed in its first
+// Append leaves the file as Create found it, empty, and at worst that
+// temporary database, which no command takes for a recording and the next
+// writer replaces). A first Append that fails leaves the file as it was,
+// and the next tries again.
 func (s *Store) Append(rows ...store.Entry) error {
 	if s.readOnly {
 		return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: store.ErrReadOnly}
@@ -471,29 +555,21 @@ func (s *Store) Append(rows ...store.Entry) error {
 			return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: err}
 		}
 	}
-	ctx := context.Background()
-	if _, err := s.wconn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: err}
-	}
-	var last int64
-	for i := range rows {
-		e := &rows[i]
-		res, err := s.insert.ExecContext(ctx, e.Processor, e.Index, string(e.Kind), e.Source, e.Seq,
-			store.FormatInstant(e.Instant), e.Epoch, e.Key, e.Offset, e.N, payloads[i], e.Detail,
-			store.FormatReads(e.Reads))
-		if err == nil && i == len(rows)-1 {
-			last, err = res.LastInsertId()
+	if s.nrows == 0 && s.db == nil {
+		last, err := s.first(rows, payloads)
+		if last > 0 {
+			s.meta, s.nrows, s.lastID = meta, int64(len(rows)), last
 		}
 		if err != nil {
-			_, _ = s.wconn.ExecContext(ctx, "ROLLBACK")
 			return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: err}
 		}
+		return nil
 	}
-	if killpoint.Armed(killpoint.StoreWrite) { // tests only: dormant unless armed
-		killpoint.ReachAt(killpoint.StoreWrite, store.LastSeq(rows))
+	if s.insert == nil {
+		return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: errors.New("the recording could not be opened after its first rows")}
 	}
-	if _, err := s.wconn.ExecContext(ctx, "COMMIT"); err != nil {
-		_, _ = s.wconn.ExecContext(ctx, "ROLLBACK")
+	last, err := insertRows(context.Background(), s.wconn, s.insert, false, rows, payloads)
+	if err != nil {
 		return &store.FileError{Op: "sqlitestore: append", Path: s.path, Err: err}
 	}
 	if s.nrows == 0 {
@@ -517,7 +593,7 @@ func (s *Store) Sync() error {
 	if s.closed {
 		return &store.FileError{Op: "sqlitestore: sync", Path: s.path, Err: store.ErrClosed}
 	}
-	for _, name := range []string{s.path + "-wal", s.path, filepath.Dir(s.path)} {
+	for _, name := range []string{s.target + "-wal", s.target, filepath.Dir(s.target)} {
 		f, err := os.Open(name)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -550,7 +626,9 @@ func (s *Store) Close() error {
 		leaveWAL(s.wconn)
 		errs = append(errs, s.wconn.Close())
 	}
-	errs = append(errs, s.db.Close())
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+	}
 	errs = append(errs, s.lock.Unlock())
 	if err := errors.Join(errs...); err != nil {
 		return &store.FileError{Op: "sqlitestore: close", Path: s.path, Err: err}
@@ -575,21 +653,22 @@ func leaveWAL(c *sql.Conn) {
 	_ = c.QueryRowContext(ctx, `PRAGMA journal_mode=DELETE`).Scan(&mode)
 }
 
-// limit returns the largest id readers read.
-func (s *Store) limit() (int64, error) {
+// limit returns the largest id readers read, and the database they read
+// it from: nil for a Store from Create before its first Append (no row).
+func (s *Store) limit() (int64, *sql.DB, error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
-		return 0, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: store.ErrClosed}
+		return 0, nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: store.ErrClosed}
 	}
 	if s.readOnly {
-		return s.roMax, nil
+		return s.roMax, s.db, nil
 	}
-	return s.lastID, nil
+	return s.lastID, s.db, nil
 }
 
 func (s *Store) current() (*view, error) {
-	maxID, err := s.limit()
+	maxID, db, err := s.limit()
 	if err != nil {
 		return nil, err
 	}
@@ -598,7 +677,7 @@ func (s *Store) current() (*view, error) {
 	if s.view != nil && (s.readOnly || s.view.maxID == maxID) {
 		return s.view, nil
 	}
-	v, err := s.scan(maxID)
+	v, err := s.scan(db, maxID)
 	if err != nil {
 		return nil, err
 	}
@@ -606,16 +685,21 @@ func (s *Store) current() (*view, error) {
 	return v, nil
 }
 
-// scan checks the rows up to maxID (-1: every row, in one read
+// scan checks the rows of db up to maxID (-1: every row, in one read
 // transaction with the largest id).
-func (s *Store) scan(maxID int64) (*view, error) { return s.check(maxID, nil) }
+func (s *Store) scan(db *sql.DB, maxID int64) (*view, error) { return s.check(db, maxID, nil) }
 
 // check is scan that also hands every row, in rowid order, to visit (when
 // not nil): its id, the row, or its *store.Problem when it cannot be read.
-// When visit returns false the pass stops and check returns a nil view.
-func (s *Store) check(maxID int64, visit func(id int64, e store.Entry, p *store.Problem) bool) (*view, error) {
+// When visit returns false the pass stops and check returns a nil view. A
+// nil db holds no row (a Store from Create before its first Append).
+func (s *Store) check(db *sql.DB, maxID int64, visit func(id int64, e store.Entry, p *store.Problem) bool) (*view, error) {
+	if db == nil {
+		c := store.Checker{File: s.path}
+		return &view{procs: c.Processors(), problems: c.Finish()}, nil
+	}
 	ctx := context.Background()
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err}
 	}
@@ -868,10 +952,10 @@ func (s *Store) Problems() []store.Problem {
 // Verify reads the rows again (those Open saw, or those committed so far)
 // and checks them.
 func (s *Store) Verify() []store.Problem {
-	maxID, err := s.limit()
+	maxID, db, err := s.limit()
 	var v *view
 	if err == nil {
-		v, err = s.scan(maxID)
+		v, err = s.scan(db, maxID)
 	}
 	if err != nil {
 		return store.Unreadable(s.path, err)
@@ -888,17 +972,18 @@ func (s *Store) query(q string, args ...any) iter.Seq2[store.Entry, error] {
 // queryTo is query with the id limit maxID (-1: the store's).
 func (s *Store) queryTo(maxID int64, q string, args ...any) iter.Seq2[store.Entry, error] {
 	return func(yield func(store.Entry, error) bool) {
-		if maxID < 0 {
-			var err error
-			if maxID, err = s.limit(); err != nil {
-				yield(store.Entry{}, err)
-				return
-			}
-		} else if _, err := s.limit(); err != nil {
+		limit, db, err := s.limit()
+		if err != nil {
 			yield(store.Entry{}, err)
 			return
 		}
-		rs, err := s.db.QueryContext(context.Background(), q, append(args, maxID)...)
+		if maxID < 0 {
+			maxID = limit
+		}
+		if db == nil {
+			return // no row yet
+		}
+		rs, err := db.QueryContext(context.Background(), q, append(args, maxID)...)
 		if err != nil {
 			yield(store.Entry{}, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err})
 			return
@@ -989,11 +1074,12 @@ func (s *Store) pass(keep func(store.Entry, *store.Problem) (store.Entry, bool),
 			}
 			return
 		}
-		if _, err := s.limit(); err != nil { // closed
+		_, db, err := s.limit()
+		if err != nil { // closed
 			yield(store.Entry{}, err)
 			return
 		}
-		v, err := s.check(s.roMax, func(_ int64, e store.Entry, p *store.Problem) bool {
+		v, err := s.check(db, s.roMax, func(_ int64, e store.Entry, p *store.Problem) bool {
 			e, ok := keep(e, p)
 			if !ok {
 				return true

@@ -468,11 +468,14 @@ func TestAReplayPassReadsTheRecordingOnce(t *testing.T) {
 	}
 }
 
-// A Create that fails on the way (here SQLite cannot make the -shm file
-// beside the database: a directory holds its name; a full disk fails the
-// same way) leaves nothing it made: no database file, no -wal, and what was
-// there before (the directory, an empty file) as it was.
-func TestACreateThatFailsLeavesNoFileItMade(t *testing.T) {
+// TestAFirstAppendThatFailsLeavesNoFileItMade: the first Append builds the
+// recording in a file of its own beside it and places it whole; when it
+// cannot (here its temporary name is taken by a directory holding a file),
+// the Append fails naming the file and leaves nothing it made: the
+// recording's file is as Create found it (absent before: the empty file its
+// lock made, which no reader takes for a recording), no database, no -wal
+// or -shm file.
+func TestAFirstAppendThatFailsLeavesNoFileItMade(t *testing.T) {
 	for _, existing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("empty file existed %v", existing), func(t *testing.T) {
 			dir := t.TempDir()
@@ -482,17 +485,18 @@ func TestACreateThatFailsLeavesNoFileItMade(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := os.Mkdir(path+"-shm", 0o755); err != nil {
+			blocker := store.StartPath(path)
+			if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			s, err := sqlitestore.Create(path)
-			if err == nil {
-				s.Close()
-				t.Fatal("Create succeeded with a directory in the place of its -shm file")
+			if err != nil {
+				t.Fatal(err)
 			}
-			var fe *store.FileError
-			if !errors.As(err, &fe) || fe.Path != path {
-				t.Errorf("Create: %v, want a *store.FileError naming %s", err, path)
+			err = s.Append(store.EncodeMeta(store.Meta{Format: store.Format, Apps: map[string]string{}}))
+			s.Close()
+			if err == nil {
+				t.Fatal("the first Append succeeded with its temporary name taken")
 			}
 			var got []string
 			entries, err := os.ReadDir(dir)
@@ -502,15 +506,12 @@ func TestACreateThatFailsLeavesNoFileItMade(t *testing.T) {
 			for _, e := range entries {
 				got = append(got, e.Name())
 			}
-			want := []string{"r.db-shm"}
-			if existing {
-				want = []string{"r.db", "r.db-shm"}
-			}
+			want := []string{filepath.Base(blocker), "r.db"}
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("files after the failed Create (-want +got):\n%s", diff)
+				t.Errorf("files after the failed first Append (-want +got):\n%s", diff)
 			}
-			if fi, err := os.Stat(path); existing && (err != nil || fi.Size() != 0) {
-				t.Errorf("the empty file it found: %v, %v; want it there, empty", fi, err)
+			if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+				t.Errorf("the recording's file: %v, %v; want it there, empty", fi, err)
 			}
 		})
 	}

@@ -64,6 +64,10 @@ func Run(t *testing.T, b Backend) {
 	t.Run("VerifyFindsWhatReplayFinds", func(t *testing.T) { testVerifyFindsWhatReplayFinds(t, b) })
 	t.Run("TheLargestRowReadsBackOneByteMoreIsRefused", func(t *testing.T) { testRowSizeLimit(t, b) })
 	t.Run("ASecondWriterIsLockedOut", func(t *testing.T) { testSecondWriterIsLocked(t, b) })
+	t.Run("AFileIsEmptyUntilItsFirstAppendPlacesItWhole", func(t *testing.T) { testAFileIsEmptyUntilItsFirstAppendPlacesItWhole(t, b) })
+	t.Run("ARecordingReachedThroughASymlinkIsWrittenWhereItPoints", func(t *testing.T) {
+		testARecordingReachedThroughASymlinkIsWrittenWhereItPoints(t, b)
+	})
 	t.Run("StreamsYieldWhatEveryStreamYieldsAndCheckAsOpenDoes", func(t *testing.T) { testStreams(t, b) })
 	t.Run("CommitRowsReadBackAmongTheGlobalRows", func(t *testing.T) { testCommitRowsReadBack(t, b) })
 	t.Run("ScanYieldsTheCommitRowsAndChecksAsItGoes", func(t *testing.T) { testScanYieldsTheCommitRows(t, b) })
