@@ -226,7 +226,7 @@ func (o *oracle) checkRun(r *outcome) {
 	cleanStop := !r.killed() && !r.faulted && (r.exit == 0 || r.exit == 3)
 	// A failure the app reported (its status counts it) is recorded as
 	// such: the stream's one honest problem.
-	appFailed := r.status != nil && r.status.failed()
+	appFailed := r.status != nil && r.status.failed() || o.sr.s.Poison || r.faulted
 	for k := range shape {
 		switch {
 		case k == "failed" && appFailed:
@@ -416,7 +416,7 @@ func (o *oracle) checkLines() {
 			missing = append(missing, fmt.Sprintf("line %d %q: processed %d times, outputs %v", l.id, l.text, processed[l.text], countsOf(outs, l.outputs)))
 		}
 	}
-	lossSaid := o.lossSaid()
+	lossSaid := o.lossSaid(true)
 	recorded := o.recorded()
 	var explain *explainDoc
 	var ecode int
@@ -455,7 +455,7 @@ func (o *oracle) checkLines() {
 	if explain != nil && explain.Lost && lossSaid == "" && len(missing) == 0 && len(twice) == 0 && !o.anyKilledIncomplete() {
 		o.fail(InvAgree, "explain says something was lost, but every run said lossless and the oracle finds every line applied once")
 	}
-	if said := o.lossSaidNotStopped(); explain != nil && !explain.Lost && explain.Complete && said != "" {
+	if said := o.lossSaid(false); explain != nil && !explain.Lost && explain.Complete && said != "" {
 		o.fail(InvAgree, "explain says nothing was lost, but %s", said)
 	}
 	o.checkDiff(recorded)
@@ -525,55 +525,28 @@ func (o *oracle) anyKilledIncomplete() bool {
 }
 
 // lossSaid names the first run (or member) whose status or exit says it
-// was not lossless, "" if none said so. A run that left an empty recording
-// (its store failed, or it was killed, before its first write) says nothing
-// of the lines: it recorded nothing, so it applied and committed nothing
-// (its status counts the items it took and could not record), and the next
-// run delivers them again; whether they were applied is checked line by
-// line.
-func (o *oracle) lossSaid() string {
+// was not lossless, or whose recording holds a loss it counted (a killed
+// run can say it no other way), "" if none did. With stopped false it
+// leaves out the runs that stopped on their fault (exit 3: a disk that
+// filled up, a state that could not be saved): like a killed run's, the
+// lines such a run did not finish are the next run's to deliver again, so
+// "nothing lost" over the runs is no contradiction of it; a line never
+// applied still needs a run's claim and explain's (checkLines).
+func (o *oracle) lossSaid(stopped bool) string {
 	for _, r := range o.sr.runs {
 		for _, x := range []*outcome{r, r.member} {
 			if x == nil || o.empty[x.store] {
 				continue
 			}
-			if x.status != nil && !x.status.Lossless {
-				return fmt.Sprintf("run %d said not lossless", x.index)
-			}
 			if x.faulted && x.exit == 3 {
+				if !stopped {
+					continue
+				}
 				return fmt.Sprintf("run %d stopped on its fault (exit 3)", x.index)
-			}
-			// A killed run says nothing on exit, but its recording may
-			// hold the loss it counted.
-			if rec := o.recs[x.store]; rec != nil && rec.count("LOST")+rec.count("DROPPED") > 0 {
-				return fmt.Sprintf("run %d recorded a loss (%s)", x.index, x.store)
-			}
-		}
-	}
-	return ""
-}
-
-// lossSaidNotStopped is lossSaid without the runs that stopped on their
-// fault (exit 3) with a recording that reads whole (a state that could not
-// be saved: nothing committed past its last save, its streams unfinished
-// as a killed run's): like a killed run's, the lines it did not finish are
-// the next run's to deliver again, so "nothing lost" over the runs is no
-// contradiction of it; a line never applied still needs a run's claim and
-// explain's (missing, above).
-func (o *oracle) lossSaidNotStopped() string {
-	for _, r := range o.sr.runs {
-		for _, x := range []*outcome{r, r.member} {
-			if x == nil || x.faulted && x.exit == 3 && x.run.Fault.Kind == FaultStateDir {
-				continue
 			}
 			if x.status != nil && !x.status.Lossless {
 				return fmt.Sprintf("run %d said not lossless", x.index)
 			}
-			if x.faulted && x.exit == 3 {
-				return fmt.Sprintf("run %d stopped on its fault (exit 3)", x.index)
-			}
-			// A killed run says nothing on exit, but its recording may
-			// hold the loss it counted.
 			if rec := o.recs[x.store]; rec != nil && rec.count("LOST")+rec.count("DROPPED") > 0 {
 				return fmt.Sprintf("run %d recorded a loss (%s)", x.index, x.store)
 			}
