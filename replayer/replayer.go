@@ -70,7 +70,9 @@ const (
 	// StopIncomplete: the recording is cut at an input: it holds fewer
 	// OUTPUT rows than the input's n (an orphan the store reports; a crash
 	// cut the write of its rows), so what the input emitted is not known
-	// and is not compared.
+	// and is not compared; or an input before it is missing (a
+	// missing-input problem), so the processor's state there is not known
+	// and what differs from it is no divergence.
 	StopIncomplete = "incomplete"
 )
 
@@ -247,6 +249,7 @@ func Replay(ctx context.Context, r store.Reader, apps []core.App, opts Options) 
 		}
 		rep.Processors = append(rep.Processors, pr)
 	}
+	rep.pastMissing()
 	rep.verdict()
 	return rep, err
 }
@@ -346,6 +349,7 @@ func replayOnce(ctx context.Context, r store.StreamsReader, resolve func(string)
 		}
 		rep.Processors = append(rep.Processors, *pr)
 	}
+	rep.pastMissing()
 	rep.verdict()
 	return rep, err
 }
@@ -378,4 +382,31 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// pastMissing takes back a divergence found past a missing input: an
+// input the recording claims (a COMMIT row, a clean end) but holds no row
+// of (a missing-input problem of the processor and its feed, at seqs
+// before the diverging input's). The processor's state there is not in the
+// recording, so what the replay computes past it proves nothing either
+// way: the processor's replay stops there as incomplete, not diverged.
+func (rep *Report) pastMissing() {
+	for i := range rep.Processors {
+		pr := &rep.Processors[i]
+		d := pr.First
+		if d == nil || pr.StopKind != StopDivergence || d.Source == "" {
+			continue
+		}
+		for _, p := range rep.Problems {
+			if p.Kind != store.ProblemMissingInput || p.Feed != d.Source || p.First >= d.Seq ||
+				p.Processor != store.BaseStream(pr.Processor) {
+				continue
+			}
+			pr.Stop = fmt.Sprintf("stopped at index %d (feed %q seq %d): seqs %d-%d of the feed have no row before it, so the processor's state there is not in the recording",
+				d.Index, d.Source, d.Seq, p.First, p.Last)
+			pr.StopKind, pr.StopIndex = StopIncomplete, d.Index
+			pr.First, pr.Divergences = nil, 0
+			break
+		}
+	}
 }
