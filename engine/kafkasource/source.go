@@ -108,13 +108,18 @@ type Source struct {
 	closed  atomic.Bool
 
 	// mu guards everything below; never held across a commit request.
-	mu        sync.Mutex
-	cl        *kgo.Client
-	in        *engine.Intake
-	gen       int64
-	parts     map[string]*part // by PartitionKey
-	buf       []*kgo.Record    // polled records in poll order: buf[head:] are not published yet
-	head      int
+	mu    sync.Mutex
+	cl    *kgo.Client
+	in    *engine.Intake
+	gen   int64
+	parts map[string]*part // by PartitionKey
+	buf   []polled         // polled records in poll order: buf[head:] are not published yet
+	head  int
+	epoch int64 // the feed's epoch: that of the last record published
+	// ids holds, per topic, the ID of the incarnation the client consumes
+	// (from its fetches, or the metadata before one): a topic deleted, or
+	// deleted and created again under another ID, is retired (retire).
+	ids       map[string]topicID
 	paused    bool // owned partitions' fetches are paused
 	state     engine.FeedState
 	detail    string
@@ -125,9 +130,15 @@ type Source struct {
 	started   time.Time // the last read of start offsets (checkStarts)
 	listed    time.Time // the last read of the topics' partitions (checkPartitions)
 	// unconsumed says why a partition of the topics is read by no one (a
-	// partition no member of the group is assigned, a deleted topic), ""
-	// when every one is owned: the feed is BEHIND while it is set.
+	// partition no member of the group is assigned, a topic that does not
+	// exist), "" when every one is owned: the feed is BEHIND while it is
+	// set. gone are the topics deleted since this source saw them (their
+	// records not read were counted lost; nothing is left to read): a
+	// feed caught up names them.
 	unconsumed string
+	gone       []string
+	// seen holds the topics this source has seen exist.
+	seen map[string]bool
 
 	// commitMu serialises commits (a poll's and a revocation's).
 	commitMu       sync.Mutex
@@ -148,7 +159,13 @@ type part struct {
 	partition int32
 	key       string
 	owned     bool
-	since     int64 // the generation that assigned it: earlier acks are fenced
+	// fence is the feed's sequence number when this ownership began
+	// (Intake.Seq): an acknowledgement at or before it is of an earlier
+	// ownership and is fenced.
+	fence int64
+	// epoch is the position space of its records: TopicEpoch of the ID of
+	// the topic's incarnation they are read from (0: not known).
+	epoch     int64
 	published int64 // offset+1 of the last record published (0: none)
 	acked     int64 // the highest acknowledged position of this ownership
 	committed int64 // the highest committed offset (-1: not known)
@@ -206,7 +223,14 @@ func New(opts Options) (*Source, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Source{opts: opts, log: log, parts: map[string]*part{}}, nil
+	return &Source{opts: opts, log: log, parts: map[string]*part{}, ids: map[string]topicID{}, seen: map[string]bool{}}, nil
+}
+
+// polled is a record taken from a fetch and the epoch of its topic's
+// incarnation.
+type polled struct {
+	r     *kgo.Record
+	epoch int64
 }
 
 // DefaultPolicy is PAUSE: a full queue pauses the partitions' fetches,
@@ -223,6 +247,8 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 	defer s.running.Store(false)
 	s.mu.Lock()
 	s.in = in
+	s.epoch = 0
+	in.SetEpoch(0)
 	cl := s.cl
 	s.mu.Unlock()
 	in.SetCommitter(committer{s})
@@ -362,51 +388,75 @@ func (s *Source) take(fetches kgo.Fetches) {
 		s.fetchErr = "fetch: " + errors.Join(errs...).Error()
 	}
 	var committed map[string]map[int32]kgo.EpochOffset
-	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		p := s.parts[partitionKey(fp.Topic, fp.Partition)]
-		if p == nil || !p.owned || p.revoking {
-			return
-		}
-		if p.committed < 0 || p.next < 0 {
-			// The offset the group had committed when it was assigned
-			// (what this fetch started from), for the status and as
-			// the first offset the fetches should return.
-			if committed == nil {
-				committed = s.cl.CommittedOffsets()
+	for _, f := range fetches {
+		for i := range f.Topics {
+			ft := &f.Topics[i]
+			// The incarnation the records are read from: the fetch names
+			// it (Kafka 3.1+); the client consumes one until it is
+			// purged.
+			id := topicID(ft.TopicID)
+			if id.known() {
+				s.ids[ft.Topic] = id
+			} else {
+				id = s.ids[ft.Topic]
 			}
-			eo, ok := committed[fp.Topic][fp.Partition]
-			if ok && p.committed < 0 {
-				p.committed = eo.Offset
-			}
-			if p.next < 0 {
-				p.next = 0 // no commit: the group reads from offset 0, or what is left of it
-				if ok && eo.Offset > 0 {
-					p.next = eo.Offset
-				}
+			for j := range ft.Partitions {
+				losses = s.takePartition(kgo.FetchTopicPartition{Topic: ft.Topic, FetchPartition: ft.Partitions[j]}, TopicEpoch(id), &committed, losses)
 			}
 		}
-		if l, ok := s.deleted(p, fp); ok {
-			losses = append(losses, l)
-		}
-		if fp.HighWatermark > p.hwm {
-			p.hwm = fp.HighWatermark
-		}
-		if len(fp.Records) > 0 {
-			p.gone = 0 // the fetches move on: take sees the log start itself
-		}
-		for _, r := range fp.Records {
-			p.next = max(p.next, r.Offset+1)
-			if !r.Attrs.IsControl() {
-				s.buf = append(s.buf, r)
-			}
-		}
-	})
+	}
 	s.mu.Unlock()
 	for _, l := range losses {
 		s.log.Warn("kafkasource: records deleted before they were read (retention); counted lost",
 			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
 		in.AddLoss(l)
 	}
+}
+
+// takePartition takes one partition's fetch, read from the incarnation of
+// its topic whose epoch is epoch: the records to the buffer, the high
+// watermark, and the loss of records deleted before they were read (added
+// to losses); committed caches the client's committed offsets. s.mu held.
+func (s *Source) takePartition(fp kgo.FetchTopicPartition, epoch int64, committed *map[string]map[int32]kgo.EpochOffset, losses []engine.Loss) []engine.Loss {
+	p := s.parts[partitionKey(fp.Topic, fp.Partition)]
+	if p == nil || !p.owned || p.revoking {
+		return losses
+	}
+	p.epoch = epoch
+	if p.committed < 0 || p.next < 0 {
+		// The offset the group had committed when it was assigned
+		// (what this fetch started from), for the status and as
+		// the first offset the fetches should return.
+		if *committed == nil {
+			*committed = s.cl.CommittedOffsets()
+		}
+		eo, ok := (*committed)[fp.Topic][fp.Partition]
+		if ok && p.committed < 0 {
+			p.committed = eo.Offset
+		}
+		if p.next < 0 {
+			p.next = 0 // no commit: the group reads from offset 0, or what is left of it
+			if ok && eo.Offset > 0 {
+				p.next = eo.Offset
+			}
+		}
+	}
+	if l, ok := s.deleted(p, fp); ok {
+		losses = append(losses, l)
+	}
+	if fp.HighWatermark > p.hwm {
+		p.hwm = fp.HighWatermark
+	}
+	if len(fp.Records) > 0 {
+		p.gone = 0 // the fetches move on: take sees the log start itself
+	}
+	for _, r := range fp.Records {
+		p.next = max(p.next, r.Offset+1)
+		if !r.Attrs.IsControl() {
+			s.buf = append(s.buf, polled{r, epoch})
+		}
+	}
+	return losses
 }
 
 // deleted is the loss of p's records that fp shows deleted before they
@@ -422,7 +472,7 @@ func (s *Source) deleted(p *part, fp kgo.FetchTopicPartition) (engine.Loss, bool
 	if p.next < 0 || to <= p.next {
 		return engine.Loss{}, false
 	}
-	l := engine.Loss{Reason: LossRetention, Items: to - p.next, Epoch: p.since, Key: p.key, From: p.next, To: to,
+	l := engine.Loss{Reason: LossRetention, Items: to - p.next, Epoch: p.epoch, Key: p.key, From: p.next, To: to,
 		Detail: fmt.Sprintf("kafka %s: offsets %d-%d deleted (log start %d) before group %s read them",
 			p.key, p.next, to-1, fp.LogStartOffset, s.opts.Group)}
 	p.lost += l.Items
@@ -483,7 +533,7 @@ func (s *Source) checkStarts(ctx context.Context, cl *kgo.Client) {
 			p.gone = o.Offset // noted: counted if still so at the next read
 		default:
 			n := p.gone - p.next
-			losses = append(losses, engine.Loss{Reason: LossRetention, Items: n, Epoch: p.since, Key: p.key, From: p.next, To: p.gone,
+			losses = append(losses, engine.Loss{Reason: LossRetention, Items: n, Epoch: p.epoch, Key: p.key, From: p.next, To: p.gone,
 				Detail: fmt.Sprintf("kafka %s: offsets %d-%d deleted (log start %d) before group %s read them",
 					p.key, p.next, p.gone-1, o.Offset, s.opts.Group)})
 			p.lost += n
@@ -501,28 +551,42 @@ func (s *Source) checkStarts(ctx context.Context, cl *kgo.Client) {
 	}
 }
 
-// publish offers the buffered records in order. It reports how many the
-// feed took and whether it took them all (those it refused stay buffered).
+// publish offers the buffered records in order, each under the epoch of
+// its topic's incarnation (the feed's epoch is set before a batch whose
+// epoch differs from the last). It reports how many the feed took and
+// whether it took them all (those it refused stay buffered).
 func (s *Source) publish() (took int, all bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.head < len(s.buf) {
-		batch := s.buf[s.head:min(len(s.buf), s.head+256)]
+		end, epoch := min(len(s.buf), s.head+256), s.buf[s.head].epoch
+		for i := s.head + 1; i < end; i++ {
+			if s.buf[i].epoch != epoch {
+				end = i
+				break
+			}
+		}
+		if epoch != s.epoch {
+			s.in.SetEpoch(epoch)
+			s.epoch = epoch
+		}
+		batch := s.buf[s.head:end]
 		n := len(batch)
 		items, poss := s.items[:0], s.poss[:0]
 		// One allocation for the batch's records and one for their
 		// headers: a record a processor keeps keeps its batch.
 		recs := make([]Record, n)
 		nh := 0
-		for _, r := range batch {
-			nh += len(r.Headers)
+		for _, b := range batch {
+			nh += len(b.r.Headers)
 		}
 		var hs []Header
 		if nh > 0 {
 			hs = make([]Header, 0, nh)
 		}
 		var p *part
-		for i, r := range batch {
+		for i, b := range batch {
+			r := b.r
 			if p == nil || p.partition != r.Partition || p.topic != r.Topic {
 				p = s.parts[partitionKey(r.Topic, r.Partition)]
 			}
@@ -611,10 +675,12 @@ func (s *Source) seedEnds(ctx context.Context, cl *kgo.Client) {
 // (added to the topic since the last rebalance): the feed is BEHIND,
 // naming it, and the client's metadata is refreshed at once so that the
 // group's leader rebalances to assign it (the client alone would notice
-// it at its next metadata refresh, minutes later). A deleted topic leaves
-// the feed BEHIND too, and the records of its partitions this member owned
-// and had not read yet (up to the high watermark last seen) are counted
-// lost (LossDeleted).
+// it at its next metadata refresh, minutes later). A topic whose
+// incarnation the client consumes is gone (deleted, or deleted and
+// created again: another topic ID) is retired (retire): the records of
+// its partitions this member owned and had not read yet (up to the high
+// watermark last seen) are counted lost (LossDeleted), and the client
+// consumes the topic again from whatever incarnation exists next.
 func (s *Source) checkPartitions(ctx context.Context, cl *kgo.Client) {
 	s.mu.Lock()
 	due := time.Since(s.listed) >= time.Second
@@ -623,18 +689,18 @@ func (s *Source) checkPartitions(ctx context.Context, cl *kgo.Client) {
 	}
 	s.mu.Unlock()
 	if due {
-		s.listPartitions(ctx, cl)
+		s.listPartitions(ctx, cl, false)
 	}
 }
 
 // stopCheck is the last checkPartitions, when Run ends: a partition added
-// since the last check, or a topic deleted, must not leave a stopped run
-// settled. When the partitions cannot be read, the feed is BEHIND (not
-// known).
+// since the last check must not leave a stopped run settled, and the
+// records of a topic deleted since are lost. When the partitions cannot
+// be read, the feed is BEHIND (not known).
 func (s *Source) stopCheck(cl *kgo.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
 	defer cancel()
-	if err := s.listPartitions(ctx, cl); err != nil {
+	if err := s.listPartitions(ctx, cl, true); err != nil {
 		s.mu.Lock()
 		s.unconsumed = fmt.Sprintf("the partitions of %s not known at the stop: %v", strings.Join(s.opts.Topics, ", "), err)
 		s.mu.Unlock()
@@ -647,8 +713,9 @@ func (s *Source) stopCheck(cl *kgo.Client) {
 }
 
 // listPartitions is checkPartitions' read; it returns why the partitions
-// could not be read (then nothing changes).
-func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client) error {
+// could not be read (then nothing changes). At the stop, a retired topic
+// is not consumed again.
+func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client, stopping bool) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CommitTimeout)
 	defer cancel()
 	// A metadata request of its own: the client's cached metadata (which
@@ -663,8 +730,13 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client) error {
 	if err != nil {
 		return err
 	}
-	var deleted []string         // topics
-	var unowned []topicPartition // partitions not owned here
+	var (
+		missing []string         // topics that do not exist, never seen by this source
+		deleted []string         // topics that existed and no longer do
+		retired []string         // topics whose incarnation the client consumed is gone
+		unowned []topicPartition // partitions not owned here
+		losses  []engine.Loss
+	)
 	s.mu.Lock()
 	for _, rt := range resp.Topics {
 		t := ""
@@ -672,12 +744,30 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client) error {
 			t = *rt.Topic
 		}
 		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
-			if errors.Is(err, kerr.UnknownTopicOrPartition) {
-				deleted = append(deleted, t)
+			if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+				s.mu.Unlock()
+				return fmt.Errorf("topic %s: %w", t, err)
+			}
+			if !s.seen[t] {
+				missing = append(missing, t)
 				continue
 			}
-			s.mu.Unlock()
-			return fmt.Errorf("topic %s: %w", t, err)
+			deleted = append(deleted, t)
+			if s.holds(t) {
+				retired = append(retired, t)
+				losses = s.retire(t, "deleted", losses)
+			}
+			continue
+		}
+		s.seen[t] = true
+		switch id, held := topicID(rt.TopicID), s.ids[t]; {
+		case !id.known():
+		case !held.known():
+			s.ids[t] = id // before a fetch names it
+		case held != id:
+			retired = append(retired, t)
+			losses = s.retire(t, "deleted and created again", losses)
+			s.ids[t] = id
 		}
 		for _, rp := range rt.Partitions {
 			if p := s.parts[partitionKey(t, rp.Partition)]; p == nil || !p.owned {
@@ -685,7 +775,21 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client) error {
 			}
 		}
 	}
+	in := s.in
 	s.mu.Unlock()
+	for _, l := range losses {
+		s.log.Warn("kafkasource: topic deleted with records not read; counted lost",
+			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
+		in.AddLoss(l)
+	}
+	if len(retired) > 0 && !stopping {
+		// The client never consumes another incarnation of a topic it
+		// consumed (its fetches fail, its commits are refused) until
+		// the topic is purged from it and added again: the group then
+		// assigns the partitions of what exists under the name next.
+		cl.PurgeTopicsFromConsuming(retired...)
+		cl.AddConsumeTopics(retired...)
+	}
 	adm := kadm.NewClient(cl)
 	var unassigned []string
 	if len(unowned) > 0 {
@@ -705,36 +809,70 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client) error {
 		slices.Sort(unassigned)
 	}
 	var why []string
-	for _, t := range deleted {
-		why = append(why, "topic "+t+" deleted")
+	for _, t := range missing {
+		why = append(why, "topic "+t+" does not exist")
 	}
 	if len(unassigned) > 0 {
 		why = append(why, fmt.Sprintf("partition %s not assigned to any member of group %s", strings.Join(unassigned, ", "), s.opts.Group))
 		cl.ForceMetadataRefresh() // the group's leader rebalances once it sees the partition
 	}
-	var losses []engine.Loss
 	s.mu.Lock()
-	s.unconsumed = strings.Join(why, "; ")
+	s.unconsumed, s.gone = strings.Join(why, "; "), deleted
+	s.mu.Unlock()
+	return nil
+}
+
+// holds reports whether the source consumes an incarnation of topic t: it
+// knows its ID or owns one of its partitions (s.mu held).
+func (s *Source) holds(t string) bool {
+	if s.ids[t].known() {
+		return true
+	}
 	for _, p := range s.parts {
-		if !p.owned || !slices.Contains(deleted, p.topic) {
+		if p.owned && p.topic == t {
+			return true
+		}
+	}
+	return false
+}
+
+// retire stops consuming the incarnation of topic t the client consumed,
+// gone (why: deleted, or deleted and created again): the records of its
+// owned partitions not read yet, up to the high watermark last seen, are
+// appended to losses (LossDeleted), and the partitions are no longer
+// owned, their buffered records dropped (counted lost with the rest):
+// the acknowledgements of their records still queued are fenced (their
+// offsets name records of a log that no longer exists). s.mu held.
+func (s *Source) retire(t, why string, losses []engine.Loss) []engine.Loss {
+	drop := map[string]bool{}
+	for _, p := range s.parts {
+		if !p.owned || p.topic != t {
 			continue
 		}
-		from := max(p.next, p.published, p.committed, 0)
+		from := s.unread(p)
 		if p.hwm > from {
-			losses = append(losses, engine.Loss{Reason: LossDeleted, Items: p.hwm - from, Epoch: p.since, Key: p.key, From: from, To: p.hwm,
-				Detail: fmt.Sprintf("kafka %s: offsets %d-%d not read when topic %s was deleted", p.key, from, p.hwm-1, p.topic)})
+			losses = append(losses, engine.Loss{Reason: LossDeleted, Items: p.hwm - from, Epoch: p.epoch, Key: p.key, From: from, To: p.hwm,
+				Detail: fmt.Sprintf("kafka %s: offsets %d-%d not read when topic %s was %s", p.key, from, p.hwm-1, p.topic, why)})
 			p.lost += p.hwm - from
 			p.next = p.hwm
 		}
+		p.owned, p.paused, p.revoking = false, false, false
+		drop[p.key] = true
 	}
-	in := s.in
-	s.mu.Unlock()
-	for _, l := range losses {
-		s.log.Warn("kafkasource: topic deleted with records not read; counted lost",
-			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
-		in.AddLoss(l)
+	s.dropBuffered(drop)
+	delete(s.ids, t)
+	return losses
+}
+
+// unread is the first offset of p not published: its first buffered
+// record's, or the next to fetch (s.mu held).
+func (s *Source) unread(p *part) int64 {
+	for _, b := range s.buf[s.head:] {
+		if b.r.Partition == p.partition && b.r.Topic == p.topic {
+			return b.r.Offset
+		}
 	}
-	return nil
+	return max(p.next, p.published, p.committed, 0)
 }
 
 // topicPartition names a partition.
@@ -822,13 +960,28 @@ func (s *Source) report() {
 		lag += max(0, p.hwm-max(p.published, p.committed, p.next))
 	}
 	switch {
-	case owned == 0:
+	case owned == 0 && !s.allDeleted():
 		s.setStateLocked(engine.StateBehind, "no partition assigned in group "+s.opts.Group)
 	case lag > 0:
 		s.setStateLocked(engine.StateBehind, fmt.Sprintf("%d records to read", lag))
 	default:
-		s.setStateLocked(engine.StateCaughtUp, "")
+		var detail []string
+		for _, t := range s.gone {
+			detail = append(detail, "topic "+t+" deleted")
+		}
+		s.setStateLocked(engine.StateCaughtUp, strings.Join(detail, "; "))
 	}
+}
+
+// allDeleted reports whether every topic of the source was deleted under
+// it: nothing is left to read (s.mu held).
+func (s *Source) allDeleted() bool {
+	for _, t := range s.opts.Topics {
+		if !slices.Contains(s.gone, t) {
+			return false
+		}
+	}
+	return true
 }
 
 // brokerHook notes in Source.brokerErr whether the client's last request
@@ -925,14 +1078,17 @@ func (s *Source) unsure() bool {
 	return false
 }
 
-// assigned starts owning partitions under the current generation.
+// assigned starts owning partitions: the acknowledgements of the items
+// published before (up to the feed's sequence number now) are of earlier
+// ownerships, fenced.
 func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	_, gen := cl.GroupMetadata()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gen = int64(gen)
+	var fence int64
 	if s.in != nil {
-		s.in.SetEpoch(s.gen)
+		fence = s.in.Seq()
 	}
 	for topic, ps := range assigned {
 		for _, partition := range ps {
@@ -942,7 +1098,7 @@ func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 				p = &part{topic: topic, partition: partition, key: key, committed: -1}
 				s.parts[key] = p
 			}
-			p.owned, p.since, p.published, p.acked, p.committed, p.hwm, p.next, p.gone, p.paused = true, s.gen, 0, 0, -1, -1, -1, 0, false
+			p.owned, p.fence, p.epoch, p.published, p.acked, p.committed, p.hwm, p.next, p.gone, p.paused = true, fence, TopicEpoch(s.ids[topic]), 0, 0, -1, -1, -1, 0, false
 		}
 	}
 }
@@ -995,7 +1151,7 @@ func (s *Source) dropBuffered(drop map[string]bool) {
 		return
 	}
 	clear(s.buf[:s.head])
-	s.buf = slices.DeleteFunc(s.buf[s.head:], func(r *kgo.Record) bool { return drop[partitionKey(r.Topic, r.Partition)] })
+	s.buf = slices.DeleteFunc(s.buf[s.head:], func(b polled) bool { return drop[partitionKey(b.r.Topic, b.r.Partition)] })
 	s.head = 0
 }
 
@@ -1047,14 +1203,15 @@ func (s *Source) disown(tps map[string][]int32) {
 type committer struct{ s *Source }
 
 // Acknowledged raises the partition's acknowledged position; an
-// acknowledgement of a partition not owned, or of a generation before the
-// one that assigned it, is fenced.
-func (c committer) Acknowledged(_, epoch int64, pos core.Position) {
+// acknowledgement of a partition not owned, of an item published before
+// the assignment that owns it (at or before its fence), or of another
+// incarnation of its topic, is fenced.
+func (c committer) Acknowledged(seq, epoch int64, pos core.Position) {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.parts[pos.Key]
-	if p == nil || !p.owned || epoch < p.since {
+	if p == nil || !p.owned || seq <= p.fence || epoch != p.epoch {
 		s.fenced.Add(1)
 		return
 	}
@@ -1067,18 +1224,19 @@ func (c committer) Commit() error { return c.s.commit() }
 
 var _ engine.CommitReporter = committer{}
 
-// Durable reports the offset this source committed for partition key while
-// it owned it under the assignment that epoch's records were published in
-// (engine.CommitReporter), so that the engine claims a commit (a COMMIT
-// row) only for a position Kafka holds from this member. It is not live
-// once the partition is no longer owned, or owned again under a later
-// assignment: the acknowledgements of epoch are fenced, never committed.
-func (c committer) Durable(epoch int64, key string) (int64, bool) {
+// Durable reports the offset this source committed for cm's partition
+// while it owned it under the assignment cm was published in, in cm's
+// incarnation of the topic (engine.CommitReporter), so that the engine
+// claims a commit (a COMMIT row) only for a position Kafka holds from this
+// member. It is not live once the partition is no longer owned, owned
+// again under a later assignment, or read from another incarnation: cm's
+// acknowledgement is fenced, never committed.
+func (c committer) Durable(cm engine.Commit) (int64, bool) {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.parts[key]
-	if p == nil || epoch < p.since {
+	p := s.parts[cm.Position.Key]
+	if p == nil || cm.Seq <= p.fence || cm.Epoch != p.epoch {
 		return -1, false
 	}
 	return p.committed, p.owned
@@ -1209,8 +1367,8 @@ func (s *Source) verify() error {
 
 // Status is where a Source stands.
 type Status struct {
-	// Generation is the group generation of the last assignment (the
-	// epoch of the records published since), -1 before one.
+	// Generation is the group generation of the last assignment, -1
+	// before one.
 	Generation int64
 	// Partitions are every partition the source has owned, by topic and
 	// partition.
@@ -1228,7 +1386,11 @@ type Status struct {
 type PartitionStatus struct {
 	Topic     string
 	Partition int32
-	Owned     bool
+	// Epoch is the position space of its records: TopicEpoch of the ID
+	// of the topic's incarnation they were read from (0: not known, or a
+	// cluster without topic IDs).
+	Epoch int64
+	Owned bool
 	// Committed is the committed offset (the next record to read), -1
 	// when this source has not committed nor read it; Processed the
 	// acknowledged position (offset+1 of the last processed record of the
@@ -1253,7 +1415,7 @@ func (s *Source) Status() Status {
 		st.Generation = s.gen
 	}
 	for _, p := range s.parts {
-		ps := PartitionStatus{Topic: p.topic, Partition: p.partition, Owned: p.owned, Committed: p.committed,
+		ps := PartitionStatus{Topic: p.topic, Partition: p.partition, Epoch: p.epoch, Owned: p.owned, Committed: p.committed,
 			Processed: p.acked, Published: p.published, HighWatermark: p.hwm, Lag: -1, Paused: p.paused, Lost: p.lost}
 		if p.hwm >= 0 && p.committed >= 0 {
 			ps.Lag = p.hwm - p.committed
