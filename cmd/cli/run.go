@@ -468,6 +468,9 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 		}
 		fmt.Fprintf(w, "partition %s/%d: committed %d, processed %d, lag %d, paused %s%s\n", p.Topic, p.Partition, p.Committed, p.Processed, p.Lag, yesNo(p.Paused), lost)
 	}
+	if cfg.kafka.on() && fs.Detail != nil && *fs.Detail != "" {
+		fmt.Fprintf(w, "source    %s: %s\n", fs.State, *fs.Detail) // a topic deleted, a partition no one reads ...
+	}
 	losses := fmt.Sprintf("dropped %d, refused %d, completion failures %d", fs.Dropped, fs.Refused, fs.CompletionFailures)
 	for _, reason := range slices.Sorted(maps.Keys(fs.Losses)) {
 		losses += fmt.Sprintf(", lost %s %d", reason, fs.Losses[reason])
