@@ -2,13 +2,17 @@ package kafkasource_test
 
 import (
 	"context"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
 )
 
@@ -118,5 +122,109 @@ func TestATopicCreatedAgainWhileConsumingIsReadAsANewPositionSpace(t *testing.T)
 	}
 	if fs := eng.Status().Feeds[0]; !fs.Lossless {
 		t.Errorf("feed not lossless (%v): nothing was left unread when the topic was deleted", fs.Losses)
+	}
+}
+
+// commitAs commits offset at of partition 0 of topic for group with kadm
+// (a simple commit: the group has no member), with metadata meta.
+func commitAs(t *testing.T, c *kfake.Cluster, group string, at int64, meta string) {
+	t.Helper()
+	adm, done := admin(t, c)
+	defer done()
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: topic, Partition: 0, At: at, LeaderEpoch: -1, Metadata: meta})
+	if r, err := adm.CommitOffsets(context.Background(), group, os); err != nil || r.Error() != nil {
+		t.Fatalf("committing %d for group %s: %v %v", at, group, err, r.Error())
+	}
+}
+
+// consumeAll runs a source of group on c until partition 0 is committed to
+// hwm, and returns how many times each offset was handled and the feed's
+// status.
+func consumeAll(t *testing.T, c *kfake.Cluster, group string, hwm int64) ([]int, engine.FeedStatus) {
+	t.Helper()
+	src := newSource(t, c, group, nil)
+	handled := make([]atomic.Int32, hwm)
+	eng := startEngine(t, src, core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
+		handled[ev.(*kafkasource.Record).Offset].Add(1)
+		return nil
+	}))
+	eventually(t, time.Minute, "committed to the end", func() bool { return allCommitted(src, map[int32]int64{0: hwm}) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := eng.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int, hwm)
+	for i := range handled {
+		got[i] = int(handled[i].Load())
+	}
+	return got, eng.Status().Feeds[0]
+}
+
+// onceEach fails unless every offset was handled once.
+func onceEach(t *testing.T, handled []int) {
+	t.Helper()
+	for o, n := range handled {
+		if n != 1 {
+			t.Errorf("offset %d handled %d times, want 1", o, n)
+		}
+	}
+}
+
+// TestAGroupCommitPastThePartitionsEndReadsItFromItsLogStart: the group's
+// commit of a partition is past the partition's end (a commit of a topic
+// of the same name deleted since, or records the broker lost): no
+// position of its log. The client resets to the log start; the source
+// reads the partition from there as a group that never committed would,
+// each record once, counts nothing lost, and commits what it processed:
+// the group's commit is the partition's end, not left past it (which
+// would have every later run read the partition again from its start).
+func TestAGroupCommitPastThePartitionsEndReadsItFromItsLogStart(t *testing.T) {
+	c := newCluster(t, 1)
+	hwm := produce(t, c, 50, 5)
+	commitAs(t, c, "gpast", 500, "")
+	handled, fs := consumeAll(t, c, "gpast", hwm[0])
+	onceEach(t, handled)
+	if !fs.Lossless {
+		t.Errorf("not lossless (%v): every record of the partition was read", fs.Losses)
+	}
+	if got := committed(t, c, "gpast"); got[0] != hwm[0] {
+		t.Errorf("the group's commit %d, want the partition's end %d", got[0], hwm[0])
+	}
+}
+
+// TestACommitOfADeletedTopicLandedOnTheTopicCreatedAgainSkipsNothing: the
+// source commits each offset with its topic's ID in the commit's metadata.
+// The topic is deleted and created again, and a commit of the first topic
+// lands on the second (as a broker before Kafka 4.2 lets a member that
+// still reads the first topic commit it by name), below the second's end:
+// the client would start there and skip the records before it. The source
+// sees that the commit names another topic ID and reads the partition
+// from its log start: every record of the second topic once.
+func TestACommitOfADeletedTopicLandedOnTheTopicCreatedAgainSkipsNothing(t *testing.T) {
+	c := newCluster(t, 1)
+	hwm := produce(t, c, 40, 5)
+	consumeAll(t, c, "gland", hwm[0])
+	adm, done := admin(t, c)
+	offs, err := adm.FetchOffsets(context.Background(), "gland")
+	done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, ok := offs.Lookup(topic, 0)
+	if !ok || !strings.HasPrefix(first.Metadata, "blackbox topic-id=") {
+		t.Fatalf("the group's commit of the first topic %+v: want its metadata to name the topic ID", first)
+	}
+	recreateTopic(t, c, 1)
+	hwm = produce(t, c, 80, 5)
+	commitAs(t, c, "gland", 30, first.Metadata)
+	handled, fs := consumeAll(t, c, "gland", hwm[0])
+	onceEach(t, handled)
+	if !fs.Lossless {
+		t.Errorf("not lossless (%v): every record of the second topic was read", fs.Losses)
 	}
 }

@@ -3,6 +3,7 @@ package kafkasource
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -139,6 +140,9 @@ type Source struct {
 	gone       []string
 	// seen holds the topics this source has seen exist.
 	seen map[string]bool
+	// stale are the commits offsetsFetched found of another incarnation
+	// of their topic, for adjustOffsets.
+	stale []staleCommit
 
 	// commitMu serialises commits (a poll's and a revocation's).
 	commitMu       sync.Mutex
@@ -163,9 +167,16 @@ type part struct {
 	// (Intake.Seq): an acknowledgement at or before it is of an earlier
 	// ownership and is fenced.
 	fence int64
-	// epoch is the position space of its records: TopicEpoch of the ID of
-	// the topic's incarnation they are read from (0: not known).
-	epoch     int64
+	// id is the ID of the topic's incarnation its records are read from
+	// (unknown: a cluster without topic IDs), epoch the position space of
+	// its records, TopicEpoch(id).
+	id    topicID
+	epoch int64
+	// stale: the group's commit at the assignment is not a position of
+	// this partition's log (a commit of another incarnation of its topic,
+	// or past its end): the partition is read from its log start, as by a
+	// group that never committed.
+	stale     bool
 	published int64 // offset+1 of the last record published (0: none)
 	acked     int64 // the highest acknowledged position of this ownership
 	committed int64 // the highest committed offset (-1: not known)
@@ -224,6 +235,17 @@ func New(opts Options) (*Source, error) {
 		log = slog.Default()
 	}
 	return &Source{opts: opts, log: log, parts: map[string]*part{}, ids: map[string]topicID{}, seen: map[string]bool{}}, nil
+}
+
+// groupCommit is the offset the group had committed for p when it was
+// assigned (the client's committed offsets), but for a stale commit (not
+// a position of p's log), which is none.
+func (p *part) groupCommit(committed map[string]map[int32]kgo.EpochOffset) (int64, bool) {
+	eo, ok := committed[p.topic][p.partition]
+	if !ok || p.stale {
+		return -1, false
+	}
+	return eo.Offset, true
 }
 
 // polled is a record taken from a fetch and the epoch of its topic's
@@ -337,6 +359,8 @@ func (s *Source) newClient() (*kgo.Client, error) {
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
+		kgo.OnOffsetsFetched(s.offsetsFetched),
+		kgo.AdjustFetchOffsetsFn(s.adjustOffsets),
 		kgo.WithHooks(brokerHook{s}),
 	}
 	if s.opts.InstanceID != "" {
@@ -401,7 +425,7 @@ func (s *Source) take(fetches kgo.Fetches) {
 				id = s.ids[ft.Topic]
 			}
 			for j := range ft.Partitions {
-				losses = s.takePartition(kgo.FetchTopicPartition{Topic: ft.Topic, FetchPartition: ft.Partitions[j]}, TopicEpoch(id), &committed, losses)
+				losses = s.takePartition(kgo.FetchTopicPartition{Topic: ft.Topic, FetchPartition: ft.Partitions[j]}, id, &committed, losses)
 			}
 		}
 	}
@@ -414,15 +438,16 @@ func (s *Source) take(fetches kgo.Fetches) {
 }
 
 // takePartition takes one partition's fetch, read from the incarnation of
-// its topic whose epoch is epoch: the records to the buffer, the high
-// watermark, and the loss of records deleted before they were read (added
-// to losses); committed caches the client's committed offsets. s.mu held.
-func (s *Source) takePartition(fp kgo.FetchTopicPartition, epoch int64, committed *map[string]map[int32]kgo.EpochOffset, losses []engine.Loss) []engine.Loss {
+// its topic whose ID is id: the records to the buffer, the high watermark,
+// and the loss of records deleted before they were read (added to losses);
+// committed caches the client's committed offsets. s.mu held.
+func (s *Source) takePartition(fp kgo.FetchTopicPartition, id topicID, committed *map[string]map[int32]kgo.EpochOffset, losses []engine.Loss) []engine.Loss {
 	p := s.parts[partitionKey(fp.Topic, fp.Partition)]
 	if p == nil || !p.owned || p.revoking {
 		return losses
 	}
-	p.epoch = epoch
+	epoch := TopicEpoch(id)
+	p.id, p.epoch = id, epoch
 	if p.committed < 0 || p.next < 0 {
 		// The offset the group had committed when it was assigned
 		// (what this fetch started from), for the status and as
@@ -430,16 +455,27 @@ func (s *Source) takePartition(fp kgo.FetchTopicPartition, epoch int64, committe
 		if *committed == nil {
 			*committed = s.cl.CommittedOffsets()
 		}
-		eo, ok := (*committed)[fp.Topic][fp.Partition]
+		at, ok := p.groupCommit(*committed)
 		if ok && p.committed < 0 {
-			p.committed = eo.Offset
+			p.committed = at
 		}
 		if p.next < 0 {
 			p.next = 0 // no commit: the group reads from offset 0, or what is left of it
-			if ok && eo.Offset > 0 {
-				p.next = eo.Offset
+			if ok && at > 0 {
+				p.next = at
 			}
 		}
+	}
+	if !p.stale && p.published == 0 && len(fp.Records) > 0 && fp.Records[0].Offset < p.next {
+		// The client resumed below the group's commit: the commit was
+		// past the log's end (a commit of the topic's earlier
+		// incarnation, or records the broker lost) and the client reset
+		// to the log start. The partition is read from there as by a
+		// group that never committed: only records below the log start
+		// are lost, and the commits go on from what is processed.
+		s.log.Warn("kafkasource: the group's commit is past the partition's end, not a position of its log (the topic created again, or records the broker lost); reading it from its log start",
+			"group", s.opts.Group, "partition", p.key, "committed", p.next, "log start", fp.LogStartOffset, "high watermark", fp.HighWatermark)
+		p.stale, p.committed, p.next = true, -1, 0
 	}
 	if l, ok := s.deleted(p, fp); ok {
 		losses = append(losses, l)
@@ -522,8 +558,8 @@ func (s *Source) checkStarts(ctx context.Context, cl *kgo.Client) {
 		}
 		if p.next < 0 { // not fetched yet: from the group's commit
 			p.next = 0
-			if eo, ok := committed[p.topic][p.partition]; ok && eo.Offset > 0 {
-				p.next = eo.Offset
+			if at, ok := p.groupCommit(committed); ok && at > 0 {
+				p.next = at
 			}
 		}
 		switch {
@@ -658,8 +694,8 @@ func (s *Source) seedEnds(ctx context.Context, cl *kgo.Client) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range s.parts {
-		if eo, ok := committed[p.topic][p.partition]; ok && p.owned && p.committed < 0 {
-			p.committed = eo.Offset
+		if at, ok := p.groupCommit(committed); ok && p.owned && p.committed < 0 {
+			p.committed = at
 		}
 	}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -1098,9 +1134,144 @@ func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 				p = &part{topic: topic, partition: partition, key: key, committed: -1}
 				s.parts[key] = p
 			}
-			p.owned, p.fence, p.epoch, p.published, p.acked, p.committed, p.hwm, p.next, p.gone, p.paused = true, fence, TopicEpoch(s.ids[topic]), 0, 0, -1, -1, -1, 0, false
+			p.owned, p.fence, p.id, p.epoch, p.stale = true, fence, s.ids[topic], TopicEpoch(s.ids[topic]), false
+			p.published, p.acked, p.committed, p.hwm, p.next, p.gone, p.paused = 0, 0, -1, -1, -1, 0, false
 		}
 	}
+}
+
+// commitTagPrefix begins the metadata of every offset the source commits,
+// followed by the topic ID in hex (commitTag).
+const commitTagPrefix = "blackbox topic-id="
+
+// commitTag is the metadata of an offset committed of the incarnation of
+// a topic whose ID is id.
+func commitTag(id topicID) string { return commitTagPrefix + hex.EncodeToString(id[:]) }
+
+// taggedID is the topic ID a commit's metadata names, if it is a
+// commitTag.
+func taggedID(meta *string) (topicID, bool) {
+	if meta == nil {
+		return topicID{}, false
+	}
+	h, ok := strings.CutPrefix(*meta, commitTagPrefix)
+	var id topicID
+	if !ok || hex.DecodedLen(len(h)) != len(id) {
+		return topicID{}, false
+	}
+	if _, err := hex.Decode(id[:], []byte(h)); err != nil || !id.known() {
+		return topicID{}, false
+	}
+	return id, true
+}
+
+// offsetsFetched (kgo.OnOffsetsFetched) reads the group's commits of the
+// partitions just assigned: a commit whose metadata names another topic ID
+// than the topic's now (commitTag; read with a metadata request) is of an
+// earlier incarnation of the topic, landed on this one by a broker before
+// Kafka 4.2, and is no position of its log: adjustOffsets starts the
+// partition at its log start instead, as for a group that never committed.
+// A commit without the source's metadata (another client's, an older
+// version's) is taken as it is.
+func (s *Source) offsetsFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	var tagged []staleCommit
+	note := func(topic string, partition int32, meta *string) {
+		if id, ok := taggedID(meta); ok && topic != "" {
+			tagged = append(tagged, staleCommit{topic, partition, id})
+		}
+	}
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				if p.Offset >= 0 {
+					note(t.Topic, p.Partition, p.Metadata)
+				}
+			}
+		}
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.Offset >= 0 {
+				note(t.Topic, p.Partition, p.Metadata)
+			}
+		}
+	}
+	if len(tagged) == 0 {
+		return nil
+	}
+	var topics []string
+	for _, c := range tagged {
+		if !slices.Contains(topics, c.topic) {
+			topics = append(topics, c.topic)
+		}
+	}
+	ids, err := topicIDs(ctx, cl, topics)
+	if err != nil {
+		s.log.Warn("kafkasource: the topics' IDs could not be read: the group's commits are taken as they are",
+			"group", s.opts.Group, "err", err)
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stale = s.stale[:0]
+	for _, c := range tagged {
+		if now := ids[c.topic]; now.known() && now != c.id {
+			s.stale = append(s.stale, c)
+		}
+	}
+	return nil
+}
+
+// staleCommit is a commit of a partition naming the incarnation of its
+// topic it was made for.
+type staleCommit struct {
+	topic     string
+	partition int32
+	id        topicID
+}
+
+// adjustOffsets (kgo.AdjustFetchOffsetsFn) starts each partition whose
+// commit offsetsFetched found of another incarnation of its topic at its
+// log start, and marks it stale (its commit is none).
+func (s *Source) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.stale {
+		if _, ok := offsets[c.topic][c.partition]; !ok {
+			continue
+		}
+		offsets[c.topic][c.partition] = kgo.NewOffset().AtStart()
+		key := partitionKey(c.topic, c.partition)
+		if p := s.parts[key]; p != nil {
+			p.stale = true
+		}
+		s.log.Warn("kafkasource: the group's commit is of a deleted topic of the same name (its metadata names another topic ID); reading the partition from its log start",
+			"group", s.opts.Group, "partition", key, "commit of topic ID", hex.EncodeToString(c.id[:]))
+	}
+	s.stale = s.stale[:0]
+	return offsets, nil
+}
+
+// topicIDs reads the IDs of topics with a metadata request (unknown for a
+// topic that does not exist, or a cluster without topic IDs).
+func topicIDs(ctx context.Context, cl *kgo.Client, topics []string) (map[string]topicID, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]topicID{}
+	for _, rt := range resp.Topics {
+		if rt.Topic != nil && rt.ErrorCode == 0 {
+			ids[*rt.Topic] = rt.TopicID
+		}
+	}
+	return ids, nil
 }
 
 // revoked hands the revoked partitions' polled records that are not
@@ -1251,12 +1422,16 @@ func (s *Source) commit() error {
 	s.mu.Lock()
 	cl := s.cl
 	offsets := map[string]map[int32]kgo.EpochOffset{}
+	tags := map[string]string{} // by partition key
 	for _, p := range s.parts {
 		if p.owned && p.acked > 0 && p.acked > p.committed { // acked 0: nothing processed yet
 			if offsets[p.topic] == nil {
 				offsets[p.topic] = map[int32]kgo.EpochOffset{}
 			}
 			offsets[p.topic][p.partition] = kgo.EpochOffset{Epoch: -1, Offset: p.acked}
+			if p.id.known() {
+				tags[p.key] = commitTag(p.id)
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -1265,6 +1440,21 @@ func (s *Source) commit() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
 	defer cancel()
+	// Each offset committed names the incarnation of the topic it is a
+	// position of (its metadata): a broker before Kafka 4.2 may land a
+	// commit of a deleted topic on the topic created again under its
+	// name, and offsetsFetched then knows it for another's.
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			rt := &req.Topics[i]
+			for j := range rt.Partitions {
+				if tag, ok := tags[partitionKey(rt.Topic, rt.Partitions[j].Partition)]; ok {
+					rt.Partitions[j].Metadata = kmsg.StringPtr(tag)
+				}
+			}
+		}
+		return nil
+	})
 	var failed []error
 	done := map[string]int64{}
 	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
