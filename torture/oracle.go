@@ -488,6 +488,12 @@ func (o *oracle) lossSaid() string {
 			if x.faulted && x.exit == 3 {
 				return fmt.Sprintf("run %d stopped on its fault (exit 3)", x.index)
 			}
+			if rec := o.recs[x.store]; x.killed() && rec != nil && slices.ContainsFunc(rec.rows, func(r row) bool { return r.kind == "LOST" }) {
+				// A killed run says nothing, but the loss it counted is
+				// in its recording: a restart may resume past it (the
+				// commit moved on), and explain names it.
+				return fmt.Sprintf("run %d recorded a LOST row before it was killed", x.index)
+			}
 		}
 	}
 	return ""
