@@ -65,8 +65,10 @@ func (k kafkaConfig) check(input string, changed func(flag string) bool) error {
 
 // source is the consumer-group source of k. The built-in apps read lines:
 // each record is published as its value, a string (the DELIVERY row
-// carries its topic/partition, offset+1 and the group generation).
-func (k kafkaConfig) source(logger *slog.Logger) (*kafkasource.Source, error) {
+// carries its topic/partition, offset+1 and the topic's epoch). A run
+// without --follow drains the topic: it is settled once the group has
+// committed every partition to its end, the other members' too.
+func (k kafkaConfig) source(logger *slog.Logger, follow bool) (*kafkasource.Source, error) {
 	var brokers []string
 	for b := range strings.SplitSeq(k.brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
@@ -74,7 +76,7 @@ func (k kafkaConfig) source(logger *slog.Logger) (*kafkasource.Source, error) {
 		}
 	}
 	return kafkasource.New(kafkasource.Options{Brokers: brokers, Topics: []string{k.topic}, Group: k.group,
-		MaxPollRecords: k.pollRecords, RevokeTimeout: k.revokeTimeout,
+		MaxPollRecords: k.pollRecords, RevokeTimeout: k.revokeTimeout, Drain: !follow,
 		Logger: logger, Item: func(r *kafkasource.Record) any { return string(r.Value) }})
 }
 

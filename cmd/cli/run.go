@@ -117,17 +117,26 @@ With --kafka BROKERS --topic T --group G the feed is a Kafka consumer group
 instead of a file (no --input): each record's value is a line for the app,
 the run starts at the group's committed offsets and commits, per
 partition, only the records processed (never ahead of them). Without
---follow it ends once it is caught up with every partition it was assigned
-and everything read is processed and committed; with --follow it consumes
-until SIGINT or SIGTERM. A partition added to the topic is assigned within
-seconds; until it is (and while the topic is deleted) the run is not
-settled. Records deleted (retention) before the group read them, and those
-of a deleted topic not read, are lost: counted, not lossless. A rebalance
-waits at most --revoke-timeout for a revoked partition's queued records;
-the rest is committed by its new owner only (this run processes them but
-never commits them). It prints each partition's standing at the end:
-committed, processed, lag, paused and, when any, lost. --read, --pointer,
---max-line and --rotated are for files.
+--follow it drains the topic: it ends once everything it read is
+processed and committed and the group has committed every partition to
+its end, the other members' too (a partition held by a member that reads
+nothing, one killed, waits until the group gives it to a live member);
+with --follow it consumes until SIGINT or SIGTERM. A partition added to
+the topic is assigned within seconds; until it is the run is not settled.
+Records deleted (retention) before the group read them, and those of a
+deleted topic not read, are lost: counted, not lossless; a topic deleted
+under the run has nothing more to read (a run without --follow ends, exit
+3 when records were lost, naming the topic). A topic deleted and created
+again is read from its start: its records are another position space (the
+DELIVERY rows' epoch is the topic's incarnation, from its topic ID), and a
+group commit of the first topic never skips the second's records. A
+rebalance waits at most --revoke-timeout for a revoked partition's queued
+records; the rest is committed by its new owner only (this run processes
+them but never commits them). It prints each partition's standing at the
+end: committed, processed, lag, paused and, when any, lost; and what the
+source last said when it is not plain (a topic deleted, records another
+member has not committed). --read, --pointer, --max-line and --rotated are
+for files.
 
 With --state FILE the app keeps its durable state there (option state).
 The ledger saves it in batches: once --state-every lines (default 1000)
@@ -537,7 +546,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	var src source
 	var ks *kafkasource.Source
 	if cfg.kafka.on() {
-		if ks, err = cfg.kafka.source(logger); err != nil {
+		if ks, err = cfg.kafka.source(logger, cfg.follow); err != nil {
 			return res, usagef("%v", err)
 		}
 		defer ks.Close() // after the engine's last commit

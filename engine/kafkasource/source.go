@@ -78,6 +78,16 @@ type Options struct {
 	// owner reads it again). A member joining the group waits for it:
 	// the rebalance completes once every revocation did. Default 2s.
 	RevokeTimeout time.Duration
+	// Drain makes the feed caught up only once the group has read the
+	// whole of its topics: every partition of another member committed
+	// to its end too (records deleted before they were read aside). A
+	// run that ends once settled (run --kafka without --follow) has then
+	// read the topics to their end, whichever member read each part, and
+	// waits for a partition held by a member that no longer reads it (one
+	// killed, until its session expires and the group gives the
+	// partition to a live member). Without it, a member is caught up with
+	// the partitions it owns.
+	Drain bool
 	// Item, when set, builds the item published for a record (for an app
 	// that reads lines: the value as a string). Default: the *Record.
 	Item func(*Record) any
@@ -827,7 +837,8 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client, stopping bo
 		cl.AddConsumeTopics(retired...)
 	}
 	adm := kadm.NewClient(cl)
-	var unassigned []string
+	var unassigned, others []string
+	var theirs []topicPartition // partitions other members own
 	if len(unowned) > 0 {
 		groups, err := adm.DescribeGroups(ctx, s.opts.Group)
 		if err == nil {
@@ -840,9 +851,16 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client, stopping bo
 		for _, tp := range unowned {
 			if !assigned.Lookup(tp.topic, tp.partition) {
 				unassigned = append(unassigned, partitionKey(tp.topic, tp.partition))
+			} else {
+				theirs = append(theirs, tp)
 			}
 		}
 		slices.Sort(unassigned)
+	}
+	if s.opts.Drain && len(theirs) > 0 {
+		if others, err = s.othersToRead(ctx, adm, theirs); err != nil {
+			return err
+		}
 	}
 	var why []string
 	for _, t := range missing {
@@ -852,10 +870,66 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client, stopping bo
 		why = append(why, fmt.Sprintf("partition %s not assigned to any member of group %s", strings.Join(unassigned, ", "), s.opts.Group))
 		cl.ForceMetadataRefresh() // the group's leader rebalances once it sees the partition
 	}
+	if len(others) > 0 {
+		why = append(why, "records not yet committed by the member of group "+s.opts.Group+" that owns "+strings.Join(others, ", "))
+	}
 	s.mu.Lock()
 	s.unconsumed, s.gone = strings.Join(why, "; "), deleted
 	s.mu.Unlock()
 	return nil
+}
+
+// othersToRead names the partitions of tps (owned by other members of the
+// group) whose records are not all committed: the group's commit (or the
+// log start, past a commit or without one) below the end offset, each
+// with the count ("t/3: 12 records").
+func (s *Source) othersToRead(ctx context.Context, adm *kadm.Client, tps []topicPartition) ([]string, error) {
+	var topics []string
+	for _, tp := range tps {
+		if !slices.Contains(topics, tp.topic) {
+			topics = append(topics, tp.topic)
+		}
+	}
+	commits, err := adm.FetchOffsets(ctx, s.opts.Group)
+	if err == nil {
+		err = commits.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the commits of group %s: %w", s.opts.Group, err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the start offsets of %s: %w", strings.Join(topics, ", "), err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the end offsets of %s: %w", strings.Join(topics, ", "), err)
+	}
+	var left []string
+	for _, tp := range tps {
+		end, ok := ends.Lookup(tp.topic, tp.partition)
+		if !ok {
+			continue
+		}
+		from := int64(0)
+		if start, ok := starts.Lookup(tp.topic, tp.partition); ok {
+			from = start.Offset
+		}
+		if c, ok := commits.Lookup(tp.topic, tp.partition); ok && c.Err == nil {
+			from = max(from, c.At)
+		}
+		if n := end.Offset - from; n > 0 {
+			left = append(left, fmt.Sprintf("%s: %d records", partitionKey(tp.topic, tp.partition), n))
+		}
+	}
+	slices.Sort(left)
+	return left, nil
 }
 
 // holds reports whether the source consumes an incarnation of topic t: it
