@@ -145,8 +145,8 @@ func TestDemoKafkaRecordsTheLedgerThroughAnInProcessClusterAndReplaysIt(t *testi
 // after a save of its state (killpoint state-saved), before the offsets
 // that save covers are committed: the restart reads those records again
 // (the commit lag) and the ledger, which keys what it applied by
-// partition and offset (not by the epoch, the group generation, which the
-// restart changes), skips them. In the end every record was applied
+// position space (the topic's epoch, which the restart's new generation
+// keeps, and the partition) and offset, skips them. In the end every record was applied
 // exactly once: the saved balances are the topic's sums and the applied
 // count is the number of records. Saving per record and in batches.
 func TestRunKafkaLedgerKilledAfterASaveAppliesEveryRecordOnce(t *testing.T) {

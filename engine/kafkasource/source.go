@@ -105,8 +105,8 @@ type Options struct {
 // Source is a consumer-group source on franz-go: each assigned partition's
 // records are published as *Record at core.Position{Key: "topic/partition",
 // Offset: offset+1} (the next record to read: a committed position is the
-// Kafka commit), under the epoch of the group generation that assigned the
-// partition. Offsets are committed only through the engine's
+// Kafka commit), under the epoch of its topic's incarnation (TopicEpoch of
+// the topic ID). Offsets are committed only through the engine's
 // acknowledgement window: per partition the contiguous processed prefix,
 // never backwards. A Source is safe for concurrent use (Status from any
 // goroutine); it runs one Run at a time. Close it after the engine stopped:

@@ -186,8 +186,8 @@ type posting struct {
 //   - a delivery already applied (after a restart: for a file,
 //     Delivery.AlreadyApplied with the saved epoch and offset; for a
 //     position with a key, a Kafka partition, an offset at or before the
-//     saved one of that key, whatever the epoch) is skipped: no output, no
-//     change;
+//     saved one of its position space, epoch and key) is skipped: no
+//     output, no change;
 //   - account,amount applies the amount and emits a Posting;
 //   - transfer,from,to,amount queues two reentrant postings (the debit, the
 //     credit), each emitting its Posting;
