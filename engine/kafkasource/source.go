@@ -429,9 +429,7 @@ func (s *Source) take(fetches kgo.Fetches) {
 			// it (Kafka 3.1+); the client consumes one until it is
 			// purged.
 			id := topicID(ft.TopicID)
-			if id.known() {
-				s.ids[ft.Topic] = id
-			} else {
+			if !id.known() {
 				id = s.ids[ft.Topic]
 			}
 			for j := range ft.Partitions {
@@ -458,6 +456,9 @@ func (s *Source) takePartition(fp kgo.FetchTopicPartition, id topicID, committed
 	}
 	epoch := TopicEpoch(id)
 	p.id, p.epoch = id, epoch
+	if id.known() {
+		s.ids[p.topic] = id // what the client consumes, named by its fetches
+	}
 	if p.committed < 0 || p.next < 0 {
 		// The offset the group had committed when it was assigned
 		// (what this fetch started from), for the status and as
