@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -408,5 +409,26 @@ func TestRunKafkaEndsWhenItsTopicIsDeletedUnderIt(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the run did not end within a minute of its topic's deletion")
+	}
+}
+
+// TestRunKafkaWithoutFollowRefusesATopicThatDoesNotExist: a topic deleted
+// while no run was reading it (or never created) has nothing to read: a
+// run without --follow is refused before any work (exit 2 naming the
+// topic, no recording created) instead of waiting forever for it.
+func TestRunKafkaWithoutFollowRefusesATopicThatDoesNotExist(t *testing.T) {
+	brokers, adm := kafkaTopic(t, "postings", 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if resp, err := adm.DeleteTopics(ctx, "postings"); err != nil || resp.Error() != nil {
+		t.Fatalf("deleting the topic: %v %v", err, resp.Error())
+	}
+	store := filepath.Join(t.TempDir(), "run.csv")
+	code, out := execute(t, ctx, "run", "--app", "ledger", "--kafka", brokers, "--topic", "postings", "--group", "g", "--store", store)
+	if code != cli.ExitFailure || !strings.Contains(out, "topic postings: no such topic") {
+		t.Errorf("exit %d, want %d naming the topic that does not exist:\n%s", code, cli.ExitFailure, out)
+	}
+	if _, err := os.Stat(store); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused run left %s (%v)", store, err)
 	}
 }

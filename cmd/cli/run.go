@@ -126,7 +126,9 @@ the topic is assigned within seconds; until it is the run is not settled.
 Records deleted (retention) before the group read them, and those of a
 deleted topic not read, are lost: counted, not lossless; a topic deleted
 under the run has nothing more to read (a run without --follow ends, exit
-3 when records were lost, naming the topic). A topic deleted and created
+3 when records were lost, naming the topic), and a topic that does not
+exist is refused before any work (exit 2) without --follow, waited for
+with it. A topic deleted and created
 again is read from its start: its records are another position space (the
 DELIVERY rows' epoch is the topic's incarnation, from its topic ID), and a
 group commit of the first topic never skips the second's records. A
@@ -546,6 +548,11 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	var src source
 	var ks *kafkasource.Source
 	if cfg.kafka.on() {
+		if !cfg.follow {
+			if err := cfg.kafka.checkTopic(ctx); err != nil {
+				return res, err
+			}
+		}
 		if ks, err = cfg.kafka.source(logger, cfg.follow); err != nil {
 			return res, usagef("%v", err)
 		}
