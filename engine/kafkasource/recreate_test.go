@@ -228,3 +228,57 @@ func TestACommitOfADeletedTopicLandedOnTheTopicCreatedAgainSkipsNothing(t *testi
 		t.Errorf("not lossless (%v): every record of the second topic was read", fs.Losses)
 	}
 }
+
+// TestRecordsOfADeletedTopicStillQueuedAreNeverCommittedToTheTopicCreatedAgain:
+// the processor is stuck at offset 50 with the topic's 100 records
+// published (queued) when the topic is deleted and created again, and 3
+// records produced to it. The source reads the new topic under its new
+// epoch, and only then are the queued records of the first topic
+// processed: their acknowledgements (positions up to 100, past the new
+// topic's end) are of another incarnation, published before the partition
+// was assigned again, and fenced. The new topic's commit is its end, 3:
+// had they been committed, the group would hold a commit past the new
+// topic's records, and the records produced to it later would be skipped.
+func TestRecordsOfADeletedTopicStillQueuedAreNeverCommittedToTheTopicCreatedAgain(t *testing.T) {
+	c := newCluster(t, 1)
+	produce(t, c, 100, 10)
+	firstEpoch := topicEpoch(t, c)
+	src := newSource(t, c, "gfence", nil)
+	gate, stuck := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	var firstSeen, secondSeen atomic.Int64
+	eng := startEngineQueue(t, src, 256, core.ProcessorFunc(func(cy *core.Cycle, ev any) error {
+		if ev.(*kafkasource.Record).Offset == 50 && once.CompareAndSwap(false, true) {
+			close(stuck)
+			<-gate
+		}
+		if cy.Delivery().Epoch == firstEpoch {
+			firstSeen.Add(1)
+		} else {
+			secondSeen.Add(1)
+		}
+		return nil
+	}))
+	<-stuck
+	eventually(t, time.Minute, "every record of the first topic published", func() bool {
+		st := src.Status().Partitions
+		return len(st) == 1 && st[0].Published == 100
+	})
+	recreateTopic(t, c, 1)
+	produce(t, c, 3, 3)
+	secondEpoch := topicEpoch(t, c)
+	eventually(t, time.Minute, "the topic created again assigned and its records published", func() bool {
+		st := src.Status().Partitions
+		return len(st) == 1 && st[0].Owned && st[0].Epoch == secondEpoch && st[0].Published == 3
+	})
+	close(gate)
+	eventually(t, time.Minute, "every record processed, the new topic's committed", func() bool {
+		return firstSeen.Load() == 100 && secondSeen.Load() == 3 && committed(t, c, "gfence")[0] == 3 && eng.Status().Settled
+	})
+	if got := committed(t, c, "gfence")[0]; got != 3 {
+		t.Errorf("the new topic's commit %d, want its end 3", got)
+	}
+	if src.Status().Fenced == 0 {
+		t.Error("no acknowledgement fenced: the first topic's queued records were acknowledged into the new topic's")
+	}
+}
