@@ -110,10 +110,10 @@ func (c *fencingCommitter) Commit() error {
 	return nil
 }
 
-func (c *fencingCommitter) Durable(_ int64, key string) (int64, bool) {
+func (c *fencingCommitter) Durable(cm engine.Commit) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.committed[key], !c.fenced[key]
+	return c.committed[cm.Position.Key], !c.fenced[cm.Position.Key]
 }
 
 // TestCommittedReportsOnlyWhatTheCommitterMadeDurable: a committer that

@@ -64,11 +64,14 @@ type Committer interface {
 // it makes durable everything it is told (the file source). Called on the
 // goroutine that polls, as the Committer's other methods.
 type CommitReporter interface {
-	// Durable reports the offset of key that the source's commits made
-	// durable for the items it was told of epoch, and live false once no
-	// later commit will cover more of them (their key was revoked, lost,
-	// or assigned again since: their acknowledgements are fenced).
-	Durable(epoch int64, key string) (offset int64, live bool)
+	// Durable reports, for c (the last item of its key told to the
+	// committer: its sequence, epoch and position), the offset of that
+	// key in c's position space (its epoch) that the source's commits
+	// made durable, and live false once no later commit will cover c
+	// (its key was revoked, lost, or assigned again since it was
+	// published, or its position space is gone: its acknowledgement is
+	// fenced).
+	Durable(c Commit) (offset int64, live bool)
 }
 
 // Source feeds one Feed. The engine runs Run on a goroutine of its own from
@@ -730,6 +733,13 @@ func (f *Feed) setEpoch(epoch int64) {
 	f.mu.Unlock()
 }
 
+// lastSeq is Intake.Seq.
+func (f *Feed) lastSeq() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.seq
+}
+
 // setState is Intake.SetState.
 func (f *Feed) setState(s FeedState, detail string) {
 	f.mu.Lock()
@@ -815,7 +825,7 @@ func (f *Feed) reportCommits(c Committer, hook func(string, Commit)) {
 	kept := f.committing[:0]
 	for _, cm := range f.committing {
 		if rep != nil {
-			if off, live := rep.Durable(cm.Epoch, cm.Position.Key); off < cm.Position.Offset {
+			if off, live := rep.Durable(cm); off < cm.Position.Offset {
 				if live {
 					kept = append(kept, cm) // not durable yet
 				}

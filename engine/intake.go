@@ -58,6 +58,13 @@ func (in *Intake) PollAcks() (int, error) { return in.f.pollAcks() }
 // SetEpoch sets the epoch of the items published from now on.
 func (in *Intake) SetEpoch(epoch int64) { in.f.setEpoch(epoch) }
 
+// Seq is the sequence number of the last item the feed numbered (0 before
+// any): every item published after Seq returns has a higher one. A source
+// that fences acknowledgements by ownership (a Kafka partition revoked and
+// assigned again) reads it when an ownership begins: the items of earlier
+// ownerships are those at or before it.
+func (in *Intake) Seq() int64 { return in.f.lastSeq() }
+
 // SetState reports where the source stands, with a human-readable detail.
 // While a source is BEHIND (it has more to publish), the groups of its feed
 // wait longer for its next items before they park.

@@ -177,33 +177,29 @@ type runData struct {
 	crashed  bool
 }
 
-// hasInputs reports whether the run delivered an input of p.
-func (d *runData) hasInputs(p pair) bool {
+// hasInputsOfKey reports whether the run has an input of p delivered at a
+// position with key (for a file, key "": any input of p).
+func (d *runData) hasInputsOfKey(p pair, key string) bool {
 	for in := range d.inputs.all() {
-		if in.pair == p {
+		if in.pair == p && (key == "" || in.delivery && in.pos.Key == key) {
 			return true
 		}
 	}
 	return false
 }
 
-// place is pos as an identity: a position with a key (a Kafka
-// partition's offset) is the same place whatever its epoch (the group
-// generation that assigned the partition, which every rebalance and
-// restart changes while the offsets go on), as replayer.Diff aligns it; a
-// file's position (key "") is one only within its epoch (a new epoch is a
-// new file or a reset).
-func place(pos Position) Position {
-	if pos.Key != "" {
-		pos.Epoch = 0
-	}
-	return pos
-}
+// place is pos as an identity: a position is one place within its
+// position space, its epoch and key. A file's epoch (key "") changes with
+// a new file or a reset; a Kafka partition's (key "topic/partition") is
+// its topic's incarnation, the same for every generation and restart
+// reading it, another once the topic is deleted and created again (its
+// offsets start at 0 again).
+func place(pos Position) Position { return pos }
 
 // sameSpace reports whether positions a and b can be compared by offset:
-// the same key and, for a file (key ""), the same epoch.
+// the same epoch and key.
 func sameSpace(a, b Position) bool {
-	return a.Key == b.Key && (a.Key != "" || a.Epoch == b.Epoch)
+	return a.Key == b.Key && a.Epoch == b.Epoch
 }
 
 // read reads one recording in storage order.
@@ -652,8 +648,8 @@ func (x *explainer) lagFromRestart(d *runData, p pair, last *inputRec) *Lag {
 			next = r
 			break
 		}
-		if last.pos.Key == "" && r.hasInputs(p) {
-			return nil // it delivered inputs of another epoch: not comparable
+		if r.hasInputsOfKey(p, last.pos.Key) {
+			return nil // it delivered inputs of the key in another epoch: not comparable
 		}
 	}
 	if first == nil {
@@ -726,7 +722,7 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 		index   int64
 		outs    int64
 		failed  int64
-		epoch   int64 // its position's (a key's place is the same in any epoch)
+		epoch   int64 // its position's
 		indexed bool
 	}
 	rec := func(s seen, pos Position) inputRec {

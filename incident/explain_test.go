@@ -286,14 +286,17 @@ func TestMaxBatchIsTheEngines(t *testing.T) {
 }
 
 // TestACrashedKafkaMembersCommitLagCoversEveryPartitionItProcessed: a
-// member (group generation 3) processed records of two partitions and was
-// killed with each partition's commit behind; its last input is of t/0.
-// The commit lag counts, per partition, the records processed past that
-// partition's commit, and their sum, whether it comes from the COMMIT rows
-// (no restart) or from where a restart under a later generation resumed
-// each partition (a partition's offsets go on across generations); the
-// restart's records at positions the crashed member processed are
-// redelivered, whatever the generation.
+// member processed records of two partitions of a topic (epoch 3, its
+// incarnation) and was killed with each partition's commit behind; its
+// last input is of t/0. The commit lag counts, per partition, the records
+// processed past that partition's commit, and their sum, whether it comes
+// from the COMMIT rows (no restart) or from where a restart resumed each
+// partition (under a later group generation: the same epoch, a
+// partition's offsets go on); the restart's records at positions the
+// crashed member processed are redelivered. A run reading the topic
+// created again (another epoch, its offsets from 0 again) resumed nothing
+// of the crashed member's: its records at the same offsets are others, not
+// redelivered, and the lag is the COMMIT rows'.
 func TestACrashedKafkaMembersCommitLagCoversEveryPartitionItProcessed(t *testing.T) {
 	crashed := func() *rec {
 		return newRec("p").
@@ -301,9 +304,11 @@ func TestACrashedKafkaMembersCommitLagCoversEveryPartitionItProcessed(t *testing
 			kinput("p", 3, 3, "t/0", 2, "c", "o").kinput("p", 4, 3, "t/1", 2, "d", "o").kcommit(4, 3, "t/1", 2).
 			kinput("p", 5, 3, "t/1", 3, "e", "o").kinput("p", 6, 3, "t/1", 4, "f", "o").kinput("p", 7, 3, "t/0", 3, "g", "o")
 	}
-	restart := newRec("p").
-		kinput("p", 1, 5, "t/0", 2, "c", "o").kinput("p", 2, 5, "t/1", 3, "e", "o").kinput("p", 3, 5, "t/0", 3, "g", "o").
-		kinput("p", 4, 5, "t/1", 4, "f", "o").kinput("p", 5, 5, "t/1", 5, "h", "o").end("p")
+	restartOf := func(epoch int64) *rec {
+		return newRec("p").
+			kinput("p", 1, epoch, "t/0", 2, "c", "o").kinput("p", 2, epoch, "t/1", 3, "e", "o").kinput("p", 3, epoch, "t/0", 3, "g", "o").
+			kinput("p", 4, epoch, "t/1", 4, "f", "o").kinput("p", 5, epoch, "t/1", 5, "h", "o").end("p")
+	}
 	type keyLag struct {
 		key         string
 		items, offs int64
@@ -318,8 +323,10 @@ func TestACrashedKafkaMembersCommitLagCoversEveryPartitionItProcessed(t *testing
 	}{
 		{"the COMMIT rows, no restart", []*rec{crashed()}, incident.LagFromCommitRow,
 			[]keyLag{{"t/0", 2, 2, 1}, {"t/1", 2, 2, 2}}, 0},
-		{"where the restart resumed each partition", []*rec{crashed(), restart}, incident.LagFromRestart,
+		{"where the restart resumed each partition", []*rec{crashed(), restartOf(3)}, incident.LagFromRestart,
 			[]keyLag{{"t/0", 2, 2, 1}, {"t/1", 2, 2, 2}}, 4},
+		{"a run on the topic created again", []*rec{crashed(), restartOf(8)}, incident.LagFromCommitRow,
+			[]keyLag{{"t/0", 2, 2, 1}, {"t/1", 2, 2, 2}}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -153,9 +153,9 @@ type Crash struct {
 }
 
 // Lag is the distance between the position the source had committed when a
-// run died and the last input it processed, per position key: a key's
-// positions (a Kafka partition's offsets) are compared whatever their
-// epoch (the group generation), a file's within its epoch.
+// run died and the last input it processed, per position space: positions
+// are compared within their epoch and key (a file's epoch; a Kafka
+// partition's, the incarnation of its topic).
 type Lag struct {
 	// Items: inputs of the run processed past the committed position.
 	Items int64 `json:"items"`

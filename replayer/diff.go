@@ -118,11 +118,10 @@ type ProcessorDiff struct {
 	// its restart). A difference. The ref is the unexplained delivery's;
 	// Side names the side.
 	Repeated []InputRef `json:"repeated"`
-	// EpochChanges are the places where a side's epoch of a feed of
-	// positions without a key (a file) changed part-way (the input was
-	// replaced or reset): inputs after it are aligned as the next epoch
-	// segment. An epoch change of keyed positions (a Kafka partition's) is
-	// not one: they align across epochs.
+	// EpochChanges are the places where a side's epoch of a feed's key
+	// changed part-way (a file replaced or reset: key ""; a Kafka topic
+	// deleted and created again: its partitions' keys): inputs after it
+	// are aligned as the next epoch segment of that key.
 	EpochChanges []string `json:"epochChanges"`
 	// Notes are the chunks left unaligned by content (more than
 	// maxAlignEdits edits): their inputs are listed only in A and only in B.
@@ -215,16 +214,16 @@ type InputDiff struct {
 // DELIVERY row gives one, otherwise by (feed, seq), the seqs of a later run
 // of a side counted on from the last seq of the run before: two inputs at
 // the same place align when their payloads agree too. Epochs differ
-// between independent runs, so they take no part in the match. A position
-// with a key (a partition: a Kafka source's "topic/partition") is absolute
-// within its key whatever the epoch (the group generation, which changes at
-// every restart and rebalance), so (feed, key, offset) identifies it across
-// epochs: a crashed-then-restarted or rebalanced run aligns with a clean one
-// record by record. A position without a key (a file's byte offset) is only
-// meaningful within its epoch: a side whose epoch of such a feed changes
-// part-way is aligned per epoch segment (the k-th epoch of a feed on one
+// between independent runs (a file's), or between clusters (a Kafka
+// topic's), so their values take no part in the match. A position is
+// meaningful within its epoch: a side whose epoch of a feed's key changes
+// part-way (a file replaced or reset, key ""; a Kafka topic deleted and
+// created again, whose partitions' offsets start at 0 again) is aligned
+// per epoch segment of that key (the k-th epoch of a feed's key on one
 // side with the k-th on the other) and the change is listed in
-// EpochChanges. TIMER inputs are aligned by their ordinal among the side's
+// EpochChanges. A Kafka partition's epoch is its topic's incarnation, the
+// same for every restart and rebalance: a crashed-then-restarted or
+// rebalanced run aligns with a clean one record by record. TIMER inputs are aligned by their ordinal among the side's
 // timers. FAILED and DROPPED rows take no part.
 //
 // Where positions disagree (a line of another length shifts every later
@@ -676,17 +675,21 @@ func (d *differ) walk(side string, rs []store.Reader, p string, streams [][]stri
 				}
 				timers[lane]++
 				dl.key = ikey{feed: d.intern(lane), key: d.intern("timer"), timer: true, offset: timers[lane]}
-			case dl.hasDel && dl.del.Key != "":
-				// A partition's offsets are absolute: its position is its
-				// identity across epochs (a restart or a rebalance).
-				dl.epoch = dl.del.Epoch
-				dl.key = ikey{feed: d.intern(dl.src), key: d.intern(dl.del.Key), pos: true, offset: dl.del.Offset}
 			case dl.hasDel:
-				st := fs(dl.src)
+				// A position space is an epoch of a feed's key: a file's
+				// epoch changes with a new file or a reset, a Kafka
+				// partition's (key "topic/partition") with a topic
+				// created again. Segments are counted per key: the
+				// partitions of a topic interleave.
+				st := fs(dl.src + "\x00" + dl.del.Key)
 				if st.seen && st.epoch != dl.del.Epoch {
 					st.seg++
-					epochs(fmt.Sprintf("side %s run %d: feed %q epoch %d -> %d at seq %d (offset %d): later inputs are epoch segment %d",
-						side, run+1, dl.src, st.epoch, dl.del.Epoch, dl.seq, dl.del.Offset, st.seg+1))
+					what := fmt.Sprintf("feed %q", dl.src)
+					if dl.del.Key != "" {
+						what += fmt.Sprintf(" key %q", dl.del.Key)
+					}
+					epochs(fmt.Sprintf("side %s run %d: %s epoch %d -> %d at seq %d (offset %d): later inputs are epoch segment %d",
+						side, run+1, what, st.epoch, dl.del.Epoch, dl.seq, dl.del.Offset, st.seg+1))
 				}
 				st.seen, st.epoch = true, dl.del.Epoch
 				dl.epoch = dl.del.Epoch

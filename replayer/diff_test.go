@@ -565,58 +565,58 @@ func partitioned(t *testing.T, m store.Reader, key string, epoch func(seq int64)
 	return reopen(t, rs)
 }
 
-// TestDiffAlignsKeyedPositionsAcrossEpochs: a partition's offsets are
-// absolute, so its inputs are identified by (feed, key, offset) whatever
-// the epoch (a Kafka group generation, new at every restart and
-// rebalance). A run killed under generation 3 and restarted under
-// generation 4 (re-reading from offset 0), and a run rebalanced part-way
-// (generation 3, then 4), are the same as a clean run under generation 9,
-// with no epoch segment.
-func TestDiffAlignsKeyedPositionsAcrossEpochs(t *testing.T) {
+// TestDiffAlignsAKafkaPartitionWithinItsTopicsIncarnation: a partition's
+// inputs are identified by (feed, key, offset) within its epoch, the
+// incarnation of its topic, which restarts and rebalances keep. A run
+// killed and restarted (re-reading from offset 0) is the same as a clean
+// run of another cluster (another epoch), with no epoch segment. A topic
+// deleted and created again starts its offsets at 0 again under another
+// epoch: the records of the second topic are the next epoch segment of the
+// partition, not the first one's processed again, and align with the
+// second topic's records on the other side.
+func TestDiffAlignsAKafkaPartitionWithinItsTopicsIncarnation(t *testing.T) {
 	const part = "events/0"
-	gen := func(g int64) func(int64) int64 { return func(int64) int64 { return g } }
-	crashed := partitioned(t, killed(t, run{}.memory(t, ten[:6]...)), part, gen(3))
-	restarted := partitioned(t, run{}.memory(t, ten...), part, gen(4))
-	rebalanced := partitioned(t, run{}.memory(t, ten...), part, func(seq int64) int64 {
-		if seq > 5 {
-			return 4
-		}
-		return 3
-	})
-	clean := partitioned(t, run{}.memory(t, ten...), part, gen(9))
+	epoch := func(e int64) func(int64) int64 { return func(int64) int64 { return e } }
+	crashed := partitioned(t, killed(t, run{}.memory(t, ten[:6]...)), part, epoch(3))
+	restarted := partitioned(t, run{}.memory(t, ten...), part, epoch(3))
+	clean := partitioned(t, run{}.memory(t, ten...), part, epoch(9))
 	for _, tc := range []struct {
-		name    string
-		a       []store.Reader
-		inputsA int64
-		twice   int64
+		name         string
+		a, b         []store.Reader
+		inputsA      int64
+		common       int64
+		twice        int64
+		epochChanges int
 	}{
-		{"crashed and restarted", []store.Reader{crashed, restarted}, 16, 6},
-		{"rebalanced", []store.Reader{rebalanced}, 10, 0},
+		{"crashed and restarted", []store.Reader{crashed, restarted}, []store.Reader{clean}, 16, 10, 6, 0},
+		{"a topic created again", []store.Reader{partitioned(t, run{}.memory(t, ten...), part, epoch(3)), partitioned(t, run{}.memory(t, ten...), part, epoch(5))},
+			[]store.Reader{partitioned(t, run{}.memory(t, ten...), part, epoch(7)), partitioned(t, run{}.memory(t, ten...), part, epoch(8))}, 20, 20, 0, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rep := diff(t, tc.a, []store.Reader{clean}, replayer.DiffOptions{Ignore: []string{"at"}})
+			rep := diff(t, tc.a, tc.b, replayer.DiffOptions{Ignore: []string{"at"}})
 			if !rep.Same {
-				t.Fatalf("not the same as the clean run:\n%s", diffText(t, rep))
+				t.Fatalf("not the same as the other side:\n%s", diffText(t, rep))
 			}
 			p := rep.Processors[0]
-			if got, want := p.Counts, (replayer.DiffCounts{Twice: tc.twice, DuplicateOutputs: tc.twice}); got != want || p.InputsA != tc.inputsA || p.Common != 10 {
-				t.Errorf("counts %+v, %d inputs in A, %d common; want %+v, %d, 10:\n%s", got, p.InputsA, p.Common, want, tc.inputsA, diffText(t, rep))
+			if got, want := p.Counts, (replayer.DiffCounts{Twice: tc.twice, DuplicateOutputs: tc.twice}); got != want || p.InputsA != tc.inputsA || p.Common != tc.common {
+				t.Errorf("counts %+v, %d inputs in A, %d common; want %+v, %d, %d:\n%s", got, p.InputsA, p.Common, want, tc.inputsA, tc.common, diffText(t, rep))
 			}
-			if len(p.EpochChanges) != 0 {
-				t.Errorf("epoch changes %v, want none: keyed positions align across epochs", p.EpochChanges)
+			if len(p.EpochChanges) != tc.epochChanges {
+				t.Errorf("epoch changes %v, want %d", p.EpochChanges, tc.epochChanges)
 			}
 		})
 	}
 }
 
 // TestDiffNamesAKeyedInputWhoseOutputsChanged: the restarted run of a
-// partition emits something else for one record: the stitched side
+// partition (its topic's epoch 3, another cluster's 9 on the clean side)
+// emits something else for one record: the stitched side
 // differs from the clean run at that record, named by feed, key and
 // offset (and the epoch it had).
 func TestDiffNamesAKeyedInputWhoseOutputsChanged(t *testing.T) {
 	const part = "events/0"
 	crashed := partitioned(t, killed(t, run{}.memory(t, ten[:6]...)), part, func(int64) int64 { return 3 })
-	rs := rows(t, partitioned(t, run{}.memory(t, ten...), part, func(int64) int64 { return 4 }))
+	rs := rows(t, partitioned(t, run{}.memory(t, ten...), part, func(int64) int64 { return 3 }))
 	i := find(t, rs, "ledger", store.KindInline, 8) // line 8: "transfer,bob,carol,1"
 	for rs[i].Kind != store.KindOutput {
 		i++
@@ -634,7 +634,7 @@ func TestDiffNamesAKeyedInputWhoseOutputsChanged(t *testing.T) {
 		t.Fatalf("counts %+v, want exactly one input different:\n%s", p.Counts, diffText(t, rep))
 	}
 	d := p.Different[0]
-	if d.Feed != "input" || d.Key != part || d.Offset != 8 || d.Epoch != 4 || d.Input != `"transfer,bob,carol,1"` {
-		t.Errorf("different input %+v, want feed input key %s offset 8 epoch 4", d.InputRef, part)
+	if d.Feed != "input" || d.Key != part || d.Offset != 8 || d.Epoch != 3 || d.Input != `"transfer,bob,carol,1"` {
+		t.Errorf("different input %+v, want feed input key %s offset 8 epoch 3", d.InputRef, part)
 	}
 }

@@ -48,10 +48,10 @@
 // # Diff
 //
 // Diff aligns two runs per processor by the inputs' source identity (feed,
-// key, offset) where deliveries exist - across epochs for a keyed position
-// (a Kafka partition's offsets are absolute; its epoch, the group
-// generation, changes at every restart and rebalance), per epoch segment
-// for a file's - otherwise by (feed, seq), and where
+// key, offset) where deliveries exist, per epoch segment of each key (a
+// file's epoch changes with a new file; a Kafka partition's is its topic's
+// incarnation, which restarts and rebalances keep) - otherwise by (feed,
+// seq), and where
 // positions disagree by content, as a text diff aligns lines (a line of
 // another length is one changed input). It lists the inputs only in A, only
 // in B, changed, with different outputs, processed twice (a crashed run and

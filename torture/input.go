@@ -54,8 +54,9 @@ type lineGen struct {
 	lines   []line
 	maxLine int
 	// atRisk are lines an operation destroyed while a run followed the
-	// input: the source may never have seen them, and no source can know
-	// they existed. The oracle does not require them.
+	// input, or a Kafka topic deleted with them: the source may never
+	// have seen them, and no source can know they existed. The oracle does
+	// not require them.
 	atRisk map[int]bool
 }
 

@@ -30,9 +30,8 @@ type kafkaInput struct {
 	partitions int
 	gen        *lineGen
 	keyOf      func(string) string
-	// deleted marks the lines of records the harness deleted before a run
-	// could have read them all (retention, a deleted topic): their loss
-	// must be counted.
+	// deleted marks the lines of records the harness deleted (retention)
+	// before a run could have read them all: their loss must be counted.
 	deleted map[int]bool
 	// produced maps each partition's offsets to line ids, for the oracle.
 	produced map[int32][]int
@@ -176,9 +175,13 @@ func (k *kafkaInput) apply(ctx context.Context, op Op, committedUpTo func(int32)
 			return rs.Error()
 		})
 	case OpDeleteTopic:
+		// The group's commits go with the topic: a run after the
+		// deletion cannot know how many records it held, and one
+		// following it counts lost only those it had seen exist. The
+		// records past the commit are at risk.
 		for p, ids := range k.produced {
 			for off := max(committedUpTo(p), 0); off < int64(len(ids)); off++ {
-				k.deleted[ids[off]] = true
+				k.gen.atRisk[ids[off]] = true
 			}
 		}
 		k.produced = map[int32][]int{}

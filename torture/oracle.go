@@ -550,6 +550,12 @@ func (o *oracle) lossSaid(stopped bool) string {
 			if rec := o.recs[x.store]; rec != nil && rec.count("LOST")+rec.count("DROPPED") > 0 {
 				return fmt.Sprintf("run %d recorded a loss (%s)", x.index, x.store)
 			}
+			if rec := o.recs[x.store]; x.killed() && rec != nil && slices.ContainsFunc(rec.rows, func(r row) bool { return r.kind == "LOST" }) {
+				// A killed run says nothing, but the loss it counted is
+				// in its recording: a restart may resume past it (the
+				// commit moved on), and explain names it.
+				return fmt.Sprintf("run %d recorded a LOST row before it was killed", x.index)
+			}
 		}
 	}
 	return ""

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,8 +11,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
 	"github.com/blackbox-audit/blackbox/internal/apps"
@@ -76,17 +79,55 @@ func (k kafkaConfig) check(input string, changed func(flag string) bool) error {
 
 // source is the consumer-group source of k. The built-in apps read lines:
 // each record is published as its value, a string (the DELIVERY row
-// carries its topic/partition, offset+1 and the group generation).
-func (k kafkaConfig) source(logger *slog.Logger) (*kafkasource.Source, error) {
+// carries its topic/partition, offset+1 and the topic's epoch). A run
+// without --follow drains the topic: it is settled once the group has
+// committed every partition to its end, the other members' too.
+func (k kafkaConfig) source(logger *slog.Logger, follow bool) (*kafkasource.Source, error) {
+	return kafkasource.New(kafkasource.Options{Brokers: k.brokerList(), Topics: []string{k.topic}, Group: k.group,
+		MaxPollRecords: k.pollRecords, RevokeTimeout: k.revokeTimeout, SessionTimeout: k.sessionTimeout, Drain: !follow,
+		Logger: logger, Item: func(r *kafkasource.Record) any { return string(r.Value) }})
+}
+
+// errNoTopic is a run without --follow given a topic that does not exist:
+// it would have nothing to read, ever.
+var errNoTopic = errors.New("no such topic: a run without --follow would wait for it forever (--follow waits for it)")
+
+// checkTopic refuses, before any work, a topic the brokers say does not
+// exist (a run without --follow: one with --follow waits for it). A
+// broker that cannot be asked within a minute is an error too.
+func (k kafkaConfig) checkTopic(ctx context.Context) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokerList()...))
+	if err != nil {
+		return usagef("--kafka %s: %v", k.brokers, err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(k.topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("kafka %s: reading topic %s: %w", k.brokers, k.topic, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return fmt.Errorf("kafka %s: topic %s: %w", k.brokers, k.topic, errNoTopic)
+		}
+	}
+	return nil
+}
+
+// brokerList is --kafka split at its commas.
+func (k kafkaConfig) brokerList() []string {
 	var brokers []string
 	for b := range strings.SplitSeq(k.brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			brokers = append(brokers, b)
 		}
 	}
-	return kafkasource.New(kafkasource.Options{Brokers: brokers, Topics: []string{k.topic}, Group: k.group,
-		MaxPollRecords: k.pollRecords, RevokeTimeout: k.revokeTimeout, SessionTimeout: k.sessionTimeout,
-		Logger: logger, Item: func(r *kafkasource.Record) any { return string(r.Value) }})
+	return brokers
 }
 
 // demoTopic and demoGroup are what `demo --kafka` names its topic and group.

@@ -3,10 +3,12 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -153,8 +155,8 @@ func TestDemoKafkaRecordsTheLedgerThroughAnInProcessClusterAndReplaysIt(t *testi
 // after a save of its state (killpoint state-saved), before the offsets
 // that save covers are committed: the restart reads those records again
 // (the commit lag) and the ledger, which keys what it applied by
-// partition and offset (not by the epoch, the group generation, which the
-// restart changes), skips them. In the end every record was applied
+// position space (the topic's epoch, which the restart's new generation
+// keeps, and the partition) and offset, skips them. In the end every record was applied
 // exactly once: the saved balances are the topic's sums and the applied
 // count is the number of records. Saving per record and in batches.
 func TestRunKafkaLedgerKilledAfterASaveAppliesEveryRecordOnce(t *testing.T) {
@@ -343,5 +345,148 @@ func TestRunKafkaJoinsTheGroupWithTheSessionTimeoutItIsGiven(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// recreateTopic deletes topic and creates it again with 3 partitions (a
+// new topic ID: its offsets start at 0 again), then produces n ledger lines
+// to it keyed by account, amounts from base on; it returns the sums per
+// account of what it produced.
+func recreateTopic(t *testing.T, brokers string, adm *kadm.Client, topic string, n, base int) map[string]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if resp, err := adm.DeleteTopics(ctx, topic); err != nil || resp.Error() != nil {
+		t.Fatalf("deleting %s: %v %v", topic, err, resp.Error())
+	}
+	for { // the deletion completes asynchronously: the creation is refused until then
+		r, err := adm.CreateTopic(ctx, 3, 1, nil, topic)
+		if err == nil && r.Err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("creating %s again: %v %v", topic, err, r.Err)
+		}
+		runtime.Gosched()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	sums := map[string]int64{}
+	rs := make([]*kgo.Record, n)
+	for i := range rs {
+		acct := fmt.Sprintf("acct-%d", i%7)
+		rs[i] = &kgo.Record{Key: []byte(acct), Value: fmt.Appendf(nil, "%s,%d", acct, base+i)}
+		sums[acct] += int64(base + i)
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return sums
+}
+
+// TestRunKafkaLedgerAppliesTheRecordsOfATopicCreatedAgain: `run --kafka
+// --state` applies every record of a topic, then, while stopped, the topic
+// is deleted and created again and records are produced to it: their
+// offsets start at 0 again, under another epoch (the new topic ID). The
+// next run applies each of them: the ledger keys what it applied by
+// position space (epoch and partition), so the offsets it applied in the
+// first topic do not make it skip the second's.
+func TestRunKafkaLedgerAppliesTheRecordsOfATopicCreatedAgain(t *testing.T) {
+	const n, m = 300, 120
+	brokers, adm := kafkaTopic(t, "postings", n)
+	want := map[string]int64{}
+	for i := range n {
+		want[fmt.Sprintf("acct-%d", i%7)] += int64(i%50 - 10)
+	}
+	dir := t.TempDir()
+	state := filepath.Join(dir, "s.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := func(store string) {
+		t.Helper()
+		code, out := execute(t, ctx, "run", "--app", "ledger", "--kafka", brokers, "--topic", "postings", "--group", "g",
+			"--state", state, "--store", filepath.Join(dir, store))
+		if code != 0 {
+			t.Fatalf("%s: exit %d, want 0:\n%s", store, code, out)
+		}
+	}
+	run("run1.csv")
+	for acct, sum := range recreateTopic(t, brokers, adm, "postings", m, 1000) {
+		want[acct] += sum
+	}
+	run("run2.csv")
+	if st := readLedgerState(t, state); !maps.Equal(st.Balances, want) || st.Applied != n+m {
+		t.Errorf("after the topic was created again: balances %v, applied %d; want %v, %d (each record of both topics applied once)",
+			st.Balances, st.Applied, want, n+m)
+	}
+}
+
+// TestRunKafkaEndsWhenItsTopicIsDeletedUnderIt: a run without --follow is
+// consuming a topic (slowly: --delay) when the topic is deleted. The
+// records it had not read are gone: it counts them lost and, nothing being
+// left to read, ends, exiting 3 (not lossless) and naming the deleted
+// topic, instead of waiting forever for a topic that is no more.
+func TestRunKafkaEndsWhenItsTopicIsDeletedUnderIt(t *testing.T) {
+	const n = 600
+	brokers, adm := kafkaTopic(t, "postings", n)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type result struct {
+		code int
+		out  string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out := execute(t, ctx, "run", "--app", "ledger", "--kafka", brokers, "--topic", "postings", "--group", "g",
+			"--delay", "5ms", "--poll-records", "20", "--store", filepath.Join(dir, "run.csv"))
+		done <- result{code, out}
+	}()
+	// Once the run committed some records (it is at work), the topic goes.
+	for committed := false; !committed; {
+		offs, err := adm.FetchOffsets(ctx, "g")
+		if err == nil { // GROUP_ID_NOT_FOUND until the run joined
+			offs.Each(func(o kadm.OffsetResponse) { committed = committed || o.At > 0 })
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the run committed nothing")
+		}
+		runtime.Gosched()
+	}
+	if resp, err := adm.DeleteTopics(ctx, "postings"); err != nil || resp.Error() != nil {
+		t.Fatalf("deleting the topic: %v %v", err, resp.Error())
+	}
+	select {
+	case r := <-done:
+		if r.code != cli.ExitIncomplete || !strings.Contains(r.out, "topic postings deleted") || !strings.Contains(r.out, "lossless: no") ||
+			!strings.Contains(r.out, "lost deleted") {
+			t.Errorf("exit %d, want %d, the records not read lost and the topic named deleted:\n%s", r.code, cli.ExitIncomplete, r.out)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the run did not end within a minute of its topic's deletion")
+	}
+}
+
+// TestRunKafkaWithoutFollowRefusesATopicThatDoesNotExist: a topic deleted
+// while no run was reading it (or never created) has nothing to read: a
+// run without --follow is refused before any work (exit 2 naming the
+// topic, no recording created) instead of waiting forever for it.
+func TestRunKafkaWithoutFollowRefusesATopicThatDoesNotExist(t *testing.T) {
+	brokers, adm := kafkaTopic(t, "postings", 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if resp, err := adm.DeleteTopics(ctx, "postings"); err != nil || resp.Error() != nil {
+		t.Fatalf("deleting the topic: %v %v", err, resp.Error())
+	}
+	store := filepath.Join(t.TempDir(), "run.csv")
+	code, out := execute(t, ctx, "run", "--app", "ledger", "--kafka", brokers, "--topic", "postings", "--group", "g", "--store", store)
+	if code != cli.ExitFailure || !strings.Contains(out, "topic postings: no such topic") {
+		t.Errorf("exit %d, want %d naming the topic that does not exist:\n%s", code, cli.ExitFailure, out)
+	}
+	if _, err := os.Stat(store); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused run left %s (%v)", store, err)
 	}
 }

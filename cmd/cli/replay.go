@@ -101,9 +101,10 @@ func (c *CLI) diffCmd() *cobra.Command {
 		Use:   "diff A B",
 		Short: "Compare the outputs of two recordings input by input",
 		Long: `Compare two recordings per processor, aligned by source identity where
-deliveries exist - (feed, partition, offset) across epochs for a partition's
-positions (Kafka: a restarted or rebalanced run aligns with a clean one),
-(feed, epoch, offset) for a file's - otherwise by (feed, seq), and where
+deliveries exist - (feed, key, offset) within each epoch segment of a key
+(a Kafka partition's epoch is its topic's incarnation: a restarted or
+rebalanced run aligns with a clean one; a file's changes with a new file) -
+otherwise by (feed, seq), and where
 positions disagree by content, as a text diff aligns lines: inputs only in
 A (removed), only in B (inserted), changed, in both with different
 outputs, processed twice (once per run of a stitched side, after a kill),

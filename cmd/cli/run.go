@@ -121,25 +121,35 @@ With --kafka BROKERS --topic T --group G the feed is a Kafka consumer group
 instead of a file (no --input): each record's value is a line for the app,
 the run starts at the group's committed offsets and commits, per
 partition, only the records processed (never ahead of them). Without
---follow it ends once it is caught up with every partition it was assigned
-and everything read is processed and committed; with --follow it consumes
-until SIGINT or SIGTERM. A partition added to the topic is assigned within
-seconds; until it is (and while the topic is deleted) the run is not
-settled. Records deleted (retention) before the group read them, and those
-of a deleted topic not read, are lost: counted, not lossless. A rebalance
-waits at most --revoke-timeout for a revoked partition's queued records;
-the rest is committed by its new owner only (this run processes them but
-never commits them). A member killed (SIGKILL) or hung holds its
+--follow it drains the topic: it ends once everything it read is
+processed and committed and the group has committed every partition to
+its end, the other members' too (a partition held by a member that reads
+nothing, one killed, waits until the group gives it to a live member);
+with --follow it consumes until SIGINT or SIGTERM. A partition added to
+the topic is assigned within seconds; until it is the run is not settled.
+Records deleted (retention) before the group read them, and those of a
+deleted topic not read, are lost: counted, not lossless; a topic deleted
+under the run has nothing more to read (a run without --follow ends, exit
+3 when records were lost, naming the topic), and a topic that does not
+exist is refused before any work (exit 2) without --follow, waited for
+with it. A topic deleted and created
+again is read from its start: its records are another position space (the
+DELIVERY rows' epoch is the topic's incarnation, from its topic ID), and a
+group commit of the first topic never skips the second's records. A
+rebalance waits at most --revoke-timeout for a revoked partition's queued
+records; the rest is committed by its new owner only (this run processes
+them but never commits them). A member killed (SIGKILL) or hung holds its
 partitions until its session expires (--session-timeout, default 45s, as
 Kafka's): a restart, or another member, gets them only then. A shorter
 session evicts a member whose heartbeats are late (its uncommitted records
 are delivered again), and the brokers refuse one outside their
 group.min.session.timeout.ms and group.max.session.timeout.ms (the run
 then joins no group: not settled, the status detail says why). It prints
-each partition's standing at the end:
-committed, processed, lag, paused and, when any, lost. --read, --pointer,
---max-line and --rotated are for files: given with --kafka they are
-refused.
+each partition's standing at the end: committed, processed, lag, paused
+and, when any, lost; and what the source last said when it is not plain (a
+topic deleted, records another member has not committed). --read,
+--pointer, --max-line and --rotated are for files: given with --kafka they
+are refused.
 
 With --state FILE the app keeps its durable state there (option state).
 The ledger saves it in batches: once --state-every lines (default 1000)
@@ -485,6 +495,9 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 		}
 		fmt.Fprintf(w, "partition %s/%d: committed %d, processed %d, lag %d, paused %s%s\n", p.Topic, p.Partition, p.Committed, p.Processed, p.Lag, yesNo(p.Paused), lost)
 	}
+	if cfg.kafka.on() && fs.Detail != nil && *fs.Detail != "" {
+		fmt.Fprintf(w, "source    %s: %s\n", fs.State, *fs.Detail) // a topic deleted, a partition no one reads ...
+	}
 	losses := fmt.Sprintf("dropped %d, refused %d, completion failures %d", fs.Dropped, fs.Refused, fs.CompletionFailures)
 	for _, reason := range slices.Sorted(maps.Keys(fs.Losses)) {
 		losses += fmt.Sprintf(", lost %s %d", reason, fs.Losses[reason])
@@ -552,7 +565,12 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	var src source
 	var ks *kafkasource.Source
 	if cfg.kafka.on() {
-		if ks, err = cfg.kafka.source(logger); err != nil {
+		if !cfg.follow {
+			if err := cfg.kafka.checkTopic(ctx); err != nil {
+				return res, err
+			}
+		}
+		if ks, err = cfg.kafka.source(logger, cfg.follow); err != nil {
 			return res, usagef("%v", err)
 		}
 		defer ks.Close() // after the engine's last commit

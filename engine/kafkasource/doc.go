@@ -8,8 +8,12 @@
 // something else built from it, as `blackbox run --kafka` publishes the
 // value as a line) at core.Position{Key: "topic/partition", Offset:
 // offset+1}: the position is the next record to read, so a committed
-// position is exactly the Kafka commit. The epoch is the group generation
-// that assigned the partition (each partition is its own position space).
+// position is exactly the Kafka commit. The epoch is the incarnation of
+// the record's topic, TopicEpoch of the topic ID the fetch names (Kafka
+// 3.1+; else the metadata's; 0 without topic IDs): the same for every
+// member, generation and restart reading it, another for a topic deleted
+// and created again, whose offsets start at 0 again. (epoch, key, offset)
+// identifies a record, as (epoch, offset) does a file's line.
 // PartitionKey as engine.GroupConfig.Key (or core.App.Key) keeps a
 // partition's records in order on one worker; RecordKey keeps a Kafka key's.
 // Decode rebuilds a *Record from its recorded JSON, for a replay with no
@@ -32,7 +36,13 @@
 // A commit that timed out may still land after a later one and move an
 // offset back: the committed offsets are read back every VerifyInterval
 // (and at every poll for 2×CommitTimeout after such a failure) and any
-// offset found behind is committed again.
+// offset found behind is committed again. Each commit's metadata names
+// the topic ID (commitTag). The group's commit of a partition is none when
+// it is no position of the partition's log: past its end (the client resets
+// to the log start; the source reads from there as a group that never
+// committed and commits what it processes), or naming another topic ID (a
+// commit of a deleted topic landed on the topic created again, as brokers
+// before Kafka 4.2 allow: the partition starts at its log start).
 //
 // # Overload, rebalances and lost sessions
 //
@@ -50,8 +60,10 @@
 // commit), waits, bounded by RevokeTimeout (default 2s: a member joining
 // the group waits for every revocation), for their records already queued
 // to be processed, commits their processed prefix and stops owning them:
-// records of theirs still queued are fenced (their acknowledgements, of an
-// earlier generation or of a partition not owned, are never committed) and
+// records of theirs still queued are fenced (their acknowledgements, of
+// items published before the partition's current ownership, known by the
+// feed's sequence number when it was assigned (Intake.Seq), or of a
+// partition not owned, are never committed) and
 // the new owner reads them again from the commit. The committer is an
 // engine.CommitReporter: the engine claims a commit (Observer.Committed,
 // a COMMIT row) only for a position the source really committed, never
@@ -74,9 +86,18 @@
 // source reads its topics' partitions with a metadata request of its own:
 // a partition no member of the group is assigned (one added to the topic)
 // leaves the feed BEHIND, naming it, and refreshes the client's metadata so
-// that the group's leader rebalances to assign it; a deleted topic leaves
-// the feed BEHIND, and the records of its partitions this member owned and
-// had not read are a loss (reason LossDeleted).
+// that the group's leader rebalances to assign it. A topic whose
+// incarnation the client consumes is gone (deleted, or created again under
+// another topic ID) is retired: the records of its partitions this member
+// owned and had not read are a loss (reason LossDeleted), the partitions
+// are no longer owned (their queued records' acknowledgements fenced), and
+// the topic is purged from the client and added again (franz-go never
+// consumes another incarnation of a topic it consumed): the group assigns
+// whatever exists under the name next, read from its start. A deleted
+// topic leaves nothing to read: the feed may be CAUGHT_UP, naming it, so a
+// bounded run ends. With Options.Drain (a bounded run), the partitions of
+// other members must be committed to their end too: until then the feed is
+// BEHIND, naming the records not committed.
 //
 // Status reports per partition the committed offset, the processed and
 // published positions, the high watermark, the lag (high watermark minus
@@ -84,7 +105,8 @@
 // CAUGHT_UP once every owned partition is published to its high watermark
 // and every partition of the topics is owned by a member, BEHIND otherwise
 // (with the reason: joining, paused, records to read, a partition no one
-// reads, a deleted topic, a fetch error, or a broker gone away: while the
+// reads, a topic that does not exist, records another member has not
+// committed (Drain), a fetch error, or a broker gone away: while the
 // client's last request or connection to a broker failed, the detail names
 // the broker and the error, until a request succeeds again; franz-go
 // retries them itself, so the run resumes once the broker is back).

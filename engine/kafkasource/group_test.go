@@ -320,3 +320,58 @@ func TestTwoConsumersOneKilledLoseNothingAndStitchAgainstACleanRun(t *testing.T)
 	}
 	t.Logf("K's last commits %v; %d records processed by both (K hung at %d)", lastK, dups, groupStuckAt)
 }
+
+// TestADrainingSourceWaitsForThePartitionsOfAMemberThatReadsNothing: a
+// member of the group owns a partition and reads nothing (as a member
+// killed before its session expired does). A source with Drain (run
+// --kafka without --follow) reads its own partition to its end but is not
+// caught up: the feed is BEHIND, naming the records the other member has
+// not committed, and the engine not settled. Once that member leaves the
+// group, the source is assigned its partition, reads it, and settles with
+// every record of the topic processed once.
+func TestADrainingSourceWaitsForThePartitionsOfAMemberThatReadsNothing(t *testing.T) {
+	c := newCluster(t, 2)
+	hwm := produce(t, c, 60, 6)
+	gotOne := make(chan struct{}, 1)
+	idle, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic), kgo.ConsumerGroup("gdrain"),
+		kgo.DisableAutoCommit(), kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
+			select {
+			case gotOne <- struct{}{}:
+			default:
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	<-gotOne
+	src, err := kafkasource.New(kafkasource.Options{Brokers: c.ListenAddrs(), Topics: []string{topic}, Group: "gdrain", Drain: true,
+		PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	tl := newTally(hwm)
+	eng := startEngine(t, src, core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
+		tl.add(ev.(*kafkasource.Record))
+		return nil
+	}))
+	var mine int32 = -1
+	eventually(t, time.Minute, "one partition owned and committed to its end, BEHIND naming the other's records", func() bool {
+		for _, p := range src.Status().Partitions {
+			if p.Owned && p.Committed == hwm[p.Partition] {
+				mine = p.Partition
+			}
+		}
+		fs := eng.Status().Feeds[0]
+		return mine >= 0 && fs.State == engine.StateBehind && fs.Detail != nil && strings.Contains(*fs.Detail, "not yet committed by the member")
+	})
+	if eng.Status().Settled {
+		t.Fatal("settled while the other member's partition is not read")
+	}
+	idle.Close() // leaves the group: its partition goes to the source
+	eventually(t, time.Minute, "every partition committed to its end, settled", func() bool {
+		return allCommitted(src, hwm) && eng.Status().Settled
+	})
+	tl.check(t)
+}

@@ -1,8 +1,10 @@
 package kafkasource
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -64,4 +66,30 @@ func Decode(payload []byte) (any, error) {
 
 func partitionKey(topic string, partition int32) string {
 	return topic + "/" + strconv.FormatInt(int64(partition), 10)
+}
+
+// topicID is a topic's ID (Kafka 2.8+): each incarnation of a topic, each
+// creation under its name, has its own.
+type topicID [16]byte
+
+// known reports whether id is an ID (a cluster without topic IDs gives
+// none).
+func (id topicID) known() bool { return id != topicID{} }
+
+// TopicEpoch is the epoch of the positions of a topic's records: a number
+// derived from the topic ID (its two halves XORed, the sign bit cleared; 1
+// when that is 0), the same for every member, run and generation reading
+// that incarnation of the topic, and another for a topic deleted and
+// created again under the same name: its offsets, which start at 0 again,
+// are another position space. 0 for the zero ID (a cluster that gives no
+// topic IDs: then a topic created again is not told apart).
+func TopicEpoch(id [16]byte) int64 {
+	if id == ([16]byte{}) {
+		return 0
+	}
+	e := int64((binary.BigEndian.Uint64(id[:8]) ^ binary.BigEndian.Uint64(id[8:])) & math.MaxInt64)
+	if e == 0 {
+		e = 1
+	}
+	return e
 }

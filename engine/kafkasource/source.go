@@ -3,6 +3,7 @@ package kafkasource
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,6 +94,16 @@ type Options struct {
 	// (a pause, a slow network), and its partitions' uncommitted records
 	// are delivered again.
 	SessionTimeout time.Duration
+	// Drain makes the feed caught up only once the group has read the
+	// whole of its topics: every partition of another member committed
+	// to its end too (records deleted before they were read aside). A
+	// run that ends once settled (run --kafka without --follow) has then
+	// read the topics to their end, whichever member read each part, and
+	// waits for a partition held by a member that no longer reads it (one
+	// killed, until its session expires and the group gives the
+	// partition to a live member). Without it, a member is caught up with
+	// the partitions it owns.
+	Drain bool
 	// Item, when set, builds the item published for a record (for an app
 	// that reads lines: the value as a string). Default: the *Record.
 	Item func(*Record) any
@@ -110,8 +121,8 @@ type Options struct {
 // Source is a consumer-group source on franz-go: each assigned partition's
 // records are published as *Record at core.Position{Key: "topic/partition",
 // Offset: offset+1} (the next record to read: a committed position is the
-// Kafka commit), under the epoch of the group generation that assigned the
-// partition. Offsets are committed only through the engine's
+// Kafka commit), under the epoch of its topic's incarnation (TopicEpoch of
+// the topic ID). Offsets are committed only through the engine's
 // acknowledgement window: per partition the contiguous processed prefix,
 // never backwards. A Source is safe for concurrent use (Status from any
 // goroutine); it runs one Run at a time. Close it after the engine stopped:
@@ -124,13 +135,18 @@ type Source struct {
 	closed  atomic.Bool
 
 	// mu guards everything below; never held across a commit request.
-	mu        sync.Mutex
-	cl        *kgo.Client
-	in        *engine.Intake
-	gen       int64
-	parts     map[string]*part // by PartitionKey
-	buf       []*kgo.Record    // polled records in poll order: buf[head:] are not published yet
-	head      int
+	mu    sync.Mutex
+	cl    *kgo.Client
+	in    *engine.Intake
+	gen   int64
+	parts map[string]*part // by PartitionKey
+	buf   []polled         // polled records in poll order: buf[head:] are not published yet
+	head  int
+	epoch int64 // the feed's epoch: that of the last record published
+	// ids holds, per topic, the ID of the incarnation the client consumes
+	// (from its fetches, or the metadata before one): a topic deleted, or
+	// deleted and created again under another ID, is retired (retire).
+	ids       map[string]topicID
 	paused    bool // owned partitions' fetches are paused
 	state     engine.FeedState
 	detail    string
@@ -141,9 +157,18 @@ type Source struct {
 	started   time.Time // the last read of start offsets (checkStarts)
 	listed    time.Time // the last read of the topics' partitions (checkPartitions)
 	// unconsumed says why a partition of the topics is read by no one (a
-	// partition no member of the group is assigned, a deleted topic), ""
-	// when every one is owned: the feed is BEHIND while it is set.
+	// partition no member of the group is assigned, a topic that does not
+	// exist), "" when every one is owned: the feed is BEHIND while it is
+	// set. gone are the topics deleted since this source saw them (their
+	// records not read were counted lost; nothing is left to read): a
+	// feed caught up names them.
 	unconsumed string
+	gone       []string
+	// seen holds the topics this source has seen exist.
+	seen map[string]bool
+	// stale are the commits offsetsFetched found of another incarnation
+	// of their topic, for adjustOffsets.
+	stale []staleCommit
 
 	// commitMu serialises commits (a poll's and a revocation's).
 	commitMu       sync.Mutex
@@ -169,7 +194,20 @@ type part struct {
 	partition int32
 	key       string
 	owned     bool
-	since     int64 // the generation that assigned it: earlier acks are fenced
+	// fence is the feed's sequence number when this ownership began
+	// (Intake.Seq): an acknowledgement at or before it is of an earlier
+	// ownership and is fenced.
+	fence int64
+	// id is the ID of the topic's incarnation its records are read from
+	// (unknown: a cluster without topic IDs), epoch the position space of
+	// its records, TopicEpoch(id).
+	id    topicID
+	epoch int64
+	// stale: the group's commit at the assignment is not a position of
+	// this partition's log (a commit of another incarnation of its topic,
+	// or past its end): the partition is read from its log start, as by a
+	// group that never committed.
+	stale     bool
 	published int64 // offset+1 of the last record published (0: none)
 	acked     int64 // the highest acknowledged position of this ownership
 	committed int64 // the highest committed offset (-1: not known)
@@ -230,7 +268,25 @@ func New(opts Options) (*Source, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Source{opts: opts, log: log, parts: map[string]*part{}}, nil
+	return &Source{opts: opts, log: log, parts: map[string]*part{}, ids: map[string]topicID{}, seen: map[string]bool{}}, nil
+}
+
+// groupCommit is the offset the group had committed for p when it was
+// assigned (the client's committed offsets), but for a stale commit (not
+// a position of p's log), which is none.
+func (p *part) groupCommit(committed map[string]map[int32]kgo.EpochOffset) (int64, bool) {
+	eo, ok := committed[p.topic][p.partition]
+	if !ok || p.stale {
+		return -1, false
+	}
+	return eo.Offset, true
+}
+
+// polled is a record taken from a fetch and the epoch of its topic's
+// incarnation.
+type polled struct {
+	r     *kgo.Record
+	epoch int64
 }
 
 // DefaultPolicy is PAUSE: a full queue pauses the partitions' fetches,
@@ -247,6 +303,8 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 	defer s.running.Store(false)
 	s.mu.Lock()
 	s.in = in
+	s.epoch = 0
+	in.SetEpoch(0)
 	cl := s.cl
 	s.mu.Unlock()
 	in.SetCommitter(committer{s})
@@ -335,6 +393,8 @@ func (s *Source) newClient() (*kgo.Client, error) {
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
+		kgo.OnOffsetsFetched(s.offsetsFetched),
+		kgo.AdjustFetchOffsetsFn(s.adjustOffsets),
 		kgo.WithHooks(brokerHook{s}),
 		kgo.SessionTimeout(s.opts.SessionTimeout),
 		kgo.HeartbeatInterval(min(maxHeartbeat, s.opts.SessionTimeout/3)),
@@ -388,51 +448,88 @@ func (s *Source) take(fetches kgo.Fetches) {
 		s.fetchErr = "fetch: " + errors.Join(errs...).Error()
 	}
 	var committed map[string]map[int32]kgo.EpochOffset
-	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		p := s.parts[partitionKey(fp.Topic, fp.Partition)]
-		if p == nil || !p.owned || p.revoking {
-			return
-		}
-		if p.committed < 0 || p.next < 0 {
-			// The offset the group had committed when it was assigned
-			// (what this fetch started from), for the status and as
-			// the first offset the fetches should return.
-			if committed == nil {
-				committed = s.cl.CommittedOffsets()
+	for _, f := range fetches {
+		for i := range f.Topics {
+			ft := &f.Topics[i]
+			// The incarnation the records are read from: the fetch names
+			// it (Kafka 3.1+); the client consumes one until it is
+			// purged.
+			id := topicID(ft.TopicID)
+			if !id.known() {
+				id = s.ids[ft.Topic]
 			}
-			eo, ok := committed[fp.Topic][fp.Partition]
-			if ok && p.committed < 0 {
-				p.committed = eo.Offset
-			}
-			if p.next < 0 {
-				p.next = 0 // no commit: the group reads from offset 0, or what is left of it
-				if ok && eo.Offset > 0 {
-					p.next = eo.Offset
-				}
+			for j := range ft.Partitions {
+				losses = s.takePartition(kgo.FetchTopicPartition{Topic: ft.Topic, FetchPartition: ft.Partitions[j]}, id, &committed, losses)
 			}
 		}
-		if l, ok := s.deleted(p, fp); ok {
-			losses = append(losses, l)
-		}
-		if fp.HighWatermark > p.hwm {
-			p.hwm = fp.HighWatermark
-		}
-		if len(fp.Records) > 0 {
-			p.gone = 0 // the fetches move on: take sees the log start itself
-		}
-		for _, r := range fp.Records {
-			p.next = max(p.next, r.Offset+1)
-			if !r.Attrs.IsControl() {
-				s.buf = append(s.buf, r)
-			}
-		}
-	})
+	}
 	s.mu.Unlock()
 	for _, l := range losses {
 		s.log.Warn("kafkasource: records deleted before they were read (retention); counted lost",
 			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
 		in.AddLoss(l)
 	}
+}
+
+// takePartition takes one partition's fetch, read from the incarnation of
+// its topic whose ID is id: the records to the buffer, the high watermark,
+// and the loss of records deleted before they were read (added to losses);
+// committed caches the client's committed offsets. s.mu held.
+func (s *Source) takePartition(fp kgo.FetchTopicPartition, id topicID, committed *map[string]map[int32]kgo.EpochOffset, losses []engine.Loss) []engine.Loss {
+	p := s.parts[partitionKey(fp.Topic, fp.Partition)]
+	if p == nil || !p.owned || p.revoking {
+		return losses
+	}
+	epoch := TopicEpoch(id)
+	p.id, p.epoch = id, epoch
+	if id.known() {
+		s.ids[p.topic] = id // what the client consumes, named by its fetches
+	}
+	if p.committed < 0 || p.next < 0 {
+		// The offset the group had committed when it was assigned
+		// (what this fetch started from), for the status and as
+		// the first offset the fetches should return.
+		if *committed == nil {
+			*committed = s.cl.CommittedOffsets()
+		}
+		at, ok := p.groupCommit(*committed)
+		if ok && p.committed < 0 {
+			p.committed = at
+		}
+		if p.next < 0 {
+			p.next = 0 // no commit: the group reads from offset 0, or what is left of it
+			if ok && at > 0 {
+				p.next = at
+			}
+		}
+	}
+	if !p.stale && p.published == 0 && len(fp.Records) > 0 && fp.Records[0].Offset < p.next {
+		// The client resumed below the group's commit: the commit was
+		// past the log's end (a commit of the topic's earlier
+		// incarnation, or records the broker lost) and the client reset
+		// to the log start. The partition is read from there as by a
+		// group that never committed: only records below the log start
+		// are lost, and the commits go on from what is processed.
+		s.log.Warn("kafkasource: the group's commit is past the partition's end, not a position of its log (the topic created again, or records the broker lost); reading it from its log start",
+			"group", s.opts.Group, "partition", p.key, "committed", p.next, "log start", fp.LogStartOffset, "high watermark", fp.HighWatermark)
+		p.stale, p.committed, p.next = true, -1, 0
+	}
+	if l, ok := s.deleted(p, fp); ok {
+		losses = append(losses, l)
+	}
+	if fp.HighWatermark > p.hwm {
+		p.hwm = fp.HighWatermark
+	}
+	if len(fp.Records) > 0 {
+		p.gone = 0 // the fetches move on: take sees the log start itself
+	}
+	for _, r := range fp.Records {
+		p.next = max(p.next, r.Offset+1)
+		if !r.Attrs.IsControl() {
+			s.buf = append(s.buf, polled{r, epoch})
+		}
+	}
+	return losses
 }
 
 // deleted is the loss of p's records that fp shows deleted before they
@@ -448,7 +545,7 @@ func (s *Source) deleted(p *part, fp kgo.FetchTopicPartition) (engine.Loss, bool
 	if p.next < 0 || to <= p.next {
 		return engine.Loss{}, false
 	}
-	l := engine.Loss{Reason: LossRetention, Items: to - p.next, Epoch: p.since, Key: p.key, From: p.next, To: to,
+	l := engine.Loss{Reason: LossRetention, Items: to - p.next, Epoch: p.epoch, Key: p.key, From: p.next, To: to,
 		Detail: fmt.Sprintf("kafka %s: offsets %d-%d deleted (log start %d) before group %s read them",
 			p.key, p.next, to-1, fp.LogStartOffset, s.opts.Group)}
 	p.lost += l.Items
@@ -498,8 +595,8 @@ func (s *Source) checkStarts(ctx context.Context, cl *kgo.Client) {
 		}
 		if p.next < 0 { // not fetched yet: from the group's commit
 			p.next = 0
-			if eo, ok := committed[p.topic][p.partition]; ok && eo.Offset > 0 {
-				p.next = eo.Offset
+			if at, ok := p.groupCommit(committed); ok && at > 0 {
+				p.next = at
 			}
 		}
 		switch {
@@ -509,7 +606,7 @@ func (s *Source) checkStarts(ctx context.Context, cl *kgo.Client) {
 			p.gone = o.Offset // noted: counted if still so at the next read
 		default:
 			n := p.gone - p.next
-			losses = append(losses, engine.Loss{Reason: LossRetention, Items: n, Epoch: p.since, Key: p.key, From: p.next, To: p.gone,
+			losses = append(losses, engine.Loss{Reason: LossRetention, Items: n, Epoch: p.epoch, Key: p.key, From: p.next, To: p.gone,
 				Detail: fmt.Sprintf("kafka %s: offsets %d-%d deleted (log start %d) before group %s read them",
 					p.key, p.next, p.gone-1, o.Offset, s.opts.Group)})
 			p.lost += n
@@ -527,28 +624,42 @@ func (s *Source) checkStarts(ctx context.Context, cl *kgo.Client) {
 	}
 }
 
-// publish offers the buffered records in order. It reports how many the
-// feed took and whether it took them all (those it refused stay buffered).
+// publish offers the buffered records in order, each under the epoch of
+// its topic's incarnation (the feed's epoch is set before a batch whose
+// epoch differs from the last). It reports how many the feed took and
+// whether it took them all (those it refused stay buffered).
 func (s *Source) publish() (took int, all bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.head < len(s.buf) {
-		batch := s.buf[s.head:min(len(s.buf), s.head+256)]
+		end, epoch := min(len(s.buf), s.head+256), s.buf[s.head].epoch
+		for i := s.head + 1; i < end; i++ {
+			if s.buf[i].epoch != epoch {
+				end = i
+				break
+			}
+		}
+		if epoch != s.epoch {
+			s.in.SetEpoch(epoch)
+			s.epoch = epoch
+		}
+		batch := s.buf[s.head:end]
 		n := len(batch)
 		items, poss := s.items[:0], s.poss[:0]
 		// One allocation for the batch's records and one for their
 		// headers: a record a processor keeps keeps its batch.
 		recs := make([]Record, n)
 		nh := 0
-		for _, r := range batch {
-			nh += len(r.Headers)
+		for _, b := range batch {
+			nh += len(b.r.Headers)
 		}
 		var hs []Header
 		if nh > 0 {
 			hs = make([]Header, 0, nh)
 		}
 		var p *part
-		for i, r := range batch {
+		for i, b := range batch {
+			r := b.r
 			if p == nil || p.partition != r.Partition || p.topic != r.Topic {
 				p = s.parts[partitionKey(r.Topic, r.Partition)]
 			}
@@ -620,8 +731,8 @@ func (s *Source) seedEnds(ctx context.Context, cl *kgo.Client) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range s.parts {
-		if eo, ok := committed[p.topic][p.partition]; ok && p.owned && p.committed < 0 {
-			p.committed = eo.Offset
+		if at, ok := p.groupCommit(committed); ok && p.owned && p.committed < 0 {
+			p.committed = at
 		}
 	}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -637,10 +748,12 @@ func (s *Source) seedEnds(ctx context.Context, cl *kgo.Client) {
 // (added to the topic since the last rebalance): the feed is BEHIND,
 // naming it, and the client's metadata is refreshed at once so that the
 // group's leader rebalances to assign it (the client alone would notice
-// it at its next metadata refresh, minutes later). A deleted topic leaves
-// the feed BEHIND too, and the records of its partitions this member owned
-// and had not read yet (up to the high watermark last seen) are counted
-// lost (LossDeleted).
+// it at its next metadata refresh, minutes later). A topic whose
+// incarnation the client consumes is gone (deleted, or deleted and
+// created again: another topic ID) is retired (retire): the records of
+// its partitions this member owned and had not read yet (up to the high
+// watermark last seen) are counted lost (LossDeleted), and the client
+// consumes the topic again from whatever incarnation exists next.
 func (s *Source) checkPartitions(ctx context.Context, cl *kgo.Client) {
 	s.mu.Lock()
 	due := time.Since(s.listed) >= time.Second
@@ -649,18 +762,18 @@ func (s *Source) checkPartitions(ctx context.Context, cl *kgo.Client) {
 	}
 	s.mu.Unlock()
 	if due {
-		s.listPartitions(ctx, cl)
+		s.listPartitions(ctx, cl, false)
 	}
 }
 
 // stopCheck is the last checkPartitions, when Run ends: a partition added
-// since the last check, or a topic deleted, must not leave a stopped run
-// settled. When the partitions cannot be read, the feed is BEHIND (not
-// known).
+// since the last check must not leave a stopped run settled, and the
+// records of a topic deleted since are lost. When the partitions cannot
+// be read, the feed is BEHIND (not known).
 func (s *Source) stopCheck(cl *kgo.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
 	defer cancel()
-	if err := s.listPartitions(ctx, cl); err != nil {
+	if err := s.listPartitions(ctx, cl, true); err != nil {
 		s.mu.Lock()
 		s.unconsumed = fmt.Sprintf("the partitions of %s not known at the stop: %v", strings.Join(s.opts.Topics, ", "), err)
 		s.mu.Unlock()
@@ -673,8 +786,9 @@ func (s *Source) stopCheck(cl *kgo.Client) {
 }
 
 // listPartitions is checkPartitions' read; it returns why the partitions
-// could not be read (then nothing changes).
-func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client) error {
+// could not be read (then nothing changes). At the stop, a retired topic
+// is not consumed again.
+func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client, stopping bool) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CommitTimeout)
 	defer cancel()
 	// A metadata request of its own: the client's cached metadata (which
@@ -689,8 +803,13 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client) error {
 	if err != nil {
 		return err
 	}
-	var deleted []string         // topics
-	var unowned []topicPartition // partitions not owned here
+	var (
+		missing []string         // topics that do not exist, never seen by this source
+		deleted []string         // topics that existed and no longer do
+		retired []string         // topics whose incarnation the client consumed is gone
+		unowned []topicPartition // partitions not owned here
+		losses  []engine.Loss
+	)
 	s.mu.Lock()
 	for _, rt := range resp.Topics {
 		t := ""
@@ -698,12 +817,30 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client) error {
 			t = *rt.Topic
 		}
 		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
-			if errors.Is(err, kerr.UnknownTopicOrPartition) {
-				deleted = append(deleted, t)
+			if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+				s.mu.Unlock()
+				return fmt.Errorf("topic %s: %w", t, err)
+			}
+			if !s.seen[t] {
+				missing = append(missing, t)
 				continue
 			}
-			s.mu.Unlock()
-			return fmt.Errorf("topic %s: %w", t, err)
+			deleted = append(deleted, t)
+			if s.holds(t) {
+				retired = append(retired, t)
+				losses = s.retire(t, "deleted", losses)
+			}
+			continue
+		}
+		s.seen[t] = true
+		switch id, held := topicID(rt.TopicID), s.ids[t]; {
+		case !id.known():
+		case !held.known():
+			s.ids[t] = id // before a fetch names it
+		case held != id:
+			retired = append(retired, t)
+			losses = s.retire(t, "deleted and created again", losses)
+			s.ids[t] = id
 		}
 		for _, rp := range rt.Partitions {
 			if p := s.parts[partitionKey(t, rp.Partition)]; p == nil || !p.owned {
@@ -711,9 +848,24 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client) error {
 			}
 		}
 	}
+	in := s.in
 	s.mu.Unlock()
+	for _, l := range losses {
+		s.log.Warn("kafkasource: topic deleted with records not read; counted lost",
+			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
+		in.AddLoss(l)
+	}
+	if len(retired) > 0 && !stopping {
+		// The client never consumes another incarnation of a topic it
+		// consumed (its fetches fail, its commits are refused) until
+		// the topic is purged from it and added again: the group then
+		// assigns the partitions of what exists under the name next.
+		cl.PurgeTopicsFromConsuming(retired...)
+		cl.AddConsumeTopics(retired...)
+	}
 	adm := kadm.NewClient(cl)
-	var unassigned []string
+	var unassigned, others []string
+	var theirs []topicPartition // partitions other members own
 	if len(unowned) > 0 {
 		groups, err := adm.DescribeGroups(ctx, s.opts.Group)
 		if err == nil {
@@ -726,41 +878,138 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client) error {
 		for _, tp := range unowned {
 			if !assigned.Lookup(tp.topic, tp.partition) {
 				unassigned = append(unassigned, partitionKey(tp.topic, tp.partition))
+			} else {
+				theirs = append(theirs, tp)
 			}
 		}
 		slices.Sort(unassigned)
 	}
+	if s.opts.Drain && len(theirs) > 0 {
+		if others, err = s.othersToRead(ctx, adm, theirs); err != nil {
+			return err
+		}
+	}
 	var why []string
-	for _, t := range deleted {
-		why = append(why, "topic "+t+" deleted")
+	for _, t := range missing {
+		why = append(why, "topic "+t+" does not exist")
 	}
 	if len(unassigned) > 0 {
 		why = append(why, fmt.Sprintf("partition %s not assigned to any member of group %s", strings.Join(unassigned, ", "), s.opts.Group))
 		cl.ForceMetadataRefresh() // the group's leader rebalances once it sees the partition
 	}
-	var losses []engine.Loss
+	if len(others) > 0 {
+		why = append(why, "records not yet committed by the member of group "+s.opts.Group+" that owns "+strings.Join(others, ", "))
+	}
 	s.mu.Lock()
-	s.unconsumed = strings.Join(why, "; ")
-	for _, p := range s.parts {
-		if !p.owned || !slices.Contains(deleted, p.topic) {
+	s.unconsumed, s.gone = strings.Join(why, "; "), deleted
+	s.mu.Unlock()
+	return nil
+}
+
+// othersToRead names the partitions of tps (owned by other members of the
+// group) whose records are not all committed: the group's commit (or the
+// log start, past a commit or without one) below the end offset, each
+// with the count ("t/3: 12 records").
+func (s *Source) othersToRead(ctx context.Context, adm *kadm.Client, tps []topicPartition) ([]string, error) {
+	var topics []string
+	for _, tp := range tps {
+		if !slices.Contains(topics, tp.topic) {
+			topics = append(topics, tp.topic)
+		}
+	}
+	commits, err := adm.FetchOffsets(ctx, s.opts.Group)
+	if err == nil {
+		err = commits.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the commits of group %s: %w", s.opts.Group, err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the start offsets of %s: %w", strings.Join(topics, ", "), err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the end offsets of %s: %w", strings.Join(topics, ", "), err)
+	}
+	var left []string
+	for _, tp := range tps {
+		end, ok := ends.Lookup(tp.topic, tp.partition)
+		if !ok {
 			continue
 		}
-		from := max(p.next, p.published, p.committed, 0)
+		from := int64(0)
+		if start, ok := starts.Lookup(tp.topic, tp.partition); ok {
+			from = start.Offset
+		}
+		if c, ok := commits.Lookup(tp.topic, tp.partition); ok && c.Err == nil {
+			from = max(from, c.At)
+		}
+		if n := end.Offset - from; n > 0 {
+			left = append(left, fmt.Sprintf("%s: %d records", partitionKey(tp.topic, tp.partition), n))
+		}
+	}
+	slices.Sort(left)
+	return left, nil
+}
+
+// holds reports whether the source consumes an incarnation of topic t: it
+// knows its ID or owns one of its partitions (s.mu held).
+func (s *Source) holds(t string) bool {
+	if s.ids[t].known() {
+		return true
+	}
+	for _, p := range s.parts {
+		if p.owned && p.topic == t {
+			return true
+		}
+	}
+	return false
+}
+
+// retire stops consuming the incarnation of topic t the client consumed,
+// gone (why: deleted, or deleted and created again): the records of its
+// owned partitions not read yet, up to the high watermark last seen, are
+// appended to losses (LossDeleted), and the partitions are no longer
+// owned, their buffered records dropped (counted lost with the rest):
+// the acknowledgements of their records still queued are fenced (their
+// offsets name records of a log that no longer exists). s.mu held.
+func (s *Source) retire(t, why string, losses []engine.Loss) []engine.Loss {
+	drop := map[string]bool{}
+	for _, p := range s.parts {
+		if !p.owned || p.topic != t {
+			continue
+		}
+		from := s.unread(p)
 		if p.hwm > from {
-			losses = append(losses, engine.Loss{Reason: LossDeleted, Items: p.hwm - from, Epoch: p.since, Key: p.key, From: from, To: p.hwm,
-				Detail: fmt.Sprintf("kafka %s: offsets %d-%d not read when topic %s was deleted", p.key, from, p.hwm-1, p.topic)})
+			losses = append(losses, engine.Loss{Reason: LossDeleted, Items: p.hwm - from, Epoch: p.epoch, Key: p.key, From: from, To: p.hwm,
+				Detail: fmt.Sprintf("kafka %s: offsets %d-%d not read when topic %s was %s", p.key, from, p.hwm-1, p.topic, why)})
 			p.lost += p.hwm - from
 			p.next = p.hwm
 		}
+		p.owned, p.paused, p.revoking = false, false, false
+		drop[p.key] = true
 	}
-	in := s.in
-	s.mu.Unlock()
-	for _, l := range losses {
-		s.log.Warn("kafkasource: topic deleted with records not read; counted lost",
-			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
-		in.AddLoss(l)
+	s.dropBuffered(drop)
+	delete(s.ids, t)
+	return losses
+}
+
+// unread is the first offset of p not published: its first buffered
+// record's, or the next to fetch (s.mu held).
+func (s *Source) unread(p *part) int64 {
+	for _, b := range s.buf[s.head:] {
+		if b.r.Partition == p.partition && b.r.Topic == p.topic {
+			return b.r.Offset
+		}
 	}
-	return nil
+	return max(p.next, p.published, p.committed, 0)
 }
 
 // topicPartition names a partition.
@@ -848,7 +1097,7 @@ func (s *Source) report() {
 		lag += max(0, p.hwm-max(p.published, p.committed, p.next))
 	}
 	switch {
-	case owned == 0:
+	case owned == 0 && !s.allDeleted():
 		detail := "no partition assigned in group " + s.opts.Group
 		if e := s.groupErr.Load(); e != nil {
 			detail += ": " + *e
@@ -857,8 +1106,23 @@ func (s *Source) report() {
 	case lag > 0:
 		s.setStateLocked(engine.StateBehind, fmt.Sprintf("%d records to read", lag))
 	default:
-		s.setStateLocked(engine.StateCaughtUp, "")
+		var detail []string
+		for _, t := range s.gone {
+			detail = append(detail, "topic "+t+" deleted")
+		}
+		s.setStateLocked(engine.StateCaughtUp, strings.Join(detail, "; "))
 	}
+}
+
+// allDeleted reports whether every topic of the source was deleted under
+// it: nothing is left to read (s.mu held).
+func (s *Source) allDeleted() bool {
+	for _, t := range s.opts.Topics {
+		if !slices.Contains(s.gone, t) {
+			return false
+		}
+	}
+	return true
 }
 
 // brokerHook notes in Source.brokerErr whether the client's last request
@@ -967,15 +1231,18 @@ func (s *Source) unsure() bool {
 	return false
 }
 
-// assigned starts owning partitions under the current generation.
+// assigned starts owning partitions: the acknowledgements of the items
+// published before (up to the feed's sequence number now) are of earlier
+// ownerships, fenced.
 func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	_, gen := cl.GroupMetadata()
 	s.groupErr.Store(nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gen = int64(gen)
+	var fence int64
 	if s.in != nil {
-		s.in.SetEpoch(s.gen)
+		fence = s.in.Seq()
 	}
 	for topic, ps := range assigned {
 		for _, partition := range ps {
@@ -985,9 +1252,144 @@ func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 				p = &part{topic: topic, partition: partition, key: key, committed: -1}
 				s.parts[key] = p
 			}
-			p.owned, p.since, p.published, p.acked, p.committed, p.hwm, p.next, p.gone, p.paused = true, s.gen, 0, 0, -1, -1, -1, 0, false
+			p.owned, p.fence, p.id, p.epoch, p.stale = true, fence, s.ids[topic], TopicEpoch(s.ids[topic]), false
+			p.published, p.acked, p.committed, p.hwm, p.next, p.gone, p.paused = 0, 0, -1, -1, -1, 0, false
 		}
 	}
+}
+
+// commitTagPrefix begins the metadata of every offset the source commits,
+// followed by the topic ID in hex (commitTag).
+const commitTagPrefix = "blackbox topic-id="
+
+// commitTag is the metadata of an offset committed of the incarnation of
+// a topic whose ID is id.
+func commitTag(id topicID) string { return commitTagPrefix + hex.EncodeToString(id[:]) }
+
+// taggedID is the topic ID a commit's metadata names, if it is a
+// commitTag.
+func taggedID(meta *string) (topicID, bool) {
+	if meta == nil {
+		return topicID{}, false
+	}
+	h, ok := strings.CutPrefix(*meta, commitTagPrefix)
+	var id topicID
+	if !ok || hex.DecodedLen(len(h)) != len(id) {
+		return topicID{}, false
+	}
+	if _, err := hex.Decode(id[:], []byte(h)); err != nil || !id.known() {
+		return topicID{}, false
+	}
+	return id, true
+}
+
+// offsetsFetched (kgo.OnOffsetsFetched) reads the group's commits of the
+// partitions just assigned: a commit whose metadata names another topic ID
+// than the topic's now (commitTag; read with a metadata request) is of an
+// earlier incarnation of the topic, landed on this one by a broker before
+// Kafka 4.2, and is no position of its log: adjustOffsets starts the
+// partition at its log start instead, as for a group that never committed.
+// A commit without the source's metadata (another client's, an older
+// version's) is taken as it is.
+func (s *Source) offsetsFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	var tagged []staleCommit
+	note := func(topic string, partition int32, meta *string) {
+		if id, ok := taggedID(meta); ok && topic != "" {
+			tagged = append(tagged, staleCommit{topic, partition, id})
+		}
+	}
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				if p.Offset >= 0 {
+					note(t.Topic, p.Partition, p.Metadata)
+				}
+			}
+		}
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.Offset >= 0 {
+				note(t.Topic, p.Partition, p.Metadata)
+			}
+		}
+	}
+	if len(tagged) == 0 {
+		return nil
+	}
+	var topics []string
+	for _, c := range tagged {
+		if !slices.Contains(topics, c.topic) {
+			topics = append(topics, c.topic)
+		}
+	}
+	ids, err := topicIDs(ctx, cl, topics)
+	if err != nil {
+		s.log.Warn("kafkasource: the topics' IDs could not be read: the group's commits are taken as they are",
+			"group", s.opts.Group, "err", err)
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stale = s.stale[:0]
+	for _, c := range tagged {
+		if now := ids[c.topic]; now.known() && now != c.id {
+			s.stale = append(s.stale, c)
+		}
+	}
+	return nil
+}
+
+// staleCommit is a commit of a partition naming the incarnation of its
+// topic it was made for.
+type staleCommit struct {
+	topic     string
+	partition int32
+	id        topicID
+}
+
+// adjustOffsets (kgo.AdjustFetchOffsetsFn) starts each partition whose
+// commit offsetsFetched found of another incarnation of its topic at its
+// log start, and marks it stale (its commit is none).
+func (s *Source) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.stale {
+		if _, ok := offsets[c.topic][c.partition]; !ok {
+			continue
+		}
+		offsets[c.topic][c.partition] = kgo.NewOffset().AtStart()
+		key := partitionKey(c.topic, c.partition)
+		if p := s.parts[key]; p != nil {
+			p.stale = true
+		}
+		s.log.Warn("kafkasource: the group's commit is of a deleted topic of the same name (its metadata names another topic ID); reading the partition from its log start",
+			"group", s.opts.Group, "partition", key, "commit of topic ID", hex.EncodeToString(c.id[:]))
+	}
+	s.stale = s.stale[:0]
+	return offsets, nil
+}
+
+// topicIDs reads the IDs of topics with a metadata request (unknown for a
+// topic that does not exist, or a cluster without topic IDs).
+func topicIDs(ctx context.Context, cl *kgo.Client, topics []string) (map[string]topicID, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]topicID{}
+	for _, rt := range resp.Topics {
+		if rt.Topic != nil && rt.ErrorCode == 0 {
+			ids[*rt.Topic] = rt.TopicID
+		}
+	}
+	return ids, nil
 }
 
 // revoked hands the revoked partitions' polled records that are not
@@ -1038,7 +1440,7 @@ func (s *Source) dropBuffered(drop map[string]bool) {
 		return
 	}
 	clear(s.buf[:s.head])
-	s.buf = slices.DeleteFunc(s.buf[s.head:], func(r *kgo.Record) bool { return drop[partitionKey(r.Topic, r.Partition)] })
+	s.buf = slices.DeleteFunc(s.buf[s.head:], func(b polled) bool { return drop[partitionKey(b.r.Topic, b.r.Partition)] })
 	s.head = 0
 }
 
@@ -1090,14 +1492,15 @@ func (s *Source) disown(tps map[string][]int32) {
 type committer struct{ s *Source }
 
 // Acknowledged raises the partition's acknowledged position; an
-// acknowledgement of a partition not owned, or of a generation before the
-// one that assigned it, is fenced.
-func (c committer) Acknowledged(_, epoch int64, pos core.Position) {
+// acknowledgement of a partition not owned, of an item published before
+// the assignment that owns it (at or before its fence), or of another
+// incarnation of its topic, is fenced.
+func (c committer) Acknowledged(seq, epoch int64, pos core.Position) {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.parts[pos.Key]
-	if p == nil || !p.owned || epoch < p.since {
+	if p == nil || !p.owned || seq <= p.fence || epoch != p.epoch {
 		s.fenced.Add(1)
 		return
 	}
@@ -1110,18 +1513,19 @@ func (c committer) Commit() error { return c.s.commit() }
 
 var _ engine.CommitReporter = committer{}
 
-// Durable reports the offset this source committed for partition key while
-// it owned it under the assignment that epoch's records were published in
-// (engine.CommitReporter), so that the engine claims a commit (a COMMIT
-// row) only for a position Kafka holds from this member. It is not live
-// once the partition is no longer owned, or owned again under a later
-// assignment: the acknowledgements of epoch are fenced, never committed.
-func (c committer) Durable(epoch int64, key string) (int64, bool) {
+// Durable reports the offset this source committed for cm's partition
+// while it owned it under the assignment cm was published in, in cm's
+// incarnation of the topic (engine.CommitReporter), so that the engine
+// claims a commit (a COMMIT row) only for a position Kafka holds from this
+// member. It is not live once the partition is no longer owned, owned
+// again under a later assignment, or read from another incarnation: cm's
+// acknowledgement is fenced, never committed.
+func (c committer) Durable(cm engine.Commit) (int64, bool) {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.parts[key]
-	if p == nil || epoch < p.since {
+	p := s.parts[cm.Position.Key]
+	if p == nil || cm.Seq <= p.fence || cm.Epoch != p.epoch {
 		return -1, false
 	}
 	return p.committed, p.owned
@@ -1136,12 +1540,16 @@ func (s *Source) commit() error {
 	s.mu.Lock()
 	cl := s.cl
 	offsets := map[string]map[int32]kgo.EpochOffset{}
+	tags := map[string]string{} // by partition key
 	for _, p := range s.parts {
 		if p.owned && p.acked > 0 && p.acked > p.committed { // acked 0: nothing processed yet
 			if offsets[p.topic] == nil {
 				offsets[p.topic] = map[int32]kgo.EpochOffset{}
 			}
 			offsets[p.topic][p.partition] = kgo.EpochOffset{Epoch: -1, Offset: p.acked}
+			if p.id.known() {
+				tags[p.key] = commitTag(p.id)
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -1150,6 +1558,21 @@ func (s *Source) commit() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
 	defer cancel()
+	// Each offset committed names the incarnation of the topic it is a
+	// position of (its metadata): a broker before Kafka 4.2 may land a
+	// commit of a deleted topic on the topic created again under its
+	// name, and offsetsFetched then knows it for another's.
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			rt := &req.Topics[i]
+			for j := range rt.Partitions {
+				if tag, ok := tags[partitionKey(rt.Topic, rt.Partitions[j].Partition)]; ok {
+					rt.Partitions[j].Metadata = kmsg.StringPtr(tag)
+				}
+			}
+		}
+		return nil
+	})
 	var failed []error
 	done := map[string]int64{}
 	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
@@ -1252,8 +1675,8 @@ func (s *Source) verify() error {
 
 // Status is where a Source stands.
 type Status struct {
-	// Generation is the group generation of the last assignment (the
-	// epoch of the records published since), -1 before one.
+	// Generation is the group generation of the last assignment, -1
+	// before one.
 	Generation int64
 	// Partitions are every partition the source has owned, by topic and
 	// partition.
@@ -1271,7 +1694,11 @@ type Status struct {
 type PartitionStatus struct {
 	Topic     string
 	Partition int32
-	Owned     bool
+	// Epoch is the position space of its records: TopicEpoch of the ID
+	// of the topic's incarnation they were read from (0: not known, or a
+	// cluster without topic IDs).
+	Epoch int64
+	Owned bool
 	// Committed is the committed offset (the next record to read), -1
 	// when this source has not committed nor read it; Processed the
 	// acknowledged position (offset+1 of the last processed record of the
@@ -1296,7 +1723,7 @@ func (s *Source) Status() Status {
 		st.Generation = s.gen
 	}
 	for _, p := range s.parts {
-		ps := PartitionStatus{Topic: p.topic, Partition: p.partition, Owned: p.owned, Committed: p.committed,
+		ps := PartitionStatus{Topic: p.topic, Partition: p.partition, Epoch: p.epoch, Owned: p.owned, Committed: p.committed,
 			Processed: p.acked, Published: p.published, HighWatermark: p.hwm, Lag: -1, Paused: p.paused, Lost: p.lost}
 		if p.hwm >= 0 && p.committed >= 0 {
 			ps.Lag = p.hwm - p.committed

@@ -244,13 +244,15 @@ func TestLedgerAlreadyAppliedAcrossRestart(t *testing.T) {
 	}
 }
 
-// TestLedgerKeysWhatItAppliedByPartitionAndOffsetNotByEpoch: deliveries
-// with a position key (Kafka partitions, whose epoch is the group
-// generation) are saved per key; a restarted ledger skips a re-delivered
-// record of a partition at or before that partition's saved offset under
-// any later generation, applies the records after it, and keeps the file
-// rule (epoch and offset, key "") for a delivery without a key.
-func TestLedgerKeysWhatItAppliedByPartitionAndOffsetNotByEpoch(t *testing.T) {
+// TestLedgerKeysWhatItAppliedByPositionSpaceNotByKeyAlone: deliveries
+// with a position key (Kafka partitions, whose epoch is the incarnation of
+// their topic: the same for every generation and restart) are saved per
+// position space, epoch and key; a restarted ledger skips a re-delivered
+// record at or before its space's saved offset, applies the records after
+// it, applies a record of a topic created again (another epoch) at an
+// offset it applied in the first one, and keeps the file rule (epoch and
+// offset, key "") for a delivery without a key.
+func TestLedgerKeysWhatItAppliedByPositionSpaceNotByKeyAlone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	deliver := func(epoch int64, key string, off int64) *core.Delivery {
 		return &core.Delivery{Feed: "input", Epoch: epoch, Position: core.Position{Key: key, Offset: off}}
@@ -262,13 +264,13 @@ func TestLedgerKeysWhatItAppliedByPartitionAndOffsetNotByEpoch(t *testing.T) {
 		off  int64
 		line string
 	}{{"t/0", 1, "a,1"}, {"t/1", 1, "b,1"}, {"t/0", 2, "a,2"}, {"t/1", 2, "b,2"}, {"t/1", 3, "b,4"}} {
-		if _, err := handle(t, h, deliver(3, in.key, in.off), in.line); err != nil {
+		if _, err := handle(t, h, deliver(7, in.key, in.off), in.line); err != nil {
 			t.Fatal(err)
 		}
 	}
 	restarted := newLedger(t, apps.LedgerOptions{StatePath: path})
-	want := apps.LedgerState{Balances: map[string]int64{"a": 3, "b": 7}, Applied: 5, Epoch: 3, Key: "t/1", Offset: 3,
-		Positions: map[string]int64{"t/0": 2, "t/1": 3}}
+	want := apps.LedgerState{Balances: map[string]int64{"a": 3, "b": 7}, Applied: 5, Epoch: 7, Key: "t/1", Offset: 3,
+		Spaces: map[int64]map[string]int64{7: {"t/0": 2, "t/1": 3}}}
 	if diff := cmp.Diff(want, restarted.State()); diff != "" {
 		t.Fatalf("restored state (-want +got):\n%s", diff)
 	}
@@ -281,12 +283,14 @@ func TestLedgerKeysWhatItAppliedByPartitionAndOffsetNotByEpoch(t *testing.T) {
 		line        string
 		wantOutputs int
 	}{
-		{"t/0 applied before, a later generation", 5, "t/0", 1, "a,1", 0},
-		{"t/0 the last applied, a later generation", 5, "t/0", 2, "a,2", 0},
-		{"t/1 applied before (below t/1's offset, above t/0's)", 5, "t/1", 2, "b,2", 0},
-		{"t/0 next record", 5, "t/0", 3, "a,8", 1},
-		{"t/2 never seen", 5, "t/2", 1, "c,1", 1},
-		{"t/1 next record", 6, "t/1", 4, "b,8", 1},
+		{"t/0 applied before", 7, "t/0", 1, "a,1", 0},
+		{"t/0 the last applied", 7, "t/0", 2, "a,2", 0},
+		{"t/1 applied before (below t/1's offset, above t/0's)", 7, "t/1", 2, "b,2", 0},
+		{"t/0 next record", 7, "t/0", 3, "a,8", 1},
+		{"t/2 never seen", 7, "t/2", 1, "c,1", 1},
+		{"t/0 offset 1 of the topic created again", 8, "t/0", 1, "a,16", 1},
+		{"t/0 offset 1 of the topic created again, re-delivered", 8, "t/0", 1, "a,16", 0},
+		{"t/1 next record of the first topic", 7, "t/1", 4, "b,8", 1},
 		{"a file line (no key) of a new epoch", 9, "", 1, "d,1", 1},
 	} {
 		got, err := handle(t, h, deliver(tt.epoch, tt.key, tt.off), tt.line)
@@ -298,11 +302,54 @@ func TestLedgerKeysWhatItAppliedByPartitionAndOffsetNotByEpoch(t *testing.T) {
 		}
 	}
 	st := readState(t, path)
-	if want := map[string]int64{"a": 11, "b": 15, "c": 1, "d": 1}; !maps.Equal(st.Balances, want) || st.Applied != 9 {
-		t.Errorf("saved balances %v, applied %d; want %v, 9", st.Balances, st.Applied, want)
+	if want := map[string]int64{"a": 27, "b": 15, "c": 1, "d": 1}; !maps.Equal(st.Balances, want) || st.Applied != 10 {
+		t.Errorf("saved balances %v, applied %d; want %v, 10", st.Balances, st.Applied, want)
 	}
-	if want := map[string]int64{"t/0": 3, "t/1": 4, "t/2": 1}; !maps.Equal(st.Positions, want) {
-		t.Errorf("saved positions %v, want %v", st.Positions, want)
+	if want := map[int64]map[string]int64{7: {"t/0": 3, "t/1": 4, "t/2": 1}, 8: {"t/0": 1}}; !cmp.Equal(st.Spaces, want) {
+		t.Errorf("saved spaces %v, want %v", st.Spaces, want)
+	}
+}
+
+// TestLedgerTakesOverTheKeysOfAStateSavedBeforeSpaces: a state saved by
+// an earlier version holds, per key, the offset applied whatever the
+// epoch ("positions"). The ledger skips a record of that key at or before
+// it, whatever its epoch, until it applies one: that record's position
+// space (its epoch) takes the key's offset over, and "positions" is no
+// longer saved once every key was taken over.
+func TestLedgerTakesOverTheKeysOfAStateSavedBeforeSpaces(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	old := `{"balances":{"a":3,"b":1},"applied":3,"epoch":4,"key":"t/1","offset":1,"positions":{"t/0":2,"t/1":1}}`
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := host(newLedger(t, apps.LedgerOptions{StatePath: path}))
+	deliver := func(epoch int64, key string, off int64) *core.Delivery {
+		return &core.Delivery{Feed: "input", Epoch: epoch, Position: core.Position{Key: key, Offset: off}}
+	}
+	for _, tt := range []struct {
+		name        string
+		key         string
+		off         int64
+		line        string
+		wantOutputs int
+		wantSpaces  map[int64]map[string]int64
+		wantOld     map[string]int64
+	}{
+		{"t/0 applied before the upgrade", "t/0", 2, "a,2", 0, nil, map[string]int64{"t/0": 2, "t/1": 1}},
+		{"t/0 next record: its space takes the key over", "t/0", 3, "a,4", 1,
+			map[int64]map[string]int64{9: {"t/0": 3}}, map[string]int64{"t/1": 1}},
+		{"t/0 re-delivered in its space", "t/0", 3, "a,4", 0, map[int64]map[string]int64{9: {"t/0": 3}}, map[string]int64{"t/1": 1}},
+		{"t/1 next record: the last key taken over", "t/1", 2, "b,2", 1, map[int64]map[string]int64{9: {"t/0": 3, "t/1": 2}}, nil},
+	} {
+		got, err := handle(t, h, deliver(9, tt.key, tt.off), tt.line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := readState(t, path)
+		if len(got) != tt.wantOutputs || !cmp.Equal(st.Spaces, tt.wantSpaces) || !maps.Equal(st.Positions, tt.wantOld) {
+			t.Errorf("%s: %d outputs, saved spaces %v, positions %v; want %d, %v, %v", tt.name, len(got), st.Spaces, st.Positions,
+				tt.wantOutputs, tt.wantSpaces, tt.wantOld)
+		}
 	}
 }
 

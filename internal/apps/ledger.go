@@ -94,52 +94,98 @@ type LedgerOptions struct {
 // position (epoch, key, offset) of the last delivery applied (seed 5a:
 // consumer side offsets) and, for a source whose positions have a key (a
 // Kafka partition, "topic/partition"), the offset of the last delivery
-// applied of each key. State returns a copy, safe to use anywhere.
+// applied in each position space (epoch and key). State returns a copy,
+// safe to use anywhere.
 type LedgerState struct {
 	Balances map[string]int64 `json:"balances"`
 	Applied  int64            `json:"applied"`
 	Epoch    int64            `json:"epoch"`
 	Key      string           `json:"key,omitempty"`
 	Offset   int64            `json:"offset"`
-	// Positions holds, per position key, the offset of the last delivery
-	// of that key applied, whatever its epoch: a Kafka epoch is the group
-	// generation that assigned the partition, which changes at every
-	// rebalance while the partition's offsets go on. Nil for a file.
+	// Spaces holds, per epoch and then per position key, the offset of
+	// the last delivery of that position space applied. A Kafka epoch is
+	// the topic's incarnation (kafkasource.TopicEpoch): the same for
+	// every generation and restart reading it, another once the topic is
+	// deleted and created again, whose offsets start at 0 again. Nil for
+	// a file.
+	Spaces map[int64]map[string]int64 `json:"spaces,omitempty"`
+	// Positions is what a state saved by an earlier version holds in
+	// place of Spaces: per key, the offset of the last delivery of that
+	// key applied, whatever its epoch (then the group generation). A
+	// key's entry stands for the position space of the first delivery of
+	// that key the ledger applies after reading it (its topic taken to be
+	// the one it was saved from), which takes it over: it is moved to
+	// Spaces then. Never written otherwise.
 	Positions map[string]int64 `json:"positions,omitempty"`
 }
 
 // applied reports whether the state already holds delivery d: for a
-// position with a key, an offset at or before the last one applied of that
-// key (whatever the epoch); for a file (key ""), the same epoch and an
-// offset at or before the last one (core.Delivery.AlreadyApplied).
+// position with a key, an offset at or before the last one applied in its
+// position space (its epoch and key; a key saved by an earlier version,
+// in Positions, whatever the epoch until a delivery of it is applied);
+// for a file (key ""), the same epoch and an offset at or before the last
+// one (core.Delivery.AlreadyApplied).
 func (st *LedgerState) applied(d *core.Delivery) bool {
 	switch {
 	case d == nil:
 		return false
 	case d.Position.Key != "":
-		off, ok := st.Positions[d.Position.Key]
+		off, ok := st.Spaces[d.Epoch][d.Position.Key]
+		if !ok {
+			off, ok = st.Positions[d.Position.Key]
+		}
 		return ok && d.Position.Offset <= off
 	}
 	return d.AlreadyApplied(st.Epoch, core.Position{Offset: st.Offset})
 }
 
-// record notes d as the last delivery applied (and of its key).
+// record notes d as the last delivery applied (and of its position
+// space, which takes over the key's entry of an earlier version).
 func (st *LedgerState) record(d *core.Delivery) {
 	st.Epoch, st.Key, st.Offset = d.Epoch, d.Position.Key, d.Position.Offset
-	if d.Position.Key == "" {
+	key := d.Position.Key
+	if key == "" {
 		return
 	}
-	if st.Positions == nil {
-		st.Positions = map[string]int64{}
+	if st.Spaces == nil {
+		st.Spaces = map[int64]map[string]int64{}
 	}
-	st.Positions[d.Position.Key] = max(st.Positions[d.Position.Key], d.Position.Offset)
+	sp := st.Spaces[d.Epoch]
+	if sp == nil {
+		sp = map[string]int64{}
+		st.Spaces[d.Epoch] = sp
+	}
+	off, ok := sp[key]
+	if !ok {
+		off = st.Positions[key]
+	}
+	sp[key] = max(off, d.Position.Offset)
+	if _, ok := st.Positions[key]; ok {
+		delete(st.Positions, key)
+		if len(st.Positions) == 0 {
+			st.Positions = nil
+		}
+	}
 }
 
 // clone is a copy of st that shares no map with it.
 func (st LedgerState) clone() LedgerState {
 	st.Balances = maps.Clone(st.Balances)
+	st.Spaces = cloneSpaces(st.Spaces)
 	st.Positions = maps.Clone(st.Positions)
 	return st
+}
+
+// cloneSpaces is a copy of sp that shares no map with it.
+func cloneSpaces(sp map[int64]map[string]int64) map[int64]map[string]int64 {
+	if sp == nil {
+		return nil
+	}
+	c := make(map[int64]map[string]int64, len(sp))
+	for e, keys := range sp {
+		c[e] = maps.Clone(keys)
+	}
+	return c
 }
 
 // Posting is the output of the ledger for each amount applied to an
@@ -177,8 +223,8 @@ type posting struct {
 //   - a delivery already applied (after a restart: for a file,
 //     Delivery.AlreadyApplied with the saved epoch and offset; for a
 //     position with a key, a Kafka partition, an offset at or before the
-//     saved one of that key, whatever the epoch) is skipped: no output, no
-//     change;
+//     saved one of its position space, epoch and key) is skipped: no
+//     output, no change;
 //   - account,amount applies the amount and emits a Posting;
 //   - transfer,from,to,amount queues two reentrant postings (the debit, the
 //     credit), each emitting its Posting;
@@ -404,7 +450,7 @@ func (l *Ledger) snapshotLocked() {
 	if len(l.open) == 0 { // committedState shares st's maps: copy them (cheaper than encoding it here)
 		st.Balances = maps.Clone(st.Balances)
 	}
-	st.Positions = maps.Clone(st.Positions) // shared by committedState in any case
+	st.Spaces, st.Positions = cloneSpaces(st.Spaces), maps.Clone(st.Positions) // shared by committedState in any case
 	l.next = &ledgerSnap{st: &st, marks: l.marksLocked()}
 	l.pending = 0
 	if l.saver != nil {
@@ -799,7 +845,7 @@ func (o openDelivery) is(d *core.Delivery) bool { return o.seq == d.Sequence && 
 // committedState is the state without the postings of the deliveries
 // whose completion has not run (their positions not yet recorded): the
 // state a save may hold while they are under way, or abandoned (an
-// observer failed, Stop cut one). It shares st's Positions, and its
+// observer failed, Stop cut one). It shares st's Spaces and Positions, and its
 // Balances when there is none. mu held.
 func (l *Ledger) committedState() LedgerState {
 	if len(l.open) == 0 {
