@@ -304,12 +304,14 @@ func TestRunKafkaCountsRecordsDeletedBeforeTheyWereReadAsLost(t *testing.T) {
 // broker) is --session-timeout, and franz-go's default, 45s, without it.
 func TestRunKafkaJoinsTheGroupWithTheSessionTimeoutItIsGiven(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		args []string
-		want time.Duration
+		name      string
+		args      []string
+		want      time.Duration
+		rebalance time.Duration // follows the session, leaving room for a revocation
 	}{
-		{"default", nil, 45 * time.Second},
-		{"given", []string{"--session-timeout", "1500ms"}, 1500 * time.Millisecond},
+		{"default", nil, 45 * time.Second, 45 * time.Second},
+		{"given", []string{"--session-timeout", "1500ms"}, 1500 * time.Millisecond, 5 * time.Second},
+		{"given with a revocation", []string{"--session-timeout", "10s", "--revoke-timeout", "1s"}, 10 * time.Second, 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "empty"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
@@ -318,14 +320,16 @@ func TestRunKafkaJoinsTheGroupWithTheSessionTimeoutItIsGiven(t *testing.T) {
 			}
 			t.Cleanup(c.Close)
 			var (
-				mu       sync.Mutex
-				sessions []time.Duration
+				mu                   sync.Mutex
+				sessions, rebalances []time.Duration
 			)
 			c.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
 				c.KeepControl()
 				mu.Lock()
 				defer mu.Unlock()
-				sessions = append(sessions, time.Duration(req.(*kmsg.JoinGroupRequest).SessionTimeoutMillis)*time.Millisecond)
+				jr := req.(*kmsg.JoinGroupRequest)
+				sessions = append(sessions, time.Duration(jr.SessionTimeoutMillis)*time.Millisecond)
+				rebalances = append(rebalances, time.Duration(jr.RebalanceTimeoutMillis)*time.Millisecond)
 				return nil, nil, false
 			})
 			dir := t.TempDir()
@@ -342,6 +346,11 @@ func TestRunKafkaJoinsTheGroupWithTheSessionTimeoutItIsGiven(t *testing.T) {
 			for _, got := range sessions {
 				if got != tc.want {
 					t.Errorf("JoinGroup with a session of %s, want %s", got, tc.want)
+				}
+			}
+			for _, got := range rebalances {
+				if got != tc.rebalance {
+					t.Errorf("JoinGroup with a rebalance timeout of %s, want %s (a member killed in a rebalance is removed only then)", got, tc.rebalance)
 				}
 			}
 		})

@@ -92,7 +92,10 @@ type Options struct {
 	// stays BEHIND, joining). Default 45s (franz-go's and Kafka's since
 	// 3.0): a shorter session evicts a member whose heartbeats are late
 	// (a pause, a slow network), and its partitions' uncommitted records
-	// are delivered again.
+	// are delivered again. The group's rebalance timeout follows it (at
+	// least twice RevokeTimeout and a second): a member killed in the
+	// middle of a rebalance is removed only then (franz-go's default is a
+	// fixed 60s).
 	SessionTimeout time.Duration
 	// Drain makes the feed caught up only once the group has read the
 	// whole of its topics: every partition of another member committed
@@ -397,6 +400,7 @@ func (s *Source) newClient() (*kgo.Client, error) {
 		kgo.AdjustFetchOffsetsFn(s.adjustOffsets),
 		kgo.WithHooks(brokerHook{s}),
 		kgo.SessionTimeout(s.opts.SessionTimeout),
+		kgo.RebalanceTimeout(rebalanceTimeout(s.opts.SessionTimeout, s.opts.RevokeTimeout)),
 		kgo.HeartbeatInterval(min(maxHeartbeat, s.opts.SessionTimeout/3)),
 	}
 	if s.opts.InstanceID != "" {
@@ -1734,4 +1738,13 @@ func (s *Source) Status() Status {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	return st
+}
+
+// rebalanceTimeout is how long the group waits for its members to join a
+// rebalance (kgo.RebalanceTimeout): a member killed between its JoinGroup
+// and its SyncGroup is removed only then, whatever its session, so it
+// follows the session (franz-go's default is a fixed 60s); it always
+// leaves room for a revocation (RevokeTimeout) and a join.
+func rebalanceTimeout(session, revoke time.Duration) time.Duration {
+	return max(session, 2*revoke+time.Second)
 }
