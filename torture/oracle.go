@@ -722,6 +722,12 @@ func (o *oracle) checkClaims() {
 	}
 }
 
+// claimMargin is how long after the last row written before a Kafka
+// COMMIT row a delivery of what it covers must come to be surely after the
+// commit: more than the batches of rows a group writes at once take, less
+// than a rebalance (a revocation, a session) takes.
+const claimMargin = 300 * time.Millisecond
+
 // checkKafkaClaims is checkClaims for a Kafka feed.
 func (o *oracle) checkKafkaClaims() {
 	type claim struct {
@@ -751,16 +757,22 @@ func (o *oracle) checkKafkaClaims() {
 				if row.kind != "COMMIT" || row.key == "" {
 					continue
 				}
-				var by time.Time
-				for _, next := range rows[i+1:] {
-					if !next.instant.IsZero() {
-						by = next.instant
-						break
+				// The COMMIT row is written with the first rows written after
+				// the commit was made, so every row before it was processed
+				// before; with workers the rows after it may have been
+				// processed before the commit too (a worker's batch written
+				// later). A delivery well past the last instant before the
+				// row (a rebalance's worth) was surely made after it.
+				var last time.Time
+				for _, prev := range rows[:i] {
+					if prev.instant.After(last) {
+						last = prev.instant
 					}
 				}
-				if by.IsZero() {
-					continue // the last rows: when it was made is unknown
+				if last.IsZero() {
+					continue
 				}
+				by := last.Add(claimMargin)
 				keys[len(claims)] = row.key
 				claims = append(claims, claim{store: x.store, offset: row.offset, by: by})
 			}
