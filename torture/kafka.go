@@ -205,3 +205,26 @@ func (k *kafkaInput) apply(ctx context.Context, op Op, committedUpTo func(int32)
 	}
 	return fmt.Errorf("torture: %s is not an operation on a topic", op.Kind)
 }
+
+// ghosts counts the members of the group when no process of the scenario
+// is left in it (the run waited for has just been killed, the second
+// member is gone): members kfake keeps though their process died.
+func (k *kafkaInput) ghosts(ctx context.Context) int {
+	n := 0
+	err := k.admin(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		// The run being waited for is still a member: a second look after
+		// a session lets a live member's departure be seen.
+		gs, err := adm.DescribeGroups(ctx, k.group)
+		if err != nil {
+			return err
+		}
+		for _, g := range gs {
+			n += len(g.Members)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0
+	}
+	return max(n-1, 0) // the run waited for is one of them
+}

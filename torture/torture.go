@@ -54,6 +54,10 @@ type Report struct {
 	Elapsed    time.Duration  `json:"elapsedNs"`
 	Dimensions map[string]int `json:"dimensions"` // scenarios that exercised each dimension
 	Failures   []Failure      `json:"failures"`
+	// Inconclusive lists the scenarios the harness could not carry out
+	// for a defect of its environment (kfake keeping a killed member:
+	// ghostError), neither passed nor failed.
+	Inconclusive []uint64 `json:"inconclusive"`
 }
 
 // Failure is a scenario that broke an invariant, shrunk. A plain value.
@@ -124,6 +128,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 				vs, events, dir, err := runScenario(ctx, cfg, s)
 				if err != nil && ctx.Err() != nil {
 					return
+				}
+				var ghost *ghostError
+				if errors.As(err, &ghost) {
+					fmt.Fprintf(cfg.Log, "inconclusive seed %d: %v\n", seed, err)
+					mu.Lock()
+					rep.Scenarios++
+					rep.Inconclusive = append(rep.Inconclusive, seed)
+					mu.Unlock()
+					if !cfg.Keep {
+						os.RemoveAll(dir)
+					}
+					continue
 				}
 				var f *Failure
 				if err != nil || len(vs) > 0 {
@@ -222,6 +238,10 @@ func runScenario(ctx context.Context, cfg Config, s Scenario) (vs []Violation, e
 		sr.runs = append(sr.runs, o)
 	}
 	if err := sr.finish(ctx); err != nil {
+		var he *hangError
+		if errors.As(err, &he) {
+			return []Violation{{Invariant: InvLive, What: err.Error()}}, sr.events, dir, nil
+		}
 		return nil, sr.events, dir, err
 	}
 	o := &oracle{sr: sr, ctx: ctx}
@@ -326,8 +346,8 @@ func shrinkFailure(ctx context.Context, cfg Config, s Scenario, f *Failure) {
 // Summary writes the session's figures: scenarios, runs, time, how many
 // scenarios covered each dimension, the failures.
 func (rep Report) Summary(w io.Writer) {
-	fmt.Fprintf(w, "torture: seed %d: %d scenarios, %d runs in %s; %d failed\n", rep.Seed, rep.Scenarios, rep.Runs,
-		rep.Elapsed.Round(time.Millisecond), len(rep.Failures))
+	fmt.Fprintf(w, "torture: seed %d: %d scenarios, %d runs in %s; %d failed, %d inconclusive\n", rep.Seed, rep.Scenarios, rep.Runs,
+		rep.Elapsed.Round(time.Millisecond), len(rep.Failures), len(rep.Inconclusive))
 	var dims []string
 	for d, n := range rep.Dimensions {
 		dims = append(dims, fmt.Sprintf("%s %d", d, n))

@@ -75,6 +75,9 @@ func TestTortureScenarios(t *testing.T) {
 	if rep.Scenarios < *scenariosFlag {
 		t.Logf("the budget of %s covered %d of %d scenarios", *budgetFlag, rep.Scenarios, *scenariosFlag)
 	}
+	if len(rep.Inconclusive) > 0 {
+		t.Logf("inconclusive (kfake kept a killed member): seeds %v", rep.Inconclusive)
+	}
 	for _, f := range rep.Failures {
 		t.Errorf("seed %d: %s\n  reproduce: %s", f.Seed, f.Violations[0], f.Command)
 	}
