@@ -82,6 +82,52 @@
 // only an offset (layout 0) has its offset taken as a byte offset under a new
 // epoch.
 //
+// Bytes 64 to 112 may hold a pending header, laid out as the header (zero
+// when none): the header, at offset 0, of a file a run reads from 0 under a
+// new epoch after a loss, while the header still describes the file lost
+// from (below). It is written with the header and cleared by the first
+// commit that moves the header to that file; a restart that finds that file
+// again (the same identity, starting with the bytes fingerprinted) reads it
+// under the pending header's epoch. A reader of layout 1 that ignores it
+// draws a new epoch instead.
+//
+// # What the pointer holds from a start to the first commit
+//
+// Record before effect: a run that counts a loss moves the pointer past it
+// only once the recording holds it. A Committed start:
+//
+//   - with no pointer (no file, an empty one, one it cannot use) or a
+//     pointer of layout 0, writes the header of the file at the path (at 0,
+//     or at the layout-0 offset, at 0 when the file is shorter) under a
+//     new epoch at once: it held no file or epoch a restart could find a
+//     loss in;
+//   - resuming in the pointer's file, at the path (the same identity, or
+//     the same first bytes under another identity), renamed to a rotated
+//     name (found by identity and fingerprint) or copied there
+//     (copytruncate: found by fingerprint), writes its header (the identity,
+//     the fingerprint of its first bytes now) at once, at the pointer's
+//     offset and epoch: nothing is passed over;
+//   - when the pointer's file was replaced, truncated or rewritten and no
+//     copy of it is found, counts the rest of it lost (engine.LossUnread)
+//     and reads the file at the path from 0 under a new epoch, but the
+//     header keeps the old file, offset and epoch until the run's first
+//     commit. The engine commits only positions of items processed (their
+//     rows recorded), and every item read after the loss comes after it in
+//     every stream (its LOST row first): a run killed, or whose recording
+//     cannot be written, before its first commit leaves the pointer as it
+//     found it, and the next run finds the same loss, counts it and records
+//     it. Only the pending header (the new file's identity, fingerprint and
+//     epoch) is written at once, so that the next run reads the lines again
+//     under the same epoch while the file holds them: a state that skips by
+//     epoch and offset (core.Delivery.AlreadyApplied) does not apply them
+//     twice.
+//
+// A file truncated or rewritten under a following source with no copy of
+// it is handled alike: the pointer moves to the file read again only with
+// the commit of a line read after the loss (never at once because every
+// line before it was committed), and the pending header holds the new epoch
+// meanwhile.
+//
 // # Tailing, rotation and replacement
 //
 // After every read, and at every end of file, a source compares the open
@@ -161,7 +207,8 @@
 // read to which offset and that its bytes from there were never read, keeps
 // that in the feed's detail, and reports it as a loss (engine.LossUnread,
 // with that file's identity, epoch and offset: unreadFiles in the status,
-// not lossless, a LOST row before the first line read after it).
+// not lossless, a LOST row before the first line read after it); the
+// pointer keeps describing that file until the run's first commit (above).
 //
 // # Backpressure
 //

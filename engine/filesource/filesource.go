@@ -669,17 +669,44 @@ type started struct {
 }
 
 // startPointer reads the pointer file and checks the input against it: it
-// returns where to resume, and writes the pointer (new, reset, or with the
-// input's identity and fingerprint brought up to date) before anything is
-// published. When the path names another file than the pointer's, the
-// pointer's file is looked for among the rotated siblings (Options.Rotated)
-// and finished first; when it cannot be found, its bytes after the pointer
-// were never read: a loss, said and counted.
+// returns where to resume. When the path names another file than the
+// pointer's, the pointer's file is looked for among the rotated siblings
+// (Options.Rotated) and finished first; when it cannot be found, its bytes
+// after the pointer were never read: a loss, said and counted.
+//
+// What the pointer file holds from the start to the run's first commit
+// (record before effect: a restart must find whatever this start found
+// until the recording holds it):
+//
+//   - no pointer yet (none, empty, or a header it cannot use) and a pointer
+//     of layout 0 (an offset only): the header of the file at the path, at
+//     0 (at the offset, for layout 0) under a new epoch, written at once;
+//     it held no position a restart could lose, and the file is then
+//     found by identity if it is rotated before the first commit;
+//   - the pointer's file, at the path (the same identity, or the same
+//     first bytes under another: kept), renamed to a rotated name (found
+//     by identity and fingerprint) or copied there (copytruncate, found by
+//     fingerprint): the pointer's offset and epoch go on in it, and its
+//     header (the identity, the fingerprint grown from the bytes there
+//     now) is written at once: nothing is passed over;
+//   - the pointer's file replaced, truncated or rewritten with no copy of
+//     it found: the rest of it is counted lost (unread) and the file at the
+//     path is read from 0 under a new epoch. The header keeps the old
+//     file, offset and epoch until the first commit, which comes only once
+//     an item read after the loss is processed (and its rows, after the
+//     LOST row, recorded): a run killed, or whose recording cannot be
+//     written, before it leaves the pointer as it found it, and the next
+//     run finds the same loss, counts it and records it. Only the pending
+//     header (pointerFile.pending: the new file's identity, fingerprint and
+//     epoch, at 0) is written at once, so that the next run, finding that
+//     file again (the same identity and first bytes), reads it under the
+//     same epoch: a line the run applied to durable state, keyed by epoch
+//     and offset (core.Delivery.AlreadyApplied), is not applied again.
 func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte) (started, error) {
-	p, trust := Pointer{}, trustNothing
+	p, trust, pending := Pointer{}, trustNothing, Pointer{}
 	if !s.ptrCreated { // a file this run created is empty: nothing to warn about
 		var err error
-		if p, trust, err = loadPointer(s.opts.Pointer, s.logf); err != nil {
+		if p, trust, pending, err = loadPointer(s.opts.Pointer, s.logf); err != nil {
 			return started{}, err
 		}
 	}
@@ -709,6 +736,9 @@ func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte)
 			return st, s.writeStart(header(st.head, st.id, p.Offset, p.Epoch), p.Offset, p.Epoch)
 		}
 		s.f.AddReplaced(1)
+		if pendingFor(pending, id, head) {
+			st.epoch = pending.Epoch // an earlier start read this file from 0 under it, and committed nothing
+		}
 		s.logf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
 		if other {
 			s.unread(p, fmt.Sprintf("it is not at %s nor at its rotated siblings (%s)", s.path, strings.Join(s.rotated, ", ")))
@@ -716,21 +746,43 @@ func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte)
 			s.unread(p, fmt.Sprintf("%s was %s (or deleted, its inode reused), and no rotated sibling (%s) is a copy of it", s.path, why, strings.Join(s.rotated, ", ")))
 		}
 		st.hole = !other // the same file, truncated or rewritten in place
+		return st, s.startAfterLoss(p, header(head, id, 0, st.epoch))
 	}
 	return st, s.writeStart(header(head, id, st.off, st.epoch), st.off, st.epoch)
 }
 
-// writeStart writes the pointer a run starts with and maps it.
+// pendingFor reports whether pending (a pointer file's pending header) is
+// the header of the file of identity id whose first bytes are head, at 0:
+// the same identity, and head starts with the bytes it fingerprinted.
+func pendingFor(pending Pointer, id uint64, head []byte) bool {
+	return pending.Epoch != 0 && pending.Identity == id && pending.Offset == 0 &&
+		int64(len(head)) >= pending.FingerprintLen && fingerprintOf(head[:pending.FingerprintLen]) == pending.Fingerprint
+}
+
+// writeStart writes the pointer a run starts with, np (at off under
+// epoch), and maps it.
 func (s *Source) writeStart(np Pointer, off, epoch int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.ptr.write(np); err != nil {
 		return err
 	}
-	if err := s.ptr.open(); err != nil {
+	s.com.reset(epoch, off)
+	return nil
+}
+
+// startAfterLoss starts a run after a loss counted at the start: the
+// pointer file keeps old, the header it holds, with np, the header of the
+// file read from 0, as its pending header; np is the committer's header to
+// write at the first commit (see startPointer).
+func (s *Source) startAfterLoss(old, np Pointer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ptr.store(old, np); err != nil {
 		return err
 	}
-	s.com.reset(epoch, off)
+	s.com.reset(np.Epoch, np.Offset)
+	s.com.head, s.com.waiting = &np, true
 	return nil
 }
 
@@ -933,7 +985,7 @@ func (s *Source) rewritten() (bool, error) {
 		return false, fileErr("stat", s.path, err)
 	}
 	wasSwitching := s.switching
-	if err := s.switchTo(s.file, fi, s.fileID, ""); err != nil {
+	if err := s.switchTo(s.file, fi, s.fileID, "", true); err != nil {
 		return false, err
 	}
 	s.switching = wasSwitching // a rotated file is still finished before the path
@@ -992,7 +1044,7 @@ func (s *Source) reopen() (bool, error) {
 		if file != nil {
 			file.Close()
 		}
-		if err := s.switchTo(next, nfi, sb.id, sb.name); err != nil {
+		if err := s.switchTo(next, nfi, sb.id, sb.name, false); err != nil {
 			next.Close()
 			return false, err
 		}
@@ -1016,7 +1068,7 @@ func (s *Source) reopen() (bool, error) {
 		return false, nil
 	}
 	s.openErr = ""
-	if err := s.switchTo(file, fi, id, ""); err != nil {
+	if err := s.switchTo(file, fi, id, "", false); err != nil {
 		file.Close()
 		return false, err
 	}
@@ -1040,7 +1092,12 @@ func (s *Source) reopen() (bool, error) {
 // rotated, when not "", is the name of a file rotated after the old one
 // (nextRotated): another file by identity, read from 0 under a new epoch
 // with no verdict, and the path is read after it.
-func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated string) error {
+//
+// lost: the old file's bytes after its last published line were just
+// counted lost (rewritten): read from 0, the file is a move after a loss
+// (committer.moveTo), which the pointer takes only with the commit of a
+// line of its own, so never before the loss is recorded.
+func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated string, lost bool) error {
 	old := s.rd
 	size := fi.Size()
 	name := s.path
@@ -1075,7 +1132,7 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated stri
 		s.logf("%s", msg)
 	}
 	if s.opts.Read == Committed {
-		if err := s.com.moveTo(header(head, id, off, epoch), old.pos, keep); err != nil {
+		if err := s.com.moveTo(header(head, id, off, epoch), old.pos, keep, lost && !keep); err != nil {
 			return err
 		}
 	} else if n := old.buffered(); n > 0 && keep {
@@ -1123,31 +1180,49 @@ type committer struct {
 	// order, each with the end of the lines published from the file before
 	// it (in that file's positions). The pointer moves to a file only once
 	// every line of the files before it is acknowledged: acked reaches the
-	// oldEnd, or an acknowledgement of the file's own epoch arrives
-	// (acknowledgements come in publish order). head, when not nil, is the
-	// header of epoch's file, not yet written.
+	// oldEnd (not for a move after a loss), or an acknowledgement of the
+	// file's own epoch arrives (acknowledgements come in publish order).
+	// head, when not nil, is the header of epoch's file, not yet written.
 	moves []move
 	head  *Pointer
+
+	// waiting: head follows a loss counted at the start, and the pointer
+	// file still describes the file lost from: only Commit writes head (or
+	// the header of a file after it), which the engine calls only with the
+	// acknowledgement of an item read after the loss, so once the loss's
+	// LOST row, written before that item's rows, is recorded.
+	waiting bool
 }
 
+// A move is a file read after the one before it: hdr its header, oldEnd
+// the end of the lines published from the file before it. lost: the bytes
+// of the file before it after those lines were counted lost (it was
+// truncated or rewritten under the reader, no copy found): the pointer
+// moves to it only with an acknowledgement of its own epoch, or of a file
+// after it, never at oldEnd, so never before the loss is recorded.
 type move struct {
 	hdr    Pointer
 	oldEnd int64
+	lost   bool
 }
 
 // reset moves to a new epoch: acknowledgements of the old one are never
 // committed, and what was acknowledged before is forgotten.
 func (c *committer) reset(epoch, off int64) {
 	c.epoch, c.acked, c.committed = epoch, off, off
-	c.moves, c.head = nil, nil
+	c.moves, c.head, c.waiting = nil, nil, false
 }
 
 // moveTo records np, the header of the file read from now on (oldEnd: the
 // end of the lines published from the file before it). The pointer moves
 // to it at once if every line before is acknowledged, else at the commit
 // that completes them. keep: the same position space goes on in the new
-// file (only the identity and the fingerprint change).
-func (c *committer) moveTo(np Pointer, oldEnd int64, keep bool) error {
+// file (only the identity and the fingerprint change). lost: the rest of
+// the file before it was counted lost (see move): np is written as the
+// pointer file's pending header at once (pointerFile.pending), so that a
+// restart reads the file under np's epoch, and the pointer moves to it
+// only with the acknowledgement of an item of its own.
+func (c *committer) moveTo(np Pointer, oldEnd int64, keep, lost bool) error {
 	if keep {
 		switch {
 		case len(c.moves) > 0:
@@ -1161,17 +1236,23 @@ func (c *committer) moveTo(np Pointer, oldEnd int64, keep bool) error {
 		np.Offset = c.committed
 		return c.s.writePointer(np)
 	}
-	c.moves = append(c.moves, move{np, oldEnd})
-	if c.advance() {
+	c.moves = append(c.moves, move{np, oldEnd, lost})
+	if lost {
+		if err := c.s.writePending(np); err != nil {
+			return err
+		}
+	}
+	if c.advance() && !c.waiting {
 		return c.writeHead()
 	}
 	return nil
 }
 
-// advance moves epoch on past every file whose lines are all acknowledged;
-// it reports whether the pointer's header must be rewritten.
+// advance moves epoch on past every file whose lines are all acknowledged
+// (up to a move after a loss); it reports whether the pointer's header
+// must be rewritten.
 func (c *committer) advance() bool {
-	for len(c.moves) > 0 && c.acked >= c.moves[0].oldEnd {
+	for len(c.moves) > 0 && !c.moves[0].lost && c.acked >= c.moves[0].oldEnd {
 		m := c.moves[0]
 		c.moves = c.moves[1:]
 		c.epoch, c.acked = m.hdr.Epoch, m.hdr.Offset
@@ -1187,7 +1268,7 @@ func (c *committer) writeHead() error {
 	if err := c.s.writePointer(h); err != nil {
 		return err
 	}
-	c.head, c.committed = nil, h.Offset
+	c.head, c.committed, c.waiting = nil, h.Offset, false
 	return nil
 }
 
@@ -1229,6 +1310,14 @@ func (s *Source) writePointer(h Pointer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ptr.write(h)
+}
+
+// writePending writes np as the pointer file's pending header, keeping
+// its header.
+func (s *Source) writePending(np Pointer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ptr.store(s.ptr.hdr, np)
 }
 
 // commit writes off into the pointer: one flushed store, or, while the

@@ -28,6 +28,14 @@ const (
 	FingerprintMax = 4096
 
 	headerSize = 48
+	// offPending is where the pending header is (bytes 64 to 112, laid
+	// out as the header): the header, at offset 0, of a file a run reads
+	// from 0 under a new epoch after a loss while the header still
+	// describes the file lost from, until the first commit moves the header
+	// there (see Source.startPointer); a restart that finds that file
+	// again reads it under the same epoch. Written with the header
+	// (pointerFile.store), cleared by every write of a header alone.
+	offPending = 64
 	offOffset  = 0
 	offEpoch   = 8
 	offID      = 16
@@ -51,13 +59,29 @@ type Pointer struct {
 
 func (p Pointer) encode() []byte {
 	b := make([]byte, PointerSize)
+	p.put(b)
+	return b
+}
+
+// encodeFile is a pointer file's bytes: header h, and pending (when its
+// epoch is not 0) at offPending.
+func encodeFile(h, pending Pointer) []byte {
+	b := h.encode()
+	if pending.Epoch != 0 {
+		pending.Layout = Layout
+		pending.put(b[offPending:])
+	}
+	return b
+}
+
+// put writes p's fields into b (at least headerSize bytes).
+func (p Pointer) put(b []byte) {
 	binary.LittleEndian.PutUint64(b[offOffset:], uint64(p.Offset))
 	binary.LittleEndian.PutUint64(b[offEpoch:], uint64(p.Epoch))
 	binary.LittleEndian.PutUint64(b[offID:], p.Identity)
 	binary.LittleEndian.PutUint64(b[offLayout:], uint64(p.Layout))
 	binary.LittleEndian.PutUint64(b[offFPLen:], uint64(p.FingerprintLen))
 	binary.LittleEndian.PutUint64(b[offFP:], p.Fingerprint)
-	return b
 }
 
 // decodePointer decodes a header from b, zero-padded to headerSize.
@@ -116,25 +140,51 @@ const (
 )
 
 // loadPointer reads the pointer file at path and says what it can be
-// trusted with, warning through logf about anything it cannot use.
-func loadPointer(path string, logf func(string, ...any)) (Pointer, pointerTrust, error) {
+// trusted with, warning through logf about anything it cannot use, and
+// returns the pending header it holds (pendingOf) with a header it trusts.
+func loadPointer(path string, logf func(string, ...any)) (Pointer, pointerTrust, Pointer, error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return Pointer{}, trustNothing, nil
+		return Pointer{}, trustNothing, Pointer{}, nil
 	case err != nil:
-		return Pointer{}, trustNothing, fileErr("read pointer", path, err)
+		return Pointer{}, trustNothing, Pointer{}, fileErr("read pointer", path, err)
 	}
+	p, trust := trustPointer(b, path, logf)
+	var pending Pointer
+	if trust == trustAll {
+		pending = pendingOf(b)
+	}
+	return p, trust, pending, nil
+}
+
+// pendingOf is the pending header b (a pointer file's bytes) holds, the
+// zero Pointer when none (or one that is not a valid header of our
+// layout).
+func pendingOf(b []byte) Pointer {
+	if len(b) < offPending+headerSize {
+		return Pointer{}
+	}
+	q := decodePointer(b[offPending:])
+	if q.Layout != Layout || q.Epoch <= 0 || q.Offset != 0 || q.FingerprintLen < 0 || q.FingerprintLen > FingerprintMax {
+		return Pointer{}
+	}
+	return q
+}
+
+// trustPointer decodes the bytes b of the pointer file at path: what it
+// holds and what it can be trusted with.
+func trustPointer(b []byte, path string, logf func(string, ...any)) (Pointer, pointerTrust) {
 	if len(b) > PointerSize {
 		b = b[:PointerSize]
 	}
 	switch {
 	case len(b) == 0:
 		logf("pointer file %s is empty: reading from 0 under a new epoch", path)
-		return Pointer{}, trustNothing, nil
+		return Pointer{}, trustNothing
 	case len(b) < 8:
 		logf("pointer file %s is too short for an offset (%d bytes): reading from 0 under a new epoch; it is rewritten at %d bytes", path, len(b), PointerSize)
-		return Pointer{}, trustNothing, nil
+		return Pointer{}, trustNothing
 	}
 	p := decodePointer(b)
 	short := len(b) < PointerSize
@@ -142,26 +192,26 @@ func loadPointer(path string, logf func(string, ...any)) (Pointer, pointerTrust,
 	case 0:
 		if p.Offset < 0 {
 			logf("pointer file %s holds a negative offset %d: reading from 0 under a new epoch", path, p.Offset)
-			return Pointer{}, trustNothing, nil
+			return Pointer{}, trustNothing
 		}
 		logf("pointer file %s has no layout version (%d bytes): taking its offset %d as a byte offset under a new epoch", path, len(b), p.Offset)
-		return Pointer{Offset: p.Offset}, trustOffsetOnly, nil
+		return Pointer{Offset: p.Offset}, trustOffsetOnly
 	case Layout:
 		if len(b) < headerSize {
 			logf("pointer file %s holds %d bytes of its %d-byte header: reading from 0 under a new epoch", path, len(b), headerSize)
-			return Pointer{}, trustNothing, nil
+			return Pointer{}, trustNothing
 		}
 		if p.Offset < 0 || p.Epoch == 0 || p.FingerprintLen < 0 || p.FingerprintLen > FingerprintMax {
 			logf("pointer file %s is corrupt (offset %d, epoch %d, fingerprint length %d): reading from 0 under a new epoch", path, p.Offset, p.Epoch, p.FingerprintLen)
-			return Pointer{}, trustNothing, nil
+			return Pointer{}, trustNothing
 		}
 		if short {
 			logf("pointer file %s is %d bytes, not %d: its header is kept and the file rewritten at %d bytes", path, len(b), PointerSize, PointerSize)
 		}
-		return p, trustAll, nil
+		return p, trustAll
 	default:
 		logf("pointer file %s has an unknown layout %d: reading from 0 under a new epoch", path, p.Layout)
-		return Pointer{}, trustNothing, nil
+		return Pointer{}, trustNothing
 	}
 }
 
@@ -310,28 +360,33 @@ func (p *pointerFile) setOffset(off int64) error {
 	return nil
 }
 
-// write replaces the whole header at once: a temporary file, synced and
-// renamed over the pointer file, then the directory synced; the mapping (if
-// any) is moved to the new file. A crash leaves the old or the new header,
-// never a mix.
-func (p *pointerFile) write(h Pointer) error {
+// write replaces the whole header at once, with no pending header: see
+// store.
+func (p *pointerFile) write(h Pointer) error { return p.store(h, Pointer{}) }
+
+// store replaces the whole file at once, header h and pending header
+// pending (none when its epoch is 0): a temporary file, synced and renamed
+// over the pointer file, then the directory synced; the mapping (if any)
+// is moved to the new file, and a file a run holds (locked) is mapped. A
+// crash leaves the old or the new file, never a mix.
+func (p *pointerFile) store(h, pending Pointer) error {
 	h.Layout = Layout
 	if p.hookWrite != nil {
 		p.hookWrite(h)
 	}
-	if p.lock == nil { // no run holds it (a commit after Run returned)
+	held := p.lock != nil
+	if !held { // no run holds it (a commit after Run returned)
 		if _, err := p.acquire(false); err != nil {
 			return err
 		}
 		defer p.release()
 	}
-	wasMapped := p.mapped()
 	tmp := p.path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fileErr("write pointer", tmp, err)
 	}
-	_, err = f.Write(h.encode())
+	_, err = f.Write(encodeFile(h, pending))
 	if err == nil {
 		err = f.Sync()
 	}
@@ -356,7 +411,7 @@ func (p *pointerFile) write(h Pointer) error {
 		d.Close()
 	}
 	p.hdr = h
-	if wasMapped {
+	if held {
 		return p.open()
 	}
 	return nil

@@ -19,7 +19,7 @@ func FuzzPointerFile(f *testing.F) {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		p, trust, err := loadPointer(path, func(string, ...any) {})
+		p, trust, _, err := loadPointer(path, func(string, ...any) {})
 		if err != nil {
 			t.Fatalf("a readable pointer file gave an error: %v", err)
 		}
