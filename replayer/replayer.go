@@ -300,6 +300,7 @@ func replayOnce(ctx context.Context, r store.StreamsReader, resolve func(string)
 			}
 		}
 		if rp.stopped {
+			rp.loss(&e) // past the stop a recorded loss is still one
 			continue
 		}
 		if pb != nil {

@@ -522,3 +522,37 @@ func TestReplayAndDiffRefuseANilContext(t *testing.T) {
 		}
 	}
 }
+
+// TestALossRecordedPastAReplaysStopIsStillALoss: a stream whose replay
+// stops at a FAILED row, with a LOST row after it (a source's loss the
+// run recorded later), is not lossless: the replay stops replaying, not
+// reading what the stream says was lost. It said lossless.
+func TestALossRecordedPastAReplaysStopIsStillALoss(t *testing.T) {
+	rs := rows(t, run{}.memory(t, "alice,1", "alice,2", "bob,3"))
+	in := find(t, rs, "ledger", store.KindInline, 1)
+	at := in + 1 + int(rs[in].N)
+	failed := store.Entry{Processor: "ledger", Kind: store.KindFailed, Source: rs[in].Source, Seq: rs[in].Seq, Instant: t0,
+		Detail: "completion: saving the state: disk full"}
+	lost := store.Lost{Feed: rs[in].Source, Seq: rs[in].Seq + 1, Reason: "oversized", Items: 1, From: 40, To: 900}.Entry("ledger", 0)
+	end := len(rs) - 1
+	for end >= 0 && !(rs[end].Processor == "ledger" && rs[end].Kind == store.KindEnd) {
+		end--
+	}
+	edited := append([]store.Entry(nil), rs[:at]...)
+	edited = append(edited, failed)
+	edited = append(edited, rs[at:end]...)
+	edited = append(edited, lost)
+	edited = append(edited, rs[end:]...)
+	idx := int64(0)
+	for k := range edited {
+		if edited[k].Processor == "ledger" {
+			idx++
+			edited[k].Index = idx
+		}
+	}
+	rep := replay(t, reopen(t, edited), replayer.Options{})
+	p := rep.Processors[0]
+	if p.StopKind != replayer.StopFailed || rep.Lossless || len(p.Losses) != 1 {
+		t.Fatalf("want stopped by the FAILED row, not lossless, the LOST row past it reported:\n%s", text(t, rep))
+	}
+}

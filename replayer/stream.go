@@ -111,10 +111,13 @@ func (rp *replay) run() error {
 			}
 			break
 		}
-		rp.row(&e)
 		if rp.stopped {
-			break
+			// Past the stop nothing is replayed, but a loss the stream
+			// records is still a loss: the replay says so.
+			rp.loss(&e)
+			continue
 		}
+		rp.row(&e)
 	}
 	rp.finish()
 	return nil
@@ -185,12 +188,8 @@ func (rp *replay) row(e *store.Entry) {
 		rp.after = inputRef{index: e.Index, source: e.Source, seq: e.Seq}
 	case store.KindTimer:
 		rp.timer(e)
-	case store.KindDropped:
-		rp.dropped(e)
-	case store.KindLost:
-		l := store.LostOf(*e)
-		rp.rep.Losses = append(rp.rep.Losses, Loss{Kind: LossSource, Feed: e.Source, Index: e.Index, Count: l.Items,
-			Reason: l.Reason, Source: &l})
+	case store.KindDropped, store.KindLost:
+		rp.loss(e)
 	case store.KindFailed:
 		// A failed attempt of an input is recorded instead of its rows; a
 		// completion callback's failure comes after the input's rows, which
@@ -439,6 +438,19 @@ func texts(os []output) []string {
 		s[i] = o.sink + ": " + string(o.payload)
 	}
 	return s
+}
+
+// loss reports a DROPPED or LOST row as a loss of the processor's stream
+// (any other row is not one).
+func (rp *replay) loss(e *store.Entry) {
+	switch e.Kind {
+	case store.KindDropped:
+		rp.dropped(e)
+	case store.KindLost:
+		l := store.LostOf(*e)
+		rp.rep.Losses = append(rp.rep.Losses, Loss{Kind: LossSource, Feed: e.Source, Index: e.Index, Count: l.Items,
+			Reason: l.Reason, Source: &l})
+	}
 }
 
 func (rp *replay) dropped(e *store.Entry) {
