@@ -112,17 +112,10 @@ type CLI struct {
 	clock      core.Clock
 	stdout     io.Writer
 	stderr     io.Writer
-	outWriter  func(io.Writer) io.Writer // tests: wraps the --out file's writer
-	noCommits  bool                      // tests: record no COMMIT rows (byte-stable transcripts)
-	// hidden are apps a command line may name that no list shows: the
-	// torture harness's own (WithTorture).
-	hidden []core.App
-	extra  []func(*CLI) *cobra.Command // commands of options (WithTorture)
+	outWriter  func(io.Writer) io.Writer   // tests: wraps the --out file's writer
+	noCommits  bool                        // tests: record no COMMIT rows (byte-stable transcripts)
+	extra      []func(*CLI) *cobra.Command // commands of options (WithTorture)
 }
-
-// known is every app a command line may name: the listed ones, then the
-// hidden ones.
-func (c *CLI) known() []core.App { return append(slices.Clip(c.apps), c.hidden...) }
 
 // New returns a CLI with the built-in apps and the given options.
 func New(opts ...Option) *CLI {
@@ -249,7 +242,7 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 
 // app returns the named app, or a usage error naming the known ones.
 func (c *CLI) app(name string) (core.App, error) {
-	a, ok := core.FindApp(c.known(), name)
+	a, ok := core.FindApp(c.apps, name)
 	if !ok || a.New == nil {
 		return core.App{}, usagef("unknown app %q (known: %s)", name, core.AppNames(c.apps))
 	}

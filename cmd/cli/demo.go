@@ -179,7 +179,7 @@ or I/O error; 3 identical but not complete or not lossless.`,
 			}
 			defer r.Close()
 			p := c.progress()
-			rep, err := replayer.Replay(cmd.Context(), r, c.known(), replayer.Options{
+			rep, err := replayer.Replay(cmd.Context(), r, c.apps, replayer.Options{
 				Progress: func(proc string, n int64) { p.Printf("replaying %s: %d of %d inputs", proc, n, res.Inputs) },
 			})
 			p.Done()

@@ -128,7 +128,7 @@ func (c *CLI) explainApp(name string, rs []store.Reader) (core.App, error) {
 			name = n
 		}
 	}
-	a, ok := core.FindApp(c.known(), name)
+	a, ok := core.FindApp(c.apps, name)
 	if !ok {
 		return core.App{}, usagef("unknown app %q (known: %s)", name, core.AppNames(c.apps))
 	}

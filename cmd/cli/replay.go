@@ -70,7 +70,7 @@ not lossless.`,
 			}
 			defer r.Close()
 			p := c.progress()
-			rep, err := replayer.Replay(cmd.Context(), r, c.known(), replayer.Options{
+			rep, err := replayer.Replay(cmd.Context(), r, c.apps, replayer.Options{
 				KeepGoing: keepGoing, App: app, AppOptions: appOpts,
 				Progress: func(proc string, n int64) { p.Printf("replaying %s: %d inputs", proc, n) },
 			})

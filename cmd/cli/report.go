@@ -99,7 +99,7 @@ complete (as explain says).`,
 			if replay {
 				p := c.progress()
 				for i, r := range readers {
-					rep, err := replayer.Replay(cmd.Context(), r, c.known(), replayer.Options{AppOptions: appOpts,
+					rep, err := replayer.Replay(cmd.Context(), r, c.apps, replayer.Options{AppOptions: appOpts,
 						Progress: func(proc string, n int64) { p.Printf("replaying run %d, %s: %d inputs", i+1, proc, n) }})
 					if err != nil {
 						p.Done()

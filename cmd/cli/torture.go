@@ -11,13 +11,12 @@ import (
 )
 
 // WithTorture adds the torture harness: the command `torture` and its
-// app (torture.App), which a command line may name (the harness's runs
-// do) but no list shows. The harness runs this binary as its child, so
-// a binary built with WithTorture must be the one running. cmd/blackbox
-// has it.
+// app (torture.App, which its scenarios run). The harness runs this
+// binary as its child, so a binary built with WithTorture must be the one
+// running. cmd/blackbox has it.
 func WithTorture() Option {
 	return func(c *CLI) {
-		c.hidden = append(c.hidden, torture.App)
+		WithApps(torture.App)(c)
 		c.extra = append(c.extra, (*CLI).tortureCmd)
 	}
 }

@@ -44,7 +44,7 @@ var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // clock: every command's output is byte-stable.
 func newCLI(out *bytes.Buffer, opts ...cli.Option) *cli.CLI {
 	base := []cli.Option{cli.WithClock(core.NewStepClock(epoch, time.Second)), cli.WithStdout(out), cli.WithStderr(out),
-		cli.WithoutCommitRows()}
+		cli.WithoutCommitRows(), cli.WithTorture()}
 	return cli.New(append(base, opts...)...)
 }
 
