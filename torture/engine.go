@@ -3,6 +3,7 @@ package torture
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,10 @@ func checkEngine(ctx context.Context, s Scenario) []Violation {
 	return vs
 }
 
+// quiet discards the engines' warnings (a scenario's stop cuts a fenced
+// group's item, as it should).
+var quiet = slog.New(slog.DiscardHandler)
+
 // InvEngine: the engine keeps its documented rules under an operator's
 // actions (docs/GUARANTEES.md).
 const InvEngine = 6
@@ -120,7 +125,7 @@ func fencedBlock(ctx context.Context, e EngineSpec, fail func(string, ...any)) e
 	var healthy, fenced atomic.Int64
 	gate := make(chan struct{})
 	defer close(gate)
-	eng, err := engine.New(engine.Config{
+	eng, err := engine.New(engine.Config{Logger: quiet,
 		Feeds: []engine.FeedConfig{{Name: "f", Policy: engine.BlockWithDeadline(e.Deadline), QueueSize: e.Queue}},
 		Groups: []engine.GroupConfig{
 			{Name: "healthy", Feeds: []string{"f"}, Processors: procs("h", &healthy, nil)},
@@ -177,7 +182,7 @@ func staleToken(ctx context.Context, e EngineSpec, fail func(string, ...any)) er
 	}
 	log := memsource.NewLog(items...)
 	entered := make(chan struct{}, 1)
-	eng, err := engine.New(engine.Config{
+	eng, err := engine.New(engine.Config{Logger: quiet,
 		Feeds:  []engine.FeedConfig{{Name: "f", Source: log.Source(), QueueSize: e.Queue}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"f"}, Workers: e.Workers, Processors: procsTold("p", &n, gate, entered)}},
 	})
@@ -220,7 +225,7 @@ func holdRelease(ctx context.Context, e EngineSpec, fail func(string, ...any)) e
 		items[i] = i
 	}
 	log := memsource.NewLog(items...)
-	eng, err := engine.New(engine.Config{
+	eng, err := engine.New(engine.Config{Logger: quiet,
 		Feeds:  []engine.FeedConfig{{Name: "f", Source: log.Source(), QueueSize: e.Queue}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"f"}, Processors: procs("p", &n, nil)}},
 	})
@@ -259,7 +264,7 @@ func unsubscribed(ctx context.Context, e EngineSpec, fail func(string, ...any)) 
 	var n atomic.Int64
 	gate := make(chan struct{})
 	ch := make(chan any)
-	eng, err := engine.New(engine.Config{
+	eng, err := engine.New(engine.Config{Logger: quiet,
 		Feeds:  []engine.FeedConfig{{Name: "f", Source: memsource.NewChan(ch), Policy: engine.Pause(), QueueSize: e.Items}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"f"}, Workers: e.Workers, Processors: procs("p", &n, gate)}},
 	})
@@ -298,7 +303,7 @@ func unsubscribed(ctx context.Context, e EngineSpec, fail func(string, ...any)) 
 func journalOffer(ctx context.Context, e EngineSpec, fail func(string, ...any)) error {
 	var n atomic.Int64
 	j := &offeringJournal{}
-	eng, err := engine.New(engine.Config{
+	eng, err := engine.New(engine.Config{Logger: quiet,
 		Feeds:  []engine.FeedConfig{{Name: "f", Policy: engine.DropAfterSpin(0), QueueSize: e.Items * 2, Journal: j}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"f"}, Processors: procs("p", &n, nil)}},
 	})
