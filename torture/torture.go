@@ -148,7 +148,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 					}
 					f = &Failure{Seed: seed, Limits: cfg.Limits.String(), Violations: vs, Events: events, Dir: dir}
 					if !cfg.NoShrink {
-						shrinkFailure(ctx, cfg, s, f)
+						sctx := ctx
+						if cfg.Time > 0 { // shrinking keeps to the session's time too
+							var cancel context.CancelFunc
+							sctx, cancel = context.WithDeadline(ctx, start.Add(cfg.Time))
+							shrinkFailure(sctx, cfg, s, f)
+							cancel()
+						} else {
+							shrinkFailure(sctx, cfg, s, f)
+						}
 					}
 					f.Command = reproduce(f.Seed, f.Limits, cfg.Only)
 					fmt.Fprintf(cfg.Log, "FAIL seed %d: %s\n  reproduce: %s\n", seed, f.Violations[0], f.Command)
@@ -299,7 +307,7 @@ func shrinkFailure(ctx context.Context, cfg Config, s Scenario, f *Failure) {
 		c := cfg
 		c.Limits = l
 		vs, events, dir, err := runScenario(ctx, c, Generate(s.Seed, l, cfg.Only))
-		if err != nil || len(vs) == 0 {
+		if err != nil || len(vs) == 0 || ctx.Err() != nil { // cut short: it proves nothing
 			return false
 		}
 		if f.Dir != dir {

@@ -3,10 +3,13 @@ package torture_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,11 +21,13 @@ import (
 var (
 	seedFlag      = flag.Uint64("torture.seed", 0, "the first scenario's seed (default: the time)")
 	scenariosFlag = flag.Int("torture.scenarios", 200, "how many scenarios TestTortureScenarios runs")
-	budgetFlag    = flag.Duration("torture.budget", 85*time.Second, "no scenario starts after this much time")
+	budgetFlag    = flag.Duration("torture.budget", 80*time.Second, "no scenario starts after this much time")
 )
 
-// binary builds cmd/blackbox once, without the race detector (the
-// scenarios run it as their child, many times).
+// binary builds cmd/blackbox once, without the race detector: the
+// scenarios run it as their child many times, and the session itself runs
+// in it (the harness's cluster, its oracle's reads of SQLite recordings),
+// at full speed.
 var binary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "blackbox-torture-bin-")
 	if err != nil {
@@ -33,23 +38,24 @@ var binary = sync.OnceValues(func() (string, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return "", &buildError{err: err, out: out.String()}
+		return "", errors.New("go build ../cmd/blackbox: " + err.Error() + "\n" + out.String())
 	}
 	return bin, nil
 })
 
-type buildError struct {
-	err error
-	out string
+func seed() uint64 {
+	if *seedFlag != 0 {
+		return *seedFlag
+	}
+	return uint64(time.Now().UnixNano())
 }
 
-func (e *buildError) Error() string {
-	return "go build ../cmd/blackbox: " + e.err.Error() + "\n" + e.out
-}
-
-// TestTortureScenarios runs a fixed budget of generated scenarios (seeds
-// varied per run and printed: -torture.seed repeats a session) and fails
-// on any broken invariant, printing the command that reproduces it.
+// TestTortureScenarios runs a fixed budget of generated scenarios with
+// `blackbox torture` (seeds varied per run and printed: -torture.seed
+// repeats a session) and fails on any broken invariant, printing the
+// command that reproduces it. The session runs in the binary, not under
+// the race detector: TestEngineScenariosUnderRace runs the harness's
+// in-process scenarios here.
 func TestTortureScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("torture scenarios run child processes for a minute")
@@ -58,16 +64,20 @@ func TestTortureScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
+	s := seed()
+	t.Logf("torture seed %d (repeat with -torture.seed %d)", s, s)
+	cmd := exec.Command(bin, "torture", "--seed", strconv.FormatUint(s, 10), "--scenarios", strconv.Itoa(*scenariosFlag),
+		"--time", budgetFlag.String(), "--parallel", "4", "--dir", t.TempDir(), "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+		t.Fatalf("blackbox torture: %v\n%s", err, stderr.String())
 	}
-	t.Logf("torture seed %d (repeat with -torture.seed %d)", seed, seed)
-	var log bytes.Buffer
-	rep, err := torture.Run(context.Background(), torture.Config{Binary: bin, Seed: seed, Scenarios: *scenariosFlag,
-		Time: *budgetFlag, Parallel: 4, Dir: t.TempDir(), Log: &log})
-	if err != nil {
-		t.Fatal(err)
+	var rep torture.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("blackbox torture --json: %v\n%s\n%s", err, stdout.String(), stderr.String())
 	}
 	var sum strings.Builder
 	rep.Summary(&sum)
@@ -77,6 +87,25 @@ func TestTortureScenarios(t *testing.T) {
 	}
 	if len(rep.Inconclusive) > 0 {
 		t.Logf("inconclusive (kfake kept a killed member): seeds %v", rep.Inconclusive)
+	}
+	for _, f := range rep.Failures {
+		t.Errorf("seed %d: %s\n  reproduce: %s", f.Seed, f.Violations[0], f.Command)
+	}
+}
+
+// TestEngineScenariosUnderRace runs the harness's engine scenarios (the
+// engine driven in-process by an operator's actions) in the test process,
+// under the race detector when it is on.
+func TestEngineScenariosUnderRace(t *testing.T) {
+	s := seed()
+	t.Logf("engine scenarios from seed %d (repeat with -torture.seed %d)", s, s)
+	rep, err := torture.Run(context.Background(), torture.Config{Binary: "unused", Seed: s, Scenarios: 100, Parallel: 2,
+		Dir: t.TempDir(), Only: torture.Only{Kind: "engine"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Scenarios != 100 {
+		t.Errorf("%d engine scenarios ran, want 100", rep.Scenarios)
 	}
 	for _, f := range rep.Failures {
 		t.Errorf("seed %d: %s\n  reproduce: %s", f.Seed, f.Violations[0], f.Command)
