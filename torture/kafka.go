@@ -15,7 +15,7 @@ import (
 
 // kafkaSession is the session timeout of the runs' group members
 // (run --session-timeout): a SIGKILLed member's partitions move after it.
-const kafkaSession = time.Second
+const kafkaSession = 3 * time.Second
 
 // kafkaInput is a scenario's Kafka input: an in-process cluster (kfake)
 // persisting to a directory, so that a bounce (stopped, then started again
