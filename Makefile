@@ -40,6 +40,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzLineReader -fuzztime=30s -fuzzminimizetime=5s ./engine/filesource
 	$(GO) test -run='^$$' -fuzz=FuzzPointerFile -fuzztime=30s -fuzzminimizetime=5s ./engine/filesource
 	$(GO) test -run='^$$' -fuzz=FuzzReport -fuzztime=30s -fuzzminimizetime=5s ./report
+	$(GO) test -run='^$$' -fuzz=FuzzParseWorkerStream -fuzztime=30s -fuzzminimizetime=5s ./core
 
 demo: build
 	./bin/blackbox demo --dir demo-out

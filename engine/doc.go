@@ -12,7 +12,7 @@
 //
 // A group of several workers (GroupConfig.Workers) runs each worker on a
 // goroutine of its own with instances of its own (ProcessorConfig.New, named
-// WorkerName), by key (WorkerOf) or unordered; its queues count as
+// core.WorkerStream), by key (WorkerOf) or unordered; its queues count as
 // dispatched only their contiguous completed prefix, and it claims no item
 // more than MaxGap past the oldest pending one.
 //

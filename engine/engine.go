@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -67,7 +66,7 @@ type GroupConfig struct {
 	Retry      RetryPolicy
 	// Workers runs the group's processors on this many workers, each a
 	// goroutine with instances of its own (ProcessorConfig.New) named
-	// WorkerName(processor, worker). 0 or 1: one worker, on the group's
+	// core.WorkerStream(processor, worker). 0 or 1: one worker, on the group's
 	// goroutine, running ProcessorConfig.Processor.
 	Workers int
 	// Order shares the items out among the workers: OrderKey (Key
@@ -92,13 +91,6 @@ type ProcessorConfig struct {
 	Name      string
 	Processor core.Processor
 	New       func() (core.Processor, error)
-}
-
-// WorkerName is the name of a processor's instance on a worker of a group
-// of several workers: "name#w<worker>", workers counted from 0. It names
-// the worker's stream in a recording; replayer.ParseWorkerName parses it.
-func WorkerName(processor string, worker int) string {
-	return processor + "#w" + strconv.Itoa(worker)
 }
 
 // Engine is the delivery engine: feeds, groups and their goroutines. Its
@@ -248,13 +240,13 @@ func New(cfg Config) (*Engine, error) {
 		for wi := range max(1, gc.Workers) {
 			w := &worker{g: g, id: wi, name: gc.Name}
 			if gc.Workers > 1 {
-				w.name = WorkerName(gc.Name, wi)
+				w.name = core.WorkerStream(gc.Name, wi)
 				w.tasks, w.done = make(chan task, workerTasks), make(chan struct{})
 			}
 			for _, pc := range gc.Processors {
 				name, p := pc.Name, pc.Processor
 				if gc.Workers > 1 {
-					name = WorkerName(pc.Name, wi)
+					name = core.WorkerStream(pc.Name, wi)
 					var err error
 					if p, err = pc.New(); err == nil && p == nil {
 						err = errors.New("New returned no processor")

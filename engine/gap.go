@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // Order says how a group of several workers shares out the items it
@@ -145,7 +147,7 @@ func (g *group) stepParallel() bool {
 	blocked := false
 	if !g.fenced.Load() && !g.held.Load() {
 		for _, b := range *g.bindings.Load() {
-			for range MaxBatch {
+			for range core.MaxBatch {
 				if b.q.headLocal-b.q.dispatched.Load() > g.maxGap {
 					blocked = true
 					break

@@ -200,13 +200,6 @@ func (g *group) sourceBehind() bool {
 	return false
 }
 
-// MaxBatch is how many items a group takes from one queue before it looks
-// at its other queues and its timers: the most items whose rows a
-// recording observer writes together (one Flush), so the most a crash can
-// cut at once in one group (a worker's chunk is smaller). incident uses it
-// to bound what a crashed run may have had in flight.
-const MaxBatch = 64
-
 // step does one pass of work; it reports whether it did anything. The
 // items it takes from one queue in a pass are one batch: the observers'
 // Flush runs at its end (and before a completion or a timer within it),
@@ -220,7 +213,7 @@ func (g *group) step() bool {
 			// item about to be taken: report them first. The head is read
 			// before the take so a drop marked after it is not reported
 			// ahead of the items enqueued before it.
-			for range MaxBatch {
+			for range core.MaxBatch {
 				e, ok, dropped := g.next(b)
 				did = did || dropped
 				if !ok {

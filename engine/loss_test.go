@@ -134,10 +134,10 @@ func TestASourceLossReachesEveryStreamWhereItHappened(t *testing.T) {
 	// counting half a seq after its Seq.
 	var streams []string
 	for w := range 3 {
-		streams = append(streams, engine.WorkerName("q", w))
+		streams = append(streams, core.WorkerStream("q", w))
 	}
 	for w := range 2 {
-		streams = append(streams, engine.WorkerName("r", w))
+		streams = append(streams, core.WorkerStream("r", w))
 	}
 	for _, name := range streams {
 		at := func(e string) float64 {

@@ -307,7 +307,7 @@ func TestWorkersHandleNothingMoreOfAnUnsubscribedQueue(t *testing.T) {
 }
 
 // With several workers each gets instances of its own, named
-// WorkerName; an item of one key always goes to the same worker, and a
+// core.WorkerStream; an item of one key always goes to the same worker, and a
 // group of one worker is the group of old (its processor, its name).
 func TestEachWorkerRunsItsOwnInstancesAndAKeyStaysOnOneWorker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -345,7 +345,7 @@ func TestEachWorkerRunsItsOwnInstancesAndAKeyStaysOnOneWorker(t *testing.T) {
 			t.Fatalf("built %d instances, failures %d, status %+v: want 4 instances and every key on one worker", built, st.Feeds[0].Failures, st.Groups[0])
 		}
 		for _, o := range owner {
-			if !slices.Contains([]string{engine.WorkerName("p", 0), engine.WorkerName("p", 1), engine.WorkerName("p", 2), engine.WorkerName("p", 3)}, o) {
+			if !slices.Contains([]string{core.WorkerStream("p", 0), core.WorkerStream("p", 1), core.WorkerStream("p", 2), core.WorkerStream("p", 3)}, o) {
 				t.Fatalf("owner %q is not a worker instance's name", o)
 			}
 		}
@@ -549,7 +549,7 @@ func TestFailuresRetriesAndDropsKeepTheirMeaningWithWorkers(t *testing.T) {
 		st := e.Status().Feeds[0]
 		mu.Lock()
 		defer mu.Unlock()
-		if st.Dropped == 0 || droppedIn[engine.WorkerName("g", 0)] != st.Dropped || droppedIn[engine.WorkerName("g", 1)] != st.Dropped {
+		if st.Dropped == 0 || droppedIn[core.WorkerStream("g", 0)] != st.Dropped || droppedIn[core.WorkerStream("g", 1)] != st.Dropped {
 			t.Fatalf("dropped %d, reported %v: want every drop reported once in each worker's streams", st.Dropped, droppedIn)
 		}
 	})

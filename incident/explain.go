@@ -266,7 +266,7 @@ func (x *explainer) read(run int, rec Recording) *runData {
 			continue
 		}
 		s := st(e.Processor)
-		proc := store.BaseStream(e.Processor)
+		proc := core.BaseStream(e.Processor)
 		switch e.Kind {
 		case store.KindDelivery:
 			s.dl = store.Entry{Source: e.Source, Seq: e.Seq, Epoch: e.Epoch, Key: e.Key, Offset: e.Offset}
@@ -496,7 +496,7 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 		return in.pair == p && in.delivery &&
 			(last == nil || sameSpace(in.pos, last.pos) && in.pos.Offset > last.pos.Offset)
 	}
-	// The batch: the first MaxBatch positions past it that later runs
+	// The batch: the first core.MaxBatch positions past it that later runs
 	// delivered (a later run may itself crash after a few of them), each
 	// as the earliest later run recorded it.
 	type atRun struct {
@@ -518,11 +518,11 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 				pb := place(at)
 				return cmp.Or(cmp.Compare(pa.Epoch, pb.Epoch), cmp.Compare(pa.Key, pb.Key))
 			})
-			if found || i >= MaxBatch {
+			if found || i >= core.MaxBatch {
 				continue // an earlier run's, or past the batch
 			}
 			batch = slices.Insert(batch, i, atRun{in, next})
-			batch = batch[:min(len(batch), MaxBatch)]
+			batch = batch[:min(len(batch), core.MaxBatch)]
 		}
 	}
 	if len(batch) > 0 {
@@ -535,11 +535,6 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 	}
 	return c
 }
-
-// MaxBatch is the most items a group (or a worker) handles before it
-// writes their rows: a crash may cut the rows of that many items at once.
-// It is the engine's (engine.MaxBatch).
-const MaxBatch = 64
 
 // lag answers 3: the inputs processed past the committed position, which
 // the next run shows exactly (where it resumed), else the last COMMIT row;

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/incident"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -274,14 +273,6 @@ func TestWorkerStreamsAreOneProcessor(t *testing.T) {
 	}
 	if len(a.Lost) != 1 || a.Lost[0].Kind != incident.LossInNoRun || a.Lost[0].Run != 2 || a.Lost[0].Count != 1 {
 		t.Errorf("lost = %+v, want seq 3 of run 2 in no run", a.Lost)
-	}
-}
-
-// TestMaxBatchIsTheEngines: explain bounds what a crash may have cut by
-// the engine's batch, which it does not import.
-func TestMaxBatchIsTheEngines(t *testing.T) {
-	if got, want := incident.MaxBatch, engine.MaxBatch; got != want {
-		t.Fatalf("incident.MaxBatch = %d, want engine.MaxBatch %d", got, want)
 	}
 }
 

@@ -135,9 +135,9 @@ type Crash struct {
 	// delivered one: what the crashed run may have been handling when it
 	// died, rows not written. A group writes the rows of the items it
 	// handled together in one batch (group commit, docs/FORMAT.md), so up
-	// to MaxBatch items may have lost their rows together:
+	// to core.MaxBatch items may have lost their rows together:
 	// MaybeInFlightInputs counts the later run's inputs from MaybeInFlight
-	// on, at most MaxBatch, and MaybeInFlightOutputs their outputs. A live
+	// on, at most core.MaxBatch, and MaybeInFlightOutputs their outputs. A live
 	// sink is given outputs as they are emitted, before the rows are
 	// written, so those outputs may have left the crashed run as well as
 	// the restart: emitted twice, with no row to show the first time. With

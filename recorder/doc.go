@@ -14,7 +14,7 @@
 // the store left to the caller): it is what `blackbox run` and golden
 // recordings use. With several workers (RunConfig.Workers) each worker's
 // instance of a processor is recorded as a stream of its own, named
-// engine.WorkerName(processor, worker), its app named in META.
+// core.WorkerStream(processor, worker), its app named in META.
 //
 // What it writes (docs/FORMAT.md): META first, with the START row (its
 // Snapshot, if any) of every stream META lists, in the first Append, so that

@@ -236,7 +236,7 @@ func TestWorkersBatchTheirChunks(t *testing.T) {
 			synctest.Wait()
 			once.Do(func() { close(release) })
 		}()
-		rec, st := runIn(t, w, apps(engine.WorkerName("p", 0), engine.WorkerName("p", 1)), func(*recorder.Recorder) engine.Config {
+		rec, st := runIn(t, w, apps(core.WorkerStream("p", 0), core.WorkerStream("p", 1)), func(*recorder.Recorder) engine.Config {
 			return engine.Config{
 				Feeds: []engine.FeedConfig{batchFeed("in", nil, strs(n, func(i int) string { return fmt.Sprintf("x%d", i) })...)},
 				Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Workers: 2, Order: engine.OrderKey,
@@ -251,7 +251,7 @@ func TestWorkersBatchTheirChunks(t *testing.T) {
 	if got := inputCalls(w); got >= n/2 {
 		t.Errorf("the inputs' rows took %d Appends, want fewer than half the %d items", got, n)
 	}
-	worker := engine.WorkerName("p", engine.WorkerOf("one key", 2))
+	worker := core.WorkerStream("p", engine.WorkerOf("one key", 2))
 	var want []string
 	for seq := 1; seq <= n; seq++ {
 		want = append(want, fmt.Sprintf("%s#%d", worker, seq))

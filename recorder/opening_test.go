@@ -22,7 +22,7 @@ func TestTheFirstAppendHoldsMetaAndTheStartOfEveryStream(t *testing.T) {
 	const workers = 4
 	var streams []string
 	for w := range workers {
-		streams = append(streams, engine.WorkerName("p", w))
+		streams = append(streams, core.WorkerStream("p", w))
 	}
 	w := &fakeWriter{}
 	newP := func() (core.Processor, error) { return &testProc{}, nil }

@@ -44,7 +44,7 @@ type RunConfig struct {
 	// Workers, Order and MaxGap are the group's (engine.GroupConfig). With
 	// OrderKey the key is the first processor's App.Key. Each worker's
 	// instance of a processor is recorded as a stream of its own, named
-	// engine.WorkerName(processor, worker).
+	// core.WorkerStream(processor, worker).
 	Workers int
 	Order   engine.Order
 	MaxGap  int
@@ -93,7 +93,7 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		}
 		if cfg.Workers > 1 {
 			for w := range cfg.Workers {
-				apps[engine.WorkerName(p.Name, w)] = p.App.Name
+				apps[core.WorkerStream(p.Name, w)] = p.App.Name
 			}
 		} else {
 			apps[p.Name] = p.App.Name

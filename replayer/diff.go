@@ -89,7 +89,7 @@ type DiffReport struct {
 type ProcessorDiff struct {
 	Processor string `json:"processor"`
 	// WorkersA and WorkersB count the streams of the processor's workers
-	// (ParseWorkerName) merged into it on each side, 0 for a processor
+	// (core.ParseWorkerStream) merged into it on each side, 0 for a processor
 	// recorded as one stream.
 	WorkersA int   `json:"workersA,omitempty"`
 	WorkersB int   `json:"workersB,omitempty"`
@@ -199,8 +199,8 @@ type InputDiff struct {
 // crashed run and its restarts; every run's missing END but the last's is
 // expected).
 //
-// The streams of a processor's workers (named by engine.WorkerName, read
-// by ParseWorkerName: "ledger#w0", "ledger#w1" ...) are one processor
+// The streams of a processor's workers (named by core.WorkerStream, read
+// by core.ParseWorkerStream: "ledger#w0", "ledger#w1" ...) are one processor
 // ("ledger") on their side: within each run their inputs are merged into
 // the feed's order (the lowest seq first, each stream's order kept), then
 // aligned as one stream's are, so a

@@ -62,7 +62,7 @@
 // and equal; otherwise different, or not complete, and DiffReport.Why says
 // why. DiffOptions.Ignore leaves keys such as "at" (a clock reading in the
 // outputs) out of the comparison. The streams of a processor's workers
-// (ParseWorkerName) are compared as that one processor: a run on one worker
+// (core.ParseWorkerStream) are compared as that one processor: a run on one worker
 // and a run of the same input on eight compare input by input.
 //
 // # Errors

@@ -53,8 +53,8 @@ type run struct {
 	restore []byte
 	// workers, when more than 1, runs the group on that many key-ordered
 	// workers (apps.Key), each with instances of its own (the ledger's
-	// state file engine.WorkerName(state, w)), recorded as streams
-	// engine.WorkerName(processor, w).
+	// state file core.WorkerStream(state, w)), recorded as streams
+	// core.WorkerStream(processor, w).
 	workers int
 }
 
@@ -107,13 +107,13 @@ func (r run) recordIn(t *testing.T, lines ...string) store.Writer {
 			pcs = append(pcs, engine.ProcessorConfig{Name: name, New: func() (core.Processor, error) {
 				o := opts
 				if name == apps.LedgerName && r.state != "" {
-					o = map[string]string{"state": engine.WorkerName(r.state, built)}
+					o = map[string]string{"state": core.WorkerStream(r.state, built)}
 				}
 				built++
 				return a.Build(o)
 			}})
 			for w := range r.workers {
-				names[engine.WorkerName(name, w)] = name
+				names[core.WorkerStream(name, w)] = name
 			}
 			continue
 		}

@@ -400,7 +400,7 @@ func (rep *Report) pastMissing() {
 		}
 		for _, p := range rep.Problems {
 			if p.Kind != store.ProblemMissingInput || p.Feed != d.Source || p.First >= d.Seq ||
-				p.Processor != store.BaseStream(pr.Processor) {
+				p.Processor != core.BaseStream(pr.Processor) {
 				continue
 			}
 			pr.Stop = fmt.Sprintf("stopped at index %d (feed %q seq %d): seqs %d-%d of the feed have no row before it, so the processor's state there is not in the recording",

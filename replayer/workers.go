@@ -6,18 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/store"
 )
-
-// ParseWorkerName parses the name of a worker's stream, as
-// engine.WorkerName writes it: "processor#w<worker>", worker a decimal
-// number without leading zeros counted from 0. ok is false for any other
-// name (a processor of a group of one worker, or a recording made before
-// workers existed). It is store.ParseWorkerStream, the one parser of that
-// name, where the format lives; safe for concurrent use.
-func ParseWorkerName(stream string) (processor string, worker int, ok bool) {
-	return store.ParseWorkerStream(stream)
-}
 
 // logical is a processor as Diff compares it: the streams of one
 // processor, its own and those of its workers, merged.
@@ -31,7 +22,7 @@ type logical struct {
 }
 
 // logicals groups the streams of both sides' runs by processor (see
-// ParseWorkerName), in the order each processor is first met.
+// core.ParseWorkerStream), in the order each processor is first met.
 func logicals(sides [2][]store.Reader) []*logical {
 	var out []*logical
 	byName := map[string]*logical{}
@@ -39,7 +30,7 @@ func logicals(sides [2][]store.Reader) []*logical {
 		seen := map[string]bool{}
 		for ri, r := range rs {
 			for _, s := range r.Processors() {
-				name, _, isWorker := ParseWorkerName(s)
+				name, _, isWorker := core.ParseWorkerStream(s)
 				if !isWorker {
 					name = s
 				}
@@ -61,8 +52,8 @@ func logicals(sides [2][]store.Reader) []*logical {
 		for _, runs := range l.streams {
 			for _, ss := range runs {
 				slices.SortFunc(ss, func(x, y string) int {
-					_, wx, okx := ParseWorkerName(x)
-					_, wy, oky := ParseWorkerName(y)
+					_, wx, okx := core.ParseWorkerStream(x)
+					_, wy, oky := core.ParseWorkerStream(y)
 					if !okx || !oky {
 						return cmp.Compare(b2i(okx), b2i(oky)) // the processor's own stream first
 					}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -28,7 +28,7 @@ func workerInputs(t *testing.T, r store.Reader, p string, workers int) []int {
 	t.Helper()
 	n := make([]int, workers)
 	for _, e := range rows(t, r) {
-		if q, w, ok := replayer.ParseWorkerName(e.Processor); ok && q == p && e.Kind.IsInput() {
+		if q, w, ok := core.ParseWorkerStream(e.Processor); ok && q == p && e.Kind.IsInput() {
 			n[w]++
 		}
 	}
@@ -48,54 +48,6 @@ func spread(t *testing.T, n []int) {
 	if busy < 2 {
 		t.Fatalf("inputs per worker %v: want at least two busy workers", n)
 	}
-}
-
-func TestParseWorkerNameReadsWhatWorkerNameWrites(t *testing.T) {
-	type parsed struct {
-		Processor string
-		Worker    int
-		OK        bool
-	}
-	for _, tc := range []struct {
-		stream string
-		want   parsed
-	}{
-		{engine.WorkerName("ledger", 0), parsed{"ledger", 0, true}},
-		{engine.WorkerName("ledger", 12), parsed{"ledger", 12, true}},
-		{engine.WorkerName("a#w1", 3), parsed{"a#w1", 3, true}},
-		{"ledger", parsed{}},
-		{"ledger#w", parsed{}},
-		{"ledger#w01", parsed{}},
-		{"ledger#w-1", parsed{}},
-		{"ledger#w1x", parsed{}},
-		{"ledger#x1", parsed{}},
-		{"#w1", parsed{}},
-		{"ledger#w99999999999999999999999", parsed{}},
-	} {
-		var got parsed
-		got.Processor, got.Worker, got.OK = replayer.ParseWorkerName(tc.stream)
-		if got != tc.want {
-			t.Errorf("ParseWorkerName(%q) = %+v, want %+v", tc.stream, got, tc.want)
-		}
-	}
-}
-
-func FuzzParseWorkerName(f *testing.F) {
-	for _, s := range []string{"ledger#w0", "ledger#w12", "ledger", "#w1", "a#w1#w2", "x#w007"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		p, w, ok := replayer.ParseWorkerName(s)
-		if !ok {
-			return
-		}
-		if got := engine.WorkerName(p, w); got != s {
-			t.Fatalf("ParseWorkerName(%q) = %q, %d: WorkerName writes %q", s, p, w, got)
-		}
-		if p2, w2, ok2 := replayer.ParseWorkerName(engine.WorkerName(s, 5)); !ok2 || p2 != s || w2 != 5 {
-			t.Fatalf("worker 5 of %q parses as %q, %d, %v", s, p2, w2, ok2)
-		}
-	})
 }
 
 // TestDiffOfOneWorkerAndFourWorkersOfAKeyOrderedAppIsSame: the four worker
@@ -149,7 +101,7 @@ func TestDiffNamesTheInputWhoseOutputChangedInOneWorkerStream(t *testing.T) {
 			edited = e.Processor
 		}
 	}
-	if _, _, ok := replayer.ParseWorkerName(edited); !ok {
+	if _, _, ok := core.ParseWorkerStream(edited); !ok {
 		t.Fatalf("bob's output is in stream %q, want a worker's", edited)
 	}
 	rep := diff(t, []store.Reader{one}, []store.Reader{reopen(t, rs)}, ignoreAt)
@@ -195,7 +147,7 @@ func TestDiffStitchedFourWorkerRunsAgainstAOneWorkerRun(t *testing.T) {
 		t.Errorf("twice offsets (-want +got):\n%s", diff)
 	}
 	for _, r := range p.Twice {
-		if _, _, ok := replayer.ParseWorkerName(r.Stream); r.Side != "A" || r.Run != 2 || !ok {
+		if _, _, ok := core.ParseWorkerStream(r.Stream); r.Side != "A" || r.Run != 2 || !ok {
 			t.Errorf("twice %+v, want side A run 2 in a worker's stream", r)
 		}
 	}
@@ -213,7 +165,7 @@ func timers(t *testing.T, rs []store.Entry, workers int) []store.Entry {
 	var gone []int64
 	feed := ""
 	for w := range workers {
-		s := engine.WorkerName("ledger", w)
+		s := core.WorkerStream("ledger", w)
 		i := find(t, rs, s, store.KindDelivery, 1)
 		feed = rs[i].Source
 		rs = remove(rs, i, i+1)

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"sort"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // DefaultProblemLimit is the number of Problems a Checker keeps when its
@@ -133,7 +135,7 @@ func (v *coverage) feed(name string) *feedCover {
 // takes records that processor stream takes feed, and returns the seqs it
 // handled so far.
 func (v *coverage) takes(feed, stream string) *intervals {
-	k := feedProc{feed, BaseStream(stream)}
+	k := feedProc{feed, core.BaseStream(stream)}
 	if v.handled == nil {
 		v.handled = map[feedProc]*intervals{}
 	}
@@ -438,7 +440,7 @@ func (c *Checker) uncovered() {
 		s := c.streams[name]
 		ended = ended && s.ended
 		if s.damaged {
-			damaged[BaseStream(name)] = true
+			damaged[core.BaseStream(name)] = true
 		}
 	}
 	for _, k := range c.cov.order {

@@ -34,7 +34,6 @@
 //     explain, report) reads;
 //   - CrashTail, CheckRuns: which problems of a run its restart explains,
 //     and whether recordings can be consecutive runs (ErrRuns);
-//   - ParseWorkerStream, BaseStream: the names of worker streams.
 //
 // Errors are sentinels (ErrReadOnly, ErrHoldsRecording, ErrFormat, ErrName,
 // ErrClosed, ErrLocked, ErrTooLarge, and one per problem kind) tested with

@@ -531,7 +531,7 @@ func (s *crashSetup) checkOutputs(rep *crashReport, bounds []int64) error {
 	// most the delivery it interrupted, and, saving in batches, the
 	// outputs of the lines its last save did not cover, which the restart
 	// delivers again (at most the kill's Redelivered), and those of the
-	// batch of rows the kill cut (at most engine.MaxBatch per worker). One
+	// batch of rows the kill cut (at most core.MaxBatch per worker). One
 	// without re-emits every output of the deliveries the pointer had not
 	// committed.
 	most := make([]int, len(rep.Kills))
@@ -542,9 +542,9 @@ func (s *crashSetup) checkOutputs(rep *crashReport, bounds []int64) error {
 		case s.cfg.stateEvery > 1:
 			// Saving in batches, the ledger's completion is a
 			// BatchCompletion: its lines are written in batches of up to
-			// engine.MaxBatch per worker, and a kill can cut a whole batch
+			// core.MaxBatch per worker, and a kill can cut a whole batch
 			// whose outputs the live sink already had.
-			most[i] = s.perInput * (int(k.Redelivered) + s.cfg.workers*engine.MaxBatch)
+			most[i] = s.perInput * (int(k.Redelivered) + s.cfg.workers*core.MaxBatch)
 		default:
 			most[i] = s.perInput * s.cfg.workers
 		}

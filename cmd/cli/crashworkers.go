@@ -12,11 +12,11 @@ import (
 // The checks of a crash test whose runs have several key-ordered workers.
 
 // workerStates reads the state of each worker of a run whose state files
-// are engine.WorkerName(path, w).
+// are core.WorkerStream(path, w).
 func (s *crashSetup) workerStates(path string) ([]core.DurableState, error) {
 	sts := make([]core.DurableState, s.cfg.workers)
 	for w := range sts {
-		st, err := durableState(s.app, engine.WorkerName(path, w))
+		st, err := durableState(s.app, core.WorkerStream(path, w))
 		if err != nil {
 			return nil, err
 		}
@@ -45,7 +45,7 @@ func (s *crashSetup) checkWorkerStates(rep *crashReport) error {
 		rep.Expected.Applied += k.Applied
 		rep.Crashed.Offset = max(rep.Crashed.Offset, c.Position.Offset)
 		rep.Expected.Offset = max(rep.Expected.Offset, k.Position.Offset)
-		name := engine.WorkerName(s.state, w)
+		name := core.WorkerStream(s.state, w)
 		if c.Applied != k.Applied {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("worker %d: effects applied: crashed %d, clean %d (each input exactly once)", w, c.Applied, k.Applied))
 		}
@@ -53,7 +53,7 @@ func (s *crashSetup) checkWorkerStates(rep *crashReport) error {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("worker %d: last input applied: crashed at offset %d, clean at %d", w, c.Position.Offset, k.Position.Offset))
 		}
 		if c.Effects != k.Effects {
-			rep.Failures = append(rep.Failures, fmt.Sprintf("worker %d: the crashed state's effects differ from the clean run's (%s, %s)", w, name, engine.WorkerName(s.cleanWSt, w)))
+			rep.Failures = append(rep.Failures, fmt.Sprintf("worker %d: the crashed state's effects differ from the clean run's (%s, %s)", w, name, core.WorkerStream(s.cleanWSt, w)))
 		}
 	}
 	return nil

@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/cmd/cli"
-	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 )
 
@@ -345,9 +345,9 @@ func TestBatchedStateSavesStayExactlyOnceAcrossSIGKILLs(t *testing.T) {
 				again += k.Redelivered
 			}
 			// A kill may also cut a batch of rows per worker (at most
-			// engine.MaxBatch lines) whose outputs the live sink had.
+			// core.MaxBatch lines) whose outputs the live sink had.
 			w := int64(workers[0] - '0')
-			cut := int64(len(rep.Kills)) * w * engine.MaxBatch
+			cut := int64(len(rep.Kills)) * w * core.MaxBatch
 			if rep.Duplicates < 0 || int64(rep.Duplicates) > 2*(again+cut) {
 				t.Errorf("%d outputs emitted again, more than two per line delivered again (%d) and per line of a batch each kill may cut (%d)", rep.Duplicates, again, cut)
 			}

@@ -601,12 +601,12 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	}
 	// build builds worker w's instance (w 0 for a single worker): with
 	// several workers each has a state file of its own,
-	// engine.WorkerName(--state, w).
+	// core.WorkerStream(--state, w).
 	build := func(w int) (core.Processor, error) {
 		opts := options
 		if cfg.workers > 1 && cfg.state != "" {
 			opts = maps.Clone(options)
-			opts[stateOption] = engine.WorkerName(cfg.state, w)
+			opts[stateOption] = core.WorkerStream(cfg.state, w)
 		}
 		return app.Build(opts)
 	}

@@ -11,14 +11,14 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
-	"github.com/blackbox-audit/blackbox/replayer"
 )
 
 // This file holds what `run` knows of the files of an app's durable state
 // (--state FILE). On one worker the app keeps its state in FILE. On N > 1
 // workers each worker keeps its own: worker K's in FILE#wK
-// (engine.WorkerName), holding the state of the keys engine.WorkerOf gives
+// (core.WorkerStream), holding the state of the keys engine.WorkerOf gives
 // it and the position of the last line it applied, by which it skips the
 // lines a restart delivers again. That is right only for a restart on the
 // same workers, key-ordered: on another count a key's lines reach a worker
@@ -95,7 +95,7 @@ func existingWorkerStates(state string) ([]int, error) {
 	}
 	var ks []int
 	for _, e := range ents {
-		if p, k, ok := replayer.ParseWorkerName(e.Name()); ok && p == base {
+		if p, k, ok := core.ParseWorkerStream(e.Name()); ok && p == base {
 			ks = append(ks, k)
 		}
 	}
@@ -124,7 +124,7 @@ func stateFiles(state string, workers int) []string {
 		ks[k] = true
 	}
 	for _, k := range slices.Sorted(maps.Keys(ks)) {
-		files = append(files, engine.WorkerName(state, k))
+		files = append(files, core.WorkerStream(state, k))
 	}
 	return files
 }
@@ -145,7 +145,7 @@ func isStateName(path, state string) bool {
 		if p == layoutPath(fam) {
 			return true
 		}
-		if base, _, ok := replayer.ParseWorkerName(p); ok && base == fam {
+		if base, _, ok := core.ParseWorkerStream(p); ok && base == fam {
 			return true
 		}
 	}
@@ -224,10 +224,10 @@ func checkStateLayout(state string, want stateLayout) (layoutAction, error) {
 			rec, have)
 	case haveRec && ks[len(ks)-1] >= have.Workers:
 		k := ks[len(ks)-1]
-		return layoutKeep, refuse(engine.WorkerName(state, k), "the state of worker %d, beyond the %s that %s records: which lines it applied cannot be told",
+		return layoutKeep, refuse(core.WorkerStream(state, k), "the state of worker %d, beyond the %s that %s records: which lines it applied cannot be told",
 			k, have, rec)
 	case !haveRec && len(ks) > 0:
-		return layoutKeep, refuse(engine.WorkerName(state, ks[0]), "the state of worker %d, but %s, the record of how many workers wrote it and in what order, is missing: which lines each applied cannot be told; start from a new --state, or write that record ({\"workers\":N,\"order\":\"key\"}) with the workers that wrote it",
+		return layoutKeep, refuse(core.WorkerStream(state, ks[0]), "the state of worker %d, but %s, the record of how many workers wrote it and in what order, is missing: which lines each applied cannot be told; start from a new --state, or write that record ({\"workers\":N,\"order\":\"key\"}) with the workers that wrote it",
 			ks[0], rec)
 	case !haveRec:
 		have = stateLayout{Workers: 1}

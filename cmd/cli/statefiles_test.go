@@ -15,7 +15,6 @@ import (
 
 	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/core"
-	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 )
 
@@ -42,7 +41,7 @@ func stateBalances(t *testing.T, state string, workers int) (map[string]int64, i
 	if workers > 1 {
 		paths = paths[:0]
 		for w := range workers {
-			paths = append(paths, engine.WorkerName(state, w))
+			paths = append(paths, core.WorkerStream(state, w))
 		}
 	}
 	for _, p := range paths {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -105,7 +105,7 @@ type inspectSummary struct {
 	Journal   int64             `json:"journal"`
 	Commits   int64             `json:"commits"` // COMMIT rows: the positions the source committed
 	// Workers are the processors run on several workers: each worker's
-	// instance is a stream of its own (replayer.ParseWorkerName), listed
+	// instance is a stream of its own (core.ParseWorkerStream), listed
 	// in Processors too.
 	Workers    []workersSummary   `json:"workers,omitempty"`
 	Processors []processorSummary `json:"processors"`
@@ -130,7 +130,7 @@ func workersOf(streams []string) []workersSummary {
 	var out []workersSummary
 	at := map[string]int{}
 	for _, s := range streams {
-		p, _, ok := replayer.ParseWorkerName(s)
+		p, _, ok := core.ParseWorkerStream(s)
 		if !ok {
 			continue
 		}
@@ -145,8 +145,8 @@ func workersOf(streams []string) []workersSummary {
 	}
 	for _, w := range out {
 		slices.SortFunc(w.Streams, func(x, y string) int {
-			_, wx, _ := replayer.ParseWorkerName(x)
-			_, wy, _ := replayer.ParseWorkerName(y)
+			_, wx, _ := core.ParseWorkerStream(x)
+			_, wy, _ := core.ParseWorkerStream(y)
 			return wx - wy
 		})
 	}
@@ -157,7 +157,7 @@ func workersOf(streams []string) []workersSummary {
 // listed whole unless they are workers 0 to n-1, n > 2.
 func (w workersSummary) text() string {
 	names := strings.Join(w.Streams, " ")
-	if _, last, _ := replayer.ParseWorkerName(w.Streams[len(w.Streams)-1]); w.Workers > 2 && last == w.Workers-1 {
+	if _, last, _ := core.ParseWorkerStream(w.Streams[len(w.Streams)-1]); w.Workers > 2 && last == w.Workers-1 {
 		names = w.Streams[0] + " ... " + w.Streams[len(w.Streams)-1]
 	}
 	return fmt.Sprintf("%s: %s (%s)", w.Processor, count(int64(w.Workers), "worker"), names)
@@ -353,7 +353,7 @@ verify for that verdict); 2 a usage or I/O error.`,
 // ofProcessor reports whether stream is processor's own or one of its
 // workers'.
 func ofProcessor(stream, processor string) bool {
-	p, _, ok := replayer.ParseWorkerName(stream)
+	p, _, ok := core.ParseWorkerStream(stream)
 	return stream == processor || ok && p == processor
 }
 

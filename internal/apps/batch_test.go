@@ -113,7 +113,7 @@ func (s *stepSource) Run(ctx context.Context, in *engine.Intake) error {
 
 // batchRun is a ledger on an engine: feed "in" (a stepSource), group "g"
 // of the ledger on workers, key-ordered, each worker with the state file
-// engine.WorkerName(state, w) (state itself for one worker), its commits
+// core.WorkerStream(state, w) (state itself for one worker), its commits
 // checked by a stateChecker.
 type batchRun struct {
 	e     *engine.Engine
@@ -131,7 +131,7 @@ func startBatchRun(t *testing.T, workers int, every string, interval time.Durati
 	build := func(w int) (core.Processor, error) {
 		path := state
 		if workers > 1 {
-			path = engine.WorkerName(state, w)
+			path = core.WorkerStream(state, w)
 		}
 		check.paths = append(check.paths, path)
 		return apps.LedgerApp().Build(map[string]string{apps.OptionState: path, apps.OptionStateEvery: every, apps.OptionStateInterval: interval.String()})
