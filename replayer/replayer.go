@@ -244,12 +244,12 @@ func Replay(ctx context.Context, r store.Reader, apps []core.App, opts Options) 
 		if err == nil {
 			rp := newReplay(ctx, r, j, codec, opts, &pr)
 			err = rp.run()
+			rp.pastMissing(rep.Problems)
 		} else {
 			pr.Stop, pr.StopKind = "not replayed: "+err.Error(), StopCancelled
 		}
 		rep.Processors = append(rep.Processors, pr)
 	}
-	rep.pastMissing()
 	rep.verdict()
 	return rep, err
 }
@@ -301,6 +301,7 @@ func replayOnce(ctx context.Context, r store.StreamsReader, resolve func(string)
 		}
 		if rp.stopped {
 			rp.loss(&e) // past the stop a recorded loss is still one
+			rp.follow(&e)
 			continue
 		}
 		if pb != nil {
@@ -310,6 +311,7 @@ func replayOnce(ctx context.Context, r store.StreamsReader, resolve func(string)
 		}
 		rp.last = e.Index
 		rp.row(&e)
+		rp.follow(&e)
 	}
 	if errors.Is(err, ErrUnknownApp) || errors.Is(err, ErrUsage) {
 		// The error for the first such processor in r.Processors() order,
@@ -328,6 +330,7 @@ func replayOnce(ctx context.Context, r store.StreamsReader, resolve func(string)
 		switch {
 		case pr != nil:
 			replays[p].finish()
+			replays[p].pastMissing(rep.Problems)
 		case err != nil:
 			j, rerr := resolve(p)
 			if rerr != nil {
@@ -350,7 +353,6 @@ func replayOnce(ctx context.Context, r store.StreamsReader, resolve func(string)
 		}
 		rep.Processors = append(rep.Processors, *pr)
 	}
-	rep.pastMissing()
 	rep.verdict()
 	return rep, err
 }
@@ -383,31 +385,4 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
-}
-
-// pastMissing takes back a divergence found past a missing input: an
-// input the recording claims (a COMMIT row, a clean end) but holds no row
-// of (a missing-input problem of the processor and its feed, at seqs
-// before the diverging input's). The processor's state there is not in the
-// recording, so what the replay computes past it proves nothing either
-// way: the processor's replay stops there as incomplete, not diverged.
-func (rep *Report) pastMissing() {
-	for i := range rep.Processors {
-		pr := &rep.Processors[i]
-		d := pr.First
-		if d == nil || pr.StopKind != StopDivergence || d.Source == "" {
-			continue
-		}
-		for _, p := range rep.Problems {
-			if p.Kind != store.ProblemMissingInput || p.Feed != d.Source || p.First >= d.Seq ||
-				p.Processor != core.BaseStream(pr.Processor) {
-				continue
-			}
-			pr.Stop = fmt.Sprintf("stopped at index %d (feed %q seq %d): seqs %d-%d of the feed have no row before it, so the processor's state there is not in the recording",
-				d.Index, d.Source, d.Seq, p.First, p.Last)
-			pr.StopKind, pr.StopIndex = StopIncomplete, d.Index
-			pr.First, pr.Divergences = nil, 0
-			break
-		}
-	}
 }

@@ -556,3 +556,58 @@ func TestALossRecordedPastAReplaysStopIsStillALoss(t *testing.T) {
 		t.Fatalf("want stopped by the FAILED row, not lossless, the LOST row past it reported:\n%s", text(t, rep))
 	}
 }
+
+// TestATimerDivergencePastAMissingInputIsIncomplete: the rows of an input
+// before a timer are gone (the COMMIT row covers its seq), so the timer's
+// replayed summary differs from the recorded one: the processor's state at
+// the timer is not in the recording, so its replay stops there as
+// incomplete, not diverged. A timer whose recorded summary was edited,
+// with the missing input after it in the stream (a later input of the feed
+// has a lower seq), still diverges. Both readers: a Memory (Stream per
+// processor) and a CSV file (one pass over the streams).
+func TestATimerDivergencePastAMissingInputIsIncomplete(t *testing.T) {
+	rec := rows(t, run{}.memory(t, "bob,5", "bob,6", "tick", "bob,7", "bob,9"))
+	timer := find(t, rec, "ledger", store.KindTimer, 1)
+	if rec[timer-1].Kind != store.KindInline || rec[timer-1].Seq != 3 {
+		t.Fatalf("the timer should fire right after the tick (seq 3), not after %s seq %d", rec[timer-1].Kind, rec[timer-1].Seq)
+	}
+	before := find(t, rec, "ledger", store.KindDelivery, 2) // bob,6: DELIVERY, INLINE, OUTPUT
+	last := find(t, rec, "ledger", store.KindDelivery, 5)   // bob,9
+	edited := append([]store.Entry(nil), rec...)
+	edited[timer+1].Payload = []byte(strings.Replace(string(edited[timer+1].Payload), `"total":11`, `"total":999`, 1))
+	tests := []struct {
+		name      string
+		rows      []store.Entry
+		identical bool
+		stop      string
+	}{
+		{"an input before the timer missing", remove(rec, before, before+3), true, replayer.StopIncomplete},
+		{"an input after the timer missing, the timer edited", remove(edited, last, last+3), false, replayer.StopDivergence},
+	}
+	stop := func(keep bool, want string) string {
+		if keep && want == replayer.StopDivergence {
+			return "" // going on past every divergence
+		}
+		return want
+	}
+	for _, tc := range tests {
+		for _, r := range []struct {
+			name string
+			r    store.Reader
+		}{{"memory", reopen(t, tc.rows)}, {"csv", csvFile(t, reopen(t, tc.rows))}} {
+			for _, keep := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/keep-going=%v", tc.name, r.name, keep), func(t *testing.T) {
+					rep := replay(t, r.r, replayer.Options{KeepGoing: keep})
+					p := rep.Processors[0]
+					if len(rep.Problems) != 1 || rep.Problems[0].Kind != store.ProblemMissingInput {
+						t.Fatalf("want one missing-input problem, got %v", rep.Problems)
+					}
+					if rep.Identical != tc.identical || rep.Complete || p.StopKind != stop(keep, tc.stop) {
+						t.Errorf("got identical %v, complete %v, stop %q; want identical %v, not complete, stop %q:\n%s",
+							rep.Identical, rep.Complete, p.StopKind, tc.identical, stop(keep, tc.stop), text(t, rep))
+					}
+				})
+			}
+		}
+	}
+}

@@ -42,6 +42,10 @@ type replay struct {
 	after   inputRef
 	stopped bool
 	last    int64 // the index of the last row replayed
+	// next is, for each feed, the seq of the stream's first row of it
+	// (DELIVERY, input, DROPPED, FAILED) after the first divergence: where
+	// the stream stood in the feed then (pastMissing).
+	next map[string]int64
 }
 
 // input is the input being replayed: its row, what the replay emitted, and
@@ -115,9 +119,11 @@ func (rp *replay) run() error {
 			// Past the stop nothing is replayed, but a loss the stream
 			// records is still a loss: the replay says so.
 			rp.loss(&e)
+			rp.follow(&e)
 			continue
 		}
 		rp.row(&e)
+		rp.follow(&e)
 	}
 	rp.finish()
 	return nil
@@ -438,6 +444,70 @@ func texts(os []output) []string {
 		s[i] = o.sink + ": " + string(o.payload)
 	}
 	return s
+}
+
+// follow notes, past the first divergence, the seq of the stream's first
+// row of each feed (rp.next), read or not.
+func (rp *replay) follow(e *store.Entry) {
+	d := rp.rep.First
+	if d == nil || e.Index <= d.Index || e.Source == "" {
+		return
+	}
+	switch e.Kind {
+	case store.KindDelivery, store.KindIndexed, store.KindInline, store.KindDropped, store.KindFailed:
+	default:
+		return
+	}
+	if _, ok := rp.next[e.Source]; !ok {
+		if rp.next == nil {
+			rp.next = map[string]int64{}
+		}
+		rp.next[e.Source] = e.Seq
+	}
+}
+
+// pastMissing takes back a divergence found past a missing input: an
+// input the recording claims (a COMMIT row, a clean end) but holds no row
+// of (a missing-input problem of the processor, its worker streams
+// together). The processor's state there is not in the recording, so what
+// the replay computes past it proves nothing either way: the processor's
+// replay stops at the first divergence as incomplete, not diverged (with
+// Options.KeepGoing too: every later divergence is past it as well).
+//
+// A missing seq of a feed is past the divergence only when the stream
+// shows it came later: the diverging input is of the feed and has a lower
+// seq, or the stream's first row of the feed after the divergence (a
+// timer's, or an input's of another feed) has a lower seq, as a stream
+// takes its feed in seq order. Otherwise (no row of the feed after a
+// timer, or the missing seq below the next one) the input may have come
+// before the divergence, and the divergence proves nothing.
+func (rp *replay) pastMissing(problems []store.Problem) {
+	pr := rp.rep
+	d := pr.First
+	if d == nil {
+		return
+	}
+	for _, p := range problems {
+		if p.Kind != store.ProblemMissingInput || p.Processor != core.BaseStream(pr.Processor) {
+			continue
+		}
+		next, ok := rp.next[p.Feed]
+		if d.Source == p.Feed {
+			next, ok = d.Seq, true
+		}
+		if ok && p.First >= next {
+			continue
+		}
+		at := fmt.Sprintf("timer %d", d.Seq)
+		if d.Source != "" {
+			at = fmt.Sprintf("feed %q seq %d", d.Source, d.Seq)
+		}
+		pr.Stop = fmt.Sprintf("stopped at index %d (%s): seqs %d-%d of feed %q have no row and may come before it, so the processor's state there is not in the recording",
+			d.Index, at, p.First, p.Last, p.Feed)
+		pr.StopKind, pr.StopIndex = StopIncomplete, d.Index
+		pr.First, pr.Divergences = nil, 0
+		return
+	}
 }
 
 // loss reports a DROPPED or LOST row as a loss of the processor's stream

@@ -762,8 +762,10 @@ func (s *Store) check(db *sql.DB, maxID int64, visit func(id int64, e store.Entr
 }
 
 // damage reports why the database file is damaged, or nil: its size is not
-// a whole number of pages, or SQLite's own structural check (PRAGMA
-// quick_check, a read of every page) finds a fault.
+// a whole number of pages (but for a page it holds in part that SQLite
+// reads whole from the write-ahead log: walHolds), or SQLite's own
+// structural check (PRAGMA quick_check, a read of every page) finds a
+// fault.
 func (s *Store) damage(ctx context.Context, tx *sql.Tx) error {
 	var pageSize int64
 	if err := tx.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
@@ -772,8 +774,14 @@ func (s *Store) damage(ctx context.Context, tx *sql.Tx) error {
 	if fi, err := os.Stat(s.path); err != nil {
 		return err
 	} else if pageSize > 0 && fi.Size()%pageSize != 0 {
-		return fmt.Errorf("%w: the database file is %d bytes, not a whole number of %d-byte pages (cut short)",
-			errDamaged, fi.Size(), pageSize)
+		whole, err := s.walHolds(ctx, tx, uint32(fi.Size()/pageSize+1), pageSize)
+		if err != nil {
+			return err
+		}
+		if !whole {
+			return fmt.Errorf("%w: the database file is %d bytes, not a whole number of %d-byte pages (cut short)",
+				errDamaged, fi.Size(), pageSize)
+		}
 	}
 	rs, err := tx.QueryContext(ctx, `PRAGMA quick_check`)
 	if err != nil {
@@ -800,6 +808,29 @@ func (s *Store) damage(ctx context.Context, tx *sql.Tx) error {
 }
 
 var errDamaged = errors.New("damaged database")
+
+// walHolds reports whether SQLite reads the page pgno, which the database
+// file holds only in part, whole from the write-ahead log: the log beside
+// the file has a committed frame of the page, and the page the transaction
+// tx reads is that frame's. So it is when a write of the file was cut while
+// SQLite copied the log into it (a checkpoint that failed, as on a full
+// disk): SQLite goes on reading the log, and the next checkpoint writes the
+// page again.
+func (s *Store) walHolds(ctx context.Context, tx *sql.Tx, pgno uint32, pageSize int64) (bool, error) {
+	logged, err := walPage(s.path+"-wal", pgno, pageSize)
+	if err != nil || logged == nil {
+		return false, err
+	}
+	var read []byte
+	err = tx.QueryRowContext(ctx, `SELECT data FROM sqlite_dbpage WHERE pgno = ?`, pgno).Scan(&read)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(read, logged), nil
+}
 
 // scanner decodes result rows. Not safe for concurrent use.
 type scanner struct {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -512,6 +513,103 @@ func TestAFirstAppendThatFailsLeavesNoFileItMade(t *testing.T) {
 			}
 			if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
 				t.Errorf("the recording's file: %v, %v; want it there, empty", fi, err)
+			}
+		})
+	}
+}
+
+// TestADatabaseCutMidPageIsWholeWhenItsLogHoldsThePage: a write of the
+// database file cut mid-page while SQLite copied its write-ahead log into
+// it (a checkpoint on a full disk) leaves the file a fraction of a page
+// long; SQLite reads that page from the log, whose committed frame holds
+// it whole, so the recording is complete. The same file with no log, or
+// with a log whose commit frame is torn, is unreadable (cut short).
+func TestADatabaseCutMidPageIsWholeWhenItsLogHoldsThePage(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	w, err := sqlitestore.Create(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// The first Append makes the file (and folds the log into it); the
+	// second's rows are in the log.
+	rows := storetest.Recording()
+	if err := w.Append(rows[:1]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(rows[1:]...); err != nil {
+		t.Fatal(err)
+	}
+	copyFile := func(from, to string) {
+		t.Helper()
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logged, err := os.ReadFile(live + "-wal")
+	if err != nil || len(logged) == 0 {
+		t.Fatalf("the open recording should have its rows in its log: %v", err)
+	}
+	// The database file as a checkpoint writes it whole.
+	full := filepath.Join(dir, "full.db")
+	copyFile(live, full)
+	copyFile(live+"-wal", full+"-wal")
+	db, err := sql.Open("sqlite", full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := os.ReadFile(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const page = 4096
+	if len(whole)%page != 0 || len(whole) < 2*page {
+		t.Fatalf("checkpointed database of %d bytes, want whole pages, two at least", len(whole))
+	}
+	cut := whole[:len(whole)-page/2]
+	tests := []struct {
+		name       string
+		log        []byte // nil: none
+		unreadable bool
+	}{
+		{"the log holds the cut page", logged, false},
+		{"no log", nil, true},
+		{"the log's commit frame torn", logged[:len(logged)-100], true},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, fmt.Sprintf("cut-%d.db", i))
+			if err := os.WriteFile(p, cut, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if tc.log != nil {
+				if err := os.WriteFile(p+"-wal", tc.log, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := sqlitestore.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			ps := r.Problems()
+			unreadable := slices.ContainsFunc(ps, func(p store.Problem) bool { return errors.Is(&p, store.ErrUnreadable) })
+			if unreadable != tc.unreadable {
+				t.Errorf("unreadable %v, want %v: %v", unreadable, tc.unreadable, ps)
+			}
+			if !tc.unreadable && (len(ps) != 0 || countRows(t, r) != len(storetest.Recording())) {
+				t.Errorf("problems %v and %d rows, want none and the %d rows recorded", ps, countRows(t, r), len(storetest.Recording()))
 			}
 		})
 	}
