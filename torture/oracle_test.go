@@ -220,3 +220,85 @@ func TestRemovingAnInputRenumbersItsStream(t *testing.T) {
 		t.Errorf("the oracle's reader of the tampered copy: %v, want only the missing input", got)
 	}
 }
+
+// kafkaRecording is a recording of a Kafka run: one delivery of key at
+// each offset, processed at the instants given, then (claim > 0) a COMMIT
+// row of key at claim.
+func kafkaRecording(key string, offsets []int64, at time.Time, claim int64) *recording {
+	rec := &recording{rows: []row{{kind: "START", processor: "p", instant: at}}}
+	for i, off := range offsets {
+		seq := int64(i + 1)
+		rec.rows = append(rec.rows,
+			row{kind: "DELIVERY", processor: "p", source: "input", seq: seq, key: key, offset: off},
+			row{kind: "INLINE", processor: "p", source: "input", seq: seq, instant: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+	if claim > 0 {
+		rec.rows = append(rec.rows, row{kind: "COMMIT", source: "input", seq: int64(len(offsets)), key: key, offset: claim})
+	}
+	return rec
+}
+
+// TestARevokedMembersFencedRecordsBehindAnotherMembersCommitAreNoBrokenClaim:
+// the first member, its partition revoked while its records were still
+// queued, processes them after the second member committed them (the
+// product's documented fencing: processed twice, never committed). So
+// many deliveries as its run says it fenced of the partition break no
+// claim; one more does, as does any without a fenced count.
+func TestARevokedMembersFencedRecordsBehindAnotherMembersCommitAreNoBrokenClaim(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 6, 0, 0, 0, time.UTC)
+	line := "partition t/2: committed 3, processed 0, lag 0, paused no"
+	for _, tc := range []struct {
+		name   string
+		output string
+		want   int // violations of InvClaims
+	}{
+		{"fenced every delivery behind the claim", line + ", fenced 3\n", 0},
+		{"fenced fewer than were delivered", line + ", fenced 2\n", 1},
+		{"killed: no count", "", 1},
+		{"fenced records of another partition", "partition t/3: committed 3, processed 0, lag 0, paused no, fenced 3\n" + line + "\n", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := &outcome{index: 1, store: "run-1.csv", output: tc.output}
+			first.member = &outcome{index: 1, store: "run-1-m2.csv"}
+			sr := &scenarioRun{s: Scenario{Runs: []RunSpec{{}}}, kafka: &kafkaInput{partitions: 4}, runs: []*outcome{first}}
+			o := &oracle{sr: sr, recs: map[string]*recording{
+				"run-1-m2.csv": kafkaRecording("t/2", []int64{1, 2, 3}, t0, 3),
+				"run-1.csv":    kafkaRecording("t/2", []int64{1, 2, 3}, t0.Add(10*time.Second), 0),
+			}}
+			o.checkClaims()
+			if got := len(o.vs); got != tc.want {
+				t.Errorf("violations %v, want %d", o.vs, tc.want)
+			}
+		})
+	}
+}
+
+// TestASecondMemberGivenOnlyDrainedPartitionsHasJoined: in a backlog
+// scenario shrunk to a few lines, the first member has read everything
+// before the second is given partitions: the second handles no record,
+// but its run names the partitions it was given, and it joined. One that
+// names none was given none.
+func TestASecondMemberGivenOnlyDrainedPartitionsHasJoined(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		output string
+		want   int
+	}{
+		{"given two empty partitions", "partition t/2: committed -1, processed 0, lag -1, paused no\npartition t/3: committed -1, processed 0, lag -1, paused no\n", 0},
+		{"given none", "read      t (group g, 127.0.0.1:1): 0 records\n", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := &outcome{index: 1, store: "run-1.csv"}
+			first.member = &outcome{index: 1, store: "run-1-m2.csv", output: tc.output}
+			sr := &scenarioRun{s: Scenario{Backlog: true, Runs: []RunSpec{{}}}, kafka: &kafkaInput{partitions: 4}, runs: []*outcome{first}}
+			o := &oracle{sr: sr, recs: map[string]*recording{
+				"run-1-m2.csv": kafkaRecording("t/2", nil, time.Now(), 0),
+				"run-1.csv":    kafkaRecording("t/0", []int64{1, 2}, time.Now(), 0),
+			}}
+			o.checkJoins()
+			if got := len(o.vs); got != tc.want {
+				t.Errorf("violations %v, want %d", o.vs, tc.want)
+			}
+		})
+	}
+}

@@ -493,6 +493,11 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 		if p.Lost > 0 {
 			lost = fmt.Sprintf(", lost %d", p.Lost)
 		}
+		if p.Fenced > 0 {
+			// Processed here, never committed: the partition's next
+			// owner reads them again.
+			lost += fmt.Sprintf(", fenced %d", p.Fenced)
+		}
 		fmt.Fprintf(w, "partition %s/%d: committed %d, processed %d, lag %d, paused %s%s\n", p.Topic, p.Partition, p.Committed, p.Processed, p.Lag, yesNo(p.Paused), lost)
 	}
 	if cfg.kafka.on() && fs.Detail != nil && *fs.Detail != "" {

@@ -148,8 +148,20 @@ func TestARevokedPartitionIsCommittedToItsProcessedPrefixAndItsQueuedRecordsAreF
 			t.Errorf("A committed partition %d at %d after B's first commit of it", e.partition, e.offset)
 		}
 	}
+	// Each partition's records processed twice are no more than A says it
+	// fenced of that partition, and those counts add up to A's total.
+	fencedOf := map[int32]int64{}
+	var sum int64
+	for _, p := range stA.Partitions {
+		fencedOf[p.Partition] = p.Fenced
+		sum += p.Fenced
+	}
+	if sum != stA.Fenced {
+		t.Errorf("A's partitions fenced %v records, %d in all; its total says %d", fencedOf, sum, stA.Fenced)
+	}
 	var dups int64
 	for p, offs := range tl.parts {
+		var twice int64
 		for o := range offs {
 			switch k := offs[o].Load(); {
 			case k == 0:
@@ -158,9 +170,13 @@ func TestARevokedPartitionIsCommittedToItsProcessedPrefixAndItsQueuedRecordsAreF
 				if !revoked[int32(p)] {
 					t.Errorf("partition %d (not revoked) offset %d processed %d times", p, o, k)
 				}
-				dups += int64(k - 1)
+				twice += int64(k - 1)
 			}
 		}
+		if twice > fencedOf[int32(p)] {
+			t.Errorf("partition %d: %d records processed twice, more than the %d A fenced of it", p, twice, fencedOf[int32(p)])
+		}
+		dups += twice
 	}
 	if dups > stA.Fenced {
 		t.Errorf("%d records processed twice, more than the %d fenced", dups, stA.Fenced)

@@ -222,6 +222,10 @@ type part struct {
 	// deleted before they were read.
 	next int64
 	lost int64 // records deleted before they were read (all assignments)
+	// fenced counts the acknowledgements of this partition's records
+	// fenced (all assignments): records this member processed and never
+	// committed, read again by the partition's next owner.
+	fenced int64
 	// gone is the log start offset a read of the start offsets found past
 	// next (0: none): counted lost when the next read, a second later,
 	// finds next still below it (checkStarts).
@@ -1506,6 +1510,9 @@ func (c committer) Acknowledged(seq, epoch int64, pos core.Position) {
 	p := s.parts[pos.Key]
 	if p == nil || !p.owned || seq <= p.fence || epoch != p.epoch {
 		s.fenced.Add(1)
+		if p != nil {
+			p.fenced++
+		}
 		return
 	}
 	p.acked = max(p.acked, pos.Offset)
@@ -1716,6 +1723,13 @@ type PartitionStatus struct {
 	// Lost counts the records of the partition deleted (retention,
 	// DeleteRecords) before the group read them: a loss.
 	Lost int64
+	// Fenced counts the partition's records this source published and
+	// processed but never committed (all its ownerships): records still
+	// queued when the partition was revoked or lost, or of an incarnation
+	// of the topic since deleted. The partition's next owner reads them
+	// again: they are processed twice, possibly after the next owner
+	// committed them. Status.Fenced is their sum.
+	Fenced int64
 }
 
 // Status returns the source's status; safe to call at any time.
@@ -1728,7 +1742,7 @@ func (s *Source) Status() Status {
 	}
 	for _, p := range s.parts {
 		ps := PartitionStatus{Topic: p.topic, Partition: p.partition, Epoch: p.epoch, Owned: p.owned, Committed: p.committed,
-			Processed: p.acked, Published: p.published, HighWatermark: p.hwm, Lag: -1, Paused: p.paused, Lost: p.lost}
+			Processed: p.acked, Published: p.published, HighWatermark: p.hwm, Lag: -1, Paused: p.paused, Lost: p.lost, Fenced: p.fenced}
 		if p.hwm >= 0 && p.committed >= 0 {
 			ps.Lag = p.hwm - p.committed
 		}
