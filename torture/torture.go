@@ -1,6 +1,7 @@
 package torture
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -296,10 +297,13 @@ func (sr *scenarioRun) topicDeletedBefore(i int) bool {
 }
 
 // shrinkFailure shrinks a failing scenario: fewer runs, then no faults,
-// no operations, fewer lines, keeping each step that still fails.
+// no operations, fewer lines, keeping each step that still fails the
+// invariant the whole scenario failed first (a smaller scenario failing
+// another one is another finding, not this one reproduced).
 func shrinkFailure(ctx context.Context, cfg Config, s Scenario, f *Failure) {
 	lim := cfg.Limits
 	full := Generate(s.Seed, Limits{}, cfg.Only)
+	inv := f.Violations[0].Invariant
 	try := func(l Limits) bool {
 		if ctx.Err() != nil {
 			return false
@@ -307,9 +311,15 @@ func shrinkFailure(ctx context.Context, cfg Config, s Scenario, f *Failure) {
 		c := cfg
 		c.Limits = l
 		vs, events, dir, err := runScenario(ctx, c, Generate(s.Seed, l, cfg.Only))
-		if err != nil || len(vs) == 0 || ctx.Err() != nil { // cut short: it proves nothing
+		if err != nil || ctx.Err() != nil { // cut short: it proves nothing
 			return false
 		}
+		if !slices.ContainsFunc(vs, func(v Violation) bool { return v.Invariant == inv }) {
+			return false
+		}
+		slices.SortStableFunc(vs, func(a, b Violation) int { // the invariant shrunk for first
+			return cmp.Compare(boolInt(a.Invariant != inv), boolInt(b.Invariant != inv))
+		})
 		if f.Dir != dir {
 			os.RemoveAll(f.Dir)
 		}
@@ -349,6 +359,13 @@ func shrinkFailure(ctx context.Context, cfg Config, s Scenario, f *Failure) {
 		}
 		lim = l
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Summary writes the session's figures: scenarios, runs, time, how many
