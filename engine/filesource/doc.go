@@ -182,10 +182,20 @@
 // turn comes is counted as never read (unreadFiles, not lossless) and
 // warned with its name and identity. The pointer keeps the old file's
 // identity and epoch until every line published from it is committed, and
-// only then moves to the new file (through each file in order after several
-// rotations), so a crash before re-reads the old file's unprocessed lines;
-// an acknowledgement of the old epoch is never committed into the new
-// pointer. A partial last line is re-read from its start after a reopen,
+// only then moves to the new file, so a crash before re-reads the old
+// file's unprocessed lines; an acknowledgement of the old epoch is never
+// committed into the new pointer. A Committed source publishes no line of
+// the new file (opened: kept open, read once the wait is over) until then:
+// it waits, BEHIND, until the pointer describes the new file (its
+// identity, the epoch drawn for it, offset 0). So only the pointer's file
+// ever has lines processed and not committed, and a restart reads again
+// only lines of the pointer's file, under its epoch: a state that skips by
+// epoch and offset (core.Delivery.AlreadyApplied) never applies a line
+// twice (TestARestartAfterARotationNeverAppliesALineTwiceToAState). The
+// cost: at each rotation (and copy-and-truncate) the new file's lines wait
+// for the slowest group to process the old file's. A file read again from
+// 0 after a loss (truncated or rewritten with no copy) is not held: its
+// epoch is kept as the pending header meanwhile. A partial last line is re-read from its start after a reopen,
 // never duplicated.
 //
 // At the start, when the path names another file than the pointer's (or

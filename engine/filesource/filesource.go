@@ -145,6 +145,8 @@ type Source struct {
 	epoch     int64
 	final     bool            // a once-read reached the end of the file
 	switching bool            // the path names another file: finish this one, then reopen
+	published bool            // a line of the current epoch was published
+	hold      bool            // the current file's lines wait for the pointer to describe it (holding)
 	items     []any           // the batch being offered (reused)
 	poss      []core.Position // its positions
 	state     engine.FeedState
@@ -258,6 +260,7 @@ func (s *Source) Run(ctx context.Context, f *engine.Intake) error {
 	s.f = f
 	s.rd, s.file, s.fileID = nil, nil, 0
 	s.final, s.switching, s.truncated = false, false, 0
+	s.published, s.hold = false, false
 	s.state, s.detail, s.note, s.openErr = "", "", "", ""
 	s.known = map[uint64]seenFile{}
 	if s.opts.Read == Committed {
@@ -395,6 +398,10 @@ func (s *Source) cycle() (progress, published, done bool, err error) {
 		}
 		progress = true
 	}
+	if s.holding() {
+		s.setState(engine.StateBehind, "waiting for the lines of the file read before this one to be committed before publishing its lines")
+		return progress, false, false, nil
+	}
 	for reads := 0; ; reads++ {
 		n, paused := s.publish()
 		if n > 0 {
@@ -467,6 +474,9 @@ func (s *Source) publish() (n int, paused bool) {
 		k := s.f.TryPublishBatch(items, poss)
 		clear(items) // keep no line alive past its publish
 		n += k
+		if k > 0 {
+			s.published = true
+		}
 		if k < len(items) {
 			// Un-consume the lines the feed did not take.
 			r0, pos0 := rd.batchR, rd.batchPos
@@ -1033,6 +1043,30 @@ func (s *Source) atEOF() (progress bool, err error) {
 	return true, nil
 }
 
+// holding reports whether a Committed source holds the lines of the file
+// it moved to (switchTo) until the pointer describes that file: until
+// every line it published from the files before is committed, and the
+// pointer's header moved to the file (committer.advance). Meanwhile it
+// reads and publishes nothing (the file stays open: a file replaced
+// meanwhile is still read), and the duty cycles poll acknowledgements. So
+// only the pointer's file ever has lines processed and not committed: a
+// restart reads again only lines of the pointer's file, under its epoch,
+// and a state that skips by epoch and offset (core.Delivery.AlreadyApplied)
+// does not apply them twice. (Without the hold, lines of several files
+// were processed past the pointer, and a restart read the files after the
+// pointer's under new epochs: a state saved with a later file's epoch took
+// the earlier files' lines for new ones, and applied them again.)
+func (s *Source) holding() bool {
+	if !s.hold {
+		return false
+	}
+	if c := &s.com; len(c.moves) > 0 || c.head != nil {
+		return true
+	}
+	s.hold = false
+	return false
+}
+
 // reopen moves on once the old file was read to its end: to the next file
 // rotated after it (nextRotated), if any, else to the file now at the
 // path. Anything but a regular file at the path is refused with a warning
@@ -1141,6 +1175,13 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated stri
 	if epoch != s.epoch {
 		s.f.SetEpoch(epoch)
 		s.epoch = epoch
+	}
+	if !keep {
+		// A move after a loss is not held: the pointer moves to the file
+		// only with the commit of a line of its own (the pending header
+		// holds its epoch meanwhile).
+		s.hold = s.hold || (s.opts.Read == Committed && s.published && !lost)
+		s.published = false
 	}
 	s.mu.Lock()
 	if file != s.file {

@@ -3,6 +3,8 @@ package filesource
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,7 +153,7 @@ func TestARotatedFilesQueuedLinesSurviveASIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, in, numbered("new", 0, 2))
-	awaitLine(t, said, "out2.log 42", "the new file's lines through group 2")
+	awaitLine(t, said, "reading it from 0 under a new epoch", "the new file opened")
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -163,6 +165,9 @@ func TestARotatedFilesQueuedLinesSurviveASIGKILL(t *testing.T) {
 	}
 	if ptr := readPointer(t, in+".ptr"); ptr.Identity != identity(old) || ptr.Offset != 28*lineLen {
 		t.Fatalf("pointer %+v at the kill: want the old file (identity %x) at the blocked line (%d)", ptr, identity(old), 28*lineLen)
+	}
+	if n := countLines(out2); n != 40 {
+		t.Fatalf("%d lines through group 2 at the kill: want 40 (the new file's held until the old file's lines are committed)", n)
 	}
 	restart, _ := rotationChild(t, dir, "")
 	if err := restart.Wait(); err != nil {
@@ -233,6 +238,18 @@ func (a *appender) OnEvent(_ *core.Cycle, ev any) error {
 	return nil
 }
 
+// messages is a slog.Handler printing each record's message on a line of
+// its own (the parent awaits them).
+type messages struct{ w io.Writer }
+
+func (m messages) Enabled(context.Context, slog.Level) bool { return true }
+func (m messages) WithAttrs([]slog.Attr) slog.Handler       { return m }
+func (m messages) WithGroup(string) slog.Handler            { return m }
+func (m messages) Handle(_ context.Context, r slog.Record) error {
+	_, err := fmt.Fprintln(m.w, r.Message)
+	return err
+}
+
 // TestRotationChild is the child of TestARotatedFilesQueuedLinesSurviveASIGKILL:
 // a process tailing a real file on the wall clock, as in production, until
 // it is killed (with a blocked line) or settled.
@@ -255,7 +272,7 @@ func TestRotationChild(t *testing.T) {
 		groups = append(groups, engine.GroupConfig{Name: name, Feeds: []string{"in"},
 			Processors: []engine.ProcessorConfig{{Name: "app" + name, Processor: a}}})
 	}
-	src, err := New(filepath.Join(dir, "app.log"), Options{Logger: testLogger(t)})
+	src, err := New(filepath.Join(dir, "app.log"), Options{Logger: slog.New(messages{os.Stdout})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package filesource
 import (
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -87,9 +88,10 @@ func linesOf(prefix string, from, to int) []string {
 
 // A file replaced while tailed is read under a new epoch; the pointer keeps
 // describing the old file (its identity, its epoch) until every line read
-// from it is processed and committed, and only then moves to the new file:
-// an acknowledgement of the old file is never committed into the new
-// pointer, and a crash before re-reads the old file's unprocessed lines.
+// from it is processed and committed, and only then moves to the new file,
+// before any line of it is published (holding): an acknowledgement of the
+// old file is never committed into the new pointer, and a crash before
+// re-reads only the old file's unprocessed lines.
 func TestAReplacedFileKeepsThePointerUntilItsLinesAreCommitted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := input(t, numbered("old", 0, 10))
@@ -111,13 +113,20 @@ func TestAReplacedFileKeepsThePointerUntilItsLinesAreCommitted(t *testing.T) {
 		})
 		before := readPointer(t, ptr)
 		replaceFile(t, path, numbered("new", 0, 4))
-		waitFor(t, "the new file read", func() bool { return lg.has("reading it from 0 under a new epoch") && r.feed().Sequence == 14 })
+		waitFor(t, "the new file held", func() bool {
+			d := r.feed().Detail
+			return lg.has("reading it from 0 under a new epoch") && d != nil && strings.Contains(*d, "waiting for the lines of the file read before")
+		})
+		elapse(10 * time.Millisecond)
+		if seq := r.feed().Sequence; seq != 10 {
+			t.Fatalf("%d lines published while the old file's lines are unprocessed: want 10 (the new file's held)", seq)
+		}
 		if got := readPointer(t, ptr); got != before {
 			t.Fatalf("pointer %+v moved while the old file's lines are unprocessed: want %+v", got, before)
 		}
 		relOld.open() // old-5..old-9 are processed: the pointer may move on
 		waitFor(t, "old lines processed", func() bool { return p.count() == 10 })
-		waitFor(t, "the pointer on the new file", func() bool { return readPointer(t, ptr).Epoch != before.Epoch })
+		waitFor(t, "the new file read", func() bool { return r.feed().Sequence == 14 })
 		fi, err := os.Stat(path)
 		if err != nil {
 			t.Fatal(err)
@@ -278,9 +287,11 @@ func TestATailingReadWaitsForTheByteAfterACR(t *testing.T) {
 }
 
 // Two replacements while the first file's lines are still queued: the
-// pointer stays on the first file until its lines are committed, then
-// moves through the second to the third, never committing one file's
-// offset under another's identity.
+// second file is opened (kept open: replaced in turn, it is still read)
+// but none of its lines is published until the first file's lines are
+// committed; the pointer stays on the first file until then, then moves
+// through the second to the third, never committing one file's offset
+// under another's identity.
 func TestTwoReplacementsWhileLinesAreQueuedMoveThePointerInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := input(t, numbered("one", 0, 4))
@@ -294,14 +305,20 @@ func TestTwoReplacementsWhileLinesAreQueuedMoveThePointerInOrder(t *testing.T) {
 		})
 		before := readPointer(t, ptr)
 		replaceFile(t, path, numbered("two", 0, 3))
-		waitFor(t, "two read", func() bool { return r.feed().Sequence == 7 && r.feed().State == engine.StateCaughtUp })
+		waitFor(t, "two opened", func() bool { return lg.has("reading it from 0 under a new epoch") })
 		replaceFile(t, path, numbered("three", 0, 2))
-		waitFor(t, "three read", func() bool { return r.feed().Sequence == 9 && r.feed().State == engine.StateCaughtUp })
+		elapse(10 * time.Millisecond)
+		if seq := r.feed().Sequence; seq != 4 {
+			t.Fatalf("%d lines published while the first file's lines are queued: want 4 (two held)", seq)
+		}
 		if got := readPointer(t, ptr); got != before {
 			t.Fatalf("pointer %+v moved while the first file's lines are queued: want %+v", got, before)
 		}
 		rel.open()
 		r.settle(9, p)
+		if got, _ := p.got(); !slices.Equal(got, slices.Concat(linesOf("one", 0, 4), linesOf("two", 0, 3), linesOf("three", 0, 2))) {
+			t.Fatalf("got %q", got)
+		}
 		fi, err := os.Stat(path)
 		if err != nil {
 			t.Fatal(err)

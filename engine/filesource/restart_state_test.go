@@ -1,0 +1,93 @@
+package filesource
+
+import (
+	"os"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
+)
+
+// stateApply applies deliveries as an application with durable state does:
+// it keeps the position of the last delivery applied and skips one it
+// already holds (core.Delivery.AlreadyApplied). It returns the lines
+// applied and the last position.
+func stateApply(last core.Delivery, lines []string, ds []core.Delivery) ([]string, core.Delivery) {
+	var applied []string
+	for i, d := range ds {
+		if d.AlreadyApplied(last.Epoch, last.Position) {
+			continue
+		}
+		applied = append(applied, lines[i])
+		last = d
+	}
+	return applied, last
+}
+
+// A file rotated while one group still processes its lines: the source
+// publishes no line of the new file until the old file's lines are
+// committed and the pointer describes the new file. Without that, a group
+// that went on into the new file saved a state under the new file's epoch
+// while the pointer still described the old file; a crash then had the
+// restart deliver the old file's uncommitted lines (under the old epoch)
+// and the new file's (under an epoch of its own), and the state, keyed by
+// the last epoch and offset it applied, took them for new lines: each line
+// applied twice. Here the crash comes at every moment after the rotation
+// a run may be killed at, and every line is applied exactly once.
+func TestARestartAfterARotationNeverAppliesALineTwiceToAState(t *testing.T) {
+	for _, wait := range []int{1, 3, 20} { // milliseconds of the bubble's clock between the rotation and the crash
+		t.Run("", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, numbered("old", 0, 4))
+				g := newGate(t)
+				slow := &rec{gate: blockAt(linesOf("old", 2, 3)[0], g)}
+				fast := &rec{}
+				src, lg := newSource(t, path, Options{})
+				r := startSource(t, src, lg, setup{procs: []*rec{slow, fast}})
+				waitFor(t, "the old lines through the fast group", func() bool {
+					return fast.count() == 4 && r.feed().State == engine.StateCaughtUp
+				})
+				if err := os.Rename(path, path+"-0001"); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, path, numbered("new", 0, 3))
+				for range wait {
+					elapse(time.Millisecond)
+				}
+				// The crash: nothing more is processed or committed.
+				ptr := path + ".ptr"
+				snapshot, err := os.ReadFile(ptr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				slow.ignore.Store(true)
+				fast.ignore.Store(true)
+				g.open()
+				r.stop()
+				if err := os.WriteFile(ptr, snapshot, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				lines, ds := fast.got()
+				first, last := stateApply(core.Delivery{}, lines, ds)
+
+				again := &rec{}
+				r2 := start(t, path, Options{}, setup{procs: []*rec{again}})
+				r2.settle(2, again)
+				waitFor(t, "the restart settled", func() bool {
+					st := r2.e.Status()
+					return st.Settled && r2.feed().State == engine.StateCaughtUp
+				})
+				r2.stop()
+				lines2, ds2 := again.got()
+				second, _ := stateApply(last, lines2, ds2)
+				got := slices.Concat(first, second)
+				if want := slices.Concat(linesOf("old", 0, 4), linesOf("new", 0, 3)); !slices.Equal(got, want) {
+					t.Fatalf("lines applied %q, want each once: %q\n(the restart delivered %q at %+v)", got, want, lines2, ds2)
+				}
+			})
+		})
+	}
+}
