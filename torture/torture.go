@@ -207,11 +207,16 @@ func reproduce(seed uint64, limits string, only Only) string {
 	return c
 }
 
-// runScenario runs one scenario in a directory of its own under cfg.Dir
-// and checks it. The directory is removed when the scenario passes
+// runScenario runs one scenario in a directory of its own under cfg.Dir,
+// named by its seed and limits (each shrinking step of a failure has its
+// own), and checks it. The directory is removed when the scenario passes
 // (unless cfg.Keep).
 func runScenario(ctx context.Context, cfg Config, s Scenario) (vs []Violation, events []string, dir string, err error) {
-	dir = filepath.Join(cfg.Dir, fmt.Sprintf("seed-%d", s.Seed))
+	name := fmt.Sprintf("seed-%d", s.Seed)
+	if l := cfg.Limits.String(); l != "" {
+		name += "-" + strings.NewReplacer(",", "-", "=", "").Replace(l)
+	}
+	dir = filepath.Join(cfg.Dir, name)
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, nil, dir, err
 	}
