@@ -37,9 +37,11 @@ type fileInput struct {
 }
 
 // rotateAway notes that the lines PATH holds moved to a rotated file:
-// kept, but at risk while the first run may not have opened PATH yet.
+// kept, but at risk while the first run may not have opened PATH yet, and
+// while stopped with no pointer naming a file (the runs before committed
+// nothing): the next run is a first run again, and reads PATH alone.
 func (fi *fileInput) rotateAway() {
-	if fi.running && fi.fresh {
+	if fi.running && fi.fresh || !fi.running && !fi.pointerNamesFile() {
 		for _, id := range fi.current {
 			fi.gen.atRisk[id] = true
 		}
@@ -231,6 +233,13 @@ func hashFiles(dir string, prefixes ...string) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// pointerNamesFile reports whether the pointer file names a file (an
+// identity): a restart then looks for that file among the rotated ones.
+func (fi *fileInput) pointerNamesFile() bool {
+	b, err := os.ReadFile(fi.path + ".ptr")
+	return err == nil && len(b) >= 24 && binary.LittleEndian.Uint64(b[16:24]) != 0
 }
 
 // pointerPast reports whether the pointer file (read while stopped) names

@@ -7,8 +7,10 @@ import (
 	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -111,12 +113,25 @@ func readCSV(path string) (*recording, error) {
 	return rec, nil
 }
 
+// readSQLite reads a SQLite recording. A killed run may leave a hot
+// journal (PATH-journal) or a log (PATH-wal) that SQLite must roll back or
+// replay before the file reads as what was committed: that needs a
+// writable database, so the harness copies the file and those beside it
+// into a directory of its own and reads the copy (the evidence stays as
+// the run left it).
 func readSQLite(path string) (*recording, error) {
-	abs, err := filepath.Abs(path)
+	tmp, err := os.MkdirTemp("", "torture-sqlite-")
 	if err != nil {
 		return nil, err
 	}
-	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: "mode=ro&_busy_timeout=10000"}
+	defer os.RemoveAll(tmp)
+	abs := filepath.Join(tmp, "rec.db")
+	for _, suffix := range []string{"", "-journal", "-wal"} {
+		if err := copyFile(path+suffix, abs+suffix); err != nil && (suffix == "" || !errors.Is(err, fs.ErrNotExist)) {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: "_busy_timeout=10000"}
 	db, err := sql.Open("sqlite", u.String())
 	if err != nil {
 		return nil, err
