@@ -80,6 +80,12 @@ type LedgerOptions struct {
 	// (a core.Host alone: tests, golden, replay), or with SaveEvery 1, it
 	// saves when each positioned delivery completes, before the input
 	// counts as processed, and at once after an input without a position.
+	// Run by an engine with SaveEvery 1, a save that fails is tried again
+	// within the completion (SaveTries in a row, every min(SaveInterval,
+	// MaxSaveRetry)); when every try failed the ledger reports it
+	// (engine.Checkpoint.Fail with a *StateError) before the completion
+	// returns: the delivery does not count, its group fails and the run
+	// stops, nothing committed past the last save.
 	StatePath string
 	// SaveEvery is how many completed deliveries a batch holds at most.
 	// 0: DefaultSaveEvery; 1: a save per delivery, no batches.
