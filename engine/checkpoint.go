@@ -217,9 +217,13 @@ func (cp *Checkpoint) DurableThrough(m Mark) error {
 // WaitSettled and Stop) returns a *DurableError wrapping err, which should
 // name the state. The hold stays: the feeds commit nothing past what the
 // holders made durable (a later DurableThrough, CloseCheckpoint's last
-// save, still moves it), and a restart delivers the rest again. The first
-// failure of a group is kept; a nil err stands for ErrNotDurable. Safe
-// from any goroutine.
+// save, still moves it), and a restart delivers the rest again. A
+// released checkpoint may still Fail: a holder that saves at each
+// completion (and so releases the hold) calls Fail from the completion
+// whose save keeps failing, before it returns its error; a completion
+// that fails once its group failed does not count, so its item is not
+// committed. The first failure of a group is kept; a nil err stands for
+// ErrNotDurable. Safe from any goroutine.
 func (cp *Checkpoint) Fail(err error) {
 	if err == nil {
 		err = ErrNotDurable

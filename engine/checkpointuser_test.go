@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -223,5 +224,83 @@ func TestACheckpointUserThatCannotSaveFailsItsGroupAndNothingPastItsLastSaveIsCo
 			t.Errorf("after Stop: committed %d, streams ended %v; want 4 (the last save), none ended", got, ended)
 		}
 		noLeak(t, before)
+	})
+}
+
+// itemSaver saves its state in each delivery's completion: it releases its
+// checkpoint (its completions save before an item counts) and keeps it to
+// Fail. From item failAt on, its save fails: it reports it (Fail) before
+// its completion returns the error.
+type itemSaver struct {
+	mu     sync.Mutex
+	cp     *engine.Checkpoint
+	failAt int
+	saved  int // the last item saved
+}
+
+func (s *itemSaver) UseCheckpoint(_ string, cp *engine.Checkpoint) {
+	cp.Release()
+	s.mu.Lock()
+	s.cp = cp
+	s.mu.Unlock()
+}
+
+func (s *itemSaver) CloseCheckpoint() error { return nil }
+
+func (s *itemSaver) OnEvent(c *core.Cycle, ev any) error {
+	item := ev.(int)
+	c.OnComplete(core.CompletionFunc(func(*core.Delivery) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if item >= s.failAt {
+			err := fmt.Errorf("state: item %d not saved", item)
+			s.cp.Fail(err)
+			return err
+		}
+		s.saved = item
+		return nil
+	}))
+	return nil
+}
+
+// A completion that fails once its group failed (its holder's
+// Checkpoint.Fail, called by the completion itself: a save per item that
+// keeps failing) is neither retried nor skipped: its item does not count
+// as dispatched, so the feed never commits it, and no completion failure
+// is counted. A completion skipped after its retries used to count, and
+// the item was committed though its state was never saved (torture seed
+// 1796193496913655314).
+func TestACompletionThatFailsOnceItsGroupFailedDoesNotCountItsItem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &itemSaver{failAt: 3}
+		e, err := engine.New(engine.Config{
+			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", s), Retry: engine.RetryPolicy{Attempts: 3}}},
+			Logger: testLogger(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f := e.Feed("in")
+		c := &committer{}
+		f.Intake().SetCommitter(c)
+		publishAll(t, f, 1, 5)
+		synctest.Wait()
+		if err := e.Err(); !errors.Is(err, engine.ErrNotDurable) {
+			t.Errorf("Err: %v, want the holder's failure", err)
+		}
+		settleCommit(t, f, c, 2)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := e.Stop(ctx); !errors.Is(err, engine.ErrNotDurable) {
+			t.Errorf("Stop: %v, want the holder's failure", err)
+		}
+		fs := e.Status().Feeds[0]
+		if got := c.Committed(); got != 2 || fs.CompletionFailures != 0 || s.saved != 2 {
+			t.Errorf("after Stop: committed %d, completion failures %d, saved through %d; want 2, 0, 2", got, fs.CompletionFailures, s.saved)
+		}
 	})
 }

@@ -24,7 +24,10 @@
 // calls its CloseCheckpoint; one whose saves keep failing says so with
 // Checkpoint.Fail, which fails its group (Engine.Err: a *DurableError), so
 // that a launcher stops the run instead of waiting for a commit that
-// cannot come.
+// cannot come. One that saves in each delivery's completion releases its
+// checkpoint and may still Fail it from the completion whose save keeps
+// failing: a completion that fails once its group failed does not count
+// its item, which is never committed.
 //
 // Outputs a processor emits with core.Cycle.Emit(sink, out) reach Config.Sink live
 // as Write(processor, sink, out), on the processor's group goroutine, so they

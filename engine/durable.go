@@ -18,7 +18,10 @@ import (
 //     per feed the instance's group subscribes, before anything is
 //     delivered (the hold is in place before the call). cp holds the feed's
 //     commits for the group. An instance that does not save in batches (no
-//     state file, a save per delivery) calls cp.Release at once. An
+//     state file, a save per delivery) calls cp.Release at once; one that
+//     saves per delivery keeps cp to report, from the completion whose
+//     save keeps failing, cp.Fail(err) before it returns its error: the
+//     item does not count (it is not committed) and the group fails. An
 //     instance may start a goroutine here: Stop will call CloseCheckpoint.
 //   - To save, on a goroutine where no delivery of the instance is half
 //     applied: take m := cp.Mark() and the state together, write the state

@@ -217,7 +217,7 @@ type completionsResult int
 
 const (
 	completionsDone   completionsResult = iota // each ran (or failed every retry, and was skipped)
-	completionsFailed                          // a CompletionFailed observer failed the group
+	completionsFailed                          // a CompletionFailed observer failed the group, or one failed once the group had failed
 	completionsCut                             // Stop cut a retry backoff, or a completion failed once Stop had cancelled the cycle's context
 )
 
@@ -225,7 +225,10 @@ const (
 // group's RetryPolicy): in for the item, whose Delivery they see. The
 // first failure of each processor's completions within the item goes to
 // the CompletionFailed observer; one failing every try is warned of,
-// counted and skipped. Used right after the item (dispatch) and for an
+// counted and skipped. One that fails once the group has failed (a
+// holder's Checkpoint.Fail, which a completion may call before it returns
+// its error) is not retried nor skipped: its item does not count
+// (completionsFailed). Used right after the item (dispatch) and for an
 // item of the batch once its rows are written (flushFor).
 func (w *worker) complete(b *binding, comps []ownedCompletion, in *Input) completionsResult {
 	if len(comps) == 0 {
@@ -251,6 +254,13 @@ func (w *worker) complete(b *binding, comps []ownedCompletion, in *Input) comple
 			}
 			if w.g.ctx.Err() != nil {
 				return completionsCut
+			}
+			if w.g.dead.Load() {
+				// The group failed (a holder's Checkpoint.Fail, maybe
+				// from this very completion: its state cannot be
+				// saved): the item does not count, the next run
+				// delivers it again.
+				return completionsFailed
 			}
 			if attempt+1 >= attempts {
 				b.feed.completionFailures.Add(1)

@@ -161,7 +161,9 @@ the ledger applies each line exactly once. A save that fails is tried
 again every --state-interval (at most 1s apart); after 3 failures in a row
 the run stops: exit 3 naming the state file, nothing committed past the
 last save, the recording unfinished (no END); a restart once the fault is
-gone delivers the rest again. --state-every 1 saves at every line. With --workers N each worker saves FILE#wK of its own, and a line is
+gone delivers the rest again. --state-every 1 saves at every line, before
+it is committed: a save that fails is tried again the same way, and the
+run stops the same way. With --workers N each worker saves FILE#wK of its own, and a line is
 committed once every worker saved what comes before it. A worker's state
 holds its keys and the last line it applied, so it is right only on the
 same workers, key-ordered: --state with --workers above 1 needs --order

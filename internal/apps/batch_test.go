@@ -22,10 +22,11 @@ import (
 )
 
 // savedOffset is the offset of the ledger state file at path; 0 when
-// there is no file yet.
+// there is no file yet, or a directory took its place (nothing is saved
+// there).
 func savedOffset(t *testing.T, path string) int64 {
 	t.Helper()
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	if fi, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && fi.IsDir()) {
 		return 0
 	}
 	return readState(t, path).Offset
@@ -462,6 +463,99 @@ func TestALedgerSaveThatFailsOnceIsTriedAgainAndNoDeliveryFails(t *testing.T) {
 		synctest.Wait()
 		if c, got := r.committed(t), savedOffset(t, path); c != 8 || got != 8 {
 			t.Errorf("after the fault: committed %d, saved offset %d; want 8, 8", c, got)
+		}
+		fs := r.e.Status().Feeds[0]
+		if err := r.e.Err(); err != nil || fs.CompletionFailures != 0 || !fs.Lossless {
+			t.Errorf("Err %v, completion failures %d, lossless %v; want nil, 0, true", err, fs.CompletionFailures, fs.Lossless)
+		}
+		r.stop(t)
+	})
+}
+
+// A ledger saving every line (SaveEvery 1: the save is in each delivery's
+// completion, the hold released) whose save keeps failing tries it
+// SaveTries times, one interval apart, then fails its group
+// (engine.Checkpoint.Fail with an *apps.StateError naming the file): the
+// delivery does not count, so nothing the state file lacks is committed,
+// not even by Stop. Its completion used to return the save's error to the
+// engine, which skipped it after its retries and committed the line: a
+// restart from the state file never applied it, and said lossless (torture
+// seed 1796193496913655314, the statedir fault).
+func TestALedgerSavingEveryLineWhoseSaveKeepsFailingFailsItsGroupAndCommitsNothingTheStateLacks(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const interval = 100 * time.Millisecond
+				r := startBatchRun(t, workers, "1", interval, ledgerLines(10))
+				r.publish(t, 4)
+				if c := r.committed(t); c != 4 {
+					t.Fatalf("committed %d before the fault, want 4", c)
+				}
+				path := r.check.paths[0] // worker 0's file
+				if err := os.Rename(path, path+".aside"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					t.Fatal(err)
+				}
+				if err := os.Mkdir(path, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Contains(r.check.workerOf[4:8], 0) {
+					t.Fatalf("worker 0 gets none of lines 5-8 (%v): its saves would not fail", r.check.workerOf[4:8])
+				}
+				r.publish(t, 4)
+				for try := 1; try < apps.SaveTries; try++ {
+					if err := r.e.Err(); err != nil {
+						t.Fatalf("the group failed after %d tries, want %d: %v", try, apps.SaveTries, err)
+					}
+					time.Sleep(interval) // the bubble's clock: the next try
+					synctest.Wait()
+				}
+				err := r.e.Err()
+				var se *apps.StateError
+				if !errors.Is(err, engine.ErrNotDurable) || !errors.As(err, &se) || se.Path != path || se.Tries != apps.SaveTries {
+					t.Fatalf("Err after %d failed saves: %v; want an engine.ErrNotDurable wrapping an *apps.StateError of %s, %d tries", apps.SaveTries, err, path, apps.SaveTries)
+				}
+				c := r.committed(t)
+				if workers == 1 && c != 4 {
+					t.Errorf("committed %d after the failed saves, want 4: what the state holds", c)
+				}
+				if err := r.e.Stop(context.Background()); !errors.Is(err, engine.ErrNotDurable) || !errors.Is(err, apps.ErrStateNotSaved) {
+					t.Errorf("Stop: %v, want the failed group and the last save's error", err)
+				}
+				if after, problems := r.check.result(); after != c || len(problems) > 0 {
+					t.Errorf("after Stop: committed %d, want %d; commits ahead of the saved state: %v", after, c, problems)
+				}
+				if fs := r.e.Status().Feeds[0]; fs.CompletionFailures != 0 || fs.Lossless {
+					t.Errorf("completion failures %d, lossless %v; want 0 (none skipped), false (the group failed)", fs.CompletionFailures, fs.Lossless)
+				}
+			})
+		})
+	}
+}
+
+// A ledger saving every line whose save fails once (a directory in the
+// state file's place for one try) tries it again an interval later: once
+// the fault is gone the state holds the line and it is committed, nothing
+// is reported, and no completion fails (the run stays lossless).
+func TestALedgerSavingEveryLineTriesAFailedSaveAgainAndNoDeliveryFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 100 * time.Millisecond
+		r := startBatchRun(t, 1, "1", interval, ledgerLines(10))
+		path := r.check.paths[0]
+		if err := os.Mkdir(path, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r.publish(t, 1) // its save fails: the next try is an interval later
+		if c := r.committed(t); c != 0 {
+			t.Fatalf("committed %d with no save made, want 0", c)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(interval)
+		synctest.Wait()
+		r.publish(t, 3)
+		if c, got := r.committed(t), savedOffset(t, path); c != 4 || got != 4 {
+			t.Errorf("after the fault: committed %d, saved offset %d; want 4, 4", c, got)
 		}
 		fs := r.e.Status().Feeds[0]
 		if err := r.e.Err(); err != nil || fs.CompletionFailures != 0 || !fs.Lossless {

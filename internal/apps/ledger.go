@@ -80,6 +80,12 @@ type LedgerOptions struct {
 	// (a core.Host alone: tests, golden, replay), or with SaveEvery 1, it
 	// saves when each positioned delivery completes, before the input
 	// counts as processed, and at once after an input without a position.
+	// Run by an engine with SaveEvery 1, a save that fails is tried again
+	// within the completion (SaveTries in a row, every min(SaveInterval,
+	// MaxSaveRetry)); when every try failed the ledger reports it
+	// (engine.Checkpoint.Fail with a *StateError) before the completion
+	// returns: the delivery does not count, its group fails and the run
+	// stops, nothing committed past the last save.
 	StatePath string
 	// SaveEvery is how many completed deliveries a batch holds at most.
 	// 0: DefaultSaveEvery; 1: a save per delivery, no batches.
@@ -273,8 +279,9 @@ type Ledger struct {
 	pending int                  // deliveries completed since the last snapshot
 	cps     []*engine.Checkpoint // batches: the checkpoints of the feeds, in UseCheckpoint order
 	next    *ledgerSnap          // the latest snapshot not yet written (its marks not yet durable)
-	saveErr error                // batches: the last write's error (a *StateError), nil once a write succeeds
+	saveErr error                // the last write's error (a *StateError), nil once a write succeeds
 	saver   *ledgerSaver         // the saving goroutine, started by the first UseCheckpoint that batches
+	fails   []*engine.Checkpoint // a save per delivery: the released checkpoints of the feeds, to Fail when a save keeps failing
 }
 
 // ledgerSnap is a snapshot of the state (a copy: the saving goroutine
@@ -382,8 +389,16 @@ func NewLedger(opts LedgerOptions) (*Ledger, error) {
 func (l *Ledger) UseCheckpoint(_ string, cp *engine.Checkpoint) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.path == "" || l.every <= 1 {
+	if l.path == "" {
 		cp.Release()
+		return
+	}
+	if l.every <= 1 {
+		// A save per delivery, in its completion, before the item
+		// counts: the hold is not needed, but a save that keeps
+		// failing fails the group through it (saveLocked).
+		cp.Release()
+		l.fails = append(l.fails, cp)
 		return
 	}
 	// Nothing of this run is handled yet: an open delivery is one an
@@ -415,7 +430,7 @@ func (l *Ledger) CloseCheckpoint() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.cps, l.next = nil, nil
+	l.cps, l.next, l.fails = nil, nil, nil
 	err := l.saveErr
 	l.saveErr = nil
 	return err
@@ -426,12 +441,12 @@ func (l *Ledger) batched() bool { return len(l.cps) > 0 }
 
 // completedLocked counts a completed delivery (or an input without a
 // position, after its cycle): a save now, without batches, whose error it
-// returns; else a snapshot once the batch is full (a batch's failed save
+// returns (saveLocked); else a snapshot once the batch is full (a batch's failed save
 // is the saving goroutine's to try again and report, not this delivery's:
 // its completion did not fail). mu held.
 func (l *Ledger) completedLocked() error {
 	if !l.batched() {
-		return l.persist()
+		return l.saveLocked()
 	}
 	l.pending++
 	if l.pending >= l.every {
@@ -859,7 +874,45 @@ func (l *Ledger) committedState() LedgerState {
 	return st
 }
 
-// persist writes the state file at once. mu held.
+// saveLocked is the save of a delivery's completion without batches.
+// Alone (a core.Host: no checkpoints) it writes the state once and returns
+// the error, naming the state. Run by an engine (checkpoints to Fail), it
+// tries SaveTries times in a row, every min(SaveInterval, MaxSaveRetry)
+// (mu released meanwhile), and when every try failed it fails the
+// checkpoints' group (engine.Checkpoint.Fail with a *StateError) before it
+// returns that error: the engine then does not count the delivery, so the
+// source never commits a line the state file does not hold (a completion
+// skipped after its retries would be committed). mu held.
+func (l *Ledger) saveLocked() error {
+	if len(l.fails) == 0 {
+		if err := l.persist(); err != nil {
+			return fmt.Errorf("apps: ledger state %s: %w", l.path, err)
+		}
+		return nil
+	}
+	retry := min(l.interval, MaxSaveRetry)
+	var err error
+	for try := 1; ; try++ {
+		if err = l.persist(); err == nil {
+			l.saveErr = nil
+			return nil
+		}
+		l.saveErr = &StateError{Path: l.path, Tries: try, Err: err}
+		if try == SaveTries {
+			break
+		}
+		l.mu.Unlock()
+		time.Sleep(retry)
+		l.mu.Lock()
+	}
+	for _, cp := range l.fails {
+		cp.Fail(l.saveErr)
+	}
+	return l.saveErr
+}
+
+// persist writes the state file at once; its error is the file system's.
+// mu held.
 func (l *Ledger) persist() error {
 	if l.path == "" {
 		return nil
@@ -869,10 +922,7 @@ func (l *Ledger) persist() error {
 	if err != nil {
 		return err
 	}
-	if err := l.write(b, st.Offset); err != nil {
-		return fmt.Errorf("apps: ledger state %s: %w", l.path, err)
-	}
-	return nil
+	return l.write(b, st.Offset)
 }
 
 // write writes the state file atomically: a temporary file in the same
