@@ -264,7 +264,9 @@ func runScenario(ctx context.Context, cfg Config, s Scenario) (vs []Violation, e
 
 // finish makes sure the scenario ends with a run that ran to its end:
 // when the last run was refused (flags another run's state cannot take),
-// it runs again with the flags of the last run that ran.
+// it runs again with the flags of the last run that ran and was at work
+// (its recording appeared: a run killed or stopped before that wrote no
+// state either, so its flags are not the state's).
 func (sr *scenarioRun) finish(ctx context.Context) error {
 	last := sr.runs[len(sr.runs)-1]
 	if !last.refused {
@@ -274,7 +276,7 @@ func (sr *scenarioRun) finish(ctx context.Context) error {
 	run.Before, run.During, run.Fault, run.Alias = nil, nil, Fault{}, ""
 	run.Workers, run.Order, run.MaxGap = 1, "", 0 // no run ran: one worker, which any state takes
 	for i := len(sr.runs) - 1; i >= 0; i-- {
-		if r := sr.runs[i]; !r.refused {
+		if r := sr.runs[i]; !r.refused && sr.atWorkOnce(r) {
 			run.Workers, run.Order, run.MaxGap = r.run.Workers, r.run.Order, r.run.MaxGap
 			break
 		}
@@ -371,6 +373,13 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// atWorkOnce reports whether run o was at work: its recording exists and
+// holds a byte (a recording appears whole or not at all).
+func (sr *scenarioRun) atWorkOnce(o *outcome) bool {
+	st, err := os.Stat(filepath.Join(sr.dir, o.store))
+	return err == nil && st.Size() > 0
 }
 
 // Summary writes the session's figures: scenarios, runs, time, how many
