@@ -96,7 +96,7 @@ type Driver struct {
 	// backend; Default marks the backend of a path no driver's Ext claims.
 	Ext     string
 	Default bool
-	// Sniff reports whether a file beginning with head (up to SniffLen
+	// Sniff reports whether a file beginning with head (up to 256
 	// bytes: fewer for a shorter file) is a recording of this backend.
 	Sniff func(head []byte) bool
 	// Open opens a recording for reading; Create creates a new one (see
@@ -105,8 +105,8 @@ type Driver struct {
 	Create func(path string) (Backend, error)
 }
 
-// SniffLen is the number of bytes of a file Open hands to Driver.Sniff.
-const SniffLen = 256
+// sniffLen is the number of bytes of a file Open hands to Driver.Sniff.
+const sniffLen = 256
 
 var drivers struct {
 	sync.RWMutex
@@ -139,7 +139,7 @@ func names(ds []Driver) string {
 }
 
 // Sniff returns the backend whose recordings begin as the file at path
-// does, "" for none (an empty file, another file). It reads SniffLen bytes
+// does, "" for none (an empty file, another file). It reads sniffLen bytes
 // at most. A file that cannot be read is an error.
 func Sniff(path string) (string, error) {
 	d, n, err := sniff(path)
@@ -155,7 +155,7 @@ func sniff(path string) (*Driver, int, error) {
 		return nil, 0, err
 	}
 	defer f.Close()
-	head := make([]byte, SniffLen)
+	head := make([]byte, sniffLen)
 	n, err := io.ReadFull(f, head)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, 0, err

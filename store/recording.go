@@ -73,9 +73,6 @@ func CreateBackend(b Backend, path string) *Recording {
 	return &Recording{b: b, path: path}
 }
 
-// Path returns the path of the recording.
-func (r *Recording) Path() string { return r.path }
-
 // Append writes rows to the backend, whole or not at all (Backend.Append).
 func (r *Recording) Append(rows ...Entry) error {
 	if r.readOnly {
