@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -142,31 +143,34 @@ func names(ds []Driver) string {
 // does, "" for none (an empty file, another file). It reads sniffLen bytes
 // at most. A file that cannot be read is an error.
 func Sniff(path string) (string, error) {
-	d, n, err := sniff(path)
+	d, n, _, err := sniff(path)
 	if err != nil || n == 0 || d == nil {
 		return "", err
 	}
 	return d.Name, nil
 }
 
-func sniff(path string) (*Driver, int, error) {
+// sniff returns the driver of the file at path (nil: none), the number of
+// bytes it read and its first line (at most 40 bytes of it), for errors.
+func sniff(path string) (*Driver, int, string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	defer f.Close()
 	head := make([]byte, sniffLen)
 	n, err := io.ReadFull(f, head)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	head = head[:n]
+	first, _, _ := bytes.Cut(head[:min(n, 40)], []byte("\n"))
 	for _, d := range registered() {
 		if n > 0 && d.Sniff(head) {
-			return &d, n, nil
+			return &d, n, string(first), nil
 		}
 	}
-	return nil, n, nil
+	return nil, n, string(first), nil
 }
 
 // Open opens the recording at path for reading, with the registered
@@ -174,7 +178,7 @@ func sniff(path string) (*Driver, int, error) {
 // missing file is an error wrapping fs.ErrNotExist; an empty file, or one
 // no backend recognises, a *FileError wrapping ErrFormat.
 func Open(path string) (*Recording, error) {
-	d, n, err := sniff(path)
+	d, n, head, err := sniff(path)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("store: open: %w", err)
@@ -182,7 +186,7 @@ func Open(path string) (*Recording, error) {
 		return nil, &FileError{Op: "store: open", Path: path, Err: fmt.Errorf("%w: empty file", ErrFormat)}
 	case d == nil:
 		return nil, &FileError{Op: "store: open", Path: path,
-			Err: fmt.Errorf("%w: not a recording of a known backend (%s)", ErrFormat, names(registered()))}
+			Err: fmt.Errorf("%w: it begins with %q, not as a recording of a known backend (%s) does", ErrFormat, head, names(registered()))}
 	}
 	b, err := d.Open(path)
 	if err != nil {
