@@ -14,7 +14,6 @@ import (
 
 	"github.com/blackbox-audit/blackbox/golden"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
-	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
 
@@ -193,7 +192,7 @@ func verifyComplete(path string) error {
 		return err
 	}
 	defer r.Close()
-	if ps := store.Verify(r); len(ps) > 0 {
+	if ps := r.Problems(); len(ps) > 0 {
 		return fmt.Errorf("not complete: %v", ps)
 	}
 	return nil

@@ -26,8 +26,8 @@
 // when a recording or one of its rows could not be read, so that nothing is
 // said to be safe about what could not be seen.
 //
-// Explain reads each recording once (store.StreamsReader's Scan when the
-// reader has it), keeping about a dozen bytes per input, then once more
+// Explain reads each recording once (its Scan, which checks it in the same
+// pass), keeping about a dozen bytes per input, then once more
 // the recordings holding the rows it reports. See docs/EXPLAIN.md for how
 // each answer is found, and what it costs.
 package incident

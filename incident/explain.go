@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"iter"
 	"maps"
 	"slices"
 
@@ -38,8 +37,7 @@ type Options struct {
 // Explain reads the recordings of a crashed run and its restarts, in the
 // order they ran (as `blackbox diff` stitches them), and answers what the
 // crashes did (Findings). It reads each recording in storage order, once
-// (Scan, which checks it in the same pass, when its reader is a
-// store.StreamsReader; else Rows and Problems), keeping of each input its
+// (Scan, which checks it in the same pass), keeping of each input its
 // seq, position, row index and output count (no payload) in a compact log
 // of about a dozen bytes per input (consecutive seqs, indexes and offsets
 // cost a byte or two each), then reads once more the recordings holding
@@ -234,7 +232,7 @@ func (x *explainer) read(run int, rec Recording) *runData {
 		}
 	}
 	readErr := false
-	for e, err := range scan(rec.Reader) {
+	for e, err := range rec.Reader.Scan() {
 		if err != nil {
 			var p *store.Problem
 			if errors.As(err, &p) {
@@ -337,17 +335,6 @@ func (x *explainer) read(run int, rec Recording) *runData {
 	sum.Ended, sum.Crashed = ended, d.crashed
 	x.f.Runs = append(x.f.Runs, sum)
 	return d
-}
-
-// scan yields every row of r in storage order: in one checking pass (Scan)
-// when r is a StreamsReader, so that its Problems afterwards cost no second
-// read; else Rows. A row's Payload and Reads are valid until the iteration
-// goes on.
-func scan(r store.Reader) iter.Seq2[store.Entry, error] {
-	if sr, ok := r.(store.StreamsReader); ok {
-		return sr.Scan()
-	}
-	return r.Rows()
 }
 
 // answer fills the Answers and the recording losses.

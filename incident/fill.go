@@ -101,7 +101,7 @@ func fill(f *Findings, readers []store.Reader) {
 		if len(m) == 0 {
 			continue
 		}
-		for e, err := range scan(readers[i]) {
+		for e, err := range readers[i].Scan() {
 			if err != nil {
 				var p *store.Problem
 				if errors.As(err, &p) {

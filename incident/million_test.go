@@ -8,19 +8,19 @@ import (
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/incident"
+	"github.com/blackbox-audit/blackbox/internal/storetest"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
-	"github.com/blackbox-audit/blackbox/store/storetest"
 )
 
 // million is the length of the long recording of the size bars.
 const million = 1_000_000
 
-// heapReader is a StreamsReader whose reads sample the growth of the live
+// heapReader is a Reader whose reads sample the growth of the live
 // heap (HeapAlloc) over base every 65,536 rows, into peak. Not safe for
 // concurrent use.
 type heapReader struct {
-	store.StreamsReader
+	store.Reader
 	base uint64
 	peak *uint64
 }
@@ -45,10 +45,9 @@ func (h heapReader) sampled(rows iter.Seq2[store.Entry, error]) iter.Seq2[store.
 	}
 }
 
-func (h heapReader) Rows() iter.Seq2[store.Entry, error] { return h.sampled(h.StreamsReader.Rows()) }
-func (h heapReader) Streams() iter.Seq2[store.Entry, error] {
-	return h.sampled(h.StreamsReader.Streams())
-}
+func (h heapReader) Rows() iter.Seq2[store.Entry, error]    { return h.sampled(h.Reader.Rows()) }
+func (h heapReader) Scan() iter.Seq2[store.Entry, error]    { return h.sampled(h.Reader.Scan()) }
+func (h heapReader) Streams() iter.Seq2[store.Entry, error] { return h.sampled(h.Reader.Streams()) }
 
 // explainLong explains the recording at path and returns the Findings and
 // the largest growth of the live heap it saw over its start, sampled as
@@ -64,7 +63,7 @@ func explainLong(tb testing.TB, path string) (*incident.Findings, uint64) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	var peak uint64
-	h := heapReader{StreamsReader: r, base: ms.HeapAlloc, peak: &peak}
+	h := heapReader{Reader: r, base: ms.HeapAlloc, peak: &peak}
 	f, err := incident.Explain([]incident.Recording{{File: path, Reader: h}}, incident.Options{})
 	if err != nil {
 		tb.Fatal(err)

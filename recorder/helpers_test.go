@@ -57,6 +57,9 @@ func (w *fakeWriter) Append(rows ...store.Entry) error {
 
 func (w *fakeWriter) Close() error { return nil }
 
+// Sync has nothing to sync.
+func (w *fakeWriter) Sync() error { return nil }
+
 func (w *fakeWriter) rows() []store.Entry {
 	w.mu.Lock()
 	defer w.mu.Unlock()

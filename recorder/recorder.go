@@ -17,9 +17,6 @@ import (
 
 // Sentinel errors of the recorder, for errors.Is.
 var (
-	// ErrNotSyncer: Options ask for fsync (SyncEvery, SyncInterval) but the
-	// writer does not implement store.Syncer.
-	ErrNotSyncer = errors.New("recorder: writer cannot sync")
 	// ErrClosed: the engine called a hook after Close.
 	ErrClosed = errors.New("recorder: closed")
 	// ErrUsage: a RunConfig without a processor, or a processor without
@@ -63,7 +60,7 @@ type Options struct {
 	Apps map[string]string
 	// Processors, if not nil, records only these processors.
 	Processors []string
-	// SyncEvery forces rows to stable storage (store.Syncer) once at least
+	// SyncEvery forces rows to stable storage (store.Writer.Sync) once at least
 	// this many rows were written since the last sync; SyncInterval at
 	// least this often while rows are unsynced. With both 0 (the default)
 	// every input's rows reach the operating system in one write (with the
@@ -88,12 +85,11 @@ type Options struct {
 // by its group's goroutine, and Append calls are serialized. One Recorder
 // records one engine run.
 type Recorder struct {
-	w      store.Writer
-	syncer store.Syncer
-	clock  core.Clock
-	codec  Codec
-	only   map[string]bool // nil: every processor
-	log    *slog.Logger
+	w     store.Writer
+	clock core.Clock
+	codec Codec
+	only  map[string]bool // nil: every processor
+	log   *slog.Logger
 
 	mu         sync.Mutex // serializes the writer; guards the fields below
 	globalNext int64      // next index of META/JOURNAL/COMMIT rows
@@ -165,12 +161,8 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 	if r.log == nil {
 		r.log = slog.Default()
 	}
-	r.syncer, _ = w.(store.Syncer)
 	durability := "write"
 	if opts.SyncEvery > 0 || opts.SyncInterval > 0 {
-		if r.syncer == nil {
-			return nil, fmt.Errorf("%w: SyncEvery/SyncInterval need a store.Syncer, got %T", ErrNotSyncer, w)
-		}
 		durability = "fsync"
 	}
 	if opts.Processors != nil {
@@ -228,8 +220,7 @@ func (r *Recorder) Broken() map[string]error {
 }
 
 // Close writes the COMMIT rows still pending (commits reported after the
-// last rows), forces what was written to stable storage when the writer is a
-// store.Syncer, and ends the Recorder: hooks called afterwards stop their
+// last rows), forces what was written to stable storage (the writer's Sync), and ends the Recorder: hooks called afterwards stop their
 // processor's recording with ErrClosed. It does not close the writer. Call
 // it after the engine's Stop. It returns the sync error, if any, joined with
 // Err(): nil means the recording holds every stream whole.
@@ -250,8 +241,8 @@ func (r *Recorder) Close() error {
 				r.closeErr = fmt.Errorf("recorder: %w", err)
 			}
 		}
-		if r.syncer != nil && !r.closed {
-			if err := r.syncer.Sync(); err != nil {
+		if !r.closed {
+			if err := r.w.Sync(); err != nil {
 				r.closeErr = fmt.Errorf("recorder: sync: %w", err)
 			}
 		}
@@ -292,7 +283,7 @@ func (r *Recorder) wrote(n int) error {
 // syncLocked syncs the writer (r.mu held). A failed fsync may have lost
 // rows already written, so every stream stops.
 func (r *Recorder) syncLocked() error {
-	if err := r.syncer.Sync(); err != nil {
+	if err := r.w.Sync(); err != nil {
 		err = fmt.Errorf("sync: %w", err)
 		r.procs.Range(func(_, v any) bool {
 			if p := v.(*proc); p.record {

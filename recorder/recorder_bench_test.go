@@ -14,11 +14,11 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/storetest"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 	"github.com/blackbox-audit/blackbox/store/sqlitestore"
-	"github.com/blackbox-audit/blackbox/store/storetest"
 )
 
 // discard is a writer that keeps nothing: the recorder's own cost.
@@ -26,6 +26,7 @@ type discard struct{}
 
 func (discard) Append(...store.Entry) error { return nil }
 func (discard) Close() error                { return nil }
+func (discard) Sync() error                 { return nil }
 
 // benchStore opens a fresh writer for one benchmark run; the benchmark
 // closes it after the recorder. A store on disk has a floor: the time a

@@ -291,10 +291,6 @@ func TestMeta(t *testing.T) {
 
 // TestNewErrors: options New refuses.
 func TestNewErrors(t *testing.T) {
-	_, err := recorder.New(&fakeWriter{}, recorder.Options{SyncEvery: 10})
-	if !errors.Is(err, recorder.ErrNotSyncer) {
-		t.Errorf("SyncEvery on a writer that cannot sync: err = %v, want ErrNotSyncer", err)
-	}
 	w := &fakeWriter{fail: func([]store.Entry) error { return errFail }}
 	rec, err := recorder.New(w, recorder.Options{})
 	if err != nil {

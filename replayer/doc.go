@@ -37,9 +37,9 @@
 // (no DROPPED row), and per processor the first Divergence with its input,
 // its delivery, the recorded and replayed outputs and a readable diff.
 // Replay streams: it holds one input and its outputs per processor at a
-// time, whatever the recording's length. A CSV or SQLite recording
-// (store.StreamsReader) is read once: every processor is replayed in one
-// pass over the streams, which checks the recording as it goes. Outputs are
+// time, whatever the recording's length. A recording is read once
+// (store.Reader.Streams): every processor is replayed in one pass over the
+// streams, which checks the recording as it goes. Outputs are
 // compared by their encoded bytes; only when the bytes differ are both sides
 // decoded and compared with go-cmp, to tell an encoding difference from a
 // divergence and render it. A processor that panics, or a row that cannot be

@@ -14,21 +14,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/blackbox-audit/blackbox/internal/storetest"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
-	"github.com/blackbox-audit/blackbox/store/storetest"
 )
 
-// streamByStream hides a reader's store.StreamsReader: Replay then replays
-// each processor from its Stream, one after another.
-type streamByStream struct{ store.Reader }
-
-// TestReplayInOnePassReportsWhatAStreamByStreamReplayReports: over CSV and
-// SQLite recordings, clean, edited, broken and damaged, Replay through the
-// one pass of store.StreamsReader gives the report the replay of each
-// Stream in turn gives.
-func TestReplayInOnePassReportsWhatAStreamByStreamReplayReports(t *testing.T) {
+// TestAReplayThatChecksAsItGoesReportsWhatAReplayAfterTheCheckReports:
+// over CSV and SQLite recordings, clean, edited, broken and damaged, Replay
+// of a fresh reader (whose one pass over the streams checks the recording)
+// gives the report a replay of a reader checked before (Problems asked
+// first: the pass only reads) gives.
+func TestAReplayThatChecksAsItGoesReportsWhatAReplayAfterTheCheckReports(t *testing.T) {
 	two := rows(t, run{procs: []string{"ledger", "alerts"}, journal: true}.memory(t, "alice,1", "bob,2000", "tick", "carol,3", "dave,-5000"))
 	edited := append([]store.Entry(nil), two...)
 	i := find(t, edited, "ledger", store.KindOutput, 2)
@@ -98,10 +95,8 @@ func TestReplayInOnePassReportsWhatAStreamByStreamReplayReports(t *testing.T) {
 					}
 					defer r.Close()
 				}
-				if _, ok := r.(store.StreamsReader); !ok {
-					t.Fatalf("%T is not a store.StreamsReader", r)
-				}
-				want, werr := replayer.Replay(context.Background(), streamByStream{r}, builtins(), tc.opts)
+				r.Problems() // the check: the replay's pass then only reads
+				want, werr := replayer.Replay(context.Background(), r, builtins(), tc.opts)
 				again, err := b.be.Open(path) // a fresh store: nothing checked yet
 				if err != nil {
 					t.Fatal(err)
@@ -109,10 +104,10 @@ func TestReplayInOnePassReportsWhatAStreamByStreamReplayReports(t *testing.T) {
 				defer again.Close()
 				got, gerr := replayer.Replay(context.Background(), again, builtins(), tc.opts)
 				if fmt.Sprint(werr) != fmt.Sprint(gerr) {
-					t.Fatalf("errors: stream by stream %v, in one pass %v", werr, gerr)
+					t.Fatalf("errors: checked first %v, checking as it goes %v", werr, gerr)
 				}
 				if d := cmp.Diff(want, got); d != "" {
-					t.Errorf("reports (-stream by stream +one pass):\n%s", d)
+					t.Errorf("reports (-checked first +checking as it goes):\n%s", d)
 				}
 				if tc.name != "identical" && tc.name != "one app for every processor" && want.Identical && want.Complete {
 					t.Errorf("case %q is identical and complete: it proves nothing", tc.name)

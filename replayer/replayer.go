@@ -170,13 +170,11 @@ const (
 // processor only; Replay never panics because of a processor.
 //
 // Replay streams: it holds one input and its outputs per processor at a
-// time, so its memory does not grow with the recording. A reader that is a
-// store.StreamsReader (the CSV and SQLite stores) is read once: every
-// processor is replayed in that one pass over its streams, which also
-// checks the recording (Report.Problems); journal rows are looked up with
-// Reader.Journal. Other readers' processors are replayed one after another,
-// each from its Stream. Either way the report lists the processors in the
-// order of r.Processors().
+// time, so its memory does not grow with the recording. The recording is
+// read once: every processor is replayed in one pass over its streams
+// (Reader.Streams), which also checks the recording (Report.Problems);
+// journal rows are looked up with Reader.Journal. The report lists the
+// processors in the order of r.Processors().
 //
 // The error is for usage and I/O problems only: an unknown app (wrapping
 // ErrUnknownApp), a codec mismatch (ErrCodec), a read error of the store, a
@@ -217,49 +215,16 @@ func Replay(ctx context.Context, r store.Reader, apps []core.App, opts Options) 
 		}
 		return job{proc: p, app: a, options: opts.AppOptions[name]}, nil
 	}
-	if sr, ok := r.(store.StreamsReader); ok && ctx.Err() == nil {
-		return replayOnce(ctx, sr, resolve, codec, opts)
-	}
-	procs := r.Processors()
-	jobs := make([]job, 0, len(procs))
-	for _, p := range procs {
-		j, err := resolve(p)
-		if err != nil {
-			return nil, err
-		}
-		jobs = append(jobs, j)
-	}
-	rep := &Report{Processors: make([]ProcessorReport, 0, len(jobs)), Problems: nonNil(r.Problems())}
-	var err error
-	for _, j := range jobs {
-		pr := ProcessorReport{Processor: j.proc, App: j.app.Name, Losses: []Loss{}, Problems: []store.Problem{}}
-		for _, p := range rep.Problems {
-			if p.Processor == j.proc {
-				pr.Problems = append(pr.Problems, p)
-			}
-		}
-		if err == nil && ctx.Err() != nil {
-			err = fmt.Errorf("replayer: %w", ctx.Err())
-		}
-		if err == nil {
-			rp := newReplay(ctx, r, j, codec, opts, &pr)
-			err = rp.run()
-			rp.pastMissing(rep.Problems)
-		} else {
-			pr.Stop, pr.StopKind = "not replayed: "+err.Error(), StopCancelled
-		}
-		rep.Processors = append(rep.Processors, pr)
-	}
-	rep.verdict()
-	return rep, err
+	return replayOnce(ctx, r, resolve, codec, opts)
 }
 
 // replayOnce replays every processor of r in one pass over its streams
-// (store.StreamsReader), which checks the recording as it goes. A
+// (store.Reader.Streams), which checks the recording as it goes. A
 // processor's app is resolved at its first row; when one cannot be, the
 // error is the one Replay returns for the first such processor of
-// r.Processors(), before any replay.
-func replayOnce(ctx context.Context, r store.StreamsReader, resolve func(string) (job, error), codec recorder.Codec, opts Options) (*Report, error) {
+// r.Processors(), before any replay. A ctx cancelled before the pass
+// replays nothing: every processor is "not replayed".
+func replayOnce(ctx context.Context, r store.Reader, resolve func(string) (job, error), codec recorder.Codec, opts Options) (*Report, error) {
 	reps := map[string]*ProcessorReport{}
 	replays := map[string]*replay{}
 	start := func(p string) (*replay, error) {
@@ -275,7 +240,13 @@ func replayOnce(ctx context.Context, r store.StreamsReader, resolve func(string)
 	}
 	var err error
 	var rows int64
+	if cerr := ctx.Err(); cerr != nil {
+		err = fmt.Errorf("replayer: %w", cerr)
+	}
 	for e, rerr := range r.Streams() {
+		if err != nil {
+			break
+		}
 		if rows++; rows%ctxEvery == 0 {
 			if cerr := ctx.Err(); cerr != nil {
 				for _, rp := range replays {

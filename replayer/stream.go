@@ -90,45 +90,6 @@ type fixedClock struct{}
 
 func (fixedClock) Now() time.Time { return timerBase }
 
-// run replays the stream. Its error is an I/O error of the store or the
-// context's.
-func (rp *replay) run() error {
-	if rp.begin(); rp.stopped {
-		return nil
-	}
-	var rows int64
-	for e, err := range rp.r.Stream(rp.job.proc) {
-		if rows++; rows%ctxEvery == 0 {
-			if cerr := rp.ctx.Err(); cerr != nil {
-				rp.stop(e.Index, StopCancelled, "cancelled at index %d: %v", e.Index, cerr)
-				return fmt.Errorf("replayer: processor %q: %w", rp.job.proc, cerr)
-			}
-		}
-		if err != nil {
-			var pb *store.Problem
-			if !errors.As(err, &pb) {
-				return fmt.Errorf("replayer: reading processor %q: %w", rp.job.proc, err)
-			}
-			rp.finish()
-			if !rp.stopped {
-				rp.stop(pb.Index, StopError, "unreadable row (index %d): %s", pb.Index, pb.Detail)
-			}
-			break
-		}
-		if rp.stopped {
-			// Past the stop nothing is replayed, but a loss the stream
-			// records is still a loss: the replay says so.
-			rp.loss(&e)
-			rp.follow(&e)
-			continue
-		}
-		rp.row(&e)
-		rp.follow(&e)
-	}
-	rp.finish()
-	return nil
-}
-
 // begin builds the processor and its host; a processor that cannot be
 // built stops the replay.
 func (rp *replay) begin() {

@@ -333,14 +333,10 @@ func (b *builder) run(ctx context.Context, n int, r Run, div map[string]*replaye
 		streams[name] = s
 		return s
 	}
-	// A StreamsReader is read with Scan, every row (the COMMIT rows,
-	// which belong to no stream, too), which checks the recording in the
-	// same pass: Processors and Problems are asked after it, so the
-	// recording is read once. Another reader is read with Rows.
-	rows := r.Reader.Rows()
-	if sr, ok := r.Reader.(store.StreamsReader); ok {
-		rows = sr.Scan()
-	}
+	// The recording is read with Scan, every row (the COMMIT rows, which
+	// belong to no stream, too), which checks it in the same pass:
+	// Processors and Problems are asked after it, so it is read once.
+	rows := r.Reader.Scan()
 	var (
 		readErr error
 		seen    int64

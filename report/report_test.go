@@ -13,10 +13,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/blackbox-audit/blackbox/incident"
+	"github.com/blackbox-audit/blackbox/internal/storetest"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/report"
 	"github.com/blackbox-audit/blackbox/store"
-	"github.com/blackbox-audit/blackbox/store/storetest"
 )
 
 // recording is a recording under construction: processor p's stream,
@@ -245,9 +245,9 @@ type failing struct {
 	err error
 }
 
-func (f failing) Rows() iter.Seq2[store.Entry, error] {
+func (f failing) Scan() iter.Seq2[store.Entry, error] {
 	return func(yield func(store.Entry, error) bool) {
-		for e, err := range f.Reader.Rows() {
+		for e, err := range f.Reader.Scan() {
 			if !yield(e, err) {
 				return
 			}

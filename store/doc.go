@@ -1,11 +1,19 @@
 // Package store is the recording model of blackbox: the Entry rows, the
-// Reader and Writer interfaces every backend implements, the integrity
-// Problems a reader reports, an in-memory store, Copy between stores and the
-// integrity Checker shared by every backend.
+// Reader and Writer interfaces, the integrity Problems a reader reports, the
+// integrity Checker, an in-memory store and Copy between stores.
 //
-// Backends live in subpackages (csvstore, sqlitestore); storetest is the one
-// conformance suite run against each. docs/FORMAT.md is the public contract of
-// the recording format.
+// Backends do I/O, this package does the logic. A backend (csvstore,
+// sqlitestore) provides a Backend (Append, Sync, Close, a storage-order
+// Scan, Journal; optionally a StreamSeeker) and registers a Driver
+// (Register, from its init: it never panics) that sniffs a file's head and
+// opens or creates one. Open picks the backend of a file by its head,
+// Create by its extension (or by name). Recording is the one checked reader
+// over every Backend: it decodes META, runs the Checker in the first pass
+// over the rows (Rows, Scan, Streams) and keeps what it found, so that
+// Problems and Processors answer without reading again and replay, explain
+// and report read a recording once. internal/storetest is the conformance
+// suite every backend runs. docs/FORMAT.md is the public contract of the
+// recording format.
 //
 // What every backend shares, so that they agree row for row:
 //   - Validate: what a row may hold (no line break in a name, a known kind,

@@ -10,7 +10,7 @@ import (
 
 // A recording whose process died while handling an input: the Checker
 // names the input with too few outputs and the stream without END.
-func ExampleVerify() {
+func ExampleRecording_Problems() {
 	rec := store.NewMemory()
 	at := time.Date(2024, 3, 1, 8, 0, 0, 0, time.UTC)
 	_ = rec.Append(store.EncodeMeta(store.Meta{Created: at, Streams: []string{"ledger"}}))
@@ -20,7 +20,7 @@ func ExampleVerify() {
 			Payload: []byte(`{"amount":12}`)},
 		store.Entry{Processor: "ledger", Index: 3, Kind: store.KindOutput, Source: "book", Seq: 1, Payload: []byte(`{}`)},
 	)
-	for _, p := range store.Verify(rec) {
+	for _, p := range rec.Problems() {
 		fmt.Println(&p, errors.Is(&p, store.ErrOrphan))
 	}
 	// Output:

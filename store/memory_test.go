@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/internal/storetest"
 	"github.com/blackbox-audit/blackbox/store"
-	"github.com/blackbox-audit/blackbox/store/storetest"
 )
 
 // memoryBackend keys Memory recordings by path. Corrupted recordings are
@@ -25,7 +25,7 @@ func newMemoryBackend() *memoryBackend {
 	return &memoryBackend{mems: map[string]*store.Memory{}, raw: map[string][]store.Entry{}}
 }
 
-func (b *memoryBackend) Create(path string) (store.Store, error) {
+func (b *memoryBackend) Create(path string) (storetest.Store, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if m, ok := b.mems[path]; (ok && m.Len() > 0) || len(b.raw[path]) > 0 {
@@ -36,7 +36,7 @@ func (b *memoryBackend) Create(path string) (store.Store, error) {
 	return m, nil
 }
 
-func (b *memoryBackend) Open(path string) (store.Store, error) {
+func (b *memoryBackend) Open(path string) (storetest.Store, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if raw, ok := b.raw[path]; ok {
@@ -46,15 +46,10 @@ func (b *memoryBackend) Open(path string) (store.Store, error) {
 	if !ok {
 		return nil, fmt.Errorf("memory %s: no recording", path)
 	}
-	r := m.ReadOnly()
-	for first := range r.Rows() {
-		// Refuse a META of another format, as a file store's Open does.
-		if first.Kind == store.KindMeta {
-			if _, err := store.DecodeMeta(first); err != nil {
-				return nil, fmt.Errorf("memory %s: %w", path, err)
-			}
-		}
-		break
+	// Refuse a META of another format, as a file store's Open does.
+	r, err := store.OpenMemory(store.MemoryRows(m)...)
+	if err != nil {
+		return nil, fmt.Errorf("memory %s: %w", path, err)
 	}
 	return r, nil
 }

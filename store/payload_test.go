@@ -3,7 +3,6 @@ package store_test
 import (
 	"bytes"
 	"errors"
-	"iter"
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/store"
@@ -47,44 +46,5 @@ func TestPayloadTextForm(t *testing.T) {
 	}
 	if _, err := store.PayloadText(store.FormatV1, []byte("a\nb")); !errors.Is(err, store.ErrMalformed) {
 		t.Errorf("PayloadText(v1, a line break) = %v, want ErrMalformed", err)
-	}
-}
-
-// failingReader is a Reader (not a Verifier) whose rows end with a read
-// error.
-type failingReader struct{ store.Reader }
-
-var errDisk = errors.New("disk on fire")
-
-func (r failingReader) Rows() iter.Seq2[store.Entry, error] {
-	return func(yield func(store.Entry, error) bool) {
-		for e, err := range r.Reader.Rows() {
-			if !yield(e, err) {
-				return
-			}
-		}
-		yield(store.Entry{}, errDisk)
-	}
-}
-
-// TestVerifyReportsAReadErrorAsUnreadable: a Reader that fails while
-// Verify reads it is unreadable (nothing is known past the error), not
-// malformed.
-func TestVerifyReportsAReadErrorAsUnreadable(t *testing.T) {
-	m := store.NewMemory()
-	if err := m.Append(store.EncodeMeta(store.Meta{Streams: []string{"p"}}),
-		store.Entry{Processor: "p", Index: 1, Kind: store.KindStart},
-		store.Entry{Processor: "p", Index: 2, Kind: store.KindEnd}); err != nil {
-		t.Fatal(err)
-	}
-	ps := store.Verify(failingReader{m})
-	var unreadable int
-	for i := range ps {
-		if errors.Is(&ps[i], store.ErrUnreadable) {
-			unreadable++
-		}
-	}
-	if unreadable != 1 {
-		t.Errorf("Verify: %v, want one unreadable problem", ps)
 	}
 }

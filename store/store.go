@@ -154,81 +154,61 @@ func Unreadable(file string, err error) []Problem {
 	return []Problem{{Kind: ProblemUnreadable, File: file, Detail: fmt.Sprintf("cannot read %s: %v", file, err)}}
 }
 
-// Reader reads a recording. Reads stream: memory does not grow with the
+// Reader reads a recording: the one checked reader (Recording) over any
+// backend, or a Memory. Reads stream: memory does not grow with the
 // recording's length. A Reader is safe for concurrent use by several
-// goroutines unless its implementation says otherwise; each iterator is used
-// by one goroutine.
+// goroutines; each iterator is used by one goroutine.
+//
+// The first pass that reads every row (Rows, Scan, Streams) checks the
+// recording as it goes (Checker): once it has run to its end, Problems and
+// Processors answer without reading the recording again. A Problems or
+// Processors asked before any pass reads the recording once to check it.
 type Reader interface {
 	// Meta is the recording's META row, decoded.
 	Meta() Meta
 	// Processors lists the recorded processors in the order their streams start.
 	Processors() []string
-	// Rows yields every row in storage order (META first, then rows of every
-	// processor and JOURNAL rows interleaved as written).
+	// Problems lists the integrity problems of the recording as it was
+	// when opened (of a recording being written: of the rows written so
+	// far); empty means complete. A store that cannot be read (an I/O
+	// error, a closed store) reports an unreadable Problem, never none.
+	Problems() []Problem
+	// Rows yields every row in storage order (META first, then rows of
+	// every processor and the rows of no stream, JOURNAL and COMMIT,
+	// interleaved as written). A row that cannot be read (a malformed row,
+	// the torn last line) is yielded as a zero Entry with its *Problem and
+	// iteration goes on; an I/O error is yielded once and ends it.
 	Rows() iter.Seq2[Entry, error]
-	// Stream yields one processor's rows in index order.
+	// Scan is Rows in one pass that may lend the backend's buffers: the
+	// Payload and Reads of a yielded Entry are valid only until the
+	// iteration goes on (copy what you keep), so that a row costs no
+	// allocation. Explain and report read a recording once through it.
+	Scan() iter.Seq2[Entry, error]
+	// Stream yields one processor's rows in storage order (the order of
+	// their indexes in a recording without problems); its unreadable rows
+	// as Rows yields them.
 	Stream(processor string) iter.Seq2[Entry, error]
+	// Streams yields the rows of every processor stream (the rows whose
+	// Processor is not ""), each stream's rows in the order Stream yields
+	// them, the streams interleaved as stored. A row that Stream(p) would
+	// yield as a *Problem is yielded with that *Problem and an Entry
+	// holding only its Processor, p. As in Scan, the Payload and Reads of
+	// a yielded Entry are valid only until the iteration goes on. A replay
+	// reads a recording once through it.
+	Streams() iter.Seq2[Entry, error]
 	// Journal returns the JOURNAL row of (feed, seq), or an error wrapping
 	// ErrMissingJournal. Lookups of one feed in increasing seq are streaming.
 	Journal(feed string, seq int64) (Entry, error)
-	// Problems lists the integrity problems of the recording as it was
-	// when opened (a backend may check it at open or at the first read that
-	// needs it); empty means complete. A store that cannot be read (an I/O
-	// error, a closed store) reports an unreadable Problem, never none.
-	Problems() []Problem
 	Close() error
-}
-
-// StreamsReader is a Reader that reads the rows of every processor stream,
-// or every row, in one pass over the recording, checking the whole recording as it goes
-// (csvstore and sqlitestore stores implement it): a replay reads a
-// recording once through it.
-type StreamsReader interface {
-	Reader
-	// Streams yields the rows of every processor stream (the rows whose
-	// Processor is not ""): the rows of each stream in the order its
-	// Stream yields them, the streams interleaved as the backend reads
-	// them. A row that Stream(p) would yield as a *Problem (a malformed
-	// row, the torn last line) is yielded with that *Problem and an Entry
-	// holding only its Processor, p. An I/O error is yielded once and
-	// ends the iteration. Streams is a pass, not a store of rows: the
-	// Payload and Reads of a yielded Entry may be the backend's buffers,
-	// valid only until the iteration goes on (copy what you keep), so
-	// that a row costs no allocation. Every row of the recording, META and JOURNAL
-	// rows included, is checked as Problems checks it: once an iteration
-	// has run to its end, Problems and Processors answer without reading
-	// the recording again.
-	Streams() iter.Seq2[Entry, error]
-	// Scan yields every row in storage order as Rows does (META first,
-	// the rows of every stream and the rows of no stream, JOURNAL and
-	// COMMIT, interleaved as written; a row that cannot be read as a zero
-	// Entry with its *Problem), in one pass that checks the recording as
-	// Streams does: once an iteration has run to its end, Problems and
-	// Processors answer without reading the recording again. As in
-	// Streams, the Payload and Reads of a yielded Entry may be the
-	// backend's buffers, valid only until the iteration goes on. Explain
-	// and report read a recording once through it.
-	Scan() iter.Seq2[Entry, error]
 }
 
 // Writer appends rows to a new recording. Each Append is atomic with respect
 // to a crash as far as the backend allows: one write call (CSV) or one
-// transaction (SQLite). A Writer is not safe for concurrent use.
+// transaction (SQLite). Sync forces the rows appended to stable storage
+// (fsync; a no-op where there is none), for the recorder's power-loss
+// durability option. A Writer is not safe for concurrent use.
 type Writer interface {
 	Append(rows ...Entry) error
-	Close() error
-}
-
-// Syncer is implemented by writers that can force their rows to stable
-// storage (fsync), for the recorder's power-loss durability option.
-type Syncer interface {
 	Sync() error
-}
-
-// Store is an open recording: a Reader, plus Append for one that was
-// created for recording. A store opened for reading refuses Append with
-// ErrReadOnly.
-type Store interface {
-	Reader
-	Writer
+	Close() error
 }

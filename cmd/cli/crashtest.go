@@ -822,5 +822,5 @@ func verifyFile(path string) ([]store.Problem, error) {
 		return nil, err
 	}
 	defer r.Close()
-	return store.Verify(r), nil
+	return r.Problems(), nil
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +13,8 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/store"
-	"github.com/blackbox-audit/blackbox/store/csvstore"
-	"github.com/blackbox-audit/blackbox/store/sqlitestore"
+	_ "github.com/blackbox-audit/blackbox/store/csvstore"    // the csv backend (store.Register)
+	_ "github.com/blackbox-audit/blackbox/store/sqlitestore" // the sqlite backend (store.Register)
 )
 
 // The recording formats.
@@ -40,8 +39,6 @@ func formatOf(path, flag string) (string, error) {
 	}
 	return "", usagef("unknown format %q (want csv or sqlite)", flag)
 }
-
-var sqliteMagic = []byte("SQLite format 3\x00")
 
 // fileError is an I/O problem with a named file.
 type fileError struct {
@@ -82,10 +79,11 @@ func unwrapPathError(err error) error {
 	return err
 }
 
-// openStore opens the recording at path for reading. Its format is read from
-// its first bytes (an SQLite database or a CSV recording), whatever its
-// extension. Errors name the file: a missing file, a directory, another
-// format or a temporary file of tempPath (store.ErrFormat).
+// openStore opens the recording at path for reading (store.Open: its
+// backend is the one its first bytes are of, whatever its extension) and
+// returns its backend's name (store.Sniff: csv or sqlite). Errors name the
+// file: a missing file, a directory, another format or a temporary file of
+// tempPath (store.ErrFormat).
 func openStore(path string) (store.Reader, string, error) {
 	if isTemp(path) {
 		return nil, "", &fileError{path, fmt.Errorf("%w: a temporary file of an unfinished blackbox command (safe to remove)", store.ErrFormat)}
@@ -93,28 +91,18 @@ func openStore(path string) (store.Reader, string, error) {
 	if err := checkFile(path, "a recording", false); err != nil {
 		return nil, "", err
 	}
-	head := make([]byte, len(sqliteMagic))
-	f, err := os.Open(path)
+	if !holdsBytes(path) {
+		return nil, "", &fileError{path, fmt.Errorf("%w: empty file: no recording (a run killed before its first write leaves one; it recorded, applied and committed nothing)", store.ErrFormat)}
+	}
+	format, err := store.Sniff(path)
 	if err != nil {
 		return nil, "", &fileError{path, unwrapPathError(err)}
 	}
-	n, _ := io.ReadFull(f, head)
-	f.Close()
-	if n == len(sqliteMagic) && bytes.Equal(head, sqliteMagic) {
-		s, err := sqlitestore.Open(path)
-		if err != nil {
-			return nil, "", storeErr(path, err)
-		}
-		return s, formatSQLite, nil
-	}
-	if n == 0 {
-		return nil, "", &fileError{path, fmt.Errorf("%w: empty file: no recording (a run killed before its first write leaves one; it recorded, applied and committed nothing)", store.ErrFormat)}
-	}
-	s, err := csvstore.Open(path)
+	s, err := store.Open(path)
 	if err != nil {
 		return nil, "", storeErr(path, err)
 	}
-	return s, formatCSV, nil
+	return s, format, nil
 }
 
 // openStores opens a comma-separated list of recordings; on failure the
@@ -193,15 +181,6 @@ func (w *writer) inputs() int64 {
 	return w.kinds[store.KindIndexed] + w.kinds[store.KindInline] + w.kinds[store.KindTimer]
 }
 
-// Sync forwards to the store when it syncs (the recorder looks for
-// store.Syncer).
-func (w *writer) Sync() error {
-	if s, ok := w.Writer.(store.Syncer); ok {
-		return s.Sync()
-	}
-	return nil
-}
-
 // createStore creates a new recording at path in format. It refuses (an
 // error wrapping store.ErrHoldsRecording naming the file) a file that holds
 // anything, and never truncates one.
@@ -212,15 +191,7 @@ func createStore(path, format string) (*writer, error) {
 	if err := checkDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
-	var (
-		w   store.Writer
-		err error
-	)
-	if format == formatCSV {
-		w, err = csvstore.Create(path)
-	} else {
-		w, err = sqlitestore.Create(path)
-	}
+	w, err := store.Create(path, format)
 	if err != nil {
 		return nil, storeErr(path, err)
 	}

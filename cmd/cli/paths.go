@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/internal/atomicfile"
 	"github.com/blackbox-audit/blackbox/store"
-	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
 
 // This file holds the checks every command makes on its paths before any
@@ -310,17 +308,10 @@ func checkRunPaths(cfg recordConfig) error {
 	return nil
 }
 
-// looksLikeRecording reports whether path begins as a recording does: an
-// SQLite database, or the header line of a CSV recording. It reads only the
-// first bytes (an output such as --out may be large).
+// looksLikeRecording reports whether path begins as a recording of a
+// registered backend does (store.Sniff). It reads only the first bytes (an
+// output such as --out may be large).
 func looksLikeRecording(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	head := make([]byte, len(csvstore.Header)+1)
-	n, _ := io.ReadFull(f, head)
-	head = head[:n]
-	return bytes.HasPrefix(head, sqliteMagic) || string(head) == csvstore.Header+"\n"
+	name, err := store.Sniff(path)
+	return err == nil && name != ""
 }

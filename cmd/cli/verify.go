@@ -44,7 +44,7 @@ Exit: 0 complete; 2 not a readable recording; 3 not complete.`,
 				return err
 			}
 			defer r.Close()
-			rep := verifyReport{Problems: store.Verify(r)}
+			rep := verifyReport{Problems: r.Problems()}
 			if rep.Problems == nil {
 				rep.Problems = []store.Problem{}
 			}

@@ -61,6 +61,8 @@ type failingWriter struct {
 	inputs int
 }
 
+func (w *failingWriter) Sync() error { return nil }
+
 func (w *failingWriter) Append(rows ...store.Entry) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/blackbox-audit/blackbox/internal/storetest"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
-	"github.com/blackbox-audit/blackbox/store/storetest"
 )
 
 // BenchmarkAppend appends one input per op (DELIVERY + INLINE + OUTPUT,

@@ -13,16 +13,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/blackbox-audit/blackbox/internal/storetest"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
-	"github.com/blackbox-audit/blackbox/store/storetest"
 )
 
 // backend corrupts recordings by editing the file's text.
 type backend struct{}
 
-func (backend) Create(path string) (store.Store, error) { return csvstore.Create(path) }
-func (backend) Open(path string) (store.Store, error)   { return csvstore.Open(path) }
+func (backend) Create(path string) (storetest.Store, error) { return csvstore.Create(path) }
+func (backend) Open(path string) (storetest.Store, error)   { return csvstore.Open(path) }
 
 func (backend) Truncate(path string, n int64) error {
 	fi, err := os.Stat(path)
@@ -337,9 +337,6 @@ func TestAVersion1RecordingStillReadsAndVerifies(t *testing.T) {
 	if ps := s.Problems(); !failedOnly(ps) {
 		t.Errorf("Problems: %v", ps)
 	}
-	if ps := store.Verify(s); !failedOnly(ps) {
-		t.Errorf("Verify: %v", ps)
-	}
 	rows, errs := storetest.ReadAll(s)
 	if len(errs) > 0 || len(rows) != 13 {
 		t.Fatalf("read %d rows, errors %v; want 13 rows", len(rows), errs)
@@ -376,8 +373,8 @@ func TestAVersion2RecordingStillReadsAndVerifies(t *testing.T) {
 	if got := s.Meta().Format; got != store.FormatV2 {
 		t.Errorf("format %q, want %q", got, store.FormatV2)
 	}
-	if ps := store.Verify(s); !failedOnly(ps) {
-		t.Errorf("Verify: %v", ps)
+	if ps := s.Problems(); !failedOnly(ps) {
+		t.Errorf("Problems: %v", ps)
 	}
 	p := filepath.Join(t.TempDir(), "copy.csv")
 	storetest.Reopen(t, storetest.CSV, p, s)
@@ -404,7 +401,7 @@ func failedOnly(ps []store.Problem) bool {
 }
 
 // TestTheProblemsOfAStoreThatCannotBeReadAreUnreadable: a closed store, a
-// writer's or a reader's, cannot be read: Problems and Verify say so
+// writer's or a reader's, cannot be read: Problems says so
 // (unreadable, naming the file), never "no problem".
 func TestTheProblemsOfAStoreThatCannotBeReadAreUnreadable(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "r.csv")
@@ -421,8 +418,8 @@ func TestTheProblemsOfAStoreThatCannotBeReadAreUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	for name, s := range map[string]*csvstore.Store{"writer": w, "reader": r} {
-		for what, ps := range map[string][]store.Problem{"Problems": s.Problems(), "Verify": s.Verify()} {
+	for name, s := range map[string]*store.Recording{"writer": w, "reader": r} {
+		for what, ps := range map[string][]store.Problem{"Problems": s.Problems()} {
 			if len(ps) != 1 || !errors.Is(&ps[0], store.ErrUnreadable) || ps[0].File != p || !strings.Contains(ps[0].Detail, p) {
 				t.Errorf("%s of a closed %s: %v, want one unreadable problem naming %s", what, name, ps, p)
 			}

@@ -1,4 +1,6 @@
-// Package csvstore stores recordings as CSV files (docs/FORMAT.md): a
+// Package csvstore is the CSV backend of store (store.Backend, registered as
+// "csv": store.Create picks it for a path ending in .csv, store.Open for a
+// file that begins with the header line). It stores recordings as CSV files (docs/FORMAT.md): a
 // header line, then one row per physical line terminated by "\n", columns
 // processor,index,kind,source,seq,instant,epoch,key,offset,n,payload,detail,reads.
 //
@@ -6,12 +8,11 @@
 // each Append is one write(2) of all its rows, so a crash leaves at most one
 // torn last line. Open reads a recording, possibly one still being written,
 // as it is when opened: it reads the header, the META row and the end of
-// the file (the torn last line is set aside); the first read that needs the
-// integrity problems (Problems, Processors, Verify) scans the file once,
-// streaming, and checks it with the store's Checker, and so does a Streams
-// or Scan iteration (store.StreamsReader) as it yields the rows, so that a
-// replay, explain and report read the file once. Rows, Stream and Journal read the file, streaming:
-// memory does not grow with the recording's length.
+// the file (the torn last line is set aside). Scan reads the file once,
+// streaming (store.Recording checks the rows as it goes, so that a replay,
+// explain and report read the file once); Stream skips the lines of other
+// processors undecoded (store.StreamSeeker); Journal keeps a forward cursor
+// per feed. Memory does not grow with the recording's length.
 //
 // Rows are mapped to columns with github.com/gocarina/gocsv (the record
 // struct's csv tags are the columns). Lines are split by encoding/csv one

@@ -1,4 +1,6 @@
-// Package sqlitestore stores recordings as SQLite databases
+// Package sqlitestore is the SQLite backend of store (store.Backend,
+// registered as "sqlite", the default of store.Create; store.Open picks it
+// for a file that begins with SQLite's magic). It stores recordings as SQLite databases
 // (modernc.org/sqlite, pure Go, driver "sqlite"), written in WAL mode,
 // with one table of rows holding the same logical columns as the CSV store
 // plus an id, the row's place in storage order (Schema, docs/FORMAT.md).
@@ -10,11 +12,10 @@
 // a recording, possibly one still being written (WAL readers see committed
 // transactions only: an SQLite recording has no torn rows) with its META
 // row only, and from then on reads only the rows committed when it was
-// opened. It checks them in rowid order with the store's Checker in its
-// first pass over them (Streams or Scan, which a replay and explain make),
-// or when Problems or Processors are first asked: a replay reads the
-// recording once. Rows, Stream (in rowid order) and Streams are streaming
-// cursors; Journal is an indexed lookup.
+// opened. Its Scan is one streaming cursor in rowid order, which
+// store.Recording checks as it goes (a reader's checking pass ends with
+// SQLite's own page check); Stream is a cursor over the (processor, idx)
+// index (store.StreamSeeker); Journal is an indexed lookup.
 //
 // SQLite keeps any value in any column, so a row edited by hand can hold
 // text where a number belongs: it is reported as a malformed Problem naming

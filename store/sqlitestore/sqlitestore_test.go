@@ -13,16 +13,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/blackbox-audit/blackbox/internal/storetest"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/sqlitestore"
-	"github.com/blackbox-audit/blackbox/store/storetest"
 )
 
 // backend corrupts recordings with SQL.
 type backend struct{}
 
-func (backend) Create(path string) (store.Store, error) { return sqlitestore.Create(path) }
-func (backend) Open(path string) (store.Store, error)   { return sqlitestore.Open(path) }
+func (backend) Create(path string) (storetest.Store, error) { return sqlitestore.Create(path) }
+func (backend) Open(path string) (storetest.Store, error)   { return sqlitestore.Open(path) }
 
 func (backend) Truncate(path string, n int64) error {
 	return fmt.Errorf("an SQLite recording has no torn rows: %w", errors.ErrUnsupported)
@@ -178,7 +178,7 @@ func journalMode(t *testing.T, path string) string {
 }
 
 // record creates a recording at path holding the fixture's rows, open.
-func record(t *testing.T, path string) *sqlitestore.Store {
+func record(t *testing.T, path string) *store.Recording {
 	t.Helper()
 	s, err := sqlitestore.Create(path)
 	if err != nil {
@@ -191,7 +191,7 @@ func record(t *testing.T, path string) *sqlitestore.Store {
 }
 
 // countRows reads every row of s.
-func countRows(t *testing.T, s store.Store) int {
+func countRows(t *testing.T, s storetest.Store) int {
 	t.Helper()
 	n := 0
 	for _, err := range s.Rows() {
@@ -385,7 +385,7 @@ CREATE VIEW rows AS SELECT * FROM t;`},
 }
 
 // TestTheProblemsOfAStoreThatCannotBeReadAreUnreadable: a closed store, a
-// writer's or a reader's, cannot be read: Problems and Verify say so
+// writer's or a reader's, cannot be read: Problems says so
 // (unreadable, naming the file), never "no problem".
 func TestTheProblemsOfAStoreThatCannotBeReadAreUnreadable(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "r.db")
@@ -396,8 +396,8 @@ func TestTheProblemsOfAStoreThatCannotBeReadAreUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	for name, s := range map[string]*sqlitestore.Store{"writer": w, "reader": r} {
-		for what, ps := range map[string][]store.Problem{"Problems": s.Problems(), "Verify": s.Verify()} {
+	for name, s := range map[string]*store.Recording{"writer": w, "reader": r} {
+		for what, ps := range map[string][]store.Problem{"Problems": s.Problems()} {
 			if len(ps) != 1 || !errors.Is(&ps[0], store.ErrUnreadable) || ps[0].File != p || !strings.Contains(ps[0].Detail, p) {
 				t.Errorf("%s of a closed %s: %v, want one unreadable problem naming %s", what, name, ps, p)
 			}

@@ -65,10 +65,7 @@ func testScanYieldsTheCommitRows(t *testing.T, b Backend) {
 	p := path(t)
 	Write(t, b, p, commitRecording())
 	s := open(t, b, p)
-	sr, ok := s.(store.StreamsReader)
-	if !ok {
-		t.Skip("backend is not a store.StreamsReader")
-	}
+	sr := s
 	var commits []store.Entry
 	for e, err := range sr.Scan() {
 		if err != nil {

@@ -6,10 +6,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/blackbox-audit/blackbox/internal/storetest"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 	"github.com/blackbox-audit/blackbox/store/sqlitestore"
-	"github.com/blackbox-audit/blackbox/store/storetest"
 )
 
 // TestCopyChain converts memory -> CSV -> SQLite -> CSV and compares every
@@ -80,7 +80,7 @@ func TestSameProblems(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, w := range []store.Store{c, s} {
+		for _, w := range []storetest.Store{c, s} {
 			if err := w.Append(rows[:n]...); err != nil {
 				t.Fatal(err)
 			}

@@ -17,17 +17,17 @@ var (
 
 type csvBackend struct{}
 
-func (csvBackend) Create(path string) (store.Store, error) { return csvstore.Create(path) }
-func (csvBackend) Open(path string) (store.Store, error)   { return csvstore.Open(path) }
+func (csvBackend) Create(path string) (Store, error) { return csvstore.Create(path) }
+func (csvBackend) Open(path string) (Store, error)   { return csvstore.Open(path) }
 
 type sqliteBackend struct{}
 
-func (sqliteBackend) Create(path string) (store.Store, error) { return sqlitestore.Create(path) }
-func (sqliteBackend) Open(path string) (store.Store, error)   { return sqlitestore.Open(path) }
+func (sqliteBackend) Create(path string) (Store, error) { return sqlitestore.Create(path) }
+func (sqliteBackend) Open(path string) (Store, error)   { return sqlitestore.Open(path) }
 
 // Reopen copies src into a new recording of b at path (store.Copy), closes
 // it and opens it for reading. The test's cleanup closes what it returns.
-func Reopen(t testing.TB, b Backend, path string, src store.Reader) store.Store {
+func Reopen(t testing.TB, b Backend, path string, src store.Reader) Store {
 	t.Helper()
 	dst, err := b.Create(path)
 	if err != nil {

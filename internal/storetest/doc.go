@@ -1,4 +1,5 @@
-// Package storetest is the conformance suite every recording store passes:
+// Package storetest is the conformance suite every recording backend
+// passes (internal: test code of this module, not an API):
 // Run(t, backend) checks round trips of every kind and field, the journal
 // cursor, the integrity Problems of damaged recordings (through the
 // backend's Corrupter), read-only and closed stores, Create's refusal of an
@@ -10,7 +11,8 @@
 // row, whose one problem is that row's (a recorded failure ends what its
 // stream proves); Input builds the rows of one input for benchmarks.
 // BenchAppend and BenchStream are the stores' benchmarks, run by each
-// backend's package against its own files. CSV and SQLite are the file
+// backend's package against its own files, beside their floors (FloorCSV,
+// FloorDB). CSV and SQLite are the file
 // stores as Backends; Reopen copies a recording into a new file of one and
 // opens it, for tests that read the same rows from every store.
 package storetest

@@ -1,0 +1,158 @@
+package csvstore
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// Append writes rows with one write call, all or none of them: every row is
+// checked first (store.Validate, store.CheckRowSize: a row whose line would
+// be longer than store.MaxRowSize is refused with a *store.SizeError) and
+// nothing of the call is written if one fails. Payloads are written in the
+// format of the recording's META row (store.PayloadText). After a failed
+// write every Append returns that error: the file may end with a partial
+// line.
+//
+// The first Append writes the header and its rows into a file of its own
+// (store.StartPath), with one write call, and renames it over the
+// recording's file (store.PlaceStart), which it then holds locked: the
+// recording appears whole or not at all (a process killed in its first
+// Append leaves the file empty, and at worst that temporary file, which
+// no command takes for a recording and the next writer replaces). A first
+// Append that fails leaves the file empty, and the next tries again.
+func (s *file) Append(rows ...store.Entry) error {
+	if s.readOnly {
+		return &store.FileError{Op: "csvstore: append", Path: s.path, Err: store.ErrReadOnly}
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	switch {
+	case s.closed:
+		return &store.FileError{Op: "csvstore: append", Path: s.path, Err: store.ErrClosed}
+	case s.werr != nil:
+		return s.werr
+	case len(rows) == 0:
+		return nil
+	}
+	meta := s.meta
+	if s.rows == 0 && rows[0].Kind == store.KindMeta {
+		meta, _ = store.DecodeMeta(rows[0])
+	}
+	b, err := s.enc.encode(rows, meta.Format)
+	if err != nil {
+		return &store.FileError{Op: "csvstore: append", Path: s.path, Err: err}
+	}
+	if s.size == 0 {
+		if err := s.first(rows, b); err != nil {
+			return &store.FileError{Op: "csvstore: append", Path: s.path, Err: err}
+		}
+		s.meta = meta
+		s.rows += int64(len(rows))
+		return nil
+	}
+	if killpoint.Armed(killpoint.StoreWrite) { // tests only: dormant unless armed
+		killpoint.WriteHalfAt(killpoint.StoreWrite, store.LastSeq(rows), s.f, b)
+	}
+	n, err := s.f.Write(b)
+	s.size += int64(n)
+	if err != nil {
+		s.werr = &store.FileError{Op: "csvstore: append", Path: s.path, Err: err}
+		return s.werr
+	}
+	if s.rows == 0 {
+		s.meta = meta
+	}
+	s.rows += int64(len(rows))
+	return nil
+}
+
+// first writes the header and the first rows (their encoding b) into
+// store.StartPath, with one write call, and renames it over the recording's
+// file, which it then writes and holds locked (s.wmu held).
+func (s *file) first(rows []store.Entry, b []byte) error {
+	tmp := store.StartPath(s.target)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	lock, err := store.Lock(tmp, perm)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		lock.Unlock()
+		os.Remove(tmp)
+		return err
+	}
+	buf := make([]byte, 0, len(headerLine)+len(b))
+	buf = append(append(buf, headerLine...), b...)
+	if killpoint.Armed(killpoint.StoreWrite) { // tests only: dormant unless armed
+		killpoint.WriteHalfAt(killpoint.StoreWrite, store.LastSeq(rows), f, buf)
+	}
+	_, err = f.Write(buf)
+	if err == nil {
+		err = store.PlaceStart(tmp, s.target)
+	}
+	if err != nil {
+		f.Close()
+		lock.Unlock()
+		os.Remove(tmp)
+		return err
+	}
+	old, oldLock := s.f, s.lock
+	s.f, s.lock, s.placed = f, lock, true
+	s.live.f.Store(f)
+	s.size = int64(len(buf))
+	old.Close() // the empty file it replaced: nothing reads it (its extent was 0)
+	oldLock.Unlock()
+	return nil
+}
+
+// Sync fsyncs the file. It is a no-op on a file from Open.
+func (s *file) Sync() error {
+	if s.readOnly {
+		return nil
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: store.ErrClosed}
+	}
+	if err := s.f.Sync(); err != nil {
+		return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: err}
+	}
+	if s.placed { // the rename of the first Append
+		if err := store.SyncDir(filepath.Dir(s.target)); err != nil {
+			return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: err}
+		}
+		s.placed = false
+	}
+	return nil
+}
+
+// Close closes the file. It does not fsync: call Sync first for
+// durability. Reads after Close return store.ErrClosed.
+func (s *file) Close() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	if uerr := s.lock.Unlock(); err == nil {
+		err = uerr
+	}
+	if err != nil {
+		return &store.FileError{Op: "csvstore: close", Path: s.path, Err: err}
+	}
+	return nil
+}
