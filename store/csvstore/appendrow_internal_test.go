@@ -5,11 +5,13 @@ import (
 	"encoding/csv"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/store"
+	"github.com/gocarina/gocsv"
 )
 
 // viaEncodingCSV is the CSV line of e as toRecord's texts written by
@@ -84,5 +86,53 @@ func TestAppendRowRefusesALineBreakInAVersion1Payload(t *testing.T) {
 	var fe *store.FieldError
 	if !errors.Is(err, store.ErrMalformed) || !errors.As(err, &fe) || fe.Field != "payload" {
 		t.Fatalf("appendRow: %v, want PayloadText's *store.FieldError of the payload (ErrMalformed)", err)
+	}
+}
+
+// TestGocsvMapsTheDocumentedColumns: record's csv tags (read by gocsv) are
+// the documented header, in order; gocsv writes what appendRow writes for
+// the same texts; and gocsv maps the i-th field of a line to the i-th text
+// of record.fields, the order in which the fast decoder assigns them. (These
+// checks ran in an init, reflecting on record in every binary; they are the
+// tests' now.)
+func TestGocsvMapsTheDocumentedColumns(t *testing.T) {
+	h, err := gocsv.MarshalString([]record{})
+	if err != nil || h != Header+"\n" {
+		t.Fatalf("gocsv header %q (%v), want %q", h, err, Header)
+	}
+	e := store.Entry{Processor: "p,1", Index: 1, Kind: store.KindInline, Source: `s"q"`, Seq: 2,
+		Instant: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), Epoch: 3, Key: " k", Offset: 4, N: 5,
+		Payload: []byte(`{"a":"b,c"}`), Detail: "d;e"}
+	var r record
+	if err := toRecord(&e, &r, store.Format); err != nil {
+		t.Fatal(err)
+	}
+	want, err := gocsv.MarshalStringWithoutHeaders([]record{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := appendRow(nil, &e, store.Format); err != nil || string(got) != want {
+		t.Fatalf("appendRow writes %q (%v), gocsv %q", got, err, want)
+	}
+	probe := []byte(`c0,"c""1",c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12` + "\n")
+	d := newDecoder()
+	um, err := d.unmarshaller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.feed.b = probe
+	v, err := um.Read()
+	got, ok := v.(record)
+	if err != nil || !ok || !d.fast.split(probe[:len(probe)-1]) {
+		t.Fatalf("probe line: %v %T", err, v)
+	}
+	for i, text := range got.fields(nil) {
+		want := "c" + strconv.Itoa(i)
+		if i == 1 {
+			want = `c"1`
+		}
+		if text != want || string(d.fast.fields[i]) != want {
+			t.Errorf("column %d: gocsv maps %q, the fast decoder %q, want %q", i, text, d.fast.fields[i], want)
+		}
 	}
 }

@@ -14,11 +14,14 @@
 // processors undecoded (store.StreamSeeker); Journal keeps a forward cursor
 // per feed. Memory does not grow with the recording's length.
 //
-// Rows are mapped to columns with github.com/gocarina/gocsv (the record
-// struct's csv tags are the columns). Lines are split by encoding/csv one
-// physical line at a time, so that a corrupt line is one malformed Problem
-// naming its line and column, never a line that swallows the next ones.
-// Well-formed lines are read by a hand-written decoder with the same
-// semantics and no reflection (fast.go); gocsv remains the reference it is
-// tested against and decodes every other line.
+// One codec. The record struct's csv tags are the columns, as
+// github.com/gocarina/gocsv maps them (tests check the documented header
+// and the codec's column order against them; nothing reflects at init).
+// Every line is written by one encoder (appendRow: encoding/csv's quoting,
+// no reflection). Well-formed lines are read by a hand-written decoder
+// with the same semantics (fast.go); every other line is split by
+// encoding/csv, one physical line at a time, and mapped by gocsv (made on
+// first use), so that a corrupt line is one malformed Problem naming its
+// line and column by encoding/csv's rules, never a line that swallows the
+// next ones. The two decoders agree on every line (a fuzz target).
 package csvstore

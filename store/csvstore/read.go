@@ -110,14 +110,9 @@ func (s *file) torn(end, size, n int64) (*store.Problem, error) {
 	return &p, nil
 }
 
-// fieldPrefix returns the CSV text of a first field v followed by ','.
-func fieldPrefix(v string) []byte {
-	var b bytes.Buffer
-	w := csv.NewWriter(&b)
-	_ = w.Write([]string{v, ""})
-	w.Flush()
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
-}
+// fieldPrefix returns the CSV text of a first field v followed by ',', as
+// appendRow writes it.
+func fieldPrefix(v string) []byte { return append(appendField(nil, v), ',') }
 
 // format is the format of the recording's rows ("": store.Format).
 func (s *file) format() string {

@@ -24,21 +24,18 @@ import (
 const Header = "processor,index,kind,source,seq,instant,epoch,key,offset,n,payload,detail,reads"
 
 // record is one CSV row as gocsv maps it: the csv tags are the single
-// definition of the columns and their order (Header is checked against them
-// at init). Fields are the column texts; converting them to and from an
-// Entry (numbers, instants) is ours, strict, and names the column at fault.
+// definition of the columns and their order (TestGocsvMapsTheDocumentedColumns
+// checks Header and the fast codec's order against them; nothing reflects
+// on it at init). Fields are the column texts; converting them to and from
+// an Entry (numbers, instants) is ours, strict, and names the column at
+// fault.
 //
-// Reading: gocsv's Unmarshaller is the reference decoder (decodeGocsv) and
-// decodes every line the fast decoder of fast.go leaves to it (every error
-// among them); the fast decoder assigns the fields of a line in the order
-// gocsv maps them (checked at init) and agrees with gocsv on every line
-// (TestFastDecoderAgrees, FuzzRowDecode).
-//
-// Writing goes through a cached encoder: record.fields lists the texts in
-// column order for an encoding/csv writer, with no reflection per row
-// (gocsv's marshalling reflects on every row, a large part of an Append's
-// cost: BenchmarkFloorEncodingCSV, docs/PERFORMANCE.md). init checks that
-// the encoder writes exactly what gocsv writes for the same record.
+// One codec: appendRow writes every line (byte for byte what encoding/csv
+// writes for record's texts: TestAppendRowWritesWhatEncodingCSVWrites); the
+// fast decoder of fast.go reads the lines it fully understands, and every
+// other line (so every error, by encoding/csv's rules) goes through
+// encoding/csv and gocsv's column mapping (decodeGocsv), the reference the
+// fast decoder agrees with (TestFastDecoderAgrees, FuzzRowDecode).
 type record struct {
 	Processor string `csv:"processor"`
 	Index     string `csv:"index"`
@@ -65,44 +62,6 @@ func (r *record) fields(dst []string) []string {
 
 var headerLine = []byte(Header + "\n")
 
-func init() {
-	// gocsv writes the header of an empty slice of records: it must be the
-	// documented one.
-	h, err := gocsv.MarshalString([]record{})
-	if err != nil || h != Header+"\n" {
-		panic(fmt.Sprintf("csvstore: gocsv header %q (%v), want %q", h, err, Header))
-	}
-	// The cached encoder writes what gocsv writes.
-	sample := record{"p,1", "1", "INLINE", `s"q"`, "2", "2024-01-01T00:00:00Z", "3", " k", "4", "5", `{"a":"b,c"}`, "d;e", ""}
-	want, err := gocsv.MarshalStringWithoutHeaders([]record{sample})
-	if err != nil {
-		panic(err)
-	}
-	enc := newEncoder()
-	if got := string(enc.encodeRecords([]record{sample})); got != want {
-		panic(fmt.Sprintf("csvstore: encoder writes %q, gocsv %q", got, want))
-	}
-	// gocsv maps the i-th field of a line to the i-th text of
-	// record.fields: the order in which the fast decoder assigns them.
-	probe := []byte(`c0,"c""1",c2,c3,c4,c5,c6,c7,c8,c9,c10,c11,c12` + "\n")
-	d := newDecoder()
-	d.feed.b = probe
-	v, err := d.um.Read()
-	r, ok := v.(record)
-	if err != nil || !ok || !d.fast.split(probe[:len(probe)-1]) {
-		panic(fmt.Sprintf("csvstore: probe line: %v %T", err, v))
-	}
-	for i, text := range r.fields(nil) {
-		want := "c" + strconv.Itoa(i)
-		if i == 1 {
-			want = `c"1`
-		}
-		if text != want || string(d.fast.fields[i]) != want {
-			panic(fmt.Sprintf("csvstore: column %d: gocsv maps %q, the fast decoder %q, want %q", i, text, d.fast.fields[i], want))
-		}
-	}
-}
-
 // toRecord converts e (validated, store.CheckRowSize) to column texts, its
 // payload as store.PayloadText writes it in a recording of format.
 func toRecord(e *store.Entry, r *record, format string) error {
@@ -125,21 +84,14 @@ func toRecord(e *store.Entry, r *record, format string) error {
 	return nil
 }
 
-// encoder encodes rows as CSV lines into a reused buffer, with the
-// encoding/csv writer gocsv writes with. Not safe for concurrent use.
+// encoder encodes rows as CSV lines into a reused buffer (appendRow). Not
+// safe for concurrent use.
 type encoder struct {
-	buf    bytes.Buffer
-	line   []byte // appendRow's
-	w      *csv.Writer
-	rec    record
-	fields []string
+	buf  bytes.Buffer
+	line []byte // appendRow's
 }
 
-func newEncoder() *encoder {
-	enc := &encoder{fields: make([]string, 0, columns)}
-	enc.w = csv.NewWriter(&enc.buf)
-	return enc
-}
+func newEncoder() *encoder { return &encoder{} }
 
 // encode returns the lines of rows in a recording of format, valid until
 // the next call, or the error of the first row the format cannot hold
@@ -236,21 +188,6 @@ func fieldNeedsQuotes(field string) bool {
 	return unicode.IsSpace(r)
 }
 
-func (enc *encoder) encodeRecords(recs []record) []byte {
-	enc.buf.Reset()
-	for i := range recs {
-		enc.write(&recs[i])
-	}
-	enc.w.Flush()
-	return enc.buf.Bytes()
-}
-
-func (enc *encoder) write(r *record) {
-	enc.fields = r.fields(enc.fields[:0])
-	// A csv.Writer over a bytes.Buffer fails only on an invalid Comma.
-	_ = enc.w.Write(enc.fields)
-}
-
 var (
 	encoders = sync.Pool{New: func() any { return newEncoder() }}
 	decoders = sync.Pool{New: func() any { return newDecoder() }}
@@ -331,7 +268,8 @@ func (f *lineFeed) Read(p []byte) (int, error) {
 // swallow the lines after it into one field, so a torn or edited line would
 // hide the rows that follow it and no Problem could name its line. gocsv
 // then maps the fields of that one line to a record (its Unmarshaller, fed
-// by the same csv.Reader).
+// by the same csv.Reader, made when a decoder first needs it: gocsv
+// reflects on record then, and an error is the line's, never a panic).
 //
 // Lines are first tried with the fast decoder (fast.go), which handles the
 // lines it fully understands and agrees with this gocsv path on them; any
@@ -344,18 +282,26 @@ type decoder struct {
 	fast fast
 }
 
-func newDecoder() *decoder {
-	d := &decoder{}
+func newDecoder() *decoder { return &decoder{} }
+
+// unmarshaller is the decoder's gocsv Unmarshaller over its one-line
+// csv.Reader, made on first use (it reads the header line first).
+func (d *decoder) unmarshaller() (*gocsv.Unmarshaller, error) {
+	if d.um != nil {
+		return d.um, nil
+	}
 	d.cr = csv.NewReader(&d.feed)
 	d.cr.FieldsPerRecord = columns
 	d.cr.ReuseRecord = true
 	d.feed.b = headerLine
 	um, err := gocsv.NewUnmarshaller(d.cr, record{})
+	d.feed.b = nil
 	if err != nil {
-		panic(fmt.Sprintf("csvstore: gocsv unmarshaller: %v", err))
+		d.cr = nil
+		return nil, fmt.Errorf("csvstore: gocsv cannot map the columns: %w", err)
 	}
 	d.um = um
-	return d
+	return um, nil
 }
 
 // DecodeRow decodes one line (its "\n" optional) of a recording of
@@ -413,9 +359,13 @@ func (d *decoder) decodeGocsv(line []byte) (store.Entry, *RowError) {
 		// encoding/csv would drop it; no row ends with one.
 		return store.Entry{}, &RowError{Reason: `line ends with "\r\n", want "\n"`}
 	}
+	um, err := d.unmarshaller()
+	if err != nil {
+		return store.Entry{}, &RowError{Reason: err.Error()}
+	}
 	d.line = append(append(d.line[:0], body...), '\n')
 	d.feed.b = d.line
-	v, err := d.um.Read()
+	v, err := um.Read()
 	d.feed.b = nil
 	if err != nil {
 		re := &RowError{Reason: csvReason(err)}
