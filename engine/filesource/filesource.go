@@ -813,7 +813,7 @@ func (s *Source) startStopped(p Pointer, file *os.File, size int64, id uint64, h
 	if len(sc.unsure) == 0 {
 		return st, s.writeStart(np, p.Offset, p.Epoch)
 	}
-	s.unread(p, fmt.Sprintf("it was still at %s, but %s, made when the pointer %s was last written (%s), may be a copy of it made before it was truncated (copytruncate while stopped), or a file rotated before it: not read",
+	s.unread(p, fmt.Sprintf("it was still at %s, but %s (made when the pointer %s was last written, %s, or unreadable) may be a copy of it made before it was truncated (copytruncate while stopped), or a file rotated before it: not read",
 		s.path, strings.Join(sc.unsure, ", "), s.opts.Pointer, fi.ModTime().Format(time.RFC3339Nano)))
 	s.mu.Lock()
 	defer s.mu.Unlock()
