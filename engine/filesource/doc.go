@@ -158,7 +158,13 @@
 // lossless, a LOST row), warned and kept in the feed's detail. A file the
 // source read no byte of (empty whenever it looked) that is written, copied
 // and truncated between two looks shows no change at all: its copy is not
-// looked for, and nothing is counted.
+// looked for, and nothing is counted. A restart whose pointer names the
+// file at the path with an empty fingerprint (no byte of it read) finds a
+// copy made while it was stopped by when the copy was made (after the
+// pointer file was last written: its birth time, else its modification
+// time), the file at the path not going on from its bytes; a sibling made
+// at the very time the pointer was written cannot be told from a file an
+// earlier run read: not read, and the pointer's file counted unread.
 //
 // At the end of the open file a tailing source also checks that the path
 // still names the file it reads (same device and inode). If not, it reports

@@ -624,6 +624,10 @@ func (s *Source) start() (ok bool, err error) {
 				}
 			}
 			pre = before
+			if st.pre != nil {
+				pre = st.pre
+			}
+			s.truncated = st.truncated
 		}
 		off, epoch = st.off, st.epoch
 		if st.hole {
@@ -676,6 +680,13 @@ type started struct {
 	id         uint64
 	head       []byte
 	hole       bool
+	// pre, when not nil: the rotated siblings rotated before file (known,
+	// never read after it); nil: those before it in rotation order.
+	pre []sibling
+	// truncated: the identity of the path's file, truncated after file
+	// was copied from it (copytruncate while stopped): read from 0 after
+	// it, a leading run of NUL bytes being a hole.
+	truncated uint64
 }
 
 // startPointer reads the pointer file and checks the input against it: it
@@ -736,6 +747,11 @@ func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte)
 			}
 		}
 		keep, why := s.verdict(head, size, id, p, p.Offset)
+		if keep && p.FingerprintLen == 0 && !other {
+			// Never read a byte of: a copy made while stopped is told by
+			// when it was made, not by its first bytes.
+			return s.startStopped(p, file, size, id, head)
+		}
 		if keep {
 			st.off, st.epoch = p.Offset, p.Epoch
 			break
@@ -759,6 +775,52 @@ func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte)
 		return st, s.startAfterLoss(p, header(head, id, 0, st.epoch))
 	}
 	return st, s.writeStart(header(head, id, st.off, st.epoch), st.off, st.epoch)
+}
+
+// startStopped starts at the pointer's file p, still at the path (open
+// as file: size bytes, identity id, first bytes head) and read of no byte
+// (an empty fingerprint), looking first for a copy of it made while the
+// source was stopped (copytruncate: findStoppedCopy). Found, the copy is
+// read from p.Offset to its end under p's epoch (its header written at
+// once, as for a copy found by fingerprint), then every other such copy,
+// in rotation order, then the path's file from 0 under a new epoch, a
+// leading run of NUL bytes being a hole. A sibling that may or may not be
+// a copy is never read: p's file's bytes from p.Offset are counted unread
+// (a loss, naming the siblings), and the pointer file is left as it is
+// until the first commit (as after any loss at the start): a run that
+// commits nothing leaves the next run the same pointer, written at the
+// same time, and it counts the same loss.
+func (s *Source) startStopped(p Pointer, file *os.File, size int64, id uint64, head []byte) (started, error) {
+	fi, err := os.Stat(s.opts.Pointer)
+	if err != nil {
+		return started{}, fileErr("stat pointer", s.opts.Pointer, err)
+	}
+	sc := s.findStoppedCopy(p, file, size, id, head, fi.ModTime())
+	st := started{off: p.Offset, epoch: p.Epoch}
+	np := header(head, id, p.Offset, p.Epoch)
+	if sc.file != nil {
+		s.logf("input %s is the pointer's file, never read, but does not go on from the bytes of %s, made after the pointer was last written (%s): %s is a copy of it made before it was truncated (copytruncate while stopped): reading %s from offset %d to its end, then %s",
+			s.path, sc.sb.name, fi.ModTime().Format(time.RFC3339Nano), sc.sb.name, sc.sb.name, p.Offset, s.path)
+		st.file, st.name, st.id, st.head, st.truncated = sc.file, sc.sb.name, sc.sb.id, sc.head, id
+		st.pre = []sibling{} // every sibling but the copies was there before
+		for _, sb := range sc.sibs {
+			if sb.id != sc.sb.id && !slices.Contains(sc.later, sb) {
+				st.pre = append(st.pre, sb)
+			}
+		}
+		np = header(sc.head, sc.sb.id, p.Offset, p.Epoch)
+	}
+	if len(sc.unsure) == 0 {
+		return st, s.writeStart(np, p.Offset, p.Epoch)
+	}
+	s.unread(p, fmt.Sprintf("it was still at %s, but %s (made when the pointer %s was last written, %s, or unreadable) may be a copy of it made before it was truncated (copytruncate while stopped), or a file rotated before it: not read",
+		s.path, strings.Join(sc.unsure, ", "), s.opts.Pointer, fi.ModTime().Format(time.RFC3339Nano)))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ptr.hdr = p // what the pointer file holds, left as it is
+	s.com.reset(np.Epoch, np.Offset)
+	s.com.head, s.com.waiting = &np, true
+	return st, nil
 }
 
 // pendingFor reports whether pending (a pointer file's pending header) is

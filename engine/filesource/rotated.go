@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
 )
@@ -363,4 +364,87 @@ func (s *Source) readCopy(cp fileCopy, published int64) error {
 	s.switching = true // the path after it
 	s.setState(engine.StateBehind, "reading "+cp.sb.name+", a copy of the truncated "+s.path)
 	return nil
+}
+
+// stoppedCopy is what findStoppedCopy found: the copy to read first (file
+// nil when none), the other copies (read after it, in rotation order),
+// and the siblings that may or may not be copies (unsure: their bytes
+// cannot be told read or not).
+type stoppedCopy struct {
+	sibs   []sibling // every rotated sibling listed
+	file   *os.File
+	sb     sibling
+	head   []byte
+	later  []sibling
+	unsure []string
+}
+
+// findStoppedCopy looks, at a restart, for a copy (copytruncate) of the
+// pointer's file p, at the path and read of no byte (an empty fingerprint:
+// its first bytes recognise no copy), made while the source was stopped.
+// The file is open as pathFile (size bytes, first bytes head, identity
+// id); ptrWritten is when the pointer file was last written (before this
+// run wrote it). A rotated sibling is such a copy when it was made after
+// ptrWritten (madeAt: its birth time; a file rotated before the pointer's
+// file, or read by the run that last wrote the pointer, existed before
+// then), holds bytes past p.Offset, and the path's file does not go on
+// from its bytes (a plain backup copy, the file not truncated: the path's
+// file is as long, and starts with the copy's first bytes, as many as a
+// restart compares). One made at the very time the pointer was last
+// written (file times are coarse: a few milliseconds) is unsure: it may be
+// a file the last run knew, or a copy; it is never read, and its bytes
+// are counted unread by the caller. A sibling born before the path's file
+// is older than the pointer's file: never a copy of it.
+func (s *Source) findStoppedCopy(p Pointer, pathFile *os.File, size int64, id uint64, head []byte, ptrWritten time.Time) stoppedCopy {
+	var out stoppedCopy
+	pathMade, perr := madeAt(pathFile.Name())
+	out.sibs = s.rotatedSiblings()
+	for _, sb := range out.sibs {
+		if sb.id == id {
+			continue // a link to the path's file: not a copy
+		}
+		made, err := madeAt(sb.name)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			out.unsure = append(out.unsure, sb.name)
+			continue
+		}
+		if made.Before(ptrWritten) || (perr == nil && made.Before(pathMade)) {
+			continue // there before the pointer was last written, or before the pointer's file
+		}
+		file, err := openInput(sb.name)
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				out.unsure = append(out.unsure, sb.name)
+			}
+			continue
+		}
+		fi, err := file.Stat()
+		var h []byte
+		if err == nil {
+			h, err = readHead(file, fi.Size(), sb.name)
+		}
+		switch {
+		case err != nil || !fi.Mode().IsRegular() || identity(fi) != sb.id:
+			file.Close()
+			out.unsure = append(out.unsure, sb.name)
+			continue
+		case fi.Size() <= p.Offset, size >= fi.Size() && bytes.HasPrefix(head, h):
+			file.Close() // nothing past the pointer, or the path's file goes on from it
+			continue
+		}
+		switch {
+		case !made.After(ptrWritten):
+			file.Close()
+			out.unsure = append(out.unsure, sb.name)
+		case out.file == nil:
+			out.file, out.sb, out.head = file, sb, h
+		default:
+			file.Close()
+			out.later = append(out.later, sb)
+		}
+	}
+	return out
 }
