@@ -3,6 +3,7 @@ package torture
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -300,5 +301,31 @@ func TestASecondMemberGivenOnlyDrainedPartitionsHasJoined(t *testing.T) {
 				t.Errorf("violations %v, want %d", o.vs, tc.want)
 			}
 		})
+	}
+}
+
+// TestTwoHundredConsecutiveSeedsCoverEveryDimension: a session of 200
+// consecutive seeds (what `go test ./torture` runs), from any first seed
+// (here 300 drawn at random), covers every dimension of docs/TORTURE.md
+// (AllDimensions) at least once: the rare ones are forced by the seed's
+// residue (cover), the others drawn.
+func TestTwoHundredConsecutiveSeedsCoverEveryDimension(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	starts := []uint64{1, 9000, 1<<63 + 12345}
+	for range 300 {
+		starts = append(starts, r.Uint64())
+	}
+	for _, first := range starts {
+		got := map[string]int{}
+		for seed := first; seed < first+200; seed++ {
+			for _, d := range Generate(seed, Limits{}, Only{}).Dimensions() {
+				got[d]++
+			}
+		}
+		for _, d := range AllDimensions() {
+			if got[d] == 0 {
+				t.Errorf("seeds %d..%d: no scenario covers %s", first, first+199, d)
+			}
+		}
 	}
 }

@@ -197,12 +197,26 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 	case x < 12:
 		s.Kind = "engine"
 	}
+	c := cover(seed)
+	if only.Kind == "" {
+		switch {
+		case c == coverCrashtest:
+			s.Kind = "crashtest"
+		case c >= coverEngine && c < coverEngine+len(engineProperties):
+			s.Kind = "engine"
+		case c == coverBacklog:
+			s.Kind = "runs"
+		}
+	}
 	switch s.Kind {
 	case "crashtest":
 		s.Crash = genCrash(r)
 		return s
 	case "engine":
 		s.Engine = genEngine(r)
+		if c >= coverEngine && c < coverEngine+len(engineProperties) && only.Kind == "" {
+			s.Engine.Property = engineProperties[c-coverEngine]
+		}
 		return s
 	}
 	switch x := r.IntN(20); {
@@ -218,6 +232,9 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 	if r.IntN(5) == 0 {
 		s.Source, s.Partitions = "kafka", 1+r.IntN(4)
 	}
+	if (c == coverAliasPointer || c == coverAliasStatus || c == coverPoison) && only.App == "" {
+		s.App, s.State = "ledger", true
+	}
 	if only.App != "" {
 		s.App, s.State = only.App, only.App == "ledger"
 	}
@@ -227,17 +244,25 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 			s.Partitions = 1 + r.IntN(4)
 		}
 	}
-	if s.Source == "kafka" && r.IntN(30) == 0 {
+	kafkaOp := map[int]OpKind{coverPartitions: OpPartitions, coverRetention: OpRetention, coverDeleteTopic: OpDeleteTopic,
+		coverBounce: OpBounce}[c]
+	if (c == coverBacklog || kafkaOp != "") && only.Source != "file" {
+		s.Source = "kafka"
+		if s.Partitions == 0 {
+			s.Partitions = 1 + r.IntN(4)
+		}
+	}
+	if s.Source == "kafka" && (r.IntN(30) == 0 || c == coverBacklog) {
 		// A backlog a slow member works through while a second member
 		// joins: the revocation outlasts its timeout.
 		s.Backlog = true
 		s.Lines = 2500 + r.IntN(1000)
 	}
-	s.Poison = r.IntN(10) == 0 && s.App == "ledger"
+	s.Poison = (r.IntN(10) == 0 || c == coverPoison) && s.App == "ledger"
 	s.Oversize = r.IntN(10) == 0 && s.Source == "file"
 	s.Ticks = r.IntN(4) == 0 && s.App != "alerts"
 	n := 1 + r.IntN(4)
-	if s.Backlog {
+	if s.Backlog || kafkaOp != "" {
 		n = max(n, 2)
 	}
 	for i := range n {
@@ -254,8 +279,41 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 		}
 		s.Runs = append(s.Runs, run)
 	}
+	if kafkaOp != "" && s.Source == "kafka" && !s.Backlog {
+		op := Op{Kind: kafkaOp, N: 1}
+		if kafkaOp == OpRetention {
+			op.N = r.IntN(s.Partitions)
+		}
+		s.Runs[1].Before = append(s.Runs[1].Before, op)
+	}
+	if a := map[int]string{coverAliasPointer: "pointer", coverAliasStatus: "status"}[c]; a != "" && s.State && !s.Backlog {
+		s.Runs[0].Alias = a
+	}
 	return s.shrink(lim)
 }
+
+// Every session runs consecutive seeds: a seed's residue modulo coverEvery
+// forces a dimension random draws would leave out of many sessions (a
+// backlog with a second member is drawn once in 150 scenarios), so that
+// every 200 consecutive seeds cover each at least 5 times. The residue is
+// the seed's: `--seed S --scenarios 1` reproduces the scenario.
+const (
+	coverEvery     = 40
+	coverBacklog   = 0 // a Kafka backlog and a second member joining
+	coverCrashtest = 1 // blackbox crashtest
+	coverEngine    = 2 // the engine scenarios, one property each from here
+
+	coverAliasPointer = 10 // a ledger with --state whose first run is given --pointer st.json#w1
+	coverAliasStatus  = 11 // ... --status st.json#w1
+	coverPoison       = 12 // a ledger with lines it always fails
+
+	coverPartitions  = 13 // a Kafka topic given partitions before the second run
+	coverRetention   = 14 // ... a partition's records deleted
+	coverDeleteTopic = 15 // ... the topic deleted and created again
+	coverBounce      = 16 // ... the broker stopped and started
+)
+
+func cover(seed uint64) int { return int(seed % coverEvery) }
 
 // Only restricts what Generate draws: a kind of scenario, an app, a source.
 type Only struct {
@@ -487,6 +545,26 @@ func (s Scenario) Dimensions() []string {
 		if run.Member {
 			d = append(d, "second-member")
 		}
+	}
+	return d
+}
+
+// AllDimensions are the dimensions every 200 consecutive seeds cover (the
+// harness's promise, docs/TORTURE.md): TestTortureScenarios fails a
+// session of 200 scenarios that misses one.
+func AllDimensions() []string {
+	d := []string{"kind=runs", "kind=crashtest", "app=ledger", "app=alerts", "app=" + AppName, "source=file", "source=kafka",
+		"state", "poison", "oversized", "timers", "backlog", "second-member", "format=csv", "format=sqlite",
+		"end=settle", "end=term", "end=kill", "end=killat", "workers", "order=key", "order=none", "order=default", "max-gap",
+		"state-every", "state-interval", "journal", "follow", "policy=drop",
+		"op=append", "op=rename", "op=copy", "op=burst", "op=truncate", "op=rewrite", "op=recreate",
+		"op=partitions", "op=retention", "op=deltopic", "op=bounce",
+		"fault=diskfull", "fault=statedir", "fault=locked", "fault=stale", "alias=pointer", "alias=status"}
+	for _, p := range engineProperties {
+		d = append(d, "engine="+p)
+	}
+	for _, p := range []string{"state-saved", "rows-written", "store-write", "pointer-written"} {
+		d = append(d, "killpoint="+p)
 	}
 	return d
 }

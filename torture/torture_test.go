@@ -85,6 +85,13 @@ func TestTortureScenarios(t *testing.T) {
 	if rep.Scenarios < *scenariosFlag {
 		t.Logf("the budget of %s covered %d of %d scenarios", *budgetFlag, rep.Scenarios, *scenariosFlag)
 	}
+	if rep.Scenarios >= 200 {
+		for _, d := range torture.AllDimensions() {
+			if rep.Dimensions[d] == 0 {
+				t.Errorf("%d scenarios covered no %s", rep.Scenarios, d)
+			}
+		}
+	}
 	if len(rep.Inconclusive) > 0 {
 		t.Logf("inconclusive (kfake kept a killed member): seeds %v", rep.Inconclusive)
 	}
