@@ -512,6 +512,16 @@ func (sr *scenarioRun) waitRun(ctx context.Context, c *child) bool {
 // scenario is inconclusive, not failed.
 type ghostError struct{ run int }
 
+func (*ghostError) inconclusive() {}
+
+// inconclusiveError is an error of a scenario the harness could not carry
+// out because of a defect of kfake (ghostError, bounceLostError): the
+// scenario is neither passed nor failed.
+type inconclusiveError interface {
+	error
+	inconclusive()
+}
+
 func (e *ghostError) Error() string {
 	return fmt.Sprintf("run %d: the group keeps a member that was killed (a kfake defect: no session timer for a member killed in a rebalance); the scenario is inconclusive", e.run)
 }

@@ -57,7 +57,8 @@ type Report struct {
 	Failures   []Failure      `json:"failures"`
 	// Inconclusive lists the scenarios the harness could not carry out
 	// for a defect of its environment (kfake keeping a killed member:
-	// ghostError), neither passed nor failed.
+	// ghostError; kfake losing a partition's offsets across a bounce:
+	// bounceLostError), neither passed nor failed.
 	Inconclusive []uint64 `json:"inconclusive"`
 }
 
@@ -130,8 +131,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 				if err != nil && ctx.Err() != nil {
 					return
 				}
-				var ghost *ghostError
-				if errors.As(err, &ghost) {
+				var inc inconclusiveError
+				if errors.As(err, &inc) {
 					fmt.Fprintf(cfg.Log, "inconclusive seed %d: %v\n", seed, err)
 					mu.Lock()
 					rep.Scenarios++

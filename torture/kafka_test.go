@@ -1,0 +1,60 @@
+package torture
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// TestABounceThatLosesAPartitionsOffsetsIsInconclusive checks that a
+// bounce after which kfake serves a partition from lower offsets than
+// before (it forgets a partition whose every record was deleted: seed
+// 1796195530601637317) makes the scenario inconclusive, with the offsets
+// before and after as evidence, and that a bounce keeping the offsets does
+// not.
+func TestABounceThatLosesAPartitionsOffsetsIsInconclusive(t *testing.T) {
+	tests := []struct {
+		name string
+		ops  []Op
+		// lost is the evidence wanted, nil for a bounce that keeps the
+		// offsets.
+		lost *bounceLostError
+	}{
+		{name: "records left", ops: []Op{{Kind: OpAppend, N: 4}}},
+		{name: "records appended after a retention", ops: []Op{{Kind: OpAppend, N: 4}, {Kind: OpRetention}, {Kind: OpAppend, N: 2}}},
+		{name: "every record deleted", ops: []Op{{Kind: OpAppend, N: 4}, {Kind: OpRetention}},
+			lost: &bounceLostError{topic: "t", partition: 0, before: logBounds{4, 4}, after: logBounds{0, 0}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := &Scenario{Seed: 1, App: "alerts", Source: "kafka", Partitions: 1}
+			k, err := newKafkaInput(t.TempDir(), 1, newLineGen(s), keyOf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.close()
+			none := func(int32) int64 { return 0 }
+			for _, op := range tt.ops {
+				if err := k.apply(ctx, op, none); err != nil {
+					t.Fatalf("%s %d: %v", op.Kind, op.N, err)
+				}
+			}
+			err = k.apply(ctx, Op{Kind: OpBounce}, none)
+			var inc inconclusiveError
+			if got, want := errors.As(err, &inc), tt.lost != nil; got != want {
+				t.Fatalf("bounce: %v: inconclusive %t, want %t", err, got, want)
+			}
+			if tt.lost == nil {
+				return
+			}
+			var lost *bounceLostError
+			if !errors.As(err, &lost) {
+				t.Fatalf("bounce: %v, want a *bounceLostError", err)
+			}
+			if *lost != *tt.lost {
+				t.Errorf("bounce: got %+v, want %+v", *lost, *tt.lost)
+			}
+		})
+	}
+}
