@@ -115,7 +115,7 @@ func (s *database) damage(ctx context.Context, tx *sql.Tx) error {
 	if err := tx.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
 		return err
 	}
-	if fi, err := os.Stat(s.path); err != nil {
+	if fi, err := os.Stat(s.file); err != nil {
 		return err
 	} else if pageSize > 0 && fi.Size()%pageSize != 0 {
 		whole, err := s.walHolds(ctx, tx, uint32(fi.Size()/pageSize+1), pageSize)
@@ -161,7 +161,7 @@ var errDamaged = errors.New("damaged database")
 // disk): SQLite goes on reading the log, and the next checkpoint writes the
 // page again.
 func (s *database) walHolds(ctx context.Context, tx *sql.Tx, pgno uint32, pageSize int64) (bool, error) {
-	logged, err := walPage(s.path+"-wal", pgno, pageSize)
+	logged, err := walPage(s.file+"-wal", pgno, pageSize)
 	if err != nil || logged == nil {
 		return false, err
 	}

@@ -24,9 +24,12 @@ func refuseExisting(path string) error {
 	case size == 0:
 		return nil
 	}
-	db, err := openDB(path, true)
+	db, _, recovered, err := openReader(path)
 	if err != nil {
 		return &store.FileError{Op: "sqlitestore: create", Path: path, Err: err}
+	}
+	if recovered != "" {
+		defer os.RemoveAll(recovered)
 	}
 	defer db.Close()
 	objects, err := schemaOf(db)

@@ -7,13 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
-	_ "modernc.org/sqlite" // the "sqlite" driver
+	"modernc.org/sqlite" // the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -72,6 +74,12 @@ type database struct {
 	db       *sql.DB         // Create: nil until the first Append (wmu guards it then)
 	target   string          // Create: the file path names (store.Target), which the first Append replaces
 	readOnly bool
+
+	// A reader (Open): the database file SQLite reads, path or, when path
+	// has a hot rollback journal, its recovered copy in the temporary
+	// directory recovered (see openReader), which Close removes.
+	file      string
+	recovered string
 
 	wmu    sync.Mutex
 	wconn  *sql.Conn
@@ -191,20 +199,128 @@ func open(path string) (*database, error) {
 	case size == 0:
 		return nil, &store.FileError{Op: "sqlitestore: open", Path: path, Err: fmt.Errorf("%w: empty file", store.ErrFormat)}
 	}
-	db, err := openDB(path, true)
+	db, file, recovered, err := openReader(path)
 	if err != nil {
 		return nil, &store.FileError{Op: "sqlitestore: open", Path: path, Err: err}
 	}
+	s := &database{path: path, db: db, readOnly: true, file: file, recovered: recovered}
 	if err := checkSchema(db, path); err != nil {
-		db.Close()
+		s.Close()
 		return nil, err
 	}
-	s := &database{path: path, db: db, readOnly: true}
 	if err := s.openMeta(); err != nil {
-		db.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// openReader opens the database at path for reading (mode=ro: a reader
+// never writes to a recording). It returns the database, the file SQLite
+// reads and the temporary directory that holds it ("" for path itself).
+//
+// A database with a hot rollback journal beside it (PATH-journal, left by
+// a process killed inside a rollback-journal transaction, such as the
+// switch out of WAL mode at a writer's Close) holds pages of that
+// transaction, which was never committed: SQLite reads it only once the
+// journal is rolled back, which a read-only connection may not do (it
+// answers SQLITE_READONLY_ROLLBACK). The database is then read from a
+// recovered copy (recoverCopy): the run's files stay as they are.
+func openReader(path string) (db *sql.DB, file, recovered string, err error) {
+	db, err = openDB(path, true)
+	if err != nil {
+		return nil, "", "", err
+	}
+	var n int64
+	err = db.QueryRow(`SELECT count(*) FROM sqlite_master`).Scan(&n)
+	if !hotJournal(err) {
+		return db, path, "", nil // another error is checkSchema's to report
+	}
+	db.Close()
+	recovered, file, err = recoverCopy(path)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("reading past its hot rollback journal %s: %w", path+"-journal", err)
+	}
+	db, err = openDB(file, true)
+	if err != nil {
+		os.RemoveAll(recovered)
+		return nil, "", "", err
+	}
+	return db, file, recovered, nil
+}
+
+// hotJournal reports whether err is SQLite's refusal to read a database
+// whose hot rollback journal a read-only connection cannot roll back.
+func hotJournal(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_READONLY_ROLLBACK
+}
+
+// recoverCopy copies the database at path, with its -journal and -wal
+// files, into a new temporary directory and opens the copy read-write
+// once, so that SQLite rolls the journal back there: the copy then holds
+// what was committed. It returns the directory and the copy's path.
+//
+// The journal is copied before the database: were another program to roll
+// the journal back meanwhile, the copy would hold the journal whole and the
+// database partly or wholly rolled back, which the journal rolls back
+// again to the same pages (the other order could pair a database half
+// rolled back with no journal).
+func recoverCopy(path string) (dir, file string, err error) {
+	dir, err = os.MkdirTemp("", "blackbox-recovered-*")
+	if err != nil {
+		return "", "", err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	file = filepath.Join(dir, "recording.db")
+	for _, suffix := range []string{"-journal", "-wal", ""} {
+		err := copyFile(path+suffix, file+suffix)
+		if errors.Is(err, fs.ErrNotExist) && suffix != "" {
+			continue
+		}
+		if err != nil {
+			return "", "", err
+		}
+	}
+	name, err := dsn(file, "_busy_timeout=10000")
+	if err != nil {
+		return "", "", err
+	}
+	db, err := sql.Open("sqlite", name)
+	if err != nil {
+		return "", "", err
+	}
+	var n int64
+	err = db.QueryRow(`SELECT count(*) FROM sqlite_master`).Scan(&n) // the first read rolls the journal back
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("rolling back a copy: %w", err)
+	}
+	return dir, file, nil
+}
+
+// copyFile copies the file from to a new file to.
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(dst, src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // openMeta reads, for a reader, the largest row id (the rows it will read)

@@ -614,3 +614,156 @@ func TestADatabaseCutMidPageIsWholeWhenItsLogHoldsThePage(t *testing.T) {
 		})
 	}
 }
+
+// killInATransaction leaves at killed the database at live (a recording
+// in rollback-journal mode, closed) as a process killed inside a
+// transaction leaves it: the pages of many uncommitted rows spilled into
+// the file and a hot journal beside it. It returns the bytes of both.
+func killInATransaction(t *testing.T, live, killed string) (db, journal []byte) {
+	t.Helper()
+	w, err := sql.Open("sqlite", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.SetMaxOpenConns(1)
+	for _, q := range []string{`PRAGMA journal_mode=DELETE`, `PRAGMA cache_size=1`} {
+		if _, err := w.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := w.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for i := range 500 { // enough to spill pages into the file before the commit
+		if _, err := tx.Exec(`INSERT INTO rows (processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads)
+VALUES ('ledger', ?, 'TIMER', '', 1, '2024-03-01T08:00:03Z', 0, '', 0, 0, ?, '', '')`, 100+i, strings.Repeat("x", 200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(p string) []byte {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	db, journal = read(live), read(live+"-journal")
+	if len(journal) == 0 {
+		t.Fatal("the transaction left no journal")
+	}
+	if err := os.WriteFile(killed, db, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(killed+"-journal", journal, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return db, journal
+}
+
+// TestAKilledRecordingWithAHotJournalReadsAsCommitted: a writer killed in
+// a rollback-journal transaction (the switch out of WAL mode at Close)
+// leaves a hot journal, which a read-only connection may not roll back
+// (SQLITE_READONLY_ROLLBACK). Open reads the recording from a copy rolled
+// back in a temporary directory: exactly the committed rows, the Problems
+// the recording has without the transaction, the run's files unchanged and
+// nothing left in the temporary directory after Close. So does Create's
+// check of what the file holds.
+func TestAKilledRecordingWithAHotJournalReadsAsCommitted(t *testing.T) {
+	all := storetest.Recording()
+	tests := []struct {
+		name     string
+		rows     []store.Entry
+		problems bool // whether the committed recording has problems
+	}{
+		{"complete", all, false},
+		{"killed before its ENDs", all[:len(all)-2], true},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			live := filepath.Join(dir, fmt.Sprintf("live-%d.db", i))
+			w, err := sqlitestore.Create(live)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Append(tc.rows...); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			want := read(t, live)
+			if len(want.Rows) != len(tc.rows) || (len(want.Problems) != 0) != tc.problems {
+				t.Fatalf("the committed recording reads %d rows and problems %v, want %d rows, problems %v",
+					len(want.Rows), want.Problems, len(tc.rows), tc.problems)
+			}
+			killed := filepath.Join(dir, fmt.Sprintf("run-%d.db", i))
+			db, journal := killInATransaction(t, live, killed)
+
+			r, err := store.Open(killed)
+			if err != nil {
+				t.Fatalf("store.Open: %v", err)
+			}
+			got := readRecording(t, r)
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("the killed recording read (-committed +got):\n%s", diff)
+			}
+			for suffix, b := range map[string][]byte{"": db, "-journal": journal} {
+				if after, err := os.ReadFile(killed + suffix); err != nil || !bytes.Equal(after, b) {
+					t.Errorf("%s changed or went (%v)", killed+suffix, err)
+				}
+			}
+			if got := sidecars(killed); len(got) != 0 {
+				t.Errorf("%v beside the recording after a read, want none", got)
+			}
+			if left, err := os.ReadDir(tmp); err != nil || len(left) != 0 {
+				t.Errorf("left in the temporary directory after Close: %v (%v)", left, err)
+			}
+			_, err = sqlitestore.Create(killed)
+			if !errors.Is(err, store.ErrHoldsRecording) {
+				t.Errorf("Create over the killed recording: %v, want ErrHoldsRecording", err)
+			}
+		})
+	}
+}
+
+// reading is what a reader reads of a recording: its rows and Problems
+// (their File aside).
+type reading struct {
+	Rows     []store.Entry
+	Problems []store.Problem
+}
+
+func readRecording(t *testing.T, r *store.Recording) reading {
+	t.Helper()
+	var got reading
+	for e, err := range r.Rows() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Rows = append(got.Rows, e)
+	}
+	for _, p := range r.Problems() {
+		p.File = ""
+		got.Problems = append(got.Problems, p)
+	}
+	return got
+}
+
+func read(t *testing.T, path string) reading {
+	t.Helper()
+	r, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	return readRecording(t, r)
+}

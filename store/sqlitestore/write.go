@@ -269,6 +269,9 @@ func (s *database) Close() error {
 	if s.db != nil {
 		errs = append(errs, s.db.Close())
 	}
+	if s.recovered != "" {
+		errs = append(errs, os.RemoveAll(s.recovered))
+	}
 	errs = append(errs, s.lock.Unlock())
 	if err := errors.Join(errs...); err != nil {
 		return &store.FileError{Op: "sqlitestore: close", Path: s.path, Err: err}
