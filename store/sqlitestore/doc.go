@@ -6,6 +6,12 @@
 // plus an id, the row's place in storage order (Schema, docs/FORMAT.md).
 // Close folds the write-ahead log into the database and leaves WAL mode: a
 // finished recording is one file, and reading it creates nothing beside it.
+// A writer killed inside a rollback-journal transaction (that switch out of
+// WAL mode) leaves a hot journal (PATH-journal), which a read-only
+// connection may not roll back (SQLITE_READONLY_ROLLBACK): Open then copies
+// the database with its -journal and -wal files into a temporary directory,
+// lets SQLite roll the journal back there and reads the copy, the committed
+// rows, until Close removes it. A reader never changes the run's files.
 //
 // Create starts a new recording (never over a database that holds rows);
 // each Append is one transaction of one prepared INSERT per row. Open reads
