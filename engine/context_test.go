@@ -258,7 +258,7 @@ func TestANilContextIsRefused(t *testing.T) {
 }
 
 // Feed.Offer never waits for room, even where the publish is not
-// recognised as a group goroutine's: here a Host driven directly, whose
+// given a context the engine served: here a Host driven directly, whose
 // Cycle.Context is context.Background. A full BLOCK queue is a counted drop
 // at once (Feed.Publish with that context would wait out the deadline).
 func TestFeedOfferNeverWaitsForAFullBlockingQueue(t *testing.T) {

@@ -36,7 +36,8 @@
 // Contexts: Start's ctx only decides whether to start (a done ctx starts
 // nothing); Stop's ctx bounds the stop. core.Cycle.Context is cancelled by
 // Stop once the drain is over, so a processor waiting on it lets Stop
-// return. From a cycle, publish with Feed.Offer: it never waits. No function
+// return. Code the engine runs publishes with Feed.Offer, or Feed.Publish
+// and the context it was served (Cycle.Context): neither waits. No function
 // takes a nil context (ErrNilContext).
 //
 // docs/GUARANTEES.md says what an application can rely on.

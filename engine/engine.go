@@ -229,7 +229,8 @@ func New(cfg Config) (*Engine, error) {
 		if g.maxGap == 0 {
 			g.maxGap = DefaultMaxGap
 		}
-		g.ctx, g.cancel = context.WithCancel(context.Background())
+		// Cycle.Context is a context the engine served: a Publish with it never waits.
+		g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), servedKey, g))
 		if gc.Workers > 1 && g.order == OrderNone {
 			g.shared = make(chan task, workerTasks)
 		}

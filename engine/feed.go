@@ -1,11 +1,9 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,10 +103,22 @@ const DefaultWindowCap = 65536
 
 type ctxKey int
 
-// nestedKey marks the context a Journal's Append is given: a Publish with
-// it into the same feed is deferred until the current publish is done (the
-// goroutine holds the feed's lock), and never waits.
-const nestedKey ctxKey = 0
+const (
+	// nestedKey marks the context a Journal's Append is given: a Publish
+	// with it into the same feed is deferred until the current publish is
+	// done (the goroutine holds the feed's lock), and never waits.
+	nestedKey ctxKey = iota
+	// servedKey marks the contexts the engine serves to the code it runs
+	// on its group goroutines (core.Cycle.Context): a Publish with one
+	// never waits.
+	servedKey
+)
+
+// served reports whether ctx is (or derives from) a context the engine
+// served to code it runs: a cycle's, or a Journal's.
+func served(ctx context.Context) bool {
+	return ctx.Value(servedKey) != nil || ctx.Value(nestedKey) != nil
+}
 
 // Feed is one source of items: it numbers them, journals them if asked, and
 // fans each out to one bounded queue per subscribing group under its
@@ -199,18 +209,23 @@ func (f *Feed) Name() string { return f.name }
 // and PAUSE it never waits past the spin; under BLOCK_WITH_DEADLINE it waits
 // outside the lock until every blocking queue has room, then delivers to all
 // of them, or refuses with a *RefusedError (deadline, shutdown, cancelled) and
-// delivers to none. A nil ctx is refused (ErrNilContext). From a processor,
-// a completion or an observer hook, publish with Offer: code running on a
-// group's goroutine must not wait for room in a queue that only its own
-// group can empty. As a guard, a Publish that is about to wait checks
-// whether it runs on a group goroutine (by the goroutine's identity, at a
-// cost only then) and, if it does, never waits: the item is a counted drop,
-// as with Offer.
+// delivers to none. A nil ctx is refused (ErrNilContext).
+//
+// Code the engine runs must not wait for room in a queue only its own group
+// can empty, and it cannot: a Publish given a context the engine served, or
+// one derived from it, never waits, as Offer. The engine serves one to every
+// cycle (core.Cycle.Context: a processor, a timer, and the completions a
+// cycle registers, which capture it) and to a Journal (Append's ctx). Code
+// that holds none (an observer hook, a Sink) publishes with Offer. No
+// Publish waits for ever whatever its context: the wait ends at the
+// policy's deadline (always positive) or at Stop, which refuses it; a
+// Publish a processor makes with a context of its own making is one from
+// outside, and holds its group at most that long.
 func (f *Feed) Publish(ctx context.Context, item any) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: Feed.Publish to feed %q", ErrNilContext, f.name)
 	}
-	return f.publish(ctx, item, ctx.Value(nestedKey) == nil)
+	return f.publish(ctx, item, !served(ctx))
 }
 
 // Offer publishes a push item without ever waiting for room: a full
@@ -226,7 +241,7 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 func (f *Feed) Offer(item any) error { return f.publish(context.Background(), item, false) }
 
 // publish is Publish; mayWait says whether a full BLOCK queue may be waited
-// for (off the group goroutines: see onGroupGoroutine).
+// for (not with a context the engine served: see Publish).
 func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 	if nf, _ := ctx.Value(nestedKey).(*Feed); nf == f {
 		// Nested in this feed's own commit, on the goroutine that holds
@@ -248,7 +263,7 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 			f.mu.Unlock()
 			return fmt.Errorf("%w: publish to feed %q", ErrStopped, f.name)
 		}
-		if short := f.blockingShort(); short != nil && mayWait && !f.eng.onGroupGoroutine() {
+		if short := f.blockingShort(); short != nil && mayWait {
 			reason := RefuseReason("")
 			now := time.Now()
 			if deadline.IsZero() {
@@ -304,47 +319,6 @@ func (f *Feed) soleTarget() *binding {
 		return b
 	}
 	return nil
-}
-
-// onGroupGoroutine reports whether the caller runs on one of the engine's
-// group goroutines (a processor, a completion callback, an observer hook or
-// a timer calling Publish where it should call Offer). It reads the
-// goroutine's identity, which costs more than a publish: only a publish
-// about to wait asks.
-func (e *Engine) onGroupGoroutine() bool {
-	id := goroutineID()
-	if id == 0 {
-		return false
-	}
-	for _, g := range e.groups {
-		if g.goid.Load() == id {
-			return true
-		}
-		for _, w := range g.workers {
-			if w.goid.Load() == id {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// goroutineID is the current goroutine's id, read from the header of its
-// stack trace ("goroutine 42 [running]:"); 0 if it cannot be read. Ids are
-// never reused in a process.
-func goroutineID() int64 {
-	var buf [64]byte
-	s := buf[:runtime.Stack(buf[:], false)]
-	s, ok := bytes.CutPrefix(s, []byte("goroutine "))
-	if !ok {
-		return 0
-	}
-	s, _, _ = bytes.Cut(s, []byte(" "))
-	id, err := strconv.ParseInt(string(s), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return id
 }
 
 // blockingShort returns the first live BLOCK binding without room (lock

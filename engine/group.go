@@ -53,8 +53,7 @@ type group struct {
 	dead     atomic.Bool // failed: an observer hook or a holder's save failed (failure says why); it takes no more items
 	failure  atomic.Pointer[groupFailure]
 	sleeping atomic.Bool
-	goid     atomic.Int64 // the goroutine running run (feed.go: onGroupGoroutine)
-	held     atomic.Bool  // several workers: one did not dispatch its item (a failure, a cut); the group takes nothing more
+	held     atomic.Bool // several workers: one did not dispatch its item (a failure, a cut); the group takes nothing more
 	wake     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -117,7 +116,6 @@ func (g *group) removeBinding(b *binding) {
 // queues, fires due timers, and parks when there is nothing to do.
 func (g *group) run() {
 	defer close(g.done)
-	g.goid.Store(goroutineID())
 	for _, h := range g.hosts {
 		if g.obs.Started != nil {
 			if err := g.obs.Started(h.Name(), h.Processor()); err != nil {

@@ -22,7 +22,6 @@ type worker struct {
 	tasks    chan task     // several workers: the tasks, closed by the group when it stops
 	done     chan struct{} // several workers: closed when run returns
 	inflight atomic.Int64  // tasks handed to the worker and not finished
-	goid     atomic.Int64  // the goroutine running it (feed.go: onGroupGoroutine)
 
 	in        Input
 	dv        core.Delivery // the current item's delivery, reused: valid during the delivery only
@@ -386,7 +385,6 @@ func (w *worker) addCompletion(owner int, c core.Completion) {
 // (they stay uncommitted, and the next run delivers them again).
 func (w *worker) run() {
 	defer close(w.done)
-	w.goid.Store(goroutineID())
 	own, shared := w.tasks, w.g.shared
 	for own != nil || shared != nil {
 		var t task
