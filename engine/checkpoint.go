@@ -177,6 +177,7 @@ func (cp *Checkpoint) Mark() Mark {
 // of a hold that a later Hold of the same feed and group replaced moves
 // nothing (ErrHoldReplaced): the live hold is its own handles' alone.
 func (cp *Checkpoint) DurableThrough(m Mark) error {
+	defer cp.eng.watch.note() // a removed queue's stall may be over
 	if m.b == nil || m.b.feed != cp.feed || m.b.group != cp.group {
 		return ErrForeignMark
 	}
@@ -248,6 +249,7 @@ func advance(h *holdState, n int64) {
 // Hold of the same feed and group replaced ends nothing: the live hold
 // stays.
 func (cp *Checkpoint) Release() {
+	defer cp.eng.watch.note()
 	if sh := cp.share; sh != nil {
 		sh.mu.Lock()
 		if sh.gone[cp.part] {

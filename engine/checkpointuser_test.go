@@ -202,7 +202,7 @@ func TestACheckpointUserThatCannotSaveFailsItsGroupAndNothingPastItsLastSaveIsCo
 		if !errors.As(err, &de) || de.Group != "g" || de.Feed != "in" || !errors.Is(err, engine.ErrNotDurable) || !errors.Is(err, errDisk) {
 			t.Errorf("Err: %v, want a *DurableError of group g, feed in, wrapping the holder's error", err)
 		}
-		if _, err := e.WaitSettled(context.Background(), time.Millisecond); !errors.Is(err, errDisk) {
+		if _, err := e.WaitSettled(context.Background()); !errors.Is(err, errDisk) {
 			t.Errorf("WaitSettled: %v, want the holder's error", err)
 		}
 		st := e.Status()

@@ -209,8 +209,8 @@ func TestANilContextIsRefused(t *testing.T) {
 	}{
 		{"Start", func(e *engine.Engine) error { return e.Start(nilCtx) }},
 		{"Stop", func(e *engine.Engine) error { return e.Stop(nilCtx) }},
-		{"WaitSettled", func(e *engine.Engine) error { _, err := e.WaitSettled(nilCtx, time.Millisecond); return err }},
-		{"RunSettled", func(e *engine.Engine) error { _, err := e.RunSettled(nilCtx, time.Millisecond); return err }},
+		{"WaitSettled", func(e *engine.Engine) error { _, err := e.WaitSettled(nilCtx); return err }},
+		{"RunSettled", func(e *engine.Engine) error { _, err := e.RunSettled(nilCtx); return err }},
 		{"Feed.Publish", func(e *engine.Engine) error { return e.Feed("in").Publish(nilCtx, "x") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -114,6 +114,8 @@ type Engine struct {
 	srcErrs map[string]error
 
 	attached bool // under mu: the CheckpointUsers were given their checkpoints (Start)
+
+	watch *watch // Settled, When and Stop's drain: checked on the changes noted
 }
 
 // New validates cfg and builds an engine. A *ConfigError names the feed,
@@ -135,7 +137,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Logger = slog.Default()
 	}
 	e := &Engine{cfg: cfg, clock: cfg.Clock, byName: map[string]*Feed{}, gByN: map[string]*group{},
-		holds: map[[2]string]*Checkpoint{}, srcErrs: map[string]error{}}
+		holds: map[[2]string]*Checkpoint{}, srcErrs: map[string]error{}, watch: newWatch()}
 	cerr := func(feed, group, key string, err error) error {
 		return &ConfigError{Feed: feed, Group: group, Key: key, Err: err}
 	}
@@ -349,6 +351,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("engine: start: %w", err)
 	}
 	e.started = true
+	e.watch.start()
 	for _, g := range e.groups {
 		go g.run()
 	}
@@ -419,16 +422,8 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 	drainCtx, cancel := context.WithTimeout(ctx, e.cfg.DrainTimeout)
 	defer cancel()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-drain:
-	for !e.drained() {
-		select {
-		case <-drainCtx.Done():
-			e.warnf("stop: queues not drained within the drain timeout (%s) or Stop's context; unprocessed items stay uncommitted", e.cfg.DrainTimeout)
-			break drain
-		case <-tick.C:
-		}
+	if !e.untilDrained(drainCtx) {
+		e.warnf("stop: queues not drained within the drain timeout (%s) or Stop's context; unprocessed items stay uncommitted", e.cfg.DrainTimeout)
 	}
 	var errs []error
 	errs = append(errs, e.commitAll()...)
@@ -454,6 +449,7 @@ drain:
 		f.stopped = true
 		f.mu.Unlock()
 	}
+	e.watch.halt()
 	errs = append(errs, e.Err())
 	return errors.Join(errs...)
 }
@@ -513,6 +509,7 @@ func (e *Engine) Subscribe(group, feed string) error {
 	}
 	e.bind(f, g)
 	f.signalReady()
+	e.watch.note()
 	return nil
 }
 
@@ -543,6 +540,7 @@ func (e *Engine) Unsubscribe(group, feed string) error {
 		return fmt.Errorf("%w: group %q does not subscribe to feed %q", ErrUnknown, group, feed)
 	}
 	g.removeBinding(b)
+	e.watch.note()
 	return nil
 }
 
@@ -556,6 +554,7 @@ func (e *Engine) Fence(group string) error {
 		return fmt.Errorf("%w: group %q", ErrUnknown, group)
 	}
 	g.fenced.Store(true)
+	e.watch.note()
 	return nil
 }
 
@@ -570,44 +569,6 @@ func (e *Engine) Unfence(group string) error {
 	for _, b := range *g.bindings.Load() {
 		b.feed.signalReady()
 	}
+	e.watch.note()
 	return nil
-}
-
-// RunSettled runs a bounded job: it starts the engine, waits (polling
-// every interval) until the status is settled, then stops it in order and
-// returns the final status. If ctx is done first, the engine is stopped all
-// the same and ctx's error returned with the status at that point; a ctx
-// already done (or nil) starts nothing and gives Start's error.
-func (e *Engine) RunSettled(ctx context.Context, interval time.Duration) (Status, error) {
-	if err := e.Start(ctx); err != nil {
-		return Status{}, err
-	}
-	_, werr := e.WaitSettled(ctx, interval)
-	serr := e.Stop(context.WithoutCancel(ctx))
-	return e.Status(), errors.Join(werr, serr)
-}
-
-// WaitSettled polls the status every interval until it is settled, ctx is
-// done, or a group failed (it returns Err: a failed run never settles); it
-// returns the last status. A nil ctx is refused (ErrNilContext).
-func (e *Engine) WaitSettled(ctx context.Context, interval time.Duration) (Status, error) {
-	if ctx == nil {
-		return e.Status(), fmt.Errorf("%w: Engine.WaitSettled", ErrNilContext)
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		s := e.Status()
-		if s.Settled {
-			return s, nil
-		}
-		if err := e.Err(); err != nil {
-			return s, err
-		}
-		select {
-		case <-ctx.Done():
-			return s, ctx.Err()
-		case <-t.C:
-		}
-	}
 }

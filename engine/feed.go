@@ -360,7 +360,7 @@ func (f *Feed) tryPublish(item any, pos core.Position) bool {
 		f.mu.Unlock()
 		return false
 	}
-	f.paused = false
+	f.unpause()
 	f.commit(context.Background(), item, &pos, false)
 	f.flush()
 	f.mu.Unlock()
@@ -424,7 +424,7 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 			f.refuse()
 			return n
 		}
-		f.paused = false
+		f.unpause()
 		f.commit(context.Background(), items[n], &pos[n], false)
 	}
 	return n
@@ -453,7 +453,7 @@ func (f *Feed) handOffBatch(items []any, pos []core.Position) int {
 		}
 	}
 	if n > 0 {
-		f.paused = false
+		f.unpause()
 	}
 	return max(n, 0)
 }
@@ -551,7 +551,7 @@ func (f *Feed) commitJournalledBatch(jb JournalBatch, items []any, pos []core.Po
 		return 0
 	}
 	n := f.admissible(len(items))
-	f.paused = false
+	f.unpause()
 	first := f.seq + 1
 	f.seq += int64(n)
 	ctx := context.Background()
@@ -720,6 +720,7 @@ func (f *Feed) setState(s FeedState, detail string) {
 	f.state, f.detail = s, detail
 	f.behind.Store(s == StateBehind)
 	f.mu.Unlock()
+	f.eng.watch.note()
 }
 
 // setBounded is Intake.SetBounded.
@@ -786,6 +787,7 @@ func (f *Feed) pollAcks() (int, error) {
 	f.acknowledged.Store(f.lastAcked)
 	f.uncommitted = 0
 	f.mu.Unlock()
+	f.eng.watch.note()
 	return len(acks), nil
 }
 
@@ -879,4 +881,13 @@ func (w *window) popFront() {
 func (w *window) popBack() {
 	w.at(w.n - 1).targets = nil
 	w.n--
+}
+
+// unpause notes that the feed took an item (lock held): a pause, if any,
+// is over.
+func (f *Feed) unpause() {
+	if f.paused {
+		f.paused = false
+		f.eng.watch.note()
+	}
 }

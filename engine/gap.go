@@ -306,12 +306,12 @@ func (g *group) parkBlocked() {
 	}
 	g.sleeping.Store(true)
 	defer g.sleeping.Store(false)
-	t := time.NewTimer(5 * time.Millisecond)
-	defer t.Stop()
+	if g.wakeable() { // a worker finished meanwhile: it may not have woken us
+		return
+	}
 	select {
 	case <-g.wake:
 	case <-g.stop:
-	case <-t.C:
 	}
 }
 

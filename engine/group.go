@@ -336,20 +336,33 @@ func (g *group) park() {
 			b.feed.signalReady()
 		}
 	}
-	wait := 5 * time.Millisecond
+	// Idle: what a waiter of the engine waits for (its queues drained)
+	// may hold now.
+	g.eng.watch.note()
+	// Every change that gives the group work wakes it (notify): an item
+	// or a mark in a queue, a binding added, an unfence, a worker's task
+	// done, a failure, Stop. Only a pending timer is waited for by time:
+	// its due time is read from the timer clock, which may be moved by
+	// others (a deterministic clock), so it is looked at again every
+	// timerPoll at most.
+	var due <-chan time.Time
 	g.timersMu.Lock()
 	if len(g.timers) > 0 {
-		wait = min(wait, max(0, g.timers[0].due.Sub(g.clock.Now())))
+		t := time.NewTimer(min(timerPoll, max(0, g.timers[0].due.Sub(g.clock.Now()))))
+		defer t.Stop()
+		due = t.C
 	}
 	g.timersMu.Unlock()
-	t := time.NewTimer(wait)
-	defer t.Stop()
 	select {
 	case <-g.wake:
 	case <-g.stop:
-	case <-t.C:
+	case <-due:
 	}
 }
+
+// timerPoll bounds how long a parked group with a pending timer waits
+// before it reads the timer clock again.
+const timerPoll = 5 * time.Millisecond
 
 // groupFailure is why a group failed: err (an *ObserverError or a
 // *DurableError) and the cause it wraps, which the status names.
@@ -378,6 +391,8 @@ func (g *group) failWith(err, cause error) {
 	if g.failure.CompareAndSwap(nil, &groupFailure{err: err, cause: cause}) {
 		g.eng.warnf("%v", err)
 	}
+	g.eng.watch.fail()
+	g.eng.watch.note()
 	g.notify()
 }
 

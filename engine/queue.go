@@ -319,6 +319,7 @@ func (b *binding) mark(seq, offset int64, reason string) {
 		o.lastSeq, o.offset = seq, offset
 	}
 	b.hasMarks.Store(true)
+	b.group.notify() // an idle group reports it
 }
 
 // lossMark is a source loss at a queue producer position, after the item
@@ -356,6 +357,7 @@ func (b *binding) markLoss(seq int64, l Loss) {
 		b.losses = append(b.losses, lossMark{pos: pos, seq: seq, loss: l})
 	}
 	b.hasMarks.Store(true)
+	b.group.notify() // an idle group reports it
 }
 
 // lossesFolded ends the Detail of a loss later ones were folded into.

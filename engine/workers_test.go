@@ -177,7 +177,7 @@ func TestARestartAfterOutOfOrderCompletionRedeliversOnlyWhatWasNotCommitted(t *t
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e2.RunSettled(context.Background(), time.Millisecond); err != nil {
+		if _, err := e2.RunSettled(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if got := sorted(h2.seen()); !slices.Equal(got, []any{3, 4, 5}) {
@@ -400,7 +400,7 @@ func TestPerKeyOrderAndTheCommitPrefixHoldUnderRandomProcessingTimes(t *testing.
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	st, err := e.RunSettled(ctx, time.Millisecond)
+	st, err := e.RunSettled(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
