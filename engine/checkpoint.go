@@ -164,7 +164,7 @@ func (cp *Checkpoint) Mark() Mark {
 	if b == nil {
 		return Mark{}
 	}
-	return Mark{b: b, n: b.q.dispatched.Load()}
+	return Mark{b: b, n: b.dispatched.Load()}
 }
 
 // DurableThrough says the state covering m is durable: the source may commit

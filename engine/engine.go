@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/blackbox-audit/blackbox/engine/internal/ring"
 	"log/slog"
 	"slices"
 	"sync"
@@ -292,7 +293,7 @@ func (e *Engine) bind(f *Feed, g *group) *binding {
 	if p, ok := f.overrides[g.name]; ok {
 		pol = p
 	}
-	b := &binding{feed: f, group: g, name: g.name + "/" + f.name, policy: pol, q: newQueue(f.queueSize), gen: generations.Add(1)}
+	b := &binding{feed: f, group: g, name: g.name + "/" + f.name, policy: pol, q: ring.New(f.queueSize), gen: generations.Add(1)}
 	if len(g.workers) > 1 {
 		b.gap = newGapState(g.maxGap)
 	}
@@ -477,9 +478,9 @@ func (e *Engine) drained() bool {
 		}
 		for _, b := range *g.bindings.Load() {
 			b.feed.mu.Lock()
-			tail := b.q.tail
+			tail := b.q.Tail()
 			b.feed.mu.Unlock()
-			if b.q.dispatched.Load() < tail {
+			if b.dispatched.Load() < tail {
 				return false
 			}
 		}

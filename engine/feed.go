@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine/internal/ring"
 )
 
 // Journal stores each item of a journalled feed once, under (feed, seq),
@@ -296,14 +297,14 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 // handOff publishes a push item the short way when all there is to do is
 // one queue hand-off: a single subscribing queue, live and with room, no
 // journal, nothing deferred (lock held). It does what commit does then,
-// without building an envelope or a batch. It reports whether it did.
+// without building an item or a batch. It reports whether it did.
 func (f *Feed) handOff(item any) bool {
 	b := f.soleTarget()
-	if b == nil || b.q.room() <= 0 {
+	if b == nil || b.q.Room() <= 0 {
 		return false
 	}
 	f.seq++
-	b.q.push(item, f.seq)
+	b.q.Push(item, f.seq)
 	b.group.notify()
 	return true
 }
@@ -326,7 +327,7 @@ func (f *Feed) soleTarget() *binding {
 // nothing, so place drops (and counts) the item for it instead.
 func (f *Feed) blockingShort() *binding {
 	for _, b := range f.targets {
-		if b.policy.Kind == BlockKind && !b.fenced() && b.q.room() <= 0 {
+		if b.policy.Kind == BlockKind && !b.fenced() && b.q.Room() <= 0 {
 			return b
 		}
 	}
@@ -392,7 +393,7 @@ func (f *Feed) refuse() {
 		f.pauses++
 	}
 	for _, b := range f.targets {
-		b.q.pauseAt()
+		b.q.PauseAt()
 	}
 	f.waiting.Store(true)
 }
@@ -434,20 +435,20 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 // there is to do for each is one queue hand-off: a single subscribing
 // queue, live, no journal, nothing deferred, the feed open (lock held). It
 // places as many as the queue has room for and the ack window takes, doing
-// what commit does for them without building an envelope each, and
+// what commit does for them without building an item each, and
 // reports how many; TryPublishBatch offers the rest the general way.
 func (f *Feed) handOffBatch(items []any, pos []core.Position) int {
 	b := f.soleTarget()
 	if b == nil || f.closing {
 		return 0
 	}
-	n := min(len(items), int(b.q.room()))
+	n := min(len(items), int(b.q.Room()))
 	if f.committer != nil {
 		n = min(n, f.windowCap-f.win.n)
 	}
 	for i := range n {
 		f.seq++
-		after := b.q.placePositioned(items[i], f.seq, f.epoch, &pos[i])
+		after := b.q.PlacePositioned(items[i], f.seq, f.epoch, &pos[i])
 		if f.committer != nil {
 			f.track(f.seq, &pos[i], f.targets).after[0] = after
 		}
@@ -472,7 +473,7 @@ func (f *Feed) admits() bool {
 			}
 			continue
 		}
-		if b.policy.Kind != DropAfterSpinKind && b.q.room() <= 0 {
+		if b.policy.Kind != DropAfterSpinKind && b.q.Room() <= 0 {
 			return false
 		}
 	}
@@ -482,7 +483,7 @@ func (f *Feed) admits() bool {
 // flush shows the groups every item placed in their queues (lock held).
 func (f *Feed) flush() {
 	for _, b := range f.targets {
-		if b.q.flush() {
+		if b.q.Flush() {
 			b.group.notify()
 		}
 	}
@@ -572,7 +573,7 @@ func (f *Feed) admissible(n int) int {
 	}
 	for _, b := range f.targets {
 		if !b.fenced() && b.policy.Kind != DropAfterSpinKind {
-			n = min(n, int(b.q.room()))
+			n = min(n, int(b.q.Room()))
 		}
 	}
 	return max(n, 1)
@@ -582,10 +583,10 @@ func (f *Feed) admissible(n int) int {
 // error, if any) in the feed's queues (lock held). An item the journal
 // failed is lost for every queue.
 func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr error) {
-	env := envelope{item: item, seq: seq}
+	env := ring.Item{Value: item, Seq: seq}
 	var offset int64
 	if pos != nil {
-		env.epoch, env.pos, env.positioned = f.epoch, *pos, true
+		env.Epoch, env.Pos, env.Positioned = f.epoch, *pos, true
 		offset = pos.Offset
 	}
 	targets := f.targets
@@ -606,9 +607,9 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 			b.mark(seq, offset, "group "+b.group.name+" fenced")
 			continue
 		}
-		if b.q.room() <= 0 {
+		if b.q.Room() <= 0 {
 			// The consumer cannot make room past items it cannot see.
-			if b.q.flush() {
+			if b.q.Flush() {
 				b.group.notify()
 			}
 			fallback := push && b.policy.Kind != DropAfterSpinKind
@@ -625,7 +626,7 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 				continue
 			}
 		}
-		after := b.q.place(env)
+		after := b.q.Place(env)
 		if entry != nil {
 			entry.after[i] = after
 		}
@@ -666,10 +667,10 @@ func (f *Feed) coalesce(e *ackEntry) {
 // spin waits, holding the lock, up to d for room in b's queue.
 func (f *Feed) spin(b *binding, d time.Duration) bool {
 	if d <= 0 {
-		return b.q.room() > 0
+		return b.q.Room() > 0
 	}
 	until := time.Now().Add(d)
-	for b.q.room() <= 0 {
+	for b.q.Room() <= 0 {
 		if b.removed.Load() || !time.Now().Before(until) {
 			return false
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine/internal/ring"
 )
 
 // Order says how a group of several workers shares out the items it
@@ -115,7 +116,7 @@ func (g *group) complete(f *Feed, toks ...Token) error {
 	n := int64(len(gs.done))
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	prefix := b.q.dispatched.Load()
+	prefix := b.dispatched.Load()
 	for _, tok := range toks {
 		if tok.Generation != b.gen || b.removed.Load() {
 			g.stale.Add(1)
@@ -134,7 +135,7 @@ func (g *group) complete(f *Feed, toks ...Token) error {
 			prefix++
 		}
 	}
-	b.q.dispatched.Store(prefix)
+	b.dispatched.Store(prefix)
 	return err
 }
 
@@ -148,7 +149,7 @@ func (g *group) stepParallel() bool {
 	if !g.fenced.Load() && !g.held.Load() {
 		for _, b := range *g.bindings.Load() {
 			for range core.MaxBatch {
-				if b.q.headLocal-b.q.dispatched.Load() > g.maxGap {
+				if b.q.Taken()-b.dispatched.Load() > g.maxGap {
 					blocked = true
 					break
 				}
@@ -158,11 +159,11 @@ func (g *group) stepParallel() bool {
 					break
 				}
 				did = true
-				b.gap.claim(b.q.headLocal, e.seq)
-				c := claim{e: e, tok: Token{Generation: b.gen, Epoch: b.gen, Position: b.q.headLocal}}
+				b.gap.claim(b.q.Taken(), e.Seq)
+				c := claim{e: e, tok: Token{Generation: b.gen, Epoch: b.gen, Position: b.q.Taken()}}
 				wi := 0
 				if g.order == OrderKey {
-					wi = WorkerOf(g.key(e.item), len(g.workers))
+					wi = WorkerOf(g.key(e.Value), len(g.workers))
 				}
 				if g.pending[wi] = append(g.pending[wi], c); len(g.pending[wi]) >= g.chunkFor(wi) {
 					g.handOut(b, wi)
@@ -259,8 +260,8 @@ func (g *group) handOutAll(b *binding) {
 
 // workerOf is the worker of item e's key (OrderKey): FNV-1a 32 of the
 // key modulo the workers.
-func (g *group) workerOf(e envelope) *worker {
-	return g.workers[WorkerOf(g.key(e.item), len(g.workers))]
+func (g *group) workerOf(e ring.Item) *worker {
+	return g.workers[WorkerOf(g.key(e.Value), len(g.workers))]
 }
 
 // WorkerOf is the worker, of workers, that handles the items of key in a
@@ -319,7 +320,7 @@ func (g *group) parkBlocked() {
 // group to take an item again.
 func (g *group) wakeable() bool {
 	for _, b := range *g.bindings.Load() {
-		if b.q.headLocal-b.q.dispatched.Load() <= g.maxGap {
+		if b.q.Taken()-b.dispatched.Load() <= g.maxGap {
 			return true
 		}
 	}

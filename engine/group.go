@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine/internal/ring"
 )
 
 // RetryPolicy says how often a failed item is tried in a processor (and a
@@ -249,11 +250,11 @@ func (g *group) step() bool {
 // next reports the drops marked at or before the queue's head, then takes
 // the next item, if any; once the queue drained to half it signals a
 // paused source (consumer only). dropped says whether drops were reported.
-func (g *group) next(b *binding) (e envelope, ok, dropped bool) {
-	dropped = g.emitDrops(b, b.q.headLocal)
-	e, ok = b.q.take()
-	if ok && b.q.headLocal&63 == 0 && b.feed.waiting.Load() && b.q.drained() {
-		b.q.publishHead()
+func (g *group) next(b *binding) (e ring.Item, ok, dropped bool) {
+	dropped = g.emitDrops(b, b.q.Taken())
+	e, ok = b.q.Take()
+	if ok && b.q.Taken()&63 == 0 && b.feed.waiting.Load() && b.q.Drained() {
+		b.q.PublishHead()
 		b.feed.signalReady()
 	}
 	return e, ok, dropped
@@ -326,8 +327,8 @@ func (g *group) park() {
 	defer g.sleeping.Store(false)
 	if !g.fenced.Load() {
 		for _, b := range *g.bindings.Load() {
-			b.q.publishHead()
-			if b.q.nonEmpty() || b.hasMarks.Load() {
+			b.q.PublishHead()
+			if b.q.NonEmpty() || b.hasMarks.Load() {
 				return
 			}
 		}
@@ -417,7 +418,7 @@ func (g *group) backoff() bool {
 // group does not end cleanly: finish is not called for it.
 func (g *group) finish() {
 	for _, b := range *g.bindings.Load() {
-		g.emitDrops(b, b.q.headLocal)
+		g.emitDrops(b, b.q.Taken())
 	}
 	if len(g.workers) == 1 && !g.workers[0].flush() {
 		return

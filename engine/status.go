@@ -154,7 +154,7 @@ func (f *Feed) Status() FeedStatus {
 				stalled = fmt.Sprintf("consumer %s failed: %v", b.name, fe.cause)
 			}
 		}
-		pos, disp := b.q.tail, b.q.dispatched.Load()
+		pos, disp := b.q.Tail(), b.dispatched.Load()
 		ss := SubscriberStatus{Queue: b.name, Policy: string(b.policy.Kind), Position: pos, Dispatched: disp,
 			Drained: disp >= pos, Dropped: b.dropped.Load(), Removed: !live[b]}
 		fs.Dropped += ss.Dropped
@@ -217,7 +217,7 @@ func (g *group) status() GroupStatus {
 	gs.InFlight += g.sharedItems.Load() // handed out, not yet taken by a worker
 	for _, b := range *g.bindings.Load() {
 		gs.Gap += b.gap.beyond.Load()
-		if seq := b.gap.oldestPending(b.q.dispatched.Load()); seq > 0 && (gs.OldestPending == 0 || seq < gs.OldestPending) {
+		if seq := b.gap.oldestPending(b.dispatched.Load()); seq > 0 && (gs.OldestPending == 0 || seq < gs.OldestPending) {
 			gs.OldestPending = seq
 		}
 	}
