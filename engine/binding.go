@@ -161,9 +161,9 @@ func (b *binding) takeMarks(pos int64, out []Drop, lost []SourceLoss) ([]Drop, [
 	return out, lost
 }
 
-// ackPoint is how far the source may consider this queue's items processed:
+// AckPoint is how far the source may consider this queue's items processed:
 // its dispatched count, or less while a processing checkpoint holds it.
-func (b *binding) ackPoint() int64 {
+func (b *binding) AckPoint() int64 {
 	d := b.dispatched.Load()
 	if h := b.hold.Load(); h != nil {
 		if v := h.durable.Load(); v < d {

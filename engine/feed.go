@@ -10,6 +10,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine/internal/ring"
+	"github.com/blackbox-audit/blackbox/engine/internal/window"
 )
 
 // Journal stores each item of a journalled feed once, under (feed, seq),
@@ -143,7 +144,7 @@ type Feed struct {
 	all       []*binding // every binding of the run, removed ones included
 	epoch     int64
 	committer Committer
-	win       window
+	win       window.Window[*binding]
 	deferred  []any
 	closing   bool // the engine is stopping: blocking publishes that would wait are refused
 	stopped   bool
@@ -181,7 +182,7 @@ type Feed struct {
 	losses map[string]int64 // Intake.AddLoss, by reason (lossMu)
 
 	pollMu    sync.Mutex
-	acks      []ackEntry
+	acks      []window.Ack
 	lastAcked int64 // sequence of the last item told to the committer (pollMu)
 	// committing holds, per key, the last item told to the committer since
 	// its last successful Commit, for Observer.Committed (pollMu).
@@ -444,13 +445,13 @@ func (f *Feed) handOffBatch(items []any, pos []core.Position) int {
 	}
 	n := min(len(items), int(b.q.Room()))
 	if f.committer != nil {
-		n = min(n, f.windowCap-f.win.n)
+		n = min(n, f.windowCap-f.win.Len())
 	}
 	for i := range n {
 		f.seq++
 		after := b.q.PlacePositioned(items[i], f.seq, f.epoch, &pos[i])
 		if f.committer != nil {
-			f.track(f.seq, &pos[i], f.targets).after[0] = after
+			f.win.Push(f.seq, f.epoch, pos[i], f.targets).After[0] = after
 		}
 	}
 	if n > 0 {
@@ -462,7 +463,7 @@ func (f *Feed) handOffBatch(items []any, pos []core.Position) int {
 // admits reports whether a positioned item can be taken now (lock held).
 func (f *Feed) admits() bool {
 	if f.committer != nil {
-		if len(f.targets) == 0 || f.win.n >= f.windowCap {
+		if len(f.targets) == 0 || f.win.Len() >= f.windowCap {
 			return false
 		}
 	}
@@ -569,7 +570,7 @@ func (f *Feed) commitJournalledBatch(jb JournalBatch, items []any, pos []core.Po
 // PAUSE or BLOCK queue has room for. Items only free room meanwhile.
 func (f *Feed) admissible(n int) int {
 	if f.committer != nil {
-		n = min(n, f.windowCap-f.win.n)
+		n = min(n, f.windowCap-f.win.Len())
 	}
 	for _, b := range f.targets {
 		if !b.fenced() && b.policy.Kind != DropAfterSpinKind {
@@ -590,15 +591,15 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 		offset = pos.Offset
 	}
 	targets := f.targets
-	var entry *ackEntry
+	var entry *window.Entry[*binding]
 	if pos != nil && f.committer != nil {
-		entry = f.track(seq, pos, targets)
+		entry = f.win.Push(seq, f.epoch, *pos, targets)
 	}
 	if jerr != nil {
 		for _, b := range targets {
 			b.mark(seq, offset, "journal: "+jerr.Error())
 		}
-		f.coalesce(entry)
+		f.win.Coalesce(entry)
 		return
 	}
 	downgraded := false
@@ -628,40 +629,13 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 		}
 		after := b.q.Place(env)
 		if entry != nil {
-			entry.after[i] = after
+			entry.After[i] = after
 		}
 	}
 	if downgraded {
 		f.downgradedPub.Add(1)
 	}
-	f.coalesce(entry)
-}
-
-// track opens the ack window's entry of a positioned item (lock held,
-// committer set); the caller sets where the item sits in each target queue.
-func (f *Feed) track(seq int64, pos *core.Position, targets []*binding) *ackEntry {
-	e := f.win.push(len(targets))
-	e.seq, e.epoch, e.pos, e.targets = seq, f.epoch, *pos, targets
-	return e
-}
-
-// coalesce merges an entry that waits for nothing (dropped everywhere) into
-// the one before it: it is due as soon as that one is.
-func (f *Feed) coalesce(e *ackEntry) {
-	if e == nil || f.win.n < 2 {
-		return
-	}
-	for _, a := range e.after {
-		if a != 0 {
-			return
-		}
-	}
-	prev := f.win.at(f.win.n - 2)
-	if prev.epoch != e.epoch {
-		return
-	}
-	prev.seq, prev.pos = e.seq, e.pos
-	f.win.popBack()
+	f.win.Coalesce(entry)
 }
 
 // spin waits, holding the lock, up to d for room in b's queue.
@@ -749,15 +723,7 @@ func (f *Feed) pollAcks() (int, error) {
 	f.pollMu.Lock()
 	defer f.pollMu.Unlock()
 	f.mu.Lock()
-	acks := f.acks[:0]
-	for f.win.n > 0 {
-		e := f.win.at(0)
-		if !e.due() {
-			break
-		}
-		acks = append(acks, ackEntry{seq: e.seq, epoch: e.epoch, pos: e.pos})
-		f.win.popFront()
-	}
+	acks := f.win.PopDue(f.acks[:0])
 	c := f.committer
 	if c != nil {
 		f.uncommitted += len(acks)
@@ -770,13 +736,13 @@ func (f *Feed) pollAcks() (int, error) {
 	}
 	hook := f.eng.cfg.Observer.Committed
 	for _, a := range acks {
-		c.Acknowledged(a.seq, a.epoch, a.pos)
+		c.Acknowledged(a.Seq, a.Epoch, a.Pos)
 		if hook != nil {
-			f.noteCommit(Commit{Seq: a.seq, Epoch: a.epoch, Position: a.pos})
+			f.noteCommit(Commit{Seq: a.Seq, Epoch: a.Epoch, Position: a.Pos})
 		}
 	}
 	if len(acks) > 0 {
-		f.lastAcked = acks[len(acks)-1].seq
+		f.lastAcked = acks[len(acks)-1].Seq
 	}
 	if err := c.Commit(); err != nil {
 		return len(acks), fmt.Errorf("engine: feed %q commit: %w", f.name, err)
@@ -825,63 +791,6 @@ func (f *Feed) noteCommit(cm Commit) {
 		}
 	}
 	f.committing = append(f.committing, cm)
-}
-
-// ackEntry is one item of the acknowledgement window: its position and, per
-// queue it was offered to, the queue position just after it (0: not offered).
-type ackEntry struct {
-	seq, epoch int64
-	pos        core.Position
-	targets    []*binding
-	after      []int64
-}
-
-func (e *ackEntry) due() bool {
-	for i, b := range e.targets {
-		if a := e.after[i]; a != 0 && b.ackPoint() < a {
-			return false
-		}
-	}
-	return true
-}
-
-// window is a growable ring of ackEntry whose slots (and their after
-// slices) are reused.
-type window struct {
-	buf     []ackEntry
-	head, n int
-}
-
-func (w *window) at(i int) *ackEntry { return &w.buf[(w.head+i)%len(w.buf)] }
-
-func (w *window) push(targets int) *ackEntry {
-	if w.n == len(w.buf) {
-		nb := make([]ackEntry, max(16, 2*len(w.buf)))
-		for i := 0; i < w.n; i++ {
-			nb[i] = *w.at(i)
-		}
-		w.buf, w.head = nb, 0
-	}
-	e := w.at(w.n)
-	w.n++
-	after := e.after[:0]
-	for i := 0; i < targets; i++ {
-		after = append(after, 0)
-	}
-	*e = ackEntry{after: after}
-	return e
-}
-
-func (w *window) popFront() {
-	e := w.at(0)
-	e.targets = nil
-	w.head = (w.head + 1) % len(w.buf)
-	w.n--
-}
-
-func (w *window) popBack() {
-	w.at(w.n - 1).targets = nil
-	w.n--
 }
 
 // unpause notes that the feed took an item (lock held): a pause, if any,

@@ -131,7 +131,7 @@ func (f *Feed) Status() FeedStatus {
 	fs := FeedStatus{
 		Feed: f.name, State: f.state, Bounded: f.bounded, Sequence: f.seq, Policy: string(f.policy.Kind),
 		Refused: 0, Downgraded: f.downgradedPub.Load(), Paused: f.paused, Pauses: f.pauses,
-		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.n + f.uncommitted, Unterminated: f.unterminated,
+		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.Len() + f.uncommitted, Unterminated: f.unterminated,
 		CompletionFailures: f.completionFailures.Load(), Failures: f.failures.Load(),
 		HoleBytes: f.holeBytes.Load(), Replaced: f.replaced.Load(), Losses: f.lossCounts(),
 		Drained: true, Subscribers: []SubscriberStatus{},
@@ -169,7 +169,7 @@ func (f *Feed) Status() FeedStatus {
 				fs.Consumers++
 			}
 			fs.Drained = fs.Drained && ss.Drained
-		} else if ack := b.ackPoint(); positioned && ack < pos && stalled == "" && f.waitsFor(b) {
+		} else if ack := b.AckPoint(); positioned && ack < pos && stalled == "" && f.win.WaitsFor(b) {
 			if ack < disp {
 				stalled = fmt.Sprintf("removed consumer %s left %d processed items not made durable", b.name, pos-ack)
 			} else {
@@ -189,19 +189,6 @@ func (f *Feed) Status() FeedStatus {
 	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&
 		fs.PendingAcks == 0 && fs.Stalled == nil
 	return fs
-}
-
-// waitsFor reports whether a window entry waits for b (lock held).
-func (f *Feed) waitsFor(b *binding) bool {
-	for i := 0; i < f.win.n; i++ {
-		e := f.win.at(i)
-		for j, t := range e.targets {
-			if t == b && e.after[j] != 0 && b.ackPoint() < e.after[j] {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // status reports the group's workers and gap.
