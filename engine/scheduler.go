@@ -1,3 +1,30 @@
+// The parallel-worker scheduler: how a group of several workers
+// (GroupConfig.Workers > 1) takes items from its queues and shares them out.
+//
+// Invariants:
+//
+//   - Claims: the group's goroutine alone takes items from its queues
+//     (stepParallel) and claims each with a Token (the queue's generation,
+//     its position in the queue); the workers only complete them.
+//   - Prefix: a queue's dispatched count is its contiguous completed
+//     prefix: every item up to it completed, the one after it did not.
+//     Completions beyond it are kept in gapState.done until the prefix
+//     reaches them (complete); only the prefix is ever acknowledged.
+//   - Gap: the group claims no item more than MaxGap past the oldest
+//     pending one (headLocal - dispatched <= maxGap), so gapState.done,
+//     of maxGap+2 slots, never wraps onto a position still in use.
+//   - Order: with OrderKey every item of a key goes to WorkerOf(key), in
+//     queue order, so the items of a key are handled in sequence order;
+//     with OrderNone any idle worker takes the next task.
+//   - Marks: drops and source losses reach every worker after every item
+//     published before them (handOutAll, then settleShared for
+//     OrderNone).
+//   - Staleness: a token of another generation than its queue's current
+//     one (the group was subscribed again) moves nothing, and is counted.
+//   - Held: once a worker fails to dispatch an item (a failure, a cut by
+//     Stop), the group takes nothing more (held): nothing after the item
+//     is dispatched, so nothing after it is committed.
+
 package engine
 
 import (
