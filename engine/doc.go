@@ -19,8 +19,9 @@
 // A processor that saves its state in batches holds its feeds' commits
 // until a save covering them is durable: Engine.Hold (or HoldParts, one
 // part per saver) gives a Checkpoint (Mark, DurableThrough). A processor
-// implementing CheckpointUser gets its checkpoints from Start, with no
-// dependence of package core on the engine, and saves the rest when Stop
+// implementing core.CheckpointUser gets its checkpoints (core.Checkpoint,
+// which *Checkpoint implements) from Start, without importing the engine,
+// and saves the rest when Stop
 // calls its CloseCheckpoint; one whose saves keep failing says so with
 // Checkpoint.Fail, which fails its group (Engine.Err: a *DurableError), so
 // that a launcher stops the run instead of waiting for a commit that

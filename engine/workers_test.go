@@ -217,7 +217,7 @@ func TestAStaleTokenAfterAResubscribeIsRefused(t *testing.T) {
 		if err := cp.DurableThrough(old); !errors.Is(err, engine.ErrStaleToken) {
 			t.Fatalf("DurableThrough(a mark of the old queue) = %v, want ErrStaleToken", err)
 		}
-		if err := cp.DurableThrough(engine.Mark{}); !errors.Is(err, engine.ErrForeignMark) {
+		if err := cp.DurableThrough(core.Mark{}); !errors.Is(err, engine.ErrForeignMark) {
 			t.Fatalf("DurableThrough(the zero mark) = %v, want ErrForeignMark", err)
 		}
 		if _, err := f.Intake().PollAcks(); err != nil {
