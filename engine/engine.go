@@ -125,6 +125,31 @@ type Engine struct {
 // not positive, an override for a group that does not exist, a duplicate
 // feed, group or processor name, a subscription to an unknown feed.
 func New(cfg Config) (*Engine, error) {
+	cfg = withDefaults(cfg)
+	e := &Engine{cfg: cfg, clock: cfg.Clock, byName: map[string]*Feed{}, gByN: map[string]*group{},
+		holds: map[[2]string]*Checkpoint{}, srcErrs: map[string]error{}, watch: newWatch()}
+	groupNames := map[string]bool{}
+	procNames := map[string]bool{}
+	for _, gc := range cfg.Groups {
+		if err := checkGroup(gc, groupNames, procNames); err != nil {
+			return nil, err
+		}
+	}
+	for _, fc := range cfg.Feeds {
+		if err := e.addFeed(fc, groupNames); err != nil {
+			return nil, err
+		}
+	}
+	for _, gc := range cfg.Groups {
+		if err := e.addGroup(gc); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// withDefaults is cfg with its defaults set.
+func withDefaults(cfg Config) Config {
 	if cfg.Clock == nil {
 		cfg.Clock = core.SystemClock()
 	}
@@ -137,154 +162,172 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Engine{cfg: cfg, clock: cfg.Clock, byName: map[string]*Feed{}, gByN: map[string]*group{},
-		holds: map[[2]string]*Checkpoint{}, srcErrs: map[string]error{}, watch: newWatch()}
-	cerr := func(feed, group, key string, err error) error {
-		return &ConfigError{Feed: feed, Group: group, Key: key, Err: err}
+	return cfg
+}
+
+// cerr is a *ConfigError.
+func cerr(feed, group, key string, err error) error {
+	return &ConfigError{Feed: feed, Group: group, Key: key, Err: err}
+}
+
+// checkGroup validates one group's configuration, noting its name and its
+// processors' in the sets of names seen so far (New).
+func checkGroup(gc GroupConfig, groupNames, procNames map[string]bool) error {
+	if gc.Name == "" {
+		return cerr("", "", "name", fmt.Errorf("%w: a group without a name", ErrConfig))
 	}
-	groupNames := map[string]bool{}
-	procNames := map[string]bool{}
-	for _, gc := range cfg.Groups {
-		if gc.Name == "" {
-			return nil, cerr("", "", "name", fmt.Errorf("%w: a group without a name", ErrConfig))
-		}
-		if groupNames[gc.Name] {
-			return nil, cerr("", gc.Name, "name", fmt.Errorf("%w: duplicate group name", ErrConfig))
-		}
-		groupNames[gc.Name] = true
-		if len(gc.Processors) == 0 {
-			return nil, cerr("", gc.Name, "processors", fmt.Errorf("%w: a group without processors", ErrConfig))
-		}
+	if groupNames[gc.Name] {
+		return cerr("", gc.Name, "name", fmt.Errorf("%w: duplicate group name", ErrConfig))
+	}
+	groupNames[gc.Name] = true
+	if len(gc.Processors) == 0 {
+		return cerr("", gc.Name, "processors", fmt.Errorf("%w: a group without processors", ErrConfig))
+	}
+	switch {
+	case gc.Workers < 0:
+		return cerr("", gc.Name, "workers", fmt.Errorf("%w: negative workers", ErrConfig))
+	case gc.MaxGap < 0:
+		return cerr("", gc.Name, "maxGap", fmt.Errorf("%w: negative maxGap", ErrConfig))
+	case gc.Order != "" && gc.Order != OrderKey && gc.Order != OrderNone:
+		return cerr("", gc.Name, "order", fmt.Errorf("%w: unknown order %q (want %s or %s)", ErrConfig, gc.Order, OrderKey, OrderNone))
+	case gc.Order == OrderKey && gc.Key == nil:
+		return cerr("", gc.Name, "key", fmt.Errorf("%w: order %s without a Key", ErrConfig, OrderKey))
+	}
+	parallel := gc.Workers > 1
+	for _, pc := range gc.Processors {
 		switch {
-		case gc.Workers < 0:
-			return nil, cerr("", gc.Name, "workers", fmt.Errorf("%w: negative workers", ErrConfig))
-		case gc.MaxGap < 0:
-			return nil, cerr("", gc.Name, "maxGap", fmt.Errorf("%w: negative maxGap", ErrConfig))
-		case gc.Order != "" && gc.Order != OrderKey && gc.Order != OrderNone:
-			return nil, cerr("", gc.Name, "order", fmt.Errorf("%w: unknown order %q (want %s or %s)", ErrConfig, gc.Order, OrderKey, OrderNone))
-		case gc.Order == OrderKey && gc.Key == nil:
-			return nil, cerr("", gc.Name, "key", fmt.Errorf("%w: order %s without a Key", ErrConfig, OrderKey))
+		case pc.Name == "":
+			return cerr("", gc.Name, "processors.name", fmt.Errorf("%w: a processor without a name", ErrConfig))
+		case procNames[pc.Name]:
+			return cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: duplicate processor name", ErrConfig))
+		case !parallel && pc.Processor == nil:
+			return cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: nil processor", ErrConfig))
+		case parallel && pc.New == nil:
+			return cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: %d workers need New to build each worker's instance", ErrConfig, gc.Workers))
 		}
-		parallel := gc.Workers > 1
-		for _, pc := range gc.Processors {
-			switch {
-			case pc.Name == "":
-				return nil, cerr("", gc.Name, "processors.name", fmt.Errorf("%w: a processor without a name", ErrConfig))
-			case procNames[pc.Name]:
-				return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: duplicate processor name", ErrConfig))
-			case !parallel && pc.Processor == nil:
-				return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: nil processor", ErrConfig))
-			case parallel && pc.New == nil:
-				return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: %d workers need New to build each worker's instance", ErrConfig, gc.Workers))
-			}
-			procNames[pc.Name] = true
-		}
-		if gc.Retry.Attempts < 0 || gc.Retry.Backoff < 0 {
-			return nil, cerr("", gc.Name, "retry", fmt.Errorf("%w: negative retry attempts or backoff", ErrConfig))
+		procNames[pc.Name] = true
+	}
+	if gc.Retry.Attempts < 0 || gc.Retry.Backoff < 0 {
+		return cerr("", gc.Name, "retry", fmt.Errorf("%w: negative retry attempts or backoff", ErrConfig))
+	}
+	return nil
+}
+
+// addFeed validates one feed's configuration and builds the feed (New).
+func (e *Engine) addFeed(fc FeedConfig, groupNames map[string]bool) error {
+	if fc.Name == "" {
+		return cerr("", "", "name", fmt.Errorf("%w: a feed without a name", ErrConfig))
+	}
+	if e.byName[fc.Name] != nil {
+		return cerr(fc.Name, "", "name", fmt.Errorf("%w: duplicate feed name", ErrConfig))
+	}
+	pol := fc.Policy
+	if pol.Kind == "" {
+		if ps, ok := fc.Source.(PolicySource); ok {
+			pol = ps.DefaultPolicy()
 		}
 	}
-	for _, fc := range cfg.Feeds {
-		if fc.Name == "" {
-			return nil, cerr("", "", "name", fmt.Errorf("%w: a feed without a name", ErrConfig))
-		}
-		if e.byName[fc.Name] != nil {
-			return nil, cerr(fc.Name, "", "name", fmt.Errorf("%w: duplicate feed name", ErrConfig))
-		}
-		pol := fc.Policy
-		if pol.Kind == "" {
-			if ps, ok := fc.Source.(PolicySource); ok {
-				pol = ps.DefaultPolicy()
-			}
-		}
-		if key, err := pol.validate(); err != nil {
-			return nil, cerr(fc.Name, "", key, err)
-		}
-		if fc.QueueSize <= 0 {
-			return nil, cerr(fc.Name, "", "queueSize", fmt.Errorf("%w: queue size must be positive, got %d", ErrConfig, fc.QueueSize))
-		}
-		for gname, op := range fc.Subscribers {
-			if !groupNames[gname] {
-				return nil, cerr(fc.Name, gname, "subscribers."+gname, fmt.Errorf("%w: override for a group that does not exist", ErrConfig))
-			}
-			if key, err := op.validate(); err != nil {
-				return nil, cerr(fc.Name, gname, "subscribers."+gname+"."+key, err)
-			}
-		}
-		wc := fc.WindowCap
-		if wc <= 0 {
-			wc = DefaultWindowCap
-		}
-		f := &Feed{name: fc.Name, eng: e, policy: pol, overrides: fc.Subscribers, queueSize: fc.QueueSize,
-			journal: fc.Journal, windowCap: wc, source: fc.Source, state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1)}
-		e.feeds = append(e.feeds, f)
-		e.byName[f.name] = f
+	if key, err := pol.validate(); err != nil {
+		return cerr(fc.Name, "", key, err)
 	}
-	for _, gc := range cfg.Groups {
-		g := &group{name: gc.Name, eng: e, retry: gc.Retry, obs: &e.cfg.Observer, clock: cfg.TimerClock,
-			nprocs: len(gc.Processors), order: gc.Order, key: gc.Key, maxGap: int64(gc.MaxGap),
-			wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-		if g.order == "" {
-			g.order = OrderNone
-			if g.key != nil {
-				g.order = OrderKey
-			}
+	if fc.QueueSize <= 0 {
+		return cerr(fc.Name, "", "queueSize", fmt.Errorf("%w: queue size must be positive, got %d", ErrConfig, fc.QueueSize))
+	}
+	for gname, op := range fc.Subscribers {
+		if !groupNames[gname] {
+			return cerr(fc.Name, gname, "subscribers."+gname, fmt.Errorf("%w: override for a group that does not exist", ErrConfig))
 		}
-		if g.maxGap == 0 {
-			g.maxGap = DefaultMaxGap
+		if key, err := op.validate(); err != nil {
+			return cerr(fc.Name, gname, "subscribers."+gname+"."+key, err)
 		}
-		// Cycle.Context is a context the engine served: a Publish with it never waits.
-		g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), servedKey, g))
-		if gc.Workers > 1 && g.order == OrderNone {
-			g.shared = make(chan task, workerTasks)
+	}
+	wc := fc.WindowCap
+	if wc <= 0 {
+		wc = DefaultWindowCap
+	}
+	f := &Feed{name: fc.Name, eng: e, policy: pol, overrides: fc.Subscribers, queueSize: fc.QueueSize,
+		journal: fc.Journal, windowCap: wc, source: fc.Source, state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1)}
+	e.feeds = append(e.feeds, f)
+	e.byName[f.name] = f
+	return nil
+}
+
+// addGroup builds one group (validated: checkGroup), its workers and
+// their hosts, and subscribes it to its feeds (New).
+func (e *Engine) addGroup(gc GroupConfig) error {
+	g := &group{name: gc.Name, eng: e, retry: gc.Retry, obs: &e.cfg.Observer, clock: e.cfg.TimerClock,
+		nprocs: len(gc.Processors), order: gc.Order, key: gc.Key, maxGap: int64(gc.MaxGap),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if g.order == "" {
+		g.order = OrderNone
+		if g.key != nil {
+			g.order = OrderKey
 		}
+	}
+	if g.maxGap == 0 {
+		g.maxGap = DefaultMaxGap
+	}
+	// Cycle.Context is a context the engine served: a Publish with it never waits.
+	g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), servedKey, g))
+	if gc.Workers > 1 && g.order == OrderNone {
+		g.shared = make(chan task, workerTasks)
+	}
+	if gc.Workers > 1 {
+		g.pending = make([][]claim, gc.Workers)
+		g.chunks = make(chan []claim, 4*gc.Workers+workerTasks)
+	}
+	for wi := range max(1, gc.Workers) {
+		if err := e.addWorker(g, gc, wi); err != nil {
+			return err
+		}
+	}
+	empty := []*binding{}
+	g.bindings.Store(&empty)
+	seen := map[string]bool{}
+	for _, fn := range gc.Feeds {
+		f := e.byName[fn]
+		if f == nil {
+			return cerr(fn, gc.Name, "feeds", fmt.Errorf("%w: subscription to a feed that does not exist", ErrConfig))
+		}
+		if seen[fn] {
+			return cerr(fn, gc.Name, "feeds", fmt.Errorf("%w: duplicate subscription", ErrConfig))
+		}
+		seen[fn] = true
+		e.bind(f, g)
+	}
+	e.groups = append(e.groups, g)
+	e.gByN[g.name] = g
+	return nil
+}
+
+// addWorker builds worker wi of group g: a host per processor, with an
+// instance of its own (ProcessorConfig.New) in a group of several.
+func (e *Engine) addWorker(g *group, gc GroupConfig, wi int) error {
+	w := &worker{g: g, id: wi, name: gc.Name}
+	if gc.Workers > 1 {
+		w.name = core.WorkerStream(gc.Name, wi)
+		w.tasks, w.done = make(chan task, workerTasks), make(chan struct{})
+	}
+	for _, pc := range gc.Processors {
+		name, p := pc.Name, pc.Processor
 		if gc.Workers > 1 {
-			g.pending = make([][]claim, gc.Workers)
-			g.chunks = make(chan []claim, 4*gc.Workers+workerTasks)
+			name = core.WorkerStream(pc.Name, wi)
+			var err error
+			if p, err = pc.New(); err == nil && p == nil {
+				err = errors.New("New returned no processor")
+			}
+			if err != nil {
+				return cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: building worker %d's instance: %w", ErrConfig, wi, err))
+			}
 		}
-		for wi := range max(1, gc.Workers) {
-			w := &worker{g: g, id: wi, name: gc.Name}
-			if gc.Workers > 1 {
-				w.name = core.WorkerStream(gc.Name, wi)
-				w.tasks, w.done = make(chan task, workerTasks), make(chan struct{})
-			}
-			for _, pc := range gc.Processors {
-				name, p := pc.Name, pc.Processor
-				if gc.Workers > 1 {
-					name = core.WorkerStream(pc.Name, wi)
-					var err error
-					if p, err = pc.New(); err == nil && p == nil {
-						err = errors.New("New returned no processor")
-					}
-					if err != nil {
-						return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: building worker %d's instance: %w", ErrConfig, wi, err))
-					}
-				}
-				h := core.NewHost(name, p, cfg.Clock, core.WithSink(cfg.Sink),
-					core.WithTimers(cfg.TimerClock, g.schedule(len(g.hosts))), core.WithContext(g.ctx))
-				g.hosts = append(g.hosts, h)
-				w.hosts, w.names = append(w.hosts, h), append(w.names, name)
-			}
-			w.failed, w.compErr = make([]bool, len(w.hosts)), make([]bool, len(w.hosts))
-			g.workers = append(g.workers, w)
-		}
-		empty := []*binding{}
-		g.bindings.Store(&empty)
-		seen := map[string]bool{}
-		for _, fn := range gc.Feeds {
-			f := e.byName[fn]
-			if f == nil {
-				return nil, cerr(fn, gc.Name, "feeds", fmt.Errorf("%w: subscription to a feed that does not exist", ErrConfig))
-			}
-			if seen[fn] {
-				return nil, cerr(fn, gc.Name, "feeds", fmt.Errorf("%w: duplicate subscription", ErrConfig))
-			}
-			seen[fn] = true
-			e.bind(f, g)
-		}
-		e.groups = append(e.groups, g)
-		e.gByN[g.name] = g
+		h := core.NewHost(name, p, e.cfg.Clock, core.WithSink(e.cfg.Sink),
+			core.WithTimers(e.cfg.TimerClock, g.schedule(len(g.hosts))), core.WithContext(g.ctx))
+		g.hosts = append(g.hosts, h)
+		w.hosts, w.names = append(w.hosts, h), append(w.names, name)
 	}
-	return e, nil
+	w.failed, w.compErr = make([]bool, len(w.hosts)), make([]bool, len(w.hosts))
+	g.workers = append(g.workers, w)
+	return nil
 }
 
 // bind subscribes g to f with a new queue.
