@@ -248,7 +248,7 @@ func TestARebindStartsANewBindingHeldAtNothingDurable(t *testing.T) {
 		publishAll(t, f, 4, 6)
 		eventually(t, "6", func() bool { return g.count() == 6 })
 		cp.DurableThrough(core.Mark{}) // the zero Mark: ignored
-		cp.DurableThrough(old)           // the old binding's mark: ignored
+		cp.DurableThrough(old)         // the old binding's mark: ignored
 		settleCommit(t, f, c, 3)
 		cp.DurableThrough(cp.Mark())
 		settleCommit(t, f, c, 6)
