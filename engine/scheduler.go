@@ -36,7 +36,6 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
-	"github.com/blackbox-audit/blackbox/engine/internal/ring"
 )
 
 // Order says how a group of several workers shares out the items it
@@ -283,12 +282,6 @@ func (g *group) handOutAll(b *binding) {
 	for wi := range g.pending {
 		g.handOut(b, wi)
 	}
-}
-
-// workerOf is the worker of item e's key (OrderKey): FNV-1a 32 of the
-// key modulo the workers.
-func (g *group) workerOf(e ring.Item) *worker {
-	return g.workers[WorkerOf(g.key(e.Value), len(g.workers))]
 }
 
 // WorkerOf is the worker, of workers, that handles the items of key in a
