@@ -100,8 +100,10 @@ func (c *Cycle) Delivery() *Delivery { return c.h.trace.Delivery }
 // Stop's ctx done), so a processor waiting on it lets Stop return; an item
 // whose processor then fails is not dispatched, and the next run delivers
 // it again. A Host built with NewHost returns the context given with
-// WithContext, by default context.Background() (never cancelled). To publish
-// from a cycle, use the feed's Offer, which never waits.
+// WithContext, by default context.Background() (never cancelled). The
+// engine's carries a mark: an engine.Feed.Publish given it (or a context
+// derived from it, which a completion captures) never waits for room, as
+// Offer, which is the publish for code that holds no such context.
 func (c *Cycle) Context() context.Context { return c.h.ctx }
 
 // Now reads the engine clock. Every reading is part of the input's record and

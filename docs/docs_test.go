@@ -94,7 +94,10 @@ func importTable(imports map[string][]string) string {
 		}
 		return strings.Compare(a, b)
 	})
-	const col = 22
+	col := 22 // the import lists' column: past the longest name
+	for _, p := range names {
+		col = max(col, len(p)+2)
+	}
 	var b strings.Builder
 	last := 0
 	for _, p := range names {

@@ -2,8 +2,11 @@ package engine
 
 import (
 	"fmt"
+
 	"sync"
 	"sync/atomic"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // holdState is a queue's part of a hold: how far the hold's marks made the
@@ -24,7 +27,7 @@ type holdState struct {
 // A checkpoint of HoldParts is one part of a hold shared by several
 // holders (the instances of a group's workers, each saving a state of its
 // own): the queue counts as processed only as far as every part made
-// durable.
+// durable. It is the core.Checkpoint a core.CheckpointUser is given.
 type Checkpoint struct {
 	eng      *Engine
 	feed     *Feed
@@ -39,7 +42,7 @@ type Checkpoint struct {
 // concurrent use (mu).
 type share struct {
 	mu    sync.Mutex
-	marks []Mark
+	marks []mark
 	gone  []bool
 	left  int         // parts not released
 	first *Checkpoint // part 0: the one the engine's registry of holds names
@@ -65,14 +68,19 @@ func (sh *share) low(b *binding) int64 {
 	return low
 }
 
-// Mark is what a group's queue had dispatched when it was taken. It is
-// opaque: only Checkpoint.Mark makes one, and it cannot be edited, so a
-// hold is released only as far as the queue really dispatched. The zero Mark
-// covers nothing. A Mark is a plain value, safe to copy and to pass between
-// goroutines.
-type Mark struct {
+// mark is what a core.Mark made by Checkpoint.Mark holds: the queue and
+// what it had dispatched. No other package can make one, so a hold is
+// released only as far as the queue really dispatched.
+type mark struct {
 	b *binding
 	n int64 // items the queue had dispatched
+}
+
+// markOf is the engine's mark a core.Mark holds; the zero mark for the
+// zero Mark or one another implementation made.
+func markOf(m core.Mark) mark {
+	v, _ := m.Value().(mark)
+	return v
 }
 
 // Hold holds the commits of feed for group. Take it before the feed
@@ -115,7 +123,7 @@ func (e *Engine) holdPartsLocked(feed, group string, n int) ([]*Checkpoint, erro
 	cps := make([]*Checkpoint, n)
 	var sh *share
 	if n > 1 {
-		sh = &share{marks: make([]Mark, n), gone: make([]bool, n), left: n}
+		sh = &share{marks: make([]mark, n), gone: make([]bool, n), left: n}
 	}
 	for i := range cps {
 		cps[i] = &Checkpoint{eng: e, feed: f, group: g, share: sh, part: i}
@@ -159,12 +167,12 @@ func (cp *Checkpoint) current() *binding {
 
 // Mark returns what the group's queue has dispatched so far. Inside a
 // handler it does not count the item being handled.
-func (cp *Checkpoint) Mark() Mark {
+func (cp *Checkpoint) Mark() core.Mark {
 	b := cp.current()
 	if b == nil {
-		return Mark{}
+		return core.Mark{}
 	}
-	return Mark{b: b, n: b.q.dispatched.Load()}
+	return core.NewMark(mark{b: b, n: b.dispatched.Load()})
 }
 
 // DurableThrough says the state covering m is durable: the source may commit
@@ -176,7 +184,9 @@ func (cp *Checkpoint) Mark() Mark {
 // part's last durable mark; a part that released moves nothing. The handle
 // of a hold that a later Hold of the same feed and group replaced moves
 // nothing (ErrHoldReplaced): the live hold is its own handles' alone.
-func (cp *Checkpoint) DurableThrough(m Mark) error {
+func (cp *Checkpoint) DurableThrough(cm core.Mark) error {
+	defer cp.eng.watch.note() // a removed queue's stall may be over
+	m := markOf(cm)
 	if m.b == nil || m.b.feed != cp.feed || m.b.group != cp.group {
 		return ErrForeignMark
 	}
@@ -248,6 +258,7 @@ func advance(h *holdState, n int64) {
 // Hold of the same feed and group replaced ends nothing: the live hold
 // stays.
 func (cp *Checkpoint) Release() {
+	defer cp.eng.watch.note()
 	if sh := cp.share; sh != nil {
 		sh.mu.Lock()
 		if sh.gone[cp.part] {
@@ -280,3 +291,6 @@ func (cp *Checkpoint) Release() {
 		}
 	}
 }
+
+// A *Checkpoint is what a core.CheckpointUser is handed.
+var _ core.Checkpoint = (*Checkpoint)(nil)

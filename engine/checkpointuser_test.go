@@ -54,7 +54,7 @@ func TestAHoldOfPartsCommitsOnlyWhatEveryPartMadeDurable(t *testing.T) {
 // broken set, its last save (CloseCheckpoint) fails with it.
 type batchSaver struct {
 	mu      sync.Mutex
-	cps     map[string]*engine.Checkpoint
+	cps     map[string]core.Checkpoint
 	closed  int
 	handled int
 	broken  error
@@ -67,7 +67,7 @@ func (s *batchSaver) OnEvent(*core.Cycle, any) error {
 	return nil
 }
 
-func (s *batchSaver) UseCheckpoint(feed string, cp *engine.Checkpoint) {
+func (s *batchSaver) UseCheckpoint(feed string, cp core.Checkpoint) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cps[feed] = cp
@@ -108,7 +108,7 @@ func TestEveryWorkersCheckpointUserHoldsTheCommitUntilAllSavedAndStopClosesThem(
 			Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Workers: 2, Order: engine.OrderNone,
 				Processors: []engine.ProcessorConfig{{Name: "p", New: func() (core.Processor, error) {
-					s := &batchSaver{cps: map[string]*engine.Checkpoint{}}
+					s := &batchSaver{cps: map[string]core.Checkpoint{}}
 					savers = append(savers, s)
 					return s, nil
 				}}}}},
@@ -163,7 +163,7 @@ func TestEveryWorkersCheckpointUserHoldsTheCommitUntilAllSavedAndStopClosesThem(
 func TestACheckpointUserThatCannotSaveFailsItsGroupAndNothingPastItsLastSaveIsCommitted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		errDisk := errors.New("state st.json: disk full")
-		s := &batchSaver{cps: map[string]*engine.Checkpoint{}}
+		s := &batchSaver{cps: map[string]core.Checkpoint{}}
 		before, _ := goroutines()
 		var ended []string // the streams ended cleanly (Observer.Stopped): none of a failed group
 		e, err := engine.New(engine.Config{
@@ -202,7 +202,7 @@ func TestACheckpointUserThatCannotSaveFailsItsGroupAndNothingPastItsLastSaveIsCo
 		if !errors.As(err, &de) || de.Group != "g" || de.Feed != "in" || !errors.Is(err, engine.ErrNotDurable) || !errors.Is(err, errDisk) {
 			t.Errorf("Err: %v, want a *DurableError of group g, feed in, wrapping the holder's error", err)
 		}
-		if _, err := e.WaitSettled(context.Background(), time.Millisecond); !errors.Is(err, errDisk) {
+		if _, err := e.WaitSettled(context.Background()); !errors.Is(err, errDisk) {
 			t.Errorf("WaitSettled: %v, want the holder's error", err)
 		}
 		st := e.Status()
@@ -233,12 +233,12 @@ func TestACheckpointUserThatCannotSaveFailsItsGroupAndNothingPastItsLastSaveIsCo
 // its completion returns the error.
 type itemSaver struct {
 	mu     sync.Mutex
-	cp     *engine.Checkpoint
+	cp     core.Checkpoint
 	failAt int
 	saved  int // the last item saved
 }
 
-func (s *itemSaver) UseCheckpoint(_ string, cp *engine.Checkpoint) {
+func (s *itemSaver) UseCheckpoint(_ string, cp core.Checkpoint) {
 	cp.Release()
 	s.mu.Lock()
 	s.cp = cp

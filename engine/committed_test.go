@@ -59,7 +59,7 @@ func TestCommittedReportsEachCommitAfterItsItemsWereDispatched(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	if st, err := e.RunSettled(ctx, time.Millisecond); err != nil || !st.Lossless {
+	if st, err := e.RunSettled(ctx); err != nil || !st.Lossless {
 		t.Fatalf("run: %v, lossless %v", err, st.Lossless)
 	}
 	mu.Lock()

@@ -247,8 +247,8 @@ func TestARebindStartsANewBindingHeldAtNothingDurable(t *testing.T) {
 		e.Subscribe("g", "in")
 		publishAll(t, f, 4, 6)
 		eventually(t, "6", func() bool { return g.count() == 6 })
-		cp.DurableThrough(engine.Mark{}) // the zero Mark: ignored
-		cp.DurableThrough(old)           // the old binding's mark: ignored
+		cp.DurableThrough(core.Mark{}) // the zero Mark: ignored
+		cp.DurableThrough(old)         // the old binding's mark: ignored
 		settleCommit(t, f, c, 3)
 		cp.DurableThrough(cp.Mark())
 		settleCommit(t, f, c, 6)

@@ -209,8 +209,8 @@ func TestANilContextIsRefused(t *testing.T) {
 	}{
 		{"Start", func(e *engine.Engine) error { return e.Start(nilCtx) }},
 		{"Stop", func(e *engine.Engine) error { return e.Stop(nilCtx) }},
-		{"WaitSettled", func(e *engine.Engine) error { _, err := e.WaitSettled(nilCtx, time.Millisecond); return err }},
-		{"RunSettled", func(e *engine.Engine) error { _, err := e.RunSettled(nilCtx, time.Millisecond); return err }},
+		{"WaitSettled", func(e *engine.Engine) error { _, err := e.WaitSettled(nilCtx); return err }},
+		{"RunSettled", func(e *engine.Engine) error { _, err := e.RunSettled(nilCtx); return err }},
 		{"Feed.Publish", func(e *engine.Engine) error { return e.Feed("in").Publish(nilCtx, "x") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -258,7 +258,7 @@ func TestANilContextIsRefused(t *testing.T) {
 }
 
 // Feed.Offer never waits for room, even where the publish is not
-// recognised as a group goroutine's: here a Host driven directly, whose
+// given a context the engine served: here a Host driven directly, whose
 // Cycle.Context is context.Background. A full BLOCK queue is a counted drop
 // at once (Feed.Publish with that context would wait out the deadline).
 func TestFeedOfferNeverWaitsForAFullBlockingQueue(t *testing.T) {

@@ -31,8 +31,8 @@ func TestAZeroOrForeignMarkDoesNotReleaseAHold(t *testing.T) {
 			st := f.Status()
 			return st.Subscribers[0].Dispatched == 3 && st.Subscribers[1].Dispatched == 3
 		})
-		cpG.DurableThrough(engine.Mark{})
-		cpH.DurableThrough(engine.Mark{})
+		cpG.DurableThrough(core.Mark{})
+		cpH.DurableThrough(core.Mark{})
 		settleCommit(t, f, c, 0)
 
 		markH := cpH.Mark()

@@ -19,8 +19,9 @@
 // A processor that saves its state in batches holds its feeds' commits
 // until a save covering them is durable: Engine.Hold (or HoldParts, one
 // part per saver) gives a Checkpoint (Mark, DurableThrough). A processor
-// implementing CheckpointUser gets its checkpoints from Start, with no
-// dependence of package core on the engine, and saves the rest when Stop
+// implementing core.CheckpointUser gets its checkpoints (core.Checkpoint,
+// which *Checkpoint implements) from Start, without importing the engine,
+// and saves the rest when Stop
 // calls its CloseCheckpoint; one whose saves keep failing says so with
 // Checkpoint.Fail, which fails its group (Engine.Err: a *DurableError), so
 // that a launcher stops the run instead of waiting for a commit that
@@ -36,7 +37,8 @@
 // Contexts: Start's ctx only decides whether to start (a done ctx starts
 // nothing); Stop's ctx bounds the stop. core.Cycle.Context is cancelled by
 // Stop once the drain is over, so a processor waiting on it lets Stop
-// return. From a cycle, publish with Feed.Offer: it never waits. No function
+// return. Code the engine runs publishes with Feed.Offer, or Feed.Publish
+// and the context it was served (Cycle.Context): neither waits. No function
 // takes a nil context (ErrNilContext).
 //
 // docs/GUARANTEES.md says what an application can rely on.

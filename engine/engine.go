@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/blackbox-audit/blackbox/engine/internal/ring"
 	"log/slog"
 	"slices"
 	"sync"
@@ -114,6 +115,8 @@ type Engine struct {
 	srcErrs map[string]error
 
 	attached bool // under mu: the CheckpointUsers were given their checkpoints (Start)
+
+	watch *watch // Settled, When and Stop's drain: checked on the changes noted
 }
 
 // New validates cfg and builds an engine. A *ConfigError names the feed,
@@ -122,6 +125,31 @@ type Engine struct {
 // not positive, an override for a group that does not exist, a duplicate
 // feed, group or processor name, a subscription to an unknown feed.
 func New(cfg Config) (*Engine, error) {
+	cfg = withDefaults(cfg)
+	e := &Engine{cfg: cfg, clock: cfg.Clock, byName: map[string]*Feed{}, gByN: map[string]*group{},
+		holds: map[[2]string]*Checkpoint{}, srcErrs: map[string]error{}, watch: newWatch()}
+	groupNames := map[string]bool{}
+	procNames := map[string]bool{}
+	for _, gc := range cfg.Groups {
+		if err := checkGroup(gc, groupNames, procNames); err != nil {
+			return nil, err
+		}
+	}
+	for _, fc := range cfg.Feeds {
+		if err := e.addFeed(fc, groupNames); err != nil {
+			return nil, err
+		}
+	}
+	for _, gc := range cfg.Groups {
+		if err := e.addGroup(gc); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// withDefaults is cfg with its defaults set.
+func withDefaults(cfg Config) Config {
 	if cfg.Clock == nil {
 		cfg.Clock = core.SystemClock()
 	}
@@ -134,153 +162,172 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Engine{cfg: cfg, clock: cfg.Clock, byName: map[string]*Feed{}, gByN: map[string]*group{},
-		holds: map[[2]string]*Checkpoint{}, srcErrs: map[string]error{}}
-	cerr := func(feed, group, key string, err error) error {
-		return &ConfigError{Feed: feed, Group: group, Key: key, Err: err}
+	return cfg
+}
+
+// cerr is a *ConfigError.
+func cerr(feed, group, key string, err error) error {
+	return &ConfigError{Feed: feed, Group: group, Key: key, Err: err}
+}
+
+// checkGroup validates one group's configuration, noting its name and its
+// processors' in the sets of names seen so far (New).
+func checkGroup(gc GroupConfig, groupNames, procNames map[string]bool) error {
+	if gc.Name == "" {
+		return cerr("", "", "name", fmt.Errorf("%w: a group without a name", ErrConfig))
 	}
-	groupNames := map[string]bool{}
-	procNames := map[string]bool{}
-	for _, gc := range cfg.Groups {
-		if gc.Name == "" {
-			return nil, cerr("", "", "name", fmt.Errorf("%w: a group without a name", ErrConfig))
-		}
-		if groupNames[gc.Name] {
-			return nil, cerr("", gc.Name, "name", fmt.Errorf("%w: duplicate group name", ErrConfig))
-		}
-		groupNames[gc.Name] = true
-		if len(gc.Processors) == 0 {
-			return nil, cerr("", gc.Name, "processors", fmt.Errorf("%w: a group without processors", ErrConfig))
-		}
+	if groupNames[gc.Name] {
+		return cerr("", gc.Name, "name", fmt.Errorf("%w: duplicate group name", ErrConfig))
+	}
+	groupNames[gc.Name] = true
+	if len(gc.Processors) == 0 {
+		return cerr("", gc.Name, "processors", fmt.Errorf("%w: a group without processors", ErrConfig))
+	}
+	switch {
+	case gc.Workers < 0:
+		return cerr("", gc.Name, "workers", fmt.Errorf("%w: negative workers", ErrConfig))
+	case gc.MaxGap < 0:
+		return cerr("", gc.Name, "maxGap", fmt.Errorf("%w: negative maxGap", ErrConfig))
+	case gc.Order != "" && gc.Order != OrderKey && gc.Order != OrderNone:
+		return cerr("", gc.Name, "order", fmt.Errorf("%w: unknown order %q (want %s or %s)", ErrConfig, gc.Order, OrderKey, OrderNone))
+	case gc.Order == OrderKey && gc.Key == nil:
+		return cerr("", gc.Name, "key", fmt.Errorf("%w: order %s without a Key", ErrConfig, OrderKey))
+	}
+	parallel := gc.Workers > 1
+	for _, pc := range gc.Processors {
 		switch {
-		case gc.Workers < 0:
-			return nil, cerr("", gc.Name, "workers", fmt.Errorf("%w: negative workers", ErrConfig))
-		case gc.MaxGap < 0:
-			return nil, cerr("", gc.Name, "maxGap", fmt.Errorf("%w: negative maxGap", ErrConfig))
-		case gc.Order != "" && gc.Order != OrderKey && gc.Order != OrderNone:
-			return nil, cerr("", gc.Name, "order", fmt.Errorf("%w: unknown order %q (want %s or %s)", ErrConfig, gc.Order, OrderKey, OrderNone))
-		case gc.Order == OrderKey && gc.Key == nil:
-			return nil, cerr("", gc.Name, "key", fmt.Errorf("%w: order %s without a Key", ErrConfig, OrderKey))
+		case pc.Name == "":
+			return cerr("", gc.Name, "processors.name", fmt.Errorf("%w: a processor without a name", ErrConfig))
+		case procNames[pc.Name]:
+			return cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: duplicate processor name", ErrConfig))
+		case !parallel && pc.Processor == nil:
+			return cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: nil processor", ErrConfig))
+		case parallel && pc.New == nil:
+			return cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: %d workers need New to build each worker's instance", ErrConfig, gc.Workers))
 		}
-		parallel := gc.Workers > 1
-		for _, pc := range gc.Processors {
-			switch {
-			case pc.Name == "":
-				return nil, cerr("", gc.Name, "processors.name", fmt.Errorf("%w: a processor without a name", ErrConfig))
-			case procNames[pc.Name]:
-				return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: duplicate processor name", ErrConfig))
-			case !parallel && pc.Processor == nil:
-				return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: nil processor", ErrConfig))
-			case parallel && pc.New == nil:
-				return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: %d workers need New to build each worker's instance", ErrConfig, gc.Workers))
-			}
-			procNames[pc.Name] = true
-		}
-		if gc.Retry.Attempts < 0 || gc.Retry.Backoff < 0 {
-			return nil, cerr("", gc.Name, "retry", fmt.Errorf("%w: negative retry attempts or backoff", ErrConfig))
+		procNames[pc.Name] = true
+	}
+	if gc.Retry.Attempts < 0 || gc.Retry.Backoff < 0 {
+		return cerr("", gc.Name, "retry", fmt.Errorf("%w: negative retry attempts or backoff", ErrConfig))
+	}
+	return nil
+}
+
+// addFeed validates one feed's configuration and builds the feed (New).
+func (e *Engine) addFeed(fc FeedConfig, groupNames map[string]bool) error {
+	if fc.Name == "" {
+		return cerr("", "", "name", fmt.Errorf("%w: a feed without a name", ErrConfig))
+	}
+	if e.byName[fc.Name] != nil {
+		return cerr(fc.Name, "", "name", fmt.Errorf("%w: duplicate feed name", ErrConfig))
+	}
+	pol := fc.Policy
+	if pol.Kind == "" {
+		if ps, ok := fc.Source.(PolicySource); ok {
+			pol = ps.DefaultPolicy()
 		}
 	}
-	for _, fc := range cfg.Feeds {
-		if fc.Name == "" {
-			return nil, cerr("", "", "name", fmt.Errorf("%w: a feed without a name", ErrConfig))
-		}
-		if e.byName[fc.Name] != nil {
-			return nil, cerr(fc.Name, "", "name", fmt.Errorf("%w: duplicate feed name", ErrConfig))
-		}
-		pol := fc.Policy
-		if pol.Kind == "" {
-			if ps, ok := fc.Source.(PolicySource); ok {
-				pol = ps.DefaultPolicy()
-			}
-		}
-		if key, err := pol.validate(); err != nil {
-			return nil, cerr(fc.Name, "", key, err)
-		}
-		if fc.QueueSize <= 0 {
-			return nil, cerr(fc.Name, "", "queueSize", fmt.Errorf("%w: queue size must be positive, got %d", ErrConfig, fc.QueueSize))
-		}
-		for gname, op := range fc.Subscribers {
-			if !groupNames[gname] {
-				return nil, cerr(fc.Name, gname, "subscribers."+gname, fmt.Errorf("%w: override for a group that does not exist", ErrConfig))
-			}
-			if key, err := op.validate(); err != nil {
-				return nil, cerr(fc.Name, gname, "subscribers."+gname+"."+key, err)
-			}
-		}
-		wc := fc.WindowCap
-		if wc <= 0 {
-			wc = DefaultWindowCap
-		}
-		f := &Feed{name: fc.Name, eng: e, policy: pol, overrides: fc.Subscribers, queueSize: fc.QueueSize,
-			journal: fc.Journal, windowCap: wc, source: fc.Source, state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1)}
-		e.feeds = append(e.feeds, f)
-		e.byName[f.name] = f
+	if key, err := pol.validate(); err != nil {
+		return cerr(fc.Name, "", key, err)
 	}
-	for _, gc := range cfg.Groups {
-		g := &group{name: gc.Name, eng: e, retry: gc.Retry, obs: &e.cfg.Observer, clock: cfg.TimerClock,
-			nprocs: len(gc.Processors), order: gc.Order, key: gc.Key, maxGap: int64(gc.MaxGap),
-			wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-		if g.order == "" {
-			g.order = OrderNone
-			if g.key != nil {
-				g.order = OrderKey
-			}
+	if fc.QueueSize <= 0 {
+		return cerr(fc.Name, "", "queueSize", fmt.Errorf("%w: queue size must be positive, got %d", ErrConfig, fc.QueueSize))
+	}
+	for gname, op := range fc.Subscribers {
+		if !groupNames[gname] {
+			return cerr(fc.Name, gname, "subscribers."+gname, fmt.Errorf("%w: override for a group that does not exist", ErrConfig))
 		}
-		if g.maxGap == 0 {
-			g.maxGap = DefaultMaxGap
+		if key, err := op.validate(); err != nil {
+			return cerr(fc.Name, gname, "subscribers."+gname+"."+key, err)
 		}
-		g.ctx, g.cancel = context.WithCancel(context.Background())
-		if gc.Workers > 1 && g.order == OrderNone {
-			g.shared = make(chan task, workerTasks)
+	}
+	wc := fc.WindowCap
+	if wc <= 0 {
+		wc = DefaultWindowCap
+	}
+	f := &Feed{name: fc.Name, eng: e, policy: pol, overrides: fc.Subscribers, queueSize: fc.QueueSize,
+		journal: fc.Journal, windowCap: wc, source: fc.Source, state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1)}
+	e.feeds = append(e.feeds, f)
+	e.byName[f.name] = f
+	return nil
+}
+
+// addGroup builds one group (validated: checkGroup), its workers and
+// their hosts, and subscribes it to its feeds (New).
+func (e *Engine) addGroup(gc GroupConfig) error {
+	g := &group{name: gc.Name, eng: e, retry: gc.Retry, obs: &e.cfg.Observer, clock: e.cfg.TimerClock,
+		nprocs: len(gc.Processors), order: gc.Order, key: gc.Key, maxGap: int64(gc.MaxGap),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if g.order == "" {
+		g.order = OrderNone
+		if g.key != nil {
+			g.order = OrderKey
 		}
+	}
+	if g.maxGap == 0 {
+		g.maxGap = DefaultMaxGap
+	}
+	// Cycle.Context is a context the engine served: a Publish with it never waits.
+	g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), servedKey, g))
+	if gc.Workers > 1 && g.order == OrderNone {
+		g.shared = make(chan task, workerTasks)
+	}
+	if gc.Workers > 1 {
+		g.pending = make([][]claim, gc.Workers)
+		g.chunks = make(chan []claim, 4*gc.Workers+workerTasks)
+	}
+	for wi := range max(1, gc.Workers) {
+		if err := e.addWorker(g, gc, wi); err != nil {
+			return err
+		}
+	}
+	empty := []*binding{}
+	g.bindings.Store(&empty)
+	seen := map[string]bool{}
+	for _, fn := range gc.Feeds {
+		f := e.byName[fn]
+		if f == nil {
+			return cerr(fn, gc.Name, "feeds", fmt.Errorf("%w: subscription to a feed that does not exist", ErrConfig))
+		}
+		if seen[fn] {
+			return cerr(fn, gc.Name, "feeds", fmt.Errorf("%w: duplicate subscription", ErrConfig))
+		}
+		seen[fn] = true
+		e.bind(f, g)
+	}
+	e.groups = append(e.groups, g)
+	e.gByN[g.name] = g
+	return nil
+}
+
+// addWorker builds worker wi of group g: a host per processor, with an
+// instance of its own (ProcessorConfig.New) in a group of several.
+func (e *Engine) addWorker(g *group, gc GroupConfig, wi int) error {
+	w := &worker{g: g, id: wi, name: gc.Name}
+	if gc.Workers > 1 {
+		w.name = core.WorkerStream(gc.Name, wi)
+		w.tasks, w.done = make(chan task, workerTasks), make(chan struct{})
+	}
+	for _, pc := range gc.Processors {
+		name, p := pc.Name, pc.Processor
 		if gc.Workers > 1 {
-			g.pending = make([][]claim, gc.Workers)
-			g.chunks = make(chan []claim, 4*gc.Workers+workerTasks)
+			name = core.WorkerStream(pc.Name, wi)
+			var err error
+			if p, err = pc.New(); err == nil && p == nil {
+				err = errors.New("New returned no processor")
+			}
+			if err != nil {
+				return cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: building worker %d's instance: %w", ErrConfig, wi, err))
+			}
 		}
-		for wi := range max(1, gc.Workers) {
-			w := &worker{g: g, id: wi, name: gc.Name}
-			if gc.Workers > 1 {
-				w.name = core.WorkerStream(gc.Name, wi)
-				w.tasks, w.done = make(chan task, workerTasks), make(chan struct{})
-			}
-			for _, pc := range gc.Processors {
-				name, p := pc.Name, pc.Processor
-				if gc.Workers > 1 {
-					name = core.WorkerStream(pc.Name, wi)
-					var err error
-					if p, err = pc.New(); err == nil && p == nil {
-						err = errors.New("New returned no processor")
-					}
-					if err != nil {
-						return nil, cerr("", gc.Name, "processors."+pc.Name, fmt.Errorf("%w: building worker %d's instance: %w", ErrConfig, wi, err))
-					}
-				}
-				h := core.NewHost(name, p, cfg.Clock, core.WithSink(cfg.Sink),
-					core.WithTimers(cfg.TimerClock, g.schedule(len(g.hosts))), core.WithContext(g.ctx))
-				g.hosts = append(g.hosts, h)
-				w.hosts, w.names = append(w.hosts, h), append(w.names, name)
-			}
-			w.failed, w.compErr = make([]bool, len(w.hosts)), make([]bool, len(w.hosts))
-			g.workers = append(g.workers, w)
-		}
-		empty := []*binding{}
-		g.bindings.Store(&empty)
-		seen := map[string]bool{}
-		for _, fn := range gc.Feeds {
-			f := e.byName[fn]
-			if f == nil {
-				return nil, cerr(fn, gc.Name, "feeds", fmt.Errorf("%w: subscription to a feed that does not exist", ErrConfig))
-			}
-			if seen[fn] {
-				return nil, cerr(fn, gc.Name, "feeds", fmt.Errorf("%w: duplicate subscription", ErrConfig))
-			}
-			seen[fn] = true
-			e.bind(f, g)
-		}
-		e.groups = append(e.groups, g)
-		e.gByN[g.name] = g
+		h := core.NewHost(name, p, e.cfg.Clock, core.WithSink(e.cfg.Sink),
+			core.WithTimers(e.cfg.TimerClock, g.schedule(len(g.hosts))), core.WithContext(g.ctx))
+		g.hosts = append(g.hosts, h)
+		w.hosts, w.names = append(w.hosts, h), append(w.names, name)
 	}
-	return e, nil
+	w.failed, w.compErr = make([]bool, len(w.hosts)), make([]bool, len(w.hosts))
+	g.workers = append(g.workers, w)
+	return nil
 }
 
 // bind subscribes g to f with a new queue.
@@ -289,7 +336,7 @@ func (e *Engine) bind(f *Feed, g *group) *binding {
 	if p, ok := f.overrides[g.name]; ok {
 		pol = p
 	}
-	b := &binding{feed: f, group: g, name: g.name + "/" + f.name, policy: pol, q: newQueue(f.queueSize), gen: generations.Add(1)}
+	b := &binding{feed: f, group: g, name: g.name + "/" + f.name, policy: pol, q: ring.New(f.queueSize), gen: generations.Add(1)}
 	if len(g.workers) > 1 {
 		b.gap = newGapState(g.maxGap)
 	}
@@ -348,6 +395,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("engine: start: %w", err)
 	}
 	e.started = true
+	e.watch.start()
 	for _, g := range e.groups {
 		go g.run()
 	}
@@ -418,16 +466,8 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 	drainCtx, cancel := context.WithTimeout(ctx, e.cfg.DrainTimeout)
 	defer cancel()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-drain:
-	for !e.drained() {
-		select {
-		case <-drainCtx.Done():
-			e.warnf("stop: queues not drained within the drain timeout (%s) or Stop's context; unprocessed items stay uncommitted", e.cfg.DrainTimeout)
-			break drain
-		case <-tick.C:
-		}
+	if !e.untilDrained(drainCtx) {
+		e.warnf("stop: queues not drained within the drain timeout (%s) or Stop's context; unprocessed items stay uncommitted", e.cfg.DrainTimeout)
 	}
 	var errs []error
 	errs = append(errs, e.commitAll()...)
@@ -453,6 +493,7 @@ drain:
 		f.stopped = true
 		f.mu.Unlock()
 	}
+	e.watch.halt()
 	errs = append(errs, e.Err())
 	return errors.Join(errs...)
 }
@@ -480,9 +521,9 @@ func (e *Engine) drained() bool {
 		}
 		for _, b := range *g.bindings.Load() {
 			b.feed.mu.Lock()
-			tail := b.q.tail
+			tail := b.q.Tail()
 			b.feed.mu.Unlock()
-			if b.q.dispatched.Load() < tail {
+			if b.dispatched.Load() < tail {
 				return false
 			}
 		}
@@ -512,6 +553,7 @@ func (e *Engine) Subscribe(group, feed string) error {
 	}
 	e.bind(f, g)
 	f.signalReady()
+	e.watch.note()
 	return nil
 }
 
@@ -542,6 +584,7 @@ func (e *Engine) Unsubscribe(group, feed string) error {
 		return fmt.Errorf("%w: group %q does not subscribe to feed %q", ErrUnknown, group, feed)
 	}
 	g.removeBinding(b)
+	e.watch.note()
 	return nil
 }
 
@@ -555,6 +598,7 @@ func (e *Engine) Fence(group string) error {
 		return fmt.Errorf("%w: group %q", ErrUnknown, group)
 	}
 	g.fenced.Store(true)
+	e.watch.note()
 	return nil
 }
 
@@ -569,44 +613,6 @@ func (e *Engine) Unfence(group string) error {
 	for _, b := range *g.bindings.Load() {
 		b.feed.signalReady()
 	}
+	e.watch.note()
 	return nil
-}
-
-// RunSettled runs a bounded job: it starts the engine, waits (polling
-// every interval) until the status is settled, then stops it in order and
-// returns the final status. If ctx is done first, the engine is stopped all
-// the same and ctx's error returned with the status at that point; a ctx
-// already done (or nil) starts nothing and gives Start's error.
-func (e *Engine) RunSettled(ctx context.Context, interval time.Duration) (Status, error) {
-	if err := e.Start(ctx); err != nil {
-		return Status{}, err
-	}
-	_, werr := e.WaitSettled(ctx, interval)
-	serr := e.Stop(context.WithoutCancel(ctx))
-	return e.Status(), errors.Join(werr, serr)
-}
-
-// WaitSettled polls the status every interval until it is settled, ctx is
-// done, or a group failed (it returns Err: a failed run never settles); it
-// returns the last status. A nil ctx is refused (ErrNilContext).
-func (e *Engine) WaitSettled(ctx context.Context, interval time.Duration) (Status, error) {
-	if ctx == nil {
-		return e.Status(), fmt.Errorf("%w: Engine.WaitSettled", ErrNilContext)
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		s := e.Status()
-		if s.Settled {
-			return s, nil
-		}
-		if err := e.Err(); err != nil {
-			return s, err
-		}
-		select {
-		case <-ctx.Done():
-			return s, ctx.Err()
-		case <-t.C:
-		}
-	}
 }

@@ -32,7 +32,7 @@ func ExampleEngine_RunSettled() {
 		fmt.Println(err)
 		return
 	}
-	st, err := e.RunSettled(context.Background(), time.Millisecond)
+	st, err := e.RunSettled(context.Background())
 	fmt.Println("settled:", st.Settled, "lossless:", st.Lossless, "err:", err)
 	// Output:
 	// upper out A

@@ -1,16 +1,16 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine/internal/ring"
+	"github.com/blackbox-audit/blackbox/engine/internal/window"
 )
 
 // Journal stores each item of a journalled feed once, under (feed, seq),
@@ -39,39 +39,6 @@ type Journal interface {
 type JournalBatch interface {
 	Journal
 	AppendBatch(ctx context.Context, feed string, first int64, items []any) error
-}
-
-// Committer is how a re-readable source commits what has been processed: it
-// is told, in publish order, each acknowledged item's (seq, epoch, position),
-// then Commit once per poll. It is called on the goroutine that polls
-// (Intake.PollAcks): the source's own, or the engine's stop goroutine once the
-// source has stopped; never concurrently.
-type Committer interface {
-	Acknowledged(seq, epoch int64, pos core.Position)
-	Commit() error
-}
-
-// CommitReporter is an optional interface of a Committer whose Commit may
-// make less durable than it was told: a Kafka source fences the
-// acknowledgements of a partition it no longer owns and commits nothing
-// for them. After each successful Commit the engine asks it, for every key
-// whose items it told since that key's last reported commit, what is
-// durable, and calls Observer.Committed for the key only once the durable
-// offset reaches the last item told: a COMMIT row never claims a position
-// the source did not commit. A key not durable yet is asked again after
-// the next Commit while the committer says its commits may still cover it
-// (live), and forgotten once they never will (fenced). A Committer without
-// it makes durable everything it is told (the file source). Called on the
-// goroutine that polls, as the Committer's other methods.
-type CommitReporter interface {
-	// Durable reports, for c (the last item of its key told to the
-	// committer: its sequence, epoch and position), the offset of that
-	// key in c's position space (its epoch) that the source's commits
-	// made durable, and live false once no later commit will cover c
-	// (its key was revoked, lost, or assigned again since it was
-	// published, or its position space is gone: its acknowledgement is
-	// fenced).
-	Durable(c Commit) (offset int64, live bool)
 }
 
 // Source feeds one Feed. The engine runs Run on a goroutine of its own from
@@ -105,10 +72,22 @@ const DefaultWindowCap = 65536
 
 type ctxKey int
 
-// nestedKey marks the context a Journal's Append is given: a Publish with
-// it into the same feed is deferred until the current publish is done (the
-// goroutine holds the feed's lock), and never waits.
-const nestedKey ctxKey = 0
+const (
+	// nestedKey marks the context a Journal's Append is given: a Publish
+	// with it into the same feed is deferred until the current publish is
+	// done (the goroutine holds the feed's lock), and never waits.
+	nestedKey ctxKey = iota
+	// servedKey marks the contexts the engine serves to the code it runs
+	// on its group goroutines (core.Cycle.Context): a Publish with one
+	// never waits.
+	servedKey
+)
+
+// served reports whether ctx is (or derives from) a context the engine
+// served to code it runs: a cycle's, or a Journal's.
+func served(ctx context.Context) bool {
+	return ctx.Value(servedKey) != nil || ctx.Value(nestedKey) != nil
+}
 
 // Feed is one source of items: it numbers them, journals them if asked, and
 // fans each out to one bounded queue per subscribing group under its
@@ -132,7 +111,7 @@ type Feed struct {
 	all       []*binding // every binding of the run, removed ones included
 	epoch     int64
 	committer Committer
-	win       window
+	win       window.Window[*binding]
 	deferred  []any
 	closing   bool // the engine is stopping: blocking publishes that would wait are refused
 	stopped   bool
@@ -170,7 +149,7 @@ type Feed struct {
 	losses map[string]int64 // Intake.AddLoss, by reason (lossMu)
 
 	pollMu    sync.Mutex
-	acks      []ackEntry
+	acks      []window.Ack
 	lastAcked int64 // sequence of the last item told to the committer (pollMu)
 	// committing holds, per key, the last item told to the committer since
 	// its last successful Commit, for Observer.Committed (pollMu).
@@ -199,18 +178,23 @@ func (f *Feed) Name() string { return f.name }
 // and PAUSE it never waits past the spin; under BLOCK_WITH_DEADLINE it waits
 // outside the lock until every blocking queue has room, then delivers to all
 // of them, or refuses with a *RefusedError (deadline, shutdown, cancelled) and
-// delivers to none. A nil ctx is refused (ErrNilContext). From a processor,
-// a completion or an observer hook, publish with Offer: code running on a
-// group's goroutine must not wait for room in a queue that only its own
-// group can empty. As a guard, a Publish that is about to wait checks
-// whether it runs on a group goroutine (by the goroutine's identity, at a
-// cost only then) and, if it does, never waits: the item is a counted drop,
-// as with Offer.
+// delivers to none. A nil ctx is refused (ErrNilContext).
+//
+// Code the engine runs must not wait for room in a queue only its own group
+// can empty, and it cannot: a Publish given a context the engine served, or
+// one derived from it, never waits, as Offer. The engine serves one to every
+// cycle (core.Cycle.Context: a processor, a timer, and the completions a
+// cycle registers, which capture it) and to a Journal (Append's ctx). Code
+// that holds none (an observer hook, a Sink) publishes with Offer. No
+// Publish waits for ever whatever its context: the wait ends at the
+// policy's deadline (always positive) or at Stop, which refuses it; a
+// Publish a processor makes with a context of its own making is one from
+// outside, and holds its group at most that long.
 func (f *Feed) Publish(ctx context.Context, item any) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: Feed.Publish to feed %q", ErrNilContext, f.name)
 	}
-	return f.publish(ctx, item, ctx.Value(nestedKey) == nil)
+	return f.publish(ctx, item, !served(ctx))
 }
 
 // Offer publishes a push item without ever waiting for room: a full
@@ -226,7 +210,7 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 func (f *Feed) Offer(item any) error { return f.publish(context.Background(), item, false) }
 
 // publish is Publish; mayWait says whether a full BLOCK queue may be waited
-// for (off the group goroutines: see onGroupGoroutine).
+// for (not with a context the engine served: see Publish).
 func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 	if nf, _ := ctx.Value(nestedKey).(*Feed); nf == f {
 		// Nested in this feed's own commit, on the goroutine that holds
@@ -248,7 +232,7 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 			f.mu.Unlock()
 			return fmt.Errorf("%w: publish to feed %q", ErrStopped, f.name)
 		}
-		if short := f.blockingShort(); short != nil && mayWait && !f.eng.onGroupGoroutine() {
+		if short := f.blockingShort(); short != nil && mayWait {
 			reason := RefuseReason("")
 			now := time.Now()
 			if deadline.IsZero() {
@@ -281,14 +265,14 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 // handOff publishes a push item the short way when all there is to do is
 // one queue hand-off: a single subscribing queue, live and with room, no
 // journal, nothing deferred (lock held). It does what commit does then,
-// without building an envelope or a batch. It reports whether it did.
+// without building an item or a batch. It reports whether it did.
 func (f *Feed) handOff(item any) bool {
 	b := f.soleTarget()
-	if b == nil || b.q.room() <= 0 {
+	if b == nil || b.q.Room() <= 0 {
 		return false
 	}
 	f.seq++
-	b.q.push(item, f.seq)
+	b.q.Push(item, f.seq)
 	b.group.notify()
 	return true
 }
@@ -306,53 +290,12 @@ func (f *Feed) soleTarget() *binding {
 	return nil
 }
 
-// onGroupGoroutine reports whether the caller runs on one of the engine's
-// group goroutines (a processor, a completion callback, an observer hook or
-// a timer calling Publish where it should call Offer). It reads the
-// goroutine's identity, which costs more than a publish: only a publish
-// about to wait asks.
-func (e *Engine) onGroupGoroutine() bool {
-	id := goroutineID()
-	if id == 0 {
-		return false
-	}
-	for _, g := range e.groups {
-		if g.goid.Load() == id {
-			return true
-		}
-		for _, w := range g.workers {
-			if w.goid.Load() == id {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// goroutineID is the current goroutine's id, read from the header of its
-// stack trace ("goroutine 42 [running]:"); 0 if it cannot be read. Ids are
-// never reused in a process.
-func goroutineID() int64 {
-	var buf [64]byte
-	s := buf[:runtime.Stack(buf[:], false)]
-	s, ok := bytes.CutPrefix(s, []byte("goroutine "))
-	if !ok {
-		return 0
-	}
-	s, _, _ = bytes.Cut(s, []byte(" "))
-	id, err := strconv.ParseInt(string(s), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return id
-}
-
 // blockingShort returns the first live BLOCK binding without room (lock
 // held). A fenced or dead group's binding is never waited for: it takes
 // nothing, so place drops (and counts) the item for it instead.
 func (f *Feed) blockingShort() *binding {
 	for _, b := range f.targets {
-		if b.policy.Kind == BlockKind && !b.fenced() && b.q.room() <= 0 {
+		if b.policy.Kind == BlockKind && !b.fenced() && b.q.Room() <= 0 {
 			return b
 		}
 	}
@@ -386,7 +329,7 @@ func (f *Feed) tryPublish(item any, pos core.Position) bool {
 		f.mu.Unlock()
 		return false
 	}
-	f.paused = false
+	f.unpause()
 	f.commit(context.Background(), item, &pos, false)
 	f.flush()
 	f.mu.Unlock()
@@ -418,7 +361,7 @@ func (f *Feed) refuse() {
 		f.pauses++
 	}
 	for _, b := range f.targets {
-		b.q.pauseAt()
+		b.q.PauseAt()
 	}
 	f.waiting.Store(true)
 }
@@ -450,7 +393,7 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 			f.refuse()
 			return n
 		}
-		f.paused = false
+		f.unpause()
 		f.commit(context.Background(), items[n], &pos[n], false)
 	}
 	return n
@@ -460,26 +403,26 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 // there is to do for each is one queue hand-off: a single subscribing
 // queue, live, no journal, nothing deferred, the feed open (lock held). It
 // places as many as the queue has room for and the ack window takes, doing
-// what commit does for them without building an envelope each, and
+// what commit does for them without building an item each, and
 // reports how many; TryPublishBatch offers the rest the general way.
 func (f *Feed) handOffBatch(items []any, pos []core.Position) int {
 	b := f.soleTarget()
 	if b == nil || f.closing {
 		return 0
 	}
-	n := min(len(items), int(b.q.room()))
+	n := min(len(items), int(b.q.Room()))
 	if f.committer != nil {
-		n = min(n, f.windowCap-f.win.n)
+		n = min(n, f.windowCap-f.win.Len())
 	}
 	for i := range n {
 		f.seq++
-		after := b.q.placePositioned(items[i], f.seq, f.epoch, &pos[i])
+		after := b.q.PlacePositioned(items[i], f.seq, f.epoch, &pos[i])
 		if f.committer != nil {
-			f.track(f.seq, &pos[i], f.targets).after[0] = after
+			f.win.Push(f.seq, f.epoch, pos[i], f.targets).After[0] = after
 		}
 	}
 	if n > 0 {
-		f.paused = false
+		f.unpause()
 	}
 	return max(n, 0)
 }
@@ -487,7 +430,7 @@ func (f *Feed) handOffBatch(items []any, pos []core.Position) int {
 // admits reports whether a positioned item can be taken now (lock held).
 func (f *Feed) admits() bool {
 	if f.committer != nil {
-		if len(f.targets) == 0 || f.win.n >= f.windowCap {
+		if len(f.targets) == 0 || f.win.Len() >= f.windowCap {
 			return false
 		}
 	}
@@ -498,7 +441,7 @@ func (f *Feed) admits() bool {
 			}
 			continue
 		}
-		if b.policy.Kind != DropAfterSpinKind && b.q.room() <= 0 {
+		if b.policy.Kind != DropAfterSpinKind && b.q.Room() <= 0 {
 			return false
 		}
 	}
@@ -508,7 +451,7 @@ func (f *Feed) admits() bool {
 // flush shows the groups every item placed in their queues (lock held).
 func (f *Feed) flush() {
 	for _, b := range f.targets {
-		if b.q.flush() {
+		if b.q.Flush() {
 			b.group.notify()
 		}
 	}
@@ -577,7 +520,7 @@ func (f *Feed) commitJournalledBatch(jb JournalBatch, items []any, pos []core.Po
 		return 0
 	}
 	n := f.admissible(len(items))
-	f.paused = false
+	f.unpause()
 	first := f.seq + 1
 	f.seq += int64(n)
 	ctx := context.Background()
@@ -594,11 +537,11 @@ func (f *Feed) commitJournalledBatch(jb JournalBatch, items []any, pos []core.Po
 // PAUSE or BLOCK queue has room for. Items only free room meanwhile.
 func (f *Feed) admissible(n int) int {
 	if f.committer != nil {
-		n = min(n, f.windowCap-f.win.n)
+		n = min(n, f.windowCap-f.win.Len())
 	}
 	for _, b := range f.targets {
 		if !b.fenced() && b.policy.Kind != DropAfterSpinKind {
-			n = min(n, int(b.q.room()))
+			n = min(n, int(b.q.Room()))
 		}
 	}
 	return max(n, 1)
@@ -608,22 +551,22 @@ func (f *Feed) admissible(n int) int {
 // error, if any) in the feed's queues (lock held). An item the journal
 // failed is lost for every queue.
 func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr error) {
-	env := envelope{item: item, seq: seq}
+	env := ring.Item{Value: item, Seq: seq}
 	var offset int64
 	if pos != nil {
-		env.epoch, env.pos, env.positioned = f.epoch, *pos, true
+		env.Epoch, env.Pos, env.Positioned = f.epoch, *pos, true
 		offset = pos.Offset
 	}
 	targets := f.targets
-	var entry *ackEntry
+	var entry *window.Entry[*binding]
 	if pos != nil && f.committer != nil {
-		entry = f.track(seq, pos, targets)
+		entry = f.win.Push(seq, f.epoch, *pos, targets)
 	}
 	if jerr != nil {
 		for _, b := range targets {
 			b.mark(seq, offset, "journal: "+jerr.Error())
 		}
-		f.coalesce(entry)
+		f.win.Coalesce(entry)
 		return
 	}
 	downgraded := false
@@ -632,9 +575,9 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 			b.mark(seq, offset, "group "+b.group.name+" fenced")
 			continue
 		}
-		if b.q.room() <= 0 {
+		if b.q.Room() <= 0 {
 			// The consumer cannot make room past items it cannot see.
-			if b.q.flush() {
+			if b.q.Flush() {
 				b.group.notify()
 			}
 			fallback := push && b.policy.Kind != DropAfterSpinKind
@@ -651,51 +594,24 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 				continue
 			}
 		}
-		after := b.q.place(env)
+		after := b.q.Place(env)
 		if entry != nil {
-			entry.after[i] = after
+			entry.After[i] = after
 		}
 	}
 	if downgraded {
 		f.downgradedPub.Add(1)
 	}
-	f.coalesce(entry)
-}
-
-// track opens the ack window's entry of a positioned item (lock held,
-// committer set); the caller sets where the item sits in each target queue.
-func (f *Feed) track(seq int64, pos *core.Position, targets []*binding) *ackEntry {
-	e := f.win.push(len(targets))
-	e.seq, e.epoch, e.pos, e.targets = seq, f.epoch, *pos, targets
-	return e
-}
-
-// coalesce merges an entry that waits for nothing (dropped everywhere) into
-// the one before it: it is due as soon as that one is.
-func (f *Feed) coalesce(e *ackEntry) {
-	if e == nil || f.win.n < 2 {
-		return
-	}
-	for _, a := range e.after {
-		if a != 0 {
-			return
-		}
-	}
-	prev := f.win.at(f.win.n - 2)
-	if prev.epoch != e.epoch {
-		return
-	}
-	prev.seq, prev.pos = e.seq, e.pos
-	f.win.popBack()
+	f.win.Coalesce(entry)
 }
 
 // spin waits, holding the lock, up to d for room in b's queue.
 func (f *Feed) spin(b *binding, d time.Duration) bool {
 	if d <= 0 {
-		return b.q.room() > 0
+		return b.q.Room() > 0
 	}
 	until := time.Now().Add(d)
-	for b.q.room() <= 0 {
+	for b.q.Room() <= 0 {
 		if b.removed.Load() || !time.Now().Before(until) {
 			return false
 		}
@@ -746,6 +662,7 @@ func (f *Feed) setState(s FeedState, detail string) {
 	f.state, f.detail = s, detail
 	f.behind.Store(s == StateBehind)
 	f.mu.Unlock()
+	f.eng.watch.note()
 }
 
 // setBounded is Intake.SetBounded.
@@ -768,141 +685,11 @@ func (f *Feed) addHoleBytes(n int64) { f.holeBytes.Add(n) }
 // addReplaced is Intake.AddReplaced.
 func (f *Feed) addReplaced(n int64) { f.replaced.Add(n) }
 
-// pollAcks is Intake.PollAcks.
-func (f *Feed) pollAcks() (int, error) {
-	f.pollMu.Lock()
-	defer f.pollMu.Unlock()
-	f.mu.Lock()
-	acks := f.acks[:0]
-	for f.win.n > 0 {
-		e := f.win.at(0)
-		if !e.due() {
-			break
-		}
-		acks = append(acks, ackEntry{seq: e.seq, epoch: e.epoch, pos: e.pos})
-		f.win.popFront()
+// unpause notes that the feed took an item (lock held): a pause, if any,
+// is over.
+func (f *Feed) unpause() {
+	if f.paused {
+		f.paused = false
+		f.eng.watch.note()
 	}
-	c := f.committer
-	if c != nil {
-		f.uncommitted += len(acks)
-	}
-	pending := f.uncommitted
-	f.mu.Unlock()
-	f.acks = acks
-	if c == nil || pending == 0 {
-		return 0, nil
-	}
-	hook := f.eng.cfg.Observer.Committed
-	for _, a := range acks {
-		c.Acknowledged(a.seq, a.epoch, a.pos)
-		if hook != nil {
-			f.noteCommit(Commit{Seq: a.seq, Epoch: a.epoch, Position: a.pos})
-		}
-	}
-	if len(acks) > 0 {
-		f.lastAcked = acks[len(acks)-1].seq
-	}
-	if err := c.Commit(); err != nil {
-		return len(acks), fmt.Errorf("engine: feed %q commit: %w", f.name, err)
-	}
-	if hook != nil {
-		f.reportCommits(c, hook)
-	}
-	f.mu.Lock()
-	f.acknowledged.Store(f.lastAcked)
-	f.uncommitted = 0
-	f.mu.Unlock()
-	return len(acks), nil
-}
-
-// reportCommits calls hook for each key told to the committer whose
-// position the last Commit made durable (pollMu held): every such key for
-// a plain Committer; for a CommitReporter, those whose durable offset
-// reaches the last item told, those not yet durable being kept for the
-// next Commit while live, forgotten once fenced.
-func (f *Feed) reportCommits(c Committer, hook func(string, Commit)) {
-	rep, _ := c.(CommitReporter)
-	kept := f.committing[:0]
-	for _, cm := range f.committing {
-		if rep != nil {
-			if off, live := rep.Durable(cm); off < cm.Position.Offset {
-				if live {
-					kept = append(kept, cm) // not durable yet
-				}
-				continue // else fenced: never committed
-			}
-		}
-		hook(f.name, cm)
-	}
-	clear(f.committing[len(kept):])
-	f.committing = kept
-}
-
-// noteCommit keeps cm as the last item of its key told to the committer
-// (pollMu held).
-func (f *Feed) noteCommit(cm Commit) {
-	for i := range f.committing {
-		if f.committing[i].Position.Key == cm.Position.Key {
-			f.committing[i] = cm
-			return
-		}
-	}
-	f.committing = append(f.committing, cm)
-}
-
-// ackEntry is one item of the acknowledgement window: its position and, per
-// queue it was offered to, the queue position just after it (0: not offered).
-type ackEntry struct {
-	seq, epoch int64
-	pos        core.Position
-	targets    []*binding
-	after      []int64
-}
-
-func (e *ackEntry) due() bool {
-	for i, b := range e.targets {
-		if a := e.after[i]; a != 0 && b.ackPoint() < a {
-			return false
-		}
-	}
-	return true
-}
-
-// window is a growable ring of ackEntry whose slots (and their after
-// slices) are reused.
-type window struct {
-	buf     []ackEntry
-	head, n int
-}
-
-func (w *window) at(i int) *ackEntry { return &w.buf[(w.head+i)%len(w.buf)] }
-
-func (w *window) push(targets int) *ackEntry {
-	if w.n == len(w.buf) {
-		nb := make([]ackEntry, max(16, 2*len(w.buf)))
-		for i := 0; i < w.n; i++ {
-			nb[i] = *w.at(i)
-		}
-		w.buf, w.head = nb, 0
-	}
-	e := w.at(w.n)
-	w.n++
-	after := e.after[:0]
-	for i := 0; i < targets; i++ {
-		after = append(after, 0)
-	}
-	*e = ackEntry{after: after}
-	return e
-}
-
-func (w *window) popFront() {
-	e := w.at(0)
-	e.targets = nil
-	w.head = (w.head + 1) % len(w.buf)
-	w.n--
-}
-
-func (w *window) popBack() {
-	w.at(w.n - 1).targets = nil
-	w.n--
 }

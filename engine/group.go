@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine/internal/ring"
 )
 
 // RetryPolicy says how often a failed item is tried in a processor (and a
@@ -53,8 +54,7 @@ type group struct {
 	dead     atomic.Bool // failed: an observer hook or a holder's save failed (failure says why); it takes no more items
 	failure  atomic.Pointer[groupFailure]
 	sleeping atomic.Bool
-	goid     atomic.Int64 // the goroutine running run (feed.go: onGroupGoroutine)
-	held     atomic.Bool  // several workers: one did not dispatch its item (a failure, a cut); the group takes nothing more
+	held     atomic.Bool // several workers: one did not dispatch its item (a failure, a cut); the group takes nothing more
 	wake     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -117,7 +117,6 @@ func (g *group) removeBinding(b *binding) {
 // queues, fires due timers, and parks when there is nothing to do.
 func (g *group) run() {
 	defer close(g.done)
-	g.goid.Store(goroutineID())
 	for _, h := range g.hosts {
 		if g.obs.Started != nil {
 			if err := g.obs.Started(h.Name(), h.Processor()); err != nil {
@@ -251,11 +250,11 @@ func (g *group) step() bool {
 // next reports the drops marked at or before the queue's head, then takes
 // the next item, if any; once the queue drained to half it signals a
 // paused source (consumer only). dropped says whether drops were reported.
-func (g *group) next(b *binding) (e envelope, ok, dropped bool) {
-	dropped = g.emitDrops(b, b.q.headLocal)
-	e, ok = b.q.take()
-	if ok && b.q.headLocal&63 == 0 && b.feed.waiting.Load() && b.q.drained() {
-		b.q.publishHead()
+func (g *group) next(b *binding) (e ring.Item, ok, dropped bool) {
+	dropped = g.emitDrops(b, b.q.Taken())
+	e, ok = b.q.Take()
+	if ok && b.q.Taken()&63 == 0 && b.feed.waiting.Load() && b.q.Drained() {
+		b.q.PublishHead()
 		b.feed.signalReady()
 	}
 	return e, ok, dropped
@@ -328,8 +327,8 @@ func (g *group) park() {
 	defer g.sleeping.Store(false)
 	if !g.fenced.Load() {
 		for _, b := range *g.bindings.Load() {
-			b.q.publishHead()
-			if b.q.nonEmpty() || b.hasMarks.Load() {
+			b.q.PublishHead()
+			if b.q.NonEmpty() || b.hasMarks.Load() {
 				return
 			}
 		}
@@ -338,20 +337,33 @@ func (g *group) park() {
 			b.feed.signalReady()
 		}
 	}
-	wait := 5 * time.Millisecond
+	// Idle: what a waiter of the engine waits for (its queues drained)
+	// may hold now.
+	g.eng.watch.note()
+	// Every change that gives the group work wakes it (notify): an item
+	// or a mark in a queue, a binding added, an unfence, a worker's task
+	// done, a failure, Stop. Only a pending timer is waited for by time:
+	// its due time is read from the timer clock, which may be moved by
+	// others (a deterministic clock), so it is looked at again every
+	// timerPoll at most.
+	var due <-chan time.Time
 	g.timersMu.Lock()
 	if len(g.timers) > 0 {
-		wait = min(wait, max(0, g.timers[0].due.Sub(g.clock.Now())))
+		t := time.NewTimer(min(timerPoll, max(0, g.timers[0].due.Sub(g.clock.Now()))))
+		defer t.Stop()
+		due = t.C
 	}
 	g.timersMu.Unlock()
-	t := time.NewTimer(wait)
-	defer t.Stop()
 	select {
 	case <-g.wake:
 	case <-g.stop:
-	case <-t.C:
+	case <-due:
 	}
 }
+
+// timerPoll bounds how long a parked group with a pending timer waits
+// before it reads the timer clock again.
+const timerPoll = 5 * time.Millisecond
 
 // groupFailure is why a group failed: err (an *ObserverError or a
 // *DurableError) and the cause it wraps, which the status names.
@@ -380,6 +392,8 @@ func (g *group) failWith(err, cause error) {
 	if g.failure.CompareAndSwap(nil, &groupFailure{err: err, cause: cause}) {
 		g.eng.warnf("%v", err)
 	}
+	g.eng.watch.fail()
+	g.eng.watch.note()
 	g.notify()
 }
 
@@ -404,7 +418,7 @@ func (g *group) backoff() bool {
 // group does not end cleanly: finish is not called for it.
 func (g *group) finish() {
 	for _, b := range *g.bindings.Load() {
-		g.emitDrops(b, b.q.headLocal)
+		g.emitDrops(b, b.q.Taken())
 	}
 	if len(g.workers) == 1 && !g.workers[0].flush() {
 		return

@@ -121,7 +121,7 @@ func testAFlushError(t *testing.T, workers int) {
 		<-failed
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
-		if _, err := e.WaitSettled(ctx, time.Millisecond); !errors.Is(err, engine.ErrObserver) {
+		if _, err := e.WaitSettled(ctx); !errors.Is(err, engine.ErrObserver) {
 			t.Fatalf("WaitSettled: %v, want ErrObserver", err)
 		}
 		if err := e.Stop(t.Context()); !errors.Is(err, engine.ErrObserver) {

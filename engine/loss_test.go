@@ -40,7 +40,7 @@ func TestALossASourceReportsMakesItsFeedLossyCountedByReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := eng.RunSettled(t.Context(), 1e6)
+	st, err := eng.RunSettled(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestASourceLossReachesEveryStreamWhereItHappened(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := eng.RunSettled(t.Context(), time.Millisecond)
+	st, err := eng.RunSettled(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestPauseLosesNothingUnderASlowConsumer(t *testing.T) {
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", slow)}}})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		st, err := e.WaitSettled(ctx, time.Millisecond)
+		st, err := e.WaitSettled(ctx)
 		if err != nil {
 			t.Fatalf("not settled: %+v", st)
 		}

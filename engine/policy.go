@@ -59,9 +59,10 @@ func DropAfterSpin(spin time.Duration) Policy {
 }
 
 // BlockWithDeadline waits up to deadline for room in every blocking queue,
-// then delivers to all or refuses with a *RefusedError. A publish from a
-// group goroutine (with Cycle.Context or any other context) or nested in a
-// publish never waits: it falls back to a drop, counted as downgraded.
+// then delivers to all or refuses with a *RefusedError. Feed.Offer, and a
+// Feed.Publish with a context the engine served (Cycle.Context) or nested
+// in a publish, never waits: it falls back to a drop, counted as
+// downgraded.
 func BlockWithDeadline(deadline time.Duration) Policy {
 	return Policy{Kind: BlockKind, Deadline: deadline, Spin: DefaultSpin}
 }

@@ -83,54 +83,80 @@ func TestATryPublishFromInsideTheJournalIsRefusedInsteadOfDeadlockingTheFeed(t *
 	}
 }
 
-// A processor that publishes from inside a cycle with a context other than
-// Cycle.Context into its own group's full BLOCK_WITH_DEADLINE queue does not
-// wait for room only its own group can make (until the deadline): it is
-// recognised as a group goroutine and falls back to a counted drop,
-// downgraded, at once.
-func TestAPublishFromACycleWithAnotherContextNeverWaitsForItsOwnQueue(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		type result struct {
-			err     error
-			elapsed time.Duration
-		}
-		results := make(chan result, 2)
-		seen := &journalLog{}
-		var e *engine.Engine
-		p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
-			seen.add("%v", ev)
-			if ev != "first" {
-				return nil
-			}
-			// The first publish fills the queue (one slot, the item being
-			// handled was taken); the second finds it full.
-			for _, it := range []string{"fills", "overflows"} {
-				began := time.Now()
-				err := e.Feed("in").Publish(context.Background(), it)
-				results <- result{err, time.Since(began)}
-			}
-			return nil
+// A processor that publishes into its own group's full BLOCK_WITH_DEADLINE
+// queue with a context derived from Cycle.Context (a context the engine
+// served) never waits for room only its own group can make: the item is a
+// counted drop, downgraded, at once. With a context of its own making, the
+// publish is one from outside: it waits, but never past the policy's
+// deadline (no goroutine identity is read to tell the two apart).
+func TestAPublishFromACycleWithAServedContextNeverWaitsForItsOwnQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ctx      func(c *core.Cycle) context.Context
+		wait     time.Duration // how long the overflowing publish waits
+		refused  bool          // it is refused at the deadline, not downgraded
+		lossless bool
+	}{
+		{"served", func(c *core.Cycle) context.Context { return c.Context() }, 0, false, false},
+		{"derived", func(c *core.Cycle) context.Context {
+			ctx, cancel := context.WithTimeout(c.Context(), time.Hour)
+			_ = cancel // the publish never waits: nothing to cancel
+			return ctx
+		}, 0, false, false},
+		{"own", func(*core.Cycle) context.Context { return context.Background() }, time.Second, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				type result struct {
+					err     error
+					elapsed time.Duration
+				}
+				results := make(chan result, 2)
+				seen := &journalLog{}
+				var e *engine.Engine
+				p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
+					seen.add("%v", ev)
+					if ev != "first" {
+						return nil
+					}
+					// The first publish fills the queue (one slot, the item
+					// being handled was taken); the second finds it full.
+					for _, it := range []string{"fills", "overflows"} {
+						began := time.Now()
+						err := e.Feed("in").Publish(tc.ctx(c), it)
+						results <- result{err, time.Since(began)}
+					}
+					return nil
+				})
+				e = startIn(t, engine.Config{
+					Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.BlockWithDeadline(time.Second).WithSpin(0), QueueSize: 1}},
+					Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}}})
+				if err := e.Feed("in").Publish(context.Background(), "first"); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				if r := <-results; r.err != nil || r.elapsed != 0 {
+					t.Fatalf("publish of fills from the cycle returned %v after %s, want nil at once", r.err, r.elapsed)
+				}
+				r := <-results
+				var re *engine.RefusedError
+				if refused := errors.As(r.err, &re) && re.Reason == engine.RefusedDeadline; refused != tc.refused || (!tc.refused && r.err != nil) || r.elapsed != tc.wait {
+					t.Fatalf("publish of overflows from the cycle returned %v after %s, want refused %v after %s", r.err, r.elapsed, tc.refused, tc.wait)
+				}
+				want := [3]int64{1, 1, 0} // downgraded, dropped, refused
+				if tc.refused {
+					want = [3]int64{0, 0, 1}
+				}
+				st := e.Status().Feeds[0]
+				if got := [3]int64{st.Downgraded, st.Dropped, st.Refused}; got != want || st.Lossless != tc.lossless {
+					t.Fatalf("downgraded, dropped, refused %v lossless %v, want %v %v", got, st.Lossless, want, tc.lossless)
+				}
+				if got := seen.all(); !slices.Equal(got, []string{"first", "fills"}) {
+					t.Fatalf("dispatched %q, want [first fills]", got)
+				}
+			})
 		})
-		e = startIn(t, engine.Config{
-			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.BlockWithDeadline(time.Second).WithSpin(0), QueueSize: 1}},
-			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}}})
-		if err := e.Feed("in").Publish(context.Background(), "first"); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		for _, it := range []string{"fills", "overflows"} {
-			if r := <-results; r.err != nil || r.elapsed != 0 {
-				t.Fatalf("publish of %q from the cycle returned %v after %s, want nil at once", it, r.err, r.elapsed)
-			}
-		}
-		st := e.Status().Feeds[0]
-		if st.Downgraded != 1 || st.Dropped != 1 || st.Refused != 0 || st.Lossless {
-			t.Fatalf("downgraded %d dropped %d refused %d lossless %v, want 1 1 0 false", st.Downgraded, st.Dropped, st.Refused, st.Lossless)
-		}
-		if got := seen.all(); !slices.Equal(got, []string{"first", "fills"}) {
-			t.Fatalf("dispatched %q, want [first fills]", got)
-		}
-	})
+	}
 }
 
 // A refusal from a waiting publish is still what a caller off the group

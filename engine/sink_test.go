@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -64,7 +63,7 @@ func TestOutputsToTwoSinksAreRoutedLiveBySinkName(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := e.RunSettled(context.Background(), time.Millisecond)
+		st, err := e.RunSettled(context.Background())
 		if err != nil || !st.Settled || !st.Lossless {
 			t.Fatalf("RunSettled: settled %v, lossless %v, err %v", st.Settled, st.Lossless, err)
 		}

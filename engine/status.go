@@ -131,7 +131,7 @@ func (f *Feed) Status() FeedStatus {
 	fs := FeedStatus{
 		Feed: f.name, State: f.state, Bounded: f.bounded, Sequence: f.seq, Policy: string(f.policy.Kind),
 		Refused: 0, Downgraded: f.downgradedPub.Load(), Paused: f.paused, Pauses: f.pauses,
-		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.n + f.uncommitted, Unterminated: f.unterminated,
+		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.Len() + f.uncommitted, Unterminated: f.unterminated,
 		CompletionFailures: f.completionFailures.Load(), Failures: f.failures.Load(),
 		HoleBytes: f.holeBytes.Load(), Replaced: f.replaced.Load(), Losses: f.lossCounts(),
 		Drained: true, Subscribers: []SubscriberStatus{},
@@ -154,7 +154,7 @@ func (f *Feed) Status() FeedStatus {
 				stalled = fmt.Sprintf("consumer %s failed: %v", b.name, fe.cause)
 			}
 		}
-		pos, disp := b.q.tail, b.q.dispatched.Load()
+		pos, disp := b.q.Tail(), b.dispatched.Load()
 		ss := SubscriberStatus{Queue: b.name, Policy: string(b.policy.Kind), Position: pos, Dispatched: disp,
 			Drained: disp >= pos, Dropped: b.dropped.Load(), Removed: !live[b]}
 		fs.Dropped += ss.Dropped
@@ -169,7 +169,7 @@ func (f *Feed) Status() FeedStatus {
 				fs.Consumers++
 			}
 			fs.Drained = fs.Drained && ss.Drained
-		} else if ack := b.ackPoint(); positioned && ack < pos && stalled == "" && f.waitsFor(b) {
+		} else if ack := b.AckPoint(); positioned && ack < pos && stalled == "" && f.win.WaitsFor(b) {
 			if ack < disp {
 				stalled = fmt.Sprintf("removed consumer %s left %d processed items not made durable", b.name, pos-ack)
 			} else {
@@ -191,19 +191,6 @@ func (f *Feed) Status() FeedStatus {
 	return fs
 }
 
-// waitsFor reports whether a window entry waits for b (lock held).
-func (f *Feed) waitsFor(b *binding) bool {
-	for i := 0; i < f.win.n; i++ {
-		e := f.win.at(i)
-		for j, t := range e.targets {
-			if t == b && e.after[j] != 0 && b.ackPoint() < e.after[j] {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // status reports the group's workers and gap.
 func (g *group) status() GroupStatus {
 	gs := GroupStatus{Group: g.name, Workers: len(g.workers), StaleTokens: g.stale.Load()}
@@ -217,7 +204,7 @@ func (g *group) status() GroupStatus {
 	gs.InFlight += g.sharedItems.Load() // handed out, not yet taken by a worker
 	for _, b := range *g.bindings.Load() {
 		gs.Gap += b.gap.beyond.Load()
-		if seq := b.gap.oldestPending(b.q.dispatched.Load()); seq > 0 && (gs.OldestPending == 0 || seq < gs.OldestPending) {
+		if seq := b.gap.oldestPending(b.dispatched.Load()); seq > 0 && (gs.OldestPending == 0 || seq < gs.OldestPending) {
 			gs.OldestPending = seq
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine/internal/ring"
 )
 
 // worker runs one instance of each of its group's processors: its own
@@ -22,7 +23,6 @@ type worker struct {
 	tasks    chan task     // several workers: the tasks, closed by the group when it stops
 	done     chan struct{} // several workers: closed when run returns
 	inflight atomic.Int64  // tasks handed to the worker and not finished
-	goid     atomic.Int64  // the goroutine running it (feed.go: onGroupGoroutine)
 
 	in        Input
 	dv        core.Delivery // the current item's delivery, reused: valid during the delivery only
@@ -69,7 +69,7 @@ func (t *task) size() int64 { return max(1, int64(len(t.claims))) }
 
 // claim is one item a group handed a worker, and its token.
 type claim struct {
-	e   envelope
+	e   ring.Item
 	tok Token
 }
 
@@ -101,14 +101,14 @@ type Token struct {
 // Cycle.Context, or an observer failed the group. Such an item holds the
 // commit (nothing after it is dispatched either) and the next run delivers
 // it again; the pending items before it are flushed first.
-func (w *worker) dispatch(b *binding, e envelope, tok Token) bool {
+func (w *worker) dispatch(b *binding, e ring.Item, tok Token) bool {
 	var dv *core.Delivery
-	if e.positioned {
-		w.dv = core.Delivery{Feed: b.feed.name, Sequence: e.seq, Epoch: e.epoch, Position: e.pos}
+	if e.Positioned {
+		w.dv = core.Delivery{Feed: b.feed.name, Sequence: e.Seq, Epoch: e.Epoch, Position: e.Pos}
 		dv = &w.dv
 	}
 	in := &w.in
-	*in = Input{Group: w.name, Feed: b.feed.name, Seq: e.seq, Delivery: dv, Item: e.item}
+	*in = Input{Group: w.name, Feed: b.feed.name, Seq: e.Seq, Delivery: dv, Item: e.Value}
 	if w.g.obs.BeforeDispatch != nil {
 		w.g.obs.BeforeDispatch(w.name, in)
 	}
@@ -127,7 +127,7 @@ func (w *worker) dispatch(b *binding, e envelope, tok Token) bool {
 			if w.g.obs.Received != nil {
 				w.g.obs.Received(h.Name(), in)
 			}
-			t := h.Handle(d, e.item)
+			t := h.Handle(d, e.Value)
 			if w.g.obs.Handled != nil {
 				w.g.obs.Handled(h.Name(), in, t)
 			}
@@ -148,7 +148,7 @@ func (w *worker) dispatch(b *binding, e envelope, tok Token) bool {
 			}
 			if attempt+1 >= attempts {
 				b.feed.failures.Add(1)
-				w.g.eng.warnf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.seq, h.Name(), attempts, t.Err)
+				w.g.eng.warnf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.Seq, h.Name(), attempts, t.Err)
 				break
 			}
 			if !w.g.backoff() {
@@ -338,7 +338,7 @@ func (w *worker) dropPending() {
 // (do records them with one lock of the queue's gap state).
 func (w *worker) count(b *binding, tok Token) {
 	if len(w.g.workers) == 1 {
-		b.q.dispatched.Add(1)
+		b.dispatched.Add(1)
 		return
 	}
 	w.completed = append(w.completed, tok)
@@ -386,7 +386,6 @@ func (w *worker) addCompletion(owner int, c core.Completion) {
 // (they stay uncommitted, and the next run delivers them again).
 func (w *worker) run() {
 	defer close(w.done)
-	w.goid.Store(goroutineID())
 	own, shared := w.tasks, w.g.shared
 	for own != nil || shared != nil {
 		var t task

@@ -177,7 +177,7 @@ func TestARestartAfterOutOfOrderCompletionRedeliversOnlyWhatWasNotCommitted(t *t
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e2.RunSettled(context.Background(), time.Millisecond); err != nil {
+		if _, err := e2.RunSettled(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if got := sorted(h2.seen()); !slices.Equal(got, []any{3, 4, 5}) {
@@ -217,7 +217,7 @@ func TestAStaleTokenAfterAResubscribeIsRefused(t *testing.T) {
 		if err := cp.DurableThrough(old); !errors.Is(err, engine.ErrStaleToken) {
 			t.Fatalf("DurableThrough(a mark of the old queue) = %v, want ErrStaleToken", err)
 		}
-		if err := cp.DurableThrough(engine.Mark{}); !errors.Is(err, engine.ErrForeignMark) {
+		if err := cp.DurableThrough(core.Mark{}); !errors.Is(err, engine.ErrForeignMark) {
 			t.Fatalf("DurableThrough(the zero mark) = %v, want ErrForeignMark", err)
 		}
 		if _, err := f.Intake().PollAcks(); err != nil {
@@ -400,7 +400,7 @@ func TestPerKeyOrderAndTheCommitPrefixHoldUnderRandomProcessingTimes(t *testing.
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	st, err := e.RunSettled(ctx, time.Millisecond)
+	st, err := e.RunSettled(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

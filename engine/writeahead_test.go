@@ -61,7 +61,7 @@ func restart(t *testing.T, log *memsource.Log) []any {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	if st, err := e.RunSettled(ctx, time.Millisecond); err != nil || !st.Lossless {
+	if st, err := e.RunSettled(ctx); err != nil || !st.Lossless {
 		t.Fatalf("restart: %v, lossless %v", err, st.Lossless)
 	}
 	mu.Lock()
@@ -215,7 +215,7 @@ func TestAFailingObserverHoldsItsItemAndStopsTheGroup(t *testing.T) {
 		<-failing
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
-		if _, err := e.WaitSettled(ctx, time.Millisecond); !errors.Is(err, engine.ErrObserver) {
+		if _, err := e.WaitSettled(ctx); !errors.Is(err, engine.ErrObserver) {
 			t.Fatalf("WaitSettled: %v, want ErrObserver", err)
 		}
 		stopErr := e.Stop(t.Context())

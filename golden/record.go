@@ -350,14 +350,17 @@ func recordRun(c *Case, app core.App, in string, p core.Processor) (*store.Memor
 	if c.Drop {
 		// The processor holds its first input until the source has read
 		// (published or dropped) every line.
-		if err := waitFor(func() bool { return e.Feed(Feed).Status().State == engine.StateEndOfStream }); err != nil {
+		atEnd := e.When(func(s engine.Status) bool {
+			return slices.ContainsFunc(s.Feeds, func(f engine.FeedStatus) bool { return f.Feed == Feed && f.State == engine.StateEndOfStream })
+		})
+		if err := waitFor(ctx, atEnd); err != nil {
 			g.release()
 			return nil, errors.Join(fmt.Errorf("%w: the source did not reach the end of the input: %v", ErrRecord, err), stop())
 		}
 		g.release()
 	}
 	wctx, cancel := context.WithTimeout(ctx, stepTimeout)
-	_, err = e.WaitSettled(wctx, time.Millisecond)
+	_, err = e.WaitSettled(wctx)
 	cancel()
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("%w: the run did not settle: %v", ErrRecord, err), stop())
@@ -397,15 +400,18 @@ func problemErrs(ps []store.Problem) []error {
 	return errs
 }
 
-func waitFor(cond func() bool) error {
-	deadline := time.Now().Add(stepTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s", stepTimeout)
-		}
-		time.Sleep(time.Millisecond)
+// waitFor waits until done is closed, ctx is done, or stepTimeout passed.
+func waitFor(ctx context.Context, done <-chan struct{}) error {
+	t := time.NewTimer(stepTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("timed out after %s", stepTimeout)
 	}
-	return nil
 }
 
 // writeCanonical writes m's rows into a new CSV recording at path, in the

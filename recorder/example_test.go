@@ -40,7 +40,7 @@ func Example() {
 	}
 	ctx := context.Background()
 	_ = e.Start(ctx)
-	_, _ = e.WaitSettled(ctx, time.Millisecond)
+	_, _ = e.WaitSettled(ctx)
 	_ = e.Stop(ctx)
 	if err := r.Close(); err != nil {
 		panic(err)

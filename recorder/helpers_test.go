@@ -203,9 +203,9 @@ func (l *logCounter) count() int {
 // run records one engine run: it builds the engine from cfg (given the
 // recorder, for its Journal), starts it, waits until it is settled or a
 // group failed (engine.ErrObserver: the recorder could not write), stops it
-// and closes the recorder. The run is inside a testing/synctest bubble: the
-// engine's status polling (WaitSettled) and every timer of the run are on
-// the bubble's clock, and the run leaves no goroutine behind.
+// and closes the recorder. The run is inside a testing/synctest bubble:
+// every timer of the run is on the bubble's clock, and the run leaves no
+// goroutine behind.
 func run(t *testing.T, w store.Writer, opts recorder.Options, cfg func(*recorder.Recorder) engine.Config) (rec *recorder.Recorder, st engine.Status) {
 	t.Helper()
 	done := false
@@ -244,7 +244,7 @@ func runIn(t *testing.T, w store.Writer, opts recorder.Options, cfg func(*record
 	}
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	if _, err := e.WaitSettled(wctx, time.Millisecond); err != nil && !errors.Is(err, engine.ErrObserver) {
+	if _, err := e.WaitSettled(wctx); err != nil && !errors.Is(err, engine.ErrObserver) {
 		t.Fatalf("not settled: %+v", e.Status())
 	}
 	if err := e.Stop(ctx); err != nil && !errors.Is(err, engine.ErrObserver) {

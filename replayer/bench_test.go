@@ -132,7 +132,7 @@ func recordLedger(tb testing.TB, w store.Writer, n int) time.Duration {
 	if err := e.Start(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := e.WaitSettled(ctx, time.Millisecond); err != nil {
+	if _, err := e.WaitSettled(ctx); err != nil {
 		tb.Fatal(err)
 	}
 	elapsed := time.Since(start)

@@ -48,8 +48,8 @@ func TestASnapshotAndPayloadsWithLineBreaksAreRecordedAndReplay(t *testing.T) {
 	}{{"csv", ".csv", storetest.CSV}, {"sqlite", ".db", storetest.SQLite}} {
 		t.Run(b.name, func(t *testing.T) {
 			m := store.NewMemory()
-			// The engine run is in a synctest bubble: WaitSettled's status
-			// polling is on the bubble's clock.
+			// The engine run is in a synctest bubble: its timers are on the
+			// bubble's clock.
 			synctest.Test(t, func(t *testing.T) { recordIndented(t, m) })
 			if t.Failed() {
 				t.FailNow()
@@ -102,7 +102,7 @@ func recordIndented(t *testing.T, m *store.Memory) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // the bubble's seconds
 	defer cancel()
-	st, err := e.WaitSettled(wctx, time.Millisecond)
+	st, err := e.WaitSettled(wctx)
 	if err != nil {
 		t.Fatal(err)
 	}

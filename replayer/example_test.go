@@ -48,7 +48,7 @@ func recordUpper(lines ...any) *store.Memory {
 	}
 	ctx := context.Background()
 	_ = e.Start(ctx)
-	_, _ = e.WaitSettled(ctx, time.Millisecond)
+	_, _ = e.WaitSettled(ctx)
 	_ = e.Stop(ctx)
 	if err := rec.Close(); err != nil {
 		panic(err)

@@ -60,8 +60,8 @@ type run struct {
 
 // record runs r over lines (appended to r.log, or a new closed log) until
 // the engine is settled, then stops it cleanly, and returns the recording.
-// The run is inside a testing/synctest bubble: RunSettled's status polling
-// is on the bubble's clock, and the run leaves no goroutine behind.
+// The run is inside a testing/synctest bubble: the run's timers are on the
+// bubble's clock, and the run leaves no goroutine behind.
 func (r run) record(t *testing.T, lines ...string) (w store.Writer) {
 	t.Helper()
 	done := false
@@ -154,7 +154,7 @@ func (r run) recordIn(t *testing.T, lines ...string) store.Writer {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := e.RunSettled(ctx, time.Millisecond); err != nil {
+	if _, err := e.RunSettled(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := rec.Close(); err != nil {

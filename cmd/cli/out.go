@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
-	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/recorder"
 )
 
@@ -142,7 +141,7 @@ func (s *outSink) append(line []byte) error {
 // sink's error once fail returns one, so that nothing after a lost output
 // completes (an app's completion saves its state). It keeps the
 // processor's Snapshotter and TimerHandler, and hands the engine's
-// checkpoints on to a processor that is an engine.CheckpointUser (one
+// checkpoints on to a processor that is an core.CheckpointUser (one
 // that is not releases them).
 func guarded(p core.Processor, delay time.Duration, fail func() error) core.Processor {
 	base := guard{p: p, d: delay, fail: fail}
@@ -191,9 +190,9 @@ func (g guard) OnEvent(c *core.Cycle, ev any) error {
 }
 
 // UseCheckpoint hands cp on to the processor, if it saves in batches
-// (engine.CheckpointUser); else the hold ends at once.
-func (g guard) UseCheckpoint(feed string, cp *engine.Checkpoint) {
-	if u, ok := g.p.(engine.CheckpointUser); ok {
+// (core.CheckpointUser); else the hold ends at once.
+func (g guard) UseCheckpoint(feed string, cp core.Checkpoint) {
+	if u, ok := g.p.(core.CheckpointUser); ok {
 		u.UseCheckpoint(feed, cp)
 		return
 	}
@@ -202,7 +201,7 @@ func (g guard) UseCheckpoint(feed string, cp *engine.Checkpoint) {
 
 // CloseCheckpoint is the processor's, if it saves in batches.
 func (g guard) CloseCheckpoint() error {
-	if u, ok := g.p.(engine.CheckpointUser); ok {
+	if u, ok := g.p.(core.CheckpointUser); ok {
 		return u.CloseCheckpoint()
 	}
 	return nil

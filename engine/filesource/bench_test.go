@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -82,7 +81,7 @@ func BenchmarkSource(b *testing.B) {
 				if err := e.Start(ctx); err != nil {
 					b.Fatal(err)
 				}
-				st, err := e.WaitSettled(ctx, 200*time.Microsecond)
+				st, err := e.WaitSettled(ctx)
 				if err != nil {
 					b.Fatal(err)
 				}

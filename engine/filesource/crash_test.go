@@ -142,7 +142,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if st, err := e.WaitSettled(wctx, time.Millisecond); err != nil {
+	if st, err := e.WaitSettled(wctx); err != nil {
 		t.Fatalf("not settled: %+v", st)
 	}
 	if err := e.Stop(ctx); err != nil {

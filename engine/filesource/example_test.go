@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -44,7 +43,7 @@ func Example() {
 	}
 	ctx := context.Background()
 	e.Start(ctx)
-	st, _ := e.WaitSettled(ctx, time.Millisecond)
+	st, _ := e.WaitSettled(ctx)
 	e.Stop(ctx)
 	f := st.Feeds[0]
 	fmt.Println(f.State, f.Policy, "unterminated:", f.Unterminated)

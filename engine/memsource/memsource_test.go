@@ -63,7 +63,7 @@ func settle(t *testing.T, e *engine.Engine) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if st, err := e.WaitSettled(ctx, time.Millisecond); err != nil {
+	if st, err := e.WaitSettled(ctx); err != nil {
 		t.Fatalf("not settled: %+v", st)
 	}
 }
@@ -152,7 +152,7 @@ func TestRunSettledRunsABoundedJobToItsEnd(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		st, err := e.RunSettled(ctx, time.Millisecond)
+		st, err := e.RunSettled(ctx)
 		if err != nil || !st.Settled || len(c.items()) != 3 {
 			t.Fatalf("status %+v err %v items %v: want settled with 3 items", st, err, c.items())
 		}

@@ -43,7 +43,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := run.Engine().WaitSettled(ctx, time.Millisecond); err != nil {
+	if _, err := run.Engine().WaitSettled(ctx); err != nil {
 		panic(err)
 	}
 	// The windows' timers (1h, on the system clock) are still pending:

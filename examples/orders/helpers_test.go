@@ -189,7 +189,7 @@ func recordLive(t *testing.T, w store.Writer, input string, p core.Processor, cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := run.Engine().WaitSettled(ctx, time.Millisecond); err != nil {
+	if _, err := run.Engine().WaitSettled(ctx); err != nil {
 		t.Fatalf("the run did not settle: %v", err)
 	}
 	if closeWindows {

@@ -379,7 +379,7 @@ func TestAWorkerWithNoLinesHoldsBackNoCommit(t *testing.T) {
 
 // A batched save that keeps failing (a directory took the state file's
 // place) is tried SaveTries times, one interval apart, then reported
-// (engine.Checkpoint.Fail): the engine's group fails, Engine.Err naming
+// (core.Checkpoint.Fail): the engine's group fails, Engine.Err naming
 // the state file (an *apps.StateError), where the run used to wait forever
 // for a commit that could not come; nothing the saved state does not hold
 // is committed, not even by Stop, which returns the error too. On several
@@ -475,7 +475,7 @@ func TestALedgerSaveThatFailsOnceIsTriedAgainAndNoDeliveryFails(t *testing.T) {
 // A ledger saving every line (SaveEvery 1: the save is in each delivery's
 // completion, the hold released) whose save keeps failing tries it
 // SaveTries times, one interval apart, then fails its group
-// (engine.Checkpoint.Fail with an *apps.StateError naming the file): the
+// (core.Checkpoint.Fail with an *apps.StateError naming the file): the
 // delivery does not count, so nothing the state file lacks is committed,
 // not even by Stop. Its completion used to return the save's error to the
 // engine, which skipped it after its retries and committed the line: a

@@ -53,7 +53,7 @@ func TestRecordedRun(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := e.RunSettled(ctx, time.Millisecond); err != nil {
+		if _, err := e.RunSettled(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := rec.Close(); err != nil {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
-	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/internal/atomicfile"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 )
@@ -27,7 +26,7 @@ var ErrStateNotSaved = errors.New("apps: ledger: state not saved")
 
 // SaveTries is how many times in a row the ledger tries a batched save of
 // its state before it reports that the state cannot be saved
-// (engine.Checkpoint.Fail). Tries after a failed one come every
+// (core.Checkpoint.Fail). Tries after a failed one come every
 // min(SaveInterval, MaxSaveRetry).
 const (
 	SaveTries    = 3
@@ -68,13 +67,13 @@ type LedgerOptions struct {
 	// rename, directory fsync). "" keeps the state in memory only.
 	//
 	// Run by an engine (which gives it its checkpoints: it is an
-	// engine.CheckpointUser), the ledger saves in batches: once SaveEvery
+	// core.CheckpointUser), the ledger saves in batches: once SaveEvery
 	// deliveries completed since the last save, or SaveInterval after a
 	// delivery completed with no save since (whichever comes first; an idle
 	// ledger saves too), and when the engine stops; the source commits an
 	// input only once a save covering it is durable. A save that fails is
 	// tried again (every min(SaveInterval, MaxSaveRetry)); after SaveTries
-	// failures in a row the ledger reports it (engine.Checkpoint.Fail with
+	// failures in a row the ledger reports it (core.Checkpoint.Fail with
 	// a *StateError): its group fails and the run stops, nothing committed
 	// past the last save. Without checkpoints
 	// (a core.Host alone: tests, golden, replay), or with SaveEvery 1, it
@@ -83,7 +82,7 @@ type LedgerOptions struct {
 	// Run by an engine with SaveEvery 1, a save that fails is tried again
 	// within the completion (SaveTries in a row, every min(SaveInterval,
 	// MaxSaveRetry)); when every try failed the ledger reports it
-	// (engine.Checkpoint.Fail with a *StateError) before the completion
+	// (core.Checkpoint.Fail with a *StateError) before the completion
 	// returns: the delivery does not count, its group fails and the run
 	// stops, nothing committed past the last save.
 	StatePath string
@@ -262,7 +261,7 @@ type posting struct {
 // delivery abandoned, too).
 //
 // Ledger implements core.Snapshotter, core.TimerHandler, core.Durable and
-// engine.CheckpointUser. The engine calls its handlers and completions from
+// core.CheckpointUser. The engine calls its handlers and completions from
 // one goroutine at a time; its state is guarded by a mutex shared with its
 // saving goroutine, so its methods are safe for concurrent use.
 type Ledger struct {
@@ -274,14 +273,14 @@ type Ledger struct {
 
 	mu      sync.Mutex // guards everything below
 	st      LedgerState
-	open    []openPosting        // the postings of the positioned deliveries whose completion has not run, in order
-	opened  []openDelivery       // those deliveries (the ones with postings), in order: several when completions are deferred
-	pending int                  // deliveries completed since the last snapshot
-	cps     []*engine.Checkpoint // batches: the checkpoints of the feeds, in UseCheckpoint order
-	next    *ledgerSnap          // the latest snapshot not yet written (its marks not yet durable)
-	saveErr error                // the last write's error (a *StateError), nil once a write succeeds
-	saver   *ledgerSaver         // the saving goroutine, started by the first UseCheckpoint that batches
-	fails   []*engine.Checkpoint // a save per delivery: the released checkpoints of the feeds, to Fail when a save keeps failing
+	open    []openPosting     // the postings of the positioned deliveries whose completion has not run, in order
+	opened  []openDelivery    // those deliveries (the ones with postings), in order: several when completions are deferred
+	pending int               // deliveries completed since the last snapshot
+	cps     []core.Checkpoint // batches: the checkpoints of the feeds, in UseCheckpoint order
+	next    *ledgerSnap       // the latest snapshot not yet written (its marks not yet durable)
+	saveErr error             // the last write's error (a *StateError), nil once a write succeeds
+	saver   *ledgerSaver      // the saving goroutine, started by the first UseCheckpoint that batches
+	fails   []core.Checkpoint // a save per delivery: the released checkpoints of the feeds, to Fail when a save keeps failing
 }
 
 // ledgerSnap is a snapshot of the state (a copy: the saving goroutine
@@ -290,7 +289,7 @@ type Ledger struct {
 // last written: nothing changed since.
 type ledgerSnap struct {
 	st    *LedgerState
-	marks []engine.Mark
+	marks []core.Mark
 }
 
 // ledgerSaver is the ledger's saving goroutine: kick wakes it for a new
@@ -384,9 +383,9 @@ func NewLedger(opts LedgerOptions) (*Ledger, error) {
 	return l, nil
 }
 
-// UseCheckpoint takes cp for batched saves (engine.CheckpointUser); a
+// UseCheckpoint takes cp for batched saves (core.CheckpointUser); a
 // ledger without a state file, or saving every delivery, releases it.
-func (l *Ledger) UseCheckpoint(_ string, cp *engine.Checkpoint) {
+func (l *Ledger) UseCheckpoint(_ string, cp core.Checkpoint) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.path == "" {
@@ -415,7 +414,7 @@ func (l *Ledger) UseCheckpoint(_ string, cp *engine.Checkpoint) {
 // CloseCheckpoint saves what the last save did not cover (without the
 // postings of a delivery the engine abandoned, which the next run
 // re-delivers), makes it durable, and stops the saving goroutine
-// (engine.CheckpointUser; Engine.Stop calls it). It returns the error of
+// (core.CheckpointUser; Engine.Stop calls it). It returns the error of
 // that last save (a *StateError), nil when the state holds everything it
 // covers. Later completions save one by one (until an engine starts the
 // ledger again).
@@ -476,8 +475,8 @@ func (l *Ledger) snapshotLocked() {
 	}
 }
 
-func (l *Ledger) marksLocked() []engine.Mark {
-	ms := make([]engine.Mark, len(l.cps))
+func (l *Ledger) marksLocked() []core.Mark {
+	ms := make([]core.Mark, len(l.cps))
 	for i, cp := range l.cps {
 		ms[i] = cp.Mark()
 	}
@@ -879,7 +878,7 @@ func (l *Ledger) committedState() LedgerState {
 // the error, naming the state. Run by an engine (checkpoints to Fail), it
 // tries SaveTries times in a row, every min(SaveInterval, MaxSaveRetry)
 // (mu released meanwhile), and when every try failed it fails the
-// checkpoints' group (engine.Checkpoint.Fail with a *StateError) before it
+// checkpoints' group (core.Checkpoint.Fail with a *StateError) before it
 // returns that error: the engine then does not count the delivery, so the
 // source never commits a line the state file does not hold (a completion
 // skipped after its retries would be committed). mu held.

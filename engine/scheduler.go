@@ -1,3 +1,30 @@
+// The parallel-worker scheduler: how a group of several workers
+// (GroupConfig.Workers > 1) takes items from its queues and shares them out.
+//
+// Invariants:
+//
+//   - Claims: the group's goroutine alone takes items from its queues
+//     (stepParallel) and claims each with a Token (the queue's generation,
+//     its position in the queue); the workers only complete them.
+//   - Prefix: a queue's dispatched count is its contiguous completed
+//     prefix: every item up to it completed, the one after it did not.
+//     Completions beyond it are kept in gapState.done until the prefix
+//     reaches them (complete); only the prefix is ever acknowledged.
+//   - Gap: the group claims no item more than MaxGap past the oldest
+//     pending one (headLocal - dispatched <= maxGap), so gapState.done,
+//     of maxGap+2 slots, never wraps onto a position still in use.
+//   - Order: with OrderKey every item of a key goes to WorkerOf(key), in
+//     queue order, so the items of a key are handled in sequence order;
+//     with OrderNone any idle worker takes the next task.
+//   - Marks: drops and source losses reach every worker after every item
+//     published before them (handOutAll, then settleShared for
+//     OrderNone).
+//   - Staleness: a token of another generation than its queue's current
+//     one (the group was subscribed again) moves nothing, and is counted.
+//   - Held: once a worker fails to dispatch an item (a failure, a cut by
+//     Stop), the group takes nothing more (held): nothing after the item
+//     is dispatched, so nothing after it is committed.
+
 package engine
 
 import (
@@ -115,7 +142,7 @@ func (g *group) complete(f *Feed, toks ...Token) error {
 	n := int64(len(gs.done))
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	prefix := b.q.dispatched.Load()
+	prefix := b.dispatched.Load()
 	for _, tok := range toks {
 		if tok.Generation != b.gen || b.removed.Load() {
 			g.stale.Add(1)
@@ -134,7 +161,7 @@ func (g *group) complete(f *Feed, toks ...Token) error {
 			prefix++
 		}
 	}
-	b.q.dispatched.Store(prefix)
+	b.dispatched.Store(prefix)
 	return err
 }
 
@@ -148,7 +175,7 @@ func (g *group) stepParallel() bool {
 	if !g.fenced.Load() && !g.held.Load() {
 		for _, b := range *g.bindings.Load() {
 			for range core.MaxBatch {
-				if b.q.headLocal-b.q.dispatched.Load() > g.maxGap {
+				if b.q.Taken()-b.dispatched.Load() > g.maxGap {
 					blocked = true
 					break
 				}
@@ -158,11 +185,11 @@ func (g *group) stepParallel() bool {
 					break
 				}
 				did = true
-				b.gap.claim(b.q.headLocal, e.seq)
-				c := claim{e: e, tok: Token{Generation: b.gen, Epoch: b.gen, Position: b.q.headLocal}}
+				b.gap.claim(b.q.Taken(), e.Seq)
+				c := claim{e: e, tok: Token{Generation: b.gen, Epoch: b.gen, Position: b.q.Taken()}}
 				wi := 0
 				if g.order == OrderKey {
-					wi = WorkerOf(g.key(e.item), len(g.workers))
+					wi = WorkerOf(g.key(e.Value), len(g.workers))
 				}
 				if g.pending[wi] = append(g.pending[wi], c); len(g.pending[wi]) >= g.chunkFor(wi) {
 					g.handOut(b, wi)
@@ -257,12 +284,6 @@ func (g *group) handOutAll(b *binding) {
 	}
 }
 
-// workerOf is the worker of item e's key (OrderKey): FNV-1a 32 of the
-// key modulo the workers.
-func (g *group) workerOf(e envelope) *worker {
-	return g.workers[WorkerOf(g.key(e.item), len(g.workers))]
-}
-
 // WorkerOf is the worker, of workers, that handles the items of key in a
 // key-ordered group: FNV-1a 32 of the key modulo workers. The assignment
 // is stable: the same key and number of workers give the same worker in
@@ -306,12 +327,12 @@ func (g *group) parkBlocked() {
 	}
 	g.sleeping.Store(true)
 	defer g.sleeping.Store(false)
-	t := time.NewTimer(5 * time.Millisecond)
-	defer t.Stop()
+	if g.wakeable() { // a worker finished meanwhile: it may not have woken us
+		return
+	}
 	select {
 	case <-g.wake:
 	case <-g.stop:
-	case <-t.C:
 	}
 }
 
@@ -319,7 +340,7 @@ func (g *group) parkBlocked() {
 // group to take an item again.
 func (g *group) wakeable() bool {
 	for _, b := range *g.bindings.Load() {
-		if b.q.headLocal-b.q.dispatched.Load() <= g.maxGap {
+		if b.q.Taken()-b.dispatched.Load() <= g.maxGap {
 			return true
 		}
 	}
