@@ -38,11 +38,12 @@
 // (and at every poll for 2×CommitTimeout after such a failure) and any
 // offset found behind is committed again. Each commit's metadata names
 // the topic ID (commitTag). The group's commit of a partition is none when
-// it is no position of the partition's log: past its end (the client resets
-// to the log start; the source reads from there as a group that never
-// committed and commits what it processes), or naming another topic ID (a
-// commit of a deleted topic landed on the topic created again, as brokers
-// before Kafka 4.2 allow: the partition starts at its log start).
+// it is no position of the partition's log: past its end, or naming another
+// topic ID (a commit of a deleted topic landed on the topic created again,
+// as brokers before Kafka 4.2 allow: the partition starts at its log start,
+// no loss). A commit past the end (the client resets to the log start; the
+// source reads from there as a group that never committed and commits what
+// it processes) is a loss (below).
 //
 // # Overload, rebalances and lost sessions
 //
@@ -82,7 +83,15 @@
 // the log start), as do the start offsets read twice a second apart for a
 // partition with nothing left to fetch; the source reports each range with
 // Intake.AddLoss (reason LossRetention, the partition, the offsets) and
-// counts it in Status. Once a second (and once more when Run ends) the
+// counts it in Status. A group's commit past its partition's log end (the
+// broker lost records: an unclean leader election; or a commit naming no
+// topic ID, of a topic of the same name deleted since) means the records
+// the log held past the commit, which the group never read, are gone, and
+// how many cannot be known: seen when a fetch returns records below the
+// commit, or when the end offset of a partition with no record left is
+// read below it, it is reported with Intake.AddLoss (reason LossTruncated,
+// the partition, From the commit, Items 0: unknown; the detail names the
+// log end), warned, and counted in Status (Truncated). Once a second (and once more when Run ends) the
 // source reads its topics' partitions with a metadata request of its own:
 // a partition no member of the group is assigned (one added to the topic)
 // leaves the feed BEHIND, naming it, and refreshes the client's metadata so

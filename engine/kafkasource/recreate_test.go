@@ -2,6 +2,9 @@ package kafkasource_test
 
 import (
 	"context"
+	"encoding/hex"
+	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -175,26 +178,122 @@ func onceEach(t *testing.T, handled []int) {
 	}
 }
 
-// TestAGroupCommitPastThePartitionsEndReadsItFromItsLogStart: the group's
-// commit of a partition is past the partition's end (a commit of a topic
-// of the same name deleted since, or records the broker lost): no
-// position of its log. The client resets to the log start; the source
-// reads the partition from there as a group that never committed would,
-// each record once, counts nothing lost, and commits what it processed:
-// the group's commit is the partition's end, not left past it (which
-// would have every later run read the partition again from its start).
-func TestAGroupCommitPastThePartitionsEndReadsItFromItsLogStart(t *testing.T) {
-	c := newCluster(t, 1)
-	hwm := produce(t, c, 50, 5)
-	commitAs(t, c, "gpast", 500, "")
-	handled, fs := consumeAll(t, c, "gpast", hwm[0])
-	onceEach(t, handled)
-	if !fs.Lossless {
-		t.Errorf("not lossless (%v): every record of the partition was read", fs.Losses)
+// TestAGroupCommitPastThePartitionsEndIsALossOfUnknownSize: the group's
+// commit of a partition is past the partition's log end: the broker lost
+// records (an unclean leader election: the commit names the topic's own
+// ID), or a commit naming no topic ID (of this topic, or of a deleted one
+// of the same name: which is unknown). The records the log held past the
+// commit, which the group never read, are gone and how many cannot be
+// known: the source counts one loss (reason "truncated", the partition,
+// From the commit, Items 0: unknown), reported to the group's observer
+// (the recorder's LOST row), and the feed is not lossless. It reads the
+// partition from its log start, each record once, and commits what it
+// processed: the group's commit is the partition's end, not left past it.
+// A partition with no record left returns nothing in a fetch: its end
+// offsets show the loss.
+func TestAGroupCommitPastThePartitionsEndIsALossOfUnknownSize(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		records     int
+		commit      int64
+		tagTopicsID bool // the commit's metadata names the topic's ID (as the source's commits do)
+	}{
+		{"records the broker lost past a commit of the topic", 5, 50, true},
+		{"a commit naming no topic ID", 50, 500, false},
+		{"no record left below a commit of the topic", 0, 50, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 1)
+			var end int64
+			if tc.records > 0 {
+				end = produce(t, c, tc.records, 5)[0]
+			}
+			meta := ""
+			if tc.tagTopicsID {
+				meta = topicTag(t, c)
+			}
+			const group = "gpast"
+			commitAs(t, c, group, tc.commit, meta)
+			src := newSource(t, c, group, nil)
+			handled := make([]atomic.Int32, end)
+			var mu sync.Mutex
+			var lost []engine.SourceLoss
+			eng, err := engine.New(engine.Config{
+				Feeds: []engine.FeedConfig{{Name: "kafka", Source: src, QueueSize: 64}},
+				Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"kafka"}, Processors: []engine.ProcessorConfig{{Name: "p",
+					Processor: core.ProcessorFunc(func(_ *core.Cycle, ev any) error {
+						handled[ev.(*kafkasource.Record).Offset].Add(1)
+						return nil
+					})}}}},
+				Observer: engine.Observer{Lost: func(_ string, l engine.SourceLoss) {
+					mu.Lock()
+					defer mu.Unlock()
+					lost = append(lost, l)
+				}},
+				Logger: slog.New(slog.DiscardHandler),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := eng.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, time.Minute, "the loss counted, every record committed", func() bool {
+				mu.Lock()
+				n := len(lost)
+				mu.Unlock()
+				return n > 0 && eng.Status().Settled && (end == 0 || allCommitted(src, map[int32]int64{0: end}))
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := eng.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for o := range handled {
+				if n := handled[o].Load(); n != 1 {
+					t.Errorf("offset %d handled %d times, want 1", o, n)
+				}
+			}
+			fs := eng.Status().Feeds[0]
+			if fs.Lossless || fs.Losses[kafkasource.LossTruncated] != 1 {
+				t.Errorf("feed lossless %v, losses %v; want one %q loss", fs.Lossless, fs.Losses, kafkasource.LossTruncated)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := engine.Loss{Reason: kafkasource.LossTruncated, Items: 0, Epoch: topicEpoch(t, c), Key: topic + "/0", From: tc.commit, To: 0}
+			if len(lost) != 1 {
+				t.Fatalf("%d losses reported to the observer, want 1: %+v", len(lost), lost)
+			}
+			got := lost[0].Loss
+			got.Detail = ""
+			if got != want {
+				t.Errorf("loss %+v, want %+v", got, want)
+			}
+			if d := lost[0].Detail; !strings.Contains(d, "unknown") || !strings.Contains(d, strconv.FormatInt(tc.commit, 10)) {
+				t.Errorf("loss detail %q: want the commit and that the number of records lost is unknown", d)
+			}
+			if st := src.Status().Partitions; len(st) != 1 || st[0].Truncated != 1 {
+				t.Errorf("partitions %+v: want partition 0 truncated once", st)
+			}
+			if got := committed(t, c, group); end > 0 && got[0] != end {
+				t.Errorf("the group's commit %d, want the partition's end %d", got[0], end)
+			}
+		})
 	}
-	if got := committed(t, c, "gpast"); got[0] != hwm[0] {
-		t.Errorf("the group's commit %d, want the partition's end %d", got[0], hwm[0])
+}
+
+// topicTag is the metadata the source commits an offset of topic with on
+// c now: its topic ID.
+func topicTag(t *testing.T, c *kfake.Cluster) string {
+	t.Helper()
+	adm, done := admin(t, c)
+	defer done()
+	ts, err := adm.ListTopics(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
 	}
+	id := ts[topic].ID
+	return "blackbox topic-id=" + hex.EncodeToString(id[:])
 }
 
 // TestACommitOfADeletedTopicLandedOnTheTopicCreatedAgainSkipsNothing: the

@@ -46,6 +46,13 @@ const (
 	// LossDeleted: the records of a partition the source owned, not yet
 	// read, when its topic was deleted.
 	LossDeleted = "deleted"
+	// LossTruncated: the group's commit of a partition is past the
+	// partition's log end (the broker lost records: an unclean leader
+	// election, a broker that lost its disk; or a commit, naming no topic
+	// ID, of an earlier topic of the same name): the records past the
+	// commit that the group never read are gone, and how many cannot be
+	// known (Items 0, From the commit, To 0).
+	LossTruncated = "truncated"
 )
 
 // Options configure a Source.
@@ -222,6 +229,9 @@ type part struct {
 	// deleted before they were read.
 	next int64
 	lost int64 // records deleted before they were read (all assignments)
+	// truncated counts the group's commits found past the partition's log
+	// end (all assignments): each a loss of records, how many unknown.
+	truncated int64
 	// fenced counts the acknowledgements of this partition's records
 	// fenced (all assignments): records this member processed and never
 	// committed, read again by the partition's next owner.
@@ -473,8 +483,7 @@ func (s *Source) take(fetches kgo.Fetches) {
 	}
 	s.mu.Unlock()
 	for _, l := range losses {
-		s.log.Warn("kafkasource: records deleted before they were read (retention); counted lost",
-			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
+		s.warnLoss(l)
 		in.AddLoss(l)
 	}
 }
@@ -513,14 +522,8 @@ func (s *Source) takePartition(fp kgo.FetchTopicPartition, id topicID, committed
 	}
 	if !p.stale && p.published == 0 && len(fp.Records) > 0 && fp.Records[0].Offset < p.next {
 		// The client resumed below the group's commit: the commit was
-		// past the log's end (a commit of the topic's earlier
-		// incarnation, or records the broker lost) and the client reset
-		// to the log start. The partition is read from there as by a
-		// group that never committed: only records below the log start
-		// are lost, and the commits go on from what is processed.
-		s.log.Warn("kafkasource: the group's commit is past the partition's end, not a position of its log (the topic created again, or records the broker lost); reading it from its log start",
-			"group", s.opts.Group, "partition", p.key, "committed", p.next, "log start", fp.LogStartOffset, "high watermark", fp.HighWatermark)
-		p.stale, p.committed, p.next = true, -1, 0
+		// past the log's end and the client reset to the log start.
+		losses = append(losses, s.truncated(p, p.next, fp.HighWatermark))
 	}
 	if l, ok := s.deleted(p, fp); ok {
 		losses = append(losses, l)
@@ -538,6 +541,35 @@ func (s *Source) takePartition(fp kgo.FetchTopicPartition, id topicID, committed
 		}
 	}
 	return losses
+}
+
+// truncated is the loss of p's records past the group's commit at, found
+// past the partition's log end (end: its high watermark): the broker lost
+// them (or the commit, naming no topic ID, is of an earlier topic of the
+// same name; a commit naming another topic ID is stale before any
+// fetch). How many records were lost is unknown: those the log held past
+// the commit before the loss, which the group never read. The partition
+// is read from its log start as by a group that never committed (the
+// records below the commit the log holds again are read again), and the
+// commits go on from what is processed. s.mu held.
+func (s *Source) truncated(p *part, at, end int64) engine.Loss {
+	p.stale, p.committed, p.next = true, -1, 0
+	p.truncated++
+	return engine.Loss{Reason: LossTruncated, Epoch: p.epoch, Key: p.key, From: at,
+		Detail: fmt.Sprintf("kafka %s: group %s's commit %d is past the partition's log end %d (records the broker lost, or a commit of an earlier topic of the same name): the records past the commit the group never read are lost, how many is unknown",
+			p.key, s.opts.Group, at, end)}
+}
+
+// warnLoss warns of a loss the source counted.
+func (s *Source) warnLoss(l engine.Loss) {
+	switch l.Reason {
+	case LossTruncated:
+		s.log.Warn("kafkasource: the group's commit is past the partition's log end (records the broker lost, or a commit of an earlier topic of the same name); the records past the commit are counted lost, how many is unknown; reading the partition from its log start",
+			"group", s.opts.Group, "partition", l.Key, "committed", l.From, "detail", l.Detail)
+	default:
+		s.log.Warn("kafkasource: records deleted before they were read (retention); counted lost",
+			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
+	}
 }
 
 // deleted is the loss of p's records that fp shows deleted before they
@@ -626,8 +658,7 @@ func (s *Source) checkStarts(ctx context.Context, cl *kgo.Client) {
 	})
 	s.mu.Unlock()
 	for _, l := range losses {
-		s.log.Warn("kafkasource: records deleted before they were read (retention); counted lost",
-			"group", s.opts.Group, "partition", l.Key, "from", l.From, "to", l.To, "records", l.Items)
+		s.warnLoss(l)
 		in.AddLoss(l)
 	}
 }
@@ -711,7 +742,9 @@ func (s *Source) publish() (took int, all bool) {
 // is not known yet, and takes the group's committed offsets of those it
 // has not read from (a partition without new records returns none in a
 // fetch), at most once a second, so that such a partition counts as
-// caught up.
+// caught up. A group's commit found past such a partition's end is a loss
+// (truncated), as take counts it for a partition whose fetch returns
+// records below the commit.
 func (s *Source) seedEnds(ctx context.Context, cl *kgo.Client) {
 	s.mu.Lock()
 	var topics []string
@@ -736,18 +769,34 @@ func (s *Source) seedEnds(ctx context.Context, cl *kgo.Client) {
 		return // known at the next fetch or the next try
 	}
 	committed := cl.CommittedOffsets()
+	var losses []engine.Loss
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	in := s.in
 	for _, p := range s.parts {
 		if at, ok := p.groupCommit(committed); ok && p.owned && p.committed < 0 {
 			p.committed = at
 		}
 	}
 	ends.Each(func(o kadm.ListedOffset) {
-		if p := s.parts[partitionKey(o.Topic, o.Partition)]; o.Err == nil && p != nil && p.owned && p.hwm < 0 {
+		p := s.parts[partitionKey(o.Topic, o.Partition)]
+		if o.Err != nil || p == nil || !p.owned {
+			return
+		}
+		// A commit past the end, with nothing fetched since the
+		// assignment (a partition with no record left returns none in a
+		// fetch, so take never sees it): the log ends below the commit.
+		if at, ok := p.groupCommit(committed); ok && p.published == 0 && at > o.Offset && (p.next < 0 || p.next == at) {
+			losses = append(losses, s.truncated(p, at, o.Offset))
+		}
+		if p.hwm < 0 {
 			p.hwm = o.Offset
 		}
 	})
+	s.mu.Unlock()
+	for _, l := range losses {
+		s.warnLoss(l)
+		in.AddLoss(l)
+	}
 }
 
 // checkPartitions reads the partitions of the source's topics, at most
@@ -1723,6 +1772,10 @@ type PartitionStatus struct {
 	// Lost counts the records of the partition deleted (retention,
 	// DeleteRecords) before the group read them: a loss.
 	Lost int64
+	// Truncated counts the times the group's commit was found past the
+	// partition's log end (LossTruncated): each a loss of records past
+	// the commit, how many unknown.
+	Truncated int64
 	// Fenced counts the partition's records this source published and
 	// processed but never committed (all its ownerships): records still
 	// queued when the partition was revoked or lost, or of an incarnation
@@ -1742,7 +1795,7 @@ func (s *Source) Status() Status {
 	}
 	for _, p := range s.parts {
 		ps := PartitionStatus{Topic: p.topic, Partition: p.partition, Epoch: p.epoch, Owned: p.owned, Committed: p.committed,
-			Processed: p.acked, Published: p.published, HighWatermark: p.hwm, Lag: -1, Paused: p.paused, Lost: p.lost, Fenced: p.fenced}
+			Processed: p.acked, Published: p.published, HighWatermark: p.hwm, Lag: -1, Paused: p.paused, Lost: p.lost, Truncated: p.truncated, Fenced: p.fenced}
 		if p.hwm >= 0 && p.committed >= 0 {
 			ps.Lag = p.hwm - p.committed
 		}
