@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,47 +15,6 @@ import (
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/replayer"
 )
-
-// ledgerLines writes n deterministic ledger lines to path (seeded by seed):
-// account,amount postings over 50 accounts, a transfer every 40 lines or
-// so, a tick every 5,000 lines, no fail line. It returns the number of
-// postings the ledger applies for them (a transfer is two).
-func ledgerLines(path string, n int, seed uint64) (postings int64, err error) {
-	return ledgerLinesOpts(path, n, seed, true, true)
-}
-
-// ledgerLinesOpts is ledgerLines, with or without the ticks (a crash test
-// has none: a timer's output is not re-emitted after a crash).
-func ledgerLinesOpts(path string, n int, seed uint64, ticks, transfers bool) (postings int64, err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return 0, &fileError{path, unwrapPathError(err)}
-	}
-	w := bufio.NewWriterSize(f, 64<<10)
-	rng := rand.New(rand.NewPCG(seed, 0x626c61636b626f78)) // "blackbox"
-	account := func() string { return fmt.Sprintf("acct-%02d", rng.IntN(50)) }
-	for i := 1; i <= n; i++ {
-		switch {
-		case ticks && i%5000 == 2500:
-			fmt.Fprintln(w, "tick")
-		case transfers && rng.IntN(40) == 0:
-			fmt.Fprintf(w, "transfer,%s,%s,%d\n", account(), account(), 1+rng.IntN(500))
-			postings += 2
-		default:
-			fmt.Fprintf(w, "%s,%d\n", account(), rng.IntN(2001)-500)
-			postings++
-		}
-	}
-	err = w.Flush()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return 0, &fileError{path, unwrapPathError(err)}
-	}
-	return postings, nil
-}
 
 // demoFiles are the files demo owns in its directory (and removes first).
 func demoFiles(dir string) ([]string, error) {
@@ -149,7 +106,7 @@ or I/O error; 3 identical but not complete or not lossless.`,
 			if f == formatCSV {
 				storePath = filepath.Join(dir, "run.csv")
 			}
-			postings, err := ledgerLines(input, lines, 1)
+			postings, err := apps.WriteLedgerLines(input, lines, 1, true, true)
 			if err != nil {
 				return err
 			}

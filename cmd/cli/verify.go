@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -61,7 +60,7 @@ Exit: 0 complete; 2 not a readable recording; 3 not complete.`,
 				if rep.Complete {
 					fmt.Fprintf(out, "%s: complete\n", args[0])
 				} else {
-					fmt.Fprintf(out, "%s: not complete: %s\n", args[0], countKinds(rep.Problems))
+					fmt.Fprintf(out, "%s: not complete: %s\n", args[0], store.CountKinds(rep.Problems))
 				}
 			}
 			if !rep.Complete {
@@ -78,19 +77,6 @@ Exit: 0 complete; 2 not a readable recording; 3 not complete.`,
 func problemText(path string, p store.Problem) string {
 	p.File = path
 	return p.Error()
-}
-
-// countKinds summarises problems: "2 orphan, 1 unfinished".
-func countKinds(ps []store.Problem) string {
-	n := map[string]int{}
-	for _, p := range ps {
-		n[string(p.Kind)]++
-	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(n)) {
-		parts = append(parts, fmt.Sprintf("%d %s", n[k], k))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // inspectSummary is the JSON of `blackbox inspect`.
@@ -502,7 +488,7 @@ func printSummary(w io.Writer, s *inspectSummary, list bool) {
 	if s.Complete {
 		fmt.Fprintln(w, "problems: none")
 	} else {
-		fmt.Fprintf(w, "problems: %s\n", countKinds(s.Problems))
+		fmt.Fprintf(w, "problems: %s\n", store.CountKinds(s.Problems))
 		for _, p := range s.Problems {
 			fmt.Fprintf(w, "  %s\n", problemText(s.Path, p))
 		}
