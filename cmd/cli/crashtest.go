@@ -87,7 +87,7 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 				return err
 			}
 			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), rep); err != nil {
+				if err := WriteJSON(cmd.OutOrStdout(), rep); err != nil {
 					return err
 				}
 			}

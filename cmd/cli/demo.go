@@ -69,7 +69,9 @@ With --kafka the lines go through Kafka, with no server to install: demo
 starts an in-process cluster (kfake), produces the lines to a topic
 "ledger" of 4 partitions keyed by account, and the run consumes it as the
 group "blackbox-demo" (run --kafka), committing offsets after processing;
-the recording replays with no broker. The cluster ends with demo.
+the recording replays with no broker. The cluster ends with demo. Only
+the blackbox binary has it: one built with cli.New alone links no fake
+broker and refuses --kafka (a usage error).
 
 demo owns DIR/input.txt, DIR/run.db (with its -wal and -shm files),
 DIR/run.csv and DIR/*.ptr: it removes them first, so it can be run again.
@@ -81,6 +83,9 @@ or I/O error; 3 identical but not complete or not lossless.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if lines <= 0 {
 				return usagef("--lines must be positive, got %d", lines)
+			}
+			if kafka && c.kafkaDemo == nil {
+				return usagef("demo --kafka: this binary has no in-process Kafka cluster (cmd/blackbox has one: cli.WithKafkaDemo)")
 			}
 			f, err := formatOf("", format)
 			if err != nil {
@@ -114,13 +119,13 @@ or I/O error; 3 identical but not complete or not lossless.`,
 				format: f, read: filesource.OnceEarliest, policy: engine.Pause(), queue: 1024}
 			how := "once-earliest"
 			if kafka {
-				cluster, err := demoCluster(cmd.Context(), input)
+				brokers, stop, err := c.kafkaDemo(cmd.Context(), demoTopic, demoPartitions, input)
 				if err != nil {
 					return err
 				}
-				defer cluster.Close()
+				defer stop()
 				cfg.input, cfg.read = "", filesource.Committed
-				cfg.kafka = kafkaConfig{brokers: strings.Join(cluster.ListenAddrs(), ","), topic: demoTopic, group: demoGroup}
+				cfg.kafka = kafkaConfig{brokers: strings.Join(brokers, ","), topic: demoTopic, group: demoGroup}
 				how = fmt.Sprintf("Kafka topic %s, %d partitions, group %s, in-process cluster", demoTopic, demoPartitions, demoGroup)
 			}
 			res, err := c.record(cmd.Context(), cfg)
@@ -149,7 +154,7 @@ or I/O error; 3 identical but not complete or not lossless.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				err := writeJSON(out, demoReport{Input: input, Lines: lines, Store: storePath, Format: f, Read: read,
+				err := WriteJSON(out, demoReport{Input: input, Lines: lines, Store: storePath, Format: f, Read: read,
 					Inputs: res.Inputs, Outputs: res.Outputs, Rows: res.Rows, Status: res.Status, Replay: rep,
 					Verdict: verdictJSON{rep.Identical, rep.Complete, rep.Lossless}, Postings: postings})
 				if err != nil {

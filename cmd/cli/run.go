@@ -247,7 +247,7 @@ settled, not lossless, or its recording is broken.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(out, res.Status); err != nil {
+				if err := WriteJSON(out, res.Status); err != nil {
 					return err
 				}
 			} else {
@@ -749,7 +749,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		logger.Warn(fmt.Sprintf("stop: %v", stopErr))
 	}
 	if cfg.status != "" {
-		if err := writeFileAtomic(cfg.status, func(f io.Writer) error { return writeJSON(f, res.Status) }); err != nil {
+		if err := writeFileAtomic(cfg.status, func(f io.Writer) error { return WriteJSON(f, res.Status) }); err != nil {
 			return res, err
 		}
 	}

@@ -50,7 +50,7 @@ Exit: 0 complete; 2 not a readable recording; 3 not complete.`,
 			rep.Complete = len(rep.Problems) == 0
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(out, rep); err != nil {
+				if err := WriteJSON(out, rep); err != nil {
 					return err
 				}
 			} else {
@@ -322,7 +322,7 @@ verify for that verdict); 2 a usage or I/O error.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(out, sum)
+				return WriteJSON(out, sum)
 			}
 			printSummary(out, sum, list)
 			return nil
