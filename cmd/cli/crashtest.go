@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/blackbox-audit/blackbox/crashtest"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -97,15 +98,20 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 			return nil
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&app, "app", apps.LedgerName, "the app to crash")
+	crashtestFlags(cmd.Flags(), &cfg, &app, &asJSON)
+	return cmd
+}
+
+// crashtestFlags binds crashtest's flags to cfg, app and asJSON.
+func crashtestFlags(fl *pflag.FlagSet, cfg *crashtest.Config, app *string, asJSON *bool) {
+	fl.StringVar(app, "app", apps.LedgerName, "the app to crash")
 	fl.IntVar(&cfg.Lines, "lines", 5000, "how many ledger lines to generate")
 	fl.IntVar(&cfg.Kills, "kills", 5, "how many times to kill the run")
 	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of the input and of the kill moments")
 	fl.StringVar(&cfg.Dir, "dir", "crashtest-out", "the directory to work in (created if missing)")
 	fl.StringVar(&cfg.Format, "format", "sqlite", "the recordings' format: sqlite or csv")
 	fl.StringSliceVar(&cfg.Ignore, "ignore", []string{"at"}, "output JSON keys left out of every comparison (clock readings)")
-	fl.BoolVar(&asJSON, "json", false, "print the report as JSON instead of the table")
+	fl.BoolVar(asJSON, "json", false, "print the report as JSON instead of the table")
 	fl.IntVar(&cfg.StateEvery, "state-every", 1, "the runs save the app's state at least every `N` lines (run --state-every; 1: each line, before it is committed)")
 	fl.DurationVar(&cfg.StateInterval, "state-interval", apps.DefaultSaveInterval, "the runs save lines processed since the last save within this `DURATION` (run --state-interval)")
 	fl.IntVar(&cfg.Workers, "workers", 1, "run the crashed runs on `N` key-ordered workers (an input without transfers; compared with a clean run on one worker and one on N)")
@@ -113,7 +119,6 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 	// write path (internal/killpoint), N random.
 	fl.StringVar(&cfg.KillAt, "kill-at", "", "kill each run at a random reach of this point ("+strings.Join(crashtest.RunKillPoints, ", ")+")")
 	_ = fl.MarkHidden("kill-at")
-	return cmd
 }
 
 // cleanRecord records crashtest's clean run in this process (record).

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -91,20 +92,8 @@ or I/O error; 3 identical but not complete or not lossless.`,
 			if err != nil {
 				return err
 			}
-			if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
-				return &fileError{dir, errors.New("is not a directory")}
-			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return &fileError{dir, unwrapPathError(err)}
-			}
-			owned, err := demoFiles(dir)
-			if err != nil {
+			if err := demoDir(dir); err != nil {
 				return err
-			}
-			for _, p := range owned {
-				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return &fileError{p, unwrapPathError(err)}
-				}
 			}
 			input := filepath.Join(dir, "input.txt")
 			storePath := filepath.Join(dir, "run.db")
@@ -162,23 +151,10 @@ or I/O error; 3 identical but not complete or not lossless.`,
 				}
 				return replayVerdict(rep)
 			}
-			fmt.Fprintf(out, "blackbox demo: the ledger app over %d generated lines\n", lines)
-			fmt.Fprintf(out, "input     %s: %d lines (%d postings, transfers count two)\n", input, lines, postings)
-			fmt.Fprintf(out, "read      %d lines (%s), settled: %s, lossless: %s\n", read, how,
-				yesNo(res.Status.Settled), yesNo(res.Status.Lossless))
-			fmt.Fprintf(out, "recorded  %s (%s): %d inputs, %d outputs, %d rows\n", storePath, f, res.Inputs, res.Outputs, res.Rows)
-			fmt.Fprintf(out, "replayed  %s\n", replaySummary(rep))
-			fmt.Fprintf(out, "verdict   identical: %s  complete: %s  lossless: %s\n", yesNo(rep.Identical),
-				yesNo(rep.Complete), yesNo(rep.Lossless))
-			if rep.Identical && rep.Complete && rep.Lossless {
-				fmt.Fprintf(out, "proven: replaying %s gives exactly the outputs of the live run\n", storePath)
-			} else {
-				fmt.Fprintln(out)
-				if err := rep.WriteText(out); err != nil {
-					return err
-				}
+			if err := writeDemoText(out, demoText{lines: lines, postings: postings, read: read, how: how, input: input,
+				store: storePath, format: f, res: res, rep: rep}); err != nil {
+				return err
 			}
-			fmt.Fprintf(out, "next      blackbox inspect %s; blackbox replay %s\n", storePath, storePath)
 			return replayVerdict(rep)
 		},
 	}
@@ -189,6 +165,59 @@ or I/O error; 3 identical but not complete or not lossless.`,
 	f.BoolVar(&asJSON, "json", false, "print the run's status and the replay report as JSON")
 	f.BoolVar(&kafka, "kafka", false, "read the lines from a Kafka topic: start an in-process cluster, produce them, consume them as a group")
 	return cmd
+}
+
+// demoText is what demo prints without --json.
+type demoText struct {
+	lines             int
+	postings, read    int64
+	how, input, store string
+	format            string
+	res               recordResult
+	rep               *replayer.Report
+}
+
+// writeDemoText prints demo's run, replay and verdict.
+func writeDemoText(out io.Writer, t demoText) error {
+	fmt.Fprintf(out, "blackbox demo: the ledger app over %d generated lines\n", t.lines)
+	fmt.Fprintf(out, "input     %s: %d lines (%d postings, transfers count two)\n", t.input, t.lines, t.postings)
+	fmt.Fprintf(out, "read      %d lines (%s), settled: %s, lossless: %s\n", t.read, t.how,
+		yesNo(t.res.Status.Settled), yesNo(t.res.Status.Lossless))
+	fmt.Fprintf(out, "recorded  %s (%s): %d inputs, %d outputs, %d rows\n", t.store, t.format, t.res.Inputs, t.res.Outputs, t.res.Rows)
+	fmt.Fprintf(out, "replayed  %s\n", replaySummary(t.rep))
+	fmt.Fprintf(out, "verdict   identical: %s  complete: %s  lossless: %s\n", yesNo(t.rep.Identical),
+		yesNo(t.rep.Complete), yesNo(t.rep.Lossless))
+	if t.rep.Identical && t.rep.Complete && t.rep.Lossless {
+		fmt.Fprintf(out, "proven: replaying %s gives exactly the outputs of the live run\n", t.store)
+	} else {
+		fmt.Fprintln(out)
+		if err := t.rep.WriteText(out); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "next      blackbox inspect %s; blackbox replay %s\n", t.store, t.store)
+	return nil
+}
+
+// demoDir creates demo's directory and removes the files it owns there
+// (demoFiles).
+func demoDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return &fileError{dir, errors.New("is not a directory")}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return &fileError{dir, unwrapPathError(err)}
+	}
+	owned, err := demoFiles(dir)
+	if err != nil {
+		return err
+	}
+	for _, p := range owned {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return &fileError{p, unwrapPathError(err)}
+		}
+	}
+	return nil
 }
 
 // replaySummary is one line per processor: inputs replayed and outputs

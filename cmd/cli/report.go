@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -61,20 +62,7 @@ complete (as explain says).`,
 				return err
 			}
 			list := args[0]
-			paths := []pathArg{{flag: "-o", path: out, write: true}}
-			for _, p := range strings.Split(list, ",") {
-				paths = append(paths, pathArg{flag: "RECORDING", path: strings.TrimSpace(p)})
-			}
-			if err := checkDistinct(paths); err != nil {
-				return err
-			}
-			if err := checkWritable(paths[0], "an HTML file"); err != nil {
-				return err
-			}
-			if looksLikeRecording(out) {
-				return &fileError{out, fmt.Errorf("-o: %w: refusing to write over it", store.ErrHoldsRecording)}
-			}
-			release, err := lockOutputs(paths[:1])
+			paths, release, err := reportPaths(out, list)
 			if err != nil {
 				return err
 			}
@@ -97,18 +85,9 @@ complete (as explain says).`,
 			opts := report.Options{Findings: f}
 			identical := true
 			if replay {
-				p := c.progress()
-				for i, r := range readers {
-					rep, err := replayer.Replay(cmd.Context(), r, c.apps, replayer.Options{AppOptions: appOpts,
-						Progress: func(proc string, n int64) { p.Printf("replaying run %d, %s: %d inputs", i+1, proc, n) }})
-					if err != nil {
-						p.Done()
-						return c.replayErr(runs[i].Name, err)
-					}
-					identical = identical && rep.Identical
-					opts.Replays = append(opts.Replays, rep)
+				if opts.Replays, identical, err = c.replayRuns(cmd.Context(), runs, appOpts); err != nil {
+					return err
 				}
-				p.Done()
 			}
 			p := c.progress()
 			opts.Progress = func(run int, rows int64) { p.Printf("reading run %d: %d rows", run, rows) }
@@ -147,6 +126,48 @@ complete (as explain says).`,
 	fl.BoolVar(&replay, "replay", false, "replay each run and mark its divergences")
 	fl.StringArrayVar(&options, "option", nil, "an option of an app for --replay, `[APP:]KEY=VALUE` (repeatable)")
 	return cmd
+}
+
+// reportPaths checks report's -o FILE against the recordings of list (no
+// two name one file, FILE can be written and is no recording) and locks
+// it; paths are -o's, then each recording's.
+func reportPaths(out, list string) (paths []pathArg, release func(), err error) {
+	paths = []pathArg{{flag: "-o", path: out, write: true}}
+	for _, p := range strings.Split(list, ",") {
+		paths = append(paths, pathArg{flag: "RECORDING", path: strings.TrimSpace(p)})
+	}
+	if err := checkDistinct(paths); err != nil {
+		return nil, nil, err
+	}
+	if err := checkWritable(paths[0], "an HTML file"); err != nil {
+		return nil, nil, err
+	}
+	if looksLikeRecording(out) {
+		return nil, nil, &fileError{out, fmt.Errorf("-o: %w: refusing to write over it", store.ErrHoldsRecording)}
+	}
+	release, err = lockOutputs(paths[:1])
+	if err != nil {
+		return nil, nil, err
+	}
+	return paths, release, nil
+}
+
+// replayRuns replays each run (report --replay); identical is whether
+// every replay was.
+func (c *CLI) replayRuns(ctx context.Context, runs []report.Run, appOpts map[string]map[string]string) (reps []*replayer.Report, identical bool, err error) {
+	p := c.progress()
+	defer p.Done()
+	identical = true
+	for i, r := range runs {
+		rep, err := replayer.Replay(ctx, r.Reader, c.apps, replayer.Options{AppOptions: appOpts,
+			Progress: func(proc string, n int64) { p.Printf("replaying run %d, %s: %d inputs", i+1, proc, n) }})
+		if err != nil {
+			return nil, false, c.replayErr(r.Name, err)
+		}
+		identical = identical && rep.Identical
+		reps = append(reps, rep)
+	}
+	return reps, identical, nil
 }
 
 // crashCount is "1 crash", "2 crashes".
