@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
@@ -108,13 +110,11 @@ or I/O error; 3 identical but not complete or not lossless.`,
 				format: f, read: filesource.OnceEarliest, policy: engine.Pause(), queue: 1024}
 			how := "once-earliest"
 			if kafka {
-				brokers, stop, err := c.kafkaDemo(cmd.Context(), demoTopic, demoPartitions, input)
+				stop, err := c.demoKafka(cmd.Context(), &cfg)
 				if err != nil {
 					return err
 				}
 				defer stop()
-				cfg.input, cfg.read = "", filesource.Committed
-				cfg.kafka = kafkaConfig{brokers: strings.Join(brokers, ","), topic: demoTopic, group: demoGroup}
 				how = fmt.Sprintf("Kafka topic %s, %d partitions, group %s, in-process cluster", demoTopic, demoPartitions, demoGroup)
 			}
 			res, err := c.record(cmd.Context(), cfg)
@@ -124,18 +124,9 @@ or I/O error; 3 identical but not complete or not lossless.`,
 			if res.Recorded != nil {
 				return exit(ExitIncomplete, fmt.Errorf("%s: the recording is broken: %w", storePath, res.Recorded))
 			}
-			r, _, err := openStore(storePath)
+			rep, err := c.demoReplay(cmd.Context(), storePath, res.Inputs)
 			if err != nil {
 				return err
-			}
-			defer r.Close()
-			p := c.progress()
-			rep, err := replayer.Replay(cmd.Context(), r, c.apps, replayer.Options{
-				Progress: func(proc string, n int64) { p.Printf("replaying %s: %d of %d inputs", proc, n, res.Inputs) },
-			})
-			p.Done()
-			if err != nil {
-				return c.replayErr(storePath, err)
 			}
 			var read int64
 			if len(res.Status.Feeds) > 0 {
@@ -143,28 +134,62 @@ or I/O error; 3 identical but not complete or not lossless.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				err := WriteJSON(out, demoReport{Input: input, Lines: lines, Store: storePath, Format: f, Read: read,
+				err = WriteJSON(out, demoReport{Input: input, Lines: lines, Store: storePath, Format: f, Read: read,
 					Inputs: res.Inputs, Outputs: res.Outputs, Rows: res.Rows, Status: res.Status, Replay: rep,
 					Verdict: verdictJSON{rep.Identical, rep.Complete, rep.Lossless}, Postings: postings})
-				if err != nil {
-					return err
-				}
-				return replayVerdict(rep)
+			} else {
+				err = writeDemoText(out, demoText{lines: lines, postings: postings, read: read, how: how, input: input,
+					store: storePath, format: f, res: res, rep: rep})
 			}
-			if err := writeDemoText(out, demoText{lines: lines, postings: postings, read: read, how: how, input: input,
-				store: storePath, format: f, res: res, rep: rep}); err != nil {
+			if err != nil {
 				return err
 			}
 			return replayVerdict(rep)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&dir, "dir", "demo-out", "the directory to work in (created if missing)")
-	f.StringVar(&format, "format", "sqlite", "the recording's format: sqlite or csv")
-	f.IntVar(&lines, "lines", 20000, "how many ledger lines to generate")
-	f.BoolVar(&asJSON, "json", false, "print the run's status and the replay report as JSON")
-	f.BoolVar(&kafka, "kafka", false, "read the lines from a Kafka topic: start an in-process cluster, produce them, consume them as a group")
+	demoFlags(cmd.Flags(), &dir, &format, &lines, &asJSON, &kafka)
 	return cmd
+}
+
+// demoFlags binds demo's flags.
+func demoFlags(f *pflag.FlagSet, dir, format *string, lines *int, asJSON, kafka *bool) {
+	f.StringVar(dir, "dir", "demo-out", "the directory to work in (created if missing)")
+	f.StringVar(format, "format", "sqlite", "the recording's format: sqlite or csv")
+	f.IntVar(lines, "lines", 20000, "how many ledger lines to generate")
+	f.BoolVar(asJSON, "json", false, "print the run's status and the replay report as JSON")
+	f.BoolVar(kafka, "kafka", false, "read the lines from a Kafka topic: start an in-process cluster, produce them, consume them as a group")
+}
+
+// demoReplay replays demo's recording (of inputs inputs, for the
+// progress shown).
+func (c *CLI) demoReplay(ctx context.Context, storePath string, inputs int64) (*replayer.Report, error) {
+	r, _, err := openStore(storePath)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	p := c.progress()
+	rep, err := replayer.Replay(ctx, r, c.apps, replayer.Options{
+		Progress: func(proc string, n int64) { p.Printf("replaying %s: %d of %d inputs", proc, n, inputs) },
+	})
+	p.Done()
+	if err != nil {
+		return nil, c.replayErr(storePath, err)
+	}
+	return rep, nil
+}
+
+// demoKafka starts demo --kafka's in-process cluster (WithKafkaDemo),
+// produces cfg's input to it and makes cfg read it as a consumer group;
+// stop stops the cluster.
+func (c *CLI) demoKafka(ctx context.Context, cfg *recordConfig) (stop func(), err error) {
+	brokers, stop, err := c.kafkaDemo(ctx, demoTopic, demoPartitions, cfg.input)
+	if err != nil {
+		return nil, err
+	}
+	cfg.input, cfg.read = "", filesource.Committed
+	cfg.kafka = kafkaConfig{brokers: strings.Join(brokers, ","), topic: demoTopic, group: demoGroup}
+	return stop, nil
 }
 
 // demoText is what demo prints without --json.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/blackbox-audit/blackbox/incident"
 	"github.com/blackbox-audit/blackbox/replayer"
@@ -99,19 +100,8 @@ complete (as explain says).`,
 			if err := writeFileAtomic(out, rep.WriteHTML); err != nil {
 				return err
 			}
-			crashes := 0
-			for _, r := range f.Runs {
-				if r.Crashed {
-					crashes++
-				}
-			}
-			verdict := []string{choose(f.Lost, "something was lost", "nothing was lost"),
-				choose(f.Complete, "complete", "NOT COMPLETE")}
-			if replay {
-				verdict = append(verdict, choose(identical, "replay identical", "replay DIVERGED"))
-			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s, %s, %s: %s\n", out, count(int64(len(runs)), "run"),
-				crashCount(crashes), count(int64(len(rep.Timelines)), "timeline"), strings.Join(verdict, ", "))
+				crashCount(f), count(int64(len(rep.Timelines)), "timeline"), reportVerdict(f, replay, identical))
 			switch {
 			case !identical:
 				return exit(ExitDifferent, nil)
@@ -121,11 +111,15 @@ complete (as explain says).`,
 			return nil
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVarP(&out, "output", "o", "", "the HTML `FILE` to write (replaced whole)")
-	fl.BoolVar(&replay, "replay", false, "replay each run and mark its divergences")
-	fl.StringArrayVar(&options, "option", nil, "an option of an app for --replay, `[APP:]KEY=VALUE` (repeatable)")
+	reportFlags(cmd.Flags(), &out, &replay, &options)
 	return cmd
+}
+
+// reportFlags binds report's flags.
+func reportFlags(fl *pflag.FlagSet, out *string, replay *bool, options *[]string) {
+	fl.StringVarP(out, "output", "o", "", "the HTML `FILE` to write (replaced whole)")
+	fl.BoolVar(replay, "replay", false, "replay each run and mark its divergences")
+	fl.StringArrayVar(options, "option", nil, "an option of an app for --replay, `[APP:]KEY=VALUE` (repeatable)")
 }
 
 // reportPaths checks report's -o FILE against the recordings of list (no
@@ -170,8 +164,25 @@ func (c *CLI) replayRuns(ctx context.Context, runs []report.Run, appOpts map[str
 	return reps, identical, nil
 }
 
-// crashCount is "1 crash", "2 crashes".
-func crashCount(n int) string {
+// reportVerdict is report's verdict: lost, complete and, with --replay,
+// identical.
+func reportVerdict(f *incident.Findings, replay, identical bool) string {
+	verdict := []string{choose(f.Lost, "something was lost", "nothing was lost"),
+		choose(f.Complete, "complete", "NOT COMPLETE")}
+	if replay {
+		verdict = append(verdict, choose(identical, "replay identical", "replay DIVERGED"))
+	}
+	return strings.Join(verdict, ", ")
+}
+
+// crashCount is the runs of f that crashed: "1 crash", "2 crashes".
+func crashCount(f *incident.Findings) string {
+	n := 0
+	for _, r := range f.Runs {
+		if r.Crashed {
+			n++
+		}
+	}
 	if n == 1 {
 		return "1 crash"
 	}
