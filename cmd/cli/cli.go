@@ -65,6 +65,11 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Errorf(format, args...)}
 }
 
+// UsageError makes err a usage error of a command added with WithCommand:
+// printed as "blackbox: <err>" with a hint to the command's --help, exit
+// ExitFailure.
+func UsageError(err error) error { return &usageError{err} }
+
 // BuiltinApps returns the apps every blackbox binary knows: ledger (option
 // state: its durable state file) and alerts (option threshold).
 func BuiltinApps() []core.App { return apps.All() }
@@ -101,6 +106,28 @@ func WithStdout(w io.Writer) Option { return func(c *CLI) { c.stdout = w } }
 // os.Stderr. Progress is shown only when it is a terminal.
 func WithStderr(w io.Writer) Option { return func(c *CLI) { c.stderr = w } }
 
+// WithCommand adds a command to the CLI: cmd builds it for c (its RunE
+// returns an *ExitError for a verdict, a UsageError for a command line it
+// cannot run); one without Args takes no arguments. cmd/blackbox adds `torture` with it (internal/blackboxcli).
+func WithCommand(cmd func(c *CLI) *cobra.Command) Option {
+	return func(c *CLI) { c.extra = append(c.extra, cmd) }
+}
+
+// KafkaDemo starts an in-process Kafka cluster for `demo --kafka` with
+// topic (of partitions partitions), produces each line of the file input
+// to it keyed by the line's account (apps.Key: one account's lines go to
+// one partition, in order), and returns the cluster's brokers and a
+// function that stops it.
+type KafkaDemo func(ctx context.Context, topic string, partitions int, input string) (brokers []string, stop func(), err error)
+
+// WithKafkaDemo gives `demo --kafka` its in-process cluster. Without it
+// (a user's binary, which links no fake broker) demo --kafka is a usage
+// error. cmd/blackbox has it (internal/blackboxcli).
+func WithKafkaDemo(start KafkaDemo) Option { return func(c *CLI) { c.kafkaDemo = start } }
+
+// Stderr is where the CLI writes errors, warnings and progress (WithStderr).
+func (c *CLI) Stderr() io.Writer { return c.stderr }
+
 // CLI is the blackbox command line: a set of apps, a clock and output
 // streams. Build it with New and run it with Execute (or take its cobra
 // command tree with Command). A CLI may run several command lines in turn;
@@ -114,7 +141,8 @@ type CLI struct {
 	stderr     io.Writer
 	outWriter  func(io.Writer) io.Writer   // tests: wraps the --out file's writer
 	noCommits  bool                        // tests: record no COMMIT rows (byte-stable transcripts)
-	extra      []func(*CLI) *cobra.Command // commands of options (WithTorture)
+	extra      []func(*CLI) *cobra.Command // commands of options (WithCommand)
+	kafkaDemo  KafkaDemo                   // demo --kafka's cluster (WithKafkaDemo), nil for none
 }
 
 // New returns a CLI with the built-in apps and the given options.
@@ -205,8 +233,12 @@ lossless or not complete.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(c.demoCmd(), c.runCmd(), c.replayCmd(), c.verifyCmd(), c.inspectCmd(),
 		c.diffCmd(), c.explainCmd(), c.reportCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd())
-	for _, cmd := range c.extra {
-		root.AddCommand(cmd(c))
+	for _, extra := range c.extra {
+		cmd := extra(c)
+		if cmd.Args == nil {
+			cmd.Args = noArgs
+		}
+		root.AddCommand(cmd)
 	}
 	return root
 }

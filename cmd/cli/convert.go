@@ -129,3 +129,22 @@ func convert(r store.Reader, dst, format string) (n int64, unreadable, err error
 	}
 	return w.rows, unreadable, nil
 }
+
+// reachAfterAppend returns w with the kill point reached after each
+// Append that succeeded (dormant unless internal/killpoint is armed).
+func reachAfterAppend(w *writer, point string) store.Writer { return &reachingWriter{w, point} }
+
+// reachingWriter is a writer that reaches a kill point after each Append;
+// safe for concurrent use as far as its writer is.
+type reachingWriter struct {
+	*writer
+	point string
+}
+
+func (r *reachingWriter) Append(rows ...store.Entry) error {
+	err := r.writer.Append(rows...)
+	if err == nil {
+		killpoint.Reach(r.point)
+	}
+	return err
+}

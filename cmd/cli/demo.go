@@ -1,63 +1,23 @@
 package cli
 
 import (
-	"bufio"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/replayer"
 )
-
-// ledgerLines writes n deterministic ledger lines to path (seeded by seed):
-// account,amount postings over 50 accounts, a transfer every 40 lines or
-// so, a tick every 5,000 lines, no fail line. It returns the number of
-// postings the ledger applies for them (a transfer is two).
-func ledgerLines(path string, n int, seed uint64) (postings int64, err error) {
-	return ledgerLinesOpts(path, n, seed, true, true)
-}
-
-// ledgerLinesOpts is ledgerLines, with or without the ticks (a crash test
-// has none: a timer's output is not re-emitted after a crash).
-func ledgerLinesOpts(path string, n int, seed uint64, ticks, transfers bool) (postings int64, err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return 0, &fileError{path, unwrapPathError(err)}
-	}
-	w := bufio.NewWriterSize(f, 64<<10)
-	rng := rand.New(rand.NewPCG(seed, 0x626c61636b626f78)) // "blackbox"
-	account := func() string { return fmt.Sprintf("acct-%02d", rng.IntN(50)) }
-	for i := 1; i <= n; i++ {
-		switch {
-		case ticks && i%5000 == 2500:
-			fmt.Fprintln(w, "tick")
-		case transfers && rng.IntN(40) == 0:
-			fmt.Fprintf(w, "transfer,%s,%s,%d\n", account(), account(), 1+rng.IntN(500))
-			postings += 2
-		default:
-			fmt.Fprintf(w, "%s,%d\n", account(), rng.IntN(2001)-500)
-			postings++
-		}
-	}
-	err = w.Flush()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return 0, &fileError{path, unwrapPathError(err)}
-	}
-	return postings, nil
-}
 
 // demoFiles are the files demo owns in its directory (and removes first).
 func demoFiles(dir string) ([]string, error) {
@@ -112,7 +72,9 @@ With --kafka the lines go through Kafka, with no server to install: demo
 starts an in-process cluster (kfake), produces the lines to a topic
 "ledger" of 4 partitions keyed by account, and the run consumes it as the
 group "blackbox-demo" (run --kafka), committing offsets after processing;
-the recording replays with no broker. The cluster ends with demo.
+the recording replays with no broker. The cluster ends with demo. Only
+the blackbox binary has it: one built with cli.New alone links no fake
+broker and refuses --kafka (a usage error).
 
 demo owns DIR/input.txt, DIR/run.db (with its -wal and -shm files),
 DIR/run.csv and DIR/*.ptr: it removes them first, so it can be run again.
@@ -125,31 +87,22 @@ or I/O error; 3 identical but not complete or not lossless.`,
 			if lines <= 0 {
 				return usagef("--lines must be positive, got %d", lines)
 			}
+			if kafka && c.kafkaDemo == nil {
+				return usagef("demo --kafka: this binary has no in-process Kafka cluster (cmd/blackbox has one: cli.WithKafkaDemo)")
+			}
 			f, err := formatOf("", format)
 			if err != nil {
 				return err
 			}
-			if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
-				return &fileError{dir, errors.New("is not a directory")}
-			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return &fileError{dir, unwrapPathError(err)}
-			}
-			owned, err := demoFiles(dir)
-			if err != nil {
+			if err := demoDir(dir); err != nil {
 				return err
-			}
-			for _, p := range owned {
-				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return &fileError{p, unwrapPathError(err)}
-				}
 			}
 			input := filepath.Join(dir, "input.txt")
 			storePath := filepath.Join(dir, "run.db")
 			if f == formatCSV {
 				storePath = filepath.Join(dir, "run.csv")
 			}
-			postings, err := ledgerLines(input, lines, 1)
+			postings, err := apps.WriteLedgerLines(input, lines, 1, true, true)
 			if err != nil {
 				return err
 			}
@@ -157,13 +110,11 @@ or I/O error; 3 identical but not complete or not lossless.`,
 				format: f, read: filesource.OnceEarliest, policy: engine.Pause(), queue: 1024}
 			how := "once-earliest"
 			if kafka {
-				cluster, err := demoCluster(cmd.Context(), input)
+				stop, err := c.demoKafka(cmd.Context(), &cfg)
 				if err != nil {
 					return err
 				}
-				defer cluster.Close()
-				cfg.input, cfg.read = "", filesource.Committed
-				cfg.kafka = kafkaConfig{brokers: strings.Join(cluster.ListenAddrs(), ","), topic: demoTopic, group: demoGroup}
+				defer stop()
 				how = fmt.Sprintf("Kafka topic %s, %d partitions, group %s, in-process cluster", demoTopic, demoPartitions, demoGroup)
 			}
 			res, err := c.record(cmd.Context(), cfg)
@@ -173,18 +124,9 @@ or I/O error; 3 identical but not complete or not lossless.`,
 			if res.Recorded != nil {
 				return exit(ExitIncomplete, fmt.Errorf("%s: the recording is broken: %w", storePath, res.Recorded))
 			}
-			r, _, err := openStore(storePath)
+			rep, err := c.demoReplay(cmd.Context(), storePath, res.Inputs)
 			if err != nil {
 				return err
-			}
-			defer r.Close()
-			p := c.progress()
-			rep, err := replayer.Replay(cmd.Context(), r, c.apps, replayer.Options{
-				Progress: func(proc string, n int64) { p.Printf("replaying %s: %d of %d inputs", proc, n, res.Inputs) },
-			})
-			p.Done()
-			if err != nil {
-				return c.replayErr(storePath, err)
 			}
 			var read int64
 			if len(res.Status.Feeds) > 0 {
@@ -192,41 +134,115 @@ or I/O error; 3 identical but not complete or not lossless.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				err := writeJSON(out, demoReport{Input: input, Lines: lines, Store: storePath, Format: f, Read: read,
+				err = WriteJSON(out, demoReport{Input: input, Lines: lines, Store: storePath, Format: f, Read: read,
 					Inputs: res.Inputs, Outputs: res.Outputs, Rows: res.Rows, Status: res.Status, Replay: rep,
 					Verdict: verdictJSON{rep.Identical, rep.Complete, rep.Lossless}, Postings: postings})
-				if err != nil {
-					return err
-				}
-				return replayVerdict(rep)
-			}
-			fmt.Fprintf(out, "blackbox demo: the ledger app over %d generated lines\n", lines)
-			fmt.Fprintf(out, "input     %s: %d lines (%d postings, transfers count two)\n", input, lines, postings)
-			fmt.Fprintf(out, "read      %d lines (%s), settled: %s, lossless: %s\n", read, how,
-				yesNo(res.Status.Settled), yesNo(res.Status.Lossless))
-			fmt.Fprintf(out, "recorded  %s (%s): %d inputs, %d outputs, %d rows\n", storePath, f, res.Inputs, res.Outputs, res.Rows)
-			fmt.Fprintf(out, "replayed  %s\n", replaySummary(rep))
-			fmt.Fprintf(out, "verdict   identical: %s  complete: %s  lossless: %s\n", yesNo(rep.Identical),
-				yesNo(rep.Complete), yesNo(rep.Lossless))
-			if rep.Identical && rep.Complete && rep.Lossless {
-				fmt.Fprintf(out, "proven: replaying %s gives exactly the outputs of the live run\n", storePath)
 			} else {
-				fmt.Fprintln(out)
-				if err := rep.WriteText(out); err != nil {
-					return err
-				}
+				err = writeDemoText(out, demoText{lines: lines, postings: postings, read: read, how: how, input: input,
+					store: storePath, format: f, res: res, rep: rep})
 			}
-			fmt.Fprintf(out, "next      blackbox inspect %s; blackbox replay %s\n", storePath, storePath)
+			if err != nil {
+				return err
+			}
 			return replayVerdict(rep)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&dir, "dir", "demo-out", "the directory to work in (created if missing)")
-	f.StringVar(&format, "format", "sqlite", "the recording's format: sqlite or csv")
-	f.IntVar(&lines, "lines", 20000, "how many ledger lines to generate")
-	f.BoolVar(&asJSON, "json", false, "print the run's status and the replay report as JSON")
-	f.BoolVar(&kafka, "kafka", false, "read the lines from a Kafka topic: start an in-process cluster, produce them, consume them as a group")
+	demoFlags(cmd.Flags(), &dir, &format, &lines, &asJSON, &kafka)
 	return cmd
+}
+
+// demoFlags binds demo's flags.
+func demoFlags(f *pflag.FlagSet, dir, format *string, lines *int, asJSON, kafka *bool) {
+	f.StringVar(dir, "dir", "demo-out", "the directory to work in (created if missing)")
+	f.StringVar(format, "format", "sqlite", "the recording's format: sqlite or csv")
+	f.IntVar(lines, "lines", 20000, "how many ledger lines to generate")
+	f.BoolVar(asJSON, "json", false, "print the run's status and the replay report as JSON")
+	f.BoolVar(kafka, "kafka", false, "read the lines from a Kafka topic: start an in-process cluster, produce them, consume them as a group")
+}
+
+// demoReplay replays demo's recording (of inputs inputs, for the
+// progress shown).
+func (c *CLI) demoReplay(ctx context.Context, storePath string, inputs int64) (*replayer.Report, error) {
+	r, _, err := openStore(storePath)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	p := c.progress()
+	rep, err := replayer.Replay(ctx, r, c.apps, replayer.Options{
+		Progress: func(proc string, n int64) { p.Printf("replaying %s: %d of %d inputs", proc, n, inputs) },
+	})
+	p.Done()
+	if err != nil {
+		return nil, c.replayErr(storePath, err)
+	}
+	return rep, nil
+}
+
+// demoKafka starts demo --kafka's in-process cluster (WithKafkaDemo),
+// produces cfg's input to it and makes cfg read it as a consumer group;
+// stop stops the cluster.
+func (c *CLI) demoKafka(ctx context.Context, cfg *recordConfig) (stop func(), err error) {
+	brokers, stop, err := c.kafkaDemo(ctx, demoTopic, demoPartitions, cfg.input)
+	if err != nil {
+		return nil, err
+	}
+	cfg.input, cfg.read = "", filesource.Committed
+	cfg.kafka = kafkaConfig{brokers: strings.Join(brokers, ","), topic: demoTopic, group: demoGroup}
+	return stop, nil
+}
+
+// demoText is what demo prints without --json.
+type demoText struct {
+	lines             int
+	postings, read    int64
+	how, input, store string
+	format            string
+	res               recordResult
+	rep               *replayer.Report
+}
+
+// writeDemoText prints demo's run, replay and verdict.
+func writeDemoText(out io.Writer, t demoText) error {
+	fmt.Fprintf(out, "blackbox demo: the ledger app over %d generated lines\n", t.lines)
+	fmt.Fprintf(out, "input     %s: %d lines (%d postings, transfers count two)\n", t.input, t.lines, t.postings)
+	fmt.Fprintf(out, "read      %d lines (%s), settled: %s, lossless: %s\n", t.read, t.how,
+		yesNo(t.res.Status.Settled), yesNo(t.res.Status.Lossless))
+	fmt.Fprintf(out, "recorded  %s (%s): %d inputs, %d outputs, %d rows\n", t.store, t.format, t.res.Inputs, t.res.Outputs, t.res.Rows)
+	fmt.Fprintf(out, "replayed  %s\n", replaySummary(t.rep))
+	fmt.Fprintf(out, "verdict   identical: %s  complete: %s  lossless: %s\n", yesNo(t.rep.Identical),
+		yesNo(t.rep.Complete), yesNo(t.rep.Lossless))
+	if t.rep.Identical && t.rep.Complete && t.rep.Lossless {
+		fmt.Fprintf(out, "proven: replaying %s gives exactly the outputs of the live run\n", t.store)
+	} else {
+		fmt.Fprintln(out)
+		if err := t.rep.WriteText(out); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "next      blackbox inspect %s; blackbox replay %s\n", t.store, t.store)
+	return nil
+}
+
+// demoDir creates demo's directory and removes the files it owns there
+// (demoFiles).
+func demoDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return &fileError{dir, errors.New("is not a directory")}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return &fileError{dir, unwrapPathError(err)}
+	}
+	owned, err := demoFiles(dir)
+	if err != nil {
+		return err
+	}
+	for _, p := range owned {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return &fileError{p, unwrapPathError(err)}
+		}
+	}
+	return nil
 }
 
 // replaySummary is one line per processor: inputs replayed and outputs

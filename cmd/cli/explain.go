@@ -10,6 +10,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/incident"
+	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -82,7 +83,7 @@ recorded failure, a gap, a row that cannot be read, an unfinished last run).`,
 				if err != nil {
 					return err
 				}
-				ds, err := durableState(a, state)
+				ds, err := apps.DurableStateOf(a, state)
 				if err != nil {
 					return err
 				}

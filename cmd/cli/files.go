@@ -218,8 +218,9 @@ func removeStore(path string) error {
 	return errors.Join(errs...)
 }
 
-// writeJSON writes v as indented JSON and a newline.
-func writeJSON(w io.Writer, v any) error {
+// WriteJSON writes v as indented JSON and a newline: the JSON every command
+// prints (--json), for commands added with WithCommand.
+func WriteJSON(w io.Writer, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
@@ -232,7 +233,7 @@ func writeJSON(w io.Writer, v any) error {
 // writeReport writes a report as JSON or as its text.
 func writeReport(w io.Writer, asJSON bool, r interface{ WriteText(io.Writer) error }) error {
 	if asJSON {
-		return writeJSON(w, r)
+		return WriteJSON(w, r)
 	}
 	return r.WriteText(w)
 }

@@ -1,23 +1,19 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
-	"github.com/blackbox-audit/blackbox/internal/apps"
 )
 
 // kafkaConfig is `run --kafka BROKERS --topic T --group G`: the feed is a
@@ -136,49 +132,3 @@ const (
 	demoGroup      = "blackbox-demo"
 	demoPartitions = 4
 )
-
-// demoCluster starts an in-process Kafka cluster (kfake) with demoTopic and
-// produces each line of input to it, keyed by the line's account
-// (apps.Key): one account's lines go to one partition, in order. The
-// caller closes the cluster.
-func demoCluster(ctx context.Context, input string) (*kfake.Cluster, error) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(demoPartitions, demoTopic))
-	if err != nil {
-		return nil, fmt.Errorf("demo: starting an in-process Kafka cluster: %w", err)
-	}
-	if err := produceLines(ctx, c.ListenAddrs(), input); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
-// produceLines produces the lines of input to demoTopic.
-func produceLines(ctx context.Context, brokers []string, input string) error {
-	f, err := os.Open(input)
-	if err != nil {
-		return &fileError{input, unwrapPathError(err)}
-	}
-	defer f.Close()
-	var rs []*kgo.Record
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		rs = append(rs, &kgo.Record{Key: []byte(apps.Key(line)), Value: []byte(line)})
-	}
-	if err := sc.Err(); err != nil {
-		return &fileError{input, err}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(demoTopic),
-		kgo.MaxBufferedRecords(len(rs)+1))
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		return fmt.Errorf("demo: producing %s to the in-process cluster: %w", input, err)
-	}
-	return nil
-}

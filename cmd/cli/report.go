@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/blackbox-audit/blackbox/incident"
 	"github.com/blackbox-audit/blackbox/replayer"
@@ -61,20 +63,7 @@ complete (as explain says).`,
 				return err
 			}
 			list := args[0]
-			paths := []pathArg{{flag: "-o", path: out, write: true}}
-			for _, p := range strings.Split(list, ",") {
-				paths = append(paths, pathArg{flag: "RECORDING", path: strings.TrimSpace(p)})
-			}
-			if err := checkDistinct(paths); err != nil {
-				return err
-			}
-			if err := checkWritable(paths[0], "an HTML file"); err != nil {
-				return err
-			}
-			if looksLikeRecording(out) {
-				return &fileError{out, fmt.Errorf("-o: %w: refusing to write over it", store.ErrHoldsRecording)}
-			}
-			release, err := lockOutputs(paths[:1])
+			paths, release, err := reportPaths(out, list)
 			if err != nil {
 				return err
 			}
@@ -97,18 +86,9 @@ complete (as explain says).`,
 			opts := report.Options{Findings: f}
 			identical := true
 			if replay {
-				p := c.progress()
-				for i, r := range readers {
-					rep, err := replayer.Replay(cmd.Context(), r, c.apps, replayer.Options{AppOptions: appOpts,
-						Progress: func(proc string, n int64) { p.Printf("replaying run %d, %s: %d inputs", i+1, proc, n) }})
-					if err != nil {
-						p.Done()
-						return c.replayErr(runs[i].Name, err)
-					}
-					identical = identical && rep.Identical
-					opts.Replays = append(opts.Replays, rep)
+				if opts.Replays, identical, err = c.replayRuns(cmd.Context(), runs, appOpts); err != nil {
+					return err
 				}
-				p.Done()
 			}
 			p := c.progress()
 			opts.Progress = func(run int, rows int64) { p.Printf("reading run %d: %d rows", run, rows) }
@@ -120,19 +100,8 @@ complete (as explain says).`,
 			if err := writeFileAtomic(out, rep.WriteHTML); err != nil {
 				return err
 			}
-			crashes := 0
-			for _, r := range f.Runs {
-				if r.Crashed {
-					crashes++
-				}
-			}
-			verdict := []string{choose(f.Lost, "something was lost", "nothing was lost"),
-				choose(f.Complete, "complete", "NOT COMPLETE")}
-			if replay {
-				verdict = append(verdict, choose(identical, "replay identical", "replay DIVERGED"))
-			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s, %s, %s: %s\n", out, count(int64(len(runs)), "run"),
-				crashCount(crashes), count(int64(len(rep.Timelines)), "timeline"), strings.Join(verdict, ", "))
+				crashCount(f), count(int64(len(rep.Timelines)), "timeline"), reportVerdict(f, replay, identical))
 			switch {
 			case !identical:
 				return exit(ExitDifferent, nil)
@@ -142,15 +111,78 @@ complete (as explain says).`,
 			return nil
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVarP(&out, "output", "o", "", "the HTML `FILE` to write (replaced whole)")
-	fl.BoolVar(&replay, "replay", false, "replay each run and mark its divergences")
-	fl.StringArrayVar(&options, "option", nil, "an option of an app for --replay, `[APP:]KEY=VALUE` (repeatable)")
+	reportFlags(cmd.Flags(), &out, &replay, &options)
 	return cmd
 }
 
-// crashCount is "1 crash", "2 crashes".
-func crashCount(n int) string {
+// reportFlags binds report's flags.
+func reportFlags(fl *pflag.FlagSet, out *string, replay *bool, options *[]string) {
+	fl.StringVarP(out, "output", "o", "", "the HTML `FILE` to write (replaced whole)")
+	fl.BoolVar(replay, "replay", false, "replay each run and mark its divergences")
+	fl.StringArrayVar(options, "option", nil, "an option of an app for --replay, `[APP:]KEY=VALUE` (repeatable)")
+}
+
+// reportPaths checks report's -o FILE against the recordings of list (no
+// two name one file, FILE can be written and is no recording) and locks
+// it; paths are -o's, then each recording's.
+func reportPaths(out, list string) (paths []pathArg, release func(), err error) {
+	paths = []pathArg{{flag: "-o", path: out, write: true}}
+	for _, p := range strings.Split(list, ",") {
+		paths = append(paths, pathArg{flag: "RECORDING", path: strings.TrimSpace(p)})
+	}
+	if err := checkDistinct(paths); err != nil {
+		return nil, nil, err
+	}
+	if err := checkWritable(paths[0], "an HTML file"); err != nil {
+		return nil, nil, err
+	}
+	if looksLikeRecording(out) {
+		return nil, nil, &fileError{out, fmt.Errorf("-o: %w: refusing to write over it", store.ErrHoldsRecording)}
+	}
+	release, err = lockOutputs(paths[:1])
+	if err != nil {
+		return nil, nil, err
+	}
+	return paths, release, nil
+}
+
+// replayRuns replays each run (report --replay); identical is whether
+// every replay was.
+func (c *CLI) replayRuns(ctx context.Context, runs []report.Run, appOpts map[string]map[string]string) (reps []*replayer.Report, identical bool, err error) {
+	p := c.progress()
+	defer p.Done()
+	identical = true
+	for i, r := range runs {
+		rep, err := replayer.Replay(ctx, r.Reader, c.apps, replayer.Options{AppOptions: appOpts,
+			Progress: func(proc string, n int64) { p.Printf("replaying run %d, %s: %d inputs", i+1, proc, n) }})
+		if err != nil {
+			return nil, false, c.replayErr(r.Name, err)
+		}
+		identical = identical && rep.Identical
+		reps = append(reps, rep)
+	}
+	return reps, identical, nil
+}
+
+// reportVerdict is report's verdict: lost, complete and, with --replay,
+// identical.
+func reportVerdict(f *incident.Findings, replay, identical bool) string {
+	verdict := []string{choose(f.Lost, "something was lost", "nothing was lost"),
+		choose(f.Complete, "complete", "NOT COMPLETE")}
+	if replay {
+		verdict = append(verdict, choose(identical, "replay identical", "replay DIVERGED"))
+	}
+	return strings.Join(verdict, ", ")
+}
+
+// crashCount is the runs of f that crashed: "1 crash", "2 crashes".
+func crashCount(f *incident.Findings) string {
+	n := 0
+	for _, r := range f.Runs {
+		if r.Crashed {
+			n++
+		}
+	}
 	if n == 1 {
 		return "1 crash"
 	}

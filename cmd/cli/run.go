@@ -9,7 +9,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -248,7 +247,7 @@ settled, not lossless, or its recording is broken.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(out, res.Status); err != nil {
+				if err := WriteJSON(out, res.Status); err != nil {
 					return err
 				}
 			} else {
@@ -290,7 +289,7 @@ settled, not lossless, or its recording is broken.`,
 
 // stateBatchFlags checks --state-every and --state-interval: positive,
 // and only with --state; given on the command line, they go to the app as
-// options (stateBatchOptions), else the app keeps its defaults (an app
+// options (apps.StateBatchOptions), else the app keeps its defaults (an app
 // taking option state but not these works without them).
 func stateBatchFlags(changed func(flag string) bool, cfg *recordConfig) error {
 	every, interval := changed("state-every"), changed("state-interval")
@@ -315,16 +314,16 @@ func stateBatchFlags(changed func(flag string) bool, cfg *recordConfig) error {
 // same as, so that it gets every check of --state (its files, their
 // layout, their locks); both at once is a usage error.
 func takeStateOption(cfg *recordConfig) error {
-	v, ok := cfg.options[stateOption]
+	v, ok := cfg.options[apps.OptionState]
 	if !ok {
 		return nil
 	}
 	if cfg.state != "" {
-		return usagef("--state and --option %s=... both name the state file", stateOption)
+		return usagef("--state and --option %s=... both name the state file", apps.OptionState)
 	}
 	cfg.state = v
 	cfg.options = maps.Clone(cfg.options)
-	delete(cfg.options, stateOption)
+	delete(cfg.options, apps.OptionState)
 	return nil
 }
 
@@ -342,18 +341,6 @@ func checkStateOrder(cfg recordConfig, order engine.Order) error {
 	}
 	return &usageError{&fileError{cfg.state, fmt.Errorf("--state: %w (%s): each worker's state holds the last line it applied, and with --order none a line delivered again after a crash may reach another worker than the one that applied it (applied twice, or skipped and never applied); run with --order key, or on 1 worker",
 		errStateOrder, why)}}
-}
-
-// stateBatchOptions are the app options of cfg's state batches: those set.
-func stateBatchOptions(cfg recordConfig) map[string]string {
-	opts := map[string]string{}
-	if cfg.stateEvery > 0 {
-		opts[apps.OptionStateEvery] = strconv.Itoa(cfg.stateEvery)
-	}
-	if cfg.stateInterval > 0 {
-		opts[apps.OptionStateInterval] = cfg.stateInterval.String()
-	}
-	return opts
 }
 
 // parseOptions reads --option KEY=VALUE flags into app options.
@@ -595,9 +582,9 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		if options == nil {
 			options = map[string]string{}
 		}
-		options[stateOption] = cfg.state
+		options[apps.OptionState] = cfg.state
 	}
-	for k, v := range stateBatchOptions(cfg) {
+	for k, v := range apps.StateBatchOptions(cfg.stateEvery, cfg.stateInterval) {
 		if options == nil {
 			options = map[string]string{}
 		}
@@ -613,7 +600,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		opts := options
 		if cfg.workers > 1 && cfg.state != "" {
 			opts = maps.Clone(options)
-			opts[stateOption] = core.WorkerStream(cfg.state, w)
+			opts[apps.OptionState] = core.WorkerStream(cfg.state, w)
 		}
 		return app.Build(opts)
 	}
@@ -762,7 +749,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		logger.Warn(fmt.Sprintf("stop: %v", stopErr))
 	}
 	if cfg.status != "" {
-		if err := writeFileAtomic(cfg.status, func(f io.Writer) error { return writeJSON(f, res.Status) }); err != nil {
+		if err := writeFileAtomic(cfg.status, func(f io.Writer) error { return WriteJSON(f, res.Status) }); err != nil {
 			return res, err
 		}
 	}

@@ -268,7 +268,7 @@ func applyLayout(state string, action layoutAction, l stateLayout) (created bool
 	switch action {
 	case layoutWrite:
 		_, statErr := os.Stat(rec)
-		if err := writeFileAtomic(rec, func(w io.Writer) error { return writeJSON(w, l) }); err != nil {
+		if err := writeFileAtomic(rec, func(w io.Writer) error { return WriteJSON(w, l) }); err != nil {
 			return false, err
 		}
 		return errors.Is(statErr, fs.ErrNotExist), nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/internal/blackboxcli"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected outputs of testdata/*.txt")
@@ -44,7 +45,8 @@ var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // clock: every command's output is byte-stable.
 func newCLI(out *bytes.Buffer, opts ...cli.Option) *cli.CLI {
 	base := []cli.Option{cli.WithClock(core.NewStepClock(epoch, time.Second)), cli.WithStdout(out), cli.WithStderr(out),
-		cli.WithoutCommitRows(), cli.WithTorture()}
+		cli.WithoutCommitRows()}
+	base = append(base, blackboxcli.Options()...)
 	return cli.New(append(base, opts...)...)
 }
 

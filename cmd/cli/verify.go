@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -51,7 +50,7 @@ Exit: 0 complete; 2 not a readable recording; 3 not complete.`,
 			rep.Complete = len(rep.Problems) == 0
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(out, rep); err != nil {
+				if err := WriteJSON(out, rep); err != nil {
 					return err
 				}
 			} else {
@@ -61,7 +60,7 @@ Exit: 0 complete; 2 not a readable recording; 3 not complete.`,
 				if rep.Complete {
 					fmt.Fprintf(out, "%s: complete\n", args[0])
 				} else {
-					fmt.Fprintf(out, "%s: not complete: %s\n", args[0], countKinds(rep.Problems))
+					fmt.Fprintf(out, "%s: not complete: %s\n", args[0], store.CountKinds(rep.Problems))
 				}
 			}
 			if !rep.Complete {
@@ -78,19 +77,6 @@ Exit: 0 complete; 2 not a readable recording; 3 not complete.`,
 func problemText(path string, p store.Problem) string {
 	p.File = path
 	return p.Error()
-}
-
-// countKinds summarises problems: "2 orphan, 1 unfinished".
-func countKinds(ps []store.Problem) string {
-	n := map[string]int{}
-	for _, p := range ps {
-		n[string(p.Kind)]++
-	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(n)) {
-		parts = append(parts, fmt.Sprintf("%d %s", n[k], k))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // inspectSummary is the JSON of `blackbox inspect`.
@@ -336,7 +322,7 @@ verify for that verdict); 2 a usage or I/O error.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(out, sum)
+				return WriteJSON(out, sum)
 			}
 			printSummary(out, sum, list)
 			return nil
@@ -502,7 +488,7 @@ func printSummary(w io.Writer, s *inspectSummary, list bool) {
 	if s.Complete {
 		fmt.Fprintln(w, "problems: none")
 	} else {
-		fmt.Fprintf(w, "problems: %s\n", countKinds(s.Problems))
+		fmt.Fprintf(w, "problems: %s\n", store.CountKinds(s.Problems))
 		for _, p := range s.Problems {
 			fmt.Fprintf(w, "  %s\n", problemText(s.Path, p))
 		}

@@ -1,12 +1,14 @@
-package cli
+package blackboxcli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/torture"
 )
 
@@ -14,14 +16,14 @@ import (
 // app (torture.App, which its scenarios run). The harness runs this
 // binary as its child, so a binary built with WithTorture must be the one
 // running. cmd/blackbox has it.
-func WithTorture() Option {
-	return func(c *CLI) {
-		WithApps(torture.App)(c)
-		c.extra = append(c.extra, (*CLI).tortureCmd)
+func WithTorture() cli.Option {
+	return func(c *cli.CLI) {
+		cli.WithApps(torture.App)(c)
+		cli.WithCommand(tortureCmd)(c)
 	}
 }
 
-func (c *CLI) tortureCmd() *cobra.Command {
+func tortureCmd(c *cli.CLI) *cobra.Command {
 	var (
 		cfg           torture.Config
 		limits        string
@@ -66,14 +68,13 @@ kept. Scenario i has the seed S+i; --seed defaults to the time.
 
 Exit: 0 every scenario held; 1 a scenario broke an invariant; 2 a usage
 or I/O error.`,
-		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Scenarios <= 0 && cfg.Time <= 0 {
-				return usagef("torture needs --scenarios N or --time D")
+				return cli.UsageError(errors.New("torture needs --scenarios N or --time D"))
 			}
 			var err error
 			if cfg.Limits, err = torture.ParseLimits(limits); err != nil {
-				return usagef("--limit: %v", err)
+				return cli.UsageError(fmt.Errorf("--limit: %v", err))
 			}
 			if !fixed {
 				cfg.Seed = uint64(time.Now().UnixNano())
@@ -81,21 +82,21 @@ or I/O error.`,
 			if cfg.Binary, err = os.Executable(); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.stderr, "torture: seed %d\n", cfg.Seed)
-			cfg.Log = c.stderr
+			fmt.Fprintf(c.Stderr(), "torture: seed %d\n", cfg.Seed)
+			cfg.Log = c.Stderr()
 			rep, err := torture.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), rep); err != nil {
+				if err := cli.WriteJSON(cmd.OutOrStdout(), rep); err != nil {
 					return err
 				}
 			} else {
 				rep.Summary(cmd.OutOrStdout())
 			}
 			if len(rep.Failures) > 0 {
-				return exit(ExitDifferent, nil)
+				return &cli.ExitError{Code: cli.ExitDifferent}
 			}
 			return nil
 		},

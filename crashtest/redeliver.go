@@ -1,4 +1,4 @@
-package cli
+package crashtest
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 // DELIVERY rows) a recording holds, in every stream. A killed
 // recording's rows that cannot be read (a torn tail) are skipped.
 func inputOffsets(path string) (map[int64]bool, error) {
-	r, _, err := openStore(path)
+	r, err := openStore(path)
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +30,7 @@ func inputOffsets(path string) (map[int64]bool, error) {
 // (Redelivered: its recorded inputs that an earlier run recorded too). The
 // restart resumes at the pointer, so it re-delivers at most the lag: more
 // is a failure. stores are the runs' recordings, the last one's included.
-func (s *crashSetup) checkRedelivered(rep *crashReport, stores []string) error {
+func (s *setup) checkRedelivered(rep *Report, stores []string) error {
 	offs := make([]map[int64]bool, len(stores))
 	for i, p := range stores {
 		var err error

@@ -1,4 +1,4 @@
-package cli
+package crashtest
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -15,8 +14,8 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine/filesource"
+	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
-	"github.com/blackbox-audit/blackbox/store"
 )
 
 // outlivedGrace is how long a run armed at a kill point may live on once
@@ -28,33 +27,33 @@ const outlivedGrace = time.Second
 // random number of output lines, or at a random reach of --kill-at) and
 // restarted, then a last run to the end. It returns every run's recording
 // and the --out file's line count after each kill.
-func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *progress) (stores []string, bounds []int64, err error) {
+func (s *setup) killLoop(ctx context.Context, rep *Report, p Progress) (stores []string, bounds []int64, err error) {
 	cfg := s.cfg
-	rng := rand.New(rand.NewPCG(cfg.seed, 0x6b696c6c)) // "kill"
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6b696c6c)) // "kill"
 	// The kill moments, spread over the run: K output line counts of the
 	// clean run's, or K input lines whose reach of the point kills.
 	span := int64(len(s.want))
-	if cfg.killAt != "" {
-		span = int64(cfg.lines)
+	if cfg.KillAt != "" {
+		span = int64(cfg.Lines)
 	}
-	targets := make([]int64, cfg.kills)
+	targets := make([]int64, cfg.Kills)
 	for i := range targets {
 		targets[i] = 1 + rng.Int64N(max(span-1, 1))
 	}
 	slices.Sort(targets)
-	for k := 1; k <= cfg.kills; k++ {
+	for k := 1; k <= cfg.Kills; k++ {
 		storePath := s.path(fmt.Sprintf("run-%d%s", k, s.ext))
 		logPath := s.path(fmt.Sprintf("run-%d.log", k))
 		stores = append(stores, storePath)
-		var kr killReport
-		if cfg.killAt == "" {
+		var kr KillReport
+		if cfg.KillAt == "" {
 			lines0, _ := countLines(s.outFile)
 			target := max(targets[k-1], lines0+1)
 			idle, err := s.inputCommitted()
 			if err != nil {
 				return nil, nil, err
 			}
-			if s.durable && cfg.stateEvery > 1 && !idle {
+			if s.durable && cfg.StateEvery > 1 && !idle {
 				if target, idle, err = s.batchedTarget(lines0, targets[k-1]); err != nil {
 					return nil, nil, err
 				}
@@ -62,16 +61,16 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 			if idle {
 				// Nothing left to emit: killed once it committed the input
 				// (its recording written), as an idle kill.
-				p.Printf("kill %d of %d: running %s until it committed the input (idle)", k, cfg.kills, storePath)
+				p.Printf("kill %d of %d: running %s until it committed the input (idle)", k, cfg.Kills, storePath)
 				kr, err = s.killAtRun(ctx, s.runArgs(storePath, true), logPath, nil)
 				kr.Idle = err == nil
 			} else {
-				p.Printf("kill %d of %d: running %s until %d output lines", k, cfg.kills, storePath, target)
-				kr, err = c.killRun(ctx, s.exe, s.runArgs(storePath, true), logPath, s.outFile, target)
+				p.Printf("kill %d of %d: running %s until %d output lines", k, cfg.Kills, storePath, target)
+				kr, err = s.killRun(ctx, s.exe, s.runArgs(storePath, true), logPath, s.outFile, target)
 				kr.Target, kr.Reached = target, true
 			}
 		} else {
-			p.Printf("kill %d of %d: running %s until %s", k, cfg.kills, storePath, cfg.killAt)
+			p.Printf("kill %d of %d: running %s until %s", k, cfg.Kills, storePath, cfg.KillAt)
 			kr, err = s.killAtPoint(ctx, s.runArgs(storePath, true), logPath, targets[k-1])
 		}
 		if err != nil {
@@ -79,7 +78,7 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 		}
 		if !kr.Reached && !kr.Idle {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("kill %d: the run outlived %s at input line %d (it committed the whole input and was killed %s later); see %s",
-				k, cfg.killAt, kr.Target, outlivedGrace, logPath))
+				k, cfg.KillAt, kr.Target, outlivedGrace, logPath))
 		}
 		kr.Run, kr.Store = k, storePath
 		if kr.Outputs, err = countLines(s.outFile); err != nil {
@@ -90,7 +89,7 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 		}
 		kr.Applied, kr.Offset = -1, -1
 		switch {
-		case s.durable && cfg.workers > 1:
+		case s.durable && cfg.Workers > 1:
 			if sts, err := s.workerStates(s.state); err == nil {
 				kr.Applied, kr.Offset = 0, 0
 				for _, st := range sts {
@@ -102,7 +101,7 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 				return nil, nil, err
 			}
 		case s.durable:
-			if st, err := durableState(s.app, s.state); err == nil {
+			if st, err := apps.DurableStateOf(s.app, s.state); err == nil {
 				kr.Applied, kr.Offset = st.Applied, st.Position.Offset
 			}
 		}
@@ -110,12 +109,12 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 		bounds = append(bounds, kr.Outputs)
 	}
 	// The last restart finishes the input and ends once settled.
-	last := s.path(fmt.Sprintf("run-%d%s", cfg.kills+1, s.ext))
-	logPath := s.path(fmt.Sprintf("run-%d.log", cfg.kills+1))
+	last := s.path(fmt.Sprintf("run-%d%s", cfg.Kills+1, s.ext))
+	logPath := s.path(fmt.Sprintf("run-%d.log", cfg.Kills+1))
 	stores = append(stores, last)
 	rep.Last = last
 	p.Printf("the last run: %s until settled", last)
-	code, err := c.child(ctx, s.exe, s.runArgs(last, false), logPath)
+	code, err := runChild(ctx, s.exe, s.runArgs(last, false), logPath)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,8 +133,8 @@ func (c *CLI) killLoop(ctx context.Context, s *crashSetup, rep *crashReport, p *
 // nothing more) the run is idle: it used to be killed as soon as it
 // started, before it had created its recording, which the checks then
 // could not read.
-func (s *crashSetup) batchedTarget(lines0, want int64) (target int64, idle bool, err error) {
-	got, err := readOutputs(s.outFile, s.cfg.ignore)
+func (s *setup) batchedTarget(lines0, want int64) (target int64, idle bool, err error) {
+	got, err := readOutputs(s.outFile, s.cfg.Ignore)
 	if err != nil {
 		return 0, false, err
 	}
@@ -159,7 +158,7 @@ func (s *crashSetup) batchedTarget(lines0, want int64) (target int64, idle bool,
 
 // inputCommitted reports whether the crashed runs' pointer is at the end
 // of the input: a restart has nothing left to read.
-func (s *crashSetup) inputCommitted() (bool, error) {
+func (s *setup) inputCommitted() (bool, error) {
 	ptr, err := filesource.ReadPointer(s.pointer)
 	if err != nil {
 		return false, nil // no pointer (yet): nothing committed
@@ -183,39 +182,39 @@ func (s *crashSetup) inputCommitted() (bool, error) {
 // at the end of the input; for state-saved, the state holding every
 // line) is started unarmed and killed once it has committed the input: an
 // idle kill, no failure.
-func (s *crashSetup) killAtPoint(ctx context.Context, args []string, logPath string, target int64) (killReport, error) {
+func (s *setup) killAtPoint(ctx context.Context, args []string, logPath string, target int64) (KillReport, error) {
 	before, err := s.committedLines()
 	if err != nil {
-		return killReport{}, err
+		return KillReport{}, err
 	}
 	lines := max(target-before, 1)
 	var arm string
 	idle, err := s.inputCommitted()
 	if err != nil {
-		return killReport{}, err
+		return KillReport{}, err
 	}
-	switch s.cfg.killAt {
+	switch s.cfg.KillAt {
 	case killpoint.StoreWrite, killpoint.RowsWritten:
 		// Reached once per batch of rows, with the batch's highest input
 		// sequence: the run's inputs are numbered from 1 at the pointer.
-		arm = killpoint.ValueAt(s.cfg.killAt, lines)
+		arm = killpoint.ValueAt(s.cfg.KillAt, lines)
 	case killpoint.PointerWritten:
 		off, err := s.lineEnd(before + lines)
 		if err != nil {
-			return killReport{}, err
+			return KillReport{}, err
 		}
-		arm = killpoint.ValueAt(s.cfg.killAt, off)
+		arm = killpoint.ValueAt(s.cfg.KillAt, off)
 	case killpoint.StateSaved:
 		off, err := s.lineEnd(before + lines)
 		if err != nil {
-			return killReport{}, err
+			return KillReport{}, err
 		}
 		last, err := s.lastUnapplied()
 		if err != nil {
-			return killReport{}, err
+			return KillReport{}, err
 		}
 		idle = last == 0
-		arm = killpoint.ValueAt(s.cfg.killAt, min(off, last))
+		arm = killpoint.ValueAt(s.cfg.KillAt, min(off, last))
 	}
 	if idle {
 		kr, err := s.killAtRun(ctx, args, logPath, nil)
@@ -232,8 +231,8 @@ func (s *crashSetup) killAtPoint(ctx context.Context, args []string, logPath str
 // state at that offset at the latest, and not at all when there is none
 // (the lines it delivers again are skipped as applied: nothing to save).
 // With workers, a line is held when its worker's state is at or past it.
-func (s *crashSetup) lastUnapplied() (int64, error) {
-	if s.cfg.workers > 1 {
+func (s *setup) lastUnapplied() (int64, error) {
+	if s.cfg.Workers > 1 {
 		sts, err := s.workerStates(s.state)
 		if err != nil {
 			return 0, err
@@ -245,7 +244,7 @@ func (s *crashSetup) lastUnapplied() (int64, error) {
 		}
 		return 0, nil
 	}
-	st, err := durableState(s.app, s.state)
+	st, err := apps.DurableStateOf(s.app, s.state)
 	if err != nil {
 		return 0, err
 	}
@@ -257,10 +256,10 @@ func (s *crashSetup) lastUnapplied() (int64, error) {
 
 // lineEnd is the byte offset just after input line n (from 1), or the
 // input's size when it has fewer lines.
-func (s *crashSetup) lineEnd(n int64) (int64, error) {
+func (s *setup) lineEnd(n int64) (int64, error) {
 	b, err := os.ReadFile(s.input)
 	if err != nil {
-		return 0, &fileError{s.input, unwrapPathError(err)}
+		return 0, fileErr(s.input, err)
 	}
 	off := 0
 	for ; n > 0; n-- {
@@ -275,19 +274,19 @@ func (s *crashSetup) lineEnd(n int64) (int64, error) {
 
 // committedLines counts the input lines below the crashed runs' pointer
 // (0 before the first run).
-func (s *crashSetup) committedLines() (int64, error) {
+func (s *setup) committedLines() (int64, error) {
 	ptr, err := filesource.ReadPointer(s.pointer)
 	if err != nil {
 		return 0, nil // no pointer (yet): from line 0
 	}
 	f, err := os.Open(s.input)
 	if err != nil {
-		return 0, &fileError{s.input, unwrapPathError(err)}
+		return 0, fileErr(s.input, err)
 	}
 	defer f.Close()
 	b := make([]byte, min(ptr.Offset, s.inputSize))
 	if _, err := io.ReadFull(f, b); err != nil {
-		return 0, &fileError{s.input, err}
+		return 0, &FileError{Path: s.input, Err: err}
 	}
 	return int64(bytes.Count(b, []byte{'\n'})), nil
 }
@@ -297,8 +296,8 @@ func (s *crashSetup) committedLines() (int64, error) {
 // to die by SIGKILL. A run that commits the whole input and lives on
 // outlivedGrace more outlived the point: it is killed and the report says
 // the point was not reached.
-func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath string, env []string) (killReport, error) {
-	var kr killReport
+func (s *setup) killAtRun(ctx context.Context, args []string, logPath string, env []string) (KillReport, error) {
+	var kr KillReport
 	ch, err := startChild(s.exe, args, env, logPath)
 	if err != nil {
 		return kr, err
@@ -318,13 +317,13 @@ func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath strin
 				}
 			}
 			b, _ := os.ReadFile(logPath)
-			return kr, fmt.Errorf("crashtest: the run exited (%v) before it reached %s; %s: %s", err, s.cfg.killAt, logPath, bytes.TrimSpace(b))
+			return kr, fmt.Errorf("crashtest: the run exited (%v) before it reached %s; %s: %s", err, s.cfg.KillAt, logPath, bytes.TrimSpace(b))
 		case <-ctx.Done():
 			kill()
 			return kr, ctx.Err()
 		case <-deadline.C:
 			kill()
-			return kr, fmt.Errorf("crashtest: the run neither reached %s nor committed the input in 2 minutes; see %s", s.cfg.killAt, logPath)
+			return kr, fmt.Errorf("crashtest: the run neither reached %s nor committed the input in 2 minutes; see %s", s.cfg.KillAt, logPath)
 		case <-outlived:
 			kill()
 			kr.AfterMs = time.Since(start).Milliseconds()
@@ -341,8 +340,8 @@ func (s *crashSetup) killAtRun(ctx context.Context, args []string, logPath strin
 
 // killRun starts a followed run, waits until its --out file holds target
 // lines, kills it with SIGKILL and waits for it to be gone.
-func (c *CLI) killRun(ctx context.Context, exe string, args []string, logPath, outFile string, target int64) (killReport, error) {
-	var kr killReport
+func (s *setup) killRun(ctx context.Context, exe string, args []string, logPath, outFile string, target int64) (KillReport, error) {
+	var kr KillReport
 	ch, err := startChild(exe, args, nil, logPath)
 	if err != nil {
 		return kr, err
@@ -393,7 +392,7 @@ type child struct {
 func startChild(exe string, args, env []string, logPath string) (*child, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
-		return nil, &fileError{logPath, unwrapPathError(err)}
+		return nil, fileErr(logPath, err)
 	}
 	cmd := exec.Command(exe, args...)
 	if len(env) > 0 {
@@ -422,11 +421,11 @@ func (ch *child) close() {
 	ch.log.Close()
 }
 
-// child runs the binary to its end and returns its exit code.
-func (c *CLI) child(ctx context.Context, exe string, args []string, logPath string) (int, error) {
+// runChild runs the binary to its end and returns its exit code.
+func runChild(ctx context.Context, exe string, args []string, logPath string) (int, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
-		return 0, &fileError{logPath, unwrapPathError(err)}
+		return 0, fileErr(logPath, err)
 	}
 	defer logf.Close()
 	cmd := exec.CommandContext(ctx, exe, args...)
@@ -440,69 +439,4 @@ func (c *CLI) child(ctx context.Context, exe string, args []string, logPath stri
 		return 0, fmt.Errorf("crashtest: running %s: %w", exe, err)
 	}
 	return 0, nil
-}
-
-// lineCounter counts the lines of a growing file, reading only what was
-// appended since the last count. Not safe for concurrent use.
-type lineCounter struct {
-	path string
-	off  int64
-	n    int64
-	buf  []byte
-}
-
-func (l *lineCounter) count() (int64, error) {
-	f, err := os.Open(l.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return l.n, nil
-	}
-	if err != nil {
-		return l.n, &fileError{l.path, unwrapPathError(err)}
-	}
-	defer f.Close()
-	if l.buf == nil {
-		l.buf = make([]byte, 64<<10)
-	}
-	for {
-		k, err := f.ReadAt(l.buf, l.off)
-		l.n += int64(bytes.Count(l.buf[:k], []byte{'\n'}))
-		l.off += int64(k)
-		if err == io.EOF || k == 0 {
-			return l.n, nil
-		}
-		if err != nil {
-			return l.n, &fileError{l.path, unwrapPathError(err)}
-		}
-	}
-}
-
-// countLines counts the complete lines of a file (0 for a missing file).
-func countLines(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, &fileError{path, unwrapPathError(err)}
-	}
-	return int64(bytes.Count(b, []byte{'\n'})), nil
-}
-
-// reachAfterAppend returns w with the kill point reached after each
-// Append that succeeded (dormant unless internal/killpoint is armed).
-func reachAfterAppend(w *writer, point string) store.Writer { return &reachingWriter{w, point} }
-
-// reachingWriter is a writer that reaches a kill point after each Append;
-// safe for concurrent use as far as its writer is.
-type reachingWriter struct {
-	*writer
-	point string
-}
-
-func (r *reachingWriter) Append(rows ...store.Entry) error {
-	err := r.writer.Append(rows...)
-	if err == nil {
-		killpoint.Reach(r.point)
-	}
-	return err
 }

@@ -1,4 +1,4 @@
-package cli
+package crashtest
 
 import (
 	"bufio"
@@ -7,16 +7,17 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/apps"
 )
 
 // The checks of a crash test whose runs have several key-ordered workers.
 
 // workerStates reads the state of each worker of a run whose state files
 // are core.WorkerStream(path, w).
-func (s *crashSetup) workerStates(path string) ([]core.DurableState, error) {
-	sts := make([]core.DurableState, s.cfg.workers)
+func (s *setup) workerStates(path string) ([]core.DurableState, error) {
+	sts := make([]core.DurableState, s.cfg.Workers)
 	for w := range sts {
-		st, err := durableState(s.app, core.WorkerStream(path, w))
+		st, err := apps.DurableStateOf(s.app, core.WorkerStream(path, w))
 		if err != nil {
 			return nil, err
 		}
@@ -29,7 +30,7 @@ func (s *crashSetup) workerStates(path string) ([]core.DurableState, error) {
 // in the clean run on as many workers (the same keys: each input applied
 // exactly once, the same effects, the same last input), and the report
 // shows the sums.
-func (s *crashSetup) checkWorkerStates(rep *crashReport) error {
+func (s *setup) checkWorkerStates(rep *Report) error {
 	crashed, err := s.workerStates(s.state)
 	if err != nil {
 		return err
@@ -38,7 +39,7 @@ func (s *crashSetup) checkWorkerStates(rep *crashReport) error {
 	if err != nil {
 		return err
 	}
-	rep.Crashed, rep.Expected = &stateReport{}, &stateReport{}
+	rep.Crashed, rep.Expected = &StateReport{}, &StateReport{}
 	for w := range crashed {
 		c, k := crashed[w], clean[w]
 		rep.Crashed.Applied += c.Applied
@@ -69,7 +70,7 @@ func (s *crashSetup) checkWorkerStates(rep *crashReport) error {
 // outputs of one input, plus, saving in batches, the outputs of the lines
 // the restart delivered again). Each kill's
 // Duplicates counts the lines after it that repeat one emitted before it.
-func (s *crashSetup) checkWorkerOutputs(rep *crashReport, got []string, bounds []int64, most []int) error {
+func (s *setup) checkWorkerOutputs(rep *Report, got []string, bounds []int64, most []int) error {
 	seen := map[string]int{}
 	prev := int64(0)
 	for i := range rep.Kills {
@@ -109,17 +110,17 @@ func (s *crashSetup) checkWorkerOutputs(rep *crashReport, got []string, bounds [
 	}
 	if extra > bound {
 		rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, more than the %d that %d kills of %d workers may re-emit (one delivery per worker per kill; saving in batches, the lines each restart delivered again and a batch of rows per worker)",
-			extra, bound, len(rep.Kills), s.cfg.workers))
+			extra, bound, len(rep.Kills), s.cfg.Workers))
 	}
 	return nil
 }
 
 // inputLines are the end offset and the worker of each line of the input
 // (the app's key, engine.WorkerOf).
-func (s *crashSetup) inputLines() (ends []int64, workers []int, err error) {
+func (s *setup) inputLines() (ends []int64, workers []int, err error) {
 	f, err := os.Open(s.input)
 	if err != nil {
-		return nil, nil, &fileError{s.input, unwrapPathError(err)}
+		return nil, nil, fileErr(s.input, err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -127,10 +128,10 @@ func (s *crashSetup) inputLines() (ends []int64, workers []int, err error) {
 	for sc.Scan() {
 		off += int64(len(sc.Bytes())) + 1
 		ends = append(ends, off)
-		workers = append(workers, engine.WorkerOf(s.app.Key(sc.Text()), s.cfg.workers))
+		workers = append(workers, engine.WorkerOf(s.app.Key(sc.Text()), s.cfg.Workers))
 	}
 	if err := sc.Err(); err != nil {
-		return nil, nil, &fileError{s.input, err}
+		return nil, nil, &FileError{Path: s.input, Err: err}
 	}
 	return ends, workers, nil
 }
@@ -138,7 +139,7 @@ func (s *crashSetup) inputLines() (ends []int64, workers []int, err error) {
 // checkPointerPrefix: after kill k the pointer is not ahead of the
 // contiguous prefix of applied lines: every line it covers was applied by
 // its worker (the worker's state is at or past the line).
-func (s *crashSetup) checkPointerPrefix(rep *crashReport, k int, pointer int64) error {
+func (s *setup) checkPointerPrefix(rep *Report, k int, pointer int64) error {
 	sts, err := s.workerStates(s.state)
 	if err != nil {
 		return err
