@@ -173,6 +173,9 @@ type runData struct {
 	lost     []lostRec
 	problems []store.Problem // the recording's (the run's Run.Problems)
 	crashed  bool
+	// undrained: the pairs whose END rows list items the clean stop left
+	// unprocessed (store.Unprocessed): answered as a crash's in flight.
+	undrained map[pair]bool
 }
 
 // hasInputsOfKey reports whether the run has an input of p delivered at a
@@ -303,6 +306,14 @@ func (x *explainer) read(run int, rec Recording) *runData {
 		case store.KindEnd:
 			s.ended = true
 			settle(s)
+			if us, err := store.UnprocessedOf(e); err == nil { // else Problems lists it
+				for _, u := range us {
+					if d.undrained == nil {
+						d.undrained = map[pair]bool{}
+					}
+					d.undrained[pair{u.Feed, proc}] = true
+				}
+			}
 		default:
 			settle(s)
 		}
@@ -390,6 +401,12 @@ func (x *explainer) answers(p pair) Answers {
 	for _, d := range x.runs {
 		if d.crashed {
 			a.Crashes = append(a.Crashes, x.crash(d, p))
+		} else if d.undrained[p] {
+			// A clean stop whose drain ran out: what it left in flight is
+			// known exactly (no batch may have lost its rows).
+			c := x.crash(d, p)
+			c.Stopped, c.MaybeInFlight, c.MaybeInFlightInputs, c.MaybeInFlightOutputs = true, nil, 0, 0
+			a.Crashes = append(a.Crashes, c)
 		}
 		for _, r := range d.dropped {
 			if r.pair == p {

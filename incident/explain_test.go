@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/incident"
@@ -351,5 +352,46 @@ func TestACrashedKafkaMembersCommitLagCoversEveryPartitionItProcessed(t *testing
 				t.Errorf("%d redelivered, want %d: %+v", len(a.Redelivered), tt.redelivered, a.Redelivered)
 			}
 		})
+	}
+}
+
+// TestACleanStopsUndrainedItemsAreInFlightNotLost: a run that stopped
+// cleanly with its drain cut short lists in its END rows the items it
+// left unprocessed (and uncommitted); explain answers them as in flight
+// at that stop, not as inputs in no run, and the restart that processes
+// them loses nothing. (Explain said "lost: in-no-run" for them.)
+func TestACleanStopsUndrainedItemsAreInFlightNotLost(t *testing.T) {
+	r1 := newRec("p").journal(1, `"a"`).journal(2, `"b"`).journal(3, `"c"`).journal(4, `"d"`).
+		indexed("p", 1, 10, "o").indexed("p", 2, 20, "o").commit(2, 20).end("p")
+	r1.rows[len(r1.rows)-1].Detail = store.EndDetail([]store.Unprocessed{{Feed: "in", First: 3, Last: 4}})
+	r2 := newRec("p").input("p", 1, 30, `"c"`, "o").input("p", 2, 40, `"d"`, "o").commit(2, 40).end("p")
+	f := explain(t, incident.Options{}, r1.open(t, "run1"), r2.open(t, "run2"))
+	if f.Lost || !f.Complete {
+		t.Errorf("lost %v, complete %v, want false, true: losses %+v, answers %+v", f.Lost, f.Complete, f.Losses, f.Answers)
+	}
+	a := f.Answers[0]
+	if len(a.Lost) != 0 {
+		t.Errorf("lost %+v, want none", a.Lost)
+	}
+	if len(a.Crashes) != 1 || !a.Crashes[0].Stopped || a.Crashes[0].Run != 1 {
+		t.Fatalf("crashes %+v, want run 1's clean stop", a.Crashes)
+	}
+	c := a.Crashes[0]
+	var got []string
+	for _, in := range c.InFlight {
+		got = append(got, fmt.Sprintf("%d %s", in.Seq, in.Line))
+	}
+	if want := []string{`3 "c"`, `4 "d"`}; !slices.Equal(got, want) {
+		t.Errorf("in flight = %q, want %q", got, want)
+	}
+	if c.MaybeInFlight != nil || c.LastProcessed == nil || c.LastProcessed.Seq != 2 {
+		t.Errorf("maybe in flight %+v, last processed %+v: want none, seq 2", c.MaybeInFlight, c.LastProcessed)
+	}
+	var b strings.Builder
+	if err := f.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "clean stop of run 1") || !strings.Contains(b.String(), "2 in flight: 2") {
+		t.Errorf("text:\n%s", b.String())
 	}
 }

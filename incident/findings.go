@@ -98,8 +98,10 @@ type Input struct {
 type Answers struct {
 	Feed      string `json:"feed"`
 	Processor string `json:"processor"`
-	// Crashes: one per crashed run that handled the feed, in run order:
-	// answers 1 (last input processed), 2 (in flight) and 3 (commit lag).
+	// Crashes: one per crashed run that handled the feed, and one per run
+	// that stopped cleanly leaving items of it unprocessed (Crash.Stopped),
+	// in run order: answers 1 (last input processed), 2 (in flight) and 3
+	// (commit lag).
 	Crashes []Crash `json:"crashes"`
 	// Redelivered (answer 4): inputs a later run delivered again, at the
 	// position of an input of an earlier run, in the later run's order.
@@ -116,6 +118,11 @@ type Answers struct {
 // Crash is what one crashed run had done with a feed when it died.
 type Crash struct {
 	Run int `json:"run"`
+	// Stopped: the run did not crash; it stopped cleanly, and its drain
+	// ran out of time with items of the feed not dispatched (its END rows
+	// list them: store.Unprocessed). They are in InFlight: never
+	// processed, never committed, the next run delivers them again.
+	Stopped bool `json:"stopped,omitempty"`
 	// LastProcessed (answer 1) is the input of the highest seq whose rows
 	// (DELIVERY, input, every OUTPUT) were written: the last one every
 	// processor of the group handled. Nil when the run handled none.

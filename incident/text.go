@@ -36,7 +36,11 @@ func (f *Findings) WriteText(w io.Writer) error {
 	for _, a := range f.Answers {
 		fmt.Fprintf(b, "\n%s <- feed %s\n", a.Processor, a.Feed)
 		for _, c := range a.Crashes {
-			fmt.Fprintf(b, "  crash of run %d\n", c.Run)
+			if c.Stopped {
+				fmt.Fprintf(b, "  clean stop of run %d, items left unprocessed (its drain ran out of time)\n", c.Run)
+			} else {
+				fmt.Fprintf(b, "  crash of run %d\n", c.Run)
+			}
 			if c.LastProcessed == nil {
 				fmt.Fprintf(b, "    1 last processed: none\n")
 			} else {

@@ -27,6 +27,7 @@ type feedJournal struct {
 	name   string
 	broken atomic.Bool
 	slots  []slot
+	last   atomic.Int64 // the highest seq whose JOURNAL row was written
 }
 
 type slot struct {
@@ -179,9 +180,20 @@ func (j journal) AppendBatch(_ context.Context, feed string, first int64, items 
 		for _, e := range rows {
 			fj.put(e.Seq, fnv64a(e.Payload))
 		}
+		storeMax(&fj.last, rows[len(rows)-1].Seq)
 	}
 	if encErr != nil {
 		r.breakJournal(fj, encErr)
 	}
 	return nil
+}
+
+// storeMax raises v to x, if x is higher.
+func storeMax(v *atomic.Int64, x int64) {
+	for {
+		old := v.Load()
+		if x <= old || v.CompareAndSwap(old, x) {
+			return
+		}
+	}
 }

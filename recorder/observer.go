@@ -3,6 +3,8 @@ package recorder
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -144,6 +146,7 @@ func (r *Recorder) Observer() engine.Observer {
 		BeforeComplete:   r.beforeComplete,
 		Flush:            r.flushGroup,
 		CompletionFailed: r.completionFailed,
+		AfterDispatch:    r.afterDispatch,
 		Dropped:          r.dropped,
 		Lost:             r.lost,
 		TimerFired:       r.timerFired,
@@ -221,6 +224,47 @@ func (r *Recorder) startStaged(name string, staged bool) {
 }
 
 func (r *Recorder) beforeDispatch(group string, _ *engine.Input) { r.endItems(group) }
+
+// afterDispatch notes the item dispatched (see took).
+func (r *Recorder) afterDispatch(group string, in *engine.Input) { r.took(group, in.Feed, in.Seq) }
+
+// takenKey is a group's queue of a feed.
+type takenKey struct{ group, feed string }
+
+// took notes that the group dispatched (or dropped) the feed's items up to
+// seq: a queue hands them out, and its items count as dispatched, in the
+// feed's order (an item Stop cut short is not dispatched, nor is any item
+// after it).
+func (r *Recorder) took(group, feed string, seq int64) {
+	k := takenKey{group, feed}
+	v, ok := r.taken.Load(k)
+	if !ok {
+		v, _ = r.taken.LoadOrStore(k, new(atomic.Int64))
+	}
+	storeMax(v.(*atomic.Int64), seq)
+}
+
+// unprocessed lists, per journalled feed the group dispatched items of,
+// the seqs the feed journalled past the last one the group dispatched or
+// dropped: at a clean stop (the group takes nothing more), the items its
+// drain left in its queue or Stop cut short, not dispatched, so never
+// committed (the next run delivers them again).
+func (r *Recorder) unprocessed(group string) []store.Unprocessed {
+	var out []store.Unprocessed
+	r.feeds.Range(func(_, v any) bool {
+		fj := v.(*feedJournal)
+		t, ok := r.taken.Load(takenKey{group, fj.name})
+		if !ok {
+			return true
+		}
+		if taken, last := t.(*atomic.Int64).Load(), fj.last.Load(); last > taken {
+			out = append(out, store.Unprocessed{Feed: fj.name, First: taken + 1, Last: last})
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b store.Unprocessed) int { return strings.Compare(a.Feed, b.Feed) })
+	return out
+}
 
 // endItems forgets the item the group's processors were handling.
 func (r *Recorder) endItems(group string) {
@@ -442,6 +486,7 @@ type dropDetail struct {
 
 // dropped stages a DROPPED row for each recorded processor of the group.
 func (r *Recorder) dropped(group string, d engine.Drop) {
+	r.took(group, d.Feed, d.LastSeq)
 	detail, err := json.Marshal(dropDetail{First: d.FirstSeq, Last: d.LastSeq, Reason: d.Reason, Approximate: d.Approximate})
 	if err != nil { // a struct of strings, ints and a bool
 		panic(err)
@@ -521,7 +566,8 @@ func (r *Recorder) timerFired(name string, t *core.Trace) {
 	r.stage(gs, p, p.group, lo, inputs)
 }
 
-// stopped writes END. It returns the processor's *BrokenError when its
+// stopped writes END, listing the journalled items its group did not
+// dispatch (unprocessed). It returns the processor's *BrokenError when its
 // stream stopped (END cannot be written, or a row before it could not).
 func (r *Recorder) stopped(name string) error {
 	p := r.proc(name)
@@ -533,6 +579,9 @@ func (r *Recorder) stopped(name string) error {
 		return r.brokenErr(p)
 	}
 	row := store.Entry{Processor: name, Index: p.at(), Kind: store.KindEnd, N: p.inputs, Instant: r.clock.Now()}
+	if p.group != "" {
+		row.Detail = store.EndDetail(r.unprocessed(p.group))
+	}
 	r.appendParts([]store.Entry{row}, []part{{p: p, lo: 0, hi: 1}})
 	return r.brokenErr(p)
 }

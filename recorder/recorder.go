@@ -117,6 +117,7 @@ type Recorder struct {
 	procs  sync.Map // processor name -> *proc
 	groups sync.Map // group name -> *groupState
 	feeds  sync.Map // feed name -> *feedJournal
+	taken  sync.Map // takenKey -> *atomic.Int64: the highest seq of the feed the group took (or dropped)
 	feedMu sync.Mutex
 
 	commits   commitLog

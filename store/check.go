@@ -64,7 +64,9 @@ const pendingLimit = 4096
 //     every seq up to the last COMMIT row's, an input, DROPPED or FAILED
 //     row. In a recording that ended (every stream has END, no torn line)
 //     the same holds up to the highest seq of the feed any input or
-//     JOURNAL row holds: a clean stop handled what it published. Each run
+//     JOURNAL row holds: a clean stop handled what it published, but for
+//     the seqs the processor's END rows say it left unprocessed (its
+//     drain ran out of time: Unprocessed) and no COMMIT row covers. Each run
 //     of seqs without a row is one problem, naming the processor, the feed
 //     and the seqs, at the last COMMIT row (or the last END row). A
 //     processor with a row that cannot be read (malformed) is not judged:
@@ -110,6 +112,9 @@ type coverage struct {
 	feeds   map[string]*feedCover
 	handled map[feedProc]*intervals
 	order   []feedProc // the pairs in the order they were first met
+	// unprocessed: per feed and processor (workers merged) the seqs its
+	// END rows say a clean stop left unprocessed (store.Unprocessed).
+	unprocessed map[feedProc]*intervals
 }
 
 type feedCover struct {
@@ -354,6 +359,7 @@ func (c *Checker) Add(e Entry, line int64) {
 	case KindEnd:
 		s.ended = true
 		c.lastEnd = ref
+		c.endDetail(s, e, ref)
 		if e.N != s.inputs && !s.damaged {
 			c.problem(ProblemGap, ref, "END counts %d inputs, the stream holds %d (INDEXED, INLINE and TIMER rows)", e.N, s.inputs)
 		}
@@ -429,6 +435,27 @@ func failedWhat(e Entry) string {
 	return fmt.Sprintf("feed %q seq %d", e.Source, e.Seq)
 }
 
+// endDetail keeps the seqs an END row says the stop left unprocessed.
+func (c *Checker) endDetail(s *stream, e Entry, ref rowRef) {
+	us, err := UnprocessedOf(e)
+	if err != nil {
+		c.problem(ProblemMalformed, ref, "%v", err)
+		return
+	}
+	for _, u := range us {
+		k := feedProc{u.Feed, core.BaseStream(s.name)}
+		if c.cov.unprocessed == nil {
+			c.cov.unprocessed = map[feedProc]*intervals{}
+		}
+		iv := c.cov.unprocessed[k]
+		if iv == nil {
+			iv = &intervals{}
+			c.cov.unprocessed[k] = iv
+		}
+		iv.addRange(u.First, u.Last)
+	}
+}
+
 // uncovered reports the missing-input problems (see Checker): per feed and
 // processor, the seqs up to the last COMMIT row's (and, in a recording that
 // ended, up to the highest published) without an input, DROPPED or FAILED
@@ -455,7 +482,21 @@ func (c *Checker) uncovered() {
 		if through <= 0 {
 			continue
 		}
-		for _, g := range c.cov.handled[k].gaps(through) {
+		gaps := c.cov.handled[k].gaps(through)
+		if un := c.cov.unprocessed[k]; un != nil {
+			// Seqs an END row says were left unprocessed need no row,
+			// unless a COMMIT row covers them (the source said they were
+			// handled).
+			var past intervals
+			for _, u := range un.iv {
+				if u.hi > f.commit {
+					past.addRange(max(u.lo, f.commit+1), u.hi)
+				}
+			}
+			all := intervals{iv: gaps}
+			gaps = all.minus(&past)
+		}
+		for _, g := range gaps {
 			p := Problem{Kind: ProblemMissingInput, Processor: k.proc, Row: KindEnd, Line: c.lastEnd.line, Feed: k.feed, First: g.lo, Last: g.hi}
 			seqs := fmt.Sprintf("seq %d", g.lo)
 			if g.hi > g.lo {

@@ -65,6 +65,23 @@ func (r *rowsOf) end(ps ...string) *rowsOf {
 	return r
 }
 
+// endLeaving closes each stream with an END row saying the stop left seqs
+// first..last of feed f unprocessed.
+func (r *rowsOf) endLeaving(first, last int64, ps ...string) *rowsOf {
+	r.end(ps...)
+	for i := len(r.rows) - len(ps); i < len(r.rows); i++ {
+		r.rows[i].Detail = store.EndDetail([]store.Unprocessed{{Feed: "f", First: first, Last: last}})
+	}
+	return r
+}
+
+func (r *rowsOf) journal(seqs ...int64) *rowsOf {
+	for _, s := range seqs {
+		r.add(store.Entry{Kind: store.KindJournal, Source: "f", Seq: s})
+	}
+	return r
+}
+
 // missing is a missing-input problem as the tests compare it.
 type missing struct {
 	Processor   string
@@ -112,6 +129,18 @@ func TestEverySeqACommitCoversHasARowInEveryProcessorOfTheFeed(t *testing.T) {
 			add(store.Entry{Kind: store.KindJournal, Source: "f", Seq: 2}).end("p"),
 			[]missing{{"p", store.KindEnd, 5, 2, 2}}},
 		{"crashed: no claim past the commit", newRows("", "p").in("p", 1, 2, 4), nil},
+		// A clean stop whose drain timed out: END says which published
+		// seqs it left unprocessed (and uncommitted).
+		{"ended: seqs END says the stop left unprocessed", newRows("", "p").in("p", 1, 2).journal(1, 2, 3, 4, 5).commit(2).
+			endLeaving(3, 5, "p"), nil},
+		{"ended: a seq published before the unprocessed ones", newRows("", "p").in("p", 1).journal(1, 2, 3, 4).
+			endLeaving(3, 4, "p"), []missing{{"p", store.KindEnd, 8, 2, 2}}},
+		{"ended: a COMMIT covering a seq END says is unprocessed", newRows("", "p").in("p", 1, 2).journal(1, 2, 3, 4).commit(3).
+			endLeaving(3, 4, "p"), []missing{{"p", store.KindCommit, 9, 3, 3}}},
+		{"ended: workers' ENDs say it for the processor", newRows("", "p#w0", "p#w1").in("p#w0", 1).in("p#w1", 2).journal(3, 4).
+			endLeaving(3, 4, "p#w0", "p#w1"), nil},
+		{"ended: unprocessed seqs of another processor", newRows("", "a", "b").in("a", 1).in("b", 1).journal(1, 2).
+			endLeaving(2, 2, "a").end("b"), []missing{{"b", store.KindEnd, 9, 2, 2}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,6 +158,31 @@ func TestEverySeqACommitCoversHasARowInEveryProcessorOfTheFeed(t *testing.T) {
 				t.Errorf("missing-input problems (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestAnEndDetailThatIsNotTheUnprocessedSeqsIsMalformed: an END row's
+// detail is the JSON of the seqs a clean stop left unprocessed
+// (store.EndDetail), or empty; anything else is a malformed row.
+func TestAnEndDetailThatIsNotTheUnprocessedSeqsIsMalformed(t *testing.T) {
+	for _, tt := range []struct {
+		detail    string
+		malformed bool
+	}{
+		{"", false},
+		{store.EndDetail([]store.Unprocessed{{Feed: "f", First: 2, Last: 2}}), false},
+		{"drained", true},
+		{`{"unprocessed":[{"feed":"f","first":3,"last":2}]}`, true},
+		{`{"unprocessed":[{"feed":"","first":1,"last":2}]}`, true},
+		{`{"unprocessed":[{"feed":"f","first":0,"last":2}]}`, true},
+	} {
+		rows := newRows("", "p").in("p", 1, 2).end("p")
+		rows.rows[len(rows.rows)-1].Detail = tt.detail
+		ps := check(rows.rows)
+		got := len(ps) == 1 && errors.Is(&ps[0], store.ErrMalformed) && ps[0].Row == store.KindEnd
+		if got != tt.malformed || !tt.malformed && len(ps) != 0 {
+			t.Errorf("END detail %q: problems %v, want malformed %v", tt.detail, ps, tt.malformed)
+		}
 	}
 }
 

@@ -167,7 +167,7 @@ var usedFields = map[Kind]int{
 	KindOutput:   fSource | fSeq | fPayload,
 	KindDropped:  fSource | fSeq | fOffset | fN | fDetail,
 	KindFailed:   fSource | fSeq | fInstant | fDetail,
-	KindEnd:      fInstant | fN,
+	KindEnd:      fInstant | fN | fDetail,
 	KindJournal:  fSource | fSeq | fPayload,
 	KindCommit:   fSource | fSeq | fEpoch | fKey | fOffset,
 	KindLost:     fSource | fSeq | fEpoch | fKey | fOffset | fN | fDetail,
