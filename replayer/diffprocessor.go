@@ -143,9 +143,10 @@ type item struct {
 }
 
 // classes sorts the aligned inputs of one processor into what Diff counts
-// and lists: an input is in at most one of onlyA, onlyB, diff, twice and
-// cut (cut: once per side that cut it), and may be in repeated and dup
-// too. It is used by one goroutine.
+// and lists: an input is in at most one of onlyA, onlyB, diff, cut (once
+// per side whose outputs of it are not known) and twice; dup holds inputs
+// of twice, repeated inputs of any class but twice. It is used by one
+// goroutine.
 type classes struct {
 	onlyA, onlyB, diff, twice, dup, repeated, cut []item
 	common                                        int64 // ProcessorDiff.Common
