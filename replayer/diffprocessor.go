@@ -39,7 +39,9 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 	}
 	slices.Sort(pd.Notes)
 	pd.Common = cs.common
+	lost := pd.Counts.Lost // counted by index
 	pd.Counts = cs.counts()
+	pd.Counts.Lost = lost
 	if !cs.limit(d.limit) {
 		return pd, nil
 	}
@@ -200,7 +202,7 @@ func (c *classes) classify(al aligned) {
 	}
 }
 
-// counts are the sizes of the classes.
+// counts are the sizes of the classes (Lost, which index counts, is 0).
 func (c *classes) counts() DiffCounts {
 	var changed int64
 	for _, it := range c.diff {
