@@ -646,22 +646,11 @@ func TestDiffNamesAKeyedInputWhoseOutputsChanged(t *testing.T) {
 func TestDiffCountsEveryLostRowPastTheLimit(t *testing.T) {
 	rs := rows(t, run{}.memory(t, ten...))
 	in := find(t, rs, "ledger", store.KindInline, 1)
-	end := len(rs) - 1
-	for end >= 0 && !(rs[end].Processor == "ledger" && rs[end].Kind == store.KindEnd) {
-		end--
-	}
-	edited := append([]store.Entry(nil), rs[:end]...)
+	var lost []store.Entry
 	for k := range int64(3) {
-		edited = append(edited, store.Lost{Feed: rs[in].Source, Seq: 100 + k, Reason: "oversized", Items: 1, From: 1000 * k, To: 1000*k + 900}.Entry("ledger", 0))
+		lost = append(lost, store.Lost{Feed: rs[in].Source, Seq: 100 + k, Reason: "oversized", Items: 1, From: 1000 * k, To: 1000*k + 900}.Entry("ledger", 0))
 	}
-	edited = append(edited, rs[end:]...)
-	idx := int64(0)
-	for k := range edited {
-		if edited[k].Processor == "ledger" {
-			idx++
-			edited[k].Index = idx
-		}
-	}
+	edited := insert(rs, find(t, rs, "ledger", store.KindEnd, 1), lost...)
 	rep := diff(t, []store.Reader{reopen(t, edited)}, []store.Reader{run{}.memory(t, ten...)}, replayer.DiffOptions{Ignore: []string{"at"}, Limit: 1})
 	p := rep.Processors[0]
 	if got, want := []int64{p.Counts.Lost, int64(len(p.Lost))}, []int64{3, 1}; !slices.Equal(got, want) {
