@@ -18,90 +18,131 @@ type rowKey struct {
 // same). It reads each run that has such a row once more, then looks up the
 // JOURNAL rows of the INDEXED inputs.
 func fill(f *Findings, readers []store.Reader) {
-	wants := make([]map[rowKey][]func(store.Entry), len(readers))
-	want := func(r Ref, f func(store.Entry)) {
-		if r.Run < 1 || r.Run > len(readers) {
-			return
-		}
-		m := wants[r.Run-1]
-		if m == nil {
-			m = map[rowKey][]func(store.Entry){}
-			wants[r.Run-1] = m
-		}
-		k := rowKey{r.Processor, r.Index}
-		m[k] = append(m[k], f)
+	fl := &filler{readers: readers, wants: make([]map[rowKey][]func(store.Entry), len(readers))}
+	dups := fl.wantAll(f)
+	fl.read()
+	for _, f := range fl.journal {
+		f()
 	}
-	var journal []func() // after the pass: JOURNAL lookups of INDEXED inputs
-	input := func(in *Input) {
-		if in == nil {
-			return
-		}
-		for _, r := range in.Rows {
-			switch r.Kind {
-			case store.KindInline, store.KindIndexed, store.KindJournal:
-			default:
-				continue
-			}
-			rd := readers[in.Run-1]
-			want(r, func(e store.Entry) {
-				switch e.Kind {
-				case store.KindInline:
-					in.Line, in.Time = string(e.Payload), e.Instant
-				case store.KindJournal:
-					in.Line = string(e.Payload)
-				case store.KindIndexed:
-					in.Time = e.Instant
-					feed, seq := e.Source, e.Seq
-					journal = append(journal, func() {
-						if j, err := rd.Journal(feed, seq); err == nil {
-							in.Line = string(j.Payload)
-						}
-					})
-				}
-			})
-		}
+	for _, dr := range dups {
+		dr.dup.Sink, dr.dup.Payload = dr.again.sink, dr.again.payload
+		dr.dup.Same = dr.dup.Earlier != nil && dr.earlier.read && dr.again.read &&
+			dr.earlier.sink == dr.again.sink && dr.earlier.payload == dr.again.payload
 	}
-	type output struct {
-		sink, payload string
-		read          bool
-	}
-	type dupRead struct {
-		dup            *Duplicate
-		earlier, again output
-	}
+}
+
+// filler is one fill: the rows it wants of each run, and what to do with
+// each. It is used by one goroutine.
+type filler struct {
+	readers []store.Reader
+	wants   []map[rowKey][]func(store.Entry) // per run
+	journal []func()                         // after the pass: JOURNAL lookups of INDEXED inputs
+}
+
+// dupOutput is an OUTPUT row of a duplicate, once read.
+type dupOutput struct {
+	sink, payload string
+	read          bool
+}
+
+// dupRead is a duplicate and its two OUTPUT rows, as fill reads them.
+type dupRead struct {
+	dup            *Duplicate
+	earlier, again dupOutput
+}
+
+// wantAll asks for the rows of every input and duplicate f reports (its
+// crashes', re-deliveries', duplicates' and what is on disk), and returns
+// the duplicates, whose rows fill compares once read.
+func (fl *filler) wantAll(f *Findings) []*dupRead {
 	var dups []*dupRead
 	for i := range f.Answers {
 		a := &f.Answers[i]
 		for j := range a.Crashes {
 			c := &a.Crashes[j]
-			input(c.LastProcessed)
-			input(c.MaybeInFlight)
+			fl.input(c.LastProcessed)
+			fl.input(c.MaybeInFlight)
 			for k := range c.InFlight {
-				input(&c.InFlight[k])
+				fl.input(&c.InFlight[k])
 			}
 		}
 		for j := range a.Redelivered {
-			input(&a.Redelivered[j].Earlier)
-			input(&a.Redelivered[j].Again)
+			fl.input(&a.Redelivered[j].Earlier)
+			fl.input(&a.Redelivered[j].Again)
 		}
 		for j := range a.Duplicates {
 			dr := &dupRead{dup: &a.Duplicates[j]}
 			dups = append(dups, dr)
-			want(dr.dup.Again, func(e store.Entry) { dr.again = output{e.Source, string(e.Payload), true} })
+			fl.want(dr.dup.Again, func(e store.Entry) { dr.again = dupOutput{e.Source, string(e.Payload), true} })
 			if dr.dup.Earlier != nil {
-				want(*dr.dup.Earlier, func(e store.Entry) { dr.earlier = output{e.Source, string(e.Payload), true} })
+				fl.want(*dr.dup.Earlier, func(e store.Entry) { dr.earlier = dupOutput{e.Source, string(e.Payload), true} })
 			}
 		}
 	}
 	if od := f.OnDisk; od != nil {
-		input(od.PointerInput)
-		input(od.StateInput)
+		fl.input(od.PointerInput)
+		fl.input(od.StateInput)
 	}
-	for i, m := range wants {
+	return dups
+}
+
+// want asks for row r: f is called with it when it is read. A Ref of no
+// run given is ignored.
+func (fl *filler) want(r Ref, f func(store.Entry)) {
+	if r.Run < 1 || r.Run > len(fl.readers) {
+		return
+	}
+	m := fl.wants[r.Run-1]
+	if m == nil {
+		m = map[rowKey][]func(store.Entry){}
+		fl.wants[r.Run-1] = m
+	}
+	k := rowKey{r.Processor, r.Index}
+	m[k] = append(m[k], f)
+}
+
+// input asks for the input row of in (nil: none) for its line and time:
+// an INLINE row's payload and instant, a JOURNAL row's payload, or an
+// INDEXED row's instant and, after the pass, its journal row's payload.
+func (fl *filler) input(in *Input) {
+	if in == nil {
+		return
+	}
+	for _, r := range in.Rows {
+		switch r.Kind {
+		case store.KindInline, store.KindIndexed, store.KindJournal:
+		default:
+			continue
+		}
+		rd := fl.readers[in.Run-1]
+		fl.want(r, func(e store.Entry) {
+			switch e.Kind {
+			case store.KindInline:
+				in.Line, in.Time = string(e.Payload), e.Instant
+			case store.KindJournal:
+				in.Line = string(e.Payload)
+			case store.KindIndexed:
+				in.Time = e.Instant
+				feed, seq := e.Source, e.Seq
+				fl.journal = append(fl.journal, func() {
+					if j, err := rd.Journal(feed, seq); err == nil {
+						in.Line = string(j.Payload)
+					}
+				})
+			}
+		})
+	}
+}
+
+// read reads once more each run with a row wanted, handing each wanted
+// row to what asked for it. A read error ends a run's read: the first
+// pass reported it.
+func (fl *filler) read() {
+	for i, m := range fl.wants {
 		if len(m) == 0 {
 			continue
 		}
-		for e, err := range readers[i].Scan() {
+		for e, err := range fl.readers[i].Scan() {
 			if err != nil {
 				var p *store.Problem
 				if errors.As(err, &p) {
@@ -113,13 +154,5 @@ func fill(f *Findings, readers []store.Reader) {
 				f(e)
 			}
 		}
-	}
-	for _, f := range journal {
-		f()
-	}
-	for _, dr := range dups {
-		dr.dup.Sink, dr.dup.Payload = dr.again.sink, dr.again.payload
-		dr.dup.Same = dr.dup.Earlier != nil && dr.earlier.read && dr.again.read &&
-			dr.earlier.sink == dr.again.sink && dr.earlier.payload == dr.again.payload
 	}
 }

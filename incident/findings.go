@@ -245,12 +245,12 @@ type Duplicate struct {
 
 // The kinds of Loss.
 const (
-	LossDropped  = "dropped"   // a DROPPED row: items lost before they reached the processor
-	LossSource   = "lost"      // a LOST row: input the feed's source lost (an oversized line, a file gone unread, records deleted by retention)
-	LossFailed   = "failed"    // a FAILED row: an input (or its completion) that failed
-	LossInNoRun  = "in-no-run" // inputs a source committed (or a pointer or state moved past) with no row in any run
-	LossTorn     = "torn"      // the torn last line of the last run
-	LossUnfinish = "unfinished"
+	LossDropped  = "dropped"                       // a DROPPED row: items lost before they reached the processor
+	LossSource   = "lost"                          // a LOST row: input the feed's source lost (an oversized line, a file gone unread, records deleted by retention)
+	LossFailed   = "failed"                        // a FAILED row: an input (or its completion) that failed
+	LossInNoRun  = "in-no-run"                     // inputs a source committed (or a pointer or state moved past) with no row in any run
+	LossTorn     = string(store.ProblemTorn)       // "torn": the torn last line of the last run
+	LossUnfinish = string(store.ProblemUnfinished) // "unfinished": a stream of the last run without END (it did not stop cleanly)
 	// Other losses are named after the integrity problem that shows them
 	// (store.ProblemKind: gap, orphan, malformed, missing-journal,
 	// missing-stream, unreadable).

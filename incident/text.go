@@ -33,61 +33,13 @@ func (f *Findings) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(b, "run %d  %s  %s  %s  %d rows: %s\n", r.Run, r.File, r.Format, state, r.Rows, counts(r.Counts))
 	}
-	for _, a := range f.Answers {
+	for i := range f.Answers {
+		a := &f.Answers[i]
 		fmt.Fprintf(b, "\n%s <- feed %s\n", a.Processor, a.Feed)
-		for _, c := range a.Crashes {
-			if c.Stopped {
-				fmt.Fprintf(b, "  clean stop of run %d, items left unprocessed (its drain ran out of time)\n", c.Run)
-			} else {
-				fmt.Fprintf(b, "  crash of run %d\n", c.Run)
-			}
-			if c.LastProcessed == nil {
-				fmt.Fprintf(b, "    1 last processed: none\n")
-			} else {
-				fmt.Fprintf(b, "    1 last processed: %s\n", input(c.LastProcessed))
-			}
-			switch {
-			case !c.InFlightKnown && len(c.InFlight) == 0:
-				fmt.Fprintf(b, "    2 in flight: not known (the feed is not journalled: items read and not recorded leave no row)\n")
-			case len(c.InFlight) == 0:
-				fmt.Fprintf(b, "    2 in flight: none\n")
-			default:
-				fmt.Fprintf(b, "    2 in flight: %d\n", len(c.InFlight))
-				for i := range limit(c.InFlight, b, "      ") {
-					fmt.Fprintf(b, "      %s\n", input(&c.InFlight[i]))
-				}
-			}
-			if c.MaybeInFlight != nil {
-				fmt.Fprintf(b, "    2 maybe in flight (one batch: %d inputs of a later run past it, %d outputs; the first): %s\n",
-					c.MaybeInFlightInputs, c.MaybeInFlightOutputs, input(c.MaybeInFlight))
-			}
-			switch l := c.Lag; {
-			case l == nil:
-				fmt.Fprintf(b, "    3 commit lag: not known (nothing processed, or a recording before COMMIT rows and no restart)\n")
-			case len(l.Keys) > 0:
-				fmt.Fprintf(b, "    3 commit lag: %d items, %d offsets, over %d keys:\n", l.Items, l.Bytes, len(l.Keys))
-				for i := range l.Keys {
-					fmt.Fprintf(b, "      %s: %s\n", l.Keys[i].Key, lagText(&l.Keys[i].Lag))
-				}
-			default:
-				fmt.Fprintf(b, "    3 commit lag: %s\n", lagText(l))
-			}
+		for j := range a.Crashes {
+			writeCrash(b, &a.Crashes[j])
 		}
-		if len(a.Redelivered) == 0 {
-			fmt.Fprintf(b, "  4 redelivered: none\n")
-		} else {
-			n := map[string]int{}
-			for _, r := range a.Redelivered {
-				n[r.Outcome]++
-			}
-			fmt.Fprintf(b, "  4 redelivered: %d (%d skipped, %d applied again, %d undetermined)\n", len(a.Redelivered),
-				n[OutcomeSkipped], n[OutcomeAppliedAgain], n[OutcomeUndetermined])
-			for i := range limit(a.Redelivered, b, "    ") {
-				r := &a.Redelivered[i]
-				fmt.Fprintf(b, "    %s: run %d seq %d, again run %d seq %d: %s %s\n", position(r.Position), r.Earlier.Run, r.Earlier.Seq,
-					r.Again.Run, r.Again.Seq, r.Outcome, refs(append(slices.Clone(r.Earlier.Rows), r.Again.Rows...)))
-			}
-		}
+		writeRedelivered(b, a.Redelivered)
 		if len(a.Lost) == 0 {
 			fmt.Fprintf(b, "  5 lost: nothing\n")
 		} else {
@@ -96,23 +48,7 @@ func (f *Findings) WriteText(w io.Writer) error {
 				fmt.Fprintf(b, "    %s\n", loss(&a.Lost[i]))
 			}
 		}
-		if len(a.Duplicates) == 0 {
-			fmt.Fprintf(b, "  6 emitted twice: none\n")
-		} else {
-			fmt.Fprintf(b, "  6 emitted twice: %d outputs\n", len(a.Duplicates))
-			for i := range limit(a.Duplicates, b, "    ") {
-				d := &a.Duplicates[i]
-				same := "the same output"
-				if !d.Same {
-					same = "a different output"
-				}
-				rs := []Ref{d.Again}
-				if d.Earlier != nil {
-					rs = []Ref{*d.Earlier, d.Again}
-				}
-				fmt.Fprintf(b, "    %s: %s #%d %s: %s %s\n", position(d.Position), d.Sink, d.K, same, short(d.Payload), refs(rs))
-			}
-		}
+		writeDuplicates(b, a.Duplicates)
 	}
 	if len(f.Losses) > 0 {
 		fmt.Fprintf(b, "\nlost in the recordings: %d\n", len(f.Losses))
@@ -138,6 +74,89 @@ func (f *Findings) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(b, "\nverdict: %s\n", verdict)
 	return b.Flush()
+}
+
+// writeCrash writes the answers 1, 2 and 3 for crash c: the last input
+// processed, the inputs in flight, the commit lag.
+func writeCrash(b *bufio.Writer, c *Crash) {
+	if c.Stopped {
+		fmt.Fprintf(b, "  clean stop of run %d, items left unprocessed (its drain ran out of time)\n", c.Run)
+	} else {
+		fmt.Fprintf(b, "  crash of run %d\n", c.Run)
+	}
+	if c.LastProcessed == nil {
+		fmt.Fprintf(b, "    1 last processed: none\n")
+	} else {
+		fmt.Fprintf(b, "    1 last processed: %s\n", input(c.LastProcessed))
+	}
+	switch {
+	case !c.InFlightKnown && len(c.InFlight) == 0:
+		fmt.Fprintf(b, "    2 in flight: not known (the feed is not journalled: items read and not recorded leave no row)\n")
+	case len(c.InFlight) == 0:
+		fmt.Fprintf(b, "    2 in flight: none\n")
+	default:
+		fmt.Fprintf(b, "    2 in flight: %d\n", len(c.InFlight))
+		for i := range limit(c.InFlight, b, "      ") {
+			fmt.Fprintf(b, "      %s\n", input(&c.InFlight[i]))
+		}
+	}
+	if c.MaybeInFlight != nil {
+		fmt.Fprintf(b, "    2 maybe in flight (one batch: %d inputs of a later run past it, %d outputs; the first): %s\n",
+			c.MaybeInFlightInputs, c.MaybeInFlightOutputs, input(c.MaybeInFlight))
+	}
+	switch l := c.Lag; {
+	case l == nil:
+		fmt.Fprintf(b, "    3 commit lag: not known (nothing processed, or a recording before COMMIT rows and no restart)\n")
+	case len(l.Keys) > 0:
+		fmt.Fprintf(b, "    3 commit lag: %d items, %d offsets, over %d keys:\n", l.Items, l.Bytes, len(l.Keys))
+		for i := range l.Keys {
+			fmt.Fprintf(b, "      %s: %s\n", l.Keys[i].Key, lagText(&l.Keys[i].Lag))
+		}
+	default:
+		fmt.Fprintf(b, "    3 commit lag: %s\n", lagText(l))
+	}
+}
+
+// writeRedelivered writes the answer 4: the inputs delivered again, each
+// with its outcome, and how many had each outcome.
+func writeRedelivered(b *bufio.Writer, rds []Redelivery) {
+	if len(rds) == 0 {
+		fmt.Fprintf(b, "  4 redelivered: none\n")
+		return
+	}
+	n := map[string]int{}
+	for _, r := range rds {
+		n[r.Outcome]++
+	}
+	fmt.Fprintf(b, "  4 redelivered: %d (%d skipped, %d applied again, %d undetermined)\n", len(rds),
+		n[OutcomeSkipped], n[OutcomeAppliedAgain], n[OutcomeUndetermined])
+	for i := range limit(rds, b, "    ") {
+		r := &rds[i]
+		fmt.Fprintf(b, "    %s: run %d seq %d, again run %d seq %d: %s %s\n", position(r.Position), r.Earlier.Run, r.Earlier.Seq,
+			r.Again.Run, r.Again.Seq, r.Outcome, refs(append(slices.Clone(r.Earlier.Rows), r.Again.Rows...)))
+	}
+}
+
+// writeDuplicates writes the answer 6: the outputs emitted again, each
+// with whether it was the same output.
+func writeDuplicates(b *bufio.Writer, dups []Duplicate) {
+	if len(dups) == 0 {
+		fmt.Fprintf(b, "  6 emitted twice: none\n")
+		return
+	}
+	fmt.Fprintf(b, "  6 emitted twice: %d outputs\n", len(dups))
+	for i := range limit(dups, b, "    ") {
+		d := &dups[i]
+		same := "the same output"
+		if !d.Same {
+			same = "a different output"
+		}
+		rs := []Ref{d.Again}
+		if d.Earlier != nil {
+			rs = []Ref{*d.Earlier, d.Again}
+		}
+		fmt.Fprintf(b, "    %s: %s #%d %s: %s %s\n", position(d.Position), d.Sink, d.K, same, short(d.Payload), refs(rs))
+	}
 }
 
 // limit returns the first TextLimit entries of s, and writes how many it

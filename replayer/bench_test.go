@@ -87,6 +87,58 @@ func BenchmarkReplaySQLite(b *testing.B) {
 		func(p string) (store.Reader, error) { return sqlitestore.Open(p) }, nil)
 }
 
+// BenchmarkDiffCSV compares two CSV recordings of the same 100,000 ledger
+// inputs per op (opening both included). Their outputs differ only in the
+// clock reading "at": same ignores it (verdict Same: the index of both
+// sides and their alignment, the pass every Diff makes); different does
+// not (every input differs: the second pass fetches and compares the
+// DefaultDiffLimit inputs listed).
+func BenchmarkDiffCSV(b *testing.B) {
+	const n = 100_000
+	dir := b.TempDir()
+	var paths [2]string
+	for i := range paths {
+		paths[i] = filepath.Join(dir, fmt.Sprintf("r%d.csv", i))
+		w, err := csvstore.Create(paths[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		recordLedger(b, w, n)
+	}
+	for _, c := range []struct {
+		name   string
+		ignore []string
+		want   replayer.DiffVerdict
+	}{{"same", []string{"at"}, replayer.DiffSame}, {"different", nil, replayer.DiffDifferent}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var sides [2][]store.Reader
+				for i, p := range paths {
+					r, err := csvstore.Open(p)
+					if err != nil {
+						b.Fatal(err)
+					}
+					sides[i] = []store.Reader{r}
+				}
+				rep, err := replayer.Diff(context.Background(), sides[0], sides[1], replayer.DiffOptions{Ignore: c.ignore})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if rep.Verdict != c.want || rep.Processors[0].Common != n {
+					var buf bytes.Buffer
+					rep.WriteText(&buf)
+					b.Fatalf("diff of two recordings of %d inputs, want %s:\n%.2000s", n, c.want, buf.String())
+				}
+				for _, s := range sides {
+					s[0].Close()
+				}
+			}
+			b.ReportMetric(float64(2*n)*float64(b.N)/b.Elapsed().Seconds(), "inputs/s")
+		})
+	}
+}
+
 // recordLedger records n ledger inputs into w, read from a generated input
 // file by the file source (once-earliest), and returns how long the engine
 // took from Start to the last input handled.

@@ -638,3 +638,25 @@ func TestDiffNamesAKeyedInputWhoseOutputsChanged(t *testing.T) {
 		t.Errorf("different input %+v, want feed input key %s offset 8 epoch 3", d.InputRef, part)
 	}
 }
+
+// TestDiffCountsEveryLostRowPastTheLimit: a side whose processor stream
+// holds three LOST rows, diffed with Limit 1, lists one and counts three
+// (the text says how many more it did not list). Counts.Lost was 0: the
+// counts of the lists overwrote it once the inputs were classified.
+func TestDiffCountsEveryLostRowPastTheLimit(t *testing.T) {
+	rs := rows(t, run{}.memory(t, ten...))
+	in := find(t, rs, "ledger", store.KindInline, 1)
+	var lost []store.Entry
+	for k := range int64(3) {
+		lost = append(lost, store.Lost{Feed: rs[in].Source, Seq: 100 + k, Reason: "oversized", Items: 1, From: 1000 * k, To: 1000*k + 900}.Entry("ledger", 0))
+	}
+	edited := insert(rs, find(t, rs, "ledger", store.KindEnd, 1), lost...)
+	rep := diff(t, []store.Reader{reopen(t, edited)}, []store.Reader{run{}.memory(t, ten...)}, replayer.DiffOptions{Ignore: []string{"at"}, Limit: 1})
+	p := rep.Processors[0]
+	if got, want := []int64{p.Counts.Lost, int64(len(p.Lost))}, []int64{3, 1}; !slices.Equal(got, want) {
+		t.Errorf("counted and listed lost rows = %v, want %v:\n%s", got, want, diffText(t, rep))
+	}
+	if txt := diffText(t, rep); !strings.Contains(txt, "lost: 2 more not listed") {
+		t.Errorf("the text does not say 2 lost rows were not listed:\n%s", txt)
+	}
+}

@@ -232,6 +232,27 @@ func remove(rows []store.Entry, i, j int) []store.Entry {
 	return out
 }
 
+// insert puts extra, rows of one processor, at rows[i] and numbers them
+// after that processor's row before them, renumbering its later rows, so
+// the stream stays gapless.
+func insert(rows []store.Entry, i int, extra ...store.Entry) []store.Entry {
+	p := extra[0].Processor
+	idx := int64(0)
+	for _, e := range rows[:i] {
+		if e.Processor == p {
+			idx = e.Index
+		}
+	}
+	out := append(append(append([]store.Entry(nil), rows[:i]...), extra...), rows[i:]...)
+	for k := i; k < len(out); k++ {
+		if out[k].Processor == p {
+			idx++
+			out[k].Index = idx
+		}
+	}
+	return out
+}
+
 func replay(t testing.TB, r store.Reader, opts replayer.Options) *replayer.Report {
 	t.Helper()
 	rep, err := replayer.Replay(context.Background(), r, builtins(), opts)

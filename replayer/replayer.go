@@ -225,31 +225,67 @@ func Replay(ctx context.Context, r store.Reader, apps []core.App, opts Options) 
 // r.Processors(), before any replay. A ctx cancelled before the pass
 // replays nothing: every processor is "not replayed".
 func replayOnce(ctx context.Context, r store.Reader, resolve func(string) (job, error), codec recorder.Codec, opts Options) (*Report, error) {
-	reps := map[string]*ProcessorReport{}
-	replays := map[string]*replay{}
-	start := func(p string) (*replay, error) {
-		j, err := resolve(p)
-		if err != nil {
-			return nil, err
+	ps := &pass{ctx: ctx, r: r, resolve: resolve, codec: codec, opts: opts,
+		reps: map[string]*ProcessorReport{}, replays: map[string]*replay{}}
+	err := ps.read()
+	if errors.Is(err, ErrUnknownApp) || errors.Is(err, ErrUsage) {
+		// The error for the first such processor in r.Processors() order,
+		// as Replay gives it.
+		for _, p := range r.Processors() {
+			if _, rerr := resolve(p); rerr != nil {
+				return nil, rerr
+			}
 		}
-		pr := &ProcessorReport{Processor: j.proc, App: j.app.Name, Losses: []Loss{}, Problems: []store.Problem{}}
-		rp := newReplay(ctx, r, j, codec, opts, pr)
-		rp.begin()
-		reps[p], replays[p] = pr, rp
-		return rp, nil
+		return nil, err
 	}
+	return ps.report(err)
+}
+
+// pass is one replayOnce: the replay of each processor met so far, and
+// its report. It is used by one goroutine.
+type pass struct {
+	ctx     context.Context
+	r       store.Reader
+	resolve func(string) (job, error)
+	codec   recorder.Codec
+	opts    Options
+	reps    map[string]*ProcessorReport
+	replays map[string]*replay
+}
+
+// start resolves processor p's app and begins its replay.
+func (ps *pass) start(p string) (*replay, error) {
+	j, err := ps.resolve(p)
+	if err != nil {
+		return nil, err
+	}
+	pr := &ProcessorReport{Processor: j.proc, App: j.app.Name, Losses: []Loss{}, Problems: []store.Problem{}}
+	rp := newReplay(ps.ctx, ps.r, j, ps.codec, ps.opts, pr)
+	rp.begin()
+	ps.reps[p], ps.replays[p] = pr, rp
+	return rp, nil
+}
+
+// read hands each row of the one pass over r's streams to its processor's
+// replay, started at the processor's first row, and returns the error that
+// ended the pass early (nil: r was read to its end): ctx cancelled before
+// it or during it (every replay begun stops, StopCancelled), a read error
+// of the store (every replay begun stops, StopError), or an app that
+// cannot be resolved. An unreadable row stops its processor's replay only;
+// past its stop, a processor's losses are still counted.
+func (ps *pass) read() error {
 	var err error
 	var rows int64
-	if cerr := ctx.Err(); cerr != nil {
+	if cerr := ps.ctx.Err(); cerr != nil {
 		err = fmt.Errorf("replayer: %w", cerr)
 	}
-	for e, rerr := range r.Streams() {
+	for e, rerr := range ps.r.Streams() {
 		if err != nil {
 			break
 		}
 		if rows++; rows%ctxEvery == 0 {
-			if cerr := ctx.Err(); cerr != nil {
-				for _, rp := range replays {
+			if cerr := ps.ctx.Err(); cerr != nil {
+				for _, rp := range ps.replays {
 					rp.stop(rp.last, StopCancelled, "cancelled at index %d: %v", rp.last, cerr)
 				}
 				err = fmt.Errorf("replayer: processor %q: %w", e.Processor, cerr)
@@ -258,15 +294,15 @@ func replayOnce(ctx context.Context, r store.Reader, resolve func(string) (job, 
 		}
 		var pb *store.Problem
 		if rerr != nil && !errors.As(rerr, &pb) {
-			for _, rp := range replays {
+			for _, rp := range ps.replays {
 				rp.stop(rp.last, StopError, "reading the recording: %v", rerr)
 			}
 			err = fmt.Errorf("replayer: reading the recording: %w", rerr)
 			break
 		}
-		rp := replays[e.Processor]
+		rp := ps.replays[e.Processor]
 		if rp == nil {
-			if rp, err = start(e.Processor); err != nil {
+			if rp, err = ps.start(e.Processor); err != nil {
 				break
 			}
 		}
@@ -284,38 +320,38 @@ func replayOnce(ctx context.Context, r store.Reader, resolve func(string) (job, 
 		rp.row(&e)
 		rp.follow(&e)
 	}
-	if errors.Is(err, ErrUnknownApp) || errors.Is(err, ErrUsage) {
-		// The error for the first such processor in r.Processors() order,
-		// as Replay gives it.
-		for _, p := range r.Processors() {
-			if _, rerr := resolve(p); rerr != nil {
-				return nil, rerr
-			}
-		}
-		return nil, err
-	}
-	procs := r.Processors()
-	rep := &Report{Processors: make([]ProcessorReport, 0, len(procs)), Problems: nonNil(r.Problems())}
+	return err
+}
+
+// report is the Report of the pass, which err ended (nil: read to its
+// end), with its verdict: the processors in r.Processors() order, each
+// with its integrity problems. A processor the pass met is finished; one
+// it did not meet is "not replayed" when err ended it, and otherwise (a
+// stream with no row Streams yields) replayed empty. The error is err, or
+// an app that cannot be resolved.
+func (ps *pass) report(err error) (*Report, error) {
+	procs := ps.r.Processors()
+	rep := &Report{Processors: make([]ProcessorReport, 0, len(procs)), Problems: nonNil(ps.r.Problems())}
 	for _, p := range procs {
-		pr := reps[p]
+		pr := ps.reps[p]
 		switch {
 		case pr != nil:
-			replays[p].finish()
-			replays[p].pastMissing(rep.Problems)
+			ps.replays[p].finish()
+			ps.replays[p].pastMissing(rep.Problems)
 		case err != nil:
-			j, rerr := resolve(p)
+			j, rerr := ps.resolve(p)
 			if rerr != nil {
 				return nil, rerr
 			}
 			pr = &ProcessorReport{Processor: j.proc, App: j.app.Name, Losses: []Loss{}, Problems: []store.Problem{},
 				Stop: "not replayed: " + err.Error(), StopKind: StopCancelled}
 		default: // a stream with no row Streams yields: replayed empty, as Replay does
-			rp, rerr := start(p)
+			rp, rerr := ps.start(p)
 			if rerr != nil {
 				return nil, rerr
 			}
 			rp.finish()
-			pr = reps[p]
+			pr = ps.reps[p]
 		}
 		for _, pb := range rep.Problems {
 			if pb.Processor == p {
@@ -345,12 +381,14 @@ func (rep *Report) verdict() {
 	}
 }
 
+// job is a processor to replay and the app it is replayed with.
 type job struct {
 	proc    string
 	app     core.App
 	options map[string]string
 }
 
+// nonNil is s, or an empty slice for nil (JSON [] rather than null).
 func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}

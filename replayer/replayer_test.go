@@ -534,22 +534,8 @@ func TestALossRecordedPastAReplaysStopIsStillALoss(t *testing.T) {
 	failed := store.Entry{Processor: "ledger", Kind: store.KindFailed, Source: rs[in].Source, Seq: rs[in].Seq, Instant: t0,
 		Detail: "completion: saving the state: disk full"}
 	lost := store.Lost{Feed: rs[in].Source, Seq: rs[in].Seq + 1, Reason: "oversized", Items: 1, From: 40, To: 900}.Entry("ledger", 0)
-	end := len(rs) - 1
-	for end >= 0 && !(rs[end].Processor == "ledger" && rs[end].Kind == store.KindEnd) {
-		end--
-	}
-	edited := append([]store.Entry(nil), rs[:at]...)
-	edited = append(edited, failed)
-	edited = append(edited, rs[at:end]...)
-	edited = append(edited, lost)
-	edited = append(edited, rs[end:]...)
-	idx := int64(0)
-	for k := range edited {
-		if edited[k].Processor == "ledger" {
-			idx++
-			edited[k].Index = idx
-		}
-	}
+	edited := insert(rs, find(t, rs, "ledger", store.KindEnd, 1), lost)
+	edited = insert(edited, at, failed)
 	rep := replay(t, reopen(t, edited), replayer.Options{})
 	p := rep.Processors[0]
 	if p.StopKind != replayer.StopFailed || rep.Lossless || len(p.Losses) != 1 {

@@ -1,0 +1,78 @@
+package incident
+
+// redelivered answers 4 and 6: inputs of a later run at the position of an
+// earlier run's input. Each is paired with the latest earlier run that
+// delivered it; its outputs with those of the latest earlier delivery that
+// emitted some.
+func (x *explainer) redelivered(p pair, a *Answers) {
+	// seen is what the maps keep of an input: the fields its Input and
+	// its OUTPUT rows' Refs need, its position being the key.
+	type seen struct {
+		run     int
+		stream  string
+		seq     int64
+		index   int64
+		outs    int64
+		failed  int64
+		epoch   int64 // its position's
+		indexed bool
+	}
+	rec := func(s seen, pos Position) inputRec {
+		pos.Epoch = s.epoch
+		return inputRec{stream: s.stream, seq: s.seq, index: s.index, outs: s.outs, failed: s.failed,
+			indexed: s.indexed, delivery: true, pos: pos}
+	}
+	type at struct {
+		pos Position
+		s   seen
+	}
+	latest, emitted := map[Position]seen{}, map[Position]seen{}
+	for i, d := range x.runs {
+		var here []at
+		later := i < len(x.runs)-1 // a later run may deliver its inputs again
+		for in := range d.inputs.all() {
+			if in.pair != p || !in.delivery {
+				continue
+			}
+			if later {
+				here = append(here, at{in.pos, seen{d.run, in.stream, in.seq, in.index, in.outs, in.failed, in.pos.Epoch, in.indexed}})
+			}
+			e, ok := latest[place(in.pos)]
+			if !ok {
+				continue
+			}
+			earlier := rec(e, in.pos)
+			rd := Redelivery{Position: in.pos, Earlier: x.input(x.runs[e.run-1], &earlier), Again: x.input(d, &in)}
+			prev, out := emitted[place(in.pos)]
+			switch {
+			case in.outs > 0:
+				rd.Outcome = OutcomeAppliedAgain
+			case out:
+				rd.Outcome = OutcomeSkipped
+			default:
+				rd.Outcome = OutcomeUndetermined
+			}
+			a.Redelivered = append(a.Redelivered, rd)
+			for k := int64(1); out && k <= in.outs; k++ {
+				dup := Duplicate{Position: in.pos, K: k, Again: in.output(d.run, k)} // fill reads the rest
+				if k <= prev.outs {
+					pr := rec(prev, in.pos)
+					r := pr.output(prev.run, k)
+					dup.Earlier = &r
+				}
+				a.Duplicates = append(a.Duplicates, dup)
+			}
+		}
+		for _, h := range here { // a position twice in one run: its first
+			at := place(h.pos)
+			if e, ok := latest[at]; !ok || e.run != d.run {
+				latest[at] = h.s
+			}
+			if h.s.outs > 0 {
+				if e, ok := emitted[at]; !ok || e.run != d.run {
+					emitted[at] = h.s
+				}
+			}
+		}
+	}
+}
