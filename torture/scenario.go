@@ -189,25 +189,8 @@ var killPoints = []string{"state-saved", "rows-written", "store-write", "pointer
 func Generate(seed uint64, lim Limits, only Only) Scenario {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	s := Scenario{Seed: seed, Kind: "runs", Source: "file", Lines: 20 + r.IntN(120)}
-	switch x := r.IntN(100); {
-	case only.Kind != "":
-		s.Kind = only.Kind
-	case x < 3:
-		s.Kind = "crashtest"
-	case x < 12:
-		s.Kind = "engine"
-	}
 	c := cover(seed)
-	if only.Kind == "" {
-		switch {
-		case c == coverCrashtest:
-			s.Kind = "crashtest"
-		case c >= coverEngine && c < coverEngine+len(engineProperties):
-			s.Kind = "engine"
-		case c == coverBacklog:
-			s.Kind = "runs"
-		}
-	}
+	s.Kind = genKind(r, c, only)
 	switch s.Kind {
 	case "crashtest":
 		s.Crash = genCrash(r)
@@ -219,48 +202,9 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 		}
 		return s
 	}
-	switch x := r.IntN(20); {
-	case x < 10:
-		s.App, s.State = "ledger", true
-	case x < 11:
-		s.App = "ledger"
-	case x < 15:
-		s.App = "alerts"
-	default:
-		s.App = AppName
-	}
-	if r.IntN(5) == 0 {
-		s.Source, s.Partitions = "kafka", 1+r.IntN(4)
-	}
-	if (c == coverAliasPointer || c == coverAliasStatus || c == coverPoison) && only.App == "" {
-		s.App, s.State = "ledger", true
-	}
-	if only.App != "" {
-		s.App, s.State = only.App, only.App == "ledger"
-	}
-	if only.Source != "" {
-		s.Source = only.Source
-		if s.Partitions == 0 {
-			s.Partitions = 1 + r.IntN(4)
-		}
-	}
 	kafkaOp := map[int]OpKind{coverPartitions: OpPartitions, coverRetention: OpRetention, coverDeleteTopic: OpDeleteTopic,
 		coverBounce: OpBounce}[c]
-	if (c == coverBacklog || kafkaOp != "") && only.Source != "file" {
-		s.Source = "kafka"
-		if s.Partitions == 0 {
-			s.Partitions = 1 + r.IntN(4)
-		}
-	}
-	if s.Source == "kafka" && (r.IntN(30) == 0 || c == coverBacklog) {
-		// A backlog a slow member works through while a second member
-		// joins: the revocation outlasts its timeout.
-		s.Backlog = true
-		s.Lines = 2500 + r.IntN(1000)
-	}
-	s.Poison = (r.IntN(10) == 0 || c == coverPoison) && s.App == "ledger"
-	s.Oversize = r.IntN(10) == 0 && s.Source == "file"
-	s.Ticks = r.IntN(4) == 0 && s.App != "alerts"
+	s.genInput(r, c, kafkaOp != "", only)
 	n := 1 + r.IntN(4)
 	if s.Backlog || kafkaOp != "" {
 		n = max(n, 2)
@@ -290,6 +234,76 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 		s.Runs[0].Alias = a
 	}
 	return s.shrink(lim)
+}
+
+// genKind draws the scenario's kind (c, the seed's residue, may force it).
+func genKind(r *rand.Rand, c int, only Only) string {
+	kind := "runs"
+	switch x := r.IntN(100); {
+	case only.Kind != "":
+		return only.Kind
+	case x < 3:
+		kind = "crashtest"
+	case x < 12:
+		kind = "engine"
+	}
+	switch {
+	case c == coverCrashtest:
+		kind = "crashtest"
+	case c >= coverEngine && c < coverEngine+len(engineProperties):
+		kind = "engine"
+	case c == coverBacklog:
+		kind = "runs"
+	}
+	return kind
+}
+
+// genInput draws a runs scenario's app, source and input (c, the seed's
+// residue, may force a Kafka source, a backlog, the ledger with state,
+// poison lines; kafkaOp says a Kafka operation is forced).
+func (s *Scenario) genInput(r *rand.Rand, c int, kafkaOp bool, only Only) {
+	switch x := r.IntN(20); {
+	case x < 10:
+		s.App, s.State = "ledger", true
+	case x < 11:
+		s.App = "ledger"
+	case x < 15:
+		s.App = "alerts"
+	default:
+		s.App = AppName
+	}
+	if r.IntN(5) == 0 {
+		s.Source, s.Partitions = "kafka", 1+r.IntN(4)
+	}
+	if (c == coverAliasPointer || c == coverAliasStatus || c == coverPoison) && only.App == "" {
+		s.App, s.State = "ledger", true
+	}
+	if only.App != "" {
+		s.App, s.State = only.App, only.App == "ledger"
+	}
+	if only.Source != "" {
+		s.Source = only.Source
+		if s.Partitions == 0 {
+			s.Partitions = 1 + r.IntN(4)
+		}
+	}
+	if (c == coverBacklog || kafkaOp) && only.Source != "file" {
+		s.Source = "kafka"
+		if s.Partitions == 0 {
+			s.Partitions = 1 + r.IntN(4)
+		}
+	}
+	if s.Source == "kafka" && (r.IntN(30) == 0 || c == coverBacklog) {
+		// A backlog a slow member works through while a second member
+		// joins: the revocation outlasts its timeout. The members share
+		// no state file (each run's --state is its own to lock).
+		s.Backlog = true
+		s.Lines = 2500 + r.IntN(1000)
+		s.State = false
+	}
+	s.Poison = (r.IntN(10) == 0 || c == coverPoison) && s.App == "ledger"
+	s.Oversize = r.IntN(10) == 0 && s.Source == "file"
+	s.Ticks = r.IntN(4) == 0 && s.App != "alerts"
 }
 
 // Every session runs consecutive seeds: a seed's residue modulo coverEvery

@@ -58,6 +58,10 @@ func truncate(n int64) corruption {
 	return func(c Corrupter, p string) error { return c.Truncate(p, n) }
 }
 
+// testProblems runs the corruption table against a backend: each case a
+// recording, a corruption and the problems every reader must report. It is
+// over 100 lines because it is one table, read case by case; splitting it
+// would scatter the cases, not simplify them.
 func testProblems(t *testing.T, b Backend) {
 	c, ok := b.(Corrupter)
 	if !ok {
