@@ -21,11 +21,41 @@ import (
 // --out and the recordings (invariants 1 and 2), and explain and diff
 // against what the oracle knows (invariant 3).
 func (o *oracle) checkLines() {
-	sr := o.sr
-	lines := sr.gen.lines
-	// Outputs every out file holds, by identity.
+	f := o.lineFates(o.outputsByID(), o.processedByPayload())
+	lossSaid := o.lossSaid(true)
+	recorded := o.recorded()
+	explain, ecode := o.explainRuns(recorded)
+	if len(f.twice) > 0 {
+		o.fail(InvOnce, "%d lines applied more than once: %s", len(f.twice), strings.Join(head(f.twice, 5), "; "))
+	}
+	if len(f.unrecorded) > 0 {
+		o.fail(InvOnce, "%d lines applied to the state but in no recording (the write-ahead order): %s", len(f.unrecorded), strings.Join(head(f.unrecorded, 5), "; "))
+	}
+	if len(f.missing) > 0 {
+		switch {
+		case lossSaid == "":
+			o.fail(InvLossless, "%d lines lost while every run said lossless: %s", len(f.missing), strings.Join(head(f.missing, 5), "; "))
+		case explain != nil && ecode == 0 && o.lossSaidByRuns(true) != "":
+			// explain reads the runs' recordings, not the second members'.
+			o.fail(InvLossless, "%d lines lost (%s), but explain says nothing was lost: %s", len(f.missing), lossSaid, strings.Join(head(f.missing, 3), "; "))
+		}
+	}
+	if explain != nil && explain.Lost && lossSaid == "" && len(f.missing) == 0 && len(f.twice) == 0 && !o.anyKilledIncomplete() {
+		o.fail(InvAgree, "explain says something was lost, but every run said lossless and the oracle finds every line applied once")
+	}
+	if said := o.lossSaidByRuns(false); explain != nil && !explain.Lost && explain.Complete && said != "" {
+		o.fail(InvAgree, "explain says nothing was lost, but %s", said)
+	}
+	o.checkDiff(recorded)
+	if o.sr.s.Seed%3 == 0 {
+		o.checkRunSets(recorded)
+	}
+}
+
+// outputsByID counts the outputs every out file holds, by identity.
+func (o *oracle) outputsByID() map[string]int {
 	outs := map[string]int{}
-	outFiles, _ := filepath.Glob(filepath.Join(sr.dir, "out*.jsonl"))
+	outFiles, _ := filepath.Glob(filepath.Join(o.sr.dir, "out*.jsonl"))
 	for _, f := range outFiles {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -35,12 +65,16 @@ func (o *oracle) checkLines() {
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		sc.Buffer(make([]byte, 1<<20), 1<<26)
 		for sc.Scan() {
-			if id := outputID(sr.s.App, sc.Bytes()); id != "" {
+			if id := outputID(o.sr.s.App, sc.Bytes()); id != "" {
 				outs[id]++
 			}
 		}
 	}
-	// Inputs the recordings hold, by payload.
+	return outs
+}
+
+// processedByPayload counts the inputs the recordings hold, by payload.
+func (o *oracle) processedByPayload() map[string]int {
 	processed := map[string]int{}
 	for _, rec := range o.recs {
 		for _, in := range rec.inputs() {
@@ -50,12 +84,30 @@ func (o *oracle) checkLines() {
 			}
 		}
 	}
+	return processed
+}
+
+// lineFates are what the oracle finds wrong with the lines the harness
+// wrote, one description a line.
+type lineFates struct {
+	missing    []string // never applied, or without its outputs
+	twice      []string // applied more than once
+	unrecorded []string // applied to the state but in no recording
+}
+
+// lineFates reads what became of each line the harness wrote: with the
+// ledger's state, how many times it was applied (appliedByState), else
+// whether a recording holds it (processed, by payload) and --out its
+// outputs (outs, by identity).
+func (o *oracle) lineFates(outs, processed map[string]int) lineFates {
+	sr := o.sr
+	lines := sr.gen.lines
 	applied := map[int]int{} // line id -> times applied (ledger state)
 	stateKnown := false
 	if sr.s.State {
 		applied, stateKnown = o.appliedByState(lines)
 	}
-	var missing, twice, unrecorded []string
+	var f lineFates
 	for _, l := range lines {
 		switch l.kind {
 		case lineFail, lineOversize, lineTick, lineQuiet:
@@ -67,20 +119,20 @@ func (o *oracle) checkLines() {
 		if stateKnown && l.postings != nil {
 			switch n := applied[l.id]; {
 			case n == 0:
-				missing = append(missing, fmt.Sprintf("line %d %q never applied", l.id, l.text))
+				f.missing = append(f.missing, fmt.Sprintf("line %d %q never applied", l.id, l.text))
 			case n > 1:
-				twice = append(twice, fmt.Sprintf("line %d %q applied %d times", l.id, l.text, n))
+				f.twice = append(f.twice, fmt.Sprintf("line %d %q applied %d times", l.id, l.text, n))
 			}
 			if applied[l.id] > 0 {
 				for _, id := range l.outputs {
 					if outs[id] == 0 && !o.outFaulted() {
-						missing = append(missing, fmt.Sprintf("line %d %q applied but its output %s is in no out file", l.id, l.text, id))
+						f.missing = append(f.missing, fmt.Sprintf("line %d %q applied but its output %s is in no out file", l.id, l.text, id))
 					}
 				}
 				if processed[l.text] == 0 {
 					// The write-ahead order: an input's rows are written
 					// before its completion saves the state.
-					unrecorded = append(unrecorded, fmt.Sprintf("line %d %q", l.id, l.text))
+					f.unrecorded = append(f.unrecorded, fmt.Sprintf("line %d %q", l.id, l.text))
 				}
 			}
 			continue
@@ -92,56 +144,34 @@ func (o *oracle) checkLines() {
 			}
 		}
 		if !seen {
-			missing = append(missing, fmt.Sprintf("line %d %q: processed %d times, outputs %v", l.id, l.text, processed[l.text], countsOf(outs, l.outputs)))
+			f.missing = append(f.missing, fmt.Sprintf("line %d %q: processed %d times, outputs %v", l.id, l.text, processed[l.text], countsOf(outs, l.outputs)))
 		}
 	}
-	lossSaid := o.lossSaid(true)
-	recorded := o.recorded()
-	var explain *explainDoc
-	var ecode int
-	if len(recorded) > 0 {
-		var names []string
-		for _, r := range recorded {
-			names = append(names, r.store)
-		}
-		args := []string{"explain", strings.Join(names, ","), "--json"}
-		eb, code := o.blackbox(args...)
-		ecode = code
-		var e explainDoc
-		if err := json.Unmarshal(eb, &e); err != nil {
-			o.fail(InvAgree, "explain %s: exit %d, no JSON: %s", names, code, firstLine(string(eb)))
-		} else {
-			explain = &e
-			if want := boolExit(!e.Lost && e.Complete, 0, 3); code != want {
-				o.fail(InvAgree, "explain says lost %v, complete %v but exits %d", e.Lost, e.Complete, code)
-			}
-		}
+	return f
+}
+
+// explainRuns runs explain over the recorded runs and checks its exit
+// against its answer; it returns the answer (nil when there is no run to
+// explain or it printed no JSON) and the exit code.
+func (o *oracle) explainRuns(recorded []*outcome) (*explainDoc, int) {
+	if len(recorded) == 0 {
+		return nil, 0
 	}
-	if len(twice) > 0 {
-		o.fail(InvOnce, "%d lines applied more than once: %s", len(twice), strings.Join(head(twice, 5), "; "))
+	var names []string
+	for _, r := range recorded {
+		names = append(names, r.store)
 	}
-	if len(unrecorded) > 0 {
-		o.fail(InvOnce, "%d lines applied to the state but in no recording (the write-ahead order): %s", len(unrecorded), strings.Join(head(unrecorded, 5), "; "))
+	args := []string{"explain", strings.Join(names, ","), "--json"}
+	eb, code := o.blackbox(args...)
+	var e explainDoc
+	if err := json.Unmarshal(eb, &e); err != nil {
+		o.fail(InvAgree, "explain %s: exit %d, no JSON: %s", names, code, firstLine(string(eb)))
+		return nil, code
 	}
-	if len(missing) > 0 {
-		switch {
-		case lossSaid == "":
-			o.fail(InvLossless, "%d lines lost while every run said lossless: %s", len(missing), strings.Join(head(missing, 5), "; "))
-		case explain != nil && ecode == 0 && o.lossSaidByRuns(true) != "":
-			// explain reads the runs' recordings, not the second members'.
-			o.fail(InvLossless, "%d lines lost (%s), but explain says nothing was lost: %s", len(missing), lossSaid, strings.Join(head(missing, 3), "; "))
-		}
+	if want := boolExit(!e.Lost && e.Complete, 0, 3); code != want {
+		o.fail(InvAgree, "explain says lost %v, complete %v but exits %d", e.Lost, e.Complete, code)
 	}
-	if explain != nil && explain.Lost && lossSaid == "" && len(missing) == 0 && len(twice) == 0 && !o.anyKilledIncomplete() {
-		o.fail(InvAgree, "explain says something was lost, but every run said lossless and the oracle finds every line applied once")
-	}
-	if said := o.lossSaidByRuns(false); explain != nil && !explain.Lost && explain.Complete && said != "" {
-		o.fail(InvAgree, "explain says nothing was lost, but %s", said)
-	}
-	o.checkDiff(recorded)
-	if o.sr.s.Seed%3 == 0 {
-		o.checkRunSets(recorded)
-	}
+	return &e, code
 }
 
 // checkRunSets gives explain and report sets of runs they cannot answer
