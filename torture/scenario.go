@@ -219,6 +219,16 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 		}
 		return s
 	}
+	kafkaOp := s.drawInput(r, c, only)
+	s.drawRuns(r, c, kafkaOp)
+	return s.shrink(lim)
+}
+
+// drawInput draws a runs scenario's app and its input (a file or a Kafka
+// topic, a backlog, poison, oversized lines, ticks), as the seed's cover
+// residue c and only force; it returns the Kafka operation c forces, if
+// any.
+func (s *Scenario) drawInput(r *rand.Rand, c int, only Only) OpKind {
 	switch x := r.IntN(20); {
 	case x < 10:
 		s.App, s.State = "ledger", true
@@ -261,6 +271,12 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 	s.Poison = (r.IntN(10) == 0 || c == coverPoison) && s.App == "ledger"
 	s.Oversize = r.IntN(10) == 0 && s.Source == "file"
 	s.Ticks = r.IntN(4) == 0 && s.App != "alerts"
+	return kafkaOp
+}
+
+// drawRuns draws a runs scenario's runs, and places the Kafka operation
+// and the state file alias the seed's cover residue c forces.
+func (s *Scenario) drawRuns(r *rand.Rand, c int, kafkaOp OpKind) {
 	n := 1 + r.IntN(4)
 	if s.Backlog || kafkaOp != "" {
 		n = max(n, 2)
@@ -289,7 +305,6 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 	if a := map[int]string{coverAliasPointer: "pointer", coverAliasStatus: "status"}[c]; a != "" && s.State && !s.Backlog {
 		s.Runs[0].Alias = a
 	}
-	return s.shrink(lim)
 }
 
 // Every session runs consecutive seeds: a seed's residue modulo coverEvery
