@@ -10,11 +10,12 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // positioned builds an engine with one positioned feed "in" (the test is its
-// source) subscribed by the given groups, each with one gate processor.
-func positioned(t *testing.T, pol engine.Policy, queue int, gates map[string]*gate, names ...string) (*engine.Engine, *engine.Feed, *committer) {
+// source) subscribed by the given groups, each with one turnstile processor.
+func positioned(t *testing.T, pol engine.Policy, queue int, gates map[string]*turnstile, names ...string) (*engine.Engine, *engine.Feed, *committer) {
 	t.Helper()
 	var groups []engine.GroupConfig
 	for _, n := range names {
@@ -31,7 +32,7 @@ func positioned(t *testing.T, pol engine.Policy, queue int, gates map[string]*ga
 // then checks it does not move past it.
 func settleCommit(t *testing.T, f *engine.Feed, c *committer, want int64) {
 	t.Helper()
-	eventually(t, "commit", func() bool {
+	testutil.WhenBlocked(t, "commit", func() bool {
 		f.Intake().PollAcks()
 		return c.Committed() == want
 	})
@@ -49,7 +50,7 @@ func settleCommit(t *testing.T, f *engine.Feed, c *committer, want int64) {
 
 func TestAnExplicitDropDropsCountsAndCommitsPastTheDrop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newGate(false)
+		g := newTurnstile(false)
 		var mu sync.Mutex
 		var drops []engine.Drop
 		var order []any
@@ -75,7 +76,7 @@ func TestAnExplicitDropDropsCountsAndCommitsPastTheDrop(t *testing.T) {
 		if !f.Intake().TryPublish(1, core.Position{Offset: 1}) {
 			t.Fatal("paused")
 		}
-		eventually(t, "item 1 taken", func() bool { return g.enteredCount() == 1 })
+		testutil.WhenBlocked(t, "item 1 taken", func() bool { return g.enteredCount() == 1 })
 		for i := 2; i <= 10; i++ {
 			if !f.Intake().TryPublish(i, core.Position{Offset: int64(i)}) {
 				t.Fatalf("a DROP feed paused at %d", i)
@@ -91,7 +92,7 @@ func TestAnExplicitDropDropsCountsAndCommitsPastTheDrop(t *testing.T) {
 		}
 		g.openUp()
 		settleCommit(t, f, c, 10)
-		eventually(t, "dispatch", func() bool { return g.count() == processedOrQueued })
+		testutil.WhenBlocked(t, "dispatch", func() bool { return g.count() == processedOrQueued })
 		mu.Lock()
 		defer mu.Unlock()
 		want := []any{1, 2, 3, "drop"}
@@ -111,7 +112,7 @@ func TestAnExplicitDropDropsCountsAndCommitsPastTheDrop(t *testing.T) {
 
 func TestAStoppedFeedTakesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gates := map[string]*gate{"g": newGate(true)}
+		gates := map[string]*turnstile{"g": newTurnstile(true)}
 		e, f, _ := positioned(t, engine.Pause(), 64, gates, "g")
 		if err := e.Stop(context.Background()); err != nil {
 			t.Fatal(err)
@@ -153,7 +154,7 @@ func (c *heldCommitter) Commit() error {
 func TestAFeedIsSettledOnlyOnceItsCommitSucceeded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := start(t, engine.Config{Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
-			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newGate(true))}}})
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newTurnstile(true))}}})
 		f := e.Feed("in")
 		c := &heldCommitter{entered: make(chan struct{}, 1), release: make(chan error, 1)}
 		c.held.Store(true)
@@ -169,7 +170,7 @@ func TestAFeedIsSettledOnlyOnceItsCommitSucceeded(t *testing.T) {
 		if !f.Intake().TryPublish(1, core.Position{Offset: 10}) {
 			t.Fatal("paused")
 		}
-		eventually(t, "the item dispatched", func() bool { return e.Status().Feeds[0].Subscribers[0].Drained })
+		testutil.WhenBlocked(t, "the item dispatched", func() bool { return e.Status().Feeds[0].Subscribers[0].Drained })
 		poll := func() <-chan error {
 			done := make(chan error, 1)
 			go func() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // batchComp is a core.BatchCompletion that logs each run with its
@@ -67,7 +68,7 @@ func runBatch(t *testing.T, obs engine.Observer, ev *journalLog, bc *batchComp, 
 		Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
 		Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
 		Observer: obs,
-		Logger:   testLogger(t),
+		Logger:   testutil.Logger(t),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,24 +11,25 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // A hold of two parts commits only as far as both parts made durable; a
 // part that releases stops counting, and the hold ends with the last.
 func TestAHoldOfPartsCommitsOnlyWhatEveryPartMadeDurable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newGate(false)
-		e, f, c := positioned(t, engine.Pause(), 64, map[string]*gate{"g": g}, "g")
+		g := newTurnstile(false)
+		e, f, c := positioned(t, engine.Pause(), 64, map[string]*turnstile{"g": g}, "g")
 		parts, err := e.HoldParts("in", "g", 2)
 		if err != nil {
 			t.Fatal(err)
 		}
 		publishAll(t, f, 1, 5)
 		g.let(3)
-		eventually(t, "3 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 3 })
+		testutil.WhenBlocked(t, "3 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 3 })
 		m3 := parts[1].Mark()
 		g.let(2)
-		eventually(t, "5 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 5 })
+		testutil.WhenBlocked(t, "5 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 5 })
 		if err := parts[0].DurableThrough(parts[0].Mark()); err != nil {
 			t.Fatal(err)
 		}
@@ -112,9 +113,9 @@ func TestEveryWorkersCheckpointUserHoldsTheCommitUntilAllSavedAndStopClosesThem(
 					savers = append(savers, s)
 					return s, nil
 				}}}}},
-			Logger: testLogger(t),
+			Logger: testutil.Logger(t),
 		}
-		before, _ := goroutines()
+		before, _ := testutil.CountGoroutines()
 		e, err := engine.New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -150,7 +151,7 @@ func TestEveryWorkersCheckpointUserHoldsTheCommitUntilAllSavedAndStopClosesThem(
 		if got := c.Committed(); got != 6 || savers[0].closed != 1 || savers[1].closed != 1 {
 			t.Errorf("after Stop: committed %d, closed %d and %d times; want 6, once each", got, savers[0].closed, savers[1].closed)
 		}
-		noLeak(t, before)
+		testutil.CheckNoLeak(t, before)
 	})
 }
 
@@ -164,13 +165,13 @@ func TestACheckpointUserThatCannotSaveFailsItsGroupAndNothingPastItsLastSaveIsCo
 	synctest.Test(t, func(t *testing.T) {
 		errDisk := errors.New("state st.json: disk full")
 		s := &batchSaver{cps: map[string]core.Checkpoint{}}
-		before, _ := goroutines()
+		before, _ := testutil.CountGoroutines()
 		var ended []string // the streams ended cleanly (Observer.Stopped): none of a failed group
 		e, err := engine.New(engine.Config{
 			Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
 			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", s)}},
 			Observer: engine.Observer{Stopped: func(p string) error { ended = append(ended, p); return nil }},
-			Logger:   testLogger(t),
+			Logger:   testutil.Logger(t),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -223,7 +224,7 @@ func TestACheckpointUserThatCannotSaveFailsItsGroupAndNothingPastItsLastSaveIsCo
 		if got := c.Committed(); got != 4 || len(ended) > 0 {
 			t.Errorf("after Stop: committed %d, streams ended %v; want 4 (the last save), none ended", got, ended)
 		}
-		noLeak(t, before)
+		testutil.CheckNoLeak(t, before)
 	})
 }
 
@@ -276,7 +277,7 @@ func TestACompletionThatFailsOnceItsGroupFailedDoesNotCountItsItem(t *testing.T)
 		e, err := engine.New(engine.Config{
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", s), Retry: engine.RetryPolicy{Attempts: 3}}},
-			Logger: testLogger(t),
+			Logger: testutil.Logger(t),
 		})
 		if err != nil {
 			t.Fatal(err)

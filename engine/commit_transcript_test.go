@@ -19,15 +19,15 @@ import (
 // -run TestCommitScenarios -rewrite` regenerates the expected output after
 // a deliberate change: read the diff.
 //
-// Commands (g names a group; each group has one gate processor, closed
+// Commands (g names a group; each group has one turnstile processor, closed
 // unless listed in open):
 //
 //	engine groups=(a,b) [open=(a)] [queue=64]   start the engine
 //	publish from=1 to=10   TryPublish items from..to at offsets from..to, as a source would (PollAcks when paused)
 //	try-publish at=6       one TryPublish: prints whether it was taken
 //	try-batch from=4 to=5  one TryPublishBatch: prints how many it took
-//	let g=a n=3            let n items through g's gate
-//	open g=a               open g's gate for good
+//	let g=a n=3            let n items through g's turnstile
+//	open g=a               open g's turnstile for good
 //	handled g=a            how many items g handled, once every goroutine is blocked
 //	commit                 poll acknowledgements until nothing moves: prints the committed offset, and fails on
 //	                       acknowledgements out of order
@@ -40,7 +40,7 @@ func TestCommitScenarios(t *testing.T) {
 				e     *engine.Engine
 				f     *engine.Feed
 				c     *committer
-				gates map[string]*gate
+				gates map[string]*turnstile
 			)
 			datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 				str := func(key string) string {
@@ -53,7 +53,7 @@ func TestCommitScenarios(t *testing.T) {
 					d.ScanArgs(t, key, &v)
 					return v
 				}
-				gateOf := func() *gate {
+				gateOf := func() *turnstile {
 					g := gates[str("g")]
 					if g == nil {
 						d.Fatalf(t, "no group %q", str("g"))
@@ -74,9 +74,9 @@ func TestCommitScenarios(t *testing.T) {
 					if d.HasArg("queue") {
 						queue = num("queue")
 					}
-					gates = map[string]*gate{}
+					gates = map[string]*turnstile{}
 					for _, n := range names {
-						gates[n] = newGate(slices.Contains(open, n))
+						gates[n] = newTurnstile(slices.Contains(open, n))
 					}
 					e, f, c = positioned(t, engine.Pause(), queue, gates, names...)
 					return "started\n"

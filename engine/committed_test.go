@@ -12,6 +12,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // TestCommittedReportsEachCommitAfterItsItemsWereDispatched: the Committed
@@ -52,7 +53,7 @@ func TestCommittedReportsEachCommitAfterItsItemsWereDispatched(t *testing.T) {
 		Feeds:    []engine.FeedConfig{{Name: "in", Source: log.Source(), QueueSize: 4}},
 		Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
 		Observer: obs,
-		Logger:   testLogger(t),
+		Logger:   testutil.Logger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +132,7 @@ func TestCommittedReportsOnlyWhatTheCommitterMadeDurable(t *testing.T) {
 			mu.Unlock()
 		}}
 		e := start(t, engine.Config{Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
-			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newGate(true))}},
+			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newTurnstile(true))}},
 			Observer: obs})
 		f := e.Feed("in")
 		c := &fencingCommitter{fenced: map[string]bool{"t/1": true}, acked: map[string]int64{}, committed: map[string]int64{}}

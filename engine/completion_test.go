@@ -13,6 +13,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // journal collects what processors and callbacks did, in order.
@@ -78,7 +79,7 @@ func TestCompletionsRunAfterReentrantWorkAndBeforeTheDispatchedCounter(t *testin
 		sa, sb = &saver{name: "sa", log: log, f: f}, &saver{name: "sb", log: log, f: f}
 		f.Intake().SetCommitter(&committer{})
 		publishAll(t, f, 1, 1)
-		eventually(t, "dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 1 })
+		testutil.WhenBlocked(t, "dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 1 })
 		want := []string{"a 1", "a 10", "b 1", "sa complete 1 dispatched=0", "sb complete 1 dispatched=0"}
 		if got := log.all(); strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Fatalf("got  %q\nwant %q", got, want)
@@ -101,7 +102,7 @@ func TestOnCompleteOutsideAPositionedDeliveryKeepsNothing(t *testing.T) {
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8}},
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}}})
 		e.Feed("in").Publish(t.Context(), "push")
-		eventually(t, "dispatch", func() bool { return e.Status().Feeds[0].Subscribers[0].Dispatched == 1 })
+		testutil.WhenBlocked(t, "dispatch", func() bool { return e.Status().Feeds[0].Subscribers[0].Dispatched == 1 })
 		mu.Lock()
 		defer mu.Unlock()
 		if len(got) != 2 || got[0] || !got[1] {
@@ -169,7 +170,7 @@ func TestAPanicIsAFailureOfTheItemNeverACrash(t *testing.T) {
 			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Retry: engine.RetryPolicy{Attempts: 2}, Processors: procs("p", p)}}})
 		e.Feed("in").Publish(t.Context(), 1)
 		e.Feed("in").Publish(t.Context(), 2)
-		eventually(t, "both", func() bool { return e.Status().Feeds[0].Subscribers[0].Dispatched == 2 })
+		testutil.WhenBlocked(t, "both", func() bool { return e.Status().Feeds[0].Subscribers[0].Dispatched == 2 })
 		mu.Lock()
 		defer mu.Unlock()
 		var pe *core.PanicError
@@ -204,19 +205,19 @@ func TestAnExhaustedFailureSkipsTheItemAndItIsAcknowledged(t *testing.T) {
 
 func TestACheckpointHoldsTheCommitUntilStateIsDurable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newGate(false)
-		e, f, c := positioned(t, engine.Pause(), 64, map[string]*gate{"g": g}, "g")
+		g := newTurnstile(false)
+		e, f, c := positioned(t, engine.Pause(), 64, map[string]*turnstile{"g": g}, "g")
 		cp, err := e.Hold("in", "g")
 		if err != nil {
 			t.Fatal(err)
 		}
 		publishAll(t, f, 1, 5)
 		g.let(3)
-		eventually(t, "3 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 3 })
+		testutil.WhenBlocked(t, "3 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 3 })
 		settleCommit(t, f, c, 0)
 		m3 := cp.Mark()
 		g.let(2)
-		eventually(t, "5 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 5 })
+		testutil.WhenBlocked(t, "5 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 5 })
 		settleCommit(t, f, c, 0)
 		cp.DurableThrough(m3)
 		settleCommit(t, f, c, 3)
@@ -232,21 +233,21 @@ func TestACheckpointHoldsTheCommitUntilStateIsDurable(t *testing.T) {
 
 func TestARebindStartsANewBindingHeldAtNothingDurable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newGate(true)
-		e, f, c := positioned(t, engine.Pause(), 64, map[string]*gate{"g": g}, "g")
+		g := newTurnstile(true)
+		e, f, c := positioned(t, engine.Pause(), 64, map[string]*turnstile{"g": g}, "g")
 		cp, err := e.Hold("in", "g")
 		if err != nil {
 			t.Fatal(err)
 		}
 		publishAll(t, f, 1, 3)
-		eventually(t, "3", func() bool { return g.count() == 3 })
+		testutil.WhenBlocked(t, "3", func() bool { return g.count() == 3 })
 		old := cp.Mark()
 		cp.DurableThrough(old)
 		settleCommit(t, f, c, 3)
 		e.Unsubscribe("g", "in")
 		e.Subscribe("g", "in")
 		publishAll(t, f, 4, 6)
-		eventually(t, "6", func() bool { return g.count() == 6 })
+		testutil.WhenBlocked(t, "6", func() bool { return g.count() == 6 })
 		cp.DurableThrough(core.Mark{}) // the zero Mark: ignored
 		cp.DurableThrough(old)         // the old binding's mark: ignored
 		settleCommit(t, f, c, 3)
@@ -259,7 +260,7 @@ func TestStatusJSONHasEveryField(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := start(t, engine.Config{
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8}},
-			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newGate(true))}}})
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newTurnstile(true))}}})
 		b, err := json.Marshal(e.Status())
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // blockedOnContext is a processor that waits on its cycle's context and
@@ -104,7 +105,7 @@ func TestAnItemThatFailedOnTheCancelledContextIsNotCommitted(t *testing.T) {
 					Feeds:        []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 4}},
 					Groups:       []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
 					DrainTimeout: time.Second,
-					Logger:       testLogger(t),
+					Logger:       testutil.Logger(t),
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -166,12 +167,12 @@ func TestStartWithADoneContextStartsNothing(t *testing.T) {
 				var started atomic.Int64
 				e, err := engine.New(engine.Config{
 					Feeds:  []engine.FeedConfig{{Name: "in", Source: src, Policy: engine.Pause(), QueueSize: 4}},
-					Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newGate(true))}},
+					Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newTurnstile(true))}},
 					Observer: engine.Observer{Started: func(string, core.Processor) error {
 						started.Add(1)
 						return nil
 					}},
-					Logger: testLogger(t),
+					Logger: testutil.Logger(t),
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -215,11 +216,11 @@ func TestANilContextIsRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				g := newGate(true)
+				g := newTurnstile(true)
 				e, err := engine.New(engine.Config{
 					Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 4}},
 					Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}},
-					Logger: testLogger(t),
+					Logger: testutil.Logger(t),
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -263,13 +264,13 @@ func TestANilContextIsRefused(t *testing.T) {
 // at once (Feed.Publish with that context would wait out the deadline).
 func TestFeedOfferNeverWaitsForAFullBlockingQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newGate(false)
+		g := newTurnstile(false)
 		e := startIn(t, engine.Config{
 			Feeds:  []engine.FeedConfig{{Name: "out", Policy: engine.BlockWithDeadline(time.Second).WithSpin(0), QueueSize: 1}},
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"out"}, Processors: procs("p", g)}}})
 		defer g.openUp()
 		out := e.Feed("out")
-		// "a" is taken and held in the gate; "b" fills the queue.
+		// "a" is taken and held in the turnstile; "b" fills the queue.
 		for _, it := range []string{"a", "b"} {
 			if err := out.Publish(context.Background(), it); err != nil {
 				t.Fatal(err)
@@ -305,7 +306,7 @@ func startBlockedOnContext(t *testing.T, drain time.Duration) (*engine.Engine, *
 		Feeds:        []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 4}},
 		Groups:       []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
 		DrainTimeout: drain,
-		Logger:       testLogger(t),
+		Logger:       testutil.Logger(t),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // TestAZeroOrForeignMarkDoesNotReleaseAHold: a Mark is opaque (its count
@@ -16,7 +17,7 @@ import (
 // this checkpoint, its own.
 func TestAZeroOrForeignMarkDoesNotReleaseAHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gates := map[string]*gate{"g": newGate(true), "h": newGate(true)}
+		gates := map[string]*turnstile{"g": newTurnstile(true), "h": newTurnstile(true)}
 		e, f, c := positioned(t, engine.Pause(), 64, gates, "g", "h")
 		cpG, err := e.Hold("in", "g")
 		if err != nil {
@@ -27,7 +28,7 @@ func TestAZeroOrForeignMarkDoesNotReleaseAHold(t *testing.T) {
 			t.Fatal(err)
 		}
 		publishAll(t, f, 1, 3)
-		eventually(t, "3 dispatched by both", func() bool {
+		testutil.WhenBlocked(t, "3 dispatched by both", func() bool {
 			st := f.Status()
 			return st.Subscribers[0].Dispatched == 3 && st.Subscribers[1].Dispatched == 3
 		})
@@ -133,7 +134,7 @@ func TestAnOlderHoldsHandleNeverEndsOrMovesTheLiveHold(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e, f, c := positioned(t, engine.Pause(), 64, map[string]*gate{"g": newGate(true)}, "g")
+				e, f, c := positioned(t, engine.Pause(), 64, map[string]*turnstile{"g": newTurnstile(true)}, "g")
 				old, err := e.Hold("in", "g")
 				if err != nil {
 					t.Fatal(err)
@@ -146,7 +147,7 @@ func TestAnOlderHoldsHandleNeverEndsOrMovesTheLiveHold(t *testing.T) {
 					t.Fatal(err)
 				}
 				publishAll(t, f, 1, 3)
-				eventually(t, "3 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 3 })
+				testutil.WhenBlocked(t, "3 dispatched", func() bool { return f.Status().Subscribers[0].Dispatched == 3 })
 				tc.older(t, old)
 				settleCommit(t, f, c, 0) // the live hold holds at nothing durable
 				if err := live.DurableThrough(live.Mark()); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // publishBatch offers items 1..n at offsets 1..n in one TryPublishBatch:
@@ -110,7 +111,7 @@ func testAFlushError(t *testing.T, workers int) {
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Workers: workers, Order: engine.OrderNone,
 				Processors: []engine.ProcessorConfig{{Name: "p", Processor: p, New: func() (core.Processor, error) { return p, nil }}}}},
 			Observer: obs,
-			Logger:   testLogger(t),
+			Logger:   testutil.Logger(t),
 		})
 		if err != nil {
 			t.Fatal(err)

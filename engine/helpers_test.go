@@ -1,10 +1,7 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
-	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -12,6 +9,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // committer records what the engine acknowledged and committed.
@@ -44,9 +42,10 @@ func (c *committer) Committed() int64 {
 	return c.committed
 }
 
-// gate is a processor that records what it handles and, while closed,
-// blocks each item until the test lets it through.
-type gate struct {
+// turnstile is a processor that records what it handles and, while closed,
+// lets each item through only on a token the test gives (let); once opened
+// (openUp) it lets every item through.
+type turnstile struct {
 	mu      sync.Mutex
 	seen    []any
 	entered int
@@ -55,11 +54,11 @@ type gate struct {
 	changed chan struct{} // closed and replaced each time an item is seen
 }
 
-func newGate(open bool) *gate {
-	return &gate{tokens: make(chan struct{}, 1<<20), open: open, changed: make(chan struct{})}
+func newTurnstile(open bool) *turnstile {
+	return &turnstile{tokens: make(chan struct{}, 1<<20), open: open, changed: make(chan struct{})}
 }
 
-func (g *gate) OnEvent(c *core.Cycle, ev any) error {
+func (g *turnstile) OnEvent(c *core.Cycle, ev any) error {
 	g.mu.Lock()
 	open := g.open
 	g.entered++
@@ -77,7 +76,7 @@ func (g *gate) OnEvent(c *core.Cycle, ev any) error {
 
 // await reports whether n items have been seen within d, waking on each
 // item seen rather than polling.
-func (g *gate) await(n int, d time.Duration) bool {
+func (g *turnstile) await(n int, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
@@ -96,58 +95,44 @@ func (g *gate) await(n int, d time.Duration) bool {
 }
 
 // let lets n items through.
-func (g *gate) let(n int) {
+func (g *turnstile) let(n int) {
 	for i := 0; i < n; i++ {
 		g.tokens <- struct{}{}
 	}
 }
 
-func (g *gate) openUp() {
+func (g *turnstile) openUp() {
 	g.mu.Lock()
 	g.open = true
 	g.mu.Unlock()
 	g.let(1 << 10)
 }
 
-func (g *gate) enteredCount() int {
+func (g *turnstile) enteredCount() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.entered
 }
 
-func (g *gate) count() int {
+func (g *turnstile) count() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.seen)
 }
 
-func (g *gate) items() []any {
+func (g *turnstile) items() []any {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return append([]any(nil), g.seen...)
 }
 
-// eventually fails the test unless cond holds once every other goroutine
-// of the test's synctest bubble is durably blocked: the engine has done all
-// it can, so cond is checked once, not polled.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	synctest.Wait()
-	if !cond() {
-		t.Fatalf("%s: not so once every goroutine is blocked", what)
-	}
-}
-
-// testLogger logs to the test's output.
-func testLogger(t testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
-
 // start builds and starts an engine, stopping it (and checking that no
 // goroutine leaks) when the test ends.
 func start(t *testing.T, cfg engine.Config) *engine.Engine {
 	t.Helper()
-	before, _ := goroutines()
+	before, _ := testutil.CountGoroutines()
 	if cfg.Logger == nil {
-		cfg.Logger = testLogger(t)
+		cfg.Logger = testutil.Logger(t)
 	}
 	e, err := engine.New(cfg)
 	if err != nil {
@@ -162,37 +147,9 @@ func start(t *testing.T, cfg engine.Config) *engine.Engine {
 		if err := e.Stop(ctx); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
-		noLeak(t, before)
+		testutil.CheckNoLeak(t, before)
 	})
 	return e
-}
-
-// noLeak fails the test when goroutines started since before are still
-// running once every goroutine of the bubble is blocked.
-func noLeak(t *testing.T, before int) {
-	t.Helper()
-	synctest.Wait()
-	if after, dump := goroutines(); after > before {
-		t.Errorf("goroutine leak: %d before, %d after\n%s", before, after, dump)
-	}
-}
-
-// goroutines counts the goroutines in a stack dump of them all, and returns
-// the dump. The dump stops the world and holds the goroutines that run or
-// are blocked; runtime.NumGoroutine also counts, for a moment, one that has
-// returned but that the runtime has not yet put away, which synctest.Wait
-// does not wait for (noLeak saw "4 before, 5 after" and a dump of 4).
-func goroutines() (int, []byte) {
-	buf := make([]byte, 1<<16)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	return 1 + bytes.Count(buf, []byte("\ngoroutine ")), buf
 }
 
 func procs(ps ...any) []engine.ProcessorConfig {

@@ -14,6 +14,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 func TestPauseLosesNothingUnderASlowConsumer(t *testing.T) {
@@ -64,8 +65,8 @@ func TestPauseLosesNothingUnderASlowConsumer(t *testing.T) {
 
 // blockEngine has feed "in" under BLOCK_WITH_DEADLINE with a queue of one,
 // subscribed by an open group "open" and a gated group "gated".
-func blockEngine(t *testing.T, deadline time.Duration) (*engine.Engine, *gate, *gate) {
-	open, gated := newGate(true), newGate(false)
+func blockEngine(t *testing.T, deadline time.Duration) (*engine.Engine, *turnstile, *turnstile) {
+	open, gated := newTurnstile(true), newTurnstile(false)
 	e := start(t, engine.Config{DrainTimeout: 200 * time.Millisecond,
 		Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.BlockWithDeadline(deadline), QueueSize: 1}},
 		Groups: []engine.GroupConfig{
@@ -78,11 +79,11 @@ func blockEngine(t *testing.T, deadline time.Duration) (*engine.Engine, *gate, *
 	if err := f.Publish(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "item 1 taken", func() bool { return gated.enteredCount() == 1 })
+	testutil.WhenBlocked(t, "item 1 taken", func() bool { return gated.enteredCount() == 1 })
 	if err := f.Publish(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "open group", func() bool { return open.count() == 2 })
+	testutil.WhenBlocked(t, "open group", func() bool { return open.count() == 2 })
 	return e, open, gated
 }
 
@@ -111,8 +112,8 @@ func TestBlockRefusesAtTheDeadlineAndDeliversToNone(t *testing.T) {
 		if err := f.Publish(context.Background(), 3); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "delivery", func() bool { return open.count() == 3 && gated.count() == 3 })
-		for _, g := range []*gate{open, gated} {
+		testutil.WhenBlocked(t, "delivery", func() bool { return open.count() == 3 && gated.count() == 3 })
+		for _, g := range []*turnstile{open, gated} {
 			if items := g.items(); items[2] != 3 || len(items) != 3 {
 				t.Fatalf("items %v", items)
 			}
@@ -175,7 +176,7 @@ func TestBlockRefusalReasons(t *testing.T) {
 
 func TestAPublishFromAGroupGoroutineIsDowngradedNotWaited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gated := newGate(false)
+		gated := newTurnstile(false)
 		defer gated.openUp()
 		var pubErr error
 		var once sync.Once
@@ -199,11 +200,11 @@ func TestAPublishFromAGroupGoroutineIsDowngradedNotWaited(t *testing.T) {
 				{Name: "sink", Feeds: []string{"out"}, Processors: procs("sink", gated)}}})
 		out := e.Feed("out")
 		out.Publish(context.Background(), 1)
-		eventually(t, "sink blocked", func() bool { return gated.enteredCount() == 1 })
+		testutil.WhenBlocked(t, "sink blocked", func() bool { return gated.enteredCount() == 1 })
 		out.Publish(context.Background(), 2)
 		done := make(chan struct{})
 		go func() { e.Feed("in").Publish(context.Background(), "go"); close(done) }()
-		eventually(t, "publisher done", func() bool {
+		testutil.WhenBlocked(t, "publisher done", func() bool {
 			st := e.Status()
 			return st.Feeds[0].Subscribers[0].Dispatched == 1
 		})
@@ -220,14 +221,14 @@ func TestAPublishFromAGroupGoroutineIsDowngradedNotWaited(t *testing.T) {
 
 func TestAPushPublishIntoAFullPauseQueueIsACountedDrop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gated := newGate(false)
+		gated := newTurnstile(false)
 		defer gated.openUp()
 		e := start(t, engine.Config{DrainTimeout: 100 * time.Millisecond,
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause().WithSpin(0), QueueSize: 1}},
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", gated)}}})
 		f := e.Feed("in")
 		f.Publish(context.Background(), 1)
-		eventually(t, "taken", func() bool { return gated.enteredCount() == 1 })
+		testutil.WhenBlocked(t, "taken", func() bool { return gated.enteredCount() == 1 })
 		f.Publish(context.Background(), 2)
 		if err := f.Publish(context.Background(), 3); err != nil {
 			t.Fatal(err)
@@ -241,7 +242,7 @@ func TestAPushPublishIntoAFullPauseQueueIsACountedDrop(t *testing.T) {
 
 func TestTheWindowCapPausesTheSource(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newGate(false)
+		g := newTurnstile(false)
 		defer g.openUp()
 		e := start(t, engine.Config{DrainTimeout: 100 * time.Millisecond,
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 100, WindowCap: 4}},
@@ -264,7 +265,7 @@ func TestTheWindowCapPausesTheSource(t *testing.T) {
 
 func TestTheWindowCapCutsABatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newGate(false)
+		g := newTurnstile(false)
 		defer g.openUp()
 		e := start(t, engine.Config{DrainTimeout: 100 * time.Millisecond,
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 100, WindowCap: 4}},
@@ -293,7 +294,7 @@ func TestTheWindowCapCutsABatch(t *testing.T) {
 // and not before.
 func TestAPausedSourceIsSignalledWhenItsQueueIsHalfEmpty(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newGate(false)
+		g := newTurnstile(false)
 		defer g.openUp()
 		e := start(t, engine.Config{DrainTimeout: 100 * time.Millisecond,
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 256}},
@@ -303,7 +304,7 @@ func TestAPausedSourceIsSignalledWhenItsQueueIsHalfEmpty(t *testing.T) {
 		for f.Intake().TryPublish(queued+1, core.Position{Offset: int64(queued + 1)}) {
 			queued++
 			if queued == 1 {
-				eventually(t, "the first item taken", func() bool { return g.enteredCount() == 1 })
+				testutil.WhenBlocked(t, "the first item taken", func() bool { return g.enteredCount() == 1 })
 			}
 		}
 		signalled := 0
@@ -313,7 +314,7 @@ func TestAPausedSourceIsSignalledWhenItsQueueIsHalfEmpty(t *testing.T) {
 				signalled = taken
 			default:
 				g.let(1)
-				eventually(t, "the next item taken", func() bool { return g.enteredCount() == taken+1 })
+				testutil.WhenBlocked(t, "the next item taken", func() bool { return g.enteredCount() == taken+1 })
 			}
 		}
 		if signalled == 0 || queued-signalled > queued/2 || queued-signalled < 64 {
@@ -324,7 +325,7 @@ func TestAPausedSourceIsSignalledWhenItsQueueIsHalfEmpty(t *testing.T) {
 
 func TestANestedPublishIntoTheSameFeedFollowsTheOuterItem(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newGate(true)
+		g := newTurnstile(true)
 		var e *engine.Engine
 		journal := journalFunc(func(ctx context.Context, feed string, seq int64, item any) error {
 			if item == "outer" {
@@ -338,7 +339,7 @@ func TestANestedPublishIntoTheSameFeedFollowsTheOuterItem(t *testing.T) {
 		if err := e.Feed("in").Publish(context.Background(), "outer"); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "both", func() bool { return g.count() == 2 })
+		testutil.WhenBlocked(t, "both", func() bool { return g.count() == 2 })
 		if got := g.items(); got[0] != "outer" || got[1] != "nested" {
 			t.Fatalf("order %v, want outer then nested", got)
 		}
@@ -355,7 +356,7 @@ func TestDropsPastThePendingMarksAreReportedApproximate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const size = 8
 		defer engine.SetMaxMarks(4)()
-		g := newGate(false)
+		g := newTurnstile(false)
 		var mu sync.Mutex
 		var total int64
 		var reports []engine.Drop
@@ -371,7 +372,7 @@ func TestDropsPastThePendingMarksAreReportedApproximate(t *testing.T) {
 		f := e.Feed("in")
 		ctx := context.Background()
 		f.Publish(ctx, 0)
-		eventually(t, "first taken", func() bool { return g.enteredCount() == 1 })
+		testutil.WhenBlocked(t, "first taken", func() bool { return g.enteredCount() == 1 })
 		for i := 1; i <= size; i++ {
 			f.Publish(ctx, i)
 		}
@@ -380,12 +381,12 @@ func TestDropsPastThePendingMarksAreReportedApproximate(t *testing.T) {
 		for r := 0; r < size; r++ {
 			f.Publish(ctx, "dropped")
 			g.let(1)
-			eventually(t, "next taken", func() bool { return g.enteredCount() == r+2 })
+			testutil.WhenBlocked(t, "next taken", func() bool { return g.enteredCount() == r+2 })
 			f.Publish(ctx, "kept")
 		}
 		dropped := f.Status().Dropped
 		g.openUp()
-		eventually(t, "drained", func() bool { return f.Status().Drained })
+		testutil.WhenBlocked(t, "drained", func() bool { return f.Status().Drained })
 		ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		e.Stop(ctx2)
@@ -408,7 +409,7 @@ func TestDropsPastThePendingMarksAreReportedApproximate(t *testing.T) {
 // long enough for the group to make room, loses nothing.
 func TestABatchLargerThanADropQueueIsNotDroppedWhileTheGroupKeepsUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		seen := newGate(true)
+		seen := newTurnstile(true)
 		e := start(t, engine.Config{
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(250 * time.Millisecond), QueueSize: 4}},
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", seen)}}})
@@ -421,7 +422,7 @@ func TestABatchLargerThanADropQueueIsNotDroppedWhileTheGroupKeepsUp(t *testing.T
 		if got := f.Intake().TryPublishBatch(items, pos); got != n {
 			t.Fatalf("TryPublishBatch took %d of %d", got, n)
 		}
-		eventually(t, "every item dispatched", func() bool { return seen.count() == n })
+		testutil.WhenBlocked(t, "every item dispatched", func() bool { return seen.count() == n })
 		if st := e.Status().Feeds[0]; st.Dropped != 0 || !st.Lossless {
 			t.Fatalf("dropped %d lossless %v, want no drop", st.Dropped, st.Lossless)
 		}
@@ -435,7 +436,7 @@ func TestABatchLargerThanADropQueueIsNotDroppedWhileTheGroupKeepsUp(t *testing.T
 // processed: within a batch, they are visible to the group by then.
 func TestAJournalMayWaitForTheItemsBeforeItsOwn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newGate(true)
+		g := newTurnstile(true)
 		journal := journalFunc(func(ctx context.Context, feed string, seq int64, item any) error {
 			if !g.await(int(seq-1), 5*time.Second) {
 				return fmt.Errorf("item %d: items before it never processed", seq)
@@ -453,7 +454,7 @@ func TestAJournalMayWaitForTheItemsBeforeItsOwn(t *testing.T) {
 		if got := e.Feed("in").Intake().TryPublishBatch(items, pos); got != n {
 			t.Fatalf("TryPublishBatch took %d of %d", got, n)
 		}
-		eventually(t, "every item dispatched", func() bool { return g.count() == n })
+		testutil.WhenBlocked(t, "every item dispatched", func() bool { return g.count() == n })
 		if st := e.Status().Feeds[0]; st.Dropped != 0 {
 			t.Fatalf("dropped %d: the journal timed out waiting for items placed but not shown", st.Dropped)
 		}
@@ -464,14 +465,14 @@ func TestAJournalMayWaitForTheItemsBeforeItsOwn(t *testing.T) {
 // and queues for it again once unfenced.
 func TestAPushFeedDropsWhatItWouldQueueForAFencedGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newGate(true)
+		g := newTurnstile(true)
 		e := start(t, engine.Config{
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8}},
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
 		f := e.Feed("in")
 		ctx := context.Background()
 		f.Publish(ctx, 1)
-		eventually(t, "item 1", func() bool { return g.count() == 1 })
+		testutil.WhenBlocked(t, "item 1", func() bool { return g.count() == 1 })
 		if err := e.Fence("g"); err != nil {
 			t.Fatal(err)
 		}
@@ -484,7 +485,7 @@ func TestAPushFeedDropsWhatItWouldQueueForAFencedGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Publish(ctx, 4)
-		eventually(t, "item 4", func() bool { return g.count() == 2 })
+		testutil.WhenBlocked(t, "item 4", func() bool { return g.count() == 2 })
 		if got := g.items(); !slices.Equal(got, []any{1, 4}) {
 			t.Fatalf("processed %v, want [1 4]", got)
 		}
@@ -498,24 +499,24 @@ func TestAPushFeedDropsWhatItWouldQueueForAFencedGroup(t *testing.T) {
 func TestAFencedOrDeadGroupDoesNotHoldABlockingPushFeed(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		sicken func(t *testing.T, e *engine.Engine, gated *gate, fail *atomic.Bool)
+		sicken func(t *testing.T, e *engine.Engine, gated *turnstile, fail *atomic.Bool)
 	}{
-		{"fenced", func(t *testing.T, e *engine.Engine, _ *gate, _ *atomic.Bool) {
+		{"fenced", func(t *testing.T, e *engine.Engine, _ *turnstile, _ *atomic.Bool) {
 			if err := e.Fence("gated"); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"dead", func(t *testing.T, e *engine.Engine, gated *gate, fail *atomic.Bool) {
+		{"dead", func(t *testing.T, e *engine.Engine, gated *turnstile, fail *atomic.Bool) {
 			fail.Store(true) // the recorder of the gated group cannot write: it fails on item 1
 			gated.let(1)
-			eventually(t, "the gated group dead", func() bool { return e.Err() != nil })
+			testutil.WhenBlocked(t, "the gated group dead", func() bool { return e.Err() != nil })
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				open, gated := newGate(true), newGate(false)
+				open, gated := newTurnstile(true), newTurnstile(false)
 				var fail atomic.Bool
-				e, err := engine.New(engine.Config{DrainTimeout: 200 * time.Millisecond, Logger: testLogger(t),
+				e, err := engine.New(engine.Config{DrainTimeout: 200 * time.Millisecond, Logger: testutil.Logger(t),
 					Observer: engine.Observer{BeforeComplete: func(group string, _ *engine.Input) error {
 						if group == "gated" && fail.Load() {
 							return errors.New("disk full")
@@ -544,12 +545,12 @@ func TestAFencedOrDeadGroupDoesNotHoldABlockingPushFeed(t *testing.T) {
 				if err := f.Publish(ctx, 1); err != nil {
 					t.Fatal(err)
 				}
-				eventually(t, "item 1 taken", func() bool { return gated.enteredCount() == 1 })
+				testutil.WhenBlocked(t, "item 1 taken", func() bool { return gated.enteredCount() == 1 })
 				if err := f.Publish(ctx, 2); err != nil {
 					t.Fatal(err)
 				}
 				tc.sicken(t, e, gated, &fail)
-				eventually(t, "the healthy group has room", func() bool { return open.count() == 2 })
+				testutil.WhenBlocked(t, "the healthy group has room", func() bool { return open.count() == 2 })
 				began := time.Now()
 				if err := f.Publish(ctx, 3); err != nil {
 					t.Fatalf("publish with the %s group's queue full: %v, want delivered to the healthy group", tc.name, err)
@@ -557,7 +558,7 @@ func TestAFencedOrDeadGroupDoesNotHoldABlockingPushFeed(t *testing.T) {
 				if waited := time.Since(began); waited > 0 {
 					t.Fatalf("the publish waited %s for the %s group", waited, tc.name)
 				}
-				eventually(t, "the healthy group", func() bool { return open.count() == 3 })
+				testutil.WhenBlocked(t, "the healthy group", func() bool { return open.count() == 3 })
 				st := e.Status().Feeds[0]
 				if st.Refused != 0 || st.Dropped != 1 || st.Lossless || subscriber(t, st, "gated/in").Dropped != 1 {
 					t.Fatalf("status %+v: want item 3 dropped (counted) for the %s group only, nothing refused", st, tc.name)

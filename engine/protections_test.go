@@ -13,6 +13,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // The tests in this file run the engine in a testing/synctest bubble:
@@ -30,7 +31,7 @@ import (
 func startIn(t *testing.T, cfg engine.Config) *engine.Engine {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = testLogger(t)
+		cfg.Logger = testutil.Logger(t)
 	}
 	e, err := engine.New(cfg)
 	if err != nil {

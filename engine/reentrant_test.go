@@ -10,6 +10,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // A Journal runs under its feed's lock. A TryPublish (or TryPublishBatch)
@@ -37,7 +38,7 @@ func TestATryPublishFromInsideTheJournalIsRefusedInsteadOfDeadlockingTheFeed(t *
 		seen <- ev
 		return nil
 	})
-	e, err := engine.New(engine.Config{Logger: testLogger(t),
+	e, err := engine.New(engine.Config{Logger: testutil.Logger(t),
 		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8, Journal: journal}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}}})
 	if err != nil {
@@ -250,7 +251,7 @@ func TestAJournalsOfferIntoItsOwnFeedFollowsTheItemInsteadOfHanging(t *testing.T
 				seen <- ev
 				return nil
 			})
-			e, err := engine.New(engine.Config{Logger: testLogger(t),
+			e, err := engine.New(engine.Config{Logger: testutil.Logger(t),
 				Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8, Journal: journal}},
 				Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}}})
 			if err != nil {

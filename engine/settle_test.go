@@ -31,9 +31,9 @@ func closed(ch <-chan struct{}) bool {
 // it.
 func TestSettledIsClosedByTheChangeThatSettlesTheEngine(t *testing.T) {
 	type setup struct {
-		e    *engine.Engine
-		f    *engine.Feed
-		gate *gate
+		e         *engine.Engine
+		f         *engine.Feed
+		turnstile *turnstile
 	}
 	for _, tc := range []struct {
 		name       string
@@ -44,10 +44,10 @@ func TestSettledIsClosedByTheChangeThatSettlesTheEngine(t *testing.T) {
 	}{
 		{"a group going idle", false, []string{"g"},
 			func(t *testing.T, s setup) { s.f.Publish(context.Background(), 1) },
-			func(t *testing.T, s setup) { s.gate.let(1) }},
+			func(t *testing.T, s setup) { s.turnstile.let(1) }},
 		{"acknowledgements polled", true, []string{"g"},
 			func(t *testing.T, s setup) {
-				s.gate.let(1)
+				s.turnstile.let(1)
 				s.f.Intake().TryPublish(1, core.Position{Offset: 1})
 			},
 			func(t *testing.T, s setup) { s.f.Intake().PollAcks() }},
@@ -61,13 +61,13 @@ func TestSettledIsClosedByTheChangeThatSettlesTheEngine(t *testing.T) {
 			func(t *testing.T, s setup) { s.e.Unsubscribe("g", "in") },
 			func(t *testing.T, s setup) { s.e.Subscribe("g", "in") }},
 		{"a holding group unsubscribed", false, []string{"g", "h"},
-			func(t *testing.T, s setup) { s.f.Publish(context.Background(), 1) }, // h holds it in its gate
+			func(t *testing.T, s setup) { s.f.Publish(context.Background(), 1) }, // h holds it in its turnstile
 			func(t *testing.T, s setup) { s.e.Unsubscribe("h", "in") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				began := time.Now()
-				open, held := newGate(true), newGate(false)
+				open, held := newTurnstile(true), newTurnstile(false)
 				var groups []engine.GroupConfig
 				for i, n := range tc.groups {
 					g := held
@@ -78,7 +78,7 @@ func TestSettledIsClosedByTheChangeThatSettlesTheEngine(t *testing.T) {
 				}
 				e := start(t, engine.Config{Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 4}}, Groups: groups})
 				t.Cleanup(held.openUp)
-				s := setup{e: e, f: e.Feed("in"), gate: held}
+				s := setup{e: e, f: e.Feed("in"), turnstile: held}
 				if tc.positioned {
 					s.f.Intake().SetCommitter(&committer{})
 				}

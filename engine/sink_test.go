@@ -10,6 +10,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // collected is one output as a collector received it.
@@ -58,7 +59,7 @@ func TestOutputsToTwoSinksAreRoutedLiveBySinkName(t *testing.T) {
 			Groups: []engine.GroupConfig{{Name: "main", Feeds: []string{"in"},
 				Processors: procs("split", split, "echo", echo)}},
 			Sink:   route,
-			Logger: testLogger(t),
+			Logger: testutil.Logger(t),
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // TestTimerSetReportsEachTimerWithItsDueTimeOnTheTimerClock: Observer.TimerSet
@@ -29,7 +30,7 @@ func TestTimerSetReportsEachTimerWithItsDueTimeOnTheTimerClock(t *testing.T) {
 		c.After(0)
 		return nil
 	})
-	e, err := engine.New(engine.Config{Logger: testLogger(t), TimerClock: core.NewStepClock(start, 0),
+	e, err := engine.New(engine.Config{Logger: testutil.Logger(t), TimerClock: core.NewStepClock(start, 0),
 		Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
 		Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
 		Observer: obs(first).Then(obs(second))})

@@ -15,6 +15,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // holdBack is shared by every worker's instance of held (the test's
@@ -121,8 +122,7 @@ func TestTheGapCeilingStopsNewClaimsUntilTheMissingPrefixIsAcknowledged(t *testi
 		c := &committer{}
 		f.Intake().SetCommitter(c)
 		publishAll(t, f, 1, 10)
-		time.Sleep(time.Second) // the group waits a second of the bubble's clock at the bound
-		synctest.Wait()
+		testutil.Advance(time.Second) // the group waits a second of the bubble's clock at the bound
 		if got := h.seen(); !slices.Equal(sorted(got), []any{2, 3}) {
 			t.Fatalf("handled %v, want only 2 and 3 within the gap of 2 behind held item 1", got)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // logEngine builds and starts an engine reading log into group "g" of one
@@ -27,7 +28,7 @@ func logEngine(t *testing.T, log *memsource.Log, p core.Processor, retry engine.
 		Groups:       []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Retry: retry, Processors: procs("p", p)}},
 		Observer:     obs,
 		DrainTimeout: time.Millisecond, // a retry waiting out its backoff never drains
-		Logger:       testLogger(t),
+		Logger:       testutil.Logger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ func restart(t *testing.T, log *memsource.Log) []any {
 	e, err := engine.New(engine.Config{
 		Feeds:  []engine.FeedConfig{{Name: "in", Source: log.Source(), QueueSize: 8}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", p)}},
-		Logger: testLogger(t),
+		Logger: testutil.Logger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +164,7 @@ func TestBeforeCompleteRunsAfterEveryProcessorAndBeforeTheCompletions(t *testing
 			},
 			AfterDispatch: func(string, *engine.Input) { close(done) },
 		},
-		Logger: testLogger(t),
+		Logger: testutil.Logger(t),
 	})
 	if err != nil {
 		t.Fatal(err)

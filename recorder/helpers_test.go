@@ -15,6 +15,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -173,33 +174,6 @@ func describeAll(rows []store.Entry) []string {
 	return out
 }
 
-// logCounter counts warnings: a slog.Handler keeping each record's
-// message.
-type logCounter struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-// logger is a *slog.Logger whose records l counts.
-func (l *logCounter) logger() *slog.Logger { return slog.New(l) }
-
-func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logCounter) WithGroup(string) slog.Handler            { return l }
-
-func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	l.lines = append(l.lines, r.Message)
-	l.mu.Unlock()
-	return nil
-}
-
-func (l *logCounter) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.lines)
-}
-
 // run records one engine run: it builds the engine from cfg (given the
 // recorder, for its Journal), starts it, waits until it is settled or a
 // group failed (engine.ErrObserver: the recorder could not write), stops it
@@ -223,7 +197,7 @@ func run(t *testing.T, w store.Writer, opts recorder.Options, cfg func(*recorder
 func runIn(t *testing.T, w store.Writer, opts recorder.Options, cfg func(*recorder.Recorder) engine.Config) (*recorder.Recorder, engine.Status) {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+		opts.Logger = testutil.Logger(t)
 	}
 	rec, err := recorder.New(w, opts)
 	if err != nil {

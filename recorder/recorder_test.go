@@ -15,6 +15,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -594,8 +595,8 @@ func TestAWriterFailureStopsOnlyThatGroup(t *testing.T) {
 		}
 		return nil
 	}}
-	logs := &logCounter{}
-	rec, st := run(t, w, recorder.Options{Logger: logs.logger()}, func(*recorder.Recorder) engine.Config {
+	logs := &testutil.Logs{}
+	rec, st := run(t, w, recorder.Options{Logger: logs.Logger()}, func(*recorder.Recorder) engine.Config {
 		return engine.Config{
 			Feeds: []engine.FeedConfig{listFeed("push", nil, items...)},
 			Groups: []engine.GroupConfig{
@@ -609,7 +610,7 @@ func TestAWriterFailureStopsOnlyThatGroup(t *testing.T) {
 	if s := st.Feeds[0].Stalled; s == nil || !strings.Contains(*s, "consumer g2/push failed") {
 		t.Errorf("stalled %v, want consumer g2/push failed", s)
 	}
-	if got := logs.count(); got != 1 {
+	if got := logs.Count(); got != 1 {
 		t.Errorf("%d warnings logged, want 1", got)
 	}
 	err := rec.Err()
@@ -834,8 +835,7 @@ func TestSync(t *testing.T) {
 			if err := rec.Observer().Started("p", &testProc{}); err != nil { // the opening: META, START
 				t.Fatal(err)
 			}
-			time.Sleep(time.Millisecond) // one interval on the bubble's clock
-			synctest.Wait()
+			testutil.Advance(time.Millisecond) // one interval on the bubble's clock
 			if got := w.syncedAt(); len(got) == 0 || got[0] != 2 {
 				t.Errorf("syncs %v, want the META and START rows synced by the interval", got)
 			}

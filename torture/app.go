@@ -3,8 +3,6 @@ package torture
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -120,6 +118,3 @@ func decodeLine(payload []byte) (any, error) {
 	}
 	return s, nil
 }
-
-// sortedKeys is a map's keys in order.
-func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -298,16 +298,8 @@ func (c *child) wait(d time.Duration) bool {
 // doRun runs run i of the scenario: the operations while stopped, the
 // fault, the child, the operations while it runs, its end.
 func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome, error) {
-	for _, op := range run.Before {
-		if op.Kind != OpAppend && !sr.ran {
-			// No run has read the input yet: it is not yet theirs to lose.
-			sr.logf("run %d: before: %s %d skipped: no run has read the input yet", i, op.Kind, op.N)
-			continue
-		}
-		sr.logf("run %d: before: %s %d", i, op.Kind, op.N)
-		if err := sr.apply(ctx, op); err != nil {
-			return nil, fmt.Errorf("run %d: %s: %w", i, op.Kind, err)
-		}
+	if err := sr.applyBefore(ctx, i, run); err != nil {
+		return nil, err
 	}
 	args, store := sr.args(i, run, false)
 	o := &outcome{index: i, run: run, args: args, store: store, workers: max(run.Workers, 1)}
@@ -334,61 +326,125 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome,
 	if run.Fault.Kind == FaultStateDir {
 		restore = sr.stateDirFault(c, run)
 	}
-	var member *child
-	if run.Member {
-		margs, mstore := sr.args(i, run, true)
-		o.member = &outcome{index: i, run: run, args: margs, store: mstore, workers: max(run.Workers, 1)}
-		time.Sleep(time.Duration(sr.r.IntN(100)) * time.Millisecond)
-		sr.logf("run %d: second member: blackbox %s", i, strings.Join(margs, " "))
-		if member, err = sr.start(margs, nil, 0); err != nil {
-			c.signal(syscall.SIGKILL)
-			<-c.done
-			return nil, err
-		}
+	member, err := sr.startMember(i, run, o, c)
+	if err != nil {
+		return nil, err
 	}
 	if sr.file != nil {
 		sr.file.running, sr.file.fresh = true, !sr.ran
 		defer func() { sr.file.running, sr.file.fresh = false, false }()
 	}
-	// The operations while the run runs wait until it is at work (its
-	// recording exists): a run refused before any work meets none of them.
+	if err := sr.applyDuring(ctx, i, run, c, store); err != nil {
+		return nil, err
+	}
+	if member != nil {
+		sr.stopMember(i, member, o)
+	}
+	endRun(run, c)
+	if !sr.waitRun(ctx, c) {
+		c.signal(syscall.SIGKILL)
+		<-c.done
+		restore()
+		if sr.kafka != nil && sr.kafka.ghosts(ctx) > 0 {
+			return nil, &ghostError{run: i}
+		}
+		return nil, &hangError{run: i, args: args, out: c.out.String()}
+	}
+	restore()
+	o.took = time.Since(began)
+	if err := sr.collect(o, c, before); err != nil {
+		return nil, err
+	}
+	sr.logf("run %d: exit %s after %s", i, o.exitText(), o.took.Round(time.Millisecond))
+	return o, nil
+}
+
+// applyBefore applies the operations of run i while no run runs; those
+// that are not appends wait until a run has read the input (before, it is
+// not yet the runs' to lose).
+func (sr *scenarioRun) applyBefore(ctx context.Context, i int, run RunSpec) error {
+	for _, op := range run.Before {
+		if op.Kind != OpAppend && !sr.ran {
+			// No run has read the input yet: it is not yet theirs to lose.
+			sr.logf("run %d: before: %s %d skipped: no run has read the input yet", i, op.Kind, op.N)
+			continue
+		}
+		sr.logf("run %d: before: %s %d", i, op.Kind, op.N)
+		if err := sr.apply(ctx, op); err != nil {
+			return fmt.Errorf("run %d: %s: %w", i, op.Kind, err)
+		}
+	}
+	return nil
+}
+
+// startMember starts run i's second member of the Kafka group, if it has
+// one, a moment after c, and sets o.member; on an error it kills c.
+func (sr *scenarioRun) startMember(i int, run RunSpec, o *outcome, c *child) (*child, error) {
+	if !run.Member {
+		return nil, nil
+	}
+	margs, mstore := sr.args(i, run, true)
+	o.member = &outcome{index: i, run: run, args: margs, store: mstore, workers: max(run.Workers, 1)}
+	time.Sleep(time.Duration(sr.r.IntN(100)) * time.Millisecond)
+	sr.logf("run %d: second member: blackbox %s", i, strings.Join(margs, " "))
+	member, err := sr.start(margs, nil, 0)
+	if err != nil {
+		c.signal(syscall.SIGKILL)
+		<-c.done
+		return nil, err
+	}
+	return member, nil
+}
+
+// applyDuring applies the operations of run i while c runs, once it is at
+// work (its recording, store, exists): a run refused before any work meets
+// none of them. On an error it kills c.
+func (sr *scenarioRun) applyDuring(ctx context.Context, i int, run RunSpec, c *child, store string) error {
 	started := len(run.During) == 0 || sr.atWork(c, filepath.Join(sr.dir, store))
 	if !started {
 		sr.logf("run %d: ended before it was at work: the operations while it runs are not done", i)
-	} else if sr.file != nil {
+		return nil
+	}
+	if sr.file != nil {
 		sr.file.known = true
 	}
 	for _, op := range run.During {
-		if !started {
-			break
-		}
 		time.Sleep(time.Duration(sr.r.IntN(40)) * time.Millisecond)
 		sr.logf("run %d: during: %s %d", i, op.Kind, op.N)
 		if err := sr.apply(ctx, op); err != nil {
 			c.signal(syscall.SIGKILL)
 			<-c.done
-			return nil, fmt.Errorf("run %d: %s: %w", i, op.Kind, err)
+			return fmt.Errorf("run %d: %s: %w", i, op.Kind, err)
 		}
 	}
-	if member != nil {
-		// The second member leaves: killed (evicted after its session) or
-		// stopped (it leaves the group). With a backlog it stays until it
-		// was given partitions the first member held.
-		stay := time.Duration(sr.r.IntN(300)) * time.Millisecond
-		sig := pick(sr.r, syscall.SIGKILL, syscall.SIGTERM)
-		if sr.s.Backlog {
-			stay, sig = 12*time.Second, syscall.SIGTERM
-		}
-		time.Sleep(stay)
-		member.signal(sig)
-		if !member.wait(runTimeout) {
-			member.signal(syscall.SIGKILL)
-			<-member.done
-			sr.logf("run %d: second member did not stop after %s", i, sig)
-		}
-		o.member.exit, o.member.signal = member.exit()
-		o.member.output = member.out.String()
+	return nil
+}
+
+// stopMember makes run i's second member leave: killed (evicted after its
+// session) or stopped (it leaves the group). With a backlog it stays until
+// it was given partitions the first member held. It records the member's
+// exit and output in o.member.
+func (sr *scenarioRun) stopMember(i int, member *child, o *outcome) {
+	stay := time.Duration(sr.r.IntN(300)) * time.Millisecond
+	sig := pick(sr.r, syscall.SIGKILL, syscall.SIGTERM)
+	if sr.s.Backlog {
+		stay, sig = 12*time.Second, syscall.SIGTERM
 	}
+	time.Sleep(stay)
+	member.signal(sig)
+	if !member.wait(runTimeout) {
+		member.signal(syscall.SIGKILL)
+		<-member.done
+		sr.logf("run %d: second member did not stop after %s", i, sig)
+	}
+	o.member.exit, o.member.signal = member.exit()
+	o.member.output = member.out.String()
+}
+
+// endRun ends c as run's End says: by SIGTERM or SIGKILL after its time,
+// or (at a kill point) by SIGKILL when a followed run did not reach the
+// point; a run that ends by itself is left to.
+func endRun(run RunSpec, c *child) {
 	switch run.End.Kind {
 	case EndTerm, EndKill:
 		sig := syscall.SIGTERM
@@ -403,17 +459,13 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome,
 			c.signal(syscall.SIGKILL) // the point was not reached while followed
 		}
 	}
-	if !sr.waitRun(ctx, c) {
-		c.signal(syscall.SIGKILL)
-		<-c.done
-		restore()
-		if sr.kafka != nil && sr.kafka.ghosts(ctx) > 0 {
-			return nil, &ghostError{run: i}
-		}
-		return nil, &hangError{run: i, args: args, out: c.out.String()}
-	}
-	restore()
-	o.took = time.Since(began)
+}
+
+// collect fills o from the ended child c: its exit, output, refusal,
+// fault and the status it wrote, and for a refused run the files it
+// changed since before (their hashes).
+func (sr *scenarioRun) collect(o *outcome, c *child, before map[string]string) error {
+	run := o.run
 	o.exit, o.signal = c.exit()
 	o.output = c.out.String()
 	o.refused = o.exit == 2
@@ -422,7 +474,7 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome,
 		sr.file.known = true // the path was the run's to read
 	}
 	o.faulted = run.Fault.Kind == FaultDiskFull || run.Fault.Kind == FaultStateDir
-	if b, err := os.ReadFile(filepath.Join(sr.dir, strings.TrimSuffix(strings.TrimSuffix(store, ".csv"), ".db")+".status.json")); err == nil && !o.killed() {
+	if b, err := os.ReadFile(filepath.Join(sr.dir, strings.TrimSuffix(strings.TrimSuffix(o.store, ".csv"), ".db")+".status.json")); err == nil && !o.killed() {
 		var st runStatus
 		if json.Unmarshal(b, &st) == nil {
 			o.status = &st
@@ -431,12 +483,11 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome,
 	if o.refused {
 		after, err := hashFiles(sr.dir, "in.txt.ptr", stateFile, outFile, "run-")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		o.refusedChanged = changedFiles(before, after)
 	}
-	sr.logf("run %d: exit %s after %s", i, o.exitText(), o.took.Round(time.Millisecond))
-	return o, nil
+	return nil
 }
 
 func envNote(env []string, f Fault) string {

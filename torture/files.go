@@ -197,15 +197,6 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
-// inputFiles are the input file and its rotated files, oldest first.
-func (fi *fileInput) inputFiles() []string {
-	var out []string
-	for k := 1; k <= fi.rotated; k++ {
-		out = append(out, fmt.Sprintf("%s-%04d", fi.path, k))
-	}
-	return append(out, fi.path)
-}
-
 // hashFiles hashes the files of dir whose names start with one of the
 // prefixes: what a refused run must leave as it found it.
 func hashFiles(dir string, prefixes ...string) (map[string]string, error) {

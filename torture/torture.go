@@ -77,11 +77,39 @@ type Failure struct {
 // checked by the oracle; a failing one is shrunk (fewer runs, lines,
 // faults, operations) and reported with the command that reproduces it.
 func Run(ctx context.Context, cfg Config) (Report, error) {
+	cfg, cleanup, err := cfg.withDefaults()
+	if err != nil {
+		return Report{}, err
+	}
+	defer cleanup()
+	ss := &session{cfg: cfg, start: time.Now(), rep: Report{Seed: cfg.Seed, Dimensions: map[string]int{}}}
+	seeds := ss.seeds(ctx)
+	var wg sync.WaitGroup
+	for range cfg.Parallel {
+		wg.Go(func() {
+			for seed := range seeds {
+				if !ss.scenario(ctx, seed) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ss.rep.Elapsed = time.Since(ss.start)
+	sort.Slice(ss.rep.Failures, func(i, j int) bool { return ss.rep.Failures[i].Seed < ss.rep.Failures[j].Seed })
+	return ss.rep, nil
+}
+
+// withDefaults checks cfg and fills in its defaults: 2 in parallel, a
+// discarding log, a new temporary directory (removed by cleanup if the
+// session left nothing in it).
+func (cfg Config) withDefaults() (_ Config, cleanup func(), _ error) {
+	cleanup = func() {}
 	if cfg.Binary == "" {
-		return Report{}, errors.New("torture: no binary to run")
+		return cfg, cleanup, errors.New("torture: no binary to run")
 	}
 	if cfg.Scenarios <= 0 && cfg.Time <= 0 {
-		return Report{}, errors.New("torture: give a number of scenarios or a time")
+		return cfg, cleanup, errors.New("torture: give a number of scenarios or a time")
 	}
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = 2
@@ -92,25 +120,38 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "blackbox-torture-")
 		if err != nil {
-			return Report{}, err
+			return cfg, cleanup, err
 		}
 		cfg.Dir = d
-		defer func() {
+		cleanup = func() {
 			if ents, _ := os.ReadDir(d); len(ents) == 0 {
 				os.Remove(d)
 			}
-		}()
+		}
 	} else if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return Report{}, err
+		return cfg, cleanup, err
 	}
-	start := time.Now()
-	rep := Report{Seed: cfg.Seed, Dimensions: map[string]int{}}
-	var mu sync.Mutex
+	return cfg, cleanup, nil
+}
+
+// session is a torture session under way: its scenarios run on
+// cfg.Parallel goroutines, which add to rep under mu.
+type session struct {
+	cfg   Config
+	start time.Time
+	mu    sync.Mutex
+	rep   Report
+}
+
+// seeds sends the session's seeds, cfg.Seed on, until cfg.Scenarios were
+// sent, cfg.Time has gone by or ctx is done; then it closes the channel.
+func (ss *session) seeds(ctx context.Context) <-chan uint64 {
+	cfg := ss.cfg
 	seeds := make(chan uint64)
 	go func() {
 		defer close(seeds)
 		for i := 0; cfg.Scenarios <= 0 || i < cfg.Scenarios; i++ {
-			if cfg.Time > 0 && time.Since(start) >= cfg.Time || ctx.Err() != nil {
+			if cfg.Time > 0 && time.Since(ss.start) >= cfg.Time || ctx.Err() != nil {
 				return
 			}
 			select {
@@ -120,69 +161,70 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			}
 		}
 	}()
-	var wg sync.WaitGroup
-	var firstErr error
-	for range cfg.Parallel {
-		wg.Go(func() {
-			for seed := range seeds {
-				s := Generate(seed, cfg.Limits, cfg.Only)
-				began := time.Now()
-				vs, events, dir, err := runScenario(ctx, cfg, s)
-				if err != nil && ctx.Err() != nil {
-					return
-				}
-				var inc inconclusiveError
-				if errors.As(err, &inc) {
-					fmt.Fprintf(cfg.Log, "inconclusive seed %d: %v\n", seed, err)
-					mu.Lock()
-					rep.Scenarios++
-					rep.Inconclusive = append(rep.Inconclusive, seed)
-					mu.Unlock()
-					if !cfg.Keep {
-						os.RemoveAll(dir)
-					}
-					continue
-				}
-				var f *Failure
-				if err != nil || len(vs) > 0 {
-					if err != nil {
-						vs = append(vs, Violation{Invariant: InvAgree, What: err.Error()})
-					}
-					f = &Failure{Seed: seed, Limits: cfg.Limits.String(), Violations: vs, Events: events, Dir: dir}
-					if !cfg.NoShrink {
-						sctx := ctx
-						if cfg.Time > 0 { // shrinking keeps to the session's time too
-							var cancel context.CancelFunc
-							sctx, cancel = context.WithDeadline(ctx, start.Add(cfg.Time))
-							shrinkFailure(sctx, cfg, s, f)
-							cancel()
-						} else {
-							shrinkFailure(sctx, cfg, s, f)
-						}
-					}
-					f.Command = reproduce(f.Seed, f.Limits, cfg.Only)
-					fmt.Fprintf(cfg.Log, "FAIL seed %d: %s\n  reproduce: %s\n", seed, f.Violations[0], f.Command)
-				}
-				if cfg.Verbose {
-					fmt.Fprintf(cfg.Log, "seed %d: %d runs, %s, %s\n", seed, len(s.Runs), time.Since(began).Round(time.Millisecond), strings.Join(dedupe(s.Dimensions()), " "))
-				}
-				mu.Lock()
-				rep.Scenarios++
-				rep.Runs += len(s.Runs)
-				for _, d := range dedupe(s.Dimensions()) {
-					rep.Dimensions[d]++
-				}
-				if f != nil {
-					rep.Failures = append(rep.Failures, *f)
-				}
-				mu.Unlock()
-			}
-		})
+	return seeds
+}
+
+// scenario runs and checks the scenario of seed and adds it to the
+// report: as inconclusive, passed, or failed (shrunk, unless
+// cfg.NoShrink). It reports false when ctx ended it: the session stops.
+func (ss *session) scenario(ctx context.Context, seed uint64) bool {
+	cfg := ss.cfg
+	s := Generate(seed, cfg.Limits, cfg.Only)
+	began := time.Now()
+	vs, events, dir, err := runScenario(ctx, cfg, s)
+	if err != nil && ctx.Err() != nil {
+		return false
 	}
-	wg.Wait()
-	rep.Elapsed = time.Since(start)
-	sort.Slice(rep.Failures, func(i, j int) bool { return rep.Failures[i].Seed < rep.Failures[j].Seed })
-	return rep, firstErr
+	var inc inconclusiveError
+	if errors.As(err, &inc) {
+		fmt.Fprintf(cfg.Log, "inconclusive seed %d: %v\n", seed, err)
+		ss.mu.Lock()
+		ss.rep.Scenarios++
+		ss.rep.Inconclusive = append(ss.rep.Inconclusive, seed)
+		ss.mu.Unlock()
+		if !cfg.Keep {
+			os.RemoveAll(dir)
+		}
+		return true
+	}
+	var f *Failure
+	if err != nil || len(vs) > 0 {
+		if err != nil {
+			vs = append(vs, Violation{Invariant: InvAgree, What: err.Error()})
+		}
+		f = &Failure{Seed: seed, Limits: cfg.Limits.String(), Violations: vs, Events: events, Dir: dir}
+		ss.shrink(ctx, s, f)
+		f.Command = reproduce(f.Seed, f.Limits, cfg.Only)
+		fmt.Fprintf(cfg.Log, "FAIL seed %d: %s\n  reproduce: %s\n", seed, f.Violations[0], f.Command)
+	}
+	if cfg.Verbose {
+		fmt.Fprintf(cfg.Log, "seed %d: %d runs, %s, %s\n", seed, len(s.Runs), time.Since(began).Round(time.Millisecond), strings.Join(dedupe(s.Dimensions()), " "))
+	}
+	ss.mu.Lock()
+	ss.rep.Scenarios++
+	ss.rep.Runs += len(s.Runs)
+	for _, d := range dedupe(s.Dimensions()) {
+		ss.rep.Dimensions[d]++
+	}
+	if f != nil {
+		ss.rep.Failures = append(ss.rep.Failures, *f)
+	}
+	ss.mu.Unlock()
+	return true
+}
+
+// shrink shrinks the failure f of scenario s (shrinkFailure), within the
+// session's time when it has one; not with cfg.NoShrink.
+func (ss *session) shrink(ctx context.Context, s Scenario, f *Failure) {
+	if ss.cfg.NoShrink {
+		return
+	}
+	if ss.cfg.Time > 0 { // shrinking keeps to the session's time too
+		sctx, cancel := context.WithDeadline(ctx, ss.start.Add(ss.cfg.Time))
+		defer cancel()
+		ctx = sctx
+	}
+	shrinkFailure(ctx, ss.cfg, s, f)
 }
 
 func dedupe(xs []string) []string {

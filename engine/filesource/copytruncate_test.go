@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // copyTo copies the file at from to to (a new file): copytruncate's copy.
@@ -92,7 +93,7 @@ func TestACopyTruncateWhileFollowingLosesNoLine(t *testing.T) {
 					p := &rec{}
 					var losses lossRecorder
 					r := startSource(t, src, lg, setup{procs: []*rec{p}, observer: losses.observer()})
-					waitFor(t, "the first lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
+					testutil.AdvanceUntil(t, "the first lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
 					fi, err := os.Stat(path)
 					if err != nil {
 						t.Fatal(err)
@@ -135,7 +136,7 @@ func TestACopyTruncateWhileFollowingLosesNoLine(t *testing.T) {
 						if !st.Lossless || fs.UnreadFiles != 0 || len(losses.get()) != 0 {
 							t.Fatalf("status %+v, losses %+v: want lossless\n%s", fs, losses.get(), lg)
 						}
-						if !lg.has("copy") {
+						if !lg.Has("copy") {
 							t.Fatalf("no warning naming the copy:\n%s", lg)
 						}
 					} else {
@@ -149,7 +150,7 @@ func TestACopyTruncateWhileFollowingLosesNoLine(t *testing.T) {
 						}
 					}
 					if strategy == Committed {
-						waitFor(t, "the truncated file committed", func() bool {
+						testutil.AdvanceUntil(t, "the truncated file committed", func() bool {
 							ptr := readPointer(t, path+".ptr")
 							return ptr.Identity == identity(fi) && ptr.Epoch == ds[newAt].Epoch && ptr.Offset == int64(tc.after)*lineLen
 						})
@@ -169,15 +170,15 @@ func TestAFileRewrittenUnderAOnceReadIsALoss(t *testing.T) {
 		path := input(t, numbered("old", 0, 10))
 		src, lg := newSource(t, path, Options{Read: OnceEarliest})
 		src.bufSize = 2 * lineLen // two lines a read: the rest of the file is read later
-		g := newGate(t)
+		g := testutil.NewGate(t)
 		p := &rec{gate: blockAt(linesOf("old", 3, 4)[0], g)}
 		var losses lossRecorder
 		r := startSource(t, src, lg, setup{procs: []*rec{p}, queue: 1, observer: losses.observer()})
-		waitFor(t, "the source paused on a full queue", func() bool { return p.count() == 3 && r.feed().State == engine.StateBehind })
+		testutil.AdvanceUntil(t, "the source paused on a full queue", func() bool { return p.count() == 3 && r.feed().State == engine.StateBehind })
 		writeFile(t, path, numbered("new", 0, 10)) // truncates and rewrites in place
-		g.open()
+		g.Open()
 		var st engine.Status
-		waitFor(t, "the once-read ended", func() bool {
+		testutil.AdvanceUntil(t, "the once-read ended", func() bool {
 			st = r.e.Status()
 			return st.Settled
 		})
@@ -205,12 +206,12 @@ func TestAFileRewrittenUnderAOnceReadIsALoss(t *testing.T) {
 func TestACrashWhileReadingACopyResumesInTheCopy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := input(t, numbered("old", 0, 3))
-		g := newGate(t)
+		g := testutil.NewGate(t)
 		p := &rec{gate: blockAt(linesOf("old", 3, 4)[0], g)}
 		src, lg := newSource(t, path, Options{})
 		r := startSource(t, src, lg, setup{procs: []*rec{p}})
 		ptr := path + ".ptr"
-		waitFor(t, "the first lines committed", func() bool {
+		testutil.AdvanceUntil(t, "the first lines committed", func() bool {
 			return p.count() == 3 && r.feed().State == engine.StateCaughtUp && readPointer(t, ptr).Offset == 3*lineLen
 		})
 		before := readPointer(t, ptr)
@@ -220,7 +221,7 @@ func TestACrashWhileReadingACopyResumesInTheCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 		appendFile(t, path, numbered("new", 0, 2))
-		waitFor(t, "the copy read, the truncated file held", func() bool {
+		testutil.AdvanceUntil(t, "the copy read, the truncated file held", func() bool {
 			f := r.feed()
 			return f.Sequence == 5 && f.Detail != nil && strings.Contains(*f.Detail, "waiting for the lines of the file read before")
 		})
@@ -237,7 +238,7 @@ func TestACrashWhileReadingACopyResumesInTheCopy(t *testing.T) {
 		}
 		// The crash: nothing more is processed, the pointer file is what it was.
 		p.ignore.Store(true)
-		g.open()
+		g.Open()
 		r.stop()
 		if err := os.WriteFile(ptr, snapshot, 0o644); err != nil {
 			t.Fatal(err)
@@ -266,7 +267,7 @@ func TestATruncatedFileRenamedBeforeTheSourceLooksIsReadAfterItsCopy(t *testing.
 		src, lg := newSource(t, path, Options{})
 		p := &rec{}
 		r := startSource(t, src, lg, setup{procs: []*rec{p}})
-		waitFor(t, "the first lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
+		testutil.AdvanceUntil(t, "the first lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
 		copyTruncate := func(lines, to string) {
 			appendFile(t, path, lines)
 			copyTo(t, path, to)
@@ -275,9 +276,9 @@ func TestATruncatedFileRenamedBeforeTheSourceLooksIsReadAfterItsCopy(t *testing.
 			}
 		}
 		copyTruncate(numbered("a", 3, 5), path+"-0001")
-		waitFor(t, "the first copy read", func() bool { return p.count() == 5 && r.feed().State == engine.StateCaughtUp })
+		testutil.AdvanceUntil(t, "the first copy read", func() bool { return p.count() == 5 && r.feed().State == engine.StateCaughtUp })
 		appendFile(t, path, numbered("b", 0, 3))
-		waitFor(t, "the truncated file's lines", func() bool { return p.count() == 8 && r.feed().State == engine.StateCaughtUp })
+		testutil.AdvanceUntil(t, "the truncated file's lines", func() bool { return p.count() == 8 && r.feed().State == engine.StateCaughtUp })
 		// While the source sleeps: a second copytruncate, then lines
 		// written to the truncated file, which is renamed; a new file at
 		// the path.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // The crash test runs a child process (this test binary, re-executed with
@@ -120,7 +121,7 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := New(filepath.Join(dir, "in.log"), Options{Logger: testLogger(t)})
+	src, err := New(filepath.Join(dir, "in.log"), Options{Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

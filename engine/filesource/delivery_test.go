@@ -13,6 +13,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 func lineAt(i int) string { return fmt.Sprintf("line-%06d", i) }
@@ -34,28 +35,28 @@ func wantInOrder(t *testing.T, got []string, from, to int) {
 func TestReadButNotDispatchedLinesAreNotCommittedAndRedeliveredAfterACrash(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := input(t, numbered("line", 0, 100))
-		first, release := newGate(t), newGate(t)
+		first, release := testutil.NewGate(t), testutil.NewGate(t)
 		p := &rec{gate: func(s string) {
 			blockAt(lineAt(0), first)(s)
 			blockAt(lineAt(40), release)(s)
 		}}
 		r := start(t, path, Options{}, setup{procs: []*rec{p}})
 		ptr := path + ".ptr"
-		waitFor(t, "every line read, none handled", func() bool {
+		testutil.AdvanceUntil(t, "every line read, none handled", func() bool {
 			f := r.feed()
 			return f.State == engine.StateCaughtUp && f.Sequence == 100
 		})
-		elapse(10 * time.Millisecond)
+		testutil.Advance(10 * time.Millisecond)
 		if got := readPointer(t, ptr).Offset; got != 0 {
 			t.Fatalf("pointer %d with 100 lines read and none processed, want 0", got)
 		}
-		first.open()
-		waitFor(t, "40 lines handled, the rest read", func() bool {
+		first.Open()
+		testutil.AdvanceUntil(t, "40 lines handled, the rest read", func() bool {
 			f := r.feed()
 			return p.count() == 40 && f.State == engine.StateCaughtUp && f.Sequence == 100
 		})
-		waitFor(t, "the pointer at line 40", func() bool { return readPointer(t, ptr).Offset == 40*lineLen })
-		elapse(20 * time.Millisecond) // more duty cycles: the pointer must stay where processing is
+		testutil.AdvanceUntil(t, "the pointer at line 40", func() bool { return readPointer(t, ptr).Offset == 40*lineLen })
+		testutil.Advance(20 * time.Millisecond) // more duty cycles: the pointer must stay where processing is
 		if got := readPointer(t, ptr).Offset; got != 40*lineLen {
 			t.Fatalf("pointer %d after 40 processed lines of 100 read, want %d", got, 40*lineLen)
 		}
@@ -65,7 +66,7 @@ func TestReadButNotDispatchedLinesAreNotCommittedAndRedeliveredAfterACrash(t *te
 		}
 		// The crash: nothing more is processed, the pointer file is what it was.
 		p.ignore.Store(true)
-		release.open()
+		release.Open()
 		r.stop()
 		if err := os.WriteFile(ptr, snapshot, 0o644); err != nil {
 			t.Fatal(err)
@@ -92,7 +93,7 @@ func TestCleanStopCommitsOnlyProcessedLines(t *testing.T) {
 				path := input(t, numbered("line", 0, n))
 				p := &rec{delay: 20 * time.Microsecond}
 				r := start(t, path, Options{}, setup{procs: []*rec{p}, drain: tc.drain})
-				waitFor(t, "some lines handled", func() bool { return p.count() > 500 })
+				testutil.AdvanceUntil(t, "some lines handled", func() bool { return p.count() > 500 })
 				r.stop()
 				done := p.count()
 				if done >= n {
@@ -116,7 +117,7 @@ func TestCleanStopCommitsWhatTheSlowestGroupProcessed(t *testing.T) {
 		path := input(t, numbered("line", 0, n))
 		fast, slow := &rec{}, &rec{delay: 30 * time.Microsecond}
 		r := start(t, path, Options{}, setup{procs: []*rec{fast, slow}, drain: time.Millisecond})
-		waitFor(t, "some lines handled", func() bool { return slow.count() > 300 })
+		testutil.AdvanceUntil(t, "some lines handled", func() bool { return slow.count() > 300 })
 		r.stop()
 		lo := min(fast.count(), slow.count())
 		if lo >= n {
@@ -133,7 +134,7 @@ func TestPointerFollowsTheSlowestOfThreeGroups(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 120
 		path := input(t, numbered("line", 0, n))
-		rel := []*gate{newGate(t), newGate(t), newGate(t)}
+		rel := []*testutil.Gate{testutil.NewGate(t), testutil.NewGate(t), testutil.NewGate(t)}
 		ps := []*rec{
 			{gate: blockAt(lineAt(90), rel[0])},
 			{gate: blockAt(lineAt(30), rel[1])},
@@ -157,20 +158,20 @@ func TestPointerFollowsTheSlowestOfThreeGroups(t *testing.T) {
 		ptr := path + ".ptr"
 		at := func(lines int) {
 			t.Helper()
-			waitFor(t, fmt.Sprintf("the pointer at line %d", lines), func() bool { return readPointer(t, ptr).Offset == int64(lines*lineLen) })
-			elapse(10 * time.Millisecond)
+			testutil.AdvanceUntil(t, fmt.Sprintf("the pointer at line %d", lines), func() bool { return readPointer(t, ptr).Offset == int64(lines*lineLen) })
+			testutil.Advance(10 * time.Millisecond)
 			if got := readPointer(t, ptr).Offset; got != int64(lines*lineLen) {
 				t.Fatalf("pointer %d, want %d", got, lines*lineLen)
 			}
 		}
-		waitFor(t, "the groups at their gates", func() bool { return ps[0].count() == 90 && ps[1].count() == 30 && ps[2].count() == 60 })
+		testutil.AdvanceUntil(t, "the groups at their gates", func() bool { return ps[0].count() == 90 && ps[1].count() == 30 && ps[2].count() == 60 })
 		at(30)
-		rel[1].open() // the slowest is now the one at 60
-		waitFor(t, "group 1 done", func() bool { return ps[1].count() == n })
+		rel[1].Open() // the slowest is now the one at 60
+		testutil.AdvanceUntil(t, "group 1 done", func() bool { return ps[1].count() == n })
 		at(60)
-		rel[2].open()
+		rel[2].Open()
 		at(90)
-		rel[0].open()
+		rel[0].Open()
 		r.settle(n, ps...)
 		at(n)
 		mu.Lock()
@@ -187,13 +188,13 @@ func TestExplicitDropAfterSpinDropsCountsAndCommitsPastTheDrop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 5000
 		path := input(t, numbered("line", 0, n))
-		release := newGate(t)
+		release := testutil.NewGate(t)
 		p := &rec{gate: blockAt(lineAt(0), release)}
 		var droppedSeen atomic.Int64
 		obs := engine.Observer{Dropped: func(_ string, d engine.Drop) { droppedSeen.Add(d.Count) }}
 		r := start(t, path, Options{}, setup{procs: []*rec{p}, queue: 16, policy: engine.DropAfterSpin(0), observer: obs})
-		waitFor(t, "the file read to its end", func() bool { return r.feed().State == engine.StateCaughtUp })
-		release.open()
+		testutil.AdvanceUntil(t, "the file read to its end", func() bool { return r.feed().State == engine.StateCaughtUp })
+		release.Open()
 		st := r.settle(0)
 		f := st.Feeds[0]
 		if f.Dropped == 0 || st.Lossless || f.Lossless {
@@ -230,7 +231,7 @@ func TestSlowConsumer(t *testing.T) {
 				p := &rec{delay: 3 * time.Microsecond}
 				r := start(t, path, Options{}, setup{procs: []*rec{p}, queue: 1024, policy: tc.policy})
 				var st engine.Status
-				waitFor(t, "settled", func() bool {
+				testutil.AdvanceUntil(t, "settled", func() bool {
 					st = r.e.Status()
 					f := st.Feeds[0]
 					if f.Paused && f.State == engine.StateCaughtUp {
@@ -362,7 +363,7 @@ func TestThePointerIsNeverAheadOfCompletedDeliveries(t *testing.T) {
 	e, err := engine.New(engine.Config{
 		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 1024}},
 		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: c}}}},
-		Logger: lg.logger(),
+		Logger: lg.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,18 +3,17 @@ package filesource
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // lineLen is the length of a numbered test line with its "\n".
@@ -76,70 +75,6 @@ func readPointer(t testing.TB, path string) Pointer {
 	return p
 }
 
-// waitFor waits, inside the test's synctest bubble, until cond holds: each
-// round lets every goroutine run until it blocks, then lets a millisecond
-// (the default poll interval) of the bubble's fake clock go by, so that
-// the source looks at the file again. A source tailing a real file sends
-// no signal when the file grows: the test moves the clock instead. It takes
-// no wall time, and fails once 15 s of the bubble's time have gone by.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for synctest.Wait(); !cond(); elapse(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-// testLogger logs to the test's output.
-func testLogger(t testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
-
-// elapse lets d of the bubble's fake clock go by (no wall time), then waits
-// until every goroutine is blocked: whatever the source and the groups do
-// in d has happened when it returns.
-func elapse(d time.Duration) {
-	time.Sleep(d)
-	synctest.Wait()
-}
-
-// logs captures warnings: a slog.Handler keeping each record's message.
-type logs struct {
-	mu  sync.Mutex
-	all []string
-}
-
-// logger is a *slog.Logger whose records l keeps.
-func (l *logs) logger() *slog.Logger { return slog.New(l) }
-
-func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logs) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logs) WithGroup(string) slog.Handler            { return l }
-
-func (l *logs) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	l.all = append(l.all, r.Message)
-	l.mu.Unlock()
-	return nil
-}
-
-func (l *logs) has(sub string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, s := range l.all {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
-}
-
-func (l *logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.all, "\n")
-}
-
 // rec records what a processor handled. gate, if set, is called before a
 // line is recorded and may block.
 type rec struct {
@@ -184,34 +119,12 @@ func (r *rec) got() ([]string, []core.Delivery) {
 	return append([]string(nil), r.lines...), append([]core.Delivery(nil), r.ds...)
 }
 
-// gate is opened once by the test; a waiter also goes on when the test
-// ends (so that a failed test never leaves a processor blocked and the
-// engine's Stop waiting for it).
-type gate struct {
-	ch   chan struct{}
-	once sync.Once
-	end  context.Context
-}
-
-func newGate(t testing.TB) *gate {
-	return &gate{ch: make(chan struct{}), end: t.Context()}
-}
-
-func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
-
-func (g *gate) wait() {
-	select {
-	case <-g.ch:
-	case <-g.end.Done():
-	}
-}
-
 // blockAt returns a processor gate that blocks on the line equal to at
 // until g is opened.
-func blockAt(at string, g *gate) func(string) {
+func blockAt(at string, g *testutil.Gate) func(string) {
 	return func(s string) {
 		if s == at {
-			g.wait()
+			g.Wait()
 		}
 	}
 }
@@ -228,7 +141,7 @@ type run struct {
 	t   testing.TB
 	e   *engine.Engine
 	src *Source
-	log *logs
+	log *testutil.Logs
 }
 
 func (r *run) feed() engine.FeedStatus { return r.e.Status().Feeds[0] }
@@ -246,9 +159,9 @@ func (r *run) stop() {
 // group per processor.
 func start(t testing.TB, path string, opts Options, s setup) *run {
 	t.Helper()
-	lg := &logs{}
+	lg := &testutil.Logs{}
 	if opts.Logger == nil {
-		opts.Logger = lg.logger()
+		opts.Logger = lg.Logger()
 	}
 	src, err := New(path, opts)
 	if err != nil {
@@ -257,7 +170,7 @@ func start(t testing.TB, path string, opts Options, s setup) *run {
 	return startSource(t, src, lg, s)
 }
 
-func startSource(t testing.TB, src *Source, lg *logs, s setup) *run {
+func startSource(t testing.TB, src *Source, lg *testutil.Logs, s setup) *run {
 	t.Helper()
 	if s.queue == 0 {
 		s.queue = 1024
@@ -269,7 +182,7 @@ func startSource(t testing.TB, src *Source, lg *logs, s setup) *run {
 		Feeds:        []engine.FeedConfig{{Name: "in", Source: src, QueueSize: s.queue, Policy: s.policy}},
 		DrainTimeout: s.drain,
 		Observer:     s.observer,
-		Logger:       lg.logger(),
+		Logger:       lg.Logger(),
 	}
 	for i, p := range s.procs {
 		cfg.Groups = append(cfg.Groups, engine.GroupConfig{Name: fmt.Sprintf("g%d", i), Feeds: []string{"in"},
@@ -297,7 +210,7 @@ func startSource(t testing.TB, src *Source, lg *logs, s setup) *run {
 func (r *run) settle(want int, procs ...*rec) engine.Status {
 	r.t.Helper()
 	var st engine.Status
-	waitFor(r.t, fmt.Sprintf("%d lines handled and settled", want), func() bool {
+	testutil.AdvanceUntil(r.t, fmt.Sprintf("%d lines handled and settled", want), func() bool {
 		for _, p := range procs {
 			if p.count() < want {
 				return false

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // handOver feeds nothing: it hands the Intake the engine gives it to the
@@ -79,7 +80,7 @@ func TestASecondSourceOnALockedPointerFailsAtOnce(t *testing.T) {
 		r.stop()
 		appendFile(t, path, numbered("line", 3, 5))
 		p2 := &rec{}
-		r2 := startSource(t, src2, &logs{}, setup{procs: []*rec{p2}})
+		r2 := startSource(t, src2, &testutil.Logs{}, setup{procs: []*rec{p2}})
 		r2.settle(2, p2)
 		r2.stop()
 		if got, _ := p2.got(); len(got) != 2 || got[0] != linesOf("line", 3, 4)[0] {

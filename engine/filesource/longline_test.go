@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // A line longer than Options.MaxLine is skipped whole (never truncated,
@@ -67,7 +69,7 @@ func TestAnOversizedLineIsSkippedWholeWithoutBufferingIt(t *testing.T) {
 		if fs := st.Feeds[0]; fs.Oversized != 1 || fs.Lossless || st.Lossless {
 			t.Fatalf("oversized %d, lossless %v (feed %v): want 1 and not lossless", fs.Oversized, st.Lossless, fs.Lossless)
 		}
-		if want := fmt.Sprintf("a line of %d bytes at offsets [2, %d)", long+1, 2+long+1); !lg.has(want) {
+		if want := fmt.Sprintf("a line of %d bytes at offsets [2, %d)", long+1, 2+long+1); !lg.Has(want) {
 			t.Fatalf("no warning %q:\n%s", want, lg)
 		}
 		if ptr := readPointer(t, path+".ptr"); ptr.Offset != 2+long+1+2 {
@@ -189,12 +191,12 @@ func FuzzLineReaderMaxLine(f *testing.F) {
 func TestAnOversizedLineBeforeARefusedBatchIsCountedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := input(t, "a\nc\n"+strings.Repeat("x", 100)+"\nb\nd\n")
-		rel := newGate(t)
+		rel := testutil.NewGate(t)
 		p := &rec{gate: blockAt("a", rel)}
 		src, lg := newSource(t, path, Options{MaxLine: 10})
 		r := startSource(t, src, lg, setup{procs: []*rec{p}, queue: 1})
-		waitFor(t, "the source paused after the long line", func() bool { st := r.feed(); return st.Paused && st.Oversized == 1 })
-		rel.open()
+		testutil.AdvanceUntil(t, "the source paused after the long line", func() bool { st := r.feed(); return st.Paused && st.Oversized == 1 })
+		rel.Open()
 		st := r.settle(4, p)
 		if got, _ := p.got(); !slices.Equal(got, []string{"a", "c", "b", "d"}) {
 			t.Fatalf("got %q", got)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 func fileSize(t testing.TB, path string) int64 {
@@ -77,9 +79,9 @@ func TestReplacedOrTruncatedInputResetsToZeroUnderANewEpoch(t *testing.T) {
 				once(t, path, Options{}, 1000)
 				before := readPointer(t, path+".ptr")
 				tc.change(t, path)
-				lg := &logs{}
+				lg := &testutil.Logs{}
 				p := &rec{}
-				r := start(t, path, Options{Logger: lg.logger()}, setup{procs: []*rec{p}})
+				r := start(t, path, Options{Logger: lg.Logger()}, setup{procs: []*rec{p}})
 				size := fileSize(t, path)
 				want := int(size / lineLen)
 				r.settle(want, p)
@@ -95,7 +97,7 @@ func TestReplacedOrTruncatedInputResetsToZeroUnderANewEpoch(t *testing.T) {
 				if after.Offset != size {
 					t.Fatalf("pointer %d, want %d", after.Offset, size)
 				}
-				if !lg.has("from 0 under a new epoch") {
+				if !lg.Has("from 0 under a new epoch") {
 					t.Fatalf("no warning about the reset:\n%s", lg)
 				}
 			})
@@ -112,15 +114,15 @@ func TestSameContentUnderANewInodeKeepsThePointer(t *testing.T) {
 		once(t, path, Options{}, 10)
 		before := readPointer(t, path+".ptr")
 		replaceFile(t, path, numbered("line", 0, 13))
-		lg := &logs{}
-		p, _ := once(t, path, Options{Logger: lg.logger()}, 3)
+		lg := &testutil.Logs{}
+		p, _ := once(t, path, Options{Logger: lg.Logger()}, 3)
 		got, ds := p.got()
 		wantInOrder(t, got, 10, 13)
 		after := readPointer(t, path+".ptr")
 		if after.Epoch != before.Epoch || ds[0].Epoch != before.Epoch || after.Identity == before.Identity {
 			t.Fatalf("epoch %d identity %x, was %d %x: want the epoch kept under the new identity", after.Epoch, after.Identity, before.Epoch, before.Identity)
 		}
-		if !lg.has("same first") {
+		if !lg.Has("same first") {
 			t.Fatalf("no warning about the new identity:\n%s", lg)
 		}
 	})
@@ -160,7 +162,7 @@ func TestACommitAfterAReplacementFingerprintsTheOpenFile(t *testing.T) {
 	path := input(t, "x\n")
 	// The fingerprint covers "x\n" at the open; the commit grows it over
 	// what was read since: "x\nyy\n", of the open file.
-	src, err := New(path, Options{Logger: (&logs{}).logger()})
+	src, err := New(path, Options{Logger: (&testutil.Logs{}).Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,11 +230,11 @@ func TestUnusablePointerFiles(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				path := input(t, numbered("line", 0, 10))
 				writeFile(t, path+".ptr", string(tc.content))
-				lg := &logs{}
-				p, _ := once(t, path, Options{Logger: lg.logger()}, 10-tc.from)
+				lg := &testutil.Logs{}
+				p, _ := once(t, path, Options{Logger: lg.Logger()}, 10-tc.from)
 				got, _ := p.got()
 				wantInOrder(t, got, tc.from, 10)
-				if !lg.has(tc.warn) {
+				if !lg.Has(tc.warn) {
 					t.Fatalf("no warning %q:\n%s", tc.warn, lg)
 				}
 				if n := fileSize(t, path+".ptr"); n != PointerSize {

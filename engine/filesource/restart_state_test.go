@@ -9,6 +9,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // stateApply applies deliveries as an application with durable state does:
@@ -42,12 +43,12 @@ func TestARestartAfterARotationNeverAppliesALineTwiceToAState(t *testing.T) {
 		t.Run("", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				path := input(t, numbered("old", 0, 4))
-				g := newGate(t)
+				g := testutil.NewGate(t)
 				slow := &rec{gate: blockAt(linesOf("old", 2, 3)[0], g)}
 				fast := &rec{}
 				src, lg := newSource(t, path, Options{})
 				r := startSource(t, src, lg, setup{procs: []*rec{slow, fast}})
-				waitFor(t, "the old lines through the fast group", func() bool {
+				testutil.AdvanceUntil(t, "the old lines through the fast group", func() bool {
 					return fast.count() == 4 && r.feed().State == engine.StateCaughtUp
 				})
 				if err := os.Rename(path, path+"-0001"); err != nil {
@@ -55,7 +56,7 @@ func TestARestartAfterARotationNeverAppliesALineTwiceToAState(t *testing.T) {
 				}
 				writeFile(t, path, numbered("new", 0, 3))
 				for range wait {
-					elapse(time.Millisecond)
+					testutil.Advance(time.Millisecond)
 				}
 				// The crash: nothing more is processed or committed.
 				ptr := path + ".ptr"
@@ -65,7 +66,7 @@ func TestARestartAfterARotationNeverAppliesALineTwiceToAState(t *testing.T) {
 				}
 				slow.ignore.Store(true)
 				fast.ignore.Store(true)
-				g.open()
+				g.Open()
 				r.stop()
 				if err := os.WriteFile(ptr, snapshot, 0o644); err != nil {
 					t.Fatal(err)
@@ -76,7 +77,7 @@ func TestARestartAfterARotationNeverAppliesALineTwiceToAState(t *testing.T) {
 				again := &rec{}
 				r2 := start(t, path, Options{}, setup{procs: []*rec{again}})
 				r2.settle(2, again)
-				waitFor(t, "the restart settled", func() bool {
+				testutil.AdvanceUntil(t, "the restart settled", func() bool {
 					st := r2.e.Status()
 					return st.Settled && r2.feed().State == engine.StateCaughtUp
 				})

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // rewriteInPlace rewrites path's content through the same inode: with
@@ -72,7 +73,7 @@ func TestAnInputRewrittenInPlaceWhileTailedIsReadAgainFromTheStart(t *testing.T)
 					}
 					p := &rec{}
 					r := startSource(t, src, lg, setup{procs: []*rec{p}})
-					waitFor(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
+					testutil.AdvanceUntil(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
 					armed.Store(true)
 					newOnes := strings.Split(strings.TrimSuffix(tc.content, "\n"), "\n")
 					r.settle(3+len(newOnes), p)
@@ -83,7 +84,7 @@ func TestAnInputRewrittenInPlaceWhileTailedIsReadAgainFromTheStart(t *testing.T)
 					if off := ds[3].Position.Offset; off != int64(len(newOnes[0])+1) {
 						t.Fatalf("the rewritten file's first line at %d: want it read from 0", off)
 					}
-					if !lg.has("rewritten in place") {
+					if !lg.Has("rewritten in place") {
 						t.Fatalf("no warning:\n%s", lg)
 					}
 					if n := r.feed().Replaced; n != 1 {
@@ -93,7 +94,7 @@ func TestAnInputRewrittenInPlaceWhileTailedIsReadAgainFromTheStart(t *testing.T)
 						if ds[3].Epoch == ds[2].Epoch {
 							t.Fatal("the rewritten file is read under the old epoch")
 						}
-						waitFor(t, "the rewritten file committed", func() bool {
+						testutil.AdvanceUntil(t, "the rewritten file committed", func() bool {
 							p := readPointer(t, path+".ptr")
 							return p.Epoch == ds[3].Epoch && p.Offset == int64(len(tc.content))
 						})
@@ -130,15 +131,15 @@ func TestAnInPlaceRewriteIsNotLostAcrossARestart(t *testing.T) {
 		r := startSource(t, src, lg, setup{procs: []*rec{p}})
 		r.settle(1, p)
 		appendFile(t, path, numbered("old", 1, 3)) // the fingerprint grows over them
-		waitFor(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
+		testutil.AdvanceUntil(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
 		armed.Store(true)
-		waitFor(t, "the rewrite read", func() bool { return !armed.Load() && r.e.Status().Settled })
+		testutil.AdvanceUntil(t, "the rewrite read", func() bool { return !armed.Load() && r.e.Status().Settled })
 		r.stop()
 
 		p2 := &rec{}
 		src2, lg2 := newSource(t, path, Options{})
 		r2 := startSource(t, src2, lg2, setup{procs: []*rec{p2}})
-		waitFor(t, "the restart settled", func() bool { return r2.e.Status().Settled })
+		testutil.AdvanceUntil(t, "the restart settled", func() bool { return r2.e.Status().Settled })
 		r2.stop()
 		got1, _ := p.got()
 		got2, _ := p2.got()
@@ -207,10 +208,10 @@ func TestAStaleWritersNULHoleIsSkippedAndCounted(t *testing.T) {
 					}
 					p := &rec{}
 					r := startSource(t, src, lg, setup{procs: []*rec{p}})
-					waitFor(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
+					testutil.AdvanceUntil(t, "the old lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
 					armed.Store(true)
 					if tc.seen {
-						waitFor(t, "the truncation", func() bool { return lg.has("truncated") })
+						testutil.AdvanceUntil(t, "the truncation", func() bool { return lg.Has("truncated") })
 						w.WriteString(tc.after)
 					}
 					r.settle(3+len(tc.want), p)
@@ -224,7 +225,7 @@ func TestAStaleWritersNULHoleIsSkippedAndCounted(t *testing.T) {
 					if st := r.feed(); st.HoleBytes != int64(len(old)) || st.Lossless != !tc.noCopy || st.UnreadFiles != boolInt(tc.noCopy) {
 						t.Fatalf("holeBytes %d lossless %v unreadFiles %d: want %d, lossless %v", st.HoleBytes, st.Lossless, st.UnreadFiles, len(old), !tc.noCopy)
 					}
-					if want := fmt.Sprintf("%d NUL bytes at offsets [0, %d)", len(old), len(old)); !lg.has(want) {
+					if want := fmt.Sprintf("%d NUL bytes at offsets [0, %d)", len(old), len(old)); !lg.Has(want) {
 						t.Fatalf("no warning %q:\n%s", want, lg)
 					}
 				})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // A file rotated while the source was stopped, with lines the pointer had
@@ -66,7 +67,7 @@ func TestAFileRotatedWhileStoppedIsFinishedFromItsRotatedSibling(t *testing.T) {
 				if !st.Lossless || st.Feeds[0].UnreadFiles != 0 {
 					t.Fatalf("status %+v: want lossless", st.Feeds[0])
 				}
-				if !lg.has(" to " + path + tc.rotated) {
+				if !lg.Has(" to " + path + tc.rotated) {
 					t.Fatalf("no warning:\n%s", lg)
 				}
 				fi, _ := os.Stat(path)
@@ -117,7 +118,7 @@ func TestARotatedFileThatCannotBeFoundIsReportedUnread(t *testing.T) {
 				if fs.Detail == nil || !strings.Contains(*fs.Detail, "from offset 72 to its end were never read") {
 					t.Fatalf("detail %v", fs.Detail)
 				}
-				if !lg.has("epoch " + strconv.FormatInt(before.Epoch, 10) + ") was read to offset 72") {
+				if !lg.Has("epoch " + strconv.FormatInt(before.Epoch, 10) + ") was read to offset 72") {
 					t.Fatalf("no warning naming the file:\n%s", lg)
 				}
 			})
@@ -391,7 +392,7 @@ func TestQuickRotationsWhileFollowingLoseNoLine(t *testing.T) {
 				src, lg := newSource(t, path, tc.opts)
 				p := &rec{}
 				r := startSource(t, src, lg, setup{procs: []*rec{p}})
-				waitFor(t, "the first line", func() bool { return p.count() == 1 && r.feed().State == engine.StateCaughtUp })
+				testutil.AdvanceUntil(t, "the first line", func() bool { return p.count() == 1 && r.feed().State == engine.StateCaughtUp })
 				want := linesOf("r0", 0, 1)
 				for i := 1; i <= tc.n; i++ {
 					if tc.renumber {
@@ -410,7 +411,7 @@ func TestQuickRotationsWhileFollowingLoseNoLine(t *testing.T) {
 					writeFile(t, path, numbered(name, 0, 2))
 					want = append(want, linesOf(name, 0, 2)...)
 					if tc.every > 0 && i%tc.every == 0 {
-						elapse(time.Millisecond)
+						testutil.Advance(time.Millisecond)
 					}
 				}
 				st := r.settle(len(want), p)
@@ -442,7 +443,7 @@ func TestARotatedFileDeletedBeforeItIsReadIsReportedUnread(t *testing.T) {
 		}
 		p := &rec{}
 		r := startSource(t, src, lg, setup{procs: []*rec{p}})
-		waitFor(t, "the first line", func() bool { return p.count() == 1 && r.feed().State == engine.StateCaughtUp })
+		testutil.AdvanceUntil(t, "the first line", func() bool { return p.count() == 1 && r.feed().State == engine.StateCaughtUp })
 		for i := 1; i <= 3; i++ {
 			if err := os.Rename(path, fmt.Sprintf("%s-%04d", path, i)); err != nil {
 				t.Fatal(err)
@@ -451,7 +452,7 @@ func TestARotatedFileDeletedBeforeItIsReadIsReportedUnread(t *testing.T) {
 		}
 		want := slices.Concat(linesOf("r0", 0, 1), linesOf("r2", 0, 2), linesOf("r3", 0, 2)) // r1 was rotated to -0002
 		var st engine.Status
-		waitFor(t, "the lines of every file but the deleted one", func() bool {
+		testutil.AdvanceUntil(t, "the lines of every file but the deleted one", func() bool {
 			st = r.e.Status()
 			return p.count() == len(want) && st.Feeds[0].State == engine.StateCaughtUp
 		})
@@ -461,7 +462,7 @@ func TestARotatedFileDeletedBeforeItIsReadIsReportedUnread(t *testing.T) {
 		if fs := st.Feeds[0]; st.Lossless || fs.UnreadFiles != 1 {
 			t.Fatalf("status %+v: want the deleted file counted unread, not lossless", fs)
 		}
-		if !lg.has(gone) {
+		if !lg.Has(gone) {
 			t.Fatalf("no warning naming %s:\n%s", gone, lg)
 		}
 	})

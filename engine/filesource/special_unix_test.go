@@ -12,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // While a source follows a file, the path comes to name a FIFO (open(2)
@@ -55,7 +57,7 @@ func TestASpecialFileAtThePathIsNotReadAndStopIsHonoured(t *testing.T) {
 						t.Fatal(err)
 					}
 					tc.replace(t, path)
-					waitFor(t, "the refusal", func() bool { return lg.has("not a regular file") })
+					testutil.AdvanceUntil(t, "the refusal", func() bool { return lg.Has("not a regular file") })
 					if _, err := old.WriteString(numbered("old", 3, 5)); err != nil {
 						t.Fatal(err)
 					}

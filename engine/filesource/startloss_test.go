@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // errDiskFull is the failure of a recording that cannot be written.
@@ -45,7 +46,7 @@ func failedRun(t *testing.T, path string) *rec {
 	p := &rec{}
 	obs := engine.Observer{Flush: func(string) error { return errDiskFull }}
 	r := start(t, path, Options{}, setup{procs: []*rec{p}, observer: obs})
-	waitFor(t, "the group failed on its recording", func() bool { return r.e.Err() != nil })
+	testutil.AdvanceUntil(t, "the group failed on its recording", func() bool { return r.e.Err() != nil })
 	var oe *engine.ObserverError
 	if err := r.e.Stop(context.Background()); !errors.As(err, &oe) || !errors.Is(err, errDiskFull) {
 		t.Fatalf("stop: %v, want the observer's failure", err)
@@ -166,14 +167,14 @@ func TestALossWhileFollowingMovesThePointerOnlyWithALineReadAfterIt(t *testing.T
 	synctest.Test(t, func(t *testing.T) {
 		path := input(t, numbered("old", 0, 10))
 		ptr := path + ".ptr"
-		release := newGate(t)
+		release := testutil.NewGate(t)
 		p := &rec{gate: blockAt("new-0000000", release)}
 		r := start(t, path, Options{}, setup{procs: []*rec{p}})
-		waitFor(t, "the old lines committed", func() bool { return p.count() == 10 && readPointer(t, ptr).Offset == 10*lineLen })
+		testutil.AdvanceUntil(t, "the old lines committed", func() bool { return p.count() == 10 && readPointer(t, ptr).Offset == 10*lineLen })
 		before := readPointer(t, ptr)
 		writeFile(t, path, numbered("new", 0, 2)) // truncated in place, no copy
-		waitFor(t, "the loss counted", func() bool { return r.feed().UnreadFiles == 1 })
-		elapse(50 * time.Millisecond) // many duty cycles
+		testutil.AdvanceUntil(t, "the loss counted", func() bool { return r.feed().UnreadFiles == 1 })
+		testutil.Advance(50 * time.Millisecond) // many duty cycles
 		sameHeader(t, ptr, before, "with no line read after the loss processed,")
 		b, err := os.ReadFile(ptr)
 		if err != nil {
@@ -183,7 +184,7 @@ func TestALossWhileFollowingMovesThePointerOnlyWithALineReadAfterIt(t *testing.T
 		if pending.Epoch == 0 || pending.Epoch == before.Epoch || pending.Identity != before.Identity {
 			t.Fatalf("pending header %+v: want the file's, under a new epoch", pending)
 		}
-		release.open()
+		release.Open()
 		r.settle(12, p)
 		r.stop()
 		_, ds := p.got()

@@ -155,7 +155,7 @@ func TestACopyTruncateWhileStoppedOfAFileNeverReadLosesNoLine(t *testing.T) {
 						t.Fatalf("line %d at %+v: want offset %d, under the pointer's epoch %d: %v (%d lines from the copy)", i, d, at, before.Epoch, ptrEpoch, tc.copied)
 					}
 				}
-				if tc.copied > 0 && !r.log.has("copy") {
+				if tc.copied > 0 && !r.log.Has("copy") {
 					t.Fatalf("no warning naming the copy:\n%s", r.log)
 				}
 			})

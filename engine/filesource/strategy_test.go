@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 func TestParseStrategy(t *testing.T) {
@@ -74,10 +75,10 @@ func TestLatestPublishesOnlyLinesAppendedAfterTheStart(t *testing.T) {
 				src, _ := newSource(t, path, Options{Read: Latest})
 				p := &rec{}
 				r := startOn(t, src, p)
-				waitFor(t, "started", func() bool { return r.feed().State == engine.StateCaughtUp })
+				testutil.AdvanceUntil(t, "started", func() bool { return r.feed().State == engine.StateCaughtUp })
 				appendFile(t, path, tc.after)
 				r.settle(len(tc.want), p)
-				elapse(5 * time.Millisecond)
+				testutil.Advance(5 * time.Millisecond)
 				if got, _ := p.got(); !slices.Equal(got, tc.want) {
 					t.Fatalf("got %q, want %q", got, tc.want)
 				}
@@ -171,7 +172,7 @@ func TestOnceEarliest(t *testing.T) {
 func TestOnceEarliestOfAMissingFileFails(t *testing.T) {
 	path := input(t, "")
 	src, _ := newSource(t, path, Options{Read: OnceEarliest})
-	err := src.Run(t.Context(), intakeFor(t, src, 4, (&logs{}).logger()))
+	err := src.Run(t.Context(), intakeFor(t, src, 4, (&testutil.Logs{}).Logger()))
 	var fe *FileError
 	if !errors.As(err, &fe) || fe.Path != path || !errors.Is(err, os.ErrNotExist) || !strings.HasPrefix(err.Error(), "filesource: open ") {
 		t.Fatalf("err = %v", err)
@@ -185,7 +186,7 @@ func TestATailingSourceWaitsForTheFile(t *testing.T) {
 		src, _ := newSource(t, path, Options{})
 		p := &rec{}
 		r := startOn(t, src, p)
-		waitFor(t, "waiting", func() bool {
+		testutil.AdvanceUntil(t, "waiting", func() bool {
 			d := r.feed().Detail
 			return d != nil && strings.Contains(*d, "waiting for")
 		})

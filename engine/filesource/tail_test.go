@@ -10,17 +10,18 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 func startOn(t *testing.T, src *Source, p *rec) *run {
 	t.Helper()
-	return startSource(t, src, &logs{}, setup{procs: []*rec{p}})
+	return startSource(t, src, &testutil.Logs{}, setup{procs: []*rec{p}})
 }
 
-func newSource(t *testing.T, path string, opts Options) (*Source, *logs) {
+func newSource(t *testing.T, path string, opts Options) (*Source, *testutil.Logs) {
 	t.Helper()
-	lg := &logs{}
-	opts.Logger = lg.logger()
+	lg := &testutil.Logs{}
+	opts.Logger = lg.Logger()
 	src, err := New(path, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func TestRotatedFileIsReadToItsEndBeforeTheNewOne(t *testing.T) {
 				}
 				p := &rec{}
 				r := startSource(t, src, lg, setup{procs: []*rec{p}})
-				waitFor(t, "the old lines", func() bool { return p.count() == 10 && r.feed().State == engine.StateCaughtUp })
+				testutil.AdvanceUntil(t, "the old lines", func() bool { return p.count() == 10 && r.feed().State == engine.StateCaughtUp })
 				armed.Store(true)
 				r.settle(20, p)
 				got, ds := p.got()
@@ -63,11 +64,11 @@ func TestRotatedFileIsReadToItsEndBeforeTheNewOne(t *testing.T) {
 				if ds[14].Epoch == ds[15].Epoch || ds[15].Position.Offset != lineLen {
 					t.Fatalf("old epoch %d, new %d at %d: want a new epoch from 0", ds[14].Epoch, ds[15].Epoch, ds[15].Position.Offset)
 				}
-				if !lg.has("was replaced while being read") {
+				if !lg.Has("was replaced while being read") {
 					t.Fatalf("no warning:\n%s", lg)
 				}
 				if strategy == Committed {
-					waitFor(t, "the new file committed", func() bool {
+					testutil.AdvanceUntil(t, "the new file committed", func() bool {
 						p := readPointer(t, path+".ptr")
 						return p.Epoch == ds[15].Epoch && p.Offset == 5*lineLen
 					})
@@ -95,38 +96,38 @@ func linesOf(prefix string, from, to int) []string {
 func TestAReplacedFileKeepsThePointerUntilItsLinesAreCommitted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := input(t, numbered("old", 0, 10))
-		relOld, relNew := newGate(t), newGate(t)
+		relOld, relNew := testutil.NewGate(t), testutil.NewGate(t)
 		old5, new0 := linesOf("old", 5, 6)[0], linesOf("new", 0, 1)[0]
 		p := &rec{gate: func(s string) {
 			switch s {
 			case old5:
-				relOld.wait()
+				relOld.Wait()
 			case new0:
-				relNew.wait()
+				relNew.Wait()
 			}
 		}}
 		src, lg := newSource(t, path, Options{})
 		r := startSource(t, src, lg, setup{procs: []*rec{p}})
 		ptr := path + ".ptr"
-		waitFor(t, "old lines read, 5 processed", func() bool {
+		testutil.AdvanceUntil(t, "old lines read, 5 processed", func() bool {
 			return p.count() == 5 && r.feed().State == engine.StateCaughtUp && readPointer(t, ptr).Offset == 5*lineLen
 		})
 		before := readPointer(t, ptr)
 		replaceFile(t, path, numbered("new", 0, 4))
-		waitFor(t, "the new file held", func() bool {
+		testutil.AdvanceUntil(t, "the new file held", func() bool {
 			d := r.feed().Detail
-			return lg.has("reading it from 0 under a new epoch") && d != nil && strings.Contains(*d, "waiting for the lines of the file read before")
+			return lg.Has("reading it from 0 under a new epoch") && d != nil && strings.Contains(*d, "waiting for the lines of the file read before")
 		})
-		elapse(10 * time.Millisecond)
+		testutil.Advance(10 * time.Millisecond)
 		if seq := r.feed().Sequence; seq != 10 {
 			t.Fatalf("%d lines published while the old file's lines are unprocessed: want 10 (the new file's held)", seq)
 		}
 		if got := readPointer(t, ptr); got != before {
 			t.Fatalf("pointer %+v moved while the old file's lines are unprocessed: want %+v", got, before)
 		}
-		relOld.open() // old-5..old-9 are processed: the pointer may move on
-		waitFor(t, "old lines processed", func() bool { return p.count() == 10 })
-		waitFor(t, "the new file read", func() bool { return r.feed().Sequence == 14 })
+		relOld.Open() // old-5..old-9 are processed: the pointer may move on
+		testutil.AdvanceUntil(t, "old lines processed", func() bool { return p.count() == 10 })
+		testutil.AdvanceUntil(t, "the new file read", func() bool { return r.feed().Sequence == 14 })
 		fi, err := os.Stat(path)
 		if err != nil {
 			t.Fatal(err)
@@ -134,9 +135,9 @@ func TestAReplacedFileKeepsThePointerUntilItsLinesAreCommitted(t *testing.T) {
 		if got := readPointer(t, ptr); got.Offset != 0 || got.Identity != identity(fi) {
 			t.Fatalf("pointer %+v: want offset 0 of the new file (identity %x)", got, identity(fi))
 		}
-		relNew.open()
+		relNew.Open()
 		r.settle(14, p)
-		waitFor(t, "the new file committed", func() bool { return readPointer(t, ptr).Offset == 4*lineLen })
+		testutil.AdvanceUntil(t, "the new file committed", func() bool { return readPointer(t, ptr).Offset == 4*lineLen })
 		got, ds := p.got()
 		if want := slices.Concat(linesOf("old", 0, 10), linesOf("new", 0, 4)); !slices.Equal(got, want) {
 			t.Fatalf("got %q", got)
@@ -170,7 +171,7 @@ func TestFileTruncatedWhileTailingIsReadFromTheStart(t *testing.T) {
 				if strategy == Committed && ds[10].Epoch == ds[9].Epoch {
 					t.Fatal("same epoch after a truncation")
 				}
-				if !lg.has("truncated") {
+				if !lg.Has("truncated") {
 					t.Fatalf("no truncation warning:\n%s", lg)
 				}
 			})
@@ -187,7 +188,7 @@ func TestPartialLineIsReadOnceAcrossAReopen(t *testing.T) {
 		src, lg := newSource(t, path, Options{})
 		p := &rec{}
 		r := startOn(t, src, p)
-		waitFor(t, "a and b", func() bool { return p.count() == 2 && r.feed().State == engine.StateCaughtUp })
+		testutil.AdvanceUntil(t, "a and b", func() bool { return p.count() == 2 && r.feed().State == engine.StateCaughtUp })
 		epoch := readPointer(t, path+".ptr").Epoch
 		replaceFile(t, path, "a\nb\npartial\nc\n")
 		r.settle(4, p)
@@ -198,7 +199,7 @@ func TestPartialLineIsReadOnceAcrossAReopen(t *testing.T) {
 		if ds[2].Epoch != epoch || ds[2].Position.Offset != 12 {
 			t.Fatalf("partial at %d epoch %d, want 12 under %d", ds[2].Position.Offset, ds[2].Epoch, epoch)
 		}
-		if !lg.has("same first") {
+		if !lg.Has("same first") {
 			t.Fatalf("no warning:\n%s", lg)
 		}
 	})
@@ -268,14 +269,14 @@ func TestATailingReadWaitsForTheByteAfterACR(t *testing.T) {
 		src, _ := newSource(t, path, Options{Read: Earliest})
 		p := &rec{}
 		r := startOn(t, src, p)
-		waitFor(t, "caught up", func() bool { return r.feed().State == engine.StateCaughtUp })
-		elapse(5 * time.Millisecond)
+		testutil.AdvanceUntil(t, "caught up", func() bool { return r.feed().State == engine.StateCaughtUp })
+		testutil.Advance(5 * time.Millisecond)
 		if p.count() != 0 {
 			t.Fatal("a line ended by a '\\r' with nothing after it was published while tailing")
 		}
 		appendFile(t, path, "\nb\r\r\n")
 		r.settle(3, p)
-		elapse(5 * time.Millisecond)
+		testutil.Advance(5 * time.Millisecond)
 		got, ds := p.got()
 		if want := []string{"a", "b", ""}; !slices.Equal(got, want) {
 			t.Fatalf("got %q, want %q", got, want)
@@ -295,26 +296,26 @@ func TestATailingReadWaitsForTheByteAfterACR(t *testing.T) {
 func TestTwoReplacementsWhileLinesAreQueuedMoveThePointerInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := input(t, numbered("one", 0, 4))
-		rel := newGate(t)
+		rel := testutil.NewGate(t)
 		p := &rec{gate: blockAt(linesOf("one", 2, 3)[0], rel)}
 		src, lg := newSource(t, path, Options{})
 		r := startSource(t, src, lg, setup{procs: []*rec{p}})
 		ptr := path + ".ptr"
-		waitFor(t, "one read, 2 processed", func() bool {
+		testutil.AdvanceUntil(t, "one read, 2 processed", func() bool {
 			return r.feed().Sequence == 4 && r.feed().State == engine.StateCaughtUp && readPointer(t, ptr).Offset == 2*lineLen
 		})
 		before := readPointer(t, ptr)
 		replaceFile(t, path, numbered("two", 0, 3))
-		waitFor(t, "two opened", func() bool { return lg.has("reading it from 0 under a new epoch") })
+		testutil.AdvanceUntil(t, "two opened", func() bool { return lg.Has("reading it from 0 under a new epoch") })
 		replaceFile(t, path, numbered("three", 0, 2))
-		elapse(10 * time.Millisecond)
+		testutil.Advance(10 * time.Millisecond)
 		if seq := r.feed().Sequence; seq != 4 {
 			t.Fatalf("%d lines published while the first file's lines are queued: want 4 (two held)", seq)
 		}
 		if got := readPointer(t, ptr); got != before {
 			t.Fatalf("pointer %+v moved while the first file's lines are queued: want %+v", got, before)
 		}
-		rel.open()
+		rel.Open()
 		r.settle(9, p)
 		if got, _ := p.got(); !slices.Equal(got, slices.Concat(linesOf("one", 0, 4), linesOf("two", 0, 3), linesOf("three", 0, 2))) {
 			t.Fatalf("got %q", got)
@@ -324,7 +325,7 @@ func TestTwoReplacementsWhileLinesAreQueuedMoveThePointerInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, ds := p.got()
-		waitFor(t, "the third file committed", func() bool {
+		testutil.AdvanceUntil(t, "the third file committed", func() bool {
 			got := readPointer(t, ptr)
 			return got.Identity == identity(fi) && got.Epoch == ds[8].Epoch && got.Offset == 2*lineLen
 		})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // The workers crash test: a child (this test binary, re-executed with
@@ -54,7 +55,7 @@ func TestWorkersCrashChild(t *testing.T) {
 			return nil
 		}), nil
 	}
-	src, err := New(filepath.Join(dir, "in.log"), Options{Logger: testLogger(t)})
+	src, err := New(filepath.Join(dir, "in.log"), Options{Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

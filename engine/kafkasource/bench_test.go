@@ -14,6 +14,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
@@ -59,7 +60,7 @@ func BenchmarkConsumeProcessCommit(b *testing.B) {
 			if err := eng.Start(context.Background()); err != nil {
 				b.Fatal(err)
 			}
-			eventually(b, time.Minute, "committed to the high watermarks", func() bool { return allCommitted(src, hwm) })
+			testutil.PollUntil(b, time.Minute, "committed to the high watermarks", func() bool { return allCommitted(src, hwm) })
 			if err := eng.Stop(context.Background()); err != nil {
 				b.Fatal(err)
 			}
@@ -86,7 +87,7 @@ func BenchmarkConsumeProcessCommit(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			eventually(b, time.Minute, "committed to the high watermarks", func() bool { return allCommitted(src, hwm) })
+			testutil.PollUntil(b, time.Minute, "committed to the high watermarks", func() bool { return allCommitted(src, hwm) })
 			if stopErr, recErr := run.Stop(context.Background()); stopErr != nil || recErr != nil {
 				b.Fatal(stopErr, recErr)
 			}

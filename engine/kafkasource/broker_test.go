@@ -12,6 +12,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // errBrokerGone is what the cluster answers every request with while it is
@@ -42,7 +43,7 @@ func TestABrokerThatGoesAwayMakesTheFeedBehindAndTheRunResumesWhenItIsBack(t *te
 		return nil
 	}))
 	feed := func() engine.FeedStatus { return eng.Status().Feeds[0] }
-	eventually(t, time.Minute, "caught up", func() bool { return allCommitted(src, hwm) && feed().State == engine.StateCaughtUp })
+	testutil.PollUntil(t, time.Minute, "caught up", func() bool { return allCommitted(src, hwm) && feed().State == engine.StateCaughtUp })
 
 	gone.Store(true)
 	host, port, err := net.SplitHostPort(c.ListenAddrs()[0])
@@ -50,7 +51,7 @@ func TestABrokerThatGoesAwayMakesTheFeedBehindAndTheRunResumesWhenItIsBack(t *te
 		t.Fatal(err)
 	}
 	addr := net.JoinHostPort(host, port)
-	eventually(t, time.Minute, "the feed BEHIND, naming the broker", func() bool {
+	testutil.PollUntil(t, time.Minute, "the feed BEHIND, naming the broker", func() bool {
 		fs := feed()
 		return fs.State == engine.StateBehind && fs.Detail != nil && strings.Contains(*fs.Detail, addr)
 	})
@@ -60,7 +61,7 @@ func TestABrokerThatGoesAwayMakesTheFeedBehindAndTheRunResumesWhenItIsBack(t *te
 
 	gone.Store(false)
 	more := produce(t, c, 100, 10)
-	eventually(t, time.Minute, "the records produced after the broker came back committed, the feed caught up", func() bool {
+	testutil.PollUntil(t, time.Minute, "the records produced after the broker came back committed, the feed caught up", func() bool {
 		return allCommitted(src, more) && feed().State == engine.StateCaughtUp
 	})
 	if got := handled.Load(); got < 200 {

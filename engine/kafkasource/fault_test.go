@@ -16,6 +16,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // warnings is a slog handler passing the errors of warnings to a channel
@@ -163,10 +164,10 @@ func TestAFailingOffsetCommitIsRetriedAndReportedNeverSkipped(t *testing.T) {
 		t.Fatalf("status: %d commit failures, last error %q; want the failures counted and the last reported", st.CommitFailures, st.LastError)
 	}
 	failing.Store(false)
-	eventually(t, time.Minute, "the committed offsets reach the high watermarks", func() bool {
+	testutil.PollUntil(t, time.Minute, "the committed offsets reach the high watermarks", func() bool {
 		return equalOffsets(committed(t, c, "gfail"), hwm)
 	})
-	eventually(t, time.Minute, "the commit error is cleared", func() bool { return src.Status().LastError == "" })
+	testutil.PollUntil(t, time.Minute, "the commit error is cleared", func() bool { return src.Status().LastError == "" })
 }
 
 // TestADelayedOffsetCommitResponseNeverMovesAnOffsetBackwards: the first
@@ -222,7 +223,7 @@ func TestADelayedOffsetCommitResponseNeverMovesAnOffsetBackwards(t *testing.T) {
 	defer cancel()
 	w.next(t, ctx, kafkasource.ErrCommit) // the held commit timed out
 	close(gate)
-	eventually(t, time.Minute, "the second half committed", func() bool { return committedAt(src) == n })
+	testutil.PollUntil(t, time.Minute, "the second half committed", func() bool { return committedAt(src) == n })
 	// The held commit lands now, with its older offset, its member and
 	// generation: sent again as it was, from another connection.
 	late, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
@@ -236,7 +237,7 @@ func TestADelayedOffsetCommitResponseNeverMovesAnOffsetBackwards(t *testing.T) {
 	if _, err := late.Request(ctx, held); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the offset moved back by the late commit committed again", func() bool {
+	testutil.PollUntil(t, time.Minute, "the offset moved back by the late commit committed again", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		// A commit older than n landed after the first commit of n,
@@ -300,7 +301,7 @@ func TestAFullQueuePausesThePartitionsFetchesAndDropsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Stop(context.Background())
-	eventually(t, time.Minute, "the owned partitions' fetches paused", func() bool {
+	testutil.PollUntil(t, time.Minute, "the owned partitions' fetches paused", func() bool {
 		ps := src.Status().Partitions
 		for _, p := range ps {
 			if p.Owned && !p.Paused {
@@ -313,7 +314,7 @@ func TestAFullQueuePausesThePartitionsFetchesAndDropsNothing(t *testing.T) {
 		t.Fatalf("feed state %s while paused, want %s", fs.State, engine.StateBehind)
 	}
 	close(gate)
-	eventually(t, time.Minute, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
+	testutil.PollUntil(t, time.Minute, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
 	tl.check(t)
 	if fs := eng.Status().Feeds[0]; fs.Dropped != 0 || !fs.Lossless {
 		t.Fatalf("feed dropped %d, lossless %v; want nothing dropped", fs.Dropped, fs.Lossless)

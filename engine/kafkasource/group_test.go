@@ -21,6 +21,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
@@ -91,7 +92,7 @@ func recordGroup(t *testing.T, src *kafkasource.Source, st store.Writer, seen fu
 // the run cleanly and closes src.
 func finishGroup(t *testing.T, run *recorder.Run, src *kafkasource.Source, hwm map[int32]int64) {
 	t.Helper()
-	eventually(t, time.Minute, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
+	testutil.PollUntil(t, time.Minute, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if stopErr, recErr := run.Stop(ctx); stopErr != nil || recErr != nil {
@@ -221,7 +222,7 @@ func TestTwoConsumersOneKilledLoseNothingAndStitchAgainstACleanRun(t *testing.T)
 		for sc.Scan() {
 		}
 	}()
-	eventually(t, time.Minute, "K's commits fail", func() bool {
+	testutil.PollUntil(t, time.Minute, "K's commits fail", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		joining = memberK != ""
@@ -233,7 +234,7 @@ func TestTwoConsumersOneKilledLoseNothingAndStitchAgainstACleanRun(t *testing.T)
 	memS := store.NewMemory()
 	handledS := newTally(hwm)
 	runS := recordGroup(t, srcS, memS, handledS.add)
-	eventually(t, time.Minute, "S owns partitions", func() bool {
+	testutil.PollUntil(t, time.Minute, "S owns partitions", func() bool {
 		for _, p := range srcS.Status().Partitions {
 			if p.Owned {
 				return true
@@ -357,7 +358,7 @@ func TestADrainingSourceWaitsForThePartitionsOfAMemberThatReadsNothing(t *testin
 		return nil
 	}))
 	var mine int32 = -1
-	eventually(t, time.Minute, "one partition owned and committed to its end, BEHIND naming the other's records", func() bool {
+	testutil.PollUntil(t, time.Minute, "one partition owned and committed to its end, BEHIND naming the other's records", func() bool {
 		for _, p := range src.Status().Partitions {
 			if p.Owned && p.Committed == hwm[p.Partition] {
 				mine = p.Partition
@@ -370,7 +371,7 @@ func TestADrainingSourceWaitsForThePartitionsOfAMemberThatReadsNothing(t *testin
 		t.Fatal("settled while the other member's partition is not read")
 	}
 	idle.Close() // leaves the group: its partition goes to the source
-	eventually(t, time.Minute, "every partition committed to its end, settled", func() bool {
+	testutil.PollUntil(t, time.Minute, "every partition committed to its end, settled", func() bool {
 		return allCommitted(src, hwm) && eng.Status().Settled
 	})
 	tl.check(t)

@@ -112,22 +112,6 @@ func newSource(t testing.TB, c *kfake.Cluster, group string, log *slog.Logger, o
 	return src
 }
 
-// eventually polls cond every millisecond until it holds, failing the test
-// after d: for what is tested being "eventually" (a commit landing).
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(d)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("not within %s: %s", d, what)
-		}
-	}
-}
-
 // allCommitted reports whether the source committed every partition up to
 // its high watermark in hwm.
 func allCommitted(src *kafkasource.Source, hwm map[int32]int64) bool {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // TestALostSessionCommitsNothing: the consumer processes every record of
@@ -100,16 +101,16 @@ func TestALostSessionCommitsNothing(t *testing.T) {
 		tl.add(r)
 		return nil
 	}))
-	eventually(t, time.Minute, "the records before 49 committed", func() bool { return committedAt(src) == refuseFrom })
+	testutil.PollUntil(t, time.Minute, "the records before 49 committed", func() bool { return committedAt(src) == refuseFrom })
 	close(gate)
-	eventually(t, time.Minute, "every record processed, the commits past 49 refused", func() bool {
+	testutil.PollUntil(t, time.Minute, "every record processed, the commits past 49 refused", func() bool {
 		st := src.Status()
 		return len(st.Partitions) == 1 && st.Partitions[0].Processed == n && st.Partitions[0].Committed == refuseFrom && st.CommitFailures > 0
 	})
 	mu.Lock()
 	lose = true
 	mu.Unlock()
-	eventually(t, time.Minute, "the session lost, the partition assigned again and committed to its end", func() bool {
+	testutil.PollUntil(t, time.Minute, "the session lost, the partition assigned again and committed to its end", func() bool {
 		mu.Lock()
 		gen := lostGen
 		mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // addPartition adds a partition to topic and produces n records to it;
@@ -66,10 +67,10 @@ func TestAPartitionAddedWhileConsumingIsConsumed(t *testing.T) {
 		tl.add(ev.(*kafkasource.Record))
 		return nil
 	}))
-	eventually(t, time.Minute, "the first partition committed", func() bool { return allCommitted(src, hwm) })
+	testutil.PollUntil(t, time.Minute, "the first partition committed", func() bool { return allCommitted(src, hwm) })
 	p := addPartition(t, c, 40)
 	hwm[p] = 40
-	eventually(t, 30*time.Second, "the added partition consumed and committed to its end", func() bool { return allCommitted(src, hwm) })
+	testutil.PollUntil(t, 30*time.Second, "the added partition consumed and committed to its end", func() bool { return allCommitted(src, hwm) })
 	tl.check(t)
 }
 
@@ -94,7 +95,7 @@ func TestAStopBeforeAnAddedPartitionIsAssignedIsNotSettled(t *testing.T) {
 	if err := eng.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "settled at the end of the first partition", func() bool { return allCommitted(src, hwm) && eng.Status().Settled })
+	testutil.PollUntil(t, time.Minute, "settled at the end of the first partition", func() bool { return allCommitted(src, hwm) && eng.Status().Settled })
 	addPartition(t, c, 10)
 	if err := eng.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -140,7 +141,7 @@ func TestATopicDeletedWithRecordsNotReadCountsThemLost(t *testing.T) {
 		return nil
 	}))
 	<-stuck
-	eventually(t, time.Minute, "the fetches paused behind the stuck processor, the high watermark known", func() bool {
+	testutil.PollUntil(t, time.Minute, "the fetches paused behind the stuck processor, the high watermark known", func() bool {
 		st := src.Status().Partitions
 		return len(st) == 1 && st[0].Paused && st[0].HighWatermark == n
 	})
@@ -151,7 +152,7 @@ func TestATopicDeletedWithRecordsNotReadCountsThemLost(t *testing.T) {
 	}
 	close(gate)
 	var processed int64
-	eventually(t, time.Minute, "every record processed or counted lost", func() bool {
+	testutil.PollUntil(t, time.Minute, "every record processed or counted lost", func() bool {
 		processed = 0
 		for o := range int64(n) {
 			processed += int64(tl.parts[0][o].Load())
@@ -167,7 +168,7 @@ func TestATopicDeletedWithRecordsNotReadCountsThemLost(t *testing.T) {
 	if partitionLost(src) == 0 || fs.Lossless || fs.Losses["deleted"] == 0 {
 		t.Errorf("%d records lost, feed lossless %v, losses %v: want a loss of reason deleted", partitionLost(src), fs.Lossless, fs.Losses)
 	}
-	eventually(t, time.Minute, "settled", func() bool { return eng.Status().Settled })
+	testutil.PollUntil(t, time.Minute, "settled", func() bool { return eng.Status().Settled })
 	fs = eng.Status().Feeds[0]
 	if fs.State != engine.StateCaughtUp || fs.Detail == nil || !strings.Contains(*fs.Detail, "topic "+topic+" deleted") {
 		t.Errorf("feed state %s %v, want CAUGHT_UP naming the deleted topic", fs.State, fs.Detail)

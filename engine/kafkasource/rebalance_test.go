@@ -14,6 +14,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -98,7 +99,7 @@ func TestARevokedPartitionIsCommittedToItsProcessedPrefixAndItsQueuedRecordsAreF
 	case <-ctx.Done():
 		t.Fatal("A never handled 200 records")
 	}
-	eventually(t, time.Minute, "A committed what it processed before it got stuck", func() bool { return len(log.snapshot()) > 0 })
+	testutil.PollUntil(t, time.Minute, "A committed what it processed before it got stuck", func() bool { return len(log.snapshot()) > 0 })
 	memberA := log.snapshot()[0].member
 
 	srcB := newSource(t, c, "grebal", nil, small)
@@ -106,7 +107,7 @@ func TestARevokedPartitionIsCommittedToItsProcessedPrefixAndItsQueuedRecordsAreF
 		tl.add(ev.(*kafkasource.Record))
 		return nil
 	}))
-	eventually(t, time.Minute, "B owns partitions", func() bool {
+	testutil.PollUntil(t, time.Minute, "B owns partitions", func() bool {
 		for _, p := range srcB.Status().Partitions {
 			if p.Owned {
 				return true
@@ -120,7 +121,7 @@ func TestARevokedPartitionIsCommittedToItsProcessedPrefixAndItsQueuedRecordsAreF
 			revoked[p.Partition] = true
 		}
 	}
-	eventually(t, time.Minute, "B committed its partitions to their high watermarks", func() bool {
+	testutil.PollUntil(t, time.Minute, "B committed its partitions to their high watermarks", func() bool {
 		got := committed(t, c, "grebal")
 		for p := range revoked {
 			if got[p] != hwm[p] {
@@ -130,7 +131,7 @@ func TestARevokedPartitionIsCommittedToItsProcessedPrefixAndItsQueuedRecordsAreF
 		return true
 	})
 	close(gate) // A processes its records of the revoked partitions now, after B's commits
-	eventually(t, time.Minute, "every partition committed to its high watermark", func() bool {
+	testutil.PollUntil(t, time.Minute, "every partition committed to its high watermark", func() bool {
 		return equalOffsets(committed(t, c, "grebal"), hwm)
 	})
 
@@ -222,12 +223,12 @@ func TestARevokedPartitionsFencedRecordsLeaveNoCommitRowKafkaNeverHeld(t *testin
 	case <-time.After(time.Minute):
 		t.Fatal("A never handled 200 records")
 	}
-	eventually(t, time.Minute, "A committed what it processed before it got stuck", func() bool { return len(log.snapshot()) > 0 })
+	testutil.PollUntil(t, time.Minute, "A committed what it processed before it got stuck", func() bool { return len(log.snapshot()) > 0 })
 	memberA := log.snapshot()[0].member
 
 	srcB := newSource(t, c, "gfence", nil, small)
 	startEngine(t, srcB, core.ProcessorFunc(func(*core.Cycle, any) error { return nil }))
-	eventually(t, time.Minute, "B owns partitions", func() bool {
+	testutil.PollUntil(t, time.Minute, "B owns partitions", func() bool {
 		for _, p := range srcB.Status().Partitions {
 			if p.Owned {
 				return true
@@ -241,7 +242,7 @@ func TestARevokedPartitionsFencedRecordsLeaveNoCommitRowKafkaNeverHeld(t *testin
 			revoked[p.Partition] = true
 		}
 	}
-	eventually(t, time.Minute, "B committed its partitions to their high watermarks", func() bool {
+	testutil.PollUntil(t, time.Minute, "B committed its partitions to their high watermarks", func() bool {
 		got := committed(t, c, "gfence")
 		for p := range revoked {
 			if got[p] != hwm[p] {
@@ -251,7 +252,7 @@ func TestARevokedPartitionsFencedRecordsLeaveNoCommitRowKafkaNeverHeld(t *testin
 		return true
 	})
 	close(gate)
-	eventually(t, time.Minute, "every partition committed to its high watermark", func() bool {
+	testutil.PollUntil(t, time.Minute, "every partition committed to its high watermark", func() bool {
 		return equalOffsets(committed(t, c, "gfence"), hwm)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -348,14 +349,14 @@ func TestAMemberJoiningABackloggedGroupIsAssignedWithinSeconds(t *testing.T) {
 		}
 		return m
 	}
-	eventually(t, time.Minute, "B owns partitions", func() bool { return len(owned(srcB)) > 0 })
+	testutil.PollUntil(t, time.Minute, "B owns partitions", func() bool { return len(owned(srcB)) > 0 })
 	took := time.Since(joined)
 	slow.Store(false)
 	revoked := owned(srcB)
 	if bound := 5 * time.Second; took > bound {
 		t.Errorf("B owned partitions %s after it joined, want within %s", took.Round(time.Millisecond), bound)
 	}
-	eventually(t, 2*time.Minute, "every partition committed to its high watermark", func() bool {
+	testutil.PollUntil(t, 2*time.Minute, "every partition committed to its high watermark", func() bool {
 		return equalOffsets(committed(t, c, "gjoin"), hwm)
 	})
 	for p, offs := range tl.parts {

@@ -17,6 +17,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // topicEpoch is the epoch of topic's records on c now: TopicEpoch of its
@@ -49,7 +50,7 @@ func recreateTopic(t *testing.T, c *kfake.Cluster, partitions int32) {
 	}
 	// The deletion completes asynchronously: the creation is refused until
 	// it did.
-	eventually(t, time.Minute, "the topic created again", func() bool {
+	testutil.PollUntil(t, time.Minute, "the topic created again", func() bool {
 		r, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
 		return err == nil && r.Err == nil
 	})
@@ -88,20 +89,20 @@ func TestATopicCreatedAgainWhileConsumingIsReadAsANewPositionSpace(t *testing.T)
 		got = append(got, delivered{cy.Delivery().Epoch, r.Partition, r.Offset, string(r.Value)})
 		return nil
 	}))
-	eventually(t, time.Minute, "the first topic committed to its end", func() bool { return allCommitted(src, hwm) })
+	testutil.PollUntil(t, time.Minute, "the first topic committed to its end", func() bool { return allCommitted(src, hwm) })
 	recreateTopic(t, c, 2)
 	hwm2 := produce(t, c, second, 5)
 	secondEpoch := topicEpoch(t, c)
 	if secondEpoch == firstEpoch {
 		t.Fatalf("the topic created again has the epoch of the first, %d", firstEpoch)
 	}
-	eventually(t, time.Minute, "the second topic read and committed to its end", func() bool {
+	testutil.PollUntil(t, time.Minute, "the second topic read and committed to its end", func() bool {
 		mu.Lock()
 		n := len(got)
 		mu.Unlock()
 		return n >= first+second && allCommitted(src, hwm2)
 	})
-	eventually(t, 10*time.Second, "no commit failure left", func() bool { return src.Status().LastError == "" })
+	testutil.PollUntil(t, 10*time.Second, "no commit failure left", func() bool { return src.Status().LastError == "" })
 	mu.Lock()
 	defer mu.Unlock()
 	seen := map[delivered]int{}
@@ -152,7 +153,7 @@ func consumeAll(t *testing.T, c *kfake.Cluster, group string, hwm int64) ([]int,
 		handled[ev.(*kafkasource.Record).Offset].Add(1)
 		return nil
 	}))
-	eventually(t, time.Minute, "committed to the end", func() bool { return allCommitted(src, map[int32]int64{0: hwm}) })
+	testutil.PollUntil(t, time.Minute, "committed to the end", func() bool { return allCommitted(src, map[int32]int64{0: hwm}) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := eng.Stop(ctx); err != nil {
@@ -238,7 +239,7 @@ func TestAGroupCommitPastThePartitionsEndIsALossOfUnknownSize(t *testing.T) {
 			if err := eng.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, time.Minute, "the loss counted, every record committed", func() bool {
+			testutil.PollUntil(t, time.Minute, "the loss counted, every record committed", func() bool {
 				mu.Lock()
 				n := len(lost)
 				mu.Unlock()
@@ -359,19 +360,19 @@ func TestRecordsOfADeletedTopicStillQueuedAreNeverCommittedToTheTopicCreatedAgai
 		return nil
 	}))
 	<-stuck
-	eventually(t, time.Minute, "every record of the first topic published", func() bool {
+	testutil.PollUntil(t, time.Minute, "every record of the first topic published", func() bool {
 		st := src.Status().Partitions
 		return len(st) == 1 && st[0].Published == 100
 	})
 	recreateTopic(t, c, 1)
 	produce(t, c, 3, 3)
 	secondEpoch := topicEpoch(t, c)
-	eventually(t, time.Minute, "the topic created again assigned and its records published", func() bool {
+	testutil.PollUntil(t, time.Minute, "the topic created again assigned and its records published", func() bool {
 		st := src.Status().Partitions
 		return len(st) == 1 && st[0].Owned && st[0].Epoch == secondEpoch && st[0].Published == 3
 	})
 	close(gate)
-	eventually(t, time.Minute, "every record processed, the new topic's committed", func() bool {
+	testutil.PollUntil(t, time.Minute, "every record processed, the new topic's committed", func() bool {
 		return firstSeen.Load() == 100 && secondSeen.Load() == 3 && committed(t, c, "gfence")[0] == 3 && eng.Status().Settled
 	})
 	if got := committed(t, c, "gfence")[0]; got != 3 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // deleteRecords deletes topic's records of partition 0 before offset
@@ -79,7 +80,7 @@ func TestRecordsDeletedBeforeTheGroupReadThemAreCountedLost(t *testing.T) {
 				return nil
 			}))
 			from := max(tc.committed, tc.deleted)
-			eventually(t, time.Minute, "every record left processed and committed, the deleted ones counted", func() bool {
+			testutil.PollUntil(t, time.Minute, "every record left processed and committed, the deleted ones counted", func() bool {
 				return partitionLost(src) == tc.wantLost && (from == n || allCommitted(src, hwm))
 			})
 			for o := range int64(n) {
@@ -134,7 +135,7 @@ func TestRecordsDeletedWhileTheConsumerIsBehindAreCountedLost(t *testing.T) {
 		return nil
 	}))
 	<-stuck
-	eventually(t, time.Minute, "the fetches paused behind the stuck processor", func() bool {
+	testutil.PollUntil(t, time.Minute, "the fetches paused behind the stuck processor", func() bool {
 		for _, p := range src.Status().Partitions {
 			if p.Paused {
 				return true
@@ -144,7 +145,7 @@ func TestRecordsDeletedWhileTheConsumerIsBehindAreCountedLost(t *testing.T) {
 	})
 	deleteRecords(t, adm, deleted)
 	close(gate)
-	eventually(t, time.Minute, "every record left committed", func() bool { return allCommitted(src, hwm) })
+	testutil.PollUntil(t, time.Minute, "every record left committed", func() bool { return allCommitted(src, hwm) })
 	lost := partitionLost(src)
 	var processed int64
 	for o := range int64(n) {

@@ -16,6 +16,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // The session test runs the member it kills as a child process (this test
@@ -64,7 +65,7 @@ func TestKafkaSessionChild(t *testing.T) {
 	}
 	src := sessionSource(t, strings.Split(brokers, ","))
 	startEngine(t, src, nothing)
-	eventually(t, time.Minute, "the child owns every partition", func() bool { return ownsAll(src) })
+	testutil.PollUntil(t, time.Minute, "the child owns every partition", func() bool { return ownsAll(src) })
 	fmt.Println("owns")
 	select {} // killed by the parent
 }
@@ -119,7 +120,7 @@ func TestAKilledMembersPartitionsAreReassignedWithinItsSessionTimeout(t *testing
 
 	src := sessionSource(t, c.ListenAddrs())
 	startEngine(t, src, nothing)
-	eventually(t, time.Minute, "the new member owns every partition", func() bool { return ownsAll(src) })
+	testutil.PollUntil(t, time.Minute, "the new member owns every partition", func() bool { return ownsAll(src) })
 	if took := time.Since(at); took > sessionTimeout+sessionSlack {
 		t.Errorf("the new member owned the killed member's partitions %s after the kill, want within its session (%s) and %s", took, sessionTimeout, sessionSlack)
 	} else {
@@ -139,7 +140,7 @@ func TestASessionTheBrokersRefuseIsNamedInTheFeedsDetail(t *testing.T) {
 	eng := startEngine(t, src, nothing)
 	unassigned := "no partition assigned in group " + sessionGroup
 	var detail string
-	eventually(t, 10*time.Second, "the detail says no partition is assigned, and why", func() bool {
+	testutil.PollUntil(t, 10*time.Second, "the detail says no partition is assigned, and why", func() bool {
 		fs := eng.Status().Feeds[0]
 		if fs.Detail != nil {
 			detail = *fs.Detail

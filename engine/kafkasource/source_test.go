@@ -9,6 +9,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
@@ -40,7 +41,7 @@ func TestHundredThousandRecordsOverEightPartitionsAreProcessedCommittedAndReplay
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
+	testutil.PollUntil(t, time.Minute, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
 	if stopErr, recErr := run.Stop(ctx); stopErr != nil || recErr != nil {
 		t.Fatalf("stop: %v; recording: %v", stopErr, recErr)
 	}
@@ -104,7 +105,7 @@ func TestProcessedRecordsAreCommittedWithoutWaitingForAPollInterval(t *testing.T
 		tl.add(ev.(*kafkasource.Record))
 		return nil
 	}))
-	eventually(t, 30*time.Second, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
+	testutil.PollUntil(t, 30*time.Second, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
 	tl.check(t)
 }
 
@@ -147,6 +148,6 @@ func TestAQueueThatKeepsTakingRecordsDoesNotPauseTheFetches(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, time.Minute, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
+	testutil.PollUntil(t, time.Minute, "every partition committed to its high watermark", func() bool { return allCommitted(src, hwm) })
 	tl.check(t)
 }

@@ -59,12 +59,14 @@ func run(t *testing.T, src engine.Source, p core.Processor, pol engine.Policy) *
 	return e
 }
 
-func settle(t *testing.T, e *engine.Engine) {
+// waitSettled fails the test unless e settles (engine.WaitSettled) within
+// 10 s of the bubble's clock.
+func waitSettled(t *testing.T, e *engine.Engine) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if st, err := e.WaitSettled(ctx); err != nil {
-		t.Fatalf("not settled: %+v", st)
+		t.Fatalf("not settled: %v, status %+v", err, st)
 	}
 }
 
@@ -72,7 +74,7 @@ func TestListPublishesEveryItemThenEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &collector{}
 		e := run(t, memsource.NewList(1, 2, 3), c, engine.BlockWithDeadline(time.Second))
-		settle(t, e)
+		waitSettled(t, e)
 		e.Stop(context.Background())
 		if got := c.items(); len(got) != 3 || got[0] != 1 || got[2] != 3 {
 			t.Fatalf("got %v", got)
@@ -91,7 +93,7 @@ func TestChanPublishesUntilClosed(t *testing.T) {
 		ch <- "a"
 		ch <- "b"
 		close(ch)
-		settle(t, e)
+		waitSettled(t, e)
 		e.Stop(context.Background())
 		if got := c.items(); len(got) != 2 || got[1] != "b" {
 			t.Fatalf("got %v", got)
@@ -131,7 +133,7 @@ func TestARestartedLogResumesAtItsCommittedOffset(t *testing.T) {
 		// Run 2 resumes at 4: items 5..10, nothing lost.
 		c2 := &collector{}
 		e2 := run(t, log.Source(), c2, engine.Pause())
-		settle(t, e2)
+		waitSettled(t, e2)
 		e2.Stop(context.Background())
 		got := c2.items()
 		if len(got) != 6 || got[0] != 5 || got[5] != 10 || log.Committed() != 10 {

@@ -19,6 +19,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/internal/apps"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
 // savedOffset is the offset of the ledger state file at path; 0 when
@@ -232,8 +233,7 @@ func TestAnIdleLedgerSavesItsPendingBatchWithinTheInterval(t *testing.T) {
 		if got, c := savedOffset(t, r.check.paths[0]), r.committed(t); got != 0 || c != 0 {
 			t.Fatalf("before the interval: saved offset %d, committed %d; want 0, 0 (the batch is not full)", got, c)
 		}
-		time.Sleep(100 * time.Millisecond) // the bubble's clock: the interval passes
-		synctest.Wait()
+		testutil.Advance(100 * time.Millisecond) // the bubble's clock: the interval passes
 		if got, c := savedOffset(t, r.check.paths[0]), r.committed(t); got != 5 || c != 5 {
 			t.Errorf("one interval later: saved offset %d, committed %d; want 5, 5", got, c)
 		}
@@ -368,8 +368,7 @@ func TestAWorkerWithNoLinesHoldsBackNoCommit(t *testing.T) {
 		}
 		r := startBatchRun(t, 4, "1000", 100*time.Millisecond, lines)
 		r.publish(t, 10)
-		time.Sleep(100 * time.Millisecond) // the bubble's clock: the interval passes
-		synctest.Wait()
+		testutil.Advance(100 * time.Millisecond) // the bubble's clock: the interval passes
 		if c := r.committed(t); c != 10 {
 			t.Errorf("committed %d, want 10", c)
 		}
@@ -392,8 +391,7 @@ func TestALedgerWhoseStateCannotBeSavedFailsItsGroupAfterItsTries(t *testing.T) 
 				lines := ledgerLines(10)
 				r := startBatchRun(t, workers, "1000", interval, lines)
 				r.publish(t, 4)
-				time.Sleep(interval) // the bubble's clock: the interval's save
-				synctest.Wait()
+				testutil.Advance(interval) // the bubble's clock: the interval's save
 				if c := r.committed(t); c != 4 {
 					t.Fatalf("committed %d before the fault, want 4", c)
 				}
@@ -409,14 +407,12 @@ func TestALedgerWhoseStateCannotBeSavedFailsItsGroupAfterItsTries(t *testing.T) 
 				}
 				r.publish(t, 4)
 				for try := 1; try < apps.SaveTries; try++ {
-					time.Sleep(interval)
-					synctest.Wait()
+					testutil.Advance(interval)
 					if err := r.e.Err(); err != nil {
 						t.Fatalf("the group failed after %d tries, want %d: %v", try, apps.SaveTries, err)
 					}
 				}
-				time.Sleep(interval)
-				synctest.Wait()
+				testutil.Advance(interval)
 				err := r.e.Err()
 				var se *apps.StateError
 				if !errors.Is(err, engine.ErrNotDurable) || !errors.As(err, &se) || se.Path != path || se.Tries != apps.SaveTries {
@@ -450,8 +446,7 @@ func TestALedgerSaveThatFailsOnceIsTriedAgainAndNoDeliveryFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.publish(t, 4)
-		time.Sleep(interval) // the first save fails
-		synctest.Wait()
+		testutil.Advance(interval) // the first save fails
 		if c := r.committed(t); c != 0 {
 			t.Fatalf("committed %d with no save made, want 0", c)
 		}
@@ -459,8 +454,7 @@ func TestALedgerSaveThatFailsOnceIsTriedAgainAndNoDeliveryFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.publish(t, 4) // their completions run after the failed save
-		time.Sleep(interval)
-		synctest.Wait()
+		testutil.Advance(interval)
 		if c, got := r.committed(t), savedOffset(t, path); c != 8 || got != 8 {
 			t.Errorf("after the fault: committed %d, saved offset %d; want 8, 8", c, got)
 		}
@@ -506,8 +500,7 @@ func TestALedgerSavingEveryLineWhoseSaveKeepsFailingFailsItsGroupAndCommitsNothi
 					if err := r.e.Err(); err != nil {
 						t.Fatalf("the group failed after %d tries, want %d: %v", try, apps.SaveTries, err)
 					}
-					time.Sleep(interval) // the bubble's clock: the next try
-					synctest.Wait()
+					testutil.Advance(interval) // the bubble's clock: the next try
 				}
 				err := r.e.Err()
 				var se *apps.StateError
@@ -551,8 +544,7 @@ func TestALedgerSavingEveryLineTriesAFailedSaveAgainAndNoDeliveryFails(t *testin
 		if err := os.Remove(path); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(interval)
-		synctest.Wait()
+		testutil.Advance(interval)
 		r.publish(t, 3)
 		if c, got := r.committed(t), savedOffset(t, path); c != 4 || got != 4 {
 			t.Errorf("after the fault: committed %d, saved offset %d; want 4, 4", c, got)

@@ -1,0 +1,133 @@
+package torture
+
+// The oracle's checks of the COMMIT rows' claims (invariant 5): nothing a
+// COMMIT row covers is delivered again.
+
+import (
+	"strconv"
+	"time"
+)
+
+// checkClaims checks that no position a COMMIT row covers is delivered
+// again (invariant 5). For a file: by a later run, the same epoch at an
+// offset at or below the commit. For Kafka: the same partition, by any
+// member of the group in any run, after the commit (a delivery whose
+// instant is past the first row written after the COMMIT row: the commit
+// was made by then); a deleted topic starts its offsets again, and the
+// claims before it lapse.
+func (o *oracle) checkClaims() {
+	if o.sr.kafka != nil {
+		o.checkKafkaClaims()
+		return
+	}
+	type claim struct {
+		run    int
+		store  string
+		offset int64
+	}
+	claims := map[string]claim{} // feed|epoch -> highest committed
+	for _, r := range o.recorded() {
+		rec := o.recs[r.store]
+		for _, in := range rec.inputs() {
+			if c, ok := claims["input|"+strconv.FormatInt(in.epoch, 10)]; ok && c.run < r.index && in.offset <= c.offset {
+				o.fail(InvClaims, "run %d (%s) delivered the file's offset %d (epoch %d) again, behind the COMMIT row of run %d (%s) at %d",
+					r.index, r.store, in.offset, in.epoch, c.run, c.store, c.offset)
+				break
+			}
+		}
+		for _, row := range rec.rows {
+			if row.kind != "COMMIT" || row.key != "" {
+				continue
+			}
+			k := row.source + "|" + strconv.FormatInt(row.epoch, 10)
+			if c, ok := claims[k]; !ok || row.offset > c.offset {
+				claims[k] = claim{run: r.index, store: r.store, offset: row.offset}
+			}
+		}
+	}
+}
+
+// claimMargin is how long after the last row written before a Kafka
+// COMMIT row a delivery of what it covers must come to be surely after the
+// commit: more than the batches of rows a group writes at once take, less
+// than a rebalance (a revocation, a session) takes.
+const claimMargin = 300 * time.Millisecond
+
+// checkKafkaClaims is checkClaims for a Kafka feed.
+func (o *oracle) checkKafkaClaims() {
+	type claim struct {
+		store  string
+		offset int64
+		by     time.Time // the commit was made by then
+	}
+	type era struct{ recs []*outcome }
+	// Runs between topic deletions share their offsets.
+	var eras []era
+	for _, r := range o.sr.runs {
+		if len(eras) == 0 || o.sr.topicDeletedBefore(r.index) {
+			eras = append(eras, era{})
+		}
+		for _, x := range []*outcome{r, r.member} {
+			if x != nil && !x.refused && o.recs[x.store] != nil {
+				eras[len(eras)-1].recs = append(eras[len(eras)-1].recs, x)
+			}
+		}
+	}
+	for _, e := range eras {
+		var claims []claim
+		keys := map[int]string{}
+		for _, x := range e.recs {
+			rows := o.recs[x.store].rows
+			for i, row := range rows {
+				if row.kind != "COMMIT" || row.key == "" {
+					continue
+				}
+				// The COMMIT row is written with the first rows written after
+				// the commit was made, so every row before it was processed
+				// before; with workers the rows after it may have been
+				// processed before the commit too (a worker's batch written
+				// later). A delivery well past the last instant before the
+				// row (a rebalance's worth) was surely made after it.
+				var last time.Time
+				for _, prev := range rows[:i] {
+					if prev.instant.After(last) {
+						last = prev.instant
+					}
+				}
+				if last.IsZero() {
+					continue
+				}
+				by := last.Add(claimMargin)
+				keys[len(claims)] = row.key
+				claims = append(claims, claim{store: x.store, offset: row.offset, by: by})
+			}
+		}
+		for _, x := range e.recs {
+			// A member processes the records of a partition it had
+			// queued when the partition was revoked (the revocation
+			// waits only --revoke-timeout for them), possibly after the
+			// next owner committed them: they are fenced, never
+			// committed, and the member's run prints how many
+			// (docs/GUARANTEES.md, "a rebalance revokes a partition").
+			// So many deliveries of a partition behind another member's
+			// claim are those; one more is a claim broken.
+			fenced := partitionsOf(x.output)
+			behind := map[string]int64{}
+			for _, in := range o.recs[x.store].inputs() {
+				for ci, c := range claims {
+					if keys[ci] != in.key || in.offset > c.offset || in.at.IsZero() || !in.at.After(c.by) {
+						continue
+					}
+					if c.store != x.store {
+						if behind[in.key]++; behind[in.key] <= fenced[in.key] {
+							break
+						}
+					}
+					o.fail(InvClaims, "%s delivered %s offset %d at %s, after %s's COMMIT row claimed it committed (offset %d, made by %s); its run fenced %d of %s",
+						x.store, in.key, in.offset, in.at.Format("15:04:05.000"), c.store, c.offset, c.by.Format("15:04:05.000"), fenced[in.key], in.key)
+					return
+				}
+			}
+		}
+	}
+}
