@@ -68,15 +68,18 @@ type RunConfig struct {
 
 // Run is a recorded run under way: an engine and the recorder writing its
 // rows. Its methods are safe for concurrent use as Engine's are; Stop is
-// called once.
+// called once, Wait by one goroutine at a time.
 type Run struct {
-	eng *engine.Engine
-	rec *Recorder
+	eng     *engine.Engine
+	rec     *Recorder
+	srcDone chan error // how the feed's source's Run ended (Wait)
 }
 
 // Start builds the recorder and the engine of cfg and starts the engine.
 // On an error nothing runs and the recorder is closed (Store is left to
-// the caller).
+// the caller). The feed's source is run through a wrapper that tells Wait
+// how its Run ended; of the source's optional interfaces it keeps
+// engine.PolicySource.
 func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 	if len(cfg.Processors) == 0 {
 		return nil, fmt.Errorf("%w: a recorded run without a processor", ErrUsage)
@@ -112,6 +115,8 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		return nil, err
 	}
 	fc := cfg.Feed
+	srcDone := make(chan error, 1)
+	fc.Source = watchSource(fc.Source, srcDone)
 	if cfg.Journal {
 		fc.Journal = chainJournal(fc.Journal, rec.Journal())
 	}
@@ -131,7 +136,7 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 	if err != nil {
 		return nil, errors.Join(err, rec.Close())
 	}
-	return &Run{eng: eng, rec: rec}, nil
+	return &Run{eng: eng, rec: rec, srcDone: srcDone}, nil
 }
 
 // Engine is the run's engine (its status, its feed).

@@ -7,12 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -84,19 +84,8 @@ type recordResult struct {
 	Partitions []kafkasource.PartitionStatus
 }
 
-func (c *CLI) runCmd() *cobra.Command {
-	var (
-		cfg                  recordConfig
-		format, read, policy string
-		spin, deadline       time.Duration
-		asJSON               bool
-		options              []string
-		orderFlag            string
-	)
-	cmd := &cobra.Command{
-		Use:   "run --app NAME --input FILE --store PATH",
-		Short: "Run an app over a file and record it",
-		Long: `Run an app over the lines of a file and record everything it saw and did.
+// runLong is run's --help.
+const runLong = `Run an app over the lines of a file and record everything it saw and did.
 
 The feed is named "input", the processor after the app, its group "main".
 Without --follow the run ends once the feed is settled at the end of the
@@ -181,72 +170,37 @@ file rotated away is read to its end, then every file rotated after it,
 in order, then FILE; one gone before it could be read is counted unread.
 
 Exit: 0 settled and lossless; 2 a usage or I/O error; 3 ran but not
-settled, not lossless, or its recording is broken.`,
-		Args: noArgs,
+settled, not lossless, or its recording is broken.`
+
+// runFlags are run's flags that are parsed into its recordConfig.
+type runFlags struct {
+	format, read, policy string
+	spin, deadline       time.Duration
+	asJSON               bool
+	options              []string
+	order                string
+}
+
+func (c *CLI) runCmd() *cobra.Command {
+	var (
+		cfg recordConfig
+		fl  runFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "run --app NAME --input FILE --store PATH",
+		Short: "Run an app over a file and record it",
+		Long:  runLong,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.kafka.check(cfg.input, cmd.Flags().Changed); err != nil {
+			if err := fl.parse(cmd.Flags().Changed, &cfg); err != nil {
 				return err
-			}
-			if cfg.app == "" || cfg.input == "" && !cfg.kafka.on() || cfg.store == "" {
-				return usagef("run needs --app, --input (or --kafka) and --store")
-			}
-			var err error
-			if cfg.format, err = formatOf(cfg.store, format); err != nil {
-				return err
-			}
-			if cfg.options, err = parseOptions(options); err != nil {
-				return err
-			}
-			if cfg.read, err = filesource.ParseStrategy(read); err != nil {
-				return usagef("--read: %v", err)
-			}
-			if cfg.policy, err = parsePolicy(policy, spin, deadline, cmd.Flags().Changed("spin")); err != nil {
-				return err
-			}
-			if cfg.pointer == "" && !cfg.kafka.on() {
-				cfg.pointer = cfg.input + ".ptr"
-			}
-			if cfg.kafka.on() && !cmd.Flags().Changed("queue") {
-				// A poll's records fit in the queue: the source hands them
-				// over in one go instead of waiting for room every 1024.
-				cfg.queue = cfg.kafka.pollRecords
-			}
-			if cfg.queue <= 0 {
-				return usagef("--queue must be positive, got %d", cfg.queue)
-			}
-			if cfg.delay < 0 {
-				return usagef("--delay must not be negative, got %s", cfg.delay)
-			}
-			if cfg.workers < 1 {
-				return usagef("--workers must be at least 1, got %d", cfg.workers)
-			}
-			if cfg.maxGap < 0 {
-				return usagef("--max-gap must not be negative, got %d", cfg.maxGap)
-			}
-			switch engine.Order(orderFlag) {
-			case "", engine.OrderKey, engine.OrderNone:
-				cfg.order = engine.Order(orderFlag)
-			default:
-				return usagef("unknown --order %q (want key or none)", orderFlag)
-			}
-			if cfg.maxLine <= 0 {
-				return usagef("--max-line must be positive, got %d", cfg.maxLine)
-			}
-			if err := takeStateOption(&cfg); err != nil {
-				return err
-			}
-			if err := stateBatchFlags(cmd.Flags().Changed, &cfg); err != nil {
-				return err
-			}
-			if cmd.Flags().Changed("rotated") {
-				cfg.rotated = slices.DeleteFunc(cfg.rotated, func(p string) bool { return p == "" })
 			}
 			res, err := c.record(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if asJSON {
+			if fl.asJSON {
 				if err := WriteJSON(out, res.Status); err != nil {
 					return err
 				}
@@ -256,13 +210,19 @@ settled, not lossless, or its recording is broken.`,
 			return runVerdict(res)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.app, "app", "", "the app to run (this binary knows: "+core.AppNames(c.apps)+")")
+	fl.bind(cmd.Flags(), &cfg, core.AppNames(c.apps))
+	return cmd
+}
+
+// bind binds run's flags to cfg and fl; appNames lists the apps the
+// binary knows.
+func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
+	f.StringVar(&cfg.app, "app", "", "the app to run (this binary knows: "+appNames+")")
 	f.StringVar(&cfg.input, "input", "", "the input file, one item per line")
 	cfg.kafka.flags(f)
 	f.StringVar(&cfg.store, "store", "", "the recording to write (.csv is CSV, anything else SQLite)")
-	f.StringVar(&format, "format", "", "the recording's format: csv or sqlite (default: from the extension)")
-	f.StringVar(&read, "read", "committed", "read strategy: committed, earliest, latest, once-earliest or once-latest")
+	f.StringVar(&fl.format, "format", "", "the recording's format: csv or sqlite (default: from the extension)")
+	f.StringVar(&fl.read, "read", "committed", "read strategy: committed, earliest, latest, once-earliest or once-latest")
 	f.StringVar(&cfg.pointer, "pointer", "", "the read pointer file of --read committed (default FILE.ptr)")
 	f.IntVar(&cfg.maxLine, "max-line", filesource.DefaultMaxLine, "skip a line longer than `BYTES` (counted: oversized)")
 	f.StringArrayVar(&cfg.rotated, "rotated", filesource.DefaultRotated, "a name the rotated input may have: a `GLOB`, {path} for FILE (repeatable; '' for none)")
@@ -270,21 +230,89 @@ settled, not lossless, or its recording is broken.`,
 	f.StringVar(&cfg.state, "state", "", "the app's durable state file, given to it as option state (ledger: balances and the last position applied)")
 	f.IntVar(&cfg.stateEvery, "state-every", apps.DefaultSaveEvery, "with --state: save the state at least every `N` lines (option state-every; 1 saves each line before it is committed)")
 	f.DurationVar(&cfg.stateInterval, "state-interval", apps.DefaultSaveInterval, "with --state: save lines processed since the last save within this `DURATION` (option state-interval)")
-	f.StringArrayVar(&options, "option", nil, "an option of the app, `KEY=VALUE` (repeatable; alerts: threshold=N)")
+	f.StringArrayVar(&fl.options, "option", nil, "an option of the app, `KEY=VALUE` (repeatable; alerts: threshold=N)")
 	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output")
 	f.StringVar(&cfg.status, "status", "", "write the final feed status JSON to this file")
-	f.StringVar(&policy, "policy", "pause", "overload policy of the feed: pause, drop or block")
+	f.StringVar(&fl.policy, "policy", "pause", "overload policy of the feed: pause, drop or block")
 	f.IntVar(&cfg.queue, "queue", 1024, "capacity of the processor's queue (with --kafka the default is --poll-records, a poll's records)")
-	f.DurationVar(&spin, "spin", engine.DefaultSpin, "drop: how long a full queue is spun on before dropping")
-	f.DurationVar(&deadline, "deadline", time.Second, "block: how long a publish waits for room before it is refused")
+	f.DurationVar(&fl.spin, "spin", engine.DefaultSpin, "drop: how long a full queue is spun on before dropping")
+	f.DurationVar(&fl.deadline, "deadline", time.Second, "block: how long a publish waits for room before it is refused")
 	f.BoolVar(&cfg.journal, "journal", false, "journal the feed: inputs are recorded once as JOURNAL rows and indexed")
 	f.DurationVar(&cfg.delay, "delay", 0, "slow the processor down by this much per event (to watch a run, to test)")
 	f.BoolVar(&cfg.force, "force", false, "replace a store that already holds a recording")
 	f.IntVar(&cfg.workers, "workers", 1, "run the app on `N` workers, each with instances of its own (and --state FILE#wK; a restart on the same N)")
-	f.StringVar(&orderFlag, "order", "", "how workers share the lines: key (one account's lines on one worker, in order) or none (default: key if the app has a key; --state on workers needs key)")
+	f.StringVar(&fl.order, "order", "", "how workers share the lines: key (one account's lines on one worker, in order) or none (default: key if the app has a key; --state on workers needs key)")
 	f.IntVar(&cfg.maxGap, "max-gap", engine.DefaultMaxGap, "workers: how many lines may complete beyond the oldest pending one")
-	f.BoolVar(&asJSON, "json", false, "print the engine's final feed status JSON")
-	return cmd
+	f.BoolVar(&fl.asJSON, "json", false, "print the engine's final feed status JSON")
+}
+
+// parse checks run's flags (changed tells those given on the command
+// line) and completes cfg with them; every refusal is a usage error.
+func (fl *runFlags) parse(changed func(flag string) bool, cfg *recordConfig) error {
+	if err := cfg.kafka.check(cfg.input, changed); err != nil {
+		return err
+	}
+	if cfg.app == "" || cfg.input == "" && !cfg.kafka.on() || cfg.store == "" {
+		return usagef("run needs --app, --input (or --kafka) and --store")
+	}
+	var err error
+	if cfg.format, err = formatOf(cfg.store, fl.format); err != nil {
+		return err
+	}
+	if cfg.options, err = parseOptions(fl.options); err != nil {
+		return err
+	}
+	if cfg.read, err = filesource.ParseStrategy(fl.read); err != nil {
+		return usagef("--read: %v", err)
+	}
+	if cfg.policy, err = parsePolicy(fl.policy, fl.spin, fl.deadline, changed("spin")); err != nil {
+		return err
+	}
+	if cfg.pointer == "" && !cfg.kafka.on() {
+		cfg.pointer = cfg.input + ".ptr"
+	}
+	if cfg.kafka.on() && !changed("queue") {
+		// A poll's records fit in the queue: the source hands them
+		// over in one go instead of waiting for room every 1024.
+		cfg.queue = cfg.kafka.pollRecords
+	}
+	if err := checkRunNumbers(*cfg); err != nil {
+		return err
+	}
+	switch engine.Order(fl.order) {
+	case "", engine.OrderKey, engine.OrderNone:
+		cfg.order = engine.Order(fl.order)
+	default:
+		return usagef("unknown --order %q (want key or none)", fl.order)
+	}
+	if cfg.maxLine <= 0 {
+		return usagef("--max-line must be positive, got %d", cfg.maxLine)
+	}
+	if err := takeStateOption(cfg); err != nil {
+		return err
+	}
+	if err := stateBatchFlags(changed, cfg); err != nil {
+		return err
+	}
+	if changed("rotated") {
+		cfg.rotated = slices.DeleteFunc(cfg.rotated, func(p string) bool { return p == "" })
+	}
+	return nil
+}
+
+// checkRunNumbers checks --queue, --delay, --workers and --max-gap.
+func checkRunNumbers(cfg recordConfig) error {
+	switch {
+	case cfg.queue <= 0:
+		return usagef("--queue must be positive, got %d", cfg.queue)
+	case cfg.delay < 0:
+		return usagef("--delay must not be negative, got %s", cfg.delay)
+	case cfg.workers < 1:
+		return usagef("--workers must be at least 1, got %d", cfg.workers)
+	case cfg.maxGap < 0:
+		return usagef("--max-gap must not be negative, got %d", cfg.maxGap)
+	}
+	return nil
 }
 
 // stateBatchFlags checks --state-every and --state-interval: positive,
@@ -501,39 +529,17 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 }
 
 // record runs cfg: the app over the input file, recorded to the store.
-// Every path is checked before any work starts (checkRunPaths: no two
-// flags name one file, every output can be written) and every output is
-// locked for the run (lockOutputs); a store that is not a recording is
-// refused, and an existing recording is refused (store.ErrHoldsRecording)
-// unless cfg.force. A failure after the store was created removes what the
-// run created (the store, an --out file it created), and a store that
-// cannot be created in full removes what it made (its Create), so an
+// Every path is checked before any work starts (planRun: no two flags name
+// one file, every output can be written) and every output is locked for
+// the run (lockOutputs); a store that is not a recording is refused, and
+// an existing recording is refused (store.ErrHoldsRecording) unless
+// cfg.force. A failure after the store was created removes what the run
+// created (the store, an --out file it created: runFiles), and a store
+// that cannot be created in full removes what it made (its Create), so an
 // error never leaves a half-written file behind.
 func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, err error) {
-	app, err := c.app(cfg.app)
+	plan, err := c.planRun(&cfg)
 	if err != nil {
-		return res, err
-	}
-	if cfg.pointer == "" && !cfg.kafka.on() {
-		cfg.pointer = cfg.input + ".ptr"
-	}
-	if err := takeStateOption(&cfg); err != nil {
-		return res, err
-	}
-	order := cfg.order
-	if cfg.workers > 1 && order == "" {
-		order = engine.OrderNone
-		if app.Key != nil {
-			order = engine.OrderKey
-		}
-	}
-	if order == engine.OrderKey && app.Key == nil {
-		return res, usagef("--order key: app %s has no key function", cfg.app)
-	}
-	if err := checkStateOrder(cfg, order); err != nil {
-		return res, err
-	}
-	if err := checkRunPaths(cfg); err != nil {
 		return res, err
 	}
 	release, err := lockOutputs(runPaths(cfg))
@@ -541,183 +547,116 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		return res, err
 	}
 	defer release()
-	if cfg.read == filesource.Committed && !cfg.kafka.on() {
-		if err := checkPointerFree(cfg.pointer); err != nil {
-			return res, err
-		}
-	}
-	layout := runLayout(cfg.workers, order)
-	layoutDo, err := checkStateLayout(cfg.state, layout)
-	if err != nil {
-		return res, err
-	}
-	replace, err := checkReplaceable(cfg.store, cfg.force)
-	if err != nil {
+	if err := plan.checkLocked(cfg); err != nil {
 		return res, err
 	}
 	logger := slog.New(&warnHandler{w: c.stderr})
-	var src source
-	var ks *kafkasource.Source
-	if cfg.kafka.on() {
-		if !cfg.follow {
-			if err := cfg.kafka.checkTopic(ctx); err != nil {
-				return res, err
-			}
-		}
-		if ks, err = cfg.kafka.source(logger, cfg.follow); err != nil {
-			return res, usagef("%v", err)
-		}
+	src, ks, err := runSource(ctx, cfg, logger)
+	if err != nil {
+		return res, err
+	}
+	if ks != nil {
 		defer ks.Close() // after the engine's last commit
-		src = ks
-	} else {
-		fsrc, err := filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logger: logger,
-			MaxLine: cfg.maxLine, Rotated: cfg.rotated})
-		if err != nil {
-			return res, usagef("%v", err)
-		}
-		src = fsrc
 	}
-	options := maps.Clone(cfg.options)
-	if cfg.state != "" {
-		if options == nil {
-			options = map[string]string{}
-		}
-		options[apps.OptionState] = cfg.state
-	}
-	for k, v := range apps.StateBatchOptions(cfg.stateEvery, cfg.stateInterval) {
-		if options == nil {
-			options = map[string]string{}
-		}
-		if _, ok := options[k]; ok {
-			return res, usagef("--%s and --option %s=... both set it", k, k)
-		}
-		options[k] = v
-	}
-	// build builds worker w's instance (w 0 for a single worker): with
-	// several workers each has a state file of its own,
-	// core.WorkerStream(--state, w).
-	build := func(w int) (core.Processor, error) {
-		opts := options
-		if cfg.workers > 1 && cfg.state != "" {
-			opts = maps.Clone(options)
-			opts[apps.OptionState] = core.WorkerStream(cfg.state, w)
-		}
-		return app.Build(opts)
-	}
-	proc, err := build(0)
-	if errors.Is(err, core.ErrOption) {
-		return res, usagef("%v", err)
-	}
+	build, err := appBuilder(plan.app, cfg)
 	if err != nil {
 		return res, err
 	}
-
-	// From here on the run creates files: undo them on a failure before the
+	proc, err := buildFirst(build)
+	if err != nil {
+		return res, err
+	}
+	// From here on the run creates files: undone on a failure before the
 	// engine ran (once it ran, its recording is the record of what it did).
-	var cleanup []func()
-	ran := false
-	defer func() {
-		if err != nil && !ran {
-			for i := len(cleanup) - 1; i >= 0; i-- {
-				cleanup[i]()
-			}
-		}
-	}()
-	if replace {
-		if err := removeStore(cfg.store); err != nil {
-			return res, &fileError{cfg.store, fmt.Errorf("removing the old recording: %w", unwrapPathError(err))}
-		}
-	}
-	w, err := createStore(cfg.store, cfg.format)
+	files, err := createRunFiles(cfg, plan, c.outWriter)
 	if err != nil {
 		return res, err
 	}
-	closed := false
-	cleanup = append(cleanup, func() {
-		if !closed {
-			w.Close()
-		}
-		removeStore(cfg.store)
-	})
-	created, err := applyLayout(cfg.state, layoutDo, layout)
-	if err != nil {
-		return res, err
-	}
-	if created {
-		cleanup = append(cleanup, func() { os.Remove(layoutPath(cfg.state)) })
-	}
-	var sink *outSink
-	if cfg.out != "" {
-		_, statErr := os.Stat(cfg.out)
-		f, err := os.OpenFile(cfg.out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return res, &fileError{cfg.out, unwrapPathError(err)}
-		}
-		defer f.Close()
-		if statErr != nil {
-			cleanup = append(cleanup, func() { f.Close(); os.Remove(cfg.out) })
-		}
-		if sink, err = newOutSink(f, c.outWriter); err != nil {
-			return res, err
-		}
-	} else {
-		sink = newCountSink()
-	}
-	// A processor's cycle fails once an output could not be written, so
-	// that nothing after it completes (a completion saves an app's state).
-	proc = guarded(proc, cfg.delay, sink.failure)
-	built := 0
-	newProc := func() (core.Processor, error) { // worker 0 gets proc, built above
-		w := built
-		built++
-		if w == 0 {
-			return proc, nil
-		}
-		p, err := build(w)
-		if err != nil {
-			return nil, err
-		}
-		return guarded(p, cfg.delay, sink.failure), nil
-	}
-	fc := engine.FeedConfig{Name: feedName, Source: &watchedSource{src: src, done: make(chan error, 1)},
-		Policy: cfg.policy, QueueSize: cfg.queue}
+	defer files.close()
+	proc, newProc := workerProcs(proc, build, cfg.delay, files.sink.failure)
 	run, err := recorder.Start(ctx, recorder.RunConfig{
-		Store:         w,
-		Feed:          fc,
+		Store:         files.store,
+		Feed:          engine.FeedConfig{Name: feedName, Source: src, Policy: cfg.policy, QueueSize: cfg.queue},
 		Journal:       cfg.journal,
 		Group:         groupName,
-		Processors:    []recorder.Processor{{Name: cfg.app, App: app, Processor: proc, New: newProc}},
+		Processors:    []recorder.Processor{{Name: cfg.app, App: plan.app, Processor: proc, New: newProc}},
 		Workers:       cfg.workers,
-		Order:         order,
+		Order:         plan.order,
 		MaxGap:        cfg.maxGap,
 		Clock:         c.clock,
 		RecorderClock: c.clock,
-		Sink:          sink,
+		Sink:          files.sink,
 		Logger:        logger,
 		NoCommits:     c.noCommits,
 	})
+	if err != nil {
+		files.remove()
+		return res, startErr(cfg.store, err)
+	}
+	return c.finishRun(ctx, cfg, run, files, ks, logger)
+}
+
+// startErr is the error of a run that recorder.Start refused: a usage
+// error for a configuration the engine refuses, ctx's own error, else the
+// recorder's, naming the store.
+func startErr(path string, err error) error {
 	switch {
 	case errors.Is(err, engine.ErrConfig):
-		return res, usagef("%v", err)
+		return usagef("%v", err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return res, err
-	case err != nil: // the recorder could not start the recording
-		return res, storeErr(cfg.store, err)
+		return err
 	}
-	ran = true
-	eng := run.Engine()
-	srcErr := c.await(ctx, eng, fc.Source.(*watchedSource), sink.failed, cfg.follow)
+	return storeErr(path, err) // the recorder could not start the recording
+}
+
+// runSource is the run's source: a Kafka consumer group's (ks too: the
+// caller closes it after the run, once the engine's last commit is made;
+// without --follow its topic must exist) or the input file's.
+func runSource(ctx context.Context, cfg recordConfig, logger *slog.Logger) (src source, ks *kafkasource.Source, err error) {
+	if !cfg.kafka.on() {
+		fsrc, err := filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logger: logger,
+			MaxLine: cfg.maxLine, Rotated: cfg.rotated})
+		if err != nil {
+			return nil, nil, usagef("%v", err)
+		}
+		return fsrc, nil, nil
+	}
+	if !cfg.follow {
+		if err := cfg.kafka.checkTopic(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	if ks, err = cfg.kafka.source(logger, cfg.follow); err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	return ks, ks, nil
+}
+
+// finishRun waits for the end of a started run (run.Wait: settled without
+// --follow, a signal, the source failing, the recorder or a state save
+// failing, an output not written), stops it and closes the store, then
+// writes --status. It returns what the run did; its error is the source's
+// (naming the file or topic) or --status's.
+func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run, files *runFiles, ks *kafkasource.Source, logger *slog.Logger) (recordResult, error) {
+	p := c.progress()
+	srcErr := run.Wait(ctx, recorder.WaitConfig{Follow: cfg.follow, Stop: files.sink.failed, Progress: func(st engine.Status) {
+		if len(st.Feeds) > 0 {
+			p.Printf("%s: %d lines read, %d acknowledged", st.Feeds[0].State, st.Feeds[0].Sequence, st.Feeds[0].Acknowledged)
+		}
+	}})
+	p.Done()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	stopErr, recErr := run.Stop(stopCtx)
-	closed = true
+	w := files.store
 	if cerr := w.Close(); cerr != nil && recErr == nil {
 		recErr = cerr
 	}
 	if recErr != nil {
 		recErr = storeErr(cfg.store, recErr)
 	}
-	res = recordResult{Status: eng.Status(), Inputs: w.inputs(), Outputs: w.kinds[store.KindOutput],
+	eng, sink := run.Engine(), files.sink
+	res := recordResult{Status: eng.Status(), Inputs: w.inputs(), Outputs: w.kinds[store.KindOutput],
 		Failed: w.kinds[store.KindFailed], Dropped: w.kinds[store.KindDropped], Lost: w.kinds[store.KindLost], Emitted: sink.written.Load(), Rows: w.rows,
 		Recorded: recErr, NotOutput: sink.lost.Load()}
 	if ks != nil { // stopped: its final commit made
@@ -736,14 +675,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		}
 	}
 	if srcErr != nil {
-		var fe *filesource.FileError
-		if errors.As(srcErr, &fe) {
-			return res, &fileError{fe.Path, fmt.Errorf("%s: %w", fe.Op, unwrapPathError(fe.Err))}
-		}
-		if cfg.kafka.on() {
-			return res, fmt.Errorf("kafka %s: %w", cfg.kafka.topic, srcErr)
-		}
-		return res, fmt.Errorf("%s: %w", cfg.input, srcErr)
+		return res, sourceErr(cfg, srcErr)
 	}
 	if stopErr = withoutState(stopErr); stopErr != nil {
 		logger.Warn(fmt.Sprintf("stop: %v", stopErr))
@@ -754,6 +686,19 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		}
 	}
 	return res, nil
+}
+
+// sourceErr is the error the run's source ended with, naming the file
+// (the input, or one the file source read) or the Kafka topic.
+func sourceErr(cfg recordConfig, err error) error {
+	var fe *filesource.FileError
+	if errors.As(err, &fe) {
+		return &fileError{fe.Path, fmt.Errorf("%s: %w", fe.Op, unwrapPathError(fe.Err))}
+	}
+	if cfg.kafka.on() {
+		return fmt.Errorf("kafka %s: %w", cfg.kafka.topic, err)
+	}
+	return fmt.Errorf("%s: %w", cfg.input, err)
 }
 
 // withoutState is Stop's error without the group's failure for a state
@@ -776,56 +721,9 @@ func withoutState(stopErr error) error {
 	return errors.Join(keep...)
 }
 
-// await waits for the end of the run: the feed settled (without follow),
-// ctx done, the source failing, the engine failing (the recorder could not
-// write: Engine.Err), or a failed --out (outFailed closed). It returns the
-// source's error.
-func (c *CLI) await(ctx context.Context, eng *engine.Engine, src *watchedSource, outFailed <-chan struct{}, follow bool) error {
-	p := c.progress()
-	defer p.Done()
-	t := time.NewTicker(time.Millisecond)
-	defer t.Stop()
-	done := src.done
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-outFailed:
-			return nil
-		case err := <-done:
-			if err != nil {
-				return err
-			}
-			done = nil // a bounded source ended: wait for its queue to drain
-		case <-t.C:
-		}
-		st := eng.Status()
-		if len(st.Feeds) > 0 {
-			p.Printf("%s: %d lines read, %d acknowledged", st.Feeds[0].State, st.Feeds[0].Sequence, st.Feeds[0].Acknowledged)
-		}
-		if st.Settled && !follow || eng.Err() != nil {
-			return nil
-		}
-	}
-}
-
 // source is a feed's source with its default overload policy: a file
 // source or a Kafka source.
 type source interface {
 	engine.Source
 	engine.PolicySource
 }
-
-// watchedSource runs a source and reports how its Run ended.
-type watchedSource struct {
-	src  source
-	done chan error
-}
-
-func (s *watchedSource) Run(ctx context.Context, f *engine.Intake) error {
-	err := s.src.Run(ctx, f)
-	s.done <- err
-	return err
-}
-
-func (s *watchedSource) DefaultPolicy() engine.Policy { return s.src.DefaultPolicy() }

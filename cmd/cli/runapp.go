@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"errors"
+	"maps"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/internal/apps"
+)
+
+// appBuilder returns what builds worker w's instance of app (w 0 for a
+// single worker) with the run's options: --option's, option state (with
+// several workers each worker has a state file of its own,
+// core.WorkerStream(--state, w)) and the state's batch options
+// (apps.StateBatchOptions: --state-every, --state-interval), each of
+// which --option may not set too.
+func appBuilder(app core.App, cfg recordConfig) (func(w int) (core.Processor, error), error) {
+	options := maps.Clone(cfg.options)
+	if cfg.state != "" {
+		if options == nil {
+			options = map[string]string{}
+		}
+		options[apps.OptionState] = cfg.state
+	}
+	for k, v := range apps.StateBatchOptions(cfg.stateEvery, cfg.stateInterval) {
+		if options == nil {
+			options = map[string]string{}
+		}
+		if _, ok := options[k]; ok {
+			return nil, usagef("--%s and --option %s=... both set it", k, k)
+		}
+		options[k] = v
+	}
+	return func(w int) (core.Processor, error) {
+		opts := options
+		if cfg.workers > 1 && cfg.state != "" {
+			opts = maps.Clone(options)
+			opts[apps.OptionState] = core.WorkerStream(cfg.state, w)
+		}
+		return app.Build(opts)
+	}, nil
+}
+
+// buildFirst builds worker 0's instance (the only one on one worker)
+// before the run creates any file, so that an option the app refuses is
+// a usage error with nothing to undo.
+func buildFirst(build func(w int) (core.Processor, error)) (core.Processor, error) {
+	proc, err := build(0)
+	if errors.Is(err, core.ErrOption) {
+		return nil, usagef("%v", err)
+	}
+	return proc, err
+}
+
+// workerProcs returns the engine's factory of the workers' instances:
+// worker 0 gets first (built by buildFirst), each later one build(w).
+// Every instance is guarded: slowed down by delay, and failing its cycles
+// once an output could not be written (failed), so that nothing after it
+// completes (a completion saves an app's state). The engine calls the
+// factory from one goroutine.
+func workerProcs(first core.Processor, build func(w int) (core.Processor, error), delay time.Duration, failed func() error) (core.Processor, func() (core.Processor, error)) {
+	first = guarded(first, delay, failed)
+	built := 0
+	return first, func() (core.Processor, error) {
+		w := built
+		built++
+		if w == 0 {
+			return first, nil
+		}
+		p, err := build(w)
+		if err != nil {
+			return nil, err
+		}
+		return guarded(p, delay, failed), nil
+	}
+}

@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/engine/filesource"
+)
+
+// runPlan is what `run` decided before any work, every check passed: the
+// app, the order of its workers (resolved: "" on one worker without
+// --order), what to do with the state's layout record and whether an old
+// recording is replaced (--force). A plain value.
+type runPlan struct {
+	app      core.App
+	order    engine.Order
+	layout   stateLayout
+	layoutDo layoutAction
+	replace  bool
+}
+
+// planRun checks cfg before its outputs are locked: the app, the order of
+// its workers (and --state with them: checkStateOrder) and every path
+// (checkRunPaths). It completes cfg: the default --pointer, --option
+// state=FILE taken as --state FILE.
+func (c *CLI) planRun(cfg *recordConfig) (p runPlan, err error) {
+	if p.app, err = c.app(cfg.app); err != nil {
+		return p, err
+	}
+	if cfg.pointer == "" && !cfg.kafka.on() {
+		cfg.pointer = cfg.input + ".ptr"
+	}
+	if err := takeStateOption(cfg); err != nil {
+		return p, err
+	}
+	p.order = cfg.order
+	if cfg.workers > 1 && p.order == "" {
+		p.order = engine.OrderNone
+		if p.app.Key != nil {
+			p.order = engine.OrderKey
+		}
+	}
+	if p.order == engine.OrderKey && p.app.Key == nil {
+		return p, usagef("--order key: app %s has no key function", cfg.app)
+	}
+	if err := checkStateOrder(*cfg, p.order); err != nil {
+		return p, err
+	}
+	return p, checkRunPaths(*cfg)
+}
+
+// checkLocked checks what only the outputs' locks make sure of: the
+// pointer is free, the state's layout is this run's (checkStateLayout),
+// the store can be created or replaced (checkReplaceable).
+func (p *runPlan) checkLocked(cfg recordConfig) (err error) {
+	if cfg.read == filesource.Committed && !cfg.kafka.on() {
+		if err := checkPointerFree(cfg.pointer); err != nil {
+			return err
+		}
+	}
+	p.layout = runLayout(cfg.workers, p.order)
+	if p.layoutDo, err = checkStateLayout(cfg.state, p.layout); err != nil {
+		return err
+	}
+	p.replace, err = checkReplaceable(cfg.store, cfg.force)
+	return err
+}
+
+// runFiles are the files a run writes: its recording (store, which counts
+// the rows written) and its live outputs (sink: appended to --out, out,
+// or only counted). Its methods are called by the run's goroutine only.
+type runFiles struct {
+	store *writer
+	sink  *outSink
+	out   *os.File // nil without --out
+	undo  []func() // removes what the run created, in reverse
+}
+
+// createRunFiles makes the files of a run once every check passed, before
+// the engine runs: it removes the old recording (plan.replace), creates
+// the store, writes or removes the state's layout record (applyLayout) and
+// opens --out (created when missing), wrapped by wrap (tests). On an error
+// it removes what it created, so that no half-made file stays behind.
+func createRunFiles(cfg recordConfig, plan runPlan, wrap func(io.Writer) io.Writer) (_ *runFiles, err error) {
+	f := &runFiles{}
+	defer func() {
+		if err != nil {
+			f.remove()
+		}
+	}()
+	if plan.replace {
+		if err := removeStore(cfg.store); err != nil {
+			return nil, &fileError{cfg.store, fmt.Errorf("removing the old recording: %w", unwrapPathError(err))}
+		}
+	}
+	if f.store, err = createStore(cfg.store, cfg.format); err != nil {
+		return nil, err
+	}
+	w := f.store
+	f.undo = append(f.undo, func() {
+		w.Close()
+		removeStore(cfg.store)
+	})
+	created, err := applyLayout(cfg.state, plan.layoutDo, plan.layout)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		f.undo = append(f.undo, func() { os.Remove(layoutPath(cfg.state)) })
+	}
+	if cfg.out == "" {
+		f.sink = newCountSink()
+		return f, nil
+	}
+	_, statErr := os.Stat(cfg.out)
+	out, err := os.OpenFile(cfg.out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, &fileError{cfg.out, unwrapPathError(err)}
+	}
+	f.out = out
+	if statErr != nil {
+		f.undo = append(f.undo, func() { out.Close(); os.Remove(cfg.out) })
+	}
+	if f.sink, err = newOutSink(out, wrap); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// remove undoes the files of a run whose engine never ran: it removes
+// those it created (an --out file that existed is kept) and closes --out.
+func (f *runFiles) remove() {
+	for i := len(f.undo) - 1; i >= 0; i-- {
+		f.undo[i]()
+	}
+	f.undo = nil
+	f.close()
+}
+
+// close closes --out, once the run is over (the store is closed after
+// the run's Stop).
+func (f *runFiles) close() {
+	if f.out != nil {
+		f.out.Close()
+	}
+}
