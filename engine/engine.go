@@ -112,7 +112,6 @@ type Engine struct {
 	srcCtx  context.Context
 	cancel  context.CancelFunc
 	srcWG   sync.WaitGroup
-	srcErrs map[string]error
 
 	attached bool // under mu: the CheckpointUsers were given their checkpoints (Start)
 
@@ -127,7 +126,7 @@ type Engine struct {
 func New(cfg Config) (*Engine, error) {
 	cfg = withDefaults(cfg)
 	e := &Engine{cfg: cfg, clock: cfg.Clock, byName: map[string]*Feed{}, gByN: map[string]*group{},
-		holds: map[[2]string]*Checkpoint{}, srcErrs: map[string]error{}, watch: newWatch()}
+		holds: map[[2]string]*Checkpoint{}, watch: newWatch()}
 	groupNames := map[string]bool{}
 	procNames := map[string]bool{}
 	for _, gc := range cfg.Groups {
@@ -411,9 +410,6 @@ func (e *Engine) Start(ctx context.Context) error {
 			err := f.source.Run(e.srcCtx, &Intake{f})
 			f.behind.Store(false) // whatever its state says, it publishes no more
 			if err != nil && !errors.Is(err, context.Canceled) {
-				e.mu.Lock()
-				e.srcErrs[f.name] = err
-				e.mu.Unlock()
 				f.setState(f.stateNow(), "source failed: "+err.Error())
 				e.warnf("feed %q source: %v", f.name, err)
 			}
