@@ -82,6 +82,23 @@ type recordResult struct {
 	// Partitions is each Kafka partition's standing at the end of a run
 	// with --kafka (committed, processed, lag, paused).
 	Partitions []kafkasource.PartitionStatus
+	// File is the file source's own status at the end of a run with
+	// --input (holes skipped, inputs replaced: not losses); nil with
+	// --kafka.
+	File *filesource.Status
+}
+
+// statusJSON is the status JSON of `run --json` and `run --status`: the
+// engine's status (settled, lossless, every feed's losses) and, for a file
+// input, the file source's own ("source": holes skipped, inputs replaced).
+type statusJSON struct {
+	engine.Status
+	Source *filesource.Status `json:"source,omitempty"`
+}
+
+// statusJSON is the run's status JSON.
+func (res recordResult) statusJSON() statusJSON {
+	return statusJSON{Status: res.Status, Source: res.File}
 }
 
 func (c *CLI) runCmd() *cobra.Command {
@@ -104,8 +121,9 @@ input (every line read, processed and, for a pointer, committed), then
 stops cleanly: final commit, END rows. With --follow it tails the file until
 SIGINT or SIGTERM, then stops cleanly.
 
-It prints what it read, recorded and emitted (--json: the engine's final
-feed status JSON) and writes the status JSON to --status. It refuses a
+It prints what it read, recorded and emitted (--json: the final status
+JSON) and writes the status JSON to --status: the engine's status and, for
+a file input, the file source's ("source": holes skipped, inputs replaced). It refuses a
 store that already holds a recording unless --force (which removes it
 first), and a file that is not a recording even with --force.
 
@@ -247,7 +265,7 @@ settled, not lossless, or its recording is broken.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := WriteJSON(out, res.Status); err != nil {
+				if err := WriteJSON(out, res.statusJSON()); err != nil {
 					return err
 				}
 			} else {
@@ -272,7 +290,7 @@ settled, not lossless, or its recording is broken.`,
 	f.DurationVar(&cfg.stateInterval, "state-interval", apps.DefaultSaveInterval, "with --state: save lines processed since the last save within this `DURATION` (option state-interval)")
 	f.StringArrayVar(&options, "option", nil, "an option of the app, `KEY=VALUE` (repeatable; alerts: threshold=N)")
 	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output")
-	f.StringVar(&cfg.status, "status", "", "write the final feed status JSON to this file")
+	f.StringVar(&cfg.status, "status", "", "write the final status JSON to this file")
 	f.StringVar(&policy, "policy", "pause", "overload policy of the feed: pause, drop or block")
 	f.IntVar(&cfg.queue, "queue", 1024, "capacity of the processor's queue (with --kafka the default is --poll-records, a poll's records)")
 	f.DurationVar(&spin, "spin", engine.DefaultSpin, "drop: how long a full queue is spun on before dropping")
@@ -283,7 +301,7 @@ settled, not lossless, or its recording is broken.`,
 	f.IntVar(&cfg.workers, "workers", 1, "run the app on `N` workers, each with instances of its own (and --state FILE#wK; a restart on the same N)")
 	f.StringVar(&orderFlag, "order", "", "how workers share the lines: key (one account's lines on one worker, in order) or none (default: key if the app has a key; --state on workers needs key)")
 	f.IntVar(&cfg.maxGap, "max-gap", engine.DefaultMaxGap, "workers: how many lines may complete beyond the oldest pending one")
-	f.BoolVar(&asJSON, "json", false, "print the engine's final feed status JSON")
+	f.BoolVar(&asJSON, "json", false, "print the final status JSON")
 	return cmd
 }
 
@@ -459,7 +477,14 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 		if cfg.read == filesource.Committed {
 			how += ", pointer " + cfg.pointer
 		}
-		fmt.Fprintf(w, "read      %s (%s): %s\n", cfg.input, how, count(fs.Sequence, "line"))
+		again := ""
+		if f := res.File; f != nil && f.Replaced > 0 {
+			again = fmt.Sprintf(", replaced %d", f.Replaced) // read again from 0
+		}
+		if f := res.File; f != nil && f.HoleBytes > 0 {
+			again += fmt.Sprintf(", %s skipped as a hole", count(f.HoleBytes, "NUL byte"))
+		}
+		fmt.Fprintf(w, "read      %s (%s): %s%s\n", cfg.input, how, count(fs.Sequence, "line"), again)
 	}
 	lostRows := ""
 	if res.Lost > 0 {
@@ -558,6 +583,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	logger := slog.New(&warnHandler{w: c.stderr})
 	var src source
 	var ks *kafkasource.Source
+	var fsrc *filesource.Source
 	if cfg.kafka.on() {
 		if !cfg.follow {
 			if err := cfg.kafka.checkTopic(ctx); err != nil {
@@ -570,9 +596,8 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		defer ks.Close() // after the engine's last commit
 		src = ks
 	} else {
-		fsrc, err := filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logger: logger,
-			MaxLine: cfg.maxLine, Rotated: cfg.rotated})
-		if err != nil {
+		if fsrc, err = filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logger: logger,
+			MaxLine: cfg.maxLine, Rotated: cfg.rotated}); err != nil {
 			return res, usagef("%v", err)
 		}
 		src = fsrc
@@ -723,6 +748,10 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if ks != nil { // stopped: its final commit made
 		res.Partitions = ks.Status().Partitions
 	}
+	if fsrc != nil {
+		fst := fsrc.Status()
+		res.File = &fst
+	}
 	var de *engine.DurableError
 	if errors.As(eng.Err(), &de) {
 		res.State = de
@@ -749,7 +778,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		logger.Warn(fmt.Sprintf("stop: %v", stopErr))
 	}
 	if cfg.status != "" {
-		if err := writeFileAtomic(cfg.status, func(f io.Writer) error { return WriteJSON(f, res.Status) }); err != nil {
+		if err := writeFileAtomic(cfg.status, func(f io.Writer) error { return WriteJSON(f, res.statusJSON()) }); err != nil {
 			return res, err
 		}
 	}

@@ -113,8 +113,8 @@ type Options struct {
 // A Source is run by one engine at a time: Run must not be called
 // concurrently with itself (a second Run returns ErrRunning); the engine
 // calls its committer on the polling goroutine, never concurrently, also
-// once Run returned. Path, Strategy, PointerPath and DefaultPolicy are safe
-// for concurrent use. A Source may be run again after Run returned (a
+// once Run returned. Path, Strategy, PointerPath, DefaultPolicy and Status
+// are safe for concurrent use. A Source may be run again after Run returned (a
 // restart resumes at its pointer).
 //
 // Memory: the lines of one batch (up to 128, offered under one lock) share
@@ -170,6 +170,11 @@ type Source struct {
 	known map[uint64]seenFile
 
 	ptrCreated bool // this run created the (empty) pointer file
+
+	// What the source skipped or read again that is not a loss (Status),
+	// since the last Run began.
+	holeBytes atomic.Int64
+	replaced  atomic.Int64
 
 	// for tests
 	bufSize    int
@@ -263,6 +268,8 @@ func (s *Source) Run(ctx context.Context, f *engine.Intake) error {
 	s.published, s.hold = false, false
 	s.state, s.detail, s.note, s.openErr = "", "", "", ""
 	s.known = map[uint64]seenFile{}
+	s.holeBytes.Store(0)
+	s.replaced.Store(0)
 	if s.opts.Read == Committed {
 		s.mu.Lock()
 		s.ptr = pointerFile{path: s.opts.Pointer, hookWrite: s.hookWrite}
@@ -496,7 +503,7 @@ func (s *Source) report() {
 	rd := s.rd
 	s.reportOver()
 	if rd.holes > 0 && rd.skip != skipNUL {
-		s.f.AddHoleBytes(rd.holes)
+		s.holeBytes.Add(rd.holes)
 		s.logf("%s: %d NUL bytes at offsets [%d, %d) of the file truncated or rewritten under the reader are a hole a writer left (it kept its old offset), not data: skipped",
 			s.path, rd.holes, rd.holeFrom, rd.holeFrom+rd.holes)
 		rd.holes = 0
@@ -761,7 +768,7 @@ func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte)
 		if st, ok := s.findRotated(p, false); ok {
 			return st, s.writeStart(header(st.head, st.id, p.Offset, p.Epoch), p.Offset, p.Epoch)
 		}
-		s.f.AddReplaced(1)
+		s.replaced.Add(1)
 		if pendingFor(pending, id, head) {
 			st.epoch = pending.Epoch // an earlier start read this file from 0 under it, and committed nothing
 		}
@@ -913,7 +920,7 @@ func (s *Source) findRotated(p Pointer, byIdentity bool) (started, bool) {
 
 // unread says that the rest of the file p describes, from p.Offset to its
 // end, was never read and cannot be: a loss (engine.LossUnread, with the
-// file's identity, epoch and offset: FeedStatus.UnreadFiles), warned
+// file's identity, epoch and offset: FeedStatus.Losses["unread"]), warned
 // and kept in the feed's detail for the rest of the run. (Whether that file
 // had any byte after p.Offset is unknown once it is gone: counted all the
 // same, a verdict is only as good as its worst case.)
@@ -1214,7 +1221,7 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated stri
 	if keep {
 		off, epoch = old.pos, s.epoch
 	} else {
-		s.f.AddReplaced(1)
+		s.replaced.Add(1)
 		if s.opts.Read == Committed {
 			epoch = newEpoch()
 		}
