@@ -140,11 +140,6 @@ type Feed struct {
 	failures           atomic.Int64
 	acknowledged       atomic.Int64
 
-	// What a source reports of its input that is not a loss (see the Add
-	// methods below; losses are Intake.AddLoss's).
-	holeBytes atomic.Int64
-	replaced  atomic.Int64
-
 	lossMu sync.Mutex
 	losses map[string]int64 // Intake.AddLoss, by reason (lossMu)
 
@@ -678,12 +673,6 @@ func (f *Feed) setUnterminated(n int64) {
 	f.unterminated = n
 	f.mu.Unlock()
 }
-
-// addHoleBytes is Intake.AddHoleBytes.
-func (f *Feed) addHoleBytes(n int64) { f.holeBytes.Add(n) }
-
-// addReplaced is Intake.AddReplaced.
-func (f *Feed) addReplaced(n int64) { f.replaced.Add(n) }
 
 // unpause notes that the feed took an item (lock held): a pause, if any,
 // is over.

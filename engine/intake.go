@@ -77,33 +77,6 @@ func (in *Intake) SetBounded(b bool) { in.f.setBounded(b) }
 // bounded source ended without publishing.
 func (in *Intake) SetUnterminated(n int64) { in.f.setUnterminated(n) }
 
-// AddOversized reports lines longer than the source's maximum that it
-// skipped whole instead of publishing: one loss (LossOversized) per line,
-// at no known position. Prefer AddLoss, which says where each line was.
-func (in *Intake) AddOversized(lines int64) {
-	for range lines {
-		in.f.addLoss(Loss{Reason: LossOversized, Items: 1})
-	}
-}
-
-// AddUnreadFiles reports files the source had not read to their end and
-// can no longer find: one loss (LossUnread) per file, at no known
-// position. Prefer AddLoss, which says which file and from which offset.
-func (in *Intake) AddUnreadFiles(files int64) {
-	for range files {
-		in.f.addLoss(Loss{Reason: LossUnread})
-	}
-}
-
-// AddHoleBytes counts bytes the source skipped as a hole, not data (a run of
-// NUL bytes a stale writer left at the start of a truncated file). Not a
-// loss.
-func (in *Intake) AddHoleBytes(n int64) { in.f.addHoleBytes(n) }
-
-// AddReplaced counts input files found replaced or rewritten in place and
-// read again from their start under a new epoch. Not a loss by itself.
-func (in *Intake) AddReplaced(n int64) { in.f.addReplaced(n) }
-
 // Ready delivers a value when a feed that refused an item (TryPublish
 // returned false) may take items again: a queue drained to half, a group
 // unfenced or subscribed. A paused source waits on it (with its own timeout:

@@ -72,22 +72,13 @@ type FeedStatus struct {
 	CompletionFailures int64 `json:"completionFailures"`
 	// Failures counts items skipped after a processor's retries ran out.
 	Failures int64 `json:"failures"`
-	// Oversized counts lines longer than the source's maximum line length,
-	// skipped whole (a loss): Losses[LossOversized].
-	Oversized int64 `json:"oversized"`
-	// UnreadFiles counts files the source had not read to their end and
-	// could not find again (a loss): Losses[LossUnread].
-	UnreadFiles int64 `json:"unreadFiles"`
-	// HoleBytes counts NUL bytes skipped as a hole left by a stale writer
-	// at the start of a truncated file (not data, not a loss).
-	HoleBytes int64 `json:"holeBytes"`
-	// Replaced counts input files found replaced, truncated or rewritten in
-	// place, then read from their start under a new epoch (not a loss).
-	Replaced int64 `json:"replaced"`
 	// Losses counts the losses the source reported (Intake.AddLoss), by
 	// reason (LossOversized, LossUnread, LossRetention ...); omitted when
 	// none. Apart from Dropped: a queue's drops are items the feed
-	// published, a source's losses input it never published.
+	// published, a source's losses input it never published. What a
+	// source knows of its input that is neither an item nor a loss (a
+	// file source's holes and replaced files, a Kafka source's
+	// partitions) is in the source's own status, not here.
 	Losses      map[string]int64   `json:"losses,omitempty"`
 	Subscribers []SubscriberStatus `json:"subscribers"`
 }
@@ -107,9 +98,8 @@ type SubscriberStatus struct {
 // or at its end, every live queue is drained, nothing is paused or awaiting
 // acknowledgement, and it is not stalled; lossless when nothing was dropped
 // or refused, no item or completion was skipped after its retries, no
-// consumer failed (Engine.Err),
-// and its source reported no loss (Intake.AddLoss: an oversized line, a
-// file left unread, records deleted by retention).
+// consumer failed (Engine.Err), and its source reported no loss
+// (Intake.AddLoss, whatever the source and the reason).
 func (e *Engine) Status() Status {
 	s := Status{Settled: true, Lossless: true, Feeds: []FeedStatus{}, Groups: []GroupStatus{}}
 	for _, f := range e.feeds {
@@ -133,7 +123,7 @@ func (f *Feed) Status() FeedStatus {
 		Refused: 0, Downgraded: f.downgradedPub.Load(), Paused: f.paused, Pauses: f.pauses,
 		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.Len() + f.uncommitted, Unterminated: f.unterminated,
 		CompletionFailures: f.completionFailures.Load(), Failures: f.failures.Load(),
-		HoleBytes: f.holeBytes.Load(), Replaced: f.replaced.Load(), Losses: f.lossCounts(),
+		Losses:  f.lossCounts(),
 		Drained: true, Subscribers: []SubscriberStatus{},
 	}
 	if f.detail != "" {
@@ -183,7 +173,6 @@ func (f *Feed) Status() FeedStatus {
 	if stalled != "" {
 		fs.Stalled = &stalled
 	}
-	fs.Oversized, fs.UnreadFiles = fs.Losses[LossOversized], fs.Losses[LossUnread]
 	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0 && fs.Failures == 0 && !failed &&
 		len(fs.Losses) == 0
 	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&

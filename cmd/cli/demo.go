@@ -40,7 +40,7 @@ type demoReport struct {
 	Inputs   int64            `json:"inputs"`
 	Outputs  int64            `json:"outputs"`
 	Rows     int64            `json:"rows"`
-	Status   engine.Status    `json:"status"`
+	Status   statusJSON       `json:"status"` // as run --status writes it
 	Replay   *replayer.Report `json:"replay"`
 	Verdict  verdictJSON      `json:"verdict"`
 	Postings int64            `json:"postings"`
@@ -135,7 +135,7 @@ or I/O error; 3 identical but not complete or not lossless.`,
 			out := cmd.OutOrStdout()
 			if asJSON {
 				err = WriteJSON(out, demoReport{Input: input, Lines: lines, Store: storePath, Format: f, Read: read,
-					Inputs: res.Inputs, Outputs: res.Outputs, Rows: res.Rows, Status: res.Status, Replay: rep,
+					Inputs: res.Inputs, Outputs: res.Outputs, Rows: res.Rows, Status: res.statusJSON(), Replay: rep,
 					Verdict: verdictJSON{rep.Identical, rep.Complete, rep.Lossless}, Postings: postings})
 			} else {
 				err = writeDemoText(out, demoText{lines: lines, postings: postings, read: read, how: how, input: input,

@@ -82,6 +82,23 @@ type recordResult struct {
 	// Partitions is each Kafka partition's standing at the end of a run
 	// with --kafka (committed, processed, lag, paused).
 	Partitions []kafkasource.PartitionStatus
+	// File is the file source's own status at the end of a run with
+	// --input (holes skipped, inputs replaced: not losses); nil with
+	// --kafka.
+	File *filesource.Status
+}
+
+// statusJSON is the status JSON of `run --json` and `run --status`: the
+// engine's status (settled, lossless, every feed's losses) and, for a file
+// input, the file source's own ("source": holes skipped, inputs replaced).
+type statusJSON struct {
+	engine.Status
+	Source *filesource.Status `json:"source,omitempty"`
+}
+
+// statusJSON is the run's status JSON.
+func (res recordResult) statusJSON() statusJSON {
+	return statusJSON{Status: res.Status, Source: res.File}
 }
 
 // runLong is run's --help.
@@ -93,8 +110,9 @@ input (every line read, processed and, for a pointer, committed), then
 stops cleanly: final commit, END rows. With --follow it tails the file until
 SIGINT or SIGTERM, then stops cleanly.
 
-It prints what it read, recorded and emitted (--json: the engine's final
-feed status JSON) and writes the status JSON to --status. It refuses a
+It prints what it read, recorded and emitted (--json: the final status
+JSON) and writes the status JSON to --status: the engine's status and, for
+a file input, the file source's ("source": holes skipped, inputs replaced). It refuses a
 store that already holds a recording unless --force (which removes it
 first), and a file that is not a recording even with --force.
 
@@ -201,7 +219,7 @@ func (c *CLI) runCmd() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if fl.asJSON {
-				if err := WriteJSON(out, res.Status); err != nil {
+				if err := WriteJSON(out, res.statusJSON()); err != nil {
 					return err
 				}
 			} else {
@@ -232,7 +250,7 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.DurationVar(&cfg.stateInterval, "state-interval", apps.DefaultSaveInterval, "with --state: save lines processed since the last save within this `DURATION` (option state-interval)")
 	f.StringArrayVar(&fl.options, "option", nil, "an option of the app, `KEY=VALUE` (repeatable; alerts: threshold=N)")
 	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output")
-	f.StringVar(&cfg.status, "status", "", "write the final feed status JSON to this file")
+	f.StringVar(&cfg.status, "status", "", "write the final status JSON to this file")
 	f.StringVar(&fl.policy, "policy", "pause", "overload policy of the feed: pause, drop or block")
 	f.IntVar(&cfg.queue, "queue", 1024, "capacity of the processor's queue (with --kafka the default is --poll-records, a poll's records)")
 	f.DurationVar(&fl.spin, "spin", engine.DefaultSpin, "drop: how long a full queue is spun on before dropping")
@@ -243,7 +261,7 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.IntVar(&cfg.workers, "workers", 1, "run the app on `N` workers, each with instances of its own (and --state FILE#wK; a restart on the same N)")
 	f.StringVar(&fl.order, "order", "", "how workers share the lines: key (one account's lines on one worker, in order) or none (default: key if the app has a key; --state on workers needs key)")
 	f.IntVar(&cfg.maxGap, "max-gap", engine.DefaultMaxGap, "workers: how many lines may complete beyond the oldest pending one")
-	f.BoolVar(&fl.asJSON, "json", false, "print the engine's final feed status JSON")
+	f.BoolVar(&fl.asJSON, "json", false, "print the final status JSON")
 }
 
 // parse checks run's flags (changed tells those given on the command
@@ -487,7 +505,14 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 		if cfg.read == filesource.Committed {
 			how += ", pointer " + cfg.pointer
 		}
-		fmt.Fprintf(w, "read      %s (%s): %s\n", cfg.input, how, count(fs.Sequence, "line"))
+		again := ""
+		if f := res.File; f != nil && f.Replaced > 0 {
+			again = fmt.Sprintf(", replaced %d", f.Replaced) // read again from 0
+		}
+		if f := res.File; f != nil && f.HoleBytes > 0 {
+			again += fmt.Sprintf(", %s skipped as a hole", count(f.HoleBytes, "NUL byte"))
+		}
+		fmt.Fprintf(w, "read      %s (%s): %s%s\n", cfg.input, how, count(fs.Sequence, "line"), again)
 	}
 	lostRows := ""
 	if res.Lost > 0 {
@@ -593,7 +618,15 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		files.remove()
 		return res, startErr(cfg.store, err)
 	}
-	return c.finishRun(ctx, cfg, run, files, ks, logger)
+	fsrc, _ := src.(*filesource.Source)
+	return c.finishRun(ctx, cfg, run, files, runSources{file: fsrc, kafka: ks}, logger)
+}
+
+// runSources is the run's source, as the one of its kind whose status the
+// run reports: the file source (--input) or the Kafka source (--kafka).
+type runSources struct {
+	file  *filesource.Source
+	kafka *kafkasource.Source
 }
 
 // startErr is the error of a run that recorder.Start refused: a usage
@@ -637,7 +670,7 @@ func runSource(ctx context.Context, cfg recordConfig, logger *slog.Logger) (src 
 // failing, an output not written), stops it and closes the store, then
 // writes --status. It returns what the run did; its error is the source's
 // (naming the file or topic) or --status's.
-func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run, files *runFiles, ks *kafkasource.Source, logger *slog.Logger) (recordResult, error) {
+func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run, files *runFiles, srcs runSources, logger *slog.Logger) (recordResult, error) {
 	p := c.progress()
 	srcErr := run.Wait(ctx, recorder.WaitConfig{Follow: cfg.follow, Stop: files.sink.failed, Progress: func(st engine.Status) {
 		if len(st.Feeds) > 0 {
@@ -659,8 +692,12 @@ func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run
 	res := recordResult{Status: eng.Status(), Inputs: w.inputs(), Outputs: w.kinds[store.KindOutput],
 		Failed: w.kinds[store.KindFailed], Dropped: w.kinds[store.KindDropped], Lost: w.kinds[store.KindLost], Emitted: sink.written.Load(), Rows: w.rows,
 		Recorded: recErr, NotOutput: sink.lost.Load()}
-	if ks != nil { // stopped: its final commit made
-		res.Partitions = ks.Status().Partitions
+	if srcs.kafka != nil { // stopped: its final commit made
+		res.Partitions = srcs.kafka.Status().Partitions
+	}
+	if srcs.file != nil {
+		fst := srcs.file.Status()
+		res.File = &fst
 	}
 	var de *engine.DurableError
 	if errors.As(eng.Err(), &de) {
@@ -681,7 +718,7 @@ func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run
 		logger.Warn(fmt.Sprintf("stop: %v", stopErr))
 	}
 	if cfg.status != "" {
-		if err := writeFileAtomic(cfg.status, func(f io.Writer) error { return WriteJSON(f, res.Status) }); err != nil {
+		if err := writeFileAtomic(cfg.status, func(f io.Writer) error { return WriteJSON(f, res.statusJSON()) }); err != nil {
 			return res, err
 		}
 	}

@@ -17,10 +17,14 @@ import (
 type feedStatus struct {
 	Lossless bool `json:"lossless"`
 	Feeds    []struct {
-		Sequence    int64 `json:"sequence"`
-		Oversized   int64 `json:"oversized"`
-		UnreadFiles int64 `json:"unreadFiles"`
+		Sequence int64            `json:"sequence"`
+		Losses   map[string]int64 `json:"losses"`
 	} `json:"feeds"`
+	// Source is the file source's own status.
+	Source *struct {
+		HoleBytes int64 `json:"holeBytes"`
+		Replaced  int64 `json:"replaced"`
+	} `json:"source"`
 }
 
 func readStatus(t *testing.T, path string) feedStatus {
@@ -33,8 +37,8 @@ func readStatus(t *testing.T, path string) feedStatus {
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	if len(st.Feeds) != 1 {
-		t.Fatalf("%s: %d feeds, want 1", path, len(st.Feeds))
+	if len(st.Feeds) != 1 || st.Source == nil {
+		t.Fatalf("%s: %d feeds, source %v: want 1 and the file source's status", path, len(st.Feeds), st.Source)
 	}
 	return st
 }
@@ -42,7 +46,7 @@ func readStatus(t *testing.T, path string) feedStatus {
 // TestALineLongerThanMaxLineIsSkippedAndCounted: `run --max-line BYTES`
 // sets the file source's longest line: a 60-byte line (valid for the
 // ledger) is read under the default bound, and under --max-line 50 it is
-// skipped, counted in the status (oversized) and makes the run exit 3,
+// skipped, counted in the status (losses.oversized) and makes the run exit 3,
 // not lossless; the lines around it are read either way.
 func TestALineLongerThanMaxLineIsSkippedAndCounted(t *testing.T) {
 	long := strings.Repeat("a", 57) + ",1" // 59 bytes
@@ -66,7 +70,7 @@ func TestALineLongerThanMaxLineIsSkippedAndCounted(t *testing.T) {
 				t.Fatalf("exit %d, want %d:\n%s", code, tc.code, out)
 			}
 			st := readStatus(t, "status.json")
-			if got := st.Feeds[0].Oversized; got != tc.oversized {
+			if got := st.Feeds[0].Losses["oversized"]; got != tc.oversized {
 				t.Errorf("oversized %d, want %d", got, tc.oversized)
 			}
 			if st.Lossless != (tc.oversized == 0) {
@@ -102,7 +106,10 @@ func TestAMaxLineThatIsNotPositiveIsAUsageError(t *testing.T) {
 // by a new file of two lines. A restart with --rotated '{path}.old' reads
 // the old file's last two lines first, then the new file: six outputs in
 // all, lossless; with the default patterns the old file is not found, its
-// two lines are unread (counted) and the run exits 3.
+// two lines are unread (counted: losses.unread) and the run exits 3.
+// Either way the new file at in.txt is read from 0 under a new epoch: the
+// input counts as replaced once (the status's "source" and the printed
+// summary say so).
 func TestARotatedSiblingMatchingACustomGlobIsFinishedOnRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -133,8 +140,11 @@ func TestARotatedSiblingMatchingACustomGlobIsFinishedOnRestart(t *testing.T) {
 				t.Fatalf("restart: exit %d, want %d:\n%s", code, tc.code, out)
 			}
 			st := readStatus(t, "status.json")
-			if got := st.Feeds[0].UnreadFiles; got != tc.unread {
+			if got := st.Feeds[0].Losses["unread"]; got != tc.unread {
 				t.Errorf("unread files %d, want %d", got, tc.unread)
+			}
+			if got := st.Source.Replaced; got != 1 || !strings.Contains(out, " lines, replaced 1\n") {
+				t.Errorf("replaced %d, want 1 in the status and the summary:\n%s", got, out)
 			}
 			if st.Lossless != (tc.unread == 0) {
 				t.Errorf("lossless %v with %d unread files", st.Lossless, tc.unread)

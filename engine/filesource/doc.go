@@ -14,7 +14,8 @@
 // terminator not counted) is never truncated and never published: it is
 // skipped whole, reported as a loss (engine.Intake.AddLoss, reason
 // engine.LossOversized, with the file's identity, epoch and the line's byte
-// range: the feed status counts it, oversized, and is not lossless, and a
+// range: the feed status counts it, Losses["oversized"], and is not
+// lossless, and a
 // recording holds a LOST row between the lines around it) and warned with
 // its offsets; the position moves past
 // it (the pointer passes it with the next line committed; a restart before
@@ -138,8 +139,9 @@
 // (they may be a fragment of the new content at the old content's offsets)
 // and the file is read again from 0 under a new epoch, with a warning; a
 // run of NUL bytes at its start is then a hole a writer that kept its old
-// offset left (copytruncate), skipped, warned and counted (holeBytes), not
-// data. Every file read again from 0 is counted (replaced). A rewrite that
+// offset left (copytruncate), skipped, warned and counted (the source's
+// Status: HoleBytes), not data. Every file read again from 0 is counted
+// (Status.Replaced). A rewrite that
 // keeps the bytes compared is taken for an append: nothing else tells them
 // apart (never a file time).
 //
@@ -154,7 +156,7 @@
 // truncated file. With no copy (and in a once-read, which never moves on
 // to another file) those bytes are gone, and whether there were any cannot
 // be known: they are reported as a loss (engine.LossUnread, with the
-// file's identity, epoch and the offset it was read to: unreadFiles, not
+// file's identity, epoch and the offset it was read to: Losses["unread"], not
 // lossless, a LOST row), warned and kept in the feed's detail. A file the
 // source read no byte of (empty whenever it looked) that is written, copied
 // and truncated between two looks shows no change at all: its copy is not
@@ -185,7 +187,7 @@
 // when they all lie before the file just read (a scheme that renumbers its
 // rotated files at each rotation, PATH.1 being the newest). A file rotated
 // after the one read before it that is gone or cannot be opened when its
-// turn comes is counted as never read (unreadFiles, not lossless) and
+// turn comes is counted as never read (Losses["unread"], not lossless) and
 // warned with its name and identity. The pointer keeps the old file's
 // identity and epoch until every line published from it is committed, and
 // only then moves to the new file, so a crash before re-reads the old
@@ -222,7 +224,7 @@
 // the run warns which file was
 // read to which offset and that its bytes from there were never read, keeps
 // that in the feed's detail, and reports it as a loss (engine.LossUnread,
-// with that file's identity, epoch and offset: unreadFiles in the status,
+// with that file's identity, epoch and offset: Losses["unread"] in the status,
 // not lossless, a LOST row before the first line read after it); the
 // pointer keeps describing that file until the run's first commit (above).
 //

@@ -87,7 +87,7 @@ func TestAnInputRewrittenInPlaceWhileTailedIsReadAgainFromTheStart(t *testing.T)
 					if !lg.Has("rewritten in place") {
 						t.Fatalf("no warning:\n%s", lg)
 					}
-					if n := r.feed().Replaced; n != 1 {
+					if n := r.src.Status().Replaced; n != 1 {
 						t.Fatalf("replaced %d, want 1", n)
 					}
 					if strategy == Committed {
@@ -222,8 +222,8 @@ func TestAStaleWritersNULHoleIsSkippedAndCounted(t *testing.T) {
 					if off := ds[3].Position.Offset; off != int64(len(old)+len(tc.after)) {
 						t.Fatalf("position %d", off)
 					}
-					if st := r.feed(); st.HoleBytes != int64(len(old)) || st.Lossless != !tc.noCopy || st.UnreadFiles != boolInt(tc.noCopy) {
-						t.Fatalf("holeBytes %d lossless %v unreadFiles %d: want %d, lossless %v", st.HoleBytes, st.Lossless, st.UnreadFiles, len(old), !tc.noCopy)
+					if st, holes := r.feed(), r.src.Status().HoleBytes; holes != int64(len(old)) || st.Lossless != !tc.noCopy || st.Losses[engine.LossUnread] != boolInt(tc.noCopy) {
+						t.Fatalf("holeBytes %d lossless %v unreadFiles %d: want %d, lossless %v", holes, st.Lossless, st.Losses[engine.LossUnread], len(old), !tc.noCopy)
 					}
 					if want := fmt.Sprintf("%d NUL bytes at offsets [0, %d)", len(old), len(old)); !lg.Has(want) {
 						t.Fatalf("no warning %q:\n%s", want, lg)
@@ -239,8 +239,8 @@ func TestLeadingNULBytesOfAnUntruncatedFileAreData(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := input(t, "\x00\x00a\n")
 		p, r := once(t, path, Options{Read: OnceEarliest}, 1)
-		if got, _ := p.got(); got[0] != "\x00\x00a" || r.feed().HoleBytes != 0 {
-			t.Fatalf("got %q, holeBytes %d", got, r.feed().HoleBytes)
+		if got, _ := p.got(); got[0] != "\x00\x00a" || r.src.Status().HoleBytes != 0 {
+			t.Fatalf("got %q, holeBytes %d", got, r.src.Status().HoleBytes)
 		}
 	})
 }

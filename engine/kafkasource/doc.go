@@ -15,7 +15,7 @@
 // and created again, whose offsets start at 0 again. (epoch, key, offset)
 // identifies a record, as (epoch, offset) does a file's line.
 // PartitionKey as engine.GroupConfig.Key (or core.App.Key) keeps a
-// partition's records in order on one worker; RecordKey keeps a Kafka key's.
+// partition's records in order on one worker.
 // Decode rebuilds a *Record from its recorded JSON, for a replay with no
 // broker.
 //

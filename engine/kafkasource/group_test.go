@@ -152,6 +152,10 @@ func TestKafkaGroupChild(t *testing.T) {
 // recordings of K (torn by the kill) and S stitched are the same as the
 // recording of a clean single-consumer run of the topic: the records
 // processed twice are "processed twice, once per run", nothing else.
+//
+// Over 100 lines: one crash scenario told in order (two consumers, a
+// rebalance, a kill, the session's expiry, the stitch); each step waits
+// on the one before and its checks read the state the steps left.
 func TestTwoConsumersOneKilledLoseNothingAndStitchAgainstACleanRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a child process killed")

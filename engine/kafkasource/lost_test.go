@@ -28,6 +28,10 @@ import (
 // commits are accepted again from then on. The client rejoins under a new
 // generation, reads again from the committed offset 49 and commits every
 // record to the end: the 151 records are processed twice, none lost.
+//
+// Over 100 lines: one scenario in order (commits refused, the session
+// lost, the rejoin) whose checks read the commit requests the broker saw
+// at every step; split, a step would be read apart from them.
 func TestALostSessionCommitsNothing(t *testing.T) {
 	const n, refuseFrom = 200, 49
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic),

@@ -64,6 +64,10 @@ func (l *commitLog) snapshot() []commitEntry {
 // commit of it (it would move B's offsets back). At the end
 // every record is processed, the committed offsets are the high
 // watermarks, and the records processed twice are no more than those fenced.
+//
+// Over 100 lines: one rebalance scenario in order (A stuck, B joins, the
+// revocation, A released), whose checks read the commit log every step
+// added to.
 func TestARevokedPartitionIsCommittedToItsProcessedPrefixAndItsQueuedRecordsAreFenced(t *testing.T) {
 	const n = 4000
 	c := newCluster(t, 4)

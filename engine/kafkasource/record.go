@@ -39,21 +39,6 @@ func PartitionKey(item any) string {
 	return partitionKey(r.Topic, r.Partition)
 }
 
-// RecordKey is a record's Kafka key, or its PartitionKey when it has none.
-// Used as engine.GroupConfig.Key it keeps each key's records in order on
-// one worker (records of one partition may then run on several workers;
-// the commit is still the partition's contiguous processed prefix).
-func RecordKey(item any) string {
-	r, ok := item.(*Record)
-	if !ok {
-		return ""
-	}
-	if len(r.Key) == 0 {
-		return partitionKey(r.Topic, r.Partition)
-	}
-	return string(r.Key)
-}
-
 // Decode rebuilds a *Record from its JSON form (a recorded payload): use it
 // as core.App.Decode for an app fed by a Source.
 func Decode(payload []byte) (any, error) {
