@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -63,6 +62,11 @@ func TestPauseLosesNothingUnderASlowConsumer(t *testing.T) {
 	})
 }
 
+// The overload scenarios with a fixed script (a push publish into a full
+// PAUSE queue, the window cap, a push feed with a fenced group, the BLOCK
+// deadline's refusal, a fenced or dead group under BLOCK) are transcripts:
+// testdata/overload/ (TestOverloadScenarios).
+
 // blockEngine has feed "in" under BLOCK_WITH_DEADLINE with a queue of one,
 // subscribed by an open group "open" and a gated group "gated".
 func blockEngine(t *testing.T, deadline time.Duration) (*engine.Engine, *turnstile, *turnstile) {
@@ -85,40 +89,6 @@ func blockEngine(t *testing.T, deadline time.Duration) (*engine.Engine, *turnsti
 	}
 	testutil.WhenBlocked(t, "open group", func() bool { return open.count() == 2 })
 	return e, open, gated
-}
-
-func TestBlockRefusesAtTheDeadlineAndDeliversToNone(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e, open, gated := blockEngine(t, 30*time.Millisecond)
-		f := e.Feed("in")
-		began := time.Now()
-		err := f.Publish(context.Background(), 3)
-		var re *engine.RefusedError
-		if !errors.As(err, &re) || !errors.Is(err, engine.ErrRefused) || re.Reason != engine.RefusedDeadline {
-			t.Fatalf("err %v, want a deadline refusal", err)
-		}
-		if waited := time.Since(began); waited < 30*time.Millisecond {
-			t.Fatalf("refused after %s, before the deadline", waited)
-		}
-		st := e.Status().Feeds[0]
-		if st.Sequence != 2 || st.Refused != 1 || st.Lossless {
-			t.Fatalf("status sequence %d refused %d lossless %v: a refusal must number nothing and count", st.Sequence, st.Refused, st.Lossless)
-		}
-		if got := open.count(); got != 2 {
-			t.Fatalf("open group got %d items: a refused publish reached it", got)
-		}
-		// Retrying after room appears delivers once to each: no duplicate.
-		gated.openUp()
-		if err := f.Publish(context.Background(), 3); err != nil {
-			t.Fatal(err)
-		}
-		testutil.WhenBlocked(t, "delivery", func() bool { return open.count() == 3 && gated.count() == 3 })
-		for _, g := range []*turnstile{open, gated} {
-			if items := g.items(); items[2] != 3 || len(items) != 3 {
-				t.Fatalf("items %v", items)
-			}
-		}
-	})
 }
 
 func TestBlockWaitsOutsideTheLockUntilRoom(t *testing.T) {
@@ -215,76 +185,6 @@ func TestAPublishFromAGroupGoroutineIsDowngradedNotWaited(t *testing.T) {
 		st := e.Status().Feeds[1]
 		if st.Downgraded != 1 || st.Dropped != 1 || st.Lossless {
 			t.Fatalf("out: downgraded %d dropped %d lossless %v, want 1 1 false", st.Downgraded, st.Dropped, st.Lossless)
-		}
-	})
-}
-
-func TestAPushPublishIntoAFullPauseQueueIsACountedDrop(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		gated := newTurnstile(false)
-		defer gated.openUp()
-		e := start(t, engine.Config{DrainTimeout: 100 * time.Millisecond,
-			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause().WithSpin(0), QueueSize: 1}},
-			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", gated)}}})
-		f := e.Feed("in")
-		f.Publish(context.Background(), 1)
-		testutil.WhenBlocked(t, "taken", func() bool { return gated.enteredCount() == 1 })
-		f.Publish(context.Background(), 2)
-		if err := f.Publish(context.Background(), 3); err != nil {
-			t.Fatal(err)
-		}
-		st := e.Status().Feeds[0]
-		if st.Dropped != 1 || st.Downgraded != 1 || st.Lossless {
-			t.Fatalf("dropped %d downgraded %d lossless %v", st.Dropped, st.Downgraded, st.Lossless)
-		}
-	})
-}
-
-func TestTheWindowCapPausesTheSource(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		g := newTurnstile(false)
-		defer g.openUp()
-		e := start(t, engine.Config{DrainTimeout: 100 * time.Millisecond,
-			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 100, WindowCap: 4}},
-			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
-		f := e.Feed("in")
-		f.Intake().SetCommitter(&committer{})
-		for i := 1; i <= 4; i++ {
-			if !f.Intake().TryPublish(i, core.Position{Offset: int64(i)}) {
-				t.Fatalf("paused at %d", i)
-			}
-		}
-		if f.Intake().TryPublish(5, core.Position{Offset: 5}) {
-			t.Fatal("took a fifth item past a window cap of 4")
-		}
-		if st := e.Status().Feeds[0]; st.PendingAcks != 4 || !st.Paused {
-			t.Fatalf("pendingAcks %d paused %v", st.PendingAcks, st.Paused)
-		}
-	})
-}
-
-func TestTheWindowCapCutsABatch(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		g := newTurnstile(false)
-		defer g.openUp()
-		e := start(t, engine.Config{DrainTimeout: 100 * time.Millisecond,
-			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 100, WindowCap: 4}},
-			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
-		f := e.Feed("in")
-		f.Intake().SetCommitter(&committer{})
-		items := []any{1, 2, 3}
-		pos := []core.Position{{Offset: 1}, {Offset: 2}, {Offset: 3}}
-		if got := f.Intake().TryPublishBatch(items, pos); got != 3 {
-			t.Fatalf("took %d of a first batch of 3 under a window cap of 4, want 3", got)
-		}
-		if got := f.Intake().TryPublishBatch(items, pos); got != 1 {
-			t.Fatalf("took %d of a second batch of 3 under a window cap of 4, want 1", got)
-		}
-		if got := f.Intake().TryPublishBatch(items, pos); got != 0 {
-			t.Fatalf("took %d of a third batch with the window full, want 0", got)
-		}
-		if st := e.Status().Feeds[0]; st.PendingAcks != 4 || !st.Paused || st.Sequence != 4 {
-			t.Fatalf("pendingAcks %d paused %v sequence %d, want 4, true, 4", st.PendingAcks, st.Paused, st.Sequence)
 		}
 	})
 }
@@ -459,111 +359,4 @@ func TestAJournalMayWaitForTheItemsBeforeItsOwn(t *testing.T) {
 			t.Fatalf("dropped %d: the journal timed out waiting for items placed but not shown", st.Dropped)
 		}
 	})
-}
-
-// A push feed drops, counted, what it would have queued for a fenced group,
-// and queues for it again once unfenced.
-func TestAPushFeedDropsWhatItWouldQueueForAFencedGroup(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		g := newTurnstile(true)
-		e := start(t, engine.Config{
-			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8}},
-			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", g)}}})
-		f := e.Feed("in")
-		ctx := context.Background()
-		f.Publish(ctx, 1)
-		testutil.WhenBlocked(t, "item 1", func() bool { return g.count() == 1 })
-		if err := e.Fence("g"); err != nil {
-			t.Fatal(err)
-		}
-		f.Publish(ctx, 2)
-		f.Publish(ctx, 3)
-		if st := e.Status().Feeds[0]; st.Dropped != 2 || st.Lossless {
-			t.Fatalf("dropped %d lossless %v while fenced, want 2 dropped", st.Dropped, st.Lossless)
-		}
-		if err := e.Unfence("g"); err != nil {
-			t.Fatal(err)
-		}
-		f.Publish(ctx, 4)
-		testutil.WhenBlocked(t, "item 4", func() bool { return g.count() == 2 })
-		if got := g.items(); !slices.Equal(got, []any{1, 4}) {
-			t.Fatalf("processed %v, want [1 4]", got)
-		}
-	})
-}
-
-// A group that is fenced or dead takes nothing: a BLOCK_WITH_DEADLINE push
-// feed does not wait for room in its full queue. The item goes at once to
-// the healthy group and is a counted drop for the sick one (the feed is
-// not lossless); nothing waits out the deadline or is refused.
-func TestAFencedOrDeadGroupDoesNotHoldABlockingPushFeed(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		sicken func(t *testing.T, e *engine.Engine, gated *turnstile, fail *atomic.Bool)
-	}{
-		{"fenced", func(t *testing.T, e *engine.Engine, _ *turnstile, _ *atomic.Bool) {
-			if err := e.Fence("gated"); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"dead", func(t *testing.T, e *engine.Engine, gated *turnstile, fail *atomic.Bool) {
-			fail.Store(true) // the recorder of the gated group cannot write: it fails on item 1
-			gated.let(1)
-			testutil.WhenBlocked(t, "the gated group dead", func() bool { return e.Err() != nil })
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				open, gated := newTurnstile(true), newTurnstile(false)
-				var fail atomic.Bool
-				e, err := engine.New(engine.Config{DrainTimeout: 200 * time.Millisecond, Logger: testutil.Logger(t),
-					Observer: engine.Observer{BeforeComplete: func(group string, _ *engine.Input) error {
-						if group == "gated" && fail.Load() {
-							return errors.New("disk full")
-						}
-						return nil
-					}},
-					Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.BlockWithDeadline(time.Second), QueueSize: 1}},
-					Groups: []engine.GroupConfig{
-						{Name: "open", Feeds: []string{"in"}, Processors: procs("o", open)},
-						{Name: "gated", Feeds: []string{"in"}, Processors: procs("g", gated)}}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx := context.Background()
-				if err := e.Start(ctx); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() {
-					gated.openUp()
-					if err := e.Stop(ctx); err != nil && !errors.Is(err, engine.ErrObserver) {
-						t.Errorf("Stop: %v", err)
-					}
-				})
-				f := e.Feed("in")
-				// item 1 is taken by the gated group (blocked in it), item 2 fills its queue
-				if err := f.Publish(ctx, 1); err != nil {
-					t.Fatal(err)
-				}
-				testutil.WhenBlocked(t, "item 1 taken", func() bool { return gated.enteredCount() == 1 })
-				if err := f.Publish(ctx, 2); err != nil {
-					t.Fatal(err)
-				}
-				tc.sicken(t, e, gated, &fail)
-				testutil.WhenBlocked(t, "the healthy group has room", func() bool { return open.count() == 2 })
-				began := time.Now()
-				if err := f.Publish(ctx, 3); err != nil {
-					t.Fatalf("publish with the %s group's queue full: %v, want delivered to the healthy group", tc.name, err)
-				}
-				if waited := time.Since(began); waited > 0 {
-					t.Fatalf("the publish waited %s for the %s group", waited, tc.name)
-				}
-				testutil.WhenBlocked(t, "the healthy group", func() bool { return open.count() == 3 })
-				st := e.Status().Feeds[0]
-				if st.Refused != 0 || st.Dropped != 1 || st.Lossless || subscriber(t, st, "gated/in").Dropped != 1 {
-					t.Fatalf("status %+v: want item 3 dropped (counted) for the %s group only, nothing refused", st, tc.name)
-				}
-			})
-		})
-	}
 }

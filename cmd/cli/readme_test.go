@@ -19,12 +19,9 @@ func TestReadmeTourIsTested(t *testing.T) {
 	// workers.txt (which the README names there).
 	tested := map[string]bool{}
 	for _, name := range []string{"testdata/tour.txt", "testdata/workers.txt"} {
-		tr, err := parseTranscript(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, bl := range tr.blocks {
-			tested[strings.Join(bl.args, " ")] = true
+		cmds, _ := readTranscript(t, name)
+		for _, c := range cmds {
+			tested[c] = true
 		}
 	}
 	text := string(readme)
@@ -52,13 +49,7 @@ func TestReadmeTourIsTested(t *testing.T) {
 		t.Fatal("README tour does not create payments.txt")
 	}
 	want := strings.ReplaceAll(m[1], `\n`, "\n")
-	tr, err := parseTranscript("testdata/tour.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range tr.files {
-		if f.name == "payments.txt" && string(f.data) != want {
-			t.Errorf("README's payments.txt:\n%s\ntour.txt's:\n%s", want, f.data)
-		}
+	if _, files := readTranscript(t, "testdata/tour.txt"); files["payments.txt"] != want {
+		t.Errorf("README's payments.txt:\n%s\ntour.txt's:\n%s", want, files["payments.txt"])
 	}
 }

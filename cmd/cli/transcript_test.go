@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -18,9 +19,13 @@ import (
 	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/internal/blackboxcli"
+	"github.com/cockroachdb/datadriven"
 )
 
-var update = flag.Bool("update", false, "rewrite the expected outputs of testdata/*.txt")
+// update rewrites docs/CLI.md's embedded --help (TestCLIDocMatchesHelp), the
+// golden cases (TestGoldenUpper) and the browser test's screenshot; the
+// transcripts are rewritten by datadriven's -rewrite.
+var update = flag.Bool("update", false, "rewrite docs/CLI.md's --help sections, the golden cases and the screenshot")
 
 // childEnv marks a run of this test binary as the blackbox binary itself:
 // crashtest runs os.Executable() (the test binary here) as its child.
@@ -50,107 +55,134 @@ func newCLI(out *bytes.Buffer, opts ...cli.Option) *cli.CLI {
 	return cli.New(append(base, opts...)...)
 }
 
-// A transcript (testdata/*.txt) is a script followed by files:
+// TestTranscripts runs the transcripts of testdata/*.txt (datadriven files;
+// testdata/golden/ is a golden case folder, not transcripts), each in a fresh
+// work directory:
 //
 //	# a comment
-//	$ blackbox verify run.csv        a command: blackbox runs in-process
+//	file name=run.csv                a file written into the work directory
+//	...                              (its content, a newline appended)
+//	----
+//
+//	exec
+//	blackbox verify run.csv          a command line: blackbox runs in-process
+//	----
 //	run.csv: complete                its expected output (stdout and stderr)
-//	[exit 0]                         its expected exit code
+//	[exit 0]                         and exit code
 //
-//	-- run.csv --                    a file written into the work directory
-//	...                              before the script runs
-//
-// Commands run in a fresh temporary directory. Besides blackbox, a few
-// built-ins handle files: cat, cp, cmp, echo [>> FILE], rm, ls, sha256sum and "truncate -s [-]N".
-// In an expected output, a line "..." matches any number of lines, and the
-// work directory's path reads $WORK; "[exit 0|1]" accepts either code. With -update, the expected output of
-// every command that does not match is rewritten.
-type transcript struct {
-	path   string
-	abs    string
-	lines  []string // the script, line by line
-	blocks []block
-	files  []file
+// Besides blackbox, a few built-ins handle files (see builtins). A command
+// line is split on spaces, with '...' and "..." quoting. In an expected
+// output, a line "..." matches any number of lines, the work directory's
+// path reads $WORK, and "[exit 0|1]" accepts either code. `go test
+// ./cmd/cli -run TestTranscripts -rewrite` rewrites the expected output of
+// every command that does not match (one that matches is kept as written).
+func TestTranscripts(t *testing.T) {
+	paths, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no transcripts: %v", err)
+	}
+	for _, p := range paths {
+		t.Run(strings.TrimSuffix(filepath.Base(p), ".txt"), func(t *testing.T) {
+			abs, err := filepath.Abs(p) // read from the work directory
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := newWorkDir(t)
+			datadriven.RunTest(t, abs, w.run)
+		})
+	}
 }
 
-type block struct {
-	line   int // of the "$" line, 0-based
-	end    int // of the "[exit N]" line
-	args   []string
-	want   []string
-	exit   []int // any of these
-	got    []string
-	gotRC  int
-	differ bool
+// workDir is the directory a transcript runs in, its current directory.
+type workDir struct {
+	dir, real string // as created, and with symbolic links resolved
 }
 
-type file struct {
-	name string
-	data []byte
-}
-
-func parseTranscript(path string) (*transcript, error) {
-	b, err := os.ReadFile(path)
+func newWorkDir(t *testing.T) *workDir {
+	dir := t.TempDir()
+	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	text := strings.TrimSuffix(string(b), "\n")
-	all := strings.Split(text, "\n")
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, err
-	}
-	tr := &transcript{path: path, abs: abs}
-	i := 0
-	for ; i < len(all); i++ {
-		if isFileMarker(all[i]) {
-			break
+	t.Chdir(dir)
+	return &workDir{dir: dir, real: real}
+}
+
+// readTranscript returns the command lines of a transcript, as written, and
+// its files by name, read by datadriven's parser without running anything.
+func readTranscript(t *testing.T, path string) (cmds []string, files map[string]string) {
+	files = map[string]string{}
+	datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+		switch d.Cmd {
+		case "exec":
+			cmds = append(cmds, d.Input)
+		case "file":
+			var name string
+			d.ScanArgs(t, "name", &name)
+			files[name] = fileData(d)
 		}
-		tr.lines = append(tr.lines, all[i])
+		return d.Expected
+	})
+	return cmds, files
+}
+
+// fileData is the content of a file directive: its input, which datadriven
+// trims, with the newline that ends its last line.
+func fileData(d *datadriven.TestData) string {
+	if d.Input == "" {
+		return ""
 	}
-	for i < len(all) {
-		name := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(all[i], "-- "), " --"))
-		i++
-		var data []byte
-		for ; i < len(all) && !isFileMarker(all[i]); i++ {
-			data = append(data, all[i]...)
-			data = append(data, '\n')
+	return d.Input + "\n"
+}
+
+// run runs one directive of a transcript: file or exec.
+func (w *workDir) run(t *testing.T, d *datadriven.TestData) string {
+	switch d.Cmd {
+	case "file":
+		var name string
+		d.ScanArgs(t, "name", &name)
+		p := filepath.FromSlash(name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
 		}
-		tr.files = append(tr.files, file{name, data})
-	}
-	for j := 0; j < len(tr.lines); j++ {
-		l := tr.lines[j]
-		if !strings.HasPrefix(l, "$ ") {
-			continue
+		if err := os.WriteFile(p, []byte(fileData(d)), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		args, err := splitArgs(strings.TrimPrefix(l, "$ "))
+		return ""
+	case "exec":
+		args, err := splitArgs(d.Input)
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", path, j+1, err)
+			d.Fatalf(t, "%v", err)
 		}
-		bl := block{line: j, args: args}
-		k := j + 1
-		for ; k < len(tr.lines); k++ {
-			if rc, ok := exitLine(tr.lines[k]); ok {
-				bl.exit = rc
-				break
-			}
-			if strings.HasPrefix(tr.lines[k], "$ ") {
-				return nil, fmt.Errorf("%s:%d: a command without its [exit N] line", path, j+1)
-			}
-			bl.want = append(bl.want, tr.lines[k])
+		var out bytes.Buffer
+		rc := runCommand(t, d, args, &out)
+		text := strings.ReplaceAll(out.String(), w.real, "$WORK")
+		text = strings.ReplaceAll(text, w.dir, "$WORK")
+		var got []string
+		if text = strings.TrimSuffix(text, "\n"); text != "" {
+			got = strings.Split(text, "\n")
 		}
-		if k == len(tr.lines) {
-			return nil, fmt.Errorf("%s:%d: a command without its [exit N] line", path, j+1)
+		if matches(t, d, got, rc) {
+			return d.Expected // its wildcards and alternatives kept
 		}
-		bl.end = k
-		tr.blocks = append(tr.blocks, bl)
-		j = k
+		return strings.Join(append(got, fmt.Sprintf("[exit %d]", rc)), "\n") + "\n"
 	}
-	return tr, nil
+	d.Fatalf(t, "unknown directive %q: want file or exec", d.Cmd)
+	return ""
 }
 
-func isFileMarker(l string) bool {
-	return strings.HasPrefix(l, "-- ") && strings.HasSuffix(l, " --") && len(l) > 6
+// matches reports whether a command's output and exit code match the
+// directive's expected output: its lines, then "[exit N]" or "[exit N|M]".
+func matches(t *testing.T, d *datadriven.TestData, got []string, rc int) bool {
+	want := strings.Split(strings.TrimSuffix(d.Expected, "\n"), "\n")
+	codes, ok := exitLine(want[len(want)-1])
+	if !ok {
+		if d.Rewrite {
+			return false // a new command: its output is written
+		}
+		d.Fatalf(t, "the expected output does not end with [exit N]")
+	}
+	return slices.Contains(codes, rc) && match(want[:len(want)-1], got)
 }
 
 // exitLine parses "[exit N]", or "[exit N|M]" for a command whose exit
@@ -192,6 +224,8 @@ func splitArgs(s string) ([]string, error) {
 				cur.Reset()
 				in = false
 			}
+		case r == '\n':
+			return nil, fmt.Errorf("a command is one line: %q", s)
 		default:
 			cur.WriteRune(r)
 			in = true
@@ -223,229 +257,190 @@ func match(want, got []string) bool {
 	return len(got) > 0 && want[0] == got[0] && match(want[1:], got[1:])
 }
 
-func TestTranscripts(t *testing.T) {
-	paths, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no transcripts: %v", err)
-	}
-	for _, p := range paths {
-		t.Run(strings.TrimSuffix(filepath.Base(p), ".txt"), func(t *testing.T) {
-			tr, err := parseTranscript(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runTranscript(t, tr)
-		})
-	}
+// errUsage marks a built-in called the wrong way: a mistake in the
+// transcript, which fails the test.
+var errUsage = errors.New("usage")
+
+// builtins are the commands a transcript runs besides blackbox, in its work
+// directory. Each writes its output to out; an error is printed and exits 1,
+// as a failing command would, unless it wraps errUsage.
+var builtins = map[string]func(args []string, out *bytes.Buffer) error{
+	"cat":       builtinCat,
+	"cp":        builtinCp,
+	"rm":        builtinRm,
+	"ls":        builtinLs,
+	"sha256sum": builtinSha256sum,
+	"echo":      builtinEcho,
+	"cmp":       builtinCmp,
+	"truncate":  builtinTruncate,
 }
 
-func runTranscript(t *testing.T, tr *transcript) {
-	dir := t.TempDir()
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range tr.files {
-		p := filepath.Join(dir, filepath.FromSlash(f.name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, f.data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Chdir(dir)
-	changed := false
-	for i := range tr.blocks {
-		bl := &tr.blocks[i]
-		var out bytes.Buffer
-		bl.gotRC = runCommand(t, bl.args, &out)
-		text := strings.ReplaceAll(out.String(), real, "$WORK")
-		text = strings.ReplaceAll(text, dir, "$WORK")
-		text = strings.TrimSuffix(text, "\n")
-		if text != "" {
-			bl.got = strings.Split(text, "\n")
-		}
-		if !match(bl.want, bl.got) || !slices.Contains(bl.exit, bl.gotRC) {
-			bl.differ = true
-			changed = true
-			if !*update {
-				t.Errorf("%s:%d: $ %s\n--- want (exit %v)\n%s\n--- got (exit %d)\n%s", tr.path, bl.line+1,
-					strings.Join(bl.args, " "), bl.exit, strings.Join(bl.want, "\n"), bl.gotRC, strings.Join(bl.got, "\n"))
-			}
-		}
-	}
-	if *update && changed {
-		writeTranscript(t, tr)
-	}
-}
-
-// runCommand runs one command of a transcript in the work directory.
-func runCommand(t *testing.T, args []string, out *bytes.Buffer) int {
+// runCommand runs one command of a transcript and returns its exit code.
+func runCommand(t *testing.T, d *datadriven.TestData, args []string, out *bytes.Buffer) int {
 	t.Helper()
 	if len(args) == 0 {
-		t.Fatal("empty command")
+		d.Fatalf(t, "empty command")
 	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(out, format+"\n", a...)
-		return 1
-	}
-	switch args[0] {
-	case "blackbox":
+	if args[0] == "blackbox" {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		return newCLI(out).Execute(ctx, args[1:])
-	case "cat":
-		for _, a := range args[1:] {
-			b, err := os.ReadFile(a)
-			if err != nil {
-				return fail("cat: %v", err)
-			}
-			out.Write(b)
-		}
-		return 0
-	case "cp":
-		if len(args) != 3 {
-			t.Fatalf("cp SRC DST, got %q", args)
-		}
-		b, err := os.ReadFile(args[1])
-		if err != nil {
-			return fail("cp: %v", err)
-		}
-		if err := os.WriteFile(args[2], b, 0o644); err != nil {
-			return fail("cp: %v", err)
-		}
-		return 0
-	case "rm":
-		for _, a := range args[1:] {
-			if err := os.Remove(a); err != nil {
-				return fail("rm: %v", err)
-			}
-		}
-		return 0
-	case "ls":
-		dir := "."
-		if len(args) > 1 {
-			dir = args[1]
-		}
-		var names []string
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if !d.IsDir() {
-				names = append(names, filepath.ToSlash(p))
-			}
-			return nil
-		})
-		if err != nil {
-			return fail("ls: %v", err)
-		}
-		slices.Sort(names)
-		for _, n := range names {
-			fmt.Fprintln(out, n)
-		}
-		return 0
-	case "sha256sum":
-		for _, a := range args[1:] {
-			b, err := os.ReadFile(a)
-			if err != nil {
-				return fail("sha256sum: %v", err)
-			}
-			fmt.Fprintf(out, "%x  %s\n", sha256.Sum256(b), a)
-		}
-		return 0
-	case "echo":
-		// echo TEXT... [>> FILE]
-		text, file := args[1:], ""
-		if n := len(text); n >= 2 && text[n-2] == ">>" {
-			text, file = text[:n-2], text[n-1]
-		}
-		line := strings.Join(text, " ") + "\n"
-		if file == "" {
-			out.WriteString(line)
-			return 0
-		}
-		f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fail("echo: %v", err)
-		}
-		defer f.Close()
-		if _, err := f.WriteString(line); err != nil {
-			return fail("echo: %v", err)
-		}
-		return 0
-	case "cmp":
-		if len(args) != 3 {
-			t.Fatalf("cmp A B, got %q", args)
-		}
-		a, err := os.ReadFile(args[1])
-		if err != nil {
-			return fail("cmp: %v", err)
-		}
-		b, err := os.ReadFile(args[2])
-		if err != nil {
-			return fail("cmp: %v", err)
-		}
-		if !bytes.Equal(a, b) {
-			return fail("%s %s differ", args[1], args[2])
-		}
-		return 0
-	case "truncate":
-		// truncate -s [-]N FILE
-		if len(args) != 4 || args[1] != "-s" {
-			t.Fatalf("truncate -s [-]N FILE, got %q", args)
-		}
-		n, err := strconv.ParseInt(args[2], 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fi, err := os.Stat(args[3])
-		if err != nil {
-			return fail("truncate: %v", err)
-		}
-		size := n
-		if strings.HasPrefix(args[2], "-") {
-			size = fi.Size() + n
-		}
-		if err := os.Truncate(args[3], size); err != nil {
-			return fail("truncate: %v", err)
-		}
-		return 0
 	}
-	t.Fatalf("unknown command %q", args[0])
+	cmd, ok := builtins[args[0]]
+	if !ok {
+		d.Fatalf(t, "unknown command %q", args[0])
+	}
+	err := cmd(args[1:], out)
+	switch {
+	case errors.Is(err, errUsage):
+		d.Fatalf(t, "%v", err)
+	case err != nil:
+		fmt.Fprintln(out, err)
+		return 1
+	}
 	return 0
 }
 
-// writeTranscript rewrites the expected output of the blocks that differ.
-func writeTranscript(t *testing.T, tr *transcript) {
-	var b strings.Builder
-	next := 0
-	for _, bl := range tr.blocks {
-		for ; next <= bl.line; next++ {
-			b.WriteString(tr.lines[next] + "\n")
+// cat FILE...
+func builtinCat(args []string, out *bytes.Buffer) error {
+	for _, a := range args {
+		b, err := os.ReadFile(a)
+		if err != nil {
+			return fmt.Errorf("cat: %w", err)
 		}
-		if bl.differ {
-			for _, l := range bl.got {
-				b.WriteString(l + "\n")
-			}
-			fmt.Fprintf(&b, "[exit %d]\n", bl.gotRC)
-		} else {
-			for _, l := range tr.lines[bl.line+1 : bl.end+1] {
-				b.WriteString(l + "\n")
-			}
+		out.Write(b)
+	}
+	return nil
+}
+
+// cp SRC DST
+func builtinCp(args []string, _ *bytes.Buffer) error {
+	if len(args) != 2 {
+		return fmt.Errorf("%w: cp SRC DST, got %q", errUsage, args)
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	if err := os.WriteFile(args[1], b, 0o644); err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	return nil
+}
+
+// rm FILE...
+func builtinRm(args []string, _ *bytes.Buffer) error {
+	for _, a := range args {
+		if err := os.Remove(a); err != nil {
+			return fmt.Errorf("rm: %w", err)
 		}
-		next = bl.end + 1
 	}
-	for ; next < len(tr.lines); next++ {
-		b.WriteString(tr.lines[next] + "\n")
+	return nil
+}
+
+// ls [DIR] lists the files under DIR (the work directory by default),
+// sorted, one a line.
+func builtinLs(args []string, out *bytes.Buffer) error {
+	dir := "."
+	if len(args) > 0 {
+		dir = args[0]
 	}
-	for _, f := range tr.files {
-		fmt.Fprintf(&b, "-- %s --\n", f.name)
-		b.Write(f.data)
+	var names []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			names = append(names, filepath.ToSlash(p))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ls: %w", err)
 	}
-	if err := os.WriteFile(tr.abs, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintln(out, n)
 	}
-	t.Logf("rewrote %s", tr.path)
+	return nil
+}
+
+// sha256sum FILE...
+func builtinSha256sum(args []string, out *bytes.Buffer) error {
+	for _, a := range args {
+		b, err := os.ReadFile(a)
+		if err != nil {
+			return fmt.Errorf("sha256sum: %w", err)
+		}
+		fmt.Fprintf(out, "%x  %s\n", sha256.Sum256(b), a)
+	}
+	return nil
+}
+
+// echo TEXT... [>> FILE]
+func builtinEcho(args []string, out *bytes.Buffer) (err error) {
+	text, file := args, ""
+	if n := len(text); n >= 2 && text[n-2] == ">>" {
+		text, file = text[:n-2], text[n-1]
+	}
+	line := strings.Join(text, " ") + "\n"
+	if file == "" {
+		out.WriteString(line)
+		return nil
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("echo: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("echo: %w", cerr)
+		}
+	}()
+	if _, err := f.WriteString(line); err != nil {
+		return fmt.Errorf("echo: %w", err)
+	}
+	return nil
+}
+
+// cmp A B fails, "A B differ", when the files' bytes differ.
+func builtinCmp(args []string, _ *bytes.Buffer) error {
+	if len(args) != 2 {
+		return fmt.Errorf("%w: cmp A B, got %q", errUsage, args)
+	}
+	a, err := os.ReadFile(args[0])
+	if err != nil {
+		return fmt.Errorf("cmp: %w", err)
+	}
+	b, err := os.ReadFile(args[1])
+	if err != nil {
+		return fmt.Errorf("cmp: %w", err)
+	}
+	if !bytes.Equal(a, b) {
+		return fmt.Errorf("%s %s differ", args[0], args[1])
+	}
+	return nil
+}
+
+// truncate -s [-]N FILE sets FILE's size to N bytes, or cuts N bytes off it.
+func builtinTruncate(args []string, _ *bytes.Buffer) error {
+	if len(args) != 3 || args[0] != "-s" {
+		return fmt.Errorf("%w: truncate -s [-]N FILE, got %q", errUsage, args)
+	}
+	n, err := strconv.ParseInt(args[1], 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: truncate: %v", errUsage, err)
+	}
+	fi, err := os.Stat(args[2])
+	if err != nil {
+		return fmt.Errorf("truncate: %w", err)
+	}
+	size := n
+	if strings.HasPrefix(args[1], "-") {
+		size = fi.Size() + n
+	}
+	if err := os.Truncate(args[2], size); err != nil {
+		return fmt.Errorf("truncate: %w", err)
+	}
+	return nil
 }
