@@ -20,7 +20,9 @@ const textLimit = 20
 // WriteText writes the Findings for a person: the runs, then per processor
 // and feed the six answers with the rows that prove them (a row is written
 // rRUN STREAM:INDEX, or rRUN KIND:INDEX for a META, JOURNAL or COMMIT row),
-// the recordings' own losses, what is on disk, and the verdict.
+// the recordings' own losses, what is on disk, and the verdict. A list
+// longer than 20 entries (textLimit) shows its first 20 and says how many
+// more there are.
 func (f *Findings) WriteText(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	for _, r := range f.Runs {
