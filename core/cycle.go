@@ -26,13 +26,13 @@ var (
 	maxCompletions = MaxCompletionsPerDelivery
 )
 
-// ErrUnknownTimer is returned when a timer fires that the processor never set
-// (or that already fired).
+// ErrUnknownTimer: a timer fired that the processor never set (or that
+// already fired). Trace.Err wraps it (errors.Is).
 var ErrUnknownTimer = errors.New("core: unknown timer")
 
-// ErrTooManyCycles is returned when an input queues more than
-// MaxCyclesPerInput reentrant cycles, or registers more than
-// MaxCompletionsPerDelivery completions.
+// ErrTooManyCycles: an input queued more than MaxCyclesPerInput reentrant
+// cycles, or registered more than MaxCompletionsPerDelivery completions.
+// Trace.Err wraps it (errors.Is).
 var ErrTooManyCycles = errors.New("core: too many reentrant cycles")
 
 // ErrNoTimerHandler is returned when a timer fires for a processor that set

@@ -107,7 +107,9 @@ func configf(format string, args ...any) error {
 	return &ConfigError{fmt.Errorf(format, args...)}
 }
 
-// FileError is an I/O problem with a named file: "PATH: reason".
+// FileError is an I/O problem with a named file: "PATH: reason". Run's
+// errors about the input, the state and the test's directory are one
+// (errors.As).
 type FileError = apps.FileError
 
 // KillReport is one kill of a crash test. A plain value.
@@ -196,7 +198,8 @@ const (
 // Run runs the test: set-up (the input, the clean run), the kill loop, the
 // checks. The report says whether the guarantees held (Report.Holds) and
 // why not (Report.Failures); an error is a test that could not run (a
-// *ConfigError before any work, an I/O error, a child that failed).
+// *ConfigError before any work, an I/O error (a *FileError naming the
+// file), a child that failed).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	start := time.Now()
 	if cfg.Format == "" {

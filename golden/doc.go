@@ -41,7 +41,8 @@
 // temporary folder inside the case folder, renames that folder to ReadyDir
 // once its recordings are complete and fsynced, then moves them into
 // place. A killed Update leaves the old recordings, or ReadyDir, which
-// Check and Verify report (ErrInterrupted) and the next Update finishes.
+// Check and Verify report as a failed case ("an interrupted update") and
+// the next Update finishes.
 //
 // The functions of this package are safe to call concurrently on different
 // folders; an Update holds a lock (flock) on its folder, so a second Update

@@ -40,20 +40,15 @@ var (
 	// ErrCase: a case folder whose case.json or input.txt is missing or
 	// invalid. The *CaseError names the case.
 	ErrCase = errors.New("golden: bad case")
-	// ErrNoRecording: a case without a recording (run the update).
-	ErrNoRecording = errors.New("golden: no recording")
 	// ErrRecord: re-recording a case failed (the engine, the recorder or
 	// the store refused, or the run did not advance).
 	ErrRecord = errors.New("golden: recording failed")
 	// ErrBusy: another Update of the folder is running.
 	ErrBusy = errors.New("golden: another update of the folder is running")
-	// ErrInterrupted: a case holds ReadyDir, left by an update killed while
-	// it replaced the case's recordings.
-	ErrInterrupted = errors.New("golden: an interrupted update")
 )
 
 // CaseError is an error of one case: reading its files, or re-recording
-// it. errors.Is matches ErrCase, ErrNoRecording or ErrRecord and the cause.
+// it. errors.Is matches ErrCase or ErrRecord and the cause.
 // It is immutable and safe for concurrent use.
 type CaseError struct {
 	Case string // the case folder's name
@@ -274,14 +269,13 @@ func verifyCase(c *Case, apps []core.App) ([]result, error) {
 	}
 	var res []result
 	if _, err := os.Stat(filepath.Join(c.Dir, ReadyDir)); err == nil {
-		res = append(res, result{c: c, file: ReadyDir, why: fmt.Sprintf(
-			"%v replaced only some of the case's recordings: run the update again", ErrInterrupted)})
+		res = append(res, result{c: c, file: ReadyDir, why: "golden: an interrupted update replaced only some of the case's recordings: run the update again"})
 	}
 	files := c.recordings()
 	for _, f := range files {
 		path := filepath.Join(c.Dir, f)
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			res = append(res, result{c: c, file: f, why: fmt.Sprintf("%v: run the update to record it", ErrNoRecording)})
+			res = append(res, result{c: c, file: f, why: "golden: no recording: run the update to record it"})
 			continue
 		}
 		r, err := csvstore.Open(path)

@@ -28,20 +28,20 @@ import (
 
 // The deterministic clocks and epoch of a golden recording.
 var (
-	// RecorderStart is the first reading of the recorder's clock (META
+	// recorderStart is the first reading of the recorder's clock (META
 	// creation, row instants), which steps by a second per reading.
-	RecorderStart = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	// EngineStart is the first reading of the cycles' clock (Cycle.Now),
+	recorderStart = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	// engineStart is the first reading of the cycles' clock (Cycle.Now),
 	// which steps by a millisecond per reading.
-	EngineStart = time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	engineStart = time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// Epoch is the input file's epoch in every golden recording (instead of a
-// hash of the file's inode, which differs on every machine).
-const Epoch = 1
+// inputEpoch is the input file's epoch in every golden recording (instead
+// of a hash of the file's inode, which differs on every machine).
+const inputEpoch = 1
 
-// Feed is the name of the feed the input lines come from.
-const Feed = "input"
+// inputFeed is the name of the feed the input lines come from.
+const inputFeed = "input"
 
 // stepTimeout bounds how long a recording waits for the engine to take the
 // next step.
@@ -57,9 +57,10 @@ const stepTimeout = 30 * time.Second
 // the same bytes:
 //
 //   - the input is read with engine/filesource, strategy once-earliest,
-//     under the fixed Epoch;
-//   - the cycles' clock is an core.StepClock from EngineStart, the
-//     recorder's another from RecorderStart;
+//     under the fixed epoch 1 (inputEpoch), its feed named "input";
+//   - the cycles' clock (Cycle.Now) is a core.StepClock from
+//     2031-01-01T00:00:00Z stepping a millisecond per reading, the
+//     recorder's another from 2030-01-01T00:00:00Z stepping a second;
 //   - timers are due on a timer clock of their own that stands still and
 //     jumps, when an item was handled and when a timer fired, to the
 //     earliest pending timer's due time: every timer an item sets, and
@@ -301,7 +302,7 @@ func snapshot(p core.Processor) ([]byte, error) {
 func recordRun(c *Case, app core.App, in string, p core.Processor) (*store.Memory, error) {
 	mem := store.NewMemory()
 	quiet := slog.New(slog.DiscardHandler)
-	src, err := filesource.New(in, filesource.Options{Read: filesource.OnceEarliest, Epoch: Epoch, Logger: quiet})
+	src, err := filesource.New(in, filesource.Options{Read: filesource.OnceEarliest, Epoch: inputEpoch, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
@@ -328,13 +329,13 @@ func recordRun(c *Case, app core.App, in string, p core.Processor) (*store.Memor
 	ctx := context.Background()
 	run, err := recorder.Start(ctx, recorder.RunConfig{
 		Store:         mem,
-		Feed:          engine.FeedConfig{Name: Feed, Source: src, Policy: pol, QueueSize: queue, Journal: g},
+		Feed:          engine.FeedConfig{Name: inputFeed, Source: src, Policy: pol, QueueSize: queue, Journal: g},
 		Journal:       c.Journal,
 		Group:         "golden",
 		Processors:    []recorder.Processor{{Name: c.processor(), App: app, Processor: wrap(p, g)}},
-		Clock:         core.NewStepClock(EngineStart, time.Millisecond),
+		Clock:         core.NewStepClock(engineStart, time.Millisecond),
 		TimerClock:    g.clock,
-		RecorderClock: core.NewStepClock(RecorderStart, time.Second),
+		RecorderClock: core.NewStepClock(recorderStart, time.Second),
 		Observer:      g.observer(),
 		Logger:        quiet,
 		NoCommits:     true, // when the source commits depends on the timing of the run
@@ -351,7 +352,7 @@ func recordRun(c *Case, app core.App, in string, p core.Processor) (*store.Memor
 		// The processor holds its first input until the source has read
 		// (published or dropped) every line.
 		atEnd := e.When(func(s engine.Status) bool {
-			return slices.ContainsFunc(s.Feeds, func(f engine.FeedStatus) bool { return f.Feed == Feed && f.State == engine.StateEndOfStream })
+			return slices.ContainsFunc(s.Feeds, func(f engine.FeedStatus) bool { return f.Feed == inputFeed && f.State == engine.StateEndOfStream })
 		})
 		if err := waitFor(ctx, atEnd); err != nil {
 			g.release()
@@ -494,7 +495,7 @@ type timerID struct {
 const maxTimers = 10000
 
 func newGate(drop bool) *gate {
-	g := &gate{drop: drop, pending: map[timerID]time.Time{}, clock: core.NewStepClock(EngineStart, 0),
+	g := &gate{drop: drop, pending: map[timerID]time.Time{}, clock: core.NewStepClock(engineStart, 0),
 		started: make(chan struct{}), released: make(chan struct{})}
 	g.cond = sync.NewCond(&g.mu)
 	return g

@@ -258,6 +258,8 @@ const (
 
 // Loss is something a run lost, with the rows that show it.
 type Loss struct {
+	// Kind is one of the Loss constants (LossDropped ...), or the kind of
+	// the integrity problem that shows the loss (store.ProblemKind).
 	Kind string `json:"kind"`
 	Run  int    `json:"run"`
 	// Count is the number of items lost when the rows say it (a DROPPED

@@ -12,15 +12,17 @@ import (
 	"github.com/blackbox-audit/blackbox/store"
 )
 
-// TextLimit is how many entries of one list (re-deliveries, duplicates,
+// textLimit is how many entries of one list (re-deliveries, duplicates,
 // losses, items in flight) WriteText shows; it says how many more there
 // are. The JSON holds them all.
-const TextLimit = 20
+const textLimit = 20
 
 // WriteText writes the Findings for a person: the runs, then per processor
 // and feed the six answers with the rows that prove them (a row is written
 // rRUN STREAM:INDEX, or rRUN KIND:INDEX for a META, JOURNAL or COMMIT row),
-// the recordings' own losses, what is on disk, and the verdict.
+// the recordings' own losses, what is on disk, and the verdict. A list
+// longer than 20 entries (textLimit) shows its first 20 and says how many
+// more there are.
 func (f *Findings) WriteText(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	for _, r := range f.Runs {
@@ -162,11 +164,11 @@ func writeDuplicates(b *bufio.Writer, dups []Duplicate) {
 // limit returns the first TextLimit entries of s, and writes how many it
 // leaves out.
 func limit[T any](s []T, w io.Writer, indent string) []T {
-	if len(s) <= TextLimit {
+	if len(s) <= textLimit {
 		return s
 	}
-	defer fmt.Fprintf(w, "%s... and %d more (--json lists them all)\n", indent, len(s)-TextLimit)
-	return s[:TextLimit]
+	defer fmt.Fprintf(w, "%s... and %d more (--json lists them all)\n", indent, len(s)-textLimit)
+	return s[:textLimit]
 }
 
 func counts(c map[string]int64) string {

@@ -10,12 +10,12 @@ import (
 	"github.com/blackbox-audit/blackbox/store"
 )
 
-// JournalSlots is how many recent items of each journalled feed the
+// journalSlots is how many recent items of each journalled feed the
 // recorder remembers (the hash of their encoded payload), to decide whether
 // a processor's input is INDEXED. An input whose journal entry has left the
 // ring (its group lags further behind its feed) is written INLINE: correct,
 // only larger.
-const JournalSlots = 1 << 17
+const journalSlots = 1 << 17
 
 // feedJournal is one journalled feed: a ring of (seq, hash of the JOURNAL
 // row's payload). Its one writer is the feed's publisher (under the feed's
@@ -88,7 +88,7 @@ func (r *Recorder) feedJournal(feed string) *feedJournal {
 	if v, ok := r.feeds.Load(feed); ok {
 		return v.(*feedJournal)
 	}
-	j := newFeedJournal(feed, JournalSlots)
+	j := newFeedJournal(feed, journalSlots)
 	r.feeds.Store(feed, j)
 	return j
 }

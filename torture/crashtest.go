@@ -12,10 +12,10 @@ import (
 	"strings"
 )
 
-// CrashSpec is a crashtest scenario: `blackbox crashtest` with these
+// crashSpec is a crashtest scenario: `blackbox crashtest` with these
 // flags, whose verdict the oracle checks against the artifacts it leaves.
 // A plain value.
-type CrashSpec struct {
+type crashSpec struct {
 	Lines      int
 	Kills      int
 	KillAt     string // "": kills at random moments
@@ -24,8 +24,8 @@ type CrashSpec struct {
 	Format     string
 }
 
-func genCrash(r *rand.Rand) CrashSpec {
-	c := CrashSpec{Lines: 100 + r.IntN(300), Kills: 1 + r.IntN(3), StateEvery: 1, Workers: 1, Format: pick(r, "csv", "sqlite")}
+func genCrash(r *rand.Rand) crashSpec {
+	c := crashSpec{Lines: 100 + r.IntN(300), Kills: 1 + r.IntN(3), StateEvery: 1, Workers: 1, Format: pick(r, "csv", "sqlite")}
 	if r.IntN(2) == 0 {
 		c.StateEvery = 2 + r.IntN(40)
 	}
@@ -38,7 +38,7 @@ func genCrash(r *rand.Rand) CrashSpec {
 	return c
 }
 
-func (c CrashSpec) dimensions() []string {
+func (c crashSpec) dimensions() []string {
 	d := []string{"kind=crashtest", "format=" + c.Format}
 	if c.KillAt != "" {
 		d = append(d, "killpoint="+c.KillAt)
@@ -52,7 +52,7 @@ func (c CrashSpec) dimensions() []string {
 	return d
 }
 
-func (c CrashSpec) args(seed uint64) []string {
+func (c crashSpec) args(seed uint64) []string {
 	args := []string{"crashtest", "--dir", "ct", "--lines", strconv.Itoa(c.Lines), "--kills", strconv.Itoa(c.Kills),
 		"--seed", strconv.FormatUint(seed, 10), "--format", c.Format, "--state-every", strconv.Itoa(c.StateEvery),
 		"--workers", strconv.Itoa(c.Workers), "--json"}

@@ -14,12 +14,12 @@ import (
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 )
 
-// EngineSpec is an engine scenario: the delivery engine driven in-process
+// engineSpec is an engine scenario: the delivery engine driven in-process
 // through its API by an operator's sequence of actions (fence a group,
 // unsubscribe it, take and release holds, journal into the feed itself),
 // each scenario one property of docs/GUARANTEES.md with its sizes and
 // timings drawn from the seed. A plain value.
-type EngineSpec struct {
+type engineSpec struct {
 	Property string // one of engineProperties
 	Items    int
 	Queue    int
@@ -36,15 +36,15 @@ var engineProperties = []string{
 	"journal-offer", // a journal that offers into its own feed never hangs the publish
 }
 
-func genEngine(r *rand.Rand) EngineSpec {
-	return EngineSpec{Property: pick(r, engineProperties...), Items: 20 + r.IntN(200), Queue: 2 + r.IntN(16),
+func genEngine(r *rand.Rand) engineSpec {
+	return engineSpec{Property: pick(r, engineProperties...), Items: 20 + r.IntN(200), Queue: 2 + r.IntN(16),
 		Workers: 2 + r.IntN(6), Deadline: time.Duration(200+r.IntN(300)) * time.Millisecond}
 }
 
-func (e EngineSpec) dimensions() []string { return []string{"kind=engine", "engine=" + e.Property} }
+func (e engineSpec) dimensions() []string { return []string{"kind=engine", "engine=" + e.Property} }
 
 // checkEngine runs the engine scenario and returns what broke.
-func checkEngine(ctx context.Context, s Scenario) []Violation {
+func checkEngine(ctx context.Context, s scenarioSpec) []Violation {
 	var vs []Violation
 	fail := func(format string, args ...any) {
 		vs = append(vs, Violation{Invariant: InvEngine, What: fmt.Sprintf(format, args...)})
@@ -121,7 +121,7 @@ func procsTold(name string, n *atomic.Int64, gate <-chan struct{}, entered chan<
 // has its queue full when it is fenced: every later publish goes through
 // at once (the fenced group's copy dropped and counted) and the healthy
 // group handles every item.
-func fencedBlock(ctx context.Context, e EngineSpec, fail func(string, ...any)) error {
+func fencedBlock(ctx context.Context, e engineSpec, fail func(string, ...any)) error {
 	var healthy, fenced atomic.Int64
 	gate := make(chan struct{})
 	defer close(gate)
@@ -173,7 +173,7 @@ func fencedBlock(ctx context.Context, e EngineSpec, fail func(string, ...any)) e
 // holds a claim, the group is unsubscribed and subscribed again; the old
 // claim's completion must be refused and the commit must not move past
 // an item the new queue did not handle.
-func staleToken(ctx context.Context, e EngineSpec, fail func(string, ...any)) error {
+func staleToken(ctx context.Context, e engineSpec, fail func(string, ...any)) error {
 	var n atomic.Int64
 	gate := make(chan struct{})
 	items := make([]any, e.Items)
@@ -218,7 +218,7 @@ func staleToken(ctx context.Context, e EngineSpec, fail func(string, ...any)) er
 // holdRelease: a hold taken, released, taken again; releasing the first
 // handle again must not end the second hold: nothing is committed while
 // the live hold marks nothing durable.
-func holdRelease(ctx context.Context, e EngineSpec, fail func(string, ...any)) error {
+func holdRelease(ctx context.Context, e engineSpec, fail func(string, ...any)) error {
 	var n atomic.Int64
 	items := make([]any, e.Items)
 	for i := range items {
@@ -260,7 +260,7 @@ func holdRelease(ctx context.Context, e EngineSpec, fail func(string, ...any)) e
 
 // unsubscribed: workers, slow items; once Unsubscribe returns, at most
 // the items a worker was in the middle of are handled.
-func unsubscribed(ctx context.Context, e EngineSpec, fail func(string, ...any)) error {
+func unsubscribed(ctx context.Context, e engineSpec, fail func(string, ...any)) error {
 	var n atomic.Int64
 	gate := make(chan struct{})
 	ch := make(chan any)
@@ -300,7 +300,7 @@ func unsubscribed(ctx context.Context, e EngineSpec, fail func(string, ...any)) 
 
 // journalOffer: a journal that offers an item into its own feed from
 // Append: every publish returns.
-func journalOffer(ctx context.Context, e EngineSpec, fail func(string, ...any)) error {
+func journalOffer(ctx context.Context, e engineSpec, fail func(string, ...any)) error {
 	var n atomic.Int64
 	j := &offeringJournal{}
 	eng, err := engine.New(engine.Config{Logger: quiet,

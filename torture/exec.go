@@ -23,7 +23,7 @@ const runTimeout = 60 * time.Second
 // outcome is what one `blackbox run` of a scenario did. A plain value.
 type outcome struct {
 	index   int // 1-based
-	run     RunSpec
+	run     runSpec
 	args    []string
 	store   string // the recording's file name ("" when refused before creating it)
 	exit    int    // -1: killed by a signal
@@ -65,7 +65,7 @@ func (st *runStatus) failed() bool {
 
 // scenarioRun executes one scenario in dir. Not safe for concurrent use.
 type scenarioRun struct {
-	s      Scenario
+	s      scenarioSpec
 	cfg    Config
 	dir    string
 	r      *rand.Rand
@@ -113,7 +113,7 @@ func (sr *scenarioRun) close() {
 }
 
 // apply does op to the input.
-func (sr *scenarioRun) apply(ctx context.Context, op Op) error {
+func (sr *scenarioRun) apply(ctx context.Context, op inputOp) error {
 	if sr.kafka != nil {
 		return sr.kafka.apply(ctx, op, sr.committedUpTo(ctx))
 	}
@@ -141,7 +141,7 @@ const (
 )
 
 // args is the command line of run i (1-based).
-func (sr *scenarioRun) args(i int, run RunSpec, member bool) (args []string, store string) {
+func (sr *scenarioRun) args(i int, run runSpec, member bool) (args []string, store string) {
 	s := sr.s
 	ext := ".csv"
 	if run.Format == "sqlite" {
@@ -297,14 +297,14 @@ func (c *child) wait(d time.Duration) bool {
 
 // doRun runs run i of the scenario: the operations while stopped, the
 // fault, the child, the operations while it runs, its end.
-func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome, error) {
+func (sr *scenarioRun) doRun(ctx context.Context, i int, run runSpec) (*outcome, error) {
 	if err := sr.applyBefore(ctx, i, run); err != nil {
 		return nil, err
 	}
 	args, store := sr.args(i, run, false)
 	o := &outcome{index: i, run: run, args: args, store: store, workers: max(run.Workers, 1)}
 	var env []string
-	if run.End.Kind == EndKillAt {
+	if run.End.Kind == endKillAt {
 		env = append(env, fmt.Sprintf("BLACKBOX_KILL_AT=%s:%d", run.End.Point, run.End.N))
 	}
 	release, err := sr.prepareFault(run)
@@ -323,7 +323,7 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome,
 	}
 	began := time.Now()
 	restore := func() {}
-	if run.Fault.Kind == FaultStateDir {
+	if run.Fault.Kind == faultStateDir {
 		restore = sr.stateDirFault(c, run)
 	}
 	member, err := sr.startMember(i, run, o, c)
@@ -362,9 +362,9 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run RunSpec) (*outcome,
 // applyBefore applies the operations of run i while no run runs; those
 // that are not appends wait until a run has read the input (before, it is
 // not yet the runs' to lose).
-func (sr *scenarioRun) applyBefore(ctx context.Context, i int, run RunSpec) error {
+func (sr *scenarioRun) applyBefore(ctx context.Context, i int, run runSpec) error {
 	for _, op := range run.Before {
-		if op.Kind != OpAppend && !sr.ran {
+		if op.Kind != opAppend && !sr.ran {
 			// No run has read the input yet: it is not yet theirs to lose.
 			sr.logf("run %d: before: %s %d skipped: no run has read the input yet", i, op.Kind, op.N)
 			continue
@@ -379,7 +379,7 @@ func (sr *scenarioRun) applyBefore(ctx context.Context, i int, run RunSpec) erro
 
 // startMember starts run i's second member of the Kafka group, if it has
 // one, a moment after c, and sets o.member; on an error it kills c.
-func (sr *scenarioRun) startMember(i int, run RunSpec, o *outcome, c *child) (*child, error) {
+func (sr *scenarioRun) startMember(i int, run runSpec, o *outcome, c *child) (*child, error) {
 	if !run.Member {
 		return nil, nil
 	}
@@ -399,7 +399,7 @@ func (sr *scenarioRun) startMember(i int, run RunSpec, o *outcome, c *child) (*c
 // applyDuring applies the operations of run i while c runs, once it is at
 // work (its recording, store, exists): a run refused before any work meets
 // none of them. On an error it kills c.
-func (sr *scenarioRun) applyDuring(ctx context.Context, i int, run RunSpec, c *child, store string) error {
+func (sr *scenarioRun) applyDuring(ctx context.Context, i int, run runSpec, c *child, store string) error {
 	started := len(run.During) == 0 || sr.atWork(c, filepath.Join(sr.dir, store))
 	if !started {
 		sr.logf("run %d: ended before it was at work: the operations while it runs are not done", i)
@@ -444,17 +444,17 @@ func (sr *scenarioRun) stopMember(i int, member *child, o *outcome) {
 // endRun ends c as run's End says: by SIGTERM or SIGKILL after its time,
 // or (at a kill point) by SIGKILL when a followed run did not reach the
 // point; a run that ends by itself is left to.
-func endRun(run RunSpec, c *child) {
+func endRun(run runSpec, c *child) {
 	switch run.End.Kind {
-	case EndTerm, EndKill:
+	case endTerm, endKill:
 		sig := syscall.SIGTERM
-		if run.End.Kind == EndKill {
+		if run.End.Kind == endKill {
 			sig = syscall.SIGKILL
 		}
 		if !c.wait(run.End.After) {
 			c.signal(sig)
 		}
-	case EndKillAt:
+	case endKillAt:
 		if run.Follow && !c.wait(time.Second+run.End.After) {
 			c.signal(syscall.SIGKILL) // the point was not reached while followed
 		}
@@ -473,7 +473,7 @@ func (sr *scenarioRun) collect(o *outcome, c *child, before map[string]string) e
 	if sr.file != nil && !o.refused {
 		sr.file.known = true // the path was the run's to read
 	}
-	o.faulted = run.Fault.Kind == FaultDiskFull || run.Fault.Kind == FaultStateDir
+	o.faulted = run.Fault.Kind == faultDiskFull || run.Fault.Kind == faultStateDir
 	if b, err := os.ReadFile(filepath.Join(sr.dir, strings.TrimSuffix(strings.TrimSuffix(o.store, ".csv"), ".db")+".status.json")); err == nil && !o.killed() {
 		var st runStatus
 		if json.Unmarshal(b, &st) == nil {
@@ -490,12 +490,12 @@ func (sr *scenarioRun) collect(o *outcome, c *child, before map[string]string) e
 	return nil
 }
 
-func envNote(env []string, f Fault) string {
+func envNote(env []string, f runFault) string {
 	var parts []string
 	for _, e := range env {
 		parts = append(parts, e)
 	}
-	if f.Kind != FaultNone {
+	if f.Kind != faultNone {
 		parts = append(parts, "fault "+string(f.Kind))
 		if f.Bytes > 0 {
 			parts[len(parts)-1] += " " + strconv.FormatInt(f.Bytes, 10) + " bytes"

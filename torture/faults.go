@@ -17,7 +17,7 @@ const lockSuffix = ".blackbox-lock"
 // undoes it once the run ended: stale lock files beside every output (as
 // a killed run leaves them: they hold nothing), or a lock another process
 // holds on one output (the run must be refused).
-func (sr *scenarioRun) prepareFault(run RunSpec) (release func(), err error) {
+func (sr *scenarioRun) prepareFault(run runSpec) (release func(), err error) {
 	outputs := []string{outFile}
 	if sr.s.State {
 		outputs = append(outputs, stateFile)
@@ -26,13 +26,13 @@ func (sr *scenarioRun) prepareFault(run RunSpec) (release func(), err error) {
 		outputs = append(outputs, "in.txt.ptr")
 	}
 	switch run.Fault.Kind {
-	case FaultStale:
+	case faultStale:
 		for _, o := range outputs {
 			if err := os.WriteFile(filepath.Join(sr.dir, o+lockSuffix), nil, 0o644); err != nil {
 				return nil, err
 			}
 		}
-	case FaultLocked:
+	case faultLocked:
 		name := filepath.Join(sr.dir, pick(sr.r, outputs...)+lockSuffix)
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
@@ -52,7 +52,7 @@ func (sr *scenarioRun) prepareFault(run RunSpec) (release func(), err error) {
 // saves, a while after it started, so that its saves fail; the returned
 // function puts the file back once the run ended. When the run saved
 // between the two renames, the fault does not happen.
-func (sr *scenarioRun) stateDirFault(c *child, run RunSpec) (restore func()) {
+func (sr *scenarioRun) stateDirFault(c *child, run runSpec) (restore func()) {
 	name := stateFile
 	if run.Workers > 1 {
 		name += "#w" + strconv.Itoa(sr.r.IntN(run.Workers))

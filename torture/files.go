@@ -96,11 +96,11 @@ func (fi *fileInput) nextRotated() string {
 // (the writer keeps appending at its end); a burst is N renames, each
 // after a line or two; truncate, rewrite and recreate destroy what was in
 // PATH (a careless operator), rewrite and recreate writing N new lines.
-func (fi *fileInput) apply(op Op) error {
+func (fi *fileInput) apply(op inputOp) error {
 	switch op.Kind {
-	case OpAppend:
+	case opAppend:
 		return fi.appendLines(fi.gen.gen(op.N))
-	case OpRename:
+	case opRename:
 		if err := fi.appendLines(fi.gen.gen(op.N)); err != nil {
 			return err
 		}
@@ -110,7 +110,7 @@ func (fi *fileInput) apply(op Op) error {
 		fi.rotateAway()
 		fi.known = fi.running
 		return os.WriteFile(fi.path, nil, 0o644)
-	case OpCopy:
+	case opCopy:
 		lines := fi.gen.gen(op.N)
 		if err := fi.appendLines(lines); err != nil {
 			return err
@@ -128,7 +128,7 @@ func (fi *fileInput) apply(op Op) error {
 		}
 		fi.rotateAway()
 		return os.Truncate(fi.path, 0)
-	case OpBurst:
+	case opBurst:
 		for range op.N {
 			if err := fi.appendLines(fi.gen.gen(1 + fi.gen.r.IntN(2))); err != nil {
 				return err
@@ -143,10 +143,10 @@ func (fi *fileInput) apply(op Op) error {
 			}
 		}
 		return nil
-	case OpTruncate:
+	case opTruncate:
 		fi.destroy()
 		return os.Truncate(fi.path, 0)
-	case OpRewrite:
+	case opRewrite:
 		old, err := os.ReadFile(fi.path)
 		if err != nil {
 			return err
@@ -169,7 +169,7 @@ func (fi *fileInput) apply(op Op) error {
 			err = cerr
 		}
 		return err
-	case OpRecreate:
+	case opRecreate:
 		fi.destroy()
 		if err := os.Remove(fi.path); err != nil {
 			return err

@@ -47,7 +47,7 @@ const maxLineBytes = 200
 // use.
 type lineGen struct {
 	r       *rand.Rand
-	s       *Scenario
+	s       *scenarioSpec
 	next    int
 	powers  map[string]int // account -> lines so far (the next t)
 	acct    [3]int         // the current posting, debit and credit account numbers
@@ -60,7 +60,7 @@ type lineGen struct {
 	atRisk map[int]bool
 }
 
-func newLineGen(s *Scenario) *lineGen {
+func newLineGen(s *scenarioSpec) *lineGen {
 	return &lineGen{r: rand.New(rand.NewPCG(s.Seed, 0x5eed)), s: s, powers: map[string]int{}, atRisk: map[int]bool{}}
 }
 

@@ -144,11 +144,11 @@ func (k *kafkaInput) committed(ctx context.Context) (map[int32]int64, error) {
 // apply does op to the topic: more lines, partitions added, a partition's
 // records deleted (retention), the topic deleted and created again, the
 // broker bounced.
-func (k *kafkaInput) apply(ctx context.Context, op Op, committedUpTo func(int32) int64) error {
+func (k *kafkaInput) apply(ctx context.Context, op inputOp, committedUpTo func(int32) int64) error {
 	switch op.Kind {
-	case OpAppend:
+	case opAppend:
 		return k.produce(ctx, k.gen.gen(op.N))
-	case OpPartitions:
+	case opPartitions:
 		err := k.admin(ctx, func(ctx context.Context, adm *kadm.Client) error {
 			_, err := adm.CreatePartitions(ctx, op.N, k.topic)
 			return err
@@ -157,7 +157,7 @@ func (k *kafkaInput) apply(ctx context.Context, op Op, committedUpTo func(int32)
 			k.partitions += op.N
 		}
 		return err
-	case OpRetention:
+	case opRetention:
 		p := int32(op.N % k.partitions)
 		ids := k.produced[p]
 		if len(ids) == 0 {
@@ -176,7 +176,7 @@ func (k *kafkaInput) apply(ctx context.Context, op Op, committedUpTo func(int32)
 			}
 			return rs.Error()
 		})
-	case OpDeleteTopic:
+	case opDeleteTopic:
 		// The group's commits go with the topic: a run after the
 		// deletion cannot know how many records it held, and one
 		// following it counts lost only those it had seen exist. The
@@ -200,7 +200,7 @@ func (k *kafkaInput) apply(ctx context.Context, op Op, committedUpTo func(int32)
 			}
 			return fmt.Errorf("torture: topic %s not created again", k.topic)
 		})
-	case OpBounce:
+	case opBounce:
 		before, err := k.bounds(ctx)
 		if err != nil {
 			return err

@@ -15,20 +15,20 @@ import (
 func TestABounceThatLosesAPartitionsOffsetsIsInconclusive(t *testing.T) {
 	tests := []struct {
 		name string
-		ops  []Op
+		ops  []inputOp
 		// lost is the evidence wanted, nil for a bounce that keeps the
 		// offsets.
 		lost *bounceLostError
 	}{
-		{name: "records left", ops: []Op{{Kind: OpAppend, N: 4}}},
-		{name: "records appended after a retention", ops: []Op{{Kind: OpAppend, N: 4}, {Kind: OpRetention}, {Kind: OpAppend, N: 2}}},
-		{name: "every record deleted", ops: []Op{{Kind: OpAppend, N: 4}, {Kind: OpRetention}},
+		{name: "records left", ops: []inputOp{{Kind: opAppend, N: 4}}},
+		{name: "records appended after a retention", ops: []inputOp{{Kind: opAppend, N: 4}, {Kind: opRetention}, {Kind: opAppend, N: 2}}},
+		{name: "every record deleted", ops: []inputOp{{Kind: opAppend, N: 4}, {Kind: opRetention}},
 			lost: &bounceLostError{topic: "t", partition: 0, before: logBounds{4, 4}, after: logBounds{0, 0}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			s := &Scenario{Seed: 1, App: "alerts", Source: "kafka", Partitions: 1}
+			s := &scenarioSpec{Seed: 1, App: "alerts", Source: "kafka", Partitions: 1}
 			k, err := newKafkaInput(t.TempDir(), 1, newLineGen(s), keyOf)
 			if err != nil {
 				t.Fatal(err)
@@ -40,7 +40,7 @@ func TestABounceThatLosesAPartitionsOffsetsIsInconclusive(t *testing.T) {
 					t.Fatalf("%s %d: %v", op.Kind, op.N, err)
 				}
 			}
-			err = k.apply(ctx, Op{Kind: OpBounce}, none)
+			err = k.apply(ctx, inputOp{Kind: opBounce}, none)
 			var inc inconclusiveError
 			if got, want := errors.As(err, &inc), tt.lost != nil; got != want {
 				t.Fatalf("bounce: %v: inconclusive %t, want %t", err, got, want)

@@ -37,6 +37,8 @@ const (
 
 // Violation is one broken invariant of a scenario. A plain value.
 type Violation struct {
+	// Invariant is the one broken: InvLossless, InvOnce, InvAgree,
+	// InvShape, InvClaims, InvEngine or InvLive.
 	Invariant int    `json:"invariant"`
 	What      string `json:"what"`
 }

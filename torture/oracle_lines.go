@@ -216,7 +216,7 @@ func countsOf(m map[string]int, ids []string) []int {
 // outFaulted reports whether a run met a fault that may cut its --out.
 func (o *oracle) outFaulted() bool {
 	for _, r := range o.sr.runs {
-		if r.run.Fault.Kind == FaultDiskFull {
+		if r.run.Fault.Kind == faultDiskFull {
 			return true
 		}
 	}

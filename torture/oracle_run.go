@@ -41,7 +41,7 @@ func (o *oracle) checkRun(r *outcome) {
 // a locked output must be refused, and a refused run changes nothing) and
 // its exit code against the status it wrote.
 func (o *oracle) checkExit(r *outcome, name string) {
-	mustRefuse := r.run.Alias != "" || r.run.Fault.Kind == FaultLocked
+	mustRefuse := r.run.Alias != "" || r.run.Fault.Kind == faultLocked
 	if strings.Contains(r.store, "-m2") {
 		mustRefuse = false
 	}
@@ -199,7 +199,7 @@ func (o *oracle) checkVerdicts(r *outcome, name string, rec *recording, v verify
 	}
 }
 
-func refusalWhy(run RunSpec) string {
+func refusalWhy(run runSpec) string {
 	if run.Alias != "" {
 		return "--" + run.Alias + " " + stateFile + "#w1/#w0 (a worker's state file)"
 	}

@@ -19,11 +19,11 @@ import (
 func TestAScenarioIsTheSameForTheSameSeedAndLimits(t *testing.T) {
 	for seed := uint64(1); seed < 200; seed++ {
 		lim := Limits{Runs: 2, Lines: 10, NoFaults: seed%2 == 0}
-		a, b := Generate(seed, lim, Only{}), Generate(seed, lim, Only{})
+		a, b := generate(seed, lim, Only{}), generate(seed, lim, Only{})
 		if diff := cmp.Diff(a, b); diff != "" {
 			t.Fatalf("seed %d: two scenarios differ:\n%s", seed, diff)
 		}
-		if len(a.Runs) > 0 && a.Runs[len(a.Runs)-1].End.Kind != EndSettle {
+		if len(a.Runs) > 0 && a.Runs[len(a.Runs)-1].End.Kind != endSettle {
 			t.Errorf("seed %d: the last run ends by %s, want a bounded run that settles", seed, a.Runs[len(a.Runs)-1].End.Kind)
 		}
 	}
@@ -47,7 +47,7 @@ func TestLimitsReadBackAsWritten(t *testing.T) {
 func TestEveryLinesOutputsAreThoseItsAppEmits(t *testing.T) {
 	for _, app := range []core.App{apps.LedgerApp(), apps.AlertsApp(), App} {
 		t.Run(app.Name, func(t *testing.T) {
-			s := &Scenario{Seed: 7, App: app.Name, Ticks: true}
+			s := &scenarioSpec{Seed: 7, App: app.Name, Ticks: true}
 			g := newLineGen(s)
 			p, err := app.Build(nil)
 			if err != nil {
@@ -81,7 +81,7 @@ func TestEveryLinesOutputsAreThoseItsAppEmits(t *testing.T) {
 // lines to balances as the ledger does, one line twice and one never, and
 // checks that the oracle's decoding of the state finds exactly those.
 func TestTheStateSaysHowManyTimesEachLineWasApplied(t *testing.T) {
-	s := &Scenario{Seed: 3, App: "ledger", State: true}
+	s := &scenarioSpec{Seed: 3, App: "ledger", State: true}
 	g := newLineGen(s)
 	lines := g.gen(400)
 	var twice, never int
@@ -261,7 +261,7 @@ func TestARevokedMembersFencedRecordsBehindAnotherMembersCommitAreNoBrokenClaim(
 		t.Run(tc.name, func(t *testing.T) {
 			first := &outcome{index: 1, store: "run-1.csv", output: tc.output}
 			first.member = &outcome{index: 1, store: "run-1-m2.csv"}
-			sr := &scenarioRun{s: Scenario{Runs: []RunSpec{{}}}, kafka: &kafkaInput{partitions: 4}, runs: []*outcome{first}}
+			sr := &scenarioRun{s: scenarioSpec{Runs: []runSpec{{}}}, kafka: &kafkaInput{partitions: 4}, runs: []*outcome{first}}
 			o := &oracle{sr: sr, recs: map[string]*recording{
 				"run-1-m2.csv": kafkaRecording("t/2", []int64{1, 2, 3}, t0, 3),
 				"run-1.csv":    kafkaRecording("t/2", []int64{1, 2, 3}, t0.Add(10*time.Second), 0),
@@ -291,7 +291,7 @@ func TestASecondMemberGivenOnlyDrainedPartitionsHasJoined(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			first := &outcome{index: 1, store: "run-1.csv"}
 			first.member = &outcome{index: 1, store: "run-1-m2.csv", output: tc.output}
-			sr := &scenarioRun{s: Scenario{Backlog: true, Runs: []RunSpec{{}}}, kafka: &kafkaInput{partitions: 4}, runs: []*outcome{first}}
+			sr := &scenarioRun{s: scenarioSpec{Backlog: true, Runs: []runSpec{{}}}, kafka: &kafkaInput{partitions: 4}, runs: []*outcome{first}}
 			o := &oracle{sr: sr, recs: map[string]*recording{
 				"run-1-m2.csv": kafkaRecording("t/2", nil, time.Now(), 0),
 				"run-1.csv":    kafkaRecording("t/0", []int64{1, 2}, time.Now(), 0),
@@ -318,7 +318,7 @@ func TestTwoHundredConsecutiveSeedsCoverEveryDimension(t *testing.T) {
 	for _, first := range starts {
 		got := map[string]int{}
 		for seed := first; seed < first+200; seed++ {
-			for _, d := range Generate(seed, Limits{}, Only{}).Dimensions() {
+			for _, d := range generate(seed, Limits{}, Only{}).Dimensions() {
 				got[d]++
 			}
 		}

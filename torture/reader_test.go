@@ -87,14 +87,14 @@ func TestLinesRotatedAwayWhileStoppedAreAtRiskOnlyWithoutAPointer(t *testing.T) 
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			s := Generate(1, Limits{}, Only{Kind: "runs", Source: "file"})
+			s := generate(1, Limits{}, Only{Kind: "runs", Source: "file"})
 			fi := &fileInput{dir: dir, path: filepath.Join(dir, "in.txt"), gen: newLineGen(&s)}
 			if tc.pointer != nil {
 				if err := os.WriteFile(fi.path+".ptr", tc.pointer, 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := fi.apply(Op{Kind: OpRename, N: 3}); err != nil {
+			if err := fi.apply(inputOp{Kind: opRename, N: 3}); err != nil {
 				t.Fatal(err)
 			}
 			if got := len(fi.gen.atRisk) == 3; got != tc.want {

@@ -7,21 +7,21 @@ import (
 	"time"
 )
 
-// A Scenario is what the harness generates from a seed: an app, a source,
-// the lines written before the first run, and a sequence of runs, each with
-// its flags, what happens to the input before and while it runs, how it
-// ends and the fault it meets. The last run is always a bounded run with
+// A scenarioSpec is what the harness generates from a seed: an app, a
+// source, the lines written before the first run, and a sequence of runs,
+// each with its flags, what happens to the input before and while it runs,
+// how it ends and the fault it meets. The last run is always a bounded run with
 // no fault that ends by itself, so that the oracle can check the whole
 // input. A plain value.
-type Scenario struct {
+type scenarioSpec struct {
 	Seed uint64
 	// Kind is what the scenario runs: "runs" (a sequence of blackbox run),
 	// "crashtest" (blackbox crashtest, whose verdict the oracle checks) or
 	// "engine" (the engine driven in-process: engine.go).
 	Kind string
 	// Crash configures a crashtest scenario.
-	Crash  CrashSpec
-	Engine EngineSpec
+	Crash  crashSpec
+	Engine engineSpec
 	App    string // ledger, alerts or torture (App)
 	State  bool   // ledger: --state
 	Source string // file or kafka
@@ -37,11 +37,11 @@ type Scenario struct {
 	// Backlog (Kafka): thousands of records before the first run, which
 	// handles them slowly while a second member joins and leaves.
 	Backlog bool
-	Runs    []RunSpec
+	Runs    []runSpec
 }
 
-// A RunSpec is one `blackbox run` of a scenario. A plain value.
-type RunSpec struct {
+// A runSpec is one `blackbox run` of a scenario. A plain value.
+type runSpec struct {
 	Format        string // csv or sqlite
 	Workers       int
 	Order         string // "", key or none
@@ -53,73 +53,73 @@ type RunSpec struct {
 	Delay         time.Duration // run --delay: slows each event, widening the kill windows
 	Policy        string        // pause or drop
 	Queue         int           // 0: the default
-	Before        []Op          // done to the input while stopped, before the run
-	During        []Op          // done to the input while the run follows
-	End           End
-	Fault         Fault
+	Before        []inputOp     // done to the input while stopped, before the run
+	During        []inputOp     // done to the input while the run follows
+	End           runEnd
+	Fault         runFault
 	Alias         string // a hostile path: "pointer" or "status" names a worker's state file
 	Member        bool   // Kafka: a second member of the group runs beside this run for a while
 }
 
-// EndKind is how a run ends.
-type EndKind string
+// endKind is how a run ends.
+type endKind string
 
 // The ends of a run.
 const (
-	EndSettle EndKind = "settle" // a bounded run: it ends by itself once settled
-	EndTerm   EndKind = "term"   // SIGTERM at a random moment: a clean stop
-	EndKill   EndKind = "kill"   // SIGKILL at a random moment
-	EndKillAt EndKind = "killat" // SIGKILL at a named kill point (BLACKBOX_KILL_AT)
+	endSettle endKind = "settle" // a bounded run: it ends by itself once settled
+	endTerm   endKind = "term"   // SIGTERM at a random moment: a clean stop
+	endKill   endKind = "kill"   // SIGKILL at a random moment
+	endKillAt endKind = "killat" // SIGKILL at a named kill point (BLACKBOX_KILL_AT)
 )
 
-// End is how a run ends: After, for term and kill, is when after its
+// runEnd is how a run ends: After, for term and kill, is when after its
 // start; Point and N, for killat, the point and its N-th reach.
-type End struct {
-	Kind  EndKind
+type runEnd struct {
+	Kind  endKind
 	After time.Duration
 	Point string
 	N     int
 }
 
-// OpKind is something done to the input.
-type OpKind string
+// opKind is something done to the input.
+type opKind string
 
 // The operations on a file input, then on a Kafka topic.
 const (
-	OpAppend      OpKind = "append"     // N new lines
-	OpRename      OpKind = "rename"     // rotation by rename: PATH to PATH-000K, a new empty PATH
-	OpCopy        OpKind = "copy"       // rotation by copy-and-truncate: PATH copied to PATH-000K, PATH truncated
-	OpBurst       OpKind = "burst"      // N rotations by rename, each after a line or two
-	OpTruncate    OpKind = "truncate"   // PATH truncated to 0: its unread lines are destroyed
-	OpRewrite     OpKind = "rewrite"    // PATH rewritten in place with new lines (same length or longer)
-	OpRecreate    OpKind = "recreate"   // PATH deleted and created again with new lines
-	OpPartitions  OpKind = "partitions" // Kafka: N partitions added
-	OpRetention   OpKind = "retention"  // Kafka: the records of a partition deleted up to its end (unread ones lost)
-	OpDeleteTopic OpKind = "deltopic"   // Kafka: the topic deleted and created again empty
-	OpBounce      OpKind = "bounce"     // Kafka: the broker stopped and started again
+	opAppend      opKind = "append"     // N new lines
+	opRename      opKind = "rename"     // rotation by rename: PATH to PATH-000K, a new empty PATH
+	opCopy        opKind = "copy"       // rotation by copy-and-truncate: PATH copied to PATH-000K, PATH truncated
+	opBurst       opKind = "burst"      // N rotations by rename, each after a line or two
+	opTruncate    opKind = "truncate"   // PATH truncated to 0: its unread lines are destroyed
+	opRewrite     opKind = "rewrite"    // PATH rewritten in place with new lines (same length or longer)
+	opRecreate    opKind = "recreate"   // PATH deleted and created again with new lines
+	opPartitions  opKind = "partitions" // Kafka: N partitions added
+	opRetention   opKind = "retention"  // Kafka: the records of a partition deleted up to its end (unread ones lost)
+	opDeleteTopic opKind = "deltopic"   // Kafka: the topic deleted and created again empty
+	opBounce      opKind = "bounce"     // Kafka: the broker stopped and started again
 )
 
-// Op is one operation on the input.
-type Op struct {
-	Kind OpKind
+// inputOp is one operation on the input.
+type inputOp struct {
+	Kind opKind
 	N    int
 }
 
-// FaultKind is a fault a run meets.
-type FaultKind string
+// faultKind is a fault a run meets.
+type faultKind string
 
 // The faults.
 const (
-	FaultNone     FaultKind = ""
-	FaultDiskFull FaultKind = "diskfull" // the run's files may grow to Bytes at most (RLIMIT_FSIZE): the store, --out or the state fails to write
-	FaultStateDir FaultKind = "statedir" // a directory takes the state file's place while the run runs: its saves fail
-	FaultLocked   FaultKind = "locked"   // another process holds the lock of one of the run's outputs: the run must be refused
-	FaultStale    FaultKind = "stale"    // lock files left by a killed run beside every output: they hold nothing
+	faultNone     faultKind = ""
+	faultDiskFull faultKind = "diskfull" // the run's files may grow to Bytes at most (RLIMIT_FSIZE): the store, --out or the state fails to write
+	faultStateDir faultKind = "statedir" // a directory takes the state file's place while the run runs: its saves fail
+	faultLocked   faultKind = "locked"   // another process holds the lock of one of the run's outputs: the run must be refused
+	faultStale    faultKind = "stale"    // lock files left by a killed run beside every output: they hold nothing
 )
 
-// Fault is the fault a run meets.
-type Fault struct {
-	Kind  FaultKind
+// runFault is the fault a run meets.
+type runFault struct {
+	Kind  faultKind
 	Bytes int64
 }
 
@@ -184,11 +184,11 @@ func ParseLimits(s string) (Limits, error) {
 // Kill points a run may be killed at (internal/killpoint).
 var killPoints = []string{"state-saved", "rows-written", "store-write", "pointer-written"}
 
-// Generate generates the scenario of seed, shrunk by lim. The same seed
+// generate generates the scenario of seed, shrunk by lim. The same seed
 // and limits give the same scenario.
-func Generate(seed uint64, lim Limits, only Only) Scenario {
+func generate(seed uint64, lim Limits, only Only) scenarioSpec {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	s := Scenario{Seed: seed, Kind: "runs", Source: "file", Lines: 20 + r.IntN(120)}
+	s := scenarioSpec{Seed: seed, Kind: "runs", Source: "file", Lines: 20 + r.IntN(120)}
 	c := cover(seed)
 	s.Kind = genKind(r, c, only)
 	switch s.Kind {
@@ -202,8 +202,8 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 		}
 		return s
 	}
-	kafkaOp := map[int]OpKind{coverPartitions: OpPartitions, coverRetention: OpRetention, coverDeleteTopic: OpDeleteTopic,
-		coverBounce: OpBounce}[c]
+	kafkaOp := map[int]opKind{coverPartitions: opPartitions, coverRetention: opRetention, coverDeleteTopic: opDeleteTopic,
+		coverBounce: opBounce}[c]
 	s.genInput(r, c, kafkaOp != "", only)
 	n := 1 + r.IntN(4)
 	if s.Backlog || kafkaOp != "" {
@@ -212,8 +212,8 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 	for i := range n {
 		run := s.genRun(r, i == 0, i == n-1)
 		if s.Backlog && i == 0 {
-			run.Delay, run.Member, run.End = 4*time.Millisecond, true, End{Kind: EndTerm, After: 4 * time.Second}
-			run.Follow, run.During, run.Fault, run.Alias = true, nil, Fault{}, ""
+			run.Delay, run.Member, run.End = 4*time.Millisecond, true, runEnd{Kind: endTerm, After: 4 * time.Second}
+			run.Follow, run.During, run.Fault, run.Alias = true, nil, runFault{}, ""
 		}
 		if i > 0 && s.State && r.IntN(4) > 0 {
 			// Durable state is per worker: most restarts keep the layout
@@ -224,8 +224,8 @@ func Generate(seed uint64, lim Limits, only Only) Scenario {
 		s.Runs = append(s.Runs, run)
 	}
 	if kafkaOp != "" && s.Source == "kafka" && !s.Backlog {
-		op := Op{Kind: kafkaOp, N: 1}
-		if kafkaOp == OpRetention {
+		op := inputOp{Kind: kafkaOp, N: 1}
+		if kafkaOp == opRetention {
 			op.N = r.IntN(s.Partitions)
 		}
 		s.Runs[1].Before = append(s.Runs[1].Before, op)
@@ -261,7 +261,7 @@ func genKind(r *rand.Rand, c int, only Only) string {
 // genInput draws a runs scenario's app, source and input (c, the seed's
 // residue, may force a Kafka source, a backlog, the ledger with state,
 // poison lines; kafkaOp says a Kafka operation is forced).
-func (s *Scenario) genInput(r *rand.Rand, c int, kafkaOp bool, only Only) {
+func (s *scenarioSpec) genInput(r *rand.Rand, c int, kafkaOp bool, only Only) {
 	switch x := r.IntN(20); {
 	case x < 10:
 		s.App, s.State = "ledger", true
@@ -329,15 +329,15 @@ const (
 
 func cover(seed uint64) int { return int(seed % coverEvery) }
 
-// Only restricts what Generate draws: a kind of scenario, an app, a source.
+// Only restricts what generate draws (Config.Only): a kind of scenario, an app, a source.
 type Only struct {
 	Kind   string
 	App    string
 	Source string
 }
 
-func (s *Scenario) genRun(r *rand.Rand, first, last bool) RunSpec {
-	run := RunSpec{Format: pick(r, "csv", "sqlite"), Workers: 1, Policy: "pause"}
+func (s *scenarioSpec) genRun(r *rand.Rand, first, last bool) runSpec {
+	run := runSpec{Format: pick(r, "csv", "sqlite"), Workers: 1, Policy: "pause"}
 	if r.IntN(2) == 0 {
 		run.Workers = 2 + r.IntN(7)
 		switch r.IntN(5) {
@@ -375,12 +375,12 @@ func (s *Scenario) genRun(r *rand.Rand, first, last bool) RunSpec {
 	}
 	// What happens to the input while stopped: new lines, and sometimes
 	// worse.
-	run.Before = append(run.Before, Op{Kind: OpAppend, N: r.IntN(40)})
+	run.Before = append(run.Before, inputOp{Kind: opAppend, N: r.IntN(40)})
 	if r.IntN(4) == 0 && !first { // before the first run the input is not yet the runs' to lose
 		run.Before = append(run.Before, s.hostileOp(r, false))
 	}
 	if last {
-		run.End = End{Kind: EndSettle}
+		run.End = runEnd{Kind: endSettle}
 		return run
 	}
 	run.Follow = r.IntN(5) < 2
@@ -389,29 +389,29 @@ func (s *Scenario) genRun(r *rand.Rand, first, last bool) RunSpec {
 			if r.IntN(3) == 0 {
 				run.During = append(run.During, s.hostileOp(r, true))
 			} else {
-				run.During = append(run.During, Op{Kind: OpAppend, N: 1 + r.IntN(30)})
+				run.During = append(run.During, inputOp{Kind: opAppend, N: 1 + r.IntN(30)})
 			}
 		}
 	}
 	switch x := r.IntN(10); {
 	case x < 2 && !run.Follow:
-		run.End = End{Kind: EndSettle}
+		run.End = runEnd{Kind: endSettle}
 	case x < 4:
-		run.End = End{Kind: EndTerm, After: time.Duration(r.IntN(300)) * time.Millisecond}
+		run.End = runEnd{Kind: endTerm, After: time.Duration(r.IntN(300)) * time.Millisecond}
 	case x < 7:
-		run.End = End{Kind: EndKill, After: time.Duration(r.IntN(300)) * time.Millisecond}
+		run.End = runEnd{Kind: endKill, After: time.Duration(r.IntN(300)) * time.Millisecond}
 	default:
-		run.End = End{Kind: EndKillAt, Point: pick(r, killPoints...), N: 1 + r.IntN(8)}
+		run.End = runEnd{Kind: endKillAt, Point: pick(r, killPoints...), N: 1 + r.IntN(8)}
 	}
 	switch x := r.IntN(20); {
 	case x == 0:
-		run.Fault = Fault{Kind: FaultDiskFull, Bytes: int64(2000 + r.IntN(40000))}
+		run.Fault = runFault{Kind: faultDiskFull, Bytes: int64(2000 + r.IntN(40000))}
 	case x == 1 && s.State:
-		run.Fault = Fault{Kind: FaultStateDir}
+		run.Fault = runFault{Kind: faultStateDir}
 	case x == 2:
-		run.Fault = Fault{Kind: FaultLocked}
+		run.Fault = runFault{Kind: faultLocked}
 	case x == 3:
-		run.Fault = Fault{Kind: FaultStale}
+		run.Fault = runFault{Kind: faultStale}
 	}
 	if s.State && r.IntN(20) == 0 {
 		run.Alias = pick(r, "pointer", "status")
@@ -423,51 +423,51 @@ func (s *Scenario) genRun(r *rand.Rand, first, last bool) RunSpec {
 }
 
 // hostileOp draws an operation beyond an append, for the scenario's source.
-func (s *Scenario) hostileOp(r *rand.Rand, running bool) Op {
+func (s *scenarioSpec) hostileOp(r *rand.Rand, running bool) inputOp {
 	if s.Source == "kafka" {
 		switch r.IntN(4) {
 		case 0:
-			return Op{Kind: OpPartitions, N: 1 + r.IntN(3)}
+			return inputOp{Kind: opPartitions, N: 1 + r.IntN(3)}
 		case 1:
-			return Op{Kind: OpRetention, N: r.IntN(s.Partitions)}
+			return inputOp{Kind: opRetention, N: r.IntN(s.Partitions)}
 		case 2:
-			return Op{Kind: OpBounce}
+			return inputOp{Kind: opBounce}
 		default:
-			return Op{Kind: OpDeleteTopic}
+			return inputOp{Kind: opDeleteTopic}
 		}
 	}
 	switch r.IntN(8) {
 	case 0, 1:
-		return Op{Kind: OpRename, N: 1 + r.IntN(10)}
+		return inputOp{Kind: opRename, N: 1 + r.IntN(10)}
 	case 2:
-		return Op{Kind: OpCopy, N: 1 + r.IntN(10)}
+		return inputOp{Kind: opCopy, N: 1 + r.IntN(10)}
 	case 3, 4:
 		k := 2 + r.IntN(4)
 		if running && r.IntN(3) == 0 {
 			k = 20 + r.IntN(80)
 		}
-		return Op{Kind: OpBurst, N: k}
+		return inputOp{Kind: opBurst, N: k}
 	case 5:
-		return Op{Kind: OpTruncate}
+		return inputOp{Kind: opTruncate}
 	case 6:
-		return Op{Kind: OpRewrite, N: 1 + r.IntN(10)}
+		return inputOp{Kind: opRewrite, N: 1 + r.IntN(10)}
 	default:
-		return Op{Kind: OpRecreate, N: 1 + r.IntN(10)}
+		return inputOp{Kind: opRecreate, N: 1 + r.IntN(10)}
 	}
 }
 
 // shrink applies lim.
-func (s Scenario) shrink(lim Limits) Scenario {
+func (s scenarioSpec) shrink(lim Limits) scenarioSpec {
 	if lim.Runs > 0 && len(s.Runs) > lim.Runs {
 		last := s.Runs[len(s.Runs)-1]
-		s.Runs = append(append([]RunSpec{}, s.Runs[:lim.Runs-1]...), last)
+		s.Runs = append(append([]runSpec{}, s.Runs[:lim.Runs-1]...), last)
 	}
-	runs := make([]RunSpec, len(s.Runs))
+	runs := make([]runSpec, len(s.Runs))
 	for i, run := range s.Runs {
 		run.Before = limitOps(run.Before, lim)
 		run.During = limitOps(run.During, lim)
 		if lim.NoFaults {
-			run.Fault, run.Alias = Fault{}, ""
+			run.Fault, run.Alias = runFault{}, ""
 		}
 		runs[i] = run
 	}
@@ -478,13 +478,13 @@ func (s Scenario) shrink(lim Limits) Scenario {
 	return s
 }
 
-func limitOps(ops []Op, lim Limits) []Op {
-	var out []Op
+func limitOps(ops []inputOp, lim Limits) []inputOp {
+	var out []inputOp
 	for _, op := range ops {
-		if lim.NoOps && op.Kind != OpAppend {
+		if lim.NoOps && op.Kind != opAppend {
 			continue
 		}
-		if lim.Lines > 0 && op.N > lim.Lines && (op.Kind == OpAppend || op.Kind == OpBurst) {
+		if lim.Lines > 0 && op.N > lim.Lines && (op.Kind == opAppend || op.Kind == opBurst) {
 			op.N = lim.Lines
 		}
 		out = append(out, op)
@@ -496,7 +496,7 @@ func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 
 // Dimensions names what the scenario exercises, for the harness's log of
 // how many scenarios covered each dimension.
-func (s Scenario) Dimensions() []string {
+func (s scenarioSpec) Dimensions() []string {
 	switch s.Kind {
 	case "crashtest":
 		return s.Crash.dimensions()
@@ -521,7 +521,7 @@ func (s Scenario) Dimensions() []string {
 	}
 	for _, run := range s.Runs {
 		d = append(d, "format="+run.Format, "end="+string(run.End.Kind))
-		if run.End.Kind == EndKillAt {
+		if run.End.Kind == endKillAt {
 			d = append(d, "killpoint="+run.End.Point)
 		}
 		if run.Workers > 1 {
@@ -545,12 +545,12 @@ func (s Scenario) Dimensions() []string {
 		if run.Policy == "drop" {
 			d = append(d, "policy=drop")
 		}
-		for _, op := range append(append([]Op{}, run.Before...), run.During...) {
-			if op.Kind != OpAppend || run.Follow {
+		for _, op := range append(append([]inputOp{}, run.Before...), run.During...) {
+			if op.Kind != opAppend || run.Follow {
 				d = append(d, "op="+string(op.Kind))
 			}
 		}
-		if run.Fault.Kind != FaultNone {
+		if run.Fault.Kind != faultNone {
 			d = append(d, "fault="+string(run.Fault.Kind))
 		}
 		if run.Alias != "" {

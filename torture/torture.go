@@ -169,7 +169,7 @@ func (ss *session) seeds(ctx context.Context) <-chan uint64 {
 // cfg.NoShrink). It reports false when ctx ended it: the session stops.
 func (ss *session) scenario(ctx context.Context, seed uint64) bool {
 	cfg := ss.cfg
-	s := Generate(seed, cfg.Limits, cfg.Only)
+	s := generate(seed, cfg.Limits, cfg.Only)
 	began := time.Now()
 	vs, events, dir, err := runScenario(ctx, cfg, s)
 	if err != nil && ctx.Err() != nil {
@@ -215,7 +215,7 @@ func (ss *session) scenario(ctx context.Context, seed uint64) bool {
 
 // shrink shrinks the failure f of scenario s (shrinkFailure), within the
 // session's time when it has one; not with cfg.NoShrink.
-func (ss *session) shrink(ctx context.Context, s Scenario, f *Failure) {
+func (ss *session) shrink(ctx context.Context, s scenarioSpec, f *Failure) {
 	if ss.cfg.NoShrink {
 		return
 	}
@@ -254,7 +254,7 @@ func reproduce(seed uint64, limits string, only Only) string {
 // named by its seed and limits (each shrinking step of a failure has its
 // own), and checks it. The directory is removed when the scenario passes
 // (unless cfg.Keep).
-func runScenario(ctx context.Context, cfg Config, s Scenario) (vs []Violation, events []string, dir string, err error) {
+func runScenario(ctx context.Context, cfg Config, s scenarioSpec) (vs []Violation, events []string, dir string, err error) {
 	name := fmt.Sprintf("seed-%d", s.Seed)
 	if l := cfg.Limits.String(); l != "" {
 		name += "-" + strings.NewReplacer(",", "-", "=", "").Replace(l)
@@ -316,7 +316,7 @@ func (sr *scenarioRun) finish(ctx context.Context) error {
 		return nil
 	}
 	run := last.run
-	run.Before, run.During, run.Fault, run.Alias = nil, nil, Fault{}, ""
+	run.Before, run.During, run.Fault, run.Alias = nil, nil, runFault{}, ""
 	run.Workers, run.Order, run.MaxGap = 1, "", 0 // no run ran: one worker, which any state takes
 	for i := len(sr.runs) - 1; i >= 0; i-- {
 		if r := sr.runs[i]; !r.refused && sr.atWorkOnce(r) {
@@ -340,8 +340,8 @@ func (sr *scenarioRun) topicDeletedBefore(i int) bool {
 	if sr.kafka == nil || i > len(sr.s.Runs) {
 		return false
 	}
-	deletes := func(ops []Op) bool {
-		return slices.ContainsFunc(ops, func(op Op) bool { return op.Kind == OpDeleteTopic })
+	deletes := func(ops []inputOp) bool {
+		return slices.ContainsFunc(ops, func(op inputOp) bool { return op.Kind == opDeleteTopic })
 	}
 	return deletes(sr.s.Runs[i-1].Before) || deletes(sr.s.Runs[i-1].During) || i >= 2 && deletes(sr.s.Runs[i-2].During)
 }
@@ -350,9 +350,9 @@ func (sr *scenarioRun) topicDeletedBefore(i int) bool {
 // no operations, fewer lines, keeping each step that still fails the
 // invariant the whole scenario failed first (a smaller scenario failing
 // another one is another finding, not this one reproduced).
-func shrinkFailure(ctx context.Context, cfg Config, s Scenario, f *Failure) {
+func shrinkFailure(ctx context.Context, cfg Config, s scenarioSpec, f *Failure) {
 	lim := cfg.Limits
-	full := Generate(s.Seed, Limits{}, cfg.Only)
+	full := generate(s.Seed, Limits{}, cfg.Only)
 	inv := f.Violations[0].Invariant
 	try := func(l Limits) bool {
 		if ctx.Err() != nil {
@@ -360,7 +360,7 @@ func shrinkFailure(ctx context.Context, cfg Config, s Scenario, f *Failure) {
 		}
 		c := cfg
 		c.Limits = l
-		vs, events, dir, err := runScenario(ctx, c, Generate(s.Seed, l, cfg.Only))
+		vs, events, dir, err := runScenario(ctx, c, generate(s.Seed, l, cfg.Only))
 		if err != nil || ctx.Err() != nil { // cut short: it proves nothing
 			return false
 		}

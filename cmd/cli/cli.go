@@ -71,7 +71,9 @@ func usagef(format string, args ...any) error {
 func UsageError(err error) error { return &usageError{err} }
 
 // BuiltinApps returns the apps every blackbox binary knows: ledger (option
-// state: its durable state file) and alerts (option threshold).
+// state: its durable state file) and alerts (option threshold). A CLI that
+// keeps only some of them passes WithoutBuiltinApps, then WithApps of
+// those.
 func BuiltinApps() []core.App { return apps.All() }
 
 // Option configures a CLI.

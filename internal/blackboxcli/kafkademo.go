@@ -15,9 +15,9 @@ import (
 	"github.com/blackbox-audit/blackbox/internal/apps"
 )
 
-// WithKafkaDemo gives `demo --kafka` an in-process Kafka cluster (kfake,
+// withKafkaDemo gives `demo --kafka` an in-process Kafka cluster (kfake,
 // which only cmd/blackbox links): cli.WithKafkaDemo(demoCluster).
-func WithKafkaDemo() cli.Option { return cli.WithKafkaDemo(demoCluster) }
+func withKafkaDemo() cli.Option { return cli.WithKafkaDemo(demoCluster) }
 
 // demoCluster starts an in-process Kafka cluster (kfake) with topic and
 // produces each line of input to it, keyed by the line's account

@@ -12,11 +12,11 @@ import (
 	"github.com/blackbox-audit/blackbox/torture"
 )
 
-// WithTorture adds the torture harness: the command `torture` and its
+// withTorture adds the torture harness: the command `torture` and its
 // app (torture.App, which its scenarios run). The harness runs this
-// binary as its child, so a binary built with WithTorture must be the one
+// binary as its child, so a binary built with withTorture must be the one
 // running. cmd/blackbox has it.
-func WithTorture() cli.Option {
+func withTorture() cli.Option {
 	return func(c *cli.CLI) {
 		cli.WithApps(torture.App)(c)
 		cli.WithCommand(tortureCmd)(c)

@@ -14,7 +14,7 @@
 // writes a varying number of inputs per batch; the ledger saves a varying
 // number of lines per batch). It is never a flag
 // a user sees. When the variable is unset or
-// empty the package does nothing: Reach and WriteHalf cost one load of a
+// empty the package does nothing: Reach and WriteHalfAt cost one load of a
 // package-level pointer and a compare. A malformed value (not POINT:N with
 // a known POINT and N >= 1, or POINT@V with V >= 1) makes the process exit with code 2 at start-up,
 // so that a test never mistakes a typo for a point that was not reached.
@@ -96,8 +96,8 @@ const (
 	GoldenUpdate = "golden-update"
 )
 
-// Points lists every named point.
-var Points = []string{StateSaved, RowsWritten, StoreWrite, PointerWritten, Convert, ConvertCopied,
+// points lists every named point.
+var points = []string{StateSaved, RowsWritten, StoreWrite, PointerWritten, Convert, ConvertCopied,
 	GoldenRecorded, GoldenMoved, GoldenUpdate}
 
 // arm is the armed point: immutable but for its counter.
@@ -135,11 +135,11 @@ func parse(v string) (*arm, error) {
 		atValue = true
 	}
 	known := false
-	for _, p := range Points {
+	for _, p := range points {
 		known = known || p == point
 	}
 	if !known {
-		return nil, fmt.Errorf("%s=%q: unknown point %q (want one of %s)", Env, v, point, strings.Join(Points, ", "))
+		return nil, fmt.Errorf("%s=%q: unknown point %q (want one of %s)", Env, v, point, strings.Join(points, ", "))
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil || n < 1 {
@@ -179,10 +179,6 @@ func Reach(point string) {
 	}
 }
 
-// WriteHalf marks that the process is about to write b to w at point: on
-// the armed reach it writes the first half of b (a torn write: moved past
-// a line break it would end on, so that the last line is partial) and
-// kills the process; otherwise it writes nothing and the caller writes b.
 // ReachAt is Reach for a point that has a value (a position): armed as
 // POINT@V, it kills the process the first time it is reached with a value of
 // at least V; armed as POINT:N, it counts like Reach.
@@ -193,15 +189,6 @@ func ReachAt(point string, v int64) {
 	}
 	if a.n == 0 && v >= a.at || hit(point) {
 		die()
-	}
-}
-
-func WriteHalf(point string, w io.Writer, b []byte) {
-	if armed == nil {
-		return
-	}
-	if hit(point) {
-		tear(w, b)
 	}
 }
 
@@ -216,8 +203,12 @@ func tear(w io.Writer, b []byte) {
 	die()
 }
 
-// WriteHalfAt is WriteHalf for a point that has a value, as ReachAt: armed
-// as POINT@V, it tears the first write reached with a value of at least V.
+// WriteHalfAt marks that the process is about to write b to w at point,
+// which has a value v (as ReachAt): on the armed reach (POINT@V: the first
+// with a value of at least V; POINT:N: the N-th) it writes the first half
+// of b (a torn write: moved past a line break it would end on, so that the
+// last line is partial) and kills the process; otherwise it writes nothing
+// and the caller writes b.
 func WriteHalfAt(point string, v int64, w io.Writer, b []byte) {
 	a := armed
 	if a == nil || a.point != point {

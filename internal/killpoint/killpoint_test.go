@@ -15,7 +15,8 @@ import (
 
 // childMode makes the test binary a child that reaches a point: "reach"
 // reaches StoreWrite 10 times, printing each count before it; "half"
-// calls WriteHalf on the file named by childFile, then writes whole.
+// calls WriteHalfAt (value 0) on the file named by childFile, then writes
+// whole.
 const (
 	childMode = "KILLPOINT_TEST_CHILD"
 	childFile = "KILLPOINT_TEST_FILE"
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 			os.Exit(3)
 		}
 		b := []byte("0123456789\n")
-		WriteHalf(StoreWrite, f, b)
+		WriteHalfAt(StoreWrite, 0, f, b)
 		f.Write(b)
 		os.Exit(0)
 	}
@@ -95,7 +96,7 @@ func TestAnUnsetVariableLeavesTheSwitchDormant(t *testing.T) {
 	}
 }
 
-func TestWriteHalfWritesHalfTheBufferThenDies(t *testing.T) {
+func TestWriteHalfAtWritesHalfTheBufferThenDies(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "half")
 	out, killed := child(t, "half", Value(StoreWrite, 1), childFile+"="+path)
 	if !killed {

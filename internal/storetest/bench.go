@@ -53,8 +53,8 @@ func BenchAppend(b *testing.B, be Backend) {
 	b.ReportMetric(float64(3*n)/b.Elapsed().Seconds(), "rows/s")
 }
 
-// StreamRows is the size of BenchStream's recording.
-const StreamRows = 1_000_000
+// streamRows is the size of BenchStream's recording.
+const streamRows = 1_000_000
 
 // BenchStream writes a recording of StreamRows rows with be (batch inputs
 // to an Append), then, per op, opens it and streams its processor's rows.
@@ -71,7 +71,7 @@ func BenchStream(b *testing.B, be Backend, batch int) {
 	if err := w.Append(head()...); err != nil {
 		b.Fatal(err)
 	}
-	inputs := int64((StreamRows - 3) / 3)
+	inputs := int64((streamRows - 3) / 3)
 	rows := make([]store.Entry, 0, 3*batch)
 	for i := int64(1); i <= inputs; i++ {
 		rows = append(rows, Input("p", i)...)
@@ -131,10 +131,10 @@ func BenchStream(b *testing.B, be Backend, batch int) {
 	b.ReportMetric(openTime.Seconds()/float64(b.N), "open-s/op")
 }
 
-// CSVFields sets fields (13 of them) to e's columns as the floors of the
+// csvFields sets fields (13 of them) to e's columns as the floors of the
 // CSV recording benchmarks write them with encoding/csv: formatted the
 // way the CSV store formats them, the payload's bytes as they are.
-func CSVFields(e *store.Entry, fields []string) {
+func csvFields(e *store.Entry, fields []string) {
 	fields[0] = e.Processor
 	fields[1] = strconv.FormatInt(e.Index, 10)
 	fields[2] = string(e.Kind)
@@ -155,8 +155,8 @@ func CSVFields(e *store.Entry, fields []string) {
 const FloorInsert = `INSERT INTO rows (processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// InsertArgs are e's column values for FloorInsert.
-func InsertArgs(e *store.Entry) []any {
+// insertArgs are e's column values for FloorInsert.
+func insertArgs(e *store.Entry) []any {
 	return []any{e.Processor, e.Index, string(e.Kind), e.Source, e.Seq, store.FormatInstant(e.Instant), e.Epoch, e.Key,
 		e.Offset, e.N, string(e.Payload), e.Detail, store.FormatReads(e.Reads)}
 }
@@ -245,7 +245,7 @@ func (fc *FloorConn) Insert(rows []store.Entry) {
 		fc.tb.Fatal(err)
 	}
 	for i := range rows {
-		if _, err := fc.ins.ExecContext(ctx, InsertArgs(&rows[i])...); err != nil {
+		if _, err := fc.ins.ExecContext(ctx, insertArgs(&rows[i])...); err != nil {
 			fc.tb.Fatal(err)
 		}
 	}
@@ -286,7 +286,7 @@ type CSVFloor struct {
 func (fl *CSVFloor) Write(rows []store.Entry) {
 	fl.buf.Reset()
 	for i := range rows {
-		CSVFields(&rows[i], fl.fields)
+		csvFields(&rows[i], fl.fields)
 		if err := fl.w.Write(fl.fields); err != nil {
 			fl.tb.Fatal(err)
 		}

@@ -84,7 +84,7 @@ func testScanYieldsTheCommitRows(t *testing.T, b Backend) {
 	if d := cmp.Diff(want, commits); d != "" {
 		t.Errorf("COMMIT rows of Scan (-want +got):\n%s", d)
 	}
-	CheckStreams(t, b, p)
+	checkStreams(t, b, p)
 }
 
 // testCommitRowsRefusedInVersion2: a writer refuses a COMMIT row into a

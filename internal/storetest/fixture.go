@@ -15,9 +15,9 @@ const Alerts = `alerts "é", 2`
 // UTC (stores keep them in UTC).
 var (
 	T0 = time.Date(2024, 2, 29, 23, 59, 59, 123456789, time.UTC)
-	T1 = time.Date(2024, 3, 1, 9, 0, 0, 1, time.FixedZone("CET", 3600))
-	T2 = time.Date(2024, 3, 1, 8, 0, 0, 999999999, time.UTC)
-	T3 = time.Date(2024, 3, 1, 8, 0, 1, 0, time.FixedZone("EST", -5*3600))
+	t1 = time.Date(2024, 3, 1, 9, 0, 0, 1, time.FixedZone("CET", 3600))
+	t2 = time.Date(2024, 3, 1, 8, 0, 0, 999999999, time.UTC)
+	t3 = time.Date(2024, 3, 1, 8, 0, 1, 0, time.FixedZone("EST", -5*3600))
 )
 
 // Recording returns a complete recording without problems that uses every
@@ -71,8 +71,8 @@ func Recording() []store.Entry {
 			e.Source, e.Seq, e.Epoch, e.Offset = feed, 1, 1<<62, 120
 		}),
 		with(l(3, store.KindIndexed), func(e *store.Entry) {
-			e.Source, e.Seq, e.Instant, e.N = feed, 1, T1, 2
-			e.Reads = []time.Time{T1, T1.Add(1), T1.Add(time.Second - 1)}
+			e.Source, e.Seq, e.Instant, e.N = feed, 1, t1, 2
+			e.Reads = []time.Time{t1, t1.Add(1), t1.Add(time.Second - 1)}
 		}),
 		with(l(4, store.KindOutput), func(e *store.Entry) {
 			e.Source, e.Seq, e.Payload = "book", 1, []byte(`{"ok":true}`)
@@ -84,48 +84,48 @@ func Recording() []store.Entry {
 			e.Source, e.Seq, e.Epoch, e.Key, e.Offset, e.N = feed, 1, 7, `p,"0"`, 120, 1
 		}),
 		with(a(3, store.KindIndexed), func(e *store.Entry) {
-			e.Source, e.Seq, e.Instant, e.Reads = feed, 1, T1, []time.Time{T1}
+			e.Source, e.Seq, e.Instant, e.Reads = feed, 1, t1, []time.Time{t1}
 		}),
 		with(g(4, store.KindJournal), func(e *store.Entry) { e.Source, e.Seq, e.Payload = "audit", 1, []byte(`~3`) }),
 		with(l(6, store.KindDelivery), func(e *store.Entry) { e.Source, e.Seq, e.Epoch, e.Offset = feed, 2, 1<<62, 240 }),
-		with(l(7, store.KindIndexed), func(e *store.Entry) { e.Source, e.Seq, e.Instant, e.N = feed, 2, T2, 1 }),
+		with(l(7, store.KindIndexed), func(e *store.Entry) { e.Source, e.Seq, e.Instant, e.N = feed, 2, t2, 1 }),
 		with(l(8, store.KindOutput), func(e *store.Entry) { e.Source, e.Seq, e.Payload = "book", 1, []byte(`{}`) }),
 		with(a(4, store.KindDropped), func(e *store.Entry) {
 			e.Source, e.Seq, e.Offset, e.N = feed, 2, 240, 1
 			e.Detail = "overload: drop-after-spin, exact; seqs 2-2"
 		}),
 		with(a(5, store.KindDelivery), func(e *store.Entry) { e.Source, e.Seq, e.Epoch, e.Offset = feed, 3, 7, 360 }),
-		with(a(6, store.KindIndexed), func(e *store.Entry) { e.Source, e.Seq, e.Instant, e.N = feed, 3, T2, 1 }),
+		with(a(6, store.KindIndexed), func(e *store.Entry) { e.Source, e.Seq, e.Instant, e.N = feed, 3, t2, 1 }),
 		with(a(7, store.KindOutput), func(e *store.Entry) { e.Source, e.Seq, e.Payload = "pager", 1, []byte(`"page; now"`) }),
 		with(l(9, store.KindInline), func(e *store.Entry) {
-			e.Source, e.Seq, e.Instant, e.N = "push", 1, T2, 1
+			e.Source, e.Seq, e.Instant, e.N = "push", 1, t2, 1
 			e.Payload = []byte(`{"text":"a,b \"c\" d","tab":"\t","nul":"\u0000"}`)
-			e.Reads = []time.Time{{}, T2} // a zero reading is kept
+			e.Reads = []time.Time{{}, t2} // a zero reading is kept
 		}),
 		with(l(10, store.KindOutput), func(e *store.Entry) {
 			e.Source, e.Seq, e.Payload = "book", 1, []byte(" leading space, NUL \x00 and invalid UTF-8 \xff")
 		}),
-		with(l(11, store.KindTimer), func(e *store.Entry) { e.Seq, e.Instant, e.N, e.Reads = 1, T3, 1, []time.Time{T3} }),
+		with(l(11, store.KindTimer), func(e *store.Entry) { e.Seq, e.Instant, e.N, e.Reads = 1, t3, 1, []time.Time{t3} }),
 		with(l(12, store.KindOutput), func(e *store.Entry) { e.Source, e.Seq, e.Payload = "book", 1, []byte(`null`) }),
 		with(l(13, store.KindDelivery), func(e *store.Entry) { e.Source, e.Seq, e.Epoch, e.Offset = feed, 3, 1<<62, 480 }),
-		with(l(14, store.KindIndexed), func(e *store.Entry) { e.Source, e.Seq, e.Instant = feed, 3, T3 }),
+		with(l(14, store.KindIndexed), func(e *store.Entry) { e.Source, e.Seq, e.Instant = feed, 3, t3 }),
 		with(g(5, store.KindJournal), func(e *store.Entry) { e.Source, e.Seq, e.Payload = feed, 3, []byte(`"three"`) }),
 		with(a(8, store.KindLost), func(e *store.Entry) {
 			e.Source, e.Seq, e.Epoch, e.Key, e.Offset, e.N = feed, 3, 7, `p,"0"`, 360, 1
 			e.Detail = `{"reason":"oversized","to":600,"detail":"in.txt (identity 1f): a line of 240 bytes, \"ünïcødé\""}`
 		}),
-		with(l(15, store.KindEnd), func(e *store.Entry) { e.Instant, e.N = T3, 5 }),
-		with(a(9, store.KindEnd), func(e *store.Entry) { e.Instant, e.N = T3, 2 }),
+		with(l(15, store.KindEnd), func(e *store.Entry) { e.Instant, e.N = t3, 5 }),
+		with(a(9, store.KindEnd), func(e *store.Entry) { e.Instant, e.N = t3, 2 }),
 	}
 }
 
-// Failed returns Recording with a FAILED row in place of its LOST row (row
+// failed returns Recording with a FAILED row in place of its LOST row (row
 // 27: Alerts index 8): the first failed attempt of a timer, after which
 // Alerts' stream is not reproducible. Its one problem is that row's
 // (store.ProblemFailed).
-func Failed() []store.Entry {
+func failed() []store.Entry {
 	rows := Recording()
-	rows[26] = store.Entry{Processor: Alerts, Index: 8, Kind: store.KindFailed, Seq: 2, Instant: T3,
+	rows[26] = store.Entry{Processor: Alerts, Index: 8, Kind: store.KindFailed, Seq: 2, Instant: t3,
 		Detail: `attempt 1: boom, "bad" input; ünïcødé`}
 	return rows
 }

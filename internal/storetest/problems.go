@@ -191,7 +191,7 @@ func testProblems(t *testing.T, b Backend) {
 			} else if err != nil {
 				t.Fatal(err)
 			}
-			CheckStreams(t, b, p)
+			checkStreams(t, b, p)
 			s := open(t, b, p)
 			ps := s.Problems()
 			if d := cmp.Diff(tt.want, wantsOf(ps)); d != "" {

@@ -134,16 +134,16 @@ func testStreams(t *testing.T, b Backend) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	CheckStreams(t, b, p)
+	checkStreams(t, b, p)
 }
 
-// CheckStreams checks the recording at path through b's store.StreamsReader
+// checkStreams checks the recording at path through b's store.StreamsReader
 // (skipping a backend without one): on a Store just opened, Streams yields,
 // for every processor, what its Stream yields (rows and problems), and
 // nothing of a row without a processor; on another, Scan yields what Rows
 // yields; after each, Problems and Processors are those of another Store
 // opened on the same file.
-func CheckStreams(t *testing.T, b Backend, path string) {
+func checkStreams(t *testing.T, b Backend, path string) {
 	t.Helper()
 	ref := open(t, b, path)
 	checkStreamsOf(t, open(t, b, path), ref.Problems(), ref.Processors())
@@ -288,10 +288,10 @@ func open(t *testing.T, b Backend, p string) Store {
 // failure ends what its stream proves, in every store.
 func testFailedRow(t *testing.T, b Backend) {
 	p := path(t)
-	Write(t, b, p, Failed())
+	Write(t, b, p, failed())
 	s := open(t, b, p)
 	got, errs := ReadAll(s)
-	if d := cmp.Diff(Normalized(Failed()), got); d != "" || len(errs) > 0 {
+	if d := cmp.Diff(Normalized(failed()), got); d != "" || len(errs) > 0 {
 		t.Errorf("Rows (-want +got):\n%s%v", d, errs)
 	}
 	for what, ps := range map[string][]store.Problem{"Problems": s.Problems(), "Verify": reopened(t, b, p)} {
@@ -302,7 +302,7 @@ func testFailedRow(t *testing.T, b Backend) {
 			t.Errorf("%s: %v, want a line and store.ErrFailed", what, ps[0])
 		}
 	}
-	CheckStreams(t, b, p)
+	checkStreams(t, b, p)
 }
 
 func testRoundTrip(t *testing.T, b Backend) {
@@ -574,7 +574,7 @@ func testConcurrent(t *testing.T, b Backend) {
 	for i := int64(1); i <= inputs; i++ {
 		rows = append(rows, Input("p", i)...)
 	}
-	rows = append(rows, store.Entry{Processor: "p", Index: 3*inputs + 2, Kind: store.KindEnd, N: inputs, Instant: T3})
+	rows = append(rows, store.Entry{Processor: "p", Index: 3*inputs + 2, Kind: store.KindEnd, N: inputs, Instant: t3})
 	want := Normalized(rows)
 
 	w, err := b.Create(p)

@@ -30,14 +30,14 @@ func testAnyPayloadBytesReadBack(t *testing.T, b Backend) {
 	rows := []store.Entry{
 		store.EncodeMeta(store.Meta{Created: T0, Streams: []string{"p"}}),
 		{Processor: "p", Index: 1, Kind: store.KindStart, Instant: T0, Payload: []byte("snapshot\nwith a line break")},
-		{Processor: "p", Index: 2, Kind: store.KindInline, Source: "push", Seq: 1, Instant: T1, N: int64(len(payloads)),
+		{Processor: "p", Index: 2, Kind: store.KindInline, Source: "push", Seq: 1, Instant: t1, N: int64(len(payloads)),
 			Payload: []byte("\r\n")},
 	}
 	for k, pl := range payloads {
 		rows = append(rows, store.Entry{Processor: "p", Index: int64(3 + k), Kind: store.KindOutput, Source: "out",
 			Seq: int64(k + 1), Payload: pl})
 	}
-	rows = append(rows, store.Entry{Processor: "p", Index: int64(3 + len(payloads)), Kind: store.KindEnd, N: 1, Instant: T2})
+	rows = append(rows, store.Entry{Processor: "p", Index: int64(3 + len(payloads)), Kind: store.KindEnd, N: 1, Instant: t2})
 	p := path(t)
 	Write(t, b, p, rows)
 	s := open(t, b, p)
@@ -70,7 +70,7 @@ func testMissingStreams(t *testing.T, b Backend) {
 	stream := func(name string) []store.Entry {
 		return []store.Entry{
 			{Processor: name, Index: 1, Kind: store.KindStart, Instant: T0},
-			{Processor: name, Index: 2, Kind: store.KindEnd, Instant: T1},
+			{Processor: name, Index: 2, Kind: store.KindEnd, Instant: t1},
 		}
 	}
 	cat := func(parts ...[]store.Entry) []store.Entry {
@@ -164,11 +164,11 @@ func testVerifyFindsWhatReplayFinds(t *testing.T, b Backend) {
 	in := func(seq int64) []store.Entry {
 		return []store.Entry{
 			{Processor: "p", Kind: store.KindDelivery, Source: "orders", Seq: seq, Epoch: 1, Offset: 10 * seq},
-			{Processor: "p", Kind: store.KindInline, Source: "orders", Seq: seq, Instant: T1, N: 1, Payload: []byte(`{}`)},
+			{Processor: "p", Kind: store.KindInline, Source: "orders", Seq: seq, Instant: t1, N: 1, Payload: []byte(`{}`)},
 			{Processor: "p", Kind: store.KindOutput, Source: "out", Seq: 1, Payload: []byte(`1`)},
 		}
 	}
-	timer := []store.Entry{{Processor: "p", Kind: store.KindTimer, Seq: 1, Instant: T2}}
+	timer := []store.Entry{{Processor: "p", Kind: store.KindTimer, Seq: 1, Instant: t2}}
 	// build numbers the rows of p from 1, START first, END (counting
 	// inputs) last.
 	build := func(inputs int64, parts ...[]store.Entry) []store.Entry {
@@ -177,7 +177,7 @@ func testVerifyFindsWhatReplayFinds(t *testing.T, b Backend) {
 		for _, part := range parts {
 			rows = append(rows, part...)
 		}
-		rows = append(rows, store.Entry{Processor: "p", Kind: store.KindEnd, N: inputs, Instant: T3})
+		rows = append(rows, store.Entry{Processor: "p", Kind: store.KindEnd, N: inputs, Instant: t3})
 		for i := 1; i < len(rows); i++ {
 			rows[i].Index = int64(i)
 		}

@@ -18,9 +18,9 @@ func WhenBlocked(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// AdvanceTimeout is how much of a synctest bubble's fake clock AdvanceUntil
+// advanceTimeout is how much of a synctest bubble's fake clock AdvanceUntil
 // lets go by before it fails the test.
-const AdvanceTimeout = 15 * time.Second
+const advanceTimeout = 15 * time.Second
 
 // AdvanceUntil waits, inside the test's synctest bubble, until cond holds:
 // each round lets every goroutine run until it blocks, then lets a
@@ -30,10 +30,10 @@ const AdvanceTimeout = 15 * time.Second
 // the bubble's time has gone by.
 func AdvanceUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(AdvanceTimeout)
+	deadline := time.Now().Add(advanceTimeout)
 	for synctest.Wait(); !cond(); Advance(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %s of the bubble's clock: %s", AdvanceTimeout, what)
+			t.Fatalf("not within %s of the bubble's clock: %s", advanceTimeout, what)
 		}
 	}
 }

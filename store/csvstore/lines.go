@@ -7,10 +7,10 @@ import (
 	"github.com/blackbox-audit/blackbox/store"
 )
 
-// MaxLine is the longest line a reader decodes, its '\n' included:
+// maxLine is the longest line a reader decodes, its '\n' included:
 // store.MaxRowSize (64 MiB), the longest row a writer writes. A longer line
 // is reported as malformed and skipped without being held in memory.
-const MaxLine = store.MaxRowSize
+const maxLine = store.MaxRowSize
 
 const readBuffer = 64 << 10
 
@@ -69,7 +69,7 @@ func (lr *lineReader) next() (line []byte, complete, long bool, err error) {
 }
 
 func appendCapped(acc, b []byte, long bool) ([]byte, bool) {
-	if room := MaxLine - len(acc); len(b) > room {
+	if room := maxLine - len(acc); len(b) > room {
 		return append(acc, b[:room]...), true
 	}
 	return append(acc, b...), long

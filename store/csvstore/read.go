@@ -27,7 +27,7 @@ func (s *file) extent() (end, size int64, err error) {
 
 func decodeLine(dec *decoder, line []byte, long bool, mode decodeMode) (store.Entry, *RowError) {
 	if long {
-		return store.Entry{}, &RowError{Reason: fmt.Sprintf("line longer than %d bytes", MaxLine)}
+		return store.Entry{}, &RowError{Reason: fmt.Sprintf("line longer than %d bytes", maxLine)}
 	}
 	return dec.decodeAs(line, mode)
 }
@@ -43,7 +43,7 @@ func rowProblem(path string, re *RowError, line int64) store.Problem {
 // readable, as a label for the reader, nothing more.
 func tornProblem(path string, tail []byte, size, line int64) store.Problem {
 	p := store.Problem{Kind: store.ProblemTorn, File: path, Line: line,
-		Detail: fmt.Sprintf("last line has no line terminator: %d bytes set aside", min(size, MaxLine))}
+		Detail: fmt.Sprintf("last line has no line terminator: %d bytes set aside", min(size, maxLine))}
 	r := csv.NewReader(bytes.NewReader(tail[:min(len(tail), 4096)]))
 	r.FieldsPerRecord = -1
 	fields, _ := r.Read() // a partial record on error: the fields before it
