@@ -153,7 +153,35 @@ func (s *setup) batchedTarget(lines0, want int64) (target int64, idle bool, err 
 	if missing == 0 {
 		return 0, true, nil
 	}
-	return lines0 + min(max(1, want-matched), missing), false, nil
+	// A restart first emits again the outputs of the lines its state does
+	// not hold (a posting each: the ledger's applied postings past the
+	// saved ones), then new ones: the target counts those re-emissions,
+	// so that the run is killed after new outputs, not before (on a
+	// loaded machine, where kills land at once, runs killed among their
+	// re-emissions never got further and no kill found the input done).
+	again := max(matched-s.savedPostings(), 0)
+	return lines0 + again + min(max(1, want-matched), missing), false, nil
+}
+
+// savedPostings is how many postings the crashed runs' state holds (every
+// worker's, with workers): their outputs a restart does not emit again.
+func (s *setup) savedPostings() int64 {
+	if s.cfg.Workers > 1 {
+		sts, err := s.workerStates(s.state)
+		if err != nil {
+			return 0
+		}
+		n := int64(0)
+		for _, st := range sts {
+			n += st.Applied
+		}
+		return n
+	}
+	st, err := apps.DurableStateOf(s.app, s.state)
+	if err != nil {
+		return 0
+	}
+	return st.Applied
 }
 
 // inputCommitted reports whether the crashed runs' pointer is at the end
