@@ -174,6 +174,24 @@ func (r *batchRun) publish(t *testing.T, n int) {
 
 // committed has the source poll its acknowledgements and returns the
 // committed offset.
+// breakWorker0State puts a directory in the place of worker 0's state
+// file (the file set aside), so that its saves fail, and checks that
+// worker 0 gets one of lines 5-8, the lines published next.
+func (r *batchRun) breakWorker0State(t *testing.T) (path string) {
+	t.Helper()
+	path = r.check.paths[0] // worker 0's file
+	if err := os.Rename(path, path+".aside"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(r.check.workerOf[4:8], 0) {
+		t.Fatalf("worker 0 gets none of lines 5-8 (%v): its saves would not fail", r.check.workerOf[4:8])
+	}
+	return path
+}
+
 func (r *batchRun) committed(t *testing.T) int64 {
 	t.Helper()
 	done := make(chan struct{})
@@ -395,16 +413,7 @@ func TestALedgerWhoseStateCannotBeSavedFailsItsGroupAfterItsTries(t *testing.T) 
 				if c := r.committed(t); c != 4 {
 					t.Fatalf("committed %d before the fault, want 4", c)
 				}
-				path := r.check.paths[0] // worker 0's file
-				if err := os.Rename(path, path+".aside"); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					t.Fatal(err)
-				}
-				if err := os.Mkdir(path, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Contains(r.check.workerOf[4:8], 0) {
-					t.Fatalf("worker 0 gets none of lines 5-8 (%v): its saves would not fail", r.check.workerOf[4:8])
-				}
+				path := r.breakWorker0State(t)
 				r.publish(t, 4)
 				for try := 1; try < apps.SaveTries; try++ {
 					testutil.Advance(interval)
@@ -485,16 +494,7 @@ func TestALedgerSavingEveryLineWhoseSaveKeepsFailingFailsItsGroupAndCommitsNothi
 				if c := r.committed(t); c != 4 {
 					t.Fatalf("committed %d before the fault, want 4", c)
 				}
-				path := r.check.paths[0] // worker 0's file
-				if err := os.Rename(path, path+".aside"); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					t.Fatal(err)
-				}
-				if err := os.Mkdir(path, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Contains(r.check.workerOf[4:8], 0) {
-					t.Fatalf("worker 0 gets none of lines 5-8 (%v): its saves would not fail", r.check.workerOf[4:8])
-				}
+				path := r.breakWorker0State(t)
 				r.publish(t, 4)
 				for try := 1; try < apps.SaveTries; try++ {
 					if err := r.e.Err(); err != nil {
