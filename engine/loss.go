@@ -25,20 +25,6 @@ type Loss struct {
 	Detail string
 }
 
-// The reasons of the losses the built-in sources report.
-const (
-	// LossOversized: the file source skipped a line longer than its
-	// maximum (Items 1, From and To the line's byte range).
-	LossOversized = "oversized"
-	// LossUnread: the file source can no longer find a file it had not
-	// read to its end (Items 0: unknown; From the offset it was read to, To
-	// 0: its end is unknown).
-	LossUnread = "unread"
-	// LossRetention: records of a Kafka partition were deleted by retention
-	// before they were read (Key the partition, From and To the offsets).
-	LossRetention = "retention"
-)
-
 // AddLoss reports a loss of the source's input: the feed is not lossless
 // from then on, FeedStatus.Losses counts it under l.Reason (one per call;
 // Items are not summed: some losses cannot be counted in items), and each

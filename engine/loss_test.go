@@ -82,8 +82,8 @@ func (s steps) Run(ctx context.Context, in *engine.Intake) error {
 // counted apart from the queues' drops. (A loss was only counted: no stream
 // was told, so no recording held it.)
 func TestASourceLossReachesEveryStreamWhereItHappened(t *testing.T) {
-	over := engine.Loss{Reason: engine.LossOversized, Items: 1, Epoch: 5, From: 8, To: 68, Detail: "in.txt"}
-	unread := engine.Loss{Reason: engine.LossUnread, Epoch: 5, From: 90}
+	over := engine.Loss{Reason: "oversized", Items: 1, Epoch: 5, From: 8, To: 68, Detail: "in.txt"}
+	unread := engine.Loss{Reason: "unread", Epoch: 5, From: 90}
 	src := steps{"a1", "b2", over, "c3", "a4", "b5", unread}
 	var mu sync.Mutex
 	log := map[string][]string{}

@@ -73,7 +73,7 @@ type FeedStatus struct {
 	// Failures counts items skipped after a processor's retries ran out.
 	Failures int64 `json:"failures"`
 	// Losses counts the losses the source reported (Intake.AddLoss), by
-	// reason (LossOversized, LossUnread, LossRetention ...); omitted when
+	// reason (the source's: filesource.LossOversized, kafkasource.LossRetention ...); omitted when
 	// none. Apart from Dropped: a queue's drops are items the feed
 	// published, a source's losses input it never published. What a
 	// source knows of its input that is neither an item nor a loss (a

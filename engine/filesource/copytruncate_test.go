@@ -133,18 +133,18 @@ func TestACopyTruncateWhileFollowingLosesNoLine(t *testing.T) {
 								t.Fatalf("line %d from the copy at %+v: want it under the old epoch %d at %d", i, ds[i], ds[0].Epoch, (i+1)*lineLen)
 							}
 						}
-						if !st.Lossless || fs.Losses[engine.LossUnread] != 0 || len(losses.get()) != 0 {
+						if !st.Lossless || fs.Losses[LossUnread] != 0 || len(losses.get()) != 0 {
 							t.Fatalf("status %+v, losses %+v: want lossless\n%s", fs, losses.get(), lg)
 						}
 						if !lg.Has("copy") {
 							t.Fatalf("no warning naming the copy:\n%s", lg)
 						}
 					} else {
-						if st.Lossless || fs.Losses[engine.LossUnread] != 1 {
-							t.Fatalf("lossless %v, unreadFiles %d: want not lossless, 1\n%s", st.Lossless, fs.Losses[engine.LossUnread], lg)
+						if st.Lossless || fs.Losses[LossUnread] != 1 {
+							t.Fatalf("lossless %v, unreadFiles %d: want not lossless, 1\n%s", st.Lossless, fs.Losses[LossUnread], lg)
 						}
 						ls := losses.get()
-						if len(ls) != 1 || ls[0].Reason != engine.LossUnread || ls[0].Epoch != ds[0].Epoch || ls[0].From != 3*lineLen || ls[0].Seq != 3 ||
+						if len(ls) != 1 || ls[0].Reason != LossUnread || ls[0].Epoch != ds[0].Epoch || ls[0].From != 3*lineLen || ls[0].Seq != 3 ||
 							!strings.Contains(ls[0].Detail, fmt.Sprintf("identity %x", identity(fi))) {
 							t.Fatalf("losses %+v: want one unread loss of the file (identity %x, epoch %d) from offset %d, after the third line", ls, identity(fi), ds[0].Epoch, 3*lineLen)
 						}
@@ -188,10 +188,10 @@ func TestAFileRewrittenUnderAOnceReadIsALoss(t *testing.T) {
 			t.Fatalf("got %q: want old lines from the first, then every new line", got)
 		}
 		fs := st.Feeds[0]
-		if st.Lossless || fs.Losses[engine.LossUnread] != 1 {
-			t.Fatalf("lossless %v, unreadFiles %d: want not lossless, 1\n%s", st.Lossless, fs.Losses[engine.LossUnread], lg)
+		if st.Lossless || fs.Losses[LossUnread] != 1 {
+			t.Fatalf("lossless %v, unreadFiles %d: want not lossless, 1\n%s", st.Lossless, fs.Losses[LossUnread], lg)
 		}
-		if ls := losses.get(); len(ls) != 1 || ls[0].Reason != engine.LossUnread || ls[0].From != int64(k)*lineLen {
+		if ls := losses.get(); len(ls) != 1 || ls[0].Reason != LossUnread || ls[0].From != int64(k)*lineLen {
 			t.Fatalf("losses %+v: want one unread loss from offset %d", ls, k*lineLen)
 		}
 	})
@@ -293,7 +293,7 @@ func TestATruncatedFileRenamedBeforeTheSourceLooksIsReadAfterItsCopy(t *testing.
 		if got, _ := p.got(); !slices.Equal(got, want) {
 			t.Fatalf("got %q\nwant %q\n%s", got, want, lg)
 		}
-		if fs := st.Feeds[0]; !st.Lossless || fs.Losses[engine.LossUnread] != 0 {
+		if fs := st.Feeds[0]; !st.Lossless || fs.Losses[LossUnread] != 0 {
 			t.Fatalf("status %+v: want lossless", fs)
 		}
 	})

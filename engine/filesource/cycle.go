@@ -123,7 +123,7 @@ func (s *Source) report() {
 }
 
 // reportOver reports each oversized line the reader skipped as a loss
-// (engine.LossOversized) of the file it read, with its byte range, and
+// (LossOversized) of the file it read, with its byte range, and
 // warns: before the lines read after it are published, so that every
 // processor's stream shows the loss where it happened.
 func (s *Source) reportOver() {
@@ -131,7 +131,7 @@ func (s *Source) reportOver() {
 	for _, o := range rd.over {
 		s.logf("%s: a line of %d bytes at offsets [%d, %d) is longer than the maximum line length %d: skipped whole, not published (the feed is not lossless)",
 			s.path, o.to-o.from, o.from, o.to, s.maxLine)
-		s.f.AddLoss(engine.Loss{Reason: engine.LossOversized, Items: 1, Epoch: s.epoch, From: o.from, To: o.to,
+		s.f.AddLoss(engine.Loss{Reason: LossOversized, Items: 1, Epoch: s.epoch, From: o.from, To: o.to,
 			Detail: fmt.Sprintf("%s (identity %x): a line of %d bytes, longer than the maximum %d", s.path, s.fileID, o.to-o.from, s.maxLine)})
 	}
 	rd.over = rd.over[:0]

@@ -13,7 +13,7 @@
 // A line longer than Options.MaxLine bytes (DefaultMaxLine, 16 MiB; the
 // terminator not counted) is never truncated and never published: it is
 // skipped whole, reported as a loss (engine.Intake.AddLoss, reason
-// engine.LossOversized, with the file's identity, epoch and the line's byte
+// LossOversized, with the file's identity, epoch and the line's byte
 // range: the feed status counts it, Losses["oversized"], and is not
 // lossless, and a
 // recording holds a LOST row between the lines around it) and warned with
@@ -109,7 +109,7 @@
 //     the fingerprint of its first bytes now) at once, at the pointer's
 //     offset and epoch: nothing is passed over;
 //   - when the pointer's file was replaced, truncated or rewritten and no
-//     copy of it is found, counts the rest of it lost (engine.LossUnread)
+//     copy of it is found, counts the rest of it lost (LossUnread)
 //     and reads the file at the path from 0 under a new epoch, but the
 //     header keeps the old file, offset and epoch until the run's first
 //     commit. The engine commits only positions of items processed (their
@@ -155,7 +155,7 @@
 // describes the copy meanwhile), then the files rotated after it, then the
 // truncated file. With no copy (and in a once-read, which never moves on
 // to another file) those bytes are gone, and whether there were any cannot
-// be known: they are reported as a loss (engine.LossUnread, with the
+// be known: they are reported as a loss (LossUnread, with the
 // file's identity, epoch and the offset it was read to: Losses["unread"], not
 // lossless, a LOST row), warned and kept in the feed's detail. A file the
 // source read no byte of (empty whenever it looked) that is written, copied
@@ -223,7 +223,7 @@
 // after several rotations take its newer files for older ones. Not found,
 // the run warns which file was
 // read to which offset and that its bytes from there were never read, keeps
-// that in the feed's detail, and reports it as a loss (engine.LossUnread,
+// that in the feed's detail, and reports it as a loss (LossUnread,
 // with that file's identity, epoch and offset: Losses["unread"] in the status,
 // not lossless, a LOST row before the first line read after it); the
 // pointer keeps describing that file until the run's first commit (above).

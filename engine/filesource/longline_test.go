@@ -10,7 +10,6 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
@@ -67,8 +66,8 @@ func TestAnOversizedLineIsSkippedWholeWithoutBufferingIt(t *testing.T) {
 			t.Fatalf("got %q at %v", got, ds)
 		}
 		st := r.e.Status()
-		if fs := st.Feeds[0]; fs.Losses[engine.LossOversized] != 1 || fs.Lossless || st.Lossless {
-			t.Fatalf("oversized %d, lossless %v (feed %v): want 1 and not lossless", fs.Losses[engine.LossOversized], st.Lossless, fs.Lossless)
+		if fs := st.Feeds[0]; fs.Losses[LossOversized] != 1 || fs.Lossless || st.Lossless {
+			t.Fatalf("oversized %d, lossless %v (feed %v): want 1 and not lossless", fs.Losses[LossOversized], st.Lossless, fs.Lossless)
 		}
 		if want := fmt.Sprintf("a line of %d bytes at offsets [2, %d)", long+1, 2+long+1); !lg.Has(want) {
 			t.Fatalf("no warning %q:\n%s", want, lg)
@@ -196,13 +195,13 @@ func TestAnOversizedLineBeforeARefusedBatchIsCountedOnce(t *testing.T) {
 		p := &rec{gate: blockAt("a", rel)}
 		src, lg := newSource(t, path, Options{MaxLine: 10})
 		r := startSource(t, src, lg, setup{procs: []*rec{p}, queue: 1})
-		testutil.AdvanceUntil(t, "the source paused after the long line", func() bool { st := r.feed(); return st.Paused && st.Losses[engine.LossOversized] == 1 })
+		testutil.AdvanceUntil(t, "the source paused after the long line", func() bool { st := r.feed(); return st.Paused && st.Losses[LossOversized] == 1 })
 		rel.Open()
 		st := r.settle(4, p)
 		if got, _ := p.got(); !slices.Equal(got, []string{"a", "c", "b", "d"}) {
 			t.Fatalf("got %q", got)
 		}
-		if n := st.Feeds[0].Losses[engine.LossOversized]; n != 1 {
+		if n := st.Feeds[0].Losses[LossOversized]; n != 1 {
 			t.Fatalf("oversized %d, want 1:\n%s", n, lg)
 		}
 	})

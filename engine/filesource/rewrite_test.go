@@ -222,8 +222,8 @@ func TestAStaleWritersNULHoleIsSkippedAndCounted(t *testing.T) {
 					if off := ds[3].Position.Offset; off != int64(len(old)+len(tc.after)) {
 						t.Fatalf("position %d", off)
 					}
-					if st, holes := r.feed(), r.src.Status().HoleBytes; holes != int64(len(old)) || st.Lossless != !tc.noCopy || st.Losses[engine.LossUnread] != boolInt(tc.noCopy) {
-						t.Fatalf("holeBytes %d lossless %v unreadFiles %d: want %d, lossless %v", holes, st.Lossless, st.Losses[engine.LossUnread], len(old), !tc.noCopy)
+					if st, holes := r.feed(), r.src.Status().HoleBytes; holes != int64(len(old)) || st.Lossless != !tc.noCopy || st.Losses[LossUnread] != boolInt(tc.noCopy) {
+						t.Fatalf("holeBytes %d lossless %v unreadFiles %d: want %d, lossless %v", holes, st.Lossless, st.Losses[LossUnread], len(old), !tc.noCopy)
 					}
 					if want := fmt.Sprintf("%d NUL bytes at offsets [0, %d)", len(old), len(old)); !lg.Has(want) {
 						t.Fatalf("no warning %q:\n%s", want, lg)

@@ -64,7 +64,7 @@ func TestAFileRotatedWhileStoppedIsFinishedFromItsRotatedSibling(t *testing.T) {
 				if ds[0].Epoch != before.Epoch || ds[0].Position.Offset != 7*lineLen || ds[2].Epoch == before.Epoch || ds[2].Position.Offset != lineLen {
 					t.Fatalf("deliveries %+v: want the old file's lines under the pointer's epoch %d, then the new file from 0", ds, before.Epoch)
 				}
-				if !st.Lossless || st.Feeds[0].Losses[engine.LossUnread] != 0 {
+				if !st.Lossless || st.Feeds[0].Losses[LossUnread] != 0 {
 					t.Fatalf("status %+v: want lossless", st.Feeds[0])
 				}
 				if !lg.Has(" to " + path + tc.rotated) {
@@ -112,8 +112,8 @@ func TestARotatedFileThatCannotBeFoundIsReportedUnread(t *testing.T) {
 					t.Fatalf("got %q", got)
 				}
 				fs := st.Feeds[0]
-				if st.Lossless || fs.Lossless || fs.Losses[engine.LossUnread] != 1 {
-					t.Fatalf("lossless %v, unreadFiles %d: want not lossless, 1", st.Lossless, fs.Losses[engine.LossUnread])
+				if st.Lossless || fs.Lossless || fs.Losses[LossUnread] != 1 {
+					t.Fatalf("lossless %v, unreadFiles %d: want not lossless, 1", st.Lossless, fs.Losses[LossUnread])
 				}
 				if fs.Detail == nil || !strings.Contains(*fs.Detail, "from offset 72 to its end were never read") {
 					t.Fatalf("detail %v", fs.Detail)
@@ -355,7 +355,7 @@ func TestARestartReadsEveryFileRotatedAfterThePointersInRotationOrder(t *testing
 				if got, _ := p.got(); !slices.Equal(got, want) {
 					t.Fatalf("got %q\nwant %q", got, want)
 				}
-				if fs := st.Feeds[0]; !st.Lossless || fs.Losses[engine.LossUnread] != 0 {
+				if fs := st.Feeds[0]; !st.Lossless || fs.Losses[LossUnread] != 0 {
 					t.Fatalf("status %+v: want lossless", fs)
 				}
 				fi, _ := os.Stat(path)
@@ -418,7 +418,7 @@ func TestQuickRotationsWhileFollowingLoseNoLine(t *testing.T) {
 				if got, _ := p.got(); !slices.Equal(got, want) {
 					t.Fatalf("got %d lines %q\nwant %d lines %q", len(got), got, len(want), want)
 				}
-				if fs := st.Feeds[0]; !st.Lossless || fs.Losses[engine.LossUnread] != 0 {
+				if fs := st.Feeds[0]; !st.Lossless || fs.Losses[LossUnread] != 0 {
 					t.Fatalf("status %+v: want lossless", fs)
 				}
 			})
@@ -459,7 +459,7 @@ func TestARotatedFileDeletedBeforeItIsReadIsReportedUnread(t *testing.T) {
 		if got, _ := p.got(); !slices.Equal(got, want) {
 			t.Fatalf("got %q\nwant %q", got, want)
 		}
-		if fs := st.Feeds[0]; st.Lossless || fs.Losses[engine.LossUnread] != 1 {
+		if fs := st.Feeds[0]; st.Lossless || fs.Losses[LossUnread] != 1 {
 			t.Fatalf("status %+v: want the deleted file counted unread, not lossless", fs)
 		}
 		if !lg.Has(gone) {

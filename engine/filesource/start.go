@@ -394,7 +394,7 @@ func (s *Source) findRotated(p Pointer, byIdentity bool) (started, bool) {
 }
 
 // unread says that the rest of the file p describes, from p.Offset to its
-// end, was never read and cannot be: a loss (engine.LossUnread, with the
+// end, was never read and cannot be: a loss (LossUnread, with the
 // file's identity, epoch and offset: FeedStatus.Losses["unread"]), warned
 // and kept in the feed's detail for the rest of the run. (Whether that file
 // had any byte after p.Offset is unknown once it is gone: counted all the
@@ -418,7 +418,7 @@ func (s *Source) lose(p Pointer, file, where string) {
 	msg := fmt.Sprintf("%s (identity %x, epoch %d) was read to offset %d; %s: its bytes from offset %d to its end were never read",
 		file, p.Identity, p.Epoch, p.Offset, where, p.Offset)
 	s.logf("%s", msg)
-	s.f.AddLoss(engine.Loss{Reason: engine.LossUnread, Epoch: p.Epoch, From: p.Offset,
+	s.f.AddLoss(engine.Loss{Reason: LossUnread, Epoch: p.Epoch, From: p.Offset,
 		Detail: fmt.Sprintf("%s: %s (identity %x) was read to offset %d; %s", s.path, file, p.Identity, p.Offset, where)})
 	if s.note != "" {
 		s.note += "; "

@@ -95,10 +95,10 @@ func TestARunThatCommitsNothingAfterALossAtItsStartLeavesThePointerForTheNextRun
 			t.Fatalf("got %q, want the new lines", got)
 		}
 		fs := st.Feeds[0]
-		if st.Lossless || fs.Lossless || fs.Losses[engine.LossUnread] != 1 {
-			t.Fatalf("lossless %v, unreadFiles %d: want the loss counted again", fs.Lossless, fs.Losses[engine.LossUnread])
+		if st.Lossless || fs.Lossless || fs.Losses[LossUnread] != 1 {
+			t.Fatalf("lossless %v, unreadFiles %d: want the loss counted again", fs.Lossless, fs.Losses[LossUnread])
 		}
-		want := []engine.Loss{{Reason: engine.LossUnread, Epoch: before.Epoch, From: before.Offset}}
+		want := []engine.Loss{{Reason: LossUnread, Epoch: before.Epoch, From: before.Offset}}
 		ls := lost.got()
 		for i := range ls {
 			ls[i].Detail = ""
@@ -173,7 +173,7 @@ func TestALossWhileFollowingMovesThePointerOnlyWithALineReadAfterIt(t *testing.T
 		testutil.AdvanceUntil(t, "the old lines committed", func() bool { return p.count() == 10 && readPointer(t, ptr).Offset == 10*lineLen })
 		before := readPointer(t, ptr)
 		writeFile(t, path, numbered("new", 0, 2)) // truncated in place, no copy
-		testutil.AdvanceUntil(t, "the loss counted", func() bool { return r.feed().Losses[engine.LossUnread] == 1 })
+		testutil.AdvanceUntil(t, "the loss counted", func() bool { return r.feed().Losses[LossUnread] == 1 })
 		testutil.Advance(50 * time.Millisecond) // many duty cycles
 		sameHeader(t, ptr, before, "with no line read after the loss processed,")
 		b, err := os.ReadFile(ptr)

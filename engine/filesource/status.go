@@ -4,7 +4,7 @@ package filesource
 // (engine.FeedStatus): what it skipped or read again that is neither a
 // line nor a loss. Its losses (a line longer than Options.MaxLine, a file
 // it could not find again to read to its end) are the feed's
-// (FeedStatus.Losses, engine.LossOversized and engine.LossUnread). It
+// (FeedStatus.Losses, LossOversized and LossUnread). It
 // marshals to the "source" object of `blackbox run --status`. A plain
 // value.
 type Status struct {
@@ -24,3 +24,15 @@ type Status struct {
 func (s *Source) Status() Status {
 	return Status{HoleBytes: s.holeBytes.Load(), Replaced: s.replaced.Load()}
 }
+
+// The reasons of the losses the file source reports (engine.Loss.Reason,
+// counted in engine.FeedStatus.Losses and written in LOST rows).
+const (
+	// LossOversized: a line longer than the maximum, skipped (Items 1,
+	// From and To the line's byte range).
+	LossOversized = "oversized"
+	// LossUnread: a file the source can no longer find, not read to its
+	// end (Items 0: unknown; From the offset it was read to, To 0: its end
+	// is unknown).
+	LossUnread = "unread"
+)

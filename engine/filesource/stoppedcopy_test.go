@@ -8,8 +8,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/blackbox-audit/blackbox/engine"
 )
 
 // neverRead runs a source on an empty file at a new path and stops it:
@@ -144,8 +142,8 @@ func TestACopyTruncateWhileStoppedOfAFileNeverReadLosesNoLine(t *testing.T) {
 				if !slices.Equal(got, tc.want) {
 					t.Fatalf("got %q\nwant %q\n%s", got, tc.want, r.log)
 				}
-				if fs := st.Feeds[0]; !st.Lossless || fs.Losses[engine.LossUnread] != 0 || len(lost.got()) != 0 {
-					t.Fatalf("lossless %v, unreadFiles %d, losses %+v: want lossless\n%s", st.Lossless, fs.Losses[engine.LossUnread], lost.got(), r.log)
+				if fs := st.Feeds[0]; !st.Lossless || fs.Losses[LossUnread] != 0 || len(lost.got()) != 0 {
+					t.Fatalf("lossless %v, unreadFiles %d, losses %+v: want lossless\n%s", st.Lossless, fs.Losses[LossUnread], lost.got(), r.log)
 				}
 				for i, d := range ds {
 					at := int64(i+1) * lineLen
@@ -172,7 +170,7 @@ func TestACopyTruncateWhileStoppedOfAFileNeverReadLosesNoLine(t *testing.T) {
 // source was stopped, or a file rotated before it that an earlier run
 // read: the restart cannot tell. It does not read it (a file read twice
 // would apply its lines twice), and it does not say lossless: the pointer's
-// file's bytes from the pointer are counted unread (engine.LossUnread,
+// file's bytes from the pointer are counted unread (LossUnread,
 // the pointer's epoch and offset), with a warning naming the sibling. A
 // run that commits nothing after it leaves the pointer file as it was (its
 // bytes and its time), and the next run counts the same loss.
@@ -204,11 +202,11 @@ func TestASiblingMadeWhenThePointerWasWrittenIsCountedUnreadByEveryRestart(t *te
 				t.Fatalf("run %d handled %d lines: want the sibling not read", run, n)
 			}
 			ls := lost.got()
-			if fs := st.Feeds[0]; st.Lossless || fs.Losses[engine.LossUnread] != 1 || len(ls) != 1 ||
-				ls[0].Reason != engine.LossUnread || ls[0].Epoch != before.Epoch || ls[0].From != 0 ||
+			if fs := st.Feeds[0]; st.Lossless || fs.Losses[LossUnread] != 1 || len(ls) != 1 ||
+				ls[0].Reason != LossUnread || ls[0].Epoch != before.Epoch || ls[0].From != 0 ||
 				!strings.Contains(ls[0].Detail, path+"-0001") {
 				t.Fatalf("run %d: lossless %v, unreadFiles %d, losses %+v: want one unread loss of the pointer's file (epoch %d) from 0 naming the sibling\n%s",
-					run, st.Lossless, fs.Losses[engine.LossUnread], ls, before.Epoch, r.log)
+					run, st.Lossless, fs.Losses[LossUnread], ls, before.Epoch, r.log)
 			}
 			b, err := os.ReadFile(ptr)
 			if err != nil {
