@@ -1,10 +1,8 @@
 package store
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // startSuffix ends the name of the temporary file of a recording's first
@@ -40,7 +38,7 @@ func StartPath(path string) string {
 // not at all, and a process killed before the rename leaves path as it
 // was (empty). The caller holds tmp locked (Lock), so that path names a
 // locked file throughout. The rename is durable once path's directory is
-// synced (SyncDir).
+// synced (internal/atomicfile.SyncDir).
 func PlaceStart(tmp, path string) error {
 	if fi, err := os.Stat(path); err == nil {
 		if err := os.Chmod(tmp, fi.Mode().Perm()); err != nil {
@@ -48,18 +46,4 @@ func PlaceStart(tmp, path string) error {
 		}
 	}
 	return os.Rename(tmp, path)
-}
-
-// SyncDir fsyncs a directory, so that a rename in it is durable. A file
-// system that cannot sync a directory is not an error.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
-		return err
-	}
-	return nil
 }

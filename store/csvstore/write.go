@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/blackbox-audit/blackbox/internal/atomicfile"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -127,7 +128,7 @@ func (s *file) Sync() error {
 		return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: err}
 	}
 	if s.placed { // the rename of the first Append
-		if err := store.SyncDir(filepath.Dir(s.target)); err != nil {
+		if err := atomicfile.SyncDir(filepath.Dir(s.target)); err != nil {
 			return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: err}
 		}
 		s.placed = false
