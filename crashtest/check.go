@@ -165,7 +165,7 @@ func (s *setup) checkExtrasExplained(rep *Report, stores []string, bounds []int6
 	if err != nil {
 		return err
 	}
-	defer closeAll(rs)
+	defer store.CloseAll(rs)
 	recs := make([]incident.Recording, len(rs))
 	for i, r := range rs {
 		recs[i] = incident.Recording{File: stores[i], Reader: r}
@@ -250,12 +250,12 @@ func (s *setup) checkDiff(ctx context.Context, rep *Report, stores []string) err
 	if err != nil {
 		return err
 	}
-	defer closeAll(a)
+	defer store.CloseAll(a)
 	b, err := openStores([]string{s.clean})
 	if err != nil {
 		return err
 	}
-	defer closeAll(b)
+	defer store.CloseAll(b)
 	d, err := replayer.Diff(ctx, a, b, replayer.DiffOptions{Ignore: s.cfg.Ignore})
 	if err != nil {
 		return fmt.Errorf("crashtest: diff: %w", err)

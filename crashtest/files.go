@@ -55,18 +55,12 @@ func openStores(paths []string) ([]store.Reader, error) {
 	for _, p := range paths {
 		r, err := openStore(p)
 		if err != nil {
-			closeAll(rs)
+			store.CloseAll(rs)
 			return nil, err
 		}
 		rs = append(rs, r)
 	}
 	return rs, nil
-}
-
-func closeAll(rs []store.Reader) {
-	for _, r := range rs {
-		r.Close()
-	}
 }
 
 // verifyFile opens and verifies a recording.

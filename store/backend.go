@@ -173,6 +173,14 @@ func sniff(path string) (*Driver, int, string, error) {
 	return nil, n, string(first), nil
 }
 
+// CloseAll closes readers opened together (a command's runs), ignoring
+// their errors: a reader holds nothing a Close could lose.
+func CloseAll(rs []Reader) {
+	for _, r := range rs {
+		r.Close()
+	}
+}
+
 // Open opens the recording at path for reading, with the registered
 // backend whose recordings begin as it does, whatever its extension. A
 // missing file is an error wrapping fs.ErrNotExist; an empty file, or one

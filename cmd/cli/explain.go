@@ -59,7 +59,7 @@ recorded failure, a gap, a row that cannot be read, an unfinished last run).`,
 			if err != nil {
 				return err
 			}
-			defer closeAll(rs)
+			defer store.CloseAll(rs)
 			recs := make([]incident.Recording, len(rs))
 			for i, r := range rs {
 				recs[i] = incident.Recording{File: files[i], Reader: r}

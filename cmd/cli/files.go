@@ -112,23 +112,17 @@ func openStores(list string) ([]store.Reader, error) {
 	for _, p := range strings.Split(list, ",") {
 		p = strings.TrimSpace(p)
 		if p == "" {
-			closeAll(rs)
+			store.CloseAll(rs)
 			return nil, usagef("empty recording name in %q", list)
 		}
 		r, _, err := openStore(p)
 		if err != nil {
-			closeAll(rs)
+			store.CloseAll(rs)
 			return nil, err
 		}
 		rs = append(rs, r)
 	}
 	return rs, nil
-}
-
-func closeAll(rs []store.Reader) {
-	for _, r := range rs {
-		r.Close()
-	}
 }
 
 // storeErr makes an error name the file path, once: it is left as it is
@@ -337,7 +331,7 @@ func openRuns(what, list string) ([]store.Reader, []string, error) {
 		paths[i] = strings.TrimSpace(paths[i])
 	}
 	fail := func(err error) ([]store.Reader, []string, error) {
-		closeAll(rs)
+		store.CloseAll(rs)
 		return nil, nil, err
 	}
 	for j := range paths {

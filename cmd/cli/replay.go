@@ -9,6 +9,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/golden"
 	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/store"
 )
 
 // replayVerdict maps a replay report to its exit: 1 a divergence, 3
@@ -128,12 +129,12 @@ END of a run followed by its restart, or a last run without END).`,
 			if err != nil {
 				return err
 			}
-			defer closeAll(a)
+			defer store.CloseAll(a)
 			b, _, err := openRuns("B", args[1])
 			if err != nil {
 				return err
 			}
-			defer closeAll(b)
+			defer store.CloseAll(b)
 			var keys []string
 			for _, k := range ignore {
 				if k = strings.TrimSpace(k); k != "" {

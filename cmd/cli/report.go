@@ -72,7 +72,7 @@ complete (as explain says).`,
 			if err != nil {
 				return err
 			}
-			defer closeAll(readers)
+			defer store.CloseAll(readers)
 			recs := make([]incident.Recording, len(readers))
 			runs := make([]report.Run, len(readers))
 			for i, r := range readers {
