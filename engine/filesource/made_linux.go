@@ -24,3 +24,14 @@ func madeAt(name string) (time.Time, error) {
 	}
 	return time.Unix(st.Mtime.Sec, int64(st.Mtime.Nsec)), nil
 }
+
+// bornAt is the birth time of the file at name (statx STATX_BTIME), and
+// whether the file system keeps one (a modification time tells nothing of
+// when a file was made: see copiedFileGone).
+func bornAt(name string) (time.Time, bool) {
+	var st unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, name, 0, unix.STATX_BTIME, &st) != nil || st.Mask&unix.STATX_BTIME == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(st.Btime.Sec, int64(st.Btime.Nsec)), true
+}

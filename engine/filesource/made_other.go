@@ -17,3 +17,6 @@ func madeAt(name string) (time.Time, error) {
 	}
 	return fi.ModTime(), nil
 }
+
+// bornAt reports no birth time: this platform does not tell one.
+func bornAt(string) (time.Time, bool) { return time.Time{}, false }

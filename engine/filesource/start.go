@@ -241,7 +241,14 @@ func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte)
 		// Not the pointer's file, nor its rotated sibling by identity: a
 		// copy (copytruncate) of it, found by its fingerprint?
 		if st, ok := s.findRotated(p, false); ok {
-			return st, s.writeStart(header(st.head, st.id, p.Offset, p.Epoch), p.Offset, p.Epoch)
+			np := header(st.head, st.id, p.Offset, p.Epoch)
+			where, gone := s.copiedFileGone(p, other)
+			if !gone {
+				return st, s.writeStart(np, p.Offset, p.Epoch)
+			}
+			s.lose(Pointer{Identity: p.Identity, Epoch: newEpoch()}, "the file the pointer "+s.opts.Pointer+" describes, after it was copied to "+st.name+" (copytruncate),", where)
+			s.leavePointer(p, np)
+			return st, nil
 		}
 		s.replaced.Add(1)
 		if pendingFor(pending, id, head) {
@@ -297,12 +304,49 @@ func (s *Source) startStopped(p Pointer, file *os.File, size int64, id uint64, h
 	}
 	s.unread(p, fmt.Sprintf("it was still at %s, but %s (made when the pointer %s was last written, %s, or unreadable) may be a copy of it made before it was truncated (copytruncate while stopped), or a file rotated before it: not read",
 		s.path, strings.Join(sc.unsure, ", "), s.opts.Pointer, fi.ModTime().Format(time.RFC3339Nano)))
+	s.leavePointer(p, np)
+	return st, nil
+}
+
+// leavePointer starts a run after a loss counted at the start with the
+// pointer file left as it is (holding p) until the first commit, which
+// writes np: a run killed before leaves the next run the same pointer, and
+// it counts the same loss.
+func (s *Source) leavePointer(p, np Pointer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ptr.hdr = p // what the pointer file holds, left as it is
 	s.com.reset(np.Epoch, np.Offset)
 	s.com.head, s.com.waiting = &np, true
-	return st, nil
+}
+
+// copiedFileGone reports whether the pointer's file p, of which a copy
+// was found (copytruncate), is gone, and says where it was looked for. A
+// copytruncate leaves the file truncated in place, taking lines after the
+// copy: the restart reads them after the copy only if that file is still
+// at the path or at a rotated name. It is gone when the file at the path
+// is another (other: another identity) and no rotated sibling has its
+// identity, or when the file at the path has its identity but was made
+// (its birth time, where the file system keeps one) after the pointer file
+// was last written, which the file the pointer names cannot have been: the
+// file was deleted and its inode reused. The bytes written to it after the
+// copy were never read, and whether there were any cannot be known.
+func (s *Source) copiedFileGone(p Pointer, other bool) (string, bool) {
+	if other {
+		for _, sb := range s.rotatedSiblings() {
+			if sb.id == p.Identity {
+				return "", false
+			}
+		}
+		return fmt.Sprintf("it is not at %s nor at its rotated siblings (%s): deleted, the lines written to it after the copy are gone", s.path, strings.Join(s.rotated, ", ")), true
+	}
+	born, ok := bornAt(s.path)
+	fi, err := os.Stat(s.opts.Pointer)
+	if !ok || err != nil || !born.After(fi.ModTime()) {
+		return "", false
+	}
+	return fmt.Sprintf("the file at %s has its identity but was made (%s) after the pointer was last written (%s): deleted and its inode reused, the lines written to it after the copy are gone",
+		s.path, born.Format(time.RFC3339Nano), fi.ModTime().Format(time.RFC3339Nano)), true
 }
 
 // pendingFor reports whether pending (a pointer file's pending header) is
