@@ -26,14 +26,8 @@ func fileErr(path string, err error) error {
 
 // storeErr makes an error of the recording path name it, once.
 func storeErr(path string, err error) error {
-	var (
-		se *store.FileError
-		sp *store.Problem
-		pe *fs.PathError
-		fe *FileError
-	)
-	if errors.As(err, &se) && se.Path == path || errors.As(err, &sp) && sp.File == path ||
-		errors.As(err, &pe) && pe.Path == path || errors.As(err, &fe) && fe.Path == path {
+	var fe *FileError
+	if store.NamesPath(err, path) || errors.As(err, &fe) && fe.Path == path {
 		return err
 	}
 	return &FileError{Path: path, Err: err}

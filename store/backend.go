@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"os"
 	"path/filepath"
@@ -171,6 +172,19 @@ func sniff(path string) (*Driver, int, string, error) {
 		}
 	}
 	return nil, n, string(first), nil
+}
+
+// NamesPath reports whether err already names the file path: a *FileError
+// or a *Problem of path, or an *fs.PathError of path somewhere in its chain
+// (callers that add a type of their own check it too).
+func NamesPath(err error, path string) bool {
+	var (
+		fe *FileError
+		p  *Problem
+		pe *fs.PathError
+	)
+	return errors.As(err, &fe) && fe.Path == path || errors.As(err, &p) && p.File == path ||
+		errors.As(err, &pe) && pe.Path == path
 }
 
 // CloseAll closes readers opened together (a command's runs), ignoring

@@ -139,14 +139,8 @@ func storeErr(path string, err error) error {
 // namesFile reports whether err carries the file path in one of the error
 // types that name a file.
 func namesFile(err error, path string) bool {
-	var (
-		se *store.FileError
-		sp *store.Problem
-		pe *fs.PathError
-		fe *fileError
-	)
-	return errors.As(err, &se) && se.Path == path || errors.As(err, &sp) && sp.File == path ||
-		errors.As(err, &pe) && pe.Path == path || errors.As(err, &fe) && fe.path == path
+	var fe *fileError
+	return store.NamesPath(err, path) || errors.As(err, &fe) && fe.path == path
 }
 
 // writer is a recording being written, with what it takes to remove it.
