@@ -161,7 +161,12 @@ func (s *Source) holding() bool {
 	if !s.hold {
 		return false
 	}
-	if c := &s.com; len(c.moves) > 0 || c.head != nil {
+	c := &s.com
+	switch {
+	case c.head != nil:
+		return true
+	case len(c.moves) == 0:
+	case len(c.moves) > 1 || !c.moves[0].tail || c.committed < c.moves[0].oldEnd:
 		return true
 	}
 	s.hold = false
@@ -256,6 +261,13 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated stri
 		s.replaced.Add(1)
 		if s.opts.Read == Committed {
 			epoch = newEpoch()
+			if pendingFor(s.pending, id, head) {
+				// A run before read it from 0 under the pending header's
+				// epoch (a move after a loss), and its pointer never moved
+				// to it: the same epoch, so that a state keyed by epoch
+				// and offset does not apply its lines again.
+				epoch, s.pending = s.pending.Epoch, Pointer{}
+			}
 		}
 		msg := fmt.Sprintf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
 		if rotated != "" {
@@ -266,8 +278,13 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated stri
 		}
 		s.logf("%s", msg)
 	}
+	// An oversized line counted lost after the old file's last published
+	// line has no item after it in that file: the pointer moves on only
+	// with an acknowledgement of the new file's own, which every stream
+	// has after the loss's LOST row (a move after a loss, see move.tail).
+	tail := old.overAfter && !lost
 	if s.opts.Read == Committed {
-		if err := s.com.moveTo(header(head, id, off, epoch), old.pos, keep, lost && !keep); err != nil {
+		if err := s.com.moveTo(header(head, id, off, epoch), old.pubEnd, keep, (lost || tail) && !keep, tail); err != nil {
 			return err
 		}
 	} else if n := old.buffered(); n > 0 && keep {
@@ -280,7 +297,8 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated stri
 	if !keep {
 		// A move after a loss is not held: the pointer moves to the file
 		// only with the commit of a line of its own (the pending header
-		// holds its epoch meanwhile).
+		// holds its epoch meanwhile). After an oversized last line, it is
+		// held until the lines published before are committed (move.tail).
 		s.hold = s.hold || (s.opts.Read == Committed && s.published && !lost)
 		s.published = false
 	}
@@ -289,7 +307,7 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated stri
 		s.file.Close()
 	}
 	s.file, s.fileID = file, id
-	s.rd = s.newReader(file, off, head)
+	s.rd = s.newReader(file, name, off, head)
 	if !keep && (id == p.Identity || id == s.truncated) {
 		s.rd.skip = skipNUL
 		s.rd.holeFrom = 0

@@ -37,10 +37,16 @@ type committer struct {
 // truncated or rewritten under the reader, no copy found): the pointer
 // moves to it only with an acknowledgement of its own epoch, or of a file
 // after it, never at oldEnd, so never before the loss is recorded.
+//
+// tail: lost, because the file before it ended with an oversized line
+// counted lost (no line of that file comes after the loss); that file is
+// still read on a restart, so the source holds the file's lines (holding)
+// only until every line published before is committed, at oldEnd.
 type move struct {
 	hdr    Pointer
 	oldEnd int64
 	lost   bool
+	tail   bool
 }
 
 // reset moves to a new epoch: acknowledgements of the old one are never
@@ -59,7 +65,7 @@ func (c *committer) reset(epoch, off int64) {
 // pointer file's pending header at once (pointerFile.pending), so that a
 // restart reads the file under np's epoch, and the pointer moves to it
 // only with the acknowledgement of an item of its own.
-func (c *committer) moveTo(np Pointer, oldEnd int64, keep, lost bool) error {
+func (c *committer) moveTo(np Pointer, oldEnd int64, keep, lost, tail bool) error {
 	if keep {
 		switch {
 		case len(c.moves) > 0:
@@ -73,8 +79,9 @@ func (c *committer) moveTo(np Pointer, oldEnd int64, keep, lost bool) error {
 		np.Offset = c.committed
 		return c.s.writePointer(np)
 	}
-	c.moves = append(c.moves, move{np, oldEnd, lost})
+	c.moves = append(c.moves, move{np, oldEnd, lost, tail})
 	if lost {
+		c.s.pending = np
 		if err := c.s.writePending(np); err != nil {
 			return err
 		}
@@ -92,16 +99,28 @@ func (c *committer) advance() bool {
 	for len(c.moves) > 0 && !c.moves[0].lost && c.acked >= c.moves[0].oldEnd {
 		m := c.moves[0]
 		c.moves = c.moves[1:]
+		c.passed(m)
 		c.epoch, c.acked = m.hdr.Epoch, m.hdr.Offset
 		c.head = &m.hdr
 	}
 	return c.head != nil
 }
 
+// passed forgets the pending header when it is m's: the pointer moves to
+// m's file, or past it.
+func (c *committer) passed(m move) {
+	if c.s.pending.Epoch == m.hdr.Epoch {
+		c.s.pending = Pointer{}
+	}
+}
+
 // writeHead writes epoch's file's header at the acknowledged offset.
 func (c *committer) writeHead() error {
 	h := *c.head
 	h.Offset = c.acked
+	if c.s.pending.Epoch == h.Epoch {
+		c.s.pending = Pointer{} // the file read after a loss at the start
+	}
 	if err := c.s.writePointer(h); err != nil {
 		return err
 	}
@@ -118,6 +137,9 @@ func (c *committer) Acknowledged(_, epoch int64, pos core.Position) {
 	}
 	for k, m := range c.moves {
 		if m.hdr.Epoch == epoch {
+			for _, p := range c.moves[:k+1] {
+				c.passed(p)
+			}
 			c.moves = c.moves[k+1:]
 			c.epoch, c.acked = epoch, pos.Offset
 			c.head = &m.hdr
@@ -142,11 +164,12 @@ func (c *committer) Commit() error {
 	return nil
 }
 
-// writePointer writes a whole header.
+// writePointer writes a whole header, keeping the pending header of a
+// file the pointer has not moved to yet.
 func (s *Source) writePointer(h Pointer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ptr.write(h)
+	return s.ptr.store(h, s.pending)
 }
 
 // writePending writes np as the pointer file's pending header, keeping
@@ -177,7 +200,7 @@ func (s *Source) commit(off int64) error {
 		}
 		if !changed {
 			h2 := header(s.rd.head, h.Identity, off, h.Epoch)
-			return s.ptr.write(h2)
+			return s.ptr.store(h2, s.pending)
 		}
 	}
 	return s.ptr.setOffset(off)

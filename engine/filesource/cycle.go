@@ -95,6 +95,7 @@ func (s *Source) publish() (n int, paused bool) {
 		n += k
 		if k > 0 {
 			s.published = true
+			rd.pubEnd, rd.overAfter = poss[k-1].Offset, false
 		}
 		if k < len(items) {
 			// Un-consume the lines the feed did not take.
@@ -117,7 +118,7 @@ func (s *Source) report() {
 	if rd.holes > 0 && rd.skip != skipNUL {
 		s.holeBytes.Add(rd.holes)
 		s.logf("%s: %d NUL bytes at offsets [%d, %d) of the file truncated or rewritten under the reader are a hole a writer left (it kept its old offset), not data: skipped",
-			s.path, rd.holes, rd.holeFrom, rd.holeFrom+rd.holes)
+			rd.name, rd.holes, rd.holeFrom, rd.holeFrom+rd.holes)
 		rd.holes = 0
 	}
 }
@@ -128,11 +129,12 @@ func (s *Source) report() {
 // processor's stream shows the loss where it happened.
 func (s *Source) reportOver() {
 	rd := s.rd
+	rd.overAfter = rd.overAfter || len(rd.over) > 0
 	for _, o := range rd.over {
 		s.logf("%s: a line of %d bytes at offsets [%d, %d) is longer than the maximum line length %d: skipped whole, not published (the feed is not lossless)",
-			s.path, o.to-o.from, o.from, o.to, s.maxLine)
+			rd.name, o.to-o.from, o.from, o.to, s.maxLine)
 		s.f.AddLoss(engine.Loss{Reason: LossOversized, Items: 1, Epoch: s.epoch, From: o.from, To: o.to,
-			Detail: fmt.Sprintf("%s (identity %x): a line of %d bytes, longer than the maximum %d", s.path, s.fileID, o.to-o.from, s.maxLine)})
+			Detail: fmt.Sprintf("%s (identity %x): a line of %d bytes, longer than the maximum %d", rd.name, s.fileID, o.to-o.from, s.maxLine)})
 	}
 	rd.over = rd.over[:0]
 }

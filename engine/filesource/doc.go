@@ -86,10 +86,11 @@
 // Bytes 64 to 112 may hold a pending header, laid out as the header (zero
 // when none): the header, at offset 0, of a file a run reads from 0 under a
 // new epoch after a loss, while the header still describes the file lost
-// from (below). It is written with the header and cleared by the first
-// commit that moves the header to that file; a restart that finds that file
-// again (the same identity, starting with the bytes fingerprinted) reads it
-// under the pending header's epoch. A reader of layout 1 that ignores it
+// from (below), or a file ending with an oversized line. It is kept by
+// every write of the header until the header moves to that file (or past
+// it); a run that finds that file again, at the start or when it moves on
+// to it (the same identity, starting with the bytes fingerprinted), reads
+// it under the pending header's epoch. A reader of layout 1 that ignores it
 // draws a new epoch instead.
 //
 // # What the pointer holds from a start to the first commit
@@ -203,8 +204,19 @@
 // cost: at each rotation (and copy-and-truncate) the new file's lines wait
 // for the slowest group to process the old file's. A file read again from
 // 0 after a loss (truncated or rewritten with no copy) is not held: its
-// epoch is kept as the pending header meanwhile. A partial last line is re-read from its start after a reopen,
-// never duplicated.
+// epoch is kept as the pending header meanwhile. The pointer moves on from
+// a file at the end of the last line published from it: bytes after it
+// that no line covers (an oversized line skipped, a hole) are never
+// acknowledged. When the file ended with an oversized line counted lost,
+// the new file is held only until the lines published before are
+// committed; the pointer then stays at that file's last published line,
+// the new file's epoch kept as the pending header, and moves to the new
+// file with the commit of a line of its own (so never before the loss's
+// LOST row is recorded): a restart counts the loss again and reads the new
+// file under the pending epoch, and applies no line twice
+// (TestARotationAfterAnOversizedLastLineMovesOnAndAppliesEachLineOnce).
+// A partial last line is re-read from its start after a reopen, never
+// duplicated.
 //
 // At the start, when the path names another file than the pointer's (or
 // the pointer's file was truncated or rewritten), the pointer's file is

@@ -35,6 +35,7 @@ type extent struct{ from, to int64 }
 // remembers where the next '\n' and '\r' are, so that each byte is searched
 // once. Not safe for concurrent use.
 type lineReader struct {
+	name string // the file's name, for warnings
 	src  io.ReaderAt
 	buf  []byte
 	r, w int   // unconsumed bytes: buf[r:w]
@@ -68,6 +69,15 @@ type lineReader struct {
 	// lines it skipped): a batch the feed did not take is rewound there.
 	batchR   int
 	batchPos int64
+
+	// The Source's account of what it published from the file: pubEnd is
+	// the end of the last line it published (where the reader began when
+	// none), overAfter that an oversized line after it was counted lost.
+	// The pointer moves on from the file at pubEnd: the bytes after it that
+	// were consumed and never published (oversized lines, a hole) are never
+	// acknowledged.
+	pubEnd    int64
+	overAfter bool
 }
 
 // search remembers one byte's search in the buffer: at is the index of its
@@ -96,7 +106,7 @@ func newLineReader(src io.ReaderAt, off int64, size int) *lineReader {
 	if size <= 0 {
 		size = defaultBufSize
 	}
-	return &lineReader{src: src, buf: make([]byte, size), pos: off, nl: fresh, cr: fresh, max: DefaultMaxLine}
+	return &lineReader{src: src, buf: make([]byte, size), pos: off, pubEnd: off, nl: fresh, cr: fresh, max: DefaultMaxLine}
 }
 
 // drop discards the buffered bytes: they are never published.

@@ -1,8 +1,10 @@
 package filesource
 
 import (
+	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -80,6 +82,97 @@ func TestARestartAfterARotationNeverAppliesALineTwiceToAState(t *testing.T) {
 				testutil.AdvanceUntil(t, "the restart settled", func() bool {
 					st := r2.e.Status()
 					return st.Settled && r2.feed().State == engine.StateCaughtUp
+				})
+				r2.stop()
+				lines2, ds2 := again.got()
+				second, _ := stateApply(last, lines2, ds2)
+				got := slices.Concat(first, second)
+				if want := slices.Concat(linesOf("old", 0, 4), linesOf("new", 0, 3)); !slices.Equal(got, want) {
+					t.Fatalf("lines applied %q, want each once: %q\n(the restart delivered %q at %+v)", got, want, lines2, ds2)
+				}
+			})
+		})
+	}
+}
+
+// A file rotated after its last line was skipped as oversized (a loss with
+// no line of the file after it): the pointer moves to the next file at the
+// end of the last line published, not past the skipped bytes, which no
+// acknowledgement covers, and only with an acknowledgement of the next
+// file's own (which every stream has after the loss's LOST row). Before,
+// the source held the next file's lines until the skipped bytes were
+// acknowledged, for ever (torture seed 1796203583458952951, invariant 7).
+// Meanwhile the pointer file's pending header holds the next file's epoch:
+// a restart reads the old file's unacknowledged lines again, counts the
+// loss again, and reads the next file under the same epoch, so a state
+// never applies a line twice.
+func TestARotationAfterAnOversizedLastLineMovesOnAndAppliesEachLineOnce(t *testing.T) {
+	oversized := strings.Repeat("x", 40) + "\n"
+	opts := Options{MaxLine: lineLen}
+	for _, tc := range []struct {
+		block string // where the slow group blocks until the crash
+		wait  int    // milliseconds of the bubble's clock between the rotation and the crash; -1: no crash
+	}{
+		{"old-0000002", -1}, {"old-0000002", 1}, {"old-0000002", 20},
+		// The old file's lines committed, the new file's published and not:
+		// the pending header's epoch is the one a restart reads it under.
+		{"new-0000000", -1}, {"new-0000000", 1}, {"new-0000000", 3}, {"new-0000000", 20},
+	} {
+		wait := tc.wait
+		t.Run(fmt.Sprintf("%s/wait=%d", tc.block, wait), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, numbered("old", 0, 4)+oversized)
+				g := testutil.NewGate(t)
+				slow := &rec{gate: blockAt(tc.block, g)}
+				fast := &rec{}
+				src, lg := newSource(t, path, opts)
+				r := startSource(t, src, lg, setup{procs: []*rec{slow, fast}})
+				testutil.AdvanceUntil(t, "the old lines through the fast group", func() bool {
+					return fast.count() == 4 && r.feed().State == engine.StateCaughtUp
+				})
+				if err := os.Rename(path, path+"-0001"); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, path, numbered("new", 0, 3))
+				ptr := path + ".ptr"
+				if wait < 0 {
+					g.Open()
+					r.settle(7, slow, fast)
+					fi, err := os.Stat(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					testutil.AdvanceUntil(t, "the pointer at the new file's end", func() bool {
+						p := readPointer(t, ptr)
+						return p.Identity == identity(fi) && p.Offset == 3*lineLen
+					})
+					if got := r.feed().Losses[LossOversized]; got != 1 {
+						t.Fatalf("losses %v: want one oversized line", r.feed().Losses)
+					}
+					return
+				}
+				for range wait {
+					testutil.Advance(time.Millisecond)
+				}
+				snapshot, err := os.ReadFile(ptr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				slow.ignore.Store(true)
+				fast.ignore.Store(true)
+				g.Open()
+				r.stop()
+				if err := os.WriteFile(ptr, snapshot, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				lines, ds := fast.got()
+				first, last := stateApply(core.Delivery{}, lines, ds)
+
+				again := &rec{}
+				r2 := start(t, path, opts, setup{procs: []*rec{again}})
+				testutil.AdvanceUntil(t, "the restart settled", func() bool {
+					st := r2.e.Status()
+					return st.Settled && r2.feed().State == engine.StateCaughtUp && again.count() >= 2
 				})
 				r2.stop()
 				lines2, ds2 := again.got()

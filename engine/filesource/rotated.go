@@ -346,7 +346,7 @@ func (s *Source) readCopy(cp fileCopy, published int64) error {
 	s.logf("%s is a copy of the file truncated or rewritten under the reader (identity %x, epoch %d), made before: reading it from offset %d to its end under that epoch, then %s",
 		cp.sb.name, s.fileID, s.epoch, published, s.path)
 	if s.opts.Read == Committed {
-		if err := s.com.moveTo(header(cp.head, cp.sb.id, published, s.epoch), published, true, false); err != nil {
+		if err := s.com.moveTo(header(cp.head, cp.sb.id, published, s.epoch), published, true, false, false); err != nil {
 			cp.file.Close()
 			return err
 		}
@@ -358,7 +358,7 @@ func (s *Source) readCopy(cp fileCopy, published int64) error {
 	s.mu.Lock()
 	s.file.Close()
 	s.file, s.fileID = cp.file, cp.sb.id
-	s.rd = s.newReader(cp.file, published, cp.head)
+	s.rd = s.newReader(cp.file, cp.sb.name, published, cp.head)
 	s.mu.Unlock()
 	s.remember(cp.sb.id, cp.head)
 	s.switching = true // the path after it

@@ -80,6 +80,7 @@ func (s *Source) start() (ok bool, err error) {
 	}
 	var off int64
 	skip := skipNone
+	name := s.path // the file read first
 	epoch := idEpoch(id)
 	if s.opts.Epoch != 0 {
 		epoch = s.opts.Epoch
@@ -94,7 +95,7 @@ func (s *Source) start() (ok bool, err error) {
 		}
 		if st.file != nil { // the pointer's file, found rotated: finish it first
 			file.Close()
-			file, id, head = st.file, st.id, st.head
+			file, id, head, name = st.file, st.id, st.head, st.name
 			s.switching = true
 			// The siblings before it in rotation order were rotated before
 			// it (an earlier run read them); those after it, after it: they
@@ -135,7 +136,7 @@ func (s *Source) start() (ok bool, err error) {
 	s.f.SetEpoch(epoch)
 	s.epoch = epoch
 	s.file, s.fileID = file, id
-	s.rd = s.newReader(file, off, head)
+	s.rd = s.newReader(file, name, off, head)
 	s.rd.skip = skip
 	s.rememberAll(pre)
 	s.remember(id, head)
@@ -143,8 +144,9 @@ func (s *Source) start() (ok bool, err error) {
 	return true, nil
 }
 
-func (s *Source) newReader(file *os.File, off int64, head []byte) *lineReader {
+func (s *Source) newReader(file *os.File, name string, off int64, head []byte) *lineReader {
 	rd := newLineReader(file, off, s.bufSize)
+	rd.name = name
 	rd.max = s.maxLine
 	rd.head, rd.checked = head, len(head)
 	return rd
@@ -212,6 +214,7 @@ func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte)
 		if p, trust, pending, err = loadPointer(s.opts.Pointer, s.logf); err != nil {
 			return started{}, err
 		}
+		s.pending = pending
 	}
 	st := started{epoch: newEpoch()}
 	switch trust {
@@ -362,7 +365,7 @@ func pendingFor(pending Pointer, id uint64, head []byte) bool {
 func (s *Source) writeStart(np Pointer, off, epoch int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.ptr.write(np); err != nil {
+	if err := s.ptr.store(np, s.pending); err != nil { // a pending header is a file after np's
 		return err
 	}
 	s.com.reset(epoch, off)
@@ -379,6 +382,7 @@ func (s *Source) startAfterLoss(old, np Pointer) error {
 	if err := s.ptr.store(old, np); err != nil {
 		return err
 	}
+	s.pending = np
 	s.com.reset(np.Epoch, np.Offset)
 	s.com.head, s.com.waiting = &np, true
 	return nil
