@@ -60,36 +60,7 @@ func TestARestartAfterARotationNeverAppliesALineTwiceToAState(t *testing.T) {
 				for range wait {
 					testutil.Advance(time.Millisecond)
 				}
-				// The crash: nothing more is processed or committed.
-				ptr := path + ".ptr"
-				snapshot, err := os.ReadFile(ptr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				slow.ignore.Store(true)
-				fast.ignore.Store(true)
-				g.Open()
-				r.stop()
-				if err := os.WriteFile(ptr, snapshot, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				lines, ds := fast.got()
-				first, last := stateApply(core.Delivery{}, lines, ds)
-
-				again := &rec{}
-				r2 := start(t, path, Options{}, setup{procs: []*rec{again}})
-				r2.settle(2, again)
-				testutil.AdvanceUntil(t, "the restart settled", func() bool {
-					st := r2.e.Status()
-					return st.Settled && r2.feed().State == engine.StateCaughtUp
-				})
-				r2.stop()
-				lines2, ds2 := again.got()
-				second, _ := stateApply(last, lines2, ds2)
-				got := slices.Concat(first, second)
-				if want := slices.Concat(linesOf("old", 0, 4), linesOf("new", 0, 3)); !slices.Equal(got, want) {
-					t.Fatalf("lines applied %q, want each once: %q\n(the restart delivered %q at %+v)", got, want, lines2, ds2)
-				}
+				crashAndRestart(t, path, Options{}, r, g, slow, fast)
 			})
 		})
 	}
@@ -154,34 +125,45 @@ func TestARotationAfterAnOversizedLastLineMovesOnAndAppliesEachLineOnce(t *testi
 				for range wait {
 					testutil.Advance(time.Millisecond)
 				}
-				snapshot, err := os.ReadFile(ptr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				slow.ignore.Store(true)
-				fast.ignore.Store(true)
-				g.Open()
-				r.stop()
-				if err := os.WriteFile(ptr, snapshot, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				lines, ds := fast.got()
-				first, last := stateApply(core.Delivery{}, lines, ds)
-
-				again := &rec{}
-				r2 := start(t, path, opts, setup{procs: []*rec{again}})
-				testutil.AdvanceUntil(t, "the restart settled", func() bool {
-					st := r2.e.Status()
-					return st.Settled && r2.feed().State == engine.StateCaughtUp && again.count() >= 2
-				})
-				r2.stop()
-				lines2, ds2 := again.got()
-				second, _ := stateApply(last, lines2, ds2)
-				got := slices.Concat(first, second)
-				if want := slices.Concat(linesOf("old", 0, 4), linesOf("new", 0, 3)); !slices.Equal(got, want) {
-					t.Fatalf("lines applied %q, want each once: %q\n(the restart delivered %q at %+v)", got, want, lines2, ds2)
-				}
+				crashAndRestart(t, path, opts, r, g, slow, fast)
 			})
 		})
+	}
+}
+
+// crashAndRestart kills run r as a crash would (nothing more processed or
+// committed: the pointer file as it is now; the slow group blocked on g),
+// restarts on path with opts, and checks that a state applying the fast
+// group's deliveries, then the restart's, applies each of old-0..3 and
+// new-0..2 once (stateApply).
+func crashAndRestart(t *testing.T, path string, opts Options, r *run, g *testutil.Gate, slow, fast *rec) {
+	t.Helper()
+	ptr := path + ".ptr"
+	snapshot, err := os.ReadFile(ptr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow.ignore.Store(true)
+	fast.ignore.Store(true)
+	g.Open()
+	r.stop()
+	if err := os.WriteFile(ptr, snapshot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lines, ds := fast.got()
+	first, last := stateApply(core.Delivery{}, lines, ds)
+
+	again := &rec{}
+	r2 := start(t, path, opts, setup{procs: []*rec{again}})
+	testutil.AdvanceUntil(t, "the restart settled", func() bool {
+		st := r2.e.Status()
+		return st.Settled && r2.feed().State == engine.StateCaughtUp && again.count() >= 2
+	})
+	r2.stop()
+	lines2, ds2 := again.got()
+	second, _ := stateApply(last, lines2, ds2)
+	got := slices.Concat(first, second)
+	if want := slices.Concat(linesOf("old", 0, 4), linesOf("new", 0, 3)); !slices.Equal(got, want) {
+		t.Fatalf("lines applied %q, want each once: %q\n(the restart delivered %q at %+v)", got, want, lines2, ds2)
 	}
 }
