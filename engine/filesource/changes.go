@@ -261,14 +261,15 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated stri
 		s.replaced.Add(1)
 		if s.opts.Read == Committed {
 			epoch = newEpoch()
-			if pendingFor(s.pending, id, head) {
+			if pendingFor(s.resume, id, head) {
 				// A run before read it from 0 under the pending header's
 				// epoch (a move after a loss), and its pointer never moved
 				// to it: the same epoch, so that a state keyed by epoch
 				// and offset does not apply its lines again.
-				epoch, s.pending = s.pending.Epoch, Pointer{}
+				epoch = s.resume.Epoch
 			}
 		}
+		s.resume = Pointer{} // only the first file moved to comes right after the pointer's
 		msg := fmt.Sprintf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
 		if rotated != "" {
 			msg = fmt.Sprintf("%s was rotated after the file read before it: reading it from 0 under a new epoch, then %s", rotated, s.path)

@@ -298,3 +298,52 @@ func TestATruncatedFileRenamedBeforeTheSourceLooksIsReadAfterItsCopy(t *testing.
 		}
 	})
 }
+
+// A file truncated while followed is read again from 0 under a new epoch,
+// kept as the pointer file's pending header until a line of it is
+// committed. Copied and truncated again meanwhile (copytruncate), it is
+// read from 0 a third time: under another new epoch, never the pending
+// one, which its earlier content's lines carry (torture seed
+// 1796300000000000061, invariant 5: the pending header, taken for a file
+// after the pointer's, gave the new content the old content's epoch, and
+// the pointer went back to offset 0 of it).
+func TestAFileReadAgainAfterALossIsNeverReadUnderItsPendingEpochTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, numbered("a", 0, 4))
+		g := testutil.NewGate(t)
+		slow := &rec{gate: blockAt(linesOf("x", 0, 1)[0], g)} // holds every acknowledgement of x's epoch
+		fast := &rec{}
+		src, lg := newSource(t, path, Options{})
+		r := startSource(t, src, lg, setup{procs: []*rec{slow, fast}})
+		testutil.AdvanceUntil(t, "a read", func() bool { return fast.count() == 4 && r.feed().State == engine.StateCaughtUp })
+		if err := os.Truncate(path, 0); err != nil {
+			t.Fatal(err)
+		}
+		testutil.AdvanceUntil(t, "the truncation seen", func() bool { return lg.Has("never read") })
+		appendFile(t, path, numbered("x", 0, 3))
+		testutil.AdvanceUntil(t, "x read", func() bool { return fast.count() == 7 })
+		copyTo(t, path, path+"-0001")
+		writeFile(t, path, numbered("y", 0, 2)) // truncated in place, and written
+		testutil.AdvanceUntil(t, "y held (its epoch drawn) until x is committed", func() bool {
+			d := r.feed().Detail
+			return d != nil && strings.Contains(*d, "waiting for the lines of the file read before")
+		})
+		g.Open()
+		r.settle(9, slow, fast)
+		got, ds := fast.got()
+		if want := slices.Concat(linesOf("a", 0, 4), linesOf("x", 0, 3), linesOf("y", 0, 2)); !slices.Equal(got, want) {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+		if x, y := ds[4].Epoch, ds[7].Epoch; x == y || y == ds[0].Epoch {
+			t.Fatalf("epochs: a %d, x %d, y %d: y's content read under an earlier content's epoch", ds[0].Epoch, x, y)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.AdvanceUntil(t, "the pointer at y's end", func() bool {
+			p := readPointer(t, path+".ptr")
+			return p.Identity == identity(fi) && p.Epoch == ds[7].Epoch && p.Offset == 2*lineLen
+		})
+	})
+}

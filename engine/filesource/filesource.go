@@ -169,9 +169,12 @@ type Source struct {
 	ptrCreated bool // this run created the (empty) pointer file
 
 	// pending is the pointer file's pending header, as the run found it or
-	// last wrote it (a move after a loss): a file moved to later that is
-	// the one it describes (pendingFor) is read under its epoch.
-	pending Pointer
+	// last wrote it (a move after a loss), kept by every write of the
+	// header until the pointer moves to its file or past it. resume is the
+	// one the run found: the first file the run moves to (the one after
+	// the pointer's), if it is the file it describes (pendingFor), is read
+	// under its epoch; never a file this run read before.
+	pending, resume Pointer
 
 	// What the source skipped or read again that is not a loss (Status),
 	// since the last Run began.
@@ -267,7 +270,7 @@ func (s *Source) Run(ctx context.Context, f *engine.Intake) error {
 	s.f = f
 	s.rd, s.file, s.fileID = nil, nil, 0
 	s.final, s.switching, s.truncated = false, false, 0
-	s.published, s.hold, s.pending = false, false, Pointer{}
+	s.published, s.hold, s.pending, s.resume = false, false, Pointer{}, Pointer{}
 	s.state, s.detail, s.note, s.openErr = "", "", "", ""
 	s.known = map[uint64]seenFile{}
 	s.holeBytes.Store(0)

@@ -214,7 +214,7 @@ func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte)
 		if p, trust, pending, err = loadPointer(s.opts.Pointer, s.logf); err != nil {
 			return started{}, err
 		}
-		s.pending = pending
+		s.pending, s.resume = pending, pending
 	}
 	st := started{epoch: newEpoch()}
 	switch trust {
@@ -256,6 +256,7 @@ func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte)
 		s.replaced.Add(1)
 		if pendingFor(pending, id, head) {
 			st.epoch = pending.Epoch // an earlier start read this file from 0 under it, and committed nothing
+			s.resume = Pointer{}
 		}
 		s.logf("input %s was %s: reading it from 0 under a new epoch", s.path, why)
 		if other {
