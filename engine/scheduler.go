@@ -4,7 +4,7 @@
 // Invariants:
 //
 //   - Claims: the group's goroutine alone takes items from its queues
-//     (stepParallel) and claims each with a Token (the queue's generation,
+//     (stepParallel) and claims each with a token (the queue's generation,
 //     its position in the queue); the workers only complete them.
 //   - Prefix: a queue's dispatched count is its contiguous completed
 //     prefix: every item up to it completed, the one after it did not.
@@ -128,7 +128,7 @@ func (g *group) queueOf(f *Feed) *binding {
 // generation than the current queue's (the group was unsubscribed, and
 // maybe subscribed again, since the claim) is refused and counted, and
 // moves nothing: its position is a position of another queue.
-func (g *group) complete(f *Feed, toks ...Token) error {
+func (g *group) complete(f *Feed, toks ...token) error {
 	if len(toks) == 0 {
 		return nil
 	}
@@ -186,7 +186,7 @@ func (g *group) stepParallel() bool {
 				}
 				did = true
 				b.gap.claim(b.q.Taken(), e.Seq)
-				c := claim{e: e, tok: Token{Generation: b.gen, Epoch: b.gen, Position: b.q.Taken()}}
+				c := claim{e: e, tok: token{Generation: b.gen, Epoch: b.gen, Position: b.q.Taken()}}
 				wi := 0
 				if g.order == OrderKey {
 					wi = WorkerOf(g.key(e.Value), len(g.workers))
