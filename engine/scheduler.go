@@ -65,11 +65,13 @@ const workerTasks = 16
 // ErrStaleToken is returned, and counted in the group's status, when a
 // completion or checkpoint mark carries the token of another generation
 // than its queue's current one (the group was subscribed again since, or
-// the mark is of another engine): it never moves the commit.
+// the mark is of another engine): it never moves the commit. Callers of
+// Checkpoint.DurableThrough match it with errors.Is.
 var ErrStaleToken = errors.New("engine: stale token")
 
 // ErrForeignMark: a checkpoint was given the zero Mark, or a mark of
 // another feed's or group's checkpoint. It moves nothing.
+// Checkpoint.DurableThrough returns it; callers match it with errors.Is.
 var ErrForeignMark = errors.New("engine: mark of another checkpoint")
 
 // generations numbers the queues (bindings) of every engine of the
