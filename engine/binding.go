@@ -29,7 +29,7 @@ type binding struct {
 	_          [line - 8]byte
 
 	removed atomic.Bool // unsubscribed: its backlog is never processed in this run
-	gen     int64       // the queue's generation (Token.Generation)
+	gen     int64       // the queue's generation (token.Generation)
 	gap     *gapState   // a group of several workers: the completions beyond the prefix
 
 	dropped    atomic.Int64

@@ -28,6 +28,7 @@ type holdState struct {
 // holders (the instances of a group's workers, each saving a state of its
 // own): the queue counts as processed only as far as every part made
 // durable. It is the core.Checkpoint a core.CheckpointUser is given.
+// Engine.Hold and Engine.HoldParts return it.
 type Checkpoint struct {
 	eng      *Engine
 	feed     *Feed

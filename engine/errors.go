@@ -11,17 +11,21 @@ var (
 	// names the feed, group and key.
 	ErrConfig = errors.New("engine: bad configuration")
 	// ErrRefused: a BLOCK_WITH_DEADLINE publish was refused; the
-	// *RefusedError gives the reason.
+	// *RefusedError gives the reason. Callers of Feed.Publish match it
+	// with errors.Is.
 	ErrRefused = errors.New("engine: publish refused")
 	// ErrStopped: the engine (or feed) is stopped.
 	ErrStopped = errors.New("engine: stopped")
 	// ErrUnknown: a feed, group or processor name the engine does not have.
+	// Callers of Hold, HoldParts, Subscribe, Unsubscribe, Fence and
+	// Unfence match it with errors.Is.
 	ErrUnknown = errors.New("engine: unknown name")
 	// ErrObserver: an observer hook failed (the recorder could not write) and
 	// its group stopped taking items; the *ObserverError says which.
 	ErrObserver = errors.New("engine: observer failed")
 	// ErrNilContext: a nil context.Context was passed to a function that
 	// takes one (Start, Stop, WaitSettled, RunSettled, Feed.Publish).
+	// Callers match it with errors.Is.
 	ErrNilContext = errors.New("engine: nil context")
 	// ErrNotDurable: a CheckpointUser could not make its state durable
 	// (its saves kept failing) and said so (Checkpoint.Fail): its group
@@ -30,6 +34,7 @@ var (
 	// ErrHoldReplaced: Checkpoint.DurableThrough was called on the handle
 	// of a hold that a later Hold (or HoldParts) of the same feed and group
 	// replaced: it moves nothing; only the live hold's handles do.
+	// Callers of DurableThrough match it with errors.Is.
 	ErrHoldReplaced = errors.New("engine: hold replaced by a later Hold")
 )
 
@@ -88,7 +93,8 @@ func (e *DurableError) Is(target error) bool { return target == ErrNotDurable }
 func (e *DurableError) Unwrap() error { return e.Err }
 
 // ConfigError is a configuration rejected by New. It names the feed, group
-// and key at fault; errors.Is(err, ErrConfig) holds.
+// and key at fault; errors.Is(err, ErrConfig) holds. Callers of New get it
+// with errors.As.
 type ConfigError struct {
 	Feed  string
 	Group string
@@ -112,13 +118,18 @@ func (e *ConfigError) Error() string {
 
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// RefuseReason says why a blocking publish was refused.
+// RefuseReason says why a blocking publish was refused: the type of
+// RefusedError.Reason.
 type RefuseReason string
 
-// The refusal reasons.
+// The refusal reasons, the values of RefusedError.Reason.
 const (
-	RefusedDeadline  RefuseReason = "deadline"
-	RefusedShutdown  RefuseReason = "shutdown"
+	// RefusedDeadline: the policy's deadline passed with a blocking
+	// queue still full.
+	RefusedDeadline RefuseReason = "deadline"
+	// RefusedShutdown: Engine.Stop began while the publish waited.
+	RefusedShutdown RefuseReason = "shutdown"
+	// RefusedCancelled: the publish's context was done while it waited.
 	RefusedCancelled RefuseReason = "cancelled"
 )
 

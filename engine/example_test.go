@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -56,4 +57,20 @@ func ExampleDelivery_AlreadyApplied() {
 	// 100 7 true
 	// 140 7 false
 	// 100 8 false
+}
+
+// New rejects a configuration with a *ConfigError naming the feed, group
+// and key at fault: here a feed that says no overload policy.
+func ExampleConfigError() {
+	_, err := engine.New(engine.Config{
+		Feeds: []engine.FeedConfig{{Name: "lines", Source: memsource.NewList("a"), QueueSize: 16}},
+		Groups: []engine.GroupConfig{{Name: "main", Feeds: []string{"lines"},
+			Processors: []engine.ProcessorConfig{{Name: "p", Processor: core.ProcessorFunc(func(*core.Cycle, any) error { return nil })}}}},
+	})
+	var ce *engine.ConfigError
+	if errors.As(err, &ce) {
+		fmt.Printf("feed %q key %q, a config error: %v\n", ce.Feed, ce.Key, errors.Is(err, engine.ErrConfig))
+	}
+	// Output:
+	// feed "lines" key "policy", a config error: true
 }

@@ -29,6 +29,8 @@ type Journal interface {
 }
 
 // JournalBatch is a Journal that can also store a run of items at once.
+// It is a hook for FeedConfig.Journal implementations (the recorder's
+// journal is one).
 // When a feed's Journal implements it, Intake.TryPublishBatch journals the
 // items it takes with one AppendBatch (items[i] under sequence first+i)
 // instead of one Append per item, still under the feed's publish lock and
@@ -58,16 +60,19 @@ type PolicySource interface {
 // FeedState is where a feed's source stands.
 type FeedState string
 
-// The feed states.
+// The feed states, the values of FeedStatus.State.
 const (
+	// StateInitialising: a feed's state until its source reports one
+	// (Intake.SetState).
 	StateInitialising FeedState = "INITIALISING"
 	StateBehind       FeedState = "BEHIND"
 	StateCaughtUp     FeedState = "CAUGHT_UP"
 	StateEndOfStream  FeedState = "END_OF_STREAM"
 )
 
-// DefaultWindowCap bounds the items of a positioned feed awaiting
-// acknowledgement: TryPublish pauses past it.
+// DefaultWindowCap is FeedConfig.WindowCap when it is not set: it bounds
+// the items of a positioned feed awaiting acknowledgement, and TryPublish
+// pauses past it.
 const DefaultWindowCap = 65536
 
 type ctxKey int

@@ -219,7 +219,7 @@ func (g *group) step() bool {
 					break
 				}
 				did = true
-				if !w.dispatch(b, e, Token{}) {
+				if !w.dispatch(b, e, token{}) {
 					// Not dispatched: the group failed, or Stop cut a
 					// retry. It takes nothing after the item it holds.
 					return did

@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// PolicyKind names an overload policy.
+// PolicyKind names an overload policy: the type of Policy.Kind, which
+// ParsePolicyKind returns.
 type PolicyKind string
 
 // The overload policies (docs/GUARANTEES.md).

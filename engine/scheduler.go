@@ -4,7 +4,7 @@
 // Invariants:
 //
 //   - Claims: the group's goroutine alone takes items from its queues
-//     (stepParallel) and claims each with a Token (the queue's generation,
+//     (stepParallel) and claims each with a token (the queue's generation,
 //     its position in the queue); the workers only complete them.
 //   - Prefix: a queue's dispatched count is its contiguous completed
 //     prefix: every item up to it completed, the one after it did not.
@@ -65,11 +65,13 @@ const workerTasks = 16
 // ErrStaleToken is returned, and counted in the group's status, when a
 // completion or checkpoint mark carries the token of another generation
 // than its queue's current one (the group was subscribed again since, or
-// the mark is of another engine): it never moves the commit.
+// the mark is of another engine): it never moves the commit. Callers of
+// Checkpoint.DurableThrough match it with errors.Is.
 var ErrStaleToken = errors.New("engine: stale token")
 
 // ErrForeignMark: a checkpoint was given the zero Mark, or a mark of
 // another feed's or group's checkpoint. It moves nothing.
+// Checkpoint.DurableThrough returns it; callers match it with errors.Is.
 var ErrForeignMark = errors.New("engine: mark of another checkpoint")
 
 // generations numbers the queues (bindings) of every engine of the
@@ -128,7 +130,7 @@ func (g *group) queueOf(f *Feed) *binding {
 // generation than the current queue's (the group was unsubscribed, and
 // maybe subscribed again, since the claim) is refused and counted, and
 // moves nothing: its position is a position of another queue.
-func (g *group) complete(f *Feed, toks ...Token) error {
+func (g *group) complete(f *Feed, toks ...token) error {
 	if len(toks) == 0 {
 		return nil
 	}
@@ -186,7 +188,7 @@ func (g *group) stepParallel() bool {
 				}
 				did = true
 				b.gap.claim(b.q.Taken(), e.Seq)
-				c := claim{e: e, tok: Token{Generation: b.gen, Epoch: b.gen, Position: b.q.Taken()}}
+				c := claim{e: e, tok: token{Generation: b.gen, Epoch: b.gen, Position: b.q.Taken()}}
 				wi := 0
 				if g.order == OrderKey {
 					wi = WorkerOf(g.key(e.Value), len(g.workers))

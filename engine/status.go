@@ -15,7 +15,8 @@ type Status struct {
 }
 
 // GroupStatus is one group's part of the Status: its workers and, for a
-// group of several, its gap state, summed over its queues.
+// group of several, its gap state, summed over its queues. The type of
+// Status.Groups' elements.
 type GroupStatus struct {
 	Group   string `json:"group"`
 	Workers int    `json:"workers"`
@@ -83,7 +84,8 @@ type FeedStatus struct {
 	Subscribers []SubscriberStatus `json:"subscribers"`
 }
 
-// SubscriberStatus is one queue of a feed.
+// SubscriberStatus is one queue of a feed: the type of
+// FeedStatus.Subscribers' elements.
 type SubscriberStatus struct {
 	Queue      string `json:"queue"`
 	Policy     string `json:"policy"`

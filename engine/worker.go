@@ -30,7 +30,7 @@ type worker struct {
 	failed    []bool
 	compErr   []bool
 	drops     []Drop
-	completed []Token // the tokens of a chunk's completed items (do)
+	completed []token // the tokens of a chunk's completed items (do)
 
 	// The batch: items handled, their BeforeComplete called, that wait for
 	// the observers' Flush before they count as dispatched (in order); the
@@ -47,7 +47,7 @@ type worker struct {
 // completions: w.deferred[clo:chi].
 type pendingItem struct {
 	b        *binding
-	tok      Token
+	tok      token
 	in       Input
 	dv       core.Delivery
 	clo, chi int
@@ -70,17 +70,17 @@ func (t *task) size() int64 { return max(1, int64(len(t.claims))) }
 // claim is one item a group handed a worker, and its token.
 type claim struct {
 	e   ring.Item
-	tok Token
+	tok token
 }
 
-// Token identifies a claim: the group generation of the queue the item was
+// token identifies a claim: the group generation of the queue the item was
 // taken from (it changes whenever the group is subscribed again and with
 // every engine), the worker's ownership epoch, and the item's position in
 // the queue. A completion, acknowledgement or checkpoint mark carrying a
 // token of another generation than the queue's current one is stale: it is
 // refused (ErrStaleToken), counted, and never moves the commit. A plain
 // value.
-type Token struct {
+type token struct {
 	Generation int64 `json:"generation"`
 	Worker     int   `json:"worker"`
 	Epoch      int64 `json:"epoch"`
@@ -101,7 +101,7 @@ type Token struct {
 // Cycle.Context, or an observer failed the group. Such an item holds the
 // commit (nothing after it is dispatched either) and the next run delivers
 // it again; the pending items before it are flushed first.
-func (w *worker) dispatch(b *binding, e ring.Item, tok Token) bool {
+func (w *worker) dispatch(b *binding, e ring.Item, tok token) bool {
 	var dv *core.Delivery
 	if e.Positioned {
 		w.dv = core.Delivery{Feed: b.feed.name, Sequence: e.Seq, Epoch: e.Epoch, Position: e.Pos}
@@ -336,7 +336,7 @@ func (w *worker) dropPending() {
 // count makes an item of queue b count as dispatched: at once in a group
 // of one worker; with several, its token joins the chunk's completed ones
 // (do records them with one lock of the queue's gap state).
-func (w *worker) count(b *binding, tok Token) {
+func (w *worker) count(b *binding, tok token) {
 	if len(w.g.workers) == 1 {
 		b.dispatched.Add(1)
 		return

@@ -8,13 +8,17 @@ import (
 // Sentinel errors of the package, for errors.Is.
 var (
 	// ErrStrategy: a read strategy name or value that does not exist.
+	// Callers of ParseStrategy and New match it with errors.Is.
 	ErrStrategy = errors.New("filesource: unknown read strategy")
-	// ErrOptions: New was given an unusable path or option.
+	// ErrOptions: New was given an unusable path or option. Callers of
+	// New match it with errors.Is.
 	ErrOptions = errors.New("filesource: bad options")
 	// ErrRunning: Run was called while the source was already running.
+	// Callers of Run match it with errors.Is.
 	ErrRunning = errors.New("filesource: source already running")
 	// ErrPointerLayout: a pointer file that does not hold a complete header
-	// of a known layout (ReadPointer).
+	// of a known layout (ReadPointer). Callers of ReadPointer match it with
+	// errors.Is.
 	ErrPointerLayout = errors.New("filesource: pointer file of an unknown layout")
 	// ErrLocked: another run (a Source in this or another process) holds
 	// the pointer file's lock. The *FileError wrapping it names the
@@ -22,6 +26,8 @@ var (
 	ErrLocked = errors.New("filesource: pointer is locked by another run")
 	// ErrNotRegular: the input path names something other than a regular
 	// file (a FIFO, a device, a directory), at the start or at a reopen.
+	// Run's error wraps it when the input is not one at the start; callers
+	// match it with errors.Is.
 	ErrNotRegular = errors.New("filesource: not a regular file")
 )
 

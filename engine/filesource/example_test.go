@@ -2,6 +2,7 @@ package filesource_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -52,4 +53,21 @@ func Example() {
 	// "beta" at 12
 	// "caf\ufffd" at 17
 	// END_OF_STREAM PAUSE unterminated: 7
+}
+
+// ParseStrategy reads the names configuration files and flags use; an
+// unknown name is an error wrapping ErrStrategy.
+func ExampleParseStrategy() {
+	for _, name := range []string{"latest", "Once_Latest", "newest"} {
+		s, err := filesource.ParseStrategy(name)
+		if errors.Is(err, filesource.ErrStrategy) {
+			fmt.Printf("%s: unknown\n", name)
+			continue
+		}
+		fmt.Printf("%s: %v\n", name, s)
+	}
+	// Output:
+	// latest: latest
+	// Once_Latest: once-latest
+	// newest: unknown
 }

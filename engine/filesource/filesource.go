@@ -21,7 +21,8 @@ import (
 // The zero value is Committed. A Strategy is a plain value, safe to share.
 type Strategy int
 
-// The read strategies (see the package documentation).
+// The read strategies (see the package documentation): the values of
+// Options.Read, and what ParseStrategy returns for their names.
 const (
 	Committed Strategy = iota
 	Earliest

@@ -17,14 +17,16 @@ import (
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 )
 
-// The pointer file's layout.
+// The pointer file's layout, which the package documentation states as
+// its format for tools that read pointer files.
 const (
 	// PointerSize is the size of a pointer file, in bytes.
 	PointerSize = 1024
-	// Layout is the layout version this package writes at byte 24.
+	// Layout is the layout version this package writes at byte 24: the
+	// Pointer.Layout of a file ReadPointer accepts.
 	Layout = 1
 	// FingerprintMax is how many leading bytes of the input the fingerprint
-	// covers at most.
+	// covers at most: the bound of Pointer.FingerprintLen.
 	FingerprintMax = 4096
 
 	headerSize = 48

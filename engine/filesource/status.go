@@ -26,7 +26,7 @@ func (s *Source) Status() Status {
 }
 
 // The reasons of the losses the file source reports (engine.Loss.Reason,
-// counted in engine.FeedStatus.Losses and written in LOST rows).
+// written in LOST rows): keys of engine.FeedStatus.Losses.
 const (
 	// LossOversized: a line longer than the maximum, skipped (Items 1,
 	// From and To the line's byte range).

@@ -21,7 +21,7 @@ type Record struct {
 	Headers   []Header `json:"headers,omitempty"`
 }
 
-// Header is one record header.
+// Header is one record header: the type of Record.Headers' elements.
 type Header struct {
 	Key   string `json:"key"`
 	Value []byte `json:"value"`
@@ -67,7 +67,9 @@ func (id topicID) known() bool { return id != topicID{} }
 // that incarnation of the topic, and another for a topic deleted and
 // created again under the same name: its offsets, which start at 0 again,
 // are another position space. 0 for the zero ID (a cluster that gives no
-// topic IDs: then a topic created again is not told apart).
+// topic IDs: then a topic created again is not told apart). An
+// application that knows a topic's ID computes with it the epoch of its
+// records' deliveries (core.Delivery.Epoch) and of PartitionStatus.Epoch.
 func TopicEpoch(id [16]byte) int64 {
 	if id == ([16]byte{}) {
 		return 0

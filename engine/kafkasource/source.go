@@ -14,21 +14,29 @@ import (
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
-// Defaults of Options.
+// Defaults of Options: each is its field's value when the field is not
+// set (zero or negative).
 const (
-	DefaultPollInterval   = 50 * time.Millisecond
+	// DefaultPollInterval is Options.PollInterval's default.
+	DefaultPollInterval = 50 * time.Millisecond
+	// DefaultCommitInterval is Options.CommitInterval's default.
 	DefaultCommitInterval = 2 * time.Millisecond
+	// DefaultMaxPollRecords is Options.MaxPollRecords' default.
 	DefaultMaxPollRecords = 8192
-	DefaultCommitTimeout  = 10 * time.Second
-	DefaultRevokeTimeout  = 2 * time.Second
+	// DefaultCommitTimeout is Options.CommitTimeout's default.
+	DefaultCommitTimeout = 10 * time.Second
+	// DefaultRevokeTimeout is Options.RevokeTimeout's default.
+	DefaultRevokeTimeout = 2 * time.Second
+	// DefaultVerifyInterval is Options.VerifyInterval's default.
 	DefaultVerifyInterval = time.Second
+	// DefaultSessionTimeout is Options.SessionTimeout's default.
 	DefaultSessionTimeout = 45 * time.Second
 	// maxHeartbeat is the longest the source goes between heartbeats
 	// (franz-go's default interval).
 	maxHeartbeat = 3 * time.Second
 )
 
-// The engine.Loss reasons of a Source.
+// The engine.Loss reasons of a Source: keys of engine.FeedStatus.Losses.
 const (
 	// LossRetention: records deleted (retention, DeleteRecords) before
 	// the group read them.

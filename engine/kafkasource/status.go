@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Status is where a Source stands.
+// Status is where a Source stands: what Source.Status returns.
 type Status struct {
 	// Generation is the group generation of the last assignment, -1
 	// before one.
