@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // fileInput is a scenario's file input: the path the runs read, the
@@ -34,6 +35,12 @@ type fileInput struct {
 	// known until the next run: destroyed before, its lines are no run's
 	// to lose.
 	known bool
+	// copied is when PATH was last truncated by a copy (copytruncate), as
+	// its modification time then: a pointer written before names the
+	// content before the copy, and the copy holds all of it, so lines
+	// written to PATH after the copy and destroyed while stopped leave a
+	// restart nothing to see (copiedSincePointer).
+	copied time.Time
 }
 
 // rotateAway notes that the lines PATH holds moved to a rotated file:
@@ -53,7 +60,7 @@ func (fi *fileInput) rotateAway() {
 // they are at risk (the source may never have seen them); while stopped,
 // the restart must count a loss for any it had not read.
 func (fi *fileInput) destroy() {
-	if fi.running || !fi.known || !fi.pointerPast() {
+	if fi.running || !fi.known || !fi.pointerPast() || fi.copiedSincePointer() {
 		for _, id := range fi.current {
 			fi.gen.atRisk[id] = true
 		}
@@ -127,7 +134,15 @@ func (fi *fileInput) apply(op inputOp) error {
 			return err
 		}
 		fi.rotateAway()
-		return os.Truncate(fi.path, 0)
+		if err := os.Truncate(fi.path, 0); err != nil {
+			return err
+		}
+		st, err := os.Stat(fi.path)
+		if err != nil {
+			return err
+		}
+		fi.copied = st.ModTime()
+		return nil
 	case opBurst:
 		for range op.N {
 			if err := fi.appendLines(fi.gen.gen(1 + fi.gen.r.IntN(2))); err != nil {
@@ -231,6 +246,19 @@ func hashFiles(dir string, prefixes ...string) (map[string]string, error) {
 func (fi *fileInput) pointerNamesFile() bool {
 	b, err := os.ReadFile(fi.path + ".ptr")
 	return err == nil && len(b) >= 24 && binary.LittleEndian.Uint64(b[16:24]) != 0
+}
+
+// copiedSincePointer reports whether PATH was copied and truncated
+// (copytruncate) since the pointer file was last written: the pointer's
+// offset is then in the content the copy holds, and a restart that finds
+// PATH shorter reads the copy and cannot know of lines written to PATH
+// after the copy and destroyed while stopped (seed 1796320000000000140).
+func (fi *fileInput) copiedSincePointer() bool {
+	if fi.copied.IsZero() {
+		return false
+	}
+	st, err := os.Stat(fi.path + ".ptr")
+	return err == nil && !st.ModTime().After(fi.copied)
 }
 
 // pointerPast reports whether the pointer file (read while stopped) names
