@@ -192,12 +192,7 @@ func TestSIGKILLedConsumerAppliesEveryRecordOnceAndNeverCommitsAheadOfItsState(t
 	if testing.Short() {
 		t.Skip("a child process killed 5 times")
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(crashParts, topic),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newShortSessionCluster(t, crashParts)
 	wantSum, wantCount := produceManual(t, c, crashRecords, crashParts)
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 18))

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -160,12 +159,7 @@ func TestTwoConsumersOneKilledLoseNothingAndStitchAgainstACleanRun(t *testing.T)
 	if testing.Short() {
 		t.Skip("a child process killed")
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(groupParts, topic),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newShortSessionCluster(t, groupParts)
 	hwm := produce(t, c, groupRecords, 400)
 	// The commits the broker takes, by member; K's commits fail once they
 	// cover more than groupLagFrom records, so that K is killed with a

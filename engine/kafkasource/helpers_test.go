@@ -20,15 +20,24 @@ import (
 const topic = "events"
 
 // newCluster starts an in-process cluster with topic of partitions
-// partitions, closed at the end of the test.
-func newCluster(t testing.TB, partitions int32) *kfake.Cluster {
+// partitions (and opts), closed at the end of the test, after the
+// cleanups registered later: the test's sources leave their groups first.
+func newCluster(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// newShortSessionCluster is newCluster whose groups take sessions down to
+// 100ms (kfake's minimum is 6s): a killed member's partitions move on
+// within a test.
+func newShortSessionCluster(t testing.TB, partitions int32) *kfake.Cluster {
+	t.Helper()
+	return newCluster(t, partitions, kfake.GroupMinSessionTimeout(100*time.Millisecond))
 }
 
 // produce writes n records to topic, spread over its partitions by key

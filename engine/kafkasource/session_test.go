@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -80,12 +79,7 @@ func TestAKilledMembersPartitionsAreReassignedWithinItsSessionTimeout(t *testing
 	if testing.Short() {
 		t.Skip("a child process killed")
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(sessionParts, topic),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close) // after the sources' own cleanups: they leave the group
+	c := newShortSessionCluster(t, sessionParts)
 	produce(t, c, 200, 50)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaSessionChild$", "-test.count=1")
