@@ -1,7 +1,6 @@
 package kafkasource_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -201,18 +199,8 @@ func TestSIGKILLedConsumerAppliesEveryRecordOnceAndNeverCommitsAheadOfItsState(t
 	for run := 0; ; run++ {
 		kill := run < crashKills
 		after := 1 + rng.IntN(8) // progress lines before the kill
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashBrokersEnv+"="+strings.Join(c.ListenAddrs(), ","),
+		cmd, sc := startChild(t, "TestKafkaCrashChild", crashDirEnv+"="+dir, crashBrokersEnv+"="+strings.Join(c.ListenAddrs(), ","),
 			crashTotalEnv+"="+strconv.Itoa(crashRecords))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
 		seen, finished, redelivered := 0, false, int64(0)
 		for sc.Scan() {
 			line := sc.Text()
@@ -241,7 +229,7 @@ func TestSIGKILLedConsumerAppliesEveryRecordOnceAndNeverCommitsAheadOfItsState(t
 			}
 			drained <- n
 		}()
-		err = cmd.Wait()
+		err := cmd.Wait()
 		redelivered += <-drained
 		if lag >= 0 && redelivered > lag {
 			t.Fatalf("run %d: %d records delivered again, more than the commit lag of %d the last kill left", run, redelivered, lag)

@@ -1,12 +1,10 @@
 package kafkasource_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -196,24 +194,7 @@ func TestTwoConsumersOneKilledLoseNothingAndStitchAgainstACleanRun(t *testing.T)
 	})
 	dir := t.TempDir()
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaGroupChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), groupDirEnv+"="+dir, groupBrokersEnv+"="+strings.Join(c.ListenAddrs(), ","))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}()
-	sc := bufio.NewScanner(out)
+	cmd, sc := startChild(t, "TestKafkaGroupChild", groupDirEnv+"="+dir, groupBrokersEnv+"="+strings.Join(c.ListenAddrs(), ","))
 	for sc.Scan() && sc.Text() != "stuck" {
 	}
 	go func() { // drain, so the child never blocks on a full pipe
@@ -241,7 +222,6 @@ func TestTwoConsumersOneKilledLoseNothingAndStitchAgainstACleanRun(t *testing.T)
 		return false
 	})
 	cmd.Process.Kill() // SIGKILL
-	killed = true
 	cmd.Wait()
 	finishGroup(t, runS, srcS, hwm)
 	memS.Close()

@@ -1,11 +1,9 @@
 package kafkasource_test
 
 import (
-	"bufio"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -82,24 +80,7 @@ func TestAKilledMembersPartitionsAreReassignedWithinItsSessionTimeout(t *testing
 	c := newShortSessionCluster(t, sessionParts)
 	produce(t, c, 200, 50)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaSessionChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), sessionBrokersEnv+"="+strings.Join(c.ListenAddrs(), ","))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}()
-	sc := bufio.NewScanner(out)
+	cmd, sc := startChild(t, "TestKafkaSessionChild", sessionBrokersEnv+"="+strings.Join(c.ListenAddrs(), ","))
 	owns := false
 	for !owns && sc.Scan() {
 		owns = sc.Text() == "owns"
@@ -108,7 +89,6 @@ func TestAKilledMembersPartitionsAreReassignedWithinItsSessionTimeout(t *testing
 		t.Fatalf("the child ended before it owned the partitions: %v", sc.Err())
 	}
 	cmd.Process.Kill() // SIGKILL: no LeaveGroup
-	killed = true
 	cmd.Wait()
 	at := time.Now()
 
