@@ -161,7 +161,7 @@ func (s *setup) checkOutputs(rep *Report, bounds []int64) error {
 // recording holds no row for: the live outputs of the batch whose rows the
 // kill cut, at most the outputs of the batch maybe in flight (answer 2).
 func (s *setup) checkExtrasExplained(rep *Report, stores []string, bounds []int64) error {
-	rs, err := openStores(stores)
+	rs, err := store.OpenAll(stores, openStore)
 	if err != nil {
 		return err
 	}
@@ -246,12 +246,12 @@ func (s *setup) checkRecordings(rep *Report, stores []string) {
 
 // checkDiff: the stitched runs show no difference from the clean one.
 func (s *setup) checkDiff(ctx context.Context, rep *Report, stores []string) error {
-	a, err := openStores(stores)
+	a, err := store.OpenAll(stores, openStore)
 	if err != nil {
 		return err
 	}
 	defer store.CloseAll(a)
-	b, err := openStores([]string{s.clean})
+	b, err := store.OpenAll([]string{s.clean}, openStore)
 	if err != nil {
 		return err
 	}

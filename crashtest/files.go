@@ -42,21 +42,6 @@ func openStore(path string) (store.Reader, error) {
 	return r, nil
 }
 
-// openStores opens recordings; on failure the ones already open are
-// closed.
-func openStores(paths []string) ([]store.Reader, error) {
-	var rs []store.Reader
-	for _, p := range paths {
-		r, err := openStore(p)
-		if err != nil {
-			store.CloseAll(rs)
-			return nil, err
-		}
-		rs = append(rs, r)
-	}
-	return rs, nil
-}
-
 // verifyFile opens and verifies a recording.
 func verifyFile(path string) ([]store.Problem, error) {
 	r, err := openStore(path)

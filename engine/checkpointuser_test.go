@@ -51,6 +51,24 @@ func TestAHoldOfPartsCommitsOnlyWhatEveryPartMadeDurable(t *testing.T) {
 	})
 }
 
+// startCommitting builds and starts an engine of cfg and gives its feed
+// "in" a committer; the test stops the engine itself (what Stop returns is
+// one of its checks).
+func startCommitting(t *testing.T, cfg engine.Config) (*engine.Engine, *engine.Feed, *committer) {
+	t.Helper()
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f := e.Feed("in")
+	c := &committer{}
+	f.Intake().SetCommitter(c)
+	return e, f, c
+}
+
 // batchSaver is a CheckpointUser that saves when the test says so; with
 // broken set, its last save (CloseCheckpoint) fails with it.
 type batchSaver struct {
@@ -116,19 +134,10 @@ func TestEveryWorkersCheckpointUserHoldsTheCommitUntilAllSavedAndStopClosesThem(
 			Logger: testutil.Logger(t),
 		}
 		before, _ := testutil.CountGoroutines()
-		e, err := engine.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		e, f, c := startCommitting(t, cfg)
 		if len(savers) != 2 || savers[0].cps["in"] == nil || savers[1].cps["in"] == nil {
 			t.Fatalf("%d instances, checkpoints %v: want 2, each given one for feed in by Start", len(savers), savers)
 		}
-		f := e.Feed("in")
-		c := &committer{}
-		f.Intake().SetCommitter(c)
 		publishAll(t, f, 1, 4)
 		synctest.Wait()
 		settleCommit(t, f, c, 0)
@@ -167,21 +176,12 @@ func TestACheckpointUserThatCannotSaveFailsItsGroupAndNothingPastItsLastSaveIsCo
 		s := &batchSaver{cps: map[string]core.Checkpoint{}}
 		before, _ := testutil.CountGoroutines()
 		var ended []string // the streams ended cleanly (Observer.Stopped): none of a failed group
-		e, err := engine.New(engine.Config{
+		e, f, c := startCommitting(t, engine.Config{
 			Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
 			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", s)}},
 			Observer: engine.Observer{Stopped: func(p string) error { ended = append(ended, p); return nil }},
 			Logger:   testutil.Logger(t),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		f := e.Feed("in")
-		c := &committer{}
-		f.Intake().SetCommitter(c)
 		publishAll(t, f, 1, 4)
 		synctest.Wait()
 		if err := s.save(); err != nil {
@@ -198,7 +198,7 @@ func TestACheckpointUserThatCannotSaveFailsItsGroupAndNothingPastItsLastSaveIsCo
 		f.Intake().TryPublish(7, core.Position{Offset: 7}) // taken or refused: never handled
 		synctest.Wait()
 
-		err = e.Err()
+		err := e.Err()
 		var de *engine.DurableError
 		if !errors.As(err, &de) || de.Group != "g" || de.Feed != "in" || !errors.Is(err, engine.ErrNotDurable) || !errors.Is(err, errDisk) {
 			t.Errorf("Err: %v, want a *DurableError of group g, feed in, wrapping the holder's error", err)
@@ -274,20 +274,11 @@ func (s *itemSaver) OnEvent(c *core.Cycle, ev any) error {
 func TestACompletionThatFailsOnceItsGroupFailedDoesNotCountItsItem(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &itemSaver{failAt: 3}
-		e, err := engine.New(engine.Config{
+		e, f, c := startCommitting(t, engine.Config{
 			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
 			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", s), Retry: engine.RetryPolicy{Attempts: 3}}},
 			Logger: testutil.Logger(t),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		f := e.Feed("in")
-		c := &committer{}
-		f.Intake().SetCommitter(c)
 		publishAll(t, f, 1, 5)
 		synctest.Wait()
 		if err := e.Err(); !errors.Is(err, engine.ErrNotDurable) {

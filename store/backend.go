@@ -195,6 +195,22 @@ func CloseAll(rs []Reader) {
 	}
 }
 
+// OpenAll opens readers together (a command's runs): open of each path, in
+// order. When one fails, it closes those already open (CloseAll) and
+// returns that error.
+func OpenAll(paths []string, open func(path string) (Reader, error)) ([]Reader, error) {
+	var rs []Reader
+	for _, p := range paths {
+		r, err := open(p)
+		if err != nil {
+			CloseAll(rs)
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
 // Open opens the recording at path for reading, with the registered
 // backend whose recordings begin as it does, whatever its extension. A
 // missing file is an error wrapping fs.ErrNotExist; an empty file, or one

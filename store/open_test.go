@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/internal/storetest"
@@ -69,5 +70,68 @@ func TestCreatePicksTheBackendByExtensionAndOpenByTheFilesHead(t *testing.T) {
 	}
 	if _, err := store.Create(filepath.Join(dir, "x"), "parquet"); !errors.Is(err, store.ErrFormat) {
 		t.Errorf("Create with an unknown backend: %v, want ErrFormat", err)
+	}
+}
+
+// closeCounted is a reader opened from path that counts the Closes of
+// the readers it is one of.
+type closeCounted struct {
+	store.Reader
+	path   string
+	closes *int
+}
+
+func (r closeCounted) Close() error {
+	*r.closes++
+	return r.Reader.Close()
+}
+
+// TestOpenAllOpensInOrderAndClosesWhatItOpenedWhenOneFails: OpenAll opens
+// each path in order and returns the readers in that order; when one
+// fails it returns that error, opens none after it and closes those it
+// opened before.
+func TestOpenAllOpensInOrderAndClosesWhatItOpenedWhenOneFails(t *testing.T) {
+	errBad := errors.New("bad recording")
+	tests := []struct {
+		name       string
+		paths      []string
+		wantOpened []string
+		wantErr    error
+		wantClosed int
+	}{
+		{"all open", []string{"a", "b", "c"}, []string{"a", "b", "c"}, nil, 0},
+		{"the first fails", []string{"bad", "b"}, []string{"bad"}, errBad, 0},
+		{"a later one fails", []string{"a", "b", "bad", "c"}, []string{"a", "b", "bad"}, errBad, 2},
+		{"none", nil, nil, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var opened []string
+			closes := 0
+			rs, err := store.OpenAll(tt.paths, func(p string) (store.Reader, error) {
+				opened = append(opened, p)
+				if p == "bad" {
+					return nil, errBad
+				}
+				return closeCounted{store.NewMemory(), p, &closes}, nil
+			})
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("OpenAll: %v, want %v", err, tt.wantErr)
+			}
+			if !slices.Equal(opened, tt.wantOpened) || closes != tt.wantClosed {
+				t.Errorf("opened %q, closed %d; want %q, %d", opened, closes, tt.wantOpened, tt.wantClosed)
+			}
+			var got []string
+			for _, r := range rs {
+				got = append(got, r.(closeCounted).path)
+			}
+			want := tt.paths
+			if err != nil {
+				want = nil // no reader with the error
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("readers of %q, want %q", got, want)
+			}
+		})
 	}
 }

@@ -108,21 +108,14 @@ func openStore(path string) (store.Reader, string, error) {
 // openStores opens a comma-separated list of recordings; on failure the
 // ones already open are closed.
 func openStores(list string) ([]store.Reader, error) {
-	var rs []store.Reader
-	for _, p := range strings.Split(list, ",") {
+	return store.OpenAll(strings.Split(list, ","), func(p string) (store.Reader, error) {
 		p = strings.TrimSpace(p)
 		if p == "" {
-			store.CloseAll(rs)
 			return nil, usagef("empty recording name in %q", list)
 		}
 		r, _, err := openStore(p)
-		if err != nil {
-			store.CloseAll(rs)
-			return nil, err
-		}
-		rs = append(rs, r)
-	}
-	return rs, nil
+		return r, err
+	})
 }
 
 // storeErr makes an error name the file path, once: it is left as it is

@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -35,26 +34,6 @@ func copyTo(t testing.TB, from, to string) {
 	if err := out.Close(); err != nil {
 		t.Error(err)
 	}
-}
-
-// lossRecorder keeps the losses a group was told of (engine.Observer.Lost).
-type lossRecorder struct {
-	mu   sync.Mutex
-	lost []engine.SourceLoss
-}
-
-func (l *lossRecorder) observer() engine.Observer {
-	return engine.Observer{Lost: func(_ string, sl engine.SourceLoss) {
-		l.mu.Lock()
-		l.lost = append(l.lost, sl)
-		l.mu.Unlock()
-	}}
-}
-
-func (l *lossRecorder) get() []engine.SourceLoss {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.lost)
 }
 
 // A copy-and-truncate rotation (logrotate's copytruncate) while the source
@@ -91,8 +70,8 @@ func TestACopyTruncateWhileFollowingLosesNoLine(t *testing.T) {
 					path := input(t, numbered("old", 0, 3))
 					src, lg := newSource(t, path, Options{Read: strategy})
 					p := &rec{}
-					var losses lossRecorder
-					r := startSource(t, src, lg, setup{procs: []*rec{p}, observer: losses.observer()})
+					var lost losses
+					r := startSource(t, src, lg, setup{procs: []*rec{p}, observer: lost.observer()})
 					testutil.AdvanceUntil(t, "the first lines", func() bool { return p.count() == 3 && r.feed().State == engine.StateCaughtUp })
 					fi, err := os.Stat(path)
 					if err != nil {
@@ -133,8 +112,8 @@ func TestACopyTruncateWhileFollowingLosesNoLine(t *testing.T) {
 								t.Fatalf("line %d from the copy at %+v: want it under the old epoch %d at %d", i, ds[i], ds[0].Epoch, (i+1)*lineLen)
 							}
 						}
-						if !st.Lossless || fs.Losses[LossUnread] != 0 || len(losses.get()) != 0 {
-							t.Fatalf("status %+v, losses %+v: want lossless\n%s", fs, losses.get(), lg)
+						if !st.Lossless || fs.Losses[LossUnread] != 0 || len(lost.got()) != 0 {
+							t.Fatalf("status %+v, losses %+v: want lossless\n%s", fs, lost.got(), lg)
 						}
 						if !lg.Has("copy") {
 							t.Fatalf("no warning naming the copy:\n%s", lg)
@@ -143,7 +122,7 @@ func TestACopyTruncateWhileFollowingLosesNoLine(t *testing.T) {
 						if st.Lossless || fs.Losses[LossUnread] != 1 {
 							t.Fatalf("lossless %v, unreadFiles %d: want not lossless, 1\n%s", st.Lossless, fs.Losses[LossUnread], lg)
 						}
-						ls := losses.get()
+						ls := lost.got()
 						if len(ls) != 1 || ls[0].Reason != LossUnread || ls[0].Epoch != ds[0].Epoch || ls[0].From != 3*lineLen || ls[0].Seq != 3 ||
 							!strings.Contains(ls[0].Detail, fmt.Sprintf("identity %x", identity(fi))) {
 							t.Fatalf("losses %+v: want one unread loss of the file (identity %x, epoch %d) from offset %d, after the third line", ls, identity(fi), ds[0].Epoch, 3*lineLen)
@@ -172,8 +151,8 @@ func TestAFileRewrittenUnderAOnceReadIsALoss(t *testing.T) {
 		src.bufSize = 2 * lineLen // two lines a read: the rest of the file is read later
 		g := testutil.NewGate(t)
 		p := &rec{gate: blockAt(linesOf("old", 3, 4)[0], g)}
-		var losses lossRecorder
-		r := startSource(t, src, lg, setup{procs: []*rec{p}, queue: 1, observer: losses.observer()})
+		var lost losses
+		r := startSource(t, src, lg, setup{procs: []*rec{p}, queue: 1, observer: lost.observer()})
 		testutil.AdvanceUntil(t, "the source paused on a full queue", func() bool { return p.count() == 3 && r.feed().State == engine.StateBehind })
 		writeFile(t, path, numbered("new", 0, 10)) // truncates and rewrites in place
 		g.Open()
@@ -191,7 +170,7 @@ func TestAFileRewrittenUnderAOnceReadIsALoss(t *testing.T) {
 		if st.Lossless || fs.Losses[LossUnread] != 1 {
 			t.Fatalf("lossless %v, unreadFiles %d: want not lossless, 1\n%s", st.Lossless, fs.Losses[LossUnread], lg)
 		}
-		if ls := losses.get(); len(ls) != 1 || ls[0].Reason != LossUnread || ls[0].From != int64(k)*lineLen {
+		if ls := lost.got(); len(ls) != 1 || ls[0].Reason != LossUnread || ls[0].From != int64(k)*lineLen {
 			t.Fatalf("losses %+v: want one unread loss from offset %d", ls, k*lineLen)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,27 @@ import (
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
+
+// losses keeps the losses a group was told of (engine.Observer.Lost).
+type losses struct {
+	mu  sync.Mutex
+	all []engine.SourceLoss
+}
+
+func (l *losses) observer() engine.Observer {
+	return engine.Observer{Lost: func(_ string, sl engine.SourceLoss) {
+		l.mu.Lock()
+		l.all = append(l.all, sl)
+		l.mu.Unlock()
+	}}
+}
+
+// got returns the losses told so far.
+func (l *losses) got() []engine.SourceLoss {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.all)
+}
 
 // lineLen is the length of a numbered test line with its "\n".
 const lineLen = 12

@@ -44,23 +44,11 @@ func TestARestartAfterARotationNeverAppliesALineTwiceToAState(t *testing.T) {
 	for _, wait := range []int{1, 3, 20} { // milliseconds of the bubble's clock between the rotation and the crash
 		t.Run("", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				path := input(t, numbered("old", 0, 4))
-				g := testutil.NewGate(t)
-				slow := &rec{gate: blockAt(linesOf("old", 2, 3)[0], g)}
-				fast := &rec{}
-				src, lg := newSource(t, path, Options{})
-				r := startSource(t, src, lg, setup{procs: []*rec{slow, fast}})
-				testutil.AdvanceUntil(t, "the old lines through the fast group", func() bool {
-					return fast.count() == 4 && r.feed().State == engine.StateCaughtUp
-				})
-				if err := os.Rename(path, path+"-0001"); err != nil {
-					t.Fatal(err)
-				}
-				writeFile(t, path, numbered("new", 0, 3))
+				rot := startRotation(t, numbered("old", 0, 4), linesOf("old", 2, 3)[0], Options{})
 				for range wait {
 					testutil.Advance(time.Millisecond)
 				}
-				crashAndRestart(t, path, Options{}, r, g, slow, fast)
+				rot.crashAndRestart(t)
 			})
 		})
 	}
@@ -92,69 +80,85 @@ func TestARotationAfterAnOversizedLastLineMovesOnAndAppliesEachLineOnce(t *testi
 		wait := tc.wait
 		t.Run(fmt.Sprintf("%s/wait=%d", tc.block, wait), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				path := input(t, numbered("old", 0, 4)+oversized)
-				g := testutil.NewGate(t)
-				slow := &rec{gate: blockAt(tc.block, g)}
-				fast := &rec{}
-				src, lg := newSource(t, path, opts)
-				r := startSource(t, src, lg, setup{procs: []*rec{slow, fast}})
-				testutil.AdvanceUntil(t, "the old lines through the fast group", func() bool {
-					return fast.count() == 4 && r.feed().State == engine.StateCaughtUp
-				})
-				if err := os.Rename(path, path+"-0001"); err != nil {
-					t.Fatal(err)
-				}
-				writeFile(t, path, numbered("new", 0, 3))
-				ptr := path + ".ptr"
+				rot := startRotation(t, numbered("old", 0, 4)+oversized, tc.block, opts)
 				if wait < 0 {
-					g.Open()
-					r.settle(7, slow, fast)
-					fi, err := os.Stat(path)
+					rot.g.Open()
+					rot.r.settle(7, rot.slow, rot.fast)
+					fi, err := os.Stat(rot.path)
 					if err != nil {
 						t.Fatal(err)
 					}
 					testutil.AdvanceUntil(t, "the pointer at the new file's end", func() bool {
-						p := readPointer(t, ptr)
+						p := readPointer(t, rot.path+".ptr")
 						return p.Identity == identity(fi) && p.Offset == 3*lineLen
 					})
-					if got := r.feed().Losses[LossOversized]; got != 1 {
-						t.Fatalf("losses %v: want one oversized line", r.feed().Losses)
+					if got := rot.r.feed().Losses[LossOversized]; got != 1 {
+						t.Fatalf("losses %v: want one oversized line", rot.r.feed().Losses)
 					}
 					return
 				}
 				for range wait {
 					testutil.Advance(time.Millisecond)
 				}
-				crashAndRestart(t, path, opts, r, g, slow, fast)
+				rot.crashAndRestart(t)
 			})
 		})
 	}
 }
 
-// crashAndRestart kills run r as a crash would (nothing more processed or
-// committed: the pointer file as it is now; the slow group blocked on g),
-// restarts on path with opts, and checks that a state applying the fast
-// group's deliveries, then the restart's, applies each of old-0..3 and
-// new-0..2 once (stateApply).
-func crashAndRestart(t *testing.T, path string, opts Options, r *run, g *testutil.Gate, slow, fast *rec) {
+// rotation is a run of two groups, slow and fast, on a file rotated while
+// slow is blocked (startRotation).
+type rotation struct {
+	path       string
+	opts       Options
+	r          *run
+	g          *testutil.Gate // opened, slow goes on
+	slow, fast *rec
+}
+
+// startRotation starts a run with opts on a file of content, which begins
+// with old-0..3, and two groups: slow, blocked at line block until g
+// opens, and fast. Once fast has old-0..3 and the feed caught up, it
+// renames the file to path-0001 and writes new-0..2 at path.
+func startRotation(t *testing.T, content, block string, opts Options) *rotation {
 	t.Helper()
-	ptr := path + ".ptr"
+	rot := &rotation{path: input(t, content), opts: opts, g: testutil.NewGate(t), fast: &rec{}}
+	rot.slow = &rec{gate: blockAt(block, rot.g)}
+	rot.r = start(t, rot.path, opts, setup{procs: []*rec{rot.slow, rot.fast}})
+	testutil.AdvanceUntil(t, "the old lines through the fast group", func() bool {
+		return rot.fast.count() == 4 && rot.r.feed().State == engine.StateCaughtUp
+	})
+	if err := os.Rename(rot.path, rot.path+"-0001"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, rot.path, numbered("new", 0, 3))
+	return rot
+}
+
+// crashAndRestart kills the run as a crash would (nothing more processed
+// or committed: the pointer file as it is now; the slow group blocked),
+// restarts on the same path and options, and checks that a state applying
+// the fast group's deliveries, then the restart's, applies each of
+// old-0..3 and new-0..2 once (stateApply).
+func (rot *rotation) crashAndRestart(t *testing.T) {
+	t.Helper()
+	ptr := rot.path + ".ptr"
 	snapshot, err := os.ReadFile(ptr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow.ignore.Store(true)
-	fast.ignore.Store(true)
-	g.Open()
-	r.stop()
+	rot.slow.ignore.Store(true)
+	rot.fast.ignore.Store(true)
+	rot.g.Open()
+	rot.r.stop()
 	if err := os.WriteFile(ptr, snapshot, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	lines, ds := fast.got()
+	lines, ds := rot.fast.got()
 	first, last := stateApply(core.Delivery{}, lines, ds)
 
 	again := &rec{}
-	r2 := start(t, path, opts, setup{procs: []*rec{again}})
+	r2 := start(t, rot.path, rot.opts, setup{procs: []*rec{again}})
 	testutil.AdvanceUntil(t, "the restart settled", func() bool {
 		st := r2.e.Status()
 		return st.Settled && r2.feed().State == engine.StateCaughtUp && again.count() >= 2

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,26 +15,6 @@ import (
 
 // errDiskFull is the failure of a recording that cannot be written.
 var errDiskFull = errors.New("test: the recording cannot be written (disk full)")
-
-// losses keeps the losses an Observer.Lost hook is told of.
-type losses struct {
-	mu  sync.Mutex
-	all []engine.Loss
-}
-
-func (l *losses) observer() engine.Observer {
-	return engine.Observer{Lost: func(_ string, sl engine.SourceLoss) {
-		l.mu.Lock()
-		l.all = append(l.all, sl.Loss)
-		l.mu.Unlock()
-	}}
-}
-
-func (l *losses) got() []engine.Loss {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.all)
-}
 
 // failedRun runs a source on path whose one group's recording cannot be
 // written (its Flush fails: nothing it handles is dispatched, so nothing
@@ -99,9 +78,10 @@ func TestARunThatCommitsNothingAfterALossAtItsStartLeavesThePointerForTheNextRun
 			t.Fatalf("lossless %v, unreadFiles %d: want the loss counted again", fs.Lossless, fs.Losses[LossUnread])
 		}
 		want := []engine.Loss{{Reason: LossUnread, Epoch: before.Epoch, From: before.Offset}}
-		ls := lost.got()
-		for i := range ls {
-			ls[i].Detail = ""
+		var ls []engine.Loss
+		for _, sl := range lost.got() {
+			sl.Detail = ""
+			ls = append(ls, sl.Loss)
 		}
 		if !slices.Equal(ls, want) {
 			t.Fatalf("losses told %+v, want %+v", ls, want)

@@ -1,7 +1,6 @@
 package kafkasource_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -192,12 +190,7 @@ func TestSIGKILLedConsumerAppliesEveryRecordOnceAndNeverCommitsAheadOfItsState(t
 	if testing.Short() {
 		t.Skip("a child process killed 5 times")
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(crashParts, topic),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newShortSessionCluster(t, crashParts)
 	wantSum, wantCount := produceManual(t, c, crashRecords, crashParts)
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 18))
@@ -206,18 +199,8 @@ func TestSIGKILLedConsumerAppliesEveryRecordOnceAndNeverCommitsAheadOfItsState(t
 	for run := 0; ; run++ {
 		kill := run < crashKills
 		after := 1 + rng.IntN(8) // progress lines before the kill
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashBrokersEnv+"="+strings.Join(c.ListenAddrs(), ","),
+		cmd, sc := startChild(t, "TestKafkaCrashChild", crashDirEnv+"="+dir, crashBrokersEnv+"="+strings.Join(c.ListenAddrs(), ","),
 			crashTotalEnv+"="+strconv.Itoa(crashRecords))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
 		seen, finished, redelivered := 0, false, int64(0)
 		for sc.Scan() {
 			line := sc.Text()
@@ -246,7 +229,7 @@ func TestSIGKILLedConsumerAppliesEveryRecordOnceAndNeverCommitsAheadOfItsState(t
 			}
 			drained <- n
 		}()
-		err = cmd.Wait()
+		err := cmd.Wait()
 		redelivered += <-drained
 		if lag >= 0 && redelivered > lag {
 			t.Fatalf("run %d: %d records delivered again, more than the commit lag of %d the last kill left", run, redelivered, lag)

@@ -1,12 +1,10 @@
 package kafkasource_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -160,12 +157,7 @@ func TestTwoConsumersOneKilledLoseNothingAndStitchAgainstACleanRun(t *testing.T)
 	if testing.Short() {
 		t.Skip("a child process killed")
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(groupParts, topic),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newShortSessionCluster(t, groupParts)
 	hwm := produce(t, c, groupRecords, 400)
 	// The commits the broker takes, by member; K's commits fail once they
 	// cover more than groupLagFrom records, so that K is killed with a
@@ -202,24 +194,7 @@ func TestTwoConsumersOneKilledLoseNothingAndStitchAgainstACleanRun(t *testing.T)
 	})
 	dir := t.TempDir()
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaGroupChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), groupDirEnv+"="+dir, groupBrokersEnv+"="+strings.Join(c.ListenAddrs(), ","))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}()
-	sc := bufio.NewScanner(out)
+	cmd, sc := startChild(t, "TestKafkaGroupChild", groupDirEnv+"="+dir, groupBrokersEnv+"="+strings.Join(c.ListenAddrs(), ","))
 	for sc.Scan() && sc.Text() != "stuck" {
 	}
 	go func() { // drain, so the child never blocks on a full pipe
@@ -247,7 +222,6 @@ func TestTwoConsumersOneKilledLoseNothingAndStitchAgainstACleanRun(t *testing.T)
 		return false
 	})
 	cmd.Process.Kill() // SIGKILL
-	killed = true
 	cmd.Wait()
 	finishGroup(t, runS, srcS, hwm)
 	memS.Close()

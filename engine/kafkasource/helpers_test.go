@@ -1,9 +1,12 @@
 package kafkasource_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -20,15 +23,47 @@ import (
 const topic = "events"
 
 // newCluster starts an in-process cluster with topic of partitions
-// partitions, closed at the end of the test.
-func newCluster(t testing.TB, partitions int32) *kfake.Cluster {
+// partitions (and opts), closed at the end of the test, after the
+// cleanups registered later: the test's sources leave their groups first.
+func newCluster(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// newShortSessionCluster is newCluster whose groups take sessions down to
+// 100ms (kfake's minimum is 6s): a killed member's partitions move on
+// within a test.
+func newShortSessionCluster(t testing.TB, partitions int32) *kfake.Cluster {
+	t.Helper()
+	return newCluster(t, partitions, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+}
+
+// startChild starts this test binary again, running only the test named
+// test, with env added to its environment and its standard error ours. It
+// returns the child and a scanner of its standard output; the child is
+// killed, if it still runs, when the test ends.
+func startChild(t *testing.T, test string, env ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill() // os.ErrProcessDone once the test waited for it
+		cmd.Wait()
+	})
+	return cmd, bufio.NewScanner(out)
 }
 
 // produce writes n records to topic, spread over its partitions by key

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -34,12 +33,7 @@ import (
 // at every step; split, a step would be read apart from them.
 func TestALostSessionCommitsNothing(t *testing.T) {
 	const n, refuseFrom = 200, 49
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newShortSessionCluster(t, 1)
 	hwm := produce(t, c, n, 10)
 
 	type commit struct {

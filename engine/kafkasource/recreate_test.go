@@ -20,9 +20,8 @@ import (
 	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
-// topicEpoch is the epoch of topic's records on c now: TopicEpoch of its
-// topic ID.
-func topicEpoch(t *testing.T, c *kfake.Cluster) int64 {
+// topicID is the ID of topic on c now.
+func topicID(t *testing.T, c *kfake.Cluster) kadm.TopicID {
 	t.Helper()
 	adm, done := admin(t, c)
 	defer done()
@@ -34,7 +33,14 @@ func topicEpoch(t *testing.T, c *kfake.Cluster) int64 {
 	if !ok || d.Err != nil {
 		t.Fatalf("topic %s: %v", topic, d.Err)
 	}
-	return kafkasource.TopicEpoch(d.ID)
+	return d.ID
+}
+
+// topicEpoch is the epoch of topic's records on c now: TopicEpoch of its
+// topic ID.
+func topicEpoch(t *testing.T, c *kfake.Cluster) int64 {
+	t.Helper()
+	return kafkasource.TopicEpoch(topicID(t, c))
 }
 
 // recreateTopic deletes topic and creates it again with partitions
@@ -287,13 +293,7 @@ func TestAGroupCommitPastThePartitionsEndIsALossOfUnknownSize(t *testing.T) {
 // c now: its topic ID.
 func topicTag(t *testing.T, c *kfake.Cluster) string {
 	t.Helper()
-	adm, done := admin(t, c)
-	defer done()
-	ts, err := adm.ListTopics(context.Background(), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := ts[topic].ID
+	id := topicID(t, c)
 	return "blackbox topic-id=" + hex.EncodeToString(id[:])
 }
 

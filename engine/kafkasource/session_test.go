@@ -1,17 +1,14 @@
 package kafkasource_test
 
 import (
-	"bufio"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -80,32 +77,10 @@ func TestAKilledMembersPartitionsAreReassignedWithinItsSessionTimeout(t *testing
 	if testing.Short() {
 		t.Skip("a child process killed")
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(sessionParts, topic),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close) // after the sources' own cleanups: they leave the group
+	c := newShortSessionCluster(t, sessionParts)
 	produce(t, c, 200, 50)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaSessionChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), sessionBrokersEnv+"="+strings.Join(c.ListenAddrs(), ","))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}()
-	sc := bufio.NewScanner(out)
+	cmd, sc := startChild(t, "TestKafkaSessionChild", sessionBrokersEnv+"="+strings.Join(c.ListenAddrs(), ","))
 	owns := false
 	for !owns && sc.Scan() {
 		owns = sc.Text() == "owns"
@@ -114,7 +89,6 @@ func TestAKilledMembersPartitionsAreReassignedWithinItsSessionTimeout(t *testing
 		t.Fatalf("the child ended before it owned the partitions: %v", sc.Err())
 	}
 	cmd.Process.Kill() // SIGKILL: no LeaveGroup
-	killed = true
 	cmd.Wait()
 	at := time.Now()
 

@@ -17,4 +17,6 @@
 // and SQLite are the file
 // stores as Backends; Reopen copies a recording into a new file of one and
 // opens it, for tests that read the same rows from every store.
+// CheckFailedFirstAppend checks what a first Append that failed leaves, for
+// the suite's case of it and a backend's own.
 package storetest

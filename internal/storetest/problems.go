@@ -24,6 +24,22 @@ func wantsOf(ps []store.Problem) []want {
 	return out
 }
 
+// checkProblems opens the recording at p and checks that its Problems are
+// wants and that the recording opened again (Verify) finds the same; it
+// returns the store and its problems.
+func checkProblems(t *testing.T, b Backend, p string, wants []want) (Store, []store.Problem) {
+	t.Helper()
+	s := open(t, b, p)
+	ps := s.Problems()
+	if d := cmp.Diff(wants, wantsOf(ps)); d != "" {
+		t.Errorf("Problems (-want +got):\n%s\ngot: %v", d, ps)
+	}
+	if d := cmp.Diff(ps, reopened(t, b, p)); d != "" {
+		t.Errorf("Verify differs from Problems (-problems +verify):\n%s", d)
+	}
+	return s, ps
+}
+
 type corruption func(c Corrupter, path string) error
 
 func del(rows ...int64) corruption {
@@ -192,14 +208,7 @@ func testProblems(t *testing.T, b Backend) {
 				t.Fatal(err)
 			}
 			checkStreams(t, b, p)
-			s := open(t, b, p)
-			ps := s.Problems()
-			if d := cmp.Diff(tt.want, wantsOf(ps)); d != "" {
-				t.Errorf("Problems (-want +got):\n%s\ngot: %v", d, ps)
-			}
-			if d := cmp.Diff(ps, reopened(t, b, p)); d != "" {
-				t.Errorf("Verify differs from Problems (-problems +verify):\n%s", d)
-			}
+			s, ps := checkProblems(t, b, p, tt.want)
 			for i := range ps {
 				var err error = &ps[i]
 				var p *store.Problem

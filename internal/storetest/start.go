@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -69,10 +71,68 @@ func testAFileIsEmptyUntilItsFirstAppendPlacesItWhole(t *testing.T, b Backend) {
 	}
 }
 
-// testARecordingReachedThroughASymlinkIsWrittenWhereItPoints: a recording
-// created at a symlink is written in the file the link points to, its
-// first Append placed over that file: the link stays a link.
-func testARecordingReachedThroughASymlinkIsWrittenWhereItPoints(t *testing.T, b Backend) {
+// testAFirstAppendThatFailsLeavesNoFileItMade: the first Append builds the
+// recording in a file of its own beside it and places it whole; when it
+// cannot (here its temporary name is taken by a directory holding a file),
+// the Append fails naming the file and leaves nothing it made: the
+// recording's file is as Create found it (absent before: the empty file its
+// lock made, which no reader takes for a recording), and no other file (no
+// database, no -wal or -shm file).
+func testAFirstAppendThatFailsLeavesNoFileItMade(t *testing.T, b Backend) {
+	skipWithoutFiles(t, b)
+	for _, existing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("empty file existed %v", existing), func(t *testing.T) {
+			p := path(t)
+			if existing {
+				if err := os.WriteFile(p, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			blocker := store.StartPath(p)
+			if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			s, err := b.Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Append(store.EncodeMeta(store.Meta{Format: store.Format, Apps: map[string]string{}}))
+			s.Close()
+			if err == nil {
+				t.Fatal("the first Append succeeded with its temporary name taken")
+			}
+			CheckFailedFirstAppend(t, p, filepath.Base(blocker))
+		})
+	}
+}
+
+// CheckFailedFirstAppend checks the directory of the recording at path
+// after its first Append failed: it holds path, empty (as Create left it),
+// and the names others the test put there, and nothing else.
+func CheckFailedFirstAppend(t testing.TB, path string, others ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	want := append([]string{filepath.Base(path)}, others...)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("files after the failed first Append (-want +got):\n%s", diff)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+		t.Errorf("the recording's file: %v, %v; want it there, empty", fi, err)
+	}
+}
+
+// skipWithoutFiles skips the test for a backend whose recordings are no
+// files (Memory).
+func skipWithoutFiles(t *testing.T, b Backend) {
+	t.Helper()
 	probe := path(t)
 	pw, err := b.Create(probe)
 	if err != nil {
@@ -82,6 +142,13 @@ func testARecordingReachedThroughASymlinkIsWrittenWhereItPoints(t *testing.T, b 
 	if _, err := os.Stat(probe); err != nil {
 		t.Skipf("backend without files: %v", err)
 	}
+}
+
+// testARecordingReachedThroughASymlinkIsWrittenWhereItPoints: a recording
+// created at a symlink is written in the file the link points to, its
+// first Append placed over that file: the link stays a link.
+func testARecordingReachedThroughASymlinkIsWrittenWhereItPoints(t *testing.T, b Backend) {
+	skipWithoutFiles(t, b)
 	dir := t.TempDir()
 	real, link := filepath.Join(dir, "real"), filepath.Join(dir, "link")
 	if err := os.WriteFile(real, nil, 0o644); err != nil {

@@ -72,6 +72,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("TheLargestRowReadsBackOneByteMoreIsRefused", func(t *testing.T) { testRowSizeLimit(t, b) })
 	t.Run("ASecondWriterIsLockedOut", func(t *testing.T) { testSecondWriterIsLocked(t, b) })
 	t.Run("AFileIsEmptyUntilItsFirstAppendPlacesItWhole", func(t *testing.T) { testAFileIsEmptyUntilItsFirstAppendPlacesItWhole(t, b) })
+	t.Run("AFirstAppendThatFailsLeavesNoFileItMade", func(t *testing.T) { testAFirstAppendThatFailsLeavesNoFileItMade(t, b) })
 	t.Run("ARecordingReachedThroughASymlinkIsWrittenWhereItPoints", func(t *testing.T) {
 		testARecordingReachedThroughASymlinkIsWrittenWhereItPoints(t, b)
 	})

@@ -44,15 +44,7 @@ func (s *database) format() string {
 // an unreadable Problem: a database cut short, or with a damaged page, may
 // still answer the rows query with fewer rows and no error.
 func (s *database) Scan(mode store.ScanMode) iter.Seq2[*store.Row, error] {
-	return func(yield func(*store.Row, error) bool) {
-		maxID, db, err := s.limit()
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		if db == nil {
-			return // no row yet
-		}
+	return s.reading(func(db *sql.DB, maxID int64, yield func(*store.Row, error) bool) {
 		fail := func(err error) { yield(nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err}) }
 		ctx := context.Background()
 		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -71,20 +63,14 @@ func (s *database) Scan(mode store.ScanMode) iter.Seq2[*store.Row, error] {
 		var row store.Row
 		first := true
 		for rs.Next() {
-			id, e, p, err := sc.scan(rs, s.path)
-			switch {
-			case err != nil:
+			if row, err = sc.row(rs, s.path); err != nil {
 				fail(err)
 				return
-			case p != nil:
-				row = store.Row{Line: id, Entry: store.Entry{Processor: p.Processor}, Problem: p}
-			default:
-				if first && e.Kind == store.KindMeta {
-					if m, err := store.DecodeMeta(e); err == nil {
-						sc.format = m.Format
-					}
+			}
+			if first && row.Problem == nil && row.Entry.Kind == store.KindMeta {
+				if m, err := store.DecodeMeta(row.Entry); err == nil {
+					sc.format = m.Format
 				}
-				row = store.Row{Line: id, Entry: e}
 			}
 			first = false
 			if !yield(&row, nil) {
@@ -102,6 +88,24 @@ func (s *database) Scan(mode store.ScanMode) iter.Seq2[*store.Row, error] {
 				yield(&row, nil)
 			}
 		}
+	})
+}
+
+// reading is the sequence of rows read yields, given the database and the
+// largest id readers read (limit): the opening Scan and query share. It
+// yields limit's error, and nothing for a Store from Create before its
+// first Append (no row yet).
+func (s *database) reading(read func(db *sql.DB, maxID int64, yield func(*store.Row, error) bool)) iter.Seq2[*store.Row, error] {
+	return func(yield func(*store.Row, error) bool) {
+		maxID, db, err := s.limit()
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		if db == nil {
+			return // no row yet
+		}
+		read(db, maxID, yield)
 	}
 }
 
@@ -181,6 +185,19 @@ type scanner struct {
 	format string // the recording's format, for payloads
 	vals   [14]any
 	ptrs   [14]any
+}
+
+// row is the current row as a reader yields it: its Entry, or its
+// malformed Problem (scan) with the row's processor. err is a read error.
+func (sc *scanner) row(rs *sql.Rows, path string) (store.Row, error) {
+	id, e, p, err := sc.scan(rs, path)
+	switch {
+	case err != nil:
+		return store.Row{}, err
+	case p != nil:
+		return store.Row{Line: id, Entry: store.Entry{Processor: p.Processor}, Problem: p}, nil
+	}
+	return store.Row{Line: id, Entry: e}, nil
 }
 
 // scan decodes the current row: its id and Entry, or the malformed
@@ -296,15 +313,7 @@ func describe(v any) string {
 // query yields the rows of a query whose last argument is the id limit,
 // as Scan yields them.
 func (s *database) query(q string, args ...any) iter.Seq2[*store.Row, error] {
-	return func(yield func(*store.Row, error) bool) {
-		maxID, db, err := s.limit()
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		if db == nil {
-			return // no row yet
-		}
+	return s.reading(func(db *sql.DB, maxID int64, yield func(*store.Row, error) bool) {
 		rs, err := db.QueryContext(context.Background(), q, append(args, maxID)...)
 		if err != nil {
 			yield(nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err})
@@ -314,15 +323,9 @@ func (s *database) query(q string, args ...any) iter.Seq2[*store.Row, error] {
 		sc := scanner{format: s.format()}
 		var row store.Row
 		for rs.Next() {
-			id, e, p, err := sc.scan(rs, s.path)
-			switch {
-			case err != nil:
+			if row, err = sc.row(rs, s.path); err != nil {
 				yield(nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err})
 				return
-			case p != nil:
-				row = store.Row{Line: id, Entry: store.Entry{Processor: p.Processor}, Problem: p}
-			default:
-				row = store.Row{Line: id, Entry: e}
 			}
 			if !yield(&row, nil) {
 				return
@@ -331,7 +334,7 @@ func (s *database) query(q string, args ...any) iter.Seq2[*store.Row, error] {
 		if err := rs.Err(); err != nil {
 			yield(nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err})
 		}
-	}
+	})
 }
 
 // Stream yields the rows of one processor in storage (rowid) order through

@@ -469,55 +469,6 @@ func TestAReplayPassReadsTheRecordingOnce(t *testing.T) {
 	}
 }
 
-// TestAFirstAppendThatFailsLeavesNoFileItMade: the first Append builds the
-// recording in a file of its own beside it and places it whole; when it
-// cannot (here its temporary name is taken by a directory holding a file),
-// the Append fails naming the file and leaves nothing it made: the
-// recording's file is as Create found it (absent before: the empty file its
-// lock made, which no reader takes for a recording), no database, no -wal
-// or -shm file.
-func TestAFirstAppendThatFailsLeavesNoFileItMade(t *testing.T) {
-	for _, existing := range []bool{false, true} {
-		t.Run(fmt.Sprintf("empty file existed %v", existing), func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "r.db")
-			if existing {
-				if err := os.WriteFile(path, nil, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			blocker := store.StartPath(path)
-			if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			s, err := sqlitestore.Create(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = s.Append(store.EncodeMeta(store.Meta{Format: store.Format, Apps: map[string]string{}}))
-			s.Close()
-			if err == nil {
-				t.Fatal("the first Append succeeded with its temporary name taken")
-			}
-			var got []string
-			entries, err := os.ReadDir(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range entries {
-				got = append(got, e.Name())
-			}
-			want := []string{filepath.Base(blocker), "r.db"}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("files after the failed first Append (-want +got):\n%s", diff)
-			}
-			if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
-				t.Errorf("the recording's file: %v, %v; want it there, empty", fi, err)
-			}
-		})
-	}
-}
-
 // TestADatabaseCutMidPageIsWholeWhenItsLogHoldsThePage: a write of the
 // database file cut mid-page while SQLite copied its write-ahead log into
 // it (a checkpoint on a full disk) leaves the file a fraction of a page
