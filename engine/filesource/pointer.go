@@ -362,10 +362,6 @@ func (p *pointerFile) setOffset(off int64) error {
 	return nil
 }
 
-// write replaces the whole header at once, with no pending header: see
-// store.
-func (p *pointerFile) write(h Pointer) error { return p.store(h, Pointer{}) }
-
 // store replaces the whole file at once, header h and pending header
 // pending (none when its epoch is 0): a temporary file, synced and renamed
 // over the pointer file, then the directory synced; the mapping (if any)
