@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -487,6 +488,64 @@ func TestAReleaseReportsTheDropsItsQueueHadNotReported(t *testing.T) {
 		}
 		if want := []int64{2, 3, 4, 5, 6}; !slices.Equal(seqs, want) {
 			t.Errorf("seqs told dropped to g: %v, want %v\n%s", seqs, want, log.all())
+		}
+	})
+}
+
+// A queue held by a processing checkpoint holds the commit at what its
+// holder made durable, after an unsubscribe too; its release releases the
+// items processed and not made durable as processed (their rows stand: no
+// drop is told to the group), and the commit moves past them.
+func TestAReleaseOfAHeldQueueReleasesWhatItsCheckpointHadNotMadeDurable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &journalLog{}
+		e := start(t, engine.Config{
+			Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
+			Groups: []engine.GroupConfig{
+				{Name: "g", Feeds: []string{"in"}, Processors: procs("g", newTurnstile(true))},
+				{Name: "h", Feeds: []string{"in"}, Processors: procs("h", newTurnstile(true))}},
+			Observer: events(log)})
+		f := e.Feed("in")
+		c := &committer{}
+		f.Intake().SetCommitter(c)
+		cp, err := e.Hold("in", "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(t, f, 1, 3)
+		synctest.Wait()
+		m3 := cp.Mark()
+		publish(t, f, 4, 5)
+		synctest.Wait()
+		if err := cp.DurableThrough(m3); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Unsubscribe("g", "in"); err != nil {
+			t.Fatal(err)
+		}
+		type outcome struct {
+			Before, After          int64
+			Unprocessed, Processed int64
+			First, Last            int64
+		}
+		got := outcome{Before: committedAfterPoll(t, f, c)}
+		rel, err := e.Release("in", "g", queueOf(t, f.Status(), "g", true).Generation, "state lost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		got.After = committedAfterPoll(t, f, c)
+		got.Unprocessed, got.Processed, got.First, got.Last = rel.Unprocessed, rel.Processed, rel.FirstSeq, rel.LastSeq
+		if want := (outcome{Before: 3, After: 5, Processed: 2, First: 4, Last: 5}); got != want {
+			t.Errorf("got  %+v\nwant %+v", got, want)
+		}
+		for _, ev := range log.all() {
+			if strings.Contains(ev, "dropped") {
+				t.Errorf("told %q: want no drop (the items were processed)", ev)
+			}
+		}
+		if st := f.Status(); st.Released != 2 || st.Lossless {
+			t.Errorf("released %d, lossless %v: want 2 and not lossless", st.Released, st.Lossless)
 		}
 	})
 }
