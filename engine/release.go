@@ -286,12 +286,12 @@ func (e *Engine) replaceLocked(f *Feed, b *binding) int64 {
 
 // releases is what operator releases left a group to report in its
 // streams: drops and source losses, reported at its next step (even
-// fenced or dead) or at its clean stop. Safe for concurrent use.
+// fenced or dead) or at its clean stop; group.hasReleases says whether it
+// holds any. Safe for concurrent use.
 type releases struct {
-	mu      sync.Mutex
-	drops   []Drop
-	lost    []SourceLoss
-	pending bool // under mu; mirrored by group.hasReleases
+	mu    sync.Mutex
+	drops []Drop
+	lost  []SourceLoss
 }
 
 // queueReleased keeps what a release tells the group's streams, and wakes

@@ -91,7 +91,9 @@ func TestReleasingARemovedGroupsHoldLetsTheCommitMove(t *testing.T) {
 				if !tc.resubscribe {
 					groups = append(groups, engine.GroupConfig{Name: "h", Feeds: []string{"in"}, Processors: procs("h", newTurnstile(true))})
 				}
-				e := start(t, engine.Config{Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 32}}, Groups: groups})
+				var logs testutil.Logs
+				e := start(t, engine.Config{Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 32}}, Groups: groups,
+					Logger: logs.Logger()})
 				t.Cleanup(gate.openUp)
 				f := e.Feed("in")
 				c := &committer{}
@@ -125,6 +127,9 @@ func TestReleasingARemovedGroupsHoldLetsTheCommitMove(t *testing.T) {
 					Unprocessed: 15, First: 6, Last: 20, Released: 15, Lossless: false}
 				if got != want {
 					t.Errorf("got  %+v\nwant %+v (stalled: %v)", got, want, st.Stalled)
+				}
+				if warned := "the operator released 15 unprocessed and 0 processed items (seqs 6-20) of queue g/in"; !logs.Has(warned) {
+					t.Errorf("warnings:\n%s\nwant one saying %q", logs.String(), warned)
 				}
 			})
 		})

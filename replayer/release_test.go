@@ -44,17 +44,10 @@ func TestAReleasedRangeIsRecordedAsALoss(t *testing.T) {
 			log.Append(strconv.Itoa(i))
 		}
 		log.Close()
-		gate := make(chan struct{})
-		t.Cleanup(func() {
-			select {
-			case <-gate:
-			default:
-				close(gate)
-			}
-		})
+		gate := testutil.NewGate(t)
 		live := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
 			if ev == "6" {
-				<-gate
+				gate.Wait()
 			}
 			c.Emit("out", ev)
 			return nil
@@ -83,7 +76,7 @@ func TestAReleasedRangeIsRecordedAsALoss(t *testing.T) {
 		if err := e.Unsubscribe("g", "input"); err != nil {
 			t.Fatal(err)
 		}
-		close(gate) // 6 completes; g takes nothing more of the removed queue
+		gate.Open() // 6 completes; g takes nothing more of the removed queue
 		synctest.Wait()
 		if err := e.Subscribe("g", "input"); err != nil {
 			t.Fatal(err)
