@@ -111,13 +111,14 @@ func (e *Engine) Release(feed, group string, generation int64, reason string) (R
 		return Released{}, fmt.Errorf("%w: feed %q group %q", ErrUnknown, feed, group)
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.stopped {
+		e.mu.Unlock()
 		return Released{}, fmt.Errorf("%w: release of feed %q group %q", ErrStopped, feed, group)
 	}
 	f.mu.Lock()
 	rel, err := e.releaseLocked(f, g, generation, reason)
 	f.mu.Unlock()
+	e.mu.Unlock()
 	if err != nil {
 		return Released{}, err
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -553,4 +555,54 @@ func TestAReleaseOfAHeldQueueReleasesWhatItsCheckpointHadNotMadeDurable(t *testi
 			t.Errorf("released %d, lossless %v: want 2 and not lossless", st.Released, st.Lossless)
 		}
 	})
+}
+
+// A release racing the group that works through the queue counts each
+// item once: dispatched before the release, or released, and, when the
+// group completed it after the release (it was being handled, or waiting
+// in the group's batch), refused as stale. The commit passes every item.
+func TestAReleaseRacingTheGroupCountsEachItemOnce(t *testing.T) {
+	const n = 200
+	raced := 0
+	for round := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			var handled atomic.Int64
+			work := core.ProcessorFunc(func(*core.Cycle, any) error {
+				handled.Add(1)
+				for range round % 5 * 20 {
+					runtime.Gosched()
+				}
+				return nil
+			})
+			e := start(t, engine.Config{Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: n}},
+				Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("g", work)}}})
+			f := e.Feed("in")
+			c := &committer{}
+			f.Intake().SetCommitter(c)
+			publish(t, f, 1, n)
+			for handled.Load() < int64(10+round*5) { // the group is under way
+				runtime.Gosched()
+			}
+			if err := e.Unsubscribe("g", "in"); err != nil {
+				t.Fatal(err)
+			}
+			rel, err := e.Release("in", "g", queueOf(t, f.Status(), "g", true).Generation, "raced")
+			synctest.Wait()
+			st := e.Status()
+			q := queueOf(t, st.Feeds[0], "g", true)
+			if errors.Is(err, engine.ErrNotHeld) && q.Dispatched == n {
+				return // the group was done first
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			raced++
+			type count struct{ Dispatched, Released, Handled, Committed int64 }
+			got := count{q.Dispatched, rel.Unprocessed, handled.Load(), committedAfterPoll(t, f, c)}
+			want := count{q.Dispatched, n - q.Dispatched, q.Dispatched + st.Groups[0].StaleTokens, n}
+			if got != want {
+				t.Errorf("round %d: got %+v, want %+v", round, got, want)
+			}
+		})
+	}
+	t.Logf("%d of 20 rounds released part of the queue", raced)
 }
