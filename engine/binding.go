@@ -29,8 +29,13 @@ type binding struct {
 	_          [line - 8]byte
 
 	removed atomic.Bool // unsubscribed: its backlog is never processed in this run
-	gen     int64       // the queue's generation (token.Generation)
-	gap     *gapState   // a group of several workers: the completions beyond the prefix
+	// sealed is 0 until an operator released the queue (Engine.Release):
+	// then its dispatched count at the release plus 1 (sealing while the
+	// release reads it); items counted past it are refused (refuseLate).
+	sealed   atomic.Int64
+	released atomic.Int64 // items an operator released (Engine.Release)
+	gen      int64        // the queue's generation (token.Generation)
+	gap      *gapState    // a group of several workers: the completions beyond the prefix
 
 	dropped    atomic.Int64
 	refused    atomic.Int64

@@ -30,6 +30,12 @@
 // failing: a completion that fails once its group failed does not count
 // its item, which is never committed.
 //
+// A queue that holds a positioned feed's commit for good (its group was
+// unsubscribed with a backlog, or is fenced or dead) is released by an
+// operator with Engine.Release, naming it by its generation
+// (SubscriberStatus.Generation): what it held is a counted, recorded loss
+// of its group, and the commit moves on.
+//
 // Outputs a processor emits with core.Cycle.Emit(sink, out) reach Config.Sink live
 // as Write(processor, sink, out), on the processor's group goroutine, so they
 // can be routed by processor and sink name.

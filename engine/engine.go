@@ -556,6 +556,7 @@ func (e *Engine) Subscribe(group, feed string) error {
 // Unsubscribe removes a group's queue of a feed. What the queue held and the
 // group did not process is never acknowledged in this run: a positioned feed
 // holds its position before it (reported stalled) and a restart re-delivers.
+// An operator may release that hold (Release), accepting the loss.
 func (e *Engine) Unsubscribe(group, feed string) error {
 	g, f := e.gByN[group], e.byName[feed]
 	if g == nil || f == nil {
@@ -588,6 +589,7 @@ func (e *Engine) Unsubscribe(group, feed string) error {
 // positioned feed pauses while any of its consumers is fenced, and nothing
 // of the fenced queue's backlog is committed; a push feed drops (counted)
 // what it would have queued for the fenced group.
+// An operator may release the fenced queue's backlog (Release).
 func (e *Engine) Fence(group string) error {
 	g := e.gByN[group]
 	if g == nil {

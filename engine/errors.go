@@ -14,11 +14,11 @@ var (
 	// *RefusedError gives the reason. Callers of Feed.Publish match it
 	// with errors.Is.
 	ErrRefused = errors.New("engine: publish refused")
-	// ErrStopped: the engine (or feed) is stopped.
+	// ErrStopped: the engine (or feed) is stopped (Release: Stop began).
 	ErrStopped = errors.New("engine: stopped")
 	// ErrUnknown: a feed, group or processor name the engine does not have.
-	// Callers of Hold, HoldParts, Subscribe, Unsubscribe, Fence and
-	// Unfence match it with errors.Is.
+	// Callers of Hold, HoldParts, Subscribe, Unsubscribe, Fence, Unfence
+	// and Release match it with errors.Is.
 	ErrUnknown = errors.New("engine: unknown name")
 	// ErrObserver: an observer hook failed (the recorder could not write) and
 	// its group stopped taking items; the *ObserverError says which.

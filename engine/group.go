@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,7 @@ type group struct {
 	_ [line]byte
 
 	bindings atomic.Pointer[[]*binding]
+	bindMu   sync.Mutex // serialises the changes of bindings
 	fenced   atomic.Bool
 	dead     atomic.Bool // failed: an observer hook or a holder's save failed (failure says why); it takes no more items
 	failure  atomic.Pointer[groupFailure]
@@ -69,6 +71,9 @@ type group struct {
 
 	drops []Drop
 	lost  []SourceLoss
+
+	rel         releases    // what operator releases left to report (Engine.Release)
+	hasReleases atomic.Bool // rel holds something
 
 	// Several workers: what the status reports of the gap.
 	gapBlocked   atomic.Int64 // nanoseconds the group waited with a queue's gap full
@@ -92,6 +97,8 @@ func (g *group) notify() {
 }
 
 func (g *group) addBinding(b *binding) {
+	g.bindMu.Lock()
+	defer g.bindMu.Unlock()
 	old := g.bindings.Load()
 	var nb []*binding
 	if old != nil {
@@ -103,6 +110,8 @@ func (g *group) addBinding(b *binding) {
 }
 
 func (g *group) removeBinding(b *binding) {
+	g.bindMu.Lock()
+	defer g.bindMu.Unlock()
 	old := g.bindings.Load()
 	var nb []*binding
 	for _, x := range *old {
@@ -111,6 +120,20 @@ func (g *group) removeBinding(b *binding) {
 		}
 	}
 	g.bindings.Store(&nb)
+}
+
+// replaceBinding puts nb in b's place (Engine.Release).
+func (g *group) replaceBinding(b, nb *binding) {
+	g.bindMu.Lock()
+	defer g.bindMu.Unlock()
+	nbs := slices.Clone(*g.bindings.Load())
+	if i := slices.Index(nbs, b); i >= 0 {
+		nbs[i] = nb
+	} else {
+		nbs = append(nbs, nb)
+	}
+	g.bindings.Store(&nbs)
+	g.notify()
 }
 
 // run is the group's goroutine: it dispatches items round-robin over its
@@ -144,8 +167,9 @@ func (g *group) run() {
 		default:
 		}
 		if g.dead.Load() {
-			// Failed: take nothing more, fire no timer; wait for Stop.
-			<-g.stop
+			// Failed: take nothing more, fire no timer; wait for Stop,
+			// reporting what operator releases leave to report.
+			g.waitDead()
 			return
 		}
 		if len(g.workers) > 1 {
@@ -204,8 +228,8 @@ func (g *group) sourceBehind() bool {
 // Flush runs at its end (and before a completion or a timer within it),
 // and only then do its items count as dispatched (worker.dispatch).
 func (g *group) step() bool {
-	did := false
 	w := g.workers[0]
+	did := g.reportReleased() // even fenced: it takes nothing
 	if !g.fenced.Load() {
 		for _, b := range *g.bindings.Load() {
 			// Marks at or before the head are drops that happened before the
@@ -325,6 +349,9 @@ func (g *group) workersIdle() bool {
 func (g *group) park() {
 	g.sleeping.Store(true)
 	defer g.sleeping.Store(false)
+	if g.hasReleases.Load() {
+		return
+	}
 	if !g.fenced.Load() {
 		for _, b := range *g.bindings.Load() {
 			b.q.PublishHead()
@@ -417,6 +444,7 @@ func (g *group) backoff() bool {
 // queues are reported, then each processor's stream is closed. A failed
 // group does not end cleanly: finish is not called for it.
 func (g *group) finish() {
+	g.reportReleased()
 	for _, b := range *g.bindings.Load() {
 		g.emitDrops(b, b.q.Taken())
 	}
@@ -436,6 +464,30 @@ func (g *group) finish() {
 				g.fail("Stopped", h.Name(), nil, err)
 				return
 			}
+		}
+	}
+}
+
+// waitDead is the run of a failed group: it waits for Stop, and
+// reports in its streams what operator releases leave to report
+// (Engine.Release) meanwhile.
+func (g *group) waitDead() {
+	for {
+		g.sleeping.Store(true)
+		if g.hasReleases.Load() {
+			g.sleeping.Store(false)
+			g.reportReleased()
+			if len(g.workers) == 1 {
+				g.workers[0].flush()
+			}
+			continue
+		}
+		select {
+		case <-g.stop:
+			g.sleeping.Store(false)
+			return
+		case <-g.wake:
+			g.sleeping.Store(false)
 		}
 	}
 }

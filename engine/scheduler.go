@@ -172,7 +172,7 @@ func (g *group) complete(f *Feed, toks ...token) error {
 // due timers to the workers owning them. It reports whether it did
 // anything.
 func (g *group) stepParallel() bool {
-	did := false
+	did := g.reportReleased() // even fenced or held: it takes nothing
 	blocked := false
 	if !g.fenced.Load() && !g.held.Load() {
 		for _, b := range *g.bindings.Load() {
@@ -329,7 +329,7 @@ func (g *group) parkBlocked() {
 	}
 	g.sleeping.Store(true)
 	defer g.sleeping.Store(false)
-	if g.wakeable() { // a worker finished meanwhile: it may not have woken us
+	if g.wakeable() || g.hasReleases.Load() { // a worker finished (or a release came) meanwhile: it may not have woken us
 		return
 	}
 	select {

@@ -82,6 +82,10 @@ type FeedStatus struct {
 	// partitions) is in the source's own status, not here.
 	Losses      map[string]int64   `json:"losses,omitempty"`
 	Subscribers []SubscriberStatus `json:"subscribers"`
+	// Released counts the items an operator released (Engine.Release):
+	// committed past without their queue's group completing them (or
+	// making them durable); omitted when none. A loss, apart from Dropped.
+	Released int64 `json:"released,omitempty"`
 }
 
 // SubscriberStatus is one queue of a feed: the type of
@@ -94,14 +98,23 @@ type SubscriberStatus struct {
 	Drained    bool   `json:"drained"`
 	Dropped    int64  `json:"dropped"`
 	Removed    bool   `json:"removed,omitempty"`
+	// Released counts the items an operator released of this queue
+	// (Engine.Release); omitted when none.
+	Released int64 `json:"released,omitempty"`
+	// Generation names the queue for Engine.Release: a group subscribed
+	// again gets a queue of a new generation, and the removed one keeps
+	// its own. Not in the JSON: generations number the queues of every
+	// engine of the process, so they differ from run to run.
+	Generation int64 `json:"-"`
 }
 
 // Status reports every feed. A feed is settled when its source is caught up
 // or at its end, every live queue is drained, nothing is paused or awaiting
 // acknowledgement, and it is not stalled; lossless when nothing was dropped
 // or refused, no item or completion was skipped after its retries, no
-// consumer failed (Engine.Err), and its source reported no loss
-// (Intake.AddLoss, whatever the source and the reason).
+// consumer failed (Engine.Err), its source reported no loss
+// (Intake.AddLoss, whatever the source and the reason), and no operator
+// released anything (Engine.Release).
 func (e *Engine) Status() Status {
 	s := Status{Settled: true, Lossless: true, Feeds: []FeedStatus{}, Groups: []GroupStatus{}}
 	for _, f := range e.feeds {
@@ -149,6 +162,8 @@ func (f *Feed) Status() FeedStatus {
 		pos, disp := b.q.Tail(), b.dispatched.Load()
 		ss := SubscriberStatus{Queue: b.name, Policy: string(b.policy.Kind), Position: pos, Dispatched: disp,
 			Drained: disp >= pos, Dropped: b.dropped.Load(), Removed: !live[b]}
+		ss.Released, ss.Generation = b.released.Load(), b.gen
+		fs.Released += ss.Released
 		fs.Dropped += ss.Dropped
 		fs.Refused += b.refused.Load()
 		fs.Subscribers = append(fs.Subscribers, ss)
@@ -176,7 +191,7 @@ func (f *Feed) Status() FeedStatus {
 		fs.Stalled = &stalled
 	}
 	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0 && fs.Failures == 0 && !failed &&
-		len(fs.Losses) == 0
+		len(fs.Losses) == 0 && fs.Released == 0
 	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&
 		fs.PendingAcks == 0 && fs.Stalled == nil
 	return fs

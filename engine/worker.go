@@ -338,7 +338,10 @@ func (w *worker) dropPending() {
 // (do records them with one lock of the queue's gap state).
 func (w *worker) count(b *binding, tok token) {
 	if len(w.g.workers) == 1 {
-		b.dispatched.Add(1)
+		n := b.dispatched.Add(1)
+		if s := b.sealed.Load(); s != 0 {
+			b.refuseLate(n, s) // an operator released the queue (Engine.Release)
+		}
 		return
 	}
 	w.completed = append(w.completed, tok)

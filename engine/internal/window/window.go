@@ -17,6 +17,9 @@
 //     sequence and position become the earlier entry's) when both are of
 //     the same epoch, so that a run of drops costs no slot.
 //   - Reuse: slots, and their After slices, are reused; Push zeroes them.
+//   - Forget: an entry a queue no longer holds (Forget) waits for it no
+//     more, as if it had not been offered to it; its own item's sequence
+//     and offset (ItemSeq, ItemOffset) survive a Coalesce.
 //
 // A Window is not safe for concurrent use: its feed's lock guards it.
 package window
@@ -36,8 +39,13 @@ type Target interface {
 type Entry[T Target] struct {
 	Seq, Epoch int64
 	Pos        core.Position
-	Targets    []T
-	After      []int64
+	// ItemSeq and ItemOffset are the entry's own item's sequence and
+	// offset: Seq and Pos.Offset, unless Coalesce folded later items into
+	// the entry (Seq and Pos are then the last folded item's). The queues
+	// the entry was offered to hold this item.
+	ItemSeq, ItemOffset int64
+	Targets             []T
+	After               []int64
 }
 
 // Due reports whether every queue the entry was offered to processed it.
@@ -84,7 +92,7 @@ func (w *Window[T]) Push(seq, epoch int64, pos core.Position, targets []T) *Entr
 	for range targets {
 		after = append(after, 0)
 	}
-	*e = Entry[T]{Seq: seq, Epoch: epoch, Pos: pos, Targets: targets, After: after}
+	*e = Entry[T]{Seq: seq, Epoch: epoch, Pos: pos, ItemSeq: seq, ItemOffset: pos.Offset, Targets: targets, After: after}
 	return e
 }
 
@@ -136,4 +144,23 @@ func (w *Window[T]) WaitsFor(t T) bool {
 		}
 	}
 	return false
+}
+
+// Forget makes every entry offered to t at a queue position past from
+// wait for t no more (its After for t becomes 0: not offered), calling
+// each, if not nil, with the entry and that position first, oldest entry
+// first. A queue whose items will never be processed (an operator
+// released them) holds nothing after it.
+func (w *Window[T]) Forget(t T, from int64, each func(e *Entry[T], after int64)) {
+	for i := 0; i < w.n; i++ {
+		e := w.At(i)
+		for j, x := range e.Targets {
+			if x == t && e.After[j] > from {
+				if each != nil {
+					each(e, e.After[j])
+				}
+				e.After[j] = 0
+			}
+		}
+	}
 }

@@ -32,6 +32,7 @@ func (q *queue) AckPoint() int64 { return q.ack }
 //	ack a=3 [b=2 ...]           move queues' acknowledgement points
 //	pop                         PopDue: prints the entries that left
 //	waits q=a                   WaitsFor(a)
+//	forget q=a from=2           Forget(a, 2): prints the entries forgotten (their own item)
 //	show                        the entries, oldest first, and whether each is due
 func TestWindowTranscripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -86,6 +87,19 @@ func TestWindowTranscripts(t *testing.T) {
 				for _, q := range queues {
 					if q.name == name {
 						return fmt.Sprintf("%v\n", w.WaitsFor(q))
+					}
+				}
+				d.Fatalf(t, "no queue %q", name)
+			case "forget":
+				var name string
+				d.ScanArgs(t, "q", &name)
+				for _, q := range queues {
+					if q.name == name {
+						var b strings.Builder
+						w.Forget(q, intArg("from"), func(e *Entry[*queue], after int64) {
+							fmt.Fprintf(&b, "forgot item seq %d offset %d at %s %d\n", e.ItemSeq, e.ItemOffset, q.name, after)
+						})
+						return b.String() + show(&w)
 					}
 				}
 				d.Fatalf(t, "no queue %q", name)

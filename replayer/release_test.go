@@ -1,0 +1,160 @@
+package replayer_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/engine/memsource"
+	"github.com/blackbox-audit/blackbox/incident"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
+	"github.com/blackbox-audit/blackbox/recorder"
+	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// echo emits each item to sink "out".
+func echo() core.Processor {
+	return core.ProcessorFunc(func(c *core.Cycle, ev any) error {
+		c.Emit("out", ev)
+		return nil
+	})
+}
+
+// A range an operator released (engine.Engine.Release) is in the
+// recording as a loss where it was: a DROPPED row of the group's stream
+// covering the released seqs, with the operator's reason, after the
+// inputs the group processed. The COMMIT row passes the range and the
+// recording is still complete (every seq it covers has a row); replay
+// replays it identical but not lossless, and explain says something was
+// lost.
+func TestAReleasedRangeIsRecordedAsALoss(t *testing.T) {
+	var m *store.Memory
+	var rel engine.Released
+	synctest.Test(t, func(t *testing.T) {
+		log := memsource.NewLog()
+		for i := 1; i <= 20; i++ {
+			log.Append(strconv.Itoa(i))
+		}
+		log.Close()
+		gate := testutil.NewGate(t)
+		live := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
+			if ev == "6" {
+				gate.Wait()
+			}
+			c.Emit("out", ev)
+			return nil
+		})
+		m = store.NewMemory()
+		rec, err := recorder.New(m, recorder.Options{Clock: core.NewStepClock(t0, time.Second),
+			Apps: map[string]string{"p": "echo"}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := engine.New(engine.Config{
+			Clock:    core.NewStepClock(e0, time.Millisecond),
+			Feeds:    []engine.FeedConfig{{Name: "input", Source: log.Source(), QueueSize: 32}},
+			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"input"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: live}}}},
+			Observer: rec.Observer(),
+			Logger:   slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the source published 1-20; p handled 1-5 and waits in 6
+		if err := e.Unsubscribe("g", "input"); err != nil {
+			t.Fatal(err)
+		}
+		gate.Open() // 6 completes; g takes nothing more of the removed queue
+		synctest.Wait()
+		if err := e.Subscribe("g", "input"); err != nil {
+			t.Fatal(err)
+		}
+		testutil.AdvanceUntil(t, "the commit at 6", func() bool { return log.Committed() == 6 })
+		st := e.Status()
+		var gen int64
+		for _, s := range st.Feeds[0].Subscribers {
+			if s.Removed {
+				gen = s.Generation
+			}
+		}
+		if st.Feeds[0].Stalled == nil || st.Settled {
+			t.Fatalf("status %+v: want the feed stalled by the removed queue, not settled", st.Feeds[0])
+		}
+		if rel, err = e.Release("input", "g", gen, "poison backlog"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.WaitSettled(ctx); err != nil {
+			t.Fatalf("not settled after the release: %v: %+v", err, e.Status())
+		}
+		if err := e.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := log.Committed(); got != 20 {
+			t.Fatalf("committed %d after the release, want 20", got)
+		}
+	})
+	if rel.Unprocessed != 14 || rel.FirstSeq != 7 || rel.LastSeq != 20 {
+		t.Fatalf("released %+v, want 14 unprocessed items, seqs 7-20", rel)
+	}
+	r := m.ReadOnly()
+	// p's stream: the inputs it processed (1-6), then the released range.
+	var kinds []string
+	var dropped, commit store.Entry
+	for _, e := range rows(t, r) {
+		switch {
+		case e.Processor == "p" && e.Kind != store.KindOutput:
+			kinds = append(kinds, string(e.Kind)+" "+strconv.FormatInt(e.Seq, 10))
+			if e.Kind == store.KindDropped {
+				dropped = e
+			}
+		case e.Kind == store.KindCommit:
+			commit = e
+		}
+	}
+	wantKinds := []string{"START 0"}
+	for i := 1; i <= 6; i++ {
+		wantKinds = append(wantKinds, "DELIVERY "+strconv.Itoa(i), "INLINE "+strconv.Itoa(i))
+	}
+	wantKinds = append(wantKinds, "DROPPED 7", "END 0")
+	if !slices.Equal(kinds, wantKinds) {
+		t.Errorf("p's rows\n%q\nwant\n%q", kinds, wantKinds)
+	}
+	if dropped.N != 14 || !strings.Contains(dropped.Detail, engine.ReleasedReason+"poison backlog") || commit.Seq != 20 {
+		t.Errorf("DROPPED row %+v, last COMMIT row %+v: want 14 items, the operator's reason, and the commit at seq 20", dropped, commit)
+	}
+	apps := []core.App{{Name: "echo", New: func(map[string]string) (core.Processor, error) { return echo(), nil }, Decode: recorder.JSON.Decode}}
+	rep, err := replayer.Replay(context.Background(), r, apps, replayer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type verdict struct{ Identical, Complete, Lossless bool }
+	if got, want := (verdict{rep.Identical, rep.Complete, rep.Lossless}), (verdict{true, true, false}); got != want {
+		t.Errorf("replay %+v, want %+v: problems %v", got, want, rep.Problems)
+	}
+	wantLoss := replayer.Loss{Kind: replayer.LossDropped, Feed: "input", Count: 14, First: 7, Last: 20, Reason: engine.ReleasedReason + "poison backlog"}
+	if ls := rep.Processors[0].Losses; len(ls) != 1 || func() replayer.Loss { l := ls[0]; l.Index = 0; return l }() != wantLoss {
+		t.Errorf("replay losses %+v, want [%+v]", ls, wantLoss)
+	}
+	f, err := incident.Explain([]incident.Recording{{File: "run", Reader: r}}, incident.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Complete || !f.Lost {
+		t.Errorf("explain: complete %v, lost %v; want complete and lost", f.Complete, f.Lost)
+	}
+}
