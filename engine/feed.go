@@ -119,6 +119,7 @@ type Feed struct {
 	win       window.Window[*binding]
 	deferred  []any
 	closing   bool // the engine is stopping: blocking publishes that would wait are refused
+	killed    bool // the engine was killed: every publish is refused (ErrKilled)
 	stopped   bool
 	paused    bool
 	pauses    int64
@@ -178,7 +179,9 @@ func (f *Feed) Name() string { return f.name }
 // and PAUSE it never waits past the spin; under BLOCK_WITH_DEADLINE it waits
 // outside the lock until every blocking queue has room, then delivers to all
 // of them, or refuses with a *RefusedError (deadline, shutdown, cancelled) and
-// delivers to none. A nil ctx is refused (ErrNilContext).
+// delivers to none. Once the engine is killed (Engine.Kill) every Publish is
+// refused with an error wrapping ErrKilled: nothing is numbered, journalled
+// or queued. A nil ctx is refused (ErrNilContext).
 //
 // Code the engine runs must not wait for room in a queue only its own group
 // can empty, and it cannot: a Publish given a context the engine served, or
@@ -202,7 +205,8 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 // spin (counted as downgraded). It is the publish for code running inside
 // the engine (a processor's cycle, a completion, a timer, an observer hook,
 // a Journal), a processor being the only one that could empty its own
-// group's queue. Made while the feed's Journal runs (a Journal offering
+// group's queue. Once the engine is killed it refuses the item with an
+// error wrapping ErrKilled, as Publish does. Made while the feed's Journal runs (a Journal offering
 // into its own feed, under the feed's lock, or any goroutine meanwhile), it
 // does not wait for the lock: the item is published once the item being
 // journalled is placed, as a nested publish. It returns ErrStopped once
@@ -224,6 +228,10 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 	var deadline time.Time
 	for {
 		f.mu.Lock()
+		if f.killed {
+			f.mu.Unlock()
+			return f.eng.killedErr(fmt.Sprintf("publish to feed %q", f.name))
+		}
 		if f.handOff(item) {
 			f.mu.Unlock()
 			return nil

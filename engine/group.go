@@ -55,6 +55,7 @@ type group struct {
 	failure  atomic.Pointer[groupFailure]
 	sleeping atomic.Bool
 	held     atomic.Bool // several workers: one did not dispatch its item (a failure, a cut); the group takes nothing more
+	quiet    atomic.Bool // killed: the group finished (or abandoned) the items it had in flight (kill.go)
 	wake     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -148,6 +149,12 @@ func (g *group) run() {
 			<-g.stop
 			return
 		}
+		if g.eng.killed.Load() {
+			// Killed: take nothing more, fire no timer; end once the
+			// kill's end closes the group.
+			g.stopKilled()
+			return
+		}
 		if len(g.workers) > 1 {
 			if g.stepParallel() {
 				idle = 0
@@ -213,6 +220,9 @@ func (g *group) step() bool {
 			// before the take so a drop marked after it is not reported
 			// ahead of the items enqueued before it.
 			for range core.MaxBatch {
+				if g.halted() {
+					break // killed: the items still queued are never taken
+				}
 				e, ok, dropped := g.next(b)
 				did = did || dropped
 				if !ok {
@@ -325,6 +335,9 @@ func (g *group) workersIdle() bool {
 func (g *group) park() {
 	g.sleeping.Store(true)
 	defer g.sleeping.Store(false)
+	if g.eng.killed.Load() { // Kill's notify may have come before sleeping was set
+		return
+	}
 	if !g.fenced.Load() {
 		for _, b := range *g.bindings.Load() {
 			b.q.PublishHead()
@@ -420,7 +433,9 @@ func (g *group) finish() {
 	for _, b := range *g.bindings.Load() {
 		g.emitDrops(b, b.q.Taken())
 	}
-	if len(g.workers) == 1 && !g.workers[0].flush() {
+	if len(g.workers) == 1 && !g.workers[0].flush() && g.dead.Load() {
+		// The flush failed the group. (A batch cut by the stop, or
+		// abandoned by a kill, does not count, but the streams end.)
 		return
 	}
 	if len(g.workers) > 1 {
@@ -484,7 +499,7 @@ func (g *group) schedule(host int) func(n int, due time.Time) {
 // fireTimers runs the timers that are due; it reports whether any ran.
 func (g *group) fireTimers() bool {
 	fired := false
-	for g.nTimers.Load() > 0 {
+	for g.nTimers.Load() > 0 && !g.eng.killed.Load() {
 		g.timersMu.Lock()
 		if len(g.timers) == 0 || g.fenced.Load() || g.timers[0].due.After(g.clock.Now()) {
 			g.timersMu.Unlock()
