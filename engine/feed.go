@@ -119,10 +119,13 @@ type Feed struct {
 	win       window.Window[*binding]
 	deferred  []any
 	closing   bool // the engine is stopping: blocking publishes that would wait are refused
-	killed    bool // the engine was killed: every publish is refused (ErrKilled)
 	stopped   bool
 	paused    bool
 	pauses    int64
+	// killed: the engine was killed, every publish is refused (ErrKilled).
+	// Read with or without mu: Kill sets it without mu, which a Journal
+	// that kills the engine holds.
+	killed atomic.Bool
 	// journalling is set while the journal's Append runs under mu (written
 	// under mu and offerMu, read without them): a TryPublish made then, by
 	// the journal itself on the goroutine holding mu, must not wait for mu,
@@ -228,7 +231,7 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 	var deadline time.Time
 	for {
 		f.mu.Lock()
-		if f.killed {
+		if f.killed.Load() {
 			f.mu.Unlock()
 			return f.eng.killedErr(fmt.Sprintf("publish to feed %q", f.name))
 		}
@@ -332,7 +335,7 @@ func (f *Feed) tryPublish(item any, pos core.Position) bool {
 		return false
 	}
 	f.mu.Lock()
-	if f.closing || f.stopped || !f.admits() {
+	if f.shut() || !f.admits() {
 		f.refuse()
 		f.mu.Unlock()
 		return false
@@ -356,12 +359,16 @@ func (f *Feed) inJournal() bool {
 	return true
 }
 
+// shut reports whether the feed takes nothing more: the engine stops, was
+// killed, or stopped (lock held).
+func (f *Feed) shut() bool { return f.closing || f.stopped || f.killed.Load() }
+
 // refuse counts a pause (the first refusal since an item was taken) and
 // has the feed's groups signal Ready when their queues are half empty (lock
 // held). A closing or stopped feed refuses without pausing: nothing will
 // take the item, and its status must not say it is held back.
 func (f *Feed) refuse() {
-	if f.closing || f.stopped {
+	if f.shut() {
 		return
 	}
 	if !f.paused {
@@ -397,7 +404,7 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 		return n + f.commitJournalledBatch(jb, items[n:], pos[n:])
 	}
 	for ; n < len(items); n++ {
-		if f.closing || f.stopped || !f.admits() {
+		if f.shut() || !f.admits() {
 			f.refuse()
 			return n
 		}
@@ -415,7 +422,7 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 // reports how many; TryPublishBatch offers the rest the general way.
 func (f *Feed) handOffBatch(items []any, pos []core.Position) int {
 	b := f.soleTarget()
-	if b == nil || f.closing {
+	if b == nil || f.closing || f.killed.Load() {
 		return 0
 	}
 	n := min(len(items), int(b.q.Room()))
@@ -523,7 +530,7 @@ func (f *Feed) offerWhileJournalling(item any) bool {
 // the feed admits one after another, journals them with one AppendBatch,
 // then places them. It returns how many it took.
 func (f *Feed) commitJournalledBatch(jb JournalBatch, items []any, pos []core.Position) int {
-	if f.closing || f.stopped || !f.admits() {
+	if f.shut() || !f.admits() {
 		f.refuse()
 		return 0
 	}

@@ -37,13 +37,15 @@ var ErrNotStarted = errors.New("engine: not started")
 const noReason = "no reason given"
 
 // Kill kills the running engine, for reason (recorded; "" becomes "no
-// reason given"): when it returns, no feed accepts a publish and no group
-// takes another item; the items in flight finish or are abandoned
-// (Config.KillAbandon) and the engine then ends by itself, as described
-// above, committing only the contiguous prefix of what was dispatched. It
-// never waits for a group: it may be called from any goroutine, a
-// processor's cycle or an observer hook included. Stop after Kill waits
-// for the end (no drain) and returns its error.
+// reason given"): when it returns, no feed accepts a publish (one under
+// way as Kill runs, holding the feed's lock, completes) and no group takes
+// another item (one a group is taking as Kill runs is in flight); the
+// items in flight finish or are abandoned (Config.KillAbandon) and the
+// engine then ends by itself, as described above, committing only the
+// contiguous prefix of what was dispatched. It never waits for a group nor
+// for a feed's lock: it may be called from any goroutine, a processor's
+// cycle, an observer hook or a Journal included. Stop after Kill waits for
+// the end (no drain) and returns its error.
 //
 // The Observer's Killed hook is called with the reason before Kill
 // returns, on the caller's goroutine. Kill is idempotent: a second Kill
@@ -74,11 +76,11 @@ func (e *Engine) Kill(reason string) error {
 	e.mu.Unlock()
 	close(e.killCh)
 
-	// Intake stops at once: every publish after this one is refused.
+	// Intake stops at once: every publish that takes a feed's lock from
+	// now on is refused (one under way, holding it, completes). Not under
+	// the lock: a Journal, which runs under it, may kill the engine.
 	for _, f := range e.feeds {
-		f.mu.Lock()
-		f.closing, f.killed = true, true
-		f.mu.Unlock()
+		f.killed.Store(true)
 		close(f.closedCh) // a BLOCK publish waiting for room is refused
 	}
 	e.cancel() // the sources' context

@@ -531,3 +531,43 @@ func TestNoTimerFiresAfterAKill(t *testing.T) {
 		}
 	})
 }
+
+// killingJournal kills its engine when it journals seq 2.
+type killingJournal struct{ e *engine.Engine }
+
+func (j *killingJournal) Append(_ context.Context, _ string, seq int64, _ any) error {
+	if seq == 2 {
+		return j.e.Kill("journal full")
+	}
+	return nil
+}
+
+// A Journal may kill the engine from Append, which runs under the feed's
+// lock: Kill does not wait for it. The publish under way completes (its
+// item is journalled and queued), the next one is refused.
+func TestAJournalMayKillTheEngine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j := &killingJournal{}
+		tu := newTurnstile(true)
+		e := start(t, engine.Config{
+			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.DropAfterSpin(0), QueueSize: 8, Journal: j}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", tu)}},
+		})
+		j.e = e
+		ctx := context.Background()
+		for i := 1; i <= 2; i++ {
+			if err := e.Feed("in").Publish(ctx, i); err != nil {
+				t.Fatalf("publish %d: %v", i, err)
+			}
+		}
+		if err := e.Feed("in").Publish(ctx, 3); !errors.Is(err, engine.ErrKilled) {
+			t.Fatalf("publish 3 after the journal's kill: %v, want ErrKilled", err)
+		}
+		if err := e.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := e.Status(); st.Killed != "journal full" || st.Feeds[0].Sequence != 2 {
+			t.Errorf("killed %q, sequence %d: want \"journal full\" and 2", st.Killed, st.Feeds[0].Sequence)
+		}
+	})
+}
