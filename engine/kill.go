@@ -14,7 +14,8 @@ import (
 // group take no item more from its queues (the items queued and not taken
 // are never processed in this run, never committed), fires no timer, and
 // then ends the run in the background: the items in flight (taken by a
-// group, or handed to a worker, and not yet dispatched) finish, bounded by
+// group and not yet dispatched: handed to a worker, being dispatched, or
+// handled and waiting for their batch's Flush) finish, bounded by
 // Config.DrainTimeout, or, with Config.KillAbandon, are abandoned at once
 // (Cycle.Context cancelled, no completion of theirs runs, none counts as
 // dispatched); the feeds commit their contiguous dispatched prefix; the
