@@ -225,3 +225,25 @@ func (g *group) stopKilled() {
 		g.finish()
 	}
 }
+
+// killedStatus is what a kill changes in the engine's status: why it was
+// killed (Status.Killed), and never settled, even with no feed.
+func (e *Engine) killedStatus(s *Status) {
+	if r := e.killReason.Load(); r != nil && e.killed.Load() {
+		s.Killed, s.Settled = *r, false
+	}
+}
+
+// killedStatus is what a kill changes in a feed's status (Feed.Status,
+// lock held; positioned: the feed has a committer): a killed feed is never
+// settled, and one no source re-reads (no committer) whose queues held
+// items the kill left lost them.
+func (f *Feed) killedStatus(fs *FeedStatus, positioned bool) {
+	if !f.eng.killed.Load() {
+		return
+	}
+	fs.Settled = false
+	if !positioned && !fs.Drained {
+		fs.Lossless = false
+	}
+}

@@ -8,13 +8,13 @@ import (
 // Status is the feed status report: is the run complete (Settled) and is it
 // whole (Lossless). It marshals to the JSON of docs/GUARANTEES.md.
 type Status struct {
-	Settled  bool `json:"settled"`
-	Lossless bool `json:"lossless"`
+	Settled  bool          `json:"settled"`
+	Lossless bool          `json:"lossless"`
+	Feeds    []FeedStatus  `json:"feeds"`
+	Groups   []GroupStatus `json:"groups"`
 	// Killed is the reason the engine was killed (Engine.Kill), omitted
 	// while it was not: a killed run is never settled (kill.go).
-	Killed string        `json:"killed,omitempty"`
-	Feeds  []FeedStatus  `json:"feeds"`
-	Groups []GroupStatus `json:"groups"`
+	Killed string `json:"killed,omitempty"`
 }
 
 // GroupStatus is one group's part of the Status: its workers and, for a
@@ -107,9 +107,6 @@ type SubscriberStatus struct {
 // (Intake.AddLoss, whatever the source and the reason).
 func (e *Engine) Status() Status {
 	s := Status{Settled: true, Lossless: true, Feeds: []FeedStatus{}, Groups: []GroupStatus{}}
-	if r := e.killReason.Load(); r != nil && e.killed.Load() {
-		s.Killed = *r
-	}
 	for _, f := range e.feeds {
 		fs := f.Status()
 		s.Settled = s.Settled && fs.Settled
@@ -119,6 +116,7 @@ func (e *Engine) Status() Status {
 	for _, g := range e.groups {
 		s.Groups = append(s.Groups, g.status())
 	}
+	e.killedStatus(&s) // kill.go
 	return s
 }
 
@@ -181,13 +179,11 @@ func (f *Feed) Status() FeedStatus {
 	if stalled != "" {
 		fs.Stalled = &stalled
 	}
-	// A kill leaves a feed unsettled, and loses what it left queued in a
-	// feed no source re-reads (no committer: kill.go).
-	killed := f.eng.killed.Load()
 	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0 && fs.Failures == 0 && !failed &&
-		len(fs.Losses) == 0 && !(killed && !positioned && !fs.Drained)
+		len(fs.Losses) == 0
 	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&
-		fs.PendingAcks == 0 && fs.Stalled == nil && !killed
+		fs.PendingAcks == 0 && fs.Stalled == nil
+	f.killedStatus(&fs, positioned) // kill.go
 	return fs
 }
 
