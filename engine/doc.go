@@ -47,5 +47,14 @@
 // and the context it was served (Cycle.Context): neither waits. No function
 // takes a nil context (ErrNilContext).
 //
+// An operator stops a run that must take nothing more with Engine.Kill
+// (or Config.KillSwitch, asked before each item a group takes): intake
+// stops at once (publishes are refused with ErrKilled), no group takes
+// another item, the items in flight finish or are abandoned
+// (Config.KillAbandon), the feeds commit only the contiguous prefix of
+// what was dispatched, and the run ends without a drain. The reason goes
+// to Observer.Killed (the recorder's END rows) and Status.Killed; the next
+// run delivers what the kill left.
+//
 // docs/GUARANTEES.md says what an application can rely on.
 package engine

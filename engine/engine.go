@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -33,9 +34,24 @@ type Config struct {
 	// after the sources stopped. Default 5s.
 	DrainTimeout time.Duration
 	// Logger receives warnings, at level Warn (skipped items, failed
-	// timers, a source that failed, a drain cut short), each message
-	// beginning "blackbox engine: ". Default: slog.Default().
+	// timers, a source that failed, a drain cut short, a kill), each
+	// message beginning "blackbox engine: ". Default: slog.Default().
 	Logger *slog.Logger
+	// KillSwitch, if set, is the operator's kill switch: each group asks
+	// it before it takes an item from a queue (so also while it looks for
+	// work, but not while it is parked with nothing to do), and once it
+	// returns kill true the engine is killed (Engine.Kill) with its
+	// reason, before that item is taken. It is called on the groups'
+	// goroutines, concurrently: it must be cheap and safe for concurrent
+	// use. Nil: only Engine.Kill kills.
+	KillSwitch func() (reason string, kill bool)
+	// KillAbandon makes a kill abandon the items in flight: their
+	// Cycle.Context is cancelled at once, no completion callback of theirs
+	// runs after the kill, none counts as dispatched, so none is committed
+	// and the next run delivers them again. False (the default): the items
+	// in flight finish (bounded by DrainTimeout), their completions run,
+	// and the commit moves through the contiguous prefix they complete.
+	KillAbandon bool
 }
 
 // FeedConfig configures one feed.
@@ -115,6 +131,16 @@ type Engine struct {
 
 	attached bool // under mu: the CheckpointUsers were given their checkpoints (Start)
 
+	// The kill (kill.go): killed once Kill ran (after killReason and
+	// abandon are set); killCh closed then; killErr is the kill's end's
+	// error, set before killDone is closed.
+	killed     atomic.Bool
+	abandon    atomic.Bool
+	killReason atomic.Pointer[string]
+	killCh     chan struct{}
+	killDone   chan struct{}
+	killErr    error
+
 	watch *watch // Settled, When and Stop's drain: checked on the changes noted
 }
 
@@ -126,7 +152,7 @@ type Engine struct {
 func New(cfg Config) (*Engine, error) {
 	cfg = withDefaults(cfg)
 	e := &Engine{cfg: cfg, clock: cfg.Clock, byName: map[string]*Feed{}, gByN: map[string]*group{},
-		holds: map[[2]string]*Checkpoint{}, watch: newWatch()}
+		holds: map[[2]string]*Checkpoint{}, watch: newWatch(), killCh: make(chan struct{})}
 	groupNames := map[string]bool{}
 	procNames := map[string]bool{}
 	for _, gc := range cfg.Groups {
@@ -409,7 +435,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			defer e.srcWG.Done()
 			err := f.source.Run(e.srcCtx, &Intake{f})
 			f.behind.Store(false) // whatever its state says, it publishes no more
-			if err != nil && !errors.Is(err, context.Canceled) {
+			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrKilled) {
 				f.setState(f.stateNow(), "source failed: "+err.Error())
 				e.warnf("feed %q source: %v", f.name, err)
 			}
@@ -439,11 +465,20 @@ func (f *Feed) stateNow() FeedState {
 // returned when Stop returns, unless ctx ended first: a group still running
 // then is reported. The error joins failed commits, groups that did not
 // stop, and Err. A nil ctx is refused (ErrNilContext) and stops nothing.
+//
+// Stop after Kill drains nothing: it waits, bounded by ctx, for the end
+// of the killed run (kill.go) and returns its error (nil for a kill that
+// ended cleanly: being killed is not an error of the stop), as often as
+// it is called.
 func (e *Engine) Stop(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: Engine.Stop", ErrNilContext)
 	}
 	e.mu.Lock()
+	if e.killed.Load() {
+		e.mu.Unlock()
+		return e.awaitKill(ctx)
+	}
 	if !e.started || e.stopped {
 		e.mu.Unlock()
 		return nil

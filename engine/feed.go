@@ -122,6 +122,10 @@ type Feed struct {
 	stopped   bool
 	paused    bool
 	pauses    int64
+	// killed: the engine was killed, every publish is refused (ErrKilled).
+	// Read with or without mu: Kill sets it without mu, which a Journal
+	// that kills the engine holds.
+	killed atomic.Bool
 	// journalling is set while the journal's Append runs under mu (written
 	// under mu and offerMu, read without them): a TryPublish made then, by
 	// the journal itself on the goroutine holding mu, must not wait for mu,
@@ -178,7 +182,9 @@ func (f *Feed) Name() string { return f.name }
 // and PAUSE it never waits past the spin; under BLOCK_WITH_DEADLINE it waits
 // outside the lock until every blocking queue has room, then delivers to all
 // of them, or refuses with a *RefusedError (deadline, shutdown, cancelled) and
-// delivers to none. A nil ctx is refused (ErrNilContext).
+// delivers to none. Once the engine is killed (Engine.Kill) every Publish is
+// refused with an error wrapping ErrKilled: nothing is numbered, journalled
+// or queued. A nil ctx is refused (ErrNilContext).
 //
 // Code the engine runs must not wait for room in a queue only its own group
 // can empty, and it cannot: a Publish given a context the engine served, or
@@ -202,7 +208,8 @@ func (f *Feed) Publish(ctx context.Context, item any) error {
 // spin (counted as downgraded). It is the publish for code running inside
 // the engine (a processor's cycle, a completion, a timer, an observer hook,
 // a Journal), a processor being the only one that could empty its own
-// group's queue. Made while the feed's Journal runs (a Journal offering
+// group's queue. Once the engine is killed it refuses the item with an
+// error wrapping ErrKilled, as Publish does. Made while the feed's Journal runs (a Journal offering
 // into its own feed, under the feed's lock, or any goroutine meanwhile), it
 // does not wait for the lock: the item is published once the item being
 // journalled is placed, as a nested publish. It returns ErrStopped once
@@ -224,6 +231,10 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 	var deadline time.Time
 	for {
 		f.mu.Lock()
+		if f.killed.Load() {
+			f.mu.Unlock()
+			return f.eng.killedErr(fmt.Sprintf("publish to feed %q", f.name))
+		}
 		if f.handOff(item) {
 			f.mu.Unlock()
 			return nil
@@ -324,7 +335,7 @@ func (f *Feed) tryPublish(item any, pos core.Position) bool {
 		return false
 	}
 	f.mu.Lock()
-	if f.closing || f.stopped || !f.admits() {
+	if f.shut() || !f.admits() {
 		f.refuse()
 		f.mu.Unlock()
 		return false
@@ -348,12 +359,16 @@ func (f *Feed) inJournal() bool {
 	return true
 }
 
+// shut reports whether the feed takes nothing more: the engine stops, was
+// killed, or stopped (lock held).
+func (f *Feed) shut() bool { return f.closing || f.stopped || f.killed.Load() }
+
 // refuse counts a pause (the first refusal since an item was taken) and
 // has the feed's groups signal Ready when their queues are half empty (lock
 // held). A closing or stopped feed refuses without pausing: nothing will
 // take the item, and its status must not say it is held back.
 func (f *Feed) refuse() {
-	if f.closing || f.stopped {
+	if f.shut() {
 		return
 	}
 	if !f.paused {
@@ -389,7 +404,7 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 		return n + f.commitJournalledBatch(jb, items[n:], pos[n:])
 	}
 	for ; n < len(items); n++ {
-		if f.closing || f.stopped || !f.admits() {
+		if f.shut() || !f.admits() {
 			f.refuse()
 			return n
 		}
@@ -407,7 +422,7 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 // reports how many; TryPublishBatch offers the rest the general way.
 func (f *Feed) handOffBatch(items []any, pos []core.Position) int {
 	b := f.soleTarget()
-	if b == nil || f.closing {
+	if b == nil || f.closing || f.killed.Load() {
 		return 0
 	}
 	n := min(len(items), int(b.q.Room()))
@@ -515,7 +530,7 @@ func (f *Feed) offerWhileJournalling(item any) bool {
 // the feed admits one after another, journals them with one AppendBatch,
 // then places them. It returns how many it took.
 func (f *Feed) commitJournalledBatch(jb JournalBatch, items []any, pos []core.Position) int {
-	if f.closing || f.stopped || !f.admits() {
+	if f.shut() || !f.admits() {
 		f.refuse()
 		return 0
 	}

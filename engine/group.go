@@ -57,6 +57,7 @@ type group struct {
 	failure  atomic.Pointer[groupFailure]
 	sleeping atomic.Bool
 	held     atomic.Bool // several workers: one did not dispatch its item (a failure, a cut); the group takes nothing more
+	quiet    atomic.Bool // killed: the group finished (or abandoned) the items it had in flight (kill.go)
 	wake     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -172,6 +173,12 @@ func (g *group) run() {
 			g.waitDead()
 			return
 		}
+		if g.eng.killed.Load() {
+			// Killed: take nothing more, fire no timer; end once the
+			// kill's end closes the group.
+			g.stopKilled()
+			return
+		}
 		if len(g.workers) > 1 {
 			if g.stepParallel() {
 				idle = 0
@@ -237,6 +244,9 @@ func (g *group) step() bool {
 			// before the take so a drop marked after it is not reported
 			// ahead of the items enqueued before it.
 			for range core.MaxBatch {
+				if g.halted() {
+					break // killed: the items still queued are never taken
+				}
 				e, ok, dropped := g.next(b)
 				did = did || dropped
 				if !ok {
@@ -349,7 +359,7 @@ func (g *group) workersIdle() bool {
 func (g *group) park() {
 	g.sleeping.Store(true)
 	defer g.sleeping.Store(false)
-	if g.hasReleases.Load() {
+	if g.hasReleases.Load() || g.eng.killed.Load() { // a release or Kill's notify may have come before sleeping was set
 		return
 	}
 	if !g.fenced.Load() {
@@ -448,7 +458,9 @@ func (g *group) finish() {
 	for _, b := range *g.bindings.Load() {
 		g.emitDrops(b, b.q.Taken())
 	}
-	if len(g.workers) == 1 && !g.workers[0].flush() {
+	if len(g.workers) == 1 && !g.workers[0].flush() && g.dead.Load() {
+		// The flush failed the group. (A batch cut by the stop, or
+		// abandoned by a kill, does not count, but the streams end.)
 		return
 	}
 	if len(g.workers) > 1 {
@@ -536,7 +548,7 @@ func (g *group) schedule(host int) func(n int, due time.Time) {
 // fireTimers runs the timers that are due; it reports whether any ran.
 func (g *group) fireTimers() bool {
 	fired := false
-	for g.nTimers.Load() > 0 {
+	for g.nTimers.Load() > 0 && !g.eng.killed.Load() {
 		g.timersMu.Lock()
 		if len(g.timers) == 0 || g.fenced.Load() || g.timers[0].due.After(g.clock.Now()) {
 			g.timersMu.Unlock()

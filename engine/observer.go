@@ -153,6 +153,12 @@ type Observer struct {
 	// and only after every group that was given the items had dispatched
 	// them (the items' observer hooks, BeforeComplete included, returned).
 	Committed func(feed string, c Commit)
+	// Killed: the engine was killed (Engine.Kill, or Config.KillSwitch),
+	// for reason. Called once, on the goroutine that killed it (the
+	// caller of Kill, or the group whose KillSwitch said so), before Kill
+	// returns and before any stream is closed (Stopped): the recorder
+	// writes the reason in its END rows. It must not block.
+	Killed func(reason string)
 }
 
 // Then returns an Observer that calls o's hooks and then next's. For a hook
@@ -174,6 +180,7 @@ func (o Observer) Then(next Observer) Observer {
 		TimerFired:       then2(o.TimerFired, next.TimerFired),
 		Stopped:          thenE1(o.Stopped, next.Stopped),
 		Committed:        then2(o.Committed, next.Committed),
+		Killed:           then1(o.Killed, next.Killed),
 	}
 }
 
@@ -220,6 +227,16 @@ func thenE3[A, B, C any](f, g func(A, B, C) error) func(A, B, C) error {
 		}
 		return g(a, b, c)
 	}
+}
+
+func then1[A any](f, g func(A)) func(A) {
+	if f == nil {
+		return g
+	}
+	if g == nil {
+		return f
+	}
+	return func(a A) { f(a); g(a) }
 }
 
 func then2[A, B any](f, g func(A, B)) func(A, B) {

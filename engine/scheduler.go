@@ -177,6 +177,9 @@ func (g *group) stepParallel() bool {
 	if !g.fenced.Load() && !g.held.Load() {
 		for _, b := range *g.bindings.Load() {
 			for range core.MaxBatch {
+				if g.halted() {
+					break // killed: the items still queued are never taken
+				}
 				if b.q.Taken()-b.dispatched.Load() > g.maxGap {
 					blocked = true
 					break
@@ -329,7 +332,7 @@ func (g *group) parkBlocked() {
 	}
 	g.sleeping.Store(true)
 	defer g.sleeping.Store(false)
-	if g.wakeable() || g.hasReleases.Load() { // a worker finished (or a release came) meanwhile: it may not have woken us
+	if g.wakeable() || g.hasReleases.Load() || g.eng.killed.Load() { // a worker finished (or a release or Kill came) meanwhile: it may not have woken us
 		return
 	}
 	select {

@@ -156,7 +156,8 @@ func (w *watch) halt() {
 // engine's state changes that way, never by polling. A settled engine can
 // become unsettled again (more items are published): a later call returns
 // a channel for the next time it is settled, closed at once if it still
-// is. A failed run never settles (see Err). Safe for concurrent use.
+// is. A failed run never settles (see Err), nor a killed one (Kill). Safe
+// for concurrent use.
 func (e *Engine) Settled() <-chan struct{} {
 	w := e.watch
 	w.mu.Lock()
@@ -204,9 +205,10 @@ func (e *Engine) RunSettled(ctx context.Context) (Status, error) {
 	return e.Status(), errors.Join(werr, serr)
 }
 
-// WaitSettled waits until the engine is settled (Settled), ctx is done, or
-// a group failed (it returns Err: a failed run never settles); it returns
-// the status then. A nil ctx is refused (ErrNilContext).
+// WaitSettled waits until the engine is settled (Settled), ctx is done, a
+// group failed (it returns Err: a failed run never settles) or the engine
+// was killed (an error wrapping ErrKilled: neither does a killed run); it
+// returns the status then. A nil ctx is refused (ErrNilContext).
 func (e *Engine) WaitSettled(ctx context.Context) (Status, error) {
 	if ctx == nil {
 		return e.Status(), fmt.Errorf("%w: Engine.WaitSettled", ErrNilContext)
@@ -219,6 +221,8 @@ func (e *Engine) WaitSettled(ctx context.Context) (Status, error) {
 		return e.Status(), nil
 	case <-e.watch.failed:
 		return e.Status(), e.Err()
+	case <-e.killCh:
+		return e.Status(), e.killedErr("not settled")
 	case <-ctx.Done():
 		return e.Status(), ctx.Err()
 	}

@@ -12,6 +12,9 @@ type Status struct {
 	Lossless bool          `json:"lossless"`
 	Feeds    []FeedStatus  `json:"feeds"`
 	Groups   []GroupStatus `json:"groups"`
+	// Killed is the reason the engine was killed (Engine.Kill), omitted
+	// while it was not: a killed run is never settled (kill.go).
+	Killed string `json:"killed,omitempty"`
 }
 
 // GroupStatus is one group's part of the Status: its workers and, for a
@@ -126,6 +129,7 @@ func (e *Engine) Status() Status {
 	for _, g := range e.groups {
 		s.Groups = append(s.Groups, g.status())
 	}
+	e.killedStatus(&s) // kill.go
 	return s
 }
 
@@ -194,6 +198,7 @@ func (f *Feed) Status() FeedStatus {
 		len(fs.Losses) == 0 && fs.Released == 0
 	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&
 		fs.PendingAcks == 0 && fs.Stalled == nil
+	f.killedStatus(&fs, positioned) // kill.go
 	return fs
 }
 

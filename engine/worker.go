@@ -115,6 +115,9 @@ func (w *worker) dispatch(b *binding, e ring.Item, tok token) bool {
 	w.comps = w.comps[:0]
 	attempts := w.g.retry.attempts()
 	for pi, h := range w.hosts {
+		if w.g.abandoned() {
+			return w.cut(in) // killed: the processors not given it yet never are
+		}
 		w.failed[pi] = false
 		for attempt := 0; ; attempt++ {
 			d := dv
@@ -156,6 +159,9 @@ func (w *worker) dispatch(b *binding, e ring.Item, tok token) bool {
 			}
 		}
 		in.Delivery = dv
+	}
+	if w.g.abandoned() {
+		return w.cut(in) // killed while its processors ran: abandoned
 	}
 	if w.g.obs.BeforeComplete != nil {
 		w.dirty = true
@@ -231,12 +237,18 @@ const (
 // (completionsFailed). Used right after the item (dispatch) and for an
 // item of the batch once its rows are written (flushFor).
 func (w *worker) complete(b *binding, comps []ownedCompletion, in *Input) completionsResult {
+	if w.g.abandoned() {
+		return completionsCut // killed: not completed, not counted
+	}
 	if len(comps) == 0 {
 		return completionsDone
 	}
 	clear(w.compErr)
 	attempts := w.g.retry.attempts()
 	for _, oc := range comps {
+		if w.g.abandoned() {
+			return completionsCut
+		}
 		owner := w.hosts[oc.owner].Name()
 		for attempt := 0; ; attempt++ {
 			err := w.hosts[oc.owner].Complete(oc.c, in.Delivery)
@@ -365,8 +377,12 @@ func (w *worker) cut(in *Input) bool {
 	return w.abandon(in)
 }
 
-// warnCut warns that Stop cut the dispatch of item in.
+// warnCut warns that Stop (or a kill) cut the dispatch of item in.
 func (w *worker) warnCut(in *Input) {
+	if w.g.eng.killed.Load() {
+		w.g.eng.warnf("feed %q seq %d: killed during the dispatch of group %q: not dispatched, the next run delivers it again", in.Feed, in.Seq, w.g.name)
+		return
+	}
 	w.g.eng.warnf("feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, w.g.name)
 }
 
@@ -442,7 +458,7 @@ func (w *worker) do(t task) {
 	g := w.g
 	switch {
 	case t.timer != nil:
-		if !g.dead.Load() {
+		if !g.dead.Load() && !g.abandoned() {
 			w.fire(*t.timer)
 		}
 		w.flush()
@@ -459,7 +475,7 @@ func (w *worker) do(t task) {
 		// queue held and the group did not process is never acknowledged
 		// in this run.
 		for _, c := range t.claims {
-			if g.dead.Load() || g.held.Load() || g.stopping() || t.b.removed.Load() {
+			if g.dead.Load() || g.held.Load() || g.stopping() || t.b.removed.Load() || g.abandoned() {
 				break
 			}
 			c.tok.Worker = w.id

@@ -146,10 +146,11 @@ func (x *explainer) answers(p pair) Answers {
 		if d.crashed {
 			a.Crashes = append(a.Crashes, x.crash(d, p))
 		} else if d.undrained[p] {
-			// A clean stop whose drain ran out: what it left in flight is
-			// known exactly (no batch may have lost its rows).
+			// A clean stop whose drain ran out, or a kill: what it left in
+			// flight is known exactly (no batch may have lost its rows).
 			c := x.crash(d, p)
 			c.Stopped, c.MaybeInFlight, c.MaybeInFlightInputs, c.MaybeInFlightOutputs = true, nil, 0, 0
+			c.Killed = d.killed
 			a.Crashes = append(a.Crashes, c)
 		}
 		for _, r := range d.dropped {

@@ -395,3 +395,45 @@ func TestACleanStopsUndrainedItemsAreInFlightNotLost(t *testing.T) {
 		t.Errorf("text:\n%s", b.String())
 	}
 }
+
+// TestAKilledRunsItemsAreInFlightNotLostAndItSaysWhy: a run an operator
+// killed lists in its END rows the reason and the items it left
+// unprocessed (queued or in flight at the kill, uncommitted); explain
+// names the run killed and why, answers those items as in flight at the
+// kill, not lost, and the restart that processes them loses nothing.
+func TestAKilledRunsItemsAreInFlightNotLostAndItSaysWhy(t *testing.T) {
+	r1 := newRec("p").journal(1, `"a"`).journal(2, `"b"`).journal(3, `"c"`).journal(4, `"d"`).
+		indexed("p", 1, 10, "o").indexed("p", 2, 20, "o").commit(2, 20).end("p")
+	r1.rows[len(r1.rows)-1].Detail = store.End{Killed: "disk full", Unprocessed: []store.Unprocessed{{Feed: "in", First: 3, Last: 4}}}.Detail()
+	r2 := newRec("p").input("p", 1, 30, `"c"`, "o").input("p", 2, 40, `"d"`, "o").commit(2, 40).end("p")
+	f := explain(t, incident.Options{}, r1.open(t, "run1"), r2.open(t, "run2"))
+	if f.Lost || !f.Complete {
+		t.Errorf("lost %v, complete %v, want false, true: losses %+v, answers %+v", f.Lost, f.Complete, f.Losses, f.Answers)
+	}
+	if f.Runs[0].Killed != "disk full" || !f.Runs[0].Ended || f.Runs[0].Crashed || f.Runs[1].Killed != "" {
+		t.Errorf("runs %+v: want run 1 ended, killed for \"disk full\", run 2 not killed", f.Runs)
+	}
+	a := f.Answers[0]
+	if len(a.Lost) != 0 {
+		t.Errorf("lost %+v, want none", a.Lost)
+	}
+	if len(a.Crashes) != 1 || !a.Crashes[0].Stopped || a.Crashes[0].Killed != "disk full" {
+		t.Fatalf("crashes %+v, want run 1's kill", a.Crashes)
+	}
+	var got []int64
+	for _, in := range a.Crashes[0].InFlight {
+		got = append(got, in.Seq)
+	}
+	if !slices.Equal(got, []int64{3, 4}) {
+		t.Errorf("in flight %v, want 3 and 4", got)
+	}
+	var b strings.Builder
+	if err := f.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`killed (END: "disk full")`, `kill of run 1 ("disk full"), items left unprocessed`, "2 in flight: 2", "nothing lost"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -52,6 +52,9 @@ type Run struct {
 	Counts map[string]int64 `json:"counts"` // rows per kind (META, START ... COMMIT)
 	// Ended: every stream of the run ends with END.
 	Ended bool `json:"ended"`
+	// Killed: an operator killed the run (engine.Engine.Kill), for this
+	// reason, which its END rows give (store.End); omitted for a stop.
+	Killed string `json:"killed,omitempty"`
 	// Crashed: some stream has no END (the process did not stop cleanly),
 	// or the last line is torn.
 	Crashed bool `json:"crashed"`
@@ -99,7 +102,8 @@ type Answers struct {
 	Feed      string `json:"feed"`
 	Processor string `json:"processor"`
 	// Crashes: one per crashed run that handled the feed, and one per run
-	// that stopped cleanly leaving items of it unprocessed (Crash.Stopped),
+	// that stopped cleanly, or was killed, leaving items of it unprocessed
+	// (Crash.Stopped, Crash.Killed),
 	// in run order: answers 1 (last input processed), 2 (in flight) and 3
 	// (commit lag).
 	Crashes []Crash `json:"crashes"`
@@ -123,6 +127,10 @@ type Crash struct {
 	// list them: store.Unprocessed). They are in InFlight: never
 	// processed, never committed, the next run delivers them again.
 	Stopped bool `json:"stopped,omitempty"`
+	// Killed: the stop was a kill (engine.Engine.Kill), for this reason:
+	// it drained nothing, so what it left unprocessed is what it had
+	// queued and in flight (InFlight). Not lost: the next run delivers it.
+	Killed string `json:"killed,omitempty"`
 	// LastProcessed (answer 1) is the input of the highest seq whose rows
 	// (DELIVERY, input, every OUTPUT) were written: the last one every
 	// processor of the group handled. Nil when the run handled none.

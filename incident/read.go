@@ -97,6 +97,9 @@ type runData struct {
 	// undrained: the pairs whose END rows list items the clean stop left
 	// unprocessed (store.Unprocessed): answered as a crash's in flight.
 	undrained map[pair]bool
+	// killed: why the run was killed, from its END rows (store.End); ""
+	// for a stop.
+	killed string
 }
 
 // hasInputsOfKey reports whether the run has an input of p delivered at a
@@ -270,8 +273,11 @@ func (rr *runReader) streamRow(s *streamState, e *store.Entry, ref Ref) {
 	case store.KindEnd:
 		s.ended = true
 		rr.settle(s)
-		if us, err := store.UnprocessedOf(*e); err == nil { // else Problems lists it
-			for _, u := range us {
+		if end, err := store.EndOf(*e); err == nil { // else Problems lists it
+			if d.killed == "" {
+				d.killed = end.Killed
+			}
+			for _, u := range end.Unprocessed {
 				if d.undrained == nil {
 					d.undrained = map[pair]bool{}
 				}
@@ -311,5 +317,5 @@ func (rr *runReader) end(r store.Reader, readErr bool) {
 	if !ended && !readErr {
 		d.crashed = true
 	}
-	sum.Ended, sum.Crashed = ended, d.crashed
+	sum.Ended, sum.Crashed, sum.Killed = ended, d.crashed, d.killed
 }

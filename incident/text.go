@@ -28,6 +28,8 @@ func (f *Findings) WriteText(w io.Writer) error {
 	for _, r := range f.Runs {
 		state := "unknown (not read to its end)"
 		switch {
+		case r.Ended && r.Killed != "":
+			state = fmt.Sprintf("killed (END: %q)", r.Killed)
 		case r.Ended:
 			state = "ended (END)"
 		case r.Crashed:
@@ -81,9 +83,12 @@ func (f *Findings) WriteText(w io.Writer) error {
 // writeCrash writes the answers 1, 2 and 3 for crash c: the last input
 // processed, the inputs in flight, the commit lag.
 func writeCrash(b *bufio.Writer, c *Crash) {
-	if c.Stopped {
+	switch {
+	case c.Stopped && c.Killed != "":
+		fmt.Fprintf(b, "  kill of run %d (%q), items left unprocessed (never committed: the next run delivers them)\n", c.Run, c.Killed)
+	case c.Stopped:
 		fmt.Fprintf(b, "  clean stop of run %d, items left unprocessed (its drain ran out of time)\n", c.Run)
-	} else {
+	default:
 		fmt.Fprintf(b, "  crash of run %d\n", c.Run)
 	}
 	if c.LastProcessed == nil {

@@ -24,7 +24,9 @@
 // INDEXED or INLINE row and its OUTPUT rows, followed by a FAILED row when
 // one of its completion callbacks then fails (its first failure); TIMER rows
 // and their outputs; DROPPED rows exactly where the engine lost items; END
-// on a clean stop. Journalled items are JOURNAL
+// on a clean stop or a kill (its detail lists the journalled items left
+// unprocessed, and says why a killed run was killed: store.End). Journalled
+// items are JOURNAL
 // rows; an input whose received copy encodes to the journal's bytes is
 // INDEXED (it names the JOURNAL row), otherwise INLINE (it carries its
 // payload).

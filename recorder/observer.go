@@ -152,8 +152,13 @@ func (r *Recorder) Observer() engine.Observer {
 		TimerFired:       r.timerFired,
 		Stopped:          r.stopped,
 		Committed:        committed,
+		Killed:           r.kill,
 	}
 }
+
+// kill keeps why the engine was killed: every END row written from then on
+// says it (store.End.Killed).
+func (r *Recorder) kill(reason string) { r.killed.Store(&reason) }
 
 // started stages START in the opening (see New), which the last stream
 // META lists writes; once the opening is written, it writes START on its
@@ -223,7 +228,24 @@ func (r *Recorder) startStaged(name string, staged bool) {
 	}
 }
 
-func (r *Recorder) beforeDispatch(group string, _ *engine.Input) { r.endItems(group) }
+func (r *Recorder) beforeDispatch(group string, in *engine.Input) {
+	r.endItems(group)
+	r.began(group, in.Feed, in.Seq)
+}
+
+// began notes that the group began the feed's item seq: until it
+// dispatches one, the items of the feed it left unprocessed begin at seq
+// at the latest (an item a stop or a kill cut, the first a worker was
+// given, counts as unprocessed, not as never published to it).
+func (r *Recorder) began(group, feed string, seq int64) {
+	k := takenKey{group, feed}
+	if _, ok := r.taken.Load(k); ok {
+		return
+	}
+	v := new(atomic.Int64)
+	v.Store(seq - 1)
+	r.taken.LoadOrStore(k, v)
+}
 
 // afterDispatch notes the item dispatched (see took).
 func (r *Recorder) afterDispatch(group string, in *engine.Input) { r.took(group, in.Feed, in.Seq) }
@@ -233,8 +255,8 @@ type takenKey struct{ group, feed string }
 
 // took notes that the group dispatched (or dropped) the feed's items up to
 // seq: a queue hands them out, and its items count as dispatched, in the
-// feed's order (an item Stop cut short is not dispatched, nor is any item
-// after it).
+// feed's order (an item Stop or a kill cut short is not dispatched, nor is
+// any item after it).
 func (r *Recorder) took(group, feed string, seq int64) {
 	k := takenKey{group, feed}
 	v, ok := r.taken.Load(k)
@@ -244,11 +266,12 @@ func (r *Recorder) took(group, feed string, seq int64) {
 	storeMax(v.(*atomic.Int64), seq)
 }
 
-// unprocessed lists, per journalled feed the group dispatched items of,
-// the seqs the feed journalled past the last one the group dispatched or
-// dropped: at a clean stop (the group takes nothing more), the items its
-// drain left in its queue or Stop cut short, not dispatched, so never
-// committed (the next run delivers them again).
+// unprocessed lists, per journalled feed the group took items of, the
+// seqs the feed journalled past the last one the group dispatched or
+// dropped (or from the first it began, when it dispatched none): at a
+// clean stop or a kill (the group takes nothing more), the items its drain
+// left in its queue, or the stop or the kill cut short or abandoned, not
+// dispatched, so never committed (the next run delivers them again).
 func (r *Recorder) unprocessed(group string) []store.Unprocessed {
 	var out []store.Unprocessed
 	r.feeds.Range(func(_, v any) bool {
@@ -567,8 +590,9 @@ func (r *Recorder) timerFired(name string, t *core.Trace) {
 }
 
 // stopped writes END, listing the journalled items its group did not
-// dispatch (unprocessed). It returns the processor's *BrokenError when its
-// stream stopped (END cannot be written, or a row before it could not).
+// dispatch (unprocessed) and, for a killed run, why it was killed. It
+// returns the processor's *BrokenError when its stream stopped (END cannot
+// be written, or a row before it could not).
 func (r *Recorder) stopped(name string) error {
 	p := r.proc(name)
 	if !p.record {
@@ -579,9 +603,14 @@ func (r *Recorder) stopped(name string) error {
 		return r.brokenErr(p)
 	}
 	row := store.Entry{Processor: name, Index: p.at(), Kind: store.KindEnd, N: p.inputs, Instant: r.clock.Now()}
+	var end store.End
 	if p.group != "" {
-		row.Detail = store.EndDetail(r.unprocessed(p.group))
+		end.Unprocessed = r.unprocessed(p.group)
 	}
+	if k := r.killed.Load(); k != nil {
+		end.Killed = *k
+	}
+	row.Detail = end.Detail()
 	r.appendParts([]store.Entry{row}, []part{{p: p, lo: 0, hi: 1}})
 	return r.brokenErr(p)
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -119,6 +120,7 @@ type Recorder struct {
 	feeds  sync.Map // feed name -> *feedJournal
 	taken  sync.Map // takenKey -> *atomic.Int64: the highest seq of the feed the group took (or dropped)
 	feedMu sync.Mutex
+	killed atomic.Pointer[string] // why the engine was killed (Observer.Killed): END rows say it
 
 	commits   commitLog
 	noCommits bool

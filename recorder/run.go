@@ -64,6 +64,11 @@ type RunConfig struct {
 	SyncInterval time.Duration
 	// NoCommits records no COMMIT rows (Options.NoCommits).
 	NoCommits bool
+	// KillSwitch and KillAbandon are the engine's (engine.Config): the
+	// operator's kill switch, and whether a kill abandons the items in
+	// flight. A killed run's END rows say why (Engine.Kill kills it too).
+	KillSwitch  func() (reason string, kill bool)
+	KillAbandon bool
 }
 
 // Run is a recorded run under way: an engine and the recorder writing its
@@ -126,9 +131,11 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		Feeds:      []engine.FeedConfig{fc},
 		Groups: []engine.GroupConfig{{Name: group, Feeds: []string{fc.Name}, Processors: procs,
 			Workers: cfg.Workers, Order: cfg.Order, Key: key, MaxGap: cfg.MaxGap}},
-		Observer: rec.Observer().Then(cfg.Observer),
-		Sink:     cfg.Sink,
-		Logger:   cfg.Logger,
+		Observer:    rec.Observer().Then(cfg.Observer),
+		Sink:        cfg.Sink,
+		Logger:      cfg.Logger,
+		KillSwitch:  cfg.KillSwitch,
+		KillAbandon: cfg.KillAbandon,
 	})
 	if err == nil {
 		err = eng.Start(ctx)

@@ -24,8 +24,9 @@ type WaitConfig struct {
 
 // Wait waits for the end of the run: ctx done, wc.Stop closed, the feed's
 // source ended with an error, a group failed (Engine.Err: the recorder
-// could not write, a state could not be saved), or, without wc.Follow, the
-// run settled (Engine.Settled). It returns the source's error, nil
+// could not write, a state could not be saved), the engine was killed
+// (Engine.Kill, RunConfig.KillSwitch: Status().Killed), or, without
+// wc.Follow, the run settled (Engine.Settled). It returns the source's error, nil
 // otherwise: a source that ended with an error is reported even when the
 // run settled or failed at the same time. A bounded source that ended
 // cleanly ends nothing: its queue drains, then the run settles. Wait does
@@ -46,7 +47,7 @@ func (r *Run) Wait(ctx context.Context, wc WaitConfig) error {
 	if !wc.Follow {
 		settled = r.eng.Settled()
 	}
-	failed := r.eng.When(func(engine.Status) bool { return r.eng.Err() != nil })
+	failed := r.eng.When(func(st engine.Status) bool { return r.eng.Err() != nil || st.Killed != "" })
 	done := r.srcDone
 	for {
 		select {

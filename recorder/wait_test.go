@@ -159,3 +159,48 @@ func TestWaitWithFollowEndsWhenTheRecordingFails(t *testing.T) {
 		t.Errorf("Stop's recorder error = %v, want the write's failure", recErr)
 	}
 }
+
+// behindSource says it is behind (it has more to publish) and publishes
+// nothing until it is stopped: a run of it never settles.
+type behindSource struct{}
+
+func (behindSource) Run(ctx context.Context, in *engine.Intake) error {
+	in.SetState(engine.StateBehind, "")
+	<-ctx.Done()
+	return nil
+}
+
+// TestWaitEndsWhenTheRunIsKilled: a kill ends Wait, with Follow or without
+// (a killed run never settles: here it would not have settled anyway),
+// with nil: the source did not fail; Stop then ends the run without a
+// drain and the END rows say it was killed.
+func TestWaitEndsWhenTheRunIsKilled(t *testing.T) {
+	for _, follow := range []bool{false, true} {
+		t.Run(map[bool]string{false: "settling", true: "follow"}[follow], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := &fakeWriter{}
+				run, _ := startCountedTo(t, behindSource{}, w)
+				done := make(chan error, 1)
+				go func() { done <- run.Wait(context.Background(), recorder.WaitConfig{Follow: follow}) }()
+				synctest.Wait()
+				select {
+				case err := <-done:
+					t.Fatalf("Wait returned %v before the kill", err)
+				default:
+				}
+				if err := run.Engine().Kill("operator"); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-done; err != nil {
+					t.Errorf("Wait = %v, want nil", err)
+				}
+				if _, recErr := run.Stop(context.Background()); recErr != nil {
+					t.Fatal(recErr)
+				}
+				if ends := endsOf(t, w.rows()); ends["count"].Killed != "operator" {
+					t.Errorf("END rows %+v, want killed: operator", ends)
+				}
+			})
+		})
+	}
+}

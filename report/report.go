@@ -104,6 +104,7 @@ type StreamSummary struct {
 	Failed      int64  // FAILED rows
 	First, Last string // the first and last instants, "-" when none
 	Ended       bool   // the stream has its END row: the run stopped cleanly
+	Killed      string // its END says an operator killed the run, and why (store.End); "" for a stop
 }
 
 // Crashed reports whether the stream has no END: the run did not stop
@@ -439,6 +440,9 @@ func (s *stream) row(e store.Entry) {
 		l.at(at).Failed++
 	case e.Kind == store.KindEnd:
 		sum.Ended = true
+		if end, err := store.EndOf(e); err == nil { // else Problems lists it
+			sum.Killed = end.Killed
+		}
 	}
 	if !e.Kind.IsInput() && e.Kind != store.KindOutput {
 		s.lastIn = false

@@ -165,6 +165,23 @@ func TestEachRunWithoutEndIsACrashAndEachLaterRunARestart(t *testing.T) {
 	}
 }
 
+// TestAKilledRunEndedItsStreamsAndSaysWhy: a run an operator killed ends
+// its streams (END, no crash mark), and the page says it was killed and
+// why.
+func TestAKilledRunEndedItsStreamsAndSaysWhy(t *testing.T) {
+	r := newRecording().input(2)
+	r.add(store.Entry{Kind: store.KindEnd, N: r.inputs, Instant: storetest.T0, Detail: store.End{Killed: "disk <full>"}.Detail()})
+	rep := build(t, report.Options{}, r)
+	s := rep.Runs[0].Streams[0]
+	if !s.Ended || s.Crashed() || s.Killed != "disk <full>" {
+		t.Errorf("stream %+v: want ended, not crashed, killed for \"disk <full>\"", s)
+	}
+	html := page(t, rep)
+	if !strings.Contains(html, "END: killed (disk &lt;full&gt;)") || strings.Contains(html, `data-mark="crash"`) {
+		t.Errorf("the page does not say killed (escaped), or marks a crash:\n%s", html)
+	}
+}
+
 func TestDropsFailuresAndCommitsAreCountedAtTheirInput(t *testing.T) {
 	r := newRecording().input(2)
 	r.add(store.Entry{Kind: store.KindCommit, Source: "orders", Seq: 2, Epoch: 1, Offset: 128})

@@ -75,6 +75,16 @@ func (r *rowsOf) endLeaving(first, last int64, ps ...string) *rowsOf {
 	return r
 }
 
+// killedLeaving closes each stream with the END row of a run killed for
+// reason that left seqs first..last of feed f unprocessed.
+func (r *rowsOf) killedLeaving(reason string, first, last int64, ps ...string) *rowsOf {
+	r.end(ps...)
+	for i := len(r.rows) - len(ps); i < len(r.rows); i++ {
+		r.rows[i].Detail = store.End{Killed: reason, Unprocessed: []store.Unprocessed{{Feed: "f", First: first, Last: last}}}.Detail()
+	}
+	return r
+}
+
 func (r *rowsOf) journal(seqs ...int64) *rowsOf {
 	for _, s := range seqs {
 		r.add(store.Entry{Kind: store.KindJournal, Source: "f", Seq: s})
@@ -141,6 +151,12 @@ func TestEverySeqACommitCoversHasARowInEveryProcessorOfTheFeed(t *testing.T) {
 			endLeaving(3, 4, "p#w0", "p#w1"), nil},
 		{"ended: unprocessed seqs of another processor", newRows("", "a", "b").in("a", 1).in("b", 1).journal(1, 2).
 			endLeaving(2, 2, "a").end("b"), []missing{{"b", store.KindEnd, 9, 2, 2}}},
+		// A killed run ends its streams as a clean stop does: END says
+		// why, and what it left unprocessed.
+		{"ended by a kill: seqs END says it left unprocessed", newRows("", "p").in("p", 1, 2).journal(1, 2, 3, 4, 5).commit(2).
+			killedLeaving("operator", 3, 5, "p"), nil},
+		{"ended by a kill: a seq before those it left", newRows("", "p").in("p", 1).journal(1, 2, 3, 4).
+			killedLeaving("operator", 3, 4, "p"), []missing{{"p", store.KindEnd, 8, 2, 2}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,6 +191,9 @@ func TestAnEndDetailThatIsNotTheUnprocessedSeqsIsMalformed(t *testing.T) {
 		{`{"unprocessed":[{"feed":"f","first":3,"last":2}]}`, true},
 		{`{"unprocessed":[{"feed":"","first":1,"last":2}]}`, true},
 		{`{"unprocessed":[{"feed":"f","first":0,"last":2}]}`, true},
+		{store.End{Killed: "operator"}.Detail(), false},
+		{`{"killed":""}`, true},
+		{`{"killed":7}`, true},
 	} {
 		rows := newRows("", "p").in("p", 1, 2).end("p")
 		rows.rows[len(rows.rows)-1].Detail = tt.detail
@@ -224,5 +243,37 @@ func TestALostRowIsOfVersion4Only(t *testing.T) {
 	}
 	if err := store.Validate(store.Entry{Processor: "p", Kind: store.KindLost, Source: "f", Instant: time.Date(2024, 3, 1, 8, 0, 0, 0, time.UTC)}); !errors.Is(err, store.ErrMalformed) {
 		t.Errorf("a LOST row with an instant: %v, want malformed (it has none)", err)
+	}
+}
+
+// TestAnEndDetailSaysAKilledRunWasKilledAndWhy: a killed run's END detail
+// carries the reason beside the unprocessed seqs, read back by EndOf; a
+// stop's detail is byte for byte what it was before kills (older readers
+// read both: the reason is a JSON field they ignore).
+func TestAnEndDetailSaysAKilledRunWasKilledAndWhy(t *testing.T) {
+	u := []store.Unprocessed{{Feed: "orders", First: 2881, Last: 3061}}
+	for _, tt := range []struct {
+		end    store.End
+		detail string
+	}{
+		{store.End{}, ""},
+		{store.End{Unprocessed: u}, `{"unprocessed":[{"feed":"orders","first":2881,"last":3061}]}`},
+		{store.End{Killed: "disk full"}, `{"killed":"disk full"}`},
+		{store.End{Killed: "disk full", Unprocessed: u}, `{"killed":"disk full","unprocessed":[{"feed":"orders","first":2881,"last":3061}]}`},
+	} {
+		if got := tt.end.Detail(); got != tt.detail {
+			t.Errorf("%+v: detail %s, want %s", tt.end, got, tt.detail)
+		}
+		got, err := store.EndOf(store.Entry{Kind: store.KindEnd, Detail: tt.detail})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(tt.end, got); d != "" {
+			t.Errorf("EndOf(%s) (-want +got):\n%s", tt.detail, d)
+		}
+		us, err := store.UnprocessedOf(store.Entry{Kind: store.KindEnd, Detail: tt.detail})
+		if err != nil || !cmp.Equal(us, tt.end.Unprocessed) {
+			t.Errorf("UnprocessedOf(%s) = %v, %v", tt.detail, us, err)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/cmd/cli"
+	"github.com/blackbox-audit/blackbox/internal/storetest"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
@@ -324,5 +325,65 @@ func TestRunsThatCannotBeStitchedAreRefused(t *testing.T) {
 				t.Errorf("%s: exit %d, want %d saying %q:\n%s", strings.Join(args, " "), code, cli.ExitFailure, tc.says, out)
 			}
 		}
+	}
+}
+
+// TestAKilledRunsRecordingIsCompleteAndLosesNothingToEveryCommand: a run
+// an operator killed (engine.Engine.Kill) with seqs 3-5 published and
+// journalled but not processed ends its stream with an END row that says
+// why and lists them (store.End): verify, replay, diff, explain and report
+// call it complete and nothing lost (the seqs were never committed: the
+// next run delivers them), explain and inspect say it was killed and why.
+func TestAKilledRunsRecordingIsCompleteAndLosesNothingToEveryCommand(t *testing.T) {
+	t.Chdir(t.TempDir())
+	ledgerRecording(t, "killed.csv", created, []int64{1, 2}, nil, 2)
+	s, err := store.Open("killed.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := storetest.ReadAll(s)
+	s.Close()
+	var out []store.Entry
+	for _, e := range rows {
+		if e.Kind == store.KindEnd {
+			// seqs 3-5 published (journalled) and never processed
+			for seq := int64(3); seq <= 5; seq++ {
+				out = append(out, store.Entry{Index: 2 + seq - 2, Kind: store.KindJournal, Source: "input", Seq: seq,
+					Payload: fmt.Appendf(nil, `"alice,%d"`, seq)})
+			}
+			e.Detail = store.End{Killed: "operator: disk full", Unprocessed: []store.Unprocessed{{Feed: "input", First: 3, Last: 5}}}.Detail()
+		}
+		out = append(out, e)
+	}
+	if err := os.Remove("killed.csv"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := csvstore.Create("killed.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(out...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, verdicts(t, "killed.csv"), 0, map[string]string{
+		"verify": "complete", "replay": "complete", "diff": "same",
+		"explain": `kill of run 1 ("operator: disk full"), items left unprocessed`, "report": "complete"})
+	code, text := execute(t, context.Background(), "explain", "killed.csv")
+	if code != 0 || !strings.Contains(text, "nothing lost") || !strings.Contains(text, "2 in flight: 3") {
+		t.Errorf("explain: exit %d, want 0, nothing lost, 3 in flight:\n%s", code, text)
+	}
+	code, text = execute(t, context.Background(), "inspect", "killed.csv")
+	if code != 0 || !strings.Contains(text, `ended by a kill ("operator: disk full")`) {
+		t.Errorf("inspect: exit %d:\n%s", code, text)
+	}
+	code, text = execute(t, context.Background(), "inspect", "--json", "killed.csv")
+	var sum struct {
+		Processors []struct{ Killed string } `json:"processors"`
+	}
+	if err := json.Unmarshal([]byte(text), &sum); code != 0 || err != nil || len(sum.Processors) != 1 || sum.Processors[0].Killed != "operator: disk full" {
+		t.Errorf("inspect --json: exit %d, %v: %s", code, err, text)
 	}
 }

@@ -162,6 +162,8 @@ type processorSummary struct {
 	Lost      []lostJSON       `json:"lost"` // LOST rows: input the feed's source lost
 	Failures  []failureJSON    `json:"failures"`
 	Ended     bool             `json:"ended"`
+	// Killed: its END says an operator killed the run, and why (store.End).
+	Killed string `json:"killed,omitempty"`
 }
 
 // lostJSON is a LOST row in `inspect`: its index and what it says.
@@ -409,6 +411,9 @@ func summarise(path, format string, r store.Reader, list bool, processor string,
 			ps.Failures = append(ps.Failures, failureJSON{Index: e.Index, Source: e.Source, Detail: e.Detail})
 		case e.Kind == store.KindEnd:
 			ps.Ended = true
+			if end, err := store.EndOf(e); err == nil { // else Problems lists it
+				ps.Killed = end.Killed
+			}
 		}
 		if !e.Instant.IsZero() {
 			t := e.Instant
@@ -448,8 +453,11 @@ func printSummary(w io.Writer, s *inspectSummary, list bool) {
 			app = "?"
 		}
 		ended := "ended cleanly"
-		if !p.Ended {
+		switch {
+		case !p.Ended:
 			ended = "no END (unfinished)"
+		case p.Killed != "":
+			ended = fmt.Sprintf("ended by a kill (%q)", p.Killed)
 		}
 		fmt.Fprintf(w, "processor %s (app %s): %s, %s, %s\n", p.Processor, app, count(p.Inputs, "input"),
 			count(p.Outputs, "output"), ended)

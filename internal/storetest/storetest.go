@@ -69,6 +69,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("MissingStreams", func(t *testing.T) { testMissingStreams(t, b) })
 	t.Run("AMetaWithARepeatedKeyIsRefused", func(t *testing.T) { testMetaRefused(t, b) })
 	t.Run("VerifyFindsWhatReplayFinds", func(t *testing.T) { testVerifyFindsWhatReplayFinds(t, b) })
+	t.Run("AnEndRowsUnprocessedSeqsAreNotMissingOnOpen", func(t *testing.T) { testEndUnprocessedOnOpen(t, b) })
 	t.Run("TheLargestRowReadsBackOneByteMoreIsRefused", func(t *testing.T) { testRowSizeLimit(t, b) })
 	t.Run("ASecondWriterIsLockedOut", func(t *testing.T) { testSecondWriterIsLocked(t, b) })
 	t.Run("AFileIsEmptyUntilItsFirstAppendPlacesItWhole", func(t *testing.T) { testAFileIsEmptyUntilItsFirstAppendPlacesItWhole(t, b) })

@@ -44,9 +44,10 @@ const (
 	// memory).
 	borrow
 	// check: the row is validated as in full, but only the fields the
-	// store.Checker reads (Processor, Index, Kind, Source, Seq, N) and
-	// Instant are set; Payload, Detail, Key and Reads are left zero, so
-	// checking a row allocates nothing.
+	// store.Checker reads (Processor, Index, Kind, Source, Seq, N, and an
+	// END row's Detail: what its stop left unprocessed) and Instant are
+	// set; Payload, another row's Detail, Key and Reads are left zero, so
+	// checking a row allocates nothing but for the few END rows.
 	check
 )
 
@@ -242,8 +243,12 @@ func (f *fast) decode(body []byte, mode decodeMode, e *store.Entry) bool {
 		}
 		return store.ValidateFields(e) == nil
 	}
-	// Check mode keeps no text: validate a stand-in that has the same
-	// fields set, without copying them.
+	// Check mode keeps no text but an END row's detail (the Checker reads
+	// it: store.EndOf): validate a stand-in that has the same fields set,
+	// without copying them.
+	if e.Kind == store.KindEnd && len(fs[11]) > 0 {
+		e.Detail = string(fs[11])
+	}
 	v := *e
 	v.Payload = fs[10]
 	v.Key, v.Detail, v.Reads = present(fs[7]), present(fs[11]), nil
