@@ -25,6 +25,7 @@ type engineSpec struct {
 	Queue    int
 	Workers  int
 	Deadline time.Duration
+	Draw     uint64 // the seed of what a property draws for itself (kill, release)
 }
 
 // The properties an engine scenario checks.
@@ -34,11 +35,13 @@ var engineProperties = []string{
 	"hold-release",  // releasing a hold that was released and taken again never ends the live hold
 	"unsubscribed",  // workers stop handling the claimed items of a queue once it is unsubscribed
 	"journal-offer", // a journal that offers into its own feed never hangs the publish
+	"kill",          // a kill (Engine.Kill or the KillSwitch) commits exactly the contiguous dispatched prefix; the restart delivers the rest
+	"release",       // an operator release is a loss of exactly what the held queue had not completed; everything else is delivered
 }
 
 func genEngine(r *rand.Rand) engineSpec {
 	return engineSpec{Property: pick(r, engineProperties...), Items: 20 + r.IntN(200), Queue: 2 + r.IntN(16),
-		Workers: 2 + r.IntN(6), Deadline: time.Duration(200+r.IntN(300)) * time.Millisecond}
+		Workers: 2 + r.IntN(6), Deadline: time.Duration(200+r.IntN(300)) * time.Millisecond, Draw: r.Uint64()}
 }
 
 func (e engineSpec) dimensions() []string { return []string{"kind=engine", "engine=" + e.Property} }
@@ -64,6 +67,10 @@ func checkEngine(ctx context.Context, s scenarioSpec) []Violation {
 		err = unsubscribed(ctx, e, fail)
 	case "journal-offer":
 		err = journalOffer(ctx, e, fail)
+	case "kill":
+		err = killRun(ctx, e, fail)
+	case "release":
+		err = releaseRun(ctx, e, fail)
 	default:
 		err = fmt.Errorf("unknown engine property %q", e.Property)
 	}
