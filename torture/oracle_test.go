@@ -329,3 +329,32 @@ func TestTwoHundredConsecutiveSeedsCoverEveryDimension(t *testing.T) {
 		}
 	}
 }
+
+// TestCoverResiduesAreDistinct: the engine properties' forced residues
+// (coverEngine and on, one per property) stay clear of the residues that
+// force the other dimensions, and every residue is below coverEvery.
+func TestCoverResiduesAreDistinct(t *testing.T) {
+	used := map[int]string{}
+	claim := func(c int, what string) {
+		if c < 0 || c >= coverEvery {
+			t.Errorf("residue %d (%s) outside 0..%d", c, what, coverEvery-1)
+		}
+		if prev, ok := used[c]; ok {
+			t.Errorf("residue %d forces both %s and %s", c, prev, what)
+		}
+		used[c] = what
+	}
+	for c, what := range map[int]string{coverBacklog: "backlog", coverCrashtest: "crashtest",
+		coverAliasPointer: "alias=pointer", coverAliasStatus: "alias=status", coverPoison: "poison",
+		coverPartitions: "op=partitions", coverRetention: "op=retention", coverDeleteTopic: "op=deltopic", coverBounce: "op=bounce"} {
+		claim(c, what)
+	}
+	for i, p := range engineProperties {
+		claim(coverEngine+i, "engine="+p)
+	}
+	for i, p := range engineProperties {
+		if got := generate(uint64(coverEngine+i+coverEvery), Limits{}, Only{}); got.Kind != "engine" || got.Engine.Property != p {
+			t.Errorf("seed %d: kind %s engine %q, want engine=%s forced", coverEngine+i+coverEvery, got.Kind, got.Engine.Property, p)
+		}
+	}
+}
