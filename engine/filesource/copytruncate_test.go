@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/internal/testutil"
@@ -324,5 +325,47 @@ func TestAFileReadAgainAfterALossIsNeverReadUnderItsPendingEpochTwice(t *testing
 			p := readPointer(t, path+".ptr")
 			return p.Identity == identity(fi) && p.Epoch == ds[7].Epoch && p.Offset == 2*lineLen
 		})
+	})
+}
+
+// A rotated file's successor is held (its lines wait for the old file's to
+// be committed), but its first bytes are read meanwhile: written, copied
+// and truncated during the hold (copytruncate), it is noticed as any read
+// file is, and its lines are read from the copy. Before, the hold made the
+// file's "one look" last as long as the hold: the source found it empty
+// when the hold ended, never looked for a copy, and its lines were lost
+// with the feed lossless (torture seed 1796340000000000039, invariant 1).
+func TestAFileCopiedAndTruncatedWhileItsLinesAreHeldIsReadFromItsCopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, numbered("old", 0, 4))
+		g := testutil.NewGate(t)
+		slow := &rec{gate: blockAt(linesOf("old", 3, 4)[0], g)}
+		src, lg := newSource(t, path, Options{})
+		r := startSource(t, src, lg, setup{procs: []*rec{slow}})
+		testutil.AdvanceUntil(t, "the old lines read", func() bool { return r.feed().Sequence == 4 && slow.count() == 3 })
+		if err := os.Rename(path, path+"-0001"); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, path, "")
+		testutil.AdvanceUntil(t, "the new file held", func() bool {
+			d := r.feed().Detail
+			return d != nil && strings.Contains(*d, "waiting for the lines of the file read before")
+		})
+		appendFile(t, path, numbered("new", 0, 3))
+		testutil.Advance(5 * time.Millisecond) // looks at the held file
+		copyTo(t, path, path+"-0002")
+		if err := os.Truncate(path, 0); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Advance(5 * time.Millisecond)
+		g.Open()
+		st := r.settle(7, slow)
+		got, _ := slow.got()
+		if want := slices.Concat(linesOf("old", 0, 4), linesOf("new", 0, 3)); !slices.Equal(got, want) {
+			t.Fatalf("got %q, want %q\n%s", got, want, lg)
+		}
+		if !st.Feeds[0].Lossless {
+			t.Fatalf("not lossless: %+v", st.Feeds[0])
+		}
 	})
 }

@@ -18,6 +18,10 @@ func (s *Source) cycle() (progress, published, done bool, err error) {
 		progress = true
 	}
 	if s.holding() {
+		p, err := s.peek()
+		if err != nil || p {
+			return true, false, false, err
+		}
 		s.setState(engine.StateBehind, "waiting for the lines of the file read before this one to be committed before publishing its lines")
 		return progress, false, false, nil
 	}
@@ -150,4 +154,28 @@ func (s *Source) endOnce() {
 		s.logf("%s: %d unterminated bytes after the last line (offset %d) were not published", s.path, n, s.rd.pos)
 	}
 	s.setState(engine.StateEndOfStream, detail)
+}
+
+// peek reads the first bytes (up to FingerprintMax) of a file whose lines
+// are held (holding), publishing none, and checks them as every read
+// does: a file written, then copied and truncated (copytruncate) while
+// held is noticed (rewritten), and its copy found by those bytes. Without
+// it, a hold made such a file's "one look" last as long as the hold: its
+// lines were in neither the file nor any copy the source looked for
+// (torture seed 1796340000000000039). It reports whether the file
+// changed (the reader moved).
+func (s *Source) peek() (bool, error) {
+	rd := s.rd
+	if int64(len(rd.head)) >= FingerprintMax {
+		return false, nil
+	}
+	if _, err := rd.fill(); err != nil {
+		return false, fileErr("read", s.path, err)
+	}
+	changed, err := s.prefixChanged()
+	if err != nil || !changed {
+		return false, err
+	}
+	_, err = s.rewritten()
+	return true, err
 }
