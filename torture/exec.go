@@ -121,7 +121,8 @@ func (sr *scenarioRun) apply(ctx context.Context, op inputOp) error {
 }
 
 // committedUpTo reads the group's committed offsets once, for an
-// operation that needs them.
+// operation that needs them: a partition's, or -1 when the group
+// committed none for it.
 func (sr *scenarioRun) committedUpTo(ctx context.Context) func(int32) int64 {
 	var offs map[int32]int64
 	return func(p int32) int64 {
@@ -131,7 +132,10 @@ func (sr *scenarioRun) committedUpTo(ctx context.Context) func(int32) int64 {
 				offs = map[int32]int64{}
 			}
 		}
-		return offs[p]
+		if o, ok := offs[p]; ok {
+			return o
+		}
+		return -1
 	}
 }
 

@@ -163,9 +163,18 @@ func (k *kafkaInput) apply(ctx context.Context, op inputOp, committedUpTo func(i
 		if len(ids) == 0 {
 			return nil
 		}
+		// Records deleted past the group's commit are a loss the next run
+		// must count; with no commit for the partition at all, the group
+		// is a first reader again (it starts at the log start and cannot
+		// know what was there: seed 1796340000000000174), as a file's
+		// runs after runs that committed nothing: at risk.
 		from := committedUpTo(p)
 		for off := max(from, 0); off < int64(len(ids)); off++ {
-			k.deleted[ids[off]] = true
+			if from < 0 {
+				k.gen.atRisk[ids[off]] = true
+			} else {
+				k.deleted[ids[off]] = true
+			}
 		}
 		return k.admin(ctx, func(ctx context.Context, adm *kadm.Client) error {
 			var os kadm.Offsets
