@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/blackbox-audit/blackbox/engine/internal/ring"
 )
@@ -35,6 +36,17 @@ type binding struct {
 	dropped    atomic.Int64
 	refused    atomic.Int64
 	downgraded atomic.Int64
+
+	// Under the feed's lock, written when a state begins or ends: the
+	// BLOCK publishes' waits for room here (Feed.publish), and the feed's
+	// pauses this queue caused (full, or its group fenced, when the pause
+	// began; Feed.pausedBy), the current one's included while pausing.
+	blocked     int64
+	blockedTime time.Duration
+	blockedMax  time.Duration
+	pausing     bool
+	pauses      int64
+	pausedTime  time.Duration
 
 	marksMu  sync.Mutex
 	marks    []dropMark

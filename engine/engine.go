@@ -19,9 +19,12 @@ type Config struct {
 	// Clock is what processors read through Cycle.Now (recorded, played
 	// back). Default: SystemClock.
 	Clock core.Clock
-	// TimerClock decides when timers are due. Default: SystemClock. It is
-	// separate from Clock so that polling timers never consumes readings of
-	// a deterministic Clock.
+	// TimerClock decides when timers are due, and times what the engine
+	// measures of its own operation: pauses and blocked waits (the
+	// status's pausedNs, blockedNs, blockedMaxNs). Default: SystemClock.
+	// It is separate from Clock so that neither polling timers nor timing
+	// pauses and waits consumes readings of a deterministic Clock; it is
+	// read only when such a state begins or ends, never per item.
 	TimerClock core.Clock
 	Feeds      []FeedConfig
 	Groups     []GroupConfig
@@ -484,9 +487,11 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 	errs = append(errs, e.closeCheckpoints()) // the last saves, before the last commit
 	errs = append(errs, e.commitAll()...)
+	now := e.cfg.TimerClock.Now()
 	for _, f := range e.feeds {
 		f.mu.Lock()
 		f.stopped = true
+		f.pauseOver(now, false) // a pause the stop found is timed until now
 		f.mu.Unlock()
 	}
 	e.watch.halt()

@@ -122,6 +122,10 @@ type Feed struct {
 	stopped   bool
 	paused    bool
 	pauses    int64
+	// When the current pause began (zero once Stop timed it out), and the
+	// time of the pauses over.
+	pausedAt   time.Time
+	pausedTime time.Duration
 	// journalling is set while the journal's Append runs under mu (written
 	// under mu and offerMu, read without them): a TryPublish made then, by
 	// the journal itself on the goroutine holding mu, must not wait for mu,
@@ -222,13 +226,16 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 		return nil
 	}
 	var deadline time.Time
+	var w wait // the queue the publish waits for, if any, and since when
 	for {
 		f.mu.Lock()
 		if f.handOff(item) {
+			w.end(f)
 			f.mu.Unlock()
 			return nil
 		}
 		if f.stopped {
+			w.end(f)
 			f.mu.Unlock()
 			return fmt.Errorf("%w: publish to feed %q", ErrStopped, f.name)
 		}
@@ -247,19 +254,61 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 				reason = RefusedDeadline
 			}
 			if reason != "" {
+				w.end(f)
 				short.refused.Add(1)
 				f.mu.Unlock()
 				return &RefusedError{Feed: f.name, Queue: short.name, Reason: reason}
 			}
+			w.on(f, short)
 			f.mu.Unlock()
 			f.waitRoom(ctx, deadline)
 			continue
 		}
 		f.commit(ctx, item, nil, true)
+		w.end(f)
 		f.flush()
 		f.mu.Unlock()
 		return nil
 	}
+}
+
+// wait is a BLOCK publish's wait for room in one queue (b, since when;
+// b nil when it waits for none), timed on the TimerClock when it begins and
+// ends: counted in the queue's blocked, blockedNs and blockedMaxNs.
+type wait struct {
+	b     *binding
+	since time.Time
+}
+
+// on notes that the publish waits for b from now on (lock held): a wait
+// for another queue ends.
+func (w *wait) on(f *Feed, b *binding) {
+	if w.b == b {
+		return
+	}
+	now := f.eng.cfg.TimerClock.Now()
+	w.endAt(now)
+	w.b, w.since = b, now
+}
+
+// end ends the wait, if any (lock held): the publish was delivered or
+// refused.
+func (w *wait) end(f *Feed) {
+	if w.b != nil {
+		w.endAt(f.eng.cfg.TimerClock.Now())
+	}
+}
+
+func (w *wait) endAt(now time.Time) {
+	b := w.b
+	if b == nil {
+		return
+	}
+	d := max(0, now.Sub(w.since))
+	b.blocked++
+	b.blockedTime += d
+	b.blockedMax = max(b.blockedMax, d)
+	w.b = nil
 }
 
 // handOff publishes a push item the short way when all there is to do is
@@ -359,11 +408,55 @@ func (f *Feed) refuse() {
 	if !f.paused {
 		f.paused = true
 		f.pauses++
+		f.pausedAt = f.eng.cfg.TimerClock.Now()
+		f.pausedBy()
 	}
 	for _, b := range f.targets {
 		b.q.PauseAt()
 	}
 	f.waiting.Store(true)
+}
+
+// pausedBy marks the queues that make the feed refuse items as a pause
+// begins (lock held), as admits finds them: full, or of a fenced or dead
+// group (for a positioned feed). A pause the window's cap or the lack of a
+// live consumer began is the feed's alone.
+func (f *Feed) pausedBy() {
+	for _, b := range f.targets {
+		switch {
+		case b.fenced():
+			if f.committer == nil {
+				continue
+			}
+		case b.policy.Kind != DropAfterSpinKind && b.q.Room() <= 0:
+		default:
+			continue
+		}
+		b.pausing = true
+		b.pauses++
+	}
+}
+
+// pauseOver times the current pause until now, if it is timed (lock
+// held): its time joins the feed's, and each queue's that paused it. ended
+// says the pause is over (its queues no longer pause the feed); else
+// (Stop) it is only no longer timed.
+func (f *Feed) pauseOver(now time.Time, ended bool) {
+	if !f.paused {
+		return
+	}
+	var d time.Duration
+	if !f.pausedAt.IsZero() {
+		d = max(0, now.Sub(f.pausedAt))
+	}
+	f.pausedTime += d
+	for _, b := range f.all {
+		if b.pausing {
+			b.pausedTime += d
+			b.pausing = !ended
+		}
+	}
+	f.pausedAt = time.Time{}
 }
 
 // signalReady wakes a source waiting on Ready.
@@ -683,7 +776,13 @@ func (f *Feed) setUnterminated(n int64) {
 // is over.
 func (f *Feed) unpause() {
 	if f.paused {
-		f.paused = false
-		f.eng.watch.note()
+		f.resume()
 	}
+}
+
+// resume ends a pause (lock held): it is timed.
+func (f *Feed) resume() {
+	f.pauseOver(f.eng.cfg.TimerClock.Now(), true)
+	f.paused = false
+	f.eng.watch.note()
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // Status is the feed status report: is the run complete (Settled) and is it
-// whole (Lossless). It marshals to the JSON of docs/GUARANTEES.md.
+// whole (Lossless). It marshals to the JSON of docs/GUARANTEES.md. A plain
+// value (as its parts): a copy made when Engine.Status returned it.
 type Status struct {
 	Settled  bool          `json:"settled"`
 	Lossless bool          `json:"lossless"`
@@ -16,7 +17,7 @@ type Status struct {
 
 // GroupStatus is one group's part of the Status: its workers and, for a
 // group of several, its gap state, summed over its queues. The type of
-// Status.Groups' elements.
+// Status.Groups' elements. A plain value.
 type GroupStatus struct {
 	Group   string `json:"group"`
 	Workers int    `json:"workers"`
@@ -37,7 +38,7 @@ type GroupStatus struct {
 	StaleTokens int64 `json:"staleTokens"`
 }
 
-// FeedStatus is one feed's part of the Status.
+// FeedStatus is one feed's part of the Status. A plain value.
 type FeedStatus struct {
 	Feed     string    `json:"feed"`
 	State    FeedState `json:"state"`
@@ -54,8 +55,12 @@ type FeedStatus struct {
 	Refused int64 `json:"refused"`
 	// Downgraded counts publishes that could neither wait nor pause.
 	Downgraded int64 `json:"downgraded"`
-	Paused     bool  `json:"paused"`
-	Pauses     int64 `json:"pauses"`
+	// Paused says TryPublish refuses items now; Pauses counts the pauses
+	// (each begins with a refusal after an item was taken), PausedTime
+	// is their time, the current one's so far included (TimerClock).
+	Paused     bool          `json:"paused"`
+	Pauses     int64         `json:"pauses"`
+	PausedTime time.Duration `json:"pausedNs"`
 	// Acknowledged is the highest sequence committed by the committer.
 	Acknowledged int64 `json:"acknowledged"`
 	// PendingAcks counts the items not yet committed: awaiting their
@@ -84,16 +89,40 @@ type FeedStatus struct {
 	Subscribers []SubscriberStatus `json:"subscribers"`
 }
 
-// SubscriberStatus is one queue of a feed: the type of
-// FeedStatus.Subscribers' elements.
+// SubscriberStatus is one queue of a feed (a group's binding to it): the
+// type of FeedStatus.Subscribers' elements. Durations are timed on the
+// engine's TimerClock when a wait or a pause begins and ends. A plain
+// value.
 type SubscriberStatus struct {
 	Queue      string `json:"queue"`
 	Policy     string `json:"policy"`
 	Position   int64  `json:"position"`
 	Dispatched int64  `json:"dispatched"`
 	Drained    bool   `json:"drained"`
-	Dropped    int64  `json:"dropped"`
-	Removed    bool   `json:"removed,omitempty"`
+	// Dropped counts the items this queue lost (drops, push fallbacks, a
+	// fenced group's, a failed journal's).
+	Dropped int64 `json:"dropped"`
+	// Refused counts the BLOCK publishes refused while this queue lacked
+	// room (the last one a publish waited for).
+	Refused int64 `json:"refused"`
+	// Downgraded counts the publishes that found this PAUSE or BLOCK
+	// queue full and could neither wait nor pause: each fell back to a
+	// drop after the spin (dropped unless room came within it).
+	Downgraded int64 `json:"downgraded"`
+	// Blocked counts the BLOCK publishes' waits for room in this queue,
+	// each ended by a delivery or a refusal; BlockedTime is their total
+	// time, BlockedMax the longest.
+	Blocked     int64         `json:"blocked"`
+	BlockedTime time.Duration `json:"blockedNs"`
+	BlockedMax  time.Duration `json:"blockedMaxNs"`
+	// Paused says the feed is paused now and this queue was full (or its
+	// group fenced or dead) when the pause began; Pauses counts the feed's
+	// pauses it began so, PausedTime their time, the current one's so far
+	// included.
+	Paused     bool          `json:"paused"`
+	Pauses     int64         `json:"pauses"`
+	PausedTime time.Duration `json:"pausedNs"`
+	Removed    bool          `json:"removed,omitempty"`
 }
 
 // Status reports every feed. A feed is settled when its source is caught up
@@ -120,9 +149,13 @@ func (e *Engine) Status() Status {
 func (f *Feed) Status() FeedStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var ongoing time.Duration // of the current pause, if timed
+	if f.paused && !f.pausedAt.IsZero() {
+		ongoing = max(0, f.eng.cfg.TimerClock.Now().Sub(f.pausedAt))
+	}
 	fs := FeedStatus{
 		Feed: f.name, State: f.state, Bounded: f.bounded, Sequence: f.seq, Policy: string(f.policy.Kind),
-		Refused: 0, Downgraded: f.downgradedPub.Load(), Paused: f.paused, Pauses: f.pauses,
+		Refused: 0, Downgraded: f.downgradedPub.Load(), Paused: f.paused, Pauses: f.pauses, PausedTime: f.pausedTime + ongoing,
 		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.Len() + f.uncommitted, Unterminated: f.unterminated,
 		CompletionFailures: f.completionFailures.Load(), Failures: f.failures.Load(),
 		Losses:  f.lossCounts(),
@@ -148,9 +181,14 @@ func (f *Feed) Status() FeedStatus {
 		}
 		pos, disp := b.q.Tail(), b.dispatched.Load()
 		ss := SubscriberStatus{Queue: b.name, Policy: string(b.policy.Kind), Position: pos, Dispatched: disp,
-			Drained: disp >= pos, Dropped: b.dropped.Load(), Removed: !live[b]}
+			Drained: disp >= pos, Dropped: b.dropped.Load(), Refused: b.refused.Load(), Downgraded: b.downgraded.Load(),
+			Blocked: b.blocked, BlockedTime: b.blockedTime, BlockedMax: b.blockedMax,
+			Paused: b.pausing, Pauses: b.pauses, PausedTime: b.pausedTime, Removed: !live[b]}
+		if b.pausing {
+			ss.PausedTime += ongoing
+		}
 		fs.Dropped += ss.Dropped
-		fs.Refused += b.refused.Load()
+		fs.Refused += ss.Refused
 		fs.Subscribers = append(fs.Subscribers, ss)
 		if live[b] {
 			if b.fenced() {
