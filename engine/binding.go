@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,7 +72,10 @@ type dropMark struct {
 
 // mark records a drop at the queue's current producer position (feed lock held).
 func (b *binding) mark(seq, offset int64, reason string) {
-	b.dropped.Add(1)
+	if b.dropped.Add(1) == 1 {
+		b.feed.notef(slog.LevelWarn, "queue %s: first drop, feed %q seq %d: %s; later drops of this queue are counted in its status, not warned",
+			b.name, b.feed.name, seq, reason)
+	}
 	pos := b.q.Tail()
 	b.marksMu.Lock()
 	defer b.marksMu.Unlock()

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -126,6 +127,9 @@ type Feed struct {
 	// time of the pauses over.
 	pausedAt   time.Time
 	pausedTime time.Duration
+	// notes are log records made under mu, logged once mu is let go
+	// (unlock): the Logger never runs under the feed's lock.
+	notes []note
 	// journalling is set while the journal's Append runs under mu (written
 	// under mu and offerMu, read without them): a TryPublish made then, by
 	// the journal itself on the goroutine holding mu, must not wait for mu,
@@ -255,8 +259,11 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 			}
 			if reason != "" {
 				w.end(f)
-				short.refused.Add(1)
-				f.mu.Unlock()
+				if short.refused.Add(1) == 1 {
+					f.notef(slog.LevelWarn, "queue %s: first refused publish (%s); later refusals of this queue are counted in its status, not warned",
+						short.name, reason)
+				}
+				f.unlock()
 				return &RefusedError{Feed: f.name, Queue: short.name, Reason: reason}
 			}
 			w.on(f, short)
@@ -267,7 +274,7 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 		f.commit(ctx, item, nil, true)
 		w.end(f)
 		f.flush()
-		f.mu.Unlock()
+		f.unlock()
 		return nil
 	}
 }
@@ -309,6 +316,33 @@ func (w *wait) endAt(now time.Time) {
 	b.blockedTime += d
 	b.blockedMax = max(b.blockedMax, d)
 	w.b = nil
+}
+
+// note is a log record made under the feed's lock (notef), logged once the
+// lock is let go (unlock).
+type note struct {
+	level slog.Level
+	msg   string
+}
+
+// notef notes a log record, logged once the lock is let go (lock held).
+func (f *Feed) notef(level slog.Level, format string, args ...any) {
+	f.notes = append(f.notes, note{level, fmt.Sprintf(format, args...)})
+}
+
+// unlock lets go of the lock, then logs what was noted under it: a Logger
+// that looks at the engine (its Status) never waits for the lock.
+func (f *Feed) unlock() {
+	if len(f.notes) == 0 {
+		f.mu.Unlock()
+		return
+	}
+	notes := f.notes
+	f.notes = nil
+	f.mu.Unlock()
+	for _, n := range notes {
+		f.eng.cfg.Logger.Log(context.Background(), n.level, "blackbox engine: "+n.msg)
+	}
 }
 
 // handOff publishes a push item the short way when all there is to do is
@@ -381,7 +415,7 @@ func (f *Feed) tryPublish(item any, pos core.Position) bool {
 	f.unpause()
 	f.commit(context.Background(), item, &pos, false)
 	f.flush()
-	f.mu.Unlock()
+	f.unlock()
 	return true
 }
 
@@ -475,7 +509,7 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 		return 0
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	defer f.unlock()
 	defer f.flush()
 	n := f.handOffBatch(items, pos)
 	if jb, ok := f.journal.(JournalBatch); ok && n < len(items) {
@@ -675,7 +709,10 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 			}
 			fallback := push && b.policy.Kind != DropAfterSpinKind
 			if fallback {
-				b.downgraded.Add(1)
+				if b.downgraded.Add(1) == 1 {
+					f.notef(slog.LevelWarn, "queue %s: first downgraded publish, feed %q seq %d: the %s queue was full and the publish may neither wait nor pause, so it falls back to a drop after the spin; later downgrades of this queue are counted in its status, not warned",
+						b.name, f.name, seq, b.policy.Kind)
+				}
 				downgraded = true
 			}
 			if !f.spin(b, b.policy.Spin) {

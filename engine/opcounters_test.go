@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,10 +17,11 @@ import (
 	"github.com/blackbox-audit/blackbox/internal/testutil"
 )
 
-// The operator's counters of the overload policies: per queue
+// The operator's counters and warnings of the overload policies: per queue
 // (a group's binding to a feed) what it refused, downgraded, dropped, how
-// long publishes waited for it and how long it paused its feed
-// (docs/GUARANTEES.md, "Overload policies").
+// long publishes waited for it and how long it paused its feed; a warning
+// for the first loss of each kind of a queue (docs/GUARANTEES.md,
+// "Overload policies").
 
 // opsEngine starts an engine of feed "in" (fc, named here) and one group
 // per name, each with a closed turnstile processor "p-<group>" (every one
@@ -242,5 +247,163 @@ func TestTheNewStatusFieldsAreInTheJSONInLowerCamel(t *testing.T) {
 				t.Errorf("%T: no %q in %s", tc.v, k, b)
 			}
 		}
+	}
+}
+
+// countOf is how many messages logged contain sub.
+func countOf(logs *testutil.Logs, sub string) int {
+	n := 0
+	for _, m := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(m, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// The first drop, refusal and downgrade of a queue are each warned once,
+// naming the queue; the next ones are counted, never warned per item.
+func TestTheFirstLossOfEachKindOfAQueueIsWarnedOnceNotPerItem(t *testing.T) {
+	const n = 5 // losses of each kind per queue
+	for _, tc := range []struct {
+		name   string
+		policy engine.Policy
+		groups []string
+		lose   func(t *testing.T, f *engine.Feed)
+		want   map[string]int // message part -> messages containing it
+	}{
+		{
+			name: "drops", policy: engine.DropAfterSpin(0), groups: []string{"a", "b"},
+			lose: func(t *testing.T, f *engine.Feed) {
+				for i := range n {
+					pusher(t, f)(3 + i)
+				}
+			},
+			want: map[string]int{"queue a/in: first drop": 1, "queue b/in: first drop": 1, "first drop": 2},
+		},
+		{
+			name: "refusals", policy: engine.BlockWithDeadline(10 * time.Millisecond), groups: []string{"a"},
+			lose: func(t *testing.T, f *engine.Feed) {
+				for i := range n {
+					if err := f.Publish(context.Background(), 3+i); !errors.Is(err, engine.ErrRefused) {
+						t.Fatalf("publish %d: %v, want refused", 3+i, err)
+					}
+				}
+			},
+			want: map[string]int{"queue a/in: first refused publish (deadline)": 1, "first refused": 1},
+		},
+		{
+			name: "downgrades", policy: engine.BlockWithDeadline(time.Hour).WithSpin(0), groups: []string{"a"},
+			lose: func(t *testing.T, f *engine.Feed) {
+				for i := range n {
+					if err := f.Offer(3 + i); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			want: map[string]int{"queue a/in: first downgraded publish": 1, "queue a/in: first drop": 1, "first": 2},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				logs := &testutil.Logs{}
+				e, gates := opsEngine(t, engine.Config{Logger: logs.Logger()}, engine.FeedConfig{Policy: tc.policy, QueueSize: 1}, tc.groups...)
+				f := e.Feed("in")
+				fillGated(t, e, gates, pusher(t, f))
+				tc.lose(t, f)
+				for sub, want := range tc.want {
+					if got := countOf(logs, sub); got != want {
+						t.Errorf("%d messages with %q, want %d; logged:\n%s", got, sub, want, logs)
+					}
+				}
+				for _, s := range e.Status().Feeds[0].Subscribers {
+					if got := s.Dropped + s.Refused + s.Downgraded; got < n {
+						t.Errorf("%s counted %d losses, want at least %d", s.Queue, got, n)
+					}
+				}
+			})
+		})
+	}
+}
+
+// statusLogger is a slog.Handler that reads the engine's status on every
+// record (as a handler showing the status with each warning would).
+type statusLogger struct {
+	testutil.Logs
+	e atomic.Pointer[engine.Engine]
+}
+
+func (h *statusLogger) Handle(ctx context.Context, r slog.Record) error {
+	if e := h.e.Load(); e != nil {
+		e.Status() // takes every feed's lock
+	}
+	return h.Logs.Handle(ctx, r)
+}
+
+// The Logger is never called under a feed's lock: a handler that reads
+// the status (which takes the lock) on each warning does not deadlock the
+// publisher that warns, of a downgrade, a drop or a refusal. (Outside a
+// synctest bubble: a goroutine waiting for a lock is not durably blocked,
+// so a deadlock would hang a bubble; here it fails after a bound.)
+func TestTheLoggerIsNeverCalledUnderAFeedsLock(t *testing.T) {
+	h := &statusLogger{}
+	entered, release := make(chan struct{}, 8), make(chan struct{})
+	held := core.ProcessorFunc(func(*core.Cycle, any) error {
+		entered <- struct{}{}
+		<-release
+		return nil
+	})
+	e, err := engine.New(engine.Config{Logger: slog.New(h), DrainTimeout: time.Second,
+		Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.BlockWithDeadline(time.Millisecond).WithSpin(0), QueueSize: 1}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", held)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.e.Store(e)
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	deadlocked := false
+	t.Cleanup(func() {
+		close(release)
+		if deadlocked {
+			return // Stop would wait for the lock too
+		}
+		if err := e.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	f := e.Feed("in")
+	if err := f.Publish(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	<-entered                                 // item 1 held by the group
+	if err := f.Publish(ctx, 2); err != nil { // the queue is full
+		t.Fatal(err)
+	}
+	go func() {
+		if err := f.Offer(3); err != nil { // a downgrade and a drop: two warnings
+			done <- err
+			return
+		}
+		if err := f.Publish(ctx, 4); !errors.Is(err, engine.ErrRefused) { // a refusal: one more
+			done <- fmt.Errorf("publish 4: %v, want refused", err)
+			return
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		deadlocked = true
+		t.Fatal("the publisher did not return: the Logger was called under the feed's lock")
+	}
+	if got := countOf(&h.Logs, "first"); got != 3 {
+		t.Errorf("%d first-loss warnings, want 3; logged:\n%s", got, &h.Logs)
 	}
 }
