@@ -21,10 +21,11 @@ type Config struct {
 	Clock core.Clock
 	// TimerClock decides when timers are due, and times what the engine
 	// measures of its own operation: pauses and blocked waits (the
-	// status's pausedNs, blockedNs, blockedMaxNs). Default: SystemClock.
-	// It is separate from Clock so that neither polling timers nor timing
-	// pauses and waits consumes readings of a deterministic Clock; it is
-	// read only when such a state begins or ends, never per item.
+	// status's pausedNs, blockedNs, blockedMaxNs) and
+	// FeedConfig.PauseWarnAfter. Default: SystemClock. It is separate from
+	// Clock so that neither polling timers nor timing pauses and waits
+	// consumes readings of a deterministic Clock; it is read only when
+	// such a state begins or ends, never per item.
 	TimerClock core.Clock
 	Feeds      []FeedConfig
 	Groups     []GroupConfig
@@ -57,7 +58,16 @@ type FeedConfig struct {
 	Journal Journal
 	// WindowCap bounds the acknowledgement window. Default DefaultWindowCap.
 	WindowCap int
+	// PauseWarnAfter is how long the feed may stay paused (TryPublish
+	// refused: a PAUSE or BLOCK queue full, the window at its cap, a
+	// consumer fenced or none live) before the engine warns, once per
+	// pause, naming what paused it. 0: DefaultPauseWarnAfter; negative:
+	// never warned (the status still times every pause).
+	PauseWarnAfter time.Duration
 }
+
+// DefaultPauseWarnAfter is FeedConfig.PauseWarnAfter when it is 0.
+const DefaultPauseWarnAfter = time.Minute
 
 // GroupConfig configures one group: one goroutine, its processors (each
 // item of the group's feeds goes to every processor, in order) and its
@@ -118,7 +128,8 @@ type Engine struct {
 
 	attached bool // under mu: the CheckpointUsers were given their checkpoints (Start)
 
-	watch *watch // Settled, When and Stop's drain: checked on the changes noted
+	watch *watch    // Settled, When and Stop's drain: checked on the changes noted
+	ov    *overseer // long pauses: looked at while they may last
 }
 
 // New validates cfg and builds an engine. A *ConfigError names the feed,
@@ -129,7 +140,7 @@ type Engine struct {
 func New(cfg Config) (*Engine, error) {
 	cfg = withDefaults(cfg)
 	e := &Engine{cfg: cfg, clock: cfg.Clock, byName: map[string]*Feed{}, gByN: map[string]*group{},
-		holds: map[[2]string]*Checkpoint{}, watch: newWatch()}
+		holds: map[[2]string]*Checkpoint{}, watch: newWatch(), ov: newOverseer()}
 	groupNames := map[string]bool{}
 	procNames := map[string]bool{}
 	for _, gc := range cfg.Groups {
@@ -165,6 +176,18 @@ func withDefaults(cfg Config) Config {
 		cfg.Logger = slog.Default()
 	}
 	return cfg
+}
+
+// orDefault resolves a duration whose 0 means def and a negative value
+// means never: 0 for never, else d or def.
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d < 0:
+		return 0
+	case d == 0:
+		return def
+	}
+	return d
 }
 
 // cerr is a *ConfigError.
@@ -248,7 +271,8 @@ func (e *Engine) addFeed(fc FeedConfig, groupNames map[string]bool) error {
 		wc = DefaultWindowCap
 	}
 	f := &Feed{name: fc.Name, eng: e, policy: pol, overrides: fc.Subscribers, queueSize: fc.QueueSize,
-		journal: fc.Journal, windowCap: wc, source: fc.Source, state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1)}
+		journal: fc.Journal, windowCap: wc, source: fc.Source, warnAfter: orDefault(fc.PauseWarnAfter, DefaultPauseWarnAfter),
+		state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1)}
 	e.feeds = append(e.feeds, f)
 	e.byName[f.name] = f
 	return nil
@@ -398,6 +422,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.started = true
 	e.watch.start()
+	e.ov.start(e)
 	for _, g := range e.groups {
 		go g.run()
 	}
@@ -494,6 +519,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		f.pauseOver(now, false) // a pause the stop found is timed until now
 		f.mu.Unlock()
 	}
+	e.ov.halt()
 	e.watch.halt()
 	errs = append(errs, e.Err())
 	return errors.Join(errs...)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,7 @@ type Feed struct {
 	journal   Journal
 	windowCap int
 	source    Source
+	warnAfter time.Duration // FeedConfig.PauseWarnAfter resolved: 0 never
 
 	// The publisher writes the fields from mu to pauses on every item;
 	// groups read the ones above on every item: keep them apart.
@@ -123,10 +125,13 @@ type Feed struct {
 	stopped   bool
 	paused    bool
 	pauses    int64
-	// When the current pause began (zero once Stop timed it out), and the
-	// time of the pauses over.
-	pausedAt   time.Time
-	pausedTime time.Duration
+	// The current pause: when it began (zero once Stop timed it out),
+	// whether it was warned of (the overseer), and what paused the feed
+	// then; and the time of the pauses over.
+	pausedAt    time.Time
+	pauseWarned bool
+	pauseCause  string
+	pausedTime  time.Duration
 	// notes are log records made under mu, logged once mu is let go
 	// (unlock): the Logger never runs under the feed's lock.
 	notes []note
@@ -442,8 +447,11 @@ func (f *Feed) refuse() {
 	if !f.paused {
 		f.paused = true
 		f.pauses++
-		f.pausedAt = f.eng.cfg.TimerClock.Now()
-		f.pausedBy()
+		f.pausedAt, f.pauseWarned = f.eng.cfg.TimerClock.Now(), false
+		f.pauseCause = f.pausedBy()
+		if f.warnAfter > 0 {
+			f.eng.ov.wake() // to warn if it lasts
+		}
 	}
 	for _, b := range f.targets {
 		b.q.PauseAt()
@@ -451,24 +459,39 @@ func (f *Feed) refuse() {
 	f.waiting.Store(true)
 }
 
-// pausedBy marks the queues that make the feed refuse items as a pause
-// begins (lock held), as admits finds them: full, or of a fenced or dead
-// group (for a positioned feed). A pause the window's cap or the lack of a
-// live consumer began is the feed's alone.
-func (f *Feed) pausedBy() {
+// pausedBy says what makes the feed refuse items as a pause begins (lock
+// held), as admits finds it, and marks the queues it names (full, or of a
+// fenced or dead group, for a positioned feed) as pausing it: a pause the
+// window's cap or the lack of a live consumer began is the feed's alone.
+func (f *Feed) pausedBy() string {
+	var why []string
+	if f.committer != nil {
+		if len(f.targets) == 0 {
+			why = append(why, "no live consumer")
+		}
+		if f.win.Len() >= f.windowCap {
+			why = append(why, fmt.Sprintf("the acknowledgement window at its cap (%d items awaiting acknowledgement)", f.windowCap))
+		}
+	}
 	for _, b := range f.targets {
 		switch {
 		case b.fenced():
 			if f.committer == nil {
 				continue
 			}
+			why = append(why, fmt.Sprintf("consumer %s fenced or dead", b.name))
 		case b.policy.Kind != DropAfterSpinKind && b.q.Room() <= 0:
+			why = append(why, fmt.Sprintf("queue %s full", b.name))
 		default:
 			continue
 		}
 		b.pausing = true
 		b.pauses++
 	}
+	if len(why) == 0 {
+		return "no item taken"
+	}
+	return strings.Join(why, ", ")
 }
 
 // pauseOver times the current pause until now, if it is timed (lock
@@ -817,9 +840,15 @@ func (f *Feed) unpause() {
 	}
 }
 
-// resume ends a pause (lock held): it is timed.
+// resume ends a pause (lock held): it is timed, and the end of one that
+// was warned of is logged.
 func (f *Feed) resume() {
-	f.pauseOver(f.eng.cfg.TimerClock.Now(), true)
+	began := f.pausedAt
+	now := f.eng.cfg.TimerClock.Now()
+	f.pauseOver(now, true)
 	f.paused = false
+	if f.pauseWarned && !began.IsZero() {
+		f.notef(slog.LevelInfo, "feed %q resumed after a pause of %s", f.name, now.Sub(began))
+	}
 	f.eng.watch.note()
 }

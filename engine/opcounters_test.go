@@ -20,8 +20,8 @@ import (
 // The operator's counters and warnings of the overload policies: per queue
 // (a group's binding to a feed) what it refused, downgraded, dropped, how
 // long publishes waited for it and how long it paused its feed; a warning
-// for the first loss of each kind of a queue (docs/GUARANTEES.md,
-// "Overload policies").
+// for the first loss of each kind of a queue, and for a pause past its
+// threshold (docs/GUARANTEES.md, "Overload policies").
 
 // opsEngine starts an engine of feed "in" (fc, named here) and one group
 // per name, each with a closed turnstile processor "p-<group>" (every one
@@ -405,5 +405,88 @@ func TestTheLoggerIsNeverCalledUnderAFeedsLock(t *testing.T) {
 	}
 	if got := countOf(&h.Logs, "first"); got != 3 {
 		t.Errorf("%d first-loss warnings, want 3; logged:\n%s", got, &h.Logs)
+	}
+}
+
+// pauseFeed starts feed "in" under PAUSE with one closed group "g" and
+// pauses it: g holds item 1, item 2 fills its queue, item 3 is refused.
+func pauseFeed(t *testing.T, warnAfter time.Duration, logs *testutil.Logs) (*engine.Engine, *turnstile) {
+	t.Helper()
+	e, gates := opsEngine(t, engine.Config{Logger: logs.Logger()}, engine.FeedConfig{Policy: engine.Pause(), QueueSize: 1, PauseWarnAfter: warnAfter}, "g")
+	f := e.Feed("in")
+	fillGated(t, e, gates, taker(t, f))
+	if f.Intake().TryPublish(3, core.Position{Offset: 3}) {
+		t.Fatal("item 3 taken with the queue full")
+	}
+	return e, gates["g"]
+}
+
+// A pause that lasts past FeedConfig.PauseWarnAfter is warned of once,
+// naming what paused the feed, however long it lasts, and not before; its
+// end is logged (Info); the next pause that lasts as long is warned of
+// again.
+func TestAPauseLongerThanItsThresholdIsWarnedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &testutil.Logs{}
+		e, g := pauseFeed(t, time.Minute, logs)
+		const warned = `blackbox engine: feed "in" has been paused for 1m0s (the source is refused every item): queue g/in full`
+		for _, step := range []struct {
+			advance time.Duration
+			want    int
+		}{
+			{time.Minute - time.Millisecond, 0},
+			{time.Millisecond, 1},
+			{10 * time.Minute, 1},
+		} {
+			testutil.Advance(step.advance)
+			if got := countOf(logs, warned); got != step.want {
+				t.Fatalf("after %s more: %d warnings, want %d; logged:\n%s", step.advance, got, step.want, logs)
+			}
+		}
+		g.let(1)
+		testutil.WhenBlocked(t, "item 2 taken", func() bool { return g.enteredCount() == 2 })
+		taker(t, e.Feed("in"))(3)
+		if !logs.Has(`feed "in" resumed after a pause of 11m0s`) {
+			t.Errorf("the end of the pause not logged:\n%s", logs)
+		}
+		if e.Feed("in").Intake().TryPublish(4, core.Position{Offset: 4}) {
+			t.Fatal("item 4 taken with the queue full")
+		}
+		testutil.Advance(2 * time.Minute)
+		if got := countOf(logs, warned); got != 2 {
+			t.Errorf("%d warnings after a second long pause, want 2", got)
+		}
+	})
+}
+
+// PauseWarnAfter 0 is DefaultPauseWarnAfter; a negative one never warns.
+func TestPauseWarnAfterZeroIsTheDefaultAndANegativeOneNeverWarns(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		warnAfter time.Duration
+		quiet     time.Duration // no warning after this long
+		warnedBy  time.Duration // one by this long; 0: never
+	}{
+		{"zero", 0, engine.DefaultPauseWarnAfter - time.Millisecond, engine.DefaultPauseWarnAfter},
+		{"negative", -1, 24 * time.Hour, 0},
+		{"five seconds", 5 * time.Second, 5*time.Second - time.Millisecond, 5 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				logs := &testutil.Logs{}
+				pauseFeed(t, tc.warnAfter, logs)
+				testutil.Advance(tc.quiet)
+				if got := countOf(logs, "has been paused for"); got != 0 {
+					t.Fatalf("after %s: %d warnings, want none", tc.quiet, got)
+				}
+				if tc.warnedBy == 0 {
+					return
+				}
+				testutil.Advance(tc.warnedBy - tc.quiet)
+				if got := countOf(logs, "has been paused for"); got != 1 {
+					t.Fatalf("after %s: %d warnings, want 1", tc.warnedBy, got)
+				}
+			})
+		})
 	}
 }
