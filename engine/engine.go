@@ -21,11 +21,11 @@ type Config struct {
 	Clock core.Clock
 	// TimerClock decides when timers are due, and times what the engine
 	// measures of its own operation: pauses and blocked waits (the
-	// status's pausedNs, blockedNs, blockedMaxNs) and
-	// FeedConfig.PauseWarnAfter. Default: SystemClock. It is separate from
-	// Clock so that neither polling timers nor timing pauses and waits
-	// consumes readings of a deterministic Clock; it is read only when
-	// such a state begins or ends, never per item.
+	// status's pausedNs, blockedNs, blockedMaxNs), FeedConfig.PauseWarnAfter
+	// and GroupConfig.StallAfter. Default: SystemClock. It is separate from
+	// Clock so that neither polling timers nor timing pauses, waits and
+	// claims consumes readings of a deterministic Clock; it is read only
+	// when such a state begins or ends, never per item.
 	TimerClock core.Clock
 	Feeds      []FeedConfig
 	Groups     []GroupConfig
@@ -95,7 +95,19 @@ type GroupConfig struct {
 	// completes (the queue fills and the source pauses under PAUSE).
 	// Default DefaultMaxGap. Only for several workers.
 	MaxGap int
+	// StallAfter is how long a worker may take over one item (its
+	// processors, completions and the observers' flush of its batch)
+	// before the group and the item's feed report it stalled, naming the
+	// worker and the item, and the engine warns, once per such item. The
+	// report clears when the item completes; delivery is never changed.
+	// 0: DefaultStallAfter; negative: never reported. Only for several
+	// workers. It is reported no sooner than StallAfter after the worker
+	// began the item, and at most a quarter of StallAfter later.
+	StallAfter time.Duration
 }
+
+// DefaultStallAfter is GroupConfig.StallAfter when it is 0.
+const DefaultStallAfter = 30 * time.Second
 
 // ProcessorConfig names one processor. Names are unique in the engine.
 // Processor is the processor of a group of one worker; New builds one
@@ -129,7 +141,7 @@ type Engine struct {
 	attached bool // under mu: the CheckpointUsers were given their checkpoints (Start)
 
 	watch *watch    // Settled, When and Stop's drain: checked on the changes noted
-	ov    *overseer // long pauses: looked at while they may last
+	ov    *overseer // long pauses and stuck claims: looked at while they may last
 }
 
 // New validates cfg and builds an engine. A *ConfigError names the feed,
@@ -292,6 +304,9 @@ func (e *Engine) addGroup(gc GroupConfig) error {
 	}
 	if g.maxGap == 0 {
 		g.maxGap = DefaultMaxGap
+	}
+	if gc.Workers > 1 {
+		g.stallAfter = orDefault(gc.StallAfter, DefaultStallAfter)
 	}
 	// Cycle.Context is a context the engine served: a Publish with it never waits.
 	g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), servedKey, g))

@@ -233,6 +233,7 @@ func TestTheNewStatusFieldsAreInTheJSONInLowerCamel(t *testing.T) {
 	}{
 		{engine.FeedStatus{}, []string{"pausedNs"}},
 		{engine.SubscriberStatus{}, []string{"refused", "downgraded", "blocked", "blockedNs", "blockedMaxNs", "paused", "pauses", "pausedNs"}},
+		{engine.GroupStatus{}, []string{"stalled"}},
 	} {
 		b, err := json.Marshal(tc.v)
 		if err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -36,6 +37,10 @@ type GroupStatus struct {
 	// StaleTokens counts completions and checkpoint marks refused for a
 	// stale token.
 	StaleTokens int64 `json:"staleTokens"`
+	// Stalled names each worker that has not completed its item within
+	// GroupConfig.StallAfter, and the item (feed, sequence, position),
+	// "; "-joined; nil when none. It clears when the item completes.
+	Stalled *string `json:"stalled"`
 }
 
 // FeedStatus is one feed's part of the Status. A plain value.
@@ -70,7 +75,9 @@ type FeedStatus struct {
 	Consumers   int `json:"consumers"`
 	// Stalled says why a positioned feed holds its position and cannot
 	// complete, or that a consumer of any feed failed (an observer, the
-	// recorder, could not write: "consumer G/F failed: ..."); nil otherwise.
+	// recorder, could not write: "consumer G/F failed: ..."), or that a
+	// worker has not completed an item of the feed within its group's
+	// StallAfter (as GroupStatus.Stalled); nil otherwise.
 	Stalled      *string `json:"stalled"`
 	Unterminated int64   `json:"unterminated"`
 	// CompletionFailures counts completion callbacks skipped after their
@@ -210,6 +217,12 @@ func (f *Feed) Status() FeedStatus {
 	if positioned && len(f.targets) == 0 && stalled == "" {
 		stalled = "no live consumer"
 	}
+	for _, b := range f.targets {
+		if stalled != "" {
+			break
+		}
+		stalled = b.stuck()
+	}
 	if stalled != "" {
 		fs.Stalled = &stalled
 	}
@@ -225,6 +238,16 @@ func (g *group) status() GroupStatus {
 	gs := GroupStatus{Group: g.name, Workers: len(g.workers), StaleTokens: g.stale.Load()}
 	if len(g.workers) == 1 {
 		return gs
+	}
+	var stuck []string
+	for _, w := range g.workers {
+		if s := w.stuckOn(); s != nil {
+			stuck = append(stuck, s.reason)
+		}
+	}
+	if len(stuck) > 0 {
+		s := strings.Join(stuck, "; ")
+		gs.Stalled = &s
 	}
 	gs.MaxGap, gs.GapBlocked = g.maxGap, g.gapWait()
 	for _, w := range g.workers {
