@@ -37,8 +37,12 @@ type Config struct {
 	// after the sources stopped. Default 5s.
 	DrainTimeout time.Duration
 	// Logger receives warnings, at level Warn (skipped items, failed
-	// timers, a source that failed, a drain cut short), each message
-	// beginning "blackbox engine: ". Default: slog.Default().
+	// timers, a source that failed, a drain cut short; a queue's first
+	// drop, first refusal and first downgrade, a pause past its
+	// PauseWarnAfter, a worker stuck past its StallAfter: once each, never
+	// per item), each message beginning "blackbox engine: ", and the end
+	// of a pause it warned of at level Info. It is never called under a
+	// feed's lock. Default: slog.Default().
 	Logger *slog.Logger
 }
 
