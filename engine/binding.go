@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/blackbox-audit/blackbox/engine/internal/ring"
 )
@@ -41,6 +43,17 @@ type binding struct {
 	refused    atomic.Int64
 	downgraded atomic.Int64
 
+	// Under the feed's lock, written when a state begins or ends: the
+	// BLOCK publishes' waits for room here (Feed.publish), and the feed's
+	// pauses this queue caused (full, or its group fenced, when the pause
+	// began; Feed.pausedBy), the current one's included while pausing.
+	blocked     int64
+	blockedTime time.Duration
+	blockedMax  time.Duration
+	pausing     bool
+	pauses      int64
+	pausedTime  time.Duration
+
 	marksMu  sync.Mutex
 	marks    []dropMark
 	overflow dropMark   // drops past maxMarks, reported as approximate
@@ -64,7 +77,10 @@ type dropMark struct {
 
 // mark records a drop at the queue's current producer position (feed lock held).
 func (b *binding) mark(seq, offset int64, reason string) {
-	b.dropped.Add(1)
+	if b.dropped.Add(1) == 1 {
+		b.feed.notef(slog.LevelWarn, "queue %s: first drop, feed %q seq %d: %s; later drops of this queue are counted in its status, not warned",
+			b.name, b.feed.name, seq, reason)
+	}
 	pos := b.q.Tail()
 	b.marksMu.Lock()
 	defer b.marksMu.Unlock()

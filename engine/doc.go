@@ -36,6 +36,15 @@
 // (SubscriberStatus.Generation): what it held is a counted, recorded loss
 // of its group, and the commit moves on.
 //
+// What an operator watches: Engine.Status counts, per queue (a group's
+// binding to a feed), the items dropped, the publishes refused and
+// downgraded, the waits of blocking publishes and the pauses the queue
+// caused, with their times; and names a worker stuck on an item. The
+// Logger is told once of each change of state (a queue's first loss of a
+// kind, a pause past FeedConfig.PauseWarnAfter, a worker past
+// GroupConfig.StallAfter), never per item. Times are read from
+// Config.TimerClock when a wait or a pause begins and ends, never per item.
+//
 // Outputs a processor emits with core.Cycle.Emit(sink, out) reach Config.Sink live
 // as Write(processor, sink, out), on the processor's group goroutine, so they
 // can be routed by processor and sink name.

@@ -20,9 +20,13 @@ type Config struct {
 	// Clock is what processors read through Cycle.Now (recorded, played
 	// back). Default: SystemClock.
 	Clock core.Clock
-	// TimerClock decides when timers are due. Default: SystemClock. It is
-	// separate from Clock so that polling timers never consumes readings of
-	// a deterministic Clock.
+	// TimerClock decides when timers are due, and times what the engine
+	// measures of its own operation: pauses and blocked waits (the
+	// status's pausedNs, blockedNs, blockedMaxNs), FeedConfig.PauseWarnAfter
+	// and GroupConfig.StallAfter. Default: SystemClock. It is separate from
+	// Clock so that neither polling timers nor timing pauses, waits and
+	// claims consumes readings of a deterministic Clock; it is read only
+	// when such a state begins or ends, never per item.
 	TimerClock core.Clock
 	Feeds      []FeedConfig
 	Groups     []GroupConfig
@@ -34,8 +38,12 @@ type Config struct {
 	// after the sources stopped. Default 5s.
 	DrainTimeout time.Duration
 	// Logger receives warnings, at level Warn (skipped items, failed
-	// timers, a source that failed, a drain cut short, a kill), each
-	// message beginning "blackbox engine: ". Default: slog.Default().
+	// timers, a source that failed, a drain cut short, a kill; a queue's first
+	// drop, first refusal and first downgrade, a pause past its
+	// PauseWarnAfter, a worker stuck past its StallAfter: once each, never
+	// per item), each message beginning "blackbox engine: ", and the end
+	// of a pause it warned of at level Info. It is never called under a
+	// feed's lock. Default: slog.Default().
 	Logger *slog.Logger
 	// KillSwitch, if set, is the operator's kill switch: each group asks
 	// it before it takes an item from a queue (so also while it looks for
@@ -70,7 +78,16 @@ type FeedConfig struct {
 	Journal Journal
 	// WindowCap bounds the acknowledgement window. Default DefaultWindowCap.
 	WindowCap int
+	// PauseWarnAfter is how long the feed may stay paused (TryPublish
+	// refused: a PAUSE or BLOCK queue full, the window at its cap, a
+	// consumer fenced or none live) before the engine warns, once per
+	// pause, naming what paused it. 0: DefaultPauseWarnAfter; negative:
+	// never warned (the status still times every pause).
+	PauseWarnAfter time.Duration
 }
+
+// DefaultPauseWarnAfter is FeedConfig.PauseWarnAfter when it is 0.
+const DefaultPauseWarnAfter = time.Minute
 
 // GroupConfig configures one group: one goroutine, its processors (each
 // item of the group's feeds goes to every processor, in order) and its
@@ -98,7 +115,19 @@ type GroupConfig struct {
 	// completes (the queue fills and the source pauses under PAUSE).
 	// Default DefaultMaxGap. Only for several workers.
 	MaxGap int
+	// StallAfter is how long a worker may take over one item (its
+	// processors, completions and the observers' flush of its batch)
+	// before the group and the item's feed report it stalled, naming the
+	// worker and the item, and the engine warns, once per such item. The
+	// report clears when the item completes; delivery is never changed.
+	// 0: DefaultStallAfter; negative: never reported. Only for several
+	// workers. It is reported no sooner than StallAfter after the worker
+	// began the item, and at most a quarter of StallAfter later.
+	StallAfter time.Duration
 }
+
+// DefaultStallAfter is GroupConfig.StallAfter when it is 0.
+const DefaultStallAfter = 30 * time.Second
 
 // ProcessorConfig names one processor. Names are unique in the engine.
 // Processor is the processor of a group of one worker; New builds one
@@ -141,7 +170,8 @@ type Engine struct {
 	killDone   chan struct{}
 	killErr    error
 
-	watch *watch // Settled, When and Stop's drain: checked on the changes noted
+	watch *watch    // Settled, When and Stop's drain: checked on the changes noted
+	ov    *overseer // long pauses and stuck claims: looked at while they may last
 }
 
 // New validates cfg and builds an engine. A *ConfigError names the feed,
@@ -152,7 +182,7 @@ type Engine struct {
 func New(cfg Config) (*Engine, error) {
 	cfg = withDefaults(cfg)
 	e := &Engine{cfg: cfg, clock: cfg.Clock, byName: map[string]*Feed{}, gByN: map[string]*group{},
-		holds: map[[2]string]*Checkpoint{}, watch: newWatch(), killCh: make(chan struct{})}
+		holds: map[[2]string]*Checkpoint{}, watch: newWatch(), killCh: make(chan struct{}), ov: newOverseer()}
 	groupNames := map[string]bool{}
 	procNames := map[string]bool{}
 	for _, gc := range cfg.Groups {
@@ -188,6 +218,18 @@ func withDefaults(cfg Config) Config {
 		cfg.Logger = slog.Default()
 	}
 	return cfg
+}
+
+// orDefault resolves a duration whose 0 means def and a negative value
+// means never: 0 for never, else d or def.
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d < 0:
+		return 0
+	case d == 0:
+		return def
+	}
+	return d
 }
 
 // cerr is a *ConfigError.
@@ -271,7 +313,8 @@ func (e *Engine) addFeed(fc FeedConfig, groupNames map[string]bool) error {
 		wc = DefaultWindowCap
 	}
 	f := &Feed{name: fc.Name, eng: e, policy: pol, overrides: fc.Subscribers, queueSize: fc.QueueSize,
-		journal: fc.Journal, windowCap: wc, source: fc.Source, state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1)}
+		journal: fc.Journal, windowCap: wc, source: fc.Source, warnAfter: orDefault(fc.PauseWarnAfter, DefaultPauseWarnAfter),
+		state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1)}
 	e.feeds = append(e.feeds, f)
 	e.byName[f.name] = f
 	return nil
@@ -291,6 +334,9 @@ func (e *Engine) addGroup(gc GroupConfig) error {
 	}
 	if g.maxGap == 0 {
 		g.maxGap = DefaultMaxGap
+	}
+	if gc.Workers > 1 {
+		g.stallAfter = orDefault(gc.StallAfter, DefaultStallAfter)
 	}
 	// Cycle.Context is a context the engine served: a Publish with it never waits.
 	g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), servedKey, g))
@@ -421,6 +467,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.started = true
 	e.watch.start()
+	e.ov.start(e)
 	for _, g := range e.groups {
 		go g.run()
 	}
@@ -519,11 +566,14 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 	errs = append(errs, e.closeCheckpoints()) // the last saves, before the last commit
 	errs = append(errs, e.commitAll()...)
+	now := e.cfg.TimerClock.Now()
 	for _, f := range e.feeds {
 		f.mu.Lock()
 		f.stopped = true
+		f.pauseOver(now, false) // a pause the stop found is timed until now
 		f.mu.Unlock()
 	}
+	e.ov.halt()
 	e.watch.halt()
 	errs = append(errs, e.Err())
 	return errors.Join(errs...)

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,6 +108,7 @@ type Feed struct {
 	journal   Journal
 	windowCap int
 	source    Source
+	warnAfter time.Duration // FeedConfig.PauseWarnAfter resolved: 0 never
 
 	// The publisher writes the fields from mu to pauses on every item;
 	// groups read the ones above on every item: keep them apart.
@@ -126,6 +129,16 @@ type Feed struct {
 	// Read with or without mu: Kill sets it without mu, which a Journal
 	// that kills the engine holds.
 	killed atomic.Bool
+	// The current pause: when it began (zero once Stop timed it out),
+	// whether it was warned of (the overseer), and what paused the feed
+	// then; and the time of the pauses over.
+	pausedAt    time.Time
+	pauseWarned bool
+	pauseCause  string
+	pausedTime  time.Duration
+	// notes are log records made under mu, logged once mu is let go
+	// (unlock): the Logger never runs under the feed's lock.
+	notes []note
 	// journalling is set while the journal's Append runs under mu (written
 	// under mu and offerMu, read without them): a TryPublish made then, by
 	// the journal itself on the goroutine holding mu, must not wait for mu,
@@ -229,6 +242,7 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 		return nil
 	}
 	var deadline time.Time
+	var w wait // the queue the publish waits for, if any, and since when
 	for {
 		f.mu.Lock()
 		if f.killed.Load() {
@@ -236,10 +250,12 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 			return f.eng.killedErr(fmt.Sprintf("publish to feed %q", f.name))
 		}
 		if f.handOff(item) {
+			w.end(f)
 			f.mu.Unlock()
 			return nil
 		}
 		if f.stopped {
+			w.end(f)
 			f.mu.Unlock()
 			return fmt.Errorf("%w: publish to feed %q", ErrStopped, f.name)
 		}
@@ -258,18 +274,90 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 				reason = RefusedDeadline
 			}
 			if reason != "" {
-				short.refused.Add(1)
-				f.mu.Unlock()
+				w.end(f)
+				if short.refused.Add(1) == 1 {
+					f.notef(slog.LevelWarn, "queue %s: first refused publish (%s); later refusals of this queue are counted in its status, not warned",
+						short.name, reason)
+				}
+				f.unlock()
 				return &RefusedError{Feed: f.name, Queue: short.name, Reason: reason}
 			}
+			w.on(f, short)
 			f.mu.Unlock()
 			f.waitRoom(ctx, deadline)
 			continue
 		}
 		f.commit(ctx, item, nil, true)
+		w.end(f)
 		f.flush()
-		f.mu.Unlock()
+		f.unlock()
 		return nil
+	}
+}
+
+// wait is a BLOCK publish's wait for room in one queue (b, since when;
+// b nil when it waits for none), timed on the TimerClock when it begins and
+// ends: counted in the queue's blocked, blockedNs and blockedMaxNs.
+type wait struct {
+	b     *binding
+	since time.Time
+}
+
+// on notes that the publish waits for b from now on (lock held): a wait
+// for another queue ends.
+func (w *wait) on(f *Feed, b *binding) {
+	if w.b == b {
+		return
+	}
+	now := f.eng.cfg.TimerClock.Now()
+	w.endAt(now)
+	w.b, w.since = b, now
+}
+
+// end ends the wait, if any (lock held): the publish was delivered or
+// refused.
+func (w *wait) end(f *Feed) {
+	if w.b != nil {
+		w.endAt(f.eng.cfg.TimerClock.Now())
+	}
+}
+
+func (w *wait) endAt(now time.Time) {
+	b := w.b
+	if b == nil {
+		return
+	}
+	d := max(0, now.Sub(w.since))
+	b.blocked++
+	b.blockedTime += d
+	b.blockedMax = max(b.blockedMax, d)
+	w.b = nil
+}
+
+// note is a log record made under the feed's lock (notef), logged once the
+// lock is let go (unlock).
+type note struct {
+	level slog.Level
+	msg   string
+}
+
+// notef notes a log record, logged once the lock is let go (lock held).
+func (f *Feed) notef(level slog.Level, format string, args ...any) {
+	f.notes = append(f.notes, note{level, fmt.Sprintf(format, args...)})
+}
+
+// unlock lets go of the lock, then logs what was noted under it: a Logger
+// that looks at the engine (its Status) never waits for the lock.
+func (f *Feed) unlock() {
+	if len(f.notes) == 0 {
+		f.mu.Unlock()
+		return
+	}
+	notes := f.notes
+	f.notes = nil
+	f.mu.Unlock()
+	for _, n := range notes {
+		f.eng.cfg.Logger.Log(context.Background(), n.level, "blackbox engine: "+n.msg)
 	}
 }
 
@@ -343,7 +431,7 @@ func (f *Feed) tryPublish(item any, pos core.Position) bool {
 	f.unpause()
 	f.commit(context.Background(), item, &pos, false)
 	f.flush()
-	f.mu.Unlock()
+	f.unlock()
 	return true
 }
 
@@ -374,11 +462,73 @@ func (f *Feed) refuse() {
 	if !f.paused {
 		f.paused = true
 		f.pauses++
+		f.pausedAt, f.pauseWarned = f.eng.cfg.TimerClock.Now(), false
+		f.pauseCause = f.pausedBy()
+		if f.warnAfter > 0 {
+			f.eng.ov.wake() // to warn if it lasts
+		}
 	}
 	for _, b := range f.targets {
 		b.q.PauseAt()
 	}
 	f.waiting.Store(true)
+}
+
+// pausedBy says what makes the feed refuse items as a pause begins (lock
+// held), as admits finds it, and marks the queues it names (full, or of a
+// fenced or dead group, for a positioned feed) as pausing it: a pause the
+// window's cap or the lack of a live consumer began is the feed's alone.
+func (f *Feed) pausedBy() string {
+	var why []string
+	if f.committer != nil {
+		if len(f.targets) == 0 {
+			why = append(why, "no live consumer")
+		}
+		if f.win.Len() >= f.windowCap {
+			why = append(why, fmt.Sprintf("the acknowledgement window at its cap (%d items awaiting acknowledgement)", f.windowCap))
+		}
+	}
+	for _, b := range f.targets {
+		switch {
+		case b.fenced():
+			if f.committer == nil {
+				continue
+			}
+			why = append(why, fmt.Sprintf("consumer %s fenced or dead", b.name))
+		case b.policy.Kind != DropAfterSpinKind && b.q.Room() <= 0:
+			why = append(why, fmt.Sprintf("queue %s full", b.name))
+		default:
+			continue
+		}
+		b.pausing = true
+		b.pauses++
+	}
+	if len(why) == 0 {
+		return "no item taken"
+	}
+	return strings.Join(why, ", ")
+}
+
+// pauseOver times the current pause until now, if it is timed (lock
+// held): its time joins the feed's, and each queue's that paused it. ended
+// says the pause is over (its queues no longer pause the feed); else
+// (Stop) it is only no longer timed.
+func (f *Feed) pauseOver(now time.Time, ended bool) {
+	if !f.paused {
+		return
+	}
+	var d time.Duration
+	if !f.pausedAt.IsZero() {
+		d = max(0, now.Sub(f.pausedAt))
+	}
+	f.pausedTime += d
+	for _, b := range f.all {
+		if b.pausing {
+			b.pausedTime += d
+			b.pausing = !ended
+		}
+	}
+	f.pausedAt = time.Time{}
 }
 
 // signalReady wakes a source waiting on Ready.
@@ -397,7 +547,7 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 		return 0
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	defer f.unlock()
 	defer f.flush()
 	n := f.handOffBatch(items, pos)
 	if jb, ok := f.journal.(JournalBatch); ok && n < len(items) {
@@ -597,7 +747,10 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 			}
 			fallback := push && b.policy.Kind != DropAfterSpinKind
 			if fallback {
-				b.downgraded.Add(1)
+				if b.downgraded.Add(1) == 1 {
+					f.notef(slog.LevelWarn, "queue %s: first downgraded publish, feed %q seq %d: the %s queue was full and the publish may neither wait nor pause, so it falls back to a drop after the spin; later downgrades of this queue are counted in its status, not warned",
+						b.name, f.name, seq, b.policy.Kind)
+				}
 				downgraded = true
 			}
 			if !f.spin(b, b.policy.Spin) {
@@ -698,7 +851,19 @@ func (f *Feed) setUnterminated(n int64) {
 // is over.
 func (f *Feed) unpause() {
 	if f.paused {
-		f.paused = false
-		f.eng.watch.note()
+		f.resume()
 	}
+}
+
+// resume ends a pause (lock held): it is timed, and the end of one that
+// was warned of is logged.
+func (f *Feed) resume() {
+	began := f.pausedAt
+	now := f.eng.cfg.TimerClock.Now()
+	f.pauseOver(now, true)
+	f.paused = false
+	if f.pauseWarned && !began.IsZero() {
+		f.notef(slog.LevelInfo, "feed %q resumed after a pause of %s", f.name, now.Sub(began))
+	}
+	f.eng.watch.note()
 }

@@ -40,6 +40,7 @@ type group struct {
 	order       Order
 	key         func(item any) string
 	maxGap      int64
+	stallAfter  time.Duration // GroupConfig.StallAfter resolved: 0 never (and for one worker)
 	retry       RetryPolicy
 	obs         *Observer
 	clock       core.Clock

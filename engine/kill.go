@@ -130,11 +130,14 @@ func (e *Engine) endKill() {
 	}
 	errs = append(errs, e.closeCheckpoints())
 	errs = append(errs, e.commitAll()...)
+	now := e.cfg.TimerClock.Now()
 	for _, f := range e.feeds {
 		f.mu.Lock()
 		f.stopped = true
+		f.pauseOver(now, false) // a pause the kill found is timed until now
 		f.mu.Unlock()
 	}
+	e.ov.halt()
 	e.watch.halt()
 	errs = append(errs, e.Err())
 	e.killErr = errors.Join(errs...)

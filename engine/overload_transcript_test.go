@@ -39,7 +39,7 @@ import (
 //	fence g=a, unfence g=a the Engine's
 //	fail g=a               g's completions fail from now on (as a recorder that cannot write): g dies on its next item
 //	engine-error           the engine's error, once every goroutine is blocked
-//	status                 the feed's counters, and each subscriber's drops
+//	status                 the feed's counters, and each subscriber's (those that are not 0 but its drops)
 func TestOverloadScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/overload", func(t *testing.T, path string) {
 		synctest.Test(t, func(t *testing.T) {
@@ -237,13 +237,34 @@ func (r *overloadRig) gateNamed(t *testing.T, d *datadriven.TestData, n string) 
 	return g
 }
 
-// overloadStatus prints a feed's overload counters and its subscribers' drops.
+// overloadStatus prints a feed's overload counters and its subscribers'
+// drops, and those of their other counters that are not 0: refusals,
+// downgrades, blocked waits, pauses.
 func overloadStatus(st engine.FeedStatus) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sequence %d, dropped %d, refused %d, downgraded %d, pending acks %d, paused %v, lossless %v\n",
-		st.Sequence, st.Dropped, st.Refused, st.Downgraded, st.PendingAcks, st.Paused, st.Lossless)
+	fmt.Fprintf(&b, "sequence %d, dropped %d, refused %d, downgraded %d, pending acks %d, paused %v",
+		st.Sequence, st.Dropped, st.Refused, st.Downgraded, st.PendingAcks, st.Paused)
+	if st.Pauses > 0 {
+		fmt.Fprintf(&b, " (pauses %d for %s)", st.Pauses, st.PausedTime)
+	}
+	fmt.Fprintf(&b, ", lossless %v\n", st.Lossless)
 	for _, s := range st.Subscribers {
-		fmt.Fprintf(&b, "  %s: dispatched %d, dropped %d\n", s.Queue, s.Dispatched, s.Dropped)
+		fmt.Fprintf(&b, "  %s: dispatched %d, dropped %d", s.Queue, s.Dispatched, s.Dropped)
+		for _, c := range []struct {
+			name string
+			n    int64
+		}{{"refused", s.Refused}, {"downgraded", s.Downgraded}} {
+			if c.n > 0 {
+				fmt.Fprintf(&b, ", %s %d", c.name, c.n)
+			}
+		}
+		if s.Blocked > 0 {
+			fmt.Fprintf(&b, ", blocked %d for %s (longest %s)", s.Blocked, s.BlockedTime, s.BlockedMax)
+		}
+		if s.Pauses > 0 {
+			fmt.Fprintf(&b, ", paused %v (pauses %d for %s)", s.Paused, s.Pauses, s.PausedTime)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

@@ -2,11 +2,13 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
 // Status is the feed status report: is the run complete (Settled) and is it
-// whole (Lossless). It marshals to the JSON of docs/GUARANTEES.md.
+// whole (Lossless). It marshals to the JSON of docs/GUARANTEES.md. A plain
+// value (as its parts): a copy made when Engine.Status returned it.
 type Status struct {
 	Settled  bool          `json:"settled"`
 	Lossless bool          `json:"lossless"`
@@ -19,7 +21,7 @@ type Status struct {
 
 // GroupStatus is one group's part of the Status: its workers and, for a
 // group of several, its gap state, summed over its queues. The type of
-// Status.Groups' elements.
+// Status.Groups' elements. A plain value.
 type GroupStatus struct {
 	Group   string `json:"group"`
 	Workers int    `json:"workers"`
@@ -38,9 +40,13 @@ type GroupStatus struct {
 	// StaleTokens counts completions and checkpoint marks refused for a
 	// stale token.
 	StaleTokens int64 `json:"staleTokens"`
+	// Stalled names each worker that has not completed its item within
+	// GroupConfig.StallAfter, and the item (feed, sequence, position),
+	// "; "-joined; nil when none. It clears when the item completes.
+	Stalled *string `json:"stalled"`
 }
 
-// FeedStatus is one feed's part of the Status.
+// FeedStatus is one feed's part of the Status. A plain value.
 type FeedStatus struct {
 	Feed     string    `json:"feed"`
 	State    FeedState `json:"state"`
@@ -57,8 +63,12 @@ type FeedStatus struct {
 	Refused int64 `json:"refused"`
 	// Downgraded counts publishes that could neither wait nor pause.
 	Downgraded int64 `json:"downgraded"`
-	Paused     bool  `json:"paused"`
-	Pauses     int64 `json:"pauses"`
+	// Paused says TryPublish refuses items now; Pauses counts the pauses
+	// (each begins with a refusal after an item was taken), PausedTime
+	// is their time, the current one's so far included (TimerClock).
+	Paused     bool          `json:"paused"`
+	Pauses     int64         `json:"pauses"`
+	PausedTime time.Duration `json:"pausedNs"`
 	// Acknowledged is the highest sequence committed by the committer.
 	Acknowledged int64 `json:"acknowledged"`
 	// PendingAcks counts the items not yet committed: awaiting their
@@ -68,7 +78,9 @@ type FeedStatus struct {
 	Consumers   int `json:"consumers"`
 	// Stalled says why a positioned feed holds its position and cannot
 	// complete, or that a consumer of any feed failed (an observer, the
-	// recorder, could not write: "consumer G/F failed: ..."); nil otherwise.
+	// recorder, could not write: "consumer G/F failed: ..."), or that a
+	// worker has not completed an item of the feed within its group's
+	// StallAfter (as GroupStatus.Stalled); nil otherwise.
 	Stalled      *string `json:"stalled"`
 	Unterminated int64   `json:"unterminated"`
 	// CompletionFailures counts completion callbacks skipped after their
@@ -91,16 +103,40 @@ type FeedStatus struct {
 	Released int64 `json:"released,omitempty"`
 }
 
-// SubscriberStatus is one queue of a feed: the type of
-// FeedStatus.Subscribers' elements.
+// SubscriberStatus is one queue of a feed (a group's binding to it): the
+// type of FeedStatus.Subscribers' elements. Durations are timed on the
+// engine's TimerClock when a wait or a pause begins and ends. A plain
+// value.
 type SubscriberStatus struct {
 	Queue      string `json:"queue"`
 	Policy     string `json:"policy"`
 	Position   int64  `json:"position"`
 	Dispatched int64  `json:"dispatched"`
 	Drained    bool   `json:"drained"`
-	Dropped    int64  `json:"dropped"`
-	Removed    bool   `json:"removed,omitempty"`
+	// Dropped counts the items this queue lost (drops, push fallbacks, a
+	// fenced group's, a failed journal's).
+	Dropped int64 `json:"dropped"`
+	// Refused counts the BLOCK publishes refused while this queue lacked
+	// room (the last one a publish waited for).
+	Refused int64 `json:"refused"`
+	// Downgraded counts the publishes that found this PAUSE or BLOCK
+	// queue full and could neither wait nor pause: each fell back to a
+	// drop after the spin (dropped unless room came within it).
+	Downgraded int64 `json:"downgraded"`
+	// Blocked counts the BLOCK publishes' waits for room in this queue,
+	// each ended by a delivery or a refusal; BlockedTime is their total
+	// time, BlockedMax the longest.
+	Blocked     int64         `json:"blocked"`
+	BlockedTime time.Duration `json:"blockedNs"`
+	BlockedMax  time.Duration `json:"blockedMaxNs"`
+	// Paused says the feed is paused now and this queue was full (or its
+	// group fenced or dead) when the pause began; Pauses counts the feed's
+	// pauses it began so, PausedTime their time, the current one's so far
+	// included.
+	Paused     bool          `json:"paused"`
+	Pauses     int64         `json:"pauses"`
+	PausedTime time.Duration `json:"pausedNs"`
+	Removed    bool          `json:"removed,omitempty"`
 	// Released counts the items an operator released of this queue
 	// (Engine.Release); omitted when none.
 	Released int64 `json:"released,omitempty"`
@@ -137,9 +173,13 @@ func (e *Engine) Status() Status {
 func (f *Feed) Status() FeedStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var ongoing time.Duration // of the current pause, if timed
+	if f.paused && !f.pausedAt.IsZero() {
+		ongoing = max(0, f.eng.cfg.TimerClock.Now().Sub(f.pausedAt))
+	}
 	fs := FeedStatus{
 		Feed: f.name, State: f.state, Bounded: f.bounded, Sequence: f.seq, Policy: string(f.policy.Kind),
-		Refused: 0, Downgraded: f.downgradedPub.Load(), Paused: f.paused, Pauses: f.pauses,
+		Refused: 0, Downgraded: f.downgradedPub.Load(), Paused: f.paused, Pauses: f.pauses, PausedTime: f.pausedTime + ongoing,
 		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.Len() + f.uncommitted, Unterminated: f.unterminated,
 		CompletionFailures: f.completionFailures.Load(), Failures: f.failures.Load(),
 		Losses:  f.lossCounts(),
@@ -165,11 +205,16 @@ func (f *Feed) Status() FeedStatus {
 		}
 		pos, disp := b.q.Tail(), b.dispatched.Load()
 		ss := SubscriberStatus{Queue: b.name, Policy: string(b.policy.Kind), Position: pos, Dispatched: disp,
-			Drained: disp >= pos, Dropped: b.dropped.Load(), Removed: !live[b]}
+			Drained: disp >= pos, Dropped: b.dropped.Load(), Refused: b.refused.Load(), Downgraded: b.downgraded.Load(),
+			Blocked: b.blocked, BlockedTime: b.blockedTime, BlockedMax: b.blockedMax,
+			Paused: b.pausing, Pauses: b.pauses, PausedTime: b.pausedTime, Removed: !live[b]}
+		if b.pausing {
+			ss.PausedTime += ongoing
+		}
 		ss.Released, ss.Generation = b.released.Load(), b.gen
 		fs.Released += ss.Released
 		fs.Dropped += ss.Dropped
-		fs.Refused += b.refused.Load()
+		fs.Refused += ss.Refused
 		fs.Subscribers = append(fs.Subscribers, ss)
 		if live[b] {
 			if b.fenced() {
@@ -191,6 +236,12 @@ func (f *Feed) Status() FeedStatus {
 	if positioned && len(f.targets) == 0 && stalled == "" {
 		stalled = "no live consumer"
 	}
+	for _, b := range f.targets {
+		if stalled != "" {
+			break
+		}
+		stalled = b.stuck()
+	}
 	if stalled != "" {
 		fs.Stalled = &stalled
 	}
@@ -207,6 +258,16 @@ func (g *group) status() GroupStatus {
 	gs := GroupStatus{Group: g.name, Workers: len(g.workers), StaleTokens: g.stale.Load()}
 	if len(g.workers) == 1 {
 		return gs
+	}
+	var stuck []string
+	for _, w := range g.workers {
+		if s := w.stuckOn(); s != nil {
+			stuck = append(stuck, s.reason)
+		}
+	}
+	if len(stuck) > 0 {
+		s := strings.Join(stuck, "; ")
+		gs.Stalled = &s
 	}
 	gs.MaxGap, gs.GapBlocked = g.maxGap, g.gapWait()
 	for _, w := range g.workers {

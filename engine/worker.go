@@ -12,7 +12,8 @@ import (
 // one worker dispatches on its own goroutine (worker 0, no channel); a
 // group of several gives each worker a goroutine of its own and hands it
 // tasks in order through its channel. A worker's state is touched only by
-// the goroutine running it.
+// the goroutine running it, but for what the overseer reads and keeps of
+// the item it is on (at, atQ, seen, stuck).
 type worker struct {
 	g     *group
 	id    int
@@ -31,6 +32,21 @@ type worker struct {
 	compErr   []bool
 	drops     []Drop
 	completed []token // the tokens of a chunk's completed items (do)
+
+	// Several workers, with GroupConfig.StallAfter: the item the worker
+	// is on, or was on last (its queue, atQ, and its position in it, at;
+	// 0 while it does a timer or drops), written per item; lastQ and
+	// lastAt are their values for the worker alone. The worker is on it
+	// while its inflight count is not 0. The overseer's: what it saw the
+	// worker on (seen, its goroutine only) and the item it found the
+	// worker stuck on (stuck), which the worker clears at the end of the
+	// item's task.
+	at     atomic.Int64
+	atQ    atomic.Pointer[binding]
+	lastQ  *binding
+	lastAt int64
+	seen   sighting
+	stuck  atomic.Pointer[stall]
 
 	// The batch: items handled, their BeforeComplete called, that wait for
 	// the observers' Flush before they count as dispatched (in order); the
@@ -458,11 +474,13 @@ func (w *worker) do(t task) {
 	g := w.g
 	switch {
 	case t.timer != nil:
+		w.offItem()
 		if !g.dead.Load() && !g.abandoned() {
 			w.fire(*t.timer)
 		}
 		w.flush()
 	case t.drops != nil:
+		w.offItem()
 		w.reportDrops(t.drops, t.lost)
 		w.flush()
 	default:
@@ -474,11 +492,25 @@ func (w *worker) do(t task) {
 		// (as a group of one worker takes nothing more of it): what the
 		// queue held and the group did not process is never acknowledged
 		// in this run.
-		for _, c := range t.claims {
+		watched := g.stallAfter > 0
+		if watched && w.lastQ != t.b {
+			w.lastQ = t.b
+			w.atQ.Store(t.b)
+		}
+		for i, c := range t.claims {
 			if g.dead.Load() || g.held.Load() || g.stopping() || t.b.removed.Load() || g.abandoned() {
 				break
 			}
 			c.tok.Worker = w.id
+			if watched {
+				// One store per item, nothing else: the overseer finds
+				// the worker idle by its inflight count.
+				w.at.Store(c.tok.Position)
+				w.lastAt = c.tok.Position
+				if i == 0 {
+					g.eng.ov.wake()
+				}
+			}
 			if !w.dispatch(t.b, c.e, c.tok) {
 				g.held.Store(true)
 				break
@@ -488,8 +520,20 @@ func (w *worker) do(t task) {
 			g.held.Store(true)
 		}
 		g.complete(t.b.feed, w.completed...)
+		if watched && w.stuck.Load() != nil {
+			w.stuck.Store(nil) // its item completed (or will not be)
+		}
 		w.completed = w.completed[:0]
 		g.reuse(t.claims)
+	}
+}
+
+// offItem notes that the worker does something else than an item (a timer,
+// drops): the overseer does not take it for the item it was on last.
+func (w *worker) offItem() {
+	if w.lastAt != 0 {
+		w.at.Store(0)
+		w.lastAt = 0
 	}
 }
 

@@ -150,8 +150,9 @@ func awaitLines(t *testing.T, lines <-chan struct{}, n int) {
 }
 
 // TestRunDrops: a slow processor behind a one-slot queue under the drop
-// policy loses lines; the run says so (exit 3) and the recording holds the
-// DROPPED rows, so its replay is identical but not lossless (exit 3).
+// policy loses lines; the run says so (exit 3), warns once of the queue's
+// first drop (stderr), and the recording holds the DROPPED rows, so its
+// replay is identical but not lossless (exit 3).
 func TestRunDrops(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.txt")
@@ -159,17 +160,22 @@ func TestRunDrops(t *testing.T) {
 		writeLines(t, in, fmt.Sprintf("a%d,%d", i, 1000+i))
 	}
 	st := filepath.Join(dir, "run.db")
-	code, out := execute(t, context.Background(), "run", "--app", "alerts", "--input", in, "--store", st,
-		"--read", "once-earliest", "--policy", "drop", "--spin", "0s", "--queue", "1", "--delay", "1ms", "--json")
+	var stdout, stderr bytes.Buffer
+	code := newCLI(&stdout, cli.WithStderr(&stderr)).Execute(context.Background(), []string{"run", "--app", "alerts", "--input", in, "--store", st,
+		"--read", "once-earliest", "--policy", "drop", "--spin", "0s", "--queue", "1", "--delay", "1ms", "--json"})
+	out := stdout.String()
 	if code != cli.ExitIncomplete {
-		t.Fatalf("exit %d, want %d:\n%s", code, cli.ExitIncomplete, out)
+		t.Fatalf("exit %d, want %d:\n%s%s", code, cli.ExitIncomplete, stderr.String(), out)
 	}
 	var status engine.Status
 	if err := json.Unmarshal([]byte(out), &status); err != nil {
 		t.Fatal(err)
 	}
-	if status.Lossless || status.Feeds[0].Dropped == 0 || !status.Settled {
+	if status.Lossless || status.Feeds[0].Dropped == 0 || !status.Settled || status.Feeds[0].Subscribers[0].Dropped != status.Feeds[0].Dropped {
 		t.Errorf("status: %s", out)
+	}
+	if got := strings.Count(stderr.String(), "blackbox: warning: queue main/input: first drop"); got != 1 {
+		t.Errorf("%d first-drop warnings, want 1:\n%s", got, stderr.String())
 	}
 	code, out = execute(t, context.Background(), "replay", st)
 	if code != cli.ExitIncomplete || !strings.Contains(out, "LOSSY") {
