@@ -564,13 +564,21 @@ func (e *Engine) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("%w: group %q did not stop (a processor is blocked): %v", ErrStopped, g.name, ctx.Err()))
 		}
 	}
+	return e.closeRun(errs)
+}
+
+// closeRun ends a run whose groups are done (Stop's, or a kill's end):
+// the CheckpointUsers' last saves, the last commit, the feeds stopped (a
+// pause found is timed until now), the engine's goroutines halted. It
+// returns errs with what failed and the engine's error.
+func (e *Engine) closeRun(errs []error) error {
 	errs = append(errs, e.closeCheckpoints()) // the last saves, before the last commit
 	errs = append(errs, e.commitAll()...)
 	now := e.cfg.TimerClock.Now()
 	for _, f := range e.feeds {
 		f.mu.Lock()
 		f.stopped = true
-		f.pauseOver(now, false) // a pause the stop found is timed until now
+		f.pauseOver(now, false)
 		f.mu.Unlock()
 	}
 	e.ov.halt()

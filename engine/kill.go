@@ -128,19 +128,7 @@ func (e *Engine) endKill() {
 	for _, g := range e.groups {
 		<-g.done
 	}
-	errs = append(errs, e.closeCheckpoints())
-	errs = append(errs, e.commitAll()...)
-	now := e.cfg.TimerClock.Now()
-	for _, f := range e.feeds {
-		f.mu.Lock()
-		f.stopped = true
-		f.pauseOver(now, false) // a pause the kill found is timed until now
-		f.mu.Unlock()
-	}
-	e.ov.halt()
-	e.watch.halt()
-	errs = append(errs, e.Err())
-	e.killErr = errors.Join(errs...)
+	e.killErr = e.closeRun(errs)
 }
 
 // untilQuiet waits until every live group has finished the items it had
