@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -27,32 +26,6 @@ func queueOf(t *testing.T, st engine.FeedStatus, g string, removed bool) engine.
 	}
 	t.Fatalf("no queue %s/%s (removed %v) in %+v", g, st.Feed, removed, st.Subscribers)
 	return engine.SubscriberStatus{}
-}
-
-// startFailing is start for a run in which a group may fail: Stop may
-// return the failure (errors.Is(err, engine.ErrObserver)).
-func startFailing(t *testing.T, cfg engine.Config) *engine.Engine {
-	t.Helper()
-	before, _ := testutil.CountGoroutines()
-	if cfg.Logger == nil {
-		cfg.Logger = testutil.Logger(t)
-	}
-	e, err := engine.New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := e.Stop(ctx); err != nil && !errors.Is(err, engine.ErrObserver) {
-			t.Errorf("Stop: %v", err)
-		}
-		testutil.CheckNoLeak(t, before)
-	})
-	return e
 }
 
 // events records, in order, the items each group's processors received and
@@ -377,12 +350,12 @@ func TestAReleasedFencedOrDeadQueueIsReplacedByANewGeneration(t *testing.T) {
 					}
 					return nil
 				}
-				e := startFailing(t, engine.Config{
+				e := startAllowing(t, engine.Config{
 					Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 32}},
 					Groups: []engine.GroupConfig{
 						{Name: "g", Feeds: []string{"in"}, Processors: procs("g", gate)},
 						{Name: "h", Feeds: []string{"in"}, Processors: procs("h", newTurnstile(true))}},
-					Observer: obs})
+					Observer: obs}, engine.ErrObserver)
 				t.Cleanup(gate.openUp)
 				f := e.Feed("in")
 				c := &committer{}
