@@ -310,6 +310,7 @@ func (s *Source) Run(ctx context.Context, f *engine.Intake) error {
 	for {
 		s.poll()
 		if ctx.Err() != nil {
+			s.lastLook()
 			return nil
 		}
 		progress, published, done, err := s.cycle()
@@ -325,9 +326,34 @@ func (s *Source) Run(ctx context.Context, f *engine.Intake) error {
 		}
 		if !s.idle(ctx, timer, &idle) {
 			s.poll()
+			s.lastLook()
 			return nil
 		}
 	}
+}
+
+// lastLook is a tailing source's last look when it stops: one stopped
+// right after it published the last lines it read, before it looked at
+// the file again, said BEHIND though nothing was left to read (a clean
+// stop then not settled). It says CAUGHT_UP, reading nothing, when the
+// open file ends where the reader is, no complete line waits in the
+// reader, nothing is skipped or held, and the path still names the file.
+func (s *Source) lastLook() {
+	rd := s.rd
+	if s.state != engine.StateBehind || rd == nil || s.switching || s.hold || s.final || rd.skip != skipNone {
+		return
+	}
+	if _, _, ok := rd.next(false); ok {
+		return
+	}
+	fi, err := s.file.Stat()
+	if err != nil || fi.Size() != rd.readOff() {
+		return
+	}
+	if st, err := os.Stat(s.path); err != nil || identity(st) != s.fileID {
+		return
+	}
+	s.setState(engine.StateCaughtUp, s.openErr)
 }
 
 // idle waits between cycles that did nothing: a few yields first (a queue
