@@ -121,6 +121,11 @@ func (s *Source) takePartition(fp kgo.FetchTopicPartition, id topicID, committed
 // records below the commit the log holds again are read again), and the
 // commits go on from what is processed. s.mu held.
 func (s *Source) truncated(p *part, at, end int64) engine.Loss {
+	if id := s.ids[p.topic]; !p.id.known() && id.known() {
+		// Assigned before the topic's ID was known, and nothing fetched
+		// since: the loss is in the position space the ID now names.
+		p.id, p.epoch = id, TopicEpoch(id)
+	}
 	p.stale, p.committed, p.next = true, -1, 0
 	p.truncated++
 	return engine.Loss{Reason: LossTruncated, Epoch: p.epoch, Key: p.key, From: at,
