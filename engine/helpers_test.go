@@ -190,3 +190,17 @@ func publishAll(t *testing.T, f *engine.Feed, from, n int) {
 		stalled = true
 	}
 }
+
+// heldFeed is feed "in" of e with a committer and group g's processing
+// checkpoint on it (Engine.Hold).
+func heldFeed(t *testing.T, e *engine.Engine) (*engine.Feed, *committer, *engine.Checkpoint) {
+	t.Helper()
+	f := e.Feed("in")
+	c := &committer{}
+	f.Intake().SetCommitter(c)
+	cp, err := e.Hold("in", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, c, cp
+}

@@ -246,13 +246,7 @@ func TestACheckpointsHeldPositionSurvivesTheGroupsUnsubscribe(t *testing.T) {
 			Groups: []engine.GroupConfig{
 				{Name: "g", Feeds: []string{"in"}, Processors: procs("g", open)},
 				{Name: "later", Processors: procs("later", open)}}})
-		f := e.Feed("in")
-		c := &committer{}
-		f.Intake().SetCommitter(c)
-		cp, err := e.Hold("in", "g")
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, c, cp := heldFeed(t, e)
 		publish(t, f, 1, 3)
 		synctest.Wait()
 		m3 := cp.Mark()

@@ -485,13 +485,7 @@ func TestAReleaseOfAHeldQueueReleasesWhatItsCheckpointHadNotMadeDurable(t *testi
 				{Name: "g", Feeds: []string{"in"}, Processors: procs("g", newTurnstile(true))},
 				{Name: "h", Feeds: []string{"in"}, Processors: procs("h", newTurnstile(true))}},
 			Observer: events(log)})
-		f := e.Feed("in")
-		c := &committer{}
-		f.Intake().SetCommitter(c)
-		cp, err := e.Hold("in", "g")
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, c, cp := heldFeed(t, e)
 		publish(t, f, 1, 3)
 		synctest.Wait()
 		m3 := cp.Mark()

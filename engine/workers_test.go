@@ -196,13 +196,7 @@ func TestAStaleTokenAfterAResubscribeIsRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHoldBack()
 		e := start(t, parallel(nil, 2, 0, h))
-		f := e.Feed("in")
-		c := &committer{}
-		f.Intake().SetCommitter(c)
-		cp, err := e.Hold("in", "g")
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, c, cp := heldFeed(t, e)
 		publishAll(t, f, 1, 2)
 		synctest.Wait()
 		old := cp.Mark()
