@@ -810,6 +810,16 @@ func (f *Feed) setCommitter(c Committer) {
 	f.mu.Unlock()
 }
 
+// Commits reports whether the feed's source commits what is processed
+// (it set a Committer: Intake.SetCommitter), so that Observer.Committed
+// will report its items. A source sets it before it publishes a positioned
+// item. Safe for concurrent use.
+func (f *Feed) Commits() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.committer != nil
+}
+
 // setEpoch is Intake.SetEpoch.
 func (f *Feed) setEpoch(epoch int64) {
 	f.mu.Lock()

@@ -78,6 +78,12 @@ type Options struct {
 	// Logger receives a warning for each recording that stops (the
 	// *BrokenError, after "blackbox "). Default: slog.Default().
 	Logger *slog.Logger
+	// Written, if set, is told the processor rows of every Append that
+	// succeeded, in the order written, with the recorder's lock held (so
+	// never concurrently, and in the recording's order): an outbox
+	// (package outbox) learns from it which outputs the recording holds.
+	// It must not keep rows (the recorder reuses them) nor block.
+	Written func(rows []store.Entry)
 }
 
 // Recorder records an engine run into a store.Writer. Its methods, and the
@@ -91,6 +97,9 @@ type Recorder struct {
 	codec Codec
 	only  map[string]bool // nil: every processor
 	log   *slog.Logger
+
+	onWrite func([]store.Entry) // Options.Written
+	created time.Time           // META's
 
 	mu         sync.Mutex // serializes the writer; guards the fields below
 	globalNext int64      // next index of META/JOURNAL/COMMIT rows
@@ -154,7 +163,7 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 		return nil, fmt.Errorf("recorder: negative SyncEvery %d or SyncInterval %s", opts.SyncEvery, opts.SyncInterval)
 	}
 	r := &Recorder{w: w, clock: opts.Clock, codec: opts.Codec, log: opts.Logger, syncEvery: opts.SyncEvery,
-		broken: map[string]error{}, noCommits: opts.NoCommits}
+		broken: map[string]error{}, noCommits: opts.NoCommits, onWrite: opts.Written}
 	if r.clock == nil {
 		r.clock = core.SystemClock()
 	}
@@ -191,7 +200,8 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 	if opts.Processors != nil {
 		streams = slices.Compact(slices.Sorted(slices.Values(opts.Processors)))
 	}
-	meta := store.EncodeMeta(store.Meta{Format: store.Format, Created: r.clock.Now(), Apps: apps, Options: o, Streams: streams})
+	r.created = r.clock.Now()
+	meta := store.EncodeMeta(store.Meta{Format: store.Format, Created: r.created, Apps: apps, Options: o, Streams: streams})
 	r.head = []store.Entry{meta}
 	r.awaiting = map[string]bool{}
 	for _, s := range streams {
@@ -204,6 +214,23 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 		go r.syncLoop(opts.SyncInterval)
 	}
 	return r, nil
+}
+
+// Created is the creation instant the recording's META holds: with its
+// path, what names the recording to an outbox.
+func (r *Recorder) Created() time.Time { return r.created }
+
+// Sync forces every row written so far to stable storage (the writer's
+// Sync), whatever SyncEvery and SyncInterval say: an outbox calls it
+// before it marks outputs deliverable. A failure stops every stream, as
+// a due sync's does. It is safe for concurrent use.
+func (r *Recorder) Sync() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.unsynced == 0 {
+		return nil
+	}
+	return r.syncLocked()
 }
 
 // Err returns every recording failure so far (each a *BrokenError), joined;
@@ -409,6 +436,7 @@ func (r *Recorder) appendParts(rows []store.Entry, parts []part) error {
 			if err != nil {
 				return r.breakParts(parts, err)
 			}
+			r.tell(krows)
 			if err := r.written(keep, n); err != nil {
 				return r.brokenErr(procsOf(parts)...)
 			}
@@ -418,6 +446,7 @@ func (r *Recorder) appendParts(rows []store.Entry, parts []part) error {
 	if err != nil {
 		return r.breakParts(parts, err)
 	}
+	r.tell(rows)
 	if err := r.written(parts, wrote); err != nil {
 		return r.brokenErr(procsOf(parts)...)
 	}
@@ -466,6 +495,13 @@ func (r *Recorder) appendLocked(rows []store.Entry, commits bool) (int, error) {
 		return 0, r.openErr
 	}
 	return 0, err
+}
+
+// tell tells Options.Written the processor rows just written (r.mu held).
+func (r *Recorder) tell(rows []store.Entry) {
+	if r.onWrite != nil && len(rows) > 0 {
+		r.onWrite(rows)
+	}
 }
 
 // written moves each part's processor on past its rows, n rows written in

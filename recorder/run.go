@@ -9,6 +9,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/outbox"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -51,10 +52,19 @@ type RunConfig struct {
 	// Clock is the cycles' clock (Cycle.Now), TimerClock the clock timers
 	// are due on; RecorderClock stamps rows. Defaults: the system clock.
 	Clock, TimerClock, RecorderClock core.Clock
-	// Sink receives outputs live; Observer sees the run after the
-	// recorder's own hooks (a hook of Observer runs once the recorder's
-	// returned).
-	Sink     core.Sink
+	// Sink receives outputs live, as they are emitted, before the rows
+	// that record them are written: at least once, and possibly outputs
+	// no recording holds (a crash between). Outbox delivers them only
+	// once they are recorded and their inputs committed, each once
+	// (docs/GUARANTEES.md, "Effects"): set one or the other. Observer
+	// sees the run after the recorder's and the outbox's hooks (a hook of
+	// Observer runs once theirs returned).
+	Sink   core.Sink
+	Outbox *outbox.Outbox
+	// Path is Store's path: with Outbox, how its marks name the
+	// recording (with META's creation instant) for the next run's
+	// recovery.
+	Path     string
 	Observer engine.Observer
 	Logger   *slog.Logger
 	// Codec encodes payloads (default JSON); SyncEvery and SyncInterval
@@ -114,8 +124,17 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 			return nil, fmt.Errorf("%w: app %q has no Key: it cannot run key-ordered", ErrUsage, cfg.Processors[0].App.Name)
 		}
 	}
-	rec, err := New(cfg.Store, Options{Clock: cfg.RecorderClock, Codec: cfg.Codec, Apps: apps, NoCommits: cfg.NoCommits,
-		SyncEvery: cfg.SyncEvery, SyncInterval: cfg.SyncInterval, Logger: cfg.Logger})
+	opts := Options{Clock: cfg.RecorderClock, Codec: cfg.Codec, Apps: apps, NoCommits: cfg.NoCommits,
+		SyncEvery: cfg.SyncEvery, SyncInterval: cfg.SyncInterval, Logger: cfg.Logger}
+	obs := cfg.Observer
+	if cfg.Outbox != nil {
+		if cfg.Path == "" {
+			return nil, fmt.Errorf("%w: an outbox without the recording's path", ErrUsage)
+		}
+		opts.Written = cfg.Outbox.Written
+		obs = cfg.Outbox.Observer().Then(obs)
+	}
+	rec, err := New(cfg.Store, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -131,12 +150,16 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		Feeds:      []engine.FeedConfig{fc},
 		Groups: []engine.GroupConfig{{Name: group, Feeds: []string{fc.Name}, Processors: procs,
 			Workers: cfg.Workers, Order: cfg.Order, Key: key, MaxGap: cfg.MaxGap}},
-		Observer:    rec.Observer().Then(cfg.Observer),
+		Observer:    rec.Observer().Then(obs),
 		Sink:        cfg.Sink,
 		Logger:      cfg.Logger,
 		KillSwitch:  cfg.KillSwitch,
 		KillAbandon: cfg.KillAbandon,
 	})
+	if err == nil && cfg.Outbox != nil {
+		err = cfg.Outbox.Begin(outbox.Run{Path: cfg.Path, Created: rec.Created(), Sync: rec.Sync,
+			Commits: func(feed string) bool { f := eng.Feed(feed); return f != nil && f.Commits() }})
+	}
 	if err == nil {
 		err = eng.Start(ctx)
 	}
@@ -152,7 +175,8 @@ func (r *Run) Engine() *engine.Engine { return r.eng }
 // Stop stops the engine (Engine.Stop with ctx: a clean stop commits and
 // drains), then closes the recorder (END rows). stopErr is the engine's;
 // recErr is the recorder's: the recording is broken (a stream stopped, or
-// closing failed). The store stays open: the caller closes it.
+// closing failed). The store stays open: the caller closes it, and closes
+// RunConfig.Outbox after it (its last batch follows the last commit).
 func (r *Run) Stop(ctx context.Context) (stopErr, recErr error) {
 	stopErr = r.eng.Stop(ctx)
 	return stopErr, r.rec.Close()

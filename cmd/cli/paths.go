@@ -271,9 +271,11 @@ func runPaths(cfg recordConfig) []pathArg {
 	for _, p := range stateFiles(cfg.state, cfg.workers) {
 		args = append(args, pathArg{flag: "--state", path: p, write: true})
 	}
-	return append(args,
-		pathArg{flag: "--out", path: cfg.out, write: true},
-		pathArg{flag: "--status", path: cfg.status, write: true})
+	args = append(args, pathArg{flag: "--out", path: cfg.out, write: true})
+	if cfg.out != "" {
+		args = append(args, pathArg{flag: "--out", path: outboxPath(cfg.out), write: true}) // its marks
+	}
+	return append(args, pathArg{flag: "--status", path: cfg.status, write: true})
 }
 
 // checkRunPaths makes every check of a run's paths that needs no lock: the

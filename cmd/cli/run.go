@@ -19,6 +19,7 @@ import (
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
 	"github.com/blackbox-audit/blackbox/internal/apps"
+	"github.com/blackbox-audit/blackbox/outbox"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -48,6 +49,7 @@ type recordConfig struct {
 	stateInterval time.Duration
 	options       map[string]string // --option KEY=VALUE
 	out           string
+	outFormat     string // --out-format: outbox.FormatValue or FormatEnvelope
 	status        string
 	policy        engine.Policy
 	queue         int
@@ -68,17 +70,20 @@ type recordResult struct {
 	Failed   int64 // FAILED rows recorded
 	Dropped  int64 // DROPPED rows recorded
 	Lost     int64 // LOST rows recorded (the source's losses)
-	Emitted  int64 // outputs delivered live (to --out)
+	Emitted  int64 // outputs delivered to --out (or, without it, emitted)
 	Rows     int64 // rows written to the recording
 	Recorded error // the recorder's failures (a broken stream), nil when whole
 	// State is why the app's durable state could not be saved (its saves
 	// kept failing: its group failed, an *engine.DurableError naming the
 	// state), nil when every save was made.
 	State error
-	// NotOutput counts the outputs that could not be written to --out;
-	// Out is why (naming the file), nil when every output was written.
-	NotOutput int64
-	Out       error
+	// Outbox is what --out's outbox did (nil without --out): delivered,
+	// recovered from earlier runs, suppressed, pending.
+	Outbox *outbox.Status
+	// Out is why --out's outbox stopped delivering (naming the file), nil
+	// when it did not: what it did not deliver is recorded and committed,
+	// and the next run delivers it first.
+	Out error
 	// Partitions is each Kafka partition's standing at the end of a run
 	// with --kafka (committed, processed, lag, paused).
 	Partitions []kafkasource.PartitionStatus
@@ -249,7 +254,8 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.IntVar(&cfg.stateEvery, "state-every", apps.DefaultSaveEvery, "with --state: save the state at least every `N` lines (option state-every; 1 saves each line before it is committed)")
 	f.DurationVar(&cfg.stateInterval, "state-interval", apps.DefaultSaveInterval, "with --state: save lines processed since the last save within this `DURATION` (option state-interval)")
 	f.StringArrayVar(&fl.options, "option", nil, "an option of the app, `KEY=VALUE` (repeatable; alerts: threshold=N)")
-	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output")
+	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output, once its input is recorded and committed (at most one commit poll later), each exactly once across crashes (marks in FILE.outbox)")
+	f.StringVar(&cfg.outFormat, "out-format", outbox.FormatValue, "--out's lines: value (the output) or envelope ({\"key\":...,\"output\":...}: the output's feed, epoch, position and index)")
 	f.StringVar(&cfg.status, "status", "", "write the final status JSON to this file")
 	f.StringVar(&fl.policy, "policy", "pause", "overload policy of the feed: pause, drop or block")
 	f.IntVar(&cfg.queue, "queue", 1024, "capacity of the processor's queue (with --kafka the default is --poll-records, a poll's records)")
@@ -484,7 +490,7 @@ func runVerdict(res recordResult) error {
 	case res.State != nil:
 		return exit(ExitIncomplete, fmt.Errorf("the state could not be saved, the run stopped (nothing is committed past its last save: a restart delivers the rest again): %w", res.State))
 	case res.Out != nil:
-		return exit(ExitIncomplete, fmt.Errorf("%s not written, the run stopped: %w", count(res.NotOutput, "output"), res.Out))
+		return exit(ExitIncomplete, fmt.Errorf("outputs not delivered, the run stopped (recorded and committed: the next run delivers them first): %w", res.Out))
 	case !res.Status.Settled:
 		return exit(ExitIncomplete, nil)
 	case !res.Status.Lossless:
@@ -521,11 +527,19 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 	fmt.Fprintf(w, "recorded  %s (%s): %s, %s, %s, %d failed, %s%s; %s\n", cfg.store, cfg.format, cfg.app,
 		count(res.Inputs, "input"), count(res.Outputs, "output"), res.Failed, count(res.Dropped, "drop"), lostRows, count(res.Rows, "row"))
 	if cfg.out != "" {
-		lost := ""
-		if res.NotOutput > 0 {
-			lost = fmt.Sprintf(", %d not written", res.NotOutput)
+		more := ""
+		if o := res.Outbox; o != nil {
+			if o.Recovered > 0 {
+				more += fmt.Sprintf(", %d of them from earlier runs", o.Recovered)
+			}
+			if o.Suppressed > 0 {
+				more += fmt.Sprintf(", %d not again (delivered by an earlier run)", o.Suppressed)
+			}
+			if o.Pending > 0 {
+				more += fmt.Sprintf(", %d pending (not committed: the next run processes them again)", o.Pending)
+			}
 		}
-		fmt.Fprintf(w, "outputs   %s: %s appended%s\n", cfg.out, count(res.Emitted, "line"), lost)
+		fmt.Fprintf(w, "outputs   %s: %s appended%s\n", cfg.out, count(res.Emitted, "line"), more)
 	}
 	if cfg.status != "" {
 		fmt.Fprintf(w, "status    %s\n", cfg.status)
@@ -591,14 +605,30 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if err != nil {
 		return res, err
 	}
+	// --out's outbox first delivers what earlier runs left, reading their
+	// recordings before --force may replace one.
+	var out *outbox.File
+	var box *outbox.Outbox
+	if cfg.out != "" {
+		if out, box, err = openOutbox(cfg, c.outWriter, logger); err != nil {
+			return res, err
+		}
+	}
 	// From here on the run creates files: undone on a failure before the
 	// engine ran (once it ran, its recording is the record of what it did).
-	files, err := createRunFiles(cfg, plan, c.outWriter)
+	files, err := createRunFiles(cfg, plan)
 	if err != nil {
+		box.Close()
+		out.Close()
 		return res, err
 	}
+	files.out, files.box = out, box
 	defer files.close()
-	proc, newProc := workerProcs(proc, build, cfg.delay, files.sink.failure)
+	proc, newProc := workerProcs(proc, build, cfg.delay)
+	var sink core.Sink
+	if files.sink != nil {
+		sink = files.sink
+	}
 	run, err := recorder.Start(ctx, recorder.RunConfig{
 		Store:         files.store,
 		Feed:          engine.FeedConfig{Name: feedName, Source: src, Policy: cfg.policy, QueueSize: cfg.queue},
@@ -610,7 +640,9 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		MaxGap:        cfg.maxGap,
 		Clock:         c.clock,
 		RecorderClock: c.clock,
-		Sink:          files.sink,
+		Sink:          sink,
+		Outbox:        box,
+		Path:          cfg.store,
 		Logger:        logger,
 		NoCommits:     c.noCommits,
 	})
@@ -672,7 +704,11 @@ func runSource(ctx context.Context, cfg recordConfig, logger *slog.Logger) (src 
 // (naming the file or topic) or --status's.
 func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run, files *runFiles, srcs runSources, logger *slog.Logger) (recordResult, error) {
 	p := c.progress()
-	srcErr := run.Wait(ctx, recorder.WaitConfig{Follow: cfg.follow, Stop: files.sink.failed, Progress: func(st engine.Status) {
+	var failed <-chan struct{}
+	if files.box != nil {
+		failed = files.box.Failed()
+	}
+	srcErr := run.Wait(ctx, recorder.WaitConfig{Follow: cfg.follow, Stop: failed, Progress: func(st engine.Status) {
 		if len(st.Feeds) > 0 {
 			p.Printf("%s: %d lines read, %d acknowledged", st.Feeds[0].State, st.Feeds[0].Sequence, st.Feeds[0].Acknowledged)
 		}
@@ -688,10 +724,17 @@ func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run
 	if recErr != nil {
 		recErr = storeErr(cfg.store, recErr)
 	}
-	eng, sink := run.Engine(), files.sink
+	outErr := files.close()
+	eng := run.Engine()
 	res := recordResult{Status: eng.Status(), Inputs: w.inputs(), Outputs: w.kinds[store.KindOutput],
-		Failed: w.kinds[store.KindFailed], Dropped: w.kinds[store.KindDropped], Lost: w.kinds[store.KindLost], Emitted: sink.written.Load(), Rows: w.rows,
-		Recorded: recErr, NotOutput: sink.lost.Load()}
+		Failed: w.kinds[store.KindFailed], Dropped: w.kinds[store.KindDropped], Lost: w.kinds[store.KindLost], Rows: w.rows,
+		Recorded: recErr}
+	if files.sink != nil {
+		res.Emitted = files.sink.written.Load()
+	}
+	if box := files.boxStatus; box != nil {
+		res.Emitted, res.Outbox = box.Delivered, box
+	}
 	if srcs.kafka != nil { // stopped: its final commit made
 		res.Partitions = srcs.kafka.Status().Partitions
 	}
@@ -703,13 +746,10 @@ func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run
 	if errors.As(eng.Err(), &de) {
 		res.State = de
 	}
-	if err := sink.failure(); err != nil {
-		// An output that was not written is lost: the run is not lossless.
-		res.Out = &fileError{cfg.out, err}
-		res.Status.Lossless = false
-		for i := range res.Status.Feeds {
-			res.Status.Feeds[i].Lossless = false
-		}
+	if outErr != nil {
+		// Recorded and committed, not delivered: the next run's outbox
+		// delivers it first. Not a loss, but the run did not finish.
+		res.Out = &fileError{cfg.out, outErr}
 	}
 	if srcErr != nil {
 		return res, sourceErr(cfg, srcErr)

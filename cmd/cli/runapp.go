@@ -55,12 +55,10 @@ func buildFirst(build func(w int) (core.Processor, error)) (core.Processor, erro
 
 // workerProcs returns the engine's factory of the workers' instances:
 // worker 0 gets first (built by buildFirst), each later one build(w).
-// Every instance is guarded: slowed down by delay, and failing its cycles
-// once an output could not be written (failed), so that nothing after it
-// completes (a completion saves an app's state). The engine calls the
+// Every instance is guarded: slowed down by delay. The engine calls the
 // factory from one goroutine.
-func workerProcs(first core.Processor, build func(w int) (core.Processor, error), delay time.Duration, failed func() error) (core.Processor, func() (core.Processor, error)) {
-	first = guarded(first, delay, failed)
+func workerProcs(first core.Processor, build func(w int) (core.Processor, error), delay time.Duration) (core.Processor, func() (core.Processor, error)) {
+	first = guarded(first, delay)
 	built := 0
 	return first, func() (core.Processor, error) {
 		w := built
@@ -72,6 +70,6 @@ func workerProcs(first core.Processor, build func(w int) (core.Processor, error)
 		if err != nil {
 			return nil, err
 		}
-		return guarded(p, delay, failed), nil
+		return guarded(p, delay), nil
 	}
 }

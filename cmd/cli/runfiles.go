@@ -3,11 +3,13 @@ package cli
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
+	"github.com/blackbox-audit/blackbox/outbox"
 )
 
 // runPlan is what `run` decided before any work, every check passed: the
@@ -74,17 +76,20 @@ func (p *runPlan) checkLocked(cfg recordConfig) (err error) {
 // or only counted). Its methods are called by the run's goroutine only.
 type runFiles struct {
 	store *writer
-	sink  *outSink
-	out   *os.File // nil without --out
-	undo  []func() // removes what the run created, in reverse
+	sink  *countSink // counts outputs when there is no --out
+	out   *outbox.File
+	box   *outbox.Outbox // --out's outbox
+	// boxStatus is the outbox's status once closed.
+	boxStatus *outbox.Status
+	undo  []func()       // removes what the run created, in reverse
 }
 
 // createRunFiles makes the files of a run once every check passed, before
 // the engine runs: it removes the old recording (plan.replace), creates
 // the store, writes or removes the state's layout record (applyLayout) and
-// opens --out (created when missing), wrapped by wrap (tests). On an error
+// makes the counting sink of a run without --out. On an error
 // it removes what it created, so that no half-made file stays behind.
-func createRunFiles(cfg recordConfig, plan runPlan, wrap func(io.Writer) io.Writer) (_ *runFiles, err error) {
+func createRunFiles(cfg recordConfig, plan runPlan) (_ *runFiles, err error) {
 	f := &runFiles{}
 	defer func() {
 		if err != nil {
@@ -112,22 +117,36 @@ func createRunFiles(cfg recordConfig, plan runPlan, wrap func(io.Writer) io.Writ
 		f.undo = append(f.undo, func() { os.Remove(layoutPath(cfg.state)) })
 	}
 	if cfg.out == "" {
-		f.sink = newCountSink()
-		return f, nil
-	}
-	_, statErr := os.Stat(cfg.out)
-	out, err := os.OpenFile(cfg.out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, &fileError{cfg.out, unwrapPathError(err)}
-	}
-	f.out = out
-	if statErr != nil {
-		f.undo = append(f.undo, func() { out.Close(); os.Remove(cfg.out) })
-	}
-	if f.sink, err = newOutSink(out, wrap); err != nil {
-		return nil, err
+		f.sink = &countSink{}
 	}
 	return f, nil
+}
+
+// outboxPath is the marks file of --out's outbox.
+func outboxPath(out string) string { return out + ".outbox" }
+
+// openOutbox opens --out and its outbox before the run creates anything
+// else: the outbox first delivers what earlier runs recorded and committed
+// but did not deliver (their recordings are read before --force may
+// replace one). wrap, when not nil, wraps --out's writer (tests).
+func openOutbox(cfg recordConfig, wrap func(io.Writer) io.Writer, logger *slog.Logger) (*outbox.File, *outbox.Outbox, error) {
+	_, statErr := os.Stat(cfg.out)
+	file, err := outbox.OpenFile(cfg.out, cfg.outFormat, false)
+	if err != nil {
+		return nil, nil, &fileError{cfg.out, unwrapPathError(err)}
+	}
+	if wrap != nil {
+		file.Wrap(wrap)
+	}
+	box, err := outbox.Open(outbox.Config{Marks: outboxPath(cfg.out), Sink: file, Logger: logger})
+	if err != nil {
+		file.Close()
+		if statErr != nil {
+			os.Remove(cfg.out)
+		}
+		return nil, nil, &fileError{outboxPath(cfg.out), err}
+	}
+	return file, box, nil
 }
 
 // remove undoes the files of a run whose engine never ran: it removes
@@ -140,10 +159,19 @@ func (f *runFiles) remove() {
 	f.close()
 }
 
-// close closes --out, once the run is over (the store is closed after
-// the run's Stop).
-func (f *runFiles) close() {
+// close closes --out's outbox and --out, once the run is over (after the
+// run's Stop and the store's Close: the outbox's last batch follows the
+// last commit). It returns the outbox's delivery failure.
+func (f *runFiles) close() error {
+	var err error
+	if f.box != nil {
+		err = f.box.Close()
+		st := f.box.Status()
+		f.boxStatus, f.box = &st, nil
+	}
 	if f.out != nil {
 		f.out.Close()
+		f.out = nil
 	}
+	return err
 }

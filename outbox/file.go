@@ -1,0 +1,175 @@
+package outbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
+)
+
+// The line formats of a File.
+const (
+	// FormatValue: each output's recorded value (compact JSON), one per
+	// line.
+	FormatValue = "value"
+	// FormatEnvelope: {"key":KEY,"output":VALUE} per line, KEY the
+	// output's core.EffectKey: a reader of the file can drop a key it has
+	// seen.
+	FormatEnvelope = "envelope"
+)
+
+// How often, and how far apart, a batch's write is tried before the
+// delivery fails.
+const (
+	fileAttempts = 3
+	fileBackoff  = 10 * time.Millisecond
+)
+
+// File is the outbox's own sink: a file of one line per output, appended
+// to. With its outbox it is exactly once: a batch's mark holds the file's
+// size before the batch, so recovery finds how much of the batch a crash
+// let through and appends the rest. Its methods are called by its outbox's
+// goroutine only (Size, Close by its owner once the outbox is closed).
+type File struct {
+	f      *os.File
+	w      io.Writer // f, or what Wrap made of it
+	path   string
+	format string
+	size   int64
+	sync   bool
+}
+
+// OpenFile opens (creating it when missing) the file at path for an
+// outbox, lines written in format (FormatValue or FormatEnvelope), each
+// batch synced to stable storage when sync is set.
+func OpenFile(path, format string, sync bool) (*File, error) {
+	if format != FormatValue && format != FormatEnvelope {
+		return nil, fmt.Errorf("outbox: line format %q: want %s or %s", format, FormatValue, FormatEnvelope)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &File{f: f, w: f, path: path, format: format, size: fi.Size(), sync: sync}, nil
+}
+
+// Wrap makes the file's lines go through wrap(file) (tests inject failing
+// writes with it). Call it before the outbox is opened.
+func (f *File) Wrap(wrap func(io.Writer) io.Writer) { f.w = wrap(f.f) }
+
+// Path is the file's path as given.
+func (f *File) Path() string { return f.path }
+
+// Size is the file's size: where the next line starts.
+func (f *File) Size() int64 { return f.size }
+
+// Close closes the file.
+func (f *File) Close() error { return f.f.Close() }
+
+// Deliver appends the batch's lines with one write (tried again from
+// where it stopped, fileAttempts times in all), then syncs the file when
+// asked to.
+func (f *File) Deliver(_ int64, effects []core.Effect) error {
+	b, err := f.encode(effects)
+	if err != nil {
+		return err
+	}
+	return f.append(b)
+}
+
+func (f *File) append(b []byte) error {
+	rest := b
+	var err error
+	for attempt := range fileAttempts {
+		if attempt > 0 {
+			time.Sleep(fileBackoff)
+		}
+		var n int
+		n, err = f.w.Write(rest)
+		rest = rest[n:]
+		f.size += int64(n)
+		if err == nil && len(rest) == 0 {
+			break
+		}
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("writing %s (%d tries): %w", f.path, fileAttempts, err)
+	}
+	if f.sync {
+		if err := f.f.Sync(); err != nil {
+			return fmt.Errorf("syncing %s: %w", f.path, err)
+		}
+	}
+	return nil
+}
+
+// encode is the lines of effects.
+func (f *File) encode(effects []core.Effect) ([]byte, error) {
+	var b []byte
+	for _, e := range effects {
+		if !json.Valid(e.Payload) || bytes.ContainsAny(e.Payload, "\r\n") {
+			return nil, fmt.Errorf("outbox: output %d of stream %s is not one line of JSON: %s cannot hold it", e.Key.Index, e.Stream, f.path)
+		}
+		if f.format == FormatEnvelope {
+			k, err := json.Marshal(e.Key)
+			if err != nil {
+				return nil, err
+			}
+			b = append(b, `{"key":`...)
+			b = append(b, k...)
+			b = append(b, `,"output":`...)
+			b = append(b, e.Payload...)
+			b = append(b, '}')
+		} else {
+			b = append(b, e.Payload...)
+		}
+		b = append(b, '\n')
+	}
+	return b, nil
+}
+
+// complete finishes the batch whose mark says the file was from bytes
+// long before it: the file must hold a prefix of want from there; the
+// rest is appended. It returns how many bytes it appended.
+func (f *File) complete(from int64, want []byte) (int64, error) {
+	end := from + int64(len(want))
+	switch {
+	case f.size < from:
+		return 0, fmt.Errorf("%w: %s is %d bytes, shorter than the %d its marks say it held", ErrOut, f.path, f.size, from)
+	case f.size > end:
+		return 0, fmt.Errorf("%w: %s is %d bytes, %d more than its marks account for", ErrOut, f.path, f.size, f.size-end)
+	}
+	got := make([]byte, f.size-from)
+	if _, err := f.f.ReadAt(got, from); err != nil {
+		return 0, fmt.Errorf("reading %s: %w", f.path, err)
+	}
+	if !bytes.Equal(got, want[:len(got)]) {
+		return 0, fmt.Errorf("%w: %s holds other bytes from offset %d than the batch its marks name", ErrOut, f.path, from)
+	}
+	n := int64(len(want) - len(got))
+	if n == 0 {
+		return 0, nil
+	}
+	return n, f.append(want[len(got):])
+}
+
+func absPath(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("outbox: %w", err)
+	}
+	return abs, nil
+}

@@ -1,0 +1,488 @@
+package outbox
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// Sentinel errors, wrapped by the errors the outbox returns.
+var (
+	// ErrMarks: the marks file cannot be read (a *MarksError names the
+	// line), or was written for another sink or line format.
+	ErrMarks = errors.New("outbox: bad marks file")
+	// ErrRecording: a recording the marks name, whose committed outputs
+	// are not all delivered, is gone, unreadable or replaced by another.
+	ErrRecording = errors.New("outbox: a recording the marks need is missing")
+	// ErrOut: the file sink's file does not hold what the marks say was
+	// written to it (shorter, longer, or other bytes).
+	ErrOut = errors.New("outbox: the out file does not match its marks")
+	// ErrClosed: the outbox was closed.
+	ErrClosed = errors.New("outbox: closed")
+)
+
+// Config is an outbox's configuration. It is only read.
+type Config struct {
+	// Marks is the marks file: created when missing, read by the next
+	// run. One per sink (`blackbox run` puts it beside --out: OUT.outbox).
+	Marks string
+	// Sink receives the effects: a *File, or a core.EffectSink of the
+	// caller's.
+	Sink core.EffectSink
+	// Durable makes each mark, the recording it follows and each file
+	// batch durable (fsync) before the step after it: the guarantee then
+	// holds across a power loss, not only a crash of the process.
+	Durable bool
+	// Logger receives the recovery's summary; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Status is what an outbox did; a plain value.
+type Status struct {
+	// Guarantee is what its sink can do: GuaranteeExactlyOnce for the
+	// file sink and a core.Transactional sink, GuaranteeIdempotent for a
+	// core.Idempotent one, GuaranteeAtLeastOnce otherwise.
+	Guarantee string `json:"guarantee"`
+	Batches   int64  `json:"batches"`   // batches delivered by this run, recovery's included
+	Delivered int64  `json:"delivered"` // effects delivered by this run, recovery's included
+	// Recovered: effects earlier runs recorded and committed and this
+	// run delivered first (included in Delivered).
+	Recovered int64 `json:"recovered"`
+	// Suppressed: effects of inputs processed again whose position's
+	// outputs an earlier run recorded as committed (and delivered): not
+	// delivered again.
+	Suppressed int64 `json:"suppressed"`
+	// Again: effects of a batch a crash interrupted, delivered again in
+	// full by recovery to a sink that cannot say what it holds: it may
+	// have them twice (0 for an exactly-once sink).
+	Again int64 `json:"again"`
+	// Pending: effects recorded whose inputs were not committed when the
+	// outbox closed: not delivered; the next run processes the inputs
+	// again.
+	Pending int64 `json:"pending"`
+}
+
+// The guarantees a sink gives (Status.Guarantee).
+const (
+	GuaranteeExactlyOnce = "exactly-once"
+	GuaranteeIdempotent  = "idempotent"
+	GuaranteeAtLeastOnce = "at-least-once"
+)
+
+// Outbox delivers the outputs of a recorded run to a sink only once the
+// recording holds them and their inputs are committed, and remembers in
+// its marks file what it delivered, so that a restart delivers first what
+// earlier runs recorded and committed but did not deliver, and nothing
+// twice. Open it (which recovers), Begin the run, give the recorder
+// Written and the engine Observer, Close after the recorder's Close. Its
+// methods are safe for concurrent use; one goroutine of its own delivers,
+// from Begin to Close.
+type Outbox struct {
+	cfg   Config
+	log   *slog.Logger
+	marks *os.File
+
+	mmu sync.Mutex // serialises marks writes
+	run int        // this run's index among the marks' runs
+	rn  Run
+
+	parser *parser // Written's (the recorder's lock serialises it)
+	sup    suppress
+
+	mu      sync.Mutex
+	queues  map[class][]effect // positioned effects awaiting their commit
+	commits map[string]bool    // whether a feed's source commits, as first asked
+	ready   []effect           // committed, or free: to deliver
+	batch   int64
+	st      Status
+	err     error
+	closing bool
+	wake    chan struct{}
+	done    chan struct{}
+	failed  chan struct{}
+}
+
+// Written is the recorder's Options.Written: it reads the rows just
+// written and keeps their outputs until their inputs are committed
+// (outputs of cycles without a source position: until the next delivery,
+// which makes the recording durable first). Outputs of an input at a
+// position an earlier run recorded are not delivered again.
+func (o *Outbox) Written(rows []store.Entry) {
+	var free bool
+	o.mu.Lock()
+	for i := range rows {
+		it := o.parser.row(&rows[i])
+		if it == nil || len(it.effects) == 0 {
+			continue
+		}
+		if !it.Free && o.uncommitted(it.Feed) {
+			it.free()
+		}
+		switch {
+		case it.Free:
+			o.ready = append(o.ready, it.effects...)
+			free = true
+		case o.sup.covers(it):
+			o.st.Suppressed += int64(len(it.effects))
+		default:
+			o.queues[it.class] = append(o.queues[it.class], it.effects...)
+		}
+	}
+	o.mu.Unlock()
+	if free {
+		o.poke()
+	}
+}
+
+// Observer returns the engine hook of the outbox: Committed writes a
+// commit mark and makes the committed outputs deliverable.
+func (o *Outbox) Observer() engine.Observer {
+	return engine.Observer{Committed: o.committed}
+}
+
+// uncommitted reports whether feed's source commits nothing, marking it
+// the first time (o.mu held).
+func (o *Outbox) uncommitted(feed string) bool {
+	if v, ok := o.commits[feed]; ok {
+		return !v
+	}
+	v := o.rn.Commits == nil || o.rn.Commits(feed)
+	o.commits[feed] = v
+	if !v {
+		if err := o.mark(line{Uncommitted: &uncommittedMark{Run: o.run, Feed: feed}}); err != nil {
+			o.failLocked(err)
+		}
+	}
+	return !v
+}
+
+func (o *Outbox) committed(feed string, c engine.Commit) {
+	if err := o.mark(line{Commit: &commitMark{Run: o.run, Feed: feed, Key: c.Position.Key, Seq: c.Seq,
+		Epoch: c.Epoch, Offset: c.Position.Offset}}); err != nil {
+		o.fail(err)
+		return
+	}
+	cl := class{Feed: feed, Key: c.Position.Key}
+	o.mu.Lock()
+	q := o.queues[cl]
+	kept := q[:0]
+	for _, ef := range q {
+		if ef.seq <= c.Seq {
+			o.ready = append(o.ready, ef)
+		} else {
+			kept = append(kept, ef)
+		}
+	}
+	clear(q[len(kept):])
+	o.queues[cl] = kept
+	o.mu.Unlock()
+	o.poke()
+}
+
+func (o *Outbox) poke() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// mark appends one line to the marks file, synced with Config.Durable.
+func (o *Outbox) mark(l line) error {
+	o.mmu.Lock()
+	defer o.mmu.Unlock()
+	if o.marks == nil {
+		return ErrClosed
+	}
+	if _, err := o.marks.Write(encodeLine(l)); err != nil {
+		return fmt.Errorf("outbox: writing %s: %w", o.cfg.Marks, err)
+	}
+	if o.cfg.Durable {
+		if err := o.marks.Sync(); err != nil {
+			return fmt.Errorf("outbox: syncing %s: %w", o.cfg.Marks, err)
+		}
+	}
+	return nil
+}
+
+// Run is the run an outbox delivers for: its recording and the engine's
+// feeds. A plain value.
+type Run struct {
+	// Path and Created name the recording: its path and META's creation
+	// instant (recorder.Recorder.Created).
+	Path    string
+	Created time.Time
+	// Sync makes the recording durable (recorder.Recorder.Sync).
+	Sync func() error
+	// Commits reports whether a feed's source commits
+	// (engine.Feed.Commits): the outputs of a feed whose source does not
+	// are delivered once recorded, as those of timers are.
+	Commits func(feed string) bool
+}
+
+// Begin starts the run r: it writes the run's mark and starts delivering.
+func (o *Outbox) Begin(r Run) error {
+	abs, err := absPath(r.Path)
+	if err != nil {
+		return err
+	}
+	r.Path = abs
+	o.mu.Lock()
+	o.rn = r
+	o.mu.Unlock()
+	if err := o.mark(line{Run: &runMark{Path: abs, Created: r.Created}}); err != nil {
+		return err
+	}
+	go o.loop()
+	return nil
+}
+
+// loop delivers what is ready, batch after batch, until Close.
+func (o *Outbox) loop() {
+	defer close(o.done)
+	for {
+		o.mu.Lock()
+		closing := o.closing
+		o.mu.Unlock()
+		if err := o.deliverReady(); err != nil {
+			o.fail(err)
+			return
+		}
+		if closing {
+			return
+		}
+		<-o.wake
+	}
+}
+
+// deliverReady delivers the ready effects as one batch: the recording
+// made durable first (with Config.Durable), the batch's mark, then the
+// sink.
+func (o *Outbox) deliverReady() error {
+	o.mu.Lock()
+	ready := o.ready
+	o.ready = nil
+	o.mu.Unlock()
+	if len(ready) == 0 {
+		return nil
+	}
+	if o.cfg.Durable && o.rn.Sync != nil {
+		if err := o.rn.Sync(); err != nil {
+			return fmt.Errorf("outbox: making the recording durable: %w", err)
+		}
+	}
+	return o.send(newBatch(o.run, ready), false)
+}
+
+// send writes b's mark and gives its effects to the sink.
+func (o *Outbox) send(b *batch, recovered bool) error {
+	o.mu.Lock()
+	o.batch++
+	n := o.batch
+	o.mu.Unlock()
+	effects := b.effects()
+	var size int64
+	if f, ok := o.cfg.Sink.(*File); ok {
+		size = f.size
+	}
+	if err := o.mark(line{Batch: &batchMark{N: n, Size: size, To: b.to}}); err != nil {
+		return err
+	}
+	if err := o.cfg.Sink.Deliver(n, effects); err != nil {
+		return fmt.Errorf("outbox: delivering batch %d: %w", n, err)
+	}
+	o.mu.Lock()
+	o.st.Batches++
+	o.st.Delivered += int64(len(effects))
+	if recovered {
+		o.st.Recovered += int64(len(effects))
+	}
+	o.mu.Unlock()
+	return nil
+}
+
+func (o *Outbox) fail(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.failLocked(err)
+}
+
+func (o *Outbox) failLocked(err error) {
+	if o.err == nil {
+		o.err = err
+		close(o.failed)
+	}
+}
+
+// Failed is closed once a delivery failed (Err says why): the run should
+// stop. What was not delivered stays in the recording, committed: the next
+// run delivers it.
+func (o *Outbox) Failed() <-chan struct{} { return o.failed }
+
+// Err is the delivery failure, nil while there is none.
+func (o *Outbox) Err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
+// Status is what the outbox did so far.
+func (o *Outbox) Status() Status {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st := o.st
+	for _, q := range o.queues {
+		st.Pending += int64(len(q))
+	}
+	return st
+}
+
+// Close delivers what is ready (call it after the recorder's Close, so
+// that the last commits are in), stops the delivering goroutine and closes
+// the marks file. It returns the delivery failure, if any.
+func (o *Outbox) Close() error {
+	o.mu.Lock()
+	if o.closing {
+		o.mu.Unlock()
+		return o.Err()
+	}
+	o.closing = true
+	started := o.rn.Path != ""
+	o.mu.Unlock()
+	if started {
+		o.poke()
+		<-o.done
+	}
+	o.mmu.Lock()
+	var err error
+	if o.marks != nil {
+		err = o.marks.Close()
+		o.marks = nil
+	}
+	o.mmu.Unlock()
+	return errors.Join(o.Err(), err)
+}
+
+// batch is effects to deliver together, grouped by (stream, class) in
+// the order of their first appearance, each group's in row order: the
+// order a batch mark's entries give back on recovery.
+type batch struct {
+	to     []entry
+	groups [][]effect
+	n      int
+}
+
+func newBatch(run int, ready []effect) *batch {
+	b := &batch{}
+	at := map[entry]int{}
+	for _, ef := range ready {
+		k := entry{Run: run, Stream: ef.stream, class: ef.class}
+		i, ok := at[k]
+		if !ok {
+			i = len(b.to)
+			at[k] = i
+			b.to = append(b.to, k)
+			b.groups = append(b.groups, nil)
+		}
+		b.groups[i] = append(b.groups[i], ef)
+		b.to[i].Row = max(b.to[i].Row, ef.row)
+		b.n++
+	}
+	for _, g := range b.groups {
+		slices.SortFunc(g, func(x, y effect) int { return cmp.Compare(x.row, y.row) })
+	}
+	return b
+}
+
+// effects is the batch's effects to deliver, in order.
+func (b *batch) effects() []core.Effect {
+	out := make([]core.Effect, 0, b.n)
+	for _, g := range b.groups {
+		for _, ef := range g {
+			out = append(out, ef.effect())
+		}
+	}
+	return out
+}
+
+// effect is ef as the sink sees it.
+func (ef effect) effect() core.Effect {
+	key := core.EffectKey{Index: ef.k}
+	if ef.Free {
+		key.Stream, key.Row = ef.stream, ef.row
+	} else {
+		key.Feed, key.Epoch, key.Position = ef.Feed, ef.epoch, core.Position{Key: ef.Key, Offset: ef.offset}
+	}
+	return core.Effect{Key: key, Stream: ef.stream, Sink: ef.sink, Payload: ef.payload}
+}
+
+// posKey is a position space: a feed's key in one epoch.
+type posKey struct {
+	Feed, Key string
+	Epoch     int64
+}
+
+// suppress is, per position space, the offsets of inputs an earlier run
+// recorded whole without a commit covering them: the outbox delivered
+// their outputs from that recording, so a later run that reads them again
+// delivers none of its own.
+type suppress map[posKey]map[int64]struct{}
+
+func (s suppress) covers(it *item) bool {
+	if it.Free {
+		return false
+	}
+	_, ok := s[it.key()][it.offset]
+	return ok
+}
+
+func (s suppress) add(k posKey, off int64) {
+	m := s[k]
+	if m == nil {
+		m = map[int64]struct{}{}
+		s[k] = m
+	}
+	m[off] = struct{}{}
+}
+
+// prune forgets the offsets of k a commit through off covers: they are
+// never read again.
+func (s suppress) prune(k posKey, off int64) {
+	for o := range s[k] {
+		if o <= off {
+			delete(s[k], o)
+		}
+	}
+	if len(s[k]) == 0 {
+		delete(s, k)
+	}
+}
+
+func (s suppress) clone() suppress {
+	c := make(suppress, len(s))
+	for k, m := range s {
+		c[k] = maps.Clone(m)
+	}
+	return c
+}
+
+// list is s as the marks header holds it, sorted.
+func (s suppress) list() []suppressed {
+	var l []suppressed
+	for k, m := range s {
+		l = append(l, suppressed{Feed: k.Feed, Key: k.Key, Epoch: k.Epoch, Offsets: slices.Sorted(maps.Keys(m))})
+	}
+	slices.SortFunc(l, func(a, b suppressed) int {
+		return cmp.Or(cmp.Compare(a.Feed, b.Feed), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Epoch, b.Epoch))
+	})
+	return l
+}

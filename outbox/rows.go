@@ -1,0 +1,124 @@
+package outbox
+
+import (
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// effect is an OUTPUT row as the outbox knows it: where the recording
+// holds it, what makes it deliverable (its class: its input's feed and
+// key, or free), its input's place (seq, epoch, offset) and the output.
+type effect struct {
+	run    int // the run's index among the marks' (recovery)
+	stream string
+	row    int64
+	class
+	seq     int64
+	epoch   int64
+	offset  int64
+	k       int64
+	sink    string
+	payload []byte
+}
+
+// item is an input or timer row and its OUTPUT rows, whole: as many as
+// its n says.
+type item struct {
+	class
+	seq, epoch, offset int64
+	n                  int64
+	effects            []effect
+}
+
+// free makes it an item whose outputs wait for no commit: its feed's
+// source commits nothing.
+func (it *item) free() {
+	it.class = class{Free: true}
+	for i := range it.effects {
+		it.effects[i].class = it.class
+	}
+}
+
+// key is the item's position as suppression knows it.
+func (it *item) key() posKey { return posKey{Feed: it.Feed, Key: it.Key, Epoch: it.epoch} }
+
+// cursor follows one stream's rows: the DELIVERY row just read and the
+// item whose OUTPUT rows follow.
+type cursor struct {
+	d  store.Entry // the last DELIVERY row, Kind "" once used
+	it *item       // nil between items
+}
+
+// parser turns the rows of a recording, in storage order, into whole
+// items. The recorder writes an item's rows together ([DELIVERY] INDEXED
+// or INLINE, then its n OUTPUT rows; TIMER and its n OUTPUT rows), so an
+// item is whole once its n OUTPUT rows are read; one a crash cut is never
+// yielded. The live outbox and its recovery read rows through the same
+// parser, so that both see the same effects in the same order. Not safe
+// for concurrent use.
+type parser struct {
+	streams map[string]*cursor
+	copy    bool // copy payloads (the rows' buffers are reused)
+}
+
+func newParser(copyPayloads bool) *parser {
+	return &parser{streams: map[string]*cursor{}, copy: copyPayloads}
+}
+
+// row reads e; it returns the item e completes, nil if none.
+func (p *parser) row(e *store.Entry) *item {
+	if e.Processor == "" {
+		return nil
+	}
+	c := p.streams[e.Processor]
+	if c == nil {
+		c = &cursor{}
+		p.streams[e.Processor] = c
+	}
+	switch e.Kind {
+	case store.KindDelivery:
+		c.d = *e
+		c.d.Payload, c.d.Reads = nil, nil
+		c.it = nil
+		return nil
+	case store.KindIndexed, store.KindInline:
+		it := &item{class: class{Free: true}, seq: e.Seq, n: e.N}
+		if c.d.Kind == store.KindDelivery && c.d.Source == e.Source && c.d.Seq == e.Seq {
+			it.class = class{Feed: e.Source, Key: c.d.Key}
+			it.epoch, it.offset = c.d.Epoch, c.d.Offset
+		}
+		c.d.Kind = ""
+		return c.begin(it)
+	case store.KindTimer:
+		c.d.Kind = ""
+		return c.begin(&item{class: class{Free: true}, n: e.N})
+	case store.KindOutput:
+		it := c.it
+		if it == nil || int64(len(it.effects)) >= it.n {
+			c.it = nil
+			return nil // an orphan: verify reports it; nothing to deliver
+		}
+		payload := e.Payload
+		if p.copy {
+			payload = append([]byte(nil), payload...)
+		}
+		it.effects = append(it.effects, effect{stream: e.Processor, row: e.Index, class: it.class, seq: it.seq,
+			epoch: it.epoch, offset: it.offset, k: e.Seq, sink: e.Source, payload: payload})
+		if int64(len(it.effects)) == it.n {
+			c.it = nil
+			return it
+		}
+		return nil
+	}
+	c.it, c.d.Kind = nil, ""
+	return nil
+}
+
+// begin starts it; an item without outputs is whole at once.
+func (c *cursor) begin(it *item) *item {
+	if it.n <= 0 {
+		c.it = nil
+		return it
+	}
+	c.it = it
+	return nil
+}
