@@ -47,6 +47,7 @@ func TestARestartsRedeliveriesAreSkippedOrAppliedAgain(t *testing.T) {
 		run1, run2 *rec
 		outcomes   []string
 		duplicates int
+		notAgain   int64
 		same       []bool
 		lost       bool
 		incomplete bool // the recordings have a problem no restart explains
@@ -61,6 +62,27 @@ func TestARestartsRedeliveriesAreSkippedOrAppliedAgain(t *testing.T) {
 			name:       "applied again: outputs the second time, one different",
 			run1:       newRec("p").input("p", 1, 4, "a,1", "o1").input("p", 2, 8, "a,2", "o2", "x"),
 			run2:       newRec("p").input("p", 1, 8, "a,2", "o2", "y").end("p"),
+			outcomes:   []string{incident.OutcomeAppliedAgain},
+			duplicates: 2,
+			same:       []bool{true, false},
+		},
+		{
+			// Both runs delivered through an outbox: the restart's outputs
+			// for a position the first run recorded whole were recorded
+			// again, never delivered again.
+			name:     "applied again through an exactly-once outbox: not delivered again",
+			run1:     newRec("p").sink("exactly-once").input("p", 1, 4, "a,1", "o1").input("p", 2, 8, "a,2", "o2", "x"),
+			run2:     newRec("p").sink("exactly-once").input("p", 1, 8, "a,2", "o2", "y").end("p"),
+			outcomes: []string{incident.OutcomeAppliedAgain},
+			notAgain: 2,
+		},
+		{
+			// Only the restart had an outbox: the first run's live sink had
+			// the outputs already, and the restart's outbox knows nothing of
+			// them.
+			name:       "applied again after a live sink: delivered twice",
+			run1:       newRec("p").sink(store.SinkLive).input("p", 1, 4, "a,1", "o1").input("p", 2, 8, "a,2", "o2", "x"),
+			run2:       newRec("p").sink("exactly-once").input("p", 1, 8, "a,2", "o2", "y").end("p"),
 			outcomes:   []string{incident.OutcomeAppliedAgain},
 			duplicates: 2,
 			same:       []bool{true, false},
@@ -107,6 +129,9 @@ func TestARestartsRedeliveriesAreSkippedOrAppliedAgain(t *testing.T) {
 			}
 			if len(a.Duplicates) != tt.duplicates {
 				t.Fatalf("duplicates = %+v, want %d", a.Duplicates, tt.duplicates)
+			}
+			if a.NotAgain != tt.notAgain {
+				t.Errorf("not again = %d, want %d", a.NotAgain, tt.notAgain)
 			}
 			for i, s := range tt.same {
 				if a.Duplicates[i].Same != s {

@@ -45,9 +45,12 @@ type Findings struct {
 // Run is one recording: the file, its rows counted per kind, and whether it
 // ended (every stream closed by END: a clean stop) or crashed.
 type Run struct {
-	Run    int              `json:"run"` // 1, 2, 3 ... in the order given
-	File   string           `json:"file"`
-	Format string           `json:"format"` // its META's format
+	Run    int    `json:"run"` // 1, 2, 3 ... in the order given
+	File   string `json:"file"`
+	Format string `json:"format"` // its META's format
+	// Sink is what became of the run's outputs (META's option
+	// store.OptionSink): "live", an outbox's guarantee, or "" (none).
+	Sink   string           `json:"sink,omitempty"`
 	Rows   int64            `json:"rows"`
 	Counts map[string]int64 `json:"counts"` // rows per kind (META, START ... COMMIT)
 	// Ended: every stream of the run ends with END.
@@ -115,8 +118,15 @@ type Answers struct {
 	// past an input with no row).
 	Lost []Loss `json:"lost"`
 	// Duplicates (answer 6): outputs emitted again by a later run for an
-	// input that had emitted them already.
+	// input that had emitted them already, and delivered again (not when
+	// both runs delivered through an outbox: NotAgain counts those).
 	Duplicates []Duplicate `json:"duplicates"`
+	// NotAgain counts the outputs a later run emitted again for an input
+	// an earlier run had recorded whole, when both runs delivered through
+	// an outbox (Run.Sink): recorded again, never delivered again (the
+	// outbox delivered that position's outputs once, from the earlier
+	// recording; docs/GUARANTEES.md, "Effects").
+	NotAgain int64 `json:"notAgain,omitempty"`
 }
 
 // Crash is what one crashed run had done with a feed when it died.

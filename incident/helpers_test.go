@@ -32,6 +32,19 @@ func newRec(streams ...string) *rec {
 	return r
 }
 
+// sink sets META's store.OptionSink: what became of the run's outputs.
+func (r *rec) sink(s string) *rec {
+	m, err := store.DecodeMeta(r.rows[0])
+	if err != nil {
+		panic(err)
+	}
+	m.Options = map[string]string{store.OptionSink: s}
+	meta := store.EncodeMeta(m)
+	meta.Index = r.rows[0].Index
+	r.rows[0] = meta
+	return r
+}
+
 func (r *rec) add(e store.Entry) *rec {
 	if _, ok := r.next[e.Processor]; !ok {
 		r.next[e.Processor] = 1

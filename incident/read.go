@@ -100,6 +100,10 @@ type runData struct {
 	// killed: why the run was killed, from its END rows (store.End); ""
 	// for a stop.
 	killed string
+	// outbox: the run's outputs went through an outbox (META's "sink"
+	// option names its guarantee): a position an earlier such run
+	// recorded whole had its outputs delivered once, from that run.
+	outbox bool
 }
 
 // hasInputsOfKey reports whether the run has an input of p delivered at a
@@ -134,9 +138,11 @@ func sameSpace(a, b Position) bool {
 // their Losses, and says whether the run crashed (runReader.end).
 func (x *explainer) read(run int, rec Recording) *runData {
 	rr := &runReader{x: x,
-		d:       &runData{run: run, r: rec.Reader, inputs: inputLog{names: x.names}, journal: map[string]map[int64]Ref{}, commits: map[string][]commitRec{}},
-		sum:     Run{Run: run, File: rec.File, Format: rec.Reader.Meta().Format, Counts: map[string]int64{}, Problems: []store.Problem{}},
+		d: &runData{run: run, r: rec.Reader, inputs: inputLog{names: x.names}, journal: map[string]map[int64]Ref{}, commits: map[string][]commitRec{}},
+		sum: Run{Run: run, File: rec.File, Format: rec.Reader.Meta().Format, Sink: rec.Reader.Meta().Options[store.OptionSink],
+			Counts: map[string]int64{}, Problems: []store.Problem{}},
 		streams: map[string]*streamState{}}
+	rr.d.outbox = rr.sum.Sink != "" && rr.sum.Sink != store.SinkLive
 	readErr := false
 	for e, err := range rec.Reader.Scan() {
 		if err != nil {

@@ -53,6 +53,10 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 				rd.Outcome = OutcomeUndetermined
 			}
 			a.Redelivered = append(a.Redelivered, rd)
+			if out && d.outbox && x.runs[prev.run-1].outbox {
+				a.NotAgain += in.outs
+				continue
+			}
 			for k := int64(1); out && k <= in.outs; k++ {
 				dup := Duplicate{Position: in.pos, K: k, Again: in.output(d.run, k)} // fill reads the rest
 				if k <= prev.outs {

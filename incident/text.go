@@ -52,7 +52,7 @@ func (f *Findings) WriteText(w io.Writer) error {
 				fmt.Fprintf(b, "    %s\n", loss(&a.Lost[i]))
 			}
 		}
-		writeDuplicates(b, a.Duplicates)
+		writeDuplicates(b, a.Duplicates, a.NotAgain)
 	}
 	if len(f.Losses) > 0 {
 		fmt.Fprintf(b, "\nlost in the recordings: %d\n", len(f.Losses))
@@ -146,12 +146,16 @@ func writeRedelivered(b *bufio.Writer, rds []Redelivery) {
 
 // writeDuplicates writes the answer 6: the outputs emitted again, each
 // with whether it was the same output.
-func writeDuplicates(b *bufio.Writer, dups []Duplicate) {
+func writeDuplicates(b *bufio.Writer, dups []Duplicate, notAgain int64) {
+	also := ""
+	if notAgain > 0 {
+		also = fmt.Sprintf(" (%d outputs emitted again, not delivered again: the runs' outbox delivered each input's once)", notAgain)
+	}
 	if len(dups) == 0 {
-		fmt.Fprintf(b, "  6 emitted twice: none\n")
+		fmt.Fprintf(b, "  6 emitted twice: none%s\n", also)
 		return
 	}
-	fmt.Fprintf(b, "  6 emitted twice: %d outputs\n", len(dups))
+	fmt.Fprintf(b, "  6 emitted twice: %d outputs%s\n", len(dups), also)
 	for i := range limit(dups, b, "    ") {
 		d := &dups[i]
 		same := "the same output"

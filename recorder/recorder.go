@@ -78,6 +78,11 @@ type Options struct {
 	// Logger receives a warning for each recording that stops (the
 	// *BrokenError, after "blackbox "). Default: slog.Default().
 	Logger *slog.Logger
+	// Sink names, in META's options (store.OptionSink), what became of
+	// the run's outputs: store.SinkLive (a core.Sink given them as
+	// emitted), or an outbox's guarantee (outbox.GuaranteeExactlyOnce,
+	// ...). Empty: no sink (the option is left out).
+	Sink string
 	// Written, if set, is told the processor rows of every Append that
 	// succeeded, in the order written, with the recorder's lock held (so
 	// never concurrently, and in the recording's order): an outbox
@@ -189,6 +194,9 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 	}
 	if opts.SyncInterval > 0 {
 		o["syncInterval"] = opts.SyncInterval.String()
+	}
+	if opts.Sink != "" {
+		o[store.OptionSink] = opts.Sink
 	}
 	apps := maps.Clone(opts.Apps)
 	if apps == nil {

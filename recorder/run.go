@@ -127,7 +127,11 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 	opts := Options{Clock: cfg.RecorderClock, Codec: cfg.Codec, Apps: apps, NoCommits: cfg.NoCommits,
 		SyncEvery: cfg.SyncEvery, SyncInterval: cfg.SyncInterval, Logger: cfg.Logger}
 	obs := cfg.Observer
+	if cfg.Sink != nil {
+		opts.Sink = store.SinkLive
+	}
 	if cfg.Outbox != nil {
+		opts.Sink = cfg.Outbox.Status().Guarantee
 		if cfg.Path == "" {
 			return nil, fmt.Errorf("%w: an outbox without the recording's path", ErrUsage)
 		}

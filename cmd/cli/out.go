@@ -1,21 +1,10 @@
 package cli
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
 )
-
-// countSink is the live sink of a run without --out: it counts the
-// outputs. Safe for concurrent use (the workers of a run emit at once).
-type countSink struct{ written atomic.Int64 }
-
-// Write implements core.Sink.
-func (s *countSink) Write(_, _ string, _ any) error {
-	s.written.Add(1)
-	return nil
-}
 
 // guarded wraps a processor for a run: each event and timer cycle first
 // sleeps delay (--delay: to watch a run, to test). It keeps the

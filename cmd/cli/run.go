@@ -70,7 +70,7 @@ type recordResult struct {
 	Failed   int64 // FAILED rows recorded
 	Dropped  int64 // DROPPED rows recorded
 	Lost     int64 // LOST rows recorded (the source's losses)
-	Emitted  int64 // outputs delivered to --out (or, without it, emitted)
+	Emitted  int64 // outputs delivered to --out
 	Rows     int64 // rows written to the recording
 	Recorded error // the recorder's failures (a broken stream), nil when whole
 	// State is why the app's durable state could not be saved (its saves
@@ -625,10 +625,6 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	files.out, files.box = out, box
 	defer files.close()
 	proc, newProc := workerProcs(proc, build, cfg.delay)
-	var sink core.Sink
-	if files.sink != nil {
-		sink = files.sink
-	}
 	run, err := recorder.Start(ctx, recorder.RunConfig{
 		Store:         files.store,
 		Feed:          engine.FeedConfig{Name: feedName, Source: src, Policy: cfg.policy, QueueSize: cfg.queue},
@@ -640,7 +636,6 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		MaxGap:        cfg.maxGap,
 		Clock:         c.clock,
 		RecorderClock: c.clock,
-		Sink:          sink,
 		Outbox:        box,
 		Path:          cfg.store,
 		Logger:        logger,
@@ -729,9 +724,6 @@ func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run
 	res := recordResult{Status: eng.Status(), Inputs: w.inputs(), Outputs: w.kinds[store.KindOutput],
 		Failed: w.kinds[store.KindFailed], Dropped: w.kinds[store.KindDropped], Lost: w.kinds[store.KindLost], Rows: w.rows,
 		Recorded: recErr}
-	if files.sink != nil {
-		res.Emitted = files.sink.written.Load()
-	}
 	if box := files.boxStatus; box != nil {
 		res.Emitted, res.Outbox = box.Delivered, box
 	}

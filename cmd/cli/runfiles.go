@@ -76,19 +76,17 @@ func (p *runPlan) checkLocked(cfg recordConfig) (err error) {
 // or only counted). Its methods are called by the run's goroutine only.
 type runFiles struct {
 	store *writer
-	sink  *countSink // counts outputs when there is no --out
 	out   *outbox.File
 	box   *outbox.Outbox // --out's outbox
 	// boxStatus is the outbox's status once closed.
 	boxStatus *outbox.Status
-	undo  []func()       // removes what the run created, in reverse
+	undo      []func() // removes what the run created, in reverse
 }
 
 // createRunFiles makes the files of a run once every check passed, before
 // the engine runs: it removes the old recording (plan.replace), creates
-// the store, writes or removes the state's layout record (applyLayout) and
-// makes the counting sink of a run without --out. On an error
-// it removes what it created, so that no half-made file stays behind.
+// the store, writes or removes the state's layout record (applyLayout).
+// On an error it removes what it created, so that no half-made file stays behind.
 func createRunFiles(cfg recordConfig, plan runPlan) (_ *runFiles, err error) {
 	f := &runFiles{}
 	defer func() {
@@ -115,9 +113,6 @@ func createRunFiles(cfg recordConfig, plan runPlan) (_ *runFiles, err error) {
 	}
 	if created {
 		f.undo = append(f.undo, func() { os.Remove(layoutPath(cfg.state)) })
-	}
-	if cfg.out == "" {
-		f.sink = &countSink{}
 	}
 	return f, nil
 }
