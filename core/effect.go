@@ -31,6 +31,11 @@ type Effect struct {
 	Payload []byte
 }
 
+// SinkLive names a Sink that gets the outputs live, as they are emitted:
+// at least once, possibly before any recording holds them. It is the
+// engine's Status.Sink and a recording's META option "sink" for such a run.
+const SinkLive = "live"
+
 // EffectSink is a sink that takes part in the outbox (package outbox): it
 // is given the outputs only once they are recorded and their inputs
 // committed, in batches numbered from 1 without a gap across restarts, in

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // Status is the feed status report: is the run complete (Settled) and is it
@@ -17,6 +19,10 @@ type Status struct {
 	// Killed is the reason the engine was killed (Engine.Kill), omitted
 	// while it was not: a killed run is never settled (kill.go).
 	Killed string `json:"killed,omitempty"`
+	// Sink is "live" when Config.Sink got the outputs as they were
+	// emitted: at least once, possibly before any recording held them
+	// (docs/GUARANTEES.md, "Effects"); omitted without one.
+	Sink string `json:"sink,omitempty"`
 }
 
 // GroupStatus is one group's part of the Status: its workers and, for a
@@ -166,6 +172,9 @@ func (e *Engine) Status() Status {
 		s.Groups = append(s.Groups, g.status())
 	}
 	e.killedStatus(&s) // kill.go
+	if e.cfg.Sink != nil {
+		s.Sink = core.SinkLive
+	}
 	return s
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/incident"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -81,7 +82,7 @@ func TestARestartsRedeliveriesAreSkippedOrAppliedAgain(t *testing.T) {
 			// the outputs already, and the restart's outbox knows nothing of
 			// them.
 			name:       "applied again after a live sink: delivered twice",
-			run1:       newRec("p").sink(store.SinkLive).input("p", 1, 4, "a,1", "o1").input("p", 2, 8, "a,2", "o2", "x"),
+			run1:       newRec("p").sink(core.SinkLive).input("p", 1, 4, "a,1", "o1").input("p", 2, 8, "a,2", "o2", "x"),
 			run2:       newRec("p").sink("exactly-once").input("p", 1, 8, "a,2", "o2", "y").end("p"),
 			outcomes:   []string{incident.OutcomeAppliedAgain},
 			duplicates: 2,

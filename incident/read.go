@@ -142,7 +142,7 @@ func (x *explainer) read(run int, rec Recording) *runData {
 		sum: Run{Run: run, File: rec.File, Format: rec.Reader.Meta().Format, Sink: rec.Reader.Meta().Options[store.OptionSink],
 			Counts: map[string]int64{}, Problems: []store.Problem{}},
 		streams: map[string]*streamState{}}
-	rr.d.outbox = rr.sum.Sink != "" && rr.sum.Sink != store.SinkLive
+	rr.d.outbox = rr.sum.Sink != "" && rr.sum.Sink != core.SinkLive
 	readErr := false
 	for e, err := range rec.Reader.Scan() {
 		if err != nil {

@@ -128,7 +128,7 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		SyncEvery: cfg.SyncEvery, SyncInterval: cfg.SyncInterval, Logger: cfg.Logger}
 	obs := cfg.Observer
 	if cfg.Sink != nil {
-		opts.Sink = store.SinkLive
+		opts.Sink = core.SinkLive
 	}
 	if cfg.Outbox != nil {
 		opts.Sink = cfg.Outbox.Status().Guarantee

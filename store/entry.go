@@ -125,14 +125,10 @@ type Entry struct {
 
 // Meta is the decoded META row: what a recording says about itself.
 // OptionSink is the META option that says what became of a run's outputs
-// (docs/FORMAT.md): SinkLive, or the guarantee of the outbox that
-// delivered them ("exactly-once", "idempotent", "at-least-once"); absent
-// when they went nowhere but the recording.
+// (docs/FORMAT.md): "live" (core.SinkLive), or the guarantee of the outbox
+// that delivered them ("exactly-once", "idempotent", "at-least-once");
+// absent when they went nowhere but the recording.
 const OptionSink = "sink"
-
-// SinkLive is OptionSink's value for outputs a live sink got as they were
-// emitted: at least once, possibly before their rows were written.
-const SinkLive = "live"
 
 type Meta struct {
 	Format  string            `json:"format"`

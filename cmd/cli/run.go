@@ -94,16 +94,19 @@ type recordResult struct {
 }
 
 // statusJSON is the status JSON of `run --json` and `run --status`: the
-// engine's status (settled, lossless, every feed's losses) and, for a file
-// input, the file source's own ("source": holes skipped, inputs replaced).
+// engine's status (settled, lossless, every feed's losses), for a file
+// input the file source's own ("source": holes skipped, inputs replaced),
+// and with --out its outbox's ("outbox": its guarantee, what it delivered,
+// recovered, suppressed, left pending).
 type statusJSON struct {
 	engine.Status
 	Source *filesource.Status `json:"source,omitempty"`
+	Outbox *outbox.Status     `json:"outbox,omitempty"`
 }
 
 // statusJSON is the run's status JSON.
 func (res recordResult) statusJSON() statusJSON {
-	return statusJSON{Status: res.Status, Source: res.File}
+	return statusJSON{Status: res.Status, Source: res.File, Outbox: res.Outbox}
 }
 
 // runLong is run's --help.
