@@ -178,6 +178,13 @@ func main() {
 		report("ledger-state-"+f.name, run(dir, b, "run", "--app", "ledger", "--input", ledger, "--store", f.store,
 			"--read", "committed", "--pointer", "ledger-"+f.name+".ptr", "--state", "ledger-"+f.name+".json"))
 	}
+	// The same with --out: every output delivered through the outbox, once
+	// its input is recorded and committed (issue 26).
+	for _, f := range []struct{ name, store string }{{"csv", "ledger-out.csv"}, {"sqlite", "ledger-out.db"}} {
+		report("ledger-state-out-"+f.name, run(dir, b, "run", "--app", "ledger", "--input", ledger, "--store", f.store,
+			"--read", "committed", "--pointer", "ledger-out-"+f.name+".ptr", "--state", "ledger-out-"+f.name+".json",
+			"--out", "ledger-out-"+f.name+".jsonl"))
+	}
 	row("max-rss", most, "peak-rss-MB")
 
 	// The per-line cost: each count's run less the run of an empty input
