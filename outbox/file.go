@@ -143,12 +143,13 @@ func (f *File) encode(effects []core.Effect) ([]byte, error) {
 
 // complete finishes the batch whose mark says the file was from bytes
 // long before it: the file must hold a prefix of want from there; the
-// rest is appended. It returns how many bytes it appended.
+// rest is appended. It returns how many lines it appended to (a line a
+// crash tore counts once).
 func (f *File) complete(from int64, want []byte) (int64, error) {
 	end := from + int64(len(want))
 	switch {
 	case f.size < from:
-		return 0, fmt.Errorf("%w: %s is %d bytes, shorter than the %d its marks say it held", ErrOut, f.path, f.size, from)
+		return 0, fmt.Errorf("%w: %s is %d bytes, shorter than the %d its marks say it held (remove the marks file to start it afresh)", ErrOut, f.path, f.size, from)
 	case f.size > end:
 		return 0, fmt.Errorf("%w: %s is %d bytes, %d more than its marks account for", ErrOut, f.path, f.size, f.size-end)
 	}
@@ -159,11 +160,11 @@ func (f *File) complete(from int64, want []byte) (int64, error) {
 	if !bytes.Equal(got, want[:len(got)]) {
 		return 0, fmt.Errorf("%w: %s holds other bytes from offset %d than the batch its marks name", ErrOut, f.path, from)
 	}
-	n := int64(len(want) - len(got))
-	if n == 0 {
+	rest := want[len(got):]
+	if len(rest) == 0 {
 		return 0, nil
 	}
-	return n, f.append(want[len(got):])
+	return int64(bytes.Count(rest, []byte{'\n'})), f.append(rest)
 }
 
 func absPath(path string) (string, error) {

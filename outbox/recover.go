@@ -189,7 +189,7 @@ func (o *Outbox) recover(m marks, file *File) error {
 func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effect, err error) {
 	rec, err := store.Open(run.Path)
 	if err != nil {
-		if !rc.marked[i] && errors.Is(err, os.ErrNotExist) {
+		if !rc.marked[i] && (errors.Is(err, os.ErrNotExist) || isEmpty(run.Path)) {
 			return nil, nil, nil // a run killed before it wrote its first rows
 		}
 		return nil, nil, fmt.Errorf("%w: %s: %v", ErrRecording, run.Path, err)
@@ -250,6 +250,13 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 	return left, inLast, nil
 }
 
+// isEmpty reports whether path is an empty file: a recording never
+// written (the first write places the whole opening at once).
+func isEmpty(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == 0
+}
+
 // tolerable reports whether a problem of a recording leaves its rows as
 // they were written: the torn last line and the ends a crash leaves, the
 // journal rows a crash cut. The rows the marks need were written (and
@@ -292,9 +299,8 @@ func (o *Outbox) finish(last *batchMark, b *batch, file *File) error {
 		if err != nil {
 			return err
 		}
-		if n > 0 {
-			o.st.Recovered += int64(len(effects)) // at most: the lines it lacked
-		}
+		o.st.Recovered += n
+		o.st.Delivered += n
 		return nil
 	case core.Transactional:
 		held, err := s.Delivered()
