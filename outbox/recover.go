@@ -314,8 +314,11 @@ func (o *Outbox) finish(last *batchMark, b *batch, file *File) error {
 	if err := o.cfg.Sink.Deliver(last.N, effects); err != nil {
 		return fmt.Errorf("outbox: delivering batch %d again: %w", last.N, err)
 	}
+	n := int64(len(effects))
+	o.st.Delivered += n
+	o.st.Recovered += n
 	if _, ok := o.cfg.Sink.(core.Transactional); !ok {
-		o.st.Again += int64(len(effects))
+		o.st.Again += n
 	}
 	return nil
 }
