@@ -100,9 +100,10 @@ type Outbox struct {
 	sup    suppress
 
 	mu      sync.Mutex
-	queues  map[class][]effect // positioned effects awaiting their commit
-	commits map[string]bool    // whether a feed's source commits, as first asked
-	ready   []effect           // committed, or free: to deliver
+	queues  map[class][]*item // positioned items awaiting their commit, with outputs
+	queued  map[posAt]*item   // the same, by position
+	commits map[string]bool   // whether a feed's source commits, as first asked
+	ready   []effect          // committed, or free: to deliver
 	batch   int64
 	st      Status
 	err     error
@@ -135,7 +136,16 @@ func (o *Outbox) Written(rows []store.Entry) {
 		case o.sup.covers(it):
 			o.st.Suppressed += int64(len(it.effects))
 		default:
-			o.queues[it.class] = append(o.queues[it.class], it.effects...)
+			// A position read again in this run (a Kafka partition
+			// revoked and assigned back before its commit): the first
+			// reading is never committed; the commit of the second
+			// covers it by seq. Only the last reading's outputs count.
+			at := posAt{it.key(), it.offset}
+			if old := o.queued[at]; old != nil {
+				old.effects = nil
+			}
+			o.queued[at] = it
+			o.queues[it.class] = append(o.queues[it.class], it)
 		}
 	}
 	o.mu.Unlock()
@@ -176,11 +186,14 @@ func (o *Outbox) committed(feed string, c engine.Commit) {
 	o.mu.Lock()
 	q := o.queues[cl]
 	kept := q[:0]
-	for _, ef := range q {
-		if ef.seq <= c.Seq {
-			o.ready = append(o.ready, ef)
-		} else {
-			kept = append(kept, ef)
+	for _, it := range q {
+		if it.seq > c.Seq {
+			kept = append(kept, it)
+			continue
+		}
+		o.ready = append(o.ready, it.effects...)
+		if at := (posAt{it.key(), it.offset}); o.queued[at] == it {
+			delete(o.queued, at)
 		}
 	}
 	clear(q[len(kept):])
@@ -341,7 +354,9 @@ func (o *Outbox) Status() Status {
 	defer o.mu.Unlock()
 	st := o.st
 	for _, q := range o.queues {
-		st.Pending += int64(len(q))
+		for _, it := range q {
+			st.Pending += int64(len(it.effects))
+		}
 	}
 	return st
 }
@@ -429,6 +444,12 @@ func (ef effect) effect() core.Effect {
 type posKey struct {
 	Feed, Key string
 	Epoch     int64
+}
+
+// posAt is one position.
+type posAt struct {
+	posKey
+	offset int64
 }
 
 // suppress is, per position space, the offsets of inputs an earlier run

@@ -28,7 +28,7 @@ func Open(cfg Config) (*Outbox, error) {
 	if cfg.Sink == nil || cfg.Marks == "" {
 		return nil, errors.New("outbox: no sink or no marks file")
 	}
-	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class][]effect{}, commits: map[string]bool{}, wake: make(chan struct{}, 1),
+	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class][]*item{}, queued: map[posAt]*item{}, commits: map[string]bool{}, wake: make(chan struct{}, 1),
 		done: make(chan struct{}), failed: make(chan struct{}), parser: newParser(true), sup: suppress{}}
 	if o.log == nil {
 		o.log = slog.Default()
@@ -211,6 +211,11 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 		}
 	}
 	p := newParser(true)
+	// A position read twice in the run: only the last reading's outputs
+	// count (Written). at maps a position to its reading's outputs in left.
+	type span struct{ lo, hi int }
+	at := map[posAt]span{}
+	var dropped []span
 	for e, err := range rec.Rows() {
 		if err != nil {
 			var pr *store.Problem
@@ -232,6 +237,7 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 			}
 			o.sup.add(it.key(), it.offset)
 		}
+		lo := len(left)
 		for _, ef := range it.effects {
 			ef.run = i
 			k := entry{Run: i, Stream: ef.stream, class: ef.class}
@@ -241,6 +247,28 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 				left = append(left, ef)
 			}
 		}
+		if !it.Free {
+			pa := posAt{it.key(), it.offset}
+			if old, ok := at[pa]; ok {
+				dropped = append(dropped, old)
+			}
+			at[pa] = span{lo, len(left)}
+		}
+	}
+	if len(dropped) > 0 {
+		drop := make([]bool, len(left))
+		for _, sp := range dropped {
+			for j := sp.lo; j < sp.hi; j++ {
+				drop[j] = true
+			}
+		}
+		kept := left[:0]
+		for j, ef := range left {
+			if !drop[j] {
+				kept = append(kept, ef)
+			}
+		}
+		left = kept
 	}
 	for k, off := range rc.commits {
 		if k.run == i {
