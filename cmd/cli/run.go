@@ -607,22 +607,18 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	}
 	// --out's outbox first delivers what earlier runs left, reading their
 	// recordings before --force may replace one.
-	var out *outbox.File
-	var box *outbox.Outbox
+	var out *runOutbox
 	if cfg.out != "" {
-		if out, box, err = openOutbox(cfg, c.outWriter, logger); err != nil {
+		if out, err = openOutbox(cfg, c.outWriter, logger); err != nil {
 			return res, err
 		}
 	}
 	// From here on the run creates files: undone on a failure before the
 	// engine ran (once it ran, its recording is the record of what it did).
-	files, err := createRunFiles(cfg, plan)
+	files, err := createRunFiles(cfg, plan, out)
 	if err != nil {
-		box.Close()
-		out.Close()
 		return res, err
 	}
-	files.out, files.box = out, box
 	defer files.close()
 	proc, newProc := workerProcs(proc, build, cfg.delay)
 	var sink core.Sink
@@ -641,7 +637,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		Clock:         c.clock,
 		RecorderClock: c.clock,
 		Sink:          sink,
-		Outbox:        box,
+		Outbox:        files.box,
 		Path:          cfg.store,
 		Logger:        logger,
 		NoCommits:     c.noCommits,
