@@ -318,6 +318,9 @@ func (fl *runFlags) parse(changed func(flag string) bool, cfg *recordConfig) err
 	if err := stateBatchFlags(changed, cfg); err != nil {
 		return err
 	}
+	if err := checkOutFormat(changed, *cfg); err != nil {
+		return err
+	}
 	if changed("rotated") {
 		cfg.rotated = slices.DeleteFunc(cfg.rotated, func(p string) bool { return p == "" })
 	}
@@ -335,6 +338,18 @@ func checkRunNumbers(cfg recordConfig) error {
 		return usagef("--workers must be at least 1, got %d", cfg.workers)
 	case cfg.maxGap < 0:
 		return usagef("--max-gap must not be negative, got %d", cfg.maxGap)
+	}
+	return nil
+}
+
+// checkOutFormat checks --out-format: value or envelope, and only with
+// --out.
+func checkOutFormat(changed func(flag string) bool, cfg recordConfig) error {
+	switch {
+	case changed("out-format") && cfg.out == "":
+		return usagef("--out-format needs --out")
+	case cfg.outFormat != outbox.FormatValue && cfg.outFormat != outbox.FormatEnvelope:
+		return usagef("unknown --out-format %q (want %s or %s)", cfg.outFormat, outbox.FormatValue, outbox.FormatEnvelope)
 	}
 	return nil
 }

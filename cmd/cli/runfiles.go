@@ -29,7 +29,7 @@ type runPlan struct {
 // planRun checks cfg before its outputs are locked: the app, the order of
 // its workers (and --state with them: checkStateOrder) and every path
 // (checkRunPaths). It completes cfg: the default --pointer, --option
-// state=FILE taken as --state FILE.
+// state=FILE taken as --state FILE, the default --out-format.
 func (c *CLI) planRun(cfg *recordConfig) (p runPlan, err error) {
 	if p.app, err = c.app(cfg.app); err != nil {
 		return p, err
@@ -46,6 +46,9 @@ func (c *CLI) planRun(cfg *recordConfig) (p runPlan, err error) {
 		if p.app.Key != nil {
 			p.order = engine.OrderKey
 		}
+	}
+	if cfg.out != "" && cfg.outFormat == "" {
+		cfg.outFormat = outbox.FormatValue // a run not from the command line (crashtest's clean run)
 	}
 	if p.order == engine.OrderKey && p.app.Key == nil {
 		return p, usagef("--order key: app %s has no key function", cfg.app)
