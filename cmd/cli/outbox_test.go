@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
@@ -366,4 +368,39 @@ func TestABadOutFormatIsAUsageError(t *testing.T) {
 			checkUnchanged(t, "the refused run", dir, before)
 		})
 	}
+}
+
+// A recording whose outputs the marks say were not all delivered (a run
+// stopped by a full disk on --out) that is gone when the next run starts
+// is refused before any work (outbox.ErrRecording), naming it: its outputs
+// cannot be delivered. Put back, the next run delivers them, each once.
+func TestARecordingTheMarksNeedThatIsGoneIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.txt"), filepath.Join(dir, "out.jsonl")
+	r1 := filepath.Join(dir, "r1.csv")
+	run := func(store string) []string {
+		return []string{"run", "--app", "ledger", "--input", in, "--store", filepath.Join(dir, store), "--out", out}
+	}
+	writeLines(t, in, "alice,1", "bob,2", "carol,3")
+	var buf bytes.Buffer
+	full := cli.WithOutWriter(func(w io.Writer) io.Writer { return &fullDisk{w: w} })
+	if code, err := runErr(t, context.Background(), newCLI(&buf, full), run("r1.csv")...); code != cli.ExitIncomplete || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("the run on a full disk: exit %d, %v; want %d, ENOSPC:\n%s", code, err, cli.ExitIncomplete, buf.String())
+	}
+	if err := os.Rename(r1, r1+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, dir)
+	code, err, text := execErr(t, run("r2.csv")...)
+	refused(t, dir, before, code, err, text, r1)
+	if !errors.Is(err, outbox.ErrRecording) {
+		t.Errorf("error %v: want outbox.ErrRecording", err)
+	}
+	if err := os.Rename(r1+".aside", r1); err != nil {
+		t.Fatal(err)
+	}
+	if code, text := execute(t, context.Background(), run("r2.csv")...); code != 0 {
+		t.Fatalf("with the recording back: exit %d:\n%s", code, text)
+	}
+	checkOutOnce(t, out, []string{"alice,1", "bob,2", "carol,3"}, 0, r1, filepath.Join(dir, "r2.csv"))
 }
