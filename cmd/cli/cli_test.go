@@ -359,38 +359,87 @@ func TestRunStateSkipsApplied(t *testing.T) {
 	}
 }
 
-// A run refused once its recording and a new --out file exist (its context
-// ended before the engine started) exits 2 and leaves no file it made:
-// both are removed, with their locks. (A recording the store cannot write,
-// a full disk, fails at its first Append, which leaves nothing of its own:
-// store/csvstore and store/sqlitestore test it.)
+// A run refused once its files exist (its context ended before the engine
+// started) exits 2 and leaves no file it made: its recording, and --out
+// and --out's marks (OUT.outbox) when they did not exist, are removed with
+// their locks. An --out that existed is kept as it was, and so are the
+// marks an earlier run left: the next run delivers each output once. (A
+// recording the store cannot write, a full disk, fails at its first
+// Append, which leaves nothing of its own: store/csvstore and
+// store/sqlitestore test it.)
 func TestARunRefusedWhileCreatingItsFilesLeavesNoneOfThem(t *testing.T) {
-	dir := t.TempDir()
-	t.Chdir(dir)
-	writeLines(t, "in.txt", "alice,1", "bob,2")
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
+	run := func(args ...string) []string {
+		return append([]string{"run", "--app", "ledger", "--input", "in.txt"}, args...)
+	}
 	tests := []struct {
 		name  string
-		ctx   context.Context
+		setup func(t *testing.T) // before the refused run, in its directory
 		args  []string
-		names string // what the message names
+		want  []string // --out's lines once a run that is not refused ran: the accounts posted, or a line of its own
 	}{
-		{"sqlite and out, stopped", cancelled, []string{"--store", "new.db", "--out", "out.jsonl"}, ""},
-		{"csv and out, stopped", cancelled, []string{"--store", "new.csv", "--out", "out.jsonl"}, ""},
+		{"sqlite and a new out", nil, []string{"--store", "new.db", "--out", "out.jsonl"}, []string{"alice", "bob"}},
+		{"csv and a new out", nil, []string{"--store", "new.csv", "--out", "out.jsonl"}, []string{"alice", "bob"}},
+		{"envelope lines to a new out", nil, []string{"--store", "new.csv", "--out", "out.jsonl", "--out-format", "envelope"},
+			[]string{"alice", "bob"}},
+		{"an out that exists, without marks", func(t *testing.T) { writeLines(t, "out.jsonl", `{"mine":1}`) },
+			[]string{"--store", "new.csv", "--out", "out.jsonl"}, []string{`{"mine":1}`, "alice", "bob"}},
+		{"an out and the marks of an earlier run", func(t *testing.T) {
+			if code, out := execute(t, context.Background(), run("--store", "first.csv", "--out", "out.jsonl")...); code != 0 {
+				t.Fatalf("the earlier run: exit %d:\n%s", code, out)
+			}
+			writeLines(t, "in.txt", "carol,3")
+		}, []string{"--store", "new.csv", "--out", "out.jsonl"}, []string{"alice", "bob", "carol"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := listing(t, dir)
-			code, out := execute(t, tt.ctx, append([]string{"run", "--app", "ledger", "--input", "in.txt"}, tt.args...)...)
-			if code != cli.ExitFailure || !strings.Contains(out, tt.names) {
-				t.Errorf("exit %d, want %d naming %q:\n%s", code, cli.ExitFailure, tt.names, out)
+			dir := t.TempDir()
+			t.Chdir(dir)
+			writeLines(t, "in.txt", "alice,1", "bob,2")
+			if tt.setup != nil {
+				tt.setup(t)
+			}
+			before, outBefore := listing(t, dir), readOrNil("out.jsonl")
+			code, out := execute(t, cancelled, run(tt.args...)...)
+			if code != cli.ExitFailure {
+				t.Errorf("exit %d, want %d:\n%s", code, cli.ExitFailure, out)
 			}
 			if diff := cmp.Diff(before, listing(t, dir)); diff != "" {
 				t.Errorf("files before and after the refused run (-before +after):\n%s", diff)
 			}
+			if got := readOrNil("out.jsonl"); !bytes.Equal(got, outBefore) {
+				t.Errorf("--out changed by the refused run: %q, was %q", got, outBefore)
+			}
+			// What it left lets the next run deliver each output once.
+			if code, out := execute(t, context.Background(), run(tt.args...)...); code != 0 {
+				t.Fatalf("the run after it: exit %d:\n%s", code, out)
+			}
+			var got []string
+			for _, l := range strings.Split(strings.TrimSuffix(string(readOrNil("out.jsonl")), "\n"), "\n") {
+				var o struct {
+					Account string          `json:"account"`
+					Output  json.RawMessage `json:"output"` // --out-format envelope
+				}
+				if json.Unmarshal([]byte(l), &o) == nil && o.Output != nil {
+					json.Unmarshal(o.Output, &o)
+				}
+				if o.Account == "" {
+					o.Account = l
+				}
+				got = append(got, o.Account)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("--out after the next run (-want +got):\n%s", diff)
+			}
 		})
 	}
+}
+
+// readOrNil is the content of the file at path, nil when it cannot be read.
+func readOrNil(path string) []byte {
+	b, _ := os.ReadFile(path)
+	return b
 }
 
 // listing names every file and directory under dir (sorted, relative).

@@ -125,11 +125,24 @@ store that already holds a recording unless --force (which removes it
 first), and a file that is not a recording even with --force.
 
 Before any work it checks every path: no two of --input, --store,
---pointer, --state (and its files FILE#wK, FILE#workers), --out and
---status name one file, and every output can be written. It locks its
-outputs for the run (PATH.blackbox-lock beside each): a second run on any
-of them is refused at once. An output that cannot be written to --out
-(after 3 tries) stops the run: not lossless.
+--pointer, --state (and its files FILE#wK, FILE#workers), --out (and its
+marks FILE.outbox) and --status name one file, and every output can be
+written. It locks its outputs for the run (PATH.blackbox-lock beside
+each): a second run on any of them is refused at once.
+
+With --out FILE the outputs go through an outbox: each is appended to
+FILE as one JSON line only once its input is recorded and committed, at
+most one state-save interval (--state-interval, default 100ms) plus a
+commit poll after it was processed (a timer's output once recorded), and
+each exactly once across crashes. The outbox's marks, FILE.outbox, say
+what FILE was given: a run first delivers what earlier runs recorded and
+committed but did not deliver, and is refused before any work (exit 2)
+for marks of another --out-format, a marks line it cannot read, or a FILE
+that does not hold what they say. --out-format envelope writes
+{"key":{...},"output":...} lines, the key naming the output for good (its
+input's feed, epoch and position, and its index). A write that fails
+(after 3 tries: a full disk) stops the run: exit 3 naming the file,
+nothing lost (the next run delivers the rest first).
 
 With --kafka BROKERS --topic T --group G the feed is a Kafka consumer group
 instead of a file (no --input): each record's value is a line for the app,
@@ -195,8 +208,10 @@ rotated after it, in the natural order of their names. With --follow, a
 file rotated away is read to its end, then every file rotated after it,
 in order, then FILE; one gone before it could be read is counted unread.
 
-Exit: 0 settled and lossless; 2 a usage or I/O error; 3 ran but not
-settled, not lossless, or its recording is broken.`
+Exit: 0 settled and lossless; 2 a usage or I/O error, or a refusal
+before any work; 3 ran but not settled, not lossless, its recording is
+broken, or it stopped (a state it could not save, outputs it could not
+deliver to --out).`
 
 // runFlags are run's flags that are parsed into its recordConfig.
 type runFlags struct {
@@ -257,7 +272,7 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.IntVar(&cfg.stateEvery, "state-every", apps.DefaultSaveEvery, "with --state: save the state at least every `N` lines (option state-every; 1 saves each line before it is committed)")
 	f.DurationVar(&cfg.stateInterval, "state-interval", apps.DefaultSaveInterval, "with --state: save lines processed since the last save within this `DURATION` (option state-interval)")
 	f.StringArrayVar(&fl.options, "option", nil, "an option of the app, `KEY=VALUE` (repeatable; alerts: threshold=N)")
-	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output, once its input is recorded and committed (at most one commit poll later), each exactly once across crashes (marks in FILE.outbox)")
+	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output, once its input is recorded and committed: at most one state-save interval (--state-interval, default 100ms) plus a commit poll after it was processed; each exactly once across crashes (marks in FILE.outbox)")
 	f.StringVar(&cfg.outFormat, "out-format", outbox.FormatValue, "--out's lines: value (the output) or envelope ({\"key\":...,\"output\":...}: the output's feed, epoch, position and index)")
 	f.StringVar(&cfg.status, "status", "", "write the final status JSON to this file")
 	f.StringVar(&fl.policy, "policy", "pause", "overload policy of the feed: pause, drop or block")
@@ -321,6 +336,9 @@ func (fl *runFlags) parse(changed func(flag string) bool, cfg *recordConfig) err
 	if err := stateBatchFlags(changed, cfg); err != nil {
 		return err
 	}
+	if err := checkOutFormat(changed, *cfg); err != nil {
+		return err
+	}
 	if changed("rotated") {
 		cfg.rotated = slices.DeleteFunc(cfg.rotated, func(p string) bool { return p == "" })
 	}
@@ -338,6 +356,18 @@ func checkRunNumbers(cfg recordConfig) error {
 		return usagef("--workers must be at least 1, got %d", cfg.workers)
 	case cfg.maxGap < 0:
 		return usagef("--max-gap must not be negative, got %d", cfg.maxGap)
+	}
+	return nil
+}
+
+// checkOutFormat checks --out-format: value or envelope, and only with
+// --out.
+func checkOutFormat(changed func(flag string) bool, cfg recordConfig) error {
+	switch {
+	case changed("out-format") && cfg.out == "":
+		return usagef("--out-format needs --out")
+	case cfg.outFormat != outbox.FormatValue && cfg.outFormat != outbox.FormatEnvelope:
+		return usagef("unknown --out-format %q (want %s or %s)", cfg.outFormat, outbox.FormatValue, outbox.FormatEnvelope)
 	}
 	return nil
 }
@@ -610,22 +640,18 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	}
 	// --out's outbox first delivers what earlier runs left, reading their
 	// recordings before --force may replace one.
-	var out *outbox.File
-	var box *outbox.Outbox
+	var out *runOutbox
 	if cfg.out != "" {
-		if out, box, err = openOutbox(cfg, c.outWriter, logger); err != nil {
+		if out, err = openOutbox(cfg, c.outWriter, logger); err != nil {
 			return res, err
 		}
 	}
 	// From here on the run creates files: undone on a failure before the
 	// engine ran (once it ran, its recording is the record of what it did).
-	files, err := createRunFiles(cfg, plan)
+	files, err := createRunFiles(cfg, plan, out)
 	if err != nil {
-		box.Close()
-		out.Close()
 		return res, err
 	}
-	files.out, files.box = out, box
 	defer files.close()
 	proc, newProc := workerProcs(proc, build, cfg.delay)
 	run, err := recorder.Start(ctx, recorder.RunConfig{
@@ -639,7 +665,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		MaxGap:        cfg.maxGap,
 		Clock:         c.clock,
 		RecorderClock: c.clock,
-		Outbox:        box,
+		Outbox:        files.box,
 		Path:          cfg.store,
 		Logger:        logger,
 		NoCommits:     c.noCommits,

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 
@@ -27,7 +29,7 @@ type runPlan struct {
 // planRun checks cfg before its outputs are locked: the app, the order of
 // its workers (and --state with them: checkStateOrder) and every path
 // (checkRunPaths). It completes cfg: the default --pointer, --option
-// state=FILE taken as --state FILE.
+// state=FILE taken as --state FILE, the default --out-format.
 func (c *CLI) planRun(cfg *recordConfig) (p runPlan, err error) {
 	if p.app, err = c.app(cfg.app); err != nil {
 		return p, err
@@ -44,6 +46,9 @@ func (c *CLI) planRun(cfg *recordConfig) (p runPlan, err error) {
 		if p.app.Key != nil {
 			p.order = engine.OrderKey
 		}
+	}
+	if cfg.out != "" && cfg.outFormat == "" {
+		cfg.outFormat = outbox.FormatValue // a run not from the command line (crashtest's clean run)
 	}
 	if p.order == engine.OrderKey && p.app.Key == nil {
 		return p, usagef("--order key: app %s has no key function", cfg.app)
@@ -72,8 +77,8 @@ func (p *runPlan) checkLocked(cfg recordConfig) (err error) {
 }
 
 // runFiles are the files a run writes: its recording (store, which counts
-// the rows written) and its live outputs (sink: appended to --out, out,
-// or only counted). Its methods are called by the run's goroutine only.
+// the rows written) and --out with its outbox (none without --out). Its
+// methods are called by the run's goroutine only.
 type runFiles struct {
 	store *writer
 	out   *outbox.File
@@ -84,16 +89,26 @@ type runFiles struct {
 }
 
 // createRunFiles makes the files of a run once every check passed, before
-// the engine runs: it removes the old recording (plan.replace), creates
-// the store, writes or removes the state's layout record (applyLayout).
-// On an error it removes what it created, so that no half-made file stays behind.
-func createRunFiles(cfg recordConfig, plan runPlan) (_ *runFiles, err error) {
+// the engine runs: it takes --out's outbox (out, opened by openOutbox;
+// nil without --out), removes the old recording (plan.replace), creates
+// the store and writes or removes the state's layout record
+// (applyLayout). On an error it removes what it created, --out and its
+// marks included (runOutbox.remove), so that no half-made file stays
+// behind.
+func createRunFiles(cfg recordConfig, plan runPlan, out *runOutbox) (_ *runFiles, err error) {
 	f := &runFiles{}
 	defer func() {
 		if err != nil {
 			f.remove()
 		}
 	}()
+	if out != nil {
+		f.out, f.box = out.file, out.box
+		f.undo = append(f.undo, func() {
+			f.close() // the outbox closed before its files go
+			out.remove()
+		})
+	}
 	if plan.replace {
 		if err := removeStore(cfg.store); err != nil {
 			return nil, &fileError{cfg.store, fmt.Errorf("removing the old recording: %w", unwrapPathError(err))}
@@ -120,32 +135,69 @@ func createRunFiles(cfg recordConfig, plan runPlan) (_ *runFiles, err error) {
 // outboxPath is the marks file of --out's outbox.
 func outboxPath(out string) string { return out + ".outbox" }
 
+// runOutbox is --out and its outbox, opened before the run creates
+// anything else, and what of them the run created.
+type runOutbox struct {
+	file *outbox.File
+	box  *outbox.Outbox
+	// newOut and newMarks: --out and its marks did not exist before.
+	newOut, newMarks bool
+}
+
 // openOutbox opens --out and its outbox before the run creates anything
 // else: the outbox first delivers what earlier runs recorded and committed
 // but did not deliver (their recordings are read before --force may
-// replace one). wrap, when not nil, wraps --out's writer (tests).
-func openOutbox(cfg recordConfig, wrap func(io.Writer) io.Writer, logger *slog.Logger) (*outbox.File, *outbox.Outbox, error) {
-	_, statErr := os.Stat(cfg.out)
+// replace one). wrap, when not nil, wraps --out's writer (tests). A marks
+// file the outbox refuses (another --out-format, a bad line: an
+// *outbox.MarksError naming the file and line), an --out that does not
+// hold what its marks say (outbox.ErrOut) or a recording they need that
+// is gone (outbox.ErrRecording) refuses the run before any work: exit 2,
+// and what it created (--out, its marks) is removed.
+func openOutbox(cfg recordConfig, wrap func(io.Writer) io.Writer, logger *slog.Logger) (*runOutbox, error) {
+	marks := outboxPath(cfg.out)
+	o := &runOutbox{newOut: missing(cfg.out), newMarks: missing(marks)}
 	file, err := outbox.OpenFile(cfg.out, cfg.outFormat, false)
 	if err != nil {
-		return nil, nil, &fileError{cfg.out, unwrapPathError(err)}
+		return nil, &fileError{cfg.out, fmt.Errorf("--out: %w", unwrapPathError(err))}
 	}
+	o.file = file
 	if wrap != nil {
 		file.Wrap(wrap)
 	}
-	box, err := outbox.Open(outbox.Config{Marks: outboxPath(cfg.out), Sink: file, Logger: logger})
-	if err != nil {
+	if o.box, err = outbox.Open(outbox.Config{Marks: marks, Sink: file, Logger: logger}); err != nil {
 		file.Close()
-		if statErr != nil {
-			os.Remove(cfg.out)
+		o.remove()
+		var me *outbox.MarksError
+		if errors.As(err, &me) { // it names the file and the line
+			return nil, fmt.Errorf("--out: %w", err)
 		}
-		return nil, nil, &fileError{outboxPath(cfg.out), err}
+		return nil, &fileError{marks, fmt.Errorf("--out: %w", err)}
 	}
-	return file, box, nil
+	return o, nil
+}
+
+// remove removes what the run created of --out and its marks, once the
+// outbox is closed: its marks, and --out while nothing was appended to it.
+// (A marks file that existed is kept: rewritten by the outbox's recovery,
+// it says what --out holds.)
+func (o *runOutbox) remove() {
+	if o.newMarks {
+		os.Remove(outboxPath(o.file.Path()))
+	}
+	if o.newOut && o.file.Size() == 0 {
+		os.Remove(o.file.Path())
+	}
+}
+
+// missing reports whether nothing is at path.
+func missing(path string) bool {
+	_, err := os.Lstat(path)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // remove undoes the files of a run whose engine never ran: it removes
-// those it created (an --out file that existed is kept) and closes --out.
+// those it created (--out and its marks when they did not exist:
+// runOutbox.remove) and closes --out's outbox and --out.
 func (f *runFiles) remove() {
 	for i := len(f.undo) - 1; i >= 0; i-- {
 		f.undo[i]()

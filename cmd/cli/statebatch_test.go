@@ -6,16 +6,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/blackbox-audit/blackbox/cmd/cli"
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 )
 
@@ -87,20 +91,56 @@ func TestARunWithBatchedStateSavesEveryLineAndCommitsThem(t *testing.T) {
 	}
 }
 
-// faultAt is a run's --out writer that calls fault once, before the n-th
-// line is written: a fault injected at a known point of the run.
-type faultAt struct {
-	w     io.Writer
-	n     int
-	seen  int
-	fault func()
+// byAccount sorts postings ("account,balance") by account, each
+// account's in the order given.
+func byAccount(postings []string) []string {
+	s := slices.Clone(postings)
+	slices.SortStableFunc(s, func(a, b string) int {
+		a, _, _ = strings.Cut(a, ",")
+		b, _, _ = strings.Cut(b, ",")
+		return strings.Compare(a, b)
+	})
+	return s
 }
 
-func (f *faultAt) Write(b []byte) (int, error) {
-	if f.seen++; f.seen == f.n {
-		f.fault()
+// faultyLedger is the ledger app, whose processors call fault once, before
+// the run's n-th event (counted across its workers): a fault injected at a
+// known point of the run. (It was injected at the n-th --out line, which
+// was written as each output was emitted; --out is now written a batch at
+// a time once its lines are committed, which may be after the run's last
+// save.)
+func faultyLedger(n int64, fault func()) core.App {
+	app := apps.LedgerApp()
+	var seen atomic.Int64
+	build := app.New
+	app.New = func(options map[string]string) (core.Processor, error) {
+		p, err := build(options)
+		if err != nil {
+			return nil, err
+		}
+		l, ok := p.(*apps.Ledger)
+		if !ok {
+			return nil, fmt.Errorf("the ledger app built a %T", p)
+		}
+		return faultAt{l, func() {
+			if seen.Add(1) == n {
+				fault()
+			}
+		}}, nil
 	}
-	return f.w.Write(b)
+	return app
+}
+
+// faultAt is a ledger that calls before ahead of each event. It keeps the
+// ledger's every other method (its state, its batched saves, its timers).
+type faultAt struct {
+	*apps.Ledger
+	before func()
+}
+
+func (f faultAt) OnEvent(c *core.Cycle, ev any) error {
+	f.before()
+	return f.Ledger.OnEvent(c, ev)
 }
 
 // A run whose state cannot be saved (a directory takes the state file's
@@ -108,7 +148,9 @@ func (f *faultAt) Write(b []byte) (int, error) {
 // wait forever for a commit that could not come: exit 3 naming the state
 // file, its recording unfinished, nothing committed that the state does not
 // hold. Once the fault is gone, a restart delivers the lines not saved
-// again and the ledger applies each line exactly once. On two workers
+// again and the ledger applies each line exactly once, and --out holds
+// each line's posting once (the restart's outbox delivers first what the
+// stopped run recorded, and none of it again). On two workers
 // (each saving FILE#wK) one worker's file failing stops the run the same
 // way. Saving every line (--state-every 1) it stops the same way: its
 // completions used to be skipped after a failed save, and the lines
@@ -131,11 +173,12 @@ func TestARunWhoseStateCannotBeSavedStopsNamingItAndARestartAppliesEachLineOnce(
 			dir := t.TempDir()
 			in := filepath.Join(dir, "in.txt")
 			want := map[string]int64{}
-			var lines []string
+			var lines, postings []string
 			for i := range n {
 				acct := fmt.Sprintf("acct-%d", i%5)
 				lines = append(lines, fmt.Sprintf("%s,%d", acct, i+1))
 				want[acct] += int64(i + 1)
+				postings = append(postings, fmt.Sprintf("%s,%d", acct, want[acct]))
 			}
 			writeLines(t, in, lines...)
 			state, broken := filepath.Join(dir, "st.json"), filepath.Join(dir, tc.broken)
@@ -144,7 +187,7 @@ func TestARunWhoseStateCannotBeSavedStopsNamingItAndARestartAppliesEachLineOnce(
 					"--state", state, "--state-every", "5", "--state-interval", "10ms", "--out", filepath.Join(dir, "out.jsonl"),
 					"--status", filepath.Join(dir, "status.json")}, tc.args...)
 			}
-			// The fault, before the 10th output: the state file (the last
+			// The fault, before the 10th line: the state file (the last
 			// one saved) is put aside and a directory takes its place.
 			fault := func() {
 				for {
@@ -160,8 +203,7 @@ func TestARunWhoseStateCannotBeSavedStopsNamingItAndARestartAppliesEachLineOnce(
 			var o bytes.Buffer
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			code := newCLI(&o, cli.WithOutWriter(func(w io.Writer) io.Writer { return &faultAt{w: w, n: 10, fault: fault} })).
-				Execute(ctx, args("r1.csv"))
+			code := newCLI(&o, cli.WithApps(faultyLedger(10, fault))).Execute(ctx, args("r1.csv"))
 			if ctx.Err() != nil {
 				t.Fatalf("the run did not stop by itself within a minute (exit %d):\n%s", code, o.String())
 			}
@@ -216,6 +258,15 @@ func TestARunWhoseStateCannotBeSavedStopsNamingItAndARestartAppliesEachLineOnce(
 			}
 			if !maps.Equal(got, want) || applied != n {
 				t.Errorf("after the restart: balances %v, applied %d; want %v, %d (each line applied once)", got, applied, want, n)
+			}
+			// --out holds each line's posting once, in order: of the
+			// lines, or of each account's on workers.
+			outs, _ := outOnce(t, filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "r1.csv"), filepath.Join(dir, "r2.csv"))
+			if tc.workers > 1 {
+				postings, outs = byAccount(postings), byAccount(outs)
+			}
+			if diff := cmp.Diff(postings, outs); diff != "" {
+				t.Errorf("--out after the restart (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -273,6 +273,7 @@ var builtins = map[string]func(args []string, out *bytes.Buffer) error{
 	"echo":      builtinEcho,
 	"cmp":       builtinCmp,
 	"truncate":  builtinTruncate,
+	"grep":      builtinGrep,
 }
 
 // runCommand runs one command of a transcript and returns its exit code.
@@ -441,6 +442,37 @@ func builtinTruncate(args []string, _ *bytes.Buffer) error {
 	}
 	if err := os.Truncate(args[2], size); err != nil {
 		return fmt.Errorf("truncate: %w", err)
+	}
+	return nil
+}
+
+// grep [-v] TEXT FILE prints the lines of FILE that hold TEXT (with -v:
+// that do not), in order; none is an error, as grep's exit 1 is.
+func builtinGrep(args []string, out *bytes.Buffer) error {
+	invert := len(args) > 0 && args[0] == "-v"
+	if invert {
+		args = args[1:]
+	}
+	if len(args) != 2 {
+		return fmt.Errorf("%w: grep [-v] TEXT FILE, got %q", errUsage, args)
+	}
+	b, err := os.ReadFile(args[1])
+	if err != nil {
+		return fmt.Errorf("grep: %w", err)
+	}
+	n := 0
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if l != "" && strings.Contains(l, args[0]) != invert {
+			out.WriteString(l)
+			n++
+		}
+	}
+	if n == 0 {
+		what := "holds"
+		if invert {
+			what = "lacks"
+		}
+		return fmt.Errorf("grep: no line of %s %s %q", args[1], what, args[0])
 	}
 	return nil
 }
