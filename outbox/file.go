@@ -76,9 +76,10 @@ func (f *File) Size() int64 { return f.size }
 // Close closes the file.
 func (f *File) Close() error { return f.f.Close() }
 
-// Deliver appends the batch's lines with one write (tried again from
-// where it stopped, fileAttempts times in all), then syncs the file when
-// asked to.
+// Deliver appends the batch's lines with one write (a short write is
+// followed by one of the rest; a write that fails, or writes nothing, is
+// tried again from where it stopped, fileAttempts times in all), then
+// syncs the file when asked to.
 func (f *File) Deliver(_ int64, effects []core.Effect) error {
 	b, err := f.encode(effects)
 	if err != nil {
@@ -90,20 +91,21 @@ func (f *File) Deliver(_ int64, effects []core.Effect) error {
 func (f *File) append(b []byte) error {
 	rest := b
 	var err error
-	for attempt := range fileAttempts {
-		if attempt > 0 {
-			time.Sleep(fileBackoff)
-		}
+	for failed := 0; len(rest) > 0; {
 		var n int
 		n, err = f.w.Write(rest)
 		rest = rest[n:]
 		f.size += int64(n)
-		if err == nil && len(rest) == 0 {
-			break
+		if len(rest) == 0 || err == nil && n > 0 {
+			continue // done, or a short write that made progress: write the rest
 		}
 		if err == nil {
 			err = io.ErrShortWrite
 		}
+		if failed++; failed == fileAttempts {
+			break
+		}
+		time.Sleep(fileBackoff)
 	}
 	if len(rest) > 0 {
 		return fmt.Errorf("writing %s (%d tries): %w", f.path, fileAttempts, err)
