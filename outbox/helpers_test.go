@@ -353,10 +353,14 @@ func lines(t *testing.T, path string) []string {
 	return l
 }
 
-// markLine is a line of the marks file as docs/FORMAT.md documents it.
+// markLine is a line of the marks file as docs/FORMAT.md documents it:
+// the header, or a line of one kind.
 type markLine struct {
-	Version *int `json:"outbox"`
-	Batch   *struct {
+	Header *struct {
+		Batch int64 `json:"batch"`
+		Size  int64 `json:"size"`
+	}
+	Batch *struct {
 		N    int64 `json:"n"`
 		Size int64 `json:"size"`
 		To   []struct {
@@ -367,13 +371,11 @@ type markLine struct {
 			Free   bool   `json:"free"`
 			Row    int64  `json:"row"`
 		} `json:"to"`
-	} `json:"batch"`
+	}
 	Commit *struct {
 		Offset int64 `json:"offset"`
-	} `json:"commit"`
-	Run         json.RawMessage `json:"run"`
-	Uncommitted json.RawMessage `json:"uncommitted"`
-	raw         []byte
+	}
+	raw []byte
 }
 
 // readMarkLines reads the marks file as lines.
@@ -385,11 +387,21 @@ func readMarkLines(t *testing.T, path string) []markLine {
 	}
 	var ls []markLine
 	for l := range bytes.Lines(b) {
-		var m markLine
-		if err := json.Unmarshal(l, &m); err != nil {
+		m := markLine{raw: l}
+		var kinds map[string]json.RawMessage
+		err := json.Unmarshal(l, &kinds)
+		switch {
+		case err != nil:
+		case len(ls) == 0:
+			err = json.Unmarshal(l, &m.Header)
+		case kinds["batch"] != nil:
+			err = json.Unmarshal(kinds["batch"], &m.Batch)
+		case kinds["commit"] != nil:
+			err = json.Unmarshal(kinds["commit"], &m.Commit)
+		}
+		if err != nil {
 			t.Fatalf("%s: %q: %v", path, l, err)
 		}
-		m.raw = l
 		ls = append(ls, m)
 	}
 	return ls

@@ -64,7 +64,10 @@ type Status struct {
 	Suppressed int64 `json:"suppressed"`
 	// Again: effects of a batch a crash interrupted, delivered again in
 	// full by recovery to a sink that cannot say what it holds: it may
-	// have them twice (0 for an exactly-once sink).
+	// have them twice (0 for an exactly-once sink). Included in Delivered
+	// and Recovered, as is what recovery delivers of that batch to an
+	// exactly-once sink (for the file sink, the lines whose line break it
+	// appends).
 	Again int64 `json:"again"`
 	// Pending: effects recorded whose inputs were not committed when the
 	// outbox closed: not delivered; the next run processes the inputs

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -279,7 +280,9 @@ func orderLike(to []entry, effects []effect) *batch {
 
 // finish completes the last batch: a file sink gets what of it the file
 // lacks; a core.Transactional sink gets it again unless it says it holds
-// it; any other sink gets it again (Status.Again counts it).
+// it; any other sink gets it again (Status.Again counts it). What it
+// delivers counts as recovered: a batch, and the effects (for a file, the
+// lines whose line break it appends).
 func (o *Outbox) finish(last *batchMark, b *batch, file *File) error {
 	effects := b.effects()
 	switch s := o.cfg.Sink.(type) {
@@ -293,7 +296,7 @@ func (o *Outbox) finish(last *batchMark, b *batch, file *File) error {
 			return err
 		}
 		if n > 0 {
-			o.st.Recovered += int64(len(effects)) // at most: the lines it lacked
+			o.recovered(int64(bytes.Count(want[int64(len(want))-n:], []byte("\n"))))
 		}
 		return nil
 	case core.Transactional:
@@ -308,8 +311,16 @@ func (o *Outbox) finish(last *batchMark, b *batch, file *File) error {
 	if err := o.cfg.Sink.Deliver(last.N, effects); err != nil {
 		return fmt.Errorf("outbox: delivering batch %d again: %w", last.N, err)
 	}
+	o.recovered(int64(len(effects)))
 	if _, ok := o.cfg.Sink.(core.Transactional); !ok {
 		o.st.Again += int64(len(effects))
 	}
 	return nil
+}
+
+// recovered counts a batch of n effects recovery delivered.
+func (o *Outbox) recovered(n int64) {
+	o.st.Batches++
+	o.st.Delivered += n
+	o.st.Recovered += n
 }
