@@ -181,6 +181,7 @@ type bench struct {
 	runs  int
 	out   string // the file sink's file
 	marks string
+	tape  *tape // the source of the runs that share one
 }
 
 func newBench(t *testing.T) *bench {

@@ -30,10 +30,11 @@ type memSink struct {
 
 func (s *memSink) Deliver(n int64, effects []core.Effect) error {
 	s.mu.Lock()
+	called := s.called
 	defer func() {
 		s.mu.Unlock()
-		if s.called != nil {
-			s.called <- n
+		if called != nil {
+			called <- n
 		}
 	}()
 	s.calls = append(s.calls, n)
@@ -126,3 +127,10 @@ var (
 	_ core.Idempotent    = idemSink{}
 	_ core.Transactional = txSink{}
 )
+
+// tell makes the sink tell each Deliver call's batch on ch (nil: none).
+func (s *memSink) tell(ch chan<- int64) {
+	s.mu.Lock()
+	s.called = ch
+	s.mu.Unlock()
+}
