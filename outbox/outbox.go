@@ -21,8 +21,11 @@ var (
 	// ErrMarks: the marks file cannot be read (a *MarksError names the
 	// line), or was written for another sink or line format.
 	ErrMarks = errors.New("outbox: bad marks file")
-	// ErrRecording: a recording the marks name, whose committed outputs
-	// are not all delivered, is gone, unreadable or replaced by another.
+	// ErrRecording: a recording the marks name with a commit or a batch
+	// (recovery reads it to find what is left to deliver) is gone,
+	// unreadable or replaced by another (META created at another instant).
+	// The marks name the last run's recording until the next Open: keep it
+	// until then.
 	ErrRecording = errors.New("outbox: a recording the marks need is missing")
 	// ErrOut: the file sink's file does not hold what the marks say was
 	// written to it (shorter, longer, or other bytes).
