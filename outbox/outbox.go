@@ -98,9 +98,10 @@ type Outbox struct {
 	log   *slog.Logger
 	marks *os.File
 
-	mmu sync.Mutex // serialises marks writes
-	run int        // this run's index among the marks' runs
-	rn  Run
+	mmu       sync.Mutex // serialises marks writes
+	run       int        // this run's index among the marks' runs
+	rn        Run
+	recording string // rn's name in free effects' keys
 
 	parser *parser // Written's (the recorder's lock serialises it)
 	sup    suppress
@@ -130,6 +131,9 @@ func (o *Outbox) Written(rows []store.Entry) {
 		it := o.parser.row(&rows[i])
 		if it == nil || len(it.effects) == 0 {
 			continue
+		}
+		for j := range it.effects {
+			it.effects[j].recording = o.recording
 		}
 		if !it.Free && o.uncommitted(it.Feed) {
 			it.free()
@@ -243,7 +247,7 @@ func (o *Outbox) Begin(r Run) error {
 	}
 	r.Path = abs
 	o.mu.Lock()
-	o.rn = r
+	o.rn, o.recording = r, recordingName(r.Created)
 	o.mu.Unlock()
 	if err := o.mark(line{Run: &runMark{Path: abs, Created: r.Created}}); err != nil {
 		return err
@@ -424,12 +428,17 @@ func (b *batch) effects() []core.Effect {
 func (ef effect) effect() core.Effect {
 	key := core.EffectKey{Index: ef.k}
 	if ef.Free {
-		key.Stream, key.Row = ef.stream, ef.row
+		key.Recording, key.Stream, key.Row = ef.recording, ef.stream, ef.row
 	} else {
 		key.Feed, key.Epoch, key.Position = ef.Feed, ef.epoch, core.Position{Key: ef.Key, Offset: ef.offset}
 	}
 	return core.Effect{Key: key, Stream: ef.stream, Sink: ef.sink, Payload: ef.payload}
 }
+
+// recordingName names a recording in the key of an effect without a
+// source position: META's creation instant, RFC 3339 in UTC to the
+// nanosecond.
+func recordingName(created time.Time) string { return created.UTC().Format(time.RFC3339Nano) }
 
 // posKey is a position space: a feed's key in one epoch.
 type posKey struct {

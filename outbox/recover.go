@@ -212,6 +212,7 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 		}
 	}
 	p := newParser(true)
+	name := recordingName(run.Created)
 	for e, err := range rec.Rows() {
 		if err != nil {
 			var pr *store.Problem
@@ -234,7 +235,7 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 			o.sup.add(it.key(), it.offset)
 		}
 		for _, ef := range it.effects {
-			ef.run = i
+			ef.run, ef.recording = i, name
 			k := entry{Run: i, Stream: ef.stream, class: ef.class}
 			if r, ok := lastSet[k]; ok && ef.row > r[0] && ef.row <= r[1] {
 				inLast = append(inLast, ef)
