@@ -2,9 +2,12 @@ package outbox_test
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -224,4 +227,104 @@ func TestAFullDiskStopsTheRunAndTheNextRunAppendsWhatItLeftFirst(t *testing.T) {
 	if diff := cmp.Diff(outputs(1, k+6), got); diff != "" {
 		t.Fatalf("the file's outputs (-want +got):\n%s", diff)
 	}
+}
+
+// failAfterCommit is the example's SQL sink, the process dying right
+// after the transaction of batch n committed: the outbox never learns
+// that it went through.
+type failAfterCommit struct {
+	*sqlSink
+	n int64
+}
+
+func (s failAfterCommit) Deliver(batch int64, effects []core.Effect) error {
+	if err := s.sqlSink.Deliver(batch, effects); err != nil || batch != s.n {
+		return err
+	}
+	return errSink
+}
+
+// The SQL sink of Example_sqlSink (docs/PROCESSORS.md) holds each output
+// once when its delivery fails after its transaction committed: the next
+// Open asks Delivered and does not deliver that batch again; and once
+// when it fails before: the batch is delivered again.
+func TestTheExamplesSQLSinkHoldsEachOutputOnceWhateverItsFailure(t *testing.T) {
+	for _, committed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("committed %v", committed), func(t *testing.T) {
+			b := newBench(t)
+			db, err := sql.Open("sqlite", filepath.Join(b.dir, "outputs.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			s, err := newSQLSink(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sink core.EffectSink = failAfterCommit{s, 1}
+			if !committed {
+				sink = failBefore{s, 1}
+			}
+			tp := newTape(ints(1, 4)...)
+			tp.setClosed(true)
+			box := b.mustOpen(sink)
+			l := b.start(box, runConfig{Source: tp.source()})
+			<-box.Failed()
+			l.settle()
+			if _, err := l.stop(); !errors.Is(err, errSink) {
+				t.Fatalf("the outbox closed with %v, want the sink's error", err)
+			}
+
+			held := int64(len(tableOutputs(t, db)))
+			if committed == (held == 0) {
+				t.Fatalf("the table holds %d outputs after the failure", held)
+			}
+
+			box = b.mustOpen(s)
+			st := box.Status()
+			if left := count(1, 4) - held; st.Recovered != left || st.Again != 0 {
+				t.Fatalf("recovery's status %+v, want the %d outputs the table lacked recovered", st, left)
+			}
+			tp.add(ints(5, 6)...)
+			b.runAll(box, tp)
+			if diff := cmp.Diff(outputs(1, 6), tableOutputs(t, db)); diff != "" {
+				t.Fatalf("the table holds (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// tableOutputs is the outputs the example's SQL sink holds, in order.
+func tableOutputs(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	var got []string
+	rows, err := db.Query(`SELECT output FROM outputs ORDER BY rowid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, o)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// failBefore is the SQL sink failing batch n before its transaction.
+type failBefore struct {
+	*sqlSink
+	n int64
+}
+
+func (s failBefore) Deliver(batch int64, effects []core.Effect) error {
+	if batch == s.n {
+		return errSink
+	}
+	return s.sqlSink.Deliver(batch, effects)
 }
