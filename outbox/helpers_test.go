@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -34,13 +35,20 @@ type out struct {
 	K int `json:"k"`
 }
 
-// twice is the tests' app: item n (an int) gives {"n":n,"k":1}, and an
-// even n {"n":n,"k":2} too: one or two outputs per input.
+// twice is the tests' app: item n (an int, or a line holding one) gives
+// {"n":n,"k":1}, and an even n {"n":n,"k":2} too: one or two outputs per
+// input.
 var twice = core.App{Name: "twice"}
 
 func twiceProcessor() core.Processor {
 	return core.ProcessorFunc(func(c *core.Cycle, ev any) error {
-		n := ev.(int)
+		n, ok := ev.(int)
+		if !ok {
+			var err error
+			if n, err = strconv.Atoi(ev.(string)); err != nil {
+				return err
+			}
+		}
 		c.Emit("out", out{n, 1})
 		if n%2 == 0 {
 			c.Emit("out", out{n, 2})
