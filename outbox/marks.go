@@ -102,7 +102,9 @@ type line struct {
 }
 
 // MarksError is a marks file line that cannot be read: not the torn last
-// line a crash leaves, which is dropped.
+// line a crash leaves, which is dropped. Line counts from 1 (the header).
+// It wraps ErrMarks. It is not changed once returned: safe for concurrent
+// use.
 type MarksError struct {
 	Path string
 	Line int
