@@ -31,7 +31,8 @@ type sqlSink struct{ db *sql.DB }
 
 func newSQLSink(db *sql.DB) (*sqlSink, error) {
 	_, err := db.Exec(`
-		CREATE TABLE IF NOT EXISTS outputs (key TEXT PRIMARY KEY, sink TEXT NOT NULL, output TEXT NOT NULL);
+		CREATE TABLE IF NOT EXISTS outputs (stream TEXT NOT NULL, key TEXT NOT NULL, sink TEXT NOT NULL,
+			output TEXT NOT NULL, PRIMARY KEY (stream, key));
 		CREATE TABLE IF NOT EXISTS watermark (id INTEGER PRIMARY KEY CHECK (id = 1), batch INTEGER NOT NULL);
 		INSERT OR IGNORE INTO watermark (id, batch) VALUES (1, 0);`)
 	return &sqlSink{db: db}, err
@@ -45,12 +46,12 @@ func (s *sqlSink) Deliver(batch int64, effects []core.Effect) error {
 	}
 	defer tx.Rollback() // after Commit: does nothing
 	for _, e := range effects {
-		key, err := json.Marshal(e.Key) // names the output for good
+		key, err := json.Marshal(e.Key) // with the stream, names the output for good
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(`INSERT INTO outputs (key, sink, output) VALUES (?, ?, ?)`,
-			string(key), e.Sink, string(e.Payload)); err != nil {
+		if _, err := tx.Exec(`INSERT INTO outputs (stream, key, sink, output) VALUES (?, ?, ?, ?)`,
+			e.Stream, string(key), e.Sink, string(e.Payload)); err != nil {
 			return err
 		}
 	}
