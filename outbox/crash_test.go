@@ -328,3 +328,108 @@ func (s failBefore) Deliver(batch int64, effects []core.Effect) error {
 	}
 	return s.sqlSink.Deliver(batch, effects)
 }
+
+// A recovery whose own delivery fails (Open returns the sink's error)
+// has marked the batch it was delivering: the next Open finishes that
+// batch as the sink allows and delivers the rest, nothing lost, and an
+// exactly-once sink holds each output once.
+func TestARecoveryThatFailsIsFinishedByTheNextOpen(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sink  func(*memSink) core.EffectSink
+		apply int
+		twice int
+	}{
+		{"transactional", func(s *memSink) core.EffectSink { s.tx = true; return txSink{s} }, 0, 0},
+		{"plain, after all", func(s *memSink) core.EffectSink { return plainSink{s} }, -1, int(count(4, 6))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBench(t)
+			b.tape = newTape()
+			ms := &memSink{apply: 0}
+			sink := tc.sink(ms)
+			if err := crashAt(t, b, sink, ms, 3); !errors.Is(err, errSink) {
+				t.Fatal(err)
+			}
+			// Open: batch 3 again (the sink took none of it), then batch 4
+			// (items 4..6) fails.
+			ms.failBatch(4, tc.apply)
+			if box, err := b.open(sink); !errors.Is(err, errSink) {
+				if box != nil {
+					box.Close()
+				}
+				t.Fatalf("Open: %v, want the sink's error", err)
+			}
+			box := b.mustOpen(sink)
+			st := box.Status()
+			if err := box.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if want := int64(tc.twice); st.Again != want {
+				t.Fatalf("the second recovery's status %+v, want %d again", st, want)
+			}
+			got := ms.payloads()
+			want := outputs(1, 3)
+			if tc.twice > 0 {
+				want = append(want, outputs(4, 6)...)
+			}
+			want = append(want, outputs(4, 6)...)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("the sink holds (-want +got):\n%s", diff)
+			}
+			if calls := ms.batchCalls(); !slices.Equal(calls, []int64{1, 2, 3, 3, 4, 4}) {
+				t.Fatalf("the sink's batches: %v, want 1, 2, 3, 3 (recovery), 4 (failed), 4", calls)
+			}
+		})
+	}
+}
+
+// With two workers each input is in one of two streams: the batches'
+// marks hold a watermark per stream, and a crash's recovery delivers
+// each output once, but those of the failed batch the sink had taken.
+func TestTwoWorkersStreamsAreDeliveredOnceAcrossAFailure(t *testing.T) {
+	b := newBench(t)
+	ms := &memSink{}
+	called := make(chan int64, 1024)
+	ms.tell(called)
+	box := b.mustOpen(plainSink{ms})
+	tp := newTape(ints(1, 100)...)
+	l := b.start(box, runConfig{Source: tp.source(), Workers: 2})
+	for len(ms.payloads()) < int(count(1, 100)) {
+		<-called
+	}
+	calls := ms.batchCalls()
+	ms.failBatch(calls[len(calls)-1]+1, -1) // the next: taken, then failed, delivered again in full
+	tp.add(ints(101, 200)...)
+	tp.setClosed(true)
+	<-box.Failed()
+	l.settle()
+	if _, err := l.stop(); !errors.Is(err, errSink) {
+		t.Fatalf("the outbox closed with %v, want the sink's error", err)
+	}
+	ms.tell(nil)
+	failed := ms.failedSize()
+	box = b.mustOpen(plainSink{ms})
+	if st := box.Status(); st.Again != int64(failed) || failed == 0 {
+		t.Fatalf("recovery's status %+v, want the %d outputs of the failed batch again", st, failed)
+	}
+	tp.add(ints(201, 220)...)
+	b.runAll(box, tp)
+	seen := map[string]int{}
+	for _, p := range ms.payloads() {
+		seen[p]++
+	}
+	twice := 0
+	for _, o := range outputs(1, 220) {
+		switch seen[o] {
+		case 1:
+		case 2:
+			twice++
+		default:
+			t.Fatalf("%s delivered %d times", o, seen[o])
+		}
+	}
+	if len(seen) != int(count(1, 220)) || twice != failed {
+		t.Fatalf("%d outputs delivered, %d twice; want %d, %d twice (the failed batch)", len(seen), twice, count(1, 220), failed)
+	}
+}

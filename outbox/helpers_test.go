@@ -57,6 +57,8 @@ func twiceProcessor() core.Processor {
 	})
 }
 
+func newTwice() (core.Processor, error) { return twiceProcessor(), nil }
+
 // outputs is the JSON lines twice emits for the items from through to,
 // in order.
 func outputs(from, to int) []string {
@@ -252,6 +254,7 @@ type runConfig struct {
 	Feed     func(*engine.FeedConfig)
 	Store    func(store.Writer) store.Writer
 	Observer engine.Observer
+	Workers  int
 }
 
 // start starts the next run (its recording run<i>.csv, META created at
@@ -277,7 +280,8 @@ func (b *bench) start(box *outbox.Outbox, rc runConfig) *live {
 		Store:         w,
 		Feed:          fc,
 		Journal:       rc.Journal,
-		Processors:    []recorder.Processor{{Name: "twice", App: twice, Processor: twiceProcessor()}},
+		Processors:    []recorder.Processor{{Name: "twice", App: twice, Processor: twiceProcessor(), New: newTwice}},
+		Workers:       rc.Workers,
 		Clock:         core.NewStepClock(start, time.Millisecond),
 		RecorderClock: core.NewStepClock(start, time.Second),
 		Outbox:        box,
