@@ -41,6 +41,9 @@ func Open(cfg Config) (*Outbox, error) {
 	}
 	kind, format := sinkKind(cfg.Sink)
 	file, _ := cfg.Sink.(*File)
+	if file != nil && cfg.Durable {
+		file.sync = true // Config.Durable: each file batch synced
+	}
 	if !ok {
 		m.head = header{Version: marksVersion, Sink: kind, Format: format}
 		if file != nil {
