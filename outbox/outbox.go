@@ -58,12 +58,13 @@ type Status struct {
 	Guarantee string `json:"guarantee"`
 	Batches   int64  `json:"batches"`   // batches delivered by this run, recovery's included
 	Delivered int64  `json:"delivered"` // effects delivered by this run, recovery's included
-	// Recovered: effects earlier runs recorded and committed and this
-	// run delivered first (included in Delivered).
+	// Recovered: effects earlier runs recorded (their inputs committed,
+	// or suppressed since) that this run's Open delivered first (included
+	// in Delivered).
 	Recovered int64 `json:"recovered"`
-	// Suppressed: effects of inputs processed again whose position's
-	// outputs an earlier run recorded as committed (and delivered): not
-	// delivered again.
+	// Suppressed: effects of inputs read again at a position whose
+	// outputs an earlier run recorded without a commit covering it, and
+	// that Open delivered from that run's recording: not delivered again.
 	Suppressed int64 `json:"suppressed"`
 	// Again: effects of a batch a crash interrupted, delivered again in
 	// full by recovery to a sink that cannot say what it holds: it may
@@ -73,8 +74,9 @@ type Status struct {
 	// appends).
 	Again int64 `json:"again"`
 	// Pending: effects recorded whose inputs were not committed when the
-	// outbox closed: not delivered; the next run processes the inputs
-	// again.
+	// outbox closed: not delivered by this run. The next run's Open
+	// delivers them from the recording, and the next run that reads
+	// their inputs again delivers none of its own for them (Suppressed).
 	Pending int64 `json:"pending"`
 }
 
