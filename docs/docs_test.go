@@ -229,3 +229,36 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+var quoted = regexp.MustCompile("(?s)<!-- quoted from ([^ ]+) -->\n```go\n(.*?)\n```")
+
+// TestQuotedCodeIsTheCode checks that a code block a document says it
+// quotes from a file (`<!-- quoted from PATH -->` right before it) is that
+// file's text, verbatim: the compiled, tested code, not a copy that drifts.
+func TestQuotedCodeIsTheCode(t *testing.T) {
+	docs, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range docs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range quoted.FindAllStringSubmatch(string(b), -1) {
+			n++
+			src, err := os.ReadFile(filepath.Join("..", m[1]))
+			if err != nil {
+				t.Errorf("%s quotes %s: %v", d, m[1], err)
+				continue
+			}
+			if !strings.Contains(string(src), m[2]) {
+				t.Errorf("%s quotes code that %s does not hold verbatim:\n%s", d, m[1], m[2])
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no document quotes code: the check checks nothing")
+	}
+}

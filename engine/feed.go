@@ -119,6 +119,7 @@ type Feed struct {
 	all       []*binding // every binding of the run, removed ones included
 	epoch     int64
 	committer Committer
+	commits   atomic.Bool // committer != nil, for Commits, which takes no lock
 	win       window.Window[*binding]
 	deferred  []any
 	closing   bool // the engine is stopping: blocking publishes that would wait are refused
@@ -807,18 +808,18 @@ func (f *Feed) runDeferred(ctx context.Context) {
 func (f *Feed) setCommitter(c Committer) {
 	f.mu.Lock()
 	f.committer = c
+	f.commits.Store(c != nil)
 	f.mu.Unlock()
 }
 
 // Commits reports whether the feed's source commits what is processed
 // (it set a Committer: Intake.SetCommitter), so that Observer.Committed
 // will report its items. A source sets it before it publishes a positioned
-// item. Safe for concurrent use.
-func (f *Feed) Commits() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.committer != nil
-}
+// item. Safe for concurrent use, and it takes no lock: an observer hook
+// may ask it under a lock of its own that a journal of the feed, called
+// under the feed's lock, waits for (an outbox asks it under the
+// recorder's lock).
+func (f *Feed) Commits() bool { return f.commits.Load() }
 
 // setEpoch is Intake.SetEpoch.
 func (f *Feed) setEpoch(epoch int64) {

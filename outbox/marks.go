@@ -102,7 +102,9 @@ type line struct {
 }
 
 // MarksError is a marks file line that cannot be read: not the torn last
-// line a crash leaves, which is dropped.
+// line a crash leaves, which is dropped. Line counts from 1 (the header).
+// It wraps ErrMarks. It is not changed once returned: safe for concurrent
+// use.
 type MarksError struct {
 	Path string
 	Line int
@@ -147,32 +149,59 @@ func readMarks(path string) (m marks, ok bool, err error) {
 				}
 				return m, false, &MarksError{path, n, err}
 			}
+			if m.head.Batch < 0 || m.head.Size < 0 {
+				return m, false, &MarksError{path, n, fmt.Errorf("%w: a negative batch number or size", ErrMarks)}
+			}
 			continue
 		}
 		var l line
 		if err := strictUnmarshal(sc.Bytes(), &l); err != nil {
 			return m, false, &MarksError{path, n, err}
 		}
-		if l.Run == nil && l.Commit == nil && l.Batch == nil && l.Uncommitted == nil ||
-			l.Commit != nil && l.Commit.Run >= len(m.runs) || l.Uncommitted != nil && l.Uncommitted.Run >= len(m.runs) {
-			return m, false, &MarksError{path, n, fmt.Errorf("%w: a line of no known kind or of a run not named", ErrMarks)}
-		}
-		if l.Batch != nil {
-			for _, e := range l.Batch.To {
-				if e.Run < 0 || e.Run >= len(m.runs) {
-					return m, false, &MarksError{path, n, fmt.Errorf("%w: a batch of a run not named", ErrMarks)}
-				}
-			}
+		if err := l.check(len(m.runs)); err != nil {
+			return m, false, &MarksError{path, n, err}
 		}
 		if l.Run != nil {
 			m.runs = append(m.runs, *l.Run)
 		}
 		m.lines = append(m.lines, l)
 	}
+	if err := sc.Err(); err != nil { // a line too long
+		return m, false, &MarksError{path, n + 1, fmt.Errorf("%w: %v", ErrMarks, err)}
+	}
 	if n == 0 {
 		return m, false, &MarksError{path, 1, fmt.Errorf("%w: no header", ErrMarks)}
 	}
-	return m, true, sc.Err()
+	return m, true, nil
+}
+
+// check reports what makes l, a line after the header, not a line of
+// marks that named runs runs before it: not exactly one kind, a run not
+// named, a batch not numbered from 1 or of a negative size.
+func (l *line) check(runs int) error {
+	kinds := 0
+	for _, set := range []bool{l.Run != nil, l.Commit != nil, l.Batch != nil, l.Uncommitted != nil} {
+		if set {
+			kinds++
+		}
+	}
+	named := func(run int) bool { return run >= 0 && run < runs }
+	switch {
+	case kinds != 1:
+		return fmt.Errorf("%w: a line of no known kind, or of several", ErrMarks)
+	case l.Commit != nil && !named(l.Commit.Run), l.Uncommitted != nil && !named(l.Uncommitted.Run):
+		return fmt.Errorf("%w: a line of a run not named", ErrMarks)
+	case l.Batch != nil && (l.Batch.N < 1 || l.Batch.Size < 0):
+		return fmt.Errorf("%w: batch %d of size %d: batches are numbered from 1, sizes not negative", ErrMarks, l.Batch.N, l.Batch.Size)
+	}
+	if l.Batch != nil {
+		for _, e := range l.Batch.To {
+			if !named(e.Run) {
+				return fmt.Errorf("%w: a batch of a run not named", ErrMarks)
+			}
+		}
+	}
+	return nil
 }
 
 // strictUnmarshal decodes one JSON value, refusing unknown fields.

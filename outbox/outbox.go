@@ -21,8 +21,11 @@ var (
 	// ErrMarks: the marks file cannot be read (a *MarksError names the
 	// line), or was written for another sink or line format.
 	ErrMarks = errors.New("outbox: bad marks file")
-	// ErrRecording: a recording the marks name, whose committed outputs
-	// are not all delivered, is gone, unreadable or replaced by another.
+	// ErrRecording: a recording the marks name with a commit or a batch
+	// (recovery reads it to find what is left to deliver) is gone,
+	// unreadable or replaced by another (META created at another instant).
+	// The marks name the last run's recording until the next Open: keep it
+	// until then.
 	ErrRecording = errors.New("outbox: a recording the marks need is missing")
 	// ErrOut: the file sink's file does not hold what the marks say was
 	// written to it (shorter, longer, or other bytes).
@@ -55,20 +58,25 @@ type Status struct {
 	Guarantee string `json:"guarantee"`
 	Batches   int64  `json:"batches"`   // batches delivered by this run, recovery's included
 	Delivered int64  `json:"delivered"` // effects delivered by this run, recovery's included
-	// Recovered: effects earlier runs recorded and committed and this
-	// run delivered first (included in Delivered).
+	// Recovered: effects earlier runs recorded (their inputs committed,
+	// or suppressed since) that this run's Open delivered first (included
+	// in Delivered).
 	Recovered int64 `json:"recovered"`
-	// Suppressed: effects of inputs processed again whose position's
-	// outputs an earlier run recorded as committed (and delivered): not
-	// delivered again.
+	// Suppressed: effects of inputs read again at a position whose
+	// outputs an earlier run recorded without a commit covering it, and
+	// that Open delivered from that run's recording: not delivered again.
 	Suppressed int64 `json:"suppressed"`
 	// Again: effects of a batch a crash interrupted, delivered again in
 	// full by recovery to a sink that cannot say what it holds: it may
-	// have them twice (0 for an exactly-once sink).
+	// have them twice (0 for an exactly-once sink). Included in Delivered
+	// and Recovered, as is what recovery delivers of that batch to an
+	// exactly-once sink (for the file sink, the lines whose line break it
+	// appends).
 	Again int64 `json:"again"`
 	// Pending: effects recorded whose inputs were not committed when the
-	// outbox closed: not delivered; the next run processes the inputs
-	// again.
+	// outbox closed: not delivered by this run. The next run's Open
+	// delivers them from the recording, and the next run that reads
+	// their inputs again delivers none of its own for them (Suppressed).
 	Pending int64 `json:"pending"`
 }
 
@@ -92,9 +100,10 @@ type Outbox struct {
 	log   *slog.Logger
 	marks *os.File
 
-	mmu sync.Mutex // serialises marks writes
-	run int        // this run's index among the marks' runs
-	rn  Run
+	mmu       sync.Mutex // serialises marks writes
+	run       int        // this run's index among the marks' runs
+	rn        Run
+	recording string // rn's name in free effects' keys
 
 	parser *parser // Written's (the recorder's lock serialises it)
 	sup    suppress
@@ -125,6 +134,9 @@ func (o *Outbox) Written(rows []store.Entry) {
 		it := o.parser.row(&rows[i])
 		if it == nil || len(it.effects) == 0 {
 			continue
+		}
+		for j := range it.effects {
+			it.effects[j].recording = o.recording
 		}
 		if !it.Free && o.uncommitted(it.Feed) {
 			it.free()
@@ -250,7 +262,7 @@ func (o *Outbox) Begin(r Run) error {
 	}
 	r.Path = abs
 	o.mu.Lock()
-	o.rn = r
+	o.rn, o.recording = r, recordingName(r.Created)
 	o.mu.Unlock()
 	if err := o.mark(line{Run: &runMark{Path: abs, Created: r.Created}}); err != nil {
 		return err
@@ -433,12 +445,17 @@ func (b *batch) effects() []core.Effect {
 func (ef effect) effect() core.Effect {
 	key := core.EffectKey{Index: ef.k}
 	if ef.Free {
-		key.Stream, key.Row = ef.stream, ef.row
+		key.Recording, key.Stream, key.Row = ef.recording, ef.stream, ef.row
 	} else {
 		key.Feed, key.Epoch, key.Position = ef.Feed, ef.epoch, core.Position{Key: ef.Key, Offset: ef.offset}
 	}
 	return core.Effect{Key: key, Stream: ef.stream, Sink: ef.sink, Payload: ef.payload}
 }
+
+// recordingName names a recording in the key of an effect without a
+// source position: META's creation instant, RFC 3339 in UTC to the
+// nanosecond.
+func recordingName(created time.Time) string { return created.UTC().Format(time.RFC3339Nano) }
 
 // posKey is a position space: a feed's key in one epoch.
 type posKey struct {

@@ -40,6 +40,9 @@ func Open(cfg Config) (*Outbox, error) {
 	}
 	kind, format := sinkKind(cfg.Sink)
 	file, _ := cfg.Sink.(*File)
+	if file != nil && cfg.Durable {
+		file.sync = true // Config.Durable: each file batch synced
+	}
 	if !ok {
 		m.head = header{Version: marksVersion, Sink: kind, Format: format}
 		if file != nil {
@@ -211,6 +214,7 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 		}
 	}
 	p := newParser(true)
+	name := recordingName(run.Created)
 	// A position read twice in the run: only the last reading's outputs
 	// count (Written). at maps a position to its reading's outputs in left.
 	type span struct{ lo, hi int }
@@ -239,7 +243,7 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 		}
 		lo := len(left)
 		for _, ef := range it.effects {
-			ef.run = i
+			ef.run, ef.recording = i, name
 			k := entry{Run: i, Stream: ef.stream, class: ef.class}
 			if r, ok := lastSet[k]; ok && ef.row > r[0] && ef.row <= r[1] {
 				inLast = append(inLast, ef)
@@ -314,7 +318,9 @@ func orderLike(to []entry, effects []effect) *batch {
 
 // finish completes the last batch: a file sink gets what of it the file
 // lacks; a core.Transactional sink gets it again unless it says it holds
-// it; any other sink gets it again (Status.Again counts it).
+// it; any other sink gets it again (Status.Again counts it). What it
+// delivers counts as recovered: a batch, and the effects (for a file, the
+// lines whose line break it appends).
 func (o *Outbox) finish(last *batchMark, b *batch, file *File) error {
 	effects := b.effects()
 	switch s := o.cfg.Sink.(type) {
@@ -327,8 +333,9 @@ func (o *Outbox) finish(last *batchMark, b *batch, file *File) error {
 		if err != nil {
 			return err
 		}
-		o.st.Recovered += n
-		o.st.Delivered += n
+		if n > 0 {
+			o.recovered(n)
+		}
 		return nil
 	case core.Transactional:
 		held, err := s.Delivered()
@@ -343,10 +350,16 @@ func (o *Outbox) finish(last *batchMark, b *batch, file *File) error {
 		return fmt.Errorf("outbox: delivering batch %d again: %w", last.N, err)
 	}
 	n := int64(len(effects))
-	o.st.Delivered += n
-	o.st.Recovered += n
+	o.recovered(n)
 	if _, ok := o.cfg.Sink.(core.Transactional); !ok {
 		o.st.Again += n
 	}
 	return nil
+}
+
+// recovered counts a batch of n effects recovery delivered.
+func (o *Outbox) recovered(n int64) {
+	o.st.Batches++
+	o.st.Delivered += n
+	o.st.Recovered += n
 }

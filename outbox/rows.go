@@ -8,9 +8,10 @@ import (
 // holds it, what makes it deliverable (its class: its input's feed and
 // key, or free), its input's place (seq, epoch, offset) and the output.
 type effect struct {
-	run    int // the run's index among the marks' (recovery)
-	stream string
-	row    int64
+	run       int    // the run's index among the marks' (recovery)
+	recording string // its recording's name in a free effect's key (recordingName)
+	stream    string
+	row       int64
 	class
 	seq     int64
 	epoch   int64

@@ -1,0 +1,115 @@
+package outbox_test
+
+import (
+	"encoding/json"
+	"io"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/blackbox-audit/blackbox/outbox"
+)
+
+// oneAtATime runs the twice app over items 1..n of a new tape fed one at
+// a time (the next once the file took the one before: each item's
+// outputs are one batch, after its commit's mark), delivering to the out
+// file in format value, and stops the run. It returns the tape.
+func oneAtATime(t *testing.T, b *bench, n int) *tape {
+	t.Helper()
+	f, err := outbox.OpenFile(b.out, outbox.FormatValue, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	wrote := make(chan int, 1)
+	f.Wrap(func(w io.Writer) io.Writer { return &notifyWriter{w: w, wrote: wrote} })
+	box := b.mustOpen(f)
+	tp := newTape()
+	l := b.start(box, runConfig{Source: tp.source()})
+	for i := 1; i <= n; i++ {
+		tp.add(i)
+		<-wrote
+	}
+	tp.setClosed(true)
+	l.settle()
+	if _, err := l.stop(); err != nil {
+		t.Fatal(err)
+	}
+	return tp
+}
+
+// suppressed is the suppression list of the marks' header.
+func suppressed(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	var h struct {
+		Suppress []map[string]any `json:"suppress"`
+	}
+	if err := json.Unmarshal(readMarkLines(t, path)[0].raw, &h); err != nil {
+		t.Fatal(err)
+	}
+	return h.Suppress
+}
+
+// A run recorded its last inputs (and their outputs) and stopped before
+// its source committed them: the next Open delivers their outputs from
+// the recording and keeps their positions; the next run reads them again
+// and delivers none of their outputs again (Status.Suppressed), then its
+// own. Once a commit covers them, the positions are forgotten.
+func TestOutputsRecordedButNotCommittedAreDeliveredOnceByRecoveryNotByTheRunReadingThemAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		committed int // through which the crashed run committed (and delivered)
+	}{
+		{"nothing committed", 0},
+		{"three of six committed", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 6
+			b := newBench(t)
+			tp := oneAtATime(t, b, n)
+			// The crash: after the outputs of the items through committed,
+			// before the commit of the next.
+			ls := readMarkLines(t, b.marks)
+			bs := batches(ls)
+			if len(bs) != n || len(ls) != 2+2*n {
+				t.Fatalf("marks of %d lines, %d batches; want a run's, then a commit's and a batch's per item", len(ls), len(bs))
+			}
+			keep := 2 + 2*tc.committed
+			size := bs[tc.committed].Batch.Size
+			writeMarkLines(t, b.marks, ls[:keep])
+			truncate(t, b.out, size)
+			tp.setCommitted(int64(tc.committed))
+
+			_, box := b.mustOpenFile(outbox.FormatValue)
+			left := count(tc.committed+1, n)
+			if st := box.Status(); st.Recovered != left || st.Delivered != left || st.Again != 0 {
+				t.Fatalf("recovery's status %+v, want %d outputs recovered", st, left)
+			}
+			var offsets []any
+			for off := tc.committed + 1; off <= n; off++ {
+				offsets = append(offsets, float64(off))
+			}
+			want := []map[string]any{{"feed": "in", "key": "", "epoch": float64(1), "offsets": offsets}}
+			if diff := cmp.Diff(want, suppressed(t, b.marks)); diff != "" {
+				t.Fatalf("the marks' suppression (-want +got):\n%s", diff)
+			}
+
+			tp.add(ints(n+1, n+2)...)
+			st := b.runAll(box, tp)
+			if st.Suppressed != left || st.Delivered != left+count(n+1, n+2) {
+				t.Fatalf("the next run's status %+v: want %d suppressed, %d delivered of its own", st, left, count(n+1, n+2))
+			}
+			if diff := cmp.Diff(outputs(1, n+2), lines(t, b.out)); diff != "" {
+				t.Fatalf("out file (-want +got):\n%s", diff)
+			}
+
+			_, box = b.mustOpenFile(outbox.FormatValue)
+			if err := box.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := suppressed(t, b.marks); got != nil {
+				t.Fatalf("positions a commit covers still suppressed: %v", got)
+			}
+		})
+	}
+}
