@@ -147,6 +147,8 @@ func (o *Outbox) Written(rows []store.Entry) {
 			free = true
 		case o.sup.covers(it):
 			o.st.Suppressed += int64(len(it.effects))
+		case it.timer:
+			o.queues[it.class] = append(o.queues[it.class], it)
 		default:
 			// A position read again in this run (a Kafka partition
 			// revoked and assigned back before its commit): the first
@@ -444,7 +446,7 @@ func (b *batch) effects() []core.Effect {
 // effect is ef as the sink sees it.
 func (ef effect) effect() core.Effect {
 	key := core.EffectKey{Index: ef.k}
-	if ef.Free {
+	if ef.Free || ef.timer {
 		key.Recording, key.Stream, key.Row = ef.recording, ef.stream, ef.row
 	} else {
 		key.Feed, key.Epoch, key.Position = ef.Feed, ef.epoch, core.Position{Key: ef.Key, Offset: ef.offset}

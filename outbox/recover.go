@@ -239,7 +239,9 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 			if sup.covers(it) {
 				continue // run i delivered none of its outputs: an earlier run's recording holds them
 			}
-			o.sup.add(it.key(), it.offset)
+			if !it.timer {
+				o.sup.add(it.key(), it.offset)
+			}
 		}
 		lo := len(left)
 		for _, ef := range it.effects {
@@ -251,7 +253,7 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 				left = append(left, ef)
 			}
 		}
-		if !it.Free {
+		if !it.Free && !it.timer {
 			pa := posAt{it.key(), it.offset}
 			if old, ok := at[pa]; ok {
 				dropped = append(dropped, old)

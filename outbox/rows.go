@@ -19,6 +19,7 @@ type effect struct {
 	k       int64
 	sink    string
 	payload []byte
+	timer   bool // a timer's output: keyed by its row (effect), not by a position
 }
 
 // item is an input or timer row and its OUTPUT rows, whole: as many as
@@ -28,6 +29,15 @@ type item struct {
 	seq, epoch, offset int64
 	n                  int64
 	effects            []effect
+	// timer: a TIMER row's outputs. A timer fires in a cycle of its own,
+	// after the cycle that set it; it takes the place of the stream's
+	// last positioned input before it (its class, seq and position), so
+	// that its outputs wait for that input's commit and are suppressed
+	// with it: a restart that reads that input again sets the timer
+	// again (an After(0) timer fires before the next input), and its
+	// second firing delivers nothing. A timer before any positioned input
+	// is free.
+	timer bool
 }
 
 // free makes it an item whose outputs wait for no commit: its feed's
@@ -45,8 +55,9 @@ func (it *item) key() posKey { return posKey{Feed: it.Feed, Key: it.Key, Epoch: 
 // cursor follows one stream's rows: the DELIVERY row just read and the
 // item whose OUTPUT rows follow.
 type cursor struct {
-	d  store.Entry // the last DELIVERY row, Kind "" once used
-	it *item       // nil between items
+	d    store.Entry // the last DELIVERY row, Kind "" once used
+	it   *item       // nil between items
+	last item        // the last positioned input's class, seq and position (Free: none yet)
 }
 
 // parser turns the rows of a recording, in storage order, into whole
@@ -86,12 +97,17 @@ func (p *parser) row(e *store.Entry) *item {
 		if c.d.Kind == store.KindDelivery && c.d.Source == e.Source && c.d.Seq == e.Seq {
 			it.class = class{Feed: e.Source, Key: c.d.Key}
 			it.epoch, it.offset = c.d.Epoch, c.d.Offset
+			c.last = item{class: it.class, seq: it.seq, epoch: it.epoch, offset: it.offset}
 		}
 		c.d.Kind = ""
 		return c.begin(it)
 	case store.KindTimer:
 		c.d.Kind = ""
-		return c.begin(&item{class: class{Free: true}, n: e.N})
+		it := &item{class: class{Free: true}, n: e.N, timer: true}
+		if !c.last.Free && c.last.Feed != "" {
+			it.class, it.seq, it.epoch, it.offset = c.last.class, c.last.seq, c.last.epoch, c.last.offset
+		}
+		return c.begin(it)
 	case store.KindOutput:
 		it := c.it
 		if it == nil || int64(len(it.effects)) >= it.n {
@@ -103,7 +119,7 @@ func (p *parser) row(e *store.Entry) *item {
 			payload = append([]byte(nil), payload...)
 		}
 		it.effects = append(it.effects, effect{stream: e.Processor, row: e.Index, class: it.class, seq: it.seq,
-			epoch: it.epoch, offset: it.offset, k: e.Seq, sink: e.Source, payload: payload})
+			epoch: it.epoch, offset: it.offset, k: e.Seq, sink: e.Source, payload: payload, timer: it.timer})
 		if int64(len(it.effects)) == it.n {
 			c.it = nil
 			return it
