@@ -108,6 +108,7 @@ func TestTheOutputsOfAFeedThatCommitsNothingLeaveOnceRecordedAndAreNeverSuppress
 	if st := once(box); st.Delivered != count(1, 10) || st.Pending != 0 {
 		t.Fatalf("status %+v, want %d delivered, none pending", st, count(1, 10))
 	}
+	b.crashBeforeClose()
 	ls := readMarkLines(t, b.marks)
 	if len(ls) < 3 || !bytes.HasPrefix(ls[2].raw, []byte(`{"uncommitted":{"run":0,"feed":"in"}}`)) {
 		t.Fatalf("the marks do not say the feed commits nothing:\n%s", bytes.Join(rawLines(ls), nil))

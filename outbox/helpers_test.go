@@ -192,6 +192,19 @@ type bench struct {
 	out   string // the file sink's file
 	marks string
 	tape  *tape // the source of the runs that share one
+	// beforeClose is the marks file as the last run left it right before
+	// its outbox's Close (crashBeforeClose puts it back).
+	beforeClose []byte
+}
+
+// crashBeforeClose puts back the marks file as the last run left it right
+// before its outbox's Close: what a crash between the run's stop and that
+// Close leaves (a clean Close rewrites the marks as a header alone).
+func (b *bench) crashBeforeClose() {
+	b.t.Helper()
+	if err := os.WriteFile(b.marks, b.beforeClose, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 func newBench(t *testing.T) *bench {
@@ -330,6 +343,7 @@ func (l *live) stop() (outbox.Status, error) {
 	if l.box == nil {
 		return outbox.Status{}, nil
 	}
+	l.b.beforeClose, _ = os.ReadFile(l.b.marks)
 	err := l.box.Close()
 	return l.box.Status(), err
 }

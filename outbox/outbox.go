@@ -24,8 +24,9 @@ var (
 	// ErrRecording: a recording the marks name with a commit or a batch
 	// (recovery reads it to find what is left to deliver) is gone,
 	// unreadable or replaced by another (META created at another instant).
-	// The marks name the last run's recording until the next Open: keep it
-	// until then.
+	// The marks name a run's recording until its outbox's clean Close
+	// (every output delivered, every input committed) or the next Open:
+	// keep it until then.
 	ErrRecording = errors.New("outbox: a recording the marks need is missing")
 	// ErrOut: the file sink's file does not hold what the marks say was
 	// written to it (shorter, longer, or other bytes).
@@ -112,14 +113,17 @@ type Outbox struct {
 	queues  map[class][]*item // positioned items awaiting their commit, with outputs
 	queued  map[posAt]*item   // the same, by position
 	commits map[string]bool   // whether a feed's source commits, as first asked
-	ready   []effect          // committed, or free: to deliver
-	batch   int64
-	st      Status
-	err     error
-	closing bool
-	wake    chan struct{}
-	done    chan struct{}
-	failed  chan struct{}
+	// liveCommits: the highest offset this run committed per position
+	// space (Close prunes the suppression set with them).
+	liveCommits map[posKey]int64
+	ready       []effect // committed, or free: to deliver
+	batch       int64
+	st          Status
+	err         error
+	closing     bool
+	wake        chan struct{}
+	done        chan struct{}
+	failed      chan struct{}
 }
 
 // Written is the recorder's Options.Written: it reads the rows just
@@ -198,6 +202,8 @@ func (o *Outbox) committed(feed string, c engine.Commit) {
 	}
 	cl := class{Feed: feed, Key: c.Position.Key}
 	o.mu.Lock()
+	pk := posKey{Feed: feed, Key: c.Position.Key, Epoch: c.Epoch}
+	o.liveCommits[pk] = max(o.liveCommits[pk], c.Position.Offset)
 	q := o.queues[cl]
 	kept := q[:0]
 	for _, it := range q {
@@ -398,7 +404,48 @@ func (o *Outbox) Close() error {
 		o.marks = nil
 	}
 	o.mmu.Unlock()
+	if started && err == nil && o.Err() == nil && o.settled() {
+		// Every output this run recorded is delivered and every input it
+		// read committed: the next Open needs none of its recording.
+		for k, off := range o.liveCommits {
+			o.sup.prune(k, off)
+		}
+		err = o.compact()
+	}
 	return errors.Join(o.Err(), err)
+}
+
+// settled reports whether nothing is left to deliver: no output waits for
+// its commit or its batch.
+func (o *Outbox) settled() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.ready) > 0 {
+		return false
+	}
+	for _, q := range o.queues {
+		for _, it := range q {
+			if len(it.effects) > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// compact rewrites the marks file, whole or not at all, as a header alone:
+// the last batch's number, the file sink's size, the suppression set (the
+// marks file closed).
+func (o *Outbox) compact() error {
+	kind, format := sinkKind(o.cfg.Sink)
+	h := header{Version: marksVersion, Sink: kind, Format: format, Batch: o.batch, Suppress: o.sup.list()}
+	if f, ok := o.cfg.Sink.(*File); ok {
+		h.Size = f.size
+	}
+	if err := writeFile(o.cfg.Marks, encodeLine(h)); err != nil {
+		return fmt.Errorf("outbox: rewriting %s: %w", o.cfg.Marks, err)
+	}
+	return nil
 }
 
 // batch is effects to deliver together, grouped by (stream, class) in

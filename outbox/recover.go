@@ -28,7 +28,7 @@ func Open(cfg Config) (*Outbox, error) {
 	if cfg.Sink == nil || cfg.Marks == "" {
 		return nil, errors.New("outbox: no sink or no marks file")
 	}
-	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class][]*item{}, queued: map[posAt]*item{}, commits: map[string]bool{}, wake: make(chan struct{}, 1),
+	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class][]*item{}, queued: map[posAt]*item{}, commits: map[string]bool{}, liveCommits: map[posKey]int64{}, wake: make(chan struct{}, 1),
 		done: make(chan struct{}), failed: make(chan struct{}), parser: newParser(true), sup: suppress{}}
 	if o.log == nil {
 		o.log = slog.Default()
@@ -62,14 +62,10 @@ func Open(cfg Config) (*Outbox, error) {
 		o.marks.Close()
 		return nil, err
 	}
-	h := header{Version: marksVersion, Sink: kind, Format: format, Batch: o.batch, Suppress: o.sup.list()}
-	if file != nil {
-		h.Size = file.size
-	}
 	o.marks.Close()
 	o.marks = nil
-	if err := writeFile(cfg.Marks, encodeLine(h)); err != nil {
-		return nil, fmt.Errorf("outbox: rewriting %s: %w", cfg.Marks, err)
+	if err := o.compact(); err != nil {
+		return nil, err
 	}
 	if o.marks, err = os.OpenFile(cfg.Marks, os.O_WRONLY|os.O_APPEND, 0); err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)

@@ -13,8 +13,9 @@ import (
 
 // cleanFileRun runs the twice app over items 1..5, then in a second run
 // over items 6..10, delivering to the out file, and returns the file's
-// bytes, the marks' lines the second run left (before any recovery) and
-// the size of the file before its last batch.
+// bytes, the marks' lines the second run left right before its outbox's
+// Close (a crash then: a clean Close rewrites them as a header) and the
+// size of the file before its last batch.
 func cleanFileRun(t *testing.T, b *bench, format string) (out []byte, marks []markLine, lastSize int64) {
 	t.Helper()
 	_, box := b.mustOpenFile(format)
@@ -23,6 +24,7 @@ func cleanFileRun(t *testing.T, b *bench, format string) (out []byte, marks []ma
 	_, box = b.mustOpenFile(format)
 	tp.add(ints(6, 10)...)
 	b.runAll(box, tp)
+	b.crashBeforeClose()
 	out, err := os.ReadFile(b.out)
 	if err != nil {
 		t.Fatal(err)

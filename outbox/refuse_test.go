@@ -55,6 +55,7 @@ func TestARecordingTheMarksNeedGoneOrReplacedIsRefused(t *testing.T) {
 			tp := newTape(ints(1, 4)...)
 			_, box := b.mustOpenFile(outbox.FormatValue)
 			b.runAll(box, tp)
+			b.crashBeforeClose()
 			tc.change(t, b.recording(1))
 			out, marks := readFile(t, b.out), readFile(t, b.marks)
 			if _, box, err := b.openFile(outbox.FormatValue); !errors.Is(err, outbox.ErrRecording) {
@@ -67,5 +68,37 @@ func TestARecordingTheMarksNeedGoneOrReplacedIsRefused(t *testing.T) {
 				t.Fatal("a refusing Open changed the file or its marks")
 			}
 		})
+	}
+}
+
+// A clean Close (every output delivered, every input committed) rewrites
+// the marks as a header alone: the next Open needs none of the run's
+// recording, which may be removed, and delivers nothing again.
+func TestAfterACleanCloseTheMarksNeedNoRecording(t *testing.T) {
+	b := newBench(t)
+	tp := newTape(ints(1, 4)...)
+	_, box := b.mustOpenFile(outbox.FormatValue)
+	b.runAll(box, tp)
+	ls := readMarkLines(t, b.marks)
+	if len(ls) != 1 {
+		t.Fatalf("the marks after a clean Close hold %d lines, want the header alone:\n%s", len(ls), bytes.Join(rawLines(ls), nil))
+	}
+	if err := os.Remove(b.recording(1)); err != nil {
+		t.Fatal(err)
+	}
+	out := readFile(t, b.out)
+	_, box, err := b.openFile(outbox.FormatValue)
+	if err != nil {
+		t.Fatalf("Open after the clean run's recording was removed: %v", err)
+	}
+	st := box.Status()
+	if err := box.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := (outbox.Status{Guarantee: outbox.GuaranteeExactlyOnce}); st != want {
+		t.Errorf("status %+v, want %+v", st, want)
+	}
+	if !bytes.Equal(out, readFile(t, b.out)) {
+		t.Error("the Open changed the file")
 	}
 }

@@ -35,6 +35,7 @@ func oneAtATime(t *testing.T, b *bench, n int) *tape {
 	if _, err := l.stop(); err != nil {
 		t.Fatal(err)
 	}
+	b.crashBeforeClose()
 	return tp
 }
 
