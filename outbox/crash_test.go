@@ -192,8 +192,14 @@ func TestAFullDiskStopsTheRunAndTheNextRunAppendsWhatItLeftFirst(t *testing.T) {
 	tp.add(ints(k+1, k+3)...)
 	waitCommitted(t, committed, k+3)
 	l.settle()
-	if _, err := l.stop(); !errors.Is(err, errDiskFull) {
+	st, err := l.stop()
+	if !errors.Is(err, errDiskFull) {
 		t.Fatalf("the outbox closed with %v, want the disk's error", err)
+	}
+	// The failed batch (item k) and what was committed after it (k+1 ..
+	// k+3): recorded and committed, not delivered.
+	if st.Undelivered != count(k, k+3) || st.Pending != 0 {
+		t.Fatalf("the failed run's status %+v, want %d undelivered, none pending", st, count(k, k+3))
 	}
 	f.Close()
 	if cut := readFile(t, b.out); bytes.Count(cut, []byte("\n")) != int(count(1, k-1)) || cut[len(cut)-1] == '\n' {
@@ -201,7 +207,7 @@ func TestAFullDiskStopsTheRunAndTheNextRunAppendsWhatItLeftFirst(t *testing.T) {
 	}
 
 	_, box = b.mustOpenFile(outbox.FormatEnvelope)
-	st := box.Status()
+	st = box.Status()
 	if want := (outbox.Status{Guarantee: outbox.GuaranteeExactlyOnce, Batches: 2, Delivered: count(k, k+3),
 		Recovered: count(k, k+3)}); st != want {
 		t.Fatalf("recovery's status %+v, want %+v", st, want)

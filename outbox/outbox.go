@@ -79,6 +79,10 @@ type Status struct {
 	// delivers them from the recording, and the next run that reads
 	// their inputs again delivers none of its own for them (Suppressed).
 	Pending int64 `json:"pending"`
+	// Undelivered: effects recorded and committed that the outbox did not
+	// deliver, its delivery having failed (Err): the next run's Open
+	// delivers them first.
+	Undelivered int64 `json:"undelivered"`
 }
 
 // The guarantees a sink gives (Status.Guarantee).
@@ -308,12 +312,21 @@ func (o *Outbox) deliverReady() error {
 	if len(ready) == 0 {
 		return nil
 	}
+	var err error
 	if o.cfg.Durable && o.rn.Sync != nil {
-		if err := o.rn.Sync(); err != nil {
-			return fmt.Errorf("outbox: making the recording durable: %w", err)
+		if err = o.rn.Sync(); err != nil {
+			err = fmt.Errorf("outbox: making the recording durable: %w", err)
 		}
 	}
-	return o.send(newBatch(o.run, ready), false)
+	if err == nil {
+		err = o.send(newBatch(o.run, ready), false)
+	}
+	if err != nil {
+		o.mu.Lock()
+		o.ready = append(ready, o.ready...) // not delivered: Status counts them
+		o.mu.Unlock()
+	}
+	return err
 }
 
 // send writes b's mark and gives its effects to the sink.
@@ -373,6 +386,7 @@ func (o *Outbox) Status() Status {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	st := o.st
+	st.Undelivered = int64(len(o.ready))
 	for _, q := range o.queues {
 		for _, it := range q {
 			st.Pending += int64(len(it.effects))

@@ -568,6 +568,9 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 			if o.Suppressed > 0 {
 				more += fmt.Sprintf(", %d not again (delivered by an earlier run)", o.Suppressed)
 			}
+			if o.Undelivered > 0 {
+				more += fmt.Sprintf(", %d not delivered (recorded and committed: the next run delivers them first)", o.Undelivered)
+			}
 			if o.Pending > 0 {
 				more += fmt.Sprintf(", %d pending (not committed: the next run processes them again)", o.Pending)
 			}
