@@ -110,7 +110,7 @@ func (s *setup) prepareDir() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fileErr(dir, err)
 	}
-	for _, pat := range []string{"input.txt", "*.ptr", "crash-*", ".crash-*", "clean*", ".clean*", "run-*"} {
+	for _, pat := range []string{"input.txt", "*.ptr", "crash-*", ".crash-*", "clean*", ".clean*", "run-*", ".run-*"} {
 		old, _ := filepath.Glob(filepath.Join(dir, pat))
 		for _, p := range old {
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
