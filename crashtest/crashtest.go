@@ -122,7 +122,7 @@ type KillReport struct {
 	AfterMs     int64  `json:"afterMs"`               // the run's lifetime when it was killed
 	Target      int64  `json:"target"`                // the output line count (no KillAt, or an outbox point), or (another KillAt) the input lines past the pointer, the kill waited for
 	Reached     bool   `json:"reached"`               // the run died at its target (false: it outlived the point, or was idle, and was killed)
-	Idle        bool   `json:"idle,omitempty"`        // the run had nothing left to reach its target with (the input committed, every output in --out, or for state-saved every line applied, before it): killed once it committed the input; no failure
+	Idle        bool   `json:"idle,omitempty"`        // the run had nothing left to reach its target with (the input committed, every output in --out, or for state-saved every line applied, before it; for out-marked, only the batch the kill before interrupted): killed once it committed the input; no failure
 	Outputs     int64  `json:"outputs"`               // output lines in the --out file after the kill
 	Pointer     int64  `json:"pointer"`               // the committed pointer offset after the kill
 	Applied     int64  `json:"applied"`               // the state's applied effects after the kill (-1: no state)

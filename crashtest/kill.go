@@ -295,7 +295,9 @@ func (s *setup) committedLines() (int64, error) {
 // value; nil for an idle run) to die at the kill point, and waits for it
 // to die by SIGKILL. A run that commits the whole input and lives on
 // outlivedGrace more outlived the point: it is killed and the report says
-// the point was not reached.
+// the point was not reached (for out-marked, idle instead when --out then
+// holds every output: what was left was the batch the kill before it
+// interrupted, which recovery finishes without a new mark).
 func (s *setup) killAtRun(ctx context.Context, args []string, logPath string, env []string) (KillReport, error) {
 	var kr KillReport
 	ch, err := startChild(s.exe, args, env, logPath)
@@ -327,6 +329,18 @@ func (s *setup) killAtRun(ctx context.Context, args []string, logPath string, en
 		case <-outlived:
 			kill()
 			kr.AfterMs = time.Since(start).Milliseconds()
+			if s.cfg.KillAt == killpoint.OutMarked && env != nil {
+				// out-marked is reached once a batch is marked: a restart
+				// whose outbox only finished the batch the kill before
+				// interrupted (marked then, delivered now, no new mark)
+				// and found nothing past it had nothing left to reach
+				// the point with: idle, once --out holds every output.
+				n, err := countLines(s.outFile)
+				if err != nil {
+					return kr, err
+				}
+				kr.Idle = n >= int64(len(s.want))
+			}
 			return kr, nil
 		case <-tick.C:
 			if outlived == nil {
