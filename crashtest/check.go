@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
-	"github.com/blackbox-audit/blackbox/incident"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
@@ -17,23 +16,22 @@ import (
 
 // check compares the crashed runs with the clean one and fills rep's
 // verdict: the state, the outputs, the recordings, the stitched diff.
+// stores are every run's recording, the last one's included; a killed run
+// that created none (KillReport.NoRecording) recorded nothing and is left
+// out of the checks that read recordings.
 func (s *setup) check(ctx context.Context, rep *Report, stores []string, bounds []int64) error {
 	if err := s.checkState(rep); err != nil {
 		return err
 	}
+	recs := s.checkNoRecordings(rep, stores)
 	if err := s.checkRedelivered(rep, stores); err != nil {
 		return err
 	}
-	if err := s.checkOutputs(rep, bounds); err != nil {
+	if err := s.checkOutputs(rep, recs, bounds); err != nil {
 		return err
 	}
-	if !s.durable && s.cfg.Workers <= 1 {
-		if err := s.checkExtrasExplained(rep, stores, bounds); err != nil {
-			return err
-		}
-	}
 	s.checkRecordings(rep, stores)
-	if err := s.checkDiff(ctx, rep, stores); err != nil {
+	if err := s.checkDiff(ctx, rep, recs); err != nil {
 		return err
 	}
 	if len(rep.Problems) > 0 {
@@ -41,6 +39,33 @@ func (s *setup) check(ctx context.Context, rep *Report, stores []string, bounds 
 	}
 	rep.Holds = len(rep.Failures) == 0
 	return nil
+}
+
+// checkNoRecordings finds the killed runs that created no recording
+// (killed in their outbox's recovery, which delivers what earlier runs
+// recorded before the run creates anything, or before their first write):
+// they recorded nothing, so they committed nothing either: the pointer did
+// not move. It returns the recordings there are (the last run's always).
+func (s *setup) checkNoRecordings(rep *Report, stores []string) []string {
+	var recs []string
+	pointer := int64(0) // before the first run: none
+	for i, path := range stores {
+		if i == len(rep.Kills) || recorded(path) {
+			recs = append(recs, path)
+			if i < len(rep.Kills) {
+				pointer = rep.Kills[i].Pointer
+			}
+			continue
+		}
+		k := &rep.Kills[i]
+		k.NoRecording, k.Problems = true, "no recording"
+		if k.Pointer != pointer {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("kill %d: the run created no recording, but the pointer moved from offset %d to %d: it committed inputs it did not record",
+				k.Run, pointer, k.Pointer))
+		}
+		pointer = k.Pointer
+	}
+	return recs
 }
 
 // checkState: the crashed state equals the clean one, for an app that
@@ -79,136 +104,107 @@ func newStateReport(d core.DurableState) *StateReport {
 	return &StateReport{Applied: d.Applied, Epoch: d.Epoch, Offset: d.Position.Offset}
 }
 
-// checkOutputs: every clean output present, the extras only re-emissions
-// of one interrupted delivery per kill.
-func (s *setup) checkOutputs(rep *Report, bounds []int64) error {
-	got, err := readOutputs(s.outFile, s.cfg.Ignore)
+// checkOutputs: the outbox's guarantee: the crashed runs' --out file
+// holds every output of the clean run exactly once, and each of its lines
+// is an OUTPUT row of one of the runs' recordings (recs): outputLines.
+func (s *setup) checkOutputs(rep *Report, recs []string, bounds []int64) error {
+	lines, err := readLines(s.outFile)
 	if err != nil {
 		return err
 	}
-	rep.Outputs, rep.Want = len(got), len(s.want)
-	have := map[string]int{}
-	for _, o := range got {
-		have[o]++
+	rows, err := outputRows(recs)
+	if err != nil {
+		return err
 	}
-	for _, o := range s.want {
-		if have[o] == 0 {
-			rep.Missing++
-			continue
-		}
-		have[o]--
-	}
-	if rep.Missing > 0 {
-		rep.Failures = append(rep.Failures, fmt.Sprintf("%d outputs of the clean run are missing from %s", rep.Missing, s.outFile))
-	}
-	bounds = append(bounds, int64(len(got)))
-	// An app with durable state skips what it applied: a kill re-emits at
-	// most the delivery it interrupted, and, saving in batches, the
-	// outputs of the lines its last save did not cover, which the restart
-	// delivers again (at most the kill's Redelivered), and those of the
-	// batch of rows the kill cut (at most core.MaxBatch per worker). One
-	// without re-emits every output of the deliveries the pointer had not
-	// committed.
-	most := make([]int, len(rep.Kills))
-	for i, k := range rep.Kills {
-		switch {
-		case !s.durable:
-			most[i] = -1
-		case s.cfg.StateEvery > 1:
-			// Saving in batches, the ledger's completion is a
-			// BatchCompletion: its lines are written in batches of up to
-			// core.MaxBatch per worker, and a kill can cut a whole batch
-			// whose outputs the live sink already had.
-			most[i] = s.perInput * (int(k.Redelivered) + s.cfg.Workers*core.MaxBatch)
-		default:
-			most[i] = s.perInput * s.cfg.Workers
-		}
-	}
-	if s.cfg.Workers > 1 {
-		return s.checkWorkerOutputs(rep, got, bounds, most)
-	}
-	dups, bound := 0, 0
-	for i := range rep.Kills {
-		d := reemitted(got, bounds, i, most[i])
-		rep.Kills[i].Duplicates = d
-		dups += d
-		bound += most[i]
-	}
-	rep.Duplicates = len(got) - len(s.want) + rep.Missing
-	switch {
-	case !s.durable && s.cfg.Workers <= 1:
-		// Re-delivered past the commit, a stateless app emits again all it
-		// emitted: checkExtrasExplained accounts for every extra line.
-	case s.durable && s.cfg.StateEvery > 1:
-		// A restart killed while it re-emits a batch leaves the rest to the
-		// next one: the re-emissions need not follow each kill whole.
-		if rep.Duplicates > bound {
-			rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, more than the %d the kills may re-emit (the outputs of the lines each restart delivered again, and of the batch of rows each kill cut)",
-				rep.Duplicates, bound))
-		}
-	case rep.Duplicates != dups:
-		rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, but only %d are re-emissions of an interrupted delivery",
-			rep.Duplicates, dups))
-	}
+	outputLines(rep, s.outFile, lines, s.want, rows, bounds, s.cfg.Ignore)
 	return nil
 }
 
-// checkExtrasExplained accounts, for an app without durable state (which
-// emits again whatever a restart delivers again), for every extra line of
-// the --out file with explain's answers (incident.Explain over the killed
-// runs and the last): the outputs the recordings show emitted again for an
-// input (answer 6), and, per killed run, its --out lines that its
-// recording holds no row for: the live outputs of the batch whose rows the
-// kill cut, at most the outputs of the batch maybe in flight (answer 2).
-func (s *setup) checkExtrasExplained(rep *Report, stores []string, bounds []int64) error {
-	rs, err := store.OpenAll(stores, openStore)
-	if err != nil {
-		return err
+// outputLines checks the lines of the --out file at path against want,
+// the clean run's outputs (without the ignored keys), and rows, the OUTPUT
+// rows of the runs' recordings by value: compared without the ignored
+// keys, every output of want is in lines exactly once (none missing, no
+// line more); each line is an OUTPUT row, byte for byte, a row for each
+// line (the outbox delivers what was recorded, nothing else). bounds are
+// the line counts after each kill: each kill's Duplicates counts the lines
+// after it beyond want's count of their output (0 when the guarantee
+// holds). It fills rep's counts and failures; rows is consumed.
+func outputLines(rep *Report, path string, lines, want []string, rows map[string]int, bounds []int64, ignore []string) {
+	rep.Outputs, rep.Want = len(lines), len(want)
+	wanted := map[string]int{}
+	for _, o := range want {
+		wanted[o]++
 	}
-	defer store.CloseAll(rs)
-	recs := make([]incident.Recording, len(rs))
-	for i, r := range rs {
-		recs[i] = incident.Recording{File: stores[i], Reader: r}
-	}
-	f, err := incident.Explain(recs, incident.Options{})
-	if err != nil {
-		return fmt.Errorf("crashtest: explain: %w", err)
-	}
-	var dups int64
-	maybe := map[int]int64{} // run -> outputs of its batch maybe in flight
-	for _, a := range f.Answers {
-		dups += int64(len(a.Duplicates))
-		for _, c := range a.Crashes {
-			maybe[c.Run] += c.MaybeInFlightOutputs
+	// Walk the file in order: an output's lines past the clean run's
+	// count of it are extra, counted for the kill whose restarts wrote them.
+	seen := map[string]int{}
+	kill := -1 // the last kill before line i
+	for i, l := range lines {
+		for kill+1 < len(bounds) && kill+1 < len(rep.Kills) && bounds[kill+1] <= int64(i) {
+			kill++
+		}
+		o := withoutKeys(l, ignore)
+		seen[o]++
+		if seen[o] <= wanted[o] {
+			continue
+		}
+		rep.Duplicates++
+		if kill >= 0 {
+			rep.Kills[kill].Duplicates++
 		}
 	}
-	var live, before int64
-	for i := range rep.Kills {
-		run := i + 1
-		unrecorded := bounds[i] - before - f.Runs[i].Counts[string(store.KindOutput)]
-		if unrecorded < 0 || unrecorded > maybe[run] {
-			rep.Failures = append(rep.Failures, fmt.Sprintf("run %d: %d --out lines with no OUTPUT row, want 0 to the %d outputs of the batch it may have had in flight (explain)",
-				run, unrecorded, maybe[run]))
+	for o, n := range wanted {
+		rep.Missing += max(0, n-seen[o])
+	}
+	if rep.Missing > 0 {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%d outputs of the clean run are missing from %s", rep.Missing, path))
+	}
+	if rep.Duplicates > 0 {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra lines in %s: outputs it holds more often than the clean run emitted them (want each exactly once)",
+			rep.Duplicates, path))
+	}
+	for _, l := range lines {
+		if rows[l] == 0 {
+			rep.Unrecorded++
+			continue
 		}
-		live += max(0, unrecorded)
-		before = bounds[i]
+		rows[l]--
 	}
-	if got := dups + live; int64(rep.Duplicates) != got {
-		rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, but explain accounts for %d: %d outputs emitted again for an input in the recordings, %d live outputs of batches the kills cut",
-			rep.Duplicates, got, dups, live))
+	if rep.Unrecorded > 0 {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%d lines of %s are no OUTPUT row of the runs' recordings (want a row for each line)", rep.Unrecorded, path))
 	}
-	return nil
+}
+
+// outputRows counts the OUTPUT rows of the recordings at paths by their
+// value. A killed recording's rows that cannot be read (a torn tail) are
+// skipped.
+func outputRows(paths []string) (map[string]int, error) {
+	rows := map[string]int{}
+	for _, path := range paths {
+		r, err := openStore(path)
+		if err != nil {
+			return nil, err
+		}
+		for e, err := range r.Rows() {
+			if err == nil && e.Kind == store.KindOutput {
+				rows[string(e.Payload)]++
+			}
+		}
+		r.Close()
+	}
+	return rows, nil
 }
 
 // checkRecordings: each killed recording is unfinished (and, killed inside
 // a write, torn, with the complete rows of that write orphaned) and nothing
-// else; the last and the clean ones are complete. (A run killed in its
-// first write leaves an empty file, no recording: crashtest's kills never
-// fall there, as the first write holds no input and its points are armed at
-// an input line or an output line.)
+// else; the last and the clean ones are complete. A killed run that created
+// no recording (checkNoRecordings) has nothing to verify.
 func (s *setup) checkRecordings(rep *Report, stores []string) {
 	for i, path := range append(slices.Clone(stores), s.clean) {
 		killed := i < len(rep.Kills)
+		if killed && rep.Kills[i].NoRecording {
+			continue
+		}
 		ps, err := verifyFile(path)
 		if err != nil {
 			rep.Failures = append(rep.Failures, err.Error())
@@ -244,9 +240,10 @@ func (s *setup) checkRecordings(rep *Report, stores []string) {
 	}
 }
 
-// checkDiff: the stitched runs show no difference from the clean one.
-func (s *setup) checkDiff(ctx context.Context, rep *Report, stores []string) error {
-	a, err := store.OpenAll(stores, openStore)
+// checkDiff: the stitched runs (their recordings, recs) show no
+// difference from the clean one.
+func (s *setup) checkDiff(ctx context.Context, rep *Report, recs []string) error {
+	a, err := store.OpenAll(recs, openStore)
 	if err != nil {
 		return err
 	}
@@ -282,7 +279,7 @@ func (s *setup) checkDiff(ctx context.Context, rep *Report, stores []string) err
 }
 
 // writeTable prints the kills and the verdict.
-func (rep *Report) writeTable(out io.Writer, stores []string) {
+func (rep *Report) writeTable(out io.Writer) {
 	fmt.Fprintf(out, "%-4s %-8s %-8s %-8s %-9s %-8s %-9s %-5s %-6s %-7s %-22s %s\n", "kill", "after", "target", "outputs", "pointer",
 		"applied", "offset", "dups", "lag", "again", "problems", "store")
 	for _, k := range rep.Kills {
@@ -304,12 +301,18 @@ func (rep *Report) writeTable(out io.Writer, stores []string) {
 	} else {
 		fmt.Fprintln(out, "state     not checked: the app exposes no durable state")
 	}
-	fmt.Fprintf(out, "outputs   crashed runs: %d lines, clean: %d, missing %d, emitted twice %d\n",
-		rep.Outputs, rep.Want, rep.Missing, rep.Duplicates)
+	fmt.Fprintf(out, "outputs   crashed runs: %d lines, clean: %d, missing %d, extra %d, in no recording %d\n",
+		rep.Outputs, rep.Want, rep.Missing, rep.Duplicates, rep.Unrecorded)
 	fmt.Fprintf(out, "diff      stitched runs against the clean run: only crashed %d, only clean %d, different %d, processed twice %d\n",
 		rep.Diff.OnlyA, rep.Diff.OnlyB, rep.Diff.Different, rep.Diff.Twice)
-	fmt.Fprintf(out, "recordings %d killed (unfinished), last and clean complete; unexpected problems: %d\n",
-		len(rep.Kills), len(rep.Problems))
+	none := 0
+	for _, k := range rep.Kills {
+		if k.NoRecording {
+			none++
+		}
+	}
+	fmt.Fprintf(out, "recordings %d killed (unfinished; %d killed before they created one), last and clean complete; unexpected problems: %d\n",
+		len(rep.Kills), none, len(rep.Problems))
 	for _, p := range rep.Problems {
 		fmt.Fprintf(out, "  %s\n", p)
 	}
@@ -318,40 +321,22 @@ func (rep *Report) writeTable(out io.Writer, stores []string) {
 	}
 	switch {
 	case rep.Holds && rep.Crashed != nil && rep.StateEvery > 1:
-		fmt.Fprintf(out, "verdict   holds: nothing lost, every line applied once (state saved every %d lines or %s), each kill re-emitted only the outputs of the lines its restart delivered again and of the batch of rows it cut (per worker)\n", rep.StateEvery, rep.StateInterval)
+		fmt.Fprintf(out, "verdict   holds: nothing lost, every line applied once (state saved every %d lines or %s), every output in --out exactly once\n", rep.StateEvery, rep.StateInterval)
 	case rep.Holds && rep.Crashed != nil && rep.Workers > 1:
-		fmt.Fprintf(out, "verdict   holds: nothing lost, every line applied once, the kills re-emitted at most one delivery per worker each (%d workers)\n", rep.Workers)
+		fmt.Fprintf(out, "verdict   holds: nothing lost, every line applied once (%d workers), every output in --out exactly once\n", rep.Workers)
 	case rep.Holds && rep.Crashed != nil:
-		fmt.Fprintln(out, "verdict   holds: nothing lost, every line applied once, each kill re-emitted at most one delivery")
+		fmt.Fprintln(out, "verdict   holds: nothing lost, every line applied once, every output in --out exactly once")
 	case rep.Holds:
-		fmt.Fprintln(out, "verdict   holds: nothing lost, each kill re-emitted only the outputs of the deliveries not committed")
+		fmt.Fprintln(out, "verdict   holds: nothing lost, every output in --out exactly once")
 	default:
 		fmt.Fprintln(out, "verdict   does not hold")
 	}
-	fmt.Fprintf(out, "compare   blackbox diff %s %s --ignore %s\n", strings.Join(stores, ","), rep.Clean, strings.Join(rep.Ignore, ","))
-}
-
-// reemitted counts the output lines the run after kill i emitted again:
-// the longest m (at most most, one delivery's outputs; no bound if most is
-// negative) such that the first m lines of the next run equal the last m
-// of the killed run.
-func reemitted(lines []string, bounds []int64, i, most int) int {
-	lo := int64(0)
-	if i > 0 {
-		lo = bounds[i-1]
-	}
-	end, next := bounds[i], bounds[i+1]
-	m0 := int64(most)
-	if most < 0 {
-		m0 = end - lo
-	}
-	for m := m0; m >= 1; m-- {
-		if end-m < lo || end+m > next {
-			continue
-		}
-		if slices.Equal(lines[end-m:end], lines[end:end+m]) {
-			return int(m)
+	var recs []string
+	for _, k := range rep.Kills {
+		if !k.NoRecording {
+			recs = append(recs, k.Store)
 		}
 	}
-	return 0
+	recs = append(recs, rep.Last)
+	fmt.Fprintf(out, "compare   blackbox diff %s %s --ignore %s\n", strings.Join(recs, ","), rep.Clean, strings.Join(rep.Ignore, ","))
 }

@@ -46,7 +46,8 @@ type Config struct {
 	// Ignore are the output keys left out of comparisons (clock readings).
 	Ignore []string
 	// KillAt is a kill point (RunKillPoints): kill there instead of after
-	// output lines. "" kills after random output lines.
+	// output lines. "" kills after random output lines (once the run has
+	// created its recording).
 	KillAt  string
 	Workers int // the crashed runs' workers (key-ordered); 1 or more
 	// StateEvery and StateInterval are the state's batches: every run's
@@ -93,8 +94,10 @@ type CleanResult struct {
 }
 
 // RunKillPoints are the points Config.KillAt accepts: those a recorded run
-// reaches. (convert and golden-update have tests of their own.)
-var RunKillPoints = []string{killpoint.StateSaved, killpoint.RowsWritten, killpoint.StoreWrite, killpoint.PointerWritten}
+// reaches, its --out outbox's included. (convert and golden-update have
+// tests of their own.)
+var RunKillPoints = []string{killpoint.StateSaved, killpoint.RowsWritten, killpoint.StoreWrite, killpoint.PointerWritten,
+	killpoint.OutMarked, killpoint.OutWrite}
 
 // ConfigError is a Config the test cannot run (a usage error of `blackbox
 // crashtest`); its text names the flag.
@@ -116,19 +119,20 @@ type FileError = apps.FileError
 type KillReport struct {
 	Run         int    `json:"run"`
 	Store       string `json:"store"`
-	AfterMs     int64  `json:"afterMs"`              // the run's lifetime when it was killed
-	Target      int64  `json:"target"`               // the output line count, or (KillAt) the input lines past the pointer, the kill waited for
-	Reached     bool   `json:"reached"`              // the run died at its target (false: it outlived the point, or was idle, and was killed)
-	Idle        bool   `json:"idle,omitempty"`       // KillAt: the run had nothing left to reach its point with (the input committed, or for state-saved applied, whole before it): killed once it committed the input; no failure
-	Outputs     int64  `json:"outputs"`              // output lines in the --out file after the kill
-	Pointer     int64  `json:"pointer"`              // the committed pointer offset after the kill
-	Applied     int64  `json:"applied"`              // the state's applied effects after the kill (-1: no state)
-	Offset      int64  `json:"offset"`               // the state's offset after the kill (-1: no state)
-	Duplicates  int    `json:"duplicates"`           // output lines the next run emitted again
-	Lag         int64  `json:"lag"`                  // input lines the run processed (recorded) past the pointer: not committed
-	Redelivered int64  `json:"redelivered"`          // input lines the next run delivered again (recorded by both)
-	Problems    string `json:"problems"`             // what verify names in the killed recording
-	Unexpected  bool   `json:"unexpected,omitempty"` // a problem no kill explains
+	AfterMs     int64  `json:"afterMs"`               // the run's lifetime when it was killed
+	Target      int64  `json:"target"`                // the output line count (no KillAt, or an outbox point), or (another KillAt) the input lines past the pointer, the kill waited for
+	Reached     bool   `json:"reached"`               // the run died at its target (false: it outlived the point, or was idle, and was killed)
+	Idle        bool   `json:"idle,omitempty"`        // the run had nothing left to reach its target with (the input committed, every output in --out, or for state-saved every line applied, before it; for out-marked, only the batch the kill before interrupted): killed once it committed the input; no failure
+	Outputs     int64  `json:"outputs"`               // output lines in the --out file after the kill
+	Pointer     int64  `json:"pointer"`               // the committed pointer offset after the kill
+	Applied     int64  `json:"applied"`               // the state's applied effects after the kill (-1: no state)
+	Offset      int64  `json:"offset"`                // the state's offset after the kill (-1: no state)
+	Duplicates  int    `json:"duplicates"`            // output lines written after the kill beyond the clean run's count of their output (0: exactly once)
+	Lag         int64  `json:"lag"`                   // input lines the run processed (recorded) past the pointer: not committed
+	Redelivered int64  `json:"redelivered"`           // input lines the next run delivered again (recorded by both)
+	Problems    string `json:"problems"`              // what verify names in the killed recording ("no recording": NoRecording)
+	Unexpected  bool   `json:"unexpected,omitempty"`  // a problem no kill explains
+	NoRecording bool   `json:"noRecording,omitempty"` // killed before it created its recording (in its outbox's recovery, or before its first write): it recorded and committed nothing
 }
 
 // Report is a crash test's result, the JSON of `blackbox crashtest
@@ -151,7 +155,8 @@ type Report struct {
 	Outputs       int                 `json:"outputs"`    // lines in the crashed runs' --out file
 	Want          int                 `json:"want"`       // lines in the clean run's --out file
 	Missing       int                 `json:"missing"`    // clean outputs absent from the crashed runs' file
-	Duplicates    int                 `json:"duplicates"` // extra lines in the crashed runs' file
+	Duplicates    int                 `json:"duplicates"` // extra lines in the crashed runs' file (beyond the clean run's count of their output)
+	Unrecorded    int                 `json:"unrecorded"` // lines of the crashed runs' file that are no OUTPUT row of their recordings
 	Diff          replayer.DiffCounts `json:"diff"`       // the stitched runs against the clean one
 	Problems      []string            `json:"problems"`   // recording problems that should not be there
 	Holds         bool                `json:"holds"`
@@ -238,7 +243,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Elapsed = time.Since(start)
 	p.Done()
 	if cfg.Table != nil {
-		rep.writeTable(cfg.Table, stores)
+		rep.writeTable(cfg.Table)
 	}
 	return rep, nil
 }

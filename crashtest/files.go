@@ -61,6 +61,19 @@ func problemText(path string, p store.Problem) string {
 // readOutputs reads an --out file: one JSON output per line, each returned
 // re-encoded without the ignored keys (the clock differs between runs).
 func readOutputs(path string, ignore []string) ([]string, error) {
+	lines, err := readLines(path)
+	if err != nil {
+		return nil, err
+	}
+	for i, l := range lines {
+		lines[i] = withoutKeys(l, ignore)
+	}
+	return lines, nil
+}
+
+// readLines reads the lines of an --out file as they are (none for a
+// missing file).
+func readLines(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -69,27 +82,30 @@ func readOutputs(path string, ignore []string) ([]string, error) {
 		return nil, fileErr(path, err)
 	}
 	defer f.Close()
-	var outs []string
+	var lines []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	line := 0
 	for sc.Scan() {
-		line++
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			outs = append(outs, sc.Text()) // not an object: compared as it is
-			continue
-		}
-		for _, k := range ignore {
-			delete(m, k)
-		}
-		b, _ := json.Marshal(m)
-		outs = append(outs, string(b))
+		lines = append(lines, sc.Text())
 	}
 	if err := sc.Err(); err != nil {
-		return nil, &FileError{Path: path, Err: fmt.Errorf("line %d: %w", line+1, err)}
+		return nil, &FileError{Path: path, Err: fmt.Errorf("line %d: %w", len(lines)+1, err)}
 	}
-	return outs, nil
+	return lines, nil
+}
+
+// withoutKeys is an output line re-encoded without the ignored keys, the
+// line as it is when it is not a JSON object.
+func withoutKeys(line string, ignore []string) string {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(line), &m); err != nil {
+		return line // not an object: compared as it is
+	}
+	for _, k := range ignore {
+		delete(m, k)
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
 }
 
 // lineCounter counts the lines of a growing file, reading only what was
@@ -136,4 +152,13 @@ func countLines(path string) (int64, error) {
 		return 0, fileErr(path, err)
 	}
 	return int64(bytes.Count(b, []byte{'\n'})), nil
+}
+
+// recorded reports whether a run's recording exists: a file with content
+// at path. A run killed before it created its recording (in its outbox's
+// recovery, before its store was created) left no file, one killed before
+// its first write an empty one.
+func recorded(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() > 0
 }

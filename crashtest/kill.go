@@ -26,14 +26,16 @@ const outlivedGrace = time.Second
 // killLoop runs the crashed runs: K followed runs, each killed (after a
 // random number of output lines, or at a random reach of --kill-at) and
 // restarted, then a last run to the end. It returns every run's recording
-// and the --out file's line count after each kill.
+// (a killed run may have left none: KillReport.NoRecording) and the --out
+// file's line count after each kill.
 func (s *setup) killLoop(ctx context.Context, rep *Report, p Progress) (stores []string, bounds []int64, err error) {
 	cfg := s.cfg
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6b696c6c)) // "kill"
 	// The kill moments, spread over the run: K output line counts of the
-	// clean run's, or K input lines whose reach of the point kills.
+	// clean run's (killing after output lines, or at a point of the
+	// outbox's delivery), or K input lines whose reach of the point kills.
 	span := int64(len(s.want))
-	if cfg.KillAt != "" {
+	if cfg.KillAt != "" && !outPoint(cfg.KillAt) {
 		span = int64(cfg.Lines)
 	}
 	targets := make([]int64, cfg.Kills)
@@ -47,28 +49,7 @@ func (s *setup) killLoop(ctx context.Context, rep *Report, p Progress) (stores [
 		stores = append(stores, storePath)
 		var kr KillReport
 		if cfg.KillAt == "" {
-			lines0, _ := countLines(s.outFile)
-			target := max(targets[k-1], lines0+1)
-			idle, err := s.inputCommitted()
-			if err != nil {
-				return nil, nil, err
-			}
-			if s.durable && cfg.StateEvery > 1 && !idle {
-				if target, idle, err = s.batchedTarget(lines0, targets[k-1]); err != nil {
-					return nil, nil, err
-				}
-			}
-			if idle {
-				// Nothing left to emit: killed once it committed the input
-				// (its recording written), as an idle kill.
-				p.Printf("kill %d of %d: running %s until it committed the input (idle)", k, cfg.Kills, storePath)
-				kr, err = s.killAtRun(ctx, s.runArgs(storePath, true), logPath, nil)
-				kr.Idle = err == nil
-			} else {
-				p.Printf("kill %d of %d: running %s until %d output lines", k, cfg.Kills, storePath, target)
-				kr, err = s.killRun(ctx, s.exe, s.runArgs(storePath, true), logPath, s.outFile, target)
-				kr.Target, kr.Reached = target, true
-			}
+			kr, err = s.killAtLines(ctx, storePath, logPath, targets[k-1], k, p)
 		} else {
 			p.Printf("kill %d of %d: running %s until %s", k, cfg.Kills, storePath, cfg.KillAt)
 			kr, err = s.killAtPoint(ctx, s.runArgs(storePath, true), logPath, targets[k-1])
@@ -77,7 +58,7 @@ func (s *setup) killLoop(ctx context.Context, rep *Report, p Progress) (stores [
 			return nil, nil, err
 		}
 		if !kr.Reached && !kr.Idle {
-			rep.Failures = append(rep.Failures, fmt.Sprintf("kill %d: the run outlived %s at input line %d (it committed the whole input and was killed %s later); see %s",
+			rep.Failures = append(rep.Failures, fmt.Sprintf("kill %d: the run outlived %s at %d (it committed the whole input and was killed %s later); see %s",
 				k, cfg.KillAt, kr.Target, outlivedGrace, logPath))
 		}
 		kr.Run, kr.Store = k, storePath
@@ -124,64 +105,41 @@ func (s *setup) killLoop(ctx context.Context, rep *Report, p Progress) (stores [
 	return stores, bounds, nil
 }
 
-// batchedTarget is the --out line count to kill a run at when the state
-// is saved in batches: the re-emissions of earlier restarts make the file
-// longer than the progress, so the target counts from the clean outputs
-// the file holds (matched): want more of them, at least one and at most
-// the clean outputs still missing (the run emits each of them); with none
-// missing (everything emitted, maybe all of it saved: the run may emit
-// nothing more) the run is idle: it used to be killed as soon as it
-// started, before it had created its recording, which the checks then
-// could not read.
-func (s *setup) batchedTarget(lines0, want int64) (target int64, idle bool, err error) {
-	got, err := readOutputs(s.outFile, s.cfg.Ignore)
+// killAtLines runs kill k (no --kill-at): a followed run killed once the
+// --out file holds target lines, and at least one more than before it
+// (the outbox appends an output once its input is committed, each once:
+// the file's length is the runs' progress) and the run has created its
+// recording (a restart's outbox first delivers what the runs before it
+// recorded, before the run creates anything: killed then, it would have
+// recorded nothing). With every output of the clean run in the file, or
+// the whole input committed, the run has nothing left to emit: it is
+// killed once it has committed the input, an idle kill.
+func (s *setup) killAtLines(ctx context.Context, storePath, logPath string, target int64, k int, p Progress) (KillReport, error) {
+	lines0, err := countLines(s.outFile)
 	if err != nil {
-		return 0, false, err
+		return KillReport{}, err
 	}
-	have := map[string]int{}
-	for _, o := range got {
-		have[o]++
+	target = max(target, lines0+1)
+	idle, err := s.inputCommitted()
+	if err != nil {
+		return KillReport{}, err
 	}
-	matched := int64(0)
-	for _, o := range s.want {
-		if have[o] > 0 {
-			have[o]--
-			matched++
-		}
+	if idle || lines0 >= int64(len(s.want)) {
+		p.Printf("kill %d of %d: running %s until it committed the input (idle)", k, s.cfg.Kills, storePath)
+		kr, err := s.killAtRun(ctx, s.runArgs(storePath, true), logPath, nil)
+		kr.Idle = err == nil
+		return kr, err
 	}
-	missing := int64(len(s.want)) - matched
-	if missing == 0 {
-		return 0, true, nil
-	}
-	// A restart first emits again the outputs of the lines its state does
-	// not hold (a posting each: the ledger's applied postings past the
-	// saved ones), then new ones: the target counts those re-emissions,
-	// so that the run is killed after new outputs, not before (on a
-	// loaded machine, where kills land at once, runs killed among their
-	// re-emissions never got further and no kill found the input done).
-	again := max(matched-s.savedPostings(), 0)
-	return lines0 + again + min(max(1, want-matched), missing), false, nil
+	p.Printf("kill %d of %d: running %s until %d output lines", k, s.cfg.Kills, storePath, target)
+	kr, err := s.killRun(ctx, s.runArgs(storePath, true), logPath, storePath, target)
+	kr.Target, kr.Reached = target, true
+	return kr, err
 }
 
-// savedPostings is how many postings the crashed runs' state holds (every
-// worker's, with workers): their outputs a restart does not emit again.
-func (s *setup) savedPostings() int64 {
-	if s.cfg.Workers > 1 {
-		sts, err := s.workerStates(s.state)
-		if err != nil {
-			return 0
-		}
-		n := int64(0)
-		for _, st := range sts {
-			n += st.Applied
-		}
-		return n
-	}
-	st, err := apps.DurableStateOf(s.app, s.state)
-	if err != nil {
-		return 0
-	}
-	return st.Applied
+// outPoint reports whether a kill point is one of the outbox's delivery
+// (its value the --out file's line count).
+func outPoint(point string) bool {
+	return point == killpoint.OutMarked || point == killpoint.OutWrite
 }
 
 // inputCommitted reports whether the crashed runs' pointer is at the end
@@ -196,7 +154,9 @@ func (s *setup) inputCommitted() (bool, error) {
 
 // killAtPoint runs one followed run armed to die at the reach of --kill-at
 // that lands at input line target (or the next line the run has not
-// committed yet). Points with a value are armed POINT@V: the store write
+// committed yet), or, for a point of the outbox's delivery, at the batch
+// that brings the --out file to target lines (or to one more than it
+// holds). Points with a value are armed POINT@V: the store write
 // and the rows written, reached once per batch of rows, die at the batch
 // that holds that input (V: the input's sequence in the run); the
 // pointer, which commits a varying number of lines per write, dies at its
@@ -204,12 +164,16 @@ func (s *setup) inputCommitted() (bool, error) {
 // reached once per line or once per batch (--state-every), dies at the
 // first save holding that line or a later one (V: the offset after it, at
 // most that of the last line the state lacks, which a run saves at the
-// latest).
+// latest); out-marked and out-write, reached once per batch the outbox
+// delivers (its recovery's included: killed there, the run has not
+// created its recording yet), die at the first batch after which the
+// --out file holds V lines or more.
 //
 // A run with nothing left to reach its point with (idleRun: the pointer
 // at the end of the input; for state-saved, the state holding every
-// line) is started unarmed and killed once it has committed the input: an
-// idle kill, no failure.
+// line; for the outbox's points, every output of the clean run in the
+// --out file) is started unarmed and killed once it has committed the
+// input: an idle kill, no failure.
 func (s *setup) killAtPoint(ctx context.Context, args []string, logPath string, target int64) (KillReport, error) {
 	before, err := s.committedLines()
 	if err != nil {
@@ -222,6 +186,14 @@ func (s *setup) killAtPoint(ctx context.Context, args []string, logPath string, 
 		return KillReport{}, err
 	}
 	switch s.cfg.KillAt {
+	case killpoint.OutMarked, killpoint.OutWrite:
+		lines0, err := countLines(s.outFile)
+		if err != nil {
+			return KillReport{}, err
+		}
+		lines = max(target, lines0+1)
+		idle = lines0 >= int64(len(s.want))
+		arm = killpoint.ValueAt(s.cfg.KillAt, lines)
 	case killpoint.StoreWrite, killpoint.RowsWritten:
 		// Reached once per batch of rows, with the batch's highest input
 		// sequence: the run's inputs are numbered from 1 at the pointer.
@@ -323,7 +295,9 @@ func (s *setup) committedLines() (int64, error) {
 // value; nil for an idle run) to die at the kill point, and waits for it
 // to die by SIGKILL. A run that commits the whole input and lives on
 // outlivedGrace more outlived the point: it is killed and the report says
-// the point was not reached.
+// the point was not reached (for out-marked, idle instead when --out then
+// holds every output: what was left was the batch the kill before it
+// interrupted, which recovery finishes without a new mark).
 func (s *setup) killAtRun(ctx context.Context, args []string, logPath string, env []string) (KillReport, error) {
 	var kr KillReport
 	ch, err := startChild(s.exe, args, env, logPath)
@@ -355,6 +329,18 @@ func (s *setup) killAtRun(ctx context.Context, args []string, logPath string, en
 		case <-outlived:
 			kill()
 			kr.AfterMs = time.Since(start).Milliseconds()
+			if s.cfg.KillAt == killpoint.OutMarked && env != nil {
+				// out-marked is reached once a batch is marked: a restart
+				// whose outbox only finished the batch the kill before
+				// interrupted (marked then, delivered now, no new mark)
+				// and found nothing past it had nothing left to reach
+				// the point with: idle, once --out holds every output.
+				n, err := countLines(s.outFile)
+				if err != nil {
+					return kr, err
+				}
+				kr.Idle = n >= int64(len(s.want))
+			}
 			return kr, nil
 		case <-tick.C:
 			if outlived == nil {
@@ -366,11 +352,13 @@ func (s *setup) killAtRun(ctx context.Context, args []string, logPath string, en
 	}
 }
 
-// killRun starts a followed run, waits until its --out file holds target
-// lines, kills it with SIGKILL and waits for it to be gone.
-func (s *setup) killRun(ctx context.Context, exe string, args []string, logPath, outFile string, target int64) (KillReport, error) {
+// killRun starts a followed run, waits until the --out file holds target
+// lines and the run's recording (storePath) exists, kills it with SIGKILL
+// and waits for it to be gone.
+func (s *setup) killRun(ctx context.Context, args []string, logPath, storePath string, target int64) (KillReport, error) {
 	var kr KillReport
-	ch, err := startChild(exe, args, nil, logPath)
+	outFile := s.outFile
+	ch, err := startChild(s.exe, args, nil, logPath)
 	if err != nil {
 		return kr, err
 	}
@@ -388,7 +376,8 @@ func (s *setup) killRun(ctx context.Context, exe string, args []string, logPath,
 		case <-deadline.C:
 			kill()
 			n, _ := countLines(outFile)
-			return kr, fmt.Errorf("crashtest: the run did not reach %d output lines in 2 minutes (%d); see %s", target, n, logPath)
+			return kr, fmt.Errorf("crashtest: the run did not reach %d output lines in 2 minutes (%d; its recording created: %v); see %s",
+				target, n, recorded(storePath), logPath)
 		case <-tick.C:
 		}
 		n, err := lc.count()
@@ -396,7 +385,7 @@ func (s *setup) killRun(ctx context.Context, exe string, args []string, logPath,
 			kill()
 			return kr, err
 		}
-		if n >= target {
+		if n >= target && recorded(storePath) {
 			kill()
 			kr.AfterMs = time.Since(start).Milliseconds()
 			return kr, nil

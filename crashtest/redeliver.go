@@ -7,9 +7,13 @@ import (
 )
 
 // inputOffsets are the source offsets of the positioned inputs (their
-// DELIVERY rows) a recording holds, in every stream. A killed
-// recording's rows that cannot be read (a torn tail) are skipped.
-func inputOffsets(path string) (map[int64]bool, error) {
+// DELIVERY rows) a recording holds, in every stream: none for a killed
+// run that created no recording. A killed recording's rows that cannot be
+// read (a torn tail) are skipped.
+func inputOffsets(path string, none bool) (map[int64]bool, error) {
+	if none {
+		return map[int64]bool{}, nil
+	}
 	r, err := openStore(path)
 	if err != nil {
 		return nil, err
@@ -34,7 +38,7 @@ func (s *setup) checkRedelivered(rep *Report, stores []string) error {
 	offs := make([]map[int64]bool, len(stores))
 	for i, p := range stores {
 		var err error
-		if offs[i], err = inputOffsets(p); err != nil {
+		if offs[i], err = inputOffsets(p, i < len(rep.Kills) && rep.Kills[i].NoRecording); err != nil {
 			return err
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/internal/apps"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
-	"github.com/blackbox-audit/blackbox/store"
 )
 
 // setup is a crash test's input, files and clean run: everything the kill
@@ -40,7 +39,6 @@ type setup struct {
 	lineEnds   []int64 // with workers and durable state: each input line's end offset and worker
 	lineWorker []int
 	want       []string // the clean run's outputs
-	perInput   int      // the most outputs one input emitted in the clean run
 	failures   []string // problems of the clean run itself
 }
 
@@ -112,7 +110,7 @@ func (s *setup) prepareDir() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fileErr(dir, err)
 	}
-	for _, pat := range []string{"input.txt", "*.ptr", "crash-*", ".crash-*", "clean*", ".clean*", "run-*"} {
+	for _, pat := range []string{"input.txt", "*.ptr", "crash-*", ".crash-*", "clean*", ".clean*", "run-*", ".run-*"} {
 		old, _ := filepath.Glob(filepath.Join(dir, pat))
 		for _, p := range old {
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -171,12 +169,9 @@ func (s *setup) cleanRuns(ctx context.Context, p Progress) error {
 	if s.want, err = readOutputs(s.cleanOut, cfg.Ignore); err != nil {
 		return err
 	}
-	if cfg.KillAt == "" && len(s.want) < 2 {
+	if (cfg.KillAt == "" || outPoint(cfg.KillAt)) && len(s.want) < 2 {
 		return configf("the clean run of %s over %d lines emitted %d outputs: too few to place kills after output lines",
 			s.app.Name, cfg.Lines, len(s.want))
-	}
-	if s.perInput, err = maxOutputsPerInput(s.clean); err != nil {
-		return err
 	}
 	if cfg.Workers > 1 && s.durable {
 		if s.lineEnds, s.lineWorker, err = s.inputLines(); err != nil {
@@ -241,25 +236,4 @@ func (s *setup) childRecord(ctx context.Context, r CleanRun) (CleanResult, error
 	}
 	b, _ := os.ReadFile(logPath)
 	return CleanResult{}, fmt.Errorf("crashtest: the clean run exited %d: %s", code, b)
-}
-
-// maxOutputsPerInput is the most OUTPUT rows one input (or timer) has in
-// a recording: how many lines one interrupted delivery may re-emit.
-func maxOutputsPerInput(path string) (int, error) {
-	r, err := openStore(path)
-	if err != nil {
-		return 0, err
-	}
-	defer r.Close()
-	most := 0
-	for e, err := range r.Rows() {
-		if err != nil {
-			return 0, storeErr(path, err)
-		}
-		switch e.Kind {
-		case store.KindIndexed, store.KindInline, store.KindTimer:
-			most = max(most, int(e.N))
-		}
-	}
-	return most, nil
 }

@@ -60,61 +60,6 @@ func (s *setup) checkWorkerStates(rep *Report) error {
 	return nil
 }
 
-// checkWorkerOutputs: the extra lines of the crashed runs' --out file are
-// re-emissions: each kill may interrupt one delivery per worker, whose
-// outputs come again once the restart reaches it (in any order, the
-// workers interleaving, and maybe only after a later kill: the restart
-// re-delivers from the pointer, which may lie up to the gap bound behind).
-// So every extra line repeats an output emitted before it, and there are
-// at most most[k] summed over the kills (kill k: workers x the most
-// outputs of one input, plus, saving in batches, the outputs of the lines
-// the restart delivered again). Each kill's
-// Duplicates counts the lines after it that repeat one emitted before it.
-func (s *setup) checkWorkerOutputs(rep *Report, got []string, bounds []int64, most []int) error {
-	seen := map[string]int{}
-	prev := int64(0)
-	for i := range rep.Kills {
-		for _, o := range got[prev:bounds[i]] {
-			seen[o]++
-		}
-		prev = bounds[i]
-		d := 0
-		later := map[string]int{}
-		for _, o := range got[bounds[i]:] {
-			if later[o] < seen[o] {
-				later[o]++
-				d++
-			}
-		}
-		rep.Kills[i].Duplicates = d
-	}
-	want := map[string]int{}
-	for _, o := range s.want {
-		want[o]++
-	}
-	count := map[string]int{}
-	for _, o := range got {
-		count[o]++
-	}
-	extra := 0
-	for o, n := range count {
-		extra += max(0, n-want[o])
-	}
-	rep.Duplicates = extra
-	if !s.durable {
-		return nil
-	}
-	bound := 0
-	for _, m := range most {
-		bound += m
-	}
-	if extra > bound {
-		rep.Failures = append(rep.Failures, fmt.Sprintf("%d extra output lines, more than the %d that %d kills of %d workers may re-emit (one delivery per worker per kill; saving in batches, the lines each restart delivered again and a batch of rows per worker)",
-			extra, bound, len(rep.Kills), s.cfg.Workers))
-	}
-	return nil
-}
-
 // inputLines are the end offset and the worker of each line of the input
 // (the app's key, engine.WorkerOf).
 func (s *setup) inputLines() (ends []int64, workers []int, err error) {

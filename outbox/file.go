@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 )
 
 // The line formats of a File.
@@ -42,6 +43,9 @@ type File struct {
 	format string
 	size   int64
 	sync   bool
+	// lines counts the file's line breaks for the kill points OutMarked
+	// and OutWrite (tests only): -1 until one of them is armed and asks.
+	lines int64
 }
 
 // OpenFile opens (creating it when missing) the file at path for an
@@ -60,7 +64,7 @@ func OpenFile(path, format string, sync bool) (*File, error) {
 		f.Close()
 		return nil, err
 	}
-	return &File{f: f, w: f, path: path, format: format, size: fi.Size(), sync: sync}, nil
+	return &File{f: f, w: f, path: path, format: format, size: fi.Size(), sync: sync, lines: -1}, nil
 }
 
 // Wrap makes the file's lines go through wrap(file) (tests inject failing
@@ -89,11 +93,17 @@ func (f *File) Deliver(_ int64, effects []core.Effect) error {
 }
 
 func (f *File) append(b []byte) error {
+	if killpoint.Armed(killpoint.OutWrite) { // tests only: dormant unless armed
+		killpoint.WriteHalfAt(killpoint.OutWrite, f.linesAfter(int64(bytes.Count(b, newline))), f.w, b)
+	}
 	rest := b
 	var err error
 	for failed := 0; len(rest) > 0; {
 		var n int
 		n, err = f.w.Write(rest)
+		if f.lines >= 0 {
+			f.lines += int64(bytes.Count(rest[:n], newline))
+		}
 		rest = rest[n:]
 		f.size += int64(n)
 		if len(rest) == 0 || err == nil && n > 0 {
@@ -116,6 +126,27 @@ func (f *File) append(b []byte) error {
 		}
 	}
 	return nil
+}
+
+var newline = []byte{'\n'}
+
+// linesAfter is the value of the kill points OutMarked and OutWrite (tests
+// only): the lines the file holds once n more are appended. The first call
+// counts the file's lines from its start; append keeps the count after it.
+func (f *File) linesAfter(n int64) int64 {
+	if f.lines < 0 {
+		f.lines = 0
+		buf := make([]byte, 64<<10)
+		for off := int64(0); off < f.size; {
+			k, err := f.f.ReadAt(buf[:min(int64(len(buf)), f.size-off)], off)
+			f.lines += int64(bytes.Count(buf[:k], newline))
+			off += int64(k)
+			if err != nil || k == 0 {
+				break
+			}
+		}
+	}
+	return f.lines + n
 }
 
 // encode is the lines of effects.

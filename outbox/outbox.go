@@ -13,6 +13,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -342,6 +343,13 @@ func (o *Outbox) send(b *batch, recovered bool) error {
 	}
 	if err := o.mark(line{Batch: &batchMark{N: n, Size: size, To: b.to}}); err != nil {
 		return err
+	}
+	if killpoint.Armed(killpoint.OutMarked) { // tests only: dormant unless armed
+		v := n
+		if f, ok := o.cfg.Sink.(*File); ok {
+			v = f.linesAfter(int64(len(effects)))
+		}
+		killpoint.ReachAt(killpoint.OutMarked, v)
 	}
 	if err := o.cfg.Sink.Deliver(n, effects); err != nil {
 		return fmt.Errorf("outbox: delivering batch %d: %w", n, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/internal/apps"
+	"github.com/blackbox-audit/blackbox/outbox"
 )
 
 // crashtestCmd is `blackbox crashtest`: its flags, crashtest.Run, the
@@ -29,26 +30,22 @@ func (c *CLI) crashtestCmd() *cobra.Command {
 (a fresh pointer and state, recording to DIR/clean.db). Then run "blackbox run
 --read committed --follow --state DIR/crash-state.json --out DIR/crash-out.jsonl"
 over the same input as a child process (this same binary), recording run K to
-DIR/run-K.db. Kill it with SIGKILL K times at random moments (after a random
-number of output lines, seeded by --seed) and restart it each time; the last
-restart runs without --follow and ends once settled. A restart with nothing
-left to do (the input committed, or every output emitted) is killed once it
-has committed the input: an idle kill, shown "idle". Then check:
+DIR/run-K.db. Kill it with SIGKILL K times at random moments (once --out holds
+a random number of lines, seeded by --seed, and the run has created its
+recording: --out's outbox appends an output once its input is committed, and a
+restart first delivers what the runs before it recorded) and restart it each
+time; the last restart runs without --follow and ends once settled. A restart
+with nothing left to do (the input committed, or every output in --out) is
+killed once it has committed the input: an idle kill, shown "idle". Then check:
 
   - for an app that exposes its durable state (the ledger): the crashed state
     equals the clean one (effects applied exactly once, the same balances
     and offset);
-  - every output of the clean run is in the crashed runs' --out file (the
-    --ignore keys aside), and the only extra lines are the re-emitted outputs
-    of the delivery each kill interrupted (at most one delivery per kill)
-    and, with --state-every N > 1 (the state saved in batches), of the lines
-    the restart delivered again because the last save did not hold them and
-    of the batch of rows (at most 64 lines per worker) the kill cut;
-    for an app without durable state, which emits again whatever a restart
-    delivers again, explain's answers account for every extra line: the
-    outputs the recordings show emitted again for an input, and each killed
-    run's output lines with no row (the live outputs of the batch of rows
-    the kill cut, at most that batch's outputs);
+  - the crashed runs' --out file holds every output of the clean run exactly
+    once (compared without the --ignore keys): none missing, no line extra
+    (column "dups": the lines after a kill beyond the clean run's count of
+    their output), and each of its lines is an OUTPUT row of one of the runs'
+    recordings, a row for each line;
   - each restart delivered again (column "again", JSON "redelivered": its
     recorded inputs that an earlier run recorded) at most the lines
     processed before the kill but not committed (column "lag": the inputs
@@ -58,7 +55,9 @@ has committed the input: an idle kill, shown "idle". Then check:
     same outputs): "blackbox diff" of the two sides;
   - verify names each killed run's recording unfinished (and torn, for a
     kill inside a CSV write), nothing else; the last and the clean
-    recordings are complete.
+    recordings are complete. A run killed before it created its recording
+    (in its outbox's delivery of what earlier runs left) recorded nothing:
+    shown "no recording", it must not have moved the pointer.
 
 crashtest owns DIR/input.txt, DIR/*.ptr, DIR/crash-*, DIR/clean*, DIR/run-*
 (and the hidden temporary files a killed run leaves beside them): it removes
@@ -124,7 +123,7 @@ func crashtestFlags(fl *pflag.FlagSet, cfg *crashtest.Config, app *string, asJSO
 // cleanRecord records crashtest's clean run in this process (record).
 func (c *CLI) cleanRecord(ctx context.Context, r crashtest.CleanRun) (crashtest.CleanResult, error) {
 	rc := recordConfig{app: r.App, input: r.Input, store: r.Store, format: r.Format, read: filesource.Committed,
-		pointer: r.Pointer, out: r.Out, policy: engine.Pause(), queue: 1024, state: r.State,
+		pointer: r.Pointer, out: r.Out, outFormat: outbox.FormatValue, policy: engine.Pause(), queue: 1024, state: r.State,
 		stateEvery: r.StateEvery, stateInterval: r.StateInterval, workers: r.Workers, order: r.Order}
 	res, err := c.record(ctx, rc)
 	if err != nil {

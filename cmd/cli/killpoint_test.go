@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -142,4 +144,96 @@ func TestAKilledConvertLeavesNoDestinationAndARetrySucceeds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestARunKilledInsideItsOutboxDeliversEachOutputOnceAfterTheRestarts: a
+// ledger run with --state and --out killed with SIGKILL at the first reach of a point
+// of its outbox's delivery, out-marked (the batch's mark written, nothing
+// of it delivered) or out-write (the file sink wrote half of the batch: a
+// partial last line), in both formats, then restarted armed the same way
+// twice more, then unarmed. A restart's outbox first finishes the batch
+// the kill interrupted: at out-write that is the first write it makes, so
+// it dies there again, before it created its recording (it recorded
+// nothing). The last run ends settled, and out.jsonl holds a clean run's
+// outputs, each exactly once, in order (compared without "at", the clock).
+func TestARunKilledInsideItsOutboxDeliversEachOutputOnceAfterTheRestarts(t *testing.T) {
+	for _, point := range []string{killpoint.OutMarked, killpoint.OutWrite} {
+		for _, format := range []string{"csv", "sqlite"} {
+			t.Run(point+"/"+format, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				var in strings.Builder
+				for i := range 600 {
+					fmt.Fprintf(&in, "acct-%02d,%d\n", i%7, i-300)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte(in.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args := func(store, ptr, state, out string) []string {
+					return []string{"run", "--app", "ledger", "--input", "in.txt", "--format", format, "--read", "committed",
+						"--store", store, "--pointer", ptr, "--state", state, "--out", out}
+				}
+				if out, code, _ := blackbox(t, dir, nil, args("clean."+format, "clean.ptr", "clean.json", "clean.jsonl")...); code != 0 {
+					t.Fatalf("the clean run exited %d:\n%s", code, out)
+				}
+				ended := false
+				for k := 1; k <= 3 && !ended; k++ {
+					store := fmt.Sprintf("run-%d.%s", k, format)
+					out, code, killed := blackbox(t, dir, []string{killpoint.Env + "=" + killpoint.Value(point, 1)}, args(store, "crash.ptr", "crash.json", "out.jsonl")...)
+					switch {
+					case code == 0 && k > 1:
+						ended = true // nothing left to deliver: the point was not reached
+						continue
+					case !killed:
+						t.Fatalf("run %d was not killed at %s (exit %d):\n%s", k, point, code, out)
+					}
+					b, err := os.ReadFile(filepath.Join(dir, "out.jsonl"))
+					if err != nil && k > 1 {
+						t.Fatal(err)
+					}
+					if torn := len(b) > 0 && b[len(b)-1] != '\n'; torn != (point == killpoint.OutWrite) {
+						t.Errorf("run %d killed at %s: out.jsonl ends with a partial line %v, want %v", k, point, torn, point == killpoint.OutWrite)
+					}
+					if fi, err := os.Stat(filepath.Join(dir, store)); point == killpoint.OutWrite && k > 1 && err == nil && fi.Size() > 0 {
+						t.Errorf("run %d killed at %s: it created %s, want it killed in its outbox's recovery, before", k, point, store)
+					}
+				}
+				if !ended {
+					if out, code, _ := blackbox(t, dir, nil, args("run-4."+format, "crash.ptr", "crash.json", "out.jsonl")...); code != 0 {
+						t.Fatalf("the last run exited %d:\n%s", code, out)
+					}
+				}
+				got, want := outputsWithoutAt(t, filepath.Join(dir, "out.jsonl")), outputsWithoutAt(t, filepath.Join(dir, "clean.jsonl"))
+				if len(want) != 600 || !slices.Equal(got, want) {
+					t.Errorf("out.jsonl holds %d lines, the clean run's %d (600 postings); want the same lines, each once, in order", len(got), len(want))
+					for i := range max(len(got), len(want)) {
+						if i >= len(got) || i >= len(want) || got[i] != want[i] {
+							t.Logf("first difference at line %d", i+1)
+							break
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// outputsWithoutAt reads an --out file's lines, each without its "at" key.
+func outputsWithoutAt(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []string
+	for l := range strings.Lines(string(b)) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%s: %q: %v", path, l, err)
+		}
+		delete(m, "at")
+		o, _ := json.Marshal(m)
+		outs = append(outs, string(o))
+	}
+	return outs
 }

@@ -7,12 +7,14 @@
 // reaches POINT, Reach kills it with SIGKILL (no deferred call, no flush,
 // no END row: what a power cut or the OOM killer leaves, minus the page
 // cache). A point that has a value (the pointer's offset, the highest input
-// sequence of a batch of rows, the offset a saved state holds) can be armed
+// sequence of a batch of rows, the offset a saved state holds, the --out
+// file's line count after a batch) can be armed
 // as POINT@V instead: ReachAt kills the first time it is reached with a
 // value of at least V, whatever the number of reaches before (the file
 // source commits a varying number of lines per pointer write; the recorder
 // writes a varying number of inputs per batch; the ledger saves a varying
-// number of lines per batch). It is never a flag
+// number of lines per batch; the outbox delivers a varying number of
+// outputs per batch). It is never a flag
 // a user sees. When the variable is unset or
 // empty the package does nothing: Reach and WriteHalfAt cost one load of a
 // package-level pointer and a compare. A malformed value (not POINT:N with
@@ -20,17 +22,18 @@
 // so that a test never mistakes a typo for a point that was not reached.
 //
 // The points (the constants below) sit in the write paths of the ledger
-// run (StateSaved, RowsWritten, StoreWrite, PointerWritten), of `blackbox
-// convert` (Convert, ConvertCopied) and of a golden update
+// run (StateSaved, RowsWritten, StoreWrite, PointerWritten) and of its
+// --out outbox (OutMarked, OutWrite), of `blackbox convert` (Convert,
+// ConvertCopied) and of a golden update
 // (GoldenRecorded, GoldenMoved, GoldenUpdate). It is the one way our tests
 // stop a process at a named point: a test sets Env in a child process's
 // environment (Value) and checks that SIGKILL ended it, then what it left.
 //
-// This is the one package of ours that store/ and engine/ may import (an
-// exception to "engine and store import nothing of ours",
+// This is the one package of ours that store/, engine/ and outbox/ may
+// import (an exception to "engine and store import nothing of ours",
 // docs/ARCHITECTURE.md): the windows it proves (half a row, a pointer
-// written but not flushed) are inside those packages, where no hook of
-// the public API reaches. It imports only the standard library and is
+// written but not flushed, a batch marked but not delivered) are inside
+// those packages, where no hook of the public API reaches. It imports only the standard library and is
 // internal, so users cannot arm it through an API.
 //
 // Every function is safe for concurrent use.
@@ -74,6 +77,19 @@ const (
 	// PointerWritten: after the file source stored an offset into its
 	// mapped pointer file, before the flush (engine/filesource).
 	PointerWritten = "pointer-written"
+	// OutMarked: after the outbox wrote a batch's mark, before the sink's
+	// Deliver (outbox), in a run's delivery and in its recovery of what
+	// earlier runs left. Its value (ReachAt) is the number of lines the
+	// --out file holds once the batch is delivered (the outbox's file sink;
+	// for another sink, the batch's number): armed as POINT@V it dies at
+	// the first batch that brings the file to V lines or more, however
+	// many outputs a batch holds.
+	OutMarked = "out-marked"
+	// OutWrite: inside the outbox's file sink's append of a batch (outbox):
+	// it writes the first half of the batch's bytes (a partial last line)
+	// and dies. Its value is OutMarked's: the lines the file holds once the
+	// batch is appended whole.
+	OutWrite = "out-write"
 	// Convert: inside `blackbox convert`, after a batch of rows reached
 	// the destination's temporary file (cmd/cli).
 	Convert = "convert"
@@ -97,7 +113,7 @@ const (
 )
 
 // points lists every named point.
-var points = []string{StateSaved, RowsWritten, StoreWrite, PointerWritten, Convert, ConvertCopied,
+var points = []string{StateSaved, RowsWritten, StoreWrite, PointerWritten, OutMarked, OutWrite, Convert, ConvertCopied,
 	GoldenRecorded, GoldenMoved, GoldenUpdate}
 
 // arm is the armed point: immutable but for its counter.
