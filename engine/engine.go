@@ -84,6 +84,16 @@ type FeedConfig struct {
 	// pause, naming what paused it. 0: DefaultPauseWarnAfter; negative:
 	// never warned (the status still times every pause).
 	PauseWarnAfter time.Duration
+	// QuietPeriod is how long a DEGRADED binding of the feed (a group's
+	// queue that lost items: lossstate.go) must go without a loss to be UP
+	// again. 0: DefaultQuietPeriod (a minute); New refuses one below
+	// MinQuietPeriod (a second).
+	QuietPeriod time.Duration
+	// Latch says which losses of the feed's bindings latch them (LATCHED
+	// until an operator clears it: Engine.ClearOverload) rather than
+	// degrade them: LatchNeverDrop ("", the default: a loss of a PAUSE or
+	// BLOCK_WITH_DEADLINE binding), LatchEveryLoss or LatchNothing.
+	Latch LatchRule
 }
 
 // DefaultPauseWarnAfter is FeedConfig.PauseWarnAfter when it is 0.
@@ -300,6 +310,9 @@ func (e *Engine) addFeed(fc FeedConfig, groupNames map[string]bool) error {
 	if fc.QueueSize <= 0 {
 		return cerr(fc.Name, "", "queueSize", fmt.Errorf("%w: queue size must be positive, got %d", ErrConfig, fc.QueueSize))
 	}
+	if key, err := validateLoss(fc); err != nil {
+		return cerr(fc.Name, "", key, err)
+	}
 	for gname, op := range fc.Subscribers {
 		if !groupNames[gname] {
 			return cerr(fc.Name, gname, "subscribers."+gname, fmt.Errorf("%w: override for a group that does not exist", ErrConfig))
@@ -314,7 +327,11 @@ func (e *Engine) addFeed(fc FeedConfig, groupNames map[string]bool) error {
 	}
 	f := &Feed{name: fc.Name, eng: e, policy: pol, overrides: fc.Subscribers, queueSize: fc.QueueSize,
 		journal: fc.Journal, windowCap: wc, source: fc.Source, warnAfter: orDefault(fc.PauseWarnAfter, DefaultPauseWarnAfter),
-		state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1)}
+		state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1),
+		quiet: orDefault(fc.QuietPeriod, DefaultQuietPeriod), latch: fc.Latch}
+	if f.latch == "" {
+		f.latch = LatchNeverDrop
+	}
 	e.feeds = append(e.feeds, f)
 	e.byName[f.name] = f
 	return nil
@@ -579,7 +596,9 @@ func (e *Engine) closeRun(errs []error) error {
 		f.mu.Lock()
 		f.stopped = true
 		f.pauseOver(now, false)
+		f.observeLosses() // the recoveries due by the end of the run are its history
 		f.mu.Unlock()
+		f.deliverChanges()
 	}
 	e.ov.halt()
 	e.watch.halt()
