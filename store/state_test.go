@@ -11,7 +11,7 @@ import (
 )
 
 // TestAStateRowIsOfVersion5OnlyAndReadsBackWhatWasWritten: STATE rows are
-// new in blackbox-recording/5: a rows of no processor, counted among META,
+// new in blackbox-recording/5: a row of no processor, counted among META,
 // JOURNAL and COMMIT rows, that leaves a recording complete; one in a
 // version 4 (or older) recording is malformed, and writers refuse it there.
 func TestAStateRowIsOfVersion5OnlyAndReadsBackWhatWasWritten(t *testing.T) {
