@@ -23,10 +23,12 @@ type Config struct {
 	// TimerClock decides when timers are due, and times what the engine
 	// measures of its own operation: pauses and blocked waits (the
 	// status's pausedNs, blockedNs, blockedMaxNs), FeedConfig.PauseWarnAfter
-	// and GroupConfig.StallAfter. Default: SystemClock. It is separate from
-	// Clock so that neither polling timers nor timing pauses, waits and
-	// claims consumes readings of a deterministic Clock; it is read only
-	// when such a state begins or ends, never per item.
+	// and GroupConfig.StallAfter, and the instants of the loss states
+	// (lossstate.go). Default: SystemClock. It is separate from Clock so
+	// that neither polling timers nor timing pauses, waits, claims and
+	// losses consumes readings of a deterministic Clock; it is read only
+	// when such a state begins or ends (a loss, a DEGRADED binding looked
+	// at), never per item delivered.
 	TimerClock core.Clock
 	Feeds      []FeedConfig
 	Groups     []GroupConfig
@@ -40,9 +42,10 @@ type Config struct {
 	// Logger receives warnings, at level Warn (skipped items, failed
 	// timers, a source that failed, a drain cut short, a kill; a queue's first
 	// drop, first refusal and first downgrade, a pause past its
-	// PauseWarnAfter, a worker stuck past its StallAfter: once each, never
-	// per item), each message beginning "blackbox engine: ", and the end
-	// of a pause it warned of at level Info. It is never called under a
+	// PauseWarnAfter, a worker stuck past its StallAfter, a binding's change
+	// of loss state to DEGRADED or LATCHED: once each, never per item), each
+	// message beginning "blackbox engine: ", and the end of a pause it
+	// warned of and a binding's return to UP at level Info. It is never called under a
 	// feed's lock. Default: slog.Default().
 	Logger *slog.Logger
 	// KillSwitch, if set, is the operator's kill switch: each group asks
