@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -505,4 +506,27 @@ func TestTheLatchRuleAndTheQuietPeriodAreTheFeedsConfig(t *testing.T) {
 	if _, err := engine.New(engine.Config{Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 1, QuietPeriod: engine.MinQuietPeriod}}}); err != nil {
 		t.Errorf("the minimum quiet period refused: %v", err)
 	}
+}
+
+// The status JSON of a queue shows its loss state ("loss") once something
+// happened to it, and nothing while it is UP and never lost: the JSON of
+// a run without losses is what it was before loss states.
+func TestTheStatusJSONShowsALossStateOnceSomethingHappened(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newLossRig(t, engine.FeedConfig{Policy: engine.Pause().WithSpin(0), QueueSize: 1,
+			Subscribers: map[string]engine.Policy{"up": engine.DropAfterSpin(0)}}, "g", "up")
+		r.gates["up"].openUp()
+		r.fill(t)
+		testutil.WhenBlocked(t, "up's queue empty", func() bool { return r.gates["up"].count() == 2 })
+		r.drop(t, 3)
+		b, err := json.Marshal(r.e.Status().Feeds[0].Subscribers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := string(b)
+		want := `"loss":{"state":"LATCHED","since":"2030-01-01T00:00:00Z","lastLoss":"2030-01-01T00:00:00Z","reason":"a PAUSE queue promises no loss: queue g/in full after 0s spin; PAUSE not waited"}`
+		if strings.Count(got, `"loss"`) != 1 || !strings.Contains(got, want) {
+			t.Errorf("subscribers JSON %s: want one loss, g's: %s", got, want)
+		}
+	})
 }
