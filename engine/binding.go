@@ -42,6 +42,10 @@ type binding struct {
 	dropped    atomic.Int64
 	refused    atomic.Int64
 	downgraded atomic.Int64
+	// The drops and refusals counted when an operator last cleared the
+	// group's loss state on the feed (Engine.ClearOverload): its loss
+	// window begins there (feed's lock).
+	clearedDrops, clearedRefusals int64
 
 	// Under the feed's lock, written when a state begins or ends: the
 	// BLOCK publishes' waits for room here (Feed.publish), and the feed's
@@ -81,6 +85,7 @@ func (b *binding) mark(seq, offset int64, reason string) {
 		b.feed.notef(slog.LevelWarn, "queue %s: first drop, feed %q seq %d: %s; later drops of this queue are counted in its status, not warned",
 			b.name, b.feed.name, seq, reason)
 	}
+	b.feed.lose(b, reason)
 	pos := b.q.Tail()
 	b.marksMu.Lock()
 	defer b.marksMu.Unlock()

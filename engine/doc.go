@@ -45,6 +45,16 @@
 // GroupConfig.StallAfter), never per item. Times are read from
 // Config.TimerClock when a wait or a pause begins and ends, never per item.
 //
+// Each binding has a loss state (lossstate.go): UP; DEGRADED after a loss
+// of a DROP binding, UP again once its feed's QuietPeriod passed with no
+// loss (applied when observed, at the exact instant it was due); LATCHED
+// after a loss its policy promised not to happen (a refused or downgraded
+// publish of a PAUSE or BLOCK binding: FeedConfig.Latch), until an
+// operator clears it with Engine.ClearOverload, which also begins the
+// binding's loss window that FeedStatus.Lossless judges. Every change is
+// told once to Observer.LossState (the recorder's STATE rows) and logged
+// once.
+//
 // Outputs a processor emits with core.Cycle.Emit(sink, out) reach Config.Sink live
 // as Write(processor, sink, out), on the processor's group goroutine, so they
 // can be routed by processor and sink name.

@@ -23,10 +23,12 @@ type Config struct {
 	// TimerClock decides when timers are due, and times what the engine
 	// measures of its own operation: pauses and blocked waits (the
 	// status's pausedNs, blockedNs, blockedMaxNs), FeedConfig.PauseWarnAfter
-	// and GroupConfig.StallAfter. Default: SystemClock. It is separate from
-	// Clock so that neither polling timers nor timing pauses, waits and
-	// claims consumes readings of a deterministic Clock; it is read only
-	// when such a state begins or ends, never per item.
+	// and GroupConfig.StallAfter, and the instants of the loss states
+	// (lossstate.go). Default: SystemClock. It is separate from Clock so
+	// that neither polling timers nor timing pauses, waits, claims and
+	// losses consumes readings of a deterministic Clock; it is read only
+	// when such a state begins or ends (a loss, a DEGRADED binding looked
+	// at), never per item delivered.
 	TimerClock core.Clock
 	Feeds      []FeedConfig
 	Groups     []GroupConfig
@@ -40,9 +42,10 @@ type Config struct {
 	// Logger receives warnings, at level Warn (skipped items, failed
 	// timers, a source that failed, a drain cut short, a kill; a queue's first
 	// drop, first refusal and first downgrade, a pause past its
-	// PauseWarnAfter, a worker stuck past its StallAfter: once each, never
-	// per item), each message beginning "blackbox engine: ", and the end
-	// of a pause it warned of at level Info. It is never called under a
+	// PauseWarnAfter, a worker stuck past its StallAfter, a binding's change
+	// of loss state to DEGRADED or LATCHED: once each, never per item), each
+	// message beginning "blackbox engine: ", and the end of a pause it
+	// warned of and a binding's return to UP at level Info. It is never called under a
 	// feed's lock. Default: slog.Default().
 	Logger *slog.Logger
 	// KillSwitch, if set, is the operator's kill switch: each group asks
@@ -84,6 +87,16 @@ type FeedConfig struct {
 	// pause, naming what paused it. 0: DefaultPauseWarnAfter; negative:
 	// never warned (the status still times every pause).
 	PauseWarnAfter time.Duration
+	// QuietPeriod is how long a DEGRADED binding of the feed (a group's
+	// queue that lost items: lossstate.go) must go without a loss to be UP
+	// again. 0: DefaultQuietPeriod (a minute); New refuses one below
+	// MinQuietPeriod (a second).
+	QuietPeriod time.Duration
+	// Latch says which losses of the feed's bindings latch them (LATCHED
+	// until an operator clears it: Engine.ClearOverload) rather than
+	// degrade them: LatchNeverDrop ("", the default: a loss of a PAUSE or
+	// BLOCK_WITH_DEADLINE binding), LatchEveryLoss or LatchNothing.
+	Latch LatchRule
 }
 
 // DefaultPauseWarnAfter is FeedConfig.PauseWarnAfter when it is 0.
@@ -300,6 +313,9 @@ func (e *Engine) addFeed(fc FeedConfig, groupNames map[string]bool) error {
 	if fc.QueueSize <= 0 {
 		return cerr(fc.Name, "", "queueSize", fmt.Errorf("%w: queue size must be positive, got %d", ErrConfig, fc.QueueSize))
 	}
+	if key, err := validateLoss(fc); err != nil {
+		return cerr(fc.Name, "", key, err)
+	}
 	for gname, op := range fc.Subscribers {
 		if !groupNames[gname] {
 			return cerr(fc.Name, gname, "subscribers."+gname, fmt.Errorf("%w: override for a group that does not exist", ErrConfig))
@@ -314,7 +330,11 @@ func (e *Engine) addFeed(fc FeedConfig, groupNames map[string]bool) error {
 	}
 	f := &Feed{name: fc.Name, eng: e, policy: pol, overrides: fc.Subscribers, queueSize: fc.QueueSize,
 		journal: fc.Journal, windowCap: wc, source: fc.Source, warnAfter: orDefault(fc.PauseWarnAfter, DefaultPauseWarnAfter),
-		state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1)}
+		state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1),
+		quiet: orDefault(fc.QuietPeriod, DefaultQuietPeriod), latch: fc.Latch}
+	if f.latch == "" {
+		f.latch = LatchNeverDrop
+	}
 	e.feeds = append(e.feeds, f)
 	e.byName[f.name] = f
 	return nil
@@ -579,7 +599,9 @@ func (e *Engine) closeRun(errs []error) error {
 		f.mu.Lock()
 		f.stopped = true
 		f.pauseOver(now, false)
+		f.observeLosses() // the recoveries due by the end of the run are its history
 		f.mu.Unlock()
+		f.deliverChanges()
 	}
 	e.ov.halt()
 	e.watch.halt()

@@ -140,6 +140,15 @@ type Feed struct {
 	// notes are log records made under mu, logged once mu is let go
 	// (unlock): the Logger never runs under the feed's lock.
 	notes []note
+	// The loss state of each group's binding (lossstate.go): quiet and
+	// latch are FeedConfig's, resolved; changes are those made under mu,
+	// told once it is let go (deliverChanges), delivering while a
+	// goroutine tells them.
+	quiet      time.Duration
+	latch      LatchRule
+	lossStates map[string]*lossState
+	changes    []LossStateChange
+	delivering bool
 	// journalling is set while the journal's Append runs under mu (written
 	// under mu and offerMu, read without them): a TryPublish made then, by
 	// the journal itself on the goroutine holding mu, must not wait for mu,
@@ -280,6 +289,9 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 					f.notef(slog.LevelWarn, "queue %s: first refused publish (%s); later refusals of this queue are counted in its status, not warned",
 						short.name, reason)
 				}
+				if reason != RefusedShutdown {
+					f.lose(short, fmt.Sprintf("queue %s: a publish was refused (%s)", short.name, reason))
+				}
 				f.unlock()
 				return &RefusedError{Feed: f.name, Queue: short.name, Reason: reason}
 			}
@@ -350,15 +362,19 @@ func (f *Feed) notef(level slog.Level, format string, args ...any) {
 // unlock lets go of the lock, then logs what was noted under it: a Logger
 // that looks at the engine (its Status) never waits for the lock.
 func (f *Feed) unlock() {
-	if len(f.notes) == 0 {
+	if len(f.notes) == 0 && len(f.changes) == 0 {
 		f.mu.Unlock()
 		return
 	}
 	notes := f.notes
 	f.notes = nil
+	changed := len(f.changes) > 0
 	f.mu.Unlock()
 	for _, n := range notes {
 		f.eng.cfg.Logger.Log(context.Background(), n.level, "blackbox engine: "+n.msg)
+	}
+	if changed {
+		f.deliverChanges()
 	}
 }
 

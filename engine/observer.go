@@ -159,6 +159,15 @@ type Observer struct {
 	// returns and before any stream is closed (Stopped): the recorder
 	// writes the reason in its END rows. It must not block.
 	Killed func(reason string)
+	// LossState: a binding's loss state changed (lossstate.go: UP,
+	// DEGRADED, LATCHED); group is c.Group. Called once per change, never
+	// per item, in the order of the changes of the feed and never
+	// concurrently for one feed, never under a feed's lock, on the
+	// goroutine that made or observed the change (a publisher, a status
+	// reader, the engine's overseer, Stop, the caller of
+	// Engine.ClearOverload), or on one telling the feed's changes then.
+	// The recorder writes a STATE row. It must not block.
+	LossState func(group string, c LossStateChange)
 }
 
 // Then returns an Observer that calls o's hooks and then next's. For a hook
@@ -181,6 +190,7 @@ func (o Observer) Then(next Observer) Observer {
 		Stopped:          thenE1(o.Stopped, next.Stopped),
 		Committed:        then2(o.Committed, next.Committed),
 		Killed:           then1(o.Killed, next.Killed),
+		LossState:        then2(o.LossState, next.LossState),
 	}
 }
 

@@ -11,11 +11,12 @@ import (
 
 // overseer is the engine's goroutine, from Start to Stop, that looks at
 // what may last too long: a feed's pause past its PauseWarnAfter, a
-// worker's item past its group's StallAfter. It warns of each once. It
-// runs only while there is something to look at (a pause not yet warned
-// of, a worker on an item of a group that reports stalls); otherwise it
-// waits to be woken (wake) by a pause beginning or a worker taking an
-// item. It reads the TimerClock when it looks, never per item, and
+// worker's item past its group's StallAfter, a binding DEGRADED past its
+// feed's QuietPeriod (it applies the recovery: lossstate.go). It warns of
+// each once. It runs only while there is something to look at (a pause not
+// yet warned of, a worker on an item of a group that reports stalls, a
+// DEGRADED binding); otherwise it waits to be woken (wake) by a pause
+// beginning, a worker taking an item or a binding degrading. It reads the TimerClock when it looks, never per item, and
 // changes nothing of the delivery. Safe for concurrent use.
 type overseer struct {
 	kick chan struct{} // buffered: a wake while idle
@@ -94,6 +95,9 @@ func (e *Engine) lookOver() (time.Duration, bool) {
 	wait, watching := time.Duration(math.MaxInt64), false
 	for _, f := range e.feeds {
 		if d, ok := f.lookOver(now); ok {
+			wait, watching = min(wait, d), true
+		}
+		if d, ok := f.lookOverLosses(now); ok {
 			wait, watching = min(wait, d), true
 		}
 	}

@@ -146,6 +146,11 @@ type SubscriberStatus struct {
 	// Released counts the items an operator released of this queue
 	// (Engine.Release); omitted when none.
 	Released int64 `json:"released,omitempty"`
+	// Loss is the loss state of the group's binding to the feed
+	// (lossstate.go), shared by its queues of the run (a removed one and
+	// the one that replaced it); omitted from the JSON while zero (UP
+	// since the run began, nothing lost, never cleared).
+	Loss LossStatus `json:"loss,omitzero"`
 	// Generation names the queue for Engine.Release: a group subscribed
 	// again gets a queue of a new generation, and the removed one keeps
 	// its own. Not in the JSON: generations number the queues of every
@@ -155,11 +160,16 @@ type SubscriberStatus struct {
 
 // Status reports every feed. A feed is settled when its source is caught up
 // or at its end, every live queue is drained, nothing is paused or awaiting
-// acknowledgement, and it is not stalled; lossless when nothing was dropped
-// or refused, no item or completion was skipped after its retries, no
-// consumer failed (Engine.Err), its source reported no loss
-// (Intake.AddLoss, whatever the source and the reason), and no operator
-// released anything (Engine.Release).
+// acknowledgement, and it is not stalled; lossless when no queue of it
+// dropped or refused an item within its loss window (the run, or since an
+// operator last cleared its group's latch: Engine.ClearOverload), no item
+// or completion was skipped after its retries, no consumer failed
+// (Engine.Err), its source reported no loss (Intake.AddLoss, whatever the
+// source and the reason), and no operator released anything
+// (Engine.Release). Only a clear shortens the window: a DEGRADED binding's
+// recovery does not (its losses were the policy's, the run lost them), nor
+// does anything for the other losses, which stay the run's. Status applies
+// the loss states' recoveries due (lossstate.go).
 func (e *Engine) Status() Status {
 	s := Status{Settled: true, Lossless: true, Feeds: []FeedStatus{}, Groups: []GroupStatus{}}
 	for _, f := range e.feeds {
@@ -178,10 +188,19 @@ func (e *Engine) Status() Status {
 	return s
 }
 
-// Status reports this feed (see Engine.Status).
+// Status reports this feed (see Engine.Status). It applies the loss
+// states' recoveries due (lossstate.go).
 func (f *Feed) Status() FeedStatus {
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	fs := f.statusLocked()
+	f.mu.Unlock()
+	f.deliverChanges()
+	return fs
+}
+
+// statusLocked is Status with f.mu held.
+func (f *Feed) statusLocked() FeedStatus {
+	f.observeLosses()
 	var ongoing time.Duration // of the current pause, if timed
 	if f.paused && !f.pausedAt.IsZero() {
 		ongoing = max(0, f.eng.cfg.TimerClock.Now().Sub(f.pausedAt))
@@ -203,7 +222,7 @@ func (f *Feed) Status() FeedStatus {
 		live[b] = true
 	}
 	var stalled string
-	failed := false
+	failed, lostInWindow := false, false
 	positioned := f.committer != nil
 	for _, b := range f.all {
 		if fe := b.group.failure.Load(); fe != nil {
@@ -221,6 +240,8 @@ func (f *Feed) Status() FeedStatus {
 			ss.PausedTime += ongoing
 		}
 		ss.Released, ss.Generation = b.released.Load(), b.gen
+		ss.Loss = f.lossStatus(b.group.name)
+		lostInWindow = lostInWindow || b.lostInWindow()
 		fs.Released += ss.Released
 		fs.Dropped += ss.Dropped
 		fs.Refused += ss.Refused
@@ -254,7 +275,7 @@ func (f *Feed) Status() FeedStatus {
 	if stalled != "" {
 		fs.Stalled = &stalled
 	}
-	fs.Lossless = fs.Dropped == 0 && fs.Refused == 0 && fs.CompletionFailures == 0 && fs.Failures == 0 && !failed &&
+	fs.Lossless = !lostInWindow && fs.CompletionFailures == 0 && fs.Failures == 0 && !failed &&
 		len(fs.Losses) == 0 && fs.Released == 0
 	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&
 		fs.PendingAcks == 0 && fs.Stalled == nil

@@ -416,25 +416,23 @@ func waitFor(ctx context.Context, done <-chan struct{}) error {
 }
 
 // writeCanonical writes m's rows into a new CSV recording at path, in the
-// canonical order (META, JOURNAL rows, then each processor's stream),
+// canonical order (the rows of no processor, META, JOURNAL and STATE,
+// in their order; then each processor's stream),
 // and fsyncs it. path is new (in updateCase's temporary folder).
 func writeCanonical(path string, m *store.Memory) error {
-	var head, journal []store.Entry
+	var head []store.Entry
 	streams := map[string][]store.Entry{}
 	for e, err := range m.Rows() {
 		if err != nil {
 			return err
 		}
-		switch {
-		case e.Kind == store.KindMeta:
+		if e.Processor == "" { // META, JOURNAL and STATE rows, in their order
 			head = append(head, e)
-		case e.Kind == store.KindJournal:
-			journal = append(journal, e)
-		default:
-			streams[e.Processor] = append(streams[e.Processor], e)
+			continue
 		}
+		streams[e.Processor] = append(streams[e.Processor], e)
 	}
-	rows := append(head, journal...)
+	rows := head
 	for _, p := range m.Processors() {
 		rows = append(rows, streams[p]...)
 	}

@@ -64,12 +64,32 @@ type Run struct {
 	// Problems are the recording's integrity problems, as verify reports
 	// them.
 	Problems []store.Problem `json:"problems"`
+	// States are the run's STATE rows, in order: each change of the loss
+	// state of a group's binding to a feed (engine.Observer.LossState).
+	// A binding whose last change is to LATCHED was never cleared: the run
+	// lost what its policy promised to keep (a Loss of kind LossLatched).
+	// Omitted when none.
+	States []StateChange `json:"states,omitempty"`
+}
+
+// StateChange is a STATE row of a run (docs/FORMAT.md): the loss state of
+// group Group's binding to feed Feed changed From To, for Reason, At an
+// instant of the engine's timer clock, applied at Observed.
+type StateChange struct {
+	Feed     string    `json:"feed"`
+	Group    string    `json:"group"`
+	From     string    `json:"from"`
+	To       string    `json:"to"`
+	Reason   string    `json:"reason"`
+	At       time.Time `json:"at"`
+	Observed time.Time `json:"observed"`
+	Row      Ref       `json:"row"`
 }
 
 // Ref names one row of one run: the proof of an answer.
 type Ref struct {
 	Run       int        `json:"run"`
-	Processor string     `json:"processor"` // the stream ("" for META, JOURNAL and COMMIT rows)
+	Processor string     `json:"processor"` // the stream ("" for META, JOURNAL, COMMIT and STATE rows)
 	Index     int64      `json:"index"`
 	Kind      store.Kind `json:"kind"`
 }
@@ -267,6 +287,7 @@ const (
 	LossSource   = "lost"                          // a LOST row: input the feed's source lost (an oversized line, a file gone unread, records deleted by retention)
 	LossFailed   = "failed"                        // a FAILED row: an input (or its completion) that failed
 	LossInNoRun  = "in-no-run"                     // inputs a source committed (or a pointer or state moved past) with no row in any run
+	LossLatched  = "latched"                       // a binding LATCHED (its last STATE row of the run) and never cleared: it lost what its policy promised to keep
 	LossTorn     = string(store.ProblemTorn)       // "torn": the torn last line of the last run
 	LossUnfinish = string(store.ProblemUnfinished) // "unfinished": a stream of the last run without END (it did not stop cleanly)
 	// Other losses are named after the integrity problem that shows them

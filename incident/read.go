@@ -2,6 +2,7 @@ package incident
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/store"
@@ -223,6 +224,12 @@ func (rr *runReader) row(e *store.Entry) {
 	case store.KindCommit:
 		d.commits[e.Source] = append(d.commits[e.Source], commitRec{seq: e.Seq, pos: Position{Epoch: e.Epoch, Key: e.Key, Offset: e.Offset}, ref: ref})
 		return
+	case store.KindState:
+		if st, err := store.StateOf(*e); err == nil { // else Problems lists it
+			rr.sum.States = append(rr.sum.States, StateChange{Feed: st.Feed, Group: st.Group, From: st.From, To: st.To,
+				Reason: st.Reason, At: st.At, Observed: st.Observed, Row: ref})
+		}
+		return
 	case store.KindMeta:
 		return
 	}
@@ -324,4 +331,29 @@ func (rr *runReader) end(r store.Reader, readErr bool) {
 		d.crashed = true
 	}
 	sum.Ended, sum.Crashed, sum.Killed = ended, d.crashed, d.killed
+	rr.x.f.Losses = append(rr.x.f.Losses, latched(d.run, sum.States)...)
+}
+
+// latched is a loss for each binding whose last STATE row of the run is a
+// change to LATCHED: never cleared in the run, which then lost what the
+// binding's policy promised to keep (a refusal, a downgraded drop).
+func latched(run int, states []StateChange) []Loss {
+	type binding struct{ feed, group string }
+	last := map[binding]int{}
+	var order []binding
+	for i, c := range states {
+		b := binding{c.Feed, c.Group}
+		if _, ok := last[b]; !ok {
+			order = append(order, b)
+		}
+		last[b] = i
+	}
+	var out []Loss
+	for _, b := range order {
+		if c := states[last[b]]; c.To == store.StateLatched {
+			out = append(out, Loss{Kind: LossLatched, Run: run, Rows: []Ref{c.Row},
+				Detail: fmt.Sprintf("feed %q group %q latched at %s and never cleared: %s", c.Feed, c.Group, store.FormatInstant(c.At), c.Reason)})
+		}
+	}
+	return out
 }

@@ -19,7 +19,8 @@ const textLimit = 20
 
 // WriteText writes the Findings for a person: the runs, then per processor
 // and feed the six answers with the rows that prove them (a row is written
-// rRUN STREAM:INDEX, or rRUN KIND:INDEX for a META, JOURNAL or COMMIT row),
+// rRUN STREAM:INDEX, or rRUN KIND:INDEX for a META, JOURNAL, COMMIT or
+// STATE row), each run's loss state changes (STATE rows),
 // the recordings' own losses, what is on disk, and the verdict. A list
 // longer than 20 entries (textLimit) shows its first 20 and says how many
 // more there are.
@@ -36,6 +37,12 @@ func (f *Findings) WriteText(w io.Writer) error {
 			state = "crashed"
 		}
 		fmt.Fprintf(b, "run %d  %s  %s  %s  %d rows: %s\n", r.Run, r.File, r.Format, state, r.Rows, counts(r.Counts))
+		if len(r.States) > 0 {
+			fmt.Fprintf(b, "  loss state changes: %d\n", len(r.States))
+			for i := range limit(r.States, b, "    ") {
+				fmt.Fprintf(b, "    %s\n", stateChange(&r.States[i]))
+			}
+		}
 	}
 	for i := range f.Answers {
 		a := &f.Answers[i]
@@ -220,6 +227,13 @@ func named(in *Input) string {
 		return "no input of any run"
 	}
 	return input(in)
+}
+
+// stateChange is a STATE row for a person: `feed "in" group "g": UP ->
+// LATCHED at ...: reason rRUN STATE:INDEX`.
+func stateChange(c *StateChange) string {
+	st := store.State{Feed: c.Feed, Group: c.Group, From: c.From, To: c.To, Reason: c.Reason, At: c.At, Observed: c.Observed}
+	return st.String() + " " + refs([]Ref{c.Row})
 }
 
 func loss(l *Loss) string {

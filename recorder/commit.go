@@ -7,8 +7,9 @@ import (
 	"github.com/blackbox-audit/blackbox/store"
 )
 
-// commitLog holds the COMMIT rows the engine reported (Observer.Committed)
-// and the recorder has not written yet. They cost no write of their own:
+// commitLog holds the COMMIT rows the engine reported (Observer.Committed),
+// and the STATE rows of its loss state changes (Observer.LossState: see
+// lossState), that the recorder has not written yet. They cost no write of their own:
 // the next Append the recorder makes anyway takes them (withCommits), and
 // Close writes what is left. Safe for concurrent use.
 type commitLog struct {

@@ -153,6 +153,7 @@ func (r *Recorder) Observer() engine.Observer {
 		Stopped:          r.stopped,
 		Committed:        committed,
 		Killed:           r.kill,
+		LossState:        r.lossState,
 	}
 }
 

@@ -344,6 +344,15 @@ func (c *Checker) addGlobal(e Entry, ref rowRef, first bool) {
 		if e.Seq >= f.commit {
 			f.commit, f.commitRef = e.Seq, ref
 		}
+	case KindState:
+		c.index(&c.global, ref)
+		if !e.Kind.In(c.format) {
+			c.problem(ProblemMalformed, ref, "STATE row in a %s recording, which has none", c.format)
+			return
+		}
+		if _, err := StateOf(e); err != nil {
+			c.problem(ProblemMalformed, ref, "%v", err)
+		}
 	default:
 		c.problem(ProblemMalformed, ref, "%s row with no processor", e.Kind)
 	}

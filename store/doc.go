@@ -23,16 +23,17 @@
 //   - EncodePayload, DecodePayload (PayloadText, PayloadBytes for a given
 //     format version): the binary-safe text of a payload, which may be any
 //     bytes;
-//   - Kind.In, ValidateIn: the kinds a format version holds (LOST rows only
-//     in Format, COMMIT rows in Format and FormatV3), checked by every
-//     writer; Lost, LostOf: a LOST row's fields;
+//   - Kind.In, ValidateIn: the kinds a format version holds (STATE rows
+//     only in Format, LOST rows in Format and FormatV4, COMMIT rows in
+//     those and FormatV3), checked by every writer; Lost, LostOf: a LOST
+//     row's fields; State, StateOf: a STATE row's;
 //   - CheckRowSize, MaxRowSize: the longest row (its CSV line), refused by
 //     every writer (*SizeError, ErrTooLarge) so that every reader reads it;
 //   - Lock: the exclusive OS lock a writer holds on its file (ErrLocked);
 //   - FormatInstant, ParseInstant, FormatReads, ParseReads: the text of
 //     instants and clock readings;
 //   - EncodeMeta, DecodeMeta: the META row (Format, still reading
-//     FormatV3, FormatV2 and FormatV1), and the refusal (ErrFormat) of another format or version
+//     FormatV4, FormatV3, FormatV2 and FormatV1), and the refusal (ErrFormat) of another format or version
 //     or of a META detail with a repeated key; Meta.ExpectedStreams;
 //   - Checker: the integrity rules, run over the rows in storage order when
 //     a recording is opened, in memory bounded by the number of processors,

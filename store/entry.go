@@ -6,8 +6,14 @@ import (
 )
 
 // Format is the name and version written in every new recording's META
-// row. Version 4 added the LOST kind, version 3 the COMMIT kind.
-const Format = "blackbox-recording/4"
+// row. Version 5 added the STATE kind, version 4 the LOST kind, version 3
+// the COMMIT kind.
+const Format = "blackbox-recording/5"
+
+// FormatV4 is the version before STATE rows, still read and verified: a
+// STATE row in it is malformed (the set of kinds is closed within a
+// version).
+const FormatV4 = "blackbox-recording/4"
 
 // FormatV3 is the version before LOST rows, still read and verified: a
 // LOST row in it is malformed (the set of kinds is closed within a
@@ -45,35 +51,43 @@ const (
 	// not FormatV2 or FormatV1).
 	KindCommit Kind = "COMMIT"
 	// KindLost: the source lost input before the next input of the
-	// processor's stream (Format only): a line longer than the maximum, the
-	// unread end of a file that is gone, records deleted by retention.
+	// processor's stream (Format and FormatV4): a line longer than the
+	// maximum, the unread end of a file that is gone, records deleted by
+	// retention.
 	KindLost Kind = "LOST"
+	// KindState: the loss state of a group's binding to a feed changed
+	// (UP, DEGRADED, LATCHED: State), a row of no processor (Format only).
+	KindState Kind = "STATE"
 )
 
 // Kinds lists every row kind in the order of docs/FORMAT.md.
 var Kinds = []Kind{KindMeta, KindStart, KindDelivery, KindIndexed, KindInline,
-	KindTimer, KindOutput, KindDropped, KindFailed, KindEnd, KindJournal, KindCommit, KindLost}
+	KindTimer, KindOutput, KindDropped, KindFailed, KindEnd, KindJournal, KindCommit, KindLost, KindState}
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }
 
 // In reports whether a recording of format may hold rows of kind k: every
-// valid kind in Format ("" stands for it), every one but LOST in
-// FormatV3, every one but LOST and COMMIT in FormatV2 and FormatV1.
+// valid kind in Format ("" stands for it), every one but STATE in
+// FormatV4, every one but STATE and LOST in FormatV3, every one but
+// STATE, LOST and COMMIT in FormatV2 and FormatV1.
 func (k Kind) In(format string) bool {
 	switch k {
-	case KindLost:
+	case KindState:
 		return format == Format || format == ""
+	case KindLost:
+		return format == Format || format == FormatV4 || format == ""
 	case KindCommit:
-		return format == Format || format == FormatV3 || format == ""
+		return format == Format || format == FormatV4 || format == FormatV3 || format == ""
 	}
 	return k.Valid()
 }
 
 // IsGlobal reports whether rows of kind k belong to no processor: META,
-// JOURNAL and COMMIT rows, which count their index among themselves.
+// JOURNAL, COMMIT and STATE rows, which count their index among
+// themselves.
 func (k Kind) IsGlobal() bool {
-	return k == KindMeta || k == KindJournal || k == KindCommit
+	return k == KindMeta || k == KindJournal || k == KindCommit || k == KindState
 }
 
 // IsInput reports whether k is a row a processor handles: INDEXED, INLINE
@@ -101,9 +115,10 @@ func LastSeq(rows []Entry) int64 {
 // fields, so a recording converts between stores row for row. Which fields a
 // kind uses is the table of docs/FORMAT.md; unused fields are zero.
 //
-// Index counts 1, 2, 3 ... per processor with no gap. META, JOURNAL and
-// COMMIT rows belong to no processor: their Processor is "" and their Index
-// counts the store's META, JOURNAL and COMMIT rows from 1 in the same way.
+// Index counts 1, 2, 3 ... per processor with no gap. META, JOURNAL,
+// COMMIT and STATE rows belong to no processor: their Processor is "" and
+// their Index counts the store's META, JOURNAL, COMMIT and STATE rows from
+// 1 in the same way.
 //
 // Instants are kept in UTC with nanosecond precision; the zero time means
 // "no instant".

@@ -78,8 +78,9 @@ func Validate(e Entry) error {
 
 // ValidateIn is Validate for a row of a recording of format (the format of
 // its META row): it also refuses, with a *FieldError wrapping ErrMalformed,
-// a kind that version does not have (a LOST row in a FormatV3 recording, a
-// LOST or COMMIT row in a FormatV2 or FormatV1 recording). Writers check every row with it.
+// a kind that version does not have (a STATE row in a FormatV4 recording,
+// a STATE or LOST row in a FormatV3 one, a STATE, LOST or COMMIT row in a
+// FormatV2 or FormatV1 one). Writers check every row with it.
 func ValidateIn(format string, e Entry) error {
 	if err := Validate(e); err != nil {
 		return err
@@ -171,6 +172,7 @@ var usedFields = map[Kind]int{
 	KindJournal:  fSource | fSeq | fPayload,
 	KindCommit:   fSource | fSeq | fEpoch | fKey | fOffset,
 	KindLost:     fSource | fSeq | fEpoch | fKey | fOffset | fN | fDetail,
+	KindState:    fSource | fInstant | fDetail,
 }
 
 func instantOK(t time.Time) bool {

@@ -25,7 +25,7 @@ type engineSpec struct {
 	Queue    int
 	Workers  int
 	Deadline time.Duration
-	Draw     uint64 // the seed of what a property draws for itself (kill, release)
+	Draw     uint64 // the seed of what a property draws for itself (kill, release, lossstate)
 }
 
 // The properties an engine scenario checks.
@@ -37,6 +37,7 @@ var engineProperties = []string{
 	"journal-offer", // a journal that offers into its own feed never hangs the publish
 	"kill",          // a kill (Engine.Kill or the KillSwitch) commits exactly the contiguous dispatched prefix; the restart delivers the rest
 	"release",       // an operator release is a loss of exactly what the held queue had not completed; everything else is delivered
+	"lossstate",     // a never-drop binding's loss latches it until the operator clears it; a drop binding's degrades it until its quiet period passed
 }
 
 func genEngine(r *rand.Rand) engineSpec {
@@ -71,6 +72,8 @@ func checkEngine(ctx context.Context, s scenarioSpec) []Violation {
 		err = killRun(ctx, e, fail)
 	case "release":
 		err = releaseRun(ctx, e, fail)
+	case "lossstate":
+		err = lossStateRun(ctx, e, fail)
 	default:
 		err = fmt.Errorf("unknown engine property %q", e.Property)
 	}

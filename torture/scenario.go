@@ -315,7 +315,7 @@ const (
 	coverEvery     = 40
 	coverBacklog   = 0 // a Kafka backlog and a second member joining
 	coverCrashtest = 1 // blackbox crashtest
-	coverEngine    = 2 // the engine scenarios, one property each from here: 2..8 (engineProperties, in order; 9 is free)
+	coverEngine    = 2 // the engine scenarios, one property each from here: 2..9 (engineProperties, in order)
 
 	coverAliasPointer = 10 // a ledger with --state whose first run is given --pointer st.json#w1
 	coverAliasStatus  = 11 // ... --status st.json#w1

@@ -81,6 +81,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("CommitRowsReadBackAmongTheGlobalRows", func(t *testing.T) { testCommitRowsReadBack(t, b) })
 	t.Run("ScanYieldsTheCommitRowsAndChecksAsItGoes", func(t *testing.T) { testScanYieldsTheCommitRows(t, b) })
 	t.Run("CommitRowsAreRefusedInVersion2AndWithAProcessor", func(t *testing.T) { testCommitRowsRefusedInVersion2(t, b) })
+	t.Run("StateRowsReadBackAmongTheGlobalRowsAndAreRefusedInVersion4", func(t *testing.T) { testStateRows(t, b) })
 }
 
 // Write creates a recording at path holding rows, appended as a recorder

@@ -296,8 +296,8 @@ func TestFormatExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ps := s.Problems(); len(ps) != 1 || ps[0].Kind != store.ProblemFailed || ps[0].Line != 15 || ps[0].Index != 11 {
-		t.Errorf("problems: %v, want the FAILED row's (line 15, index 11)", ps)
+	if ps := s.Problems(); len(ps) != 1 || ps[0].Kind != store.ProblemFailed || ps[0].Line != 16 || ps[0].Index != 11 {
+		t.Errorf("problems: %v, want the FAILED row's (line 16, index 11)", ps)
 	}
 	cut := example[:len(example)-12]
 	s, err = csvstore.NewReader(bytes.NewReader(cut), int64(len(cut)), "example.csv")
@@ -314,8 +314,8 @@ func TestFormatExample(t *testing.T) {
 	for _, p := range s.Problems() {
 		got = append(got, want{p.Kind, p.Line, p.Index, p.Row})
 	}
-	if d := cmp.Diff([]want{{store.ProblemFailed, 15, 11, store.KindFailed}, {store.ProblemUnfinished, 15, 11, store.KindFailed},
-		{store.ProblemTorn, 16, 12, store.KindEnd}}, got); d != "" {
+	if d := cmp.Diff([]want{{store.ProblemFailed, 16, 11, store.KindFailed}, {store.ProblemUnfinished, 16, 11, store.KindFailed},
+		{store.ProblemTorn, 17, 12, store.KindEnd}}, got); d != "" {
 		t.Errorf("problems of the cut example (-want +got):\n%s", d)
 	}
 }
@@ -390,6 +390,43 @@ func TestAVersion2RecordingStillReadsAndVerifies(t *testing.T) {
 	ps := r.Problems()
 	if len(ps) != 2 || !failedOnly(ps[:1]) || !errors.Is(&ps[1], store.ErrMalformed) || ps[1].Row != store.KindCommit {
 		t.Errorf("Problems of a version 2 recording with a COMMIT row = %v, want its FAILED row's and the COMMIT row malformed", ps)
+	}
+}
+
+// TestAVersion4RecordingStillReadsAndVerifies: a blackbox-recording/4
+// file (testdata/v4.csv, the format example of version 4, before STATE
+// rows) opens and has no problem but its FAILED row's; written again by a
+// writer, it stays version 4 byte for byte. A STATE row added to it makes
+// it malformed.
+func TestAVersion4RecordingStillReadsAndVerifies(t *testing.T) {
+	s, err := csvstore.Open("testdata/v4.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Meta().Format; got != store.FormatV4 {
+		t.Errorf("format %q, want %q", got, store.FormatV4)
+	}
+	failed := func(ps []store.Problem) bool {
+		return len(ps) == 1 && errors.Is(&ps[0], store.ErrFailed) && ps[0].Processor == "ledger" && ps[0].Index == 11
+	}
+	if ps := s.Problems(); !failed(ps) {
+		t.Errorf("Problems: %v", ps)
+	}
+	p := filepath.Join(t.TempDir(), "copy.csv")
+	storetest.Reopen(t, storetest.CSV, p, s)
+	want, _ := os.ReadFile("testdata/v4.csv")
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, want) {
+		t.Errorf("the copy of a version 4 recording is not byte for byte the original:\n%s", b)
+	}
+	withState := append(bytes.Clone(want), `,4,STATE,orders,0,2024-03-01T08:00:04Z,0,,0,0,,"{""group"":""main"",""from"":""UP"",""to"":""LATCHED"",""reason"":"""",""observed"":""2024-03-01T08:00:04Z""}",`+"\n"...)
+	r, err := csvstore.NewReader(bytes.NewReader(withState), int64(len(withState)), "v4.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := r.Problems()
+	if len(ps) != 2 || !failed(ps[:1]) || !errors.Is(&ps[1], store.ErrMalformed) || ps[1].Row != store.KindState {
+		t.Errorf("Problems of a version 4 recording with a STATE row = %v, want its FAILED row's and the STATE row malformed", ps)
 	}
 }
 

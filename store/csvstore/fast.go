@@ -44,10 +44,11 @@ const (
 	// memory).
 	borrow
 	// check: the row is validated as in full, but only the fields the
-	// store.Checker reads (Processor, Index, Kind, Source, Seq, N, and an
-	// END row's Detail: what its stop left unprocessed) and Instant are
-	// set; Payload, another row's Detail, Key and Reads are left zero, so
-	// checking a row allocates nothing but for the few END rows.
+	// store.Checker reads (Processor, Index, Kind, Source, Seq, N, an END
+	// row's Detail: what its stop left unprocessed, and a STATE row's: the
+	// change it says) and Instant are set; Payload, another row's Detail,
+	// Key and Reads are left zero, so checking a row allocates nothing but
+	// for the few END and STATE rows.
 	check
 )
 
@@ -243,10 +244,10 @@ func (f *fast) decode(body []byte, mode decodeMode, e *store.Entry) bool {
 		}
 		return store.ValidateFields(e) == nil
 	}
-	// Check mode keeps no text but an END row's detail (the Checker reads
-	// it: store.EndOf): validate a stand-in that has the same fields set,
-	// without copying them.
-	if e.Kind == store.KindEnd && len(fs[11]) > 0 {
+	// Check mode keeps no text but an END or STATE row's detail (the
+	// Checker reads them: store.EndOf, store.StateOf): validate a stand-in
+	// that has the same fields set, without copying them.
+	if (e.Kind == store.KindEnd || e.Kind == store.KindState) && len(fs[11]) > 0 {
 		e.Detail = string(fs[11])
 	}
 	v := *e
@@ -328,6 +329,8 @@ func fastKind(b []byte) (store.Kind, bool) {
 		return store.KindCommit, true
 	case "LOST":
 		return store.KindLost, true
+	case "STATE":
+		return store.KindState, true
 	}
 	return "", false
 }
