@@ -193,13 +193,14 @@ type bench struct {
 	marks string
 	tape  *tape // the source of the runs that share one
 	// beforeClose is the marks file as the last run left it right before
-	// its outbox's Close (crashBeforeClose puts it back).
+	// its outbox's clean Close rewrote it as a header, every batch
+	// delivered (crashBeforeClose puts it back).
 	beforeClose []byte
 }
 
 // crashBeforeClose puts back the marks file as the last run left it right
-// before its outbox's Close: what a crash between the run's stop and that
-// Close leaves (a clean Close rewrites the marks as a header alone).
+// before its outbox's clean Close rewrote the marks as a header alone: what
+// a crash at that moment leaves.
 func (b *bench) crashBeforeClose() {
 	b.t.Helper()
 	if err := os.WriteFile(b.marks, b.beforeClose, 0o644); err != nil {
@@ -344,6 +345,7 @@ func (l *live) stop() (outbox.Status, error) {
 		return outbox.Status{}, nil
 	}
 	l.b.beforeClose, _ = os.ReadFile(l.b.marks)
+	outbox.SetBeforeCompact(l.box, func() { l.b.beforeClose, _ = os.ReadFile(l.b.marks) })
 	err := l.box.Close()
 	return l.box.Status(), err
 }

@@ -121,6 +121,9 @@ type Outbox struct {
 	// liveCommits: the highest offset this run committed per position
 	// space (Close prunes the suppression set with them).
 	liveCommits map[posKey]int64
+	// beforeCompact, set by tests only (export_test.go), runs right before
+	// a clean Close rewrites the marks.
+	beforeCompact func()
 	ready       []effect // committed, or free: to deliver
 	batch       int64
 	st          Status
@@ -431,6 +434,9 @@ func (o *Outbox) Close() error {
 		// read committed: the next Open needs none of its recording.
 		for k, off := range o.liveCommits {
 			o.sup.prune(k, off)
+		}
+		if o.beforeCompact != nil {
+			o.beforeCompact() // tests: the marks as a crash right before it leaves them
 		}
 		err = o.compact()
 	}
