@@ -124,14 +124,14 @@ type Outbox struct {
 	// beforeCompact, set by tests only (export_test.go), runs right before
 	// a clean Close rewrites the marks.
 	beforeCompact func()
-	ready       []effect // committed, or free: to deliver
-	batch       int64
-	st          Status
-	err         error
-	closing     bool
-	wake        chan struct{}
-	done        chan struct{}
-	failed      chan struct{}
+	ready         []effect // committed, or free: to deliver
+	batch         int64
+	st            Status
+	err           error
+	closing       bool
+	wake          chan struct{}
+	done          chan struct{}
+	failed        chan struct{}
 }
 
 // Written is the recorder's Options.Written: it reads the rows just
