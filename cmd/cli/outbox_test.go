@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
 
@@ -40,14 +41,23 @@ type envelopeKey struct {
 // KEY the output's core.EffectKey: the feed, epoch and position of the
 // input that produced it and its index among that input's outputs (a
 // transfer's two postings: 1 and 2), the same across runs; a timer's
-// output, which has no input position, names its stream and row. Every
-// key is unique: a restart delivers no output again, and a reader of the
-// file could drop a key it has seen.
+// output, which has no input position, names its recording (META's created
+// instant), stream and row. Every key is unique, across runs too: a
+// restart delivers no output again, and a reader of the file could drop a
+// key it has seen.
 func TestEnvelopeLinesCarryEachOutputsKeyOnce(t *testing.T) {
 	pos := func(account string, offset, index int64) envelopeKey {
 		return envelopeKey{account, core.EffectKey{Feed: "input", Position: core.Position{Offset: offset}, Index: index}}
 	}
-	timer := envelopeKey{"timer", core.EffectKey{Index: 1, Stream: "ledger"}}
+	// timer is the key of a timer's output in the recording created at
+	// created: each run's CLI has a step clock whose first reading, META's
+	// created, is epoch, and the clock of run i (from 0) begins i hours
+	// later (two runs of a test must not share the instant: real ones do
+	// not).
+	timer := func(run int) envelopeKey {
+		created := epoch.Add(time.Duration(run) * time.Hour).Format(time.RFC3339)
+		return envelopeKey{"timer", core.EffectKey{Index: 1, Recording: created, Stream: "ledger"}}
+	}
 	tests := []struct {
 		name string
 		runs [][]string // the lines each run appends to the input before it runs
@@ -57,7 +67,11 @@ func TestEnvelopeLinesCarryEachOutputsKeyOnce(t *testing.T) {
 		{"one line", [][]string{{"alice,1"}}, nil, []envelopeKey{pos("alice", 8, 1)}},
 		{"a transfer: two outputs of one line", [][]string{{"alice,1", "transfer,alice,bob,1", "bob,2"}}, nil,
 			[]envelopeKey{pos("alice", 8, 1), pos("alice", 29, 1), pos("bob", 29, 2), pos("bob", 35, 1)}},
-		{"a timer", [][]string{{"alice,1", "tick"}}, nil, []envelopeKey{timer, pos("alice", 8, 1)}},
+		{"a timer", [][]string{{"alice,1", "tick"}}, nil, []envelopeKey{timer(0), pos("alice", 8, 1)}},
+		// The second run's timer is at the same row of its recording as
+		// the first's: its key differs by its recording alone.
+		{"a timer in each of two runs", [][]string{{"alice,1", "tick"}, {"bob,2", "tick"}}, nil,
+			[]envelopeKey{timer(0), timer(1), pos("alice", 8, 1), pos("bob", 19, 1)}},
 		{"a restart reads on", [][]string{{"alice,1", "bob,2"}, {"carol,3"}}, nil,
 			[]envelopeKey{pos("alice", 8, 1), pos("bob", 14, 1), pos("carol", 22, 1)}},
 		{"a restart with state", [][]string{{"alice,1", "bob,2"}, {"carol,3", "transfer,carol,alice,2"}}, []string{"--state", "st.json"},
@@ -73,8 +87,10 @@ func TestEnvelopeLinesCarryEachOutputsKeyOnce(t *testing.T) {
 				writeLines(t, "in.txt", lines...)
 				args := append([]string{"run", "--app", "ledger", "--input", "in.txt", "--store", fmt.Sprintf("r%d.csv", i+1),
 					"--out", "out.jsonl", "--out-format", "envelope"}, tt.args...)
-				if code, out := execute(t, context.Background(), args...); code != 0 {
-					t.Fatalf("run %d: exit %d:\n%s", i+1, code, out)
+				var out bytes.Buffer
+				clock := cli.WithClock(core.NewStepClock(epoch.Add(time.Duration(i)*time.Hour), time.Second))
+				if code := newCLI(&out, clock).Execute(context.Background(), args); code != 0 {
+					t.Fatalf("run %d: exit %d:\n%s", i+1, code, out.String())
 				}
 			}
 			ptr, err := filesource.ReadPointer("in.txt.ptr")
@@ -115,11 +131,11 @@ func TestEnvelopeLinesCarryEachOutputsKeyOnce(t *testing.T) {
 					want[i].Key.Epoch = ptr.Epoch
 				}
 			}
-			// In key order: a timer's output, ready at once, may come
-			// before the outputs of earlier lines (waiting for their
-			// commit), and workers' outputs by worker.
+			// In key order: workers' outputs come by worker; a timer's
+			// outputs (position 0) first, by recording.
 			byKey := func(a, b envelopeKey) int {
-				return cmp.Or(cmpInt(a.Key.Position.Offset, b.Key.Position.Offset), cmpInt(a.Key.Index, b.Key.Index))
+				return cmp.Or(cmpInt(a.Key.Position.Offset, b.Key.Position.Offset), cmpInt(a.Key.Index, b.Key.Index),
+					strings.Compare(a.Key.Recording, b.Key.Recording))
 			}
 			slices.SortStableFunc(want, byKey)
 			slices.SortStableFunc(got, byKey)
@@ -198,7 +214,9 @@ func TestARestartWithAnotherOutFormatIsRefusedNamingTheMarks(t *testing.T) {
 
 // A marks file with a line that is not a mark, not its torn last line, is
 // refused before any work, naming the file and the line
-// (*outbox.MarksError): the outbox cannot know what it delivered.
+// (*outbox.MarksError): the outbox cannot know what it delivered. The
+// marks are those of a run stopped by a full disk on --out: a clean run
+// leaves a header alone, this one its run, commit and batch lines.
 func TestAMarksFileWithABadLineIsRefusedNamingItsLine(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -218,8 +236,10 @@ func TestAMarksFileWithABadLineIsRefusedNamingItsLine(t *testing.T) {
 				return []string{"run", "--app", "ledger", "--input", in, "--store", filepath.Join(dir, store), "--out", out}
 			}
 			writeLines(t, in, "alice,1", "bob,2")
-			if code, out := execute(t, context.Background(), run("r1.csv")...); code != 0 {
-				t.Fatalf("exit %d:\n%s", code, out)
+			var buf bytes.Buffer
+			full := cli.WithOutWriter(func(w io.Writer) io.Writer { return &fullDisk{w: w, room: 100} })
+			if code, err := runErr(t, context.Background(), newCLI(&buf, full), run("r1.csv")...); code != cli.ExitIncomplete || !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("the run on a full disk: exit %d, %v; want %d, ENOSPC:\n%s", code, err, cli.ExitIncomplete, buf.String())
 			}
 			b, err := os.ReadFile(marks)
 			if err != nil {
@@ -281,6 +301,13 @@ func lastBatchSize(t *testing.T, marks string) int64 {
 // it holds. Nothing is appended. An --out cut within its last batch is
 // what a crash in the middle of the batch's write leaves: the restart
 // appends the rest, and --out holds each output once.
+//
+// The marks name a last batch only after a run that did not end clean (a
+// clean one leaves a header alone): the second run's disk fills in the
+// middle of its line, and the run stops with its batch part written, as a
+// crash in its write leaves it. So the line appended and the byte changed
+// follow that part, not a whole line, and the cut within the batch is a
+// cut within that part: the restart appends the rest of the line.
 func TestAnOutFileChangedUnderItsMarksIsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -290,9 +317,9 @@ func TestAnOutFileChangedUnderItsMarksIsRefused(t *testing.T) {
 		{"cut before its last batch", func(b []byte, last int64) []byte { return b[:last-1] }, true},
 		{"emptied", func([]byte, int64) []byte { return nil }, true},
 		{"a line appended", func(b []byte, _ int64) []byte { return append(b, "{\"mine\":1}\n"...) }, true},
-		{"its last line changed", func(b []byte, _ int64) []byte {
+		{"its last batch changed", func(b []byte, _ int64) []byte {
 			c := bytes.Clone(b)
-			c[len(c)-2] = ' ' // the closing brace of the last line
+			c[len(c)-2] = ' ' // a byte of the part of its line the last batch wrote
 			return c
 		}, true},
 		{"cut within its last batch, as a crash cuts its write", func(b []byte, last int64) []byte { return b[:last+5] }, false},
@@ -304,22 +331,25 @@ func TestAnOutFileChangedUnderItsMarksIsRefused(t *testing.T) {
 				return []string{"run", "--app", "ledger", "--input", in, "--store", filepath.Join(dir, store), "--out", out}
 			}
 			// Two runs: the last batch, the second run's, begins after
-			// the first run's lines.
+			// the first run's lines; the disk took room bytes of it.
+			const room = 20
 			writeLines(t, in, "alice,1", "bob,2")
 			if code, out := execute(t, context.Background(), run("r1.csv")...); code != 0 {
 				t.Fatalf("exit %d:\n%s", code, out)
 			}
 			writeLines(t, in, "carol,3")
-			if code, out := execute(t, context.Background(), run("r2.csv")...); code != 0 {
-				t.Fatalf("exit %d:\n%s", code, out)
+			var buf bytes.Buffer
+			full := cli.WithOutWriter(func(w io.Writer) io.Writer { return &fullDisk{w: w, room: room} })
+			if code, err := runErr(t, context.Background(), newCLI(&buf, full), run("r2.csv")...); code != cli.ExitIncomplete || !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("the second run on a full disk: exit %d, %v; want %d, ENOSPC:\n%s", code, err, cli.ExitIncomplete, buf.String())
 			}
 			b, err := os.ReadFile(out)
 			if err != nil {
 				t.Fatal(err)
 			}
 			last := lastBatchSize(t, out+".outbox")
-			if last <= 0 || last+5 >= int64(len(b)) {
-				t.Fatalf("the last batch begins at %d of --out's %d bytes: want it to hold the second run's line", last, len(b))
+			if last <= 0 || last+room != int64(len(b)) {
+				t.Fatalf("the last batch begins at %d of --out's %d bytes: want it to hold the %d bytes of the second run's line the disk took", last, len(b), room)
 			}
 			if err := os.WriteFile(out, tc.change(b, last), 0o644); err != nil {
 				t.Fatal(err)
