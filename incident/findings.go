@@ -138,14 +138,15 @@ type Answers struct {
 	// past an input with no row).
 	Lost []Loss `json:"lost"`
 	// Duplicates (answer 6): outputs emitted again by a later run for an
-	// input that had emitted them already, and delivered again (not when
-	// both runs delivered through an outbox: NotAgain counts those).
+	// input that had emitted them already. Those of two runs that both
+	// delivered through an outbox (Run.Sink) were recorded again, never
+	// delivered again (Duplicate.NotDelivered; NotAgain counts them).
 	Duplicates []Duplicate `json:"duplicates"`
-	// NotAgain counts the outputs a later run emitted again for an input
-	// an earlier run had recorded whole, when both runs delivered through
-	// an outbox (Run.Sink): recorded again, never delivered again (the
-	// outbox delivered that position's outputs once, from the earlier
-	// recording; docs/GUARANTEES.md, "Effects").
+	// NotAgain counts the Duplicates a later run emitted again for an
+	// input an earlier run had recorded, both runs delivering through an
+	// outbox: recorded again, never delivered again (the outbox delivered
+	// that position's outputs once, from the earlier recording;
+	// docs/GUARANTEES.md, "Effects"). The rest were delivered twice.
 	NotAgain int64 `json:"notAgain,omitempty"`
 }
 
@@ -279,6 +280,9 @@ type Duplicate struct {
 	Same    bool `json:"same"`
 	Earlier *Ref `json:"earlier"` // nil when the earlier input had fewer outputs
 	Again   Ref  `json:"again"`
+	// NotDelivered: both runs delivered through an outbox: the later
+	// output was recorded, never delivered (Answers.NotAgain).
+	NotDelivered bool `json:"notDelivered,omitempty"`
 }
 
 // The kinds of Loss.

@@ -53,12 +53,12 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 				rd.Outcome = OutcomeUndetermined
 			}
 			a.Redelivered = append(a.Redelivered, rd)
-			if out && d.outbox && x.runs[prev.run-1].outbox {
-				a.NotAgain += in.outs
-				continue
-			}
+			notAgain := out && d.outbox && x.runs[prev.run-1].outbox
 			for k := int64(1); out && k <= in.outs; k++ {
-				dup := Duplicate{Position: in.pos, K: k, Again: in.output(d.run, k)} // fill reads the rest
+				dup := Duplicate{Position: in.pos, K: k, Again: in.output(d.run, k), NotDelivered: notAgain} // fill reads the rest
+				if notAgain {
+					a.NotAgain++
+				}
 				if k <= prev.outs {
 					pr := rec(prev, in.pos)
 					r := pr.output(prev.run, k)

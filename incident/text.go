@@ -153,11 +153,12 @@ func writeRedelivered(b *bufio.Writer, rds []Redelivery) {
 
 // writeDuplicates writes the answer 6: the outputs emitted again, each
 // with whether it was the same output.
-func writeDuplicates(b *bufio.Writer, dups []Duplicate, notAgain int64) {
+func writeDuplicates(b *bufio.Writer, all []Duplicate, notAgain int64) {
 	also := ""
 	if notAgain > 0 {
 		also = fmt.Sprintf(" (%d outputs emitted again, not delivered again: the runs' outbox delivered each input's once)", notAgain)
 	}
+	dups := slices.DeleteFunc(slices.Clone(all), func(d Duplicate) bool { return d.NotDelivered })
 	if len(dups) == 0 {
 		fmt.Fprintf(b, "  6 emitted twice: none%s\n", also)
 		return

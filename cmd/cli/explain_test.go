@@ -251,6 +251,11 @@ func checkExplained(t *testing.T, app string, kills []explainKill, outputs int64
 	}
 	// 6, over the whole --out file: it holds every output the runs
 	// recorded, once: their OUTPUT rows less the duplicates explain finds.
+	// Every run delivered through --out's exactly-once outbox: none of
+	// them reached the file twice.
+	if a.NotAgain != int64(len(a.Duplicates)) {
+		t.Errorf("%d outputs emitted again, %d of them not delivered again: want none delivered twice", len(a.Duplicates), a.NotAgain)
+	}
 	if got := recordedOnce(len(f.Runs)); got != outputs {
 		t.Errorf("the runs recorded %d outputs (%d OUTPUT rows less %d recorded again), the --out file holds %d lines; want them equal",
 			got, got+int64(len(a.Duplicates)), len(a.Duplicates), outputs)
