@@ -443,6 +443,7 @@ func (sr *scenarioRun) stopMember(i int, member *child, o *outcome) {
 	}
 	o.member.exit, o.member.signal = member.exit()
 	o.member.output = member.out.String()
+	sr.keepOutput(o.member)
 }
 
 // endRun ends c as run's End says: by SIGTERM or SIGKILL after its time,
@@ -472,6 +473,7 @@ func (sr *scenarioRun) collect(o *outcome, c *child, before map[string]string) e
 	run := o.run
 	o.exit, o.signal = c.exit()
 	o.output = c.out.String()
+	sr.keepOutput(o)
 	o.refused = o.exit == 2
 	sr.ran = sr.ran || !o.refused
 	if sr.file != nil && !o.refused {
@@ -492,6 +494,15 @@ func (sr *scenarioRun) collect(o *outcome, c *child, before map[string]string) e
 		o.refusedChanged = changedFiles(before, after)
 	}
 	return nil
+}
+
+// keepOutput writes what run o printed beside its files (log-RUN.txt), for
+// the report of a failure: a scenario's directory is kept only then.
+func (sr *scenarioRun) keepOutput(o *outcome) {
+	name := "log-" + strings.TrimSuffix(strings.TrimSuffix(o.store, ".csv"), ".db") + ".txt"
+	if err := os.WriteFile(filepath.Join(sr.dir, name), []byte(o.output), 0o644); err != nil {
+		sr.logf("run %d: keeping its output: %v", o.index, err)
+	}
 }
 
 func envNote(env []string, f runFault) string {
