@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/crashtest"
 )
 
 // A scenarioSpec is what the harness generates from a seed: an app, a
@@ -181,8 +183,11 @@ func ParseLimits(s string) (Limits, error) {
 	return l, nil
 }
 
-// Kill points a run may be killed at (internal/killpoint).
-var killPoints = []string{"state-saved", "rows-written", "store-write", "pointer-written"}
+// killPoints are the kill points a run may be killed at: those a recorded
+// run reaches, its --out outbox's included, as crashtest --kill-at takes
+// them (crashtest.RunKillPoints, named by internal/killpoint): the list
+// is the CLI's, not the harness's.
+var killPoints = crashtest.RunKillPoints
 
 // generate generates the scenario of seed, shrunk by lim. The same seed
 // and limits give the same scenario.
@@ -577,7 +582,7 @@ func AllDimensions() []string {
 	for _, p := range engineProperties {
 		d = append(d, "engine="+p)
 	}
-	for _, p := range []string{"state-saved", "rows-written", "store-write", "pointer-written"} {
+	for _, p := range killPoints {
 		d = append(d, "killpoint="+p)
 	}
 	return d
