@@ -39,8 +39,14 @@ type scenarioSpec struct {
 	// Backlog (Kafka): thousands of records before the first run, which
 	// handles them slowly while a second member joins and leaves.
 	Backlog bool
-	Runs    []runSpec
+	// OutFormat is every run's --out-format: "" (value, the default) or
+	// envelope ({"key":...,"output":...}); the oracle reads either.
+	OutFormat string
+	Runs      []runSpec
 }
+
+// outFormat is the runs' --out-format.
+func (s scenarioSpec) outFormat() string { return orDefault(s.OutFormat, "value") }
 
 // A runSpec is one `blackbox run` of a scenario. A plain value.
 type runSpec struct {
