@@ -160,6 +160,9 @@ func (sr *scenarioRun) args(i int, run runSpec, member bool) (args []string, sto
 	store = name + ext
 	app := s.App
 	args = []string{"run", "--app", app, "--store", store, "--out", out, "--status", name + ".status.json"}
+	if s.OutFormat != "" {
+		args = append(args, "--out-format", s.OutFormat)
+	}
 	if sr.kafka != nil {
 		// A killed member's partitions move within its session: a short
 		// one keeps a scenario's restarts quick.

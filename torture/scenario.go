@@ -216,6 +216,11 @@ func generate(seed uint64, lim Limits, only Only) scenarioSpec {
 	kafkaOp := map[int]opKind{coverPartitions: opPartitions, coverRetention: opRetention, coverDeleteTopic: opDeleteTopic,
 		coverBounce: opBounce}[c]
 	s.genInput(r, c, kafkaOp != "", only)
+	// The --out format draws from a stream of its own, so that the draws
+	// before and after it stay the seed's.
+	if rand.New(rand.NewPCG(seed, 0x0f0)).IntN(4) == 0 {
+		s.OutFormat = "envelope"
+	}
 	n := 1 + r.IntN(4)
 	if s.Backlog || kafkaOp != "" {
 		n = max(n, 2)
@@ -530,6 +535,7 @@ func (s scenarioSpec) Dimensions() []string {
 	if s.Backlog {
 		d = append(d, "backlog")
 	}
+	d = append(d, "out="+s.outFormat())
 	for _, run := range s.Runs {
 		d = append(d, "format="+run.Format, "end="+string(run.End.Kind))
 		if run.End.Kind == endKillAt {
@@ -584,7 +590,8 @@ func AllDimensions() []string {
 		"state-every", "state-interval", "journal", "follow", "policy=drop",
 		"op=append", "op=rename", "op=copy", "op=burst", "op=truncate", "op=rewrite", "op=recreate",
 		"op=partitions", "op=retention", "op=deltopic", "op=bounce",
-		"fault=diskfull", "fault=statedir", "fault=locked", "fault=stale", "alias=pointer", "alias=status"}
+		"fault=diskfull", "fault=statedir", "fault=locked", "fault=stale", "alias=pointer", "alias=status",
+		"out=value", "out=envelope"}
 	for _, p := range engineProperties {
 		d = append(d, "engine="+p)
 	}
