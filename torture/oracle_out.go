@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // InvDelivered: every output delivered to an --out file is an OUTPUT row
@@ -37,8 +38,11 @@ type recordedOutput struct {
 	offset  int64
 	k       int64 // its place among its item's outputs, from 1
 	stream  string
-	row     int64 // its OUTPUT row's index in its stream
-	store   string
+	row     int64  // its OUTPUT row's index in its stream
+	store   string // the recording's file
+	// recording names the recording as a free output's envelope key
+	// does: META's created instant (RFC 3339, UTC).
+	recording string
 }
 
 // pos is the output's source position (feed, epoch, key, offset, k), ""
@@ -80,7 +84,7 @@ func (rec *recording) wholeOutputs(store string) []recordedOutput {
 		case "DELIVERY":
 			c.d, c.it = r, nil
 		case "INLINE", "INDEXED", "TIMER":
-			it := &item{n: r.n, at: recordedOutput{free: true, stream: r.processor, store: store}}
+			it := &item{n: r.n, at: recordedOutput{free: true, stream: r.processor, store: store, recording: recordingName(rec.created)}}
 			if d := c.d; r.kind != "TIMER" && d != nil && d.source == r.source && d.seq == r.seq {
 				it.at.free, it.at.feed, it.at.epoch, it.at.key, it.at.offset = false, r.source, d.epoch, d.key, d.offset
 			}
@@ -124,9 +128,30 @@ type envelopeKey struct {
 		Key    string `json:"key"`
 		Offset int64  `json:"offset"`
 	} `json:"position"`
-	Index  int64  `json:"index"`
-	Stream string `json:"stream"`
-	Row    int64  `json:"row"`
+	Index int64 `json:"index"`
+	// A free output's (a timer's): its recording (META's created
+	// instant), stream and OUTPUT row.
+	Recording string `json:"recording"`
+	Stream    string `json:"stream"`
+	Row       int64  `json:"row"`
+}
+
+// free is the key of a free output as byKey holds it (payload aside).
+func (k *envelopeKey) free() string {
+	return freeKey(k.Recording, k.Stream, k.Row)
+}
+
+func freeKey(recording, stream string, row int64) string {
+	return recording + "|" + stream + "|" + strconv.FormatInt(row, 10)
+}
+
+// recordingName is how an envelope key names a recording: META's created
+// instant, RFC 3339 in UTC ("" when it has none).
+func recordingName(created time.Time) string {
+	if created.IsZero() {
+		return ""
+	}
+	return created.UTC().Format(time.RFC3339Nano)
 }
 
 // pos is the key's source position as recordedOutput.pos writes it, ""
@@ -271,7 +296,10 @@ func (o *oracle) checkOutFile(set outSet) {
 			where := ro.pos()
 			if ro.free {
 				where = fmt.Sprintf("%s:%s@%d", ro.store, ro.stream, ro.row)
-				byKey[ro.payload+"|"+ro.stream+"|"+strconv.FormatInt(ro.row, 10)] = true
+				// A key may name the recording or not (the outbox named
+				// none at first).
+				byKey[ro.payload+"|"+freeKey(ro.recording, ro.stream, ro.row)] = true
+				byKey[ro.payload+"|"+freeKey("", ro.stream, ro.row)] = true
 			} else {
 				byKey[ro.payload+"|"+where] = true
 			}
@@ -284,7 +312,7 @@ func (o *oracle) checkOutFile(set outSet) {
 	}
 	var unrecorded, keyTwice []string
 	delivered := map[string][]int{} // outputKey -> its line numbers
-	keys := map[string]int{}        // envelope: a positioned key -> its first line
+	keys := map[string]int{}        // envelope: a key (positioned, or free naming its recording) -> its first line
 	for _, l := range lines {
 		k := o.outputKey(l.payload)
 		delivered[k] = append(delivered[k], l.n)
@@ -293,15 +321,22 @@ func (o *oracle) checkOutFile(set outSet) {
 			unrecorded = append(unrecorded, fmt.Sprintf("line %d %.80q", l.n, l.payload))
 			continue
 		case l.key == nil:
-		case l.key.pos() == "" && !byKey[l.payload+"|"+l.key.Stream+"|"+strconv.FormatInt(l.key.Row, 10)],
+		case l.key.pos() == "" && !byKey[l.payload+"|"+l.key.free()],
 			l.key.pos() != "" && !byKey[l.payload+"|"+l.key.pos()]:
-			unrecorded = append(unrecorded, fmt.Sprintf("line %d %.80q: its key %s (stream %q, row %d) names no recorded output of it",
-				l.n, l.payload, orDefault(l.key.pos(), "(free)"), l.key.Stream, l.key.Row))
-		case l.key.pos() != "":
-			if first, ok := keys[l.key.pos()]; ok {
-				keyTwice = append(keyTwice, fmt.Sprintf("lines %d and %d: key %s", first, l.n, l.key.pos()))
+			unrecorded = append(unrecorded, fmt.Sprintf("line %d %.80q: its key %s (recording %q, stream %q, row %d) names no recorded output of it",
+				l.n, l.payload, orDefault(l.key.pos(), "(free)"), l.key.Recording, l.key.Stream, l.key.Row))
+		default:
+			k := l.key.pos()
+			if k == "" && l.key.Recording != "" {
+				k = "free " + l.key.free()
+			}
+			if k == "" {
+				break // a free key naming no recording: rows repeat across recordings
+			}
+			if first, ok := keys[k]; ok {
+				keyTwice = append(keyTwice, fmt.Sprintf("lines %d and %d: key %s", first, l.n, k))
 			} else {
-				keys[l.key.pos()] = l.n
+				keys[k] = l.n
 			}
 		}
 	}

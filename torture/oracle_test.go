@@ -407,6 +407,11 @@ func TestTheOracleFindsEveryOutputDeliveredOnceAndRecorded(t *testing.T) {
 	// run 2 read offset 20 again (killed before its commit): the same output.
 	run2 := outRecording(outItem{offset: 20, outputs: []string{tallyOut(2)}}, outItem{offset: -1, outputs: []string{timerOut}},
 		outItem{offset: 40, outputs: []string{tallyOut(4)}})
+	run1.created, run2.created = time.Date(2026, 1, 1, 6, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 7, 0, 0, 0, time.UTC)
+	timerEnvelope := func(recording string, row int) string {
+		return fmt.Sprintf(`{"key":{"epoch":0,"position":{"key":"","offset":0},"index":1,"recording":%q,"stream":"p","row":%d},"output":%s}`,
+			recording, row, timerOut)
+	}
 	all := []string{tallyOut(1), tallyOut(2), timerOut, timerOut, tallyOut(4)}
 	for _, tc := range []struct {
 		name    string
@@ -437,6 +442,14 @@ func TestTheOracleFindsEveryOutputDeliveredOnceAndRecorded(t *testing.T) {
 			`{"key":{"epoch":0,"position":{"key":"","offset":0},"index":1,"stream":"p","row":9},"output":`+timerOut+`}`,
 			`{"key":{"epoch":0,"position":{"key":"","offset":0},"index":1,"stream":"p","row":6},"output":`+timerOut+`}`,
 			envelope(40, 1, tallyOut(4))), want: []string{"names no recorded output"}},
+		{name: "envelopes naming their recordings", format: "envelope", out: lines(envelope(10, 1, tallyOut(1)), envelope(20, 1, tallyOut(2)),
+			timerEnvelope("2026-01-01T06:00:00Z", 9), timerEnvelope("2026-01-01T07:00:00Z", 6), envelope(40, 1, tallyOut(4)))},
+		{name: "an envelope naming another recording", format: "envelope", out: lines(envelope(10, 1, tallyOut(1)), envelope(20, 1, tallyOut(2)),
+			timerEnvelope("2026-01-01T06:00:00Z", 9), timerEnvelope("2026-01-01T06:00:00Z", 6), envelope(40, 1, tallyOut(4))),
+			want: []string{"names no recorded output"}},
+		{name: "a timer's envelope twice", format: "envelope", out: lines(envelope(10, 1, tallyOut(1)), envelope(20, 1, tallyOut(2)),
+			timerEnvelope("2026-01-01T06:00:00Z", 9), timerEnvelope("2026-01-01T07:00:00Z", 6), timerEnvelope("2026-01-01T07:00:00Z", 6),
+			envelope(40, 1, tallyOut(4))), want: []string{"delivered more than once", "envelope keys delivered more than once"}},
 		{name: "a value line in an envelope file", format: "envelope", out: lines(all...), want: []string{"are not envelope lines", "were not delivered"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
