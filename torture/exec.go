@@ -160,6 +160,9 @@ func (sr *scenarioRun) args(i int, run runSpec, member bool) (args []string, sto
 	store = name + ext
 	app := s.App
 	args = []string{"run", "--app", app, "--store", store, "--out", out, "--status", name + ".status.json"}
+	if s.OutFormat != "" {
+		args = append(args, "--out-format", s.OutFormat)
+	}
 	if sr.kafka != nil {
 		// A killed member's partitions move within its session: a short
 		// one keeps a scenario's restarts quick.
@@ -443,6 +446,7 @@ func (sr *scenarioRun) stopMember(i int, member *child, o *outcome) {
 	}
 	o.member.exit, o.member.signal = member.exit()
 	o.member.output = member.out.String()
+	sr.keepOutput(o.member)
 }
 
 // endRun ends c as run's End says: by SIGTERM or SIGKILL after its time,
@@ -472,6 +476,7 @@ func (sr *scenarioRun) collect(o *outcome, c *child, before map[string]string) e
 	run := o.run
 	o.exit, o.signal = c.exit()
 	o.output = c.out.String()
+	sr.keepOutput(o)
 	o.refused = o.exit == 2
 	sr.ran = sr.ran || !o.refused
 	if sr.file != nil && !o.refused {
@@ -492,6 +497,15 @@ func (sr *scenarioRun) collect(o *outcome, c *child, before map[string]string) e
 		o.refusedChanged = changedFiles(before, after)
 	}
 	return nil
+}
+
+// keepOutput writes what run o printed beside its files (log-RUN.txt), for
+// the report of a failure: a scenario's directory is kept only then.
+func (sr *scenarioRun) keepOutput(o *outcome) {
+	name := "log-" + strings.TrimSuffix(strings.TrimSuffix(o.store, ".csv"), ".db") + ".txt"
+	if err := os.WriteFile(filepath.Join(sr.dir, name), []byte(o.output), 0o644); err != nil {
+		sr.logf("run %d: keeping its output: %v", o.index, err)
+	}
 }
 
 func envNote(env []string, f runFault) string {

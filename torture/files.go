@@ -222,7 +222,10 @@ func hashFiles(dir string, prefixes ...string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, e := range ents {
 		name := e.Name()
-		if !e.Type().IsRegular() || strings.HasSuffix(name, ".blackbox-lock") {
+		if !e.Type().IsRegular() || strings.HasSuffix(name, ".blackbox-lock") || strings.HasSuffix(name, "-shm") {
+			// A lock holds nothing; an SQLite recording's -shm is the
+			// index of its write-ahead log, which any reader rebuilds
+			// (a run's outbox reads a killed run's recording): no row.
 			continue
 		}
 		for _, p := range prefixes {

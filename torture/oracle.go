@@ -38,7 +38,7 @@ const (
 // Violation is one broken invariant of a scenario. A plain value.
 type Violation struct {
 	// Invariant is the one broken: InvLossless, InvOnce, InvAgree,
-	// InvShape, InvClaims, InvEngine or InvLive.
+	// InvShape, InvClaims, InvEngine, InvLive or InvDelivered.
 	Invariant int    `json:"invariant"`
 	What      string `json:"what"`
 }
@@ -137,6 +137,7 @@ func (o *oracle) check() []Violation {
 		}
 	}
 	o.checkLines()
+	o.checkOut()
 	o.checkClaims()
 	o.checkJoins()
 	return o.vs

@@ -52,7 +52,8 @@ func (o *oracle) checkLines() {
 	}
 }
 
-// outputsByID counts the outputs every out file holds, by identity.
+// outputsByID counts the outputs every out file holds, by identity (a
+// torn last line, which checkOut judges, aside).
 func (o *oracle) outputsByID() map[string]int {
 	outs := map[string]int{}
 	outFiles, _ := filepath.Glob(filepath.Join(o.sr.dir, "out*.jsonl"))
@@ -65,7 +66,11 @@ func (o *oracle) outputsByID() map[string]int {
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		sc.Buffer(make([]byte, 1<<20), 1<<26)
 		for sc.Scan() {
-			if id := outputID(o.sr.s.App, sc.Bytes()); id != "" {
+			p, _, ok := unwrapLine(sc.Bytes(), o.sr.s.outFormat())
+			if !ok {
+				continue
+			}
+			if id := outputID(o.sr.s.App, p); id != "" {
 				outs[id]++
 			}
 		}
@@ -125,7 +130,7 @@ func (o *oracle) lineFates(outs, processed map[string]int) lineFates {
 			}
 			if applied[l.id] > 0 {
 				for _, id := range l.outputs {
-					if outs[id] == 0 && !o.outFaulted() {
+					if outs[id] == 0 {
 						f.missing = append(f.missing, fmt.Sprintf("line %d %q applied but its output %s is in no out file", l.id, l.text, id))
 					}
 				}
@@ -203,7 +208,7 @@ func (o *oracle) checkRunSets(recorded []*outcome) {
 	}
 }
 
-func head(xs []string, n int) []string { return xs[:min(n, len(xs))] }
+func head[T any](xs []T, n int) []T { return xs[:min(n, len(xs))] }
 
 func countsOf(m map[string]int, ids []string) []int {
 	var out []int
@@ -211,16 +216,6 @@ func countsOf(m map[string]int, ids []string) []int {
 		out = append(out, m[id])
 	}
 	return out
-}
-
-// outFaulted reports whether a run met a fault that may cut its --out.
-func (o *oracle) outFaulted() bool {
-	for _, r := range o.sr.runs {
-		if r.run.Fault.Kind == faultDiskFull {
-			return true
-		}
-	}
-	return false
 }
 
 // anyKilledIncomplete reports whether a killed run's recording lost rows

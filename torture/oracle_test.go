@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -357,4 +358,141 @@ func TestCoverResiduesAreDistinct(t *testing.T) {
 			t.Errorf("seed %d: kind %s engine %q, want engine=%s forced", coverEngine+i+coverEvery, got.Kind, got.Engine.Property, p)
 		}
 	}
+}
+
+// outRecording is a CSV recording of the harness's app on one stream:
+// each item an input at its offset (or, offset < 0, a timer) with its
+// outputs; an item with want > len(outputs) is cut (fewer OUTPUT rows
+// than its n).
+type outItem struct {
+	offset  int64
+	outputs []string
+	want    int
+}
+
+func outRecording(items ...outItem) *recording {
+	rec := &recording{rows: []row{{kind: "START", processor: "p", index: 1}}}
+	idx := int64(1)
+	next := func() int64 { idx++; return idx }
+	for i, it := range items {
+		seq := int64(i + 1)
+		n := int64(max(it.want, len(it.outputs)))
+		if it.offset < 0 {
+			rec.rows = append(rec.rows, row{kind: "TIMER", processor: "p", index: next(), n: n})
+		} else {
+			rec.rows = append(rec.rows,
+				row{kind: "DELIVERY", processor: "p", index: next(), source: "input", seq: seq, epoch: 7, offset: it.offset},
+				row{kind: "INLINE", processor: "p", index: next(), source: "input", seq: seq, n: n})
+		}
+		for k, o := range it.outputs {
+			rec.rows = append(rec.rows, row{kind: "OUTPUT", processor: "p", index: next(), source: "tally", seq: int64(k + 1), payload: []byte(o)})
+		}
+	}
+	return rec
+}
+
+func tallyOut(id int) string { return fmt.Sprintf(`{"key":"k1","id":%d,"n":1}`, id) }
+
+const timerOut = `{"timer":1,"keys":1}`
+
+// TestTheOracleFindsEveryOutputDeliveredOnceAndRecorded: invariant 8 on
+// out.jsonl (recovered by every run: exact), a second member's file (its
+// own outbox: no line unrecorded, none twice), in both line formats.
+func TestTheOracleFindsEveryOutputDeliveredOnceAndRecorded(t *testing.T) {
+	envelope := func(offset, k int64, out string) string {
+		return fmt.Sprintf(`{"key":{"feed":"input","epoch":7,"position":{"key":"","offset":%d},"index":%d},"output":%s}`, offset, k, out)
+	}
+	run1 := outRecording(outItem{offset: 10, outputs: []string{tallyOut(1)}}, outItem{offset: 20, outputs: []string{tallyOut(2)}},
+		outItem{offset: -1, outputs: []string{timerOut}}, outItem{offset: 30, outputs: []string{tallyOut(3)}, want: 2})
+	// run 2 read offset 20 again (killed before its commit): the same output.
+	run2 := outRecording(outItem{offset: 20, outputs: []string{tallyOut(2)}}, outItem{offset: -1, outputs: []string{timerOut}},
+		outItem{offset: 40, outputs: []string{tallyOut(4)}})
+	run1.created, run2.created = time.Date(2026, 1, 1, 6, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 7, 0, 0, 0, time.UTC)
+	timerEnvelope := func(recording string, row int) string {
+		return fmt.Sprintf(`{"key":{"epoch":0,"position":{"key":"","offset":0},"index":1,"recording":%q,"stream":"p","row":%d},"output":%s}`,
+			recording, row, timerOut)
+	}
+	all := []string{tallyOut(1), tallyOut(2), timerOut, timerOut, tallyOut(4)}
+	for _, tc := range []struct {
+		name    string
+		format  string
+		out     string // out.jsonl
+		member  string // out-m2-1.jsonl ("": none)
+		pending string // the last run's outputs line
+		want    []string
+	}{
+		{name: "each once", out: lines(all...)},
+		{name: "an output twice", out: lines(append(all, tallyOut(2))...), want: []string{"delivered more than once"}},
+		{name: "a timer's output more often than recorded", out: lines(append(all, timerOut)...), want: []string{"delivered more than once"}},
+		{name: "a timer's output less often than recorded", out: lines(all[:3]...) + lines(all[4]), want: []string{"were not delivered"}},
+		{name: "an output never delivered", out: lines(all[1:]...), want: []string{"were not delivered"}},
+		{name: "pending in the last run", out: lines(all[:4]...), pending: "outputs   out.jsonl: 4 lines appended, 1 pending (not committed: the next run processes them again)"},
+		{name: "a line no run recorded", out: lines(append(all, tallyOut(9))...), want: []string{"no output a run recorded whole"}},
+		{name: "the output of an item a kill cut", out: lines(append(all, tallyOut(3))...), want: []string{"no output a run recorded whole"}},
+		{name: "a torn last line", out: lines(all...) + tallyOut(5)[:6], want: []string{"torn line"}},
+		{name: "not JSON", out: lines(all...) + "}{\n", want: []string{"are not value lines"}},
+		{name: "in a member's file too", out: lines(all...), member: lines(tallyOut(2), tallyOut(4)) + `{"ke`},
+		{name: "twice in a member's file", out: lines(all...), member: lines(tallyOut(4), tallyOut(4)), want: []string{"out-m2-1.jsonl: 1 outputs delivered more than once"}},
+		{name: "in a member's file, not its recording", out: lines(all...), member: lines(tallyOut(1)), want: []string{"out-m2-1.jsonl: 1 lines are no output"}},
+		{name: "envelopes", format: "envelope", out: lines(envelope(10, 1, tallyOut(1)), envelope(20, 1, tallyOut(2)),
+			`{"key":{"epoch":0,"position":{"key":"","offset":0},"index":1,"stream":"p","row":9},"output":`+timerOut+`}`,
+			`{"key":{"epoch":0,"position":{"key":"","offset":0},"index":1,"stream":"p","row":6},"output":`+timerOut+`}`,
+			envelope(40, 1, tallyOut(4)))},
+		{name: "an envelope naming another position", format: "envelope", out: lines(envelope(10, 1, tallyOut(1)), envelope(21, 1, tallyOut(2)),
+			`{"key":{"epoch":0,"position":{"key":"","offset":0},"index":1,"stream":"p","row":9},"output":`+timerOut+`}`,
+			`{"key":{"epoch":0,"position":{"key":"","offset":0},"index":1,"stream":"p","row":6},"output":`+timerOut+`}`,
+			envelope(40, 1, tallyOut(4))), want: []string{"names no recorded output"}},
+		{name: "envelopes naming their recordings", format: "envelope", out: lines(envelope(10, 1, tallyOut(1)), envelope(20, 1, tallyOut(2)),
+			timerEnvelope("2026-01-01T06:00:00Z", 9), timerEnvelope("2026-01-01T07:00:00Z", 6), envelope(40, 1, tallyOut(4)))},
+		{name: "an envelope naming another recording", format: "envelope", out: lines(envelope(10, 1, tallyOut(1)), envelope(20, 1, tallyOut(2)),
+			timerEnvelope("2026-01-01T06:00:00Z", 9), timerEnvelope("2026-01-01T06:00:00Z", 6), envelope(40, 1, tallyOut(4))),
+			want: []string{"names no recorded output"}},
+		{name: "a timer's envelope twice", format: "envelope", out: lines(envelope(10, 1, tallyOut(1)), envelope(20, 1, tallyOut(2)),
+			timerEnvelope("2026-01-01T06:00:00Z", 9), timerEnvelope("2026-01-01T07:00:00Z", 6), timerEnvelope("2026-01-01T07:00:00Z", 6),
+			envelope(40, 1, tallyOut(4))), want: []string{"delivered more than once", "envelope keys delivered more than once"}},
+		{name: "a value line in an envelope file", format: "envelope", out: lines(all...), want: []string{"are not envelope lines", "were not delivered"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, outFile), []byte(tc.out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			first := &outcome{index: 1, store: "run-1.csv"}
+			last := &outcome{index: 2, store: "run-2.csv", output: tc.pending}
+			recs := map[string]*recording{"run-1.csv": run1, "run-2.csv": run2}
+			if tc.member != "" {
+				first.member = &outcome{index: 1, store: "run-1-m2.csv"}
+				recs["run-1-m2.csv"] = outRecording(outItem{offset: 20, outputs: []string{tallyOut(2)}}, outItem{offset: 40, outputs: []string{tallyOut(4)}})
+				if err := os.WriteFile(filepath.Join(dir, "out-m2-1.jsonl"), []byte(tc.member), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sr := &scenarioRun{s: scenarioSpec{App: AppName, OutFormat: tc.format}, dir: dir, runs: []*outcome{first, last}}
+			o := &oracle{sr: sr, recs: recs}
+			o.checkOut()
+			var got []string
+			for _, v := range o.vs {
+				if v.Invariant != InvDelivered {
+					t.Errorf("invariant %d, want %d: %s", v.Invariant, InvDelivered, v.What)
+				}
+				got = append(got, v.What)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("violations %q, want %d naming %q", got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("violation %q does not say %q", got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func lines(xs ...string) string {
+	var b strings.Builder
+	for _, x := range xs {
+		b.WriteString(x + "\n")
+	}
+	return b.String()
 }

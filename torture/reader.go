@@ -44,9 +44,10 @@ type row struct {
 type recording struct {
 	path    string
 	rows    []row
-	torn    bool     // CSV: bytes after the last line break
-	streams []string // META's streams
-	bad     []string // what the reader could not read (a malformed line, an unreadable file)
+	torn    bool      // CSV: bytes after the last line break
+	streams []string  // META's streams
+	created time.Time // META's created instant (zero if it has none)
+	bad     []string  // what the reader could not read (a malformed line, an unreadable file)
 }
 
 const csvHeader = "processor,index,kind,source,seq,instant,epoch,key,offset,n,payload,detail,reads"
@@ -212,12 +213,13 @@ func (rec *recording) meta() error {
 	var m struct {
 		Apps    map[string]string `json:"apps"`
 		Streams []string          `json:"streams"`
+		Created time.Time         `json:"created"`
 	}
 	if err := json.Unmarshal([]byte(rec.rows[0].detail), &m); err != nil {
 		rec.bad = append(rec.bad, fmt.Sprintf("META: %v", err))
 		return nil
 	}
-	rec.streams = m.Streams
+	rec.streams, rec.created = m.Streams, m.Created
 	if rec.streams == nil {
 		for s := range m.Apps {
 			rec.streams = append(rec.streams, s)

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/crashtest"
 )
 
 // A scenarioSpec is what the harness generates from a seed: an app, a
@@ -37,8 +39,14 @@ type scenarioSpec struct {
 	// Backlog (Kafka): thousands of records before the first run, which
 	// handles them slowly while a second member joins and leaves.
 	Backlog bool
-	Runs    []runSpec
+	// OutFormat is every run's --out-format: "" (value, the default) or
+	// envelope ({"key":...,"output":...}); the oracle reads either.
+	OutFormat string
+	Runs      []runSpec
 }
+
+// outFormat is the runs' --out-format.
+func (s scenarioSpec) outFormat() string { return orDefault(s.OutFormat, "value") }
 
 // A runSpec is one `blackbox run` of a scenario. A plain value.
 type runSpec struct {
@@ -181,8 +189,11 @@ func ParseLimits(s string) (Limits, error) {
 	return l, nil
 }
 
-// Kill points a run may be killed at (internal/killpoint).
-var killPoints = []string{"state-saved", "rows-written", "store-write", "pointer-written"}
+// killPoints are the kill points a run may be killed at: those a recorded
+// run reaches, its --out outbox's included, as crashtest --kill-at takes
+// them (crashtest.RunKillPoints, named by internal/killpoint): the list
+// is the CLI's, not the harness's.
+var killPoints = crashtest.RunKillPoints
 
 // generate generates the scenario of seed, shrunk by lim. The same seed
 // and limits give the same scenario.
@@ -205,6 +216,11 @@ func generate(seed uint64, lim Limits, only Only) scenarioSpec {
 	kafkaOp := map[int]opKind{coverPartitions: opPartitions, coverRetention: opRetention, coverDeleteTopic: opDeleteTopic,
 		coverBounce: opBounce}[c]
 	s.genInput(r, c, kafkaOp != "", only)
+	// The --out format draws from a stream of its own, so that the draws
+	// before and after it stay the seed's.
+	if rand.New(rand.NewPCG(seed, 0x0f0)).IntN(4) == 0 {
+		s.OutFormat = "envelope"
+	}
 	n := 1 + r.IntN(4)
 	if s.Backlog || kafkaOp != "" {
 		n = max(n, 2)
@@ -519,6 +535,7 @@ func (s scenarioSpec) Dimensions() []string {
 	if s.Backlog {
 		d = append(d, "backlog")
 	}
+	d = append(d, "out="+s.outFormat())
 	for _, run := range s.Runs {
 		d = append(d, "format="+run.Format, "end="+string(run.End.Kind))
 		if run.End.Kind == endKillAt {
@@ -573,11 +590,12 @@ func AllDimensions() []string {
 		"state-every", "state-interval", "journal", "follow", "policy=drop",
 		"op=append", "op=rename", "op=copy", "op=burst", "op=truncate", "op=rewrite", "op=recreate",
 		"op=partitions", "op=retention", "op=deltopic", "op=bounce",
-		"fault=diskfull", "fault=statedir", "fault=locked", "fault=stale", "alias=pointer", "alias=status"}
+		"fault=diskfull", "fault=statedir", "fault=locked", "fault=stale", "alias=pointer", "alias=status",
+		"out=value", "out=envelope"}
 	for _, p := range engineProperties {
 		d = append(d, "engine="+p)
 	}
-	for _, p := range []string{"state-saved", "rows-written", "store-write", "pointer-written"} {
+	for _, p := range killPoints {
 		d = append(d, "killpoint="+p)
 	}
 	return d

@@ -118,3 +118,33 @@ func TestEngineScenariosUnderRace(t *testing.T) {
 		t.Errorf("seed %d: %s\n  reproduce: %s", f.Seed, f.Violations[0], f.Command)
 	}
 }
+
+// TestEveryKillPointIsOneTheBinaryAccepts: the scenarios kill runs at the
+// points crashtest.RunKillPoints names (the harness keeps no list of its
+// own); each must be one BLACKBOX_KILL_AT arms in the binary (an unknown
+// point stops a process at start-up with exit 2).
+func TestEveryKillPointIsOneTheBinaryAccepts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, err := binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range torture.AllDimensions() {
+		point, ok := strings.CutPrefix(d, "killpoint=")
+		if !ok {
+			continue
+		}
+		n++
+		cmd := exec.Command(bin, "--help")
+		cmd.Env = append(os.Environ(), "BLACKBOX_KILL_AT="+point+":1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("BLACKBOX_KILL_AT=%s:1 blackbox --help: %v\n%s", point, err, out)
+		}
+	}
+	if n < 4 {
+		t.Errorf("%d kill points, want at least the recorded run's 4", n)
+	}
+}

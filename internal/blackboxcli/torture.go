@@ -42,10 +42,11 @@ retention, is deleted, whose broker is stopped and started, with a
 second consumer joining and leaving), and a sequence of runs of this
 binary, each with flags drawn at random (--workers, --order,
 --state-every, --state-interval, --max-gap, CSV or SQLite, --journal,
---follow), each ending by itself, by SIGTERM or by SIGKILL (at a random
-moment or at a named kill point), some meeting a fault (a disk that
-fills up, a state file that cannot be written, an output locked by
-another process, stale locks) or a hostile path.
+--follow, --out-format), each ending by itself, by SIGTERM or by SIGKILL
+(at a random moment or at a named kill point, the outbox's included),
+some meeting a fault (a disk that fills up, a state file that cannot be
+written, an output locked by another process, stale locks) or a hostile
+path.
 
 An oracle of its own, which knows the input it wrote and reads the
 artifacts itself (the input, --out, the state files and the recordings,
@@ -60,7 +61,10 @@ checks every scenario:
      oracle, and every exit code matches the status printed;
   4. a killed run's recording has at most unfinished, torn or orphan
      problems; a cleanly stopped run's is complete;
-  5. nothing a COMMIT row covers is delivered again.
+  5. nothing a COMMIT row covers is delivered again;
+  8. every line of --out is an output a run recorded, there exactly once
+     (across the --out files of a Kafka group's members: at least once),
+     and --out holds every output the runs recorded.
 
 A failing scenario is shrunk (fewer runs, no faults, no operations, fewer
 lines) and printed with the command that reproduces it; its directory is
