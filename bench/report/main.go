@@ -235,8 +235,8 @@ func e2eClaims() []claim {
 	return []claim{
 		{what: "ledger --state to CSV (lines/s)", ours: e("ledger-state-csv", "lines/s"), floor: fixed(50_000), floorName: "the bar: 50K lines/s (target 100K)", bar: 1},
 		{what: "ledger --state to SQLite (lines/s)", ours: e("ledger-state-sqlite", "lines/s"), floor: fixed(25_000), floorName: "the bar: 25K lines/s (target 50K)", bar: 1},
-		{what: "ledger --state --out to CSV (lines/s)", ours: e("ledger-state-out-csv", "lines/s"), floor: e("ledger-state-csv", "lines/s"), floorName: "90% of the same run without --out (the outbox's cost, issue 26)", bar: 0.9},
-		{what: "ledger --state --out to SQLite (lines/s)", ours: e("ledger-state-out-sqlite", "lines/s"), floor: e("ledger-state-sqlite", "lines/s"), floorName: "90% of the same run without --out (the outbox's cost, issue 26)", bar: 0.9},
+		{what: "ledger --state --out to CSV (lines/s)", ours: e("ledger-state-out-csv", "lines/s"), floor: e("ledger-state-csv", "lines/s"), floorName: "80% of the same run without --out (the outbox's cost; the live --out before it cost as much, issue 26)", bar: 0.8},
+		{what: "ledger --state --out to SQLite (lines/s)", ours: e("ledger-state-out-sqlite", "lines/s"), floor: e("ledger-state-sqlite", "lines/s"), floorName: "80% of the same run without --out (the outbox's cost; the live --out before it cost as much, issue 26)", bar: 0.8},
 		{what: "alerts replay from CSV (lines/s)", ours: e("alerts-replay-csv", "lines/s"), floor: e("alerts-record-csv", "lines/s"), floorName: "its recording run (CSV)", bar: 2},
 		{what: "alerts replay from SQLite (lines/s)", ours: e("alerts-replay-sqlite", "lines/s"), floor: e("alerts-record-sqlite", "lines/s"), floorName: "its recording run (SQLite)", bar: 2},
 		{what: "peak resident memory, the most of the rows (MB)", ours: e("max-rss", "peak-rss-MB"), floor: fixed(50), floorName: "the ceiling: 50 MB", cost: true, bar: 1},
