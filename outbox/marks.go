@@ -227,6 +227,9 @@ func writeFile(path string, b []byte) error {
 	}
 	_, err = f.Write(b)
 	if err == nil {
+		err = f.Chmod(0o644) // as the files beside it: CreateTemp makes it 0600
+	}
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
