@@ -33,8 +33,13 @@ func commitRecording() []store.Entry {
 // read back row for row, counted among META and JOURNAL rows, and the
 // recording is complete.
 func testCommitRowsReadBack(t *testing.T, b Backend) {
-	p := path(t)
-	rows := commitRecording()
+	readBackWhole(t, b, path(t), commitRecording())
+}
+
+// readBackWhole writes rows to a recording at p, reads them back row for
+// row (normalised) and wants the recording complete.
+func readBackWhole(t *testing.T, b Backend, p string, rows []store.Entry) {
+	t.Helper()
 	Write(t, b, p, rows)
 	s, err := b.Open(p)
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -37,27 +35,7 @@ func stateRecording() []store.Entry {
 func testStateRows(t *testing.T, b Backend) {
 	t.Run("read back", func(t *testing.T) {
 		p := path(t)
-		rows := stateRecording()
-		Write(t, b, p, rows)
-		s, err := b.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		got, errs := ReadAll(s)
-		if len(errs) > 0 {
-			t.Fatalf("Rows errors: %v", errs)
-		}
-		want := make([]store.Entry, len(rows))
-		for i, e := range rows {
-			want[i] = store.Normalize(e)
-		}
-		if d := cmp.Diff(want, got); d != "" {
-			t.Errorf("rows (-want +got):\n%s", d)
-		}
-		if ps := s.Problems(); len(ps) != 0 {
-			t.Errorf("Problems = %v, want none", ps)
-		}
+		readBackWhole(t, b, p, stateRecording())
 		checkStreams(t, b, p)
 	})
 	t.Run("version 4", func(t *testing.T) {
