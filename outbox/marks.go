@@ -36,6 +36,10 @@ type suppressed struct {
 	Key     string  `json:"key"`
 	Epoch   int64   `json:"epoch"`
 	Offsets []int64 `json:"offsets"`
+	// Timers: the offsets of the inputs after which an earlier run
+	// recorded a timer's outputs whole, once per such timer: a later
+	// run's timer after one of them is not delivered, as many times.
+	Timers []int64 `json:"timers,omitempty"`
 }
 
 // runMark names a run's recording: its path (absolute) and META's

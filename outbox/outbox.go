@@ -549,52 +549,112 @@ type posAt struct {
 // suppress is, per position space, the offsets of inputs an earlier run
 // recorded whole without a commit covering them: the outbox delivered
 // their outputs from that recording, so a later run that reads them again
-// delivers none of its own.
-type suppress map[posKey]map[int64]struct{}
+// delivers none of its own. timers counts, per position, the timers an
+// earlier run recorded whole after that input (item.timer): a later run's
+// timer after it is suppressed only while such a count is left, so that
+// a timer the earlier run did not record is delivered.
+type suppress struct {
+	inputs map[posKey]map[int64]struct{}
+	timers map[posKey]map[int64]int
+}
 
+func newSuppress() suppress {
+	return suppress{inputs: map[posKey]map[int64]struct{}{}, timers: map[posKey]map[int64]int{}}
+}
+
+// covers reports whether it's outputs are suppressed; a timer covered uses
+// up one of its position's count.
 func (s suppress) covers(it *item) bool {
 	if it.Free {
 		return false
 	}
-	_, ok := s[it.key()][it.offset]
+	if it.timer {
+		m := s.timers[it.key()]
+		if m[it.offset] == 0 {
+			return false
+		}
+		m[it.offset]--
+		return true
+	}
+	_, ok := s.inputs[it.key()][it.offset]
 	return ok
 }
 
-func (s suppress) add(k posKey, off int64) {
-	m := s[k]
-	if m == nil {
-		m = map[int64]struct{}{}
-		s[k] = m
+// add notes it, recorded whole, as delivered from its recording.
+func (s suppress) add(it *item) {
+	k := it.key()
+	if it.timer {
+		if s.timers[k] == nil {
+			s.timers[k] = map[int64]int{}
+		}
+		s.timers[k][it.offset]++
+		return
 	}
-	m[off] = struct{}{}
+	if s.inputs[k] == nil {
+		s.inputs[k] = map[int64]struct{}{}
+	}
+	s.inputs[k][it.offset] = struct{}{}
 }
 
 // prune forgets the offsets of k a commit through off covers: they are
 // never read again.
 func (s suppress) prune(k posKey, off int64) {
-	for o := range s[k] {
+	for o := range s.inputs[k] {
 		if o <= off {
-			delete(s[k], o)
+			delete(s.inputs[k], o)
 		}
 	}
-	if len(s[k]) == 0 {
-		delete(s, k)
+	for o := range s.timers[k] {
+		if o <= off {
+			delete(s.timers[k], o)
+		}
+	}
+	if len(s.inputs[k]) == 0 {
+		delete(s.inputs, k)
+	}
+	if len(s.timers[k]) == 0 {
+		delete(s.timers, k)
 	}
 }
 
 func (s suppress) clone() suppress {
-	c := make(suppress, len(s))
-	for k, m := range s {
-		c[k] = maps.Clone(m)
+	c := newSuppress()
+	for k, m := range s.inputs {
+		c.inputs[k] = maps.Clone(m)
+	}
+	for k, m := range s.timers {
+		c.timers[k] = maps.Clone(m)
 	}
 	return c
 }
 
-// list is s as the marks header holds it, sorted.
+// list is s as the marks header holds it, sorted: a timer's offset once
+// per count.
 func (s suppress) list() []suppressed {
+	at := map[posKey]*suppressed{}
+	get := func(k posKey) *suppressed {
+		if at[k] == nil {
+			at[k] = &suppressed{Feed: k.Feed, Key: k.Key, Epoch: k.Epoch, Offsets: []int64{}}
+		}
+		return at[k]
+	}
+	for k, m := range s.inputs {
+		get(k).Offsets = slices.Sorted(maps.Keys(m))
+	}
+	for k, m := range s.timers {
+		sp := get(k)
+		for _, off := range slices.Sorted(maps.Keys(m)) {
+			for range m[off] {
+				sp.Timers = append(sp.Timers, off)
+			}
+		}
+		if len(sp.Timers) == 0 && len(sp.Offsets) == 0 {
+			delete(at, k)
+		}
+	}
 	var l []suppressed
-	for k, m := range s {
-		l = append(l, suppressed{Feed: k.Feed, Key: k.Key, Epoch: k.Epoch, Offsets: slices.Sorted(maps.Keys(m))})
+	for _, sp := range at {
+		l = append(l, *sp)
 	}
 	slices.SortFunc(l, func(a, b suppressed) int {
 		return cmp.Or(cmp.Compare(a.Feed, b.Feed), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Epoch, b.Epoch))

@@ -29,7 +29,7 @@ func Open(cfg Config) (*Outbox, error) {
 		return nil, errors.New("outbox: no sink or no marks file")
 	}
 	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class][]*item{}, queued: map[posAt]*item{}, commits: map[string]bool{}, liveCommits: map[posKey]int64{}, wake: make(chan struct{}, 1),
-		done: make(chan struct{}), failed: make(chan struct{}), parser: newParser(true), sup: suppress{}}
+		done: make(chan struct{}), failed: make(chan struct{}), parser: newParser(true), sup: newSuppress()}
 	if o.log == nil {
 		o.log = slog.Default()
 	}
@@ -143,7 +143,10 @@ func (o *Outbox) recover(m marks, file *File) error {
 	}
 	for _, p := range m.head.Suppress {
 		for _, off := range p.Offsets {
-			o.sup.add(posKey{p.Feed, p.Key, p.Epoch}, off)
+			o.sup.add(&item{class: class{Feed: p.Feed, Key: p.Key}, epoch: p.Epoch, offset: off})
+		}
+		for _, off := range p.Timers {
+			o.sup.add(&item{class: class{Feed: p.Feed, Key: p.Key}, epoch: p.Epoch, offset: off, timer: true})
 		}
 	}
 	// Read every run: the last batch's effects, what is left to deliver;
@@ -231,13 +234,11 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 		if !it.Free && rc.free[i][it.Feed] {
 			it.free()
 		}
-		if !it.Free {
+		if !it.Free && (!it.timer || len(it.effects) > 0) {
 			if sup.covers(it) {
 				continue // run i delivered none of its outputs: an earlier run's recording holds them
 			}
-			if !it.timer {
-				o.sup.add(it.key(), it.offset)
-			}
+			o.sup.add(it)
 		}
 		lo := len(left)
 		for _, ef := range it.effects {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -424,7 +425,10 @@ func TestTheOracleFindsEveryOutputDeliveredOnceAndRecorded(t *testing.T) {
 		{name: "each once", out: lines(all...)},
 		{name: "an output twice", out: lines(append(all, tallyOut(2))...), want: []string{"delivered more than once"}},
 		{name: "a timer's output more often than recorded", out: lines(append(all, timerOut)...), want: []string{"delivered more than once"}},
-		{name: "a timer's output less often than recorded", out: lines(all[:3]...) + lines(all[4]), want: []string{"were not delivered"}},
+		// A timer fired again after an input read again is recorded again,
+		// not delivered again: once is enough, none is a loss.
+		{name: "a timer's output less often than recorded", out: lines(all[:3]...) + lines(all[4])},
+		{name: "a timer's output never delivered", out: lines(slices.DeleteFunc(slices.Clone(all), func(l string) bool { return l == timerOut })...), want: []string{"were not delivered"}},
 		{name: "an output never delivered", out: lines(all[1:]...), want: []string{"were not delivered"}},
 		{name: "pending in the last run", out: lines(all[:4]...), pending: "outputs   out.jsonl: 4 lines appended, 1 pending (not committed: the next run processes them again)"},
 		{name: "a line no run recorded", out: lines(append(all, tallyOut(9))...), want: []string{"no output a run recorded whole"}},
