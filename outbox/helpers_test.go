@@ -269,6 +269,8 @@ type runConfig struct {
 	Store    func(store.Writer) store.Writer
 	Observer engine.Observer
 	Workers  int
+	// Processor, if set, is the run's processor instead of twice's.
+	Processor core.Processor
 }
 
 // start starts the next run (its recording run<i>.csv, META created at
@@ -290,11 +292,15 @@ func (b *bench) start(box *outbox.Outbox, rc runConfig) *live {
 		rc.Feed(&fc)
 	}
 	start := t0.Add(time.Duration(b.runs) * time.Hour)
+	proc := rc.Processor
+	if proc == nil {
+		proc = twiceProcessor()
+	}
 	run, err := recorder.Start(context.Background(), recorder.RunConfig{
 		Store:         w,
 		Feed:          fc,
 		Journal:       rc.Journal,
-		Processors:    []recorder.Processor{{Name: "twice", App: twice, Processor: twiceProcessor(), New: newTwice}},
+		Processors:    []recorder.Processor{{Name: "twice", App: twice, Processor: proc, New: newTwice}},
 		Workers:       rc.Workers,
 		Clock:         core.NewStepClock(start, time.Millisecond),
 		RecorderClock: core.NewStepClock(start, time.Second),
