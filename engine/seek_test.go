@@ -1,7 +1,9 @@
 package engine_test
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -66,15 +68,22 @@ func (r *seekRig) gEvents() []string {
 // seekState is what a seek may change, as the status and the committer
 // show it.
 type seekState struct {
-	Generation, Released, Committed int64
-	Lossless                        bool
-	GEvents                         int
+	Queues              string // g's queues: generation, removed
+	Released, Committed int64
+	Lossless            bool
+	GEvents             int
 }
 
 func (r *seekRig) state(t *testing.T) seekState {
 	t.Helper()
 	st := r.f.Status()
-	return seekState{Generation: queueOf(t, st, "g", false).Generation, Released: st.Released,
+	var queues []string
+	for _, s := range st.Subscribers {
+		if strings.HasPrefix(s.Queue, "g/") {
+			queues = append(queues, fmt.Sprintf("%d %v", s.Generation, s.Removed))
+		}
+	}
+	return seekState{Queues: strings.Join(queues, ", "), Released: st.Released,
 		Committed: committedAfterPoll(t, r.f, r.c), Lossless: st.Lossless, GEvents: len(r.gEvents())}
 }
 
@@ -90,6 +99,7 @@ func TestASeekWithAStaleGenerationIsRefusedAndChangesNothing(t *testing.T) {
 		// setup runs before the reading of the state; it returns the
 		// generation the seek names (gen: g's live queue's now).
 		setup func(t *testing.T, r *seekRig, gen int64) int64
+		done  int // g processed 1 to done before it was fenced; 0: 6
 		group string
 		to    engine.SeekTarget
 		want  error
@@ -99,24 +109,31 @@ func TestASeekWithAStaleGenerationIsRefusedAndChangesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			return gen
-		}, "g", engine.SeekTarget{Latest: true}, engine.ErrGeneration},
-		{"a generation naming no queue", func(_ *testing.T, _ *seekRig, gen int64) int64 { return gen + 1000 }, "g",
+		}, 0, "g", engine.SeekTarget{Latest: true}, engine.ErrGeneration},
+		{"a generation naming no queue", func(_ *testing.T, _ *seekRig, gen int64) int64 { return gen + 1000 }, 0, "g",
 			engine.SeekTarget{Latest: true}, engine.ErrGeneration},
 		{"another group's generation", func(t *testing.T, r *seekRig, _ int64) int64 {
 			return queueOf(t, r.f.Status(), "h", false).Generation
-		}, "g", engine.SeekTarget{Latest: true}, engine.ErrGeneration},
+		}, 0, "g", engine.SeekTarget{Latest: true}, engine.ErrGeneration},
+		{"a removed queue's generation", func(t *testing.T, r *seekRig, gen int64) int64 {
+			if err := r.e.Unsubscribe("g", "in"); err != nil {
+				t.Fatal(err)
+			}
+			return gen
+		}, 0, "g", engine.SeekTarget{Latest: true}, engine.ErrGeneration},
 		{"a group not fenced", func(t *testing.T, r *seekRig, gen int64) int64 {
 			if err := r.e.Unfence("g"); err != nil {
 				t.Fatal(err)
 			}
 			synctest.Wait() // g takes 7 and waits in it
 			return gen
-		}, "g", engine.SeekTarget{Latest: true}, engine.ErrNotFenced},
-		{"backwards", nil, "g", engine.SeekTarget{Seq: 5}, engine.ErrSeekUnsupported},
-		{"within what the queue holds", nil, "g", engine.SeekTarget{Seq: 8}, engine.ErrSeekUnsupported},
-		{"to the group's position while the queue holds items", nil, "g", engine.SeekTarget{Seq: 6}, engine.ErrSeekUnsupported},
-		{"past the feed's last sequence", nil, "g", engine.SeekTarget{Seq: 11}, engine.ErrSeekUnsupported},
-		{"an unknown group", nil, "nobody", engine.SeekTarget{Latest: true}, engine.ErrUnknown},
+		}, 0, "g", engine.SeekTarget{Latest: true}, engine.ErrNotFenced},
+		{"backwards", nil, 0, "g", engine.SeekTarget{Seq: 5}, engine.ErrSeekUnsupported},
+		{"backwards from a queue that holds nothing", nil, 10, "g", engine.SeekTarget{Seq: 5}, engine.ErrSeekUnsupported},
+		{"within what the queue holds", nil, 0, "g", engine.SeekTarget{Seq: 8}, engine.ErrSeekUnsupported},
+		{"to the group's position while the queue holds items", nil, 0, "g", engine.SeekTarget{Seq: 6}, engine.ErrSeekUnsupported},
+		{"past the feed's last sequence", nil, 0, "g", engine.SeekTarget{Seq: 11}, engine.ErrSeekUnsupported},
+		{"an unknown group", nil, 0, "nobody", engine.SeekTarget{Latest: true}, engine.ErrUnknown},
 	} {
 		for _, dry := range []bool{true, false} {
 			name := tc.name
@@ -125,7 +142,7 @@ func TestASeekWithAStaleGenerationIsRefusedAndChangesNothing(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					r := newSeekRig(t, 6)
+					r := newSeekRig(t, cmp.Or(tc.done, 6))
 					gen := r.gen(t)
 					if tc.setup != nil {
 						gen = tc.setup(t, r, gen)
@@ -291,9 +308,16 @@ func TestOldTokensAfterASeekAreRefused(t *testing.T) {
 				if err := e.Fence("g"); err != nil {
 					t.Fatal(err)
 				}
+				dry, err := e.Seek("in", "g", gen, engine.SeekTarget{Latest: true}, engine.SeekOptions{DryRun: true, Reason: "skip"})
+				if err != nil {
+					t.Fatal(err)
+				}
 				p, err := e.Seek("in", "g", gen, engine.SeekTarget{Latest: true}, engine.SeekOptions{Reason: "skip"})
 				if err != nil {
 					t.Fatal(err)
+				}
+				if dry.DryRun, dry.Replacement = false, p.Replacement; dry != p {
+					t.Errorf("the seek's plan\n%+v\nwant the dry run's\n%+v", p, dry)
 				}
 				h.release(3)
 				synctest.Wait() // item 3 completes, after the seek
