@@ -80,15 +80,16 @@ type SeekPlan struct {
 // its source re-reads only from that commit, at a restart; within a run
 // the items of a queue are the ones its feed published to it. So a seek
 // moves forwards, over everything the queue holds: to a target at or past
-// the last item it holds (or Latest). The items skipped are a recorded
-// loss of the group, as an operator release (Engine.Release) records it:
-// one Drop per run of consecutive unprocessed sequences (Reason
-// SkippedReason and opts.Reason), counted as released (the feed is not
-// lossless), and the commit moves past them. A target equal to the
-// group's position (Before) skips nothing. Refused with
-// ErrSeekUnsupported, changing nothing: a target before it (backwards: a
-// re-delivery), one within what the queue holds, a feed without source
-// positions.
+// the last item it holds and not past the feed's last sequence (Latest:
+// the last item it holds). The items skipped are a recorded loss of the
+// group, as an operator release (Engine.Release) records it: one Drop per
+// run of consecutive unprocessed sequences (Reason SkippedReason and
+// opts.Reason), counted as released (the feed is not lossless), and the
+// commit moves past them. A queue that holds nothing skips nothing: its
+// position is the feed's last sequence. Refused with ErrSeekUnsupported,
+// changing nothing: a target before the group's position (SeekPlan.Before:
+// backwards, a re-delivery), one within what the queue holds, one past the
+// feed's last sequence, a feed without source positions.
 //
 // The seek, dry or not, requires the group fenced (ErrNotFenced) and the
 // generation of its live queue (ErrGeneration: a stale reading, a removed
