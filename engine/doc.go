@@ -34,7 +34,11 @@
 // unsubscribed with a backlog, or is fenced or dead) is released by an
 // operator with Engine.Release, naming it by its generation
 // (SubscriberStatus.Generation): what it held is a counted, recorded loss
-// of its group, and the commit moves on.
+// of its group, and the commit moves on. An operator moves a fenced
+// group's position on a positioned feed with Engine.Seek (forwards over
+// what its queue holds: a recorded loss; a dry run returns the plan), a
+// compare-and-swap on the same generation, and lets the group consume
+// again with Engine.Resume naming the new one.
 //
 // What an operator watches: Engine.Status counts, per queue (a group's
 // binding to a feed), the items dropped, the publishes refused and

@@ -156,6 +156,15 @@ func (e *Engine) releaseLocked(f *Feed, g *group, generation int64, reason strin
 	case f.committer == nil || !f.win.WaitsFor(b):
 		return Released{}, fmt.Errorf("%w: nothing of feed %q waits for queue %s generation %d", ErrNotHeld, f.name, b.name, b.gen)
 	}
+	return e.releaseQueue(f, b, live, ReleasedReason, reason), nil
+}
+
+// releaseQueue releases what queue b holds, as a loss whose Drops have
+// the reason given (Engine.Release, Engine.Seek): b live is replaced by a
+// new, empty queue. The Drops' Reason is prefix followed by the operator's
+// reason. e.mu and f.mu held.
+func (e *Engine) releaseQueue(f *Feed, b *binding, live bool, prefix, reason string) Released {
+	g := b.group
 	d := b.seal(live)
 	ack := d
 	if h := b.hold.Load(); h != nil {
@@ -177,11 +186,11 @@ func (e *Engine) releaseLocked(f *Feed, g *group, generation int64, reason strin
 	})
 	b.released.Add(rel.Unprocessed + rel.Processed)
 	drops, lost := b.takeMarks(b.q.Tail(), nil, nil)
-	g.queueReleased(releaseDrops(f, g, drops, items, ReleasedReason+reason), lost)
+	g.queueReleased(releaseDrops(f, g, drops, items, prefix+reason), lost)
 	if live {
 		rel.Replacement = e.replaceLocked(f, b)
 	}
-	return rel, nil
+	return rel
 }
 
 // releasedItem is an unprocessed item of a released queue: its feed

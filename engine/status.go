@@ -103,9 +103,10 @@ type FeedStatus struct {
 	// partitions) is in the source's own status, not here.
 	Losses      map[string]int64   `json:"losses,omitempty"`
 	Subscribers []SubscriberStatus `json:"subscribers"`
-	// Released counts the items an operator released (Engine.Release):
-	// committed past without their queue's group completing them (or
-	// making them durable); omitted when none. A loss, apart from Dropped.
+	// Released counts the items an operator released (Engine.Release) or
+	// skipped (Engine.Seek): committed past without their queue's group
+	// completing them (or making them durable); omitted when none. A
+	// loss, apart from Dropped.
 	Released int64 `json:"released,omitempty"`
 }
 
@@ -151,8 +152,9 @@ type SubscriberStatus struct {
 	// the one that replaced it); omitted from the JSON while zero (UP
 	// since the run began, nothing lost, never cleared).
 	Loss LossStatus `json:"loss,omitzero"`
-	// Generation names the queue for Engine.Release: a group subscribed
-	// again gets a queue of a new generation, and the removed one keeps
+	// Generation names the queue for Engine.Release, Engine.Seek and
+	// Engine.Resume: a group subscribed again (or a queue a release or a
+	// seek replaced) gets a queue of a new generation, and the old one keeps
 	// its own. Not in the JSON: generations number the queues of every
 	// engine of the process, so they differ from run to run.
 	Generation int64 `json:"-"`

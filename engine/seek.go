@@ -1,0 +1,253 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/blackbox-audit/blackbox/engine/internal/window"
+)
+
+// The refusals of Engine.Seek and Engine.Resume, for errors.Is (besides
+// ErrGeneration, ErrUnknown and ErrStopped).
+var (
+	// ErrNotFenced: Engine.Seek was asked to move the position of a group
+	// that is not fenced (Engine.Fence): a group that consumes may take
+	// the items the seek would skip while it is planned. Nothing changed.
+	ErrNotFenced = errors.New("engine: the group is not fenced")
+	// ErrSeekUnsupported: the seek asked for a move the engine cannot make
+	// soundly. Backwards (re-delivering items the group processed) needs a
+	// source that re-reads from a position, which the engine's sources do
+	// not offer within a run; a target within what the queue holds (skip
+	// some of its items, keep the rest) would move items between queues
+	// of different generations; a feed without source positions has no
+	// position to move. Nothing changed.
+	ErrSeekUnsupported = errors.New("engine: seek not supported")
+)
+
+// SkippedReason begins the Reason of the Drops a forward seek reports
+// (Observer.Dropped: DROPPED rows in the recording), followed by the
+// operator's reason.
+const SkippedReason = "skipped by the operator (Engine.Seek): "
+
+// SeekTarget is where Engine.Seek moves a group's position on a feed: the
+// feed sequence through which the group is done (it next takes items
+// published after it). Latest is past everything its queue holds.
+type SeekTarget struct {
+	Seq    int64
+	Latest bool
+}
+
+// SeekOptions are Engine.Seek's options.
+type SeekOptions struct {
+	// DryRun returns the plan and changes nothing.
+	DryRun bool
+	// Reason is the operator's reason: recorded with the skipped items.
+	Reason string
+}
+
+// SeekPlan is what Engine.Seek does (or, for a dry run, would do): a plain
+// value.
+type SeekPlan struct {
+	Feed  string
+	Group string
+	// Generation is the queue the seek names; Replacement the queue of a
+	// new generation that takes its place (0 for a dry run).
+	Generation  int64
+	Replacement int64
+	// Before is the feed sequence through which the group was done (its
+	// first held item's minus 1; with nothing held, the feed's last
+	// sequence); After the one through which it is done after the seek.
+	Before, After int64
+	// Loss says the seek skips items (a forward seek): Unprocessed of them
+	// the group had not completed (DROPPED rows with SkippedReason and the
+	// operator's reason), Processed it completed that still held the
+	// commit (as Released.Processed), feed sequences FirstSeq to LastSeq.
+	// Redelivery is always false: backwards seeks are refused
+	// (ErrSeekUnsupported).
+	Loss, Redelivery       bool
+	Unprocessed, Processed int64
+	FirstSeq, LastSeq      int64
+	Reason                 string
+	DryRun                 bool
+}
+
+// Seek moves the position of a fenced group (Engine.Fence) on a positioned
+// feed, a compare-and-swap on the generation of the group's live queue of
+// the feed (SubscriberStatus.Generation), under the engine's and the
+// feed's locks.
+//
+// What the engine can move: a feed is committed at its slowest queue and
+// its source re-reads only from that commit, at a restart; within a run
+// the items of a queue are the ones its feed published to it. So a seek
+// moves forwards, over everything the queue holds: to a target at or past
+// the last item it holds and not past the feed's last sequence (Latest:
+// the last item it holds). The items skipped are a recorded loss of the
+// group, as an operator release (Engine.Release) records it: one Drop per
+// run of consecutive unprocessed sequences (Reason SkippedReason and
+// opts.Reason), counted as released (the feed is not lossless), and the
+// commit moves past them. A queue that holds nothing skips nothing: its
+// position is the feed's last sequence. Refused with ErrSeekUnsupported,
+// changing nothing: a target before the group's position (SeekPlan.Before:
+// backwards, a re-delivery), one within what the queue holds, one past the
+// feed's last sequence, a feed without source positions.
+//
+// The seek, dry or not, requires the group fenced (ErrNotFenced) and the
+// generation of its live queue (ErrGeneration: a stale reading, a removed
+// queue). A real seek replaces the queue by an empty one of a new
+// generation (SeekPlan.Replacement): every token of the old queue is
+// refused (a completion after it counts in GroupStatus.StaleTokens), as is
+// every later seek, release or resume naming the old generation. The
+// group stays fenced: it takes nothing until Engine.Resume (or Unfence).
+// A dry run (opts.DryRun) returns the same plan and changes nothing.
+// Safe for concurrent use.
+func (e *Engine) Seek(feed, group string, generation int64, to SeekTarget, opts SeekOptions) (SeekPlan, error) {
+	f, g := e.byName[feed], e.gByN[group]
+	if f == nil || g == nil {
+		return SeekPlan{}, fmt.Errorf("%w: feed %q group %q", ErrUnknown, feed, group)
+	}
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return SeekPlan{}, fmt.Errorf("%w: seek of feed %q group %q", ErrStopped, feed, group)
+	}
+	f.mu.Lock()
+	p, err := e.seekLocked(f, g, generation, to, opts)
+	f.mu.Unlock()
+	e.mu.Unlock()
+	if err != nil || opts.DryRun {
+		return p, err
+	}
+	e.warnf("feed %q: the operator moved group %q from seq %d to %d, skipping %d unprocessed and %d processed items; queue generation %d replaced by %d: %s",
+		f.name, g.name, p.Before, p.After, p.Unprocessed, p.Processed, p.Generation, p.Replacement, p.Reason)
+	f.signalReady()
+	e.watch.note()
+	return p, nil
+}
+
+// liveQueue returns the live queue of g on f named by generation, or why
+// not. f.mu held.
+func liveQueue(f *Feed, g *group, generation int64) (*binding, error) {
+	var gens []int64
+	for _, x := range f.all {
+		if x.group != g {
+			continue
+		}
+		gens = append(gens, x.gen)
+		if x.gen == generation && !x.removed.Load() && x.sealed.Load() == 0 {
+			return x, nil
+		}
+	}
+	if gens == nil {
+		return nil, fmt.Errorf("%w: group %q never subscribed to feed %q", ErrUnknown, g.name, f.name)
+	}
+	return nil, fmt.Errorf("%w: generation %d names no live queue of group %q on feed %q (its queues: %v)", ErrGeneration, generation, g.name, f.name, gens)
+}
+
+// seekLocked is Seek with e.mu and f.mu held.
+func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, opts SeekOptions) (SeekPlan, error) {
+	b, err := liveQueue(f, g, generation)
+	if err != nil {
+		return SeekPlan{}, err
+	}
+	if !g.fenced.Load() {
+		return SeekPlan{}, fmt.Errorf("%w: seek of group %q on feed %q: Fence it first", ErrNotFenced, g.name, f.name)
+	}
+	if f.committer == nil {
+		return SeekPlan{}, fmt.Errorf("%w: feed %q has no source positions", ErrSeekUnsupported, f.name)
+	}
+	p := SeekPlan{Feed: f.name, Group: g.name, Generation: b.gen, Reason: opts.Reason, DryRun: opts.DryRun}
+	// The plan: what the queue holds, read as Release would release it.
+	d := b.dispatched.Load()
+	ack := d
+	if h := b.hold.Load(); h != nil {
+		ack = min(ack, h.durable.Load())
+	}
+	held(&f.win, b, ack, func(en *window.Entry[*binding], after int64) {
+		if p.FirstSeq == 0 {
+			p.FirstSeq = en.ItemSeq
+		}
+		p.LastSeq = en.ItemSeq
+		if after <= d || b.gap != nil && b.gap.completed(after) {
+			p.Processed++
+		} else {
+			p.Unprocessed++
+		}
+	})
+	p.Before = f.seq
+	if p.FirstSeq != 0 {
+		p.Before = p.FirstSeq - 1
+	}
+	target := to.Seq
+	if to.Latest {
+		target = max(p.Before, p.LastSeq)
+	}
+	switch {
+	case target < p.Before:
+		return SeekPlan{}, fmt.Errorf("%w: seq %d is before group %q's position %d on feed %q: a backwards seek (re-delivery) needs a source that re-reads", ErrSeekUnsupported, target, g.name, p.Before, f.name)
+	case target > f.seq:
+		return SeekPlan{}, fmt.Errorf("%w: seq %d is past feed %q's last published seq %d", ErrSeekUnsupported, target, f.name, f.seq)
+	case p.FirstSeq != 0 && target < p.LastSeq:
+		return SeekPlan{}, fmt.Errorf("%w: seq %d is within what queue %s holds (seqs %d-%d): a seek skips all of it, to %d or later", ErrSeekUnsupported, target, b.name, p.FirstSeq, p.LastSeq, p.LastSeq)
+	}
+	p.After = target
+	p.Loss = p.Unprocessed+p.Processed > 0
+	if opts.DryRun {
+		return p, nil
+	}
+	if p.Loss {
+		rel := e.releaseQueue(f, b, true, SkippedReason, opts.Reason)
+		p.Replacement = rel.Replacement
+		p.Unprocessed, p.Processed, p.FirstSeq, p.LastSeq = rel.Unprocessed, rel.Processed, rel.FirstSeq, rel.LastSeq
+		return p, nil
+	}
+	// The queue holds nothing: it is still replaced, so that every token
+	// of the old generation is refused.
+	b.seal(true)
+	drops, lost := b.takeMarks(b.q.Tail(), nil, nil)
+	g.queueReleased(drops, lost)
+	p.Replacement = e.replaceLocked(f, b)
+	return p, nil
+}
+
+// held calls each, oldest first, with every entry of w that waits for b
+// (offered to it at a queue position past ack) and that position, as
+// Forget would, changing nothing.
+func held(w *window.Window[*binding], b *binding, ack int64, each func(en *window.Entry[*binding], after int64)) {
+	for i := 0; i < w.Len(); i++ {
+		en := w.At(i)
+		for j, x := range en.Targets {
+			if x == b && en.After[j] > ack {
+				each(en, en.After[j])
+			}
+		}
+	}
+}
+
+// Resume lets a group that a seek (or Engine.Fence) fenced consume again,
+// a compare-and-swap on the generation of its live queue of feed
+// (SubscriberStatus.Generation; SeekPlan.Replacement after a seek):
+// refused (ErrGeneration) for a generation naming no live queue of the
+// group on the feed, the one a seek replaced included. It unfences the
+// group on all its feeds, as Unfence does. Safe for concurrent use.
+func (e *Engine) Resume(feed, group string, generation int64) error {
+	f, g := e.byName[feed], e.gByN[group]
+	if f == nil || g == nil {
+		return fmt.Errorf("%w: feed %q group %q", ErrUnknown, feed, group)
+	}
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: resume of feed %q group %q", ErrStopped, feed, group)
+	}
+	f.mu.Lock()
+	_, err := liveQueue(f, g, generation)
+	if err == nil {
+		g.fenced.Store(false) // under the locks a seek takes: no seek between the check and this
+	}
+	f.mu.Unlock()
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return e.Unfence(group) // wakes the group and its feeds
+}
