@@ -270,21 +270,7 @@ func TestACompletionOfAReleasedItemIsRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := newHoldBack(3)
-				cfg := parallel(nil, tc.workers, 0, h)
-				if tc.workers == 1 {
-					p, _ := h.processor()()
-					cfg.Groups[0].Processors = []engine.ProcessorConfig{{Name: "p", Processor: p}}
-				}
-				e := start(t, cfg)
-				f := e.Feed("in")
-				c := &committer{}
-				f.Intake().SetCommitter(c)
-				for i := 1; i <= 5; i++ { // one at a time: each to an idle worker
-					publishAll(t, f, i, i)
-					synctest.Wait()
-				} // item 3 is being handled; 1 and 2 completed (and 4 and 5, by the other of two workers)
-				gen := queueOf(t, f.Status(), "g", false).Generation
+				e, f, c, h, gen := heldAtThree(t, tc.workers)
 				if err := tc.remove(e); err != nil {
 					t.Fatal(err)
 				}
@@ -579,4 +565,28 @@ func TestAReleaseRacingTheGroupCountsEachItemOnce(t *testing.T) {
 		})
 	}
 	t.Logf("%d of 20 rounds released part of the queue", raced)
+}
+
+// heldAtThree starts an engine of group g on tc workers whose item 3 is
+// held back (holdBack), its committer c, and publishes 1 to 5 one at a
+// time, each to an idle worker: item 3 is being handled, 1 and 2
+// completed (and 4 and 5, by the other of two workers). It returns the
+// engine, feed "in", c, the hold and g's queue generation.
+func heldAtThree(t *testing.T, workers int) (*engine.Engine, *engine.Feed, *committer, *holdBack, int64) {
+	t.Helper()
+	h := newHoldBack(3)
+	cfg := parallel(nil, workers, 0, h)
+	if workers == 1 {
+		p, _ := h.processor()()
+		cfg.Groups[0].Processors = []engine.ProcessorConfig{{Name: "p", Processor: p}}
+	}
+	e := start(t, cfg)
+	f := e.Feed("in")
+	c := &committer{}
+	f.Intake().SetCommitter(c)
+	for i := 1; i <= 5; i++ {
+		publishAll(t, f, i, i)
+		synctest.Wait()
+	}
+	return e, f, c, h, queueOf(t, f.Status(), "g", false).Generation
 }

@@ -290,21 +290,7 @@ func TestOldTokensAfterASeekAreRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := newHoldBack(3)
-				cfg := parallel(nil, tc.workers, 0, h)
-				if tc.workers == 1 {
-					p, _ := h.processor()()
-					cfg.Groups[0].Processors = []engine.ProcessorConfig{{Name: "p", Processor: p}}
-				}
-				e := start(t, cfg)
-				f := e.Feed("in")
-				c := &committer{}
-				f.Intake().SetCommitter(c)
-				for i := 1; i <= 5; i++ { // one at a time: each to an idle worker
-					publishAll(t, f, i, i)
-					synctest.Wait()
-				} // item 3 is being handled; 1 and 2 completed (and 4 and 5, by the other of two workers)
-				gen := queueOf(t, f.Status(), "g", false).Generation
+				e, f, c, h, gen := heldAtThree(t, tc.workers)
 				if err := e.Fence("g"); err != nil {
 					t.Fatal(err)
 				}

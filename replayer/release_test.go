@@ -111,8 +111,17 @@ func TestAReleasedRangeIsRecordedAsALoss(t *testing.T) {
 	if rel.Unprocessed != 14 || rel.FirstSeq != 7 || rel.LastSeq != 20 {
 		t.Fatalf("released %+v, want 14 unprocessed items, seqs 7-20", rel)
 	}
-	r := m.ReadOnly()
-	// p's stream: the inputs it processed (1-6), then the released range.
+	checkOperatorLoss(t, m.ReadOnly(), engine.ReleasedReason+"poison backlog")
+}
+
+// checkOperatorLoss checks the recording of a run whose operator took seqs
+// 7-20 from group g's queue (Release, Seek) with reason (the engine's
+// prefix and the operator's): p's stream holds the inputs it processed
+// (1-6), then one DROPPED row of the 14 items with the reason; the last
+// COMMIT is at 20; replay is identical, complete and not lossless, with
+// that loss; explain is complete and says lost.
+func checkOperatorLoss(t *testing.T, r store.Reader, reason string) {
+	t.Helper()
 	var kinds []string
 	var dropped, commit store.Entry
 	for _, e := range rows(t, r) {
@@ -134,7 +143,7 @@ func TestAReleasedRangeIsRecordedAsALoss(t *testing.T) {
 	if !slices.Equal(kinds, wantKinds) {
 		t.Errorf("p's rows\n%q\nwant\n%q", kinds, wantKinds)
 	}
-	if dropped.N != 14 || !strings.Contains(dropped.Detail, engine.ReleasedReason+"poison backlog") || commit.Seq != 20 {
+	if dropped.N != 14 || !strings.Contains(dropped.Detail, reason) || commit.Seq != 20 {
 		t.Errorf("DROPPED row %+v, last COMMIT row %+v: want 14 items, the operator's reason, and the commit at seq 20", dropped, commit)
 	}
 	apps := []core.App{{Name: "echo", New: func(map[string]string) (core.Processor, error) { return echo(), nil }, Decode: recorder.JSON.Decode}}
@@ -146,7 +155,7 @@ func TestAReleasedRangeIsRecordedAsALoss(t *testing.T) {
 	if got, want := (verdict{rep.Identical, rep.Complete, rep.Lossless}), (verdict{true, true, false}); got != want {
 		t.Errorf("replay %+v, want %+v: problems %v", got, want, rep.Problems)
 	}
-	wantLoss := replayer.Loss{Kind: replayer.LossDropped, Feed: "input", Count: 14, First: 7, Last: 20, Reason: engine.ReleasedReason + "poison backlog"}
+	wantLoss := replayer.Loss{Kind: replayer.LossDropped, Feed: "input", Count: 14, First: 7, Last: 20, Reason: reason}
 	if ls := rep.Processors[0].Losses; len(ls) != 1 || func() replayer.Loss { l := ls[0]; l.Index = 0; return l }() != wantLoss {
 		t.Errorf("replay losses %+v, want [%+v]", ls, wantLoss)
 	}

@@ -3,9 +3,7 @@ package replayer_test
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,10 +11,8 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
-	"github.com/blackbox-audit/blackbox/incident"
 	"github.com/blackbox-audit/blackbox/internal/testutil"
 	"github.com/blackbox-audit/blackbox/recorder"
-	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -98,50 +94,5 @@ func TestASkippedRangeIsRecordedAsALoss(t *testing.T) {
 	if rel.Unprocessed != 14 || rel.FirstSeq != 7 || rel.LastSeq != 20 {
 		t.Fatalf("seek %+v, want 14 unprocessed items skipped, seqs 7-20", rel)
 	}
-	r := m.ReadOnly()
-	// p's stream: the inputs it processed (1-6), then the skipped range.
-	var kinds []string
-	var dropped, commit store.Entry
-	for _, e := range rows(t, r) {
-		switch {
-		case e.Processor == "p" && e.Kind != store.KindOutput:
-			kinds = append(kinds, string(e.Kind)+" "+strconv.FormatInt(e.Seq, 10))
-			if e.Kind == store.KindDropped {
-				dropped = e
-			}
-		case e.Kind == store.KindCommit:
-			commit = e
-		}
-	}
-	wantKinds := []string{"START 0"}
-	for i := 1; i <= 6; i++ {
-		wantKinds = append(wantKinds, "DELIVERY "+strconv.Itoa(i), "INLINE "+strconv.Itoa(i))
-	}
-	wantKinds = append(wantKinds, "DROPPED 7", "END 0")
-	if !slices.Equal(kinds, wantKinds) {
-		t.Errorf("p's rows\n%q\nwant\n%q", kinds, wantKinds)
-	}
-	if dropped.N != 14 || !strings.Contains(dropped.Detail, engine.SkippedReason+"poison backlog") || commit.Seq != 20 {
-		t.Errorf("DROPPED row %+v, last COMMIT row %+v: want 14 items, the operator's reason, and the commit at seq 20", dropped, commit)
-	}
-	apps := []core.App{{Name: "echo", New: func(map[string]string) (core.Processor, error) { return echo(), nil }, Decode: recorder.JSON.Decode}}
-	rep, err := replayer.Replay(context.Background(), r, apps, replayer.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	type verdict struct{ Identical, Complete, Lossless bool }
-	if got, want := (verdict{rep.Identical, rep.Complete, rep.Lossless}), (verdict{true, true, false}); got != want {
-		t.Errorf("replay %+v, want %+v: problems %v", got, want, rep.Problems)
-	}
-	wantLoss := replayer.Loss{Kind: replayer.LossDropped, Feed: "input", Count: 14, First: 7, Last: 20, Reason: engine.SkippedReason + "poison backlog"}
-	if ls := rep.Processors[0].Losses; len(ls) != 1 || func() replayer.Loss { l := ls[0]; l.Index = 0; return l }() != wantLoss {
-		t.Errorf("replay losses %+v, want [%+v]", ls, wantLoss)
-	}
-	f, err := incident.Explain([]incident.Recording{{File: "run", Reader: r}}, incident.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !f.Complete || !f.Lost {
-		t.Errorf("explain: complete %v, lost %v; want complete and lost", f.Complete, f.Lost)
-	}
+	checkOperatorLoss(t, m.ReadOnly(), engine.SkippedReason+"poison backlog")
 }
