@@ -58,6 +58,7 @@ func (o *oracle) checkKafkaClaims() {
 	type claim struct {
 		store  string
 		offset int64
+		epoch  int64     // the position space: a topic deleted and created within a run has another
 		by     time.Time // the commit was made by then
 	}
 	type era struct{ recs []*outcome }
@@ -99,7 +100,7 @@ func (o *oracle) checkKafkaClaims() {
 				}
 				by := last.Add(claimMargin)
 				keys[len(claims)] = row.key
-				claims = append(claims, claim{store: x.store, offset: row.offset, by: by})
+				claims = append(claims, claim{store: x.store, offset: row.offset, epoch: row.epoch, by: by})
 			}
 		}
 		for _, x := range e.recs {
@@ -115,7 +116,7 @@ func (o *oracle) checkKafkaClaims() {
 			behind := map[string]int64{}
 			for _, in := range o.recs[x.store].inputs() {
 				for ci, c := range claims {
-					if keys[ci] != in.key || in.offset > c.offset || in.at.IsZero() || !in.at.After(c.by) {
+					if keys[ci] != in.key || in.epoch != c.epoch || in.offset > c.offset || in.at.IsZero() || !in.at.After(c.by) {
 						continue
 					}
 					if c.store != x.store {
