@@ -39,39 +39,10 @@ func TestAReleasedRangeIsRecordedAsALoss(t *testing.T) {
 	var m *store.Memory
 	var rel engine.Released
 	synctest.Test(t, func(t *testing.T) {
-		log := memsource.NewLog()
-		for i := 1; i <= 20; i++ {
-			log.Append(strconv.Itoa(i))
-		}
-		log.Close()
-		gate := testutil.NewGate(t)
-		live := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
-			if ev == "6" {
-				gate.Wait()
-			}
-			c.Emit("out", ev)
-			return nil
-		})
-		m = store.NewMemory()
-		rec, err := recorder.New(m, recorder.Options{Clock: core.NewStepClock(t0, time.Second),
-			Apps: map[string]string{"p": "echo"}, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.New(engine.Config{
-			Clock:    core.NewStepClock(e0, time.Millisecond),
-			Feeds:    []engine.FeedConfig{{Name: "input", Source: log.Source(), QueueSize: 32}},
-			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"input"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: live}}}},
-			Observer: rec.Observer(),
-			Logger:   slog.New(slog.DiscardHandler),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		e, rec, log, gate, mem := echoRun(t)
+		m = mem
 		ctx := context.Background()
-		if err := e.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
+		var err error
 		synctest.Wait() // the source published 1-20; p handled 1-5 and waits in 6
 		if err := e.Unsubscribe("g", "input"); err != nil {
 			t.Fatal(err)
@@ -166,4 +137,46 @@ func checkOperatorLoss(t *testing.T, r store.Reader, reason string) {
 	if !f.Complete || !f.Lost {
 		t.Errorf("explain: complete %v, lost %v; want complete and lost", f.Complete, f.Lost)
 	}
+}
+
+// echoRun records, in a new store.Memory, an engine whose group g's one
+// processor p echoes each item of feed "input" (a memsource log of
+// "1".."20", closed) and waits in item 6 until the gate opens; it starts
+// the engine (inside the caller's synctest bubble) and returns it, its
+// recorder, the log, the gate and the store.
+func echoRun(t *testing.T) (*engine.Engine, *recorder.Recorder, *memsource.Log, *testutil.Gate, *store.Memory) {
+	t.Helper()
+	log := memsource.NewLog()
+	for i := 1; i <= 20; i++ {
+		log.Append(strconv.Itoa(i))
+	}
+	log.Close()
+	gate := testutil.NewGate(t)
+	live := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
+		if ev == "6" {
+			gate.Wait()
+		}
+		c.Emit("out", ev)
+		return nil
+	})
+	m := store.NewMemory()
+	rec, err := recorder.New(m, recorder.Options{Clock: core.NewStepClock(t0, time.Second),
+		Apps: map[string]string{"p": "echo"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{
+		Clock:    core.NewStepClock(e0, time.Millisecond),
+		Feeds:    []engine.FeedConfig{{Name: "input", Source: log.Source(), QueueSize: 32}},
+		Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"input"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: live}}}},
+		Observer: rec.Observer(),
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return e, rec, log, gate, m
 }

@@ -2,17 +2,11 @@ package replayer_test
 
 import (
 	"context"
-	"log/slog"
-	"strconv"
 	"testing"
 	"testing/synctest"
-	"time"
 
-	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
-	"github.com/blackbox-audit/blackbox/engine/memsource"
 	"github.com/blackbox-audit/blackbox/internal/testutil"
-	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -26,39 +20,10 @@ func TestASkippedRangeIsRecordedAsALoss(t *testing.T) {
 	var m *store.Memory
 	var rel engine.SeekPlan
 	synctest.Test(t, func(t *testing.T) {
-		log := memsource.NewLog()
-		for i := 1; i <= 20; i++ {
-			log.Append(strconv.Itoa(i))
-		}
-		log.Close()
-		gate := testutil.NewGate(t)
-		live := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
-			if ev == "6" {
-				gate.Wait()
-			}
-			c.Emit("out", ev)
-			return nil
-		})
-		m = store.NewMemory()
-		rec, err := recorder.New(m, recorder.Options{Clock: core.NewStepClock(t0, time.Second),
-			Apps: map[string]string{"p": "echo"}, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.New(engine.Config{
-			Clock:    core.NewStepClock(e0, time.Millisecond),
-			Feeds:    []engine.FeedConfig{{Name: "input", Source: log.Source(), QueueSize: 32}},
-			Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"input"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: live}}}},
-			Observer: rec.Observer(),
-			Logger:   slog.New(slog.DiscardHandler),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		e, rec, log, gate, mem := echoRun(t)
+		m = mem
 		ctx := context.Background()
-		if err := e.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
+		var err error
 		synctest.Wait() // the source published 1-20; p handled 1-5 and waits in 6
 		if err := e.Fence("g"); err != nil {
 			t.Fatal(err)
