@@ -11,7 +11,7 @@ import (
 func TestReadToken(t *testing.T) {
 	for _, tc := range []struct {
 		name, file, want string // want "NAME TOKEN", "" for an error
-		usage                   bool
+		usage            bool
 	}{
 		{name: "", file: "alice a1\nbob b2\n", want: "alice a1"},
 		{name: "bob", file: "alice a1\nbob b2\n", want: "bob b2"},
