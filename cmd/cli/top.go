@@ -43,8 +43,9 @@ func (c *CLI) topCmd() *cobra.Command {
 is HOST:PORT or http[s]://HOST:PORT[/PREFIX]): every --interval it reads
 /status, /readyz and /bindings and shows, per feed, group and binding:
 
-  FEED     the source's state, items read and their rate, items committed
-           and their rate, uncommitted (read, not committed: the lag),
+  FEED     the source's state, items read and their rate, the sequence
+           committed and its rate (0 on a feed without source positions),
+           uncommitted (items read and not committed: the lag),
            backpressure pauses (now, count, time), readiness, LOST (dropped,
            refused, failed, completion failures, the source's losses) and
            SKIPPED (released or skipped by an operator: intended) apart
@@ -266,7 +267,7 @@ func renderTop(w io.Writer, addr string, prev *topSample, cur topSample) {
 		}
 		lost, _ := feedLosses(f)
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t%d\t%d\n", f.Feed, f.State, f.Sequence, rate(f.Sequence, b.Sequence, had),
-			f.Acknowledged, rate(f.Acknowledged, b.Acknowledged, had), f.Sequence-f.Acknowledged, paused, rd, lost, f.Released)
+			f.Acknowledged, rate(f.Acknowledged, b.Acknowledged, had), f.PendingAcks, paused, rd, lost, f.Released)
 	}
 	tw.Flush()
 

@@ -187,3 +187,22 @@ func readRate(frame string) string {
 	}
 	return ""
 }
+
+// TestTopLiveKeepsTryingAWindowItCannotRead: live, a window that cannot
+// be read is a frame saying so, and top goes on.
+func TestTopLiveKeepsTryingAWindowItCannotRead(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out bytes.Buffer
+	code := newCLI(&out, cli.WithTopClock(&fakeTopClock{now: epoch, stopAfter: 1, cancel: cancel})).
+		Execute(ctx, []string{"top", addr})
+	if got := strings.Count(out.String(), "cannot read the window: "+addr+": GET /status: unreachable"); code != 0 || got != 2 {
+		t.Errorf("exit %d, %d frames saying the window is unreachable, want 0 and 2:\n%s", code, got, out.String())
+	}
+}
