@@ -173,7 +173,7 @@ func (c *CLI) ctl(ctx context.Context, cmd *cobra.Command, addr string, action c
 	if !f.yes {
 		why := "give --yes to apply (standard input is not a terminal)"
 		if ask {
-			ok, err := c.confirm(addr)
+			ok, err := c.confirm(ctx, addr)
 			if err != nil {
 				return failed(err)
 			}
@@ -183,11 +183,13 @@ func (c *CLI) ctl(ctx context.Context, cmd *cobra.Command, addr string, action c
 			}
 		}
 		if why != "" {
-			fmt.Fprintln(plan, "not applied: "+why)
 			if f.asJSON {
+				fmt.Fprintln(c.stderr, "not applied: "+why)
 				if err := WriteJSON(out, rep); err != nil {
 					return err
 				}
+			} else {
+				fmt.Fprintln(out, "not applied: "+why)
 			}
 			return exit(ExitDifferent, nil)
 		}
@@ -453,13 +455,31 @@ func (c *CLI) interactive() bool {
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }
 
-// confirm asks on standard error, reads the answer from standard input.
-func (c *CLI) confirm(addr string) (bool, error) {
+// confirm asks on standard error and reads the answer from standard
+// input: "y" or "yes" (any case) is yes, anything else (an end of input,
+// an interrupt: ctx ended) no. The read goes on in its goroutine after
+// an interrupt, blocked on the terminal until the process exits: a read
+// of a terminal cannot be cancelled.
+func (c *CLI) confirm(ctx context.Context, addr string) (bool, error) {
 	fmt.Fprintf(c.stderr, "apply this to %s? [y/N] ", addr)
-	line, err := bufio.NewReader(c.stdin).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, fmt.Errorf("reading the answer: %w", err)
+	type answer struct {
+		line string
+		err  error
 	}
-	a := strings.ToLower(strings.TrimSpace(line))
-	return a == "y" || a == "yes", nil
+	got := make(chan answer, 1)
+	go func() {
+		line, err := bufio.NewReader(c.stdin).ReadString('\n')
+		got <- answer{line, err}
+	}()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(c.stderr)
+		return false, nil
+	case a := <-got:
+		if a.err != nil && !errors.Is(a.err, io.EOF) {
+			return false, fmt.Errorf("reading the answer: %w", a.err)
+		}
+		s := strings.ToLower(strings.TrimSpace(a.line))
+		return s == "y" || s == "yes", nil
+	}
 }

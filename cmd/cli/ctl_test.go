@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -305,5 +306,24 @@ func TestCtlJSON(t *testing.T) {
 	if rep.Window != addr || rep.Action != console.ActionSeek || !rep.Applied || rep.Binding == nil || rep.Binding.Generation != 7 ||
 		rep.Plan == nil || rep.Plan.Plan.After != 18 || rep.Answer == nil || !rep.Answer.Applied || rep.Request.PlanHash != rep.Plan.PlanHash {
 		t.Errorf("report: %+v", rep)
+	}
+}
+
+// TestCtlInterruptedAtThePrompt: an interrupt (the command's context
+// ended) while ctl waits for an answer is a no: exit 1, nothing sent.
+func TestCtlInterruptedAtThePrompt(t *testing.T) {
+	w, addr := ctlWindow(t)
+	stdin, never := io.Pipe() // a terminal nobody types on
+	defer never.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out bytes.Buffer
+	code := newCLI(&out, cli.WithStdin(stdin), cli.WithTerminals(true, false)).Execute(ctx,
+		[]string{"ctl", addr, "kill", "--reason", "r", "--token-file", tokenFile(t)})
+	if code != cli.ExitDifferent || !strings.Contains(out.String(), "not applied: declined") {
+		t.Errorf("exit %d, want 1, declined:\n%s", code, out.String())
+	}
+	if r := w.Received(); len(r) != 0 {
+		t.Errorf("the window received %+v", r)
 	}
 }
