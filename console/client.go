@@ -301,6 +301,10 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (*htt
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		var ue *url.Error // says the method and URL again: Addr, Method and Path say them
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, &TransportError{Addr: c.addr, Method: method, Path: path, Sent: !notSent(err), Err: err}
 	}
 	return resp, nil
