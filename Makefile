@@ -41,6 +41,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzPointerFile -fuzztime=30s -fuzzminimizetime=5s ./engine/filesource
 	$(GO) test -run='^$$' -fuzz=FuzzReport -fuzztime=30s -fuzzminimizetime=5s ./report
 	$(GO) test -run='^$$' -fuzz=FuzzParseWorkerStream -fuzztime=30s -fuzzminimizetime=5s ./core
+	$(GO) test -run='^$$' -fuzz=FuzzReadToken -fuzztime=30s -fuzzminimizetime=5s ./cmd/cli
+	$(GO) test -run='^$$' -fuzz=FuzzAnswers -fuzztime=30s -fuzzminimizetime=5s ./console
 
 demo: build
 	./bin/blackbox demo --dir demo-out

@@ -104,6 +104,10 @@ func WithClock(clock core.Clock) Option { return func(c *CLI) { c.clock = clock 
 // WithStdout sets where commands write their output. Default os.Stdout.
 func WithStdout(w io.Writer) Option { return func(c *CLI) { c.stdout = w } }
 
+// WithStdin sets where commands read an operator's answers (ctl's
+// confirmation). Default os.Stdin; ctl asks only when it is a terminal.
+func WithStdin(r io.Reader) Option { return func(c *CLI) { c.stdin = r } }
+
 // WithStderr sets where errors, warnings and progress go. Default
 // os.Stderr. Progress is shown only when it is a terminal.
 func WithStderr(w io.Writer) Option { return func(c *CLI) { c.stderr = w } }
@@ -139,17 +143,22 @@ type CLI struct {
 	own        []core.App // WithApps, merged into apps by New
 	noBuiltins bool       // WithoutBuiltinApps
 	clock      core.Clock
+	stdin      io.Reader
 	stdout     io.Writer
 	stderr     io.Writer
-	outWriter  func(io.Writer) io.Writer   // tests: wraps the --out file's writer
-	noCommits  bool                        // tests: record no COMMIT rows (byte-stable transcripts)
-	extra      []func(*CLI) *cobra.Command // commands of options (WithCommand)
-	kafkaDemo  KafkaDemo                   // demo --kafka's cluster (WithKafkaDemo), nil for none
+	// stdinTerminal, when set, says whether stdin is a terminal (tests);
+	// stdoutTerminal the same of stdout (top's redraw).
+	stdinTerminal, stdoutTerminal *bool
+	topClock                      topClock                    // top's clock; nil: the system's
+	outWriter                     func(io.Writer) io.Writer   // tests: wraps the --out file's writer
+	noCommits                     bool                        // tests: record no COMMIT rows (byte-stable transcripts)
+	extra                         []func(*CLI) *cobra.Command // commands of options (WithCommand)
+	kafkaDemo                     KafkaDemo                   // demo --kafka's cluster (WithKafkaDemo), nil for none
 }
 
 // New returns a CLI with the built-in apps and the given options.
 func New(opts ...Option) *CLI {
-	c := &CLI{stdout: os.Stdout, stderr: os.Stderr}
+	c := &CLI{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
 	for _, o := range opts {
 		o(c)
 	}
@@ -234,7 +243,8 @@ lossless or not complete.`,
 	// never returns its untyped "unknown command" error.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(c.demoCmd(), c.runCmd(), c.replayCmd(), c.verifyCmd(), c.inspectCmd(),
-		c.diffCmd(), c.explainCmd(), c.reportCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd())
+		c.diffCmd(), c.explainCmd(), c.reportCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd(),
+		c.ctlCmd(), c.topCmd())
 	for _, extra := range c.extra {
 		cmd := extra(c)
 		if cmd.Args == nil {

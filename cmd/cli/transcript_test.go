@@ -32,7 +32,8 @@ var update = flag.Bool("update", false, "rewrite docs/CLI.md's --help sections, 
 const childEnv = "BLACKBOX_CLI_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
+	// A fuzzing worker is a child of this test binary too, not blackbox.
+	if os.Getenv(childEnv) == "1" && !slices.ContainsFunc(os.Args, isFuzzWorkerFlag) {
 		os.Exit(cli.Main(os.Args[1:]))
 	}
 	os.Setenv(childEnv, "1") // inherited by the children crashtest starts
@@ -40,6 +41,12 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	removeBinary()
 	os.Exit(code)
+}
+
+// isFuzzWorkerFlag reports whether arg is the flag the fuzzing engine
+// starts its workers with.
+func isFuzzWorkerFlag(arg string) bool {
+	return arg == "-test.fuzzworker" || strings.HasPrefix(arg, "-test.fuzzworker=")
 }
 
 // epoch is the first reading of the step clock every command of a
