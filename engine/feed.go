@@ -202,8 +202,9 @@ type Feed struct {
 	// an earlier run (Intake.SkipCompleted): their items are not handed to
 	// those groups again (mu). progress is what a GroupCommitter was told
 	// of each group's completed prefix (pollMu, then mu).
-	completed []completedPrefix
-	progress  map[*group]*groupProgress
+	completed       []completedPrefix
+	progress        map[*group]*groupProgress
+	honourCompleted bool // FeedConfig.SkipCompleted
 }
 
 // Name is the feed's name.

@@ -47,7 +47,8 @@ func (in *Intake) SetCommitter(c Committer) { in.f.setCommitter(c) }
 
 // SkipCompleted says that group completed, in an earlier run, every item
 // of the position space (epoch, pos.Key) at or before pos.Offset: its
-// progress the source kept with its commit (GroupCommitter). The feed
+// progress the source kept with its commit (GroupCommitter). A feed
+// configured to honour it (FeedConfig.SkipCompleted; else it is ignored)
 // does not hand such an item to the group's queues again: it counts it
 // (SubscriberStatus.AlreadyCompleted; the first of a queue is logged)
 // and the item waits for the feed's other queues only. A source calls it

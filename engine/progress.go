@@ -46,6 +46,9 @@ type completedPrefix struct {
 
 // skipCompleted is Intake.SkipCompleted.
 func (f *Feed) skipCompleted(group string, epoch int64, pos core.Position) {
+	if !f.honourCompleted {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, c := range f.completed {

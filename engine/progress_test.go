@@ -15,12 +15,18 @@ import (
 // twoGroups is an engine config of one positioned feed "in" (its source
 // given) and the groups fast and slow, each of one processor of h.
 func twoGroups(src engine.Source, fast, slow *holdBack) engine.Config {
+	return twoGroupsHonouring(src, fast, slow, true)
+}
+
+// twoGroupsHonouring is twoGroups whose feed honours Intake.SkipCompleted
+// or not (FeedConfig.SkipCompleted).
+func twoGroupsHonouring(src engine.Source, fast, slow *holdBack, honour bool) engine.Config {
 	g := func(name string, h *holdBack) engine.GroupConfig {
 		p, _ := h.processor()()
 		return engine.GroupConfig{Name: name, Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: name + "-p", Processor: p}}}
 	}
 	return engine.Config{
-		Feeds:        []engine.FeedConfig{{Name: "in", Source: src, Policy: engine.Pause(), QueueSize: 64}},
+		Feeds:        []engine.FeedConfig{{Name: "in", Source: src, Policy: engine.Pause(), QueueSize: 64, SkipCompleted: honour}},
 		Groups:       []engine.GroupConfig{g("fast", fast), g("slow", slow)},
 		DrainTimeout: time.Second,
 	}
@@ -83,6 +89,49 @@ func TestARestartDoesNotHandAGroupWhatItCompleted(t *testing.T) {
 		if !st.Feeds[0].GroupProgress || !st.Lossless || log.Committed() != 10 {
 			t.Fatalf("run 2: groupProgress %v, lossless %v, committed %d: want true, true, 10",
 				st.Feeds[0].GroupProgress, st.Lossless, log.Committed())
+		}
+	})
+}
+
+// TestAFeedThatDoesNotHonourSkipCompletedDeliversAgain (per-group
+// progress): a feed not configured to honour it (FeedConfig.SkipCompleted
+// false, what a recording run needs) ignores Intake.SkipCompleted: a
+// restart hands the fast group again what the slow one had not completed,
+// and its status says it keeps no group's progress.
+func TestAFeedThatDoesNotHonourSkipCompletedDeliversAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := memsource.NewLog(1, 2, 3, 4, 5)
+		log.Close()
+		fast, slow := newHoldBack(), newHoldBack(3)
+		e, err := engine.New(twoGroupsHonouring(log.GroupSource(), fast, slow, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := e.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if c, f := log.Committed(), log.Completed("fast"); c != 2 || f != 5 {
+			t.Fatalf("run 1 committed %d, fast's progress %d: want 2, 5 (kept whether honoured or not)", c, f)
+		}
+		fast2, slow2 := newHoldBack(), newHoldBack()
+		st, err := engine.New(twoGroupsHonouring(log.GroupSource(), fast2, slow2, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.RunSettled(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []any{3, 4, 5}; !slices.Equal(fast2.seen(), want) || !slices.Equal(slow2.seen(), want) {
+			t.Fatalf("run 2: fast handled %v, slow %v, want %v each", fast2.seen(), slow2.seen(), want)
+		}
+		if got.Feeds[0].GroupProgress || subscriber(t, got.Feeds[0], "fast/in").AlreadyCompleted != 0 {
+			t.Fatalf("run 2: groupProgress %v, fast's alreadyCompleted %d: want false, 0",
+				got.Feeds[0].GroupProgress, subscriber(t, got.Feeds[0], "fast/in").AlreadyCompleted)
 		}
 	})
 }
@@ -215,7 +264,9 @@ func TestAGroupsProgressIsNeverToldPastWhatItCompleted(t *testing.T) {
 func TestAPushFeedKeepsNoGroupProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHoldBack()
-		e := start(t, single(h))
+		cfg := single(h)
+		cfg.Feeds[0].SkipCompleted = true
+		e := start(t, cfg)
 		if e.Status().Feeds[0].GroupProgress {
 			t.Fatal("a feed without a committer says it keeps each group's progress")
 		}

@@ -109,11 +109,12 @@ type FeedStatus struct {
 	// loss, apart from Dropped.
 	Released int64 `json:"released,omitempty"`
 	// GroupProgress says the feed's committer keeps each group's own
-	// progress with its commit (GroupCommitter): a restart does not hand a
-	// group what it completed ahead of the slowest one. False (omitted):
-	// the feed commits at its slowest group only, and a restart delivers
-	// again to every group what the slowest had not completed (a push
-	// feed commits nothing).
+	// progress with its commit (GroupCommitter) and the feed honours it
+	// (FeedConfig.SkipCompleted): a restart does not hand a group what it
+	// completed ahead of the slowest one. False (omitted): a restart
+	// delivers again to every group what the slowest had not completed (a
+	// push feed commits nothing; a committer that keeps no group's
+	// progress; a feed that does not honour it).
 	GroupProgress bool `json:"groupProgress,omitempty"`
 }
 
@@ -239,6 +240,7 @@ func (f *Feed) statusLocked() FeedStatus {
 	failed, lostInWindow := false, false
 	positioned := f.committer != nil
 	_, fs.GroupProgress = f.committer.(GroupCommitter)
+	fs.GroupProgress = fs.GroupProgress && f.honourCompleted
 	for _, b := range f.all {
 		if fe := b.group.failure.Load(); fe != nil {
 			failed = true

@@ -26,7 +26,7 @@ func progressEngine(t *testing.T, path string, fast, slow *handledLines, hook fu
 		return engine.GroupConfig{Name: name, Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: name + "-p", Processor: p}}}
 	}
 	e, err := engine.New(engine.Config{
-		Feeds:        []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 64}},
+		Feeds:        []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 64, SkipCompleted: true}},
 		Groups:       []engine.GroupConfig{g("fast", fast), g("slow", slow)},
 		DrainTimeout: time.Second,
 		KillAbandon:  true,
