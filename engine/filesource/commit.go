@@ -205,7 +205,7 @@ func (s *Source) commitGroups(groups map[string]GroupProgress) error {
 	defer s.mu.Unlock()
 	var due []GroupProgress
 	for name, g := range groups {
-		if g.Epoch != s.ptr.hdr.Epoch || g.Offset <= s.ptr.hdr.Offset || slices.Contains(s.ptr.groups[:], g) {
+		if g.Epoch != s.ptr.hdr.Epoch || g.Offset <= s.ptr.hdr.Offset || s.ptr.holds(g) {
 			continue
 		}
 		if len(name) > GroupNameMax {

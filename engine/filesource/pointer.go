@@ -588,6 +588,19 @@ func (p *pointerFile) setGroups(groups []GroupProgress) (full []string, err erro
 	return full, nil
 }
 
+// holds reports whether the file holds g's progress, or more of its
+// epoch: a group's progress in an epoch only grows (a restart's lines the
+// group completed before are told again as they are published, the
+// progress read at the start stays until they pass it).
+func (p *pointerFile) holds(g GroupProgress) bool {
+	for _, h := range p.groups {
+		if h.Group == g.Group && h.Epoch == g.Epoch && h.Offset >= g.Offset {
+			return true
+		}
+	}
+	return false
+}
+
 // slotFor is the slot a group's progress goes to: its own, else a free
 // one (never written, or whose progress no longer counts: of another
 // epoch, or not past the header's offset), else -1.
