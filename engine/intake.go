@@ -52,9 +52,9 @@ func (in *Intake) SetCommitter(c Committer) { in.f.setCommitter(c) }
 // does not hand such an item to the group's queues again: it counts it
 // (SubscriberStatus.AlreadyCompleted; the first of a queue is logged)
 // and the item waits for the feed's other queues only. A source calls it
-// before it publishes the items it covers (at its start); a group the
-// feed has no queue of is ignored, and the prefix is forgotten once the
-// feed publishes an item of that space past it.
+// before it publishes the items it covers (at its start); a group that
+// never had a queue of the feed is ignored, and the prefix is forgotten
+// once the feed publishes an item of that space past it.
 func (in *Intake) SkipCompleted(group string, epoch int64, pos core.Position) {
 	in.f.skipCompleted(group, epoch, pos)
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"log/slog"
+	"slices"
 
 	"github.com/blackbox-audit/blackbox/core"
 )
@@ -51,6 +52,9 @@ func (f *Feed) skipCompleted(group string, epoch int64, pos core.Position) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !slices.ContainsFunc(f.all, func(b *binding) bool { return b.group.name == group }) {
+		return // no queue of the group: nothing to skip for it
+	}
 	for i, c := range f.completed {
 		if c.group == group && c.epoch == epoch && c.key == pos.Key {
 			f.completed[i].offset = max(c.offset, pos.Offset)
