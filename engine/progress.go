@@ -17,10 +17,12 @@ import (
 // group subscribed to the feed and every key whose last item in the
 // group's completed prefix moved since it was last told, that item: its
 // sequence, epoch and position. The group's completed prefix is the
-// longest run of the feed's items, in publish order, none of which waits
-// for a queue of the group (each was processed there, and made durable by
-// its processing checkpoint, or never offered to it: dropped, or released
-// by an operator), the items the feed acknowledged included. The items
+// longest run of the feed's items, in publish order, each published while
+// the group had a queue of the feed and none waiting for a queue of the
+// group (each was processed there, and made durable by its processing
+// checkpoint, or not offered to it: dropped, released by an operator,
+// completed in an earlier run), the items the feed acknowledged
+// included. The items
 // are told in publish order per group, so a later one of a key replaces
 // an earlier one. The committer writes a group's progress together with
 // the feed's commit, never ahead of what it was told: a source that loses
@@ -166,14 +168,23 @@ func (f *Feed) firstAfter(seq int64) int {
 	return lo
 }
 
-// waitsForGroup reports whether an entry offered to targets (at the queue
-// positions after) waits for a queue of g: one it was offered to that has
-// not processed it.
+// waitsForGroup reports whether an entry published for targets (at the
+// queue positions after) is not done for g: it waits for a queue of g (one
+// it was offered to that has not processed it), or g had no queue of the
+// feed when it was published (g never had the item: a restart with g
+// subscribed from the start would hand it the item, so it is no part of
+// g's progress). An entry not offered to g's queue (dropped there,
+// released, completed in an earlier run) is done.
 func waitsForGroup(targets []*binding, after []int64, g *group) bool {
+	had := false
 	for j, x := range targets {
-		if x.group == g && after[j] != 0 && x.AckPoint() < after[j] {
+		if x.group != g {
+			continue
+		}
+		had = true
+		if after[j] != 0 && x.AckPoint() < after[j] {
 			return true
 		}
 	}
-	return false
+	return !had
 }

@@ -173,7 +173,7 @@ func (c *progressCommitter) told(group string) int64 {
 // completed: not past an item held by a worker while later ones complete,
 // not past what its processing checkpoint made durable, not past the
 // backlog of a queue it was unsubscribed from, even once it is subscribed
-// again.
+// again, and not past an item published before it was subscribed.
 func TestAGroupsProgressIsNeverToldPastWhatItCompleted(t *testing.T) {
 	tests := []struct {
 		name string
@@ -244,6 +244,31 @@ func TestAGroupsProgressIsNeverToldPastWhatItCompleted(t *testing.T) {
 				t.Fatalf("handled %v, want 1, 2, 4, 5 (3 stays in the removed queue)", got)
 			}
 			return c.told("g"), 2
+		}},
+		{"subscribed after 1 and 2 were published, a slow group holds 1", func(t *testing.T) (int64, int64) {
+			fast, slow := newHoldBack(), newHoldBack(1)
+			e := start(t, twoGroups(nil, fast, slow))
+			f := e.Feed("in")
+			c := &progressCommitter{}
+			f.Intake().SetCommitter(c)
+			if err := e.Unsubscribe("fast", "in"); err != nil {
+				t.Fatal(err)
+			}
+			publishAll(t, f, 1, 2)
+			if err := e.Subscribe("fast", "in"); err != nil {
+				t.Fatal(err)
+			}
+			publishAll(t, f, 3, 4)
+			synctest.Wait()
+			if _, err := f.Intake().PollAcks(); err != nil {
+				t.Fatal(err)
+			}
+			if got := fast.seen(); !slices.Equal(got, []any{3, 4}) {
+				t.Fatalf("fast handled %v, want 3 and 4", got)
+			}
+			told := c.told("fast")
+			slow.release(1)
+			return told, 0
 		}},
 	}
 	for _, tt := range tests {
