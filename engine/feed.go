@@ -203,7 +203,7 @@ type Feed struct {
 	// those groups again (mu). progress is what a GroupCommitter was told
 	// of each group's completed prefix (pollMu, then mu).
 	completed       []completedPrefix
-	progress        map[*group]*groupProgress
+	progress        []*groupProgress
 	honourCompleted bool // FeedConfig.SkipCompleted
 }
 

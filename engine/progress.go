@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine/internal/window"
 )
 
 // GroupCommitter is an optional interface of a Committer whose source
@@ -95,11 +96,13 @@ func (f *Feed) notHanded(b *binding, seq int64, pos core.Position) {
 
 // groupProgress is what the feed told a GroupCommitter of one group: the
 // sequence through which its completed prefix was read (scanned), and,
-// per key, the last item of the prefix and whether it was told yet.
+// per key, the last item of the prefix, those not told yet named in
+// untold.
 type groupProgress struct {
+	g       *group
 	scanned int64
 	last    map[string]Commit
-	told    map[string]bool
+	untold  []string
 }
 
 // groupAcks appends, for every group of the feed's live queues, the last
@@ -109,18 +112,32 @@ type groupProgress struct {
 // for one again (queues' acknowledgement points only grow, and Forget
 // only clears), so the scan costs the entries new to it.
 func (f *Feed) groupAcks(out []groupAck) []groupAck {
-	if f.progress == nil {
-		f.progress = map[*group]*groupProgress{}
-	}
 	for _, b := range f.targets {
 		g := b.group
-		p := f.progress[g]
+		var p *groupProgress
+		for _, x := range f.progress {
+			if x.g == g {
+				p = x
+				break
+			}
+		}
 		if p == nil {
-			p = &groupProgress{last: map[string]Commit{}, told: map[string]bool{}}
-			f.progress[g] = p
+			p = &groupProgress{g: g, last: map[string]Commit{}}
+			f.progress = append(f.progress, p)
 		}
 		if p.scanned == f.seq {
 			continue // two queues of one group, or nothing new
+		}
+		var run *window.Entry[*binding] // the last entry of the current run of one key
+		keep := func() {
+			if run == nil {
+				return
+			}
+			if !slices.Contains(p.untold, run.Pos.Key) {
+				p.untold = append(p.untold, run.Pos.Key)
+			}
+			p.last[run.Pos.Key] = Commit{Seq: run.Seq, Epoch: run.Epoch, Position: run.Pos}
+			p.scanned = run.Seq
 		}
 		i := f.firstAfter(p.scanned)
 		for ; i < f.win.Len(); i++ {
@@ -128,21 +145,21 @@ func (f *Feed) groupAcks(out []groupAck) []groupAck {
 			if waitsForGroup(en.Targets, en.After, g) {
 				break
 			}
-			p.last[en.Pos.Key] = Commit{Seq: en.Seq, Epoch: en.Epoch, Position: en.Pos}
-			p.told[en.Pos.Key] = false
-			p.scanned = en.Seq
+			if run != nil && run.Pos.Key != en.Pos.Key {
+				keep()
+			}
+			run = en
 		}
+		keep()
 		if i == f.win.Len() {
 			// Everything the feed published is done for the group (the
 			// entries popped before were scanned before they left).
 			p.scanned = f.seq
 		}
-		for k, c := range p.last {
-			if !p.told[k] {
-				out = append(out, groupAck{group: g.name, c: c})
-				p.told[k] = true
-			}
+		for _, k := range p.untold {
+			out = append(out, groupAck{group: g.name, c: p.last[k]})
 		}
+		p.untold = p.untold[:0]
 	}
 	return out
 }
