@@ -23,11 +23,11 @@ import (
 // group (each was processed there, and made durable by its processing
 // checkpoint, or not offered to it: dropped, released by an operator,
 // completed in an earlier run), the items the feed acknowledged
-// included. The items
-// are told in publish order per group, so a later one of a key replaces
-// an earlier one. The committer writes a group's progress together with
-// the feed's commit, never ahead of what it was told: a source that loses
-// part of a write must lose it whole or keep what it held (a restart then
+// included. The items are told in publish order per group, so a later one
+// of a key replaces an earlier one. The committer writes a group's
+// progress together with the feed's commit (never with a commit that
+// failed), never ahead of what it was told: a source that loses part of a
+// write must lose it whole or keep what it held (a restart then
 // re-delivers, never skips). Called on the goroutine that polls, as the
 // Committer's other methods.
 type GroupCommitter interface {
