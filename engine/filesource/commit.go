@@ -175,32 +175,42 @@ var _ engine.GroupCommitter = (*committer)(nil)
 // and that the file does not hold yet (a header write carries what the
 // file held of its epoch).
 func (c *committer) Commit() error {
-	if err := c.commitFeed(); err != nil {
+	stored, err := c.s.commitGroups(c.groups)
+	if err != nil {
 		return err
 	}
-	return c.s.commitGroups(c.groups)
+	wrote, err := c.commitFeed()
+	if err == nil && stored && !wrote {
+		err = c.s.flushPointer()
+	}
+	return err
 }
 
-// commitFeed is Commit's write of the feed's position.
-func (c *committer) commitFeed() error {
+// commitFeed is Commit's write of the feed's position; wrote says it
+// wrote the pointer file (flushed, or replaced whole).
+func (c *committer) commitFeed() (wrote bool, err error) {
 	if c.advance() {
-		return c.writeHead()
+		return true, c.writeHead()
 	}
 	if c.acked <= c.committed {
-		return nil
+		return false, nil
 	}
 	if err := c.s.commit(c.acked); err != nil {
-		return err
+		return true, err
 	}
 	c.committed = c.acked
-	return nil
+	return true, nil
 }
 
-// commitGroups writes, with the pointer's offset, the groups' progress
-// that counts with it and that the file does not hold yet. A group whose
-// name is longer than GroupNameMax, or past the GroupSlots the file
+// commitGroups stores into the pointer file the groups' progress that
+// counts with its header (of its epoch, past its offset) and that the file
+// does not hold yet, for the feed's commit that follows to flush with its
+// own (stored: something was stored and not flushed; a file not mapped is
+// flushed at once). Stored before the feed's offset or after, each value
+// is what its group completed: a kill between them skips nothing. A group
+// whose name is longer than GroupNameMax, or past the GroupSlots the file
 // holds, keeps none (warned once each).
-func (s *Source) commitGroups(groups map[string]GroupProgress) error {
+func (s *Source) commitGroups(groups map[string]GroupProgress) (stored bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var due []GroupProgress
@@ -215,14 +225,21 @@ func (s *Source) commitGroups(groups map[string]GroupProgress) error {
 		due = append(due, g)
 	}
 	if len(due) == 0 {
-		return nil
+		return false, nil
 	}
 	slices.SortFunc(due, func(a, b GroupProgress) int { return strings.Compare(a.Group, b.Group) })
-	full, err := s.ptr.setGroups(due)
+	full, stored, err := s.ptr.setGroups(due)
 	for _, name := range full {
 		s.warnGroup(name, fmt.Sprintf("the pointer file holds %d groups' progress at most", GroupSlots))
 	}
-	return err
+	return stored, err
+}
+
+// flushPointer flushes what was stored into the mapped pointer file.
+func (s *Source) flushPointer() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ptr.flush()
 }
 
 // warnGroup warns, once per group and run, that the pointer file keeps

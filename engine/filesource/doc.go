@@ -110,12 +110,14 @@
 // (engine.FeedConfig.SkipCompleted), does not hand that group the lines
 // it completed (counted: SubscriberStatus.AlreadyCompleted),
 // while the slower groups get every line after the header's offset. A
-// group's slot is written at a commit, after the header's offset, with
-// one aligned 8-byte store per word, its check last, and one Flush: a
-// kill between two stores leaves a slot that fails its check, read as no
+// group's slot is written at a commit, with one aligned 8-byte store per
+// word, its check last, and flushed with the header's offset (one Flush,
+// or one for the slots alone when the offset did not move): a kill
+// between two stores leaves a slot that fails its check, read as no
 // progress (the group gets the lines again), never as progress the group
-// did not make; a header write (rename) carries the slots of its epoch
-// past its offset. A group's progress is kept only in the header's epoch:
+// did not make, and a slot and the offset each hold what was completed,
+// whichever is stored first; a header write (rename) carries the slots of
+// its epoch past its offset. A group's progress is kept only in the header's epoch:
 // progress in a file read after the pointer's (a rotation not yet
 // committed) is not kept. A group with a longer name, or past the 13th,
 // keeps none (warned once): it gets again what the slowest group had not

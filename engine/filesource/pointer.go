@@ -545,23 +545,30 @@ func (p *pointerFile) store(h, pending Pointer) error {
 // setGroups writes the progress of groups (each of the header's epoch,
 // past its offset) into the mapped file's slots, in place: each group's
 // slot, or a free one (none left: not written, reported in full), with
-// aligned 8-byte stores, its check last, then one Flush (msync). A kill
-// between two stores leaves a slot that fails its check, read as no
-// progress (the group's lines are delivered again), never a slot that
-// claims more than its group completed. Written with the feed's offset,
-// after it: never ahead of what the groups completed.
-func (p *pointerFile) setGroups(groups []GroupProgress) (full []string, err error) {
+// aligned 8-byte stores, its check last. A kill between two stores leaves
+// a slot that fails its check, read as no progress (the group's lines are
+// delivered again), never a slot that claims more than its group
+// completed. The stores are flushed (msync) by the caller's next flush of
+// the mapping (stored: not flushed yet); a file not mapped (a commit
+// after Run returned) is mapped for this write, flushed and unmapped.
+func (p *pointerFile) setGroups(groups []GroupProgress) (full []string, stored bool, err error) {
 	if !p.mapped() {
 		if p.lock == nil {
 			if _, err := p.acquire(false); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			defer p.release()
 		}
 		if err := p.open(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		defer p.close()
+		defer func() {
+			if err == nil {
+				err = p.flush()
+			}
+			stored = false
+		}()
 	}
 	store64(p.m[offGroups:], GroupsLayout)
 	for _, g := range groups {
@@ -582,10 +589,18 @@ func (p *pointerFile) setGroups(groups []GroupProgress) (full []string, err erro
 		store64(at, binary.LittleEndian.Uint64(slot[:]))
 		p.groups[i] = g
 	}
-	if err := p.m.Flush(); err != nil {
-		return full, fileErr("flush pointer", p.path, err)
+	return full, true, nil
+}
+
+// flush flushes the mapping (msync), if mapped.
+func (p *pointerFile) flush() error {
+	if !p.mapped() {
+		return nil
 	}
-	return full, nil
+	if err := p.m.Flush(); err != nil {
+		return fileErr("flush pointer", p.path, err)
+	}
+	return nil
 }
 
 // holds reports whether the file holds g's progress, or more of its
