@@ -34,9 +34,9 @@ type GroupCommitter interface {
 	GroupAcknowledged(group string, c Commit)
 }
 
-// CompletedReason begins the log line of a restart's items not handed
+// completedReason is said in the log line of a restart's items not handed
 // again to a group that completed them in an earlier run.
-const CompletedReason = "completed in an earlier run (Intake.SkipCompleted)"
+const completedReason = "completed in an earlier run (Intake.SkipCompleted)"
 
 // completedPrefix is what a source said a group completed in an earlier
 // run (Intake.SkipCompleted): the items of the position space (epoch,
@@ -90,7 +90,7 @@ func (f *Feed) completedBy(b *binding, epoch int64, pos core.Position) bool {
 func (f *Feed) notHanded(b *binding, seq int64, pos core.Position) {
 	if b.completed.Add(1) == 1 {
 		f.notef(slog.LevelInfo, "queue %s: items its group %s are not handed to it again, from seq %d at %s; counted in its status (alreadyCompleted)",
-			b.name, CompletedReason, seq, pos)
+			b.name, completedReason, seq, pos)
 	}
 }
 
