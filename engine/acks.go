@@ -44,15 +44,19 @@ func (f *Feed) pollAcks() (int, error) {
 	f.pollMu.Lock()
 	defer f.pollMu.Unlock()
 	f.mu.Lock()
-	acks := f.win.PopDue(f.acks[:0])
 	c := f.committer
+	gc, _ := c.(GroupCommitter)
+	if gc != nil {
+		f.gacks = f.groupAcks(f.gacks[:0]) // before the due entries leave the window
+	}
+	acks := f.win.PopDue(f.acks[:0])
 	if c != nil {
 		f.uncommitted += len(acks)
 	}
 	pending := f.uncommitted
 	f.mu.Unlock()
 	f.acks = acks
-	if c == nil || pending == 0 {
+	if c == nil || pending == 0 && len(f.gacks) == 0 {
 		return 0, nil
 	}
 	hook := f.eng.cfg.Observer.Committed
@@ -60,6 +64,11 @@ func (f *Feed) pollAcks() (int, error) {
 		c.Acknowledged(a.Seq, a.Epoch, a.Pos)
 		if hook != nil {
 			f.noteCommit(Commit{Seq: a.Seq, Epoch: a.Epoch, Position: a.Pos})
+		}
+	}
+	if gc != nil {
+		for _, a := range f.gacks {
+			gc.GroupAcknowledged(a.group, a.c)
 		}
 	}
 	if len(acks) > 0 {

@@ -36,8 +36,11 @@ type binding struct {
 	// release reads it); items counted past it are refused (refuseLate).
 	sealed   atomic.Int64
 	released atomic.Int64 // items an operator released (Engine.Release)
-	gen      int64        // the queue's generation (token.Generation)
-	gap      *gapState    // a group of several workers: the completions beyond the prefix
+	// completed counts the items not handed to the queue because its
+	// group completed them in an earlier run (Intake.SkipCompleted).
+	completed atomic.Int64
+	gen       int64     // the queue's generation (token.Generation)
+	gap       *gapState // a group of several workers: the completions beyond the prefix
 
 	dropped    atomic.Int64
 	refused    atomic.Int64

@@ -40,6 +40,13 @@
 // compare-and-swap on the same generation, and lets the group consume
 // again with Engine.Resume naming the new one.
 //
+// A feed commits at its slowest queue. A source whose Committer is a
+// GroupCommitter keeps, with that commit, each group's own completed
+// prefix (the file source: in its pointer file), and tells the feed at its
+// start (Intake.SkipCompleted); a feed that honours it
+// (FeedConfig.SkipCompleted) does not hand a group again what it completed
+// in an earlier run, counting it (SubscriberStatus.AlreadyCompleted).
+//
 // What an operator watches: Engine.Status counts, per queue (a group's
 // binding to a feed), the items dropped, the publishes refused and
 // downgraded, the waits of blocking publishes and the pauses the queue

@@ -97,6 +97,16 @@ type FeedConfig struct {
 	// degrade them: LatchNeverDrop ("", the default: a loss of a PAUSE or
 	// BLOCK_WITH_DEADLINE binding), LatchEveryLoss or LatchNothing.
 	Latch LatchRule
+	// SkipCompleted lets the feed honour Intake.SkipCompleted: at a
+	// restart it does not hand a group the items its own progress, kept
+	// by the source with its commit (GroupCommitter), says it completed.
+	// Off (the default), the feed ignores it and a restart re-delivers to
+	// every group what the slowest had not completed. A recording judges
+	// every seq a COMMIT row covers against every processor of the feed
+	// (docs/FORMAT.md, missing-input) and has no row yet for an item a
+	// group completed in an earlier run: the recorder's launchers leave it
+	// off.
+	SkipCompleted bool
 }
 
 // DefaultPauseWarnAfter is FeedConfig.PauseWarnAfter when it is 0.
@@ -331,7 +341,7 @@ func (e *Engine) addFeed(fc FeedConfig, groupNames map[string]bool) error {
 	f := &Feed{name: fc.Name, eng: e, policy: pol, overrides: fc.Subscribers, queueSize: fc.QueueSize,
 		journal: fc.Journal, windowCap: wc, source: fc.Source, warnAfter: orDefault(fc.PauseWarnAfter, DefaultPauseWarnAfter),
 		state: StateInitialising, closedCh: make(chan struct{}), ready: make(chan struct{}, 1),
-		quiet: orDefault(fc.QuietPeriod, DefaultQuietPeriod), latch: fc.Latch}
+		quiet: orDefault(fc.QuietPeriod, DefaultQuietPeriod), latch: fc.Latch, honourCompleted: fc.SkipCompleted}
 	if f.latch == "" {
 		f.latch = LatchNeverDrop
 	}

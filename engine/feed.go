@@ -178,6 +178,7 @@ type Feed struct {
 	pollMu    sync.Mutex
 	acks      []window.Ack
 	lastAcked int64 // sequence of the last item told to the committer (pollMu)
+	gacks     []groupAck
 	// committing holds, per key, the last item told to the committer since
 	// its last successful Commit, for Observer.Committed (pollMu).
 	committing []Commit
@@ -196,6 +197,14 @@ type Feed struct {
 	behind atomic.Bool
 
 	closedCh chan struct{}
+
+	// completed are the prefixes the source said the groups completed in
+	// an earlier run (Intake.SkipCompleted): their items are not handed to
+	// those groups again (mu). progress is what a GroupCommitter was told
+	// of each group's completed prefix (pollMu, then mu).
+	completed       []completedPrefix
+	progress        []*groupProgress
+	honourCompleted bool // FeedConfig.SkipCompleted
 }
 
 // Name is the feed's name.
@@ -397,7 +406,7 @@ func (f *Feed) handOff(item any) bool {
 // needs nothing but the hand-off: it is live, there is no journal, nothing
 // is deferred and the feed is not stopped (lock held); nil otherwise.
 func (f *Feed) soleTarget() *binding {
-	if len(f.targets) != 1 || f.journal != nil || f.stopped || len(f.deferred) > 0 {
+	if len(f.targets) != 1 || f.journal != nil || f.stopped || len(f.deferred) > 0 || len(f.completed) > 0 {
 		return nil
 	}
 	if b := f.targets[0]; !b.fenced() {
@@ -753,6 +762,10 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 	}
 	downgraded := false
 	for i, b := range targets {
+		if pos != nil && len(f.completed) > 0 && f.completedBy(b, env.Epoch, *pos) {
+			f.notHanded(b, seq, *pos)
+			continue
+		}
 		if b.fenced() && f.committer == nil {
 			b.mark(seq, offset, "group "+b.group.name+" fenced")
 			continue

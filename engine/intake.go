@@ -45,6 +45,20 @@ func (in *Intake) TryPublishBatch(items []any, pos []core.Position) int {
 // were offered to has dispatched them, and c is told in order (PollAcks).
 func (in *Intake) SetCommitter(c Committer) { in.f.setCommitter(c) }
 
+// SkipCompleted says that group completed, in an earlier run, every item
+// of the position space (epoch, pos.Key) at or before pos.Offset: its
+// progress the source kept with its commit (GroupCommitter). A feed
+// configured to honour it (FeedConfig.SkipCompleted; else it is ignored)
+// does not hand such an item to the group's queues again: it counts it
+// (SubscriberStatus.AlreadyCompleted; the first of a queue is logged)
+// and the item waits for the feed's other queues only. A source calls it
+// before it publishes the items it covers (at its start); a group that
+// never had a queue of the feed is ignored, and the prefix is forgotten
+// once the feed publishes an item of that space past it.
+func (in *Intake) SkipCompleted(group string, epoch int64, pos core.Position) {
+	in.f.skipCompleted(group, epoch, pos)
+}
+
 // PollAcks tells the committer, in publish order, every item that every
 // queue it was offered to has dispatched (and a held checkpoint made
 // durable), then commits once; after a failed commit it commits again even

@@ -15,12 +15,16 @@ var (
 	// the items the seek would skip while it is planned. Nothing changed.
 	ErrNotFenced = errors.New("engine: the group is not fenced")
 	// ErrSeekUnsupported: the seek asked for a move the engine cannot make
-	// soundly. Backwards (re-delivering items the group processed) needs a
-	// source that re-reads from a position, which the engine's sources do
-	// not offer within a run; a target within what the queue holds (skip
-	// some of its items, keep the rest) would move items between queues
-	// of different generations; a feed without source positions has no
-	// position to move. Nothing changed.
+	// soundly. Backwards (re-delivering items the group processed): within
+	// a run the feed hands an item to every queue at once and keeps no
+	// item once its queues took it, and no source re-reads for one group;
+	// across a restart it would take a source that lowers its commit while
+	// keeping every other group's progress (GroupCommitter) and a
+	// recording that says the group was moved back (docs/GUARANTEES.md,
+	// "Seek", says what is missing). A target within what the queue holds
+	// (skip some of its items, keep the rest) would move items between
+	// queues of different generations; a feed without source positions
+	// has no position to move. Nothing changed.
 	ErrSeekUnsupported = errors.New("engine: seek not supported")
 )
 

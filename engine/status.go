@@ -108,6 +108,14 @@ type FeedStatus struct {
 	// completing them (or making them durable); omitted when none. A
 	// loss, apart from Dropped.
 	Released int64 `json:"released,omitempty"`
+	// GroupProgress says the feed's committer keeps each group's own
+	// progress with its commit (GroupCommitter) and the feed honours it
+	// (FeedConfig.SkipCompleted): a restart does not hand a group what it
+	// completed ahead of the slowest one. False (omitted): a restart
+	// delivers again to every group what the slowest had not completed (a
+	// push feed commits nothing; a committer that keeps no group's
+	// progress; a feed that does not honour it).
+	GroupProgress bool `json:"groupProgress,omitempty"`
 }
 
 // SubscriberStatus is one queue of a feed (a group's binding to it): the
@@ -147,6 +155,11 @@ type SubscriberStatus struct {
 	// Released counts the items an operator released of this queue
 	// (Engine.Release); omitted when none.
 	Released int64 `json:"released,omitempty"`
+	// AlreadyCompleted counts the items the feed did not hand to this
+	// queue because its group completed them in an earlier run: the
+	// progress a GroupCommitter kept, the source told at its start
+	// (Intake.SkipCompleted). Not a loss; omitted when none.
+	AlreadyCompleted int64 `json:"alreadyCompleted,omitempty"`
 	// Loss is the loss state of the group's binding to the feed
 	// (lossstate.go), shared by its queues of the run (a removed one and
 	// the one that replaced it); omitted from the JSON while zero (UP
@@ -226,6 +239,8 @@ func (f *Feed) statusLocked() FeedStatus {
 	var stalled string
 	failed, lostInWindow := false, false
 	positioned := f.committer != nil
+	_, fs.GroupProgress = f.committer.(GroupCommitter)
+	fs.GroupProgress = fs.GroupProgress && f.honourCompleted
 	for _, b := range f.all {
 		if fe := b.group.failure.Load(); fe != nil {
 			failed = true
@@ -242,6 +257,7 @@ func (f *Feed) statusLocked() FeedStatus {
 			ss.PausedTime += ongoing
 		}
 		ss.Released, ss.Generation = b.released.Load(), b.gen
+		ss.AlreadyCompleted = b.completed.Load()
 		ss.Loss = f.lossStatus(b.group.name)
 		lostInWindow = lostInWindow || b.lostInWindow()
 		fs.Released += ss.Released

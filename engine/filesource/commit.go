@@ -1,7 +1,12 @@
 package filesource
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
 )
 
 // committer commits acknowledged offsets of the current epoch into the
@@ -29,6 +34,11 @@ type committer struct {
 	// acknowledgement of an item read after the loss, so once the loss's
 	// LOST row, written before that item's rows, is recorded.
 	waiting bool
+
+	// groups is each group's own progress the engine told
+	// (engine.GroupCommitter): the last line of its completed prefix,
+	// written with the pointer's offset while of its epoch and past it.
+	groups map[string]GroupProgress
 }
 
 // A move is a file read after the one before it: hdr its header, oldEnd
@@ -148,20 +158,101 @@ func (c *committer) Acknowledged(_, epoch int64, pos core.Position) {
 	}
 }
 
+// GroupAcknowledged keeps the last line of a group's completed prefix
+// (engine.GroupCommitter), written by the next Commit.
+func (c *committer) GroupAcknowledged(group string, cm engine.Commit) {
+	if c.groups == nil {
+		c.groups = map[string]GroupProgress{}
+	}
+	c.groups[group] = GroupProgress{Group: group, Epoch: cm.Epoch, Offset: cm.Position.Offset}
+}
+
+var _ engine.GroupCommitter = (*committer)(nil)
+
 // Commit writes the acknowledged offset, forward only; once the pointer's
-// file is complete, the header of the file after it.
+// file is complete, the header of the file after it. Then, with it, each
+// group's own progress that is of the pointer's epoch and past its offset
+// and that the file does not hold yet (a header write carries what the
+// file held of its epoch).
 func (c *committer) Commit() error {
-	if c.advance() {
-		return c.writeHead()
-	}
-	if c.acked <= c.committed {
-		return nil
-	}
-	if err := c.s.commit(c.acked); err != nil {
+	stored, err := c.s.commitGroups(c.groups)
+	if err != nil {
 		return err
 	}
+	wrote, err := c.commitFeed()
+	if err == nil && stored && !wrote {
+		err = c.s.flushPointer()
+	}
+	return err
+}
+
+// commitFeed is Commit's write of the feed's position; wrote says it
+// wrote the pointer file (flushed, or replaced whole).
+func (c *committer) commitFeed() (wrote bool, err error) {
+	if c.advance() {
+		return true, c.writeHead()
+	}
+	if c.acked <= c.committed {
+		return false, nil
+	}
+	if err := c.s.commit(c.acked); err != nil {
+		return true, err
+	}
 	c.committed = c.acked
-	return nil
+	return true, nil
+}
+
+// commitGroups stores into the pointer file the groups' progress that
+// counts with its header (of its epoch, past its offset) and that the file
+// does not hold yet, for the feed's commit that follows to flush with its
+// own (stored: something was stored and not flushed; a file not mapped is
+// flushed at once). Stored before the feed's offset or after, each value
+// is what its group completed: a kill between them skips nothing. A group
+// whose name is longer than GroupNameMax, or past the GroupSlots the file
+// holds, keeps none (warned once each).
+func (s *Source) commitGroups(groups map[string]GroupProgress) (stored bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var due []GroupProgress
+	for name, g := range groups {
+		if g.Epoch != s.ptr.hdr.Epoch || g.Offset <= s.ptr.hdr.Offset || s.ptr.holds(g) {
+			continue
+		}
+		if len(name) > GroupNameMax {
+			s.warnGroup(name, fmt.Sprintf("its name is longer than %d bytes", GroupNameMax))
+			continue
+		}
+		due = append(due, g)
+	}
+	if len(due) == 0 {
+		return false, nil
+	}
+	slices.SortFunc(due, func(a, b GroupProgress) int { return strings.Compare(a.Group, b.Group) })
+	full, stored, err := s.ptr.setGroups(due)
+	for _, name := range full {
+		s.warnGroup(name, fmt.Sprintf("the pointer file holds %d groups' progress at most", GroupSlots))
+	}
+	return stored, err
+}
+
+// flushPointer flushes what was stored into the mapped pointer file.
+func (s *Source) flushPointer() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ptr.flush()
+}
+
+// warnGroup warns, once per group and run, that the pointer file keeps
+// no progress of the group's own, and why (s.mu held).
+func (s *Source) warnGroup(group, why string) {
+	if s.unkept[group] {
+		return
+	}
+	if s.unkept == nil {
+		s.unkept = map[string]bool{}
+	}
+	s.unkept[group] = true
+	s.logf("pointer %s keeps no progress of group %q (%s): a restart delivers it again every line after the pointer's offset", s.opts.Pointer, group, why)
 }
 
 // writePointer writes a whole header, keeping the pending header of a

@@ -93,6 +93,37 @@
 // it under the pending header's epoch. A reader of layout 1 that ignores it
 // draws a new epoch instead.
 //
+// # Each group's progress
+//
+// The feed commits at its slowest group: the header's offset is what every
+// group completed, and what a restart reads from. Bytes 128 to 968 keep,
+// beside it, each group's own progress (the source's committer is an
+// engine.GroupCommitter): [128] the region's layout version
+// (GroupsLayout, 1; 0 in a file written before it: no progress kept),
+// then GroupSlots (13) slots of 64 bytes from byte 136, each [0] check
+// (FNV-1a 64 of the slot's bytes 8 to 64), [8] epoch, [16] offset (the
+// offset after the last line of the group's contiguous completed prefix),
+// [24] name length (1 to GroupNameMax, 32), [32] the group's name,
+// zero-padded. A slot counts only when its check holds, its epoch is the
+// header's and its offset past the header's: at a start the source tells
+// the feed (engine.Intake.SkipCompleted), which, when it honours it
+// (engine.FeedConfig.SkipCompleted), does not hand that group the lines
+// it completed (counted: SubscriberStatus.AlreadyCompleted),
+// while the slower groups get every line after the header's offset. A
+// group's slot is written at a commit, with one aligned 8-byte store per
+// word, its check last, and flushed with the header's offset (one Flush,
+// or one for the slots alone when the offset did not move): a kill
+// between two stores leaves a slot that fails its check, read as no
+// progress (the group gets the lines again), never as progress the group
+// did not make, and a slot and the offset each hold what was completed,
+// whichever is stored first; a header write (rename) carries the slots of
+// its epoch past its offset. A group's progress is kept only in the header's epoch:
+// progress in a file read after the pointer's (a rotation not yet
+// committed) is not kept. A group with a longer name, or past the 13th,
+// keeps none (warned once): it gets again what the slowest group had not
+// completed, as every group did before the region. A reader of layout 1
+// that ignores the region reads every group from the header's offset.
+//
 // # What the pointer holds from a start to the first commit
 //
 // Record before effect: a run that counts a loss moves the pointer past it

@@ -133,6 +133,9 @@ type Source struct {
 	mu  sync.Mutex // guards ptr: the source's goroutine, then the engine's stop goroutine
 	ptr pointerFile
 	com committer
+	// unkept names the groups whose progress the pointer file could not
+	// keep, warned of (mu).
+	unkept map[string]bool
 
 	// Run's state, owned by the goroutine that runs (or, after Run
 	// returned, by the one that polls).
@@ -184,10 +187,11 @@ type Source struct {
 
 	// for tests
 	bufSize    int
-	hookOpened func()        // after the input file is opened, before it is identified
-	hookEOF    func()        // at the end of the open file, before the identity check
-	hookRotate func(string)  // before a rotated sibling (its name) is opened to be read
-	hookWrite  func(Pointer) // before each write of the pointer file, with what it will hold
+	hookOpened func()                   // after the input file is opened, before it is identified
+	hookEOF    func()                   // at the end of the open file, before the identity check
+	hookRotate func(string)             // before a rotated sibling (its name) is opened to be read
+	hookWrite  func(Pointer)            // before each write of the pointer file, with what it will hold
+	hookGroup  func(GroupProgress, int) // pointerFile.hookGroup
 }
 
 // DefaultRotated are the default rotated-sibling patterns: PATH.1 and
@@ -274,11 +278,14 @@ func (s *Source) Run(ctx context.Context, f *engine.Intake) error {
 	s.published, s.hold, s.pending, s.resume = false, false, Pointer{}, Pointer{}
 	s.state, s.detail, s.note, s.openErr = "", "", "", ""
 	s.known = map[uint64]seenFile{}
+	s.mu.Lock()
+	s.unkept = nil
+	s.mu.Unlock()
 	s.holeBytes.Store(0)
 	s.replaced.Store(0)
 	if s.opts.Read == Committed {
 		s.mu.Lock()
-		s.ptr = pointerFile{path: s.opts.Pointer, hookWrite: s.hookWrite}
+		s.ptr = pointerFile{path: s.opts.Pointer, hookWrite: s.hookWrite, hookGroup: s.hookGroup}
 		created, err := s.ptr.acquire(true)
 		s.ptrCreated = created
 		s.mu.Unlock()

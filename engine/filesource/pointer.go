@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -28,6 +29,25 @@ const (
 	// FingerprintMax is how many leading bytes of the input the fingerprint
 	// covers at most: the bound of Pointer.FingerprintLen.
 	FingerprintMax = 4096
+
+	// GroupsLayout is the layout version of the group progress region
+	// this package writes at byte 128 (0 in a file written before it:
+	// no group's progress is kept there).
+	GroupsLayout = 1
+	// GroupSlots is how many groups' progress the region holds, and
+	// GroupNameMax the longest group name it holds, in bytes: a group
+	// past either keeps no progress of its own (a restart re-delivers it
+	// what the slowest group had not completed).
+	GroupSlots   = 13
+	GroupNameMax = 32
+
+	// The group progress region (see the package documentation): its
+	// layout version at offGroups, then GroupSlots slots of slotSize
+	// bytes from offSlots, each [0] check, [8] epoch, [16] offset, [24]
+	// name length, [32] name.
+	offGroups = 128
+	offSlots  = 136
+	slotSize  = 64
 
 	headerSize = 48
 	// offPending is where the pending header is (bytes 64 to 112, laid
@@ -65,15 +85,98 @@ func (p Pointer) encode() []byte {
 	return b
 }
 
-// encodeFile is a pointer file's bytes: header h, and pending (when its
-// epoch is not 0) at offPending.
-func encodeFile(h, pending Pointer) []byte {
+// encodeFile is a pointer file's bytes: header h, pending (when its
+// epoch is not 0) at offPending, and the group progress region holding
+// groups (at most GroupSlots, each of h's epoch).
+func encodeFile(h, pending Pointer, groups []GroupProgress) []byte {
 	b := h.encode()
 	if pending.Epoch != 0 {
 		pending.Layout = Layout
 		pending.put(b[offPending:])
 	}
+	binary.LittleEndian.PutUint64(b[offGroups:], GroupsLayout)
+	for i, g := range groups[:min(len(groups), GroupSlots)] {
+		putSlot(b[offSlots+i*slotSize:][:slotSize], g)
+	}
 	return b
+}
+
+// GroupProgress is one group's own progress in a pointer file: the group
+// completed every line of the position space Epoch up to Offset (the
+// offset after its last line). A value.
+type GroupProgress struct {
+	Group  string
+	Epoch  int64
+	Offset int64
+}
+
+// putSlot writes g into slot (slotSize bytes), its check last.
+func putSlot(slot []byte, g GroupProgress) {
+	binary.LittleEndian.PutUint64(slot[8:], uint64(g.Epoch))
+	binary.LittleEndian.PutUint64(slot[16:], uint64(g.Offset))
+	binary.LittleEndian.PutUint64(slot[24:], uint64(len(g.Group)))
+	clear(slot[32:])
+	copy(slot[32:], g.Group)
+	binary.LittleEndian.PutUint64(slot, slotCheck(slot))
+}
+
+// slotCheck is the check of a slot: FNV-1a 64 of its bytes after the
+// check. A slot written in part (a crash between its stores, a torn
+// page) fails it, and is not read.
+func slotCheck(slot []byte) uint64 { return fingerprintOf(slot[8:slotSize]) }
+
+// slotOf decodes a slot, reporting whether it holds a group's progress:
+// its check holds, a name of 1 to GroupNameMax bytes, an epoch and a
+// positive offset.
+func slotOf(slot []byte) (GroupProgress, bool) {
+	n := binary.LittleEndian.Uint64(slot[24:])
+	g := GroupProgress{Epoch: int64(binary.LittleEndian.Uint64(slot[8:])), Offset: int64(binary.LittleEndian.Uint64(slot[16:]))}
+	if binary.LittleEndian.Uint64(slot) != slotCheck(slot) || n == 0 || n > GroupNameMax || g.Epoch == 0 || g.Offset <= 0 {
+		return GroupProgress{}, false
+	}
+	g.Group = string(slot[32 : 32+n])
+	return g, true
+}
+
+// slotsOf is the group progress slots of a pointer file's bytes b hold,
+// slot by slot: none when the region is missing or of another layout; a
+// slot that fails its check, or names a group an earlier slot names, is
+// left free (zero).
+func slotsOf(b []byte) [GroupSlots]GroupProgress {
+	var out [GroupSlots]GroupProgress
+	if len(b) < PointerSize || binary.LittleEndian.Uint64(b[offGroups:]) != GroupsLayout {
+		return out
+	}
+	for i := range GroupSlots {
+		g, ok := slotOf(b[offSlots+i*slotSize:][:slotSize])
+		if ok && !slices.ContainsFunc(out[:i], func(o GroupProgress) bool { return o.Group == g.Group }) {
+			out[i] = g
+		}
+	}
+	return out
+}
+
+// groupsOf is the progress slots hold, in slot order.
+func groupsOf(slots [GroupSlots]GroupProgress) []GroupProgress {
+	var out []GroupProgress
+	for _, g := range slots {
+		if g.Group != "" {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// ReadGroupProgress reads the group progress the pointer file at path
+// holds (for tools and tests), each group's as written, whatever the
+// header's epoch: a group's progress counts only in the header's epoch
+// past its offset.
+func ReadGroupProgress(path string) ([]GroupProgress, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fileErr("read pointer", path, err)
+	}
+	return groupsOf(slotsOf(b)), nil
 }
 
 // put writes p's fields into b (at least headerSize bytes).
@@ -144,20 +247,35 @@ const (
 // loadPointer reads the pointer file at path and says what it can be
 // trusted with, warning through logf about anything it cannot use, and
 // returns the pending header it holds (pendingOf) with a header it trusts.
-func loadPointer(path string, logf func(string, ...any)) (Pointer, pointerTrust, Pointer, error) {
+// The group progress slots it returns are those of a header it trusts.
+func loadPointer(path string, logf func(string, ...any)) (Pointer, pointerTrust, Pointer, [GroupSlots]GroupProgress, error) {
+	var slots [GroupSlots]GroupProgress
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return Pointer{}, trustNothing, Pointer{}, nil
+		return Pointer{}, trustNothing, Pointer{}, slots, nil
 	case err != nil:
-		return Pointer{}, trustNothing, Pointer{}, fileErr("read pointer", path, err)
+		return Pointer{}, trustNothing, Pointer{}, slots, fileErr("read pointer", path, err)
 	}
 	p, trust := trustPointer(b, path, logf)
 	var pending Pointer
 	if trust == trustAll {
 		pending = pendingOf(b)
+		slots = slotsOf(b)
 	}
-	return p, trust, pending, nil
+	return p, trust, pending, slots, nil
+}
+
+// ahead is the progress of groups that counts with header h: of h's epoch,
+// past h's offset.
+func ahead(groups []GroupProgress, h Pointer) []GroupProgress {
+	var out []GroupProgress
+	for _, g := range groups {
+		if g.Epoch == h.Epoch && g.Offset > h.Offset {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // pendingOf is the pending header b (a pointer file's bytes) holds, the
@@ -237,9 +355,15 @@ type pointerFile struct {
 	m    mmap.MMap
 	hdr  Pointer  // what the file holds
 	lock *os.File // the flock's descriptor, nil when not held
+	// groups is the group progress the file holds that counts (ahead of
+	// hdr), slot by slot (a zero GroupProgress: a free slot).
+	groups [GroupSlots]GroupProgress
 
-	// for tests: called before each write with what the file will hold
+	// for tests: called before each write with what the file will hold;
+	// hookGroup after each store of a group's slot but its check (w: the
+	// word's offset in the slot)
 	hookWrite func(Pointer)
+	hookGroup func(g GroupProgress, w int)
 }
 
 // acquire locks the pointer file, creating it empty if it does not exist
@@ -384,7 +508,8 @@ func (p *pointerFile) store(h, pending Pointer) error {
 	if err != nil {
 		return fileErr("write pointer", tmp, err)
 	}
-	_, err = f.Write(encodeFile(h, pending))
+	groups := ahead(groupsOf(p.groups), h)
+	_, err = f.Write(encodeFile(h, pending, groups))
 	if err == nil {
 		err = f.Sync()
 	}
@@ -409,8 +534,109 @@ func (p *pointerFile) store(h, pending Pointer) error {
 		d.Close()
 	}
 	p.hdr = h
+	p.groups = [GroupSlots]GroupProgress{}
+	copy(p.groups[:], groups)
 	if held {
 		return p.open()
 	}
 	return nil
+}
+
+// setGroups writes the progress of groups (each of the header's epoch,
+// past its offset) into the mapped file's slots, in place: each group's
+// slot, or a free one (none left: not written, reported in full), with
+// aligned 8-byte stores, its check last. A kill between two stores leaves
+// a slot that fails its check, read as no progress (the group's lines are
+// delivered again), never a slot that claims more than its group
+// completed. The stores are flushed (msync) by the caller's next flush of
+// the mapping (stored: not flushed yet); a file not mapped (a commit
+// after Run returned) is mapped for this write, flushed and unmapped.
+func (p *pointerFile) setGroups(groups []GroupProgress) (full []string, stored bool, err error) {
+	if !p.mapped() {
+		if p.lock == nil {
+			if _, err := p.acquire(false); err != nil {
+				return nil, false, err
+			}
+			defer p.release()
+		}
+		if err := p.open(); err != nil {
+			return nil, false, err
+		}
+		defer p.close()
+		defer func() {
+			if err == nil {
+				err = p.flush()
+			}
+			stored = false
+		}()
+	}
+	store64(p.m[offGroups:], GroupsLayout)
+	for _, g := range groups {
+		i := p.slotFor(g.Group)
+		if i < 0 {
+			full = append(full, g.Group)
+			continue
+		}
+		var slot [slotSize]byte
+		putSlot(slot[:], g)
+		at := p.m[offSlots+i*slotSize:][:slotSize]
+		for w := 8; w < slotSize; w += 8 {
+			store64(at[w:], binary.LittleEndian.Uint64(slot[w:]))
+			if p.hookGroup != nil {
+				p.hookGroup(g, w)
+			}
+		}
+		store64(at, binary.LittleEndian.Uint64(slot[:]))
+		p.groups[i] = g
+	}
+	return full, true, nil
+}
+
+// flush flushes the mapping (msync), if mapped.
+func (p *pointerFile) flush() error {
+	if !p.mapped() {
+		return nil
+	}
+	if err := p.m.Flush(); err != nil {
+		return fileErr("flush pointer", p.path, err)
+	}
+	return nil
+}
+
+// holds reports whether the file holds g's progress, or more of its
+// epoch: a group's progress in an epoch only grows (a restart's lines the
+// group completed before are told again as they are published, the
+// progress read at the start stays until they pass it).
+func (p *pointerFile) holds(g GroupProgress) bool {
+	for _, h := range p.groups {
+		if h.Group == g.Group && h.Epoch == g.Epoch && h.Offset >= g.Offset {
+			return true
+		}
+	}
+	return false
+}
+
+// slotFor is the slot a group's progress goes to: its own, else a free
+// one (never written, or whose progress no longer counts: of another
+// epoch, or not past the header's offset), else -1.
+func (p *pointerFile) slotFor(group string) int {
+	free := -1
+	for i, g := range p.groups {
+		switch {
+		case g.Group == group:
+			return i
+		case free < 0 && (g.Group == "" || g.Epoch != p.hdr.Epoch || g.Offset <= p.hdr.Offset):
+			free = i
+		}
+	}
+	return free
+}
+
+// store64 stores v little-endian into the first 8 bytes of b (aligned, in
+// the mapping) with one atomic store.
+func store64(b []byte, v uint64) {
+	if bigEndianHost {
+		v = bits.ReverseBytes64(v)
+	}
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[0])), v)
 }

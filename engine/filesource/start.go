@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -211,10 +212,20 @@ func (s *Source) startPointer(file *os.File, size int64, id uint64, head []byte)
 	p, trust, pending := Pointer{}, trustNothing, Pointer{}
 	if !s.ptrCreated { // a file this run created is empty: nothing to warn about
 		var err error
-		if p, trust, pending, err = loadPointer(s.opts.Pointer, s.logf); err != nil {
+		var slots [GroupSlots]GroupProgress
+		if p, trust, pending, slots, err = loadPointer(s.opts.Pointer, s.logf); err != nil {
 			return started{}, err
 		}
 		s.pending, s.resume = pending, pending
+		s.mu.Lock()
+		s.ptr.groups = slots
+		s.mu.Unlock()
+		// Each group's own progress past the pointer: the feed does not
+		// hand the group those lines again, if they are read under the
+		// pointer's epoch (its file found, at the path or rotated).
+		for _, g := range ahead(groupsOf(slots), p) {
+			s.f.SkipCompleted(g.Group, g.Epoch, core.Position{Offset: g.Offset})
+		}
 	}
 	st := started{epoch: newEpoch()}
 	switch trust {

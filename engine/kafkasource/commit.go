@@ -81,8 +81,54 @@ func (c committer) Acknowledged(seq, epoch int64, pos core.Position) {
 }
 
 // Commit commits, per owned partition, the acknowledged position when it
-// is past the committed one; a lower committed offset is never sent.
+// is past the committed one; a lower committed offset is never sent. The
+// commit's metadata carries the progress of the groups ahead of it, and a
+// commit at the committed offset is sent again when that progress moved.
 func (c committer) Commit() error { return c.s.commit() }
+
+var _ engine.GroupCommitter = committer{}
+
+// GroupAcknowledged raises a group's progress in a partition
+// (engine.GroupCommitter): of a record of the partition's current
+// ownership and incarnation only, as Acknowledged.
+func (c committer) GroupAcknowledged(group string, cm engine.Commit) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.parts[cm.Position.Key]
+	if p == nil || !p.owned || cm.Seq <= p.fence || cm.Epoch != p.epoch || !p.id.known() {
+		return
+	}
+	kp := s.progress[p.key]
+	if kp == nil || kp.epoch != p.epoch {
+		kp = &keyProgress{epoch: p.epoch, groups: map[string]int64{}}
+		s.progress[p.key] = kp
+	}
+	kp.groups[group] = max(kp.groups[group], cm.Position.Offset)
+}
+
+// metaOf is the metadata of a commit of p at offset (s.mu held): its
+// topic's ID and the progress of the groups ahead of offset. A group the
+// metadata cannot hold is warned of once.
+func (s *Source) metaOf(p *part, offset int64) string {
+	ahead := map[string]int64{}
+	if kp := s.progress[p.key]; kp != nil && kp.epoch == p.epoch {
+		for g, off := range kp.groups {
+			if off > offset {
+				ahead[g] = off
+			}
+		}
+	}
+	meta, left := commitMeta(p.id, ahead)
+	for _, g := range left {
+		if !s.unkept[g] {
+			s.unkept[g] = true
+			s.log.Warn("kafkasource: a commit's metadata cannot hold the progress of every group of the feed: this group keeps none (a restart delivers it again what the slowest group had not completed)",
+				"group", s.opts.Group, "feed group", g, "partition", p.key)
+		}
+	}
+	return meta
+}
 
 var _ engine.CommitReporter = committer{}
 
@@ -115,13 +161,21 @@ func (s *Source) commit() error {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	tags := map[string]string{} // by partition key
 	for _, p := range s.parts {
-		if p.owned && p.acked > 0 && p.acked > p.committed { // acked 0: nothing processed yet
+		if !p.owned || p.acked <= 0 && p.committed < 0 { // acked 0: nothing processed yet
+			continue
+		}
+		off := max(p.acked, p.committed)
+		meta := ""
+		if p.id.known() {
+			meta = s.metaOf(p, off)
+		}
+		if p.acked > p.committed || meta != p.meta && p.committed >= 0 {
 			if offsets[p.topic] == nil {
 				offsets[p.topic] = map[int32]kgo.EpochOffset{}
 			}
-			offsets[p.topic][p.partition] = kgo.EpochOffset{Epoch: -1, Offset: p.acked}
-			if p.id.known() {
-				tags[p.key] = commitTag(p.id)
+			offsets[p.topic][p.partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
+			if meta != "" {
+				tags[p.key] = meta
 			}
 		}
 	}
@@ -181,6 +235,9 @@ func (s *Source) commit() error {
 	for key, off := range done {
 		if p := s.parts[key]; p != nil {
 			p.committed = max(p.committed, off) // a late, lower answer never moves it back
+			if p.committed == off {
+				p.meta = tags[key]
+			}
 		}
 	}
 	s.mu.Unlock()

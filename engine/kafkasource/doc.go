@@ -45,6 +45,23 @@
 // source reads from there as a group that never committed and commits what
 // it processes) is a loss (below).
 //
+// # Each group's progress
+//
+// The commit of a partition is its slowest group's. The committer is also
+// an engine.GroupCommitter: a commit's metadata carries, after the topic
+// ID, the progress of the feed's groups ahead of it (" groups=" and
+// comma-separated name=offset pairs, the names query-escaped, the offset
+// the next record to read), up to about 4,000 bytes (Kafka's
+// offset.metadata.max.bytes is 4,096 by default; a group past it keeps
+// none, warned once). A commit is sent again at the same offset when only
+// that progress moved, once the partition's ownership committed once. At
+// an assignment, the progress a commit of the topic's current incarnation
+// carries (its topic ID checked as above) is told to the feed
+// (engine.Intake.SkipCompleted): a feed that honours it does not hand a
+// group the records it completed. Without topic IDs no progress is kept.
+// A version before this one does not recognise the longer metadata as its
+// tag: it takes such a commit as it is (no incarnation check).
+//
 // # Overload, rebalances and lost sessions
 //
 // The default policy is PAUSE: when the feed refuses a record, the

@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // brokerHook notes in Source.brokerErr whether the client's last request
@@ -87,33 +91,97 @@ func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 			}
 			p.owned, p.fence, p.id, p.epoch, p.stale = true, fence, s.ids[topic], TopicEpoch(s.ids[topic]), false
 			p.published, p.acked, p.committed, p.hwm, p.next, p.gone, p.paused = 0, 0, -1, -1, -1, 0, false
+			p.meta = ""
 		}
 	}
 }
 
 // commitTagPrefix begins the metadata of every offset the source commits,
-// followed by the topic ID in hex (commitTag).
+// followed by the topic ID in hex (commitTag), then, when groups of the
+// feed are ahead of the commit, groupsTag and their progress.
 const commitTagPrefix = "blackbox topic-id="
+
+// groupsTag separates a commit's topic ID from the progress of the feed's
+// groups ahead of it: comma-separated name=offset pairs, the names
+// query-escaped (url.QueryEscape), the offsets the next record to read
+// (each group completed the records before it).
+const groupsTag = " groups="
+
+// maxMeta bounds a commit's metadata: Kafka's offset.metadata.max.bytes
+// defaults to 4096; a group whose progress would pass it keeps none.
+const maxMeta = 4000
 
 // commitTag is the metadata of an offset committed of the incarnation of
 // a topic whose ID is id.
 func commitTag(id topicID) string { return commitTagPrefix + hex.EncodeToString(id[:]) }
 
+// commitMeta is commitTag followed by the progress of groups (by name),
+// in name order, as far as maxMeta allows; left are the groups it could
+// not hold.
+func commitMeta(id topicID, groups map[string]int64) (meta string, left []string) {
+	meta = commitTag(id)
+	if len(groups) == 0 {
+		return meta, nil
+	}
+	var b strings.Builder
+	b.WriteString(meta)
+	b.WriteString(groupsTag)
+	n := 0
+	for _, g := range slices.Sorted(maps.Keys(groups)) {
+		pair := url.QueryEscape(g) + "=" + strconv.FormatInt(groups[g], 10)
+		if b.Len()+len(pair)+1 > maxMeta {
+			left = append(left, g)
+			continue
+		}
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(pair)
+		n++
+	}
+	if n == 0 {
+		return meta, left
+	}
+	return b.String(), left
+}
+
 // taggedID is the topic ID a commit's metadata names, if it is a
-// commitTag.
+// commitTag (with or without groups' progress after it).
 func taggedID(meta *string) (topicID, bool) {
+	id, _, ok := parseMeta(meta)
+	return id, ok
+}
+
+// parseMeta reads a commit's metadata: the topic ID it names, and the
+// progress of the groups it holds (nil when none, or when a pair cannot
+// be read: a group's progress is taken whole or not at all).
+func parseMeta(meta *string) (topicID, map[string]int64, bool) {
 	if meta == nil {
-		return topicID{}, false
+		return topicID{}, nil, false
 	}
 	h, ok := strings.CutPrefix(*meta, commitTagPrefix)
+	h, rest, _ := strings.Cut(h, groupsTag)
 	var id topicID
 	if !ok || hex.DecodedLen(len(h)) != len(id) {
-		return topicID{}, false
+		return topicID{}, nil, false
 	}
 	if _, err := hex.Decode(id[:], []byte(h)); err != nil || !id.known() {
-		return topicID{}, false
+		return topicID{}, nil, false
 	}
-	return id, true
+	if rest == "" {
+		return id, nil, true
+	}
+	groups := map[string]int64{}
+	for pair := range strings.SplitSeq(rest, ",") {
+		k, v, ok := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(k)
+		off, perr := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil || perr != nil || name == "" || off <= 0 {
+			return id, nil, true
+		}
+		groups[name] = off
+	}
+	return id, groups, true
 }
 
 // offsetsFetched (kgo.OnOffsetsFetched) reads the group's commits of the
@@ -126,16 +194,16 @@ func taggedID(meta *string) (topicID, bool) {
 // version's) is taken as it is.
 func (s *Source) offsetsFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
 	var tagged []staleCommit
-	note := func(topic string, partition int32, meta *string) {
-		if id, ok := taggedID(meta); ok && topic != "" {
-			tagged = append(tagged, staleCommit{topic, partition, id})
+	note := func(topic string, partition int32, offset int64, meta *string) {
+		if id, groups, ok := parseMeta(meta); ok && topic != "" {
+			tagged = append(tagged, staleCommit{topic, partition, id, offset, groups})
 		}
 	}
 	for _, g := range resp.Groups {
 		for _, t := range g.Topics {
 			for _, p := range t.Partitions {
 				if p.Offset >= 0 {
-					note(t.Topic, p.Partition, p.Metadata)
+					note(t.Topic, p.Partition, p.Offset, p.Metadata)
 				}
 			}
 		}
@@ -143,7 +211,7 @@ func (s *Source) offsetsFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if p.Offset >= 0 {
-				note(t.Topic, p.Partition, p.Metadata)
+				note(t.Topic, p.Partition, p.Offset, p.Metadata)
 			}
 		}
 	}
@@ -166,19 +234,53 @@ func (s *Source) offsetsFetched(ctx context.Context, cl *kgo.Client, resp *kmsg.
 	defer s.mu.Unlock()
 	s.stale = s.stale[:0]
 	for _, c := range tagged {
-		if now := ids[c.topic]; now.known() && now != c.id {
+		now := ids[c.topic]
+		switch {
+		case now.known() && now != c.id:
 			s.stale = append(s.stale, c)
+		case now == c.id && len(c.groups) > 0:
+			s.keptProgress(c)
 		}
 	}
 	return nil
 }
 
+// keptProgress takes the progress of the feed's groups a commit of this
+// incarnation of its topic holds (s.mu held): the feed is told
+// (Intake.SkipCompleted), and it is carried on by the partition's next
+// commits.
+func (s *Source) keptProgress(c staleCommit) {
+	key, epoch := partitionKey(c.topic, c.partition), TopicEpoch(c.id)
+	kp := &keyProgress{epoch: epoch, groups: map[string]int64{}}
+	for g, off := range c.groups {
+		if off <= c.offset {
+			continue // not ahead of the commit
+		}
+		kp.groups[g] = off
+		if s.in != nil {
+			s.in.SkipCompleted(g, epoch, core.Position{Key: key, Offset: off})
+		}
+	}
+	s.progress[key] = kp
+}
+
+// keyProgress is each group's progress in a partition, of one incarnation
+// of its topic (epoch): the next record to read, each group having
+// completed the records before it.
+type keyProgress struct {
+	epoch  int64
+	groups map[string]int64
+}
+
 // staleCommit is a commit of a partition naming the incarnation of its
-// topic it was made for.
+// topic it was made for, its offset, and the progress of the groups its
+// metadata holds.
 type staleCommit struct {
 	topic     string
 	partition int32
 	id        topicID
+	offset    int64
+	groups    map[string]int64
 }
 
 // adjustOffsets (kgo.AdjustFetchOffsetsFn) starts each partition whose

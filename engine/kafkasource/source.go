@@ -177,6 +177,13 @@ type Source struct {
 	// stale are the commits offsetsFetched found of another incarnation
 	// of their topic, for adjustOffsets.
 	stale []staleCommit
+	// progress is each partition's groups' progress (by PartitionKey):
+	// what the group's commit held at the assignment, raised by what the
+	// engine tells (engine.GroupCommitter); each commit's metadata carries
+	// what is ahead of its offset. unkept names the groups a commit could
+	// not hold, warned of.
+	progress map[string]*keyProgress
+	unkept   map[string]bool
 
 	// commitMu serialises commits (a poll's and a revocation's).
 	commitMu       sync.Mutex
@@ -245,6 +252,10 @@ type part struct {
 	// uncertain is set by a commit whose outcome is unknown: until then
 	// (and until the offsets read back agree) each commit verifies them.
 	uncertain time.Time
+	// meta is the metadata of this ownership's last successful commit: a
+	// commit is sent again at the same offset when the groups' progress
+	// it would carry changed.
+	meta string
 }
 
 // New returns a source for opts; the client is created by Run.
@@ -283,7 +294,8 @@ func New(opts Options) (*Source, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Source{opts: opts, log: log, parts: map[string]*part{}, ids: map[string]topicID{}, seen: map[string]bool{}}, nil
+	return &Source{opts: opts, log: log, parts: map[string]*part{}, ids: map[string]topicID{}, seen: map[string]bool{},
+		progress: map[string]*keyProgress{}, unkept: map[string]bool{}}, nil
 }
 
 // groupCommit is the offset the group had committed for p when it was

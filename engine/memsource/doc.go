@@ -2,5 +2,6 @@
 // publish push items (no position, nothing to commit), and Log is a
 // re-readable in-memory log with positions and a committer (its source, a
 // LogSource, from Log.Source), so the engine's acknowledgement protocol can
-// be exercised without files.
+// be exercised without files; Log.GroupSource also keeps each group's own
+// progress (engine.GroupCommitter).
 package memsource

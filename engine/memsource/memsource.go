@@ -74,6 +74,7 @@ type Log struct {
 	committed int64
 	epoch     int64
 	closed    bool
+	groups    map[string]int64 // each group's completed offset (GroupSource)
 }
 
 // NewLog returns a log holding items, under epoch 1.
@@ -113,12 +114,59 @@ func (l *Log) Len() int {
 // can until the feed pauses.
 func (l *Log) Source() *LogSource { return &LogSource{log: l, Interval: 200 * time.Microsecond} }
 
+// GroupSource returns a source reading the log as Source does, whose
+// committer also keeps each group's own progress with the log's committed
+// offset (engine.GroupCommitter), and which tells the feed, at its start,
+// what each group completed (engine.Intake.SkipCompleted).
+func (l *Log) GroupSource() *LogSource {
+	s := l.Source()
+	s.groups = map[string]int64{}
+	return s
+}
+
+// Completed is the offset through which group completed the log's items,
+// as its GroupSource committed it (0: none kept).
+func (l *Log) Completed(group string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.groups[group]
+}
+
 // LogSource reads a Log. It is used by one engine at a time.
 type LogSource struct {
 	log      *Log
 	Interval time.Duration
 	pending  int64 // offset acknowledged, not yet committed
 	next     int64
+	// groups, not nil for a GroupSource: each group's acknowledged
+	// offset, not yet committed.
+	groups map[string]int64
+}
+
+// groupCommitter is a GroupSource's committer.
+type groupCommitter struct{ *LogSource }
+
+// GroupAcknowledged records the last item of a group's completed prefix
+// (engine.GroupCommitter).
+func (c groupCommitter) GroupAcknowledged(group string, cm engine.Commit) {
+	if cm.Epoch == c.log.epoch {
+		c.groups[group] = max(c.groups[group], cm.Position.Offset)
+	}
+}
+
+// Commit commits the log's offset and, with it, each group's.
+func (c groupCommitter) Commit() error {
+	l := c.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.committed = max(l.committed, c.pending)
+	if l.groups == nil {
+		l.groups = map[string]int64{}
+	}
+	for g, off := range c.groups {
+		l.groups[g] = max(l.groups[g], off)
+	}
+	return nil
 }
 
 // DefaultPolicy pauses: a log can be re-read.
@@ -147,8 +195,17 @@ func (s *LogSource) Run(ctx context.Context, f *engine.Intake) error {
 	l.mu.Lock()
 	s.next, s.pending = l.committed, l.committed
 	f.SetEpoch(l.epoch)
+	var c engine.Committer = s
+	if s.groups != nil {
+		c = groupCommitter{s}
+		for g, off := range l.groups {
+			if off > l.committed {
+				f.SkipCompleted(g, l.epoch, core.Position{Offset: off})
+			}
+		}
+	}
 	l.mu.Unlock()
-	f.SetCommitter(s)
+	f.SetCommitter(c)
 	t := time.NewTicker(s.Interval)
 	defer t.Stop()
 	for {
