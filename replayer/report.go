@@ -37,6 +37,13 @@ func writeProcessor(w io.Writer, p *ProcessorReport) {
 	}
 	fmt.Fprintf(w, "processor %q (app %q): %s replayed, %s compared, %s\n", p.Processor, p.App,
 		plural(p.Inputs, "input"), plural(p.Outputs, "output"), state)
+	for _, o := range p.Overridden {
+		if o.Unrecorded {
+			fmt.Fprintf(w, "  option %s=%s given: the recording holds none\n", o.Key, o.Given)
+			continue
+		}
+		fmt.Fprintf(w, "  option %s=%s given: overrides the recorded %s=%s\n", o.Key, o.Given, o.Key, o.Recorded)
+	}
 	if d := p.First; d != nil {
 		writeDivergence(w, d)
 	}
