@@ -327,7 +327,7 @@ func (lr *lister) ref(si int, sk sideKey, nth int) InputRef {
 		r.Offset = 0
 	}
 	if sk.k.timer {
-		r.Feed = ""
+		r.Feed, r.Offset = "", s.tord
 	}
 	if dt := lr.want[si][sk.k]; dt != nil {
 		r.Input = dt.input
