@@ -221,7 +221,9 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 func (r *Run) Engine() *engine.Engine { return r.eng }
 
 // Stop stops the engine (Engine.Stop with ctx: a clean stop commits and
-// drains), then closes the recorder (END rows). stopErr is the engine's;
+// drains, and fires the timers due on TimerClock when Stop is called, each
+// recorded as a TIMER row with its outputs; a timer due later never
+// fires), then closes the recorder (END rows). stopErr is the engine's;
 // recErr is the recorder's: the recording is broken (a stream stopped, or
 // closing failed). The store stays open: the caller closes it, and closes
 // RunConfig.Outbox after it (its last batch follows the last commit).

@@ -360,7 +360,12 @@ func (lr *lister) inputDiff(it item) InputDiff {
 	d, ga, gb := lr.d, it.al.a, it.al.b
 	w, g := effectiveOutputs(lr.want[0][ga.k].outs, ga.g.mixed), effectiveOutputs(lr.want[1][gb.k].outs, gb.g.mixed)
 	id := InputDiff{InputRef: lr.ref(0, ga, 0), Changed: it.al.changed, Want: texts(w), Got: texts(g)}
-	if rb := lr.ref(1, gb, 0); it.al.changed || ga.k != gb.k || rb.Stream != "" {
+	rb := lr.ref(1, gb, 0)
+	other := ga.k != gb.k
+	if ga.k.timer { // timers are keyed by their outputs: another timer is another place
+		other = rb.Offset != id.Offset || rb.Seq != id.Seq || rb.Run != id.Run
+	}
+	if it.al.changed || other || rb.Stream != "" {
 		id.B = &rb // another input, or the worker that had it
 	}
 	id.Diff = diffOutputs(decodeAll(d.codec, w, d.ignore), decodeAll(d.codec, g, d.ignore))
