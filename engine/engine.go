@@ -173,13 +173,13 @@ type Engine struct {
 
 	attached bool // under mu: the CheckpointUsers were given their checkpoints (Start)
 
+	// stopAt is the timer clock's instant when Stop began: the drain
+	// waits for the timers due by then to fire (drained).
+	stopAt atomic.Pointer[time.Time]
 	// The kill (kill.go): killed once Kill ran (after killReason and
 	// abandon are set); killCh closed then; killErr is the kill's end's
 	// error, set before killDone is closed.
-	killed atomic.Bool
-	// stopAt is the timer clock's instant when Stop began: the drain
-	// waits for the timers due by then to fire (drained).
-	stopAt     atomic.Pointer[time.Time]
+	killed     atomic.Bool
 	abandon    atomic.Bool
 	killReason atomic.Pointer[string]
 	killCh     chan struct{}
