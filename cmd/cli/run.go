@@ -625,7 +625,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if err := plan.checkLocked(cfg); err != nil {
 		return res, err
 	}
-	logger := slog.New(&warnHandler{w: c.stderr})
+	logger := slog.New(&warnHandler{w: c.stderr, name: c.name})
 	src, ks, err := runSource(ctx, cfg, logger)
 	if err != nil {
 		return res, err
