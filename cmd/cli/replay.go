@@ -137,13 +137,7 @@ END of a run followed by its restart, or a last run without END).`,
 				return err
 			}
 			defer store.CloseAll(b)
-			var keys []string
-			for _, k := range ignore {
-				if k = strings.TrimSpace(k); k != "" {
-					keys = append(keys, k)
-				}
-			}
-			d, err := replayer.Diff(cmd.Context(), a, b, replayer.DiffOptions{Ignore: keys})
+			d, err := replayer.Diff(cmd.Context(), a, b, replayer.DiffOptions{Ignore: ignoreKeys(ignore)})
 			if err != nil {
 				return fmt.Errorf("diff %s %s: %w", args[0], args[1], err)
 			}
