@@ -134,6 +134,14 @@ type ProcessorDiff struct {
 	// and explain judge the losses.
 	Lost   []string   `json:"lost"`
 	Counts DiffCounts `json:"counts"`
+	// OptionsA and OptionsB are the options the processor's app was built
+	// with on each side, as its recordings hold them (store.Meta.AppOptions:
+	// of the first of its streams, in run order, that has them); nil when
+	// none holds them. Options that differ are no difference by themselves
+	// (the outputs are compared), but say why outputs may differ: the
+	// text names them.
+	OptionsA map[string]string `json:"optionsA,omitempty"`
+	OptionsB map[string]string `json:"optionsB,omitempty"`
 }
 
 // DiffCounts are the exact sizes of a ProcessorDiff's lists (inputs, not

@@ -21,6 +21,7 @@ import (
 func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, error) {
 	sides := [2][]store.Reader{a, b}
 	pd := newProcessorDiff(l)
+	pd.OptionsA, pd.OptionsB = recordedOptions(a, l.streams[0]), recordedOptions(b, l.streams[1])
 	idx, err := d.index(l, sides, pd)
 	if err != nil {
 		return nil, err
@@ -52,6 +53,23 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 	lr := lister{d: d, p: l.name, want: want}
 	lr.list(pd, &cs)
 	return pd, nil
+}
+
+// recordedOptions are the options the first of a side's streams (streams[r]
+// are run r's) was recorded with (store.Meta.AppOptions), nil when none was.
+func recordedOptions(rs []store.Reader, streams [][]string) map[string]string {
+	for r, rd := range rs {
+		opts := rd.Meta().AppOptions
+		for _, s := range streams[r] {
+			if o, ok := opts[s]; ok {
+				if o == nil {
+					o = map[string]string{}
+				}
+				return o
+			}
+		}
+	}
+	return nil
 }
 
 // newProcessorDiff is the empty comparison of processor l: every list

@@ -3,9 +3,11 @@ package replayer_test
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/store"
 )
 
 // TestReplayBuildsEachProcessorWithItsRecordedOptions: a recording whose
@@ -59,5 +61,25 @@ func TestReplayWithAnotherAppIgnoresTheRecordedOptions(t *testing.T) {
 	p := rep.Processors[0]
 	if p.OptionsRecorded || len(p.Options) != 0 || p.StopKind == replayer.StopError {
 		t.Errorf("replayed with another app: options %v recorded %v, stop %q (%s)", p.Options, p.OptionsRecorded, p.StopKind, p.Stop)
+	}
+}
+
+// TestDiffSaysWhenTheSidesWereBuiltWithOtherOptions: each side's recorded
+// options are in the report, and the text notes when they differ; the
+// outputs alone decide the verdict.
+func TestDiffSaysWhenTheSidesWereBuiltWithOtherOptions(t *testing.T) {
+	lines := []string{"alice,5", "bob,7"}
+	five := run{procs: []string{"alerts"}, options: map[string]string{"threshold": "5"}, recordOptions: true}.memory(t, lines...)
+	high := run{procs: []string{"alerts"}, options: map[string]string{"threshold": "100"}, recordOptions: true}.memory(t, lines...)
+	rep := diff(t, []store.Reader{five}, []store.Reader{high}, ignoreAt)
+	p := rep.Processors[0]
+	if p.OptionsA["threshold"] != "5" || p.OptionsB["threshold"] != "100" || rep.Verdict != replayer.DiffDifferent {
+		t.Errorf("options A %v B %v, verdict %q; want threshold 5 and 100, different", p.OptionsA, p.OptionsB, rep.Verdict)
+	}
+	if want := "note: the app was built with other options: A threshold=5, B threshold=100"; !strings.Contains(diffText(t, rep), want) {
+		t.Errorf("text lacks %q:\n%s", want, diffText(t, rep))
+	}
+	if same := diff(t, []store.Reader{five}, []store.Reader{five}, ignoreAt); strings.Contains(diffText(t, same), "other options") {
+		t.Errorf("a recording against itself notes other options:\n%s", diffText(t, same))
 	}
 }
