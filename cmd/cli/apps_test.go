@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
 
 // TestWithoutBuiltinAppsWorksInAnyOrderOfTheOptions: WithoutBuiltinApps
@@ -161,5 +163,32 @@ func TestARunRefusesWorkersItsAppCannotBeSplitOn(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestARunRecordsItsOptionsButNeverItsStateFile: the recording's META holds
+// the options of --option, never the state file nor how it is saved
+// (--state, --state-every: live side effects a replay must not be given),
+// and the run replays identical with no option.
+func TestARunRecordsItsOptionsButNeverItsStateFile(t *testing.T) {
+	dir := t.TempDir()
+	in, st := filepath.Join(dir, "in.txt"), filepath.Join(dir, "r.csv")
+	writeLines(t, in, "alice,5", "bob,7")
+	ctx := t.Context()
+	if code, out := execute(t, ctx, "run", "--app", "ledger", "--state", filepath.Join(dir, "ledger.json"), "--state-every", "5",
+		"--read", "once-earliest", "--input", in, "--store", st); code != cli.ExitOK {
+		t.Fatalf("run exit %d:\n%s", code, out)
+	}
+	r, err := csvstore.Open(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.Meta().AppOptions
+	r.Close()
+	if want := map[string]map[string]string{"ledger": {}}; !maps.EqualFunc(got, want, maps.Equal) {
+		t.Errorf("META appOptions %v, want %v", got, want)
+	}
+	if code, out := execute(t, ctx, "replay", st); code != cli.ExitOK {
+		t.Errorf("replay exit %d:\n%s", code, out)
 	}
 }

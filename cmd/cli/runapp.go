@@ -15,20 +15,21 @@ import (
 // core.WorkerStream(--state, w)) and the state's batch options
 // (apps.StateBatchOptions: --state-every, --state-interval), each of
 // which --option may not set too. recorded are the options for the
-// recording's META (recorder.Processor.Options): all but the state file,
-// which is each worker's own and never a replay's.
+// recording's META (recorder.Processor.Options): --option's but the state
+// file; not those of --state, --state-every and --state-interval, which
+// point the app at its live state and are never a replay's.
 func appBuilder(app core.App, cfg recordConfig) (build func(w int) (core.Processor, error), recorded map[string]string, err error) {
 	options := maps.Clone(cfg.options)
 	if options == nil {
 		options = map[string]string{}
 	}
+	recorded = maps.Clone(options)
 	for k, v := range apps.StateBatchOptions(cfg.stateEvery, cfg.stateInterval) {
 		if _, ok := options[k]; ok {
 			return nil, nil, usagef("--%s and --option %s=... both set it", k, k)
 		}
 		options[k] = v
 	}
-	recorded = maps.Clone(options)
 	if cfg.state != "" {
 		options[apps.OptionState] = cfg.state
 	}
