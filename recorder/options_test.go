@@ -19,7 +19,8 @@ import (
 // every stream of a processor (each worker's) with the options its app was
 // built with, but those the app says are Live; a processor given no
 // Options is recorded without them (unknown), one given empty ones with
-// none.
+// none. (The app's key is the deprecated App.Key: still read, for a
+// release, when KeyFor is not set.)
 func TestMetaHoldsTheOptionsEachStreamWasBuiltWith(t *testing.T) {
 	app := core.App{Name: "count", Live: []string{"state"}, Key: func(any) string { return "k" },
 		New: func(map[string]string) (core.Processor, error) {
