@@ -11,6 +11,12 @@ import (
 // not know, or a value it cannot use.
 var ErrOption = errors.New("core: bad app option")
 
+// ErrNoSplit is wrapped by an App's KeyFor when the app, with the options
+// given, cannot run on several workers: its outputs depend on more than
+// one key's items (a total over every key), so each worker's share would
+// give results of its own. A run asking for several workers is refused.
+var ErrNoSplit = errors.New("core: app cannot run on several workers")
+
 // App is a processor as the rest of blackbox knows it: by name. The recorder
 // writes each processor's app name in the recording's META row; replay,
 // golden cases and the CLI find the app by that name and build a fresh
@@ -30,12 +36,59 @@ type App struct {
 	// processor receives. Nil: the payload is decoded as JSON into generic
 	// values (the recorder's JSON codec).
 	Decode func(payload []byte) (any, error)
-	// Key, if set, is the key of an item for key-ordered workers (engine
-	// GroupConfig.Key): the items of one key reach one worker, in order.
-	// An app whose outputs depend only on its key's state gives the same
-	// outputs with any number of key-ordered workers. Nil: the app runs
-	// on several workers only unordered.
+	// KeyFor, if set, returns the key of an item for key-ordered workers
+	// (engine GroupConfig.Key) of the processors New builds with options:
+	// the items of one key reach one worker, in order. An app whose
+	// outputs depend only on its key's state gives the same outputs with
+	// any number of key-ordered workers. It returns a nil key when the
+	// app, with these options, has none (it runs on several workers only
+	// unordered), and an error wrapping ErrNoSplit when it cannot run on
+	// several workers at all (or ErrOption for options it cannot use).
+	// Use KeyFunc to read it.
+	KeyFor func(options map[string]string) (func(item any) string, error)
+	// Key is the key of an item whatever the options, used when KeyFor is
+	// nil.
+	//
+	// Deprecated: set KeyFor, which sees the options (an app whose keying
+	// depends on them gave per-worker results with Key). Key is kept for
+	// one release.
 	Key func(item any) string
+	// Live names the options of New that point the processor at live
+	// side effects (a state file, and how it is saved): the recorder
+	// leaves them out of the options it writes in META (RecordedOptions),
+	// so that a replay, which builds the processor with the recorded
+	// options, never touches what the run did. An option not named here
+	// is recorded, and a replay is given it.
+	Live []string
+}
+
+// KeyFunc returns the key of an item for key-ordered workers of the
+// processors built with options: KeyFor's, else Key; nil when the app has
+// none (several workers run it only unordered). An error wraps ErrNoSplit
+// (with these options the app runs on one worker only) or ErrOption, and
+// names the app.
+func (a App) KeyFunc(options map[string]string) (func(item any) string, error) {
+	if a.KeyFor == nil {
+		return a.Key, nil
+	}
+	key, err := a.KeyFor(options)
+	if err != nil {
+		return nil, fmt.Errorf("app %q: %w", a.Name, err)
+	}
+	return key, nil
+}
+
+// RecordedOptions returns the options of a processor built with options
+// that a recording holds, for a replay to build it with: options without
+// those a.Live names; an empty map, never nil, for none.
+func (a App) RecordedOptions(options map[string]string) map[string]string {
+	out := make(map[string]string, len(options))
+	for k, v := range options {
+		if !slices.Contains(a.Live, k) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Build builds a processor with a.New(options), naming the app in its

@@ -171,12 +171,19 @@ type StateReport struct {
 	Offset  int64 `json:"offset"`
 }
 
+// hasKey says app has a key for key-ordered workers with no option
+// (core.App.KeyFunc): crashtest runs workers key-ordered.
+func hasKey(app core.App) bool {
+	key, err := app.KeyFunc(nil)
+	return err == nil && key != nil
+}
+
 // check refuses a Config the test cannot run, before any work.
 func (cfg *Config) check() error {
 	switch {
 	case cfg.Workers < 1:
 		return configf("--workers must be at least 1, got %d", cfg.Workers)
-	case cfg.Workers > 1 && cfg.App.Key == nil:
+	case cfg.Workers > 1 && !hasKey(cfg.App):
 		return configf("--workers %d: app %s has no key function (crashtest runs workers key-ordered)", cfg.Workers, cfg.App.Name)
 	case cfg.Lines < 2:
 		return configf("--lines must be at least 2, got %d", cfg.Lines)

@@ -375,7 +375,7 @@ func TestAConfigTheTestCannotRunIsRefusedBeforeAnyWork(t *testing.T) {
 		edit func(*crashtest.Config)
 	}{
 		{"no workers", func(c *crashtest.Config) { c.Workers = 0 }},
-		{"workers without a key", func(c *crashtest.Config) { c.Workers, c.App.Key = 2, nil }},
+		{"workers without a key", func(c *crashtest.Config) { c.Workers, c.App.KeyFor, c.App.Key = 2, nil, nil }},
 		{"one line", func(c *crashtest.Config) { c.Lines = 1 }},
 		{"negative kills", func(c *crashtest.Config) { c.Kills = -1 }},
 		{"state-every 0", func(c *crashtest.Config) { c.StateEvery = 0 }},

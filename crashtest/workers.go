@@ -68,12 +68,16 @@ func (s *setup) inputLines() (ends []int64, workers []int, err error) {
 		return nil, nil, fileErr(s.input, err)
 	}
 	defer f.Close()
+	key, err := s.app.KeyFunc(nil)
+	if err != nil || key == nil {
+		return nil, nil, configf("--workers %d: app %s has no key function (%v)", s.cfg.Workers, s.app.Name, err)
+	}
 	sc := bufio.NewScanner(f)
 	off := int64(0)
 	for sc.Scan() {
 		off += int64(len(sc.Bytes())) + 1
 		ends = append(ends, off)
-		workers = append(workers, engine.WorkerOf(s.app.Key(sc.Text()), s.cfg.Workers))
+		workers = append(workers, engine.WorkerOf(key(sc.Text()), s.cfg.Workers))
 	}
 	if err := sc.Err(); err != nil {
 		return nil, nil, &FileError{Path: s.input, Err: err}

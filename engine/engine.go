@@ -183,6 +183,9 @@ type Engine struct {
 
 	attached bool // under mu: the CheckpointUsers were given their checkpoints (Start)
 
+	// stopAt is the timer clock's instant when Stop began: the drain
+	// waits for the timers due by then to fire (drained).
+	stopAt atomic.Pointer[time.Time]
 	// The kill (kill.go): killed once Kill ran (after killReason and
 	// abandon are set); killCh closed then; killErr is the kill's end's
 	// error, set before killDone is closed.
@@ -532,8 +535,14 @@ func (f *Feed) stateNow() FeedState {
 // ctx), commit what was processed after the sources stopped, close the
 // groups and cancel every Cycle.Context, close the streams (END), let
 // every CheckpointUser save what it holds (CloseCheckpoint), commit
-// again. Cycle.Context is cancelled once the drain is over: at once when
-// the queues are drained, else when DrainTimeout passes or ctx is done, so
+// again. The drain fires the timers due when Stop is called (due at or
+// before TimerClock's Now then; a group that failed or is fenced fires
+// none), each in a cycle of its own as a running group fires it, and a
+// timer their cycles set that is due by that instant too; a timer due
+// later never fires (timers are not part of a snapshot: the processor
+// sets them again after Restore). Cycle.Context is cancelled once the
+// drain is over: at once when the queues are drained and those timers
+// fired, else when DrainTimeout passes or ctx is done, so
 // a processor blocked on it past the drain lets Stop return. An item whose
 // processor or completion callback fails once its context is cancelled is
 // not dispatched, as an item whose retry backoff Stop cut: items never
@@ -572,10 +581,12 @@ func (e *Engine) Stop(ctx context.Context) error {
 	e.cancel()
 	e.srcWG.Wait()
 
+	stopAt := e.cfg.TimerClock.Now()
+	e.stopAt.Store(&stopAt)
 	drainCtx, cancel := context.WithTimeout(ctx, e.cfg.DrainTimeout)
 	defer cancel()
 	if !e.untilDrained(drainCtx) {
-		e.warnf("stop: queues not drained within the drain timeout (%s) or Stop's context; unprocessed items stay uncommitted", e.cfg.DrainTimeout)
+		e.warnf("stop: queues not drained, or timers due not fired, within the drain timeout (%s) or Stop's context; unprocessed items stay uncommitted", e.cfg.DrainTimeout)
 	}
 	var errs []error
 	errs = append(errs, e.commitAll()...)
@@ -636,9 +647,13 @@ func (e *Engine) Err() error {
 }
 
 func (e *Engine) drained() bool {
+	at := e.stopAt.Load()
 	for _, g := range e.groups {
 		if g.fenced.Load() || g.dead.Load() {
 			continue
+		}
+		if at != nil && g.timerDueBy(*at) {
+			return false
 		}
 		for _, b := range *g.bindings.Load() {
 			b.feed.mu.Lock()

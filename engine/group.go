@@ -546,6 +546,16 @@ func (g *group) schedule(host int) func(n int, due time.Time) {
 	}
 }
 
+// timerDueBy reports whether a timer not fired yet is due at or before t.
+func (g *group) timerDueBy(t time.Time) bool {
+	if g.nTimers.Load() == 0 {
+		return false
+	}
+	g.timersMu.Lock()
+	defer g.timersMu.Unlock()
+	return len(g.timers) > 0 && !g.timers[0].due.After(t)
+}
+
 // fireTimers runs the timers that are due; it reports whether any ran.
 func (g *group) fireTimers() bool {
 	fired := false

@@ -7,14 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/replayer"
+	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 )
 
@@ -282,6 +285,11 @@ func verifyCase(c *Case, apps []core.App) ([]result, error) {
 		if err != nil {
 			return nil, &CaseError{Case: c.Name, Err: err}
 		}
+		if why := optionsChanged(c, apps, r.Meta()); why != "" {
+			r.Close()
+			res = append(res, result{c: c, file: f, why: why})
+			continue
+		}
 		rep, err := replayer.Replay(context.Background(), r, apps, replayer.Options{AppOptions: map[string]map[string]string{c.App: c.Options}})
 		r.Close()
 		if err != nil {
@@ -290,6 +298,32 @@ func verifyCase(c *Case, apps []core.App) ([]result, error) {
 		res = append(res, judge(c, f, rep))
 	}
 	return res, nil
+}
+
+// optionsChanged says why a recording of c does not hold c's options (those
+// a recording holds: core.App.RecordedOptions), "" if it does or holds none
+// (a recording of an earlier version).
+func optionsChanged(c *Case, apps []core.App, m store.Meta) string {
+	app, _ := core.FindApp(apps, c.App)
+	want := app.RecordedOptions(c.Options)
+	for _, s := range slices.Sorted(maps.Keys(m.AppOptions)) {
+		if got := m.AppOptions[s]; !maps.Equal(got, want) {
+			return fmt.Sprintf("golden: the case's options are %s, its recording's %s: run the update to record it again", optionText(want), optionText(got))
+		}
+	}
+	return ""
+}
+
+// optionText is options as KEY=VALUE, sorted, or "none".
+func optionText(o map[string]string) string {
+	if len(o) == 0 {
+		return "none"
+	}
+	kv := make([]string, 0, len(o))
+	for _, k := range slices.Sorted(maps.Keys(o)) {
+		kv = append(kv, k+"="+o[k])
+	}
+	return strings.Join(kv, " ")
 }
 
 // Judge decides whether a replay of a golden recording passes: identical,

@@ -318,3 +318,50 @@ func TestCaseOptionsConfigureTheUsersOwnApp(t *testing.T) {
 		t.Fatalf("Check with factor 4: %d errors, want 1 (a divergence): %v", len(tb.errs), tb.errs)
 	}
 }
+
+// TestACaseWhoseOptionsChangedSinceItsRecordingFails: a golden recording
+// holds the options it was made with; a case.json whose options changed
+// since (one given another value, one removed) fails the check, naming
+// both, until the update records it again.
+func TestACaseWhoseOptionsChangedSinceItsRecordingFails(t *testing.T) {
+	for _, tc := range []struct {
+		name, caseJSON, want string
+	}{
+		{"another value", `{"app": "alerts", "options": {"threshold": "700"}}`,
+			"the case's options are threshold=700, its recording's threshold=500"},
+		{"removed", `{"app": "alerts"}`, "the case's options are none, its recording's threshold=500"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := filepath.Join(dir, "alerts-threshold")
+			if err := os.Mkdir(c, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{golden.InputFile, golden.Recording} {
+				b, err := os.ReadFile(filepath.Join("testdata", "alerts-threshold", f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(c, f), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(c, golden.CaseFile), []byte(tc.caseJSON), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ok, report, err := golden.Verify(dir, builtins()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok || !strings.Contains(report, tc.want) {
+				t.Errorf("check ok %v, want false, naming %q:\n%s", ok, tc.want, report)
+			}
+			if err := golden.Update(dir, builtins()...); err != nil {
+				t.Fatal(err)
+			}
+			if ok, report, err := golden.Verify(dir, builtins()...); err != nil || !ok {
+				t.Errorf("after the update: ok %v, err %v:\n%s", ok, err, report)
+			}
+		})
+	}
+}

@@ -332,7 +332,7 @@ func recordRun(c *Case, app core.App, in string, p core.Processor) (*store.Memor
 		Feed:          engine.FeedConfig{Name: inputFeed, Source: src, Policy: pol, QueueSize: queue, Journal: g},
 		Journal:       c.Journal,
 		Group:         "golden",
-		Processors:    []recorder.Processor{{Name: c.processor(), App: app, Processor: wrap(p, g)}},
+		Processors:    []recorder.Processor{{Name: c.processor(), App: app, Processor: wrap(p, g), Options: app.RecordedOptions(c.Options)}},
 		Clock:         core.NewStepClock(engineStart, time.Millisecond),
 		TimerClock:    g.clock,
 		RecorderClock: core.NewStepClock(recorderStart, time.Second),

@@ -31,6 +31,12 @@ type Options struct {
 	// State is what the app's durable state holds now (core.Durable); nil
 	// for none.
 	State *core.DurableState
+	// Ignore lists JSON object keys left out, at any depth, when a
+	// duplicate's output is compared with the earlier one
+	// (Duplicate.Same): a clock reading such as the built-in apps' "at"
+	// differs between two runs of the same input. An output that is not
+	// JSON is compared byte for byte.
+	Ignore []string
 }
 
 // Explain reads the recordings of a crashed run and its restarts, in the
@@ -72,7 +78,7 @@ func Explain(recs []Recording, opts Options) (*Findings, error) {
 	for i, rec := range recs {
 		readers[i] = rec.Reader
 	}
-	fill(x.f, readers)
+	fill(x.f, readers, opts.Ignore)
 	x.f.Lost = len(x.f.Losses) > 0
 	for _, a := range x.f.Answers {
 		if len(a.Lost) > 0 {

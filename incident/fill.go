@@ -1,7 +1,11 @@
 package incident
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -17,7 +21,7 @@ type rowKey struct {
 // each duplicate's sink and payload (and whether the earlier output was the
 // same). It reads each run that has such a row once more, then looks up the
 // JOURNAL rows of the INDEXED inputs.
-func fill(f *Findings, readers []store.Reader) {
+func fill(f *Findings, readers []store.Reader, ignore []string) {
 	fl := &filler{readers: readers, wants: make([]map[rowKey][]func(store.Entry), len(readers))}
 	dups := fl.wantAll(f)
 	fl.read()
@@ -27,8 +31,54 @@ func fill(f *Findings, readers []store.Reader) {
 	for _, dr := range dups {
 		dr.dup.Sink, dr.dup.Payload = dr.again.sink, dr.again.payload
 		dr.dup.Same = dr.dup.Earlier != nil && dr.earlier.read && dr.again.read &&
-			dr.earlier.sink == dr.again.sink && dr.earlier.payload == dr.again.payload
+			dr.earlier.sink == dr.again.sink && samePayload(dr.earlier.payload, dr.again.payload, ignore)
 	}
+}
+
+// samePayload reports whether two output payloads are the same: the same
+// bytes, or, with keys to ignore, the same JSON values once those keys
+// are left out at any depth.
+func samePayload(a, b string, ignore []string) bool {
+	if a == b {
+		return true
+	}
+	if len(ignore) == 0 {
+		return false
+	}
+	va, oka := decodeJSON(a)
+	vb, okb := decodeJSON(b)
+	return oka && okb && reflect.DeepEqual(without(va, ignore), without(vb, ignore))
+}
+
+// decodeJSON decodes one JSON value, numbers kept as written.
+func decodeJSON(s string) (any, bool) {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil || d.More() {
+		return nil, false
+	}
+	return v, true
+}
+
+// without is v with the object keys of ignore left out at any depth
+// (v is a fresh decoded value: changed in place).
+func without(v any, ignore []string) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if slices.Contains(ignore, k) {
+				delete(x, k)
+				continue
+			}
+			x[k] = without(e, ignore)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = without(e, ignore)
+		}
+	}
+	return v
 }
 
 // filler is one fill: the rows it wants of each run, and what to do with

@@ -59,6 +59,12 @@ type Options struct {
 	// Apps maps processor names to app names, written in META so a replay
 	// knows which app to build for each stream.
 	Apps map[string]string
+	// AppOptions maps processor names (the keys of Apps) to the options
+	// their app was built with, written in META (store.Meta.AppOptions) so
+	// that a replay builds each stream's processor as the run did: give
+	// the options a recording may hold (core.App.RecordedOptions). A
+	// processor it does not name is recorded without its options.
+	AppOptions map[string]map[string]string
 	// Processors, if not nil, records only these processors.
 	Processors []string
 	// SyncEvery forces rows to stable storage (store.Writer.Sync) once at least
@@ -209,7 +215,18 @@ func New(w store.Writer, opts Options) (*Recorder, error) {
 		streams = slices.Compact(slices.Sorted(slices.Values(opts.Processors)))
 	}
 	r.created = r.clock.Now()
-	meta := store.EncodeMeta(store.Meta{Format: store.Format, Created: r.created, Apps: apps, Options: o, Streams: streams})
+	var appOpts map[string]map[string]string
+	if len(opts.AppOptions) > 0 {
+		appOpts = make(map[string]map[string]string, len(opts.AppOptions))
+		for p, o := range opts.AppOptions {
+			if o == nil {
+				o = map[string]string{}
+			}
+			appOpts[p] = maps.Clone(o)
+		}
+	}
+	meta := store.EncodeMeta(store.Meta{Format: store.Format, Created: r.created, Apps: apps, Options: o, Streams: streams,
+		AppOptions: appOpts})
 	r.head = []store.Entry{meta}
 	r.awaiting = map[string]bool{}
 	for _, s := range streams {

@@ -23,6 +23,12 @@ type Processor struct {
 	// New builds each worker's instance when the run has several
 	// workers (Processor is then not used).
 	New func() (core.Processor, error)
+	// Options are the options App.New was given to build Processor (and
+	// each of New's instances), for META (store.Meta.AppOptions): a
+	// replay builds the processor with them. The options App.Live names
+	// are left out. Nil: the options are not recorded (a replay is told
+	// them); an empty map: built with none.
+	Options map[string]string
 }
 
 // RunConfig is one recorded run: one feed read from a source, handed to one
@@ -42,8 +48,13 @@ type RunConfig struct {
 	// Group names the processors' group; default "main".
 	Group      string
 	Processors []Processor
-	// Workers, Order and MaxGap are the group's (engine.GroupConfig). With
-	// OrderKey the key is the first processor's App.Key. Each worker's
+	// Workers, Order and MaxGap are the group's (engine.GroupConfig). The
+	// key of OrderKey is the first processor's App.KeyFunc of its Options.
+	// With Workers above 1 an empty Order is OrderKey when that app has a
+	// key, else OrderNone (the items go to the first idle worker, in no
+	// order), as the engine and `blackbox run` take it. Start refuses
+	// (ErrUsage) OrderKey for an app without a key, and several workers
+	// for an app that cannot run on them (core.ErrNoSplit). Each worker's
 	// instance of a processor is recorded as a stream of its own, named
 	// core.WorkerStream(processor, worker).
 	Workers int
@@ -81,6 +92,31 @@ type RunConfig struct {
 	KillAbandon bool
 }
 
+// groupKey resolves cfg's order and its key (RunConfig.Order): it refuses
+// OrderKey without a key and several workers for an app that cannot run on
+// them (core.ErrNoSplit).
+func groupKey(cfg RunConfig) (func(any) string, engine.Order, error) {
+	if cfg.Workers <= 1 && cfg.Order != engine.OrderKey {
+		return nil, cfg.Order, nil // one worker: no key is used
+	}
+	p := cfg.Processors[0]
+	key, err := p.App.KeyFunc(p.Options)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %d workers, order %q: %w", ErrUsage, cfg.Workers, cfg.Order, err)
+	}
+	order := cfg.Order
+	if order == "" && cfg.Workers > 1 && key != nil {
+		order = engine.OrderKey
+	}
+	switch {
+	case order == engine.OrderKey && key == nil:
+		return nil, "", fmt.Errorf("%w: app %q has no key: it cannot run key-ordered", ErrUsage, p.App.Name)
+	case order != engine.OrderKey:
+		key = nil
+	}
+	return key, order, nil
+}
+
 // Run is a recorded run under way: an engine and the recorder writing its
 // rows. Its methods are safe for concurrent use as Engine's are; Stop is
 // called once, Wait by one goroutine at a time.
@@ -104,27 +140,35 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		group = "main"
 	}
 	apps := make(map[string]string, len(cfg.Processors))
+	var appOpts map[string]map[string]string
 	procs := make([]engine.ProcessorConfig, len(cfg.Processors))
 	for i, p := range cfg.Processors {
 		if p.App.Name == "" {
 			return nil, fmt.Errorf("%w: processor %q has no app name", ErrUsage, p.Name)
 		}
+		streams := []string{p.Name}
 		if cfg.Workers > 1 {
+			streams = streams[:0]
 			for w := range cfg.Workers {
-				apps[core.WorkerStream(p.Name, w)] = p.App.Name
+				streams = append(streams, core.WorkerStream(p.Name, w))
 			}
-		} else {
-			apps[p.Name] = p.App.Name
+		}
+		for _, s := range streams {
+			apps[s] = p.App.Name
+			if p.Options != nil {
+				if appOpts == nil {
+					appOpts = map[string]map[string]string{}
+				}
+				appOpts[s] = p.App.RecordedOptions(p.Options)
+			}
 		}
 		procs[i] = engine.ProcessorConfig{Name: p.Name, Processor: p.Processor, New: p.New}
 	}
-	var key func(any) string
-	if cfg.Order == engine.OrderKey {
-		if key = cfg.Processors[0].App.Key; key == nil {
-			return nil, fmt.Errorf("%w: app %q has no Key: it cannot run key-ordered", ErrUsage, cfg.Processors[0].App.Name)
-		}
+	key, order, err := groupKey(cfg)
+	if err != nil {
+		return nil, err
 	}
-	opts := Options{Clock: cfg.RecorderClock, Codec: cfg.Codec, Apps: apps, NoCommits: cfg.NoCommits,
+	opts := Options{Clock: cfg.RecorderClock, Codec: cfg.Codec, Apps: apps, AppOptions: appOpts, NoCommits: cfg.NoCommits,
 		SyncEvery: cfg.SyncEvery, SyncInterval: cfg.SyncInterval, Logger: cfg.Logger}
 	obs := cfg.Observer
 	if cfg.Sink != nil {
@@ -153,7 +197,7 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		TimerClock: cfg.TimerClock,
 		Feeds:      []engine.FeedConfig{fc},
 		Groups: []engine.GroupConfig{{Name: group, Feeds: []string{fc.Name}, Processors: procs,
-			Workers: cfg.Workers, Order: cfg.Order, Key: key, MaxGap: cfg.MaxGap}},
+			Workers: cfg.Workers, Order: order, Key: key, MaxGap: cfg.MaxGap}},
 		Observer:    rec.Observer().Then(obs),
 		Sink:        cfg.Sink,
 		Logger:      cfg.Logger,
@@ -177,7 +221,9 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 func (r *Run) Engine() *engine.Engine { return r.eng }
 
 // Stop stops the engine (Engine.Stop with ctx: a clean stop commits and
-// drains), then closes the recorder (END rows). stopErr is the engine's;
+// drains, and fires the timers due on TimerClock when Stop is called, each
+// recorded as a TIMER row with its outputs; a timer due later never
+// fires), then closes the recorder (END rows). stopErr is the engine's;
 // recErr is the recorder's: the recording is broken (a stream stopped, or
 // closing failed). The store stays open: the caller closes it, and closes
 // RunConfig.Outbox after it (its last batch follows the last commit).

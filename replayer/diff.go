@@ -134,6 +134,14 @@ type ProcessorDiff struct {
 	// and explain judge the losses.
 	Lost   []string   `json:"lost"`
 	Counts DiffCounts `json:"counts"`
+	// OptionsA and OptionsB are the options the processor's app was built
+	// with on each side, as its recordings hold them (store.Meta.AppOptions:
+	// of the first of its streams, in run order, that has them); nil when
+	// none holds them. Options that differ are no difference by themselves
+	// (the outputs are compared), but say why outputs may differ: the
+	// text names them.
+	OptionsA map[string]string `json:"optionsA,omitempty"`
+	OptionsB map[string]string `json:"optionsB,omitempty"`
 }
 
 // DiffCounts are the exact sizes of a ProcessorDiff's lists (inputs, not
@@ -153,8 +161,9 @@ type DiffCounts struct {
 // InputRef names an input of a side. Feed, Key and Offset are its source
 // identity when it was delivered with a position; an input without one is
 // named by Feed and Seq (Offset 0); a timer by Key "timer", Offset its
-// ordinal among the side's timers (among its worker's, for a worker's
-// timer: Stream names the worker) and Seq its number. Run is the 1-based
+// ordinal among the side's timers of the processor (every run's, every
+// worker's, in the order read; Stream names a worker's) and Seq its number.
+// Run is the 1-based
 // position, in its side's list, of the recording that holds it; Seq is that
 // run's sequence. A plain value.
 type InputRef struct {
@@ -199,8 +208,7 @@ type InputDiff struct {
 // the feed's order (the lowest seq first, each stream's order kept), then
 // aligned as one stream's are, so a
 // run on one worker and a run of the same input on eight compare input by
-// input. Each worker's timers are its own (they align with the timers of
-// the same worker's stream on the other side, by ordinal). ProcessorDiff
+// input, timers included (see below). ProcessorDiff
 // says how many worker streams were merged on each side (WorkersA,
 // WorkersB), and InputRef.Stream which one held an input.
 //
@@ -217,8 +225,14 @@ type InputDiff struct {
 // side with the k-th on the other) and the change is listed in
 // EpochChanges. A Kafka partition's epoch is its topic's incarnation, the
 // same for every restart and rebalance: a crashed-then-restarted or
-// rebalanced run aligns with a clean one record by record. TIMER inputs are aligned by their ordinal among the side's
-// timers. FAILED and DROPPED rows take no part.
+// rebalanced run aligns with a clean one record by record. A TIMER input
+// is identified by what it emitted: the k-th timer of a side whose outputs
+// (DiffOptions.Ignore left out) are those aligns with the k-th of the other
+// side that emitted the same, whichever worker fired it, whatever its
+// number and whenever it fired (timer numbers count per processor
+// instance, and a timer fires when its clock says, so neither matches
+// across worker counts); the timers left over align in order, each pair
+// an input whose outputs differ. FAILED and DROPPED rows take no part.
 //
 // Where positions disagree (a line of another length shifts every later
 // offset; a line inserted or removed), the inputs left over are aligned by

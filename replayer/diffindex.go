@@ -21,6 +21,7 @@ type sideAgg struct {
 	concat      uint64 // hash of every delivery's outputs, in order
 	cut         int32  // deliveries whose outputs were cut (delivery.cut)
 	ord         int64  // the side's ordinal of the input's first delivery
+	tord        int64  // a timer's ordinal among the side's timers (delivery.tord)
 	seq, epoch  int64  // the first delivery's
 	reseq       int64  // the second delivery's
 	repseq      int64  // the repeated delivery's (reprun)
@@ -95,7 +96,7 @@ func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64, killed
 	s.n++
 	switch s.n {
 	case 1:
-		s.ord, s.run, s.seq, s.epoch, s.in = ord, int32(dl.run), dl.seq, dl.epoch, in
+		s.ord, s.run, s.seq, s.epoch, s.in, s.tord = ord, int32(dl.run), dl.seq, dl.epoch, in, dl.tord
 		s.concat = hashInit
 	case 2:
 		s.rerun, s.reseq = int32(dl.run), dl.seq
@@ -127,7 +128,8 @@ func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64, killed
 func (s *sideAgg) unknown() bool { return s.n > 0 && s.cut == s.n }
 
 // inputHash hashes an input's payload: the row's, or its journal row's for
-// an INDEXED input. Timers all hash alike (they align by ordinal); an input
+// an INDEXED input. Timers all hash alike (the walk keys them by their
+// outputs; those left over align in order); an input
 // whose payload cannot be read hashes like no other.
 func (d *differ) inputHash(r store.Reader, dl *delivery) uint64 {
 	var mh maphash.Hash

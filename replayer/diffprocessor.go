@@ -21,6 +21,7 @@ import (
 func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, error) {
 	sides := [2][]store.Reader{a, b}
 	pd := newProcessorDiff(l)
+	pd.OptionsA, pd.OptionsB = recordedOptions(a, l.streams[0]), recordedOptions(b, l.streams[1])
 	idx, err := d.index(l, sides, pd)
 	if err != nil {
 		return nil, err
@@ -52,6 +53,23 @@ func (d *differ) processor(l *logical, a, b []store.Reader) (*ProcessorDiff, err
 	lr := lister{d: d, p: l.name, want: want}
 	lr.list(pd, &cs)
 	return pd, nil
+}
+
+// recordedOptions are the options the first of a side's streams (streams[r]
+// are run r's) was recorded with (store.Meta.AppOptions), nil when none was.
+func recordedOptions(rs []store.Reader, streams [][]string) map[string]string {
+	for r, rd := range rs {
+		opts := rd.Meta().AppOptions
+		for _, s := range streams[r] {
+			if o, ok := opts[s]; ok {
+				if o == nil {
+					o = map[string]string{}
+				}
+				return o
+			}
+		}
+	}
+	return nil
 }
 
 // newProcessorDiff is the empty comparison of processor l: every list
@@ -327,7 +345,7 @@ func (lr *lister) ref(si int, sk sideKey, nth int) InputRef {
 		r.Offset = 0
 	}
 	if sk.k.timer {
-		r.Feed = ""
+		r.Feed, r.Offset = "", s.tord
 	}
 	if dt := lr.want[si][sk.k]; dt != nil {
 		r.Input = dt.input
@@ -360,7 +378,12 @@ func (lr *lister) inputDiff(it item) InputDiff {
 	d, ga, gb := lr.d, it.al.a, it.al.b
 	w, g := effectiveOutputs(lr.want[0][ga.k].outs, ga.g.mixed), effectiveOutputs(lr.want[1][gb.k].outs, gb.g.mixed)
 	id := InputDiff{InputRef: lr.ref(0, ga, 0), Changed: it.al.changed, Want: texts(w), Got: texts(g)}
-	if rb := lr.ref(1, gb, 0); it.al.changed || ga.k != gb.k || rb.Stream != "" {
+	rb := lr.ref(1, gb, 0)
+	other := ga.k != gb.k
+	if ga.k.timer { // timers are keyed by their outputs: another timer is another place
+		other = rb.Offset != id.Offset || rb.Seq != id.Seq || rb.Run != id.Run
+	}
+	if it.al.changed || other || rb.Stream != "" {
 		id.B = &rb // another input, or the worker that had it
 	}
 	id.Diff = diffOutputs(decodeAll(d.codec, w, d.ignore), decodeAll(d.codec, g, d.ignore))

@@ -67,6 +67,7 @@ type delivery struct {
 	n       int64  // the OUTPUT rows its input row says it has
 	cut     bool   // fewer OUTPUT rows than n: its outputs are not known
 	payload []byte // an INLINE input's payload
+	tord    int64  // a timer's ordinal among its side's timers of the processor (1, 2, ...)
 	outs    []output
 	del     store.Entry // the DELIVERY row before the input, when hasDel
 	hasDel  bool
@@ -223,7 +224,16 @@ func (d *differ) walk(side string, rs []store.Reader, p string, streams [][]stri
 		}
 		return s
 	}
-	timers := map[string]int64{} // per stream of a worker; "" the processor's own
+	// A timer is identified by its outputs, not by its stream nor its
+	// number: the k-th timer of a side whose outputs hash to h (with
+	// DiffOptions.Ignore left out), over every run and every worker's
+	// stream. Timers are numbered per processor instance and fire when
+	// their clock says, so neither a number nor a place in the merged
+	// order matches across worker counts; what a timer emitted does. The
+	// timers whose outputs no timer of the other side matches align, in
+	// order, by content (alignByContent: timers all hash alike).
+	timers := map[uint64]int64{}
+	var ntimers int64
 	for run, r := range rs {
 		for _, s := range feeds {
 			s.base += s.maxSeq
@@ -237,12 +247,14 @@ func (d *differ) walk(side string, rs []store.Reader, p string, streams [][]stri
 			dl.run, dl.stream = run+1, streams[run][si]
 			switch {
 			case dl.kind == store.KindTimer:
-				lane := ""
-				if dl.stream != p {
-					lane = dl.stream // a worker's timers are its own
+				h := uint64(hashInit)
+				for _, o := range dl.outs {
+					h = mix(h, d.hashOutput(o))
 				}
-				timers[lane]++
-				dl.key = ikey{feed: d.intern(lane), key: d.intern("timer"), timer: true, offset: timers[lane]}
+				timers[h]++
+				ntimers++
+				dl.tord = ntimers
+				dl.key = ikey{feed: d.intern(""), key: d.intern("timer"), timer: true, offset: int64(mix(h, uint64(timers[h])))}
 			case dl.hasDel:
 				// A position space is an epoch of a feed's key: a file's
 				// epoch changes with a new file or a reset, a Kafka

@@ -56,6 +56,9 @@ type run struct {
 	// state file core.WorkerStream(state, w)), recorded as streams
 	// core.WorkerStream(processor, w).
 	workers int
+	// recordOptions writes options in META as each stream's
+	// (recorder.Options.AppOptions).
+	recordOptions bool
 }
 
 // record runs r over lines (appended to r.log, or a new closed log) until
@@ -129,8 +132,15 @@ func (r run) recordIn(t *testing.T, lines ...string) store.Writer {
 		pcs = append(pcs, engine.ProcessorConfig{Name: name, Processor: p})
 		names[name] = name
 	}
+	var appOpts map[string]map[string]string
+	if r.recordOptions {
+		appOpts = map[string]map[string]string{}
+		for s := range names {
+			appOpts[s] = r.options
+		}
+	}
 	rec, err := recorder.New(r.w, recorder.Options{Clock: core.NewStepClock(t0, time.Second), Apps: names,
-		Logger: slog.New(slog.DiscardHandler)})
+		AppOptions: appOpts, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

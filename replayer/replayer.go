@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/recorder"
@@ -42,10 +44,17 @@ type Options struct {
 	// App, if set, replays every processor with this app instead of the
 	// one the recording names.
 	App string
-	// AppOptions are the options each app's New is given (app name ->
-	// options); none for an app it does not name. Never give an app an
-	// option pointing at live side effects (a state file): a replay
-	// captures outputs, but cannot undo what a processor does on its own.
+	// AppOptions override, key by key, the options a recording holds
+	// for the processors of an app (app name -> options; META's
+	// appOptions, store.Meta.AppOptions): each processor is built with
+	// the options its stream was recorded with (none when the replay's
+	// App is another than the recorded one), each key given here
+	// replacing or adding its value (ProcessorReport.Overridden). Of a
+	// recording that holds no options for a stream (an earlier version's)
+	// these are all the processor is given. Never give an app an option
+	// pointing at live side effects (a state file, core.App.Live): a
+	// replay captures outputs, but cannot undo what a processor does on
+	// its own.
 	AppOptions map[string]map[string]string
 	// Progress, if set, is called with the processor's name and the count
 	// of inputs replayed every ProgressEvery inputs, from the goroutine
@@ -112,6 +121,24 @@ type ProcessorReport struct {
 	StopKind  string          `json:"stopKind,omitempty"`
 	StopIndex int64           `json:"stopIndex,omitempty"`
 	Problems  []store.Problem `json:"problems"` // the integrity problems of this processor's stream
+	// Options are the options the processor was built with;
+	// OptionsRecorded says the recording holds its stream's options
+	// (else Options are only those Options.AppOptions gave), Overridden
+	// the keys given that replaced or added to the recorded ones, sorted.
+	Options         map[string]string `json:"options"`
+	OptionsRecorded bool              `json:"optionsRecorded"`
+	Overridden      []Override        `json:"overridden,omitempty"`
+}
+
+// Override is an option a replay was given (Options.AppOptions) in place of
+// the one its recording holds: Recorded is the recorded value, Unrecorded
+// says the recording holds no value for Key (the option was added). A
+// plain value.
+type Override struct {
+	Key        string `json:"key"`
+	Given      string `json:"given"`
+	Recorded   string `json:"recorded"`
+	Unrecorded bool   `json:"unrecorded,omitempty"`
 }
 
 // Divergence is one input whose replay differs from the recording: its
@@ -213,7 +240,13 @@ func Replay(ctx context.Context, r store.Reader, apps []core.App, opts Options) 
 		if a.Decode == nil {
 			a.Decode = codec.Decode
 		}
-		return job{proc: p, app: a, options: opts.AppOptions[name]}, nil
+		recorded, ok := meta.AppOptions[p]
+		if name != meta.Apps[p] {
+			recorded, ok = nil, false // another app's options
+		}
+		j := job{proc: p, app: a, recorded: ok}
+		j.options, j.overridden = withOverrides(recorded, opts.AppOptions[name], ok)
+		return j, nil
 	}
 	return replayOnce(ctx, r, resolve, codec, opts)
 }
@@ -259,7 +292,7 @@ func (ps *pass) start(p string) (*replay, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr := &ProcessorReport{Processor: j.proc, App: j.app.Name, Losses: []Loss{}, Problems: []store.Problem{}}
+	pr := j.report()
 	rp := newReplay(ps.ctx, ps.r, j, ps.codec, ps.opts, pr)
 	rp.begin()
 	ps.reps[p], ps.replays[p] = pr, rp
@@ -343,8 +376,8 @@ func (ps *pass) report(err error) (*Report, error) {
 			if rerr != nil {
 				return nil, rerr
 			}
-			pr = &ProcessorReport{Processor: j.proc, App: j.app.Name, Losses: []Loss{}, Problems: []store.Problem{},
-				Stop: "not replayed: " + err.Error(), StopKind: StopCancelled}
+			pr = j.report()
+			pr.Stop, pr.StopKind = "not replayed: "+err.Error(), StopCancelled
 		default: // a stream with no row Streams yields: replayed empty, as Replay does
 			rp, rerr := ps.start(p)
 			if rerr != nil {
@@ -381,11 +414,49 @@ func (rep *Report) verdict() {
 	}
 }
 
-// job is a processor to replay and the app it is replayed with.
+// job is a processor to replay and the app it is replayed with, built with
+// options (recorded: the recording holds the stream's; overridden: the
+// keys given in place of the recorded values).
 type job struct {
-	proc    string
-	app     core.App
-	options map[string]string
+	proc       string
+	app        core.App
+	options    map[string]string
+	recorded   bool
+	overridden []Override
+}
+
+// report is a new report of j's processor.
+func (j job) report() *ProcessorReport {
+	opts := j.options
+	if opts == nil {
+		opts = map[string]string{}
+	}
+	return &ProcessorReport{Processor: j.proc, App: j.app.Name, Losses: []Loss{}, Problems: []store.Problem{},
+		Options: opts, OptionsRecorded: j.recorded, Overridden: j.overridden}
+}
+
+// withOverrides returns the recorded options with each given one in place
+// of the recorded value, and the overrides, sorted by key: a given value
+// equal to the recorded one is none, and of options not recorded
+// (recorded false) nothing is overridden.
+func withOverrides(recorded, given map[string]string, isRecorded bool) (map[string]string, []Override) {
+	if len(given) == 0 {
+		return recorded, nil
+	}
+	out := maps.Clone(recorded)
+	if out == nil {
+		out = make(map[string]string, len(given))
+	}
+	var over []Override
+	for _, k := range slices.Sorted(maps.Keys(given)) {
+		v := given[k]
+		old, had := recorded[k]
+		out[k] = v
+		if isRecorded && (!had || old != v) {
+			over = append(over, Override{Key: k, Given: v, Recorded: old, Unrecorded: !had})
+		}
+	}
+	return out, over
 }
 
 // nonNil is s, or an empty slice for nil (JSON [] rather than null).

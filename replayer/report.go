@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/blackbox-audit/blackbox/store"
@@ -37,6 +39,13 @@ func writeProcessor(w io.Writer, p *ProcessorReport) {
 	}
 	fmt.Fprintf(w, "processor %q (app %q): %s replayed, %s compared, %s\n", p.Processor, p.App,
 		plural(p.Inputs, "input"), plural(p.Outputs, "output"), state)
+	for _, o := range p.Overridden {
+		if o.Unrecorded {
+			fmt.Fprintf(w, "  option %s=%s given: the recording holds none\n", o.Key, o.Given)
+			continue
+		}
+		fmt.Fprintf(w, "  option %s=%s given: overrides the recorded %s=%s\n", o.Key, o.Given, o.Key, o.Recorded)
+	}
 	if d := p.First; d != nil {
 		writeDivergence(w, d)
 	}
@@ -155,6 +164,9 @@ func (d *DiffReport) WriteText(w io.Writer) error {
 		for _, n := range p.Notes {
 			fmt.Fprintf(bw, "  note: %s\n", n)
 		}
+		if p.OptionsA != nil && p.OptionsB != nil && !maps.Equal(p.OptionsA, p.OptionsB) {
+			fmt.Fprintf(bw, "  note: the app was built with other options: A %s, B %s\n", optionsText(p.OptionsA), optionsText(p.OptionsB))
+		}
 		writeRefs(bw, "only in A", p.OnlyA, c.OnlyA)
 		writeRefs(bw, "only in B", p.OnlyB, c.OnlyB)
 		for _, x := range p.Different {
@@ -231,4 +243,16 @@ func streamText(stream string) string {
 		return ""
 	}
 	return " " + stream
+}
+
+// optionsText is options as KEY=VALUE, sorted, or "none".
+func optionsText(o map[string]string) string {
+	if len(o) == 0 {
+		return "none"
+	}
+	kv := make([]string, 0, len(o))
+	for _, k := range slices.Sorted(maps.Keys(o)) {
+		kv = append(kv, k+"="+o[k])
+	}
+	return strings.Join(kv, " ")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -191,11 +192,12 @@ func timers(t *testing.T, rs []store.Entry, workers int) []store.Entry {
 	return rs
 }
 
-// TestDiffKeepsEachWorkersTimersApart: each worker's timers are numbered
-// and aligned on their own (timer #1 of ledger#w1 is worker 1's first
-// timer, not the side's second), so an output changed in worker 1's
-// timer is named as that worker's.
-func TestDiffKeepsEachWorkersTimersApart(t *testing.T) {
+// TestDiffNamesATimerByItsPlaceAmongTheSidesTimersAndItsWorker: the timers
+// of a processor's workers align by what they emitted, whichever worker
+// fired them; a timer whose output changed is named by its place among
+// the side's timers (#2: worker 1's first timer is the side's second) and
+// the worker's stream that fired it.
+func TestDiffNamesATimerByItsPlaceAmongTheSidesTimersAndItsWorker(t *testing.T) {
 	rs := rows(t, run{workers: 2}.memory(t, keyed...))
 	spread(t, workerInputs(t, reopen(t, rs), "ledger", 2))
 	rs = timers(t, rs, 2)
@@ -222,10 +224,39 @@ func TestDiffKeepsEachWorkersTimersApart(t *testing.T) {
 		t.Fatalf("verdict %q, want one input different:\n%s", rep.Verdict, diffText(t, rep))
 	}
 	d := rep.Processors[0].Different[0]
-	if d.Key != "timer" || d.Feed != "" || d.Offset != 1 || d.Stream != "ledger#w1" {
-		t.Errorf("different %+v, want timer #1 of ledger#w1", d.InputRef)
+	if d.Key != "timer" || d.Feed != "" || d.Offset != 2 || d.Stream != "ledger#w1" {
+		t.Errorf("different %+v, want timer #2 of ledger#w1", d.InputRef)
 	}
-	if want := "different: timer #1 of ledger#w1 (number 1 in run 1)"; !strings.Contains(diffText(t, rep), want) {
+	if want := "different: timer #2 of ledger#w1 (number 1 in run 1)"; !strings.Contains(diffText(t, rep), want) {
 		t.Errorf("text lacks %q:\n%s", want, diffText(t, rep))
+	}
+}
+
+// payments is README step 1's payments.txt: a transfer, a line the ledger
+// rejects, and a tick (a timer).
+var payments = []string{"alice,100", "bob,-2000", "transfer,alice,bob,40", "alice,1500", "oops", "tick", "carol,5"}
+
+// TestDiffAlignsTheTimersOfOneWorkerWithThoseOfFour: README step 1's
+// payments on one worker against four: the tick's timer (worker 0's timer
+// 1 on four workers) aligns with the one worker's timer 1, as an input of
+// both sides, never "only in A" and "only in B". What differs is what the
+// ledger documents (apps.Key): the credit of a transfer to another
+// worker's account, and a summary of one worker's accounts.
+func TestDiffAlignsTheTimersOfOneWorkerWithThoseOfFour(t *testing.T) {
+	one := run{}.memory(t, payments...)
+	four := run{workers: 4}.memory(t, payments...)
+	spread(t, workerInputs(t, four, "ledger", 4))
+	rep := diff(t, []store.Reader{one}, []store.Reader{four}, ignoreAt)
+	p := rep.Processors[0]
+	if p.Counts.OnlyA != 0 || p.Counts.OnlyB != 0 || p.Common != 8 {
+		t.Fatalf("only in A %d, only in B %d, common %d, want 0, 0, 8 (7 lines and the timer):\n%s", p.Counts.OnlyA, p.Counts.OnlyB,
+			p.Common, diffText(t, rep))
+	}
+	var got []string
+	for _, d := range p.Different {
+		got = append(got, d.Input)
+	}
+	if want := []string{`"transfer,alice,bob,40"`, "timer 1"}; !slices.Equal(got, want) {
+		t.Errorf("different %q, want %q:\n%s", got, want, diffText(t, rep))
 	}
 }

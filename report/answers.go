@@ -14,15 +14,57 @@ import (
 const listMax = 10
 
 // position is "epoch 1 offset 42" ("key t/0" between them for a keyed
-// position), "-" for none.
-func position(p *incident.Position) string {
+// position), "-" for none; without the epoch ("offset 42") when it is
+// common, the one epoch of every position of the answers (epochOf), which
+// the page states once.
+func position(p *incident.Position, common *int64) string {
 	if p == nil {
 		return "-"
 	}
-	if p.Key != "" {
-		return fmt.Sprintf("epoch %d key %s offset %d", p.Epoch, p.Key, p.Offset)
+	epoch := fmt.Sprintf("epoch %d ", p.Epoch)
+	if common != nil && *common == p.Epoch {
+		epoch = ""
 	}
-	return fmt.Sprintf("epoch %d offset %d", p.Epoch, p.Offset)
+	if p.Key != "" {
+		return fmt.Sprintf("%skey %s offset %d", epoch, p.Key, p.Offset)
+	}
+	return fmt.Sprintf("%soffset %d", epoch, p.Offset)
+}
+
+// epochOf is the epoch of every position the answers show, when they
+// share one (a file read from one epoch: its 19-digit epoch is then
+// stated once); nil when they show none or several.
+func epochOf(a incident.Answers) *int64 {
+	var ps []*incident.Position
+	for i := range a.Crashes {
+		c := &a.Crashes[i]
+		if c.LastProcessed != nil {
+			ps = append(ps, c.LastProcessed.Position)
+		}
+		if c.MaybeInFlight != nil {
+			ps = append(ps, c.MaybeInFlight.Position)
+		}
+		if c.Lag != nil {
+			ps = append(ps, c.Lag.Committed)
+		}
+	}
+	for i := range a.Redelivered {
+		ps = append(ps, &a.Redelivered[i].Position)
+	}
+	for i := range a.Duplicates {
+		ps = append(ps, &a.Duplicates[i].Position)
+	}
+	var common *int64
+	for _, p := range ps {
+		switch {
+		case p == nil:
+		case common == nil:
+			common = &p.Epoch
+		case *common != p.Epoch:
+			return nil
+		}
+	}
+	return common
 }
 
 // refs names the rows that prove an answer: "run 1 ledger #12 INLINE; ...".

@@ -23,6 +23,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"chart":      func(t Timeline) chart { return t.chart() },
 	"even":       func(n int) bool { return n%2 == 0 },
 	"position":   position,
+	"epochOf":    epochOf,
 	"refs":       refs,
 	"outcomes":   outcomes,
 	"items":      items,

@@ -153,4 +153,12 @@ type Meta struct {
 	// Streams lists, sorted, the processor streams the recording must hold
 	// (Format; absent in FormatV1, see ExpectedStreams).
 	Streams []string `json:"streams"`
+	// AppOptions maps a processor stream to the options its app's New
+	// (core.App.New) was given, but those the app names Live (they point
+	// at live side effects: a replay must not be given them): a replay
+	// builds the stream's processor with them. A stream it does not list
+	// was recorded without saying (a recording of an earlier version, or
+	// of a caller that did not tell the recorder): its options are not
+	// known. Absent (nil) when no stream's are.
+	AppOptions map[string]map[string]string `json:"appOptions,omitempty"`
 }

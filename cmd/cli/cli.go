@@ -92,8 +92,19 @@ func WithApps(a ...core.App) Option {
 
 // WithoutBuiltinApps leaves out the built-in apps (ledger, alerts),
 // wherever it stands among the options: the CLI has only the apps of
-// WithApps. The demo command needs the ledger app.
+// WithApps. The demo command, which runs the built-in ledger, is then
+// left out too (as when WithApps replaces the ledger), and crashtest's
+// --app has no default.
 func WithoutBuiltinApps() Option { return func(c *CLI) { c.noBuiltins = true } }
+
+// DefaultName is the name of the CLI's root command when WithName does not
+// set one.
+const DefaultName = "blackbox"
+
+// WithName names the CLI's root command: a user's own binary (one with
+// WithApps) says its name, not blackbox's, in its usage lines, its help
+// and its error and warning messages ("<name>: ..."). Empty: DefaultName.
+func WithName(name string) Option { return func(c *CLI) { c.name = name } }
 
 // WithClock sets the clock the engine's processors read (Cycle.Now) and the
 // recorder stamps rows with. Default: the system clock. Tests inject an
@@ -142,6 +153,8 @@ type CLI struct {
 	apps       []core.App
 	own        []core.App // WithApps, merged into apps by New
 	noBuiltins bool       // WithoutBuiltinApps
+	ledger     bool       // the built-in ledger is among apps (demo runs it)
+	name       string     // the root command's (WithName), never empty after New
 	clock      core.Clock
 	stdin      io.Reader
 	stdout     io.Writer
@@ -162,10 +175,14 @@ func New(opts ...Option) *CLI {
 	for _, o := range opts {
 		o(c)
 	}
+	if c.name == "" {
+		c.name = DefaultName
+	}
 	if !c.noBuiltins {
 		for _, b := range BuiltinApps() {
 			if _, mine := core.FindApp(c.own, b.Name); !mine {
 				c.apps = append(c.apps, b)
+				c.ledger = c.ledger || b.Name == apps.LedgerName
 			}
 		}
 	}
@@ -204,7 +221,7 @@ func (c *CLI) Execute(ctx context.Context, args []string) int {
 			return code
 		}
 	}
-	fmt.Fprintf(c.stderr, "blackbox: %v\n", err)
+	fmt.Fprintf(c.stderr, "%s: %v\n", c.name, err)
 	var ue *usageError
 	if errors.As(err, &ue) {
 		if cmd == nil {
@@ -216,11 +233,12 @@ func (c *CLI) Execute(ctx context.Context, args []string) int {
 }
 
 // Command returns a new cobra command tree of the CLI: the root command
-// "blackbox" and its subcommands, writing to the CLI's stdout and stderr.
-// Its RunE functions return *ExitError for non-zero verdicts.
+// (named "blackbox", or as WithName says) and its subcommands, writing to
+// the CLI's stdout and stderr. Its RunE functions return *ExitError for
+// non-zero verdicts. demo is among them only when the built-in ledger is.
 func (c *CLI) Command() *cobra.Command {
 	root := &cobra.Command{
-		Use:   "blackbox",
+		Use:   c.name,
 		Short: "Record, replay and audit event processing",
 		Long: `blackbox records everything a processor saw and did to a recording (CSV or
 SQLite), replays the recording to prove the outputs identical, and checks,
@@ -242,7 +260,10 @@ lossless or not complete.`,
 	// usageError, and every command sets Args (noArgs, exactArgs), so cobra
 	// never returns its untyped "unknown command" error.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(c.demoCmd(), c.runCmd(), c.replayCmd(), c.verifyCmd(), c.inspectCmd(),
+	if c.ledger {
+		root.AddCommand(c.demoCmd())
+	}
+	root.AddCommand(c.runCmd(), c.replayCmd(), c.verifyCmd(), c.inspectCmd(),
 		c.diffCmd(), c.explainCmd(), c.reportCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd(),
 		c.ctlCmd(), c.topCmd())
 	for _, extra := range c.extra {
@@ -252,7 +273,21 @@ lossless or not complete.`,
 		}
 		root.AddCommand(cmd)
 	}
+	if c.name != DefaultName {
+		rename(root, c.name)
+	}
 	return root
+}
+
+// rename makes the help texts of cmd and its subcommands name the binary
+// name where they name blackbox's ("blackbox run ...", "blackbox records
+// ..."); the usage lines follow the root's Use.
+func rename(cmd *cobra.Command, name string) {
+	r := strings.NewReplacer(DefaultName+" ", name+" ", `"`+DefaultName+`"`, `"`+name+`"`)
+	cmd.Short, cmd.Long, cmd.Example = r.Replace(cmd.Short), r.Replace(cmd.Long), r.Replace(cmd.Example)
+	for _, sub := range cmd.Commands() {
+		rename(sub, name)
+	}
 }
 
 // helpOnly is the action of a command that only groups subcommands: it

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/crashtest"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
@@ -66,6 +67,9 @@ them first. It prints a table of the kills and the verdict.
 Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if app == "" {
+				return usagef("crashtest needs --app (known: %s)", core.AppNames(c.apps))
+			}
 			var err error
 			if cfg.App, err = c.app(app); err != nil {
 				return err
@@ -97,13 +101,17 @@ Exit: 0 the guarantees held; 1 they did not; 2 a usage or I/O error.`,
 			return nil
 		},
 	}
-	crashtestFlags(cmd.Flags(), &cfg, &app, &asJSON)
+	defaultApp := ""
+	if _, err := c.app(apps.LedgerName); err == nil {
+		defaultApp = apps.LedgerName
+	}
+	crashtestFlags(cmd.Flags(), &cfg, &app, defaultApp, &asJSON)
 	return cmd
 }
 
 // crashtestFlags binds crashtest's flags to cfg, app and asJSON.
-func crashtestFlags(fl *pflag.FlagSet, cfg *crashtest.Config, app *string, asJSON *bool) {
-	fl.StringVar(app, "app", apps.LedgerName, "the app to crash")
+func crashtestFlags(fl *pflag.FlagSet, cfg *crashtest.Config, app *string, defaultApp string, asJSON *bool) {
+	fl.StringVar(app, "app", defaultApp, "the app to crash")
 	fl.IntVar(&cfg.Lines, "lines", 5000, "how many ledger lines to generate")
 	fl.IntVar(&cfg.Kills, "kills", 5, "how many times to kill the run")
 	fl.Uint64Var(&cfg.Seed, "seed", 1, "seed of the input and of the kill moments")

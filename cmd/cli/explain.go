@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -46,7 +50,8 @@ refused (exit 2) before anything is read.
 
 --pointer FILE compares a file source's pointer file on disk now with the
 runs, --state FILE the app's durable state (built with option state=FILE;
---app names the app when the recordings hold several). docs/EXPLAIN.md says
+--app names the app when the recordings hold several; a FILE that does not
+exist is the app's empty state, as the app takes it, with a warning). docs/EXPLAIN.md says
 how each answer is found.
 
 Exit: 0 nothing was lost and the runs are complete; 2 a usage or I/O error,
@@ -76,8 +81,13 @@ recorded failure, a gap, a row that cannot be read, an unfinished last run).`,
 				opts.Pointer = &incident.Position{Epoch: p.Epoch, Offset: p.Offset}
 			}
 			if state != "" {
-				if err := checkFile(state, "state", false); err != nil {
+				if err := checkFile(state, "state", true); err != nil {
 					return err
+				}
+				if _, err := os.Stat(state); errors.Is(err, fs.ErrNotExist) {
+					// As the app takes it (the ledger starts empty): a run
+					// that saved no state yet left none.
+					fmt.Fprintf(c.stderr, "%s: warning: --state %s does not exist: taken as the empty state the app starts from\n", c.name, state)
 				}
 				a, err := c.explainApp(app, rs)
 				if err != nil {

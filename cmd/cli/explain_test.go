@@ -3,11 +3,15 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/incident"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
@@ -259,5 +263,30 @@ func checkExplained(t *testing.T, app string, kills []explainKill, outputs int64
 	if got := recordedOnce(len(f.Runs)); got != outputs {
 		t.Errorf("the runs recorded %d outputs (%d OUTPUT rows less %d recorded again), the --out file holds %d lines; want them equal",
 			got, got+int64(len(a.Duplicates)), len(a.Duplicates), outputs)
+	}
+}
+
+// TestExplainTakesAStateFileNotWrittenYetAsEmpty: --state naming a file that
+// does not exist (a run that saved no state yet) is the app's empty state,
+// as the ledger itself takes it, with a warning; not an error.
+func TestExplainTakesAStateFileNotWrittenYetAsEmpty(t *testing.T) {
+	dir := t.TempDir()
+	in, st := filepath.Join(dir, "in.txt"), filepath.Join(dir, "r.csv")
+	writeLines(t, in, "alice,5", "bob,7")
+	if code, out := execute(t, t.Context(), "run", "--app", "ledger", "--read", "once-earliest", "--input", in, "--store", st); code != cli.ExitOK {
+		t.Fatalf("run exit %d:\n%s", code, out)
+	}
+	missing := filepath.Join(dir, "ledger.json")
+	code, out := execute(t, t.Context(), "explain", st, "--state", missing)
+	if code != cli.ExitOK {
+		t.Fatalf("explain --state of a missing file: exit %d, want 0:\n%s", code, out)
+	}
+	for _, want := range []string{"warning: --state " + missing + " does not exist: taken as the empty state", "state: 0 applied"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("explain created the state file: %v", err)
 	}
 }

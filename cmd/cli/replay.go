@@ -47,9 +47,11 @@ named in the recording's META, or --app) and compare its outputs with the
 recorded ones. Reports per processor the inputs replayed, the outputs
 compared, the first divergence with its diff, every loss and problem.
 
---option APP:KEY=VALUE gives an option to one app's constructor (KEY=VALUE:
-to the --app, or to every app); give the options the run was made with,
-never one pointing at live side effects (a state file).
+Each processor is built with the options its run was made with, which the
+recording holds (a recording of an earlier version holds none). --option
+APP:KEY=VALUE overrides one of them, or adds one, for one app's constructor
+(KEY=VALUE: for the --app, or for every app); the report names each
+override. Never give one pointing at live side effects (a state file).
 
 Exit: 0 identical, complete and lossless; 1 a divergence; 2 a usage or I/O
 error (an unknown app, not a recording); 3 identical but not complete or
@@ -135,13 +137,7 @@ END of a run followed by its restart, or a last run without END).`,
 				return err
 			}
 			defer store.CloseAll(b)
-			var keys []string
-			for _, k := range ignore {
-				if k = strings.TrimSpace(k); k != "" {
-					keys = append(keys, k)
-				}
-			}
-			d, err := replayer.Diff(cmd.Context(), a, b, replayer.DiffOptions{Ignore: keys})
+			d, err := replayer.Diff(cmd.Context(), a, b, replayer.DiffOptions{Ignore: ignoreKeys(ignore)})
 			if err != nil {
 				return fmt.Errorf("diff %s %s: %w", args[0], args[1], err)
 			}

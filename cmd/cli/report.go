@@ -19,6 +19,7 @@ func (c *CLI) reportCmd() *cobra.Command {
 		out     string
 		replay  bool
 		options []string
+		ignore  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "report RECORDING[,RECORDING...] -o FILE",
@@ -35,6 +36,9 @@ table per run with its integrity problems.
 
 --replay also replays each run (each processor built from the app its
 recording names) and marks and lists every first divergence.
+--ignore KEY,... leaves JSON keys out when an output a restart emitted again
+is compared with the first ("different the second time"), as diff's: a
+clock reading such as the built-in apps' "at" differs every run.
 --option APP:KEY=VALUE gives an option to one app's constructor (KEY=VALUE:
 to every app), as replay's.
 
@@ -79,7 +83,7 @@ complete (as explain says).`,
 				recs[i] = incident.Recording{File: paths[i+1].path, Reader: r}
 				runs[i] = report.Run{Name: paths[i+1].path, Reader: r}
 			}
-			f, err := incident.Explain(recs, incident.Options{})
+			f, err := incident.Explain(recs, incident.Options{Ignore: ignoreKeys(ignore)})
 			if err != nil {
 				return err
 			}
@@ -111,15 +115,27 @@ complete (as explain says).`,
 			return nil
 		},
 	}
-	reportFlags(cmd.Flags(), &out, &replay, &options)
+	reportFlags(cmd.Flags(), &out, &replay, &options, &ignore)
 	return cmd
 }
 
 // reportFlags binds report's flags.
-func reportFlags(fl *pflag.FlagSet, out *string, replay *bool, options *[]string) {
+func reportFlags(fl *pflag.FlagSet, out *string, replay *bool, options, ignore *[]string) {
 	fl.StringVarP(out, "output", "o", "", "the HTML `FILE` to write (replaced whole)")
 	fl.BoolVar(replay, "replay", false, "replay each run and mark its divergences")
 	fl.StringArrayVar(options, "option", nil, "an option of an app for --replay, `[APP:]KEY=VALUE` (repeatable)")
+	fl.StringSliceVar(ignore, "ignore", nil, `JSON keys ignored when an output emitted twice is compared with the first, comma-separated (e.g. "at"), as diff's`)
+}
+
+// ignoreKeys are the keys of --ignore flags, blanks left out.
+func ignoreKeys(flags []string) []string {
+	var keys []string
+	for _, k := range flags {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // reportPaths checks report's -o FILE against the recordings of list (no

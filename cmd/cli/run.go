@@ -625,7 +625,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if err := plan.checkLocked(cfg); err != nil {
 		return res, err
 	}
-	logger := slog.New(&warnHandler{w: c.stderr})
+	logger := slog.New(&warnHandler{w: c.stderr, name: c.name})
 	src, ks, err := runSource(ctx, cfg, logger)
 	if err != nil {
 		return res, err
@@ -633,7 +633,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if ks != nil {
 		defer ks.Close() // after the engine's last commit
 	}
-	build, err := appBuilder(plan.app, cfg)
+	build, recorded, err := appBuilder(plan.app, cfg)
 	if err != nil {
 		return res, err
 	}
@@ -662,7 +662,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		Feed:          engine.FeedConfig{Name: feedName, Source: src, Policy: cfg.policy, QueueSize: cfg.queue},
 		Journal:       cfg.journal,
 		Group:         groupName,
-		Processors:    []recorder.Processor{{Name: cfg.app, App: plan.app, Processor: proc, New: newProc}},
+		Processors:    []recorder.Processor{{Name: cfg.app, App: plan.app, Processor: proc, New: newProc, Options: recorded}},
 		Workers:       cfg.workers,
 		Order:         plan.order,
 		MaxGap:        cfg.maxGap,

@@ -14,23 +14,24 @@ import (
 // several workers each worker has a state file of its own,
 // core.WorkerStream(--state, w)) and the state's batch options
 // (apps.StateBatchOptions: --state-every, --state-interval), each of
-// which --option may not set too.
-func appBuilder(app core.App, cfg recordConfig) (func(w int) (core.Processor, error), error) {
+// which --option may not set too. recorded are the options for the
+// recording's META (recorder.Processor.Options): --option's but the state
+// file; not those of --state, --state-every and --state-interval, which
+// point the app at its live state and are never a replay's.
+func appBuilder(app core.App, cfg recordConfig) (build func(w int) (core.Processor, error), recorded map[string]string, err error) {
 	options := maps.Clone(cfg.options)
-	if cfg.state != "" {
-		if options == nil {
-			options = map[string]string{}
-		}
-		options[apps.OptionState] = cfg.state
+	if options == nil {
+		options = map[string]string{}
 	}
+	recorded = maps.Clone(options)
 	for k, v := range apps.StateBatchOptions(cfg.stateEvery, cfg.stateInterval) {
-		if options == nil {
-			options = map[string]string{}
-		}
 		if _, ok := options[k]; ok {
-			return nil, usagef("--%s and --option %s=... both set it", k, k)
+			return nil, nil, usagef("--%s and --option %s=... both set it", k, k)
 		}
 		options[k] = v
+	}
+	if cfg.state != "" {
+		options[apps.OptionState] = cfg.state
 	}
 	return func(w int) (core.Processor, error) {
 		opts := options
@@ -39,7 +40,7 @@ func appBuilder(app core.App, cfg recordConfig) (func(w int) (core.Processor, er
 			opts[apps.OptionState] = core.WorkerStream(cfg.state, w)
 		}
 		return app.Build(opts)
-	}, nil
+	}, recorded, nil
 }
 
 // buildFirst builds worker 0's instance (the only one on one worker)

@@ -40,17 +40,23 @@ func (c *CLI) planRun(cfg *recordConfig) (p runPlan, err error) {
 	if err := takeStateOption(cfg); err != nil {
 		return p, err
 	}
+	var key func(any) string
+	if cfg.workers > 1 || cfg.order == engine.OrderKey {
+		if key, err = p.app.KeyFunc(cfg.options); err != nil {
+			return p, usagef("--workers %d: %v", cfg.workers, err)
+		}
+	}
 	p.order = cfg.order
 	if cfg.workers > 1 && p.order == "" {
 		p.order = engine.OrderNone
-		if p.app.Key != nil {
+		if key != nil {
 			p.order = engine.OrderKey
 		}
 	}
 	if cfg.out != "" && cfg.outFormat == "" {
 		cfg.outFormat = outbox.FormatValue // a run not from the command line (crashtest's clean run)
 	}
-	if p.order == engine.OrderKey && p.app.Key == nil {
+	if p.order == engine.OrderKey && key == nil {
 		return p, usagef("--order key: app %s has no key function", cfg.app)
 	}
 	if err := checkStateOrder(*cfg, p.order); err != nil {

@@ -10,11 +10,13 @@ import (
 
 // warnHandler is the slog.Handler of a run's warnings (the engine's, the
 // file source's, the recorder's): each record is one line on the CLI's
-// stderr, "blackbox: warning: <message>", the engine's own prefix dropped,
+// stderr, "<name>: warning: <message>" (name: the CLI's, WithName; empty:
+// blackbox), the engine's own prefix dropped,
 // followed by its attributes as key=value. Records below Warn are
 // discarded. It is safe for concurrent use: a line is one Write.
 type warnHandler struct {
 	w     io.Writer
+	name  string
 	attrs []slog.Attr // WithAttrs, group-qualified keys
 	group string      // WithGroup, as a key prefix "a.b."
 }
@@ -23,7 +25,11 @@ func (h *warnHandler) Enabled(_ context.Context, l slog.Level) bool { return l >
 
 func (h *warnHandler) Handle(_ context.Context, r slog.Record) error {
 	var b bytes.Buffer
-	b.WriteString("blackbox: warning: ")
+	name := h.name
+	if name == "" {
+		name = DefaultName
+	}
+	b.WriteString(name + ": warning: ")
 	b.WriteString(strings.TrimPrefix(r.Message, "blackbox engine: "))
 	for _, a := range h.attrs {
 		writeAttr(&b, "", a)
@@ -55,7 +61,7 @@ func writeAttr(b *bytes.Buffer, prefix string, a slog.Attr) {
 }
 
 func (h *warnHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	n := &warnHandler{w: h.w, group: h.group, attrs: append([]slog.Attr(nil), h.attrs...)}
+	n := &warnHandler{w: h.w, name: h.name, group: h.group, attrs: append([]slog.Attr(nil), h.attrs...)}
 	for _, a := range as {
 		if h.group != "" {
 			a.Key = h.group + a.Key
@@ -69,5 +75,5 @@ func (h *warnHandler) WithGroup(name string) slog.Handler {
 	if name == "" {
 		return h
 	}
-	return &warnHandler{w: h.w, attrs: h.attrs, group: h.group + name + "."}
+	return &warnHandler{w: h.w, name: h.name, attrs: h.attrs, group: h.group + name + "."}
 }

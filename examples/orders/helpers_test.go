@@ -23,6 +23,7 @@ import (
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
 	"github.com/blackbox-audit/blackbox/store/sqlitestore"
+	"github.com/blackbox-audit/blackbox/testkit"
 )
 
 // The input every test reads (testdata/orders.txt) and the sequence
@@ -36,26 +37,6 @@ const (
 
 // The clocks of a test run start here.
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// manualClock is a timer clock that stands still until the test moves it:
-// timers set during a run fall due only when the test says so. It is safe
-// for concurrent use.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // router is the live core.Sink of a run: it keeps each output under the
 // sink name the processor emitted it to, and refuses a sink it does not
@@ -167,7 +148,7 @@ func recordLive(t *testing.T, w store.Writer, input string, p core.Processor, cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	timers := &manualClock{now: t0}
+	timers := testkit.NewClock(t0) // stands still until the test moves it
 	var set atomic.Int64
 	fired := make(chan struct{}, 1024)
 	sink := &router{}
@@ -193,7 +174,7 @@ func recordLive(t *testing.T, w store.Writer, input string, p core.Processor, cl
 		t.Fatalf("the run did not settle: %v", err)
 	}
 	if closeWindows {
-		timers.advance(window)
+		timers.Advance(window)
 		for n := set.Load(); n > 0; n-- {
 			select {
 			case <-fired:

@@ -30,7 +30,7 @@ func All() []core.App { return []core.App{AlertsApp(), LedgerApp()} }
 // AlertsApp is the alerts app. Its option: threshold (a non-negative integer;
 // 0 or none: DefaultThreshold).
 func AlertsApp() core.App {
-	return core.App{Name: AlertsName, Decode: Decode, Key: Key, New: func(o map[string]string) (core.Processor, error) {
+	return core.App{Name: AlertsName, Decode: Decode, KeyFor: keyFor, New: func(o map[string]string) (core.Processor, error) {
 		var opts AlertsOptions
 		for k, v := range o {
 			if k != "threshold" {
@@ -58,7 +58,7 @@ const (
 // none: the ledger keeps its state in memory only), state-every and
 // state-interval (its batches of saves; LedgerOptions).
 func LedgerApp() core.App {
-	return core.App{Name: LedgerName, Decode: Decode, Key: Key, New: func(o map[string]string) (core.Processor, error) {
+	return core.App{Name: LedgerName, Decode: Decode, KeyFor: keyFor, Live: []string{OptionState, OptionStateEvery, OptionStateInterval}, New: func(o map[string]string) (core.Processor, error) {
 		var opts LedgerOptions
 		for k, v := range o {
 			switch k {
@@ -99,6 +99,9 @@ func Key(item any) string {
 	}
 	return fs[0]
 }
+
+// keyFor is the built-in apps' core.App.KeyFor: Key, whatever the options.
+func keyFor(map[string]string) (func(any) string, error) { return Key, nil }
 
 // Decode decodes a recorded input payload, the JSON string of a line, back
 // into the line (a string), for replay.

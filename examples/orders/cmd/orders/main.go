@@ -10,4 +10,4 @@ import (
 	"github.com/blackbox-audit/blackbox/examples/orders"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:], cli.WithApps(orders.App()))) }
+func main() { os.Exit(cli.Main(os.Args[1:], cli.WithName("orders"), cli.WithApps(orders.App()))) }
