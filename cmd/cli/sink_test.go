@@ -355,3 +355,50 @@ func TestRunSinkFlagsAreChecked(t *testing.T) {
 		t.Fatalf("--sink with --out: exit %d, want %d:\n%s", code, cli.ExitFailure, out)
 	}
 }
+
+// TestRunSinkRefusesAMissingTopicAndMarksThatDoNotKnowTheTopic: a run with
+// --sink prints the sink and what it produced; a topic that does not exist
+// is refused before any work (exit 2), and so is a run whose marks file is
+// new (lost here) while the topic holds batches of its transactional id:
+// its batch numbers would start again at 1 under the ones the topic holds.
+// Another transactional id runs.
+func TestRunSinkRefusesAMissingTopicAndMarksThatDoNotKnowTheTopic(t *testing.T) {
+	brokers, adm := kafkaTopic(t, "unused", 0)
+	createTopic(t, adm, "out")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeLines(t, "in.txt", "alice,1", "bob,2")
+	run := func(store, sink string) (int, string) {
+		return execute(t, context.Background(), "run", "--app", "ledger", "--input", "in.txt", "--read", "earliest",
+			"--store", store, "--sink", "kafka://"+brokers+"/"+sink)
+	}
+	code, out := run("r1.csv", "out")
+	if want := "outputs   kafka://" + brokers + "/out (transactional id blackbox-out): 2 records produced"; code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, want 0 and %q:\n%s", code, want, out)
+	}
+	if got := readSinkTopic(t, brokers, "out"); len(got) != 2 {
+		t.Fatalf("the topic holds %d outputs, want 2", len(got))
+	}
+	if code, out := run("r2.csv", "nope"); code != cli.ExitFailure || !strings.Contains(out, "no such topic") || !missingFile("r2.csv") {
+		t.Fatalf("a topic that does not exist: exit %d, want %d naming it, no recording:\n%s", code, cli.ExitFailure, out)
+	}
+	if err := os.Remove("out.kafka.outbox"); err != nil {
+		t.Fatal(err)
+	}
+	code, out = run("r3.csv", "out")
+	if code != cli.ExitFailure || !strings.Contains(out, "out.kafka.outbox") || !strings.Contains(out, "batches up to 1") || !missingFile("r3.csv") || !missingFile("out.kafka.outbox") {
+		t.Fatalf("lost marks: exit %d, want %d naming the marks, no recording, no marks:\n%s", code, cli.ExitFailure, out)
+	}
+	if code, out := run("r4.csv", "out?txid=second&marks=second.outbox"); code != 0 || missingFile("second.outbox") {
+		t.Fatalf("another transactional id: exit %d, want 0 and its marks:\n%s", code, out)
+	}
+	if got := readSinkTopic(t, brokers, "out"); len(got) != 4 {
+		t.Fatalf("the topic holds %d outputs, want 4", len(got))
+	}
+}
+
+// missingFile reports whether nothing is at path.
+func missingFile(path string) bool {
+	_, err := os.Lstat(path)
+	return errors.Is(err, os.ErrNotExist)
+}
