@@ -195,10 +195,15 @@ func recordKey(e core.Effect) []byte {
 	return []byte(e.Stream)
 }
 
-// abort ends the open transaction by aborting it; a failure is warned
-// (the next Open fences the producer and the brokers abort it).
+// abort ends the open transaction by aborting it, its records still
+// buffered dropped first; a failure is warned (the next Open fences the
+// producer and the brokers abort it).
 func (s *Sink) abort(ctx context.Context) {
-	if err := s.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+	err := s.cl.AbortBufferedRecords(ctx)
+	if err == nil {
+		err = s.cl.EndTransaction(ctx, kgo.TryAbort)
+	}
+	if err != nil {
 		s.log.Warn(fmt.Sprintf("kafkasink: aborting the transaction on %s: %v", s.cfg.Topic, err))
 	}
 }

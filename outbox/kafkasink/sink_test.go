@@ -242,3 +242,26 @@ func TestOpenRefusesAMissingTopicAndAnIncompleteConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestABatchThatFailsIsAbortedWhole: batch 2 holds an output too large for
+// the topic after outputs that fit: Deliver fails, nothing of batch 2 is
+// visible to a read_committed reader, Delivered stays 1, and batch 2
+// delivered again (as the next run's recovery does) is there once.
+func TestABatchThatFailsIsAbortedWhole(t *testing.T) {
+	c := newCluster(t)
+	s := openSink(t, c, "tx", 0)
+	want := map[core.EffectKey]int64{}
+	deliver(t, s, 1, effects(0, 3), want)
+	second := effects(3, 6)
+	huge := append([]core.Effect(nil), second...)
+	huge[5].Payload = make([]byte, 2<<20)
+	if err := s.Deliver(2, huge); err == nil {
+		t.Fatal("a batch with a 2 MiB record delivered")
+	}
+	if got := delivered(t, s); got != 1 {
+		t.Fatalf("Delivered after the failed batch 2: %d, want 1", got)
+	}
+	checkOnce(t, readCommitted(t, c), want)
+	deliver(t, s, 2, second, want)
+	checkOnce(t, readCommitted(t, c), want)
+}
