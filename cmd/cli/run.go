@@ -295,7 +295,7 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.DurationVar(&cfg.stateInterval, "state-interval", apps.DefaultSaveInterval, "with --state: save lines processed since the last save within this `DURATION` (option state-interval)")
 	f.StringArrayVar(&fl.options, "option", nil, "an option of the app, `KEY=VALUE` (repeatable; alerts: threshold=N)")
 	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output, once its input is recorded and committed: at most one state-save interval (--state-interval, default 100ms) plus a commit poll after it was processed; each exactly once across crashes (marks in FILE.outbox)")
-	f.StringVar(&cfg.sink.raw, "sink", "", "produce each output to a Kafka topic, `kafka://BROKERS/TOPIC[?txid=ID&marks=PATH]`, once its input is recorded and committed, one transaction per batch: exactly once for a read_committed reader, across crashes (not with --out)")
+	f.StringVar(&cfg.sink.raw, "sink", "", "produce each output to a Kafka topic (`URL` kafka://BROKERS/TOPIC[?txid=ID&marks=PATH]) once its input is recorded and committed, one transaction per batch: exactly once for a read_committed reader, across crashes (not with --out)")
 	f.StringVar(&cfg.outFormat, "out-format", outbox.FormatValue, "--out's lines: value (the output) or envelope ({\"key\":...,\"output\":...}: the output's feed, epoch, position and index)")
 	f.StringVar(&cfg.status, "status", "", "write the final status JSON to this file")
 	f.StringVar(&fl.policy, "policy", "pause", "overload policy of the feed: pause, drop or block")
