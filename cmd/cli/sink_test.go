@@ -129,7 +129,10 @@ func recordedValues(t *testing.T, paths []string) map[string]bool {
 // of brokers grew by a random number of offsets (1 to growth) since the
 // run started (records, aborted ones and transaction markers: the run
 // delivered something), calling after() after each kill; then once more
-// to its end, which must exit 0. It returns the runs' stores.
+// to its end, which must exit 0. It returns the runs' stores. growth,
+// with a batch's records (one state-save interval of them) and those
+// of the batch a kill aborts, must leave the fifth run more to deliver
+// than growth, or it may end before its kill.
 func killSinkRuns(t *testing.T, dir, brokers, topic string, growth int64, args func(store string) []string, after func()) []string {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
@@ -149,7 +152,9 @@ func killSinkRuns(t *testing.T, dir, brokers, topic string, growth int64, args f
 		ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
 		return n
 	}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("kill moments drawn with seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 5))
 	var stores []string
 	for k := 1; k <= 5; k++ {
 		store := filepath.Join(dir, fmt.Sprintf("run-%d.csv", k))
@@ -275,9 +280,9 @@ func TestARunWithAKafkaSinkKilledFiveTimesProducesEachOutputOnce(t *testing.T) {
 	dir := t.TempDir()
 	args := func(store string) []string {
 		return []string{"run", "--app", "ledger", "--kafka", brokers, "--topic", "postings", "--group", "g",
-			"--state", filepath.Join(dir, "s.json"), "--store", store, "--sink", "kafka://" + brokers + "/out", "--delay", "500us"}
+			"--state", filepath.Join(dir, "s.json"), "--store", store, "--sink", "kafka://" + brokers + "/out", "--delay", "500us", "--state-interval", "20ms"}
 	}
-	stores := killSinkRuns(t, dir, brokers, "out", n/8, args, func() { evictMembers(t, brokers, "g") })
+	stores := killSinkRuns(t, dir, brokers, "out", n/10, args, func() { evictMembers(t, brokers, "g") })
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -321,9 +326,9 @@ func TestARunOfAFileWithAKafkaSinkKilledFiveTimesProducesEachOutputOnce(t *testi
 	}
 	args := func(store string) []string {
 		return []string{"run", "--app", "ledger", "--input", "in.txt", "--state", "s.json", "--store", store,
-			"--sink", "kafka://" + brokers + "/out", "--delay", "500us"}
+			"--sink", "kafka://" + brokers + "/out", "--delay", "500us", "--state-interval", "20ms"}
 	}
-	stores := killSinkRuns(t, dir, brokers, "out", n/8, args, func() {})
+	stores := killSinkRuns(t, dir, brokers, "out", n/10, args, func() {})
 	recs := readSinkTopic(t, brokers, "out")
 	if len(recs) > 0 { // the file's epoch, the same in every key
 		for k, v := range want {
