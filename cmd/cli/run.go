@@ -369,6 +369,9 @@ func (fl *runFlags) parse(changed func(flag string) bool, cfg *recordConfig) err
 		if cfg.sink, err = parseSink(cfg.sink.raw, cfg.store); err != nil {
 			return err
 		}
+		if cfg.sink.feeds(cfg.kafka) {
+			return usagef("--sink %s is the input topic of --kafka: each output would be read as an input", cfg.sink)
+		}
 	}
 	if changed("rotated") {
 		cfg.rotated = slices.DeleteFunc(cfg.rotated, func(p string) bool { return p == "" })

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/blackbox-audit/blackbox/outbox"
@@ -30,6 +31,20 @@ func (s sinkConfig) on() bool { return s.raw != "" }
 // String is the sink as the run's summary names it.
 func (s sinkConfig) String() string {
 	return "kafka://" + strings.Join(s.brokers, ",") + "/" + s.topic
+}
+
+// feeds reports whether the sink's topic is k's input topic: the same
+// name on a broker both name.
+func (s sinkConfig) feeds(k kafkaConfig) bool {
+	if !k.on() || s.topic != k.topic {
+		return false
+	}
+	for _, b := range k.brokerList() {
+		if slices.Contains(s.brokers, b) {
+			return true
+		}
+	}
+	return false
 }
 
 // errSinkIDUsed: the topic holds batches of the sink's transactional id

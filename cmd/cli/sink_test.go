@@ -341,7 +341,8 @@ func TestARunOfAFileWithAKafkaSinkKilledFiveTimesProducesEachOutputOnce(t *testi
 }
 
 // TestRunSinkFlagsAreChecked: --sink wants kafka://BROKERS/TOPIC with the
-// options txid and marks only, and is refused with --out.
+// options txid and marks only, and is refused with --out and when it names
+// --kafka's input topic (on a broker both name).
 func TestRunSinkFlagsAreChecked(t *testing.T) {
 	dir := t.TempDir()
 	for _, sink := range []string{"localhost:9092/out", "kafka://localhost:9092", "kafka:///out", "kafka://localhost:9092/",
@@ -358,6 +359,11 @@ func TestRunSinkFlagsAreChecked(t *testing.T) {
 		filepath.Join(dir, "r.csv"), "--sink", "kafka://localhost:9092/out", "--out", filepath.Join(dir, "o.jsonl"))
 	if code != cli.ExitFailure || !strings.Contains(out, "--sink and --out") {
 		t.Fatalf("--sink with --out: exit %d, want %d:\n%s", code, cli.ExitFailure, out)
+	}
+	code, out = execute(t, context.Background(), "run", "--app", "ledger", "--kafka", "b2:9092,localhost:9092", "--topic", "in",
+		"--group", "g", "--store", filepath.Join(dir, "r.csv"), "--sink", "kafka://localhost:9092/in")
+	if code != cli.ExitFailure || !strings.Contains(out, "is the input topic of --kafka") {
+		t.Fatalf("--sink naming the input topic: exit %d, want %d:\n%s", code, cli.ExitFailure, out)
 	}
 }
 
