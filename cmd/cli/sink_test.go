@@ -19,6 +19,7 @@ import (
 	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/outbox/kafkasink"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -412,4 +413,71 @@ func TestRunSinkRefusesAMissingTopicAndMarksThatDoNotKnowTheTopic(t *testing.T) 
 func missingFile(path string) bool {
 	_, err := os.Lstat(path)
 	return errors.Is(err, os.ErrNotExist)
+}
+
+// TestARunKilledInsideItsKafkaSinkProducesEachOutputOnce: a ledger run
+// over a file with --sink, killed (SIGKILL) at the first reach, from batch
+// 2 on, of a point of a batch's delivery, then restarted armed the same
+// way twice more, then unarmed, to its end: out-marked (the batch's mark
+// written, no transaction begun: the restart's Delivered says the topic
+// lacks it, and it is delivered again), sink-produced (its records
+// produced in a transaction left open: the restart fences it, aborts it
+// at once and delivers the batch again) and sink-committed (the
+// transaction committed, the outbox not told: the restart's Delivered
+// says the topic holds it, and it is not delivered again). A
+// read_committed reader then sees each output once, every line's.
+func TestARunKilledInsideItsKafkaSinkProducesEachOutputOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a child process killed")
+	}
+	for _, point := range []string{killpoint.OutMarked, killpoint.SinkProduced, killpoint.SinkCommitted} {
+		t.Run(point, func(t *testing.T) {
+			const n = 300
+			brokers, adm := kafkaTopic(t, "unused", 0)
+			createTopic(t, adm, "out")
+			dir := t.TempDir()
+			var in strings.Builder
+			want := map[core.EffectKey]bool{}
+			for i := range n {
+				fmt.Fprintf(&in, "acct-%d,%d\n", i%7, i%50-10)
+				want[core.EffectKey{Feed: "input", Position: core.Position{Offset: int64(in.Len())}, Index: 1}] = true
+			}
+			if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte(in.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := func(store string) []string {
+				return []string{"run", "--app", "ledger", "--input", "in.txt", "--state", "s.json", "--store", store,
+					"--sink", "kafka://" + brokers + "/out", "--delay", "200us", "--state-interval", "5ms"}
+			}
+			var stores []string
+			ended := false
+			for k := 1; k <= 3 && !ended; k++ {
+				store := filepath.Join(dir, fmt.Sprintf("run-%d.csv", k))
+				stores = append(stores, store)
+				out, code, killed := blackbox(t, dir, []string{killpoint.Env + "=" + killpoint.ValueAt(point, 2)}, args(store)...)
+				switch {
+				case code == 0 && k > 1:
+					ended = true // nothing left to deliver past the point
+				case !killed:
+					t.Fatalf("run %d was not killed at %s (exit %d):\n%s", k, point, code, out)
+				}
+			}
+			if !ended {
+				store := filepath.Join(dir, "run-4.csv")
+				stores = append(stores, store)
+				if out, code, _ := blackbox(t, dir, nil, args(store)...); code != 0 {
+					t.Fatalf("the last run: exit %d, want 0:\n%s", code, out)
+				}
+			}
+			recs := readSinkTopic(t, brokers, "out")
+			if len(recs) > 0 {
+				for k, v := range want {
+					delete(want, k)
+					k.Epoch = recs[0].Key.Epoch
+					want[k] = v
+				}
+			}
+			checkSinkOnce(t, brokers, "out", stores, want)
+		})
+	}
 }

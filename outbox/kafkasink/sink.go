@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/internal/killpoint"
 )
 
 // Sentinel errors, wrapped by the errors the sink returns; match them with
@@ -175,9 +176,11 @@ func (s *Sink) Deliver(batch int64, effects []core.Effect) error {
 		s.abort(ctx)
 		return s.wrap(fmt.Sprintf("producing batch %d", batch), err)
 	}
+	killpoint.ReachAt(killpoint.SinkProduced, batch) // tests only: dormant unless armed
 	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return s.wrap(fmt.Sprintf("committing batch %d", batch), err)
 	}
+	killpoint.ReachAt(killpoint.SinkCommitted, batch)
 	return nil
 }
 
