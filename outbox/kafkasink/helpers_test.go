@@ -22,7 +22,7 @@ const topic = "out"
 // newCluster starts an in-process cluster (kfake: transactions and
 // read_committed fetches) with topic of 3 partitions, closed at the end of
 // the test.
-func newCluster(t *testing.T) *kfake.Cluster {
+func newCluster(t testing.TB) *kfake.Cluster {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topic))
 	if err != nil {
@@ -34,7 +34,7 @@ func newCluster(t *testing.T) *kfake.Cluster {
 
 // openSink opens a sink on c's topic with transactional id txid (and
 // cfg's window), closed at the end of the test.
-func openSink(t *testing.T, c *kfake.Cluster, txid string, window int64) *kafkasink.Sink {
+func openSink(t testing.TB, c *kfake.Cluster, txid string, window int64) *kafkasink.Sink {
 	t.Helper()
 	s, err := kafkasink.Open(context.Background(), kafkasink.Config{Brokers: c.ListenAddrs(), Topic: topic,
 		TransactionalID: txid, ScanWindow: window, Timeout: 20 * time.Second, Logger: slog.New(slog.DiscardHandler)})
