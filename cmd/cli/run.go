@@ -161,7 +161,8 @@ restarts: a restart fences the producer of a killed run and aborts its
 open transaction at once); the outbox's marks are ?marks=PATH (default
 TOPIC.kafka.outbox beside --store), locked as --out's are. The topic must
 exist. A run is refused before any work (exit 2) when the topic does not
-exist, a broker cannot be reached within a minute, or the marks file is
+exist or is --kafka's input topic, a broker cannot be reached within a
+minute, or the marks file is
 new while the topic holds batches of the transactional id (marks lost, or
 another outbox using the id). A transaction that fails stops the run as a
 failed --out write does: exit 3, nothing lost.

@@ -31,9 +31,10 @@
 // # What a reader gets
 //
 // A read_committed consumer of the topic sees every output of the run
-// once, across any number of crashes of the process, and never an output
-// that the recording does not hold or whose input the source did not
-// commit (the outbox delivers only those). A read_uncommitted consumer may
+// once per source position (the outbox's exactly once: docs/GUARANTEES.md,
+// "Effects"), across any number of crashes of the process, and never an
+// output that no recording holds or whose input a source that commits did
+// not commit (the outbox delivers only those). A read_uncommitted consumer may
 // also see the records of aborted transactions (a crash's batch, which
 // the restart writes again). The guarantee is per transactional id: two
 // outboxes (marks files) must never share one; the first run of an outbox

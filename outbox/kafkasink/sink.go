@@ -154,15 +154,11 @@ func (s *Sink) Deliver(batch int64, effects []core.Effect) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
-	if err := s.cl.BeginTransaction(); err != nil {
-		return s.wrap("beginning the transaction of batch "+strconv.FormatInt(batch, 10), err)
-	}
 	rs := make([]*kgo.Record, len(effects))
 	n := []byte(strconv.FormatInt(batch, 10))
 	for i, e := range effects {
 		key, err := json.Marshal(e.Key)
 		if err != nil {
-			s.abort(ctx)
 			return fmt.Errorf("kafkasink: batch %d: %w", batch, err)
 		}
 		rs[i] = &kgo.Record{Key: recordKey(e), Value: e.Payload, Headers: []kgo.RecordHeader{
@@ -171,6 +167,9 @@ func (s *Sink) Deliver(batch int64, effects []core.Effect) error {
 			{Key: HeaderKey, Value: key},
 			{Key: HeaderStream, Value: []byte(e.Stream)},
 		}}
+	}
+	if err := s.cl.BeginTransaction(); err != nil {
+		return s.wrap("beginning the transaction of batch "+string(n), err)
 	}
 	if err := s.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 		s.abort(ctx)
