@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -116,34 +118,10 @@ func (s *Sink) lastBatch(ctx context.Context, id [16]byte, p partition, start, e
 // highest batch header of the sink's records there (0: none).
 func (s *Sink) scan(ctx context.Context, id [16]byte, p partition, lo, hi int64) (int64, error) {
 	var last int64
-	dec := kgo.DefaultDecompressor()
 	for at := lo; at < hi; {
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID = -1
-		req.MaxWaitMillis = 0
-		req.MinBytes = 0
-		req.MaxBytes = 8 << 20
-		req.IsolationLevel = 1
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = s.cfg.Topic, id
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p.id, at, 4<<20
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, s.cl.Broker(int(p.leader)))
-		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode)
-		}
+		fp, next, err := s.fetch(ctx, id, p, at, 0)
 		if err != nil {
-			return 0, fmt.Errorf("kafkasink: reading %s partition %d at %d: %w", s.cfg.Topic, p.id, at, err)
-		}
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return 0, fmt.Errorf("kafkasink: reading %s partition %d at %d: a fetch response without the partition", s.cfg.Topic, p.id, at)
-		}
-		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: at, IsolationLevel: kgo.ReadCommitted(),
-			Topic: s.cfg.Topic, Partition: p.id}, &resp.Topics[0].Partitions[0], dec, nil)
-		if fp.Err != nil {
-			return 0, fmt.Errorf("kafkasink: reading %s partition %d at %d: %w", s.cfg.Topic, p.id, at, fp.Err)
+			return 0, err
 		}
 		for _, r := range fp.Records {
 			if r.Offset >= hi {
@@ -162,6 +140,78 @@ func (s *Sink) scan(ctx context.Context, id [16]byte, p partition, lo, hi int64)
 		at = next
 	}
 	return last, nil
+}
+
+// committed reports whether a read_committed reader sees r, a record of
+// batch just produced and committed: it reads r's partition from r's
+// offset, waiting for the transaction's marker (which brokers may write
+// after they answer the commit), until r comes back (committed) or an
+// offset past it does (r aborted).
+func (s *Sink) committed(ctx context.Context, r *kgo.Record, batch int64) (bool, error) {
+	info, err := s.partitions(ctx)
+	if err != nil {
+		return false, err
+	}
+	i := slices.IndexFunc(info.parts, func(p partition) bool { return p.id == r.Partition })
+	if i < 0 {
+		return false, fmt.Errorf("kafkasink: topic %s has no partition %d", s.cfg.Topic, r.Partition)
+	}
+	for at := r.Offset; ; {
+		fp, next, err := s.fetch(ctx, info.id, info.parts[i], at, time.Second)
+		if err != nil {
+			return false, err
+		}
+		for _, rec := range fp.Records {
+			if rec.Offset == r.Offset {
+				n, ok := s.batchOf(rec)
+				return ok && n == batch, nil
+			}
+		}
+		if next > r.Offset {
+			return false, nil // passed over: aborted
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		at = max(at, next)
+	}
+}
+
+// fetch reads partition p at offset at read_committed, waiting up to wait
+// for something to read, and returns what it read and the next offset to
+// read (at when nothing below the last stable offset came back).
+func (s *Sink) fetch(ctx context.Context, id [16]byte, p partition, at int64, wait time.Duration) (kgo.FetchPartition, int64, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = int32(wait.Milliseconds())
+	req.MinBytes = 0
+	if wait > 0 {
+		req.MinBytes = 1
+	}
+	req.MaxBytes = 8 << 20
+	req.IsolationLevel = 1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = s.cfg.Topic, id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p.id, at, 4<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, s.cl.Broker(int(p.leader)))
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err == nil && (len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1) {
+		err = errors.New("a fetch response without the partition")
+	}
+	if err != nil {
+		return kgo.FetchPartition{}, at, fmt.Errorf("kafkasink: reading %s partition %d at %d: %w", s.cfg.Topic, p.id, at, err)
+	}
+	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: at, IsolationLevel: kgo.ReadCommitted(),
+		Topic: s.cfg.Topic, Partition: p.id}, &resp.Topics[0].Partitions[0], kgo.DefaultDecompressor(), nil)
+	if fp.Err != nil {
+		return kgo.FetchPartition{}, at, fmt.Errorf("kafkasink: reading %s partition %d at %d: %w", s.cfg.Topic, p.id, at, fp.Err)
+	}
+	return fp, next, nil
 }
 
 // batchOf is the batch header of r if the sink produced it.

@@ -7,7 +7,11 @@
 // The sink is one franz-go producer with a transactional id that stays the
 // same across the restarts of its outbox. Each batch the outbox delivers
 // is one Kafka transaction: BeginTransaction, the batch's records,
-// EndTransaction(TryCommit). Every record carries headers: the
+// EndTransaction(TryCommit), then one record of it read back,
+// read_committed: Deliver returns only once a reader sees the batch (a
+// transaction that ended by an abort all the same, as franz-go v1.22.3
+// can end one it lost track of, or whose produce failed, is made again,
+// 3 times in all). Every record carries headers: the
 // transactional id (HeaderOutbox), the batch number (HeaderBatch), the
 // output's core.EffectKey as JSON (HeaderKey) and its processor stream
 // (HeaderStream); its value is the output as the recording holds it, its

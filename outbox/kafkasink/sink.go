@@ -27,6 +27,12 @@ var (
 	// id (another process given the same id): this sink can commit
 	// nothing more.
 	ErrFenced = errors.New("kafkasink: fenced by another producer with the same transactional id")
+	// ErrNotCommitted: a batch's transaction that the client reported
+	// committed was aborted (a reader does not see it): franz-go v1.22.3
+	// can end a transaction by an abort, and report success, when it lost
+	// track of the partitions it produced to (seen on the first
+	// transaction of a client). Deliver tries the batch again.
+	ErrNotCommitted = errors.New("kafkasink: the transaction was aborted, not committed")
 	// ErrClosed: the sink was closed.
 	ErrClosed = errors.New("kafkasink: closed")
 )
@@ -145,26 +151,62 @@ func Open(ctx context.Context, cfg Config) (*Sink, error) {
 // Deliver produces the batch's effects in one transaction, committed
 // before it returns. A record's value is the output (Effect.Payload), its
 // key the input's position key (recordKey), its headers the batch number,
-// the output's core.EffectKey, its stream and the transactional id. On an
-// error the transaction is aborted (or, if the error left its end unknown,
-// left to the next Open to fence): Delivered says whether it committed.
+// the output's core.EffectKey, its stream and the transactional id. Once
+// the client says the transaction committed, Deliver reads a record of it
+// back, read_committed, and returns only once a reader sees it. A
+// transaction that ended by an abort (its produce failed, or the brokers
+// aborted it all the same: ErrNotCommitted) is made again, commitTries
+// times in all; a Warn says so. On another error the transaction is
+// aborted (or, if the error left its end unknown, left to the next Open to
+// fence): Delivered says whether it committed.
 func (s *Sink) Deliver(batch int64, effects []core.Effect) error {
 	if s.closed {
 		return ErrClosed
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
-	rs := make([]*kgo.Record, len(effects))
-	n := []byte(strconv.FormatInt(batch, 10))
+	keys := make([][]byte, len(effects))
 	for i, e := range effects {
 		key, err := json.Marshal(e.Key)
 		if err != nil {
 			return fmt.Errorf("kafkasink: batch %d: %w", batch, err)
 		}
+		keys[i] = key
+	}
+	for try := 1; ; try++ {
+		err := s.transact(ctx, batch, effects, keys)
+		var again *againError
+		if !errors.As(err, &again) {
+			return err
+		}
+		if try == commitTries || ctx.Err() != nil {
+			return again.err
+		}
+		s.log.Warn(fmt.Sprintf("%v: trying it again", again.err))
+	}
+}
+
+// commitTries bounds the transactions Deliver makes of one batch.
+const commitTries = 3
+
+// againError is a transaction of a batch that ended by an abort (its
+// produce failed, or the brokers aborted its commit): Deliver makes it
+// again.
+type againError struct{ err error }
+
+func (e *againError) Error() string { return e.err.Error() }
+func (e *againError) Unwrap() error { return e.err }
+
+// transact is one transaction of the batch: its records produced and
+// committed, and the commit read back.
+func (s *Sink) transact(ctx context.Context, batch int64, effects []core.Effect, keys [][]byte) error {
+	n := []byte(strconv.FormatInt(batch, 10))
+	rs := make([]*kgo.Record, len(effects))
+	for i, e := range effects {
 		rs[i] = &kgo.Record{Key: recordKey(e), Value: e.Payload, Headers: []kgo.RecordHeader{
 			{Key: HeaderOutbox, Value: []byte(s.cfg.TransactionalID)},
 			{Key: HeaderBatch, Value: n},
-			{Key: HeaderKey, Value: key},
+			{Key: HeaderKey, Value: keys[i]},
 			{Key: HeaderStream, Value: []byte(e.Stream)},
 		}}
 	}
@@ -173,11 +215,22 @@ func (s *Sink) Deliver(batch int64, effects []core.Effect) error {
 	}
 	if err := s.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 		s.abort(ctx)
-		return s.wrap(fmt.Sprintf("producing batch %d", batch), err)
+		err = s.wrap(fmt.Sprintf("producing batch %d", batch), err)
+		if errors.Is(err, ErrFenced) {
+			return err
+		}
+		return &againError{err}
 	}
 	killpoint.ReachAt(killpoint.SinkProduced, batch) // tests only: dormant unless armed
 	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return s.wrap(fmt.Sprintf("committing batch %d", batch), err)
+	}
+	ok, err := s.committed(ctx, rs[0], batch)
+	switch {
+	case err != nil:
+		return fmt.Errorf("kafkasink: reading batch %d back: %w", batch, err)
+	case !ok:
+		return &againError{fmt.Errorf("%w: batch %d (transactional id %s)", ErrNotCommitted, batch, s.cfg.TransactionalID)}
 	}
 	killpoint.ReachAt(killpoint.SinkCommitted, batch)
 	return nil

@@ -11,8 +11,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/internal/testutil"
 	"github.com/blackbox-audit/blackbox/outbox/kafkasink"
 )
 
@@ -263,5 +265,54 @@ func TestABatchThatFailsIsAbortedWhole(t *testing.T) {
 	}
 	checkOnce(t, readCommitted(t, c), want)
 	deliver(t, s, 2, second, want)
+	checkOnce(t, readCommitted(t, c), want)
+}
+
+// abortCommits makes the cluster abort the next n transactions its
+// clients ask to commit (each EndTxn request turned into an abort, its
+// answer a success): the client believes them committed, as franz-go
+// does when it ends a transaction by an abort of its own.
+func abortCommits(c *kfake.Cluster, n int) {
+	left := n
+	c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if r := req.(*kmsg.EndTxnRequest); r.Commit && left > 0 {
+			r.Commit = false
+			left--
+		}
+		return nil, nil, false
+	})
+}
+
+// TestACommitTheBrokersAbortedIsTriedAgain: a batch's transaction that the
+// client reports committed but the brokers aborted is not taken for
+// delivered: Deliver reads it back, finds it aborted and makes it again
+// (a reader sees it once), and warns; aborted every time, Deliver fails
+// with ErrNotCommitted and Delivered stays at the batch before.
+func TestACommitTheBrokersAbortedIsTriedAgain(t *testing.T) {
+	c := newCluster(t)
+	var logs testutil.Logs
+	s, err := kafkasink.Open(context.Background(), kafkasink.Config{Brokers: c.ListenAddrs(), Topic: topic,
+		TransactionalID: "tx", Timeout: 20 * time.Second, Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := map[core.EffectKey]int64{}
+	deliver(t, s, 1, effects(0, 4), want)
+	abortCommits(c, 1)
+	deliver(t, s, 2, effects(4, 4), want)
+	if got := delivered(t, s); got != 2 {
+		t.Fatalf("Delivered after batch 2 tried again: %d, want 2", got)
+	}
+	if !logs.Has("batch 2") || logs.Count() != 1 {
+		t.Fatalf("want one warning of batch 2 tried again, got:\n%s", logs.String())
+	}
+	abortCommits(c, 3)
+	if err := s.Deliver(3, effects(8, 4)); !errors.Is(err, kafkasink.ErrNotCommitted) {
+		t.Fatalf("batch 3 aborted 3 times: %v, want ErrNotCommitted", err)
+	}
+	if got := delivered(t, s); got != 2 {
+		t.Fatalf("Delivered after batch 3 failed: %d, want 2", got)
+	}
 	checkOnce(t, readCommitted(t, c), want)
 }
