@@ -156,8 +156,9 @@ func (s *Sink) committed(ctx context.Context, r *kgo.Record, batch int64) (bool,
 	if i < 0 {
 		return false, fmt.Errorf("kafkasink: topic %s has no partition %d", s.cfg.Topic, r.Partition)
 	}
-	for at := r.Offset; ; {
-		fp, next, err := s.fetch(ctx, info.id, info.parts[i], at, time.Second)
+	var wait time.Duration // none at first: the marker is usually written
+	for at := r.Offset; ; wait = time.Second {
+		fp, next, err := s.fetch(ctx, info.id, info.parts[i], at, wait)
 		if err != nil {
 			return false, err
 		}
