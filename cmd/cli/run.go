@@ -162,10 +162,10 @@ open transaction at once); the outbox's marks are ?marks=PATH (default
 TOPIC.kafka.outbox beside --store), locked as --out's are. The topic must
 exist. A run is refused before any work (exit 2) when the topic does not
 exist or is --kafka's input topic, a broker cannot be reached within a
-minute, or the marks file is
-new while the topic holds batches of the transactional id (marks lost, or
-another outbox using the id). A transaction that fails stops the run as a
-failed --out write does: exit 3, nothing lost.
+minute, or the marks file is new while the topic holds batches of the
+transactional id (marks lost, or another outbox using the id). A
+transaction that fails stops the run as a failed --out write does: exit
+3, nothing lost.
 
 With --kafka BROKERS --topic T --group G the feed is a Kafka consumer group
 instead of a file (no --input): each record's value is a line for the app,
