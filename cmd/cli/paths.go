@@ -275,6 +275,9 @@ func runPaths(cfg recordConfig) []pathArg {
 	if cfg.out != "" {
 		args = append(args, pathArg{flag: "--out", path: outboxPath(cfg.out), write: true}) // its marks
 	}
+	if cfg.sink.on() {
+		args = append(args, pathArg{flag: "--sink", path: cfg.sink.marks, write: true}) // its outbox's marks
+	}
 	return append(args, pathArg{flag: "--status", path: cfg.status, write: true})
 }
 
@@ -295,7 +298,7 @@ func checkRunPaths(cfg recordConfig) error {
 		return err
 	}
 	what := map[string]string{"--store": "a recording", "--pointer": "a pointer file", "--state": "a state file",
-		"--out": "an output file", "--status": "a status file"}
+		"--out": "an output file", "--sink": "the sink's marks file", "--status": "a status file"}
 	for _, a := range args {
 		if !a.write || a.path == "" {
 			continue

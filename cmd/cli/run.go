@@ -49,7 +49,8 @@ type recordConfig struct {
 	stateInterval time.Duration
 	options       map[string]string // --option KEY=VALUE
 	out           string
-	outFormat     string // --out-format: outbox.FormatValue or FormatEnvelope
+	outFormat     string     // --out-format: outbox.FormatValue or FormatEnvelope
+	sink          sinkConfig // --sink kafka://BROKERS/TOPIC: the outbox's sink instead of --out
 	status        string
 	policy        engine.Policy
 	queue         int
@@ -77,12 +78,13 @@ type recordResult struct {
 	// kept failing: its group failed, an *engine.DurableError naming the
 	// state), nil when every save was made.
 	State error
-	// Outbox is what --out's outbox did (nil without --out): delivered,
-	// recovered from earlier runs, suppressed, pending.
+	// Outbox is what --out's or --sink's outbox did (nil without
+	// either): delivered, recovered from earlier runs, suppressed,
+	// pending.
 	Outbox *outbox.Status
-	// Out is why --out's outbox stopped delivering (naming the file), nil
-	// when it did not: what it did not deliver is recorded and committed,
-	// and the next run delivers it first.
+	// Out is why the outbox stopped delivering (naming --out's file or
+	// --sink), nil when it did not: what it did not deliver is recorded
+	// and committed, and the next run delivers it first.
 	Out error
 	// Partitions is each Kafka partition's standing at the end of a run
 	// with --kafka (committed, processed, lag, paused).
@@ -96,8 +98,8 @@ type recordResult struct {
 // statusJSON is the status JSON of `run --json` and `run --status`: the
 // engine's status (settled, lossless, every feed's losses), for a file
 // input the file source's own ("source": holes skipped, inputs replaced),
-// and with --out its outbox's ("outbox": its guarantee, what it delivered,
-// recovered, suppressed, left pending).
+// and with --out or --sink its outbox's ("outbox": its guarantee, what it
+// delivered, recovered, suppressed, left pending).
 type statusJSON struct {
 	engine.Status
 	Source *filesource.Status `json:"source,omitempty"`
@@ -143,6 +145,27 @@ that does not hold what they say. --out-format envelope writes
 input's feed, epoch and position, and its index). A write that fails
 (after 3 tries: a full disk) stops the run: exit 3 naming the file,
 nothing lost (the next run delivers the rest first).
+
+With --sink kafka://BROKERS/TOPIC the outputs go through an outbox to a
+Kafka topic instead (not with --out): each batch of outputs is one Kafka
+transaction, its records' values the outputs, their key the input's
+position key (a Kafka input's topic/partition, a file input's feed: one
+key's outputs in one partition, in order), their headers blackbox-batch,
+blackbox-key (the output's key, as --out-format envelope's),
+blackbox-stream and blackbox-outbox (the transactional id). A
+read_committed consumer of TOPIC sees each output exactly once across
+crashes, at most one state-save interval plus a commit poll plus a
+transaction after it was processed. The producer's transactional id is
+?txid=ID (default blackbox-TOPIC; one per outbox, the same across its
+restarts: a restart fences the producer of a killed run and aborts its
+open transaction at once); the outbox's marks are ?marks=PATH (default
+TOPIC.kafka.outbox beside --store), locked as --out's are. The topic must
+exist. A run is refused before any work (exit 2) when the topic does not
+exist or is --kafka's input topic, a broker cannot be reached within a
+minute, or the marks file is new while the topic holds batches of the
+transactional id (marks lost, or another outbox using the id). A
+transaction that fails stops the run as a failed --out write does: exit
+3, nothing lost.
 
 With --kafka BROKERS --topic T --group G the feed is a Kafka consumer group
 instead of a file (no --input): each record's value is a line for the app,
@@ -211,7 +234,7 @@ in order, then FILE; one gone before it could be read is counted unread.
 Exit: 0 settled and lossless; 2 a usage or I/O error, or a refusal
 before any work; 3 ran but not settled, not lossless, its recording is
 broken, or it stopped (a state it could not save, outputs it could not
-deliver to --out).`
+deliver to --out or --sink).`
 
 // runFlags are run's flags that are parsed into its recordConfig.
 type runFlags struct {
@@ -273,6 +296,7 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.DurationVar(&cfg.stateInterval, "state-interval", apps.DefaultSaveInterval, "with --state: save lines processed since the last save within this `DURATION` (option state-interval)")
 	f.StringArrayVar(&fl.options, "option", nil, "an option of the app, `KEY=VALUE` (repeatable; alerts: threshold=N)")
 	f.StringVar(&cfg.out, "out", "", "append each output to this file, one JSON line per output, once its input is recorded and committed: at most one state-save interval (--state-interval, default 100ms) plus a commit poll after it was processed; each exactly once across crashes (marks in FILE.outbox)")
+	f.StringVar(&cfg.sink.raw, "sink", "", "produce each output to a Kafka topic (`URL` kafka://BROKERS/TOPIC[?txid=ID&marks=PATH]) once its input is recorded and committed, one transaction per batch: exactly once for a read_committed reader, across crashes (not with --out)")
 	f.StringVar(&cfg.outFormat, "out-format", outbox.FormatValue, "--out's lines: value (the output) or envelope ({\"key\":...,\"output\":...}: the output's feed, epoch, position and index)")
 	f.StringVar(&cfg.status, "status", "", "write the final status JSON to this file")
 	f.StringVar(&fl.policy, "policy", "pause", "overload policy of the feed: pause, drop or block")
@@ -338,6 +362,17 @@ func (fl *runFlags) parse(changed func(flag string) bool, cfg *recordConfig) err
 	}
 	if err := checkOutFormat(changed, *cfg); err != nil {
 		return err
+	}
+	if cfg.sink.on() {
+		if cfg.out != "" {
+			return usagef("--sink and --out both name where the outputs go: give one")
+		}
+		if cfg.sink, err = parseSink(cfg.sink.raw, cfg.store); err != nil {
+			return err
+		}
+		if cfg.sink.feeds(cfg.kafka) {
+			return usagef("--sink %s is the input topic of --kafka: each output would be read as an input", cfg.sink)
+		}
 	}
 	if changed("rotated") {
 		cfg.rotated = slices.DeleteFunc(cfg.rotated, func(p string) bool { return p == "" })
@@ -559,7 +594,7 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 	}
 	fmt.Fprintf(w, "recorded  %s (%s): %s, %s, %s, %d failed, %s%s; %s\n", cfg.store, cfg.format, cfg.app,
 		count(res.Inputs, "input"), count(res.Outputs, "output"), res.Failed, count(res.Dropped, "drop"), lostRows, count(res.Rows, "row"))
-	if cfg.out != "" {
+	if cfg.out != "" || cfg.sink.on() {
 		more := ""
 		if o := res.Outbox; o != nil {
 			if o.Recovered > 0 {
@@ -575,7 +610,11 @@ func printRun(w io.Writer, cfg recordConfig, res recordResult) {
 				more += fmt.Sprintf(", %d pending (not committed: the next run processes them again)", o.Pending)
 			}
 		}
-		fmt.Fprintf(w, "outputs   %s: %s appended%s\n", cfg.out, count(res.Emitted, "line"), more)
+		if cfg.sink.on() {
+			fmt.Fprintf(w, "outputs   %s (transactional id %s): %s produced%s\n", cfg.sink, cfg.sink.txid, count(res.Emitted, "record"), more)
+		} else {
+			fmt.Fprintf(w, "outputs   %s: %s appended%s\n", cfg.out, count(res.Emitted, "line"), more)
+		}
 	}
 	if cfg.status != "" {
 		fmt.Fprintf(w, "status    %s\n", cfg.status)
@@ -641,11 +680,16 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if err != nil {
 		return res, err
 	}
-	// --out's outbox first delivers what earlier runs left, reading their
-	// recordings before --force may replace one.
+	// --out's or --sink's outbox first delivers what earlier runs left,
+	// reading their recordings before --force may replace one.
 	var out *runOutbox
-	if cfg.out != "" {
+	switch {
+	case cfg.out != "":
 		if out, err = openOutbox(cfg, c.outWriter, logger); err != nil {
+			return res, err
+		}
+	case cfg.sink.on():
+		if out, err = openSinkOutbox(ctx, cfg, logger); err != nil {
 			return res, err
 		}
 	}
@@ -774,6 +818,9 @@ func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run
 		// Recorded and committed, not delivered: the next run's outbox
 		// delivers it first. Not a loss, but the run did not finish.
 		res.Out = &fileError{cfg.out, outErr}
+		if cfg.sink.on() {
+			res.Out = fmt.Errorf("--sink %s: %w", cfg.sink, outErr)
+		}
 	}
 	if srcErr != nil {
 		return res, sourceErr(cfg, srcErr)

@@ -12,6 +12,7 @@ import (
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/filesource"
 	"github.com/blackbox-audit/blackbox/outbox"
+	"github.com/blackbox-audit/blackbox/outbox/kafkasink"
 )
 
 // runPlan is what `run` decided before any work, every check passed: the
@@ -83,20 +84,21 @@ func (p *runPlan) checkLocked(cfg recordConfig) (err error) {
 }
 
 // runFiles are the files a run writes: its recording (store, which counts
-// the rows written) and --out with its outbox (none without --out). Its
-// methods are called by the run's goroutine only.
+// the rows written) and --out or --sink with its outbox (none without
+// either). Its methods are called by the run's goroutine only.
 type runFiles struct {
 	store *writer
 	out   *outbox.File
-	box   *outbox.Outbox // --out's outbox
+	kafka *kafkasink.Sink // --sink's producer
+	box   *outbox.Outbox  // --out's or --sink's outbox
 	// boxStatus is the outbox's status once closed.
 	boxStatus *outbox.Status
 	undo      []func() // removes what the run created, in reverse
 }
 
 // createRunFiles makes the files of a run once every check passed, before
-// the engine runs: it takes --out's outbox (out, opened by openOutbox;
-// nil without --out), removes the old recording (plan.replace), creates
+// the engine runs: it takes --out's or --sink's outbox (out, opened by
+// openOutbox or openSinkOutbox; nil without either), removes the old recording (plan.replace), creates
 // the store and writes or removes the state's layout record
 // (applyLayout). On an error it removes what it created, --out and its
 // marks included (runOutbox.remove), so that no half-made file stays
@@ -109,7 +111,7 @@ func createRunFiles(cfg recordConfig, plan runPlan, out *runOutbox) (_ *runFiles
 		}
 	}()
 	if out != nil {
-		f.out, f.box = out.file, out.box
+		f.out, f.kafka, f.box = out.file, out.kafka, out.box
 		f.undo = append(f.undo, func() {
 			f.close() // the outbox closed before its files go
 			out.remove()
@@ -141,12 +143,14 @@ func createRunFiles(cfg recordConfig, plan runPlan, out *runOutbox) (_ *runFiles
 // outboxPath is the marks file of --out's outbox.
 func outboxPath(out string) string { return out + ".outbox" }
 
-// runOutbox is --out and its outbox, opened before the run creates
-// anything else, and what of them the run created.
+// runOutbox is --out (file) or --sink (kafka) and its outbox, opened
+// before the run creates anything else, and what of them the run created.
 type runOutbox struct {
-	file *outbox.File
-	box  *outbox.Outbox
-	// newOut and newMarks: --out and its marks did not exist before.
+	file  *outbox.File
+	kafka *kafkasink.Sink
+	box   *outbox.Outbox
+	marks string // the outbox's marks file
+	// newOut and newMarks: --out and the marks did not exist before.
 	newOut, newMarks bool
 }
 
@@ -161,7 +165,7 @@ type runOutbox struct {
 // and what it created (--out, its marks) is removed.
 func openOutbox(cfg recordConfig, wrap func(io.Writer) io.Writer, logger *slog.Logger) (*runOutbox, error) {
 	marks := outboxPath(cfg.out)
-	o := &runOutbox{newOut: missing(cfg.out), newMarks: missing(marks)}
+	o := &runOutbox{marks: marks, newOut: missing(cfg.out), newMarks: missing(marks)}
 	file, err := outbox.OpenFile(cfg.out, cfg.outFormat, false)
 	if err != nil {
 		return nil, &fileError{cfg.out, fmt.Errorf("--out: %w", unwrapPathError(err))}
@@ -182,15 +186,15 @@ func openOutbox(cfg recordConfig, wrap func(io.Writer) io.Writer, logger *slog.L
 	return o, nil
 }
 
-// remove removes what the run created of --out and its marks, once the
-// outbox is closed: its marks, and --out while nothing was appended to it.
-// (A marks file that existed is kept: rewritten by the outbox's recovery,
-// it says what --out holds.)
+// remove removes what the run created of --out (or --sink's marks) and
+// its marks, once the outbox is closed: its marks, and --out while nothing
+// was appended to it. (A marks file that existed is kept: rewritten by the
+// outbox's recovery, it says what --out or the topic holds.)
 func (o *runOutbox) remove() {
 	if o.newMarks {
-		os.Remove(outboxPath(o.file.Path()))
+		os.Remove(o.marks)
 	}
-	if o.newOut && o.file.Size() == 0 {
+	if o.file != nil && o.newOut && o.file.Size() == 0 {
 		os.Remove(o.file.Path())
 	}
 }
@@ -212,9 +216,10 @@ func (f *runFiles) remove() {
 	f.close()
 }
 
-// close closes --out's outbox and --out, once the run is over (after the
-// run's Stop and the store's Close: the outbox's last batch follows the
-// last commit). It returns the outbox's delivery failure.
+// close closes the outbox and --out or --sink's producer, once the run is
+// over (after the run's Stop and the store's Close: the outbox's last
+// batch follows the last commit). It returns the outbox's delivery
+// failure.
 func (f *runFiles) close() error {
 	var err error
 	if f.box != nil {
@@ -225,6 +230,10 @@ func (f *runFiles) close() error {
 	if f.out != nil {
 		f.out.Close()
 		f.out = nil
+	}
+	if f.kafka != nil {
+		f.kafka.Close()
+		f.kafka = nil
 	}
 	return err
 }

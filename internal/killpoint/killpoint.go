@@ -23,7 +23,8 @@
 //
 // The points (the constants below) sit in the write paths of the ledger
 // run (StateSaved, RowsWritten, StoreWrite, PointerWritten) and of its
-// --out outbox (OutMarked, OutWrite), of `blackbox convert` (Convert,
+// --out outbox (OutMarked, OutWrite) and of its Kafka sink (SinkProduced,
+// SinkCommitted), of `blackbox convert` (Convert,
 // ConvertCopied) and of a golden update
 // (GoldenRecorded, GoldenMoved, GoldenUpdate). It is the one way our tests
 // stop a process at a named point: a test sets Env in a child process's
@@ -90,6 +91,16 @@ const (
 	// and dies. Its value is OutMarked's: the lines the file holds once the
 	// batch is appended whole.
 	OutWrite = "out-write"
+	// SinkProduced: inside the Kafka sink's Deliver, after the batch's
+	// records were produced in its transaction, before EndTransaction
+	// (outbox/kafkasink): a transaction left open. Its value (ReachAt)
+	// is the batch's number.
+	SinkProduced = "sink-produced"
+	// SinkCommitted: inside the Kafka sink's Deliver, after its
+	// transaction committed, before Deliver returns (outbox/kafkasink):
+	// the topic holds the batch, the outbox does not know it. Its value
+	// (ReachAt) is the batch's number.
+	SinkCommitted = "sink-committed"
 	// Convert: inside `blackbox convert`, after a batch of rows reached
 	// the destination's temporary file (cmd/cli).
 	Convert = "convert"
@@ -113,8 +124,8 @@ const (
 )
 
 // points lists every named point.
-var points = []string{StateSaved, RowsWritten, StoreWrite, PointerWritten, OutMarked, OutWrite, Convert, ConvertCopied,
-	GoldenRecorded, GoldenMoved, GoldenUpdate}
+var points = []string{StateSaved, RowsWritten, StoreWrite, PointerWritten, OutMarked, OutWrite, SinkProduced, SinkCommitted,
+	Convert, ConvertCopied, GoldenRecorded, GoldenMoved, GoldenUpdate}
 
 // arm is the armed point: immutable but for its counter.
 type arm struct {
