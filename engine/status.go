@@ -46,6 +46,9 @@ type GroupStatus struct {
 	// StaleTokens counts completions and checkpoint marks refused for a
 	// stale token.
 	StaleTokens int64 `json:"staleTokens"`
+	// Fenced says the group is fenced (Engine.Fence, a seek): it takes
+	// nothing until Engine.Unfence or Engine.Resume; omitted while not.
+	Fenced bool `json:"fenced,omitempty"`
 	// Stalled names each worker that has not completed its item within
 	// GroupConfig.StallAfter, and the item (feed, sequence, position),
 	// "; "-joined; nil when none. It clears when the item completes.
@@ -287,7 +290,7 @@ func (f *Feed) statusLocked() FeedStatus {
 
 // status reports the group's workers and gap.
 func (g *group) status() GroupStatus {
-	gs := GroupStatus{Group: g.name, Workers: len(g.workers), StaleTokens: g.stale.Load()}
+	gs := GroupStatus{Group: g.name, Workers: len(g.workers), StaleTokens: g.stale.Load(), Fenced: g.fenced.Load()}
 	if len(g.workers) == 1 {
 		return gs
 	}
