@@ -176,6 +176,10 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 // Engine is the run's engine (its status, its feed).
 func (r *Run) Engine() *engine.Engine { return r.eng }
 
+// Recorder is the run's recorder (Recorder.Control writes an operator's
+// actions).
+func (r *Run) Recorder() *Recorder { return r.rec }
+
 // Stop stops the engine (Engine.Stop with ctx: a clean stop commits and
 // drains), then closes the recorder (END rows). stopErr is the engine's;
 // recErr is the recorder's: the recording is broken (a stream stopped, or
