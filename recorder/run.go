@@ -79,6 +79,9 @@ type RunConfig struct {
 	// flight. A killed run's END rows say why (Engine.Kill kills it too).
 	KillSwitch  func() (reason string, kill bool)
 	KillAbandon bool
+	// DrainTimeout is the engine's (engine.Config.DrainTimeout): how long
+	// Stop lets the group drain its queue; 0 the engine's default.
+	DrainTimeout time.Duration
 }
 
 // Run is a recorded run under way: an engine and the recorder writing its
@@ -154,11 +157,12 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		Feeds:      []engine.FeedConfig{fc},
 		Groups: []engine.GroupConfig{{Name: group, Feeds: []string{fc.Name}, Processors: procs,
 			Workers: cfg.Workers, Order: cfg.Order, Key: key, MaxGap: cfg.MaxGap}},
-		Observer:    rec.Observer().Then(obs),
-		Sink:        cfg.Sink,
-		Logger:      cfg.Logger,
-		KillSwitch:  cfg.KillSwitch,
-		KillAbandon: cfg.KillAbandon,
+		Observer:     rec.Observer().Then(obs),
+		Sink:         cfg.Sink,
+		Logger:       cfg.Logger,
+		KillSwitch:   cfg.KillSwitch,
+		KillAbandon:  cfg.KillAbandon,
+		DrainTimeout: cfg.DrainTimeout,
 	})
 	if err == nil && cfg.Outbox != nil {
 		err = cfg.Outbox.Begin(outbox.Run{Path: cfg.Path, Created: rec.Created(), Sync: rec.Sync,
