@@ -38,7 +38,7 @@ func refuse(code int, format string, args ...any) *errAnswer {
 // action (404), the request (400), then the engine's answer.
 func (w *Window) control(rw http.ResponseWriter, r *http.Request) {
 	action := Action(r.PathValue("action"))
-	ans := Answer{Action: action}
+	ans := Answer{Action: action, At: w.cfg.Clock.Now()}
 	auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	who := ""
 	if ok {
@@ -68,6 +68,7 @@ func (w *Window) control(rw http.ResponseWriter, r *http.Request) {
 		w.act.Lock()
 		w.endPauses(w.cfg.Clock.Now())
 		ans, err = w.do(action, who, req)
+		ans.Who = who
 		w.act.Unlock()
 	}
 	code := http.StatusOK

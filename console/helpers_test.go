@@ -52,7 +52,7 @@ const (
 
 // testRun is a recorded run with its window: feed "input" (a memsource log
 // of "1".."20", closed) to group g's processor p, which echoes each item and
-// waits in item 6 until gate opens.
+// waits in item 1 until gate opens: it completes nothing before.
 type testRun struct {
 	e     *engine.Engine
 	rec   *recorder.Recorder
@@ -73,7 +73,7 @@ func startRun(t *testing.T, feed func(*engine.FeedConfig), cfg func(*console.Con
 	}
 	r.log.Close()
 	p := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
-		if ev == "6" {
+		if ev == "1" {
 			r.gate.Wait()
 		}
 		c.Emit("out", ev)

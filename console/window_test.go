@@ -55,7 +55,7 @@ func partitions() []console.Partition {
 	return []console.Partition{{Topic: "events", Partition: 0, Committed: 5, HighWatermark: 20, Lag: 15, Lost: 1}}
 }
 
-// The exposition of a run held in item 6 and paused by an operator is the
+// The exposition of a run held in its first item is the
 // golden one, byte for byte (a synctest bubble and a manual clock: every
 // figure is the same each run), and lints clean.
 func TestMetricsExposition(t *testing.T) {
@@ -64,7 +64,7 @@ func TestMetricsExposition(t *testing.T) {
 			c.Recording = recording
 			c.Partitions = map[string]func() []console.Partition{"input": partitions}
 		})
-		synctest.Wait() // the source published 1-20; p handled 1-5 and waits in 6
+		synctest.Wait() // the source published 1-20; p waits in 1
 		r.w.Beat()
 		code, body := r.get(t, console.PathMetrics)
 		if code != http.StatusOK {
@@ -130,7 +130,7 @@ func TestOperationsDocListsEverySeries(t *testing.T) {
 func TestLivezIsTheHeartbeatOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := startRun(t, func(fc *engine.FeedConfig) { fc.QueueSize = 4 }, func(c *console.Config) { c.LiveAfter = 10 * time.Second })
-		synctest.Wait() // p waits in 6: the sink is held, the queue full, the feed paused
+		synctest.Wait() // p waits in 1: the sink is held, the queue full, the feed paused
 		if st := r.e.Status(); !st.Feeds[0].Paused {
 			t.Fatalf("feed %+v: want it paused (the queue full behind the held item)", st.Feeds[0])
 		}
@@ -193,7 +193,7 @@ func TestReadyzStates(t *testing.T) {
 	})
 	synctest.Test(t, func(t *testing.T) {
 		// A drop policy that latches at its first loss, on a queue of 4
-		// behind the held item 6: it drops, and latches.
+		// behind the held item 1: it drops, and latches.
 		r := startRun(t, func(fc *engine.FeedConfig) {
 			fc.QueueSize, fc.Policy, fc.Latch = 4, engine.DropAfterSpin(0), engine.LatchEveryLoss
 		}, nil)
@@ -363,7 +363,7 @@ func TestPauseUntilADeadline(t *testing.T) {
 func TestReleaseSeekResumeAreRecorded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := startRun(t, nil, nil)
-		synctest.Wait() // p waits in 6, in a batch of 1-20 it has not completed
+		synctest.Wait() // p waits in 1
 		ok := func(code int, ans console.Answer) console.Answer {
 			t.Helper()
 			if code != http.StatusOK || !ans.Applied {
@@ -375,7 +375,7 @@ func TestReleaseSeekResumeAreRecorded(t *testing.T) {
 		gen := r.binding(t).Generation
 		rel := ok(r.post(t, aliceToken, console.ActionRelease, console.Request{Feed: "input", Group: "g", Reason: "poison backlog", Generation: gen}))
 		if rel.Before != 0 || rel.After != 20 {
-			t.Errorf("release %+v: want positions 0 -> 20 (1-5 handled in a batch not completed)", rel)
+			t.Errorf("release %+v: want positions 0 -> 20", rel)
 		}
 		if code, _ := r.post(t, bobToken, console.ActionRelease, console.Request{Feed: "input", Group: "g", Reason: "again", Generation: gen}); code != http.StatusConflict {
 			t.Errorf("a second release of generation %d: %d, want 409", gen, code)
