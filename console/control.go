@@ -264,7 +264,7 @@ func (w *Window) position(feed, group string) (int64, error) {
 }
 
 // endPauses unfences the groups whose pause ended by now, each recorded as
-// a resume by Operator.
+// a resume by Operator (w.act held).
 func (w *Window) endPauses(now time.Time) {
 	w.mu.Lock()
 	var due []string

@@ -157,13 +157,23 @@ func (w *Window) Registry() *prometheus.Registry { return w.reg }
 
 // Beat is the run loop's heartbeat: /livez succeeds while the last one is
 // recent. It also ends the operator pauses that are due (their deadline
-// passed on Config.Clock): the group is unfenced, a CONTROL row records it.
+// passed on Config.Clock): the group is unfenced, a CONTROL row records it
+// (one control action at a time: a Beat that ends a pause waits for an
+// action under way).
 func (w *Window) Beat() {
 	now := w.cfg.Clock.Now()
 	w.mu.Lock()
 	w.beat = now
+	due := false
+	for _, until := range w.paused {
+		due = due || !until.IsZero() && !now.Before(until)
+	}
 	w.mu.Unlock()
-	w.endPauses(now)
+	if due {
+		w.act.Lock()
+		w.endPauses(now)
+		w.act.Unlock()
+	}
 }
 
 // Drain marks the run draining (a SIGTERM): /readyz fails from now on.
