@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -79,7 +80,10 @@ func (w *Window) feedReadiness(ctx context.Context, f engine.FeedStatus) FeedRea
 		pctx, cancel := context.WithTimeout(ctx, w.cfg.ProbeTimeout)
 		err := probe(pctx)
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrStarting):
+			fr.Ready, fr.State, fr.Reason = false, StateStarting, err.Error()
+		case err != nil:
 			fr.Ready, fr.State, fr.Reason = false, StateUnreachable, "no broker answers: "+err.Error()
 		}
 	}

@@ -37,8 +37,14 @@ type Auditor interface {
 }
 
 // Probe tells whether a feed's source can reach what it reads (a Kafka
-// source's brokers: kafkasource.Source.Ping): nil when it can.
+// source's brokers: kafkasource.Source.Ping): nil when it can, an error
+// wrapping ErrStarting when it has not tried yet (no client), another
+// error when it cannot.
 type Probe func(ctx context.Context) error
+
+// ErrStarting: a Probe's source has not begun (the feed is starting, not
+// unreachable).
+var ErrStarting = errors.New("console: the source has not begun")
 
 // Recording is what the recorder wrote so far, for /metrics.
 type Recording struct {

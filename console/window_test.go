@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -227,6 +228,10 @@ func TestReadyzUnreachableProbe(t *testing.T) {
 		r.w.Beat()
 		if code, _ := r.get(t, console.PathReadyz); code != http.StatusOK {
 			t.Errorf("readyz with the broker up: %d, want 200", code)
+		}
+		probeErr = fmt.Errorf("%w: no client yet", console.ErrStarting)
+		if code, body := r.get(t, console.PathReadyz); code != http.StatusServiceUnavailable || !strings.Contains(body, `"state":"starting"`) {
+			t.Errorf("readyz before the source began: %d %s, want 503 starting", code, body)
 		}
 		probeErr = down
 		code, body := r.get(t, console.PathReadyz)

@@ -162,7 +162,13 @@ func (s *opsServer) serve(stderr io.Writer, run *recorder.Run, files *runFiles, 
 	wc.Status = func(w io.Writer) error { return WriteJSON(w, liveStatus(run, files, srcs)) }
 	wc.Recording = files.store.recorded
 	if ks := srcs.kafka; ks != nil {
-		wc.Probes = map[string]console.Probe{feedName: ks.Ping}
+		wc.Probes = map[string]console.Probe{feedName: func(ctx context.Context) error {
+			err := ks.Ping(ctx)
+			if errors.Is(err, kafkasource.ErrNoClient) {
+				return fmt.Errorf("%w: %w", console.ErrStarting, err)
+			}
+			return err
+		}}
 		wc.Partitions = map[string]func() []console.Partition{feedName: func() []console.Partition { return partitionsOf(ks) }}
 	}
 	win, err := console.New(wc)
