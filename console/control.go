@@ -64,6 +64,8 @@ func (w *Window) control(rw http.ResponseWriter, r *http.Request) {
 		err = refuse(http.StatusBadRequest, "a reason is required (it is recorded)")
 	case action != ActionKill && (req.Feed == "" || req.Group == ""):
 		err = refuse(http.StatusBadRequest, "%s needs a feed and a group", action)
+	case w.isDraining():
+		err = refuse(http.StatusServiceUnavailable, "the run is stopping: it takes no operator action")
 	default:
 		w.act.Lock()
 		w.endPauses(w.cfg.Clock.Now())
@@ -78,6 +80,13 @@ func (w *Window) control(rw http.ResponseWriter, r *http.Request) {
 			"feed", req.Feed, "group", req.Group, "err", err)
 	}
 	writeJSON(rw, code, ans)
+}
+
+// isDraining reports whether Drain was called.
+func (w *Window) isDraining() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.draining
 }
 
 // known reports whether a is one of the six actions.
@@ -111,8 +120,9 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 	eng := w.cfg.Engine
 	now := w.cfg.Clock.Now()
 	ans := Answer{Action: action, Who: who, At: now}
-	row := store.Control{Feed: req.Feed, Group: req.Group, Action: string(action), Who: who, Reason: req.Reason, At: now}
-	if action != ActionKill {
+	row := store.Control{Action: string(action), Who: who, Reason: req.Reason, At: now}
+	if action != ActionKill { // a kill is the run's: no binding
+		row.Feed, row.Group = req.Feed, req.Group
 		before, err := w.position(req.Feed, req.Group)
 		if err != nil {
 			return ans, err

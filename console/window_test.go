@@ -185,6 +185,9 @@ func TestReadyzStates(t *testing.T) {
 		if got, want := read(t, r), (ready{503, console.StateDraining}); got != want {
 			t.Errorf("draining: %+v, want %+v", got, want)
 		}
+		if code, ans := r.post(t, aliceToken, console.ActionPause, console.Request{Feed: "input", Group: "g", Reason: "x", Indefinite: true}); code != http.StatusServiceUnavailable || ans.Applied {
+			t.Errorf("pause while draining: %d %+v, want 503", code, ans)
+		}
 		if err := r.e.Kill("test"); err != nil {
 			t.Fatal(err)
 		}
