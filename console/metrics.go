@@ -47,6 +47,8 @@ var (
 	descRows        = desc("recording_rows_total", "Rows written to the recording, by kind.", []string{"kind"})
 	descAppends     = desc("recording_appends_total", "Writes to the recording (each a batch of rows).", nil)
 	descBytes       = desc("recording_bytes", "The size of the recording's files on disk.", nil)
+	descHoleBytes   = desc("file_hole_bytes_total", "NUL bytes a file source skipped as a hole a stale writer left: an intended skip, not a loss.", lFeed)
+	descReplaced    = desc("file_replaced_total", "Times a file source found its input replaced and read it from its start: not a loss by itself.", lFeed)
 	descKafkaLag    = desc("kafka_partition_lag", "The partition's high watermark minus the group's committed offset.", lPartition)
 	descKafkaCommit = desc("kafka_partition_committed_offset", "The group's committed offset of the partition.", lPartition)
 	descKafkaHWM    = desc("kafka_partition_high_watermark", "The partition's end at the last fetch.", lPartition)
@@ -77,7 +79,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		descCompFailed, descLost, descDowngraded, descPaused, descPauses, descPausedSec, descSettled, descLossless,
 		descDispatched, descQueued, descBlocked, descBlockedSec, descLossState, descFenced, descWorkers,
 		descInFlight, descGap, descGapMax, descGapBlocked, descOldest, descStale, descKilled, descRows, descAppends,
-		descBytes, descKafkaLag, descKafkaCommit, descKafkaHWM, descKafkaLost} {
+		descBytes, descHoleBytes, descReplaced, descKafkaLag, descKafkaCommit, descKafkaHWM, descKafkaLost} {
 		ch <- d
 	}
 }
@@ -122,6 +124,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			for _, state := range lossStates {
 				gauge(descLossState, b2f(string(state) == cur), f.Feed, g, string(state))
 			}
+		}
+		if skips := c.w.cfg.Files[f.Feed]; skips != nil {
+			sk := skips()
+			counter(descHoleBytes, float64(sk.HoleBytes), f.Feed)
+			counter(descReplaced, float64(sk.Replaced), f.Feed)
 		}
 		if parts := c.w.cfg.Partitions[f.Feed]; parts != nil {
 			for _, p := range parts() {

@@ -67,6 +67,14 @@ type Partition struct {
 	Lost          int64 // records deleted before they were read
 }
 
+// FileSkips is what a file source skipped or read again that is neither an
+// item nor a loss (filesource.Status), for /metrics: kept apart from the
+// losses.
+type FileSkips struct {
+	HoleBytes int64 // NUL bytes of a hole a stale writer left, skipped
+	Replaced  int64 // times the input was found replaced and read from its start
+}
+
 // Config is a Window's configuration. Only read.
 type Config struct {
 	// Engine is the run's engine (required).
@@ -93,6 +101,8 @@ type Config struct {
 	// feed's Kafka partitions (optional, by feed).
 	Recording  func() Recording
 	Partitions map[string]func() []Partition
+	// Files reports a file feed's skips (optional, by feed).
+	Files map[string]func() FileSkips
 	// LiveAfter: /livez fails once the run loop has not beaten (Beat)
 	// for this long (default DefaultLiveAfter).
 	LiveAfter time.Duration

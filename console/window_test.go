@@ -64,6 +64,7 @@ func TestMetricsExposition(t *testing.T) {
 		r := startRun(t, nil, func(c *console.Config) {
 			c.Recording = recording
 			c.Partitions = map[string]func() []console.Partition{"input": partitions}
+			c.Files = map[string]func() console.FileSkips{"input": func() console.FileSkips { return console.FileSkips{HoleBytes: 4096, Replaced: 1} }}
 		})
 		synctest.Wait() // the source published 1-20; p waits in 1
 		r.w.Beat()
@@ -98,6 +99,7 @@ func TestOperationsDocListsEverySeries(t *testing.T) {
 		r := startRun(t, nil, func(c *console.Config) {
 			c.Recording = recording
 			c.Partitions = map[string]func() []console.Partition{"input": partitions}
+			c.Files = map[string]func() console.FileSkips{"input": func() console.FileSkips { return console.FileSkips{} }}
 		})
 		synctest.Wait()
 		_, body := r.get(t, console.PathMetrics)

@@ -161,6 +161,12 @@ func (s *opsServer) serve(stderr io.Writer, run *recorder.Run, files *runFiles, 
 	}
 	wc.Status = func(w io.Writer) error { return WriteJSON(w, liveStatus(run, files, srcs)) }
 	wc.Recording = files.store.recorded
+	if fs := srcs.file; fs != nil {
+		wc.Files = map[string]func() console.FileSkips{feedName: func() console.FileSkips {
+			st := fs.Status()
+			return console.FileSkips{HoleBytes: st.HoleBytes, Replaced: st.Replaced}
+		}}
+	}
 	if ks := srcs.kafka; ks != nil {
 		wc.Probes = map[string]console.Probe{feedName: func(ctx context.Context) error {
 			err := ks.Ping(ctx)
