@@ -259,8 +259,11 @@ func (c *CLI) shutdown(ctx context.Context, o opsConfig, run *recorder.Run, win 
 	if signalled {
 		if win != nil {
 			win.Drain()
-			fmt.Fprintf(c.stderr, "blackbox: stopping: /readyz fails from now on; reading on for --shutdown-delay %s (a second SIGINT or SIGTERM ends it), then draining for at most --shutdown-timeout %s\n",
-				o.shutdownDelay, o.shutdownTimeout)
+			delay := ""
+			if o.shutdownDelay > 0 {
+				delay = fmt.Sprintf("reading on for --shutdown-delay %s (a second SIGINT or SIGTERM ends it), then ", o.shutdownDelay)
+			}
+			fmt.Fprintf(c.stderr, "blackbox: stopping: /readyz fails from now on; %sdraining for at most --shutdown-timeout %s\n", delay, o.shutdownTimeout)
 		}
 		if o.shutdownDelay > 0 {
 			again := make(chan os.Signal, 1)
