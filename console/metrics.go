@@ -115,7 +115,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			if s.Removed {
 				continue
 			}
-			g := groupOf(s.Queue, f.Feed)
+			g := s.Group
 			counter(descDispatched, float64(s.Dispatched), f.Feed, g)
 			gauge(descQueued, float64(max(0, s.Position-s.Dispatched)), f.Feed, g)
 			counter(descBlocked, float64(s.Blocked), f.Feed, g)

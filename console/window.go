@@ -247,7 +247,7 @@ func (w *Window) liveBindings(st engine.Status) []Binding {
 			if s.Removed {
 				continue
 			}
-			group := groupOf(s.Queue, f.Feed)
+			group := s.Group
 			b := Binding{Feed: f.Feed, Group: group, Generation: s.Generation, Position: s.Dispatched,
 				Fenced: fenced[group], LossState: lossState(s.Loss)}
 			if until, ok := w.paused[group]; ok && !until.IsZero() {
@@ -257,14 +257,6 @@ func (w *Window) liveBindings(st engine.Status) []Binding {
 		}
 	}
 	return out
-}
-
-// groupOf is the group of a queue's name ("group/feed").
-func groupOf(queue, feed string) string {
-	if len(queue) > len(feed) && queue[len(queue)-len(feed)-1:] == "/"+feed {
-		return queue[:len(queue)-len(feed)-1]
-	}
-	return queue
 }
 
 // lossState is a binding's loss state, UP for the zero value.

@@ -118,7 +118,10 @@ type FeedStatus struct {
 // engine's TimerClock when a wait or a pause begins and ends. A plain
 // value.
 type SubscriberStatus struct {
-	Queue      string `json:"queue"`
+	Queue string `json:"queue"`
+	// Group is the queue's group (Queue is "GROUP/FEED"); not in the
+	// JSON, which names the queue.
+	Group      string `json:"-"`
 	Policy     string `json:"policy"`
 	Position   int64  `json:"position"`
 	Dispatched int64  `json:"dispatched"`
@@ -237,7 +240,7 @@ func (f *Feed) statusLocked() FeedStatus {
 			}
 		}
 		pos, disp := b.q.Tail(), b.dispatched.Load()
-		ss := SubscriberStatus{Queue: b.name, Policy: string(b.policy.Kind), Position: pos, Dispatched: disp,
+		ss := SubscriberStatus{Queue: b.name, Group: b.group.name, Policy: string(b.policy.Kind), Position: pos, Dispatched: disp,
 			Drained: disp >= pos, Dropped: b.dropped.Load(), Refused: b.refused.Load(), Downgraded: b.downgraded.Load(),
 			Blocked: b.blocked, BlockedTime: b.blockedTime, BlockedMax: b.blockedMax,
 			Paused: b.pausing, Pauses: b.pauses, PausedTime: b.pausedTime, Removed: !live[b]}
