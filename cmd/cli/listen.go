@@ -257,6 +257,12 @@ func (c *CLI) shutdown(ctx context.Context, o opsConfig, run *recorder.Run, win 
 		beat = t.C
 	}
 	if signalled {
+		var again chan os.Signal // a second signal ends the delay: listened to before the line says so
+		if o.shutdownDelay > 0 {
+			again = make(chan os.Signal, 1)
+			signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(again)
+		}
 		if win != nil {
 			win.Drain()
 			delay := ""
@@ -266,8 +272,6 @@ func (c *CLI) shutdown(ctx context.Context, o opsConfig, run *recorder.Run, win 
 			fmt.Fprintf(c.stderr, "blackbox: stopping: /readyz fails from now on; %sdraining for at most --shutdown-timeout %s\n", delay, o.shutdownTimeout)
 		}
 		if o.shutdownDelay > 0 {
-			again := make(chan os.Signal, 1)
-			signal.Notify(again, os.Interrupt, syscall.SIGTERM)
 			delay := time.NewTimer(o.shutdownDelay)
 		wait:
 			for {
@@ -281,7 +285,6 @@ func (c *CLI) shutdown(ctx context.Context, o opsConfig, run *recorder.Run, win 
 					win.Beat()
 				}
 			}
-			signal.Stop(again)
 		}
 	}
 	// The groups' stop is bounded apart from the drain: a processor that
