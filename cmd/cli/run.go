@@ -715,6 +715,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		if err = ops.serve(c.stderr, run, files, srcs, c.clock, logger); err != nil {
 			run.Engine().Kill("the operator window could not start: " + err.Error())
 			run.Stop(context.WithoutCancel(ctx))
+			files.store.Close()
 			return res, err
 		}
 	}
@@ -787,7 +788,9 @@ func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run
 	p.Done()
 	signalled := ctx.Err() != nil
 	stopErr, recErr := c.shutdown(ctx, cfg.ops, run, win, signalled)
-	if err := ops.close(context.WithoutCancel(ctx)); err != nil {
+	closeCtx, cancelClose := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // a request under way ends
+	defer cancelClose()
+	if err := ops.close(closeCtx); err != nil {
 		logger.Warn(fmt.Sprintf("operator window: %v", err))
 	}
 	w := files.store
