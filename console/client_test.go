@@ -16,7 +16,6 @@ import (
 	"github.com/blackbox-audit/blackbox/internal/consoletest"
 )
 
-var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const token = "s3cret"
 

@@ -46,6 +46,9 @@ type GroupStatus struct {
 	// StaleTokens counts completions and checkpoint marks refused for a
 	// stale token.
 	StaleTokens int64 `json:"staleTokens"`
+	// Fenced says the group is fenced (Engine.Fence, a seek): it takes
+	// nothing until Engine.Unfence or Engine.Resume; omitted while not.
+	Fenced bool `json:"fenced,omitempty"`
 	// Stalled names each worker that has not completed its item within
 	// GroupConfig.StallAfter, and the item (feed, sequence, position),
 	// "; "-joined; nil when none. It clears when the item completes.
@@ -123,7 +126,10 @@ type FeedStatus struct {
 // engine's TimerClock when a wait or a pause begins and ends. A plain
 // value.
 type SubscriberStatus struct {
-	Queue      string `json:"queue"`
+	Queue string `json:"queue"`
+	// Group is the queue's group (Queue is "GROUP/FEED"); not in the
+	// JSON, which names the queue.
+	Group      string `json:"-"`
 	Policy     string `json:"policy"`
 	Position   int64  `json:"position"`
 	Dispatched int64  `json:"dispatched"`
@@ -249,7 +255,7 @@ func (f *Feed) statusLocked() FeedStatus {
 			}
 		}
 		pos, disp := b.q.Tail(), b.dispatched.Load()
-		ss := SubscriberStatus{Queue: b.name, Policy: string(b.policy.Kind), Position: pos, Dispatched: disp,
+		ss := SubscriberStatus{Queue: b.name, Group: b.group.name, Policy: string(b.policy.Kind), Position: pos, Dispatched: disp,
 			Drained: disp >= pos, Dropped: b.dropped.Load(), Refused: b.refused.Load(), Downgraded: b.downgraded.Load(),
 			Blocked: b.blocked, BlockedTime: b.blockedTime, BlockedMax: b.blockedMax,
 			Paused: b.pausing, Pauses: b.pauses, PausedTime: b.pausedTime, Removed: !live[b]}
@@ -303,7 +309,7 @@ func (f *Feed) statusLocked() FeedStatus {
 
 // status reports the group's workers and gap.
 func (g *group) status() GroupStatus {
-	gs := GroupStatus{Group: g.name, Workers: len(g.workers), StaleTokens: g.stale.Load()}
+	gs := GroupStatus{Group: g.name, Workers: len(g.workers), StaleTokens: g.stale.Load(), Fenced: g.fenced.Load()}
 	if len(g.workers) == 1 {
 		return gs
 	}

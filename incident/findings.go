@@ -70,6 +70,28 @@ type Run struct {
 	// lost what its policy promised to keep (a Loss of kind LossLatched).
 	// Omitted when none.
 	States []StateChange `json:"states,omitempty"`
+	// Controls are the run's CONTROL rows, in order: each action an
+	// operator took on the run (pause, resume, clear, release, seek,
+	// kill), who took it and why. Omitted when none.
+	Controls []ControlAction `json:"controls,omitempty"`
+}
+
+// ControlAction is a CONTROL row of a run (docs/FORMAT.md): operator Who
+// did Action on group Group's binding to feed Feed (empty for a kill) At an
+// instant of the run's clock, for Reason, the group done through Before
+// and After it; Until ends a pause (omitted when indefinite or another
+// action).
+type ControlAction struct {
+	Feed   string    `json:"feed,omitempty"`
+	Group  string    `json:"group,omitempty"`
+	Action string    `json:"action"`
+	Who    string    `json:"who"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+	Before int64     `json:"before"`
+	After  int64     `json:"after"`
+	Until  time.Time `json:"until,omitzero"`
+	Row    Ref       `json:"row"`
 }
 
 // StateChange is a STATE row of a run (docs/FORMAT.md): the loss state of

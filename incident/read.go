@@ -230,6 +230,12 @@ func (rr *runReader) row(e *store.Entry) {
 				Reason: st.Reason, At: st.At, Observed: st.Observed, Row: ref})
 		}
 		return
+	case store.KindControl:
+		if c, err := store.ControlOf(*e); err == nil { // else Problems lists it
+			rr.sum.Controls = append(rr.sum.Controls, ControlAction{Feed: c.Feed, Group: c.Group, Action: c.Action,
+				Who: c.Who, Reason: c.Reason, At: c.At, Before: c.Before, After: c.After, Until: c.Until, Row: ref})
+		}
+		return
 	case store.KindMeta:
 		return
 	}

@@ -19,8 +19,9 @@ const textLimit = 20
 
 // WriteText writes the Findings for a person: the runs, then per processor
 // and feed the six answers with the rows that prove them (a row is written
-// rRUN STREAM:INDEX, or rRUN KIND:INDEX for a META, JOURNAL, COMMIT or
-// STATE row), each run's loss state changes (STATE rows),
+// rRUN STREAM:INDEX, or rRUN KIND:INDEX for a META, JOURNAL, COMMIT, STATE
+// or CONTROL row), each run's loss state changes (STATE rows) and operator
+// actions (CONTROL rows),
 // the recordings' own losses, what is on disk, and the verdict. A list
 // longer than 20 entries (textLimit) shows its first 20 and says how many
 // more there are.
@@ -41,6 +42,12 @@ func (f *Findings) WriteText(w io.Writer) error {
 			fmt.Fprintf(b, "  loss state changes: %d\n", len(r.States))
 			for i := range limit(r.States, b, "    ") {
 				fmt.Fprintf(b, "    %s\n", stateChange(&r.States[i]))
+			}
+		}
+		if len(r.Controls) > 0 {
+			fmt.Fprintf(b, "  operator actions: %d\n", len(r.Controls))
+			for i := range limit(r.Controls, b, "    ") {
+				fmt.Fprintf(b, "    %s\n", controlAction(&r.Controls[i]))
 			}
 		}
 	}
@@ -228,6 +235,15 @@ func named(in *Input) string {
 		return "no input of any run"
 	}
 	return input(in)
+}
+
+// controlAction is a CONTROL row for a person: `2030-01-01T00:00:00Z
+// alice: pause feed "in" group "g" (position 4 -> 4) ...: reason rRUN
+// CONTROL:INDEX`.
+func controlAction(c *ControlAction) string {
+	ct := store.Control{Feed: c.Feed, Group: c.Group, Action: c.Action, Who: c.Who, Reason: c.Reason, At: c.At,
+		Before: c.Before, After: c.After, Until: c.Until}
+	return ct.String() + " " + refs([]Ref{c.Row})
 }
 
 // stateChange is a STATE row for a person: `feed "in" group "g": UP ->

@@ -90,6 +90,9 @@ type RunConfig struct {
 	// flight. A killed run's END rows say why (Engine.Kill kills it too).
 	KillSwitch  func() (reason string, kill bool)
 	KillAbandon bool
+	// DrainTimeout is the engine's (engine.Config.DrainTimeout): how long
+	// Stop lets the group drain its queue; 0 the engine's default.
+	DrainTimeout time.Duration
 }
 
 // groupKey resolves cfg's order and its key (RunConfig.Order): it refuses
@@ -198,11 +201,12 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		Feeds:      []engine.FeedConfig{fc},
 		Groups: []engine.GroupConfig{{Name: group, Feeds: []string{fc.Name}, Processors: procs,
 			Workers: cfg.Workers, Order: order, Key: key, MaxGap: cfg.MaxGap}},
-		Observer:    rec.Observer().Then(obs),
-		Sink:        cfg.Sink,
-		Logger:      cfg.Logger,
-		KillSwitch:  cfg.KillSwitch,
-		KillAbandon: cfg.KillAbandon,
+		Observer:     rec.Observer().Then(obs),
+		Sink:         cfg.Sink,
+		Logger:       cfg.Logger,
+		KillSwitch:   cfg.KillSwitch,
+		KillAbandon:  cfg.KillAbandon,
+		DrainTimeout: cfg.DrainTimeout,
 	})
 	if err == nil && cfg.Outbox != nil {
 		err = cfg.Outbox.Begin(outbox.Run{Path: cfg.Path, Created: rec.Created(), Sync: rec.Sync,
@@ -219,6 +223,10 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 
 // Engine is the run's engine (its status, its feed).
 func (r *Run) Engine() *engine.Engine { return r.eng }
+
+// Recorder is the run's recorder (Recorder.Control writes an operator's
+// actions).
+func (r *Run) Recorder() *Recorder { return r.rec }
 
 // Stop stops the engine (Engine.Stop with ctx: a clean stop commits and
 // drains, and fires the timers due on TimerClock when Stop is called, each

@@ -81,6 +81,10 @@ type RunSummary struct {
 	// (the kinds of store.Kinds with rows, in its order); nil without
 	// Findings.
 	Kinds []KindCount
+	// Controls are the run's operator actions (its CONTROL rows, as the
+	// Findings read them), each as a person reads it; nil without
+	// Findings or without any.
+	Controls []string
 }
 
 // KindCount is the number of rows of one kind.
@@ -216,6 +220,10 @@ func Build(ctx context.Context, runs []Run, opts Options) (*Report, error) {
 				if n := f.Runs[i].Counts[string(k)]; n > 0 {
 					rs.Kinds = append(rs.Kinds, KindCount{Kind: k, N: n})
 				}
+			}
+			for _, c := range f.Runs[i].Controls {
+				rs.Controls = append(rs.Controls, store.Control{Feed: c.Feed, Group: c.Group, Action: c.Action, Who: c.Who,
+					Reason: c.Reason, At: c.At, Before: c.Before, After: c.After, Until: c.Until}.String())
 			}
 		}
 		rep.Runs = append(rep.Runs, rs)

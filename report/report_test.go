@@ -326,3 +326,23 @@ func TestACancelledBuildStops(t *testing.T) {
 		t.Errorf("got %v, want context.Canceled", err)
 	}
 }
+
+// A run's operator actions (its CONTROL rows, as explain reads them) are
+// listed under the run, each as a person reads it, escaped.
+func TestARunsOperatorActionsAreListed(t *testing.T) {
+	pause := store.Control{Feed: "orders", Group: "main", Action: store.ControlPause, Who: "alice", Reason: "sink <deploy>",
+		At: storetest.T0, Before: 2, After: 2}
+	r := newRecording().input(2).add(pause.Entry(0)).end()
+	f, err := incident.Explain([]incident.Recording{{File: "run-1.csv", Reader: r.reader(t)}}, incident.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := build(t, report.Options{Findings: f}, r)
+	if got := rep.Runs[0].Controls; len(got) != 1 || got[0] != pause.String() {
+		t.Fatalf("controls %q, want [%q]", got, pause.String())
+	}
+	if html := page(t, rep); !strings.Contains(html, `1 operator action(s):`) || !strings.Contains(html, "alice: pause feed &#34;orders&#34; group &#34;main&#34;") ||
+		!strings.Contains(html, "sink &lt;deploy&gt;") {
+		t.Errorf("the page does not list alice's pause, escaped:\n%s", html)
+	}
+}

@@ -353,6 +353,15 @@ func (c *Checker) addGlobal(e Entry, ref rowRef, first bool) {
 		if _, err := StateOf(e); err != nil {
 			c.problem(ProblemMalformed, ref, "%v", err)
 		}
+	case KindControl:
+		c.index(&c.global, ref)
+		if !e.Kind.In(c.format) {
+			c.problem(ProblemMalformed, ref, "CONTROL row in a %s recording, which has none", c.format)
+			return
+		}
+		if _, err := ControlOf(e); err != nil {
+			c.problem(ProblemMalformed, ref, "%v", err)
+		}
 	default:
 		c.problem(ProblemMalformed, ref, "%s row with no processor", e.Kind)
 	}

@@ -6,9 +6,14 @@ import (
 )
 
 // Format is the name and version written in every new recording's META
-// row. Version 5 added the STATE kind, version 4 the LOST kind, version 3
-// the COMMIT kind.
-const Format = "blackbox-recording/5"
+// row. Version 6 added the CONTROL kind, version 5 the STATE kind, version
+// 4 the LOST kind, version 3 the COMMIT kind.
+const Format = "blackbox-recording/6"
+
+// FormatV5 is the version before CONTROL rows, still read and verified: a
+// CONTROL row in it is malformed (the set of kinds is closed within a
+// version).
+const FormatV5 = "blackbox-recording/5"
 
 // FormatV4 is the version before STATE rows, still read and verified: a
 // STATE row in it is malformed (the set of kinds is closed within a
@@ -58,36 +63,41 @@ const (
 	// KindState: the loss state of a group's binding to a feed changed
 	// (UP, DEGRADED, LATCHED: State), a row of no processor (Format only).
 	KindState Kind = "STATE"
+	// KindControl: an operator acted on the run (pause, resume, clear,
+	// release, seek, kill: Control), a row of no processor (Format only).
+	KindControl Kind = "CONTROL"
 )
 
 // Kinds lists every row kind in the order of docs/FORMAT.md.
 var Kinds = []Kind{KindMeta, KindStart, KindDelivery, KindIndexed, KindInline,
-	KindTimer, KindOutput, KindDropped, KindFailed, KindEnd, KindJournal, KindCommit, KindLost, KindState}
+	KindTimer, KindOutput, KindDropped, KindFailed, KindEnd, KindJournal, KindCommit, KindLost, KindState, KindControl}
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }
 
 // In reports whether a recording of format may hold rows of kind k: every
-// valid kind in Format ("" stands for it), every one but STATE in
-// FormatV4, every one but STATE and LOST in FormatV3, every one but
+// valid kind in Format ("" stands for it), every one but CONTROL in
+// FormatV5, every one but CONTROL and STATE in FormatV4, every one but STATE and LOST in FormatV3, every one but
 // STATE, LOST and COMMIT in FormatV2 and FormatV1.
 func (k Kind) In(format string) bool {
 	switch k {
-	case KindState:
+	case KindControl:
 		return format == Format || format == ""
+	case KindState:
+		return format == Format || format == FormatV5 || format == ""
 	case KindLost:
-		return format == Format || format == FormatV4 || format == ""
+		return format == Format || format == FormatV5 || format == FormatV4 || format == ""
 	case KindCommit:
-		return format == Format || format == FormatV4 || format == FormatV3 || format == ""
+		return format == Format || format == FormatV5 || format == FormatV4 || format == FormatV3 || format == ""
 	}
 	return k.Valid()
 }
 
 // IsGlobal reports whether rows of kind k belong to no processor: META,
-// JOURNAL, COMMIT and STATE rows, which count their index among
+// JOURNAL, COMMIT, STATE and CONTROL rows, which count their index among
 // themselves.
 func (k Kind) IsGlobal() bool {
-	return k == KindMeta || k == KindJournal || k == KindCommit || k == KindState
+	return k == KindMeta || k == KindJournal || k == KindCommit || k == KindState || k == KindControl
 }
 
 // IsInput reports whether k is a row a processor handles: INDEXED, INLINE

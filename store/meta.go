@@ -31,7 +31,7 @@ func EncodeMeta(m Meta) Entry {
 // of a Meta, a Detail with a key repeated in one object (at any depth, keys
 // compared without regard to case as encoding/json matches them: a reader
 // does not pick one of two values), and a format other than Format,
-// FormatV4, FormatV3, FormatV2 and FormatV1: a reader does not guess at
+// FormatV5, FormatV4, FormatV3, FormatV2 and FormatV1: a reader does not guess at
 // another version's rows.
 func DecodeMeta(e Entry) (Meta, error) {
 	if e.Kind != KindMeta {
@@ -44,8 +44,8 @@ func DecodeMeta(e Entry) (Meta, error) {
 	if err := json.Unmarshal([]byte(e.Detail), &m); err != nil {
 		return Meta{}, fmt.Errorf("%w: META detail is not JSON: %v", ErrFormat, err)
 	}
-	if m.Format != Format && m.Format != FormatV4 && m.Format != FormatV3 && m.Format != FormatV2 && m.Format != FormatV1 {
-		return Meta{}, fmt.Errorf("%w: recording format %q, this build reads %q, %q, %q, %q and %q", ErrFormat, m.Format, Format, FormatV4, FormatV3, FormatV2, FormatV1)
+	if m.Format != Format && m.Format != FormatV5 && m.Format != FormatV4 && m.Format != FormatV3 && m.Format != FormatV2 && m.Format != FormatV1 {
+		return Meta{}, fmt.Errorf("%w: recording format %q, this build reads %q, %q, %q, %q, %q and %q", ErrFormat, m.Format, Format, FormatV5, FormatV4, FormatV3, FormatV2, FormatV1)
 	}
 	m.Created = normTime(m.Created)
 	return m, nil

@@ -78,7 +78,8 @@ func Validate(e Entry) error {
 
 // ValidateIn is Validate for a row of a recording of format (the format of
 // its META row): it also refuses, with a *FieldError wrapping ErrMalformed,
-// a kind that version does not have (a STATE row in a FormatV4 recording,
+// a kind that version does not have (a CONTROL row in a FormatV5
+// recording, a STATE row in a FormatV4 one,
 // a STATE or LOST row in a FormatV3 one, a STATE, LOST or COMMIT row in a
 // FormatV2 or FormatV1 one). Writers check every row with it.
 func ValidateIn(format string, e Entry) error {
@@ -173,6 +174,7 @@ var usedFields = map[Kind]int{
 	KindCommit:   fSource | fSeq | fEpoch | fKey | fOffset,
 	KindLost:     fSource | fSeq | fEpoch | fKey | fOffset | fN | fDetail,
 	KindState:    fSource | fInstant | fDetail,
+	KindControl:  fSource | fInstant | fDetail,
 }
 
 func instantOK(t time.Time) bool {

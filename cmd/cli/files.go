@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/console"
 	"github.com/blackbox-audit/blackbox/store"
 	_ "github.com/blackbox-audit/blackbox/store/csvstore"    // the csv backend (store.Register)
 	_ "github.com/blackbox-audit/blackbox/store/sqlitestore" // the sqlite backend (store.Register)
@@ -137,24 +138,53 @@ func namesFile(err error, path string) bool {
 }
 
 // writer is a recording being written, with what it takes to remove it.
+// Its counts are read under mu while it is written (recorded: an operator
+// window's scrape), directly once it is closed.
 type writer struct {
 	store.Writer
-	path   string
-	format string
-	rows   int64
-	kinds  map[store.Kind]int64
+	path    string
+	format  string
+	mu      sync.Mutex
+	rows    int64
+	appends int64
+	kinds   map[store.Kind]int64
 }
 
 // Append counts the rows it writes, by kind.
 func (w *writer) Append(rows ...store.Entry) error {
 	err := w.Writer.Append(rows...)
 	if err == nil {
+		w.mu.Lock()
 		w.rows += int64(len(rows))
+		w.appends++
 		for i := range rows {
 			w.kinds[rows[i].Kind]++
 		}
+		w.mu.Unlock()
 	}
 	return err
+}
+
+// recorded is what w wrote so far, for an operator window: its rows by
+// kind, its appends, and the size of its files on disk (the recording and,
+// for SQLite, its write-ahead log; -1 when it cannot be read).
+func (w *writer) recorded() console.Recording {
+	w.mu.Lock()
+	r := console.Recording{Rows: make(map[string]int64, len(w.kinds)), Appends: w.appends}
+	for k, n := range w.kinds {
+		r.Rows[string(k)] = n
+	}
+	w.mu.Unlock()
+	fi, err := os.Stat(w.path)
+	if err != nil {
+		r.Bytes = -1
+		return r
+	}
+	r.Bytes = fi.Size()
+	if wal, err := os.Stat(w.path + "-wal"); err == nil {
+		r.Bytes += wal.Size()
+	}
+	return r
 }
 
 // inputs counts the input rows written (INDEXED, INLINE, TIMER).

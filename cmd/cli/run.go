@@ -61,6 +61,7 @@ type recordConfig struct {
 	order         engine.Order // --order, "" for the app's default
 	maxGap        int          // --max-gap, 0 for engine.DefaultMaxGap
 	kafka         kafkaConfig  // --kafka: a consumer group instead of --input
+	ops           opsConfig    // --listen, --control-token-file, --shutdown-*, --log-format
 }
 
 // recordResult is what a recorded run did.
@@ -93,6 +94,10 @@ type recordResult struct {
 	// --input (holes skipped, inputs replaced: not losses); nil with
 	// --kafka.
 	File *filesource.Status
+	// Undrained says why a run stopped by a signal did not drain its
+	// queue within --shutdown-timeout (what it read and did not process
+	// stays uncommitted: the next run reads it again); nil when it did.
+	Undrained error
 }
 
 // statusJSON is the status JSON of `run --json` and `run --status`: the
@@ -231,10 +236,21 @@ rotated after it, in the natural order of their names. With --follow, a
 file rotated away is read to its end, then every file rotated after it,
 in order, then FILE; one gone before it could be read is counted unread.
 
+With --listen ADDR the run serves its operator window there while it
+runs (docs/OPERATIONS.md): /metrics, /livez, /readyz, /status, /bindings
+and, with --control-token-file, the control endpoints (pause, resume,
+clear, release, seek, kill), each action a CONTROL row of the recording.
+It prints "blackbox: listening on http://HOST:PORT" on stderr (port 0
+picks one). On SIGINT or SIGTERM /readyz fails at once, the run goes on
+for --shutdown-delay, then stops reading, drains its queue for at most
+--shutdown-timeout and commits what it processed. --log-format json
+writes the warnings as slog JSON with the keys run, feed and group.
+
 Exit: 0 settled and lossless; 2 a usage or I/O error, or a refusal
 before any work; 3 ran but not settled, not lossless, its recording is
-broken, or it stopped (a state it could not save, outputs it could not
-deliver to --out or --sink).`
+broken, it stopped (a state it could not save, outputs it could not
+deliver to --out or --sink), or, stopped by a signal, its queue did not
+drain within --shutdown-timeout.`
 
 // runFlags are run's flags that are parsed into its recordConfig.
 type runFlags struct {
@@ -310,6 +326,7 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.StringVar(&fl.order, "order", "", "how workers share the lines: key (one account's lines on one worker, in order) or none (default: key if the app has a key; --state on workers needs key)")
 	f.IntVar(&cfg.maxGap, "max-gap", engine.DefaultMaxGap, "workers: how many lines may complete beyond the oldest pending one")
 	f.BoolVar(&fl.asJSON, "json", false, "print the final status JSON")
+	cfg.ops.flags(f)
 }
 
 // parse checks run's flags (changed tells those given on the command
@@ -343,6 +360,9 @@ func (fl *runFlags) parse(changed func(flag string) bool, cfg *recordConfig) err
 		cfg.queue = cfg.kafka.pollRecords
 	}
 	if err := checkRunNumbers(*cfg); err != nil {
+		return err
+	}
+	if err := cfg.ops.check(); err != nil {
 		return err
 	}
 	switch engine.Order(fl.order) {
@@ -559,6 +579,8 @@ func runVerdict(res recordResult) error {
 		return exit(ExitIncomplete, fmt.Errorf("the state could not be saved, the run stopped (nothing is committed past its last save: a restart delivers the rest again): %w", res.State))
 	case res.Out != nil:
 		return exit(ExitIncomplete, fmt.Errorf("outputs not delivered, the run stopped (recorded and committed: the next run delivers them first): %w", res.Out))
+	case res.Undrained != nil:
+		return exit(ExitIncomplete, res.Undrained)
 	case !res.Status.Settled:
 		return exit(ExitIncomplete, nil)
 	case !res.Status.Lossless:
@@ -664,7 +686,16 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if err := plan.checkLocked(cfg); err != nil {
 		return res, err
 	}
-	logger := slog.New(&warnHandler{w: c.stderr, name: c.name})
+	ops, err := openOps(cfg.ops) // --listen: the address taken before any work
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if err != nil {
+			ops.close(context.Background()) // not served yet: its listener
+		}
+	}()
+	logger := cfg.ops.logger(c.stderr, c.name, cfg.store)
 	src, ks, err := runSource(ctx, cfg, logger)
 	if err != nil {
 		return res, err
@@ -716,13 +747,23 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		Path:          cfg.store,
 		Logger:        logger,
 		NoCommits:     c.noCommits,
+		DrainTimeout:  cfg.ops.shutdownTimeout,
 	})
 	if err != nil {
 		files.remove()
 		return res, startErr(cfg.store, err)
 	}
 	fsrc, _ := src.(*filesource.Source)
-	return c.finishRun(ctx, cfg, run, files, runSources{file: fsrc, kafka: ks}, logger)
+	srcs := runSources{file: fsrc, kafka: ks}
+	if ops != nil {
+		if err = ops.serve(c.stderr, run, files, srcs, c.clock, logger); err != nil {
+			run.Engine().Kill("the operator window could not start: " + err.Error())
+			run.Stop(context.WithoutCancel(ctx))
+			files.store.Close()
+			return res, err
+		}
+	}
+	return c.finishRun(ctx, cfg, run, files, srcs, ops, logger)
 }
 
 // runSources is the run's source, as the one of its kind whose status the
@@ -773,21 +814,29 @@ func runSource(ctx context.Context, cfg recordConfig, logger *slog.Logger) (src 
 // failing, an output not written), stops it and closes the store, then
 // writes --status. It returns what the run did; its error is the source's
 // (naming the file or topic) or --status's.
-func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run, files *runFiles, srcs runSources, logger *slog.Logger) (recordResult, error) {
+func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run, files *runFiles, srcs runSources, ops *opsServer, logger *slog.Logger) (recordResult, error) {
 	p := c.progress()
 	var failed <-chan struct{}
 	if files.box != nil {
 		failed = files.box.Failed()
 	}
+	win := ops.window()
 	srcErr := run.Wait(ctx, recorder.WaitConfig{Follow: cfg.follow, Stop: failed, Progress: func(st engine.Status) {
+		if win != nil {
+			win.Beat()
+		}
 		if len(st.Feeds) > 0 {
 			p.Printf("%s: %d lines read, %d acknowledged", st.Feeds[0].State, st.Feeds[0].Sequence, st.Feeds[0].Acknowledged)
 		}
 	}})
 	p.Done()
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	stopErr, recErr := run.Stop(stopCtx)
+	signalled := ctx.Err() != nil
+	stopErr, recErr := c.shutdown(ctx, cfg.ops, run, win, signalled)
+	closeCtx, cancelClose := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // a request under way ends
+	defer cancelClose()
+	if err := ops.close(closeCtx); err != nil {
+		logger.Warn(fmt.Sprintf("operator window: %v", err))
+	}
 	w := files.store
 	if cerr := w.Close(); cerr != nil && recErr == nil {
 		recErr = cerr
@@ -809,6 +858,9 @@ func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run
 	if srcs.file != nil {
 		fst := srcs.file.Status()
 		res.File = &fst
+	}
+	if signalled {
+		res.Undrained = undrained(res.Status, cfg.ops.shutdownTimeout)
 	}
 	var de *engine.DurableError
 	if errors.As(eng.Err(), &de) {

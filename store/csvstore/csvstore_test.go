@@ -430,6 +430,43 @@ func TestAVersion4RecordingStillReadsAndVerifies(t *testing.T) {
 	}
 }
 
+// TestAVersion5RecordingStillReadsAndVerifies: a blackbox-recording/5
+// file (testdata/v5.csv, the format example of version 5, before CONTROL
+// rows) opens and has no problem but its FAILED row's; written again by a
+// writer, it stays version 5 byte for byte. A CONTROL row added to it makes
+// it malformed.
+func TestAVersion5RecordingStillReadsAndVerifies(t *testing.T) {
+	s, err := csvstore.Open("testdata/v5.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Meta().Format; got != store.FormatV5 {
+		t.Errorf("format %q, want %q", got, store.FormatV5)
+	}
+	failed := func(ps []store.Problem) bool {
+		return len(ps) == 1 && errors.Is(&ps[0], store.ErrFailed) && ps[0].Processor == "ledger"
+	}
+	if ps := s.Problems(); !failed(ps) {
+		t.Errorf("Problems: %v", ps)
+	}
+	p := filepath.Join(t.TempDir(), "copy.csv")
+	storetest.Reopen(t, storetest.CSV, p, s)
+	want, _ := os.ReadFile("testdata/v5.csv")
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, want) {
+		t.Errorf("the copy of a version 5 recording is not byte for byte the original:\n%s", b)
+	}
+	withControl := append(bytes.Clone(want), `,5,CONTROL,orders,0,2024-03-01T08:00:04Z,0,,0,0,,"{""group"":""main"",""action"":""kill"",""who"":""alice"",""reason"":""r"",""before"":0,""after"":0}",`+"\n"...)
+	r, err := csvstore.NewReader(bytes.NewReader(withControl), int64(len(withControl)), "v5.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := r.Problems()
+	if len(ps) != 2 || !failed(ps[:1]) || !errors.Is(&ps[1], store.ErrMalformed) || ps[1].Row != store.KindControl {
+		t.Errorf("Problems of a version 5 recording with a CONTROL row = %v, want its FAILED row's and the CONTROL row malformed", ps)
+	}
+}
+
 // failedOnly reports whether ps is the one problem of the version 1 and 2
 // format examples: their FAILED row (ledger index 10), a recorded failure
 // past which the stream is not reproducible.

@@ -247,7 +247,7 @@ func (f *fast) decode(body []byte, mode decodeMode, e *store.Entry) bool {
 	// Check mode keeps no text but an END or STATE row's detail (the
 	// Checker reads them: store.EndOf, store.StateOf): validate a stand-in
 	// that has the same fields set, without copying them.
-	if (e.Kind == store.KindEnd || e.Kind == store.KindState) && len(fs[11]) > 0 {
+	if (e.Kind == store.KindEnd || e.Kind == store.KindState || e.Kind == store.KindControl) && len(fs[11]) > 0 {
 		e.Detail = string(fs[11])
 	}
 	v := *e
@@ -331,6 +331,8 @@ func fastKind(b []byte) (store.Kind, bool) {
 		return store.KindLost, true
 	case "STATE":
 		return store.KindState, true
+	case "CONTROL":
+		return store.KindControl, true
 	}
 	return "", false
 }

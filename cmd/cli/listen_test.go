@@ -1,0 +1,242 @@
+package cli_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/cmd/cli"
+	"github.com/blackbox-audit/blackbox/console"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+const aliceToken = "alice-0123456789abcdef"
+
+// child is a `blackbox run --listen` process: its stderr lines on a
+// channel (closed at EOF), its stdout kept.
+type child struct {
+	cmd    *exec.Cmd
+	lines  chan string
+	stdout bytes.Buffer
+	addr   string
+}
+
+// startListening starts blackbox with args in dir and waits for the line
+// saying where its window listens.
+func startListening(t *testing.T, dir string, args ...string) *child {
+	t.Helper()
+	c := &child{cmd: exec.Command(blackboxBinary(t), args...), lines: make(chan string, 64)}
+	c.cmd.Dir = dir
+	c.cmd.Env = append(os.Environ(), childEnv+"=")
+	c.cmd.Stdout = &c.stdout
+	stderr, err := c.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.cmd.Process.Kill() // os.ErrProcessDone once waited for
+		c.cmd.Wait()
+	})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+	}()
+	c.addr = "http://" + strings.TrimPrefix(c.await(t, "blackbox: listening on "), "blackbox: listening on http://")
+	return c
+}
+
+// await waits for a stderr line beginning with prefix (30s at most: a
+// bound on a broken run) and returns it.
+func (c *child) await(t *testing.T, prefix string) string {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("stderr ended before a line %q", prefix)
+			}
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+			t.Logf("stderr: %s", l)
+		case <-timeout:
+			t.Fatalf("no line %q within 30s", prefix)
+		}
+	}
+}
+
+// get returns GET path's status and body.
+func (c *child) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	res, err := http.Get(c.addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, string(b)
+}
+
+// post sends a control action with token and returns the status and the
+// answer.
+func (c *child) post(t *testing.T, token string, action console.Action, req console.Request) (int, console.Answer) {
+	t.Helper()
+	body, _ := json.Marshal(req)
+	hr, err := http.NewRequest(http.MethodPost, c.addr+console.PathControl+string(action), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var ans console.Answer
+	if err := json.NewDecoder(res.Body).Decode(&ans); err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, ans
+}
+
+// A real `blackbox run --follow --listen 127.0.0.1:0` over loopback: it
+// prints where it listens; /livez, /metrics, /status and /bindings answer
+// while it runs; alice pauses and resumes the group (a request without
+// her token is refused); SIGTERM makes /readyz 503 "draining" at once
+// while /livez stays 200 through --shutdown-delay, a second SIGTERM ends
+// the delay, the run drains and exits 0. The recording is complete and
+// holds alice's two actions as CONTROL rows, which explain lists.
+func TestRunListenServesTheWindowAndRecordsEachAction(t *testing.T) {
+	dir := t.TempDir()
+	var lines []string
+	for i := range 20 {
+		lines = append(lines, fmt.Sprintf("acct-%02d,%d", i%3, i+1))
+	}
+	writeLines(t, filepath.Join(dir, "in.txt"), lines...)
+	if err := os.WriteFile(filepath.Join(dir, "tokens"), []byte("# operators\nalice "+aliceToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startListening(t, dir, "run", "--app", "ledger", "--input", "in.txt", "--store", "rec.csv", "--follow",
+		"--listen", "127.0.0.1:0", "--control-token-file", "tokens", "--shutdown-delay", "1m", "--log-format", "json")
+
+	if code, body := c.get(t, console.PathLivez); code != http.StatusOK {
+		t.Errorf("livez: %d %q", code, body)
+	}
+	code, body := c.get(t, console.PathMetrics)
+	if code != http.StatusOK || !strings.Contains(body, `blackbox_binding_loss_state{feed="input",group="main",state="UP"} 1`) ||
+		!strings.Contains(body, "# TYPE blackbox_recording_rows_total counter") {
+		t.Errorf("metrics: %d\n%s", code, body)
+	}
+	code, body = c.get(t, console.PathStatus)
+	var st struct {
+		Feeds []struct{ Feed string } `json:"feeds"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil || len(st.Feeds) != 1 || st.Feeds[0].Feed != "input" {
+		t.Errorf("status: %d %q (%v)", code, body, err)
+	}
+	binding := func() console.Binding {
+		t.Helper()
+		code, body := c.get(t, console.PathBindings)
+		var bs []console.Binding
+		if err := json.Unmarshal([]byte(body), &bs); code != http.StatusOK || err != nil || len(bs) != 1 || bs[0].Group != "main" {
+			t.Fatalf("bindings: %d %q (%v)", code, body, err)
+		}
+		return bs[0]
+	}
+	if code, ans := c.post(t, "mallory-0123456789abcdef", console.ActionPause, console.Request{Feed: "input", Group: "main", Reason: "x", Indefinite: true}); code != http.StatusUnauthorized || ans.Applied {
+		t.Errorf("pause with another token: %d %+v, want 401", code, ans)
+	}
+	if code, ans := c.post(t, aliceToken, console.ActionPause, console.Request{Feed: "input", Group: "main", Reason: "sink deploy", Indefinite: true}); code != http.StatusOK || !ans.Applied || ans.Who != "alice" {
+		t.Fatalf("pause: %d %+v", code, ans)
+	}
+	if b := binding(); !b.Fenced {
+		t.Errorf("binding %+v after the pause: want fenced", b)
+	}
+	if code, ans := c.post(t, aliceToken, console.ActionResume, console.Request{Feed: "input", Group: "main", Reason: "deployed"}); code != http.StatusOK || !ans.Applied {
+		t.Fatalf("resume: %d %+v", code, ans)
+	}
+	if b := binding(); b.Fenced {
+		t.Errorf("binding %+v after the resume: want not fenced", b)
+	}
+
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	c.await(t, "blackbox: stopping: ")
+	code, body = c.get(t, console.PathReadyz)
+	var rd console.Readiness
+	if err := json.Unmarshal([]byte(body), &rd); code != http.StatusServiceUnavailable || err != nil || rd.State != console.StateDraining {
+		t.Errorf("readyz after SIGTERM: %d %q (%v), want 503 draining", code, body, err)
+	}
+	if code, body := c.get(t, console.PathLivez); code != http.StatusOK {
+		t.Errorf("livez during the shutdown delay: %d %q, want 200", code, body)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil { // ends the delay
+		t.Fatal(err)
+	}
+	for l := range c.lines {
+		t.Logf("stderr: %s", l)
+	}
+	err := c.cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	if code := c.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d, want 0:\n%s", code, c.stdout.String())
+	}
+	if !strings.Contains(c.stdout.String(), "verdict   settled: yes  lossless: yes") {
+		t.Errorf("stdout:\n%s", c.stdout.String())
+	}
+
+	r, err := store.Open(filepath.Join(dir, "rec.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if ps := r.Problems(); len(ps) != 0 {
+		t.Errorf("problems %v, want none", ps)
+	}
+	var got []string
+	for e, err := range r.Rows() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Kind == store.KindControl {
+			ct, err := store.ControlOf(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ct.Who+" "+ct.Action+" "+ct.Feed+"/"+ct.Group+": "+ct.Reason)
+		}
+	}
+	if want := []string{"alice pause input/main: sink deploy", "alice resume input/main: deployed"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("CONTROL rows %q, want %q", got, want)
+	}
+	code2, out := execute(t, context.Background(), "explain", filepath.Join(dir, "rec.csv"))
+	if code2 != cli.ExitOK || !strings.Contains(out, "operator actions: 2") || !strings.Contains(out, `alice: pause feed "input" group "main"`) {
+		t.Errorf("explain: exit %d\n%s", code2, out)
+	}
+}

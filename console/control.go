@@ -1,0 +1,307 @@
+package console
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// Operator is the name a CONTROL row gives the window itself: the end of
+// a pause at its deadline.
+const Operator = "console"
+
+// maxBody bounds a control request's body.
+const maxBody = 64 << 10
+
+// errAnswer is a refusal with its HTTP status.
+type errAnswer struct {
+	code int
+	err  error
+}
+
+func (e *errAnswer) Error() string { return e.err.Error() }
+
+func refuse(code int, format string, args ...any) *errAnswer {
+	return &errAnswer{code, fmt.Errorf(format, args...)}
+}
+
+// control serves POST /control/{action}: the token first (401), then the
+// action (404), the request (400), then the engine's answer.
+func (w *Window) control(rw http.ResponseWriter, r *http.Request) {
+	action := Action(r.PathValue("action"))
+	ans := Answer{Action: action, At: w.cfg.Clock.Now()}
+	auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	who := ""
+	if ok {
+		who = w.cfg.Tokens.who(auth)
+	}
+	if who == "" {
+		rw.Header().Set("WWW-Authenticate", `Bearer realm="blackbox"`)
+		ans.Error = "no or unknown token"
+		writeJSON(rw, http.StatusUnauthorized, ans)
+		return
+	}
+	ans.Who = who
+	var req Request
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&req)
+	switch {
+	case !known(action):
+		err = refuse(http.StatusNotFound, "unknown action %q", action)
+	case err != nil:
+		err = refuse(http.StatusBadRequest, "request: %v", err)
+	case strings.TrimSpace(req.Reason) == "":
+		err = refuse(http.StatusBadRequest, "a reason is required (it is recorded)")
+	case action != ActionKill && (req.Feed == "" || req.Group == ""):
+		err = refuse(http.StatusBadRequest, "%s needs a feed and a group", action)
+	case w.isDraining():
+		err = refuse(http.StatusServiceUnavailable, "the run is stopping: it takes no operator action")
+	default:
+		w.act.Lock()
+		w.endPauses(w.cfg.Clock.Now())
+		ans, err = w.do(action, who, req)
+		ans.Who = who
+		w.act.Unlock()
+	}
+	code := http.StatusOK
+	if err != nil {
+		code, ans.Error = codeOf(err), err.Error()
+		w.cfg.Logger.Warn("console: control refused", "action", string(action), "who", who,
+			"feed", req.Feed, "group", req.Group, "err", err)
+	}
+	writeJSON(rw, code, ans)
+}
+
+// isDraining reports whether Drain was called.
+func (w *Window) isDraining() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.draining
+}
+
+// known reports whether a is one of the six actions.
+func known(a Action) bool {
+	switch a {
+	case ActionPause, ActionResume, ActionClear, ActionRelease, ActionSeek, ActionKill:
+		return true
+	}
+	return false
+}
+
+// codeOf is the HTTP status of a refusal (Answer's doc).
+func codeOf(err error) int {
+	var ea *errAnswer
+	switch {
+	case errors.As(err, &ea):
+		return ea.code
+	case errors.Is(err, engine.ErrUnknown):
+		return http.StatusNotFound
+	case errors.Is(err, engine.ErrGeneration):
+		return http.StatusConflict
+	case errors.Is(err, engine.ErrStopped), errors.Is(err, engine.ErrNotStarted):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusUnprocessableEntity // the engine refused: ErrNotLatched, ErrNotHeld, ErrNotFenced ...
+}
+
+// do acts (w.act held) and records the action: the answer is Applied once
+// the engine acted, and an error then says the row could not be written.
+func (w *Window) do(action Action, who string, req Request) (Answer, error) {
+	eng := w.cfg.Engine
+	now := w.cfg.Clock.Now()
+	ans := Answer{Action: action, Who: who, At: now}
+	row := store.Control{Action: string(action), Who: who, Reason: req.Reason, At: now}
+	if action != ActionKill { // a kill is the run's: no binding
+		row.Feed, row.Group = req.Feed, req.Group
+		before, err := w.position(req.Feed, req.Group)
+		if err != nil {
+			return ans, err
+		}
+		row.Before, row.After = before, before
+	}
+	var pausedUntil *time.Time // the pause to note once it is recorded
+	switch action {
+	case ActionPause:
+		until, err := w.pauseEnd(req, now)
+		if err != nil {
+			return ans, err
+		}
+		if err := eng.Fence(req.Group); err != nil {
+			return ans, err
+		}
+		row.Until, pausedUntil = until, &until
+	case ActionResume:
+		var err error
+		if req.Generation != 0 {
+			err = eng.Resume(req.Feed, req.Group, req.Generation)
+		} else {
+			err = eng.Unfence(req.Group)
+		}
+		if err != nil {
+			return ans, err
+		}
+		w.mu.Lock()
+		delete(w.paused, req.Group)
+		w.mu.Unlock()
+	case ActionClear:
+		if err := eng.ClearOverload(req.Feed, req.Group, req.Reason); err != nil {
+			return ans, err
+		}
+	case ActionRelease:
+		if req.Generation == 0 {
+			return ans, refuse(http.StatusBadRequest, "release needs the binding's generation (GET %s)", PathBindings)
+		}
+		rel, err := eng.Release(req.Feed, req.Group, req.Generation, req.Reason)
+		if err != nil {
+			return ans, err
+		}
+		row.After = max(row.Before, rel.LastSeq)
+	case ActionSeek:
+		plan, hash, err := w.seekPlan(req)
+		if err != nil {
+			return ans, err
+		}
+		ans.Plan, ans.PlanHash, ans.Before, ans.After = plan, hash, plan.Before, plan.After
+		if req.PlanHash == "" {
+			return ans, nil // a dry run: nothing done, nothing recorded
+		}
+		if req.PlanHash != hash {
+			return ans, refuse(http.StatusConflict, "the plan changed since it was read (hash %s, now %s): read it again", req.PlanHash, hash)
+		}
+		done, err := eng.Seek(req.Feed, req.Group, req.Generation, target(req), engine.SeekOptions{Reason: req.Reason})
+		if err != nil {
+			return ans, err
+		}
+		row.Before, row.After = done.Before, done.After
+	case ActionKill:
+		if req.Finish == w.cfg.KillAbandon {
+			return ans, refuse(http.StatusUnprocessableEntity, "this run's kill %s the items in flight: ask with finish %t",
+				map[bool]string{true: "abandons", false: "lets finish"}[w.cfg.KillAbandon], !w.cfg.KillAbandon)
+		}
+		if err := eng.Kill(req.Reason); err != nil {
+			return ans, err
+		}
+	}
+	if action != ActionRelease && action != ActionSeek && action != ActionKill {
+		after, err := w.position(req.Feed, req.Group)
+		if err == nil {
+			row.After = after
+		}
+	}
+	ans.Applied, ans.Before, ans.After = true, row.Before, row.After
+	if pausedUntil != nil {
+		w.mu.Lock()
+		w.paused[req.Group] = *pausedUntil
+		w.mu.Unlock()
+	}
+	if err := w.cfg.Audit.Control(row); err != nil {
+		w.cfg.Logger.Error("console: an operator's action was done but not recorded", "action", string(action), "who", who, "err", err)
+		return ans, refuse(http.StatusInternalServerError, "done, but not recorded: %v", err)
+	}
+	return ans, nil
+}
+
+// pauseEnd is the deadline of a pause: Until, in the future, or the zero
+// time for Indefinite; one of them, not both.
+func (w *Window) pauseEnd(req Request, now time.Time) (time.Time, error) {
+	switch {
+	case req.Until != nil && req.Indefinite:
+		return time.Time{}, refuse(http.StatusBadRequest, "pause: until and indefinite both given")
+	case req.Indefinite:
+		return time.Time{}, nil
+	case req.Until == nil:
+		return time.Time{}, refuse(http.StatusBadRequest, "pause needs until (or indefinite)")
+	case !req.Until.After(now):
+		return time.Time{}, refuse(http.StatusBadRequest, "pause until %s: not after now (%s)", req.Until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	return req.Until.UTC(), nil
+}
+
+// seekPlan is the engine's dry run of req's seek, on the wire, and its
+// hash.
+func (w *Window) seekPlan(req Request) (*Plan, string, error) {
+	switch {
+	case req.Generation == 0:
+		return nil, "", refuse(http.StatusBadRequest, "seek needs the binding's generation (GET %s)", PathBindings)
+	case req.Latest == (req.To > 0):
+		return nil, "", refuse(http.StatusBadRequest, "seek needs a target: to (a feed sequence) or latest, one of them")
+	}
+	p, err := w.cfg.Engine.Seek(req.Feed, req.Group, req.Generation, target(req), engine.SeekOptions{DryRun: true, Reason: req.Reason})
+	if err != nil {
+		return nil, "", err
+	}
+	plan := &Plan{Feed: p.Feed, Group: p.Group, Generation: p.Generation, Before: p.Before, After: p.After, Loss: p.Loss,
+		Redelivery: p.Redelivery, Unprocessed: p.Unprocessed, Processed: p.Processed, FirstSeq: p.FirstSeq, LastSeq: p.LastSeq}
+	return plan, PlanHash(*plan), nil
+}
+
+// PlanHash names a seek's plan: the hex SHA-256 of its JSON (the
+// generation included), so an apply that names it is refused once the
+// positions or the generation moved.
+func PlanHash(p Plan) string {
+	b, err := json.Marshal(p)
+	if err != nil { // integers, strings and booleans
+		panic(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func target(req Request) engine.SeekTarget {
+	return engine.SeekTarget{Seq: req.To, Latest: req.Latest}
+}
+
+// position is the feed sequence through which group completed the items
+// of feed (its live queue's Dispatched); ErrUnknown for a binding that does
+// not exist.
+func (w *Window) position(feed, group string) (int64, error) {
+	for _, b := range w.liveBindings(w.cfg.Engine.Status()) {
+		if b.Feed == feed && b.Group == group {
+			return b.Position, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: feed %q group %q", engine.ErrUnknown, feed, group)
+}
+
+// endPauses unfences the groups whose pause ended by now, each recorded as
+// a resume by Operator (w.act held).
+func (w *Window) endPauses(now time.Time) {
+	w.mu.Lock()
+	var due []string
+	for g, until := range w.paused {
+		if !until.IsZero() && !now.Before(until) {
+			due = append(due, g)
+			delete(w.paused, g)
+		}
+	}
+	w.mu.Unlock()
+	for _, g := range due {
+		if err := w.cfg.Engine.Unfence(g); err != nil {
+			w.cfg.Logger.Warn("console: the end of a pause", "group", g, "err", err)
+			continue
+		}
+		if w.cfg.Audit == nil {
+			continue
+		}
+		for _, b := range w.liveBindings(w.cfg.Engine.Status()) {
+			if b.Group != g {
+				continue
+			}
+			row := store.Control{Feed: b.Feed, Group: g, Action: string(ActionResume), Who: Operator,
+				Reason: "the pause ended (its deadline passed)", At: now, Before: b.Position, After: b.Position}
+			if err := w.cfg.Audit.Control(row); err != nil {
+				w.cfg.Logger.Error("console: the end of a pause was not recorded", "group", g, "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package console
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/blackbox-audit/blackbox/engine"
+)
+
+// The series of /metrics: docs/OPERATIONS.md documents each (a test checks
+// it lists every one the exposition has).
+var (
+	lFeed      = []string{"feed"}
+	lGroup     = []string{"group"}
+	lBinding   = []string{"feed", "group"}
+	lPartition = []string{"feed", "partition"}
+
+	descRead        = desc("feed_items_read_total", "Items the feed's source published: the feed's head, its last sequence.", lFeed)
+	descCommitted   = desc("feed_items_committed_total", "Items committed to the source: the feed's committed position, its highest sequence committed.", lFeed)
+	descPending     = desc("feed_uncommitted_items", "Items read and not committed yet.", lFeed)
+	descFailed      = desc("feed_items_failed_total", "Items skipped after a processor's retries ran out (a loss).", lFeed)
+	descCompFailed  = desc("feed_completion_failures_total", "Completion callbacks skipped after their retries (a loss).", lFeed)
+	descLost        = desc("feed_lost_items_total", "Items lost, by reason: dropped, refused, released and the source's reasons (oversized, unread, retention ...).", []string{"feed", "reason"})
+	descDowngraded  = desc("feed_downgraded_total", "Publishes that found a PAUSE or BLOCK queue full and could neither wait nor pause.", lFeed)
+	descPaused      = desc("feed_paused", "1 while the feed refuses items (overload pause), 0 otherwise.", lFeed)
+	descPauses      = desc("feed_pauses_total", "Overload pauses of the feed.", lFeed)
+	descPausedSec   = desc("feed_paused_seconds_total", "Time the feed spent paused.", lFeed)
+	descSettled     = desc("feed_settled", "1 while the feed is settled (caught up, drained, committed), 0 otherwise.", lFeed)
+	descLossless    = desc("feed_lossless", "1 while the feed lost nothing within its loss window, 0 otherwise.", lFeed)
+	descDispatched  = desc("queue_items_completed_total", "Items of the feed the group completed (its position: the sequence it is done through).", lBinding)
+	descQueued      = desc("queue_items", "Items of the feed given to the group's queue and not completed yet (queued or being handled).", lBinding)
+	descBlocked     = desc("queue_blocked_total", "BLOCK publishes that waited for room in the queue.", lBinding)
+	descBlockedSec  = desc("queue_blocked_seconds_total", "Time BLOCK publishes waited for room in the queue.", lBinding)
+	descLossState   = desc("binding_loss_state", "The loss state of the group's binding to the feed: 1 on the current state, 0 on the others.", []string{"feed", "group", "state"})
+	descFenced      = desc("group_fenced", "1 while the group is fenced (an operator pause, a seek), 0 otherwise.", lGroup)
+	descWorkers     = desc("group_workers", "The group's workers.", lGroup)
+	descInFlight    = desc("group_items_in_flight", "Items handed to the group's workers and not finished (groups of several workers).", lGroup)
+	descGap         = desc("group_gap_items", "Items completed beyond their queue's oldest pending one (groups of several workers).", lGroup)
+	descGapMax      = desc("group_gap_max_items", "The bound on group_gap_items per queue.", lGroup)
+	descGapBlocked  = desc("group_gap_blocked_seconds_total", "Time the group waited with a queue's gap full.", lGroup)
+	descOldest      = desc("group_oldest_pending_sequence", "The feed sequence of the oldest item taken and not completed, 0 when none (groups of several workers).", lGroup)
+	descStale       = desc("group_stale_tokens_total", "Completions refused for a stale token (a released or skipped item).", lGroup)
+	descKilled      = desc("killed", "1 once the run was killed, 0 otherwise.", nil)
+	descRows        = desc("recording_rows_total", "Rows written to the recording, by kind.", []string{"kind"})
+	descAppends     = desc("recording_appends_total", "Writes to the recording (each a batch of rows).", nil)
+	descBytes       = desc("recording_bytes", "The size of the recording's files on disk.", nil)
+	descHoleBytes   = desc("file_hole_bytes_total", "NUL bytes a file source skipped as a hole a stale writer left: an intended skip, not a loss.", lFeed)
+	descReplaced    = desc("file_replaced_total", "Times a file source found its input replaced and read it from its start: not a loss by itself.", lFeed)
+	descKafkaLag    = desc("kafka_partition_lag", "The partition's high watermark minus the group's committed offset.", lPartition)
+	descKafkaCommit = desc("kafka_partition_committed_offset", "The group's committed offset of the partition.", lPartition)
+	descKafkaHWM    = desc("kafka_partition_high_watermark", "The partition's end at the last fetch.", lPartition)
+	descKafkaLost   = desc("kafka_partition_lost_records_total", "Records of the partition deleted before the group read them.", lPartition)
+)
+
+// series lists the names of the series described (desc), in order.
+var series []string
+
+func desc(name, help string, labels []string) *prometheus.Desc {
+	series = append(series, "blackbox_"+name)
+	return prometheus.NewDesc("blackbox_"+name, help, labels, nil)
+}
+
+// SeriesNames lists every series /metrics may have (a run has those of
+// its feeds, groups and sources).
+func SeriesNames() []string { return slices.Clone(series) }
+
+// lossStates are the states binding_loss_state has a series for.
+var lossStates = []engine.LossState{engine.LossUp, engine.LossDegraded, engine.LossLatched}
+
+// collector reads the engine's status (and the recorder's counts, the Kafka
+// partitions) at each scrape: nothing is counted on the run's hot path.
+type collector struct{ w *Window }
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRead, descCommitted, descPending, descFailed,
+		descCompFailed, descLost, descDowngraded, descPaused, descPauses, descPausedSec, descSettled, descLossless,
+		descDispatched, descQueued, descBlocked, descBlockedSec, descLossState, descFenced, descWorkers,
+		descInFlight, descGap, descGapMax, descGapBlocked, descOldest, descStale, descKilled, descRows, descAppends,
+		descBytes, descHoleBytes, descReplaced, descKafkaLag, descKafkaCommit, descKafkaHWM, descKafkaLost} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.w.cfg.Engine.Status()
+	counter := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	for _, f := range st.Feeds {
+		counter(descRead, float64(f.Sequence), f.Feed)
+		counter(descCommitted, float64(f.Acknowledged), f.Feed)
+		gauge(descPending, float64(f.PendingAcks), f.Feed)
+		counter(descFailed, float64(f.Failures), f.Feed)
+		counter(descCompFailed, float64(f.CompletionFailures), f.Feed)
+		losses := map[string]int64{"dropped": f.Dropped, "refused": f.Refused, "released": f.Released}
+		for r, n := range f.Losses {
+			losses[r] += n
+		}
+		for _, r := range slices.Sorted(maps.Keys(losses)) {
+			counter(descLost, float64(losses[r]), f.Feed, r)
+		}
+		counter(descDowngraded, float64(f.Downgraded), f.Feed)
+		gauge(descPaused, b2f(f.Paused), f.Feed)
+		counter(descPauses, float64(f.Pauses), f.Feed)
+		counter(descPausedSec, f.PausedTime.Seconds(), f.Feed)
+		gauge(descSettled, b2f(f.Settled), f.Feed)
+		gauge(descLossless, b2f(f.Lossless), f.Feed)
+		for _, s := range f.Subscribers {
+			if s.Removed {
+				continue
+			}
+			g := s.Group
+			counter(descDispatched, float64(s.Dispatched), f.Feed, g)
+			gauge(descQueued, float64(max(0, s.Position-s.Dispatched)), f.Feed, g)
+			counter(descBlocked, float64(s.Blocked), f.Feed, g)
+			counter(descBlockedSec, s.BlockedTime.Seconds(), f.Feed, g)
+			cur := lossState(s.Loss)
+			for _, state := range lossStates {
+				gauge(descLossState, b2f(string(state) == cur), f.Feed, g, string(state))
+			}
+		}
+		if skips := c.w.cfg.Files[f.Feed]; skips != nil {
+			sk := skips()
+			counter(descHoleBytes, float64(sk.HoleBytes), f.Feed)
+			counter(descReplaced, float64(sk.Replaced), f.Feed)
+		}
+		if parts := c.w.cfg.Partitions[f.Feed]; parts != nil {
+			for _, p := range parts() {
+				l := []string{f.Feed, p.Topic + "/" + strconv.Itoa(int(p.Partition))}
+				if p.Lag >= 0 {
+					gauge(descKafkaLag, float64(p.Lag), l...)
+				}
+				if p.Committed >= 0 {
+					gauge(descKafkaCommit, float64(p.Committed), l...)
+				}
+				if p.HighWatermark >= 0 {
+					gauge(descKafkaHWM, float64(p.HighWatermark), l...)
+				}
+				counter(descKafkaLost, float64(p.Lost), l...)
+			}
+		}
+	}
+	for _, g := range st.Groups {
+		gauge(descFenced, b2f(g.Fenced), g.Group)
+		gauge(descWorkers, float64(g.Workers), g.Group)
+		counter(descStale, float64(g.StaleTokens), g.Group)
+		if g.Workers > 1 { // the engine keeps these for groups of several workers only
+			gauge(descInFlight, float64(g.InFlight), g.Group)
+			gauge(descGap, float64(g.Gap), g.Group)
+			gauge(descGapMax, float64(g.MaxGap), g.Group)
+			counter(descGapBlocked, g.GapBlocked.Seconds(), g.Group)
+			gauge(descOldest, float64(g.OldestPending), g.Group)
+		}
+	}
+	gauge(descKilled, b2f(st.Killed != ""))
+	if c.w.cfg.Recording != nil {
+		rec := c.w.cfg.Recording()
+		for _, k := range slices.Sorted(maps.Keys(rec.Rows)) {
+			counter(descRows, float64(rec.Rows[k]), k)
+		}
+		counter(descAppends, float64(rec.Appends))
+		if rec.Bytes >= 0 {
+			gauge(descBytes, float64(rec.Bytes))
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

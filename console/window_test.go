@@ -1,0 +1,457 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/blackbox-audit/blackbox/console"
+	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test -run %s -update to accept):\n%s", path, t.Name(), got)
+	}
+}
+
+// recording is a Recording of fixed counts.
+func recording() console.Recording {
+	return console.Recording{Rows: map[string]int64{"META": 1, "START": 1, "INLINE": 5}, Appends: 3, Bytes: 4096}
+}
+
+// partitions is one Kafka partition's standing.
+func partitions() []console.Partition {
+	return []console.Partition{{Topic: "events", Partition: 0, Committed: 5, HighWatermark: 20, Lag: 15, Lost: 1}}
+}
+
+// The exposition of a run held in its first item is the
+// golden one, byte for byte (a synctest bubble and a manual clock: every
+// figure is the same each run), and lints clean.
+func TestMetricsExposition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, func(c *console.Config) {
+			c.Recording = recording
+			c.Partitions = map[string]func() []console.Partition{"input": partitions}
+			c.Files = map[string]func() console.FileSkips{"input": func() console.FileSkips { return console.FileSkips{HoleBytes: 4096, Replaced: 1} }}
+		})
+		synctest.Wait() // the source published 1-20; p waits in 1
+		r.w.Beat()
+		code, body := r.get(t, console.PathMetrics)
+		if code != http.StatusOK {
+			t.Fatalf("metrics: %d %s", code, body)
+		}
+		golden(t, "metrics.txt", []byte(body))
+		problems, err := testutil.CollectAndLint(r.w.Registry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("lint: %s: %s", p.Metric, p.Text)
+		}
+	})
+}
+
+// Every series the exposition can have is in docs/OPERATIONS.md, and the
+// document names no series the window does not have.
+func TestOperationsDocListsEverySeries(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "OPERATIONS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("`(blackbox_[a-z_]+)`").FindAllStringSubmatch(string(doc), -1) {
+		documented[m[1]] = true
+	}
+	var have []string
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, func(c *console.Config) {
+			c.Recording = recording
+			c.Partitions = map[string]func() []console.Partition{"input": partitions}
+			c.Files = map[string]func() console.FileSkips{"input": func() console.FileSkips { return console.FileSkips{} }}
+		})
+		synctest.Wait()
+		_, body := r.get(t, console.PathMetrics)
+		for _, m := range regexp.MustCompile(`(?m)^# TYPE (blackbox_[a-z_]+) `).FindAllStringSubmatch(body, -1) {
+			have = append(have, m[1])
+		}
+	})
+	names := map[string]bool{}
+	for _, n := range have {
+		names[n] = true
+		if !documented[n] {
+			t.Errorf("series %s is not in docs/OPERATIONS.md", n)
+		}
+	}
+	for _, n := range console.SeriesNames() {
+		if !documented[n] {
+			t.Errorf("series %s (described, not exposed in this run) is not in docs/OPERATIONS.md", n)
+		}
+		names[n] = true
+	}
+	for n := range documented {
+		if !names[n] {
+			t.Errorf("docs/OPERATIONS.md names %s, which the window does not have", n)
+		}
+	}
+}
+
+// /livez is the run loop's heartbeat: 200 while the loop beats, whatever
+// the run's state (a processor held, a full queue pausing the feed), 503
+// once it has not beaten for LiveAfter.
+func TestLivezIsTheHeartbeatOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, func(fc *engine.FeedConfig) { fc.QueueSize = 4 }, func(c *console.Config) { c.LiveAfter = 10 * time.Second })
+		synctest.Wait() // p waits in 1: the sink is held, the queue full, the feed paused
+		if st := r.e.Status(); !st.Feeds[0].Paused {
+			t.Fatalf("feed %+v: want it paused (the queue full behind the held item)", st.Feeds[0])
+		}
+		if code, body := r.get(t, console.PathLivez); code != http.StatusOK {
+			t.Errorf("livez before the first beat: %d %q, want 200 (starting)", code, body)
+		}
+		for range 3 {
+			r.clock.Advance(9 * time.Second)
+			r.w.Beat()
+			if code, body := r.get(t, console.PathLivez); code != http.StatusOK {
+				t.Errorf("livez with the sink held: %d %q, want 200", code, body)
+			}
+		}
+		r.clock.Advance(11 * time.Second)
+		if code, _ := r.get(t, console.PathLivez); code != http.StatusServiceUnavailable {
+			t.Errorf("livez 11s after the last beat: %d, want 503", code)
+		}
+	})
+}
+
+// /readyz: starting before the loop's first beat, running after, latched
+// while a binding is LATCHED (and running again once cleared), draining
+// once Drain was called, killed once killed.
+func TestReadyzStates(t *testing.T) {
+	type ready struct {
+		code  int
+		state string
+	}
+	read := func(t *testing.T, r *testRun) ready {
+		code, body := r.get(t, console.PathReadyz)
+		var rd console.Readiness
+		if err := json.Unmarshal([]byte(body), &rd); err != nil {
+			t.Fatalf("readyz %q: %v", body, err)
+		}
+		if rd.Ready != (code == http.StatusOK) {
+			t.Errorf("readyz %d with ready %v", code, rd.Ready)
+		}
+		return ready{code, rd.State}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		synctest.Wait()
+		if got, want := read(t, r), (ready{503, console.StateStarting}); got != want {
+			t.Errorf("before the first beat: %+v, want %+v", got, want)
+		}
+		r.w.Beat()
+		if got, want := read(t, r), (ready{200, console.StateRunning}); got != want {
+			t.Errorf("running: %+v, want %+v", got, want)
+		}
+		r.w.Drain()
+		if got, want := read(t, r), (ready{503, console.StateDraining}); got != want {
+			t.Errorf("draining: %+v, want %+v", got, want)
+		}
+		if code, ans := r.post(t, aliceToken, console.ActionPause, console.Request{Feed: "input", Group: "g", Reason: "x", Indefinite: true}); code != http.StatusServiceUnavailable || ans.Applied {
+			t.Errorf("pause while draining: %d %+v, want 503", code, ans)
+		}
+		if err := r.e.Kill("test"); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := read(t, r), (ready{503, console.StateKilled}); got != want {
+			t.Errorf("killed: %+v, want %+v", got, want)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		// A drop policy that latches at its first loss, on a queue of 4
+		// behind the held item 1: it drops, and latches.
+		r := startRun(t, func(fc *engine.FeedConfig) {
+			fc.QueueSize, fc.Policy, fc.Latch = 4, engine.DropAfterSpin(0), engine.LatchEveryLoss
+		}, nil)
+		synctest.Wait()
+		r.w.Beat()
+		if got, want := read(t, r), (ready{503, console.StateLatched}); got != want {
+			t.Fatalf("latched: %+v, want %+v", got, want)
+		}
+		if code, ans := r.post(t, aliceToken, console.ActionClear, console.Request{Feed: "input", Group: "g", Reason: "drops accepted"}); code != http.StatusOK || !ans.Applied {
+			t.Fatalf("clear: %d %+v", code, ans)
+		}
+		if got, want := read(t, r), (ready{200, console.StateRunning}); got != want {
+			t.Errorf("cleared: %+v, want %+v", got, want)
+		}
+		if cs := r.controls(t); len(cs) != 1 || cs[0].Action != store.ControlClear || cs[0].Who != "alice" {
+			t.Errorf("CONTROL rows %+v, want alice's clear", cs)
+		}
+	})
+}
+
+// A probe that fails (a Kafka source whose brokers do not answer) makes
+// its feed, and the run, unreachable.
+func TestReadyzUnreachableProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		down := errors.New("dial tcp 127.0.0.1:9: connection refused")
+		var probeErr error
+		r := startRun(t, nil, func(c *console.Config) {
+			c.Probes = map[string]console.Probe{"input": func(ctx context.Context) error { return probeErr }}
+		})
+		synctest.Wait()
+		r.w.Beat()
+		if code, _ := r.get(t, console.PathReadyz); code != http.StatusOK {
+			t.Errorf("readyz with the broker up: %d, want 200", code)
+		}
+		probeErr = fmt.Errorf("%w: no client yet", console.ErrStarting)
+		if code, body := r.get(t, console.PathReadyz); code != http.StatusServiceUnavailable || !strings.Contains(body, `"state":"starting"`) {
+			t.Errorf("readyz before the source began: %d %s, want 503 starting", code, body)
+		}
+		probeErr = down
+		code, body := r.get(t, console.PathReadyz)
+		var rd console.Readiness
+		if err := json.Unmarshal([]byte(body), &rd); err != nil {
+			t.Fatal(err)
+		}
+		if code != http.StatusServiceUnavailable || rd.State != console.StateUnreachable || len(rd.Feeds) != 1 ||
+			rd.Feeds[0].State != console.StateUnreachable || !strings.Contains(rd.Feeds[0].Reason, down.Error()) {
+			t.Errorf("readyz with the broker down: %d %+v, want 503 unreachable naming the error", code, rd)
+		}
+	})
+}
+
+// /status serves Config.Status's bytes as they are.
+func TestStatusIsConfigStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		synctest.Wait()
+		var want bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(r.e.Status()); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := r.get(t, console.PathStatus); code != http.StatusOK || body != want.String() {
+			t.Errorf("status: %d %q, want %q", code, body, want.String())
+		}
+	})
+}
+
+// Without tokens the control endpoints are not served (404); with them, a
+// request without a known token is refused (401) and does nothing.
+func TestControlNeedsAToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, func(c *console.Config) { c.Tokens = nil })
+		synctest.Wait()
+		if code, _ := r.post(t, aliceToken, console.ActionKill, console.Request{Reason: "x", Finish: true}); code != http.StatusNotFound {
+			t.Errorf("control without tokens: %d, want 404", code)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		synctest.Wait()
+		for _, tok := range []string{"", "alice-0123456789abcdeX", "alice"} {
+			if code, ans := r.post(t, tok, console.ActionKill, console.Request{Reason: "x", Finish: true}); code != http.StatusUnauthorized || ans.Applied {
+				t.Errorf("token %q: %d %+v, want 401", tok, code, ans)
+			}
+		}
+		if st := r.e.Status(); st.Killed != "" {
+			t.Errorf("killed %q by a request without a token", st.Killed)
+		}
+		if cs := r.controls(t); len(cs) != 0 {
+			t.Errorf("CONTROL rows %+v, want none", cs)
+		}
+	})
+}
+
+// Bad requests are refused with the Answer's codes and change nothing.
+func TestControlRefusals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		synctest.Wait()
+		past := t0.Add(-time.Minute)
+		for _, c := range []struct {
+			name   string
+			action console.Action
+			req    console.Request
+			code   int
+		}{
+			{"unknown action", "explode", console.Request{Reason: "x"}, http.StatusNotFound},
+			{"no reason", console.ActionPause, console.Request{Feed: "input", Group: "g", Indefinite: true}, http.StatusBadRequest},
+			{"no group", console.ActionPause, console.Request{Feed: "input", Reason: "x", Indefinite: true}, http.StatusBadRequest},
+			{"pause without a deadline", console.ActionPause, console.Request{Feed: "input", Group: "g", Reason: "x"}, http.StatusBadRequest},
+			{"pause until the past", console.ActionPause, console.Request{Feed: "input", Group: "g", Reason: "x", Until: &past}, http.StatusBadRequest},
+			{"unknown group", console.ActionPause, console.Request{Feed: "input", Group: "h", Reason: "x", Indefinite: true}, http.StatusNotFound},
+			{"clear, not latched", console.ActionClear, console.Request{Feed: "input", Group: "g", Reason: "x"}, http.StatusUnprocessableEntity},
+			{"release without a generation", console.ActionRelease, console.Request{Feed: "input", Group: "g", Reason: "x"}, http.StatusBadRequest},
+			{"seek, not fenced", console.ActionSeek, console.Request{Feed: "input", Group: "g", Reason: "x", Generation: r.binding(t).Generation, Latest: true}, http.StatusUnprocessableEntity},
+			{"kill abandoning, which this run does not", console.ActionKill, console.Request{Reason: "x"}, http.StatusUnprocessableEntity},
+		} {
+			if code, ans := r.post(t, aliceToken, c.action, c.req); code != c.code || ans.Applied || ans.Error == "" {
+				t.Errorf("%s: %d %+v, want %d and an error", c.name, code, ans, c.code)
+			}
+		}
+		if b := r.binding(t); b.Fenced {
+			t.Errorf("binding %+v fenced by a refused request", b)
+		}
+		if cs := r.controls(t); len(cs) != 0 {
+			t.Errorf("CONTROL rows %+v, want none", cs)
+		}
+	})
+}
+
+// A pause with a deadline fences the group until the window's clock passes
+// it (the heartbeat ends it); each is a CONTROL row: alice's pause with its
+// deadline, then the window's resume.
+func TestPauseUntilADeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		synctest.Wait()
+		until := t0.Add(5 * time.Minute)
+		code, ans := r.post(t, aliceToken, console.ActionPause, console.Request{Feed: "input", Group: "g", Reason: "deploy", Until: &until})
+		if code != http.StatusOK || !ans.Applied || ans.Who != "alice" || !ans.At.Equal(t0) {
+			t.Fatalf("pause: %d %+v", code, ans)
+		}
+		if b := r.binding(t); !b.Fenced || b.PausedUntil == nil || !b.PausedUntil.Equal(until) {
+			t.Fatalf("binding %+v: want fenced until %s", b, until)
+		}
+		r.clock.Advance(4 * time.Minute)
+		r.w.Beat()
+		if b := r.binding(t); !b.Fenced {
+			t.Fatalf("binding %+v: unfenced before its deadline", b)
+		}
+		r.clock.Advance(time.Minute)
+		r.w.Beat()
+		if b := r.binding(t); b.Fenced || b.PausedUntil != nil {
+			t.Fatalf("binding %+v: still paused at its deadline", b)
+		}
+		got := r.controls(t)
+		want := []store.Control{
+			{Feed: "input", Group: "g", Action: store.ControlPause, Who: "alice", Reason: "deploy", At: t0, Before: 0, After: 0, Until: until},
+			{Feed: "input", Group: "g", Action: store.ControlResume, Who: console.Operator, Reason: "the pause ended (its deadline passed)", At: until, Before: 0, After: 0},
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("CONTROL rows\n%+v\nwant\n%+v", got, want)
+		}
+	})
+}
+
+// An operator pauses g (indefinitely), releases what its queue holds,
+// resumes it; another seeks: dry run first (nothing done, nothing
+// recorded), an apply naming a stale plan refused (409), the apply naming
+// the plan done. Each action applied is one CONTROL row with the operator,
+// the reason and the positions.
+func TestReleaseSeekResumeAreRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		synctest.Wait() // p waits in 1
+		ok := func(code int, ans console.Answer) console.Answer {
+			t.Helper()
+			if code != http.StatusOK || !ans.Applied {
+				t.Fatalf("%s: %d %+v", ans.Action, code, ans)
+			}
+			return ans
+		}
+		ok(r.post(t, aliceToken, console.ActionPause, console.Request{Feed: "input", Group: "g", Reason: "poison", Indefinite: true}))
+		gen := r.binding(t).Generation
+		rel := ok(r.post(t, aliceToken, console.ActionRelease, console.Request{Feed: "input", Group: "g", Reason: "poison backlog", Generation: gen}))
+		if rel.Before != 0 || rel.After != 20 {
+			t.Errorf("release %+v: want positions 0 -> 20", rel)
+		}
+		if code, _ := r.post(t, bobToken, console.ActionRelease, console.Request{Feed: "input", Group: "g", Reason: "again", Generation: gen}); code != http.StatusConflict {
+			t.Errorf("a second release of generation %d: %d, want 409", gen, code)
+		}
+		r.gate.Open()
+		synctest.Wait()
+		gen = r.binding(t).Generation
+		code, dry := r.post(t, bobToken, console.ActionSeek, console.Request{Feed: "input", Group: "g", Reason: "skip", Generation: gen, Latest: true})
+		if code != http.StatusOK || dry.Applied || dry.Plan == nil || dry.PlanHash != console.PlanHash(*dry.Plan) {
+			t.Fatalf("seek dry run: %d %+v", code, dry)
+		}
+		if code, _ := r.post(t, bobToken, console.ActionSeek, console.Request{Feed: "input", Group: "g", Reason: "skip", Generation: gen, Latest: true, PlanHash: strings.Repeat("0", 64)}); code != http.StatusConflict {
+			t.Errorf("seek naming a stale plan: %d, want 409", code)
+		}
+		seek := ok(r.post(t, bobToken, console.ActionSeek, console.Request{Feed: "input", Group: "g", Reason: "skip", Generation: gen, Latest: true, PlanHash: dry.PlanHash}))
+		if seek.Before != dry.Plan.Before || seek.After != dry.Plan.After {
+			t.Errorf("seek %+v: want the plan's positions %+v", seek, *dry.Plan)
+		}
+		ok(r.post(t, aliceToken, console.ActionResume, console.Request{Feed: "input", Group: "g", Reason: "done"}))
+		if b := r.binding(t); b.Fenced {
+			t.Errorf("binding %+v fenced after the resume", b)
+		}
+		ok(r.post(t, aliceToken, console.ActionKill, console.Request{Reason: "end of test", Finish: true}))
+		var got []string
+		for _, c := range r.controls(t) {
+			got = append(got, c.Who+" "+c.Action+" "+c.Reason)
+		}
+		want := []string{"alice pause poison", "alice release poison backlog", "bob seek skip", "alice resume done", "alice kill end of test"}
+		if !slices.Equal(got, want) {
+			t.Errorf("CONTROL rows %q, want %q", got, want)
+		}
+	})
+}
+
+// ParseTokens reads NAME TOKEN lines and refuses what it cannot honour.
+func TestParseTokens(t *testing.T) {
+	for _, c := range []struct {
+		name, in string
+		want     console.Tokens
+	}{
+		{"two", "# ops\nalice " + aliceToken + "\n\nbob " + bobToken + "\n", console.Tokens{{"alice", aliceToken}, {"bob", bobToken}}},
+		{"empty", "# none\n", nil},
+		{"one field", "alice\n", nil},
+		{"three fields", "alice " + aliceToken + " x\n", nil},
+		{"name twice", "alice " + aliceToken + "\nalice " + bobToken + "\n", nil},
+		{"token twice", "alice " + aliceToken + "\nbob " + aliceToken + "\n", nil},
+		{"short token", "alice short\n", nil},
+	} {
+		got, err := console.ParseTokens(strings.NewReader(c.in))
+		if c.want == nil {
+			if !errors.Is(err, console.ErrTokens) {
+				t.Errorf("%s: %v, %v: want ErrTokens", c.name, got, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, %v: want %v", c.name, got, err, c.want)
+		}
+	}
+}
+
+// New refuses what it cannot honour: tokens without a recording.
+func TestNewRefuses(t *testing.T) {
+	_, err := console.New(console.Config{Engine: &engine.Engine{}, Status: func(io.Writer) error { return nil },
+		Tokens: console.Tokens{{"alice", aliceToken}}})
+	if !errors.Is(err, console.ErrConfig) {
+		t.Errorf("tokens without an Auditor: %v, want ErrConfig", err)
+	}
+}

@@ -1,0 +1,43 @@
+package recorder
+
+import (
+	"fmt"
+
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// Control writes a CONTROL row now: an operator's action on the run
+// (store.Control), with the COMMIT and STATE rows pending before it, and
+// forces it to stable storage before it returns, so that an action the
+// operator was told was done is in the recording. Call it once the action
+// took effect (its positions after are known); a failure is returned and
+// breaks nothing (the row is not written). Refused: a row the format cannot
+// hold (a *store.FieldError or an error wrapping store.ErrMalformed), a
+// closed recorder (ErrClosed). Safe for concurrent use.
+func (r *Recorder) Control(c store.Control) error {
+	row := c.Entry(0)
+	if err := store.Validate(row); err != nil {
+		return err
+	}
+	if _, err := store.ControlOf(row); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return fmt.Errorf("%w: CONTROL row", ErrClosed)
+	}
+	// The COMMIT and STATE rows reported before it first, in order.
+	n, err := r.appendLocked(nil, true)
+	if err != nil {
+		return fmt.Errorf("recorder: CONTROL row: %w", err)
+	}
+	r.unsynced += n
+	row.Index = r.globalNext
+	if n, err = r.appendLocked([]store.Entry{row}, false); err != nil {
+		return fmt.Errorf("recorder: CONTROL row: %w", err)
+	}
+	r.globalNext++
+	r.unsynced += n
+	return r.syncLocked()
+}
