@@ -16,7 +16,6 @@ import (
 	"github.com/blackbox-audit/blackbox/internal/consoletest"
 )
 
-
 const token = "s3cret"
 
 // newWindow starts a fake window with one binding main/input at 10,

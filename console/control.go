@@ -62,8 +62,16 @@ func (w *Window) control(rw http.ResponseWriter, r *http.Request) {
 		err = refuse(http.StatusBadRequest, "request: %v", err)
 	case strings.TrimSpace(req.Reason) == "":
 		err = refuse(http.StatusBadRequest, "a reason is required (it is recorded)")
-	case action != ActionKill && (req.Feed == "" || req.Group == ""):
-		err = refuse(http.StatusBadRequest, "%s needs a feed and a group", action)
+	case action != ActionKill && req.Group == "":
+		err = refuse(http.StatusBadRequest, "%s needs a group", action)
+	case action != ActionKill && req.Feed == "":
+		// pause and resume fence a group: the feed only names the
+		// positions the answer and the row report, the group's one feed
+		// when it reads one. The other actions act on a binding.
+		req.Feed, err = w.onlyFeed(action, req.Group)
+	}
+	switch {
+	case err != nil:
 	case w.isDraining():
 		err = refuse(http.StatusServiceUnavailable, "the run is stopping: it takes no operator action")
 	default:
@@ -304,4 +312,23 @@ func (w *Window) endPauses(now time.Time) {
 			}
 		}
 	}
+}
+
+// onlyFeed is the feed of group's one live binding, for a pause or a
+// resume that names no feed; 400 for another action, or a group that reads
+// no feed or several.
+func (w *Window) onlyFeed(action Action, group string) (string, error) {
+	if action != ActionPause && action != ActionResume {
+		return "", refuse(http.StatusBadRequest, "%s needs a feed and a group", action)
+	}
+	var feeds []string
+	for _, b := range w.liveBindings(w.cfg.Engine.Status()) {
+		if b.Group == group {
+			feeds = append(feeds, b.Feed)
+		}
+	}
+	if len(feeds) != 1 {
+		return "", refuse(http.StatusBadRequest, "%s: group %q reads %d feeds: name one", action, group, len(feeds))
+	}
+	return feeds[0], nil
 }

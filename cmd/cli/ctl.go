@@ -20,12 +20,12 @@ import (
 
 // ctlFlags are ctl's flags.
 type ctlFlags struct {
-	feed, group, reason, until string
-	indefinite, latest, finish bool
-	generation, to             int64
-	tokenFile, tokenName       string
-	yes, asJSON                bool
-	timeout                    time.Duration
+	feed, group, reason, until  string
+	indefinite, latest, abandon bool
+	generation, to              int64
+	tokenFile, tokenName        string
+	yes, asJSON                 bool
+	timeout                     time.Duration
 }
 
 // ctlActions are the actions ctl knows, in the order its help names them.
@@ -53,7 +53,8 @@ after.
            fenced or dead queue holds of the feed (a recorded loss)
   seek     --feed F --group G (--to SEQ | --latest) [--generation N]: move
            the fenced group's position forwards (a recorded loss)
-  kill     [--finish]: kill the run (--finish lets in-flight items finish)
+  kill     [--abandon]: kill the run, letting in-flight items finish (--abandon: abandon
+           them; refused unless the run was started to abandon them)
 
 --reason is required. release and seek read the binding's generation from
 the window (GET /bindings) unless --generation gives it: the window refuses
@@ -87,7 +88,7 @@ contract (for an apply, whether it was done is unknown: read the window's
 	fl.Int64Var(&f.generation, "generation", 0, "release, seek, resume: the binding's generation (default: read from the window)")
 	fl.Int64Var(&f.to, "to", 0, "seek: the feed sequence the group is done through after the seek")
 	fl.BoolVar(&f.latest, "latest", false, "seek: past everything the group's queue holds")
-	fl.BoolVar(&f.finish, "finish", false, "kill: let in-flight items finish")
+	fl.BoolVar(&f.abandon, "abandon", false, "kill: abandon the items in flight instead of letting them finish (refused by a run that lets them finish, as blackbox run does)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "the token file: lines NAME TOKEN (required)")
 	fl.StringVar(&f.tokenName, "token-name", "", "the token's NAME in --token-file (default: the first)")
 	fl.BoolVar(&f.yes, "yes", false, "apply the plan without asking")
@@ -242,20 +243,20 @@ func ctlRequest(action console.Action, f ctlFlags, changed func(string) bool, no
 		console.ActionClear:   {need: []string{"feed", "group"}},
 		console.ActionRelease: {need: []string{"feed", "group"}, may: []string{"generation"}},
 		console.ActionSeek:    {need: []string{"feed", "group"}, may: []string{"generation", "to", "latest"}},
-		console.ActionKill:    {may: []string{"finish"}},
+		console.ActionKill:    {may: []string{"abandon"}},
 	}[action]
 	for _, n := range uses.need {
 		if !changed(n) {
 			return console.Request{}, usagef("ctl %s needs --%s", action, n)
 		}
 	}
-	for _, n := range []string{"feed", "group", "until", "indefinite", "generation", "to", "latest", "finish"} {
+	for _, n := range []string{"feed", "group", "until", "indefinite", "generation", "to", "latest", "abandon"} {
 		if changed(n) && !slices.Contains(uses.need, n) && !slices.Contains(uses.may, n) {
 			return console.Request{}, usagef("ctl %s takes no --%s", action, n)
 		}
 	}
 	req := console.Request{Feed: f.feed, Group: f.group, Reason: f.reason, Indefinite: f.indefinite,
-		Generation: f.generation, To: f.to, Latest: f.latest, Finish: f.finish}
+		Generation: f.generation, To: f.to, Latest: f.latest, Finish: action == console.ActionKill && !f.abandon}
 	if (changed("feed") && f.feed == "") || (changed("group") && f.group == "") {
 		return console.Request{}, usagef("ctl %s: --feed and --group want a name", action)
 	}

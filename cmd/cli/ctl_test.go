@@ -172,7 +172,7 @@ func TestCtlWithoutYesAppliesNothing(t *testing.T) {
 		{[]string{"pause", "--group", "main", "--until", "10m"}, 0},
 		{[]string{"resume", "--group", "main"}, 0},
 		{[]string{"clear", "--feed", "input", "--group", "main"}, 0},
-		{[]string{"kill", "--finish"}, 0},
+		{[]string{"kill", "--abandon"}, 0},
 	} {
 		t.Run(tc.args[0], func(t *testing.T) {
 			w, addr := ctlWindow(t)

@@ -240,3 +240,86 @@ func TestRunListenServesTheWindowAndRecordsEachAction(t *testing.T) {
 		t.Errorf("explain: exit %d\n%s", code2, out)
 	}
 }
+
+// TestCtlAndTopDriveARealRun: blackbox ctl and blackbox top against a real
+// `blackbox run --listen`: top --once --plain shows the run's feed and
+// group, ctl pauses the group (the window says it is fenced), resumes it,
+// and kills the run, which ends killed; the recording holds the three
+// actions as CONTROL rows with the operator's name.
+func TestCtlAndTopDriveARealRun(t *testing.T) {
+	dir := t.TempDir()
+	var lines []string
+	for i := range 20 {
+		lines = append(lines, fmt.Sprintf("acct-%02d,%d", i%3, i+1))
+	}
+	writeLines(t, filepath.Join(dir, "in.txt"), lines...)
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("alice "+aliceToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startListening(t, dir, "run", "--app", "ledger", "--input", "in.txt", "--store", "rec.csv", "--follow",
+		"--listen", "127.0.0.1:0", "--control-token-file", "tokens")
+	addr := strings.TrimPrefix(c.addr, "http://")
+	ctx := context.Background()
+
+	code, out := execute(t, ctx, "top", addr, "--once", "--plain", "--interval", "0")
+	if code != cli.ExitOK || !strings.Contains(out, "input") || !strings.Contains(out, "main") {
+		t.Errorf("top --once --plain: exit %d\n%s", code, out)
+	}
+	ctl := func(args ...string) string {
+		t.Helper()
+		code, out := execute(t, ctx, append(append([]string{"ctl", addr}, args...), "--token-file", tokens, "--yes")...)
+		if code != cli.ExitOK {
+			t.Fatalf("ctl %v: exit %d\n%s", args, code, out)
+		}
+		return out
+	}
+	ctl("pause", "--group", "main", "--until", "10m", "--reason", "sink deploy")
+	cl, err := console.NewClient(addr, console.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := cl.Bindings(ctx)
+	if err != nil || len(bs) != 1 || !bs[0].Fenced || bs[0].PausedUntil == nil {
+		t.Fatalf("bindings after ctl pause: %+v (%v), want one fenced until a deadline", bs, err)
+	}
+	ctl("resume", "--group", "main", "--reason", "deployed")
+	if bs, err := cl.Bindings(ctx); err != nil || len(bs) != 1 || bs[0].Fenced {
+		t.Fatalf("bindings after ctl resume: %+v (%v), want not fenced", bs, err)
+	}
+	ctl("kill", "--reason", "incident 7")
+	for l := range c.lines {
+		t.Logf("stderr: %s", l)
+	}
+	err = c.cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	if code := c.cmd.ProcessState.ExitCode(); code == cli.ExitOK {
+		t.Errorf("a killed run exited 0:\n%s", c.stdout.String())
+	}
+
+	r, err := store.Open(filepath.Join(dir, "rec.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	for e, err := range r.Rows() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Kind == store.KindControl {
+			ct, err := store.ControlOf(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ct.Who+" "+ct.Action+": "+ct.Reason)
+		}
+	}
+	want := []string{"alice pause: sink deploy", "alice resume: deployed", "alice kill: incident 7"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("CONTROL rows %q, want %q", got, want)
+	}
+}
