@@ -234,7 +234,7 @@ lossless or not complete.`,
 	// never returns its untyped "unknown command" error.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(c.demoCmd(), c.runCmd(), c.replayCmd(), c.verifyCmd(), c.inspectCmd(),
-		c.diffCmd(), c.explainCmd(), c.reportCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd())
+		c.diffCmd(), c.explainCmd(), c.reportCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd(), c.runsCmd())
 	for _, extra := range c.extra {
 		cmd := extra(c)
 		if cmd.Args == nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,18 +15,32 @@ import (
 
 	"github.com/blackbox-audit/blackbox/store"
 	_ "github.com/blackbox-audit/blackbox/store/csvstore"    // the csv backend (store.Register)
+	"github.com/blackbox-audit/blackbox/store/pgstore"       // the postgres backend (store.Register), runs
 	_ "github.com/blackbox-audit/blackbox/store/sqlitestore" // the sqlite backend (store.Register)
 )
 
 // The recording formats.
 const (
-	formatCSV    = "csv"
-	formatSQLite = "sqlite"
+	formatCSV      = "csv"
+	formatSQLite   = "sqlite"
+	formatPostgres = "postgres"
 )
 
-// formatOf is the format of a recording to create at path: flag if set
-// (csv or sqlite), else by extension (.csv is CSV, anything else SQLite).
+// isURL reports whether path names a recording in a server (a
+// postgres:// URL: store.URLBackend), not a file.
+func isURL(path string) bool { return store.URLBackend(path) != "" }
+
+// formatOf is the format of a recording to create at path: postgres for a
+// postgres:// URL (a --format other than postgres is refused), else flag
+// if set (csv or sqlite), else by extension (.csv is CSV, anything else
+// SQLite).
 func formatOf(path, flag string) (string, error) {
+	if isURL(path) {
+		if f := strings.ToLower(flag); f != "" && f != formatPostgres {
+			return "", usagef("--format %s: %s is a PostgreSQL URL", flag, pgstore.Redact(path))
+		}
+		return formatPostgres, nil
+	}
 	switch strings.ToLower(flag) {
 	case "":
 		if strings.EqualFold(filepath.Ext(path), ".csv") {
@@ -85,6 +100,13 @@ func unwrapPathError(err error) error {
 // file: a missing file, a directory, another format or a temporary file of
 // tempPath (store.ErrFormat).
 func openStore(path string) (store.Reader, string, error) {
+	if isURL(path) {
+		s, err := store.Open(path)
+		if err != nil {
+			return nil, "", storeErr(path, err)
+		}
+		return s, formatPostgres, nil
+	}
 	if isTemp(path) {
 		return nil, "", &fileError{path, fmt.Errorf("%w: a temporary file of an unfinished blackbox command (safe to remove)", store.ErrFormat)}
 	}
@@ -166,11 +188,13 @@ func (w *writer) inputs() int64 {
 // error wrapping store.ErrHoldsRecording naming the file) a file that holds
 // anything, and never truncates one.
 func createStore(path, format string) (*writer, error) {
-	if err := checkFile(path, "a recording", true); err != nil {
-		return nil, err
-	}
-	if err := checkDir(filepath.Dir(path)); err != nil {
-		return nil, err
+	if !isURL(path) {
+		if err := checkFile(path, "a recording", true); err != nil {
+			return nil, err
+		}
+		if err := checkDir(filepath.Dir(path)); err != nil {
+			return nil, err
+		}
 	}
 	w, err := store.Create(path, format)
 	if err != nil {
@@ -187,8 +211,14 @@ func holdsBytes(path string) bool {
 
 // removeStore removes a recording, the files SQLite keeps beside it, and
 // the temporary file of its first write that a killed run may have left
-// (store.StartPath) with SQLite's.
+// (store.StartPath) with SQLite's; a PostgreSQL run (a URL) is deleted with
+// its rows, unless a writer holds it.
 func removeStore(path string) error {
+	if isURL(path) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return pgstore.Delete(ctx, path)
+	}
 	var errs []error
 	start := store.StartPath(store.Target(path))
 	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal", start, start + "-wal", start + "-shm", start + "-journal"} {

@@ -1,8 +1,9 @@
 // Package pgtest starts a throwaway PostgreSQL server for the tests of a
 // package (internal: test support of this module, not an API).
 //
-// Main, called from a package's TestMain, starts one server for the whole
-// package before its tests run and stops it after: Debian's PostgreSQL
+// The first test of a package that needs a server (Need, Database) starts
+// one for the whole package; Main, called from the package's TestMain (or
+// Stop, after m.Run), stops it when the tests are done: Debian's PostgreSQL
 // (initdb, pg_ctl in /usr/lib/postgresql/*/bin, or $PGTEST_BIN) on a new
 // temporary directory, listening only on a unix socket in it
 // (listen_addresses=''), with fsync, synchronous_commit and

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -152,43 +153,52 @@ func (s *Server) NewDatabase(t testing.TB) string {
 	return s.URL(name)
 }
 
-// The package's server, started by Main: nil, with why in startErr, when
-// none could be started.
+// The package's server, started by the first Need: nil, with why in
+// startErr, when none could be started.
 var (
+	once     sync.Once
 	server   *Server
 	startErr error
 )
 
-// Main runs a package's tests (m.Run) with one server started before them
-// and stopped after, and exits with their status. A server that cannot be
-// started is reported once; the tests that need it then skip (or, under
-// CI=true, fail).
+// Main runs a package's tests (m.Run), stops the server the first test
+// that needed one started (Stop), and exits with their status.
 func Main(m *testing.M) {
-	server, startErr = Start()
-	if startErr != nil {
-		fmt.Fprintf(os.Stderr, "pgtest: cannot start a PostgreSQL server: %v\n", startErr)
-	}
 	code := m.Run()
-	if server != nil {
-		if err := server.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "pgtest: stop: %v\n", err)
-			code = max(code, 1)
-		}
+	if err := Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: stop: %v\n", err)
+		code = max(code, 1)
 	}
 	os.Exit(code)
 }
 
-// Need returns the package's server (Main started it). Without one the
-// test skips saying why, or fails under CI=true.
+// Stop stops the package's server, if a test started one. A TestMain
+// that cannot call Main calls it after m.Run.
+func Stop() error {
+	once.Do(func() { startErr = errors.New("pgtest: stopped") }) // none started: none from now on
+	if server == nil {
+		return nil
+	}
+	s := server
+	server = nil
+	return s.Stop()
+}
+
+// Need returns the package's server, started by the first call (one for
+// the package's tests; Main or Stop stops it). Without one the test skips
+// saying why, or fails under CI=true.
 func Need(t testing.TB) *Server {
 	t.Helper()
+	once.Do(func() {
+		server, startErr = Start()
+		if startErr != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: cannot start a PostgreSQL server: %v\n", startErr)
+		}
+	})
 	if server != nil {
 		return server
 	}
 	why := startErr
-	if why == nil {
-		why = errors.New("pgtest.Main did not run: call it from the package's TestMain")
-	}
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("no PostgreSQL server (CI=true: the PostgreSQL tests must run): %v", why)
 	}

@@ -58,7 +58,7 @@ func ParseURL(path string) (Locator, error) {
 		return Locator{}, fmt.Errorf("pgstore: %w", err)
 	}
 	if !isScheme(u.Scheme) {
-		return Locator{}, fmt.Errorf("pgstore: %q is not a postgres:// or postgresql:// URL", redact(path))
+		return Locator{}, fmt.Errorf("pgstore: %q is not a postgres:// or postgresql:// URL", Redact(path))
 	}
 	q := u.Query()
 	l := Locator{Run: q.Get("run"), Member: q.Get("member"), Group: q.Get("group")}
@@ -80,13 +80,16 @@ func isScheme(s string) bool {
 }
 
 // WithRun returns path with its run parameter set to run.
-func WithRun(path, run string) (string, error) {
+func WithRun(path, run string) (string, error) { return WithParam(path, "run", run) }
+
+// WithParam returns path with its parameter key set to value.
+func WithParam(path, key, value string) (string, error) {
 	u, err := url.Parse(path)
 	if err != nil {
 		return "", fmt.Errorf("pgstore: %w", err)
 	}
 	q := u.Query()
-	q.Set("run", run)
+	q.Set(key, value)
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
@@ -116,8 +119,8 @@ func checkRunID(run string) error {
 	return nil
 }
 
-// redact returns path with the password of its URL, if any, replaced.
-func redact(path string) string {
+// Redact returns path with the password of its URL, if any, replaced.
+func Redact(path string) string {
 	u, err := url.Parse(path)
 	if err != nil {
 		return "(an unparsable URL)"

@@ -146,3 +146,35 @@ FROM blackbox_runs WHERE started < $1 ORDER BY started, run_id FOR UPDATE`, befo
 	}
 	return pruned, nil
 }
+
+// Delete deletes the run of url (a URL with a run id) with its rows: a
+// run the database does not hold is no error. It refuses, with a
+// *WritingError and deleting nothing, a run whose writer holds it.
+func Delete(ctx context.Context, url string) error {
+	loc, err := ParseURL(url)
+	if err == nil {
+		err = checkRunID(loc.Run)
+	}
+	if err != nil {
+		return err
+	}
+	c, err := pgx.Connect(ctx, loc.Conn)
+	if err != nil {
+		return fmt.Errorf("pgstore: delete: %w", err)
+	}
+	defer c.Close(ctx)
+	if v, err := readVersion(ctx, c); err != nil || v == 0 {
+		return err
+	}
+	return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+		var locked bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended('blackbox run ' || $1, 0))`, loc.Run).Scan(&locked); err != nil {
+			return err
+		}
+		if !locked {
+			return &WritingError{Runs: []string{loc.Run}}
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM blackbox_runs WHERE run_id = $1`, loc.Run)
+		return err
+	})
+}
