@@ -34,6 +34,12 @@ temporary file. Rows of SRC that cannot be read (a torn last line, a
 malformed row) cannot be copied: DST is written without them, each is
 named, and the exit is 3.
 
+DST (or SRC) may be a PostgreSQL run, a postgres:// URL with run=ID (a
+new run id when DST has none: the output names the run). A convert to a
+run appends the rows in the groups a recorder writes, each a
+transaction, and deletes the run if it fails; one killed on the way leaves
+the run unfinished (blackbox runs: ended no), never complete.
+
 Exit: 0 converted; 2 a usage or I/O error (DST not written); 3 converted
 but rows of SRC could not be read.`,
 		Args: exactArgs("SRC", "DST"),
