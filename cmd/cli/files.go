@@ -332,6 +332,50 @@ func count(n int64, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
+// expandGroups replaces, in a comma-separated list of recordings, each
+// postgres:// URL with group=G and no run= by the URLs of the group's
+// runs (pgstore.Runs: members of a consumer group, in the order they
+// started), so that a group's members are stitched as one side. A group
+// the database holds no run of is a usage error.
+func expandGroups(list string) (string, error) {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if !isURL(p) {
+			out = append(out, p)
+			continue
+		}
+		loc, err := pgstore.ParseURL(p)
+		if err != nil {
+			return "", usagef("%v", err)
+		}
+		if loc.Group == "" || loc.Run != "" {
+			out = append(out, p)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		runs, err := pgstore.Runs(ctx, p)
+		cancel()
+		if err != nil {
+			return "", storeErr(p, err)
+		}
+		n := len(out)
+		for _, r := range runs {
+			if r.Group == loc.Group && r.Rows > 0 {
+				u, err := pgstore.WithRun(p, r.ID)
+				if err != nil {
+					return "", usagef("%v", err)
+				}
+				out = append(out, u)
+			}
+		}
+		if len(out) == n {
+			return "", usagef("%s: no run of group %q", pgstore.Redact(p), loc.Group)
+		}
+	}
+	return strings.Join(out, ","), nil
+}
+
 // openRuns opens a comma-separated list of consecutive runs (a crashed run
 // and its restarts, as diff, explain and report stitch them) and refuses,
 // before any work, a list that cannot be one (a usage error naming the
@@ -339,6 +383,10 @@ func count(n int64, noun string) string {
 // as another (a copy of it), a run created before the run given before it
 // (store.CheckRuns). It returns the readers and their paths.
 func openRuns(what, list string) ([]store.Reader, []string, error) {
+	list, err := expandGroups(list)
+	if err != nil {
+		return nil, nil, err
+	}
 	rs, err := openStores(list)
 	if err != nil {
 		return nil, nil, err
