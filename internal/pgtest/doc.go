@@ -6,7 +6,7 @@
 // Stop, after m.Run), stops it when the tests are done: Debian's PostgreSQL
 // (initdb, pg_ctl in /usr/lib/postgresql/*/bin, or $PGTEST_BIN) on a new
 // temporary directory, listening only on a unix socket in it
-// (listen_addresses=”), with fsync, synchronous_commit and
+// (listen_addresses empty), with fsync, synchronous_commit and
 // full_page_writes off: a test server trades durability for speed. Run as
 // root, the server runs as the postgres user (PostgreSQL refuses root).
 // Database gives each test a database of its own, created empty and
