@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -139,5 +141,62 @@ FROM blackbox_rows WHERE run_id = $1 AND id = (SELECT min(id) FROM blackbox_rows
 				t.Errorf("replay exit 0:\n%s", outR)
 			}
 		})
+	}
+}
+
+// TestAStalePostgresWriterStopsTheRun: a run whose lease is taken from it
+// while it runs (the run's generation counted up with SQL, as a takeover
+// does) appends nothing more: the run ends with exit 3, its recording
+// broken, and the run holds the rows written before, unfinished.
+func TestAStalePostgresWriterStopsTheRun(t *testing.T) {
+	db := pgtest.Database(t)
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.txt"), filepath.Join(dir, "out.jsonl")
+	writeLines(t, in, "alice,1", "bob,2")
+	u := runURL(t, db, "stale")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	lines := make(chan struct{}, 16)
+	signal := cli.WithOutWriter(func(w io.Writer) io.Writer { return lineSignal{w, lines} })
+	type result struct {
+		code int
+		out  string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var o bytes.Buffer
+		code := newCLI(&o, signal).Execute(ctx, []string{"run", "--app", "ledger", "--input", in, "--store", u, "--follow", "--out", out})
+		done <- result{code, o.String()}
+	}()
+	awaitLines(t, lines, 2) // delivered: recorded and committed
+	c, err := pgx.Connect(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var before int64
+	if err := c.QueryRow(t.Context(), `UPDATE blackbox_runs SET generation = generation + 1 WHERE run_id = 'stale' RETURNING nrows`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	writeLines(t, in, "carol,3")
+	cancel()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the run did not stop")
+	}
+	if r.code != cli.ExitIncomplete || !strings.Contains(r.out, "run lease lost") {
+		t.Errorf("exit %d, want 3 and the lease lost:\n%s", r.code, r.out)
+	}
+	var after int64
+	if err := c.QueryRow(t.Context(), `SELECT count(*) FROM blackbox_rows WHERE run_id = 'stale'`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("the run holds %d rows, want the %d written before its lease was taken", after, before)
+	}
+	if code, o := execute(t, t.Context(), "verify", u); code != cli.ExitIncomplete {
+		t.Errorf("verify: exit %d, want 3 (unfinished):\n%s", code, o)
 	}
 }
