@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -198,5 +199,38 @@ func TestAStalePostgresWriterStopsTheRun(t *testing.T) {
 	}
 	if code, o := execute(t, t.Context(), "verify", u); code != cli.ExitIncomplete {
 		t.Errorf("verify: exit %d, want 3 (unfinished):\n%s", code, o)
+	}
+}
+
+// TestANewerPostgresSchemaIsRefused: a database a newer blackbox wrote is
+// refused by run and by verify before any work: exit 2, naming both
+// schema versions.
+func TestANewerPostgresSchemaIsRefused(t *testing.T) {
+	db := pgtest.Database(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	writeLines(t, in, "alice,1")
+	u := runURL(t, db, "r")
+	if code, out := execute(t, ctx, "run", "--app", "ledger", "--read", "once-earliest", "--input", in, "--store", u); code != cli.ExitOK {
+		t.Fatalf("run: exit %d:\n%s", code, out)
+	}
+	c, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	newer := pgstore.SchemaVersion + 1
+	if _, err := c.Exec(ctx, `INSERT INTO blackbox_schema (version) VALUES ($1)`, newer); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("schema is version %d, this build's is version %d", newer, pgstore.SchemaVersion)
+	for _, args := range [][]string{
+		{"verify", u},
+		{"run", "--app", "ledger", "--read", "once-earliest", "--input", in, "--pointer", in + ".2", "--store", runURL(t, db, "r2")},
+	} {
+		if code, out := execute(t, ctx, args...); code != cli.ExitFailure || !strings.Contains(out, want) {
+			t.Errorf("%s: exit %d, want 2 and %q:\n%s", args[0], code, want, out)
+		}
 	}
 }
