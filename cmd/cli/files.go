@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -334,8 +335,8 @@ func count(n int64, noun string) string {
 
 // expandGroups replaces, in a comma-separated list of recordings, each
 // postgres:// URL with group=G and no run= by the URLs of the group's
-// runs (pgstore.Runs: members of a consumer group, in the order they
-// started), so that a group's members are stitched as one side. A group
+// runs (pgstore.Runs: members of a consumer group, in the order their
+// recordings were created), so that a group's members are stitched as one side. A group
 // the database holds no run of is a usage error.
 func expandGroups(list string) (string, error) {
 	var out []string
@@ -359,18 +360,34 @@ func expandGroups(list string) (string, error) {
 		if err != nil {
 			return "", storeErr(p, err)
 		}
-		n := len(out)
-		for _, r := range runs {
-			if r.Group == loc.Group && r.Rows > 0 {
-				u, err := pgstore.WithRun(p, r.ID)
-				if err != nil {
-					return "", usagef("%v", err)
-				}
-				out = append(out, u)
-			}
+		type member struct {
+			url     string
+			created time.Time
 		}
-		if len(out) == n {
+		var ms []member
+		for _, r := range runs {
+			if r.Group != loc.Group || r.Rows == 0 {
+				continue
+			}
+			u, err := pgstore.WithRun(p, r.ID)
+			if err != nil {
+				return "", usagef("%v", err)
+			}
+			rec, err := store.Open(u)
+			if err != nil {
+				return "", storeErr(u, err)
+			}
+			ms = append(ms, member{u, rec.Meta().Created})
+			rec.Close()
+		}
+		if len(ms) == 0 {
 			return "", usagef("%s: no run of group %q", pgstore.Redact(p), loc.Group)
+		}
+		// In the order their recordings were created (META), the order
+		// store.CheckRuns wants.
+		slices.SortStableFunc(ms, func(a, b member) int { return a.created.Compare(b.created) })
+		for _, m := range ms {
+			out = append(out, m.url)
 		}
 	}
 	return strings.Join(out, ","), nil
