@@ -266,7 +266,7 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.StringVar(&cfg.app, "app", "", "the app to run (this binary knows: "+appNames+")")
 	f.StringVar(&cfg.input, "input", "", "the input file, one item per line")
 	cfg.kafka.flags(f)
-	f.StringVar(&cfg.store, "store", "", "the recording to write (.csv is CSV, anything else SQLite)")
+	f.StringVar(&cfg.store, "store", "", "the recording to write (.csv is CSV, a postgres:// URL a run in PostgreSQL, anything else SQLite)")
 	f.StringVar(&fl.format, "format", "", "the recording's format: csv or sqlite (default: from the extension)")
 	f.StringVar(&fl.read, "read", "committed", "read strategy: committed, earliest, latest, once-earliest or once-latest")
 	f.StringVar(&cfg.pointer, "pointer", "", "the read pointer file of --read committed (default FILE.ptr)")
