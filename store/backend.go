@@ -136,6 +136,12 @@ func registered() []Driver {
 	return slices.Clone(drivers.list)
 }
 
+// fileDrivers are the registered backends of files: those that claim no
+// URL scheme.
+func fileDrivers() []Driver {
+	return slices.DeleteFunc(registered(), func(d Driver) bool { return len(d.Schemes) > 0 })
+}
+
 func names(ds []Driver) string {
 	var s []string
 	for _, d := range ds {
@@ -267,7 +273,7 @@ func Open(path string) (*Recording, error) {
 		return nil, &FileError{Op: "store: open", Path: path, Err: fmt.Errorf("%w: empty file", ErrFormat)}
 	case d == nil:
 		return nil, &FileError{Op: "store: open", Path: path,
-			Err: fmt.Errorf("%w: it begins with %q, not as a recording of a known backend (%s) does", ErrFormat, head, names(registered()))}
+			Err: fmt.Errorf("%w: it begins with %q, not as a recording of a known backend (%s) does", ErrFormat, head, names(fileDrivers()))}
 	}
 	b, err := d.Open(path)
 	if err != nil {
