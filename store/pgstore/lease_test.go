@@ -133,13 +133,14 @@ func TestAStaleWriterCannotAppend(t *testing.T) {
 
 // TestAWriterKilledBeforeItsFirstRowsLeavesARunTakenOver: a writer whose
 // session ended (killed: its lock released) before it appended anything
-// leaves an empty run, which the next writer takes over with a new
+// leaves an empty run (the kill waited for: pg_terminate_backend with a
+// timeout), which the next writer takes over with a new
 // generation; the first can append nothing, the second appends.
 func TestAWriterKilledBeforeItsFirstRowsLeavesARunTakenOver(t *testing.T) {
 	db := pgtest.Database(t)
 	u := runURL(t, db, "r")
 	w1 := create(t, db, "r")
-	if n := exec(t, db, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid()`); n != 1 {
+	if n := exec(t, db, `SELECT pg_terminate_backend(pid, 60000) FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid()`); n != 1 {
 		t.Fatalf("terminated %d sessions, want the writer's", n)
 	}
 	if _, err := pgstore.Open(u); !errors.Is(err, store.ErrFormat) {

@@ -159,7 +159,7 @@ const (
 type database struct {
 	path     string
 	loc      Locator
-	pool     *pgxpool.Pool // reads
+	pool     *pgxpool.Pool // reads: shared (acquirePool)
 	readOnly bool
 
 	wmu    sync.Mutex
@@ -257,7 +257,7 @@ WHERE run_id = $1 RETURNING generation`, s.loc.Run, member, s.loc.Group).Scan(&s
 	if err != nil {
 		return err
 	}
-	s.pool, err = pgxpool.New(ctx, s.loc.Conn)
+	s.pool, err = acquirePool(ctx, s.loc.Conn)
 	return err
 }
 
@@ -294,7 +294,7 @@ func open(path string) (*database, error) {
 
 func (s *database) openRun(ctx context.Context) error {
 	var err error
-	if s.pool, err = pgxpool.New(ctx, s.loc.Conn); err != nil {
+	if s.pool, err = acquirePool(ctx, s.loc.Conn); err != nil {
 		return err
 	}
 	v, err := readVersion(ctx, s.pool)

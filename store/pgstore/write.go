@@ -157,7 +157,7 @@ func (s *database) Close() error {
 		errs = append(errs, s.wconn.Close(ctx)) // the session's end releases the run's lock
 	}
 	if s.pool != nil {
-		s.pool.Close()
+		releasePool(s.loc.Conn, s.pool)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return s.fileErr("close", err)
