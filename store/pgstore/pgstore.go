@@ -142,6 +142,10 @@ const (
 	// runLockSQL takes a run's writer lock: a session-level advisory lock
 	// on the writer's connection, released when it closes or dies.
 	runLockSQL = `SELECT pg_try_advisory_lock(hashtextextended('blackbox run ' || $1, 0))`
+	// runUnlockSQL releases it at Close: at once, where the end of the
+	// session releases it only once the server has seen the connection
+	// close.
+	runUnlockSQL = `SELECT pg_advisory_unlock(hashtextextended('blackbox run ' || $1, 0))`
 )
 
 // database is the store.Backend of one run in a PostgreSQL database.

@@ -137,7 +137,8 @@ func (s *database) Sync() error {
 }
 
 // Close closes the connections; a writer's first marks its run ended
-// (when it still holds the lease) and releases the run's lock. Reads after
+// (when it still holds the lease) and releases the run's lock (before it
+// closes: `blackbox runs` and Prune right after see the run free). Reads after
 // Close return store.ErrClosed.
 func (s *database) Close() error {
 	s.wmu.Lock()
@@ -154,7 +155,11 @@ func (s *database) Close() error {
 			_, err := s.wconn.Exec(ctx, `UPDATE blackbox_runs SET ended = now() WHERE run_id = $1 AND generation = $2`, s.loc.Run, s.gen)
 			errs = append(errs, err)
 		}
-		errs = append(errs, s.wconn.Close(ctx)) // the session's end releases the run's lock
+		if s.gen > 0 {
+			var unlocked bool
+			errs = append(errs, s.wconn.QueryRow(ctx, runUnlockSQL, s.loc.Run).Scan(&unlocked))
+		}
+		errs = append(errs, s.wconn.Close(ctx))
 	}
 	if s.pool != nil {
 		releasePool(s.loc.Conn, s.pool)
