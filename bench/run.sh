@@ -59,6 +59,11 @@ run . 200000x 'Append|Floor' ./store/csvstore/ ./store/sqlitestore/
 # transaction per batch.
 run . 1000000x 'Throughput/record/csv$' ./recorder/
 run . 100000x 'Throughput/record/sqlite$' ./recorder/
+# The same into a run of a throwaway PostgreSQL server (internal/pgtest:
+# fsync off, as SQLite's synchronous=NORMAL commits unsynced), beside the
+# SQLite figure (issue 30). Skipped where no server can be started.
+run . 100000x 'Throughput/record/postgres$' ./recorder/
+run . 3000x 'Append' ./store/pgstore/
 # ReplayCSV also times its floor on the same recording in the same run:
 # encoding/csv merely reading its rows (floor-inputs/s).
 run . 1000000x 'RecordCSV|ReplayCSV' ./replayer/

@@ -14,10 +14,12 @@ import (
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/pgtest"
 	"github.com/blackbox-audit/blackbox/internal/storetest"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
+	"github.com/blackbox-audit/blackbox/store/pgstore"
 	"github.com/blackbox-audit/blackbox/store/sqlitestore"
 )
 
@@ -56,6 +58,20 @@ var benchStores = []benchStore{
 		}
 		return w
 	}, floor: sqliteFloor},
+	// A run in the package's throwaway PostgreSQL server (fsync off, as
+	// synchronous=NORMAL leaves an SQLite commit unsynced): against the
+	// SQLite recording of the same input (bench/report), no floor.
+	{name: "postgres", open: func(b *testing.B) store.Writer {
+		u, err := pgstore.WithRun(pgtest.Database(b), "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := pgstore.Create(u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return w
+	}},
 }
 
 // BenchmarkThroughput pushes b.N in-memory items through a small processor

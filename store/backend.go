@@ -101,6 +101,11 @@ type Driver struct {
 	// Sniff reports whether a file beginning with head (up to 256
 	// bytes: fewer for a shorter file) is a recording of this backend.
 	Sniff func(head []byte) bool
+	// Schemes lists the URL schemes ("postgres") of the recordings of a
+	// backend that keeps them in a server, not in files: Open, Create and
+	// Sniff hand a path that begins with one of them and "://" to this
+	// driver, touching no file (URLBackend).
+	Schemes []string
 	// Open opens a recording for reading; Create creates a new one (see
 	// Backend).
 	Open   func(path string) (Backend, error)
@@ -131,6 +136,12 @@ func registered() []Driver {
 	return slices.Clone(drivers.list)
 }
 
+// fileDrivers are the registered backends of files: those that claim no
+// URL scheme.
+func fileDrivers() []Driver {
+	return slices.DeleteFunc(registered(), func(d Driver) bool { return len(d.Schemes) > 0 })
+}
+
 func names(ds []Driver) string {
 	var s []string
 	for _, d := range ds {
@@ -144,6 +155,9 @@ func names(ds []Driver) string {
 // does, "" for none (an empty file, another file). It reads sniffLen bytes
 // at most. A file that cannot be read is an error.
 func Sniff(path string) (string, error) {
+	if d := urlDriver(path); d != nil {
+		return d.Name, nil
+	}
 	d, n, _, err := sniff(path)
 	if err != nil || n == 0 || d == nil {
 		return "", err
@@ -172,6 +186,33 @@ func sniff(path string) (*Driver, int, string, error) {
 		}
 	}
 	return nil, n, string(first), nil
+}
+
+// URLBackend returns the name of the registered backend that keeps the
+// recording path names in a server ("postgres" for postgres://...): a
+// path beginning with one of its Schemes and "://". It returns "" for a
+// file path (or a URL of no registered backend).
+func URLBackend(path string) string {
+	if d := urlDriver(path); d != nil {
+		return d.Name
+	}
+	return ""
+}
+
+// urlDriver returns the driver whose Schemes claim path, or nil.
+func urlDriver(path string) *Driver {
+	scheme, _, ok := strings.Cut(path, "://")
+	if !ok {
+		return nil
+	}
+	for _, d := range registered() {
+		for _, s := range d.Schemes {
+			if strings.EqualFold(s, scheme) {
+				return &d
+			}
+		}
+	}
+	return nil
 }
 
 // NamesPath reports whether err already names the file path: a *FileError
@@ -212,10 +253,18 @@ func OpenAll(paths []string, open func(path string) (Reader, error)) ([]Reader, 
 }
 
 // Open opens the recording at path for reading, with the registered
-// backend whose recordings begin as it does, whatever its extension. A
+// backend whose Schemes claim it (a URL: URLBackend) or else whose
+// recordings begin as it does, whatever its extension. A
 // missing file is an error wrapping fs.ErrNotExist; an empty file, or one
 // no backend recognises, a *FileError wrapping ErrFormat.
 func Open(path string) (*Recording, error) {
+	if d := urlDriver(path); d != nil {
+		b, err := d.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		return OpenBackend(b, path)
+	}
 	d, n, head, err := sniff(path)
 	switch {
 	case err != nil:
@@ -224,7 +273,7 @@ func Open(path string) (*Recording, error) {
 		return nil, &FileError{Op: "store: open", Path: path, Err: fmt.Errorf("%w: empty file", ErrFormat)}
 	case d == nil:
 		return nil, &FileError{Op: "store: open", Path: path,
-			Err: fmt.Errorf("%w: it begins with %q, not as a recording of a known backend (%s) does", ErrFormat, head, names(registered()))}
+			Err: fmt.Errorf("%w: it begins with %q, not as a recording of a known backend (%s) does", ErrFormat, head, names(fileDrivers()))}
 	}
 	b, err := d.Open(path)
 	if err != nil {
@@ -234,11 +283,22 @@ func Open(path string) (*Recording, error) {
 }
 
 // Create creates a new recording at path with the registered backend
-// named backend or, for "", the one whose Ext is path's extension (case
-// aside), else the Default one. An unknown name is an error wrapping
+// named backend or, for "", the one whose Schemes claim path (a URL:
+// URLBackend), else the one whose Ext is path's extension (case aside),
+// else the Default one. An unknown name is an error wrapping
 // ErrFormat.
 func Create(path, backend string) (*Recording, error) {
 	ds := registered()
+	if d := urlDriver(path); d != nil {
+		if backend != "" && backend != d.Name {
+			return nil, fmt.Errorf("store: create %s: %w: a %s URL, not a recording of backend %q", path, ErrFormat, d.Name, backend)
+		}
+		b, err := d.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		return CreateBackend(b, path), nil
+	}
 	var d *Driver
 	for i := range ds {
 		switch {

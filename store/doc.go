@@ -7,7 +7,9 @@
 // Scan, Journal; optionally a StreamSeeker) and registers a Driver
 // (Register, from its init: it never panics) that sniffs a file's head and
 // opens or creates one. Open picks the backend of a file by its head,
-// Create by its extension (or by name). Recording is the one checked reader
+// Create by its extension (or by name); a backend that keeps recordings in
+// a server (pgstore) claims URL schemes instead (Driver.Schemes,
+// URLBackend), and Open and Create hand it such a URL untouched. Recording is the one checked reader
 // over every Backend: it decodes META, runs the Checker in the first pass
 // over the rows (Rows, Scan, Streams) and keeps what it found, so that
 // Problems and Processors answer without reading again and replay, explain

@@ -265,7 +265,7 @@ lossless or not complete.`,
 	}
 	root.AddCommand(c.runCmd(), c.replayCmd(), c.verifyCmd(), c.inspectCmd(),
 		c.diffCmd(), c.explainCmd(), c.reportCmd(), c.convertCmd(), c.goldenCmd(), c.crashtestCmd(),
-		c.ctlCmd(), c.topCmd())
+		c.runsCmd(), c.ctlCmd(), c.topCmd())
 	for _, extra := range c.extra {
 		cmd := extra(c)
 		if cmd.Args == nil {

@@ -3,14 +3,17 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/blackbox-audit/blackbox/internal/atomicfile"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
+	"github.com/blackbox-audit/blackbox/store/pgstore"
 )
 
 func (c *CLI) convertCmd() *cobra.Command {
@@ -31,6 +34,12 @@ temporary file. Rows of SRC that cannot be read (a torn last line, a
 malformed row) cannot be copied: DST is written without them, each is
 named, and the exit is 3.
 
+DST (or SRC) may be a PostgreSQL run, a postgres:// URL with run=ID (a
+new run id when DST has none: the output names the run). A convert to a
+run appends the rows in the groups a recorder writes, each a
+transaction, and deletes the run if it fails; one killed on the way leaves
+the run unfinished (blackbox runs: ended no), never complete.
+
 Exit: 0 converted; 2 a usage or I/O error (DST not written); 3 converted
 but rows of SRC could not be read.`,
 		Args: exactArgs("SRC", "DST"),
@@ -39,6 +48,9 @@ but rows of SRC could not be read.`,
 			f, err := formatOf(dst, format)
 			if err != nil {
 				return err
+			}
+			if f == formatPostgres {
+				return convertToRun(cmd.OutOrStdout(), src, dst)
 			}
 			if _, err := os.Lstat(dst); err == nil {
 				return &fileError{dst, errors.New("already exists: convert never overwrites")}
@@ -68,7 +80,7 @@ but rows of SRC could not be read.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "", "DST's format: csv or sqlite (default: from its extension)")
+	cmd.Flags().StringVar(&format, "format", "", "DST's format: csv or sqlite (default: from its extension; postgres for a postgres:// DST)")
 	return cmd
 }
 
@@ -147,4 +159,54 @@ func (r *reachingWriter) Append(rows ...store.Entry) error {
 		killpoint.Reach(r.point)
 	}
 	return err
+}
+
+// convertToRun is convert to a PostgreSQL run (DST a postgres:// URL; a
+// new run id when it has no run=, printed with DST): the rows are appended
+// in the groups a recorder writes, each a transaction; a convert that fails
+// deletes the run it created. One killed on the way leaves the run's rows
+// so far, never ended (`blackbox runs`: ended no; verify: not complete).
+func convertToRun(out io.Writer, src, dst string) error {
+	loc, err := pgstore.ParseURL(dst)
+	if err != nil {
+		return usagef("DST: %v", err)
+	}
+	if loc.Run == "" {
+		if dst, err = pgstore.WithRun(dst, pgstore.NewRunID(time.Now())); err != nil {
+			return usagef("DST: %v", err)
+		}
+	}
+	if !isURL(src) && sameFile(src, dst) {
+		return usagef("SRC %s and DST %s name the same file", src, dst)
+	}
+	r, srcFormat, err := openStore(src)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	w, err := createStore(dst, formatPostgres)
+	if err != nil {
+		return err
+	}
+	copyErr := store.Copy(reachAfterAppend(w, killpoint.Convert), r)
+	var p *store.Problem
+	var unreadable error
+	if copyErr != nil && errors.As(copyErr, &p) && (errors.Is(copyErr, store.ErrTorn) || errors.Is(copyErr, store.ErrMalformed)) {
+		unreadable, copyErr = copyErr, nil
+	}
+	if cerr := w.Close(); copyErr == nil {
+		copyErr = cerr
+	}
+	if copyErr != nil {
+		if err := removeStore(dst); err != nil {
+			copyErr = errors.Join(copyErr, fmt.Errorf("deleting the run: %w", err))
+		}
+		return fmt.Errorf("convert %s to %s (not written): %w", src, pgstore.Redact(dst), copyErr)
+	}
+	fmt.Fprintf(out, "converted %s (%s) to %s (%s): %d rows\n", src, srcFormat, pgstore.Redact(dst), formatPostgres, w.rows)
+	if unreadable != nil {
+		fmt.Fprintf(out, "not copied: %v\n", unreadable)
+		return exit(ExitIncomplete, nil)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,18 +17,32 @@ import (
 	"github.com/blackbox-audit/blackbox/console"
 	"github.com/blackbox-audit/blackbox/store"
 	_ "github.com/blackbox-audit/blackbox/store/csvstore"    // the csv backend (store.Register)
+	"github.com/blackbox-audit/blackbox/store/pgstore"       // the postgres backend (store.Register), runs
 	_ "github.com/blackbox-audit/blackbox/store/sqlitestore" // the sqlite backend (store.Register)
 )
 
 // The recording formats.
 const (
-	formatCSV    = "csv"
-	formatSQLite = "sqlite"
+	formatCSV      = "csv"
+	formatSQLite   = "sqlite"
+	formatPostgres = "postgres"
 )
 
-// formatOf is the format of a recording to create at path: flag if set
-// (csv or sqlite), else by extension (.csv is CSV, anything else SQLite).
+// isURL reports whether path names a recording in a server (a
+// postgres:// URL: store.URLBackend), not a file.
+func isURL(path string) bool { return store.URLBackend(path) != "" }
+
+// formatOf is the format of a recording to create at path: postgres for a
+// postgres:// URL (a --format other than postgres is refused), else flag
+// if set (csv or sqlite), else by extension (.csv is CSV, anything else
+// SQLite).
 func formatOf(path, flag string) (string, error) {
+	if isURL(path) {
+		if f := strings.ToLower(flag); f != "" && f != formatPostgres {
+			return "", usagef("--format %s: %s is a PostgreSQL URL", flag, pgstore.Redact(path))
+		}
+		return formatPostgres, nil
+	}
 	switch strings.ToLower(flag) {
 	case "":
 		if strings.EqualFold(filepath.Ext(path), ".csv") {
@@ -86,6 +102,13 @@ func unwrapPathError(err error) error {
 // file: a missing file, a directory, another format or a temporary file of
 // tempPath (store.ErrFormat).
 func openStore(path string) (store.Reader, string, error) {
+	if isURL(path) {
+		s, err := store.Open(path)
+		if err != nil {
+			return nil, "", storeErr(path, err)
+		}
+		return s, formatPostgres, nil
+	}
 	if isTemp(path) {
 		return nil, "", &fileError{path, fmt.Errorf("%w: a temporary file of an unfinished blackbox command (safe to remove)", store.ErrFormat)}
 	}
@@ -196,11 +219,13 @@ func (w *writer) inputs() int64 {
 // error wrapping store.ErrHoldsRecording naming the file) a file that holds
 // anything, and never truncates one.
 func createStore(path, format string) (*writer, error) {
-	if err := checkFile(path, "a recording", true); err != nil {
-		return nil, err
-	}
-	if err := checkDir(filepath.Dir(path)); err != nil {
-		return nil, err
+	if !isURL(path) {
+		if err := checkFile(path, "a recording", true); err != nil {
+			return nil, err
+		}
+		if err := checkDir(filepath.Dir(path)); err != nil {
+			return nil, err
+		}
 	}
 	w, err := store.Create(path, format)
 	if err != nil {
@@ -217,8 +242,14 @@ func holdsBytes(path string) bool {
 
 // removeStore removes a recording, the files SQLite keeps beside it, and
 // the temporary file of its first write that a killed run may have left
-// (store.StartPath) with SQLite's.
+// (store.StartPath) with SQLite's; a PostgreSQL run (a URL) is deleted with
+// its rows, unless a writer holds it.
 func removeStore(path string) error {
+	if isURL(path) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return pgstore.Delete(ctx, path)
+	}
 	var errs []error
 	start := store.StartPath(store.Target(path))
 	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal", start, start + "-wal", start + "-shm", start + "-journal"} {
@@ -332,6 +363,66 @@ func count(n int64, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
+// expandGroups replaces, in a comma-separated list of recordings, each
+// postgres:// URL with group=G and no run= by the URLs of the group's
+// runs (pgstore.Runs: members of a consumer group, in the order their
+// recordings were created), so that a group's members are stitched as one side. A group
+// the database holds no run of is a usage error.
+func expandGroups(list string) (string, error) {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if !isURL(p) {
+			out = append(out, p)
+			continue
+		}
+		loc, err := pgstore.ParseURL(p)
+		if err != nil {
+			return "", usagef("%v", err)
+		}
+		if loc.Group == "" || loc.Run != "" {
+			out = append(out, p)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		runs, err := pgstore.Runs(ctx, p)
+		cancel()
+		if err != nil {
+			return "", storeErr(p, err)
+		}
+		type member struct {
+			url     string
+			created time.Time
+		}
+		var ms []member
+		for _, r := range runs {
+			if r.Group != loc.Group || r.Rows == 0 {
+				continue
+			}
+			u, err := pgstore.WithRun(p, r.ID)
+			if err != nil {
+				return "", usagef("%v", err)
+			}
+			rec, err := store.Open(u)
+			if err != nil {
+				return "", storeErr(u, err)
+			}
+			ms = append(ms, member{u, rec.Meta().Created})
+			rec.Close()
+		}
+		if len(ms) == 0 {
+			return "", usagef("%s: no run of group %q", pgstore.Redact(p), loc.Group)
+		}
+		// In the order their recordings were created (META), the order
+		// store.CheckRuns wants.
+		slices.SortStableFunc(ms, func(a, b member) int { return a.created.Compare(b.created) })
+		for _, m := range ms {
+			out = append(out, m.url)
+		}
+	}
+	return strings.Join(out, ","), nil
+}
+
 // openRuns opens a comma-separated list of consecutive runs (a crashed run
 // and its restarts, as diff, explain and report stitch them) and refuses,
 // before any work, a list that cannot be one (a usage error naming the
@@ -339,6 +430,10 @@ func count(n int64, noun string) string {
 // as another (a copy of it), a run created before the run given before it
 // (store.CheckRuns). It returns the readers and their paths.
 func openRuns(what, list string) ([]store.Reader, []string, error) {
+	list, err := expandGroups(list)
+	if err != nil {
+		return nil, nil, err
+	}
 	rs, err := openStores(list)
 	if err != nil {
 		return nil, nil, err

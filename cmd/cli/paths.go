@@ -263,9 +263,13 @@ func runPaths(cfg recordConfig) []pathArg {
 	if cfg.read == filesource.Committed && !cfg.kafka.on() {
 		ptr = cfg.pointer
 	}
+	storePath := cfg.store
+	if isURL(storePath) {
+		storePath = "" // a run in a server: no file to check or lock (pgstore locks the run)
+	}
 	args := []pathArg{
 		{flag: "--input", path: cfg.input},
-		{flag: "--store", path: cfg.store, write: true},
+		{flag: "--store", path: storePath, write: true},
 		{flag: "--pointer", path: ptr, write: true},
 	}
 	for _, p := range stateFiles(cfg.state, cfg.workers) {

@@ -22,6 +22,7 @@ import (
 	"github.com/blackbox-audit/blackbox/outbox"
 	"github.com/blackbox-audit/blackbox/recorder"
 	"github.com/blackbox-audit/blackbox/store"
+	"github.com/blackbox-audit/blackbox/store/pgstore"
 )
 
 // The names `run` gives what it builds.
@@ -35,7 +36,8 @@ type recordConfig struct {
 	app     string
 	input   string
 	store   string
-	format  string // csv or sqlite
+	format  string // csv, sqlite or postgres
+	runID   string // --run-id: a postgres store's run (set in store's URL by parse)
 	read    filesource.Strategy
 	pointer string
 	maxLine int      // 0: filesource.DefaultMaxLine
@@ -275,6 +277,9 @@ func (c *CLI) runCmd() *cobra.Command {
 			if err := fl.parse(cmd.Flags().Changed, &cfg); err != nil {
 				return err
 			}
+			if cfg.format == formatPostgres {
+				fmt.Fprintf(c.stderr, "blackbox: run id %s\n", cfg.runID)
+			}
 			res, err := c.record(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -300,7 +305,7 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.StringVar(&cfg.app, "app", "", "the app to run (this binary knows: "+appNames+")")
 	f.StringVar(&cfg.input, "input", "", "the input file, one item per line")
 	cfg.kafka.flags(f)
-	f.StringVar(&cfg.store, "store", "", "the recording to write (.csv is CSV, anything else SQLite)")
+	f.StringVar(&cfg.store, "store", "", "the recording to write (.csv is CSV, a postgres:// URL a run in PostgreSQL, anything else SQLite)")
 	f.StringVar(&fl.format, "format", "", "the recording's format: csv or sqlite (default: from the extension)")
 	f.StringVar(&fl.read, "read", "committed", "read strategy: committed, earliest, latest, once-earliest or once-latest")
 	f.StringVar(&cfg.pointer, "pointer", "", "the read pointer file of --read committed (default FILE.ptr)")
@@ -321,6 +326,7 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.DurationVar(&fl.deadline, "deadline", time.Second, "block: how long a publish waits for room before it is refused")
 	f.BoolVar(&cfg.journal, "journal", false, "journal the feed: inputs are recorded once as JOURNAL rows and indexed")
 	f.DurationVar(&cfg.delay, "delay", 0, "slow the processor down by this much per event (to watch a run, to test)")
+	f.StringVar(&cfg.runID, "run-id", "", "a postgres:// --store: the run's id (default: run= of the URL, else a new one, printed at start)")
 	f.BoolVar(&cfg.force, "force", false, "replace a store that already holds a recording")
 	f.IntVar(&cfg.workers, "workers", 1, "run the app on `N` workers, each with instances of its own (and --state FILE#wK; a restart on the same N)")
 	f.StringVar(&fl.order, "order", "", "how workers share the lines: key (one account's lines on one worker, in order) or none (default: key if the app has a key; --state on workers needs key)")
@@ -340,6 +346,9 @@ func (fl *runFlags) parse(changed func(flag string) bool, cfg *recordConfig) err
 	}
 	var err error
 	if cfg.format, err = formatOf(cfg.store, fl.format); err != nil {
+		return err
+	}
+	if err := setRunID(cfg, changed("run-id")); err != nil {
 		return err
 	}
 	if cfg.options, err = parseOptions(fl.options); err != nil {
@@ -396,6 +405,41 @@ func (fl *runFlags) parse(changed func(flag string) bool, cfg *recordConfig) err
 	}
 	if changed("rotated") {
 		cfg.rotated = slices.DeleteFunc(cfg.rotated, func(p string) bool { return p == "" })
+	}
+	return nil
+}
+
+// setRunID completes a postgres:// --store with its run id: --run-id
+// (given: changed), else the URL's run=, else a new one (pgstore.NewRunID),
+// and, for a Kafka run, the consumer group as the run's group= unless the
+// URL has one. --run-id with a file store, or beside another run= in the
+// URL, is a usage error.
+func setRunID(cfg *recordConfig, changed bool) error {
+	if cfg.format != formatPostgres {
+		if changed {
+			return usagef("--run-id needs a postgres:// --store")
+		}
+		return nil
+	}
+	loc, err := pgstore.ParseURL(cfg.store)
+	if err != nil {
+		return usagef("--store: %v", err)
+	}
+	switch {
+	case changed && loc.Run != "" && loc.Run != cfg.runID:
+		return usagef("--run-id %s and run=%s of --store name two runs", cfg.runID, loc.Run)
+	case !changed && loc.Run != "":
+		cfg.runID = loc.Run
+	case !changed:
+		cfg.runID = pgstore.NewRunID(time.Now())
+	}
+	if cfg.store, err = pgstore.WithRun(cfg.store, cfg.runID); err != nil {
+		return usagef("--store: %v", err)
+	}
+	if cfg.kafka.on() && loc.Group == "" {
+		if cfg.store, err = pgstore.WithParam(cfg.store, "group", cfg.kafka.group); err != nil {
+			return usagef("--store: %v", err)
+		}
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/internal/blackboxcli"
+	"github.com/blackbox-audit/blackbox/internal/pgtest"
 	"github.com/cockroachdb/datadriven"
 )
 
@@ -40,6 +41,10 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
 	removeBinary()
+	if err := pgtest.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: stop: %v\n", err)
+		code = max(code, 1)
+	}
 	os.Exit(code)
 }
 

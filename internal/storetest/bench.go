@@ -53,6 +53,32 @@ func BenchAppend(b *testing.B, be Backend) {
 	b.ReportMetric(float64(3*n)/b.Elapsed().Seconds(), "rows/s")
 }
 
+// BenchAppendBatch appends batch inputs per op (DELIVERY + INLINE +
+// OUTPUT each, one Append: a group commit's batch) to a new recording of
+// be's and reports rows/s.
+func BenchAppendBatch(b *testing.B, be Backend, batch int) {
+	s, err := be.Create(filepath.Join(b.TempDir(), "recording"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Append(head()...); err != nil {
+		b.Fatal(err)
+	}
+	rows := make([]store.Entry, 3*batch)
+	var n int64
+	for b.Loop() {
+		for i := range batch {
+			n++
+			copy(rows[3*i:], Input("p", n))
+		}
+		if err := s.Append(rows...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(3*n)/b.Elapsed().Seconds(), "rows/s")
+}
+
 // streamRows is the size of BenchStream's recording.
 const streamRows = 1_000_000
 

@@ -13,6 +13,10 @@ import (
 // with BenchmarkFloorInsert.
 func BenchmarkAppend(b *testing.B) { storetest.BenchAppend(b, backend{}) }
 
+// BenchmarkAppendBatch appends 100 inputs per Append, as a group commit
+// under load does.
+func BenchmarkAppendBatch(b *testing.B) { storetest.BenchAppendBatch(b, backend{}, 100) }
+
 // BenchmarkFloorInsert is the floor of BenchmarkAppend: the same schema
 // and pragmas (WAL, synchronous=NORMAL), a bare prepared INSERT of the
 // same three rows' column values, one transaction per input.
