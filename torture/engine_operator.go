@@ -409,14 +409,22 @@ func live(st engine.FeedStatus, g *opGroup) engine.SubscriberStatus {
 	return engine.SubscriberStatus{}
 }
 
-// view is what a refused action must not change: the queues of f and
-// what they released, the feeds' loss and the bindings' loss states.
+// view is what a refused action must not change, read at a quiescent
+// moment: the queues of f (their generations, what they were given and
+// released, what a group of one worker dispatched) and the feed's loss,
+// the push feed's drops and its bindings' loss states. Not what a group
+// of several workers may still do while one item is held back (items
+// after it complete), nor the clocks.
 func (o *opRun) view() string {
 	var b strings.Builder
 	fs, ps := o.f.Status(), o.push.Status()
 	fmt.Fprintf(&b, "f: seq %d released %d lossless %v;", fs.Sequence, fs.Released, fs.Lossless)
 	for _, s := range fs.Subscribers {
-		fmt.Fprintf(&b, " %s gen %d removed %v released %d;", s.Queue, s.Generation, s.Removed, s.Released)
+		fmt.Fprintf(&b, " %s gen %d removed %v position %d released %d %s;", s.Queue, s.Generation, s.Removed, s.Position,
+			s.Released, s.Loss.State)
+		if g := o.groups[slices.Index(opGroupNames, strings.TrimSuffix(s.Queue, "/f"))]; g.workers == 1 {
+			fmt.Fprintf(&b, " dispatched %d;", s.Dispatched)
+		}
 	}
 	fmt.Fprintf(&b, " push: seq %d dropped %d lossless %v;", ps.Sequence, ps.Dropped, ps.Lossless)
 	for _, s := range ps.Subscribers {
