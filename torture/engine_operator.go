@@ -33,7 +33,7 @@ type opStep struct {
 	Kind  string // publish, let, fence, offer, resume, release, seek, clear, kill
 	Group int    // the group acted on (let, fence, resume, release, seek, clear)
 	N     int    // publish, offer: how many items; let: how many more items pass the group's gate (0: all)
-	Stuck int    // let: the k-th of those items stays held back until the group's next let (0: none)
+	Stuck int    // let: the Stuck-th of those items stays held back until the group's next let (0: none)
 	Via   string // resume: Resume or Unfence; seek: latest or last; kill: abandon or finish
 	Wrong string // the refused attempt made first: "" none; other, never, spent (a generation); past, back (a seek target)
 }
@@ -47,7 +47,7 @@ func (s opStep) String() string {
 	case "let":
 		out = fmt.Sprintf("let %s +%d", g, s.N)
 		if s.Stuck > 0 {
-			out += fmt.Sprintf(" but the %d-th", s.Stuck)
+			out += fmt.Sprintf(", holding back #%d of them", s.Stuck)
 		}
 		if s.N == 0 {
 			out = "let " + g + " all"
@@ -167,7 +167,6 @@ type opGroup struct {
 type opLoss struct {
 	step                   int
 	reason                 string // the Drops' whole reason (prefix and the operator's)
-	gen                    int64
 	first, last            int64
 	unprocessed, processed int64
 }
@@ -294,7 +293,6 @@ func (o *opObserver) observer(groups []*opGroup) engine.Observer {
 // opRun is an operator scenario under way.
 type opRun struct {
 	ctx       context.Context
-	e         engineSpec
 	n         int
 	steps     []opStep
 	groups    []*opGroup
@@ -308,13 +306,13 @@ type opRun struct {
 	what      string
 	fail      func(string, ...any)
 	note      func(string)
-	step      int // the step under way, 1-based
+	step      int // the step under way, 1-based; 0 once the steps are done
 }
 
 // operatorRun runs the operator scenario of e (see the top of this file).
 func operatorRun(ctx context.Context, e engineSpec, fail func(string, ...any), note func(string)) error {
 	r := rand.New(rand.NewPCG(e.Draw, 0x6f70))
-	o := &opRun{ctx: ctx, e: e, n: e.Items, log: memsource.NewLog(), obs: &opObserver{}, note: note}
+	o := &opRun{ctx: ctx, n: e.Items, log: memsource.NewLog(), obs: &opObserver{}, note: note}
 	ng := 1 + r.IntN(2)
 	maxGap := 1 + r.IntN(8)
 	var desc []string
@@ -331,7 +329,11 @@ func operatorRun(ctx context.Context, e engineSpec, fail func(string, ...any), n
 	}
 	o.what = fmt.Sprintf("operator (%d items; %s; max gap %d; steps: %s)", o.n, strings.Join(desc, ", "), maxGap, strings.Join(list, "; "))
 	o.fail = func(format string, args ...any) {
-		fail("%s: step %d: %s", o.what, o.step, fmt.Sprintf(format, args...))
+		at := "at the end"
+		if o.step > 0 {
+			at = fmt.Sprintf("step %d", o.step)
+		}
+		fail("%s: %s: %s", o.what, at, fmt.Sprintf(format, args...))
 	}
 	abandon := slices.ContainsFunc(o.steps, func(s opStep) bool { return s.Kind == "kill" && s.Via == "abandon" })
 	cfg := engine.Config{Logger: quiet, DrainTimeout: 10 * time.Second, KillAbandon: abandon,
@@ -376,28 +378,18 @@ func operatorRun(ctx context.Context, e engineSpec, fail func(string, ...any), n
 			return nil
 		}
 	}
-	o.step = len(o.steps) + 1
 	stopped = true
 	if killed {
-		o.kill(s0(o.steps).Via)
+		o.kill(o.steps[o.step-1].Via)
 	} else {
+		o.step = 0
 		o.finish()
 	}
 	return nil
 }
 
-// s0 is the last step.
-func s0(steps []opStep) opStep { return steps[len(steps)-1] }
-
 // gen is the generation of g's live queue of f.
-func (o *opRun) gen(g *opGroup) int64 {
-	for _, s := range o.f.Status().Subscribers {
-		if s.Queue == g.name+"/f" && !s.Removed {
-			return s.Generation
-		}
-	}
-	return 0
-}
+func (o *opRun) gen(g *opGroup) int64 { return live(o.f.Status(), g).Generation }
 
 // live is g's live queue of f in st.
 func live(st engine.FeedStatus, g *opGroup) engine.SubscriberStatus {
@@ -636,7 +628,7 @@ func (o *opRun) release(g *opGroup, s opStep) bool {
 		o.fail("Release returned %+v: want generation %d, a replacement, reason %q", rel, gen, reason)
 	}
 	o.checkTaken("the release", g, rel.FirstSeq, rel.LastSeq, rel.Unprocessed, rel.Processed)
-	o.took(g, gen, rel.Replacement, seq, opLoss{step: o.step, reason: engine.ReleasedReason + reason, gen: gen,
+	o.took(g, gen, rel.Replacement, seq, opLoss{step: o.step, reason: engine.ReleasedReason + reason,
 		first: rel.FirstSeq, last: rel.LastSeq, unprocessed: rel.Unprocessed, processed: rel.Processed})
 	if _, err := o.eng.Release("f", g.name, gen, reason); !errors.Is(err, engine.ErrGeneration) {
 		o.fail("a second release of the spent generation %d returned %v, want ErrGeneration", gen, err)
@@ -749,7 +741,7 @@ func (o *opRun) seek(g *opGroup, s opStep) bool {
 	if p.Loss {
 		o.checkTaken("the seek", g, p.FirstSeq, p.LastSeq, p.Unprocessed, p.Processed)
 	}
-	o.took(g, gen, p.Replacement, seq, opLoss{step: o.step, reason: engine.SkippedReason + reason, gen: gen,
+	o.took(g, gen, p.Replacement, seq, opLoss{step: o.step, reason: engine.SkippedReason + reason,
 		first: p.FirstSeq, last: p.LastSeq, unprocessed: p.Unprocessed, processed: p.Processed})
 	o.refused(fmt.Sprintf("Seek of %s with the spent generation %d", g.name, gen), engine.ErrGeneration, func() error {
 		_, err := o.eng.Seek("f", g.name, gen, engine.SeekTarget{Latest: true}, engine.SeekOptions{Reason: wr})
