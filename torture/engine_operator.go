@@ -1021,6 +1021,11 @@ func (o *opRun) checkLosses(clean bool) {
 				pushDrops += d.d.Count
 				continue
 			}
+			if d.d.Count != d.d.LastSeq-d.d.FirstSeq+1 || d.d.Offset != d.d.LastSeq {
+				// A run of consecutive seqs; an item's offset in the log is its seq.
+				o.fail("%s was told a Drop of %d items, seqs %d-%d at offset %d: want a run of consecutive seqs at its last one's offset",
+					g.name, d.d.Count, d.d.FirstSeq, d.d.LastSeq, d.d.Offset)
+			}
 			k := key{d.d.Reason, d.d.FirstSeq, d.d.LastSeq}
 			if seen[k] == nil {
 				seen[k] = map[string]int{}
