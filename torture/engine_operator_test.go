@@ -61,7 +61,7 @@ func TestOperatorStepListsDrawEveryAction(t *testing.T) {
 func TestOperatorScenariosMeetEveryOutcome(t *testing.T) {
 	outcomes := map[string]*regexp.Regexp{
 		"released unprocessed": regexp.MustCompile(`released \{.*Unprocessed:[1-9]`),
-		"released processed":   regexp.MustCompile(`released \{.*Processed:[1-9]`),
+		"taken as processed":   regexp.MustCompile(`(released|sought) \{.*Processed:[1-9]`),
 		"skipped unprocessed":  regexp.MustCompile(`sought \{.*Unprocessed:[1-9]`),
 		"sought nothing held":  regexp.MustCompile(`sought \{.*Loss:false`),
 		"release holds none":   regexp.MustCompile(`\(holds nothing\): engine: the queue holds nothing`),
@@ -73,7 +73,7 @@ func TestOperatorScenariosMeetEveryOutcome(t *testing.T) {
 		"kill":                 regexp.MustCompile(`step \d+: kill`),
 	}
 	got := map[string]int{}
-	for d := range uint64(120) {
+	for d := range uint64(60) {
 		var events, fails []string
 		e := engineSpec{Property: "operator", Items: 20 + int(d*37%200), Workers: 2 + int(d%6), Draw: d}
 		err := operatorRun(context.Background(), e, func(format string, args ...any) { fails = append(fails, fmt.Sprintf(format, args...)) },
@@ -86,9 +86,10 @@ func TestOperatorScenariosMeetEveryOutcome(t *testing.T) {
 			got[k] += len(re.FindAllString(all, -1))
 		}
 	}
+	t.Logf("outcomes %v", got)
 	for k := range outcomes {
 		if got[k] == 0 {
-			t.Errorf("120 operator scenarios met no %q (met %v)", k, got)
+			t.Errorf("60 operator scenarios met no %q (met %v)", k, got)
 		}
 	}
 }
