@@ -51,6 +51,8 @@ func (o *opRun) checkTaken(what string, g *opGroup, first, last, unprocessed, pr
 			what, first, last, unprocessed, processed, seq, g.base, prefix)
 	case unprocessed < uncompleted:
 		o.fail("%s took %d unprocessed items, but %d of the queue's were not completed", what, unprocessed, uncompleted)
+	case processed > last-first+1-uncompleted:
+		o.fail("%s took %d processed items of seqs %d-%d, but %d of them were not completed", what, processed, first, last, uncompleted)
 	case g.workers == 1 && (processed != 0 || first != prefix+1):
 		o.fail("%s took seqs %d-%d, %d processed; one worker: want exactly the items after its completed prefix %d, none processed",
 			what, first, last, processed, prefix)
@@ -213,6 +215,7 @@ func (o *opRun) checkLosses(clean bool) {
 		}
 		for _, l := range g.lost {
 			var count int64
+			dropped := map[int64]bool{}
 			for k, by := range seen {
 				if k.reason != l.reason {
 					continue
@@ -230,10 +233,24 @@ func (o *opRun) checkLosses(clean bool) {
 					o.fail("the Drop of seqs %d-%d was told to %d of %s's %d streams", k.first, k.last, len(by), g.name, g.workers)
 				}
 				count += k.last - k.first + 1
+				for v := k.first; v <= k.last; v++ {
+					if dropped[v] {
+						o.fail("%s was told seq %d twice in the Drops of step %d", g.name, v, l.step)
+					}
+					dropped[v] = true
+				}
 			}
 			if count != l.unprocessed {
 				o.fail("%s's Drops with step %d's reason %q count %d items, want the %d unprocessed it took (seqs %d-%d)",
 					g.name, l.step, l.reason, count, l.unprocessed, l.first, l.last)
+			}
+			// The others of its range it took as processed: their
+			// completions ran (before it: a later one is refused).
+			for v := l.first; v <= l.last; v++ {
+				if !dropped[v] && g.completed[v].Load() == 0 {
+					o.fail("step %d took %s's seq %d as processed (no Drop), but its completion never ran", l.step, g.name, v)
+					break
+				}
 			}
 		}
 		for k := range seen {
