@@ -35,7 +35,7 @@ type opStep struct {
 	N     int    // publish, offer: how many items; let: how many more items pass the group's gate (0: all)
 	Stuck int    // let: the Stuck-th of those items stays held back until the group's next let (0: none)
 	Via   string // resume: Resume or Unfence; seek: latest or last; kill: abandon or finish
-	Wrong string // the refused attempt made first: "" none; other, never, spent (a generation); past, back (a seek target)
+	Wrong string // the refused attempt made first: "" none; other, never, spent (a generation); past, back, within (a seek target)
 }
 
 func (s opStep) String() string {
@@ -122,7 +122,7 @@ func genOpSteps(r *rand.Rand, n, groups int) []opStep {
 			}
 		case "seek":
 			if fenced[g] {
-				s.Via, s.Wrong = pick(r, "latest", "last"), pick(r, append(gens, "past", "back")...)
+				s.Via, s.Wrong = pick(r, "latest", "last"), pick(r, append(gens, "past", "back", "within")...)
 				spent[g] = true
 			}
 		}
@@ -649,10 +649,13 @@ func (o *opRun) seek(g *opGroup, s opStep) bool {
 	}
 	wr := o.reason("seek " + g.name + " refused")
 	switch s.Wrong {
-	case "past", "back":
+	case "past", "back", "within":
 		t, ok := engine.SeekTarget{Seq: seq + 1}, true
-		if s.Wrong == "back" {
+		switch s.Wrong {
+		case "back":
 			t, ok = engine.SeekTarget{Seq: dry.Before - 1}, dry.Before > 0
+		case "within": // skip some of what the queue holds, keep the rest
+			t, ok = engine.SeekTarget{Seq: dry.FirstSeq}, dry.Loss && dry.LastSeq > dry.FirstSeq
 		}
 		if ok {
 			o.refused(fmt.Sprintf("Seek of %s to seq %d (%s; position %d, feed at %d)", g.name, t.Seq, s.Wrong, dry.Before, seq),
@@ -691,6 +694,7 @@ func (o *opRun) seek(g *opGroup, s opStep) bool {
 		_, err := o.eng.Seek("f", g.name, gen, engine.SeekTarget{Latest: true}, engine.SeekOptions{Reason: wr})
 		return err
 	})
+	g.refusedRs = append(g.refusedRs, wr)
 	return true
 }
 

@@ -46,7 +46,7 @@ func TestOperatorStepListsDrawEveryAction(t *testing.T) {
 	}
 	for _, want := range []string{"publish", "let", "let held back", "fence", "offer", "clear", "resume Resume", "resume Unfence",
 		"release", "release never", "release other", "release spent", "seek latest", "seek last", "seek never", "seek other",
-		"seek spent", "seek past", "seek back", "resume never", "resume other", "resume spent", "kill abandon", "kill finish"} {
+		"seek spent", "seek past", "seek back", "seek within", "resume never", "resume other", "resume spent", "kill abandon", "kill finish"} {
 		if got[want] == 0 {
 			t.Errorf("300 step lists drew no %q (drew %v)", want, got)
 		}
@@ -60,17 +60,18 @@ func TestOperatorStepListsDrawEveryAction(t *testing.T) {
 // each outcome the oracle judges comes up.
 func TestOperatorScenariosMeetEveryOutcome(t *testing.T) {
 	outcomes := map[string]*regexp.Regexp{
-		"released unprocessed": regexp.MustCompile(`released \{.*Unprocessed:[1-9]`),
-		"taken as processed":   regexp.MustCompile(`(released|sought) \{.*Processed:[1-9]`),
-		"skipped unprocessed":  regexp.MustCompile(`sought \{.*Unprocessed:[1-9]`),
-		"sought nothing held":  regexp.MustCompile(`sought \{.*Loss:false`),
-		"release holds none":   regexp.MustCompile(`\(holds nothing\): engine: the queue holds nothing`),
-		"release not fenced":   regexp.MustCompile(`\(not fenced\): engine: the queue holds nothing`),
-		"seek not fenced":      regexp.MustCompile(`\(not fenced, dry run false\): engine: the group is not fenced`),
-		"seek backwards":       regexp.MustCompile(`\(back;.*seek not supported`),
-		"clear taken":          regexp.MustCompile(`step \d+: clear [ab]\n(step|$)`),
-		"clear refused":        regexp.MustCompile(`not latched\): engine: not latched`),
-		"kill":                 regexp.MustCompile(`step \d+: kill`),
+		"released unprocessed":  regexp.MustCompile(`released \{.*Unprocessed:[1-9]`),
+		"taken as processed":    regexp.MustCompile(`(released|sought) \{.*Processed:[1-9]`),
+		"skipped unprocessed":   regexp.MustCompile(`sought \{.*Unprocessed:[1-9]`),
+		"sought nothing held":   regexp.MustCompile(`sought \{.*Loss:false`),
+		"release holds none":    regexp.MustCompile(`\(holds nothing\): engine: the queue holds nothing`),
+		"release not fenced":    regexp.MustCompile(`\(not fenced\): engine: the queue holds nothing`),
+		"seek not fenced":       regexp.MustCompile(`\(not fenced, dry run false\): engine: the group is not fenced`),
+		"seek backwards":        regexp.MustCompile(`\(back;.*seek not supported`),
+		"seek within the queue": regexp.MustCompile(`\(within;.*seek not supported`),
+		"clear taken":           regexp.MustCompile(`step \d+: clear [ab]\n(step|$)`),
+		"clear refused":         regexp.MustCompile(`not latched\): engine: not latched`),
+		"kill":                  regexp.MustCompile(`step \d+: kill`),
 	}
 	got := map[string]int{}
 	for d := range uint64(60) {
