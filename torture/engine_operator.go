@@ -317,6 +317,7 @@ type opRun struct {
 	f, push   *engine.Feed
 	obs       *opObserver
 	published int
+	paused    int64 // the feed's sequence when a group was fenced, none before: it takes nothing while one is (-1: none is)
 	pushed    int64
 	released  int64 // what the releases and seeks took, all groups
 	what      string
@@ -328,7 +329,7 @@ type opRun struct {
 // operatorRun runs the operator scenario of e (see the top of this file).
 func operatorRun(ctx context.Context, e engineSpec, fail func(string, ...any), note func(string)) error {
 	r := rand.New(rand.NewPCG(e.Draw, 0x6f70))
-	o := &opRun{ctx: ctx, n: e.Items, log: memsource.NewLog(), obs: &opObserver{}, note: note}
+	o := &opRun{ctx: ctx, n: e.Items, paused: -1, log: memsource.NewLog(), obs: &opObserver{}, note: note}
 	ng := 1 + r.IntN(2)
 	maxGap := 1 + r.IntN(8)
 	var desc []string
@@ -484,6 +485,9 @@ func (o *opRun) do(s opStep) bool {
 			g.let(allow+s.N, 0)
 		}
 	case "fence":
+		if o.paused < 0 { // quiescent, none fenced: the feed took every item published
+			o.paused = int64(o.published)
+		}
 		if err := o.eng.Fence(g.name); err != nil {
 			o.fail("Fence %s: %v", g.name, err)
 			return false
@@ -523,6 +527,9 @@ func (o *opRun) do(s opStep) bool {
 			return false
 		}
 		g.fenced = false
+		if !slices.ContainsFunc(o.groups, func(g *opGroup) bool { return g.fenced }) {
+			o.paused = -1
+		}
 	case "release":
 		return o.release(g, s)
 	case "seek":
@@ -712,6 +719,7 @@ func (o *opRun) finish() {
 		}
 		g.let(o.n, 0)
 	}
+	o.paused = -1
 	o.log.Close()
 	ctx, cancel := context.WithTimeout(o.ctx, 10*time.Second)
 	err := waitFor(ctx, func() bool {

@@ -134,7 +134,8 @@ func (o *opRun) unsettled() string {
 }
 
 // checkModel checks, after each step, what the model knows of the status:
-// the feed's released count and loss, the push bindings' loss states; and
+// the feed's released count and loss, that it takes nothing while a group
+// is fenced (it pauses), the push bindings' loss states; and
 // that the commit is never past an item neither completed nor lost.
 func (o *opRun) checkModel(push bool) bool {
 	c := o.log.Committed()
@@ -142,6 +143,10 @@ func (o *opRun) checkModel(push bool) bool {
 	ok := true
 	if fs.Released != o.released || fs.Lossless != (o.released == 0) {
 		o.fail("feed f: released %d, lossless %v; want %d released, lossless %v", fs.Released, fs.Lossless, o.released, o.released == 0)
+		ok = false
+	}
+	if o.paused >= 0 && fs.Sequence != o.paused {
+		o.fail("feed f took items while a group was fenced: sequence %d, %d when the fence began", fs.Sequence, o.paused)
 		ok = false
 	}
 	anyLatched := false
