@@ -111,12 +111,16 @@ func (o *opRun) unsettled() string {
 	for _, g := range o.groups {
 		a, k := g.gate()
 		allow, stuck := min(int64(a), st.Sequence), int64(k)
+		// The item held back holds the items after it (one worker: all of
+		// them; several: some) while it is being handled or its live
+		// queue still holds it; not once a release or seek took it
+		// before a worker began it.
+		holds := stuck > 0 && stuck <= allow && (g.entered[stuck].Load() > 0 || stuck > g.base)
 		for v := int64(1); v <= allow; v++ {
 			// An item begun and let through completes; a group not fenced
-			// takes every item let through but those after the one held
-			// back (with several workers, some of those).
+			// takes every item let through that the held one does not hold.
 			begun := g.entered[v].Load() > 0
-			owed := !g.fenced && !g.releasedAt(v) && (stuck == 0 || v < stuck)
+			owed := !g.fenced && !g.releasedAt(v) && (!holds || v < stuck)
 			if v != stuck && (begun || owed) && g.completed[v].Load() == 0 {
 				return fmt.Sprintf("%s has not completed item %d (gate at %d, %d held back)", g.name, v, allow, stuck)
 			}
