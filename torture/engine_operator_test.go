@@ -7,7 +7,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
 )
 
 // TestOperatorStepListsDrawEveryAction: a step list is the seed's (the
@@ -92,5 +96,57 @@ func TestOperatorScenariosMeetEveryOutcome(t *testing.T) {
 		if got[k] == 0 {
 			t.Errorf("60 operator scenarios met no %q (met %v)", k, got)
 		}
+	}
+}
+
+// TestTheOperatorOracleHoldsTheDropsToWhatWasTaken: the oracle's reading
+// of the Drops a run told, against a release that took seqs 3-5 of group
+// a (one worker), 3 unprocessed: the right Drops pass; a Drop missing,
+// told twice, outside the range, with another reason, or with a refused
+// attempt's reason fails.
+func TestTheOperatorOracleHoldsTheDropsToWhatWasTaken(t *testing.T) {
+	const reason = engine.ReleasedReason + "torture step 4: release a"
+	drop := func(first, last int64, why string) opDrop {
+		return opDrop{stream: "a", d: engine.Drop{Feed: "f", Group: "a", Count: last - first + 1, FirstSeq: first, LastSeq: last,
+			Offset: last, Reason: why}}
+	}
+	for _, tc := range []struct {
+		name  string
+		drops []opDrop
+		want  string // a part of the failure; "" for none
+	}{
+		{"one Drop of the range", []opDrop{drop(3, 5, reason)}, ""},
+		{"two runs of it", []opDrop{drop(3, 3, reason), drop(4, 5, reason)}, ""},
+		{"none", nil, "count 0 items, want the 3 unprocessed"},
+		{"part of it", []opDrop{drop(3, 4, reason)}, "count 2 items, want the 3 unprocessed"},
+		{"told twice", []opDrop{drop(3, 5, reason), drop(3, 5, reason)}, "was told the Drop of seqs 3-5 2 times"},
+		{"outside the range", []opDrop{drop(3, 6, reason)}, "lies outside what step 4 took"},
+		{"another reason", []opDrop{drop(3, 5, engine.ReleasedReason+"someone else")}, "that no release or seek took"},
+		{"a refused attempt's reason", []opDrop{drop(3, 5, reason), drop(6, 6, engine.ReleasedReason+"torture step 2: refused")},
+			"a Drop for an action the engine refused"},
+		{"a seq twice", []opDrop{drop(3, 4, reason), drop(4, 5, reason)}, "told seq 4 twice"},
+		{"not consecutive", []opDrop{{stream: "a", d: engine.Drop{Feed: "f", Group: "a", Count: 2, FirstSeq: 3, LastSeq: 5, Offset: 5,
+			Reason: reason}}}, "want a run of consecutive seqs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &opGroup{name: "a", workers: 1, changed: make(chan struct{}), entered: make([]atomic.Int32, 11),
+				handled: make([]atomic.Int32, 11), completed: make([]atomic.Int32, 11),
+				lost:      []opLoss{{step: 4, reason: reason, first: 3, last: 5, unprocessed: 3}},
+				refusedRs: []string{"torture step 2: refused"}}
+			eng, err := engine.New(engine.Config{Logger: quiet, Feeds: []engine.FeedConfig{{Name: "f", Policy: engine.Pause(), QueueSize: 8}, {Name: "push", Policy: engine.Pause(), QueueSize: 8}},
+				Groups: []engine.GroupConfig{{Name: "a", Feeds: []string{"f", "push"},
+					Processors: []engine.ProcessorConfig{{Name: "a", Processor: g, New: func() (core.Processor, error) { return g, nil }}}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fails []string
+			o := &opRun{n: 10, groups: []*opGroup{g}, eng: eng, f: eng.Feed("f"), push: eng.Feed("push"),
+				obs: &opObserver{drops: tc.drops}, fail: func(format string, args ...any) { fails = append(fails, fmt.Sprintf(format, args...)) }}
+			o.checkLosses(true)
+			got := strings.Join(fails, "\n")
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("the oracle said %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
