@@ -38,6 +38,7 @@ var engineProperties = []string{
 	"kill",          // a kill (Engine.Kill or the KillSwitch) commits exactly the contiguous dispatched prefix; the restart delivers the rest
 	"release",       // an operator release is a loss of exactly what the held queue had not completed; everything else is delivered
 	"lossstate",     // a never-drop binding's loss latches it until the operator clears it; a drop binding's degrades it until its quiet period passed
+	"operator",      // a drawn step list of publishes and operator actions (pause, resume, clear, release, seek, kill, and attempts refused): what is released or skipped is a recorded loss, everything else is delivered
 }
 
 func genEngine(r *rand.Rand) engineSpec {
@@ -47,9 +48,11 @@ func genEngine(r *rand.Rand) engineSpec {
 
 func (e engineSpec) dimensions() []string { return []string{"kind=engine", "engine=" + e.Property} }
 
-// checkEngine runs the engine scenario and returns what broke.
-func checkEngine(ctx context.Context, s scenarioSpec) []Violation {
+// checkEngine runs the engine scenario and returns what broke, and what
+// the scenario did (the operator property's steps, printed with a failure).
+func checkEngine(ctx context.Context, s scenarioSpec) ([]Violation, []string) {
 	var vs []Violation
+	var events []string
 	fail := func(format string, args ...any) {
 		vs = append(vs, Violation{Invariant: InvEngine, What: fmt.Sprintf(format, args...)})
 	}
@@ -74,13 +77,15 @@ func checkEngine(ctx context.Context, s scenarioSpec) []Violation {
 		err = releaseRun(ctx, e, fail)
 	case "lossstate":
 		err = lossStateRun(ctx, e, fail)
+	case "operator":
+		err = operatorRun(ctx, e, fail, func(ev string) { events = append(events, ev) })
 	default:
 		err = fmt.Errorf("unknown engine property %q", e.Property)
 	}
 	if err != nil {
 		fail("%s: %v", e.Property, err)
 	}
-	return vs
+	return vs, events
 }
 
 // quiet discards the engines' warnings (a scenario's stop cuts a fenced

@@ -333,7 +333,7 @@ func TestTwoHundredConsecutiveSeedsCoverEveryDimension(t *testing.T) {
 }
 
 // TestCoverResiduesAreDistinct: the engine properties' forced residues
-// (coverEngine and on, one per property) stay clear of the residues that
+// (engineResidue: one per property) stay clear of the residues that
 // force the other dimensions, and every residue is below coverEvery.
 func TestCoverResiduesAreDistinct(t *testing.T) {
 	used := map[int]string{}
@@ -352,11 +352,12 @@ func TestCoverResiduesAreDistinct(t *testing.T) {
 		claim(c, what)
 	}
 	for i, p := range engineProperties {
-		claim(coverEngine+i, "engine="+p)
+		claim(engineResidue(i), "engine="+p)
 	}
 	for i, p := range engineProperties {
-		if got := generate(uint64(coverEngine+i+coverEvery), Limits{}, Only{}); got.Kind != "engine" || got.Engine.Property != p {
-			t.Errorf("seed %d: kind %s engine %q, want engine=%s forced", coverEngine+i+coverEvery, got.Kind, got.Engine.Property, p)
+		seed := uint64(engineResidue(i) + coverEvery)
+		if got := generate(seed, Limits{}, Only{}); got.Kind != "engine" || got.Engine.Property != p {
+			t.Errorf("seed %d: kind %s engine %q, want engine=%s forced", seed, got.Kind, got.Engine.Property, p)
 		}
 	}
 }

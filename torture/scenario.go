@@ -208,8 +208,8 @@ func generate(seed uint64, lim Limits, only Only) scenarioSpec {
 		return s
 	case "engine":
 		s.Engine = genEngine(r)
-		if c >= coverEngine && c < coverEngine+len(engineProperties) && only.Kind == "" {
-			s.Engine.Property = engineProperties[c-coverEngine]
+		if p, ok := forcedProperty(c); ok && only.Kind == "" {
+			s.Engine.Property = p
 		}
 		return s
 	}
@@ -260,13 +260,13 @@ func genKind(r *rand.Rand, c int, only Only) string {
 		return only.Kind
 	case x < 3:
 		kind = "crashtest"
-	case x < 12:
+	case x < 7:
 		kind = "engine"
 	}
 	switch {
 	case c == coverCrashtest:
 		kind = "crashtest"
-	case c >= coverEngine && c < coverEngine+len(engineProperties):
+	case isForcedProperty(c):
 		kind = "engine"
 	case c == coverBacklog:
 		kind = "runs"
@@ -331,7 +331,7 @@ const (
 	coverEvery     = 40
 	coverBacklog   = 0 // a Kafka backlog and a second member joining
 	coverCrashtest = 1 // blackbox crashtest
-	coverEngine    = 2 // the engine scenarios, one property each from here: 2..9 (engineProperties, in order)
+	coverEngine    = 2 // the engine scenarios, one property each from here: 2..9 the first eight of engineProperties, in order
 
 	coverAliasPointer = 10 // a ledger with --state whose first run is given --pointer st.json#w1
 	coverAliasStatus  = 11 // ... --status st.json#w1
@@ -341,7 +341,31 @@ const (
 	coverRetention   = 14 // ... a partition's records deleted
 	coverDeleteTopic = 15 // ... the topic deleted and created again
 	coverBounce      = 16 // ... the broker stopped and started
+
+	coverEngineMore = 17 // the engine properties after the first eight (operator: 17), past the residues taken before they came
 )
+
+// engineResidue is the residue that forces engineProperties[i]: the
+// first eight from coverEngine, the later ones from coverEngineMore (so
+// that the seeds of the earlier scenarios keep reproducing them).
+func engineResidue(i int) int {
+	if first := coverAliasPointer - coverEngine; i >= first {
+		return coverEngineMore + i - first
+	}
+	return coverEngine + i
+}
+
+// forcedProperty is the engine property residue c forces, if any.
+func forcedProperty(c int) (string, bool) {
+	for i, p := range engineProperties {
+		if engineResidue(i) == c {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func isForcedProperty(c int) bool { _, ok := forcedProperty(c); return ok }
 
 func cover(seed uint64) int { return int(seed % coverEvery) }
 

@@ -270,7 +270,8 @@ func runScenario(ctx context.Context, cfg Config, s scenarioSpec) (vs []Violatio
 	defer sr.close()
 	switch s.Kind {
 	case "engine":
-		return checkEngine(ctx, s), nil, dir, nil
+		vs, events := checkEngine(ctx, s)
+		return vs, events, dir, nil
 	case "crashtest":
 		o := &oracle{sr: sr, ctx: ctx}
 		return o.checkCrashtest(), sr.events, dir, nil
