@@ -52,6 +52,12 @@ type runStatus struct {
 		Failures           int64 `json:"failures"`
 		CompletionFailures int64 `json:"completionFailures"`
 	} `json:"feeds"`
+	// Outbox is --out's: Undelivered counts the outputs recorded and
+	// committed that it could not deliver (the run stopped delivering:
+	// exit 3 whatever the engine says).
+	Outbox *struct {
+		Undelivered int64 `json:"undelivered"`
+	} `json:"outbox"`
 }
 
 // failed reports whether the run's app failed an item or a completion.

@@ -503,3 +503,42 @@ func lines(xs ...string) string {
 	}
 	return b.String()
 }
+
+// TestAnExitCodeAgreesWithTheStatusAndTheOutbox: a run's exit code is 0
+// exactly when its status is settled and lossless and its --out outbox
+// delivered everything it recorded and committed; an outbox that could not
+// deliver makes exit 3 the agreeing one (seed 1796228915133128372: a disk
+// full under --out).
+func TestAnExitCodeAgreesWithTheStatusAndTheOutbox(t *testing.T) {
+	status := func(settled, lossless bool, undelivered int64) *runStatus {
+		st := &runStatus{Settled: settled, Lossless: lossless}
+		if undelivered >= 0 {
+			st.Outbox = &struct {
+				Undelivered int64 `json:"undelivered"`
+			}{undelivered}
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name   string
+		exit   int
+		status *runStatus
+		agree  bool
+	}{
+		{"settled lossless, no --out, exit 0", 0, status(true, true, -1), true},
+		{"settled lossless, no --out, exit 3", 3, status(true, true, -1), false},
+		{"settled lossless, all delivered, exit 0", 0, status(true, true, 0), true},
+		{"settled lossless, 8 undelivered, exit 3", 3, status(true, true, 8), true},
+		{"settled lossless, 8 undelivered, exit 0", 0, status(true, true, 8), false},
+		{"not lossless, exit 3", 3, status(true, false, 0), true},
+		{"not settled, exit 0", 0, status(false, true, 0), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &oracle{}
+			o.checkExit(&outcome{index: 1, exit: tc.exit, status: tc.status}, "run 1")
+			if got := len(o.vs) == 0; got != tc.agree {
+				t.Errorf("agree = %v (%v), want %v", got, o.vs, tc.agree)
+			}
+		})
+	}
+}
