@@ -19,9 +19,9 @@ import (
 // TestJSONKeysAreStable: the JSON a command prints with --json (and the
 // status file run --status writes) is the stable interface docs/CLI.md
 // promises. Each command runs on a real run's files; the key paths of its
-// decoded JSON are compared with testdata/jsonkeys/NAME.txt. A key renamed,
-// moved or removed fails here: record it in CHANGELOG.md, then rewrite the
-// lists with -update.
+// decoded JSON are compared with testdata/jsonkeys/NAME.txt. A key added,
+// renamed, moved or removed fails here: record it in CHANGELOG.md, then
+// rewrite the lists with -update.
 func TestJSONKeysAreStable(t *testing.T) {
 	dir := t.TempDir()
 	p := func(name string) string { return filepath.Join(dir, name) }
@@ -51,9 +51,9 @@ func TestJSONKeysAreStable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Each command's JSON. data lists the paths of objects
-	// keyed by data (names of apps, options, row kinds), not by the
-	// interface: their keys are listed as *.
+	// Each command's JSON. data lists the paths of objects keyed by data
+	// (names of apps, options, row kinds), not by the interface: their
+	// keys are listed as *.
 	cases := []struct {
 		name string
 		data []string
@@ -67,8 +67,12 @@ func TestJSONKeysAreStable(t *testing.T) {
 			}
 			return b
 		}},
-		{"replay", []string{".processors[].options"}, func(t *testing.T) []byte { return stdout(t, "replay", p("a.csv"), "--json") }},
-		{"diff", []string{".processors[].optionsA", ".processors[].optionsB"}, func(t *testing.T) []byte { return stdout(t, "diff", p("a.csv"), p("b.csv"), "--json") }},
+		{"replay", []string{".processors[].options"}, func(t *testing.T) []byte {
+			return stdout(t, "replay", p("a.csv"), "--json")
+		}},
+		{"diff", []string{".processors[].optionsA", ".processors[].optionsB"}, func(t *testing.T) []byte {
+			return stdout(t, "diff", p("a.csv"), p("b.csv"), "--json")
+		}},
 		{"explain", []string{".runs[].counts"}, func(t *testing.T) []byte {
 			return stdout(t, "explain", p("a.csv"), "--pointer", p("a.txt.ptr"), "--json")
 		}},
