@@ -26,7 +26,8 @@ type Options struct {
 	// recordings' positioned inputs when they have only one.
 	Feed string
 	// Pointer is the committed position a file source's pointer file
-	// holds now (filesource.ReadPointer); nil for none.
+	// holds now: PositionOf(ptr.Epoch, ptr.Position()) of the ptr
+	// filesource.ReadPointer reads; nil for none.
 	Pointer *Position
 	// State is what the app's durable state holds now (core.Durable); nil
 	// for none.

@@ -3,6 +3,7 @@ package incident
 import (
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -116,14 +117,28 @@ type Ref struct {
 	Kind      store.Kind `json:"kind"`
 }
 
-// Position is where an input sits in its source: the epoch (position
-// space), the key (a Kafka partition; "" for a file) and the offset (for a
-// file, the byte offset just after its line).
+// Position is where an input sits in its source: a core.Position (the key:
+// a Kafka partition, "" for a file; the offset: for a file, the byte offset
+// just after its line) in the position space Epoch, as core.Delivery holds
+// them. PositionOf makes one from the engine's pair, and Position gives the
+// core.Position back: d.AlreadyApplied(p.Epoch, p.Position()). A plain
+// value.
 type Position struct {
 	Epoch  int64  `json:"epoch"`
 	Key    string `json:"key,omitempty"`
 	Offset int64  `json:"offset"`
 }
+
+// PositionOf is pos in the position space epoch: the pair a core.Delivery,
+// a core.DurableState, an engine.Commit or a file source's pointer
+// (filesource.Pointer's Epoch and Position) holds.
+func PositionOf(epoch int64, pos core.Position) Position {
+	return Position{Epoch: epoch, Key: pos.Key, Offset: pos.Offset}
+}
+
+// Position is p's key and offset as the engine's position type, without
+// its epoch (p.Epoch).
+func (p Position) Position() core.Position { return core.Position{Key: p.Key, Offset: p.Offset} }
 
 // Input is one input row of a run, with what it holds.
 type Input struct {

@@ -47,7 +47,7 @@ func (x *explainer) onDisk(opts Options) {
 		}
 	}
 	if s := opts.State; s != nil {
-		pos := Position{Epoch: s.Epoch, Key: s.Position.Key, Offset: s.Position.Offset}
+		pos := PositionOf(s.Epoch, s.Position)
 		od.State = &State{Applied: s.Applied, Position: pos}
 		od.StateInput = find(pos)
 		if od.StateInput == nil && s.Applied != 0 {

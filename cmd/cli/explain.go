@@ -78,7 +78,8 @@ recorded failure, a gap, a row that cannot be read, an unfinished last run).`,
 				if err != nil {
 					return &fileError{pointer, err}
 				}
-				opts.Pointer = &incident.Position{Epoch: p.Epoch, Offset: p.Offset}
+				at := incident.PositionOf(p.Epoch, p.Position())
+				opts.Pointer = &at
 			}
 			if state != "" {
 				if err := checkFile(state, "state", true); err != nil {

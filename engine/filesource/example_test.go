@@ -71,3 +71,60 @@ func ExampleParseStrategy() {
 	// Once_Latest: once-latest
 	// newest: unknown
 }
+
+// The pointer file's committed position is the engine's core.Position in
+// the pointer's epoch: an application compares it with a delivery, or
+// with the position its state saved, as it is. Here a committed run
+// processes three lines and stops (the stop commits what every group
+// processed); the pointer then holds the last line's position.
+func ExamplePointer_Position() {
+	dir, _ := os.MkdirTemp("", "filesource-example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "in.log")
+	os.WriteFile(path, []byte("a\nbb\nccc\n"), 0o644)
+
+	src, err := filesource.New(path, filesource.Options{}) // Committed, the pointer at in.log.ptr
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var last core.Delivery
+	done := make(chan struct{})
+	keep := core.ProcessorFunc(func(c *core.Cycle, ev any) error {
+		last = *c.Delivery() // a copy: the engine reuses the Delivery
+		if ev == "ccc" {
+			close(done)
+		}
+		return nil
+	})
+	e, err := engine.New(engine.Config{
+		Feeds:  []engine.FeedConfig{{Name: "in", Source: src, QueueSize: 16}},
+		Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: []engine.ProcessorConfig{{Name: "keep", Processor: keep}}}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	e.Start(ctx)
+	<-done
+	e.Stop(ctx)
+
+	ptr, err := filesource.ReadPointer(src.PointerPath())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("last line at", last.Position, "pointer at", ptr.Position())
+	fmt.Println("same epoch and position:", ptr.Epoch == last.Epoch && ptr.Position() == last.Position)
+	fmt.Println("a state saved through the pointer holds the last line:", last.AlreadyApplied(ptr.Epoch, ptr.Position()))
+	groups, _ := filesource.ReadGroupProgress(src.PointerPath())
+	for _, g := range groups {
+		fmt.Println("group", g.Group, "completed through", g.Position(), "same epoch:", g.Epoch == last.Epoch)
+	}
+	// Output:
+	// last line at 9 pointer at 9
+	// same epoch and position: true
+	// a state saved through the pointer holds the last line: true
+	// group g completed through 9 same epoch: true
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edsrzf/mmap-go"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 )
 
@@ -79,6 +80,12 @@ type Pointer struct {
 	Fingerprint    uint64
 }
 
+// Position is the committed offset as the engine's position type: the
+// position of the last line every group processed, in the position space
+// p.Epoch (a file's Key is ""). With p.Epoch it is what a state saved
+// through that line holds: d.AlreadyApplied(p.Epoch, p.Position()).
+func (p Pointer) Position() core.Position { return core.Position{Offset: p.Offset} }
+
 func (p Pointer) encode() []byte {
 	b := make([]byte, PointerSize)
 	p.put(b)
@@ -109,6 +116,11 @@ type GroupProgress struct {
 	Epoch  int64
 	Offset int64
 }
+
+// Position is the group's progress as the engine's position type: the
+// position of the last line of its completed prefix, in the position space
+// g.Epoch (a file's Key is ""), as engine.Intake.SkipCompleted takes it.
+func (g GroupProgress) Position() core.Position { return core.Position{Offset: g.Offset} }
 
 // putSlot writes g into slot (slotSize bytes), its check last.
 func putSlot(slot []byte, g GroupProgress) {
