@@ -170,6 +170,7 @@ type Feed struct {
 	downgradedPub      atomic.Int64
 	completionFailures atomic.Int64
 	failures           atomic.Int64
+	retries            atomic.Int64
 	acknowledged       atomic.Int64
 
 	lossMu sync.Mutex
@@ -186,6 +187,9 @@ type Feed struct {
 	// successful Commit (mu): they stay pending acknowledgements, so that a
 	// feed is never settled before its position is committed.
 	uncommitted int
+	// uncommittedAt is when the oldest of those was taken (mu; zero:
+	// not timed).
+	uncommittedAt time.Time
 
 	// waiting is set when TryPublish refused an item; a group that frees
 	// room in its queue then signals ready, so a paused source need not poll.
@@ -605,11 +609,13 @@ func (f *Feed) handOffBatch(items []any, pos []core.Position) int {
 	if f.committer != nil {
 		n = min(n, f.windowCap-f.win.Len())
 	}
+	at := f.takenAt(n > 0)
 	for i := range n {
 		f.seq++
 		after := b.q.PlacePositioned(items[i], f.seq, f.epoch, &pos[i])
 		if f.committer != nil {
-			f.win.Push(f.seq, f.epoch, pos[i], f.targets).After[0] = after
+			e := f.win.Push(f.seq, f.epoch, pos[i], f.targets)
+			e.After[0], e.At = after, at
 		}
 	}
 	if n > 0 {
@@ -658,8 +664,19 @@ func (f *Feed) commit(ctx context.Context, item any, pos *core.Position, push bo
 	if f.journal != nil {
 		jerr = f.journalled(ctx, func(jctx context.Context) error { return f.journal.Append(jctx, f.name, f.seq, item) })
 	}
-	f.place(f.seq, item, pos, push, jerr)
+	f.place(f.seq, item, pos, push, jerr, f.takenAt(pos != nil))
 	f.runDeferred(ctx)
+}
+
+// takenAt is when positioned items are taken now, for the age of the
+// oldest uncommitted one (FeedStatus.OldestUncommitted): the TimerClock's
+// time when timed is true and the feed commits (lock held), zero otherwise
+// (no clock read).
+func (f *Feed) takenAt(timed bool) time.Time {
+	if !timed || f.committer == nil {
+		return time.Time{}
+	}
+	return f.eng.cfg.TimerClock.Now()
 }
 
 // journalled runs a journal call under the lock (lock held): the items
@@ -716,8 +733,9 @@ func (f *Feed) commitJournalledBatch(jb JournalBatch, items []any, pos []core.Po
 	f.seq += int64(n)
 	ctx := context.Background()
 	jerr := f.journalled(ctx, func(jctx context.Context) error { return jb.AppendBatch(jctx, f.name, first, items[:n]) })
+	at := f.takenAt(true)
 	for i := range n {
-		f.place(first+int64(i), items[i], &pos[i], false, jerr)
+		f.place(first+int64(i), items[i], &pos[i], false, jerr, at)
 	}
 	f.runDeferred(ctx)
 	return n
@@ -739,9 +757,9 @@ func (f *Feed) admissible(n int) int {
 }
 
 // place places item seq (numbered, journalled: jerr is the journal's
-// error, if any) in the feed's queues (lock held). An item the journal
-// failed is lost for every queue.
-func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr error) {
+// error, if any; taken at: takenAt) in the feed's queues (lock held). An
+// item the journal failed is lost for every queue.
+func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr error, at time.Time) {
 	env := ring.Item{Value: item, Seq: seq}
 	var offset int64
 	if pos != nil {
@@ -752,6 +770,7 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 	var entry *window.Entry[*binding]
 	if pos != nil && f.committer != nil {
 		entry = f.win.Push(seq, f.epoch, *pos, targets)
+		entry.At = at
 	}
 	if jerr != nil {
 		for _, b := range targets {

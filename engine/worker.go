@@ -173,6 +173,7 @@ func (w *worker) dispatch(b *binding, e ring.Item, tok token) bool {
 			if !w.g.backoff() {
 				return w.cut(in)
 			}
+			b.feed.retries.Add(1)
 		}
 		in.Delivery = dv
 	}
