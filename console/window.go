@@ -50,8 +50,10 @@ var ErrStarting = errors.New("console: the source has not begun")
 type Recording struct {
 	// Rows counts the rows written, by kind (store.Kind).
 	Rows map[string]int64
-	// Appends counts the writes (each one batch of rows).
+	// Appends counts the writes (each one batch of rows); Batches counts
+	// them by their rows.
 	Appends int64
+	Batches Batches
 	// Bytes is the size of the recording's files on disk, -1 unknown.
 	Bytes int64
 }
@@ -103,6 +105,9 @@ type Config struct {
 	Partitions map[string]func() []Partition
 	// Files reports a file feed's skips (optional, by feed).
 	Files map[string]func() FileSkips
+	// StateSaves counts the durable saves of a group's app state
+	// (optional, by group: only for an app that saves its state).
+	StateSaves map[string]func() int64
 	// LiveAfter: /livez fails once the run loop has not beaten (Beat)
 	// for this long (default DefaultLiveAfter).
 	LiveAfter time.Duration

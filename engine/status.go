@@ -88,7 +88,7 @@ type FeedStatus struct {
 	// TimerClock: since the feed took it (a positioned feed that
 	// commits; a push feed commits nothing); 0, omitted, when none.
 	OldestUncommitted time.Duration `json:"oldestUncommittedNs,omitempty"`
-	Consumers   int `json:"consumers"`
+	Consumers         int           `json:"consumers"`
 	// Stalled says why a positioned feed holds its position and cannot
 	// complete, or that a consumer of any feed failed (an observer, the
 	// recorder, could not write: "consumer G/F failed: ..."), or that a

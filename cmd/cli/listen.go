@@ -167,6 +167,9 @@ func (s *opsServer) serve(stderr io.Writer, run *recorder.Run, files *runFiles, 
 			return console.FileSkips{HoleBytes: st.HoleBytes, Replaced: st.Replaced}
 		}}
 	}
+	if srcs.saves != nil {
+		wc.StateSaves = map[string]func() int64{groupName: srcs.saves.total}
+	}
 	if ks := srcs.kafka; ks != nil {
 		wc.Probes = map[string]console.Probe{feedName: func(ctx context.Context) error {
 			err := ks.Ping(ctx)

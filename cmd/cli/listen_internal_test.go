@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
+	"github.com/blackbox-audit/blackbox/internal/apps"
 )
 
 // --log-format json writes each warning as one JSON object with the run's
@@ -56,5 +59,42 @@ func TestUndrainedIsExitThree(t *testing.T) {
 	var ee *ExitError
 	if v := runVerdict(recordResult{Status: drained, Undrained: err}); !errors.As(v, &ee) || ee.Code != ExitIncomplete || !errors.Is(v, ErrUndrained) {
 		t.Errorf("runVerdict: %v, want exit %d wrapping ErrUndrained", v, ExitIncomplete)
+	}
+}
+
+// The window's state saves are the sum of every worker's instance's own
+// count of the writes of its state file (apps.Ledger.StateSaves): the
+// instances the run's builder made, each counted once.
+func TestSaveCountsSumTheWorkersSaves(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state.json")
+	build, _, err := appBuilder(apps.LedgerApp(), recordConfig{state: state, workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	saves := &saveCounts{}
+	build = saves.counting(build)
+	var hosts []*core.Host
+	for w := range 2 {
+		p, err := build(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, core.NewHost("ledger", p, core.NewStepClock(time.Unix(0, 0), time.Millisecond)))
+	}
+	for i, tc := range []struct {
+		worker int
+		line   string
+		want   int64
+	}{
+		{0, "a,1", 1},
+		{1, "b,2", 2},
+		{0, "a,3", 3},
+	} {
+		if tr := hosts[tc.worker].Handle(nil, tc.line); tr.Err != nil { // no delivery: saved at once
+			t.Fatal(tr.Err)
+		}
+		if got := saves.total(); got != tc.want {
+			t.Errorf("after line %d (%q on worker %d): %d saves, want %d", i+1, tc.line, tc.worker, got, tc.want)
+		}
 	}
 }

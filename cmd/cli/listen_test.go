@@ -146,7 +146,8 @@ func TestRunListenServesTheWindowAndRecordsEachAction(t *testing.T) {
 	}
 	code, body := c.get(t, console.PathMetrics)
 	if code != http.StatusOK || !strings.Contains(body, `blackbox_binding_loss_state{feed="input",group="main",state="UP"} 1`) ||
-		!strings.Contains(body, "# TYPE blackbox_recording_rows_total counter") {
+		!strings.Contains(body, "# TYPE blackbox_recording_rows_total counter") ||
+		!strings.Contains(body, "# TYPE blackbox_recording_batch_rows histogram") {
 		t.Errorf("metrics: %d\n%s", code, body)
 	}
 	code, body = c.get(t, console.PathStatus)

@@ -751,6 +751,8 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if err != nil {
 		return res, err
 	}
+	saves := &saveCounts{}
+	build = saves.counting(build)
 	proc, err := buildFirst(build)
 	if err != nil {
 		return res, err
@@ -799,6 +801,9 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	}
 	fsrc, _ := src.(*filesource.Source)
 	srcs := runSources{file: fsrc, kafka: ks}
+	if cfg.state != "" {
+		srcs.saves = saves
+	}
 	if ops != nil {
 		if err = ops.serve(c.stderr, run, files, srcs, c.clock, logger); err != nil {
 			run.Engine().Kill("the operator window could not start: " + err.Error())
@@ -811,10 +816,13 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 }
 
 // runSources is the run's source, as the one of its kind whose status the
-// run reports: the file source (--input) or the Kafka source (--kafka).
+// run reports: the file source (--input) or the Kafka source (--kafka);
+// and the app's counts of its state saves, which the window reports.
 type runSources struct {
 	file  *filesource.Source
 	kafka *kafkasource.Source
+	// saves counts the app's state saves (--state), nil without a state.
+	saves *saveCounts
 }
 
 // startErr is the error of a run that recorder.Start refused: a usage
