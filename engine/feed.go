@@ -365,11 +365,18 @@ func (w *wait) endAt(now time.Time) {
 type note struct {
 	level slog.Level
 	msg   string
+	attrs []slog.Attr // an item's (itemAttrs), if about one
 }
 
 // notef notes a log record, logged once the lock is let go (lock held).
 func (f *Feed) notef(level slog.Level, format string, args ...any) {
-	f.notes = append(f.notes, note{level, fmt.Sprintf(format, args...)})
+	f.notes = append(f.notes, note{level, fmt.Sprintf(format, args...), nil})
+}
+
+// noteItem notes a log record about an item, with its attributes
+// (itemAttrs), logged once the lock is let go (lock held).
+func (f *Feed) noteItem(level slog.Level, item []slog.Attr, format string, args ...any) {
+	f.notes = append(f.notes, note{level, fmt.Sprintf(format, args...), item})
 }
 
 // unlock lets go of the lock, then logs what was noted under it: a Logger
@@ -384,7 +391,7 @@ func (f *Feed) unlock() {
 	changed := len(f.changes) > 0
 	f.mu.Unlock()
 	for _, n := range notes {
-		f.eng.cfg.Logger.Log(context.Background(), n.level, "blackbox engine: "+n.msg)
+		f.eng.cfg.Logger.LogAttrs(context.Background(), n.level, "blackbox engine: "+n.msg, n.attrs...)
 	}
 	if changed {
 		f.deliverChanges()
@@ -761,10 +768,8 @@ func (f *Feed) admissible(n int) int {
 // item the journal failed is lost for every queue.
 func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr error, at time.Time) {
 	env := ring.Item{Value: item, Seq: seq}
-	var offset int64
 	if pos != nil {
 		env.Epoch, env.Pos, env.Positioned = f.epoch, *pos, true
-		offset = pos.Offset
 	}
 	targets := f.targets
 	var entry *window.Entry[*binding]
@@ -774,7 +779,7 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 	}
 	if jerr != nil {
 		for _, b := range targets {
-			b.mark(seq, offset, "journal: "+jerr.Error())
+			b.mark(seq, pos, "journal: "+jerr.Error())
 		}
 		f.win.Coalesce(entry)
 		return
@@ -786,7 +791,7 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 			continue
 		}
 		if b.fenced() && f.committer == nil {
-			b.mark(seq, offset, "group "+b.group.name+" fenced")
+			b.mark(seq, pos, "group "+b.group.name+" fenced")
 			continue
 		}
 		if b.q.Room() <= 0 {
@@ -797,7 +802,7 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 			fallback := push && b.policy.Kind != DropAfterSpinKind
 			if fallback {
 				if b.downgraded.Add(1) == 1 {
-					f.notef(slog.LevelWarn, "queue %s: first downgraded publish, feed %q seq %d: the %s queue was full and the publish may neither wait nor pause, so it falls back to a drop after the spin; later downgrades of this queue are counted in its status, not warned",
+					f.noteItem(slog.LevelWarn, itemAttrs(f.name, b.group.name, seq, pos), "queue %s: first downgraded publish, feed %q seq %d: the %s queue was full and the publish may neither wait nor pause, so it falls back to a drop after the spin; later downgrades of this queue are counted in its status, not warned",
 						b.name, f.name, seq, b.policy.Kind)
 				}
 				downgraded = true
@@ -807,7 +812,7 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 				if fallback {
 					reason += "; " + string(b.policy.Kind) + " not waited"
 				}
-				b.mark(seq, offset, reason)
+				b.mark(seq, pos, reason)
 				continue
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -49,7 +50,7 @@ func (o *opsConfig) flags(f *pflag.FlagSet) {
 	f.StringVar(&o.tokenFile, "control-token-file", "", "with --listen: a `FILE` of the operators' bearer tokens, one line NAME TOKEN each; without it the control endpoints are not served (404)")
 	f.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGINT or SIGTERM: /readyz fails at once, then the run goes on for this long before it stops reading")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "on a stop: how long the queue may drain before what is left stays uncommitted (exit 3 when it did not drain)")
-	f.StringVar(&o.logFormat, "log-format", logText, "the warnings on stderr: text or json (slog JSON, with the keys run, feed and group)")
+	f.StringVar(&o.logFormat, "log-format", logText, "the warnings on stderr: text or json (slog JSON, with the keys run, feed and group; seq and position for an item)")
 }
 
 // check refuses what cannot be honoured: a token file without --listen,
@@ -72,18 +73,30 @@ func (o opsConfig) check() error {
 // logger is the run's logger on w: the warnings as text lines, or as slog
 // JSON with the keys run (the recording's path), feed and group (the
 // names run gives them: the recording's source column and its STATE and
-// CONTROL rows' group).
+// CONTROL rows' group) and, for an engine's warning about an item, its seq
+// and position (the recording's key and offset: engine.LogPosition).
 func (o opsConfig) logger(w io.Writer, name, store string) *slog.Logger {
 	if o.logFormat != logJSON {
 		return slog.New(&warnHandler{w: w, name: name})
 	}
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})
-	return slog.New(&runFields{h: h, fields: []slog.Attr{slog.String("run", store), slog.String("feed", feedName), slog.String("group", groupName)}})
+	return slog.New(&runFields{h: h, fields: []slog.Attr{slog.String("run", store), slog.String(engine.LogFeed, feedName), slog.String(engine.LogGroup, groupName)}})
 }
 
-// runFields adds the run's fields to each record, first. A source's own
-// "group" (a Kafka consumer group) becomes "kafka_group": "group" is the
-// engine's group, as the recording names it. Safe for concurrent use.
+// kafkaLogger is the Kafka source's logger: in JSON its own "group" (the
+// consumer group) is written as "kafka_group", "group" being the engine's
+// group, as the recording names it.
+func (o opsConfig) kafkaLogger(l *slog.Logger) *slog.Logger {
+	if o.logFormat != logJSON {
+		return l
+	}
+	return slog.New(&kafkaGroup{h: l.Handler()})
+}
+
+// runFields adds the run's fields to each record, first, in their order; a
+// record's own attribute of a field's key (an engine's warning about an
+// item names its feed and group) takes the field's place. Safe for
+// concurrent use.
 type runFields struct {
 	h      slog.Handler
 	fields []slog.Attr
@@ -92,15 +105,24 @@ type runFields struct {
 func (r *runFields) Enabled(ctx context.Context, l slog.Level) bool { return r.h.Enabled(ctx, l) }
 
 func (r *runFields) Handle(ctx context.Context, rec slog.Record) error {
-	out := slog.NewRecord(rec.Time, rec.Level, rec.Message, rec.PC)
-	out.AddAttrs(r.fields...)
+	own := make(map[string]slog.Attr, rec.NumAttrs())
+	var rest []slog.Attr
 	rec.Attrs(func(a slog.Attr) bool {
-		if a.Key == "group" {
-			a.Key = "kafka_group"
+		if slices.ContainsFunc(r.fields, func(f slog.Attr) bool { return f.Key == a.Key }) {
+			own[a.Key] = a
+		} else {
+			rest = append(rest, a)
 		}
-		out.AddAttrs(a)
 		return true
 	})
+	out := slog.NewRecord(rec.Time, rec.Level, rec.Message, rec.PC)
+	for _, f := range r.fields {
+		if a, ok := own[f.Key]; ok {
+			f = a
+		}
+		out.AddAttrs(f)
+	}
+	out.AddAttrs(rest...)
 	return r.h.Handle(ctx, out)
 }
 
@@ -110,6 +132,39 @@ func (r *runFields) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (r *runFields) WithGroup(name string) slog.Handler {
 	return &runFields{h: r.h.WithGroup(name), fields: r.fields}
+}
+
+// kafkaGroup writes a record's "group" as "kafka_group". Safe for
+// concurrent use.
+type kafkaGroup struct{ h slog.Handler }
+
+func (k *kafkaGroup) Enabled(ctx context.Context, l slog.Level) bool { return k.h.Enabled(ctx, l) }
+
+func (k *kafkaGroup) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, rec.Message, rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(renameGroup(a))
+		return true
+	})
+	return k.h.Handle(ctx, out)
+}
+
+func (k *kafkaGroup) WithAttrs(as []slog.Attr) slog.Handler {
+	renamed := make([]slog.Attr, len(as))
+	for i, a := range as {
+		renamed[i] = renameGroup(a)
+	}
+	return &kafkaGroup{h: k.h.WithAttrs(renamed)}
+}
+
+func (k *kafkaGroup) WithGroup(name string) slog.Handler { return &kafkaGroup{h: k.h.WithGroup(name)} }
+
+// renameGroup is a with the key "kafka_group" for "group".
+func renameGroup(a slog.Attr) slog.Attr {
+	if a.Key == "group" {
+		a.Key = "kafka_group"
+	}
+	return a
 }
 
 // opsServer is the operator window's server: listening from before the

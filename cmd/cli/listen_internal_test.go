@@ -2,9 +2,10 @@ package cli
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
+	"log/slog"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -14,31 +15,53 @@ import (
 )
 
 // --log-format json writes each warning as one JSON object with the run's
-// keys first: run (the recording), feed and group (the engine's); a
-// source's own group attribute (a Kafka consumer group) is kafka_group.
-// Below Warn nothing is written, as in text.
+// keys first: run (the recording), feed and group (the engine's); an
+// engine's warning about an item has its own feed and group in their
+// place, then its seq and position; the Kafka source's own group attribute
+// (a consumer group) is kafka_group. Below Warn nothing is written, as in
+// text.
 func TestJSONLogsCarryTheRunsKeys(t *testing.T) {
-	var b bytes.Buffer
-	log := opsConfig{logFormat: logJSON}.logger(&b, "blackbox", "rec.csv")
-	log.Info("not a warning")
-	log.Warn("kafkasource: commit failed", "group", "consumers", "err", "broker down")
-	var got map[string]any
-	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
-		t.Fatalf("%q: %v", b.String(), err)
-	}
-	want := map[string]any{"level": "WARN", "msg": "kafkasource: commit failed", "run": "rec.csv", "feed": feedName,
-		"group": groupName, "kafka_group": "consumers", "err": "broker down"}
-	delete(got, "time")
-	if len(got) != len(want) {
-		t.Errorf("keys %v, want %v", got, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %v, want %v", k, got[k], v)
+	o := opsConfig{logFormat: logJSON}
+	item := []any{slog.String(engine.LogFeed, feedName), slog.String(engine.LogGroup, groupName), slog.Int64(engine.LogSeq, 3),
+		slog.Group(engine.LogPosition, slog.String("key", "orders/2"), slog.Int64("offset", 120))}
+	for _, tc := range []struct {
+		name string
+		log  func(l *slog.Logger)
+		want string
+	}{
+		{"below warn", func(l *slog.Logger) { l.Info("not a warning") }, ""},
+		{"a warning", func(l *slog.Logger) { l.Warn("stop: x", "err", "disk full") },
+			`{"level":"WARN","msg":"stop: x","run":"rec.csv","feed":"input","group":"main","err":"disk full"}`},
+		{"the engine's, of an item", func(l *slog.Logger) { l.Warn(`blackbox engine: feed "input" seq 3: failed`, item...) },
+			`{"level":"WARN","msg":"blackbox engine: feed \"input\" seq 3: failed","run":"rec.csv","feed":"input","group":"main","seq":3,"position":{"key":"orders/2","offset":120}}`},
+		{"the kafka source's", func(l *slog.Logger) {
+			o.kafkaLogger(l).Warn("kafkasource: commit failed", "group", "consumers", "err", "broker down")
+		}, `{"level":"WARN","msg":"kafkasource: commit failed","run":"rec.csv","feed":"input","group":"main","kafka_group":"consumers","err":"broker down"}`},
+		{"the kafka source's, With", func(l *slog.Logger) {
+			o.kafkaLogger(l).With("group", "consumers").Warn("kafkasource: lost", "partition", "orders/2")
+		}, `{"level":"WARN","msg":"kafkasource: lost","run":"rec.csv","feed":"input","group":"main","kafka_group":"consumers","partition":"orders/2"}`},
+	} {
+		var b bytes.Buffer
+		tc.log(o.logger(&b, "blackbox", "rec.csv"))
+		got := regexp.MustCompile(`"time":"[^"]*",`).ReplaceAllString(b.String(), "")
+		if want := tc.want + "\n"; tc.want == "" && got != "" || tc.want != "" && got != want {
+			t.Errorf("%s: %s want %s", tc.name, got, tc.want)
 		}
 	}
-	if n := bytes.Count(b.Bytes(), []byte("\n")); n != 1 {
-		t.Errorf("%d lines, want 1 (the warning)", n)
+}
+
+// In text, an engine's warning about an item is its message alone: the
+// item's attributes (its feed, group, seq, position) are in the message
+// already; other attributes follow it as key=value.
+func TestTextLogsLeaveOutTheEnginesItemAttributes(t *testing.T) {
+	var b bytes.Buffer
+	l := opsConfig{logFormat: logText}.logger(&b, "blackbox", "rec.csv")
+	l.Warn(`blackbox engine: feed "input" seq 3: failed`, slog.String(engine.LogFeed, feedName), slog.String(engine.LogGroup, groupName),
+		slog.Int64(engine.LogSeq, 3), slog.Group(engine.LogPosition, slog.String("key", ""), slog.Int64("offset", 120)))
+	l.Warn("kafkasource: commit failed", "group", "consumers")
+	want := "blackbox: warning: feed \"input\" seq 3: failed\nblackbox: warning: kafkasource: commit failed group=consumers\n"
+	if got := b.String(); got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 

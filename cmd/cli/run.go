@@ -855,7 +855,7 @@ func runSource(ctx context.Context, cfg recordConfig, logger *slog.Logger) (src 
 			return nil, nil, err
 		}
 	}
-	if ks, err = cfg.kafka.source(logger, cfg.follow); err != nil {
+	if ks, err = cfg.kafka.source(cfg.ops.kafkaLogger(logger), cfg.follow); err != nil {
 		return nil, nil, usagef("%v", err)
 	}
 	return ks, ks, nil
