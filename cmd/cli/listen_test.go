@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -239,6 +240,25 @@ func TestRunListenServesTheWindowAndRecordsEachAction(t *testing.T) {
 	code2, out := execute(t, context.Background(), "explain", filepath.Join(dir, "rec.csv"))
 	if code2 != cli.ExitOK || !strings.Contains(out, "operator actions: 2") || !strings.Contains(out, `alice: pause feed "input" group "main"`) {
 		t.Errorf("explain: exit %d\n%s", code2, out)
+	}
+	code2, out = execute(t, context.Background(), "replay", filepath.Join(dir, "rec.csv"))
+	if code2 != cli.ExitOK || !strings.Contains(out, "operator actions: 2 (CONTROL rows, not replayed)") ||
+		!regexp.MustCompile(`(?m)^  \S+ alice: pause feed "input" group "main" \(position \d+ -> \d+\): sink deploy \(CONTROL:\d+\)$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^  \S+ alice: resume feed "input" group "main" \(position \d+ -> \d+\): deployed \(CONTROL:\d+\)$`).MatchString(out) {
+		t.Errorf("replay: exit %d\n%s", code2, out)
+	}
+	code2, out = execute(t, context.Background(), "replay", "--json", filepath.Join(dir, "rec.csv"))
+	var rep struct {
+		Identical bool
+		Controls  []struct {
+			Action, Who, Reason, Feed, Group string
+			At                               time.Time
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); code2 != cli.ExitOK || err != nil || !rep.Identical || len(rep.Controls) != 2 ||
+		rep.Controls[0].Action != "pause" || rep.Controls[0].Who != "alice" || rep.Controls[0].Reason != "sink deploy" ||
+		rep.Controls[1].Action != "resume" || rep.Controls[1].Feed != "input" || rep.Controls[1].Group != "main" || rep.Controls[1].At.IsZero() {
+		t.Errorf("replay --json: exit %d (%v)\n%s", code2, err, out)
 	}
 }
 
