@@ -55,6 +55,7 @@ type recordConfig struct {
 	sink          sinkConfig // --sink kafka://BROKERS/TOPIC: the outbox's sink instead of --out
 	status        string
 	policy        engine.Policy
+	latch         engine.LatchRule // --latch: which losses latch the feed's binding
 	queue         int
 	delay         time.Duration
 	journal       bool
@@ -257,6 +258,7 @@ drain within --shutdown-timeout.`
 // runFlags are run's flags that are parsed into its recordConfig.
 type runFlags struct {
 	format, read, policy string
+	latch                string
 	spin, deadline       time.Duration
 	asJSON               bool
 	options              []string
@@ -324,6 +326,7 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.IntVar(&cfg.queue, "queue", 1024, "capacity of the processor's queue (with --kafka the default is --poll-records, a poll's records)")
 	f.DurationVar(&fl.spin, "spin", engine.DefaultSpin, "drop: how long a full queue is spun on before dropping")
 	f.DurationVar(&fl.deadline, "deadline", time.Second, "block: how long a publish waits for room before it is refused")
+	f.StringVar(&fl.latch, "latch", string(engine.LatchNeverDrop), "which losses latch the feed's binding, `RULE`: never-drop (a pause or block queue's loss), every-loss or nothing; a LATCHED binding stays so (/readyz 503) until blackbox ctl clear")
 	f.BoolVar(&cfg.journal, "journal", false, "journal the feed: inputs are recorded once as JOURNAL rows and indexed")
 	f.DurationVar(&cfg.delay, "delay", 0, "slow the processor down by this much per event (to watch a run, to test)")
 	f.StringVar(&cfg.runID, "run-id", "", "a postgres:// --store: the run's id (default: run= of the URL, else a new one, printed at start)")
@@ -359,6 +362,12 @@ func (fl *runFlags) parse(changed func(flag string) bool, cfg *recordConfig) err
 	}
 	if cfg.policy, err = parsePolicy(fl.policy, fl.spin, fl.deadline, changed("spin")); err != nil {
 		return err
+	}
+	switch r := engine.LatchRule(fl.latch); r {
+	case engine.LatchNeverDrop, engine.LatchEveryLoss, engine.LatchNothing:
+		cfg.latch = r
+	default:
+		return usagef("unknown --latch %q (want %s, %s or %s)", fl.latch, engine.LatchNeverDrop, engine.LatchEveryLoss, engine.LatchNothing)
 	}
 	if cfg.pointer == "" && !cfg.kafka.on() {
 		cfg.pointer = cfg.input + ".ptr"
@@ -780,7 +789,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	proc, newProc := workerProcs(proc, build, cfg.delay)
 	run, err := recorder.Start(ctx, recorder.RunConfig{
 		Store:         files.store,
-		Feed:          engine.FeedConfig{Name: feedName, Source: src, Policy: cfg.policy, QueueSize: cfg.queue},
+		Feed:          engine.FeedConfig{Name: feedName, Source: src, Policy: cfg.policy, QueueSize: cfg.queue, Latch: cfg.latch},
 		Journal:       cfg.journal,
 		Group:         groupName,
 		Processors:    []recorder.Processor{{Name: cfg.app, App: plan.app, Processor: proc, New: newProc, Options: recorded}},
@@ -873,6 +882,9 @@ func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run
 		failed = files.box.Failed()
 	}
 	win := ops.window()
+	if win != nil {
+		win.Beat() // the loop begins: /readyz is not "starting" for its first ProgressEvery
+	}
 	srcErr := run.Wait(ctx, recorder.WaitConfig{Follow: cfg.follow, Stop: failed, Progress: func(st engine.Status) {
 		if win != nil {
 			win.Beat()
