@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"strconv"
@@ -53,9 +54,10 @@ var (
 	descBytes       = desc("recording_bytes", "The size of the recording's files on disk.", nil)
 	descHoleBytes   = desc("file_hole_bytes_total", "NUL bytes a file source skipped as a hole a stale writer left: an intended skip, not a loss.", lFeed)
 	descReplaced    = desc("file_replaced_total", "Times a file source found its input replaced and read it from its start: not a loss by itself.", lFeed)
-	descKafkaLag    = desc("kafka_partition_lag", "The partition's high watermark minus the group's committed offset.", lPartition)
+	descKafkaLag    = desc("kafka_partition_lag", "The partition's end minus the group's committed offset: the end the brokers listed for the scrape, else its end at the last fetch.", lPartition)
 	descKafkaCommit = desc("kafka_partition_committed_offset", "The group's committed offset of the partition.", lPartition)
 	descKafkaHWM    = desc("kafka_partition_high_watermark", "The partition's end at the last fetch.", lPartition)
+	descKafkaEnd    = desc("kafka_partition_end_offset", "The partition's end the brokers listed for the scrape (its high watermark now).", lPartition)
 	descKafkaLost   = desc("kafka_partition_lost_records_total", "Records of the partition deleted before the group read them.", lPartition)
 )
 
@@ -84,7 +86,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		descDispatched, descQueued, descBlocked, descBlockedSec, descLossState, descFenced, descWorkers,
 		descInFlight, descGap, descGapMax, descGapBlocked, descOldest, descStale, descStateSaves, descKilled, descRows,
 		descAppends, descBatchRows, descBytes, descHoleBytes, descReplaced, descKafkaLag, descKafkaCommit, descKafkaHWM,
-		descKafkaLost} {
+		descKafkaEnd, descKafkaLost} {
 		ch <- d
 	}
 }
@@ -140,10 +142,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(descReplaced, float64(sk.Replaced), f.Feed)
 		}
 		if parts := c.w.cfg.Partitions[f.Feed]; parts != nil {
-			for _, p := range parts() {
+			ctx, cancel := context.WithTimeout(context.Background(), c.w.cfg.ProbeTimeout)
+			ps := parts(ctx)
+			cancel()
+			for _, p := range ps {
 				l := []string{f.Feed, p.Topic + "/" + strconv.Itoa(int(p.Partition))}
-				if p.Lag >= 0 {
-					gauge(descKafkaLag, float64(p.Lag), l...)
+				lag := p.Lag
+				if p.End >= 0 {
+					gauge(descKafkaEnd, float64(p.End), l...)
+					if p.Committed >= 0 {
+						lag = p.End - p.Committed
+					}
+				}
+				if lag >= 0 {
+					gauge(descKafkaLag, float64(lag), l...)
 				}
 				if p.Committed >= 0 {
 					gauge(descKafkaCommit, float64(p.Committed), l...)

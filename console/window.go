@@ -67,6 +67,9 @@ type Partition struct {
 	HighWatermark int64 // the partition's end at the last fetch, -1 unknown
 	Lag           int64 // HighWatermark minus Committed, -1 unknown
 	Lost          int64 // records deleted before they were read
+	// End is the partition's end the brokers listed for the scrape
+	// (kafkasource.Source.EndOffsets), -1 unknown (not listed in time).
+	End int64
 }
 
 // FileSkips is what a file source skipped or read again that is neither an
@@ -100,9 +103,10 @@ type Config struct {
 	Probes       map[string]Probe
 	ProbeTimeout time.Duration
 	// Recording reports the recorder's counts (optional); Partitions a
-	// feed's Kafka partitions (optional, by feed).
+	// feed's Kafka partitions (optional, by feed), ctx bounding what it
+	// asks the brokers (ProbeTimeout).
 	Recording  func() Recording
-	Partitions map[string]func() []Partition
+	Partitions map[string]func(ctx context.Context) []Partition
 	// Files reports a file feed's skips (optional, by feed).
 	Files map[string]func() FileSkips
 	// StateSaves counts the durable saves of a group's app state

@@ -56,8 +56,12 @@ func recording() console.Recording {
 }
 
 // partitions is one Kafka partition's standing.
-func partitions() []console.Partition {
-	return []console.Partition{{Topic: "events", Partition: 0, Committed: 5, HighWatermark: 20, Lag: 15, Lost: 1}}
+// partitions is two Kafka partitions' standing: one whose end the brokers
+// listed (its lag is measured from it), one whose end they did not (its
+// lag is the last fetch's).
+func partitions(context.Context) []console.Partition {
+	return []console.Partition{{Topic: "events", Partition: 0, Committed: 5, HighWatermark: 20, Lag: 15, Lost: 1, End: 26},
+		{Topic: "events", Partition: 1, Committed: 3, HighWatermark: 9, Lag: 6, End: -1}}
 }
 
 // The exposition of a run held in its first item is the
@@ -68,7 +72,7 @@ func TestMetricsExposition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := startRun(t, nil, func(c *console.Config) {
 			c.Recording = recording
-			c.Partitions = map[string]func() []console.Partition{"input": partitions}
+			c.Partitions = map[string]func(context.Context) []console.Partition{"input": partitions}
 			c.Files = map[string]func() console.FileSkips{"input": func() console.FileSkips { return console.FileSkips{HoleBytes: 4096, Replaced: 1} }}
 			c.StateSaves = map[string]func() int64{"g": func() int64 { return 2 }}
 		})
@@ -113,7 +117,7 @@ func TestOperationsDocListsEverySeries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := startRun(t, nil, func(c *console.Config) {
 			c.Recording = recording
-			c.Partitions = map[string]func() []console.Partition{"input": partitions}
+			c.Partitions = map[string]func(context.Context) []console.Partition{"input": partitions}
 			c.Files = map[string]func() console.FileSkips{"input": func() console.FileSkips { return console.FileSkips{} }}
 			c.StateSaves = map[string]func() int64{"g": func() int64 { return 0 }}
 		})

@@ -233,7 +233,7 @@ func (s *opsServer) serve(stderr io.Writer, run *recorder.Run, files *runFiles, 
 			}
 			return err
 		}}
-		wc.Partitions = map[string]func() []console.Partition{feedName: func() []console.Partition { return partitionsOf(ks) }}
+		wc.Partitions = map[string]func(context.Context) []console.Partition{feedName: func(ctx context.Context) []console.Partition { return partitionsOf(ctx, ks) }}
 	}
 	win, err := console.New(wc)
 	if err != nil {
@@ -288,12 +288,18 @@ func liveStatus(run *recorder.Run, files *runFiles, srcs runSources) statusJSON 
 	return st
 }
 
-// partitionsOf is the Kafka source's partitions for /metrics.
-func partitionsOf(ks *kafkasource.Source) []console.Partition {
+// partitionsOf is the Kafka source's partitions for /metrics, with the
+// ends the brokers list within ctx (-1 those they did not).
+func partitionsOf(ctx context.Context, ks *kafkasource.Source) []console.Partition {
+	ends, _ := ks.EndOffsets(ctx) // not listed: the ends stay unknown, the fetch's high watermarks stand
 	var out []console.Partition
 	for _, p := range ks.Status().Partitions {
+		end, ok := ends[p.Topic][p.Partition]
+		if !ok {
+			end = -1
+		}
 		out = append(out, console.Partition{Topic: p.Topic, Partition: p.Partition, Committed: p.Committed,
-			HighWatermark: p.HighWatermark, Lag: p.Lag, Lost: p.Lost})
+			HighWatermark: p.HighWatermark, Lag: p.Lag, Lost: p.Lost, End: end})
 	}
 	return out
 }

@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/blackbox-audit/blackbox/cmd/cli"
 	"github.com/blackbox-audit/blackbox/console"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -459,5 +462,63 @@ func TestReadyzIsLatchedUntilCtlClear(t *testing.T) {
 	want := []string{"STATE input/main UP -> LATCHED", "STATE input/main LATCHED -> UP", "CONTROL alice clear input/main: lines re-read from the source"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rows %q, want %q", got, want)
+	}
+}
+
+// A real `blackbox run --kafka --listen` whose processor holds its first
+// record (the source stops fetching once its queue is full): /metrics
+// lists each partition's end as the brokers have it at the scrape, also
+// after records the source never fetched were produced.
+func TestMetricsListTheKafkaPartitionsEndsAtTheScrape(t *testing.T) {
+	brokers, adm := kafkaTopic(t, "postings", 30)
+	dir := t.TempDir()
+	c := startListening(t, dir, "run", "--app", "ledger", "--kafka", brokers, "--topic", "postings", "--group", "g",
+		"--store", "rec.csv", "--follow", "--queue", "4", "--delay", "1h", "--listen", "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	endLines := func() []string {
+		t.Helper()
+		ends, err := adm.ListEndOffsets(ctx, "postings")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		ends.Each(func(o kadm.ListedOffset) {
+			want = append(want, fmt.Sprintf(`blackbox_kafka_partition_end_offset{feed="input",partition="postings/%d"} %d`, o.Partition, o.Offset))
+		})
+		return want
+	}
+	has := func(body string, lines []string) bool {
+		for _, l := range lines {
+			if !strings.Contains(body, l+"\n") {
+				return false
+			}
+		}
+		return true
+	}
+	want := endLines()
+	var body string
+	tick := time.NewTicker(5 * time.Millisecond) // the run is another process: no hook to wait on
+	defer tick.Stop()
+	for _, body = c.get(t, console.PathMetrics); !has(body, want); _, body = c.get(t, console.PathMetrics) {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("metrics do not list %q within a minute:\n%s", want, body)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.DefaultProduceTopic("postings"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 9 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(nil, "acct-%d", i), Value: []byte("acct,1")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want = endLines()
+	if _, body = c.get(t, console.PathMetrics); !has(body, want) {
+		t.Errorf("after 9 more records: metrics do not list %q:\n%s", want, body)
 	}
 }
