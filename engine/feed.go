@@ -313,7 +313,7 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 			f.waitRoom(ctx, deadline)
 			continue
 		}
-		f.commit(ctx, item, nil, true)
+		f.commit(ctx, item, nil, true, time.Time{})
 		w.end(f)
 		f.flush()
 		f.unlock()
@@ -466,7 +466,7 @@ func (f *Feed) tryPublish(item any, pos core.Position) bool {
 		return false
 	}
 	f.unpause()
-	f.commit(context.Background(), item, &pos, false)
+	f.commit(context.Background(), item, &pos, false, f.takenAt(true))
 	f.flush()
 	f.unlock()
 	return true
@@ -590,13 +590,14 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 	if jb, ok := f.journal.(JournalBatch); ok && n < len(items) {
 		return n + f.commitJournalledBatch(jb, items[n:], pos[n:])
 	}
+	at := f.takenAt(n < len(items)) // once for the batch: a clock read costs as much as a hand-off
 	for ; n < len(items); n++ {
 		if f.shut() || !f.admits() {
 			f.refuse()
 			return n
 		}
 		f.unpause()
-		f.commit(context.Background(), items[n], &pos[n], false)
+		f.commit(context.Background(), items[n], &pos[n], false, at)
 	}
 	return n
 }
@@ -664,14 +665,15 @@ func (f *Feed) flush() {
 // commit numbers, journals and places one item in its queues (lock held);
 // the caller flushes them before it lets go of the lock. push says the
 // item came from Publish, whose full PAUSE or non-waiting BLOCK queues fall
-// back to a drop after spin.
-func (f *Feed) commit(ctx context.Context, item any, pos *core.Position, push bool) {
+// back to a drop after spin; at is when a positioned item was taken
+// (takenAt).
+func (f *Feed) commit(ctx context.Context, item any, pos *core.Position, push bool, at time.Time) {
 	f.seq++
 	var jerr error
 	if f.journal != nil {
 		jerr = f.journalled(ctx, func(jctx context.Context) error { return f.journal.Append(jctx, f.name, f.seq, item) })
 	}
-	f.place(f.seq, item, pos, push, jerr, f.takenAt(pos != nil))
+	f.place(f.seq, item, pos, push, jerr, at)
 	f.runDeferred(ctx)
 }
 
@@ -852,7 +854,7 @@ func (f *Feed) runDeferred(ctx context.Context) {
 	for len(f.deferred) > 0 {
 		item := f.deferred[0]
 		f.deferred = f.deferred[1:]
-		f.commit(nctx, item, nil, true)
+		f.commit(nctx, item, nil, true, time.Time{})
 	}
 	f.deferred = nil
 }
