@@ -326,7 +326,7 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.IntVar(&cfg.queue, "queue", 1024, "capacity of the processor's queue (with --kafka the default is --poll-records, a poll's records)")
 	f.DurationVar(&fl.spin, "spin", engine.DefaultSpin, "drop: how long a full queue is spun on before dropping")
 	f.DurationVar(&fl.deadline, "deadline", time.Second, "block: how long a publish waits for room before it is refused")
-	f.StringVar(&fl.latch, "latch", string(engine.LatchNeverDrop), "which losses latch the feed's binding, `RULE`: never-drop (a pause or block queue's loss), every-loss or nothing; a LATCHED binding stays so (/readyz 503) until blackbox ctl clear")
+	f.StringVar(&fl.latch, "latch", string(engine.LatchNeverDrop), "which losses latch the feed's binding, `RULE`: never-drop (a pause or block queue's loss), every-loss or nothing; a LATCHED binding stays so (/readyz 503) until an operator clears it (ctl clear)")
 	f.BoolVar(&cfg.journal, "journal", false, "journal the feed: inputs are recorded once as JOURNAL rows and indexed")
 	f.DurationVar(&cfg.delay, "delay", 0, "slow the processor down by this much per event (to watch a run, to test)")
 	f.StringVar(&cfg.runID, "run-id", "", "a postgres:// --store: the run's id (default: run= of the URL, else a new one, printed at start)")
