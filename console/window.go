@@ -112,6 +112,9 @@ type Config struct {
 	// StateSaves counts the durable saves of a group's app state
 	// (optional, by group: only for an app that saves its state).
 	StateSaves map[string]func() int64
+	// Collectors are more collectors of the window's registry (optional:
+	// a Kafka client's own metrics), whose series they name and document.
+	Collectors []prometheus.Collector
 	// LiveAfter: /livez fails once the run loop has not beaten (Beat)
 	// for this long (default DefaultLiveAfter).
 	LiveAfter time.Duration
@@ -160,8 +163,10 @@ func New(cfg Config) (*Window, error) {
 	}
 	w := &Window{cfg: cfg, mux: http.NewServeMux(), reg: prometheus.NewRegistry(), born: cfg.Clock.Now(),
 		paused: map[string]time.Time{}}
-	if err := w.reg.Register(&collector{w: w}); err != nil {
-		return nil, fmt.Errorf("%w: metrics: %w", ErrConfig, err)
+	for _, c := range append([]prometheus.Collector{&collector{w: w}}, cfg.Collectors...) {
+		if err := w.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("%w: metrics: %w", ErrConfig, err)
+		}
 	}
 	w.mux.Handle("GET "+PathMetrics, promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{ErrorLog: slogErrorLog{cfg.Logger}}))
 	w.mux.HandleFunc("GET "+PathLivez, w.livez)

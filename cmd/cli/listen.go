@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/blackbox-audit/blackbox/console"
@@ -221,6 +222,9 @@ func (s *opsServer) serve(stderr io.Writer, run *recorder.Run, files *runFiles, 
 			st := fs.Status()
 			return console.FileSkips{HoleBytes: st.HoleBytes, Replaced: st.Replaced}
 		}}
+	}
+	if srcs.client != nil {
+		wc.Collectors = []prometheus.Collector{srcs.client}
 	}
 	if srcs.saves != nil {
 		wc.StateSaves = map[string]func() int64{groupName: srcs.saves.total}

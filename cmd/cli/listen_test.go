@@ -468,7 +468,8 @@ func TestReadyzIsLatchedUntilCtlClear(t *testing.T) {
 // A real `blackbox run --kafka --listen` whose processor holds its first
 // record (the source stops fetching once its queue is full): /metrics
 // lists each partition's end as the brokers have it at the scrape, also
-// after records the source never fetched were produced.
+// after records the source never fetched were produced; and the client's
+// own metrics (kprom: blackbox_kafka_client_*).
 func TestMetricsListTheKafkaPartitionsEndsAtTheScrape(t *testing.T) {
 	brokers, adm := kafkaTopic(t, "postings", 30)
 	dir := t.TempDir()
@@ -500,11 +501,15 @@ func TestMetricsListTheKafkaPartitionsEndsAtTheScrape(t *testing.T) {
 	var body string
 	tick := time.NewTicker(5 * time.Millisecond) // the run is another process: no hook to wait on
 	defer tick.Stop()
-	for _, body = c.get(t, console.PathMetrics); !has(body, want); _, body = c.get(t, console.PathMetrics) {
+	client := func(body string) bool { // the client connected and fetched
+		return regexp.MustCompile(`(?m)^blackbox_kafka_client_connects_total\{node_id="[^"]+"\} [1-9]`).MatchString(body) &&
+			regexp.MustCompile(`(?m)^blackbox_kafka_client_fetch_bytes_total\{node_id="[^"]+",topic="postings"\} [1-9]`).MatchString(body)
+	}
+	for _, body = c.get(t, console.PathMetrics); !has(body, want) || !client(body); _, body = c.get(t, console.PathMetrics) {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			t.Fatalf("metrics do not list %q within a minute:\n%s", want, body)
+			t.Fatalf("metrics do not list %q and the client's connections and bytes fetched within a minute:\n%s", want, body)
 		}
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.DefaultProduceTopic("postings"))

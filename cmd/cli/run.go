@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -749,7 +750,11 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		}
 	}()
 	logger := cfg.ops.logger(c.stderr, c.name, cfg.store)
-	src, ks, err := runSource(ctx, cfg, logger)
+	var cm *clientMetrics // the Kafka client's metrics, for the operator window
+	if cfg.kafka.on() && cfg.ops.listen != "" {
+		cm = newClientMetrics()
+	}
+	src, ks, err := runSource(ctx, cfg, logger, cm)
 	if err != nil {
 		return res, err
 	}
@@ -809,7 +814,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		return res, startErr(cfg.store, err)
 	}
 	fsrc, _ := src.(*filesource.Source)
-	srcs := runSources{file: fsrc, kafka: ks}
+	srcs := runSources{file: fsrc, kafka: ks, client: cm}
 	if cfg.state != "" {
 		srcs.saves = saves
 	}
@@ -830,8 +835,11 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 type runSources struct {
 	file  *filesource.Source
 	kafka *kafkasource.Source
-	// saves counts the app's state saves (--state), nil without a state.
-	saves *saveCounts
+	// saves counts the app's state saves (--state), nil without a state;
+	// client is the Kafka client's metrics, nil without --kafka and
+	// --listen.
+	saves  *saveCounts
+	client *clientMetrics
 }
 
 // startErr is the error of a run that recorder.Start refused: a usage
@@ -849,8 +857,9 @@ func startErr(path string, err error) error {
 
 // runSource is the run's source: a Kafka consumer group's (ks too: the
 // caller closes it after the run, once the engine's last commit is made;
-// without --follow its topic must exist) or the input file's.
-func runSource(ctx context.Context, cfg recordConfig, logger *slog.Logger) (src source, ks *kafkasource.Source, err error) {
+// without --follow its topic must exist; its client feeds cm, when not
+// nil) or the input file's.
+func runSource(ctx context.Context, cfg recordConfig, logger *slog.Logger, cm *clientMetrics) (src source, ks *kafkasource.Source, err error) {
 	if !cfg.kafka.on() {
 		fsrc, err := filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logger: logger,
 			MaxLine: cfg.maxLine, Rotated: cfg.rotated})
@@ -864,7 +873,11 @@ func runSource(ctx context.Context, cfg recordConfig, logger *slog.Logger) (src 
 			return nil, nil, err
 		}
 	}
-	if ks, err = cfg.kafka.source(cfg.ops.kafkaLogger(logger), cfg.follow); err != nil {
+	var client []kgo.Opt
+	if cm != nil {
+		client = append(client, cm.hooks())
+	}
+	if ks, err = cfg.kafka.source(cfg.ops.kafkaLogger(logger), cfg.follow, client...); err != nil {
 		return nil, nil, usagef("%v", err)
 	}
 	return ks, ks, nil
