@@ -10,7 +10,8 @@ import (
 
 // The attributes of the engine's warnings that concern one item (a
 // processor that failed it every try, a completion skipped, the first
-// drop or downgraded publish of a queue, a dispatch a stop or a kill cut):
+// drop or downgraded publish of a queue, a dispatch a stop or a kill cut, a
+// worker stalled on it):
 // its feed, its group (the queue's, or the worker's), its sequence and,
 // for an item with a source position, that position as a recording has
 // it: a group of the position's key and offset. The message names them

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -99,6 +101,33 @@ func TestAnItemsWarningCarriesItsFeedGroupSeqAndPosition(t *testing.T) {
 			if b, _ := json.Marshal(got[0]); string(b) != tc.want {
 				t.Errorf("%q: attributes %s, want %s", tc.msg, b, tc.want)
 			}
+		}
+	})
+}
+
+// A stall's warning carries its item's attributes too: the held item of
+// a worker past StallAfter, with its source position.
+func TestAStallsWarningCarriesItsItem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &jsonLogs{}
+		h := newHoldBack(2)
+		defer h.release(2)
+		e := start(t, engine.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil)), DrainTimeout: time.Second,
+			Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 64}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Workers: 2, StallAfter: time.Second,
+				Key:        func(item any) string { return fmt.Sprint(item) },
+				Processors: []engine.ProcessorConfig{{Name: "p", New: h.processor()}}}}})
+		f := e.Feed("in")
+		f.Intake().SetCommitter(&committer{})
+		publishAll(t, f, 1, 2)
+		testutil.Advance(2 * time.Second)
+		got := logs.with(t, `group "g" stalled`)
+		want := `{"feed":"in","group":"g","position":{"key":"","offset":2},"seq":2}`
+		if len(got) != 1 {
+			t.Fatalf("%d stall warnings, want 1:\n%s", len(got), logs.b.String())
+		}
+		if b, _ := json.Marshal(got[0]); string(b) != want {
+			t.Errorf("attributes %s, want %s", b, want)
 		}
 	})
 }
