@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"strconv"
@@ -21,6 +22,8 @@ var (
 	descRead        = desc("feed_items_read_total", "Items the feed's source published: the feed's head, its last sequence.", lFeed)
 	descCommitted   = desc("feed_items_committed_total", "Items committed to the source: the feed's committed position, its highest sequence committed.", lFeed)
 	descPending     = desc("feed_uncommitted_items", "Items read and not committed yet.", lFeed)
+	descPendingAge  = desc("feed_oldest_uncommitted_age_seconds", "The age of the oldest item read and not committed yet, since the feed took it; 0 when none (a feed that commits).", lFeed)
+	descRetries     = desc("feed_retries_total", "A processor's tries of an item after a failed one (the items that then failed every try included).", lFeed)
 	descFailed      = desc("feed_items_failed_total", "Items skipped after a processor's retries ran out (a loss).", lFeed)
 	descCompFailed  = desc("feed_completion_failures_total", "Completion callbacks skipped after their retries (a loss).", lFeed)
 	descLost        = desc("feed_lost_items_total", "Items lost, by reason: dropped, refused, released and the source's reasons (oversized, unread, retention ...).", []string{"feed", "reason"})
@@ -43,15 +46,18 @@ var (
 	descGapBlocked  = desc("group_gap_blocked_seconds_total", "Time the group waited with a queue's gap full.", lGroup)
 	descOldest      = desc("group_oldest_pending_sequence", "The feed sequence of the oldest item taken and not completed, 0 when none (groups of several workers).", lGroup)
 	descStale       = desc("group_stale_tokens_total", "Completions refused for a stale token (a released or skipped item).", lGroup)
+	descStateSaves  = desc("group_state_saves_total", "Durable saves of the group's app state (--state): writes of the state file that succeeded.", lGroup)
 	descKilled      = desc("killed", "1 once the run was killed, 0 otherwise.", nil)
 	descRows        = desc("recording_rows_total", "Rows written to the recording, by kind.", []string{"kind"})
 	descAppends     = desc("recording_appends_total", "Writes to the recording (each a batch of rows).", nil)
+	descBatchRows   = desc("recording_batch_rows", "Rows per write to the recording (its batch sizes).", nil)
 	descBytes       = desc("recording_bytes", "The size of the recording's files on disk.", nil)
 	descHoleBytes   = desc("file_hole_bytes_total", "NUL bytes a file source skipped as a hole a stale writer left: an intended skip, not a loss.", lFeed)
 	descReplaced    = desc("file_replaced_total", "Times a file source found its input replaced and read it from its start: not a loss by itself.", lFeed)
-	descKafkaLag    = desc("kafka_partition_lag", "The partition's high watermark minus the group's committed offset.", lPartition)
+	descKafkaLag    = desc("kafka_partition_lag", "The partition's end minus the group's committed offset: the end the brokers listed for the scrape, else its end at the last fetch.", lPartition)
 	descKafkaCommit = desc("kafka_partition_committed_offset", "The group's committed offset of the partition.", lPartition)
 	descKafkaHWM    = desc("kafka_partition_high_watermark", "The partition's end at the last fetch.", lPartition)
+	descKafkaEnd    = desc("kafka_partition_end_offset", "The partition's end the brokers listed for the scrape (its high watermark now).", lPartition)
 	descKafkaLost   = desc("kafka_partition_lost_records_total", "Records of the partition deleted before the group read them.", lPartition)
 )
 
@@ -75,11 +81,12 @@ var lossStates = []engine.LossState{engine.LossUp, engine.LossDegraded, engine.L
 type collector struct{ w *Window }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRead, descCommitted, descPending, descFailed,
+	for _, d := range []*prometheus.Desc{descRead, descCommitted, descPending, descPendingAge, descRetries, descFailed,
 		descCompFailed, descLost, descDowngraded, descPaused, descPauses, descPausedSec, descSettled, descLossless,
 		descDispatched, descQueued, descBlocked, descBlockedSec, descLossState, descFenced, descWorkers,
-		descInFlight, descGap, descGapMax, descGapBlocked, descOldest, descStale, descKilled, descRows, descAppends,
-		descBytes, descHoleBytes, descReplaced, descKafkaLag, descKafkaCommit, descKafkaHWM, descKafkaLost} {
+		descInFlight, descGap, descGapMax, descGapBlocked, descOldest, descStale, descStateSaves, descKilled, descRows,
+		descAppends, descBatchRows, descBytes, descHoleBytes, descReplaced, descKafkaLag, descKafkaCommit, descKafkaHWM,
+		descKafkaEnd, descKafkaLost} {
 		ch <- d
 	}
 }
@@ -96,6 +103,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRead, float64(f.Sequence), f.Feed)
 		counter(descCommitted, float64(f.Acknowledged), f.Feed)
 		gauge(descPending, float64(f.PendingAcks), f.Feed)
+		if c.w.cfg.Engine.Feed(f.Feed).Commits() {
+			gauge(descPendingAge, f.OldestUncommitted.Seconds(), f.Feed)
+		}
+		counter(descRetries, float64(f.Retries), f.Feed)
 		counter(descFailed, float64(f.Failures), f.Feed)
 		counter(descCompFailed, float64(f.CompletionFailures), f.Feed)
 		losses := map[string]int64{"dropped": f.Dropped, "refused": f.Refused, "released": f.Released}
@@ -131,10 +142,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(descReplaced, float64(sk.Replaced), f.Feed)
 		}
 		if parts := c.w.cfg.Partitions[f.Feed]; parts != nil {
-			for _, p := range parts() {
+			ctx, cancel := context.WithTimeout(context.Background(), c.w.cfg.ProbeTimeout)
+			ps := parts(ctx)
+			cancel()
+			for _, p := range ps {
 				l := []string{f.Feed, p.Topic + "/" + strconv.Itoa(int(p.Partition))}
-				if p.Lag >= 0 {
-					gauge(descKafkaLag, float64(p.Lag), l...)
+				lag := p.Lag
+				if p.End >= 0 {
+					gauge(descKafkaEnd, float64(p.End), l...)
+					if p.Committed >= 0 {
+						lag = p.End - p.Committed
+					}
+				}
+				if lag >= 0 {
+					gauge(descKafkaLag, float64(lag), l...)
 				}
 				if p.Committed >= 0 {
 					gauge(descKafkaCommit, float64(p.Committed), l...)
@@ -150,6 +171,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descFenced, b2f(g.Fenced), g.Group)
 		gauge(descWorkers, float64(g.Workers), g.Group)
 		counter(descStale, float64(g.StaleTokens), g.Group)
+		if saves := c.w.cfg.StateSaves[g.Group]; saves != nil {
+			counter(descStateSaves, float64(saves()), g.Group)
+		}
 		if g.Workers > 1 { // the engine keeps these for groups of several workers only
 			gauge(descInFlight, float64(g.InFlight), g.Group)
 			gauge(descGap, float64(g.Gap), g.Group)
@@ -165,6 +189,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(descRows, float64(rec.Rows[k]), k)
 		}
 		counter(descAppends, float64(rec.Appends))
+		n, sum, buckets := rec.Batches.cumulative()
+		ch <- prometheus.MustNewConstHistogram(descBatchRows, n, sum, buckets)
 		if rec.Bytes >= 0 {
 			gauge(descBytes, float64(rec.Bytes))
 		}
@@ -176,4 +202,35 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// batchBounds are the upper bounds of recording_batch_rows' buckets (rows
+// per write).
+var batchBounds = [...]float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
+
+// Batches is a histogram of the rows per write to a recording (its batch
+// sizes): Recording.Batches. The zero value is empty. Not safe for
+// concurrent use: its owner's lock guards it; a plain value, copied to be
+// read.
+type Batches struct {
+	counts [len(batchBounds) + 1]uint64 // per bucket, the last one past every bound
+	rows   uint64
+}
+
+// Add counts one write of rows rows.
+func (b *Batches) Add(rows int) {
+	i, _ := slices.BinarySearch(batchBounds[:], float64(rows)) // the first bound at or above rows
+	b.counts[i]++
+	b.rows += uint64(max(rows, 0))
+}
+
+// cumulative is the histogram as Prometheus has it: the writes, the rows
+// and, per bound, the writes of at most that many rows.
+func (b Batches) cumulative() (n uint64, sum float64, buckets map[float64]uint64) {
+	buckets = make(map[float64]uint64, len(batchBounds))
+	for i, le := range batchBounds {
+		n += b.counts[i]
+		buckets[le] = n
+	}
+	return n + b.counts[len(batchBounds)], float64(b.rows), buckets
 }

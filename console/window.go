@@ -50,8 +50,10 @@ var ErrStarting = errors.New("console: the source has not begun")
 type Recording struct {
 	// Rows counts the rows written, by kind (store.Kind).
 	Rows map[string]int64
-	// Appends counts the writes (each one batch of rows).
+	// Appends counts the writes (each one batch of rows); Batches counts
+	// them by their rows.
 	Appends int64
+	Batches Batches
 	// Bytes is the size of the recording's files on disk, -1 unknown.
 	Bytes int64
 }
@@ -65,6 +67,9 @@ type Partition struct {
 	HighWatermark int64 // the partition's end at the last fetch, -1 unknown
 	Lag           int64 // HighWatermark minus Committed, -1 unknown
 	Lost          int64 // records deleted before they were read
+	// End is the partition's end the brokers listed for the scrape
+	// (kafkasource.Source.EndOffsets), -1 unknown (not listed in time).
+	End int64
 }
 
 // FileSkips is what a file source skipped or read again that is neither an
@@ -98,11 +103,18 @@ type Config struct {
 	Probes       map[string]Probe
 	ProbeTimeout time.Duration
 	// Recording reports the recorder's counts (optional); Partitions a
-	// feed's Kafka partitions (optional, by feed).
+	// feed's Kafka partitions (optional, by feed), ctx bounding what it
+	// asks the brokers (ProbeTimeout).
 	Recording  func() Recording
-	Partitions map[string]func() []Partition
+	Partitions map[string]func(ctx context.Context) []Partition
 	// Files reports a file feed's skips (optional, by feed).
 	Files map[string]func() FileSkips
+	// StateSaves counts the durable saves of a group's app state
+	// (optional, by group: only for an app that saves its state).
+	StateSaves map[string]func() int64
+	// Collectors are more collectors of the window's registry (optional:
+	// a Kafka client's own metrics), whose series they name and document.
+	Collectors []prometheus.Collector
 	// LiveAfter: /livez fails once the run loop has not beaten (Beat)
 	// for this long (default DefaultLiveAfter).
 	LiveAfter time.Duration
@@ -151,8 +163,10 @@ func New(cfg Config) (*Window, error) {
 	}
 	w := &Window{cfg: cfg, mux: http.NewServeMux(), reg: prometheus.NewRegistry(), born: cfg.Clock.Now(),
 		paused: map[string]time.Time{}}
-	if err := w.reg.Register(&collector{w: w}); err != nil {
-		return nil, fmt.Errorf("%w: metrics: %w", ErrConfig, err)
+	for _, c := range append([]prometheus.Collector{&collector{w: w}}, cfg.Collectors...) {
+		if err := w.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("%w: metrics: %w", ErrConfig, err)
+		}
 	}
 	w.mux.Handle("GET "+PathMetrics, promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{ErrorLog: slogErrorLog{cfg.Logger}}))
 	w.mux.HandleFunc("GET "+PathLivez, w.livez)

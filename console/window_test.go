@@ -48,25 +48,38 @@ func golden(t *testing.T, name string, got []byte) {
 
 // recording is a Recording of fixed counts.
 func recording() console.Recording {
-	return console.Recording{Rows: map[string]int64{"META": 1, "START": 1, "INLINE": 5}, Appends: 3, Bytes: 4096}
+	r := console.Recording{Rows: map[string]int64{"META": 1, "START": 1, "INLINE": 5}, Appends: 3, Bytes: 4096}
+	for _, rows := range []int{1, 1, 5} {
+		r.Batches.Add(rows)
+	}
+	return r
 }
 
 // partitions is one Kafka partition's standing.
-func partitions() []console.Partition {
-	return []console.Partition{{Topic: "events", Partition: 0, Committed: 5, HighWatermark: 20, Lag: 15, Lost: 1}}
+// partitions is two Kafka partitions' standing: one whose end the brokers
+// listed (its lag is measured from it), one whose end they did not (its
+// lag is the last fetch's).
+func partitions(context.Context) []console.Partition {
+	return []console.Partition{{Topic: "events", Partition: 0, Committed: 5, HighWatermark: 20, Lag: 15, Lost: 1, End: 26},
+		{Topic: "events", Partition: 1, Committed: 3, HighWatermark: 9, Lag: 6, End: -1}}
 }
 
 // The exposition of a run held in its first item is the
 // golden one, byte for byte (a synctest bubble and a manual clock: every
-// figure is the same each run), and lints clean.
+// figure is the same each run), and lints clean. The bubble's clock moves
+// 3s after the source published: the oldest uncommitted item is 3s old.
 func TestMetricsExposition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := startRun(t, nil, func(c *console.Config) {
 			c.Recording = recording
-			c.Partitions = map[string]func() []console.Partition{"input": partitions}
+			c.Partitions = map[string]func(context.Context) []console.Partition{"input": partitions}
 			c.Files = map[string]func() console.FileSkips{"input": func() console.FileSkips { return console.FileSkips{HoleBytes: 4096, Replaced: 1} }}
+			c.StateSaves = map[string]func() int64{"g": func() int64 { return 2 }}
 		})
 		synctest.Wait() // the source published 1-20; p waits in 1
+		// The bubble's clock moves 3s (no wall time).
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
 		r.w.Beat()
 		code, body := r.get(t, console.PathMetrics)
 		if code != http.StatusOK {
@@ -84,29 +97,29 @@ func TestMetricsExposition(t *testing.T) {
 }
 
 // Every series the exposition can have is in docs/OPERATIONS.md, and the
-// document names no series the window does not have.
+// document's section on the window names no series the window does not
+// have (the rest of it names other things blackbox_: PostgreSQL tables).
 func TestOperationsDocListsEverySeries(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "docs", "OPERATIONS.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The metrics section only: the document's other sections name other
-	// things blackbox_ (the PostgreSQL store's tables).
-	_, section, ok := strings.Cut(string(doc), "\n## Metrics: `/metrics`")
+	_, window, ok := strings.Cut(string(doc), "\n## The operator window of a run\n")
 	if !ok {
-		t.Fatal("docs/OPERATIONS.md has no section \"## Metrics: `/metrics`\"")
+		t.Fatal("docs/OPERATIONS.md has no section on the operator window")
 	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	window, _, _ = strings.Cut(window, "\n## PostgreSQL store\n")
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("`(blackbox_[a-z_]+)`").FindAllStringSubmatch(section, -1) {
+	for _, m := range regexp.MustCompile("`(blackbox_[a-z_]+)`").FindAllStringSubmatch(window, -1) {
 		documented[m[1]] = true
 	}
 	var have []string
 	synctest.Test(t, func(t *testing.T) {
 		r := startRun(t, nil, func(c *console.Config) {
 			c.Recording = recording
-			c.Partitions = map[string]func() []console.Partition{"input": partitions}
+			c.Partitions = map[string]func(context.Context) []console.Partition{"input": partitions}
 			c.Files = map[string]func() console.FileSkips{"input": func() console.FileSkips { return console.FileSkips{} }}
+			c.StateSaves = map[string]func() int64{"g": func() int64 { return 0 }}
 		})
 		synctest.Wait()
 		_, body := r.get(t, console.PathMetrics)

@@ -50,7 +50,10 @@ func (f *Feed) pollAcks() (int, error) {
 		f.gacks = f.groupAcks(f.gacks[:0]) // before the due entries leave the window
 	}
 	acks := f.win.PopDue(f.acks[:0])
-	if c != nil {
+	if c != nil && len(acks) > 0 {
+		if f.uncommitted == 0 {
+			f.uncommittedAt = acks[0].At
+		}
 		f.uncommitted += len(acks)
 	}
 	pending := f.uncommitted

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine/internal/ring"
 )
 
@@ -82,10 +83,17 @@ type dropMark struct {
 	reason   string
 }
 
-// mark records a drop at the queue's current producer position (feed lock held).
-func (b *binding) mark(seq, offset int64, reason string) {
+// mark records a drop of item seq (at its position, nil for an item without a
+// source position) at the queue's current producer position (feed lock
+// held).
+func (b *binding) mark(seq int64, at *core.Position, reason string) {
+	var offset int64
+	if at != nil {
+		offset = at.Offset
+	}
 	if b.dropped.Add(1) == 1 {
-		b.feed.notef(slog.LevelWarn, "queue %s: first drop, feed %q seq %d: %s; later drops of this queue are counted in its status, not warned",
+		b.feed.noteItem(slog.LevelWarn, itemAttrs(b.feed.name, b.group.name, seq, at),
+			"queue %s: first drop, feed %q seq %d: %s; later drops of this queue are counted in its status, not warned",
 			b.name, b.feed.name, seq, reason)
 	}
 	b.feed.lose(b, reason)

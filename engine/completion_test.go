@@ -177,8 +177,8 @@ func TestAPanicIsAFailureOfTheItemNeverACrash(t *testing.T) {
 		if len(failed) != 1 || !errors.As(failed[0], &pe) || calls != 3 {
 			t.Fatalf("failures %v calls %d: want one *PanicError, then a retry and the next item", failed, calls)
 		}
-		if st := e.Status().Feeds[0]; st.Failures != 0 {
-			t.Fatalf("failures %d after a successful retry", st.Failures)
+		if st := e.Status().Feeds[0]; st.Failures != 0 || st.Retries != 1 {
+			t.Fatalf("failures %d retries %d after a successful retry, want 0 and 1", st.Failures, st.Retries)
 		}
 	})
 }
@@ -197,8 +197,8 @@ func TestAnExhaustedFailureSkipsTheItemAndItIsAcknowledged(t *testing.T) {
 		f.Intake().SetCommitter(c)
 		publishAll(t, f, 1, 3)
 		settleCommit(t, f, c, 3)
-		if st := f.Status(); st.Failures != 3 || st.Lossless {
-			t.Fatalf("failures %d lossless %v, want 3 false", st.Failures, st.Lossless)
+		if st := f.Status(); st.Failures != 3 || st.Retries != 3 || st.Lossless {
+			t.Fatalf("failures %d retries %d lossless %v, want 3 (one retry of each item) 3 false", st.Failures, st.Retries, st.Lossless)
 		}
 	})
 }

@@ -170,6 +170,7 @@ type Feed struct {
 	downgradedPub      atomic.Int64
 	completionFailures atomic.Int64
 	failures           atomic.Int64
+	retries            atomic.Int64
 	acknowledged       atomic.Int64
 
 	lossMu sync.Mutex
@@ -186,6 +187,9 @@ type Feed struct {
 	// successful Commit (mu): they stay pending acknowledgements, so that a
 	// feed is never settled before its position is committed.
 	uncommitted int
+	// uncommittedAt is when the oldest of those was taken (mu; zero:
+	// not timed).
+	uncommittedAt time.Time
 
 	// waiting is set when TryPublish refused an item; a group that frees
 	// room in its queue then signals ready, so a paused source need not poll.
@@ -309,7 +313,7 @@ func (f *Feed) publish(ctx context.Context, item any, mayWait bool) error {
 			f.waitRoom(ctx, deadline)
 			continue
 		}
-		f.commit(ctx, item, nil, true)
+		f.commit(ctx, item, nil, true, time.Time{})
 		w.end(f)
 		f.flush()
 		f.unlock()
@@ -361,11 +365,18 @@ func (w *wait) endAt(now time.Time) {
 type note struct {
 	level slog.Level
 	msg   string
+	attrs []slog.Attr // an item's (itemAttrs), if about one
 }
 
 // notef notes a log record, logged once the lock is let go (lock held).
 func (f *Feed) notef(level slog.Level, format string, args ...any) {
-	f.notes = append(f.notes, note{level, fmt.Sprintf(format, args...)})
+	f.notes = append(f.notes, note{level, fmt.Sprintf(format, args...), nil})
+}
+
+// noteItem notes a log record about an item, with its attributes
+// (itemAttrs), logged once the lock is let go (lock held).
+func (f *Feed) noteItem(level slog.Level, item []slog.Attr, format string, args ...any) {
+	f.notes = append(f.notes, note{level, fmt.Sprintf(format, args...), item})
 }
 
 // unlock lets go of the lock, then logs what was noted under it: a Logger
@@ -380,7 +391,7 @@ func (f *Feed) unlock() {
 	changed := len(f.changes) > 0
 	f.mu.Unlock()
 	for _, n := range notes {
-		f.eng.cfg.Logger.Log(context.Background(), n.level, "blackbox engine: "+n.msg)
+		f.eng.cfg.Logger.LogAttrs(context.Background(), n.level, "blackbox engine: "+n.msg, n.attrs...)
 	}
 	if changed {
 		f.deliverChanges()
@@ -455,7 +466,7 @@ func (f *Feed) tryPublish(item any, pos core.Position) bool {
 		return false
 	}
 	f.unpause()
-	f.commit(context.Background(), item, &pos, false)
+	f.commit(context.Background(), item, &pos, false, f.takenAt(true))
 	f.flush()
 	f.unlock()
 	return true
@@ -579,13 +590,14 @@ func (f *Feed) tryPublishBatch(items []any, pos []core.Position) int {
 	if jb, ok := f.journal.(JournalBatch); ok && n < len(items) {
 		return n + f.commitJournalledBatch(jb, items[n:], pos[n:])
 	}
+	at := f.takenAt(n < len(items)) // once for the batch: a clock read costs as much as a hand-off
 	for ; n < len(items); n++ {
 		if f.shut() || !f.admits() {
 			f.refuse()
 			return n
 		}
 		f.unpause()
-		f.commit(context.Background(), items[n], &pos[n], false)
+		f.commit(context.Background(), items[n], &pos[n], false, at)
 	}
 	return n
 }
@@ -605,11 +617,13 @@ func (f *Feed) handOffBatch(items []any, pos []core.Position) int {
 	if f.committer != nil {
 		n = min(n, f.windowCap-f.win.Len())
 	}
+	at := f.takenAt(n > 0)
 	for i := range n {
 		f.seq++
 		after := b.q.PlacePositioned(items[i], f.seq, f.epoch, &pos[i])
 		if f.committer != nil {
-			f.win.Push(f.seq, f.epoch, pos[i], f.targets).After[0] = after
+			e := f.win.Push(f.seq, f.epoch, pos[i], f.targets)
+			e.After[0], e.At = after, at
 		}
 	}
 	if n > 0 {
@@ -651,15 +665,27 @@ func (f *Feed) flush() {
 // commit numbers, journals and places one item in its queues (lock held);
 // the caller flushes them before it lets go of the lock. push says the
 // item came from Publish, whose full PAUSE or non-waiting BLOCK queues fall
-// back to a drop after spin.
-func (f *Feed) commit(ctx context.Context, item any, pos *core.Position, push bool) {
+// back to a drop after spin; at is when a positioned item was taken
+// (takenAt).
+func (f *Feed) commit(ctx context.Context, item any, pos *core.Position, push bool, at time.Time) {
 	f.seq++
 	var jerr error
 	if f.journal != nil {
 		jerr = f.journalled(ctx, func(jctx context.Context) error { return f.journal.Append(jctx, f.name, f.seq, item) })
 	}
-	f.place(f.seq, item, pos, push, jerr)
+	f.place(f.seq, item, pos, push, jerr, at)
 	f.runDeferred(ctx)
+}
+
+// takenAt is when positioned items are taken now, for the age of the
+// oldest uncommitted one (FeedStatus.OldestUncommitted): the TimerClock's
+// time when timed is true and the feed commits (lock held), zero otherwise
+// (no clock read).
+func (f *Feed) takenAt(timed bool) time.Time {
+	if !timed || f.committer == nil {
+		return time.Time{}
+	}
+	return f.eng.cfg.TimerClock.Now()
 }
 
 // journalled runs a journal call under the lock (lock held): the items
@@ -716,8 +742,9 @@ func (f *Feed) commitJournalledBatch(jb JournalBatch, items []any, pos []core.Po
 	f.seq += int64(n)
 	ctx := context.Background()
 	jerr := f.journalled(ctx, func(jctx context.Context) error { return jb.AppendBatch(jctx, f.name, first, items[:n]) })
+	at := f.takenAt(true)
 	for i := range n {
-		f.place(first+int64(i), items[i], &pos[i], false, jerr)
+		f.place(first+int64(i), items[i], &pos[i], false, jerr, at)
 	}
 	f.runDeferred(ctx)
 	return n
@@ -739,23 +766,22 @@ func (f *Feed) admissible(n int) int {
 }
 
 // place places item seq (numbered, journalled: jerr is the journal's
-// error, if any) in the feed's queues (lock held). An item the journal
-// failed is lost for every queue.
-func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr error) {
+// error, if any; taken at: takenAt) in the feed's queues (lock held). An
+// item the journal failed is lost for every queue.
+func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr error, at time.Time) {
 	env := ring.Item{Value: item, Seq: seq}
-	var offset int64
 	if pos != nil {
 		env.Epoch, env.Pos, env.Positioned = f.epoch, *pos, true
-		offset = pos.Offset
 	}
 	targets := f.targets
 	var entry *window.Entry[*binding]
 	if pos != nil && f.committer != nil {
 		entry = f.win.Push(seq, f.epoch, *pos, targets)
+		entry.At = at
 	}
 	if jerr != nil {
 		for _, b := range targets {
-			b.mark(seq, offset, "journal: "+jerr.Error())
+			b.mark(seq, pos, "journal: "+jerr.Error())
 		}
 		f.win.Coalesce(entry)
 		return
@@ -767,7 +793,7 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 			continue
 		}
 		if b.fenced() && f.committer == nil {
-			b.mark(seq, offset, "group "+b.group.name+" fenced")
+			b.mark(seq, pos, "group "+b.group.name+" fenced")
 			continue
 		}
 		if b.q.Room() <= 0 {
@@ -778,7 +804,7 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 			fallback := push && b.policy.Kind != DropAfterSpinKind
 			if fallback {
 				if b.downgraded.Add(1) == 1 {
-					f.notef(slog.LevelWarn, "queue %s: first downgraded publish, feed %q seq %d: the %s queue was full and the publish may neither wait nor pause, so it falls back to a drop after the spin; later downgrades of this queue are counted in its status, not warned",
+					f.noteItem(slog.LevelWarn, itemAttrs(f.name, b.group.name, seq, pos), "queue %s: first downgraded publish, feed %q seq %d: the %s queue was full and the publish may neither wait nor pause, so it falls back to a drop after the spin; later downgrades of this queue are counted in its status, not warned",
 						b.name, f.name, seq, b.policy.Kind)
 				}
 				downgraded = true
@@ -788,7 +814,7 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 				if fallback {
 					reason += "; " + string(b.policy.Kind) + " not waited"
 				}
-				b.mark(seq, offset, reason)
+				b.mark(seq, pos, reason)
 				continue
 			}
 		}
@@ -828,7 +854,7 @@ func (f *Feed) runDeferred(ctx context.Context) {
 	for len(f.deferred) > 0 {
 		item := f.deferred[0]
 		f.deferred = f.deferred[1:]
-		f.commit(nctx, item, nil, true)
+		f.commit(nctx, item, nil, true, time.Time{})
 	}
 	f.deferred = nil
 }

@@ -491,3 +491,63 @@ func TestPauseWarnAfterZeroIsTheDefaultAndANegativeOneNeverWarns(t *testing.T) {
 		})
 	}
 }
+
+// refusingCommitter fails its commits while refuse is set.
+type refusingCommitter struct {
+	committer
+	refuse atomic.Bool
+}
+
+func (c *refusingCommitter) Commit() error {
+	if c.refuse.Load() {
+		return errors.New("broker down")
+	}
+	return c.committer.Commit()
+}
+
+// The age of the oldest uncommitted item is timed on the TimerClock from
+// when the feed took it: the ack window's oldest entry, or the oldest told
+// to the committer while its commit has not succeeded; 0 once every item
+// is committed. The clock stands still but when the test moves it.
+func TestTheOldestUncommittedItemIsTimedFromWhenTheFeedTookIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := core.NewStepClock(time.Unix(0, 0), 0)
+		e, gates := opsEngine(t, engine.Config{TimerClock: clock}, engine.FeedConfig{Policy: engine.Pause(), QueueSize: 8}, "g")
+		f, g := e.Feed("in"), gates["g"]
+		c := &refusingCommitter{}
+		f.Intake().SetCommitter(c)
+		age := func(when string, want time.Duration) {
+			t.Helper()
+			if got := e.Status().Feeds[0].OldestUncommitted; got != want {
+				t.Errorf("%s: oldest uncommitted %s, want %s", when, got, want)
+			}
+		}
+		poll := func(wantErr bool) {
+			t.Helper()
+			synctest.Wait() // the group handled what it was let through
+			if _, err := f.Intake().PollAcks(); (err != nil) != wantErr {
+				t.Fatalf("PollAcks: %v, want an error %v", err, wantErr)
+			}
+		}
+		age("before any item", 0)
+		taker(t, f)(1) // t=0s
+		clock.Advance(2 * time.Second)
+		age("item 1 taken 2s ago", 2*time.Second)
+		if n := f.Intake().TryPublishBatch([]any{2, 3}, []core.Position{{Offset: 2}, {Offset: 3}}); n != 2 { // t=2s
+			t.Fatalf("batch: %d items taken, want 2", n)
+		}
+		clock.Advance(3 * time.Second)
+		age("items 2, 3 taken after item 1", 5*time.Second)
+		g.let(1)
+		c.refuse.Store(true)
+		poll(true)
+		clock.Advance(time.Second)
+		age("item 1 told to the committer, its commit failed", 6*time.Second)
+		c.refuse.Store(false)
+		poll(false)
+		age("item 1 committed: item 2 is the oldest", 4*time.Second)
+		g.let(2)
+		poll(false)
+		age("every item committed", 0)
+	})
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
 )
 
 // overseer is the engine's goroutine, from Start to Stop, that looks at
@@ -186,9 +188,10 @@ func (g *group) lookOver(now time.Time) (time.Duration, bool) {
 			continue
 		}
 		w.seen.warned = true
-		s := &stall{b: b, pos: pos, reason: w.describe(b, pos, g.stallAfter)}
+		reason, item := w.describe(b, pos, g.stallAfter)
+		s := &stall{b: b, pos: pos, reason: reason}
 		w.stuck.Store(s)
-		g.eng.warnf("group %q stalled: %s; the feed commits nothing past that item until it completes", g.name, s.reason)
+		g.eng.warnItem(item, "group %q stalled: %s; the feed commits nothing past that item until it completes", g.name, s.reason)
 	}
 	return wait, busy
 }
@@ -204,14 +207,17 @@ func (w *worker) forget() {
 
 // describe names the worker and its item at position pos of queue b: the
 // feed, the sequence, and the source position (the queue position for an
-// item without one).
-func (w *worker) describe(b *binding, pos int64, after time.Duration) string {
+// item without one); item are the item's attributes (itemAttrs).
+func (w *worker) describe(b *binding, pos int64, after time.Duration) (reason string, item []slog.Attr) {
 	seq := b.gap.seqs[pos%int64(len(b.gap.seqs))].Load()
 	where := fmt.Sprintf("queue position %d", pos)
+	var at *core.Position
 	f := b.feed
 	f.mu.Lock()
 	for i := range f.win.Len() {
 		if e := f.win.At(i); e.Seq == seq {
+			p := e.Pos
+			at = &p
 			where = "offset " + fmt.Sprint(e.Pos.Offset)
 			if e.Pos.Key != "" {
 				where = fmt.Sprintf("key %q %s", e.Pos.Key, where)
@@ -220,7 +226,8 @@ func (w *worker) describe(b *binding, pos int64, after time.Duration) string {
 		}
 	}
 	f.mu.Unlock()
-	return fmt.Sprintf("worker %s has not completed feed %q seq %d (%s) within %s", w.name, f.name, seq, where, after)
+	return fmt.Sprintf("worker %s has not completed feed %q seq %d (%s) within %s", w.name, f.name, seq, where, after),
+		itemAttrs(f.name, b.group.name, seq, at)
 }
 
 // stuckOn is the item the overseer found the worker stuck on, while the

@@ -84,7 +84,11 @@ type FeedStatus struct {
 	// queues' dispatch, or told to the committer before a commit that has
 	// not succeeded yet.
 	PendingAcks int `json:"pendingAcks"`
-	Consumers   int `json:"consumers"`
+	// OldestUncommitted is the age of the oldest of those, on the
+	// TimerClock: since the feed took it (a positioned feed that
+	// commits; a push feed commits nothing); 0, omitted, when none.
+	OldestUncommitted time.Duration `json:"oldestUncommittedNs,omitempty"`
+	Consumers         int           `json:"consumers"`
 	// Stalled says why a positioned feed holds its position and cannot
 	// complete, or that a consumer of any feed failed (an observer, the
 	// recorder, could not write: "consumer G/F failed: ..."), or that a
@@ -97,6 +101,10 @@ type FeedStatus struct {
 	CompletionFailures int64 `json:"completionFailures"`
 	// Failures counts items skipped after a processor's retries ran out.
 	Failures int64 `json:"failures"`
+	// Retries counts a processor's tries of an item after a failed one
+	// (GroupConfig.Retry), those of items that then failed every try
+	// included; omitted when none. Not a loss by itself.
+	Retries int64 `json:"retries,omitempty"`
 	// Losses counts the losses the source reported (Intake.AddLoss), by
 	// reason (the source's: filesource.LossOversized, kafkasource.LossRetention ...); omitted when
 	// none. Apart from Dropped: a queue's drops are items the feed
@@ -223,20 +231,28 @@ func (f *Feed) Status() FeedStatus {
 func (f *Feed) statusLocked() FeedStatus {
 	f.observeLosses()
 	var ongoing time.Duration // of the current pause, if timed
+	var now time.Time
 	if f.paused && !f.pausedAt.IsZero() {
-		ongoing = max(0, f.eng.cfg.TimerClock.Now().Sub(f.pausedAt))
+		now = f.eng.cfg.TimerClock.Now()
+		ongoing = max(0, now.Sub(f.pausedAt))
 	}
 	fs := FeedStatus{
 		Feed: f.name, State: f.state, Bounded: f.bounded, Sequence: f.seq, Policy: string(f.policy.Kind),
 		Refused: 0, Downgraded: f.downgradedPub.Load(), Paused: f.paused, Pauses: f.pauses, PausedTime: f.pausedTime + ongoing,
 		Acknowledged: f.acknowledged.Load(), PendingAcks: f.win.Len() + f.uncommitted, Unterminated: f.unterminated,
-		CompletionFailures: f.completionFailures.Load(), Failures: f.failures.Load(),
+		CompletionFailures: f.completionFailures.Load(), Failures: f.failures.Load(), Retries: f.retries.Load(),
 		Losses:  f.lossCounts(),
 		Drained: true, Subscribers: []SubscriberStatus{},
 	}
 	if f.detail != "" {
 		d := f.detail
 		fs.Detail = &d
+	}
+	if oldest := f.oldestUncommitted(); !oldest.IsZero() {
+		if now.IsZero() {
+			now = f.eng.cfg.TimerClock.Now()
+		}
+		fs.OldestUncommitted = max(0, now.Sub(oldest))
 	}
 	live := map[*binding]bool{}
 	for _, b := range f.targets {
@@ -305,6 +321,19 @@ func (f *Feed) statusLocked() FeedStatus {
 		fs.PendingAcks == 0 && fs.Stalled == nil
 	f.killedStatus(&fs, positioned) // kill.go
 	return fs
+}
+
+// oldestUncommitted is when the oldest item not committed yet was taken
+// (lock held): the first told to the committer since its last commit, else
+// the ack window's oldest; zero when none (or not timed).
+func (f *Feed) oldestUncommitted() time.Time {
+	switch {
+	case f.uncommitted > 0:
+		return f.uncommittedAt
+	case f.win.Len() > 0:
+		return f.win.At(0).At
+	}
+	return time.Time{}
 }
 
 // status reports the group's workers and gap.

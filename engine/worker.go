@@ -167,12 +167,14 @@ func (w *worker) dispatch(b *binding, e ring.Item, tok token) bool {
 			}
 			if attempt+1 >= attempts {
 				b.feed.failures.Add(1)
-				w.g.eng.warnf("feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.Seq, h.Name(), attempts, t.Err)
+				w.g.eng.warnItem(itemAttrs(b.feed.name, w.g.name, e.Seq, positionOf(dv)),
+					"feed %q seq %d: processor %q failed %d times, item skipped: %v", b.feed.name, e.Seq, h.Name(), attempts, t.Err)
 				break
 			}
 			if !w.g.backoff() {
 				return w.cut(in)
 			}
+			b.feed.retries.Add(1)
 		}
 		in.Delivery = dv
 	}
@@ -292,7 +294,8 @@ func (w *worker) complete(b *binding, comps []ownedCompletion, in *Input) comple
 			}
 			if attempt+1 >= attempts {
 				b.feed.completionFailures.Add(1)
-				w.g.eng.warnf("feed %q seq %d: completion of processor %q failed %d times, skipped: %v", b.feed.name, in.Seq, owner, attempts, err)
+				w.g.eng.warnItem(itemAttrs(b.feed.name, w.g.name, in.Seq, positionOf(in.Delivery)),
+					"feed %q seq %d: completion of processor %q failed %d times, skipped: %v", b.feed.name, in.Seq, owner, attempts, err)
 				break
 			}
 			if !w.g.backoff() {
@@ -396,10 +399,12 @@ func (w *worker) cut(in *Input) bool {
 // warnCut warns that Stop (or a kill) cut the dispatch of item in.
 func (w *worker) warnCut(in *Input) {
 	if w.g.eng.killed.Load() {
-		w.g.eng.warnf("feed %q seq %d: killed during the dispatch of group %q: not dispatched, the next run delivers it again", in.Feed, in.Seq, w.g.name)
+		w.g.eng.warnItem(itemAttrs(in.Feed, w.g.name, in.Seq, positionOf(in.Delivery)),
+			"feed %q seq %d: killed during the dispatch of group %q: not dispatched, the next run delivers it again", in.Feed, in.Seq, w.g.name)
 		return
 	}
-	w.g.eng.warnf("feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, w.g.name)
+	w.g.eng.warnItem(itemAttrs(in.Feed, w.g.name, in.Seq, positionOf(in.Delivery)),
+		"feed %q seq %d: stop during the dispatch of group %q (a retry backoff, or a failure once the cycle's context was cancelled): not dispatched, the next run delivers it again", in.Feed, in.Seq, w.g.name)
 }
 
 // addCompletion keeps c once per delivery, across the group's processors

@@ -170,16 +170,18 @@ type writer struct {
 	mu      sync.Mutex
 	rows    int64
 	appends int64
+	batches console.Batches
 	kinds   map[store.Kind]int64
 }
 
-// Append counts the rows it writes, by kind.
+// Append counts the rows it writes, by kind, and the write by its rows.
 func (w *writer) Append(rows ...store.Entry) error {
 	err := w.Writer.Append(rows...)
 	if err == nil {
 		w.mu.Lock()
 		w.rows += int64(len(rows))
 		w.appends++
+		w.batches.Add(len(rows))
 		for i := range rows {
 			w.kinds[rows[i].Kind]++
 		}
@@ -189,11 +191,11 @@ func (w *writer) Append(rows ...store.Entry) error {
 }
 
 // recorded is what w wrote so far, for an operator window: its rows by
-// kind, its appends, and the size of its files on disk (the recording and,
+// kind, its appends (and their rows), and the size of its files on disk (the recording and,
 // for SQLite, its write-ahead log; -1 when it cannot be read).
 func (w *writer) recorded() console.Recording {
 	w.mu.Lock()
-	r := console.Recording{Rows: make(map[string]int64, len(w.kinds)), Appends: w.appends}
+	r := console.Recording{Rows: make(map[string]int64, len(w.kinds)), Appends: w.appends, Batches: w.batches}
 	for k, n := range w.kinds {
 		r.Rows[string(k)] = n
 	}

@@ -78,10 +78,10 @@ func (k kafkaConfig) check(input string, changed func(flag string) bool) error {
 // carries its topic/partition, offset+1 and the topic's epoch). A run
 // without --follow drains the topic: it is settled once the group has
 // committed every partition to its end, the other members' too.
-func (k kafkaConfig) source(logger *slog.Logger, follow bool) (*kafkasource.Source, error) {
+func (k kafkaConfig) source(logger *slog.Logger, follow bool, client ...kgo.Opt) (*kafkasource.Source, error) {
 	return kafkasource.New(kafkasource.Options{Brokers: k.brokerList(), Topics: []string{k.topic}, Group: k.group,
 		MaxPollRecords: k.pollRecords, RevokeTimeout: k.revokeTimeout, SessionTimeout: k.sessionTimeout, Drain: !follow,
-		Logger: logger, Item: func(r *kafkasource.Record) any { return string(r.Value) }})
+		Logger: logger, Item: func(r *kafkasource.Record) any { return string(r.Value) }, ClientOptions: client})
 }
 
 // errNoTopic is a run without --follow given a topic that does not exist:

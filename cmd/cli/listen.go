@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/blackbox-audit/blackbox/console"
@@ -49,7 +51,7 @@ func (o *opsConfig) flags(f *pflag.FlagSet) {
 	f.StringVar(&o.tokenFile, "control-token-file", "", "with --listen: a `FILE` of the operators' bearer tokens, one line NAME TOKEN each; without it the control endpoints are not served (404)")
 	f.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGINT or SIGTERM: /readyz fails at once, then the run goes on for this long before it stops reading")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "on a stop: how long the queue may drain before what is left stays uncommitted (exit 3 when it did not drain)")
-	f.StringVar(&o.logFormat, "log-format", logText, "the warnings on stderr: text or json (slog JSON, with the keys run, feed and group)")
+	f.StringVar(&o.logFormat, "log-format", logText, "the warnings on stderr: text or json (slog JSON, with the keys run, feed and group; seq and position for an item)")
 }
 
 // check refuses what cannot be honoured: a token file without --listen,
@@ -72,18 +74,30 @@ func (o opsConfig) check() error {
 // logger is the run's logger on w: the warnings as text lines, or as slog
 // JSON with the keys run (the recording's path), feed and group (the
 // names run gives them: the recording's source column and its STATE and
-// CONTROL rows' group).
+// CONTROL rows' group) and, for an engine's warning about an item, its seq
+// and position (the recording's key and offset: engine.LogPosition).
 func (o opsConfig) logger(w io.Writer, name, store string) *slog.Logger {
 	if o.logFormat != logJSON {
 		return slog.New(&warnHandler{w: w, name: name})
 	}
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})
-	return slog.New(&runFields{h: h, fields: []slog.Attr{slog.String("run", store), slog.String("feed", feedName), slog.String("group", groupName)}})
+	return slog.New(&runFields{h: h, fields: []slog.Attr{slog.String("run", store), slog.String(engine.LogFeed, feedName), slog.String(engine.LogGroup, groupName)}})
 }
 
-// runFields adds the run's fields to each record, first. A source's own
-// "group" (a Kafka consumer group) becomes "kafka_group": "group" is the
-// engine's group, as the recording names it. Safe for concurrent use.
+// kafkaLogger is the Kafka source's logger: in JSON its own "group" (the
+// consumer group) is written as "kafka_group", "group" being the engine's
+// group, as the recording names it.
+func (o opsConfig) kafkaLogger(l *slog.Logger) *slog.Logger {
+	if o.logFormat != logJSON {
+		return l
+	}
+	return slog.New(&kafkaGroup{h: l.Handler()})
+}
+
+// runFields adds the run's fields to each record, first, in their order; a
+// record's own attribute of a field's key (an engine's warning about an
+// item names its feed and group) takes the field's place. Safe for
+// concurrent use.
 type runFields struct {
 	h      slog.Handler
 	fields []slog.Attr
@@ -92,15 +106,24 @@ type runFields struct {
 func (r *runFields) Enabled(ctx context.Context, l slog.Level) bool { return r.h.Enabled(ctx, l) }
 
 func (r *runFields) Handle(ctx context.Context, rec slog.Record) error {
-	out := slog.NewRecord(rec.Time, rec.Level, rec.Message, rec.PC)
-	out.AddAttrs(r.fields...)
+	own := make(map[string]slog.Attr, rec.NumAttrs())
+	var rest []slog.Attr
 	rec.Attrs(func(a slog.Attr) bool {
-		if a.Key == "group" {
-			a.Key = "kafka_group"
+		if slices.ContainsFunc(r.fields, func(f slog.Attr) bool { return f.Key == a.Key }) {
+			own[a.Key] = a
+		} else {
+			rest = append(rest, a)
 		}
-		out.AddAttrs(a)
 		return true
 	})
+	out := slog.NewRecord(rec.Time, rec.Level, rec.Message, rec.PC)
+	for _, f := range r.fields {
+		if a, ok := own[f.Key]; ok {
+			f = a
+		}
+		out.AddAttrs(f)
+	}
+	out.AddAttrs(rest...)
 	return r.h.Handle(ctx, out)
 }
 
@@ -110,6 +133,39 @@ func (r *runFields) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (r *runFields) WithGroup(name string) slog.Handler {
 	return &runFields{h: r.h.WithGroup(name), fields: r.fields}
+}
+
+// kafkaGroup writes a record's "group" as "kafka_group". Safe for
+// concurrent use.
+type kafkaGroup struct{ h slog.Handler }
+
+func (k *kafkaGroup) Enabled(ctx context.Context, l slog.Level) bool { return k.h.Enabled(ctx, l) }
+
+func (k *kafkaGroup) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, rec.Message, rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(renameGroup(a))
+		return true
+	})
+	return k.h.Handle(ctx, out)
+}
+
+func (k *kafkaGroup) WithAttrs(as []slog.Attr) slog.Handler {
+	renamed := make([]slog.Attr, len(as))
+	for i, a := range as {
+		renamed[i] = renameGroup(a)
+	}
+	return &kafkaGroup{h: k.h.WithAttrs(renamed)}
+}
+
+func (k *kafkaGroup) WithGroup(name string) slog.Handler { return &kafkaGroup{h: k.h.WithGroup(name)} }
+
+// renameGroup is a with the key "kafka_group" for "group".
+func renameGroup(a slog.Attr) slog.Attr {
+	if a.Key == "group" {
+		a.Key = "kafka_group"
+	}
+	return a
 }
 
 // opsServer is the operator window's server: listening from before the
@@ -167,6 +223,12 @@ func (s *opsServer) serve(stderr io.Writer, run *recorder.Run, files *runFiles, 
 			return console.FileSkips{HoleBytes: st.HoleBytes, Replaced: st.Replaced}
 		}}
 	}
+	if srcs.client != nil {
+		wc.Collectors = []prometheus.Collector{srcs.client}
+	}
+	if srcs.saves != nil {
+		wc.StateSaves = map[string]func() int64{groupName: srcs.saves.total}
+	}
 	if ks := srcs.kafka; ks != nil {
 		wc.Probes = map[string]console.Probe{feedName: func(ctx context.Context) error {
 			err := ks.Ping(ctx)
@@ -175,7 +237,7 @@ func (s *opsServer) serve(stderr io.Writer, run *recorder.Run, files *runFiles, 
 			}
 			return err
 		}}
-		wc.Partitions = map[string]func() []console.Partition{feedName: func() []console.Partition { return partitionsOf(ks) }}
+		wc.Partitions = map[string]func(context.Context) []console.Partition{feedName: func(ctx context.Context) []console.Partition { return partitionsOf(ctx, ks) }}
 	}
 	win, err := console.New(wc)
 	if err != nil {
@@ -230,12 +292,18 @@ func liveStatus(run *recorder.Run, files *runFiles, srcs runSources) statusJSON 
 	return st
 }
 
-// partitionsOf is the Kafka source's partitions for /metrics.
-func partitionsOf(ks *kafkasource.Source) []console.Partition {
+// partitionsOf is the Kafka source's partitions for /metrics, with the
+// ends the brokers list within ctx (-1 those they did not).
+func partitionsOf(ctx context.Context, ks *kafkasource.Source) []console.Partition {
+	ends, _ := ks.EndOffsets(ctx) // not listed: the ends stay unknown, the fetch's high watermarks stand
 	var out []console.Partition
 	for _, p := range ks.Status().Partitions {
+		end, ok := ends[p.Topic][p.Partition]
+		if !ok {
+			end = -1
+		}
 		out = append(out, console.Partition{Topic: p.Topic, Partition: p.Partition, Committed: p.Committed,
-			HighWatermark: p.HighWatermark, Lag: p.Lag, Lost: p.Lost})
+			HighWatermark: p.HighWatermark, Lag: p.Lag, Lost: p.Lost, End: end})
 	}
 	return out
 }

@@ -3,7 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -45,7 +47,9 @@ func (c *CLI) replayCmd() *cobra.Command {
 		Long: `Re-run every recorded processor from the recording (each built from the app
 named in the recording's META, or --app) and compare its outputs with the
 recorded ones. Reports per processor the inputs replayed, the outputs
-compared, the first divergence with its diff, every loss and problem.
+compared, the first divergence with its diff, every loss and problem; and
+the operator actions the recording holds (its CONTROL rows: who, when,
+what, why, the positions before and after), which are shown, not replayed.
 
 Each processor is built with the options its run was made with, which the
 recording holds (a recording of an earlier version holds none). --option
@@ -81,7 +85,11 @@ not lossless.`,
 			if err != nil {
 				return c.replayErr(args[0], err)
 			}
-			if err := writeReport(cmd.OutOrStdout(), asJSON, rep); err != nil {
+			controls, err := controlsOf(r)
+			if err != nil {
+				return storeErr(args[0], err)
+			}
+			if err := writeReport(cmd.OutOrStdout(), asJSON, replayReport{Report: rep, Controls: controls}); err != nil {
 				return err
 			}
 			return replayVerdict(rep)
@@ -223,4 +231,71 @@ Exit: 0 done; 2 a usage or I/O error.`,
 	}
 	cmd.AddCommand(check, update)
 	return cmd
+}
+
+// replayReport is replay's report: the replayer's, and the operator
+// actions the recording holds, in order. A CONTROL row is no input nor
+// output of a processor: replay shows it, and proves nothing of it.
+type replayReport struct {
+	*replayer.Report
+	Controls []replayControl `json:"controls,omitempty"`
+}
+
+// replayControl is a CONTROL row (store.Control) in replay's JSON, with
+// its index among the rows of no processor.
+type replayControl struct {
+	Feed   string    `json:"feed,omitempty"`
+	Group  string    `json:"group,omitempty"`
+	Action string    `json:"action"`
+	Who    string    `json:"who"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+	Before int64     `json:"before"`
+	After  int64     `json:"after"`
+	Until  time.Time `json:"until,omitzero"`
+	Index  int64     `json:"index"`
+}
+
+// WriteText writes the replayer's report, then the operator actions.
+func (r replayReport) WriteText(w io.Writer) error {
+	if err := r.Report.WriteText(w); err != nil {
+		return err
+	}
+	if len(r.Controls) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "operator actions: %d (CONTROL rows, not replayed)\n", len(r.Controls))
+	for _, c := range r.Controls {
+		ct := store.Control{Feed: c.Feed, Group: c.Group, Action: c.Action, Who: c.Who, Reason: c.Reason, At: c.At,
+			Before: c.Before, After: c.After, Until: c.Until}
+		fmt.Fprintf(&b, "  %s (CONTROL:%d)\n", ct, c.Index)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// controlsOf reads the recording's CONTROL rows, in order: one pass over
+// its rows. A row that cannot be read as one is left to the recording's
+// problems, which the report lists.
+func controlsOf(r store.Reader) ([]replayControl, error) {
+	var out []replayControl
+	for e, err := range r.Scan() {
+		var p *store.Problem
+		switch {
+		case errors.As(err, &p):
+			continue
+		case err != nil:
+			return nil, err
+		case e.Kind != store.KindControl:
+			continue
+		}
+		c, err := store.ControlOf(e)
+		if err != nil {
+			continue
+		}
+		out = append(out, replayControl{Feed: c.Feed, Group: c.Group, Action: c.Action, Who: c.Who, Reason: c.Reason,
+			At: c.At, Before: c.Before, After: c.After, Until: c.Until, Index: e.Index})
+	}
+	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -55,6 +56,7 @@ type recordConfig struct {
 	sink          sinkConfig // --sink kafka://BROKERS/TOPIC: the outbox's sink instead of --out
 	status        string
 	policy        engine.Policy
+	latch         engine.LatchRule // --latch: which losses latch the feed's binding
 	queue         int
 	delay         time.Duration
 	journal       bool
@@ -257,6 +259,7 @@ drain within --shutdown-timeout.`
 // runFlags are run's flags that are parsed into its recordConfig.
 type runFlags struct {
 	format, read, policy string
+	latch                string
 	spin, deadline       time.Duration
 	asJSON               bool
 	options              []string
@@ -324,6 +327,7 @@ func (fl *runFlags) bind(f *pflag.FlagSet, cfg *recordConfig, appNames string) {
 	f.IntVar(&cfg.queue, "queue", 1024, "capacity of the processor's queue (with --kafka the default is --poll-records, a poll's records)")
 	f.DurationVar(&fl.spin, "spin", engine.DefaultSpin, "drop: how long a full queue is spun on before dropping")
 	f.DurationVar(&fl.deadline, "deadline", time.Second, "block: how long a publish waits for room before it is refused")
+	f.StringVar(&fl.latch, "latch", string(engine.LatchNeverDrop), "which losses latch the feed's binding, `RULE`: never-drop (a pause or block queue's loss), every-loss or nothing; a LATCHED binding stays so (/readyz 503) until an operator clears it (ctl clear)")
 	f.BoolVar(&cfg.journal, "journal", false, "journal the feed: inputs are recorded once as JOURNAL rows and indexed")
 	f.DurationVar(&cfg.delay, "delay", 0, "slow the processor down by this much per event (to watch a run, to test)")
 	f.StringVar(&cfg.runID, "run-id", "", "a postgres:// --store: the run's id (default: run= of the URL, else a new one, printed at start)")
@@ -359,6 +363,12 @@ func (fl *runFlags) parse(changed func(flag string) bool, cfg *recordConfig) err
 	}
 	if cfg.policy, err = parsePolicy(fl.policy, fl.spin, fl.deadline, changed("spin")); err != nil {
 		return err
+	}
+	switch r := engine.LatchRule(fl.latch); r {
+	case engine.LatchNeverDrop, engine.LatchEveryLoss, engine.LatchNothing:
+		cfg.latch = r
+	default:
+		return usagef("unknown --latch %q (want %s, %s or %s)", fl.latch, engine.LatchNeverDrop, engine.LatchEveryLoss, engine.LatchNothing)
 	}
 	if cfg.pointer == "" && !cfg.kafka.on() {
 		cfg.pointer = cfg.input + ".ptr"
@@ -740,7 +750,11 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		}
 	}()
 	logger := cfg.ops.logger(c.stderr, c.name, cfg.store)
-	src, ks, err := runSource(ctx, cfg, logger)
+	var cm *clientMetrics // the Kafka client's metrics, for the operator window
+	if cfg.kafka.on() && cfg.ops.listen != "" {
+		cm = newClientMetrics()
+	}
+	src, ks, err := runSource(ctx, cfg, logger, cm)
 	if err != nil {
 		return res, err
 	}
@@ -751,6 +765,8 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	if err != nil {
 		return res, err
 	}
+	saves := &saveCounts{}
+	build = saves.counting(build)
 	proc, err := buildFirst(build)
 	if err != nil {
 		return res, err
@@ -778,7 +794,7 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 	proc, newProc := workerProcs(proc, build, cfg.delay)
 	run, err := recorder.Start(ctx, recorder.RunConfig{
 		Store:         files.store,
-		Feed:          engine.FeedConfig{Name: feedName, Source: src, Policy: cfg.policy, QueueSize: cfg.queue},
+		Feed:          engine.FeedConfig{Name: feedName, Source: src, Policy: cfg.policy, QueueSize: cfg.queue, Latch: cfg.latch},
 		Journal:       cfg.journal,
 		Group:         groupName,
 		Processors:    []recorder.Processor{{Name: cfg.app, App: plan.app, Processor: proc, New: newProc, Options: recorded}},
@@ -798,7 +814,10 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 		return res, startErr(cfg.store, err)
 	}
 	fsrc, _ := src.(*filesource.Source)
-	srcs := runSources{file: fsrc, kafka: ks}
+	srcs := runSources{file: fsrc, kafka: ks, client: cm}
+	if cfg.state != "" {
+		srcs.saves = saves
+	}
 	if ops != nil {
 		if err = ops.serve(c.stderr, run, files, srcs, c.clock, logger); err != nil {
 			run.Engine().Kill("the operator window could not start: " + err.Error())
@@ -811,10 +830,16 @@ func (c *CLI) record(ctx context.Context, cfg recordConfig) (res recordResult, e
 }
 
 // runSources is the run's source, as the one of its kind whose status the
-// run reports: the file source (--input) or the Kafka source (--kafka).
+// run reports: the file source (--input) or the Kafka source (--kafka);
+// and the app's counts of its state saves, which the window reports.
 type runSources struct {
 	file  *filesource.Source
 	kafka *kafkasource.Source
+	// saves counts the app's state saves (--state), nil without a state;
+	// client is the Kafka client's metrics, nil without --kafka and
+	// --listen.
+	saves  *saveCounts
+	client *clientMetrics
 }
 
 // startErr is the error of a run that recorder.Start refused: a usage
@@ -832,8 +857,9 @@ func startErr(path string, err error) error {
 
 // runSource is the run's source: a Kafka consumer group's (ks too: the
 // caller closes it after the run, once the engine's last commit is made;
-// without --follow its topic must exist) or the input file's.
-func runSource(ctx context.Context, cfg recordConfig, logger *slog.Logger) (src source, ks *kafkasource.Source, err error) {
+// without --follow its topic must exist; its client feeds cm, when not
+// nil) or the input file's.
+func runSource(ctx context.Context, cfg recordConfig, logger *slog.Logger, cm *clientMetrics) (src source, ks *kafkasource.Source, err error) {
 	if !cfg.kafka.on() {
 		fsrc, err := filesource.New(cfg.input, filesource.Options{Read: cfg.read, Pointer: cfg.pointer, Logger: logger,
 			MaxLine: cfg.maxLine, Rotated: cfg.rotated})
@@ -847,7 +873,11 @@ func runSource(ctx context.Context, cfg recordConfig, logger *slog.Logger) (src 
 			return nil, nil, err
 		}
 	}
-	if ks, err = cfg.kafka.source(logger, cfg.follow); err != nil {
+	var client []kgo.Opt
+	if cm != nil {
+		client = append(client, cm.hooks())
+	}
+	if ks, err = cfg.kafka.source(cfg.ops.kafkaLogger(logger), cfg.follow, client...); err != nil {
 		return nil, nil, usagef("%v", err)
 	}
 	return ks, ks, nil
@@ -865,6 +895,9 @@ func (c *CLI) finishRun(ctx context.Context, cfg recordConfig, run *recorder.Run
 		failed = files.box.Failed()
 	}
 	win := ops.window()
+	if win != nil {
+		win.Beat() // the loop begins: /readyz is not "starting" for its first ProgressEvery
+	}
 	srcErr := run.Wait(ctx, recorder.WaitConfig{Follow: cfg.follow, Stop: failed, Progress: func(st engine.Status) {
 		if win != nil {
 			win.Beat()

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -73,4 +74,41 @@ func workerProcs(first core.Processor, build func(w int) (core.Processor, error)
 		}
 		return guarded(p, delay), nil
 	}
+}
+
+// stateSaver is an app instance that saves its state durably and counts
+// its saves (apps.Ledger).
+type stateSaver interface{ StateSaves() int64 }
+
+// saveCounts keeps the run's app instances that count their state saves,
+// for the operator window. Safe for concurrent use: the engine builds the
+// instances, a scrape reads them.
+type saveCounts struct {
+	mu sync.Mutex
+	of []stateSaver
+}
+
+// counting returns build, keeping each instance it builds that counts its
+// saves.
+func (s *saveCounts) counting(build func(w int) (core.Processor, error)) func(w int) (core.Processor, error) {
+	return func(w int) (core.Processor, error) {
+		p, err := build(w)
+		if ss, ok := p.(stateSaver); ok && err == nil {
+			s.mu.Lock()
+			s.of = append(s.of, ss)
+			s.mu.Unlock()
+		}
+		return p, err
+	}
+}
+
+// total is the saves of every instance kept.
+func (s *saveCounts) total() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, ss := range s.of {
+		n += ss.StateSaves()
+	}
+	return n
 }

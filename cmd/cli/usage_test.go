@@ -23,6 +23,8 @@ func TestEveryCommandLineCobraCannotParseIsAUsageError(t *testing.T) {
 		{[]string{"verify", "-z", "x.csv"}, "blackbox: unknown shorthand flag: 'z' in -z", "blackbox verify"},
 		{[]string{"demo", "--lines"}, "blackbox: flag needs an argument: --lines", "blackbox demo"},
 		{[]string{"demo", "--lines", "many"}, `blackbox: invalid argument "many" for "--lines" flag`, "blackbox demo"},
+		{[]string{"run", "--app", "ledger", "--input", "in.txt", "--store", "rec.csv", "--latch", "sometimes"},
+			`blackbox: unknown --latch "sometimes" (want never-drop, every-loss or nothing)`, "blackbox run"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

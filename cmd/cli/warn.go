@@ -6,20 +6,29 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/blackbox-audit/blackbox/engine"
 )
 
 // warnHandler is the slog.Handler of a run's warnings (the engine's, the
 // file source's, the recorder's): each record is one line on the CLI's
 // stderr, "<name>: warning: <message>" (name: the CLI's, WithName; empty:
 // blackbox), the engine's own prefix dropped,
-// followed by its attributes as key=value. Records below Warn are
-// discarded. It is safe for concurrent use: a line is one Write.
+// followed by its attributes as key=value, but for the attributes of the
+// item an engine's warning is about (engine.LogFeed ...), which its
+// message names already. Records below Warn are discarded. It is safe for concurrent use: a line is one Write.
 type warnHandler struct {
 	w     io.Writer
 	name  string
 	attrs []slog.Attr // WithAttrs, group-qualified keys
 	group string      // WithGroup, as a key prefix "a.b."
 }
+
+// engineLogPrefix begins the engine's messages.
+const engineLogPrefix = "blackbox engine: "
+
+// engineItemKeys are the keys of the engine's attributes of an item.
+var engineItemKeys = map[string]bool{engine.LogFeed: true, engine.LogGroup: true, engine.LogSeq: true, engine.LogPosition: true}
 
 func (h *warnHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
 
@@ -30,12 +39,15 @@ func (h *warnHandler) Handle(_ context.Context, r slog.Record) error {
 		name = DefaultName
 	}
 	b.WriteString(name + ": warning: ")
-	b.WriteString(strings.TrimPrefix(r.Message, "blackbox engine: "))
+	msg, ofEngine := strings.CutPrefix(r.Message, engineLogPrefix)
+	b.WriteString(msg)
 	for _, a := range h.attrs {
 		writeAttr(&b, "", a)
 	}
 	r.Attrs(func(a slog.Attr) bool {
-		writeAttr(&b, h.group, a)
+		if !ofEngine || !engineItemKeys[a.Key] {
+			writeAttr(&b, h.group, a)
+		}
 		return true
 	})
 	b.WriteByte('\n')

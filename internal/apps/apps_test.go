@@ -379,6 +379,9 @@ func TestLedgerAtomicSave(t *testing.T) {
 	if os.SameFile(fi1, fi2) {
 		t.Error("state file rewritten in place, want replaced by rename")
 	}
+	if got := l.StateSaves(); got != 2 {
+		t.Errorf("StateSaves %d after two deliveries saved one by one, want 2", got)
+	}
 	snap, _ := l.Snapshot()
 	if got, _ := os.ReadFile(path); string(got) != string(snap) {
 		t.Errorf("state file %s, want the snapshot %s", got, snap)
@@ -405,6 +408,9 @@ func TestLedgerAtomicSave(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(bad, "keep")); err != nil {
 		t.Errorf("previous content damaged: %v", err)
+	}
+	if got := lb.StateSaves(); got != 0 {
+		t.Errorf("StateSaves %d after a failed save, want 0", got)
 	}
 }
 

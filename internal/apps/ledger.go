@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -234,6 +235,7 @@ type Ledger struct {
 	interval time.Duration
 	save     *ledgerSave
 	batch    *ledgerBatchSave
+	saves    atomic.Int64 // the state file's writes that succeeded (StateSaves)
 
 	mu      sync.Mutex // guards everything below
 	st      LedgerState

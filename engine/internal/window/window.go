@@ -20,11 +20,17 @@
 //   - Forget: an entry a queue no longer holds (Forget) waits for it no
 //     more, as if it had not been offered to it; its own item's sequence
 //     and offset (ItemSeq, ItemOffset) survive a Coalesce.
+//   - Age: an entry's At (when its item was taken) passes to its Ack; a
+//     Coalesce keeps the earlier entry's, the older.
 //
 // A Window is not safe for concurrent use: its feed's lock guards it.
 package window
 
-import "github.com/blackbox-audit/blackbox/core"
+import (
+	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
+)
 
 // Target is a queue an entry can be offered to: how far its items may be
 // acknowledged (its dispatched count, held back by a checkpoint).
@@ -44,8 +50,12 @@ type Entry[T Target] struct {
 	// the entry (Seq and Pos are then the last folded item's). The queues
 	// the entry was offered to hold this item.
 	ItemSeq, ItemOffset int64
-	Targets             []T
-	After               []int64
+	// At is when the feed took the entry's item (the caller sets it;
+	// zero: not timed). Coalesce keeps the earlier entry's: an entry is
+	// as old as its oldest item.
+	At      time.Time
+	Targets []T
+	After   []int64
 }
 
 // Due reports whether every queue the entry was offered to processed it.
@@ -62,6 +72,7 @@ func (e *Entry[T]) Due() bool {
 type Ack struct {
 	Seq, Epoch int64
 	Pos        core.Position
+	At         time.Time // the entry's At
 }
 
 // Window is a growable ring of entries.
@@ -77,7 +88,8 @@ func (w *Window[T]) Len() int { return w.n }
 func (w *Window[T]) At(i int) *Entry[T] { return &w.buf[(w.head+i)%len(w.buf)] }
 
 // Push opens the entry of item seq, offered to targets; the caller sets
-// where it sits in each (After[i]).
+// where it sits in each (After[i]) and, to time it, when it was taken
+// (At).
 func (w *Window[T]) Push(seq, epoch int64, pos core.Position, targets []T) *Entry[T] {
 	if w.n == len(w.buf) {
 		nb := make([]Entry[T], max(16, 2*len(w.buf)))
@@ -103,7 +115,7 @@ func (w *Window[T]) PopDue(out []Ack) []Ack {
 		if !e.Due() {
 			break
 		}
-		out = append(out, Ack{Seq: e.Seq, Epoch: e.Epoch, Pos: e.Pos})
+		out = append(out, Ack{Seq: e.Seq, Epoch: e.Epoch, Pos: e.Pos, At: e.At})
 		e.Targets = nil
 		w.head = (w.head + 1) % len(w.buf)
 		w.n--

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/cockroachdb/datadriven"
@@ -26,8 +27,8 @@ func (q *queue) AckPoint() int64 { return q.ack }
 // Commands:
 //
 //	queues a b                  the feed's queues (each entry is offered to them all), acknowledged through 0
-//	push seq=1 off=10 [epoch=0 key=k] [a=3 b=0 ...]
-//	                            Push, then the position after the item in each queue (0 or absent: not offered)
+//	push seq=1 off=10 [epoch=0 key=k t=5] [a=3 b=0 ...]
+//	                            Push, then the position after the item in each queue (0 or absent: not offered), and when it was taken (t, seconds)
 //	coalesce                    Coalesce the entry pushed last
 //	ack a=3 [b=2 ...]           move queues' acknowledgement points
 //	pop                         PopDue: prints the entries that left
@@ -60,6 +61,9 @@ func TestWindowTranscripts(t *testing.T) {
 					d.ScanArgs(t, "key", &pos.Key)
 				}
 				last = w.Push(intArg("seq"), intArg("epoch"), pos, queues)
+				if d.HasArg("t") {
+					last.At = time.Unix(intArg("t"), 0)
+				}
 				for i, q := range queues {
 					last.After[i] = intArg(q.name)
 				}
@@ -78,7 +82,7 @@ func TestWindowTranscripts(t *testing.T) {
 			case "pop":
 				var b strings.Builder
 				for _, a := range w.PopDue(nil) {
-					fmt.Fprintf(&b, "acknowledged seq %d epoch %d at %s\n", a.Seq, a.Epoch, a.Pos)
+					fmt.Fprintf(&b, "acknowledged seq %d epoch %d at %s%s\n", a.Seq, a.Epoch, a.Pos, taken(a.At))
 				}
 				return b.String() + show(&w)
 			case "waits":
@@ -128,7 +132,16 @@ func show(w *Window[*queue]) string {
 				fmt.Fprintf(&b, " %s %d/%d", q.name, q.AckPoint(), e.After[j])
 			}
 		}
-		fmt.Fprintf(&b, " due %v\n", e.Due())
+		fmt.Fprintf(&b, " due %v%s\n", e.Due(), taken(e.At))
 	}
 	return b.String()
+}
+
+// taken prints when an entry was taken (t=, in seconds), nothing when it
+// was not timed.
+func taken(at time.Time) string {
+	if at.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf(" taken t=%d", at.Unix())
 }
