@@ -412,15 +412,16 @@ func TestReleaseSeekResumeAreRecorded(t *testing.T) {
 			t.Errorf("seek %+v: want the plan's positions %+v", seek, *dry.Plan)
 		}
 		ok(r.post(t, aliceToken, console.ActionResume, console.Request{Feed: "input", Group: "g", Reason: "done"}))
-		if b := r.binding(t); b.Fenced {
-			t.Errorf("binding %+v fenced after the resume", b)
+		if b := r.binding(t); b.Fenced || b.Position != seek.After {
+			t.Errorf("binding %+v after the resume: want not fenced, position %d (the seek's, not its new queue's count)", b, seek.After)
 		}
 		ok(r.post(t, aliceToken, console.ActionKill, console.Request{Reason: "end of test", Finish: true}))
 		var got []string
 		for _, c := range r.controls(t) {
-			got = append(got, c.Who+" "+c.Action+" "+c.Reason)
+			got = append(got, fmt.Sprintf("%s %s %s %d-%d", c.Who, c.Action, c.Reason, c.Before, c.After))
 		}
-		want := []string{"alice pause poison", "alice release poison backlog", "bob seek skip", "alice resume done", "alice kill end of test"}
+		want := []string{"alice pause poison 0-0", "alice release poison backlog 0-20", "bob seek skip 20-20", "alice resume done 20-20",
+			"alice kill end of test 0-0"}
 		if !slices.Equal(got, want) {
 			t.Errorf("CONTROL rows %q, want %q", got, want)
 		}
