@@ -86,7 +86,7 @@ func genControl(r *rand.Rand) []ctlStep {
 		}
 	}
 	maybe(2, ctlStep{Kind: ctlBadToken})
-	maybe(3, ctlStep{Kind: ctlPauseUntil, Until: time.Duration(100+r.IntN(400)) * time.Millisecond})
+	maybe(3, ctlStep{Kind: ctlPauseUntil, Until: time.Duration(200+r.IntN(400)) * time.Millisecond})
 	maybe(4, ctlStep{Kind: ctlClear})
 	maybe(5, ctlStep{Kind: ctlRelease}) // not fenced: 422
 	maybe(6, ctlStep{Kind: ctlSeek})    // not fenced: 422
@@ -217,7 +217,11 @@ func (sr *scenarioRun) control(ctx context.Context, i int, run runSpec, c *child
 		return cr
 	}
 	opts.Token = sr.token(true)
-	bad, _ := console.NewClient(cr.addr, opts)
+	bad, err := console.NewClient(cr.addr, opts)
+	if err != nil {
+		cr.problem("%v", err)
+		return cr
+	}
 	a := &actor{sr: sr, ctx: ctx, cl: cl, bad: bad, cr: cr}
 	for n, st := range run.Control {
 		if !a.step(n, st) {
@@ -345,6 +349,11 @@ func (a *actor) step(n int, st ctlStep) bool {
 		x, ok := a.send(n, st.Kind, a.cl, console.ActionPause, req)
 		if !ok {
 			return false
+		}
+		if x.code == http.StatusBadRequest && !x.ans.At.Before(until) {
+			// The request reached the window after its deadline (a slow
+			// machine): an honest refusal.
+			return a.unchanged(x, b)
 		}
 		a.want(x, http.StatusOK)
 		if !x.applied() {
