@@ -222,7 +222,7 @@ func (sr *scenarioRun) control(ctx context.Context, i int, run runSpec, c *child
 		cr.problem("%v", err)
 		return cr
 	}
-	a := &actor{sr: sr, ctx: ctx, cl: cl, bad: bad, cr: cr}
+	a := &actor{sr: sr, ctx: ctx, cl: cl, bad: bad, cr: cr, workers: max(run.Workers, 1)}
 	for n, st := range run.Control {
 		if !a.step(n, st) {
 			break
@@ -243,13 +243,14 @@ func (sr *scenarioRun) control(ctx context.Context, i int, run runSpec, c *child
 // actor carries out the steps of one run: the harness's model of the
 // group (fenced, the generation a release or a seek spent).
 type actor struct {
-	sr     *scenarioRun
-	ctx    context.Context
-	cl     *console.Client
-	bad    *console.Client
-	cr     *ctlRun
-	fenced bool
-	spent  int64
+	sr      *scenarioRun
+	ctx     context.Context
+	cl      *console.Client
+	bad     *console.Client
+	cr      *ctlRun
+	workers int // the run's, the most items its group handles at once
+	fenced  bool
+	spent   int64
 }
 
 // binding reads the run's one binding (GET /bindings); false (a problem)
@@ -265,6 +266,25 @@ func (a *actor) binding(what string) (console.Binding, bool) {
 		return console.Binding{}, false
 	}
 	return bs[0], true
+}
+
+// held reads (GET /status) how many items b's queue was given that its
+// group did not complete; false (a problem) when it cannot.
+func (a *actor) held(b console.Binding) (int64, bool) {
+	st, err := a.cl.Status(a.ctx)
+	if err != nil {
+		a.cr.problem("GET /status: %v", err)
+		return 0, false
+	}
+	for _, f := range st.Feeds {
+		for _, sub := range f.Subscribers {
+			if f.Feed == b.Feed && sub.Queue == b.Group+"/"+b.Feed && !sub.Removed { // Group is not in the JSON
+				return sub.Position - sub.Dispatched, true
+			}
+		}
+	}
+	a.cr.problem("GET /status: no live queue of group %q on feed %q", b.Group, b.Feed)
+	return 0, false
 }
 
 // send posts one request and records it; false when no answer came (what
@@ -384,13 +404,22 @@ func (a *actor) step(n int, st ctlStep) bool {
 		return a.unchanged(x, b)
 	case ctlRelease:
 		req.Generation = b.Generation
+		held, ok := a.held(b)
+		if !ok {
+			return false
+		}
 		x, ok := a.send(n, st.Kind, a.cl, console.ActionRelease, req)
 		if !ok {
 			return false
 		}
-		if a.fenced {
-			a.want(x, http.StatusOK, http.StatusUnprocessableEntity) // 422: the queue holds nothing
-		} else {
+		switch {
+		case a.fenced && held > int64(a.workers):
+			// More than its workers can be handling: items wait in the
+			// queue, which a fenced group does not take.
+			a.want(x, http.StatusOK)
+		case a.fenced:
+			a.want(x, http.StatusOK, http.StatusUnprocessableEntity) // 422: the items in flight completed, the queue holds nothing
+		default:
 			a.want(x, http.StatusUnprocessableEntity) // a live queue of a healthy group: nothing held
 		}
 		if x.applied() {
