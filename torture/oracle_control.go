@@ -99,10 +99,18 @@ func (o *oracle) checkControlRows(r *outcome, name string, rec *recording) []ctl
 		c.Feed = row.source
 		got = append(got, c)
 	}
+	var at int64 // the group's position after the last action: positions only move forwards
 	for _, c := range got {
+		if c.Action == string(console.ActionKill) {
+			continue
+		}
 		if c.Who == console.Operator && c.Before != c.After {
 			o.fail(InvControl, "%s: the window's end of a pause %s moves the position", name, c)
 		}
+		if c.Before < at || c.After < c.Before {
+			o.fail(InvControl, "%s: the CONTROL row %s moves the position backwards (the group was done through %d)", name, c, at)
+		}
+		at = max(at, c.After)
 	}
 	want := wantControl(cr)
 	if !slices.Equal(rowStrings(got), rowStrings(want)) {

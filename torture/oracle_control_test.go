@@ -70,11 +70,12 @@ func TestTheOracleHoldsTheRecordingToTheWindowsAnswers(t *testing.T) {
 		{"the rows of the answers", good, false, 0},
 		{"an applied action not recorded", without(2), false, 1},
 		{"the window's end of a pause not recorded", without(1), false, 1},
-		{"a refused request recorded", append(append([]row{}, good...), control("pause", ctlWho, "torture step 2: bad-token", 4, 4, "")), false, 1},
+		{"a refused request recorded", append(append([]row{}, good...), control("pause", ctlWho, "torture step 2: bad-token", 15, 15, "")), false, 1},
 		{"another operator", with(2, control("pause", "mallory", "torture step 3: pause", 4, 4, "")), false, 1},
 		{"other positions", with(3, control("release", ctlWho, "torture step 4: release", 4, 11, "")), false, 1},
 		{"another deadline", with(0, control("pause", ctlWho, "torture step 1: pause-until", 2, 2, `,"until":"2026-01-01T06:00:01Z"`)), false, 1},
 		{"the window's end of a pause moves the position", with(1, control("resume", console.Operator, "the pause ended (its deadline passed)", 3, 4, "")), false, 1},
+		{"a position backwards", with(8, control("resume", ctlWho, "torture step 6: resume", 0, 0, "")), false, 2}, // and not the answer's
 		{"a release recorded, the run says lossless", good, true, 1},
 		{"a release's drops outside its range", with(4, dropped("p#w0", 4, 12, engine.ReleasedReason+"torture step 4: release")), false, 1},
 		{"a seek's drops short of its plan", with(7, dropped("p#w0", 13, 14, engine.SkippedReason+"torture step 5: seek")), false, 1},
