@@ -191,7 +191,11 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		if err != nil {
 			return ans, err
 		}
-		row.Before, row.After = done.Before, done.After
+		// The row's before is the group's completed prefix, as every
+		// row's: the plan's Before stops at the first item still holding
+		// the commit (completed, not yet durable: Engine.Hold, or beyond
+		// an item in flight), which the group did complete.
+		row.After = max(row.Before, done.After)
 		w.replaced(done.Replacement, done.After)
 	case ActionKill:
 		if req.Finish == w.cfg.KillAbandon {
