@@ -174,6 +174,7 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 			return ans, err
 		}
 		row.After = max(row.Before, rel.LastSeq)
+		w.replaced(rel.Replacement, row.After)
 	case ActionSeek:
 		plan, hash, err := w.seekPlan(req)
 		if err != nil {
@@ -190,7 +191,12 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		if err != nil {
 			return ans, err
 		}
-		row.Before, row.After = done.Before, done.After
+		// The row's before is the group's completed prefix, as every
+		// row's: the plan's Before stops at the first item still holding
+		// the commit (completed, not yet durable: Engine.Hold, or beyond
+		// an item in flight), which the group did complete.
+		row.After = max(row.Before, done.After)
+		w.replaced(done.Replacement, done.After)
 	case ActionKill:
 		if req.Finish == w.cfg.KillAbandon {
 			return ans, refuse(http.StatusUnprocessableEntity, "this run's kill %s the items in flight: ask with finish %t",
@@ -217,6 +223,18 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		return ans, refuse(http.StatusInternalServerError, "done, but not recorded: %v", err)
 	}
 	return ans, nil
+}
+
+// replaced notes the queue of generation gen (0: none) that a release or
+// a seek put in place, its items following feed sequence after: its
+// binding's position counts from there.
+func (w *Window) replaced(gen, after int64) {
+	if gen == 0 {
+		return
+	}
+	w.mu.Lock()
+	w.base[gen] = after
+	w.mu.Unlock()
 }
 
 // pauseEnd is the deadline of a pause: Until, in the future, or the zero
@@ -270,7 +288,8 @@ func target(req Request) engine.SeekTarget {
 }
 
 // position is the feed sequence through which group completed the items
-// of feed (its live queue's Dispatched); ErrUnknown for a binding that does
+// of feed (its live queue's Dispatched, from where the queue began);
+// ErrUnknown for a binding that does
 // not exist.
 func (w *Window) position(feed, group string) (int64, error) {
 	for _, b := range w.liveBindings(w.cfg.Engine.Status()) {

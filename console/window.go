@@ -134,7 +134,11 @@ type Window struct {
 	beat     time.Time            // the last Beat; zero before the first
 	draining bool                 // Drain was called
 	paused   map[string]time.Time // group -> the end of its operator pause
-	act      sync.Mutex           // one control action at a time
+	// base is, for a queue an operator's release or seek put in another's
+	// place, the feed sequence its first item follows: its Dispatched
+	// counts its own items, a binding's position is the feed's sequence.
+	base map[int64]int64 // generation -> feed sequence (mu)
+	act  sync.Mutex      // one control action at a time
 }
 
 // New returns the window of cfg. It refuses (ErrConfig) a configuration
@@ -162,7 +166,7 @@ func New(cfg Config) (*Window, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	w := &Window{cfg: cfg, mux: http.NewServeMux(), reg: prometheus.NewRegistry(), born: cfg.Clock.Now(),
-		paused: map[string]time.Time{}}
+		paused: map[string]time.Time{}, base: map[int64]int64{}}
 	for _, c := range append([]prometheus.Collector{&collector{w: w}}, cfg.Collectors...) {
 		if err := w.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("%w: metrics: %w", ErrConfig, err)
@@ -262,7 +266,7 @@ func (w *Window) liveBindings(st engine.Status) []Binding {
 				continue
 			}
 			group := s.Group
-			b := Binding{Feed: f.Feed, Group: group, Generation: s.Generation, Position: s.Dispatched,
+			b := Binding{Feed: f.Feed, Group: group, Generation: s.Generation, Position: w.base[s.Generation] + s.Dispatched,
 				Fenced: fenced[group], LossState: lossState(s.Loss)}
 			if until, ok := w.paused[group]; ok && !until.IsZero() {
 				b.PausedUntil = &until

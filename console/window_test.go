@@ -425,15 +425,16 @@ func TestReleaseSeekResumeAreRecorded(t *testing.T) {
 			t.Errorf("seek %+v: want the plan's positions %+v", seek, *dry.Plan)
 		}
 		ok(r.post(t, aliceToken, console.ActionResume, console.Request{Feed: "input", Group: "g", Reason: "done"}))
-		if b := r.binding(t); b.Fenced {
-			t.Errorf("binding %+v fenced after the resume", b)
+		if b := r.binding(t); b.Fenced || b.Position != seek.After {
+			t.Errorf("binding %+v after the resume: want not fenced, position %d (the seek's, not its new queue's count)", b, seek.After)
 		}
 		ok(r.post(t, aliceToken, console.ActionKill, console.Request{Reason: "end of test", Finish: true}))
 		var got []string
 		for _, c := range r.controls(t) {
-			got = append(got, c.Who+" "+c.Action+" "+c.Reason)
+			got = append(got, fmt.Sprintf("%s %s %s %d-%d", c.Who, c.Action, c.Reason, c.Before, c.After))
 		}
-		want := []string{"alice pause poison", "alice release poison backlog", "bob seek skip", "alice resume done", "alice kill end of test"}
+		want := []string{"alice pause poison 0-0", "alice release poison backlog 0-20", "bob seek skip 20-20", "alice resume done 20-20",
+			"alice kill end of test 0-0"}
 		if !slices.Equal(got, want) {
 			t.Errorf("CONTROL rows %q, want %q", got, want)
 		}
@@ -474,4 +475,40 @@ func TestNewRefuses(t *testing.T) {
 	if !errors.Is(err, console.ErrConfig) {
 		t.Errorf("tokens without an Auditor: %v, want ErrConfig", err)
 	}
+}
+
+// A seek over items the group completed that still hold the commit (a
+// processing checkpoint that made none durable): its CONTROL row's before
+// is the group's completed prefix, as the pause's before it, not the
+// plan's Before (the first item holding the commit, minus 1).
+func TestASeekOverHeldItemsRecordsTheCompletedPrefix(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		if _, err := r.e.Hold("input", "g"); err != nil {
+			t.Fatal(err)
+		}
+		r.gate.Open()
+		synctest.Wait() // every item completed, none durable
+		ok := func(code int, ans console.Answer) console.Answer {
+			t.Helper()
+			if code != http.StatusOK || !ans.Applied {
+				t.Fatalf("%s: %d %+v", ans.Action, code, ans)
+			}
+			return ans
+		}
+		ok(r.post(t, aliceToken, console.ActionPause, console.Request{Feed: "input", Group: "g", Reason: "skip", Indefinite: true}))
+		gen := r.binding(t).Generation
+		code, dry := r.post(t, aliceToken, console.ActionSeek, console.Request{Feed: "input", Group: "g", Reason: "skip", Generation: gen, Latest: true})
+		if code != http.StatusOK || dry.Plan == nil || dry.Plan.Processed != 20 || dry.Plan.Before != 0 {
+			t.Fatalf("seek dry run: %d %+v, want a plan over 20 processed items from 0", code, dry)
+		}
+		ok(r.post(t, aliceToken, console.ActionSeek, console.Request{Feed: "input", Group: "g", Reason: "skip", Generation: gen, Latest: true, PlanHash: dry.PlanHash}))
+		var got []string
+		for _, c := range r.controls(t) {
+			got = append(got, fmt.Sprintf("%s %d-%d", c.Action, c.Before, c.After))
+		}
+		if want := []string{"pause 20-20", "seek 20-20"}; !slices.Equal(got, want) {
+			t.Errorf("CONTROL rows %q, want %q", got, want)
+		}
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -38,6 +39,7 @@ type outcome struct {
 	faulted        bool     // a fault hit it (disk full, state directory)
 	member         *outcome // Kafka: the second member that ran beside it
 	took           time.Duration
+	ctl            *ctlRun // what the harness did to its window (run.Control)
 }
 
 // killed reports whether a signal ended the run (SIGKILL, or a SIGTERM
@@ -214,6 +216,9 @@ func (sr *scenarioRun) args(i int, run runSpec, member bool) (args []string, sto
 	if s.Oversize {
 		args = append(args, "--max-line", strconv.Itoa(maxLineBytes))
 	}
+	if len(run.Control) > 0 && !member {
+		args = append(args, "--listen", "127.0.0.1:0", "--control-token-file", ctlTokenFile)
+	}
 	switch run.Alias {
 	case "pointer":
 		args = append(args, "--pointer", stateFile+"#w1")
@@ -226,9 +231,28 @@ func (sr *scenarioRun) args(i int, run runSpec, member bool) (args []string, sto
 // child is a started `blackbox run`.
 type child struct {
 	cmd  *exec.Cmd
-	out  bytes.Buffer
+	out  syncBuffer // its stdout and stderr
 	done chan struct{}
 	err  error
+}
+
+// syncBuffer is a buffer a child writes while the harness reads it. Safe
+// for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func (sr *scenarioRun) start(args []string, env []string, fsize int64) (*child, error) {
@@ -321,6 +345,11 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run runSpec) (*outcome,
 	if run.End.Kind == endKillAt {
 		env = append(env, fmt.Sprintf("BLACKBOX_KILL_AT=%s:%d", run.End.Point, run.End.N))
 	}
+	if len(run.Control) > 0 {
+		if err := sr.writeTokens(); err != nil {
+			return nil, err
+		}
+	}
 	release, err := sr.prepareFault(run)
 	if err != nil {
 		return nil, err
@@ -351,10 +380,15 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run runSpec) (*outcome,
 	if err := sr.applyDuring(ctx, i, run, c, store); err != nil {
 		return nil, err
 	}
+	if len(run.Control) > 0 {
+		o.ctl = sr.control(ctx, i, run, c)
+	}
 	if member != nil {
 		sr.stopMember(i, member, o)
 	}
-	endRun(run, c)
+	if o.ctl == nil || !o.ctl.killed { // a run killed by its operator ends by itself
+		endRun(run, c)
+	}
 	if !sr.waitRun(ctx, c) {
 		c.signal(syscall.SIGKILL)
 		<-c.done

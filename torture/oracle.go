@@ -38,7 +38,8 @@ const (
 // Violation is one broken invariant of a scenario. A plain value.
 type Violation struct {
 	// Invariant is the one broken: InvLossless, InvOnce, InvAgree,
-	// InvShape, InvClaims, InvEngine, InvLive or InvDelivered.
+	// InvShape, InvClaims, InvEngine, InvLive, InvDelivered or
+	// InvControl.
 	Invariant int    `json:"invariant"`
 	What      string `json:"what"`
 }
@@ -135,6 +136,9 @@ func (o *oracle) check() []Violation {
 		if r.member != nil {
 			o.checkRun(r.member)
 		}
+	}
+	for _, r := range o.sr.runs {
+		o.checkControl(r)
 	}
 	o.checkLines()
 	o.checkOut()

@@ -348,7 +348,8 @@ func TestCoverResiduesAreDistinct(t *testing.T) {
 	}
 	for c, what := range map[int]string{coverBacklog: "backlog", coverCrashtest: "crashtest",
 		coverAliasPointer: "alias=pointer", coverAliasStatus: "alias=status", coverPoison: "poison",
-		coverPartitions: "op=partitions", coverRetention: "op=retention", coverDeleteTopic: "op=deltopic", coverBounce: "op=bounce"} {
+		coverPartitions: "op=partitions", coverRetention: "op=retention", coverDeleteTopic: "op=deltopic", coverBounce: "op=bounce",
+		coverControl: "control"} {
 		claim(c, what)
 	}
 	for i, p := range engineProperties {

@@ -3,6 +3,7 @@ package torture
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +68,10 @@ type runSpec struct {
 	Fault         runFault
 	Alias         string // a hostile path: "pointer" or "status" names a worker's state file
 	Member        bool   // Kafka: a second member of the group runs beside this run for a while
+	// Control is the operator's actions sent over HTTP to the run's window
+	// (run --listen, control.go), in order; the run follows its input and
+	// is ended by SIGTERM after them, or by a kill among them.
+	Control []ctlStep
 }
 
 // endKind is how a run ends.
@@ -216,6 +221,11 @@ func generate(seed uint64, lim Limits, only Only) scenarioSpec {
 	kafkaOp := map[int]opKind{coverPartitions: opPartitions, coverRetention: opRetention, coverDeleteTopic: opDeleteTopic,
 		coverBounce: opBounce}[c]
 	s.genInput(r, c, kafkaOp != "", only)
+	// Whether a run is sent control actions draws from a stream of its
+	// own (as the --out format), so that the seeds of the scenarios
+	// before the dimension came keep drawing what they drew.
+	cr := rand.New(rand.NewPCG(seed, 0xc7))
+	control := s.Source == "file" && !s.Backlog && (c == coverControl || cr.IntN(25) == 0)
 	// The --out format draws from a stream of its own, so that the draws
 	// before and after it stay the seed's.
 	if rand.New(rand.NewPCG(seed, 0x0f0)).IntN(4) == 0 {
@@ -248,6 +258,16 @@ func generate(seed uint64, lim Limits, only Only) scenarioSpec {
 	}
 	if a := map[int]string{coverAliasPointer: "pointer", coverAliasStatus: "status"}[c]; a != "" && s.State && !s.Backlog {
 		s.Runs[0].Alias = a
+	}
+	if control {
+		// A run of its own, before a drawn one and with its layout (a
+		// restart with another is refused, as it would be before that
+		// one), so that the runs the seed drew stay as they were.
+		k := cr.IntN(len(s.Runs))
+		run := s.Runs[k]
+		run.Before = []inputOp{{Kind: opAppend, N: cr.IntN(40)}}
+		run.controlled(cr)
+		s.Runs = slices.Insert(s.Runs, k, run)
 	}
 	return s.shrink(lim)
 }
@@ -303,6 +323,9 @@ func (s *scenarioSpec) genInput(r *rand.Rand, c int, kafkaOp bool, only Only) {
 			s.Partitions = 1 + r.IntN(4)
 		}
 	}
+	if c == coverControl && only.Source == "" {
+		s.Source, s.Partitions = "file", 0
+	}
 	if (c == coverBacklog || kafkaOp) && only.Source != "file" {
 		s.Source = "kafka"
 		if s.Partitions == 0 {
@@ -343,6 +366,7 @@ const (
 	coverBounce      = 16 // ... the broker stopped and started
 
 	coverEngineMore = 17 // the engine properties after the first eight (operator: 17), past the residues taken before they came
+	coverControl    = 18 // a runs scenario of a file whose run is sent control actions over HTTP (control.go)
 )
 
 // engineResidue is the residue that forces engineProperties[i]: the
@@ -600,6 +624,9 @@ func (s scenarioSpec) Dimensions() []string {
 		if run.Member {
 			d = append(d, "second-member")
 		}
+		if len(run.Control) > 0 {
+			d = append(d, "control")
+		}
 	}
 	return d
 }
@@ -615,7 +642,7 @@ func AllDimensions() []string {
 		"op=append", "op=rename", "op=copy", "op=burst", "op=truncate", "op=rewrite", "op=recreate",
 		"op=partitions", "op=retention", "op=deltopic", "op=bounce",
 		"fault=diskfull", "fault=statedir", "fault=locked", "fault=stale", "alias=pointer", "alias=status",
-		"out=value", "out=envelope"}
+		"out=value", "out=envelope", "control"}
 	for _, p := range engineProperties {
 		d = append(d, "engine="+p)
 	}

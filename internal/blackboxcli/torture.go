@@ -45,8 +45,10 @@ binary, each with flags drawn at random (--workers, --order,
 --follow, --out-format), each ending by itself, by SIGTERM or by SIGKILL
 (at a random moment or at a named kill point, the outbox's included),
 some meeting a fault (a disk that fills up, a state file that cannot be
-written, an output locked by another process, stale locks) or a hostile
-path.
+written, an output locked by another process, stale locks), a hostile
+path, or an operator acting over HTTP on its window (--listen: pause,
+resume, clear, release, seek, kill, stale generations and plans, a wrong
+token).
 
 An oracle of its own, which knows the input it wrote and reads the
 artifacts itself (the input, --out, the state files and the recordings,
@@ -64,7 +66,10 @@ checks every scenario:
   5. nothing a COMMIT row covers is delivered again;
   8. every line of --out is an output a run recorded, there exactly once
      (across the --out files of a Kafka group's members: at least once),
-     and --out holds every output the runs recorded.
+     and --out holds every output the runs recorded;
+  9. every control action the window said it did is a CONTROL row with
+     the operator, the reason and the positions, and no refused one is;
+     a release or a seek is a recorded loss; explain lists the actions.
 
 A failing scenario is shrunk (fewer runs, no faults, no operations, fewer
 lines) and printed with the command that reproduces it; its directory is
