@@ -237,6 +237,15 @@ func (w *Window) replaced(gen, after int64) {
 	w.mu.Unlock()
 }
 
+// queuePosition is a queue's binding position: the feed sequence its group is
+// done through, counted from where the queue began (a queue a release or
+// a seek put in place does not begin at 0).
+func (w *Window) queuePosition(s engine.SubscriberStatus) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.base[s.Generation] + s.Dispatched
+}
+
 // pauseEnd is the deadline of a pause: Until, in the future, or the zero
 // time for Indefinite; one of them, not both.
 func (w *Window) pauseEnd(req Request, now time.Time) (time.Time, error) {

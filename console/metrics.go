@@ -127,7 +127,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			g := s.Group
-			counter(descDispatched, float64(s.Dispatched), f.Feed, g)
+			counter(descDispatched, float64(c.w.queuePosition(s)), f.Feed, g) // never backwards across a release or a seek
 			gauge(descQueued, float64(max(0, s.Position-s.Dispatched)), f.Feed, g)
 			counter(descBlocked, float64(s.Blocked), f.Feed, g)
 			counter(descBlockedSec, s.BlockedTime.Seconds(), f.Feed, g)

@@ -266,7 +266,7 @@ func (w *Window) liveBindings(st engine.Status) []Binding {
 				continue
 			}
 			group := s.Group
-			b := Binding{Feed: f.Feed, Group: group, Generation: s.Generation, Position: w.base[s.Generation] + s.Dispatched,
+			b := Binding{Feed: f.Feed, Group: group, Generation: s.Generation, Position: w.base[s.Generation] + s.Dispatched, // w.mu held: as queuePosition
 				Fenced: fenced[group], LossState: lossState(s.Loss)}
 			if until, ok := w.paused[group]; ok && !until.IsZero() {
 				b.PausedUntil = &until

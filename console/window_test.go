@@ -407,6 +407,11 @@ func TestReleaseSeekResumeAreRecorded(t *testing.T) {
 		if rel.Before != 0 || rel.After != 20 {
 			t.Errorf("release %+v: want positions 0 -> 20", rel)
 		}
+		// The completed counter is the binding's position: a counter,
+		// never backwards when a release puts a new queue in place.
+		if _, body := r.get(t, console.PathMetrics); !strings.Contains(body, `blackbox_queue_items_completed_total{feed="input",group="g"} 20`) {
+			t.Errorf("metrics after the release: want the completed counter at 20 (the new queue's own count is 0):\n%s", body)
+		}
 		if code, _ := r.post(t, bobToken, console.ActionRelease, console.Request{Feed: "input", Group: "g", Reason: "again", Generation: gen}); code != http.StatusConflict {
 			t.Errorf("a second release of generation %d: %d, want 409", gen, code)
 		}
