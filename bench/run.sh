@@ -60,8 +60,10 @@ run . 200000x 'Append|Floor' ./store/csvstore/ ./store/sqlitestore/
 run . 1000000x 'Throughput/record/csv$' ./recorder/
 run . 100000x 'Throughput/record/sqlite$' ./recorder/
 # The same into a run of a throwaway PostgreSQL server (internal/pgtest:
-# fsync off, as SQLite's synchronous=NORMAL commits unsynced), beside the
-# SQLite figure (issue 30). Skipped where no server can be started.
+# fsync off; the bench's session synchronous_commit=on: a commit waits for
+# its WAL to be written, not synced, as SQLite's synchronous=NORMAL writes
+# its WAL frames unsynced), beside the SQLite figure (issue 30). Skipped
+# where no server can be started.
 run . 100000x 'Throughput/record/postgres$' ./recorder/
 run . 3000x 'Append' ./store/pgstore/
 # ReplayCSV also times its floor on the same recording in the same run:

@@ -29,6 +29,13 @@ type DiffOptions struct {
 	// Limit bounds each list of a ProcessorDiff (OnlyA, OnlyB, Different,
 	// Twice, DuplicateOutputs); 0 means DefaultDiffLimit, negative no limit.
 	Limit int
+	// Concurrent says of side A (0) and side B (1) that its recordings
+	// are runs that ran at the same time, the members of one consumer
+	// group (their order is the order they were created, not the order
+	// in which they processed a record), rather than consecutive runs (a
+	// crashed run and its restarts). It changes which re-deliveries the
+	// runs explain: see Diff.
+	Concurrent [2]bool
 }
 
 // DiffVerdict is a Diff's verdict.
@@ -107,10 +114,12 @@ type ProcessorDiff struct {
 	// a sink that does not de-duplicate received them twice.
 	DuplicateOutputs []InputRef `json:"duplicateOutputs"`
 	// Repeated are inputs processed more often than their side's runs
-	// explain: twice within one run, or again in a run after one that
-	// stopped cleanly (only a killed run's inputs are delivered again, by
-	// its restart). A difference. The ref is the unexplained delivery's;
-	// Side names the side.
+	// explain: twice within one run, or again in another run when the
+	// runs committed it (a source delivers again only what was not
+	// committed; without COMMIT rows or positions, only a killed run's
+	// inputs are delivered again, by its restart): see Diff. A
+	// difference. The ref is the unexplained delivery's; Side names the
+	// side.
 	Repeated []InputRef `json:"repeated"`
 	// EpochChanges are the places where a side's epoch of a feed's key
 	// changed part-way (a file replaced or reset: key ""; a Kafka topic
@@ -251,11 +260,26 @@ type InputDiff struct {
 // of all its deliveries together: a re-delivery the processor skipped (no
 // outputs) agrees, and one that emitted the same outputs again agrees and is
 // listed in DuplicateOutputs; either way the input is listed in Twice when
-// each delivery is in another run of the side, each run but the last of
-// them killed (its stream of the processor unfinished), and in Repeated (a
-// difference) otherwise: twice in one run, or again after a run that
-// stopped cleanly. Outputs are compared after decoding with the codec,
-// leaving out the keys of DiffOptions.Ignore.
+// its runs explain each delivery after the first, and in Repeated (a
+// difference) otherwise. A delivery in the run of the one before it is
+// never explained. An input with a position (a DELIVERY row) in runs whose
+// format has COMMIT rows is delivered again only where it was not
+// committed (a COMMIT row of its feed, key and epoch at its position or
+// past it covers it): of consecutive runs, a delivery is explained when
+// the run of the delivery before it did not commit it (a killed run's
+// uncommitted tail, a clean stop whose last commit did not land); of
+// concurrent runs (DiffOptions.Concurrent: a group's members, a partition
+// moved from one to another by a rebalance or by a member's death), whose
+// order in time the recordings do not give, when at most one of the runs
+// that delivered it committed it (the one that took it last: a member
+// that committed it before the partition moved moved the group's commit
+// past it, and no later owner reads it again). A duplicate a COMMIT
+// covered in the run before (consecutive), or in two of the runs
+// (concurrent), is Repeated. An input without a position, a timer, or a
+// run without COMMIT rows (versions 2 and 1) falls back to what the runs'
+// ends say: a delivery is explained when the run before it was killed (its
+// stream of the processor unfinished). Outputs are compared after
+// decoding with the codec, leaving out the keys of DiffOptions.Ignore.
 //
 // Memory: Diff reads each side as a stream, processor by processor, and
 // holds for the processor being compared one index entry per distinct
@@ -279,6 +303,13 @@ func Diff(ctx context.Context, a, b []store.Reader, opts DiffOptions) (*DiffRepo
 		return nil, err
 	}
 	d := newDiffer(ctx, opts)
+	for si, side := range [][]store.Reader{a, b} {
+		c, err := d.commits("AB"[si:si+1], side)
+		if err != nil {
+			return nil, err
+		}
+		d.committed[si] = c
+	}
 	rep := &DiffReport{Complete: true, Why: []string{}, Processors: []ProcessorDiff{}, Problems: []store.Problem{}}
 	for si, side := range [][]store.Reader{a, b} {
 		rep.addSide("AB"[si:si+1], side)
@@ -326,7 +357,7 @@ func checkSides(ctx context.Context, a, b []store.Reader) error {
 
 // newDiffer is a Diff call of opts, its defaults applied.
 func newDiffer(ctx context.Context, opts DiffOptions) *differ {
-	d := &differ{ctx: ctx, codec: opts.Codec, limit: opts.Limit, seed: maphash.MakeSeed()}
+	d := &differ{ctx: ctx, codec: opts.Codec, limit: opts.Limit, seed: maphash.MakeSeed(), concurrent: opts.Concurrent}
 	if d.codec == nil {
 		d.codec = recorder.JSON
 	}

@@ -42,15 +42,30 @@ func diffText(t *testing.T, rep *replayer.DiffReport) string {
 	return b.String()
 }
 
-// killed returns the rows of m without its END rows: the recording of a run
-// killed after it processed everything (kill -9 leaves no END).
+// killed returns the rows of m without its END and COMMIT rows (the rows
+// of no processor numbered again): the recording of a run killed after it
+// processed everything and before its source committed any of it (kill -9
+// leaves no END), whose inputs its restart delivers again.
 func killed(t *testing.T, m store.Reader) *store.Memory {
 	t.Helper()
+	return without(t, m, store.KindEnd, store.KindCommit)
+}
+
+// without returns the rows of m but those of kinds (the rows of no
+// processor numbered again).
+func without(t *testing.T, m store.Reader, kinds ...store.Kind) *store.Memory {
+	t.Helper()
 	var rs []store.Entry
+	var global int64
 	for _, e := range rows(t, m) {
-		if e.Kind != store.KindEnd {
-			rs = append(rs, e)
+		switch {
+		case slices.Contains(kinds, e.Kind):
+			continue
+		case e.Kind.IsGlobal():
+			global++
+			e.Index = global
 		}
+		rs = append(rs, e)
 	}
 	return reopen(t, rs)
 }

@@ -25,6 +25,8 @@ type sideAgg struct {
 	seq, epoch  int64  // the first delivery's
 	reseq       int64  // the second delivery's
 	repseq      int64  // the repeated delivery's (reprun)
+	covers      int32  // runs of its deliveries that committed it (sideRuns.covers)
+	lastCov     bool   // the run of the last delivery committed it
 	mixed       bool   // deliveries with outputs differ
 }
 
@@ -89,10 +91,12 @@ func (d *differ) hashOutput(o output) uint64 {
 }
 
 // add counts a delivery whose input payload hashes to in and whose outputs
-// hash to h (xs: each output's hash). killed[r] says whether run r+1 of the
-// side was killed (may be delivered again by the next run). A cut delivery
-// (its outputs not known) counts as a delivery, not its outputs.
-func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64, killed []bool) {
+// hash to h (xs: each output's hash). sr says what the side's runs were
+// (killed, committed, concurrent): a delivery they do not explain
+// (sideRuns.explained) makes the input repeated. A cut delivery (its
+// outputs not known) counts as a delivery, not its outputs.
+func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64, sr *sideRuns) {
+	cov, known := sr.covers(dl)
 	s.n++
 	switch s.n {
 	case 1:
@@ -101,8 +105,14 @@ func (s *sideAgg) add(dl *delivery, in, h uint64, xs []uint64, ord int64, killed
 	case 2:
 		s.rerun, s.reseq = int32(dl.run), dl.seq
 	}
-	if s.n > 1 && s.reprun == 0 && (s.last == int32(dl.run) || !killed[s.last-1]) {
+	if s.n > 1 && s.reprun == 0 && !sr.explained(s, dl, cov, known) {
 		s.reprun, s.repseq, s.repnth = int32(dl.run), dl.seq, s.n-1
+	}
+	if s.n == 1 || s.last != int32(dl.run) {
+		if cov {
+			s.covers++
+		}
+		s.lastCov = cov
 	}
 	s.last = int32(dl.run)
 	if dl.cut {

@@ -96,7 +96,7 @@ func (d *differ) index(l *logical, sides [2][]store.Reader, pd *ProcessorDiff) (
 		if si == 1 {
 			n = &pd.InputsB
 		}
-		killed := killedRuns(rs, l.streams[si])
+		sr := &sideRuns{killed: killedRuns(rs, l.streams[si]), commits: d.committed[si], concurrent: d.concurrent[si]}
 		d.lost = func(run int, e *store.Entry) {
 			pd.Counts.Lost++
 			if d.limit < 0 || len(pd.Lost) < d.limit {
@@ -117,7 +117,7 @@ func (d *differ) index(l *logical, sides [2][]store.Reader, pd *ProcessorDiff) (
 				xs = append(xs, x)
 				h = mix(h, x)
 			}
-			g.side(si).add(dl, d.inputHash(rs[dl.run-1], dl), h, xs, *n, killed)
+			g.side(si).add(dl, d.inputHash(rs[dl.run-1], dl), h, xs, *n, sr)
 		}, epochs)
 		d.lost = nil
 		if err != nil {

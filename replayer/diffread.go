@@ -29,6 +29,10 @@ type differ struct {
 	// reads (the first walk of a processor's side), in run lostRun.
 	lost    func(run int, e *store.Entry)
 	lostRun int
+	// committed are the COMMIT rows of each side's runs (commits), and
+	// concurrent DiffOptions.Concurrent.
+	committed  [2][]committed
+	concurrent [2]bool
 }
 
 // ikey is an input's identity on its side: 24 bytes, names interned.

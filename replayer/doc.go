@@ -55,8 +55,9 @@
 // positions disagree by content, as a text diff aligns lines (a line of
 // another length is one changed input). It lists the inputs only in A, only
 // in B, changed, with different outputs, processed twice (a crashed run and
-// its restart stitched together) and processed more often than the runs
-// explain (twice in one run, or again after a run that stopped cleanly).
+// its restart stitched together, or a group's members) and processed more
+// often than the runs explain (twice in one run, or again in another run
+// that had committed it).
 // Its verdict is same only when both sides are complete (no integrity
 // problem but the missing END of a stitched side's runs before its last)
 // and equal; otherwise different, or not complete, and DiffReport.Why says

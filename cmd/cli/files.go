@@ -425,6 +425,23 @@ func expandGroups(list string) (string, error) {
 	return strings.Join(out, ","), nil
 }
 
+// isGroup reports whether a comma-separated list of recordings names a
+// consumer group's runs (a postgres:// URL with group= and no run=, which
+// expandGroups expands): runs of members that ran at the same time, not
+// one after another.
+func isGroup(list string) bool {
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if !isURL(p) {
+			continue
+		}
+		if loc, err := pgstore.ParseURL(p); err == nil && loc.Group != "" && loc.Run == "" {
+			return true
+		}
+	}
+	return false
+}
+
 // openRuns opens a comma-separated list of consecutive runs (a crashed run
 // and its restarts, as diff, explain and report stitch them) and refuses,
 // before any work, a list that cannot be one (a usage error naming the

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -229,8 +230,9 @@ func readLedgerState(t *testing.T, path string) apps.LedgerState {
 
 // evictMembers removes every member of group (a killed run's, whose
 // session would expire after 45s) with LeaveGroup, as the session's
-// expiry does: a restart joins at once.
-func evictMembers(t *testing.T, brokers, group string) {
+// expiry does: a restart joins at once. Given ids, it removes only the
+// members of those ids (groupMembers) that are still members.
+func evictMembers(t *testing.T, brokers, group string, ids ...string) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
 	if err != nil {
@@ -246,6 +248,9 @@ func evictMembers(t *testing.T, brokers, group string) {
 	req := kmsg.NewPtrLeaveGroupRequest()
 	req.Group = group
 	for _, m := range groups[group].Members {
+		if len(ids) > 0 && !slices.Contains(ids, m.MemberID) {
+			continue
+		}
 		lm := kmsg.NewLeaveGroupRequestMember()
 		lm.MemberID = m.MemberID
 		req.Members = append(req.Members, lm)
@@ -498,4 +503,25 @@ func TestRunKafkaWithoutFollowRefusesATopicThatDoesNotExist(t *testing.T) {
 	if _, err := os.Stat(store); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused run left %s (%v)", store, err)
 	}
+}
+
+// groupMembers returns the member ids of group's members now.
+func groupMembers(t *testing.T, brokers, group string) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	groups, err := kadm.NewClient(cl).DescribeGroups(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range groups[group].Members {
+		ids = append(ids, m.MemberID)
+	}
+	return ids
 }

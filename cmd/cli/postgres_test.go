@@ -111,11 +111,11 @@ func TestAPostgresRunEditedWithSQLIsNotProven(t *testing.T) {
 	in := filepath.Join(dir, "in.txt")
 	writeLines(t, in, "alice,5", "bob,7", "alice,-2")
 	for i, tc := range []struct{ name, sql string }{
-		{"a DELIVERY deleted", `DELETE FROM blackbox_rows WHERE run_id = $1 AND id = (SELECT min(id) FROM blackbox_rows WHERE run_id = $1 AND kind = 'DELIVERY')`},
-		{"an INLINE row duplicated", `INSERT INTO blackbox_rows SELECT run_id, (SELECT max(id) + 1 FROM blackbox_rows WHERE run_id = $1), processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads
-FROM blackbox_rows WHERE run_id = $1 AND id = (SELECT min(id) FROM blackbox_rows WHERE run_id = $1 AND kind = 'INLINE')`},
-		{"an OUTPUT edited", `UPDATE blackbox_rows SET payload = '{"edited":true}' WHERE run_id = $1 AND id = (SELECT min(id) FROM blackbox_rows WHERE run_id = $1 AND kind = 'OUTPUT')`},
-		{"an END's count edited", `UPDATE blackbox_rows SET n = n + 1 WHERE run_id = $1 AND kind = 'END'`},
+		{"a DELIVERY deleted", `DELETE FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1) AND id = (SELECT min(id) FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1) AND kind = 'DELIVERY')`},
+		{"an INLINE row duplicated", `INSERT INTO blackbox_rows SELECT run, (SELECT max(id) + 1 FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1)), processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads
+FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1) AND id = (SELECT min(id) FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1) AND kind = 'INLINE')`},
+		{"an OUTPUT edited", `UPDATE blackbox_rows SET payload = '{"edited":true}' WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1) AND id = (SELECT min(id) FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1) AND kind = 'OUTPUT')`},
+		{"an END's count edited", `UPDATE blackbox_rows SET n = n + 1 WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1) AND kind = 'END'`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := "r" + string(rune('a'+i))
@@ -191,7 +191,7 @@ func TestAStalePostgresWriterStopsTheRun(t *testing.T) {
 		t.Errorf("exit %d, want 3 and the lease lost:\n%s", r.code, r.out)
 	}
 	var after int64
-	if err := c.QueryRow(t.Context(), `SELECT count(*) FROM blackbox_rows WHERE run_id = 'stale'`).Scan(&after); err != nil {
+	if err := c.QueryRow(t.Context(), `SELECT count(*) FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = 'stale')`).Scan(&after); err != nil {
 		t.Fatal(err)
 	}
 	if after != before {

@@ -118,12 +118,16 @@ rebalanced run aligns with a clean one; a file's changes with a new file) -
 otherwise by (feed, seq), and where
 positions disagree by content, as a text diff aligns lines: inputs only in
 A (removed), only in B (inserted), changed, in both with different
-outputs, processed twice (once per run of a stitched side, after a kill),
-and processed more often than the runs explain (twice in one run, or again
-after a run that stopped cleanly). A and B may each be a comma-separated
-list of consecutive runs to stitch together (a crashed run and its
-restarts), each run given once, in the order they ran (a file given twice, a
-copy of a run, or a run created before the run given before it is refused).
+outputs, processed twice (once per run of a stitched side, where a run did
+not commit it), and processed more often than the runs explain (twice in
+one run, or again after a run that committed it). A and B may each be a
+comma-separated list of consecutive runs to stitch together (a crashed run
+and its restarts), each run given once, in the order they ran (a file given
+twice, a copy of a run, or a run created before the run given before it is
+refused), or a consumer group's runs in a PostgreSQL store
+(postgres://...?group=G): its members, which ran at the same time, where an
+input processed by two members is explained when at most one of them
+committed it (a partition moved by a rebalance or a member's death).
 A processor run on workers (streams NAME#w0, NAME#w1 ...) is compared as the
 one processor NAME, its workers' inputs merged. A side is complete as verify
 says (a recorded failure, a seq a COMMIT row covers with no row, a gap ...
@@ -145,7 +149,8 @@ END of a run followed by its restart, or a last run without END).`,
 				return err
 			}
 			defer store.CloseAll(b)
-			d, err := replayer.Diff(cmd.Context(), a, b, replayer.DiffOptions{Ignore: ignoreKeys(ignore)})
+			opts := replayer.DiffOptions{Ignore: ignoreKeys(ignore), Concurrent: [2]bool{isGroup(args[0]), isGroup(args[1])}}
+			d, err := replayer.Diff(cmd.Context(), a, b, opts)
 			if err != nil {
 				return fmt.Errorf("diff %s %s: %w", args[0], args[1], err)
 			}

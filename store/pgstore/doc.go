@@ -3,8 +3,10 @@
 // store.Open and store.Create hand it a URL without touching a file). A
 // database holds the recordings of a fleet, one a run, named by its run id
 // (the URL's run= parameter; NewRunID makes one), in two tables:
-// blackbox_runs (a run's lease and description) and blackbox_rows (its
-// rows, the CSV columns and id, the row's place in the run). The schema is
+// blackbox_runs (a run's lease and description, and run, its integer key)
+// and blackbox_rows (its rows: the run's key, id, the row's place in the
+// run, and the CSV columns; no foreign key, whose check would cost a
+// lookup a row). The schema is
 // versioned and embedded (migrations/*.sql, SchemaVersion): the first
 // writer applies what is missing, in one transaction under an advisory
 // lock; a database whose schema is newer is refused (*VersionError,

@@ -132,13 +132,13 @@ func Redact(path string) string {
 var columns = [...]string{"processor", "index", "kind", "source", "seq", "instant", "epoch", "key", "offset", "n", "payload", "detail", "reads"}
 
 // dbColumns are the table's names of columns (idx is "index", a keyword).
-var dbColumns = []string{"run_id", "id", "processor", "idx", "kind", "source", "seq", "instant", "epoch", "key", "offset", "n", "payload", "detail", "reads"}
+var dbColumns = []string{"run", "id", "processor", "idx", "kind", "source", "seq", "instant", "epoch", "key", "offset", "n", "payload", "detail", "reads"}
 
 const (
 	cols       = `id, processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads`
-	rowsSQL    = `SELECT ` + cols + ` FROM blackbox_rows WHERE run_id = $1 AND id <= $2 ORDER BY id`
-	streamSQL  = `SELECT ` + cols + ` FROM blackbox_rows WHERE run_id = $1 AND processor = $2 AND id <= $3 ORDER BY id`
-	journalSQL = `SELECT ` + cols + ` FROM blackbox_rows WHERE run_id = $1 AND kind = 'JOURNAL' AND source = $2 AND seq = $3 AND processor = '' AND id <= $4 ORDER BY id LIMIT 1`
+	rowsSQL    = `SELECT ` + cols + ` FROM blackbox_rows WHERE run = $1 AND id <= $2 ORDER BY id`
+	streamSQL  = `SELECT ` + cols + ` FROM blackbox_rows WHERE run = $1 AND processor = $2 AND id <= $3 ORDER BY id`
+	journalSQL = `SELECT ` + cols + ` FROM blackbox_rows WHERE run = $1 AND kind = 'JOURNAL' AND source = $2 AND seq = $3 AND processor = '' AND id <= $4 ORDER BY id LIMIT 1`
 	// runLockSQL takes a run's writer lock: a session-level advisory lock
 	// on the writer's connection, released when it closes or dies.
 	runLockSQL = `SELECT pg_try_advisory_lock(hashtextextended('blackbox run ' || $1, 0))`
@@ -169,6 +169,7 @@ type database struct {
 	wmu    sync.Mutex
 	wconn  *pgx.Conn // Create: the writer's connection, holding the run's lock
 	gen    int64     // Create: the generation of the run this writer took
+	key    int64     // the run's integer key (blackbox_runs.run), which its rows hold
 	lost   error     // Create: why the writer can no longer append (ErrLeaseLost)
 	lastID int64
 	meta   store.Meta
@@ -247,16 +248,15 @@ func (s *database) claim(ctx context.Context) error {
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			s.gen = 1
-			_, err = tx.Exec(ctx, `INSERT INTO blackbox_runs (run_id, generation, member, grp, started) VALUES ($1, 1, $2, $3, now())`,
-				s.loc.Run, member, s.loc.Group)
-			return err
+			return tx.QueryRow(ctx, `INSERT INTO blackbox_runs (run_id, generation, member, grp, started) VALUES ($1, 1, $2, $3, now()) RETURNING run`,
+				s.loc.Run, member, s.loc.Group).Scan(&s.key)
 		case err != nil:
 			return err
 		case nrows > 0:
 			return fmt.Errorf("%w: run %q (%d rows)", store.ErrHoldsRecording, s.loc.Run, nrows)
 		}
 		return tx.QueryRow(ctx, `UPDATE blackbox_runs SET generation = generation + 1, member = $2, grp = $3, started = now(), ended = NULL
-WHERE run_id = $1 RETURNING generation`, s.loc.Run, member, s.loc.Group).Scan(&s.gen)
+WHERE run_id = $1 RETURNING generation, run`, s.loc.Run, member, s.loc.Group).Scan(&s.gen, &s.key)
 	})
 	if err != nil {
 		return err
@@ -309,8 +309,8 @@ func (s *database) openRun(ctx context.Context) error {
 		return fmt.Errorf("%w: run %q: the database holds no blackbox runs", fs.ErrNotExist, s.loc.Run)
 	}
 	var nrows int64
-	err = s.pool.QueryRow(ctx, `SELECT nrows, (SELECT coalesce(max(id), 0) FROM blackbox_rows WHERE run_id = $1)
-FROM blackbox_runs WHERE run_id = $1`, s.loc.Run).Scan(&nrows, &s.roMax)
+	err = s.pool.QueryRow(ctx, `SELECT run, nrows, (SELECT coalesce(max(id), 0) FROM blackbox_rows w WHERE w.run = r.run)
+FROM blackbox_runs r WHERE run_id = $1`, s.loc.Run).Scan(&s.key, &nrows, &s.roMax)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("%w: no run %q", fs.ErrNotExist, s.loc.Run)
@@ -319,7 +319,7 @@ FROM blackbox_runs WHERE run_id = $1`, s.loc.Run).Scan(&nrows, &s.roMax)
 	case s.roMax == 0:
 		return fmt.Errorf("%w: run %q holds no rows (a run killed before its first write: it recorded, applied and committed nothing)", store.ErrFormat, s.loc.Run)
 	}
-	for row, err := range s.query(ctx, rowsSQL+` LIMIT 1`, s.loc.Run, s.roMax) {
+	for row, err := range s.query(ctx, rowsSQL+` LIMIT 1`, s.key, s.roMax) {
 		if err != nil {
 			return err
 		}

@@ -74,10 +74,10 @@ func (b *backend) Truncate(string, int64) error {
 	return fmt.Errorf("a PostgreSQL recording has no torn rows: %w", errors.ErrUnsupported)
 }
 
-const nth = `(SELECT id FROM blackbox_rows WHERE run_id = $1 ORDER BY id LIMIT 1 OFFSET $2)`
+const nth = `(SELECT id FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1) ORDER BY id LIMIT 1 OFFSET $2)`
 
 func (b *backend) DeleteRow(path string, row int64) error {
-	n, err := b.exec(`DELETE FROM blackbox_rows WHERE run_id = $1 AND id = `+nth, b.runOf(path), row-1)
+	n, err := b.exec(`DELETE FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1) AND id = `+nth, b.runOf(path), row-1)
 	if err == nil && n != 1 {
 		err = fmt.Errorf("%d rows deleted, want 1", n)
 	}
@@ -107,7 +107,7 @@ func (b *backend) SetField(path string, row int64, column, value string) error {
 			return fmt.Errorf("a text column holds no NUL: %w", errors.ErrUnsupported)
 		}
 	}
-	n, err := b.exec(`UPDATE blackbox_rows SET `+col+` = $3 WHERE run_id = $1 AND id = `+nth, b.runOf(path), row-1, v)
+	n, err := b.exec(`UPDATE blackbox_rows SET `+col+` = $3 WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1) AND id = `+nth, b.runOf(path), row-1, v)
 	if err == nil && n != 1 {
 		err = fmt.Errorf("%d rows changed, want 1", n)
 	}
@@ -124,9 +124,9 @@ func TestDuplicatedRowIsNeverComplete(t *testing.T) {
 		t.Run(fmt.Sprint(row), func(t *testing.T) {
 			p := t.TempDir()
 			storetest.Write(t, b, p, storetest.Recording())
-			n, err := b.exec(`INSERT INTO blackbox_rows SELECT run_id, (SELECT max(id) + 1 FROM blackbox_rows WHERE run_id = $1),
+			n, err := b.exec(`INSERT INTO blackbox_rows SELECT run, (SELECT max(id) + 1 FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1)),
 processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads
-FROM blackbox_rows WHERE run_id = $1 AND id = `+nth, b.runOf(p), row-1)
+FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = $1) AND id = `+nth, b.runOf(p), row-1)
 			if err != nil || n != 1 {
 				t.Fatalf("duplicating row %d: %d rows, %v", row, n, err)
 			}

@@ -42,16 +42,16 @@ func (s *database) format() string {
 // check to add at the end of a ScanWhole pass.
 func (s *database) Scan(store.ScanMode) iter.Seq2[*store.Row, error] {
 	return s.limited(func(maxID int64) iter.Seq2[*store.Row, error] {
-		return s.query(context.Background(), rowsSQL, s.loc.Run, maxID)
+		return s.query(context.Background(), rowsSQL, s.key, maxID)
 	})
 }
 
 // Stream yields the rows of one processor in id order through the
-// (run_id, processor, id) index (store.StreamSeeker).
+// (run, processor, id) index (store.StreamSeeker).
 func (s *database) Stream(processor string) iter.Seq2[*store.Row, error] {
 	return s.limited(func(maxID int64) iter.Seq2[*store.Row, error] {
 		return func(yield func(*store.Row, error) bool) {
-			for row, err := range s.query(context.Background(), streamSQL, s.loc.Run, processor, maxID) {
+			for row, err := range s.query(context.Background(), streamSQL, s.key, processor, maxID) {
 				if row != nil && row.Problem != nil {
 					row.Entry.Processor = processor
 				}
@@ -64,14 +64,14 @@ func (s *database) Stream(processor string) iter.Seq2[*store.Row, error] {
 }
 
 // Journal returns the first JOURNAL row of (feed, seq), found through the
-// partial (run_id, source, seq) index of JOURNAL rows, or an error
+// partial (run, source, seq) index of JOURNAL rows, or an error
 // wrapping store.ErrMissingJournal.
 func (s *database) Journal(feed string, seq int64) (store.Entry, error) {
 	maxID, err := s.limit()
 	if err != nil {
 		return store.Entry{}, err
 	}
-	for row, err := range s.query(context.Background(), journalSQL, s.loc.Run, feed, seq, maxID) {
+	for row, err := range s.query(context.Background(), journalSQL, s.key, feed, seq, maxID) {
 		if err != nil {
 			return store.Entry{}, err
 		}

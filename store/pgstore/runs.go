@@ -53,8 +53,8 @@ func Runs(ctx context.Context, url string) ([]Run, error) {
 		return nil, err
 	}
 	rs, err := c.Query(ctx, `SELECT r.run_id, r.member, r.grp, r.started, r.ended, `+runLocked+`, r.nrows,
-	coalesce((SELECT array_agg(DISTINCT source ORDER BY source) FROM blackbox_rows w WHERE w.run_id = r.run_id AND w.kind IN ('DELIVERY', 'INLINE')), '{}'),
-	(SELECT count(*) FROM blackbox_rows w WHERE w.run_id = r.run_id AND w.kind IN ('INDEXED', 'INLINE', 'TIMER'))
+	coalesce((SELECT array_agg(DISTINCT source ORDER BY source) FROM blackbox_rows w WHERE w.run = r.run AND w.kind IN ('DELIVERY', 'INLINE')), '{}'),
+	(SELECT count(*) FROM blackbox_rows w WHERE w.run = r.run AND w.kind IN ('INDEXED', 'INLINE', 'TIMER'))
 FROM blackbox_runs r ORDER BY r.started, r.run_id`)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: runs: %w", err)
@@ -134,7 +134,7 @@ FROM blackbox_runs WHERE started < $1 ORDER BY started, run_id FOR UPDATE`, befo
 		if len(writing) > 0 {
 			return &WritingError{Runs: writing}
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM blackbox_runs WHERE run_id = ANY($1)`, pruned)
+		_, err = tx.Exec(ctx, deleteRunsSQL, pruned)
 		return err
 	})
 	var we *WritingError
@@ -174,7 +174,12 @@ func Delete(ctx context.Context, url string) error {
 		if !locked {
 			return &WritingError{Runs: []string{loc.Run}}
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM blackbox_runs WHERE run_id = $1`, loc.Run)
+		_, err := tx.Exec(ctx, deleteRunsSQL, []string{loc.Run})
 		return err
 	})
 }
+
+// deleteRunsSQL deletes the runs whose ids are in $1 and their rows (the
+// rows hold no foreign key to cascade by: the schema).
+const deleteRunsSQL = `WITH gone AS (DELETE FROM blackbox_runs WHERE run_id = ANY($1) RETURNING run)
+DELETE FROM blackbox_rows WHERE run IN (SELECT run FROM gone)`

@@ -76,10 +76,10 @@ func (s *database) Append(rows ...store.Entry) error {
 // the column arrays, only for a lease row it updated (none once the lease
 // is lost: the statement then changes nothing).
 const appendSQL = `WITH lease AS (
-	UPDATE blackbox_runs SET nrows = nrows + cardinality($3::bigint[]) WHERE run_id = $1 AND generation = $2 RETURNING run_id
+	UPDATE blackbox_runs SET nrows = nrows + cardinality($3::bigint[]) WHERE run = $1 AND generation = $2 RETURNING run
 )
-INSERT INTO blackbox_rows (run_id, id, processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads)
-SELECT lease.run_id, r.* FROM lease, unnest($3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::bigint[],
+INSERT INTO blackbox_rows (run, id, processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads)
+SELECT lease.run, r.* FROM lease, unnest($3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::bigint[],
 	$9::text[], $10::bigint[], $11::bytea[], $12::bigint[], $13::bigint[], $14::text[], $15::bytea[], $16::text[]) AS r`
 
 // batch is the column arrays of appendSQL.
@@ -111,7 +111,7 @@ func (s *database) insert(ctx context.Context, rows []store.Entry, b *batch) err
 	if killpoint.Armed(killpoint.StoreWrite) { // tests only: dormant unless armed
 		killpoint.ReachAt(killpoint.StoreWrite, store.LastSeq(rows))
 	}
-	tag, err := s.wconn.Exec(ctx, appendSQL, s.loc.Run, s.gen, b.id, b.processor, b.idx, b.kind, b.source, b.seq,
+	tag, err := s.wconn.Exec(ctx, appendSQL, s.key, s.gen, b.id, b.processor, b.idx, b.kind, b.source, b.seq,
 		b.instant, b.epoch, b.key, b.offset, b.n, b.payload, b.detail, b.reads)
 	switch {
 	case err != nil:
@@ -152,7 +152,7 @@ func (s *database) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		if s.lost == nil && s.gen > 0 {
-			_, err := s.wconn.Exec(ctx, `UPDATE blackbox_runs SET ended = now() WHERE run_id = $1 AND generation = $2`, s.loc.Run, s.gen)
+			_, err := s.wconn.Exec(ctx, `UPDATE blackbox_runs SET ended = now() WHERE run = $1 AND generation = $2`, s.key, s.gen)
 			errs = append(errs, err)
 		}
 		if s.gen > 0 {
