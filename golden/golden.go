@@ -308,22 +308,10 @@ func optionsChanged(c *Case, apps []core.App, m store.Meta) string {
 	want := app.RecordedOptions(c.Options)
 	for _, s := range slices.Sorted(maps.Keys(m.AppOptions)) {
 		if got := m.AppOptions[s]; !maps.Equal(got, want) {
-			return fmt.Sprintf("golden: the case's options are %s, its recording's %s: run the update to record it again", optionText(want), optionText(got))
+			return fmt.Sprintf("golden: the case's options are %s, its recording's %s: run the update to record it again", replayer.OptionsText(want), replayer.OptionsText(got))
 		}
 	}
 	return ""
-}
-
-// optionText is options as KEY=VALUE, sorted, or "none".
-func optionText(o map[string]string) string {
-	if len(o) == 0 {
-		return "none"
-	}
-	kv := make([]string, 0, len(o))
-	for _, k := range slices.Sorted(maps.Keys(o)) {
-		kv = append(kv, k+"="+o[k])
-	}
-	return strings.Join(kv, " ")
 }
 
 // Judge decides whether a replay of a golden recording passes: identical,

@@ -165,7 +165,7 @@ func (d *DiffReport) WriteText(w io.Writer) error {
 			fmt.Fprintf(bw, "  note: %s\n", n)
 		}
 		if p.OptionsA != nil && p.OptionsB != nil && !maps.Equal(p.OptionsA, p.OptionsB) {
-			fmt.Fprintf(bw, "  note: the app was built with other options: A %s, B %s\n", optionsText(p.OptionsA), optionsText(p.OptionsB))
+			fmt.Fprintf(bw, "  note: the app was built with other options: A %s, B %s\n", OptionsText(p.OptionsA), OptionsText(p.OptionsB))
 		}
 		writeRefs(bw, "only in A", p.OnlyA, c.OnlyA)
 		writeRefs(bw, "only in B", p.OnlyB, c.OnlyB)
@@ -245,8 +245,9 @@ func streamText(stream string) string {
 	return " " + stream
 }
 
-// optionsText is options as KEY=VALUE, sorted, or "none".
-func optionsText(o map[string]string) string {
+// OptionsText is an app's options as replay, diff and golden print them:
+// KEY=VALUE, sorted by key, space-separated; "none" for none.
+func OptionsText(o map[string]string) string {
 	if len(o) == 0 {
 		return "none"
 	}

@@ -225,19 +225,9 @@ func TestRunListenServesTheWindowAndRecordsEachAction(t *testing.T) {
 	if ps := r.Problems(); len(ps) != 0 {
 		t.Errorf("problems %v, want none", ps)
 	}
-	var got []string
-	for e, err := range r.Rows() {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.Kind == store.KindControl {
-			ct, err := store.ControlOf(e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, ct.Who+" "+ct.Action+" "+ct.Feed+"/"+ct.Group+": "+ct.Reason)
-		}
-	}
+	got := recordedActions(t, r, func(ct store.Control) string {
+		return ct.Who + " " + ct.Action + " " + ct.Feed + "/" + ct.Group + ": " + ct.Reason
+	}, nil)
 	if want := []string{"alice pause input/main: sink deploy", "alice resume input/main: deployed"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("CONTROL rows %q, want %q", got, want)
 	}
@@ -330,19 +320,7 @@ func TestCtlAndTopDriveARealRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var got []string
-	for e, err := range r.Rows() {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.Kind == store.KindControl {
-			ct, err := store.ControlOf(e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, ct.Who+" "+ct.Action+": "+ct.Reason)
-		}
-	}
+	got := recordedActions(t, r, func(ct store.Control) string { return ct.Who + " " + ct.Action + ": " + ct.Reason }, nil)
 	want := []string{"alice pause: sink deploy", "alice resume: deployed", "alice kill: incident 7"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("CONTROL rows %q, want %q", got, want)
@@ -437,26 +415,13 @@ func TestReadyzIsLatchedUntilCtlClear(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var got []string
-	for e, err := range r.Rows() {
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch e.Kind {
-		case store.KindControl:
-			ct, err := store.ControlOf(e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, "CONTROL "+ct.Who+" "+ct.Action+" "+ct.Feed+"/"+ct.Group+": "+ct.Reason)
-		case store.KindState:
-			st, err := store.StateOf(e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, "STATE "+st.Feed+"/"+st.Group+" "+st.From+" -> "+st.To)
-		}
-	}
+	got := recordedActions(t, r,
+		func(ct store.Control) string {
+			return "CONTROL " + ct.Who + " " + ct.Action + " " + ct.Feed + "/" + ct.Group + ": " + ct.Reason
+		},
+		func(st store.State) string {
+			return "STATE " + st.Feed + "/" + st.Group + " " + st.From + " -> " + st.To
+		})
 	// The clear's change is made (a STATE row) before the CONTROL row that
 	// records the action with the positions around it.
 	want := []string{"STATE input/main UP -> LATCHED", "STATE input/main LATCHED -> UP", "CONTROL alice clear input/main: lines re-read from the source"}
@@ -526,4 +491,31 @@ func TestMetricsListTheKafkaPartitionsEndsAtTheScrape(t *testing.T) {
 	if _, body = c.get(t, console.PathMetrics); !has(body, want) {
 		t.Errorf("after 9 more records: metrics do not list %q:\n%s", want, body)
 	}
+}
+
+// recordedActions lists r's CONTROL rows as control formats them and, when
+// state is not nil, its STATE rows as state formats them, in row order.
+func recordedActions(t *testing.T, r store.Reader, control func(store.Control) string, state func(store.State) string) []string {
+	t.Helper()
+	var got []string
+	for e, err := range r.Rows() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case e.Kind == store.KindControl:
+			ct, err := store.ControlOf(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, control(ct))
+		case e.Kind == store.KindState && state != nil:
+			st, err := store.StateOf(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, state(st))
+		}
+	}
+	return got
 }
