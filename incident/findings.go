@@ -95,6 +95,18 @@ type ControlAction struct {
 	Row    Ref       `json:"row"`
 }
 
+// ControlActionOf is the CONTROL row c at row ref.
+func ControlActionOf(c store.Control, ref Ref) ControlAction {
+	return ControlAction{Feed: c.Feed, Group: c.Group, Action: c.Action, Who: c.Who, Reason: c.Reason, At: c.At,
+		Before: c.Before, After: c.After, Until: c.Until, Row: ref}
+}
+
+// Control is the action as its CONTROL row holds it.
+func (a ControlAction) Control() store.Control {
+	return store.Control{Feed: a.Feed, Group: a.Group, Action: a.Action, Who: a.Who, Reason: a.Reason, At: a.At,
+		Before: a.Before, After: a.After, Until: a.Until}
+}
+
 // StateChange is a STATE row of a run (docs/FORMAT.md): the loss state of
 // group Group's binding to feed Feed changed From To, for Reason, At an
 // instant of the engine's timer clock, applied at Observed.

@@ -232,8 +232,7 @@ func (rr *runReader) row(e *store.Entry) {
 		return
 	case store.KindControl:
 		if c, err := store.ControlOf(*e); err == nil { // else Problems lists it
-			rr.sum.Controls = append(rr.sum.Controls, ControlAction{Feed: c.Feed, Group: c.Group, Action: c.Action,
-				Who: c.Who, Reason: c.Reason, At: c.At, Before: c.Before, After: c.After, Until: c.Until, Row: ref})
+			rr.sum.Controls = append(rr.sum.Controls, ControlActionOf(c, ref))
 		}
 		return
 	case store.KindMeta:

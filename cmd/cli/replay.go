@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/blackbox-audit/blackbox/golden"
+	"github.com/blackbox-audit/blackbox/incident"
 	"github.com/blackbox-audit/blackbox/replayer"
 	"github.com/blackbox-audit/blackbox/store"
 )
@@ -243,22 +243,7 @@ Exit: 0 done; 2 a usage or I/O error.`,
 // output of a processor: replay shows it, and proves nothing of it.
 type replayReport struct {
 	*replayer.Report
-	Controls []replayControl `json:"controls,omitempty"`
-}
-
-// replayControl is a CONTROL row (store.Control) in replay's JSON, with
-// its index among the rows of no processor.
-type replayControl struct {
-	Feed   string    `json:"feed,omitempty"`
-	Group  string    `json:"group,omitempty"`
-	Action string    `json:"action"`
-	Who    string    `json:"who"`
-	Reason string    `json:"reason"`
-	At     time.Time `json:"at"`
-	Before int64     `json:"before"`
-	After  int64     `json:"after"`
-	Until  time.Time `json:"until,omitzero"`
-	Index  int64     `json:"index"`
+	Controls []incident.ControlAction `json:"controls,omitempty"`
 }
 
 // WriteText writes the replayer's report, then the operator actions.
@@ -272,9 +257,7 @@ func (r replayReport) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "operator actions: %d (CONTROL rows, not replayed)\n", len(r.Controls))
 	for _, c := range r.Controls {
-		ct := store.Control{Feed: c.Feed, Group: c.Group, Action: c.Action, Who: c.Who, Reason: c.Reason, At: c.At,
-			Before: c.Before, After: c.After, Until: c.Until}
-		fmt.Fprintf(&b, "  %s (CONTROL:%d)\n", ct, c.Index)
+		fmt.Fprintf(&b, "  %s (CONTROL:%d)\n", c.Control(), c.Row.Index)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -283,8 +266,8 @@ func (r replayReport) WriteText(w io.Writer) error {
 // controlsOf reads the recording's CONTROL rows, in order: one pass over
 // its rows. A row that cannot be read as one is left to the recording's
 // problems, which the report lists.
-func controlsOf(r store.Reader) ([]replayControl, error) {
-	var out []replayControl
+func controlsOf(r store.Reader) ([]incident.ControlAction, error) {
+	var out []incident.ControlAction
 	for e, err := range r.Scan() {
 		var p *store.Problem
 		switch {
@@ -299,8 +282,7 @@ func controlsOf(r store.Reader) ([]replayControl, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, replayControl{Feed: c.Feed, Group: c.Group, Action: c.Action, Who: c.Who, Reason: c.Reason,
-			At: c.At, Before: c.Before, After: c.After, Until: c.Until, Index: e.Index})
+		out = append(out, incident.ControlActionOf(c, incident.Ref{Run: 1, Index: e.Index, Kind: store.KindControl}))
 	}
 	return out, nil
 }
