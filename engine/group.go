@@ -71,8 +71,7 @@ type group struct {
 	timers   timerHeap
 	nTimers  atomic.Int64 // len(timers), read without the lock
 
-	drops []Drop
-	lost  []SourceLoss
+	marks marks // emitDrops's, reused
 
 	rel         releases    // what operator releases left to report (Engine.Release)
 	hasReleases atomic.Bool // rel holds something
@@ -296,12 +295,13 @@ func (g *group) next(b *binding) (e ring.Item, ok, dropped bool) {
 }
 
 func (g *group) emitDrops(b *binding, pos int64) bool {
-	g.drops, g.lost = b.takeMarks(pos, g.drops[:0], g.lost[:0])
-	if len(g.drops) == 0 && len(g.lost) == 0 {
+	g.marks.reset()
+	b.takeMarks(pos, &g.marks)
+	if g.marks.empty() {
 		return false
 	}
 	if len(g.workers) == 1 {
-		g.workers[0].reportDrops(g.drops, g.lost)
+		g.workers[0].reportDrops(&g.marks)
 		return true
 	}
 	// The items taken before the marks reach their workers first: those
@@ -315,7 +315,7 @@ func (g *group) emitDrops(b *binding, pos int64) bool {
 	}
 	for _, w := range g.workers {
 		w.inflight.Add(1)
-		w.tasks <- task{drops: append([]Drop{}, g.drops...), lost: append([]SourceLoss(nil), g.lost...)}
+		w.tasks <- task{marks: g.marks.clone()}
 	}
 	return true
 }
