@@ -402,3 +402,53 @@ func TestARestartTellsTheGroupsStreamsWhatItDidNotHandAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestAGroupIsHandedAgainWhatItsMarksCannotName (per-group progress, on
+// the record): an item completed in an earlier run is not handed again
+// only where the queue can name it to the group's streams (a mark of its
+// own, or one it extends); with the marks full (maxMarks pending, the
+// group busy) the item is handed again, a re-delivery, never a skip the
+// streams would not be told of.
+func TestAGroupIsHandedAgainWhatItsMarksCannotName(t *testing.T) {
+	defer engine.SetMaxMarks(1)()
+	synctest.Test(t, func(t *testing.T) {
+		h := newHoldBack(2)
+		var mu sync.Mutex
+		var told []engine.Completed
+		cfg := single(h)
+		cfg.Observer.AlreadyCompleted = func(_ string, c engine.Completed) {
+			mu.Lock()
+			told = append(told, c)
+			mu.Unlock()
+		}
+		e := start(t, cfg)
+		in := e.Feed("in").Intake()
+		in.SetEpoch(1)
+		in.SkipCompleted("g", 1, core.Position{Key: "a", Offset: 10}) // g completed key a through offset 10
+		publish := func(item int, key string, off int64) {
+			if !in.TryPublish(item, core.Position{Key: key, Offset: off}) {
+				t.Fatalf("publish of %d refused", item)
+			}
+			synctest.Wait()
+		}
+		publish(2, "b", 1) // seq 1: handed, held by g's processor
+		publish(1, "a", 1) // seq 2: completed, a mark of its own
+		publish(3, "b", 2) // seq 3: handed
+		publish(4, "a", 2) // seq 4: completed, but the one mark pending is at another queue position
+		h.release(2)
+		synctest.Wait()
+		if got, want := h.seen(), []any{2, 3, 4}; !slices.Equal(got, want) {
+			t.Fatalf("g handled %v, want %v (4 handed again: the marks were full)", got, want)
+		}
+		st := e.Status()
+		mu.Lock()
+		defer mu.Unlock()
+		want := engine.Commit{Seq: 2, Epoch: 1, Position: core.Position{Key: "a", Offset: 1}}
+		if len(told) != 1 || told[0].First != want || told[0].Last != want {
+			t.Fatalf("told %+v, want the one item of seq 2", told)
+		}
+		if got := subscriber(t, st.Feeds[0], "g/in").AlreadyCompleted; got != 1 {
+			t.Fatalf("alreadyCompleted %d, want 1", got)
+		}
+	})
+}
