@@ -67,7 +67,8 @@ type binding struct {
 	overflow dropMark   // drops past maxMarks, reported as approximate
 	losses   []lossMark // source losses not yet reported (Intake.AddLoss)
 	done     []doneMark // items completed in an earlier run, not handed again
-	hasMarks atomic.Bool
+	hasMarks atomic.Bool // marks or losses pending: the group reports them even idle
+	hasDone  atomic.Bool // done marks pending: reported once an item follows, or at the end
 
 	hold atomic.Pointer[holdState]
 }
@@ -179,10 +180,11 @@ func (b *binding) markDone(seq, epoch int64, pos core.Position) bool {
 			return false
 		}
 	}
-	// The group is not woken for it: it reports the mark with its next
-	// item or at its end, so that a run of such items is one mark.
+	// The group is not woken for it: it reports the mark once an item
+	// follows it (its next item) or at its end, so that a run of such
+	// items is one mark.
 	b.done = append(b.done, doneMark{pos: at, first: c, last: c})
-	b.hasMarks.Store(true)
+	b.hasDone.Store(true)
 	return true
 }
 
@@ -215,12 +217,13 @@ func (m *marks) add(o marks) {
 	m.done = append(m.done, o.done...)
 }
 
-// takeMarks appends to out the drop marks, the source losses and the items
-// completed in an earlier run marked at or before queue position pos
-// (consumer only). Overflowed drops are folded into the first mark
-// returned, or returned on their own, flagged approximate.
-func (b *binding) takeMarks(pos int64, out *marks) {
-	if !b.hasMarks.Load() {
+// takeMarks appends to out the drop marks and the source losses marked at
+// or before queue position pos and, with done, the items completed in an
+// earlier run marked there too (consumer only). Overflowed drops are
+// folded into the first mark returned, or returned on their own, flagged
+// approximate.
+func (b *binding) takeMarks(pos int64, out *marks, done bool) {
+	if !b.hasMarks.Load() && (!done || !b.hasDone.Load()) {
 		return
 	}
 	b.marksMu.Lock()
@@ -252,12 +255,13 @@ func (b *binding) takeMarks(pos int64, out *marks) {
 	}
 	b.losses = append(b.losses[:0], b.losses[j:]...)
 	k := 0
-	for ; k < len(b.done) && b.done[k].pos <= pos; k++ {
+	for ; done && k < len(b.done) && b.done[k].pos <= pos; k++ {
 		m := b.done[k]
 		out.done = append(out.done, Completed{Feed: b.feed.name, Group: b.group.name, First: m.first, Last: m.last})
 	}
 	b.done = append(b.done[:0], b.done[k:]...)
-	b.hasMarks.Store(len(b.marks) > 0 || len(b.losses) > 0 || len(b.done) > 0)
+	b.hasMarks.Store(len(b.marks) > 0 || len(b.losses) > 0)
+	b.hasDone.Store(len(b.done) > 0)
 }
 
 // AckPoint is how far the source may consider this queue's items processed:

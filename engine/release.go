@@ -186,7 +186,7 @@ func (e *Engine) releaseQueue(f *Feed, b *binding, live bool, prefix, reason str
 	})
 	b.released.Add(rel.Unprocessed + rel.Processed)
 	var m marks
-	b.takeMarks(b.q.Tail(), &m)
+	b.takeMarks(b.q.Tail(), &m, true)
 	m.drops = releaseDrops(f, g, m.drops, items, prefix+reason)
 	g.queueReleased(m)
 	if live {

@@ -208,7 +208,7 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 	// of the old generation is refused.
 	b.seal(true)
 	var m marks
-	b.takeMarks(b.q.Tail(), &m)
+	b.takeMarks(b.q.Tail(), &m, true)
 	g.queueReleased(m)
 	p.Replacement = e.replaceLocked(f, b)
 	return p, nil
