@@ -64,9 +64,9 @@ type binding struct {
 
 	marksMu  sync.Mutex
 	marks    []dropMark
-	overflow dropMark   // drops past maxMarks, reported as approximate
-	losses   []lossMark // source losses not yet reported (Intake.AddLoss)
-	done     []doneMark // items completed in an earlier run, not handed again
+	overflow dropMark    // drops past maxMarks, reported as approximate
+	losses   []lossMark  // source losses not yet reported (Intake.AddLoss)
+	done     []doneMark  // items completed in an earlier run, not handed again
 	hasMarks atomic.Bool // marks or losses pending: the group reports them even idle
 	hasDone  atomic.Bool // done marks pending: reported once an item follows, or at the end
 
