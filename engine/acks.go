@@ -46,7 +46,7 @@ func (f *Feed) pollAcks() (int, error) {
 	f.mu.Lock()
 	c := f.committer
 	gc, _ := c.(GroupCommitter)
-	if gc != nil {
+	if gc != nil && f.severalGroups() {
 		f.gacks = f.groupAcks(f.gacks[:0]) // before the due entries leave the window
 	}
 	acks := f.win.PopDue(f.acks[:0])

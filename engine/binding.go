@@ -64,9 +64,11 @@ type binding struct {
 
 	marksMu  sync.Mutex
 	marks    []dropMark
-	overflow dropMark   // drops past maxMarks, reported as approximate
-	losses   []lossMark // source losses not yet reported (Intake.AddLoss)
-	hasMarks atomic.Bool
+	overflow dropMark    // drops past maxMarks, reported as approximate
+	losses   []lossMark  // source losses not yet reported (Intake.AddLoss)
+	done     []doneMark  // items completed in an earlier run, not handed again
+	hasMarks atomic.Bool // marks or losses pending: the group reports them even idle
+	hasDone  atomic.Bool // done marks pending: reported once an item follows, or at the end
 
 	hold atomic.Pointer[holdState]
 }
@@ -156,22 +158,87 @@ func (b *binding) markLoss(seq int64, l Loss) {
 	b.group.notify() // an idle group reports it
 }
 
+// doneMark is a run of items the queue's group completed in an earlier run
+// (Intake.SkipCompleted), not placed in the queue, at a queue producer
+// position: consecutive sequences of one position space.
+type doneMark struct {
+	pos         int64
+	first, last Commit
+}
+
+// markDone records that the item seq at (epoch, pos) is not placed in the
+// queue, its group having completed it in an earlier run (feed lock held).
+// It extends the last mark when the item follows it at the same queue
+// position in the same position space; else it opens a mark, unless
+// maxMarks are pending: it then returns false and the item is handed again
+// (a re-delivery, never a skip the recording could not name).
+func (b *binding) markDone(seq, epoch int64, pos core.Position) bool {
+	at := b.q.Tail()
+	c := Commit{Seq: seq, Epoch: epoch, Position: pos}
+	b.marksMu.Lock()
+	defer b.marksMu.Unlock()
+	if n := len(b.done); n > 0 {
+		m := &b.done[n-1]
+		if m.pos == at && m.last.Seq+1 == seq && m.last.Epoch == epoch && m.last.Position.Key == pos.Key {
+			m.last = c
+			return true
+		}
+		if n >= maxMarks {
+			return false
+		}
+	}
+	// The group is not woken for it: it reports the mark once an item
+	// follows it (its next item) or at its end, so that a run of such
+	// items is one mark.
+	b.done = append(b.done, doneMark{pos: at, first: c, last: c})
+	b.hasDone.Store(true)
+	return true
+}
+
 // lossesFolded ends the Detail of a loss later ones were folded into.
 const lossesFolded = " (and later losses of the feed: the loss marks were full)"
 
-// takeMarks returns the drop marks and the source losses at or before queue
-// position pos (consumer only). Overflowed drops are folded into the first
-// mark returned, or returned on their own, flagged approximate.
-func (b *binding) takeMarks(pos int64, out []Drop, lost []SourceLoss) ([]Drop, []SourceLoss) {
-	if !b.hasMarks.Load() {
-		return out, lost
+// marks is what a queue's marks tell its group's streams: drops, source
+// losses and items completed in an earlier run, each in order.
+type marks struct {
+	drops []Drop
+	lost  []SourceLoss
+	done  []Completed
+}
+
+func (m *marks) empty() bool { return len(m.drops) == 0 && len(m.lost) == 0 && len(m.done) == 0 }
+
+// reset empties m, keeping its arrays.
+func (m *marks) reset() { m.drops, m.lost, m.done = m.drops[:0], m.lost[:0], m.done[:0] }
+
+// clone is a copy of m that shares no array with it.
+func (m *marks) clone() *marks {
+	return &marks{drops: append([]Drop(nil), m.drops...), lost: append([]SourceLoss(nil), m.lost...),
+		done: append([]Completed(nil), m.done...)}
+}
+
+// add appends o's marks to m's.
+func (m *marks) add(o marks) {
+	m.drops = append(m.drops, o.drops...)
+	m.lost = append(m.lost, o.lost...)
+	m.done = append(m.done, o.done...)
+}
+
+// takeMarks appends to out the drop marks and the source losses marked at
+// or before queue position pos and, with done, the items completed in an
+// earlier run marked there too (consumer only). Overflowed drops are
+// folded into the first mark returned, or returned on their own, flagged
+// approximate.
+func (b *binding) takeMarks(pos int64, out *marks, done bool) {
+	if !b.hasMarks.Load() && (!done || !b.hasDone.Load()) {
+		return
 	}
 	b.marksMu.Lock()
 	defer b.marksMu.Unlock()
 	i := 0
 	for ; i < len(b.marks) && b.marks[i].pos <= pos; i++ {
 		m := b.marks[i]
-		out = append(out, Drop{Feed: b.feed.name, Group: b.group.name, Count: m.count, FirstSeq: m.firstSeq, LastSeq: m.lastSeq, Offset: m.offset, Reason: m.reason})
+		out.drops = append(out.drops, Drop{Feed: b.feed.name, Group: b.group.name, Count: m.count, FirstSeq: m.firstSeq, LastSeq: m.lastSeq, Offset: m.offset, Reason: m.reason})
 	}
 	b.marks = append(b.marks[:0], b.marks[i:]...)
 	// Drops past the pending marks are folded into the first entry reported
@@ -179,23 +246,29 @@ func (b *binding) takeMarks(pos int64, out []Drop, lost []SourceLoss) ([]Drop, [
 	if o := b.overflow; o.count > 0 && (i > 0 || len(b.marks) == 0) {
 		b.overflow = dropMark{}
 		if i > 0 {
-			d := &out[len(out)-i]
+			d := &out.drops[len(out.drops)-i]
 			d.Count += o.count
 			d.LastSeq = max(d.LastSeq, o.lastSeq)
 			d.Reason += " (plus drops while the drop marks were full)"
 			d.Approximate = true
 		} else {
-			out = append(out, Drop{Feed: b.feed.name, Group: b.group.name, Count: o.count, FirstSeq: o.firstSeq, LastSeq: o.lastSeq, Offset: o.offset, Reason: o.reason + " (position approximate)", Approximate: true})
+			out.drops = append(out.drops, Drop{Feed: b.feed.name, Group: b.group.name, Count: o.count, FirstSeq: o.firstSeq, LastSeq: o.lastSeq, Offset: o.offset, Reason: o.reason + " (position approximate)", Approximate: true})
 		}
 	}
 	j := 0
 	for ; j < len(b.losses) && b.losses[j].pos <= pos; j++ {
 		m := b.losses[j]
-		lost = append(lost, SourceLoss{Feed: b.feed.name, Group: b.group.name, Seq: m.seq, Loss: m.loss})
+		out.lost = append(out.lost, SourceLoss{Feed: b.feed.name, Group: b.group.name, Seq: m.seq, Loss: m.loss})
 	}
 	b.losses = append(b.losses[:0], b.losses[j:]...)
+	k := 0
+	for ; done && k < len(b.done) && b.done[k].pos <= pos; k++ {
+		m := b.done[k]
+		out.done = append(out.done, Completed{Feed: b.feed.name, Group: b.group.name, First: m.first, Last: m.last})
+	}
+	b.done = append(b.done[:0], b.done[k:]...)
 	b.hasMarks.Store(len(b.marks) > 0 || len(b.losses) > 0)
-	return out, lost
+	b.hasDone.Store(len(b.done) > 0)
 }
 
 // AckPoint is how far the source may consider this queue's items processed:

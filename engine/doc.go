@@ -45,7 +45,10 @@
 // prefix (the file source: in its pointer file), and tells the feed at its
 // start (Intake.SkipCompleted); a feed that honours it
 // (FeedConfig.SkipCompleted) does not hand a group again what it completed
-// in an earlier run, counting it (SubscriberStatus.AlreadyCompleted).
+// in an earlier run, counting it (SubscriberStatus.AlreadyCompleted) and
+// telling the group's streams, in order with its items
+// (Observer.AlreadyCompleted). A feed of one group keeps no group's
+// progress apart: it is the feed's commit.
 //
 // What an operator watches: Engine.Status counts, per queue (a group's
 // binding to a feed), the items dropped, the publishes refused and

@@ -101,11 +101,10 @@ type FeedConfig struct {
 	// restart it does not hand a group the items its own progress, kept
 	// by the source with its commit (GroupCommitter), says it completed.
 	// Off (the default), the feed ignores it and a restart re-delivers to
-	// every group what the slowest had not completed. A recording judges
-	// every seq a COMMIT row covers against every processor of the feed
-	// (docs/FORMAT.md, missing-input) and has no row yet for an item a
-	// group completed in an earlier run: the recorder's launchers leave it
-	// off.
+	// every group what the slowest had not completed. The items not handed
+	// again are told to the group's streams (Observer.AlreadyCompleted: the
+	// recorder's COMPLETED rows, which its launcher recorder.Start has it
+	// honour).
 	SkipCompleted bool
 }
 

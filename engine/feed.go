@@ -788,7 +788,7 @@ func (f *Feed) place(seq int64, item any, pos *core.Position, push bool, jerr er
 	}
 	downgraded := false
 	for i, b := range targets {
-		if pos != nil && len(f.completed) > 0 && f.completedBy(b, env.Epoch, *pos) {
+		if pos != nil && len(f.completed) > 0 && f.completedBy(b, env.Epoch, *pos) && b.markDone(seq, env.Epoch, *pos) {
 			f.notHanded(b, seq, *pos)
 			continue
 		}

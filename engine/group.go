@@ -71,8 +71,7 @@ type group struct {
 	timers   timerHeap
 	nTimers  atomic.Int64 // len(timers), read without the lock
 
-	drops []Drop
-	lost  []SourceLoss
+	marks marks // emitDrops's, reused
 
 	rel         releases    // what operator releases left to report (Engine.Release)
 	hasReleases atomic.Bool // rel holds something
@@ -279,15 +278,23 @@ func (g *group) step() bool {
 }
 
 // emitDrops reports the drops and source losses marked at or before queue
-// position pos: to
+// position pos (with done, the items not handed again marked there too):
+// to
 // the single worker's streams at once, or, with several workers, to every
 // worker's streams through its tasks, in order with its items.
 // next reports the drops marked at or before the queue's head, then takes
 // the next item, if any; once the queue drained to half it signals a
 // paused source (consumer only). dropped says whether drops were reported.
 func (g *group) next(b *binding) (e ring.Item, ok, dropped bool) {
-	dropped = g.emitDrops(b, b.q.Taken())
+	pos := b.q.Taken()
+	dropped = g.emitDrops(b, pos, false)
 	e, ok = b.q.Take()
+	if ok {
+		// Items not handed again (completed in an earlier run) are
+		// reported once an item follows them: the feed may extend the
+		// last run of them until it places one.
+		dropped = g.emitDrops(b, pos, true) || dropped
+	}
 	if ok && b.q.Taken()&63 == 0 && b.feed.waiting.Load() && b.q.Drained() {
 		b.q.PublishHead()
 		b.feed.signalReady()
@@ -295,13 +302,14 @@ func (g *group) next(b *binding) (e ring.Item, ok, dropped bool) {
 	return e, ok, dropped
 }
 
-func (g *group) emitDrops(b *binding, pos int64) bool {
-	g.drops, g.lost = b.takeMarks(pos, g.drops[:0], g.lost[:0])
-	if len(g.drops) == 0 && len(g.lost) == 0 {
+func (g *group) emitDrops(b *binding, pos int64, done bool) bool {
+	g.marks.reset()
+	b.takeMarks(pos, &g.marks, done)
+	if g.marks.empty() {
 		return false
 	}
 	if len(g.workers) == 1 {
-		g.workers[0].reportDrops(g.drops, g.lost)
+		g.workers[0].reportDrops(&g.marks)
 		return true
 	}
 	// The items taken before the marks reach their workers first: those
@@ -315,7 +323,7 @@ func (g *group) emitDrops(b *binding, pos int64) bool {
 	}
 	for _, w := range g.workers {
 		w.inflight.Add(1)
-		w.tasks <- task{drops: append([]Drop{}, g.drops...), lost: append([]SourceLoss(nil), g.lost...)}
+		w.tasks <- task{marks: g.marks.clone()}
 	}
 	return true
 }
@@ -457,7 +465,7 @@ func (g *group) backoff() bool {
 func (g *group) finish() {
 	g.reportReleased()
 	for _, b := range *g.bindings.Load() {
-		g.emitDrops(b, b.q.Taken())
+		g.emitDrops(b, b.q.Taken(), true)
 	}
 	if len(g.workers) == 1 && !g.workers[0].flush() && g.dead.Load() {
 		// The flush failed the group. (A batch cut by the stop, or

@@ -49,6 +49,26 @@ type SourceLoss struct {
 	Loss
 }
 
+// Completed is a run of items a group completed in an earlier run and is
+// not handed again (Intake.SkipCompleted, honoured by
+// FeedConfig.SkipCompleted): consecutive feed sequences First.Seq to
+// Last.Seq, all of one position space (First and Last share Epoch and
+// Position.Key), reported to the group's streams where the items would
+// have been in its queue: after the items the feed published before them,
+// before the next. Not a loss: the group processed the items then (its
+// progress, kept by the source, says so). A plain value.
+type Completed struct {
+	Feed       string
+	Group      string
+	Processors []string // the group's processors (a worker's)
+	// First and Last are the first and the last item of the run: their
+	// sequences, epoch and positions. Count is Last.Seq-First.Seq+1.
+	First, Last Commit
+}
+
+// Count is the number of items of the run.
+func (c Completed) Count() int64 { return c.Last.Seq - c.First.Seq + 1 }
+
 // Commit is a position a feed's source committed: every item of the feed up
 // to sequence Seq was processed, and the source made the position of the
 // last one of its key durable (Committer.Commit succeeded and, for a
@@ -134,6 +154,13 @@ type Observer struct {
 	// per loss and group (with several workers, once per worker, as
 	// Dropped is).
 	Lost func(group string, l SourceLoss)
+	// AlreadyCompleted: items the group completed in an earlier run were
+	// not handed to its queue (Completed), right before the next item the
+	// group will dispatch (or before its end). Called as Dropped is: once
+	// per run of items and group (with several workers, once per worker),
+	// on the group's goroutine (a worker's), in order with its items. The
+	// recorder writes a COMPLETED row.
+	AlreadyCompleted func(group string, c Completed)
 	// TimerSet: a processor set timer n (Cycle.After), due at due on the
 	// engine's TimerClock; called inside the cycle that set it.
 	TimerSet func(processor string, n int, due time.Time)
@@ -185,6 +212,7 @@ func (o Observer) Then(next Observer) Observer {
 		AfterDispatch:    then2(o.AfterDispatch, next.AfterDispatch),
 		Dropped:          then2(o.Dropped, next.Dropped),
 		Lost:             then2(o.Lost, next.Lost),
+		AlreadyCompleted: then2(o.AlreadyCompleted, next.AlreadyCompleted),
 		TimerSet:         then3(o.TimerSet, next.TimerSet),
 		TimerFired:       then2(o.TimerFired, next.TimerFired),
 		Stopped:          thenE1(o.Stopped, next.Stopped),

@@ -164,6 +164,21 @@ func (f *Feed) groupAcks(out []groupAck) []groupAck {
 	return out
 }
 
+// severalGroups reports whether queues of more than one group took part in
+// the feed in this run (lock held). With one group, its completed prefix
+// never passes the feed's commit (every entry waits for its queues and
+// nobody else's), so telling it would let a restart skip nothing the
+// commit does not: the feed tells a GroupCommitter nothing then, and the
+// source keeps what it held.
+func (f *Feed) severalGroups() bool {
+	for _, b := range f.all {
+		if b.group != f.all[0].group {
+			return true
+		}
+	}
+	return false
+}
+
 // groupAck is one GroupAcknowledged call.
 type groupAck struct {
 	group string

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
 )
@@ -145,6 +146,44 @@ func single(h *holdBack) engine.Config {
 	return cfg
 }
 
+// withBystander is cfg with one more group, "other", taking feed "in" and
+// completing every item at once: a feed of several groups, whose
+// progress the feed tells a GroupCommitter.
+func withBystander(cfg engine.Config) engine.Config {
+	p, _ := newHoldBack().processor()()
+	cfg.Groups = append(slices.Clone(cfg.Groups), engine.GroupConfig{Name: "other", Feeds: []string{"in"},
+		Processors: []engine.ProcessorConfig{{Name: "other-p", Processor: p}}})
+	return cfg
+}
+
+// TestAFeedOfOneGroupTellsNoGroupProgress (per-group progress, cost): with
+// one group the group's completed prefix never passes the feed's commit,
+// so the feed does not read it: a GroupCommitter is told nothing, and the
+// commit moves as with a plain Committer.
+func TestAFeedOfOneGroupTellsNoGroupProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHoldBack()
+		e := start(t, single(h))
+		f := e.Feed("in")
+		c := &progressCommitter{}
+		f.Intake().SetCommitter(c)
+		publishAll(t, f, 1, 5)
+		synctest.Wait()
+		if _, err := f.Intake().PollAcks(); err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		told := len(c.groups)
+		c.mu.Unlock()
+		if told != 0 {
+			t.Fatalf("told %d groups' progress, want none (one group)", told)
+		}
+		if got := c.Committed(); got != 5 {
+			t.Fatalf("committed through %d, want 5", got)
+		}
+	})
+}
+
 // progressCommitter is a GroupCommitter recording what it is told.
 type progressCommitter struct {
 	committer
@@ -181,7 +220,7 @@ func TestAGroupsProgressIsNeverToldPastWhatItCompleted(t *testing.T) {
 	}{
 		{"a worker holds item 3, 4 and 5 complete", func(t *testing.T) (int64, int64) {
 			h := newHoldBack(3)
-			e := start(t, parallel(nil, 2, 0, h))
+			e := start(t, withBystander(parallel(nil, 2, 0, h)))
 			f := e.Feed("in")
 			c := &progressCommitter{}
 			f.Intake().SetCommitter(c)
@@ -196,7 +235,7 @@ func TestAGroupsProgressIsNeverToldPastWhatItCompleted(t *testing.T) {
 		}},
 		{"a checkpoint made 2 of 5 durable", func(t *testing.T) (int64, int64) {
 			h := newHoldBack()
-			e := start(t, single(h))
+			e := start(t, withBystander(single(h)))
 			f := e.Feed("in")
 			c := &progressCommitter{}
 			f.Intake().SetCommitter(c)
@@ -221,7 +260,7 @@ func TestAGroupsProgressIsNeverToldPastWhatItCompleted(t *testing.T) {
 		}},
 		{"unsubscribed with 3 queued, subscribed again, 4 and 5 complete", func(t *testing.T) (int64, int64) {
 			h := newHoldBack(2)
-			e := start(t, single(h))
+			e := start(t, withBystander(single(h)))
 			f := e.Feed("in")
 			c := &progressCommitter{}
 			f.Intake().SetCommitter(c)
@@ -302,6 +341,114 @@ func TestAPushFeedKeepsNoGroupProgress(t *testing.T) {
 		e.Feed("in").Intake().SetCommitter(&progressCommitter{})
 		if !e.Status().Feeds[0].GroupProgress {
 			t.Fatal("a feed whose committer is a GroupCommitter says it keeps no group's progress")
+		}
+	})
+}
+
+// TestARestartTellsTheGroupsStreamsWhatItDidNotHandAgain (per-group
+// progress, on the record): the items a restart does not hand a group,
+// completed in an earlier run, are told to its streams
+// (Observer.AlreadyCompleted) as one run of consecutive sequences of one
+// position space, naming its processors, and the slow group is told
+// nothing; every sequence of the feed is then either handed to a group or
+// told to it.
+func TestARestartTellsTheGroupsStreamsWhatItDidNotHandAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := memsource.NewLog(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+		log.Close()
+		fast, slow := newHoldBack(), newHoldBack(4)
+		e, err := engine.New(twoGroups(log.GroupSource(), fast, slow))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := e.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		var mu sync.Mutex
+		var got []engine.Completed
+		cfg := twoGroups(log.GroupSource(), newHoldBack(), newHoldBack())
+		cfg.Observer.AlreadyCompleted = func(group string, c engine.Completed) {
+			mu.Lock()
+			defer mu.Unlock()
+			if group != c.Group {
+				t.Errorf("AlreadyCompleted(%q, %+v): the group is not the run's", group, c)
+			}
+			got = append(got, c)
+		}
+		e2, err := engine.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e2.RunSettled(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := []engine.Completed{{Feed: "in", Group: "fast", Processors: []string{"fast-p"},
+			First: engine.Commit{Seq: 1, Epoch: 1, Position: core.Position{Offset: 4}},
+			Last:  engine.Commit{Seq: 7, Epoch: 1, Position: core.Position{Offset: 10}}}}
+		if !slices.EqualFunc(got, want, func(a, b engine.Completed) bool {
+			return a.Feed == b.Feed && a.Group == b.Group && slices.Equal(a.Processors, b.Processors) && a.First == b.First && a.Last == b.Last
+		}) {
+			t.Fatalf("AlreadyCompleted told %+v, want %+v", got, want)
+		}
+		if n := got[0].Count(); n != 7 {
+			t.Fatalf("Count %d, want 7", n)
+		}
+	})
+}
+
+// TestAGroupIsHandedAgainWhatItsMarksCannotName (per-group progress, on
+// the record): an item completed in an earlier run is not handed again
+// only where the queue can name it to the group's streams (a mark of its
+// own, or one it extends); with the marks full (maxMarks pending, the
+// group busy) the item is handed again, a re-delivery, never a skip the
+// streams would not be told of.
+func TestAGroupIsHandedAgainWhatItsMarksCannotName(t *testing.T) {
+	defer engine.SetMaxMarks(1)()
+	synctest.Test(t, func(t *testing.T) {
+		h := newHoldBack(2)
+		var mu sync.Mutex
+		var told []engine.Completed
+		cfg := single(h)
+		cfg.Observer.AlreadyCompleted = func(_ string, c engine.Completed) {
+			mu.Lock()
+			told = append(told, c)
+			mu.Unlock()
+		}
+		e := start(t, cfg)
+		in := e.Feed("in").Intake()
+		in.SetEpoch(1)
+		in.SkipCompleted("g", 1, core.Position{Key: "a", Offset: 10}) // g completed key a through offset 10
+		publish := func(item int, key string, off int64) {
+			if !in.TryPublish(item, core.Position{Key: key, Offset: off}) {
+				t.Fatalf("publish of %d refused", item)
+			}
+			synctest.Wait()
+		}
+		publish(2, "b", 1) // seq 1: handed, held by g's processor
+		publish(1, "a", 1) // seq 2: completed, a mark of its own
+		publish(3, "b", 2) // seq 3: handed
+		publish(4, "a", 2) // seq 4: completed, but the one mark pending is at another queue position
+		h.release(2)
+		synctest.Wait()
+		if got, want := h.seen(), []any{2, 3, 4}; !slices.Equal(got, want) {
+			t.Fatalf("g handled %v, want %v (4 handed again: the marks were full)", got, want)
+		}
+		st := e.Status()
+		mu.Lock()
+		defer mu.Unlock()
+		want := engine.Commit{Seq: 2, Epoch: 1, Position: core.Position{Key: "a", Offset: 1}}
+		if len(told) != 1 || told[0].First != want || told[0].Last != want {
+			t.Fatalf("told %+v, want the one item of seq 2", told)
+		}
+		if got := subscriber(t, st.Feeds[0], "g/in").AlreadyCompleted; got != 1 {
+			t.Fatalf("alreadyCompleted %d, want 1", got)
 		}
 	})
 }

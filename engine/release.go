@@ -185,8 +185,10 @@ func (e *Engine) releaseQueue(f *Feed, b *binding, live bool, prefix, reason str
 		items = append(items, releasedItem{seq: en.ItemSeq, offset: en.ItemOffset})
 	})
 	b.released.Add(rel.Unprocessed + rel.Processed)
-	drops, lost := b.takeMarks(b.q.Tail(), nil, nil)
-	g.queueReleased(releaseDrops(f, g, drops, items, prefix+reason), lost)
+	var m marks
+	b.takeMarks(b.q.Tail(), &m, true)
+	m.drops = releaseDrops(f, g, m.drops, items, prefix+reason)
+	g.queueReleased(m)
 	if live {
 		rel.Replacement = e.replaceLocked(f, b)
 	}
@@ -295,24 +297,22 @@ func (e *Engine) replaceLocked(f *Feed, b *binding) int64 {
 }
 
 // releases is what operator releases left a group to report in its
-// streams: drops and source losses, reported at its next step (even
-// fenced or dead) or at its clean stop; group.hasReleases says whether it
-// holds any. Safe for concurrent use.
+// streams: drops, source losses and items completed in an earlier run,
+// reported at its next step (even fenced or dead) or at its clean stop;
+// group.hasReleases says whether it holds any. Safe for concurrent use.
 type releases struct {
-	mu    sync.Mutex
-	drops []Drop
-	lost  []SourceLoss
+	mu sync.Mutex
+	m  marks
 }
 
 // queueReleased keeps what a release tells the group's streams, and wakes
 // the group to report it.
-func (g *group) queueReleased(ds []Drop, ls []SourceLoss) {
-	if len(ds) == 0 && len(ls) == 0 {
+func (g *group) queueReleased(m marks) {
+	if m.empty() {
 		return
 	}
 	g.rel.mu.Lock()
-	g.rel.drops = append(g.rel.drops, ds...)
-	g.rel.lost = append(g.rel.lost, ls...)
+	g.rel.m.add(m)
 	g.hasReleases.Store(true)
 	g.rel.mu.Unlock()
 	g.notify()
@@ -327,17 +327,17 @@ func (g *group) reportReleased() bool {
 		return false
 	}
 	g.rel.mu.Lock()
-	ds, ls := g.rel.drops, g.rel.lost
-	g.rel.drops, g.rel.lost = nil, nil
+	m := g.rel.m
+	g.rel.m = marks{}
 	g.hasReleases.Store(false)
 	g.rel.mu.Unlock()
 	if len(g.workers) == 1 {
-		g.workers[0].reportDrops(ds, ls)
+		g.workers[0].reportDrops(&m)
 		return true
 	}
 	for _, w := range g.workers {
 		w.inflight.Add(1)
-		w.tasks <- task{drops: append([]Drop{}, ds...), lost: append([]SourceLoss(nil), ls...)}
+		w.tasks <- task{marks: m.clone()}
 	}
 	return true
 }

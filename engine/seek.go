@@ -207,8 +207,9 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 	// The queue holds nothing: it is still replaced, so that every token
 	// of the old generation is refused.
 	b.seal(true)
-	drops, lost := b.takeMarks(b.q.Tail(), nil, nil)
-	g.queueReleased(drops, lost)
+	var m marks
+	b.takeMarks(b.q.Tail(), &m, true)
+	g.queueReleased(m)
 	p.Replacement = e.replaceLocked(f, b)
 	return p, nil
 }

@@ -70,14 +70,14 @@ type pendingItem struct {
 }
 
 // task is one thing a group hands a worker: an item of a queue (b, e,
-// claimed with tok), a timer of one of its hosts (timer), or drops and
-// source losses to report in its streams (drops, non-nil, and lost).
+// claimed with tok), a timer of one of its hosts (timer), or drops, source
+// losses and items completed in an earlier run to report in its streams
+// (marks).
 type task struct {
 	b      *binding
 	claims []claim // the items, in queue order
 	timer  *timerEntry
-	drops  []Drop
-	lost   []SourceLoss
+	marks  *marks
 }
 
 // size is what the task counts in a worker's inflight: its items, or 1.
@@ -484,9 +484,9 @@ func (w *worker) do(t task) {
 			w.fire(*t.timer)
 		}
 		w.flush()
-	case t.drops != nil:
+	case t.marks != nil:
 		w.offItem()
-		w.reportDrops(t.drops, t.lost)
+		w.reportDrops(t.marks)
 		w.flush()
 	default:
 		// The chunk is one batch: its items' rows are flushed together
@@ -559,21 +559,28 @@ func (w *worker) fire(te timerEntry) {
 	}
 }
 
-// reportDrops tells the observers of drops and source losses in the
-// worker's streams.
-func (w *worker) reportDrops(ds []Drop, ls []SourceLoss) {
+// reportDrops tells the observers of drops, source losses and items
+// completed in an earlier run in the worker's streams.
+func (w *worker) reportDrops(m *marks) {
 	if w.g.obs.Dropped != nil {
-		for _, d := range ds {
+		for _, d := range m.drops {
 			w.dirty = true
 			d.Processors = w.names
 			w.g.obs.Dropped(w.name, d)
 		}
 	}
 	if w.g.obs.Lost != nil {
-		for _, l := range ls {
+		for _, l := range m.lost {
 			w.dirty = true
 			l.Processors = w.names
 			w.g.obs.Lost(w.name, l)
+		}
+	}
+	if w.g.obs.AlreadyCompleted != nil {
+		for _, c := range m.done {
+			w.dirty = true
+			c.Processors = w.names
+			w.g.obs.AlreadyCompleted(w.name, c)
 		}
 	}
 }

@@ -30,10 +30,15 @@ func (x *explainer) crash(d *runData, p pair) Crash {
 		li := x.input(d, last)
 		c.LastProcessed = &li
 	}
-	var lost spans // dropped or failed
+	var lost spans // dropped or failed, or not handed: completed in an earlier run
 	for _, r := range append(slices.Clip(d.dropped), d.failed...) {
 		if r.pair == p {
 			lost.addRange(r.seq, r.n)
+		}
+	}
+	for _, r := range d.done {
+		if r.pair == p {
+			lost.addRange(r.c.Seq, r.c.Items)
 		}
 	}
 	lost.merge()

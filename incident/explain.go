@@ -113,6 +113,9 @@ func (x *explainer) answer() {
 		for _, r := range d.lost {
 			pairs[r.pair] = true
 		}
+		for _, r := range d.done {
+			pairs[r.pair] = true
+		}
 	}
 	keys := make([]pair, 0, len(pairs))
 	for p := range pairs {
@@ -168,6 +171,11 @@ func (x *explainer) answers(p pair) Answers {
 		for _, r := range d.failed {
 			if r.pair == p {
 				a.Lost = append(a.Lost, Loss{Kind: LossFailed, Run: d.run, Count: 1, Detail: r.detail, Rows: []Ref{r.ref}})
+			}
+		}
+		for _, r := range d.done {
+			if r.pair == p {
+				a.NotHandedAgain = append(a.NotHandedAgain, NotHandedAgain{Run: d.run, Completed: r.c, Rows: []Ref{r.ref}})
 			}
 		}
 		for _, r := range d.lost {

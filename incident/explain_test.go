@@ -471,3 +471,28 @@ func TestAKilledRunsItemsAreInFlightNotLostAndItSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestItemsNotHandedAgainAreNeitherInFlightNorLost: a crashed run's
+// COMPLETED row (items its group completed in an earlier run, not handed
+// again) covers its journalled seqs: they are not in flight; explain lists
+// the row under the processor, and nothing is lost.
+func TestItemsNotHandedAgainAreNeitherInFlightNorLost(t *testing.T) {
+	r := newRec("p").journal(1, `"a"`).journal(2, `"b"`).journal(3, `"c"`).journal(4, `"d"`).
+		add(store.Completed{Feed: "in", Seq: 1, Items: 2, Epoch: 1, From: 10, Last: 20}.Entry("p", 0)).
+		indexed("p", 3, 30, "o")
+	a := explain(t, incident.Options{}, r.open(t, "run1")).Answers[0]
+	var got []int64
+	for _, in := range a.Crashes[0].InFlight {
+		got = append(got, in.Seq)
+	}
+	if want := []int64{4}; !slices.Equal(got, want) {
+		t.Errorf("in flight = %v, want %v (seqs 1 and 2 were completed in an earlier run)", got, want)
+	}
+	want := store.Completed{Feed: "in", Seq: 1, Items: 2, Epoch: 1, From: 10, Last: 20}
+	if len(a.NotHandedAgain) != 1 || a.NotHandedAgain[0].Completed != want || a.NotHandedAgain[0].Run != 1 {
+		t.Errorf("not handed again = %+v, want the one row of %+v in run 1", a.NotHandedAgain, want)
+	}
+	if len(a.Lost) != 0 || len(a.Redelivered) != 0 {
+		t.Errorf("lost %+v, redelivered %+v: want none", a.Lost, a.Redelivered)
+	}
+}

@@ -182,6 +182,11 @@ type Answers struct {
 	// Redelivered (answer 4): inputs a later run delivered again, at the
 	// position of an input of an earlier run, in the later run's order.
 	Redelivered []Redelivery `json:"redelivered"`
+	// NotHandedAgain: items a run did not hand the processor because its
+	// group completed them in an earlier run (COMPLETED rows: the progress
+	// the source kept per group), one per row, in run order. Neither
+	// re-delivered nor lost.
+	NotHandedAgain []NotHandedAgain `json:"notHandedAgain,omitempty"`
 	// Lost (answer 5): DROPPED and FAILED inputs of the feed, input its
 	// source lost (LOST rows), and inputs in no run (a source that committed
 	// past an input with no row).
@@ -197,6 +202,14 @@ type Answers struct {
 	// that position's outputs once, from the earlier recording;
 	// docs/GUARANTEES.md, "Effects"). The rest were delivered twice.
 	NotAgain int64 `json:"notAgain,omitempty"`
+}
+
+// NotHandedAgain is a COMPLETED row: the run did not hand the processor
+// the items Completed names, completed in an earlier run.
+type NotHandedAgain struct {
+	Run       int             `json:"run"`
+	Completed store.Completed `json:"completed"`
+	Rows      []Ref           `json:"rows"`
 }
 
 // Crash is what one crashed run had done with a feed when it died.

@@ -83,6 +83,14 @@ type lostRec struct {
 	ref  Ref
 }
 
+// doneRec is a COMPLETED row: items not handed to a processor, its group
+// having completed them in an earlier run.
+type doneRec struct {
+	pair
+	c   store.Completed
+	ref Ref
+}
+
 // runData is what Explain keeps of one run (one recording) once read.
 type runData struct {
 	run      int
@@ -93,6 +101,7 @@ type runData struct {
 	dropped  []rangeRec
 	failed   []rangeRec // n = 1; a completion's FAILED row is not here (it marks its input)
 	lost     []lostRec
+	done     []doneRec       // COMPLETED rows
 	problems []store.Problem // the recording's (the run's Run.Problems)
 	crashed  bool
 	// undrained: the pairs whose END rows list items the clean stop left
@@ -279,6 +288,10 @@ func (rr *runReader) streamRow(s *streamState, e *store.Entry, ref Ref) {
 		d.dropped = append(d.dropped, rangeRec{pair: pair{e.Source, proc}, seq: e.Seq, n: e.N, offset: e.Offset, detail: e.Detail, ref: ref})
 	case store.KindLost:
 		d.lost = append(d.lost, lostRec{pair: pair{e.Source, proc}, lost: store.LostOf(*e), ref: ref})
+	case store.KindCompleted:
+		if c, err := store.CompletedOf(*e); err == nil { // else Problems lists it
+			d.done = append(d.done, doneRec{pair: pair{e.Source, proc}, c: c, ref: ref})
+		}
 	case store.KindFailed:
 		if in := s.last; in != nil && in.feed == e.Source && in.seq == e.Seq && e.Source != "" {
 			d.inputs.setFailed(s.lastRec, e.Index) // a completion of the input before failed

@@ -58,6 +58,7 @@ func (f *Findings) WriteText(w io.Writer) error {
 			writeCrash(b, &a.Crashes[j])
 		}
 		writeRedelivered(b, a.Redelivered)
+		writeNotHandedAgain(b, a.NotHandedAgain)
 		if len(a.Lost) == 0 {
 			fmt.Fprintf(b, "  5 lost: nothing\n")
 		} else {
@@ -135,6 +136,23 @@ func writeCrash(b *bufio.Writer, c *Crash) {
 		}
 	default:
 		fmt.Fprintf(b, "    3 commit lag: %s\n", lagText(l))
+	}
+}
+
+// writeNotHandedAgain writes, when a run did not hand the processor items
+// its group completed in an earlier run, how many and each row.
+func writeNotHandedAgain(b *bufio.Writer, all []NotHandedAgain) {
+	if len(all) == 0 {
+		return
+	}
+	var n int64
+	for _, h := range all {
+		n += h.Completed.Items
+	}
+	fmt.Fprintf(b, "  %d items not handed again: completed in an earlier run\n", n)
+	for i := range limit(all, b, "    ") {
+		h := &all[i]
+		fmt.Fprintf(b, "    run %d: %s %s\n", h.Run, h.Completed, refs(h.Rows))
 	}
 }
 

@@ -23,7 +23,9 @@
 // attempt: the input is not reproducible) or an optional DELIVERY, an
 // INDEXED or INLINE row and its OUTPUT rows, followed by a FAILED row when
 // one of its completion callbacks then fails (its first failure); TIMER rows
-// and their outputs; DROPPED rows exactly where the engine lost items; END
+// and their outputs; DROPPED rows exactly where the engine lost items;
+// COMPLETED rows where a restart did not hand the group items it completed
+// in an earlier run (engine.Observer.AlreadyCompleted); END
 // on a clean stop or a kill (its detail lists the journalled items left
 // unprocessed, and says why a killed run was killed: store.End). Journalled
 // items are JOURNAL

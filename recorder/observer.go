@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -149,6 +150,7 @@ func (r *Recorder) Observer() engine.Observer {
 		AfterDispatch:    r.afterDispatch,
 		Dropped:          r.dropped,
 		Lost:             r.lost,
+		AlreadyCompleted: r.alreadyCompleted,
 		TimerFired:       r.timerFired,
 		Stopped:          r.stopped,
 		Committed:        committed,
@@ -543,6 +545,29 @@ func (r *Recorder) lost(group string, l engine.SourceLoss) {
 			continue
 		}
 		if err := checkName("feed", l.Feed); err != nil {
+			r.breakProc(p, err)
+			continue
+		}
+		gs.rows = append(gs.rows, row.Entry(name, p.at()))
+		r.stage(gs, p, group, len(gs.rows)-1, 0)
+	}
+}
+
+// alreadyCompleted stages a COMPLETED row for each recorded processor of
+// the group: items its group completed in an earlier run were not handed to
+// it (engine.Intake.SkipCompleted). They count as taken: a stop leaves them
+// out of what its END rows list as unprocessed.
+func (r *Recorder) alreadyCompleted(group string, c engine.Completed) {
+	r.took(group, c.Feed, c.Last.Seq)
+	row := store.Completed{Feed: c.Feed, Seq: c.First.Seq, Items: c.Count(), Epoch: c.First.Epoch,
+		Key: c.First.Position.Key, From: c.First.Position.Offset, Last: c.Last.Position.Offset}
+	gs := r.group(group)
+	for _, name := range c.Processors {
+		p := r.live(name)
+		if p == nil {
+			continue
+		}
+		if err := errors.Join(checkName("feed", c.Feed), checkName("key", row.Key)); err != nil {
 			r.breakProc(p, err)
 			continue
 		}

@@ -39,7 +39,11 @@ type RunConfig struct {
 	// after Run.Stop.
 	Store store.Writer
 	// Feed is the feed (its Source, Policy, QueueSize ...). Its Journal
-	// is set by Start when Journal is true.
+	// is set by Start when Journal is true, and its SkipCompleted always:
+	// the recording names the items a restart does not hand the group
+	// again, its group having completed them in an earlier run
+	// (COMPLETED rows; a source that keeps no group's progress tells the
+	// feed nothing to skip).
 	Feed engine.FeedConfig
 	// Journal journals the feed into the recording: each item one JOURNAL
 	// row, inputs INDEXED rows. With Feed.Journal set too, that journal
@@ -190,6 +194,7 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		return nil, err
 	}
 	fc := cfg.Feed
+	fc.SkipCompleted = true
 	srcDone := make(chan error, 1)
 	fc.Source = watchSource(fc.Source, srcDone)
 	if cfg.Journal {

@@ -239,7 +239,7 @@ func (c *Checker) Add(e Entry, line int64) {
 			Detail: fmt.Sprintf("%s row with processor %q, want none", e.Kind, e.Processor)})
 		return
 	}
-	if e.Kind == KindLost && !e.Kind.In(c.format) { // the one stream kind not of every version
+	if (e.Kind == KindLost || e.Kind == KindCompleted) && !e.Kind.In(c.format) { // the stream kinds not of every version
 		c.unreadable(Problem{Kind: ProblemMalformed, Processor: e.Processor, Index: e.Index, Row: e.Kind, Line: line,
 			Detail: fmt.Sprintf("%s row in a %s recording, which has none", e.Kind, c.format)})
 		return

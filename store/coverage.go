@@ -75,6 +75,13 @@ func (c *Checker) cover(s *stream, e Entry, ref rowRef) {
 		}
 	case KindLost:
 		c.cov.takes(e.Source, s.name)
+	case KindCompleted:
+		if _, err := CompletedOf(e); err != nil {
+			c.problem(ProblemMalformed, ref, "%v", err)
+			s.damaged = true
+			return
+		}
+		c.cov.takes(e.Source, s.name).addRange(e.Seq, e.Seq+e.N-1)
 	case KindFailed:
 		if e.Source != "" {
 			c.cov.takes(e.Source, s.name).add(e.Seq)

@@ -124,6 +124,15 @@ func TestEverySeqACommitCoversHasARowInEveryProcessorOfTheFeed(t *testing.T) {
 		{"a LOST row covers no seq", newRows("", "p").in("p", 1).
 			add(store.Entry{Processor: "p", Kind: store.KindLost, Source: "f", Seq: 1, Epoch: 1, Offset: 10, Detail: "{}"}).in("p", 3).commit(3),
 			[]missing{{"p", store.KindCommit, 6, 2, 2}}},
+		// A COMPLETED row: items the group completed in an earlier run,
+		// not handed to the processor again.
+		{"a COMPLETED row covers its seqs", newRows("", "p").
+			add(store.Completed{Feed: "f", Seq: 1, Items: 3, Epoch: 1, From: 10, Last: 30}.Entry("p", 0)).in("p", 4).commit(4), nil},
+		{"a COMPLETED row covers no seq past its own", newRows("", "p").
+			add(store.Completed{Feed: "f", Seq: 1, Items: 2, Epoch: 1, From: 10, Last: 20}.Entry("p", 0)).in("p", 4).commit(4),
+			[]missing{{"p", store.KindCommit, 5, 3, 3}}},
+		{"ended: a COMPLETED row of a worker covers the processor", newRows("", "p#w0", "p#w1").
+			add(store.Completed{Feed: "f", Seq: 1, Items: 2, Epoch: 1, From: 10, Last: 20}.Entry("p#w1", 0)).in("p#w0", 3).journal(1, 2, 3).end("p#w0", "p#w1"), nil},
 		{"workers together hold every seq", newRows("", "p#w0", "p#w1").in("p#w0", 1, 3).in("p#w1", 2).commit(3), nil},
 		{"a seq no worker holds", newRows("", "p#w0", "p#w1").in("p#w0", 1, 4).in("p#w1", 2).commit(4),
 			[]missing{{"p", store.KindCommit, 7, 3, 3}}},

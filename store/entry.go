@@ -6,7 +6,7 @@ import (
 )
 
 // Format is the name and version written in every new recording's META
-// row. Version 6 added the CONTROL kind, version 5 the STATE kind, version
+// row. Version 6 added the CONTROL and COMPLETED kinds, version 5 the STATE kind, version
 // 4 the LOST kind, version 3 the COMMIT kind.
 const Format = "blackbox-recording/6"
 
@@ -66,22 +66,25 @@ const (
 	// KindControl: an operator acted on the run (pause, resume, clear,
 	// release, seek, kill: Control), a row of no processor (Format only).
 	KindControl Kind = "CONTROL"
+	// KindCompleted: items the processor's group completed in an earlier
+	// run were not handed to it (Completed), a stream row (Format only).
+	KindCompleted Kind = "COMPLETED"
 )
 
 // Kinds lists every row kind in the order of docs/FORMAT.md.
 var Kinds = []Kind{KindMeta, KindStart, KindDelivery, KindIndexed, KindInline,
-	KindTimer, KindOutput, KindDropped, KindFailed, KindEnd, KindJournal, KindCommit, KindLost, KindState, KindControl}
+	KindTimer, KindOutput, KindDropped, KindFailed, KindEnd, KindJournal, KindCommit, KindLost, KindState, KindControl, KindCompleted}
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }
 
 // In reports whether a recording of format may hold rows of kind k: every
-// valid kind in Format ("" stands for it), every one but CONTROL in
-// FormatV5, every one but CONTROL and STATE in FormatV4, every one but STATE and LOST in FormatV3, every one but
+// valid kind in Format ("" stands for it), every one but CONTROL and
+// COMPLETED in FormatV5, every one but CONTROL and STATE in FormatV4, every one but STATE and LOST in FormatV3, every one but
 // STATE, LOST and COMMIT in FormatV2 and FormatV1.
 func (k Kind) In(format string) bool {
 	switch k {
-	case KindControl:
+	case KindControl, KindCompleted:
 		return format == Format || format == ""
 	case KindState:
 		return format == Format || format == FormatV5 || format == ""

@@ -78,8 +78,8 @@ func Validate(e Entry) error {
 
 // ValidateIn is Validate for a row of a recording of format (the format of
 // its META row): it also refuses, with a *FieldError wrapping ErrMalformed,
-// a kind that version does not have (a CONTROL row in a FormatV5
-// recording, a STATE row in a FormatV4 one,
+// a kind that version does not have (a CONTROL or COMPLETED row in a
+// FormatV5 recording, a STATE row in a FormatV4 one,
 // a STATE or LOST row in a FormatV3 one, a STATE, LOST or COMMIT row in a
 // FormatV2 or FormatV1 one). Writers check every row with it.
 func ValidateIn(format string, e Entry) error {
@@ -111,6 +111,8 @@ func ValidateFields(e *Entry) error {
 		return bad("n", e.N, "negative")
 	case e.Kind == KindDropped && e.N < 1:
 		return bad("n", e.N, "a DROPPED row loses at least one item")
+	case e.Kind == KindCompleted && e.N < 1:
+		return bad("n", e.N, "a COMPLETED row covers at least one item")
 	}
 	used, ok := usedFields[e.Kind]
 	if !ok {
@@ -160,21 +162,22 @@ const (
 )
 
 var usedFields = map[Kind]int{
-	KindMeta:     fDetail,
-	KindStart:    fInstant | fPayload,
-	KindDelivery: fSource | fSeq | fEpoch | fKey | fOffset | fN,
-	KindIndexed:  fSource | fSeq | fInstant | fN | fReads,
-	KindInline:   fSource | fSeq | fInstant | fN | fPayload | fReads,
-	KindTimer:    fSeq | fInstant | fN | fReads,
-	KindOutput:   fSource | fSeq | fPayload,
-	KindDropped:  fSource | fSeq | fOffset | fN | fDetail,
-	KindFailed:   fSource | fSeq | fInstant | fDetail,
-	KindEnd:      fInstant | fN | fDetail,
-	KindJournal:  fSource | fSeq | fPayload,
-	KindCommit:   fSource | fSeq | fEpoch | fKey | fOffset,
-	KindLost:     fSource | fSeq | fEpoch | fKey | fOffset | fN | fDetail,
-	KindState:    fSource | fInstant | fDetail,
-	KindControl:  fSource | fInstant | fDetail,
+	KindMeta:      fDetail,
+	KindStart:     fInstant | fPayload,
+	KindDelivery:  fSource | fSeq | fEpoch | fKey | fOffset | fN,
+	KindIndexed:   fSource | fSeq | fInstant | fN | fReads,
+	KindInline:    fSource | fSeq | fInstant | fN | fPayload | fReads,
+	KindTimer:     fSeq | fInstant | fN | fReads,
+	KindOutput:    fSource | fSeq | fPayload,
+	KindDropped:   fSource | fSeq | fOffset | fN | fDetail,
+	KindFailed:    fSource | fSeq | fInstant | fDetail,
+	KindEnd:       fInstant | fN | fDetail,
+	KindJournal:   fSource | fSeq | fPayload,
+	KindCommit:    fSource | fSeq | fEpoch | fKey | fOffset,
+	KindLost:      fSource | fSeq | fEpoch | fKey | fOffset | fN | fDetail,
+	KindState:     fSource | fInstant | fDetail,
+	KindControl:   fSource | fInstant | fDetail,
+	KindCompleted: fSource | fSeq | fEpoch | fKey | fOffset | fN | fDetail,
 }
 
 func instantOK(t time.Time) bool {

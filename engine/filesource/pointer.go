@@ -600,6 +600,7 @@ func (p *pointerFile) setGroups(groups []GroupProgress) (full []string, stored b
 		}
 		store64(at, binary.LittleEndian.Uint64(slot[:]))
 		p.groups[i] = g
+		killpoint.ReachAt(killpoint.GroupProgressWritten, g.Offset) // tests only: dormant unless armed
 	}
 	return full, true, nil
 }

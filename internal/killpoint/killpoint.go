@@ -22,7 +22,8 @@
 // so that a test never mistakes a typo for a point that was not reached.
 //
 // The points (the constants below) sit in the write paths of the ledger
-// run (StateSaved, RowsWritten, StoreWrite, PointerWritten) and of its
+// run (StateSaved, RowsWritten, StoreWrite, PointerWritten,
+// GroupProgressWritten) and of its
 // --out outbox (OutMarked, OutWrite) and of its Kafka sink (SinkProduced,
 // SinkCommitted), of `blackbox convert` (Convert,
 // ConvertCopied) and of a golden update
@@ -79,6 +80,11 @@ const (
 	// PointerWritten: after the file source stored an offset into its
 	// mapped pointer file, before the flush (engine/filesource).
 	PointerWritten = "pointer-written"
+	// GroupProgressWritten: after the file source stored a group's
+	// progress into a slot of its mapped pointer file, before the flush
+	// (engine/filesource). Its value (ReachAt) is the group's offset:
+	// armed as POINT@V it dies at the first slot stored at V or past it.
+	GroupProgressWritten = "group-progress-written"
 	// OutMarked: after the outbox wrote a batch's mark, before the sink's
 	// Deliver (outbox), in a run's delivery and in its recovery of what
 	// earlier runs left. Its value (ReachAt) is the number of lines the
@@ -125,7 +131,7 @@ const (
 )
 
 // points lists every named point.
-var points = []string{StateSaved, RowsWritten, StoreWrite, PointerWritten, OutMarked, OutWrite, SinkProduced, SinkCommitted,
+var points = []string{StateSaved, RowsWritten, StoreWrite, PointerWritten, GroupProgressWritten, OutMarked, OutWrite, SinkProduced, SinkCommitted,
 	Convert, ConvertCopied, GoldenRecorded, GoldenMoved, GoldenUpdate}
 
 // arm is the armed point: immutable but for its counter.

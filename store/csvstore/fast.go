@@ -244,10 +244,11 @@ func (f *fast) decode(body []byte, mode decodeMode, e *store.Entry) bool {
 		}
 		return store.ValidateFields(e) == nil
 	}
-	// Check mode keeps no text but an END or STATE row's detail (the
-	// Checker reads them: store.EndOf, store.StateOf): validate a stand-in
+	// Check mode keeps no text but an END, STATE, CONTROL or COMPLETED
+	// row's detail (the Checker reads them: store.EndOf, store.StateOf,
+	// store.ControlOf, store.CompletedOf): validate a stand-in
 	// that has the same fields set, without copying them.
-	if (e.Kind == store.KindEnd || e.Kind == store.KindState || e.Kind == store.KindControl) && len(fs[11]) > 0 {
+	if (e.Kind == store.KindEnd || e.Kind == store.KindState || e.Kind == store.KindControl || e.Kind == store.KindCompleted) && len(fs[11]) > 0 {
 		e.Detail = string(fs[11])
 	}
 	v := *e
@@ -333,6 +334,8 @@ func fastKind(b []byte) (store.Kind, bool) {
 		return store.KindState, true
 	case "CONTROL":
 		return store.KindControl, true
+	case "COMPLETED":
+		return store.KindCompleted, true
 	}
 	return "", false
 }

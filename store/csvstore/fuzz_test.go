@@ -39,6 +39,13 @@ func FuzzCSVReader(f *testing.F) {
 	f.Add(bytes.Replace(rec, []byte(",2,DELIVERY,"), []byte(",3,DELIVERY,"), 1))
 	f.Add(bytes.Replace(rec, []byte("\n"), []byte("\r\n"), -1))
 	f.Add([]byte(csvstore.Header + "\n" + `a,1,START,,0,,0,,0,0,"{,,` + "\n" + "a,2,END,,0,,0,,0,0,,,\n"))
+	f.Add([]byte(csvstore.Header + "\n" + // version 6: a COMPLETED row covers seqs 1-2 of p's feed
+		`,1,META,,0,,0,,0,0,,"{""format"":""blackbox-recording/6"",""streams"":[""p""]}",` + "\n" +
+		"p,1,START,,0,2024-01-01T00:00:00.5Z,0,,0,0,,,\n" +
+		`p,2,COMPLETED,f,1,,3,k,9,2,,"{""last"":12}",` + "\n" +
+		"p,3,INLINE,f,3,2024-01-01T00:00:01Z,0,,0,0,x,,\n" +
+		",2,COMMIT,f,3,,3,k,13,0,,,\n" +
+		"p,4,END,,0,2024-01-01T00:00:03Z,0,,0,1,,,\n"))
 	f.Add([]byte(csvstore.Header + "\n\n\n"))
 	f.Add([]byte(csvstore.Header))
 	f.Add([]byte{})
@@ -199,6 +206,7 @@ func FuzzRowDecode(f *testing.F) {
 		f.Add(line)
 	}
 	f.Add([]byte(`"a""b",1,START,,0,,0,,0,0,,,`))
+	f.Add([]byte(`p,2,COMPLETED,f,1,,3,k,9,2,,"{""last"":12}",` + "\n"))
 	f.Add([]byte("p,1,INLINE,f,1,2024-01-01T00:00:00.000000001Z,0,,0,0,x,,0001-01-01T00:00:00Z;2024-01-01T00:00:00Z\n"))
 	f.Add([]byte("p,1,START,,0,,0,,0,0,\"{\r}\",,\n"))
 	f.Add([]byte("p,+1,START,,0,,0,,0,0,,,\n"))
