@@ -19,10 +19,12 @@ import (
 // checkPartitions reads the partitions of the source's topics, at most
 // once a second: a partition this member does not own, and that the
 // group's assignment (DescribeGroups) gives no member, is read by no one
-// (added to the topic since the last rebalance): the feed is BEHIND,
-// naming it, and the client's metadata is refreshed at once so that the
+// (added to the topic since the last rebalance; any while the group
+// rebalances): the client's metadata is refreshed at once so that the
 // group's leader rebalances to assign it (the client alone would notice
-// it at its next metadata refresh, minutes later). A topic whose
+// it at its next metadata refresh, minutes later), and the feed is
+// BEHIND, naming it, unless the group's commit of it is at its end
+// (unassignedLeft). A topic whose
 // incarnation the client consumes is gone (deleted, or deleted and
 // created again: another topic ID) is retired (retire): the records of
 // its partitions this member owned and had not read yet (up to the high
@@ -41,7 +43,8 @@ func (s *Source) checkPartitions(ctx context.Context, cl *kgo.Client) {
 }
 
 // stopCheck is the last checkPartitions, when Run ends: a partition added
-// since the last check must not leave a stopped run settled, and the
+// since the last check, or one a member that left did not commit to its
+// end, must not leave a stopped run settled, and the
 // records of a topic deleted since are lost. When the partitions cannot
 // be read, the feed is BEHIND (not known).
 func (s *Source) stopCheck(cl *kgo.Client) {
