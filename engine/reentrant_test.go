@@ -144,7 +144,7 @@ func TestAPublishFromACycleWithAServedContextNeverWaitsForItsOwnQueue(t *testing
 				if refused := errors.As(r.err, &re) && re.Reason == engine.RefusedDeadline; refused != tc.refused || (!tc.refused && r.err != nil) || r.elapsed != tc.wait {
 					t.Fatalf("publish of overflows from the cycle returned %v after %s, want refused %v after %s", r.err, r.elapsed, tc.refused, tc.wait)
 				}
-				synctest.Wait() // the cycle returned: "fills" is dispatched
+				synctest.Wait()           // the cycle returned: "fills" is dispatched
 				want := [3]int64{1, 1, 0} // downgraded, dropped, refused
 				if tc.refused {
 					want = [3]int64{0, 0, 1}
