@@ -110,18 +110,9 @@
 // the partition, From the commit, Items 0: unknown; the detail names the
 // log end), warned, and counted in Status (Truncated). Once a second (and once more when Run ends) the
 // source reads its topics' partitions with a metadata request of its own:
-// a partition no member of the group is assigned (one added to the topic;
-// every one not owned here while the group rebalances, as when members
-// left) refreshes the client's metadata so that the group's leader
-// rebalances to assign it, and leaves the feed BEHIND, naming it, unless
-// the group's commit of it is at its log end: the group's commits and the
-// end offsets are read (kadm), then the topic's ID again, and the
-// commit's metadata must name the ID the end offset is of (a commit
-// naming another, or none, is of no incarnation known: only a partition
-// that never held a record, end 0, is then at its end, as without a
-// commit). A commit unknown, below the end (its next owner must still
-// read it) or past it (a loss its next owner counts) keeps the feed
-// BEHIND, saying so. A topic whose
+// a partition no member of the group is assigned (one added to the topic)
+// leaves the feed BEHIND, naming it, and refreshes the client's metadata so
+// that the group's leader rebalances to assign it. A topic whose
 // incarnation the client consumes is gone (deleted, or created again under
 // another topic ID) is retired: the records of its partitions this member
 // owned and had not read are a loss (reason LossDeleted), the partitions
@@ -131,18 +122,16 @@
 // whatever exists under the name next, read from its start. A deleted
 // topic leaves nothing to read: the feed may be CAUGHT_UP, naming it, so a
 // bounded run ends. With Options.Drain (a bounded run), the partitions of
-// other members must be committed to their end too (from the group's
-// commit, or the log start below it, without one or with one of another
-// incarnation): until then the feed is BEHIND, naming the records not
-// committed.
+// other members must be committed to their end too: until then the feed is
+// BEHIND, naming the records not committed.
 //
 // Status reports per partition the committed offset, the processed and
 // published positions, the high watermark, the lag (high watermark minus
 // committed), whether it is paused and the records it lost; the feed is
 // CAUGHT_UP once every owned partition is published to its high watermark
-// and every partition of the topics is owned by a member or committed to
-// its end, BEHIND otherwise (with the reason: joining, paused, records to
-// read, a partition no one reads and not committed to its end, a topic that does not exist, records another member has not
+// and every partition of the topics is owned by a member, BEHIND otherwise
+// (with the reason: joining, paused, records to read, a partition no one
+// reads, a topic that does not exist, records another member has not
 // committed (Drain), a fetch error, or a broker gone away: while the
 // client's last request or connection to a broker failed, the detail names
 // the broker and the error, until a request succeeds again; franz-go

@@ -19,12 +19,10 @@ import (
 // checkPartitions reads the partitions of the source's topics, at most
 // once a second: a partition this member does not own, and that the
 // group's assignment (DescribeGroups) gives no member, is read by no one
-// (added to the topic since the last rebalance; any while the group
-// rebalances): the client's metadata is refreshed at once so that the
+// (added to the topic since the last rebalance): the feed is BEHIND,
+// naming it, and the client's metadata is refreshed at once so that the
 // group's leader rebalances to assign it (the client alone would notice
-// it at its next metadata refresh, minutes later), and the feed is
-// BEHIND, naming it, unless the group's commit of it is at its end
-// (unassignedLeft). A topic whose
+// it at its next metadata refresh, minutes later). A topic whose
 // incarnation the client consumes is gone (deleted, or deleted and
 // created again: another topic ID) is retired (retire): the records of
 // its partitions this member owned and had not read yet (up to the high
@@ -43,8 +41,7 @@ func (s *Source) checkPartitions(ctx context.Context, cl *kgo.Client) {
 }
 
 // stopCheck is the last checkPartitions, when Run ends: a partition added
-// since the last check, or one a member that left did not commit to its
-// end, must not leave a stopped run settled, and the
+// since the last check must not leave a stopped run settled, and the
 // records of a topic deleted since are lost. When the partitions cannot
 // be read, the feed is BEHIND (not known).
 func (s *Source) stopCheck(cl *kgo.Client) {
@@ -90,37 +87,19 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client, stopping bo
 	if err != nil {
 		return err
 	}
-	if !s.opts.Drain {
-		theirs = nil // a member without Drain answers for the partitions it owns
-	}
-	var left, others []string
-	if len(unassigned)+len(theirs) > 0 {
-		o, err := s.readOffsets(ctx, cl, adm, slices.Concat(unassigned, theirs), len(theirs) > 0, ls.ids)
-		if err != nil {
+	var others []string
+	if s.opts.Drain && len(theirs) > 0 {
+		if others, err = s.othersToRead(ctx, adm, theirs); err != nil {
 			return err
 		}
-		for _, tp := range unassigned {
-			if why := o.unassignedLeft(tp); why != "" {
-				left = append(left, why)
-			}
-		}
-		for _, tp := range theirs {
-			if why := o.othersLeft(tp); why != "" {
-				others = append(others, why)
-			}
-		}
-		slices.Sort(left)
-		slices.Sort(others)
 	}
 	var why []string
 	for _, t := range ls.missing {
 		why = append(why, "topic "+t+" does not exist")
 	}
 	if len(unassigned) > 0 {
+		why = append(why, fmt.Sprintf("partition %s not assigned to any member of group %s", strings.Join(unassigned, ", "), s.opts.Group))
 		cl.ForceMetadataRefresh() // the group's leader rebalances once it sees the partition
-	}
-	if len(left) > 0 {
-		why = append(why, fmt.Sprintf("partitions not assigned to any member of group %s, not committed to their end: %s", s.opts.Group, strings.Join(left, ", ")))
 	}
 	if len(others) > 0 {
 		why = append(why, "records not yet committed by the member of group "+s.opts.Group+" that owns "+strings.Join(others, ", "))
@@ -133,13 +112,12 @@ func (s *Source) listPartitions(ctx context.Context, cl *kgo.Client, stopping bo
 
 // topicListing is what readTopics found of the source's topics.
 type topicListing struct {
-	missing []string           // topics that do not exist, never seen by this source
-	deleted []string           // topics that existed and no longer do
-	retired []string           // topics whose incarnation the client consumed is gone
-	unowned []topicPartition   // partitions not owned here
-	ids     map[string]topicID // the ID of each topic found (zero: a cluster without topic IDs)
-	losses  []engine.Loss      // the records of the retired topics not read
-	in      *engine.Intake     // the feed to report the losses to
+	missing []string         // topics that do not exist, never seen by this source
+	deleted []string         // topics that existed and no longer do
+	retired []string         // topics whose incarnation the client consumed is gone
+	unowned []topicPartition // partitions not owned here
+	losses  []engine.Loss    // the records of the retired topics not read
+	in      *engine.Intake   // the feed to report the losses to
 }
 
 // readTopics reads the source's topics (a metadata request of its own:
@@ -157,7 +135,7 @@ func (s *Source) readTopics(ctx context.Context, cl *kgo.Client) (topicListing, 
 	if err != nil {
 		return topicListing{}, err
 	}
-	ls := topicListing{ids: map[string]topicID{}}
+	var ls topicListing
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, rt := range resp.Topics {
@@ -181,7 +159,6 @@ func (s *Source) readTopics(ctx context.Context, cl *kgo.Client) (topicListing, 
 			continue
 		}
 		s.seen[t] = true
-		ls.ids[t] = rt.TopicID
 		switch id, held := topicID(rt.TopicID), s.ids[t]; {
 		case !id.known():
 		case !held.known():
@@ -202,10 +179,9 @@ func (s *Source) readTopics(ctx context.Context, cl *kgo.Client) (topicListing, 
 }
 
 // assignment splits the partitions not owned here (unowned) by the
-// group's assignment (DescribeGroups): those no member is assigned (while
-// the group rebalances, every one: no assignment is described then), and
-// those another member owns.
-func (s *Source) assignment(ctx context.Context, adm *kadm.Client, unowned []topicPartition) (unassigned, theirs []topicPartition, err error) {
+// group's assignment (DescribeGroups): those no member is assigned, by
+// name and sorted, and those another member owns.
+func (s *Source) assignment(ctx context.Context, adm *kadm.Client, unowned []topicPartition) (unassigned []string, theirs []topicPartition, err error) {
 	if len(unowned) == 0 {
 		return nil, nil, nil
 	}
@@ -219,162 +195,66 @@ func (s *Source) assignment(ctx context.Context, adm *kadm.Client, unowned []top
 	assigned := groups.AssignedPartitions()
 	for _, tp := range unowned {
 		if !assigned.Lookup(tp.topic, tp.partition) {
-			unassigned = append(unassigned, tp)
+			unassigned = append(unassigned, partitionKey(tp.topic, tp.partition))
 		} else {
 			theirs = append(theirs, tp)
 		}
 	}
+	slices.Sort(unassigned)
 	return unassigned, theirs, nil
 }
 
-// groupOffsets is what judging partitions not owned here takes: the
-// group's commits, the partitions' end offsets (and start offsets, for
-// those another member owns), and the topics' IDs before the offsets were
-// read (readTopics) and after.
-type groupOffsets struct {
-	commits       kadm.OffsetResponses
-	starts, ends  kadm.ListedOffsets
-	before, after map[string]topicID
-}
-
-// readOffsets reads the group's commits and the end offsets of the topics
-// of tps (and the start offsets when starts), then the topics' IDs again:
-// an end offset is of the incarnation whose ID before (readTopics' read)
-// holds only if the ID read after is the same.
-func (s *Source) readOffsets(ctx context.Context, cl *kgo.Client, adm *kadm.Client, tps []topicPartition, starts bool, before map[string]topicID) (groupOffsets, error) {
+// othersToRead names the partitions of tps (owned by other members of the
+// group) whose records are not all committed: the group's commit (or the
+// log start, past a commit or without one) below the end offset, each
+// with the count ("t/3: 12 records").
+func (s *Source) othersToRead(ctx context.Context, adm *kadm.Client, tps []topicPartition) ([]string, error) {
 	var topics []string
 	for _, tp := range tps {
 		if !slices.Contains(topics, tp.topic) {
 			topics = append(topics, tp.topic)
 		}
 	}
-	o := groupOffsets{before: before}
-	var err error
-	if o.commits, err = adm.FetchOffsets(ctx, s.opts.Group); err != nil {
-		return o, fmt.Errorf("the commits of group %s: %w", s.opts.Group, err)
+	commits, err := adm.FetchOffsets(ctx, s.opts.Group)
+	if err == nil {
+		err = commits.Error()
 	}
-	if starts {
-		if o.starts, err = adm.ListStartOffsets(ctx, topics...); err != nil {
-			return o, fmt.Errorf("the start offsets of %s: %w", strings.Join(topics, ", "), err)
+	if err != nil {
+		return nil, fmt.Errorf("the commits of group %s: %w", s.opts.Group, err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the start offsets of %s: %w", strings.Join(topics, ", "), err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the end offsets of %s: %w", strings.Join(topics, ", "), err)
+	}
+	var left []string
+	for _, tp := range tps {
+		end, ok := ends.Lookup(tp.topic, tp.partition)
+		if !ok {
+			continue
+		}
+		from := int64(0)
+		if start, ok := starts.Lookup(tp.topic, tp.partition); ok {
+			from = start.Offset
+		}
+		if c, ok := commits.Lookup(tp.topic, tp.partition); ok && c.Err == nil {
+			from = max(from, c.At)
+		}
+		if n := end.Offset - from; n > 0 {
+			left = append(left, fmt.Sprintf("%s: %d records", partitionKey(tp.topic, tp.partition), n))
 		}
 	}
-	if o.ends, err = adm.ListEndOffsets(ctx, topics...); err != nil {
-		return o, fmt.Errorf("the end offsets of %s: %w", strings.Join(topics, ", "), err)
-	}
-	if o.after, err = topicIDs(ctx, cl, topics); err != nil {
-		return o, fmt.Errorf("the IDs of %s: %w", strings.Join(topics, ", "), err)
-	}
-	return o, nil
-}
-
-// end is tp's end offset, of the incarnation of its topic readTopics saw;
-// else why it is not known.
-func (o groupOffsets) end(tp topicPartition) (int64, string) {
-	if id, ok := o.after[tp.topic]; !ok || id != o.before[tp.topic] {
-		return 0, "its topic deleted or created again while read"
-	}
-	end, ok := o.ends.Lookup(tp.topic, tp.partition)
-	switch {
-	case !ok:
-		return 0, "end offset not known"
-	case end.Err != nil:
-		return 0, "end offset not known: " + end.Err.Error()
-	case end.Offset < 0:
-		return 0, "end offset not known"
-	}
-	return end.Offset, ""
-}
-
-// commitKind says what the group's commit of a partition is to the
-// incarnation of its topic readTopics saw.
-type commitKind int
-
-const (
-	commitNone     commitKind = iota // the group has no commit of the partition
-	commitOurs                       // its metadata names the topic ID (or the cluster gives none)
-	commitOther                      // its metadata names another topic ID: an earlier incarnation's
-	commitUntagged                   // its metadata names no topic ID (another client's): of no known incarnation
-)
-
-// commit is the group's commit of tp (at) and what it is; err says why it
-// is not known.
-func (o groupOffsets) commit(tp topicPartition) (at int64, kind commitKind, err error) {
-	c, ok := o.commits.Lookup(tp.topic, tp.partition)
-	switch {
-	case ok && c.Err != nil:
-		return 0, commitNone, c.Err
-	case !ok || c.At < 0:
-		return 0, commitNone, nil
-	}
-	id := o.before[tp.topic]
-	switch tagged, isTagged := taggedID(&c.Metadata); {
-	case !id.known() || isTagged && tagged == id:
-		return c.At, commitOurs, nil
-	case isTagged:
-		return c.At, commitOther, nil
-	default:
-		return c.At, commitUntagged, nil
-	}
-}
-
-// unassignedLeft says, for tp, which no member of the group is assigned,
-// why it is not committed to its end ("" when it is): the group's commit
-// of the topic's incarnation below the end (or past it: records the log
-// lost), or not known, or none (nor one of this incarnation) when the
-// partition ever held a record (its end is past 0). Its next owner reads
-// it from the commit: only a commit at the end leaves it nothing to read
-// and no loss to count.
-func (o groupOffsets) unassignedLeft(tp topicPartition) string {
-	key := partitionKey(tp.topic, tp.partition)
-	end, why := o.end(tp)
-	if why != "" {
-		return key + " (" + why + ")"
-	}
-	at, kind, err := o.commit(tp)
-	switch {
-	case err != nil:
-		return fmt.Sprintf("%s (the group's commit not known: %v)", key, err)
-	case kind == commitOurs && at < end:
-		return fmt.Sprintf("%s (%d records not committed)", key, end-at)
-	case kind == commitOurs && at > end:
-		return fmt.Sprintf("%s (the group's commit %d past the log end %d)", key, at, end)
-	case kind == commitOurs || end == 0:
-		return ""
-	case kind == commitNone:
-		return fmt.Sprintf("%s (%d records, no commit)", key, end)
-	case kind == commitOther:
-		return fmt.Sprintf("%s (%d records, the group's commit of another incarnation of the topic)", key, end)
-	default:
-		return fmt.Sprintf("%s (the group's commit %d names no topic ID: not known to be of this incarnation)", key, at)
-	}
-}
-
-// othersLeft says, for tp, which another member owns, how many of its
-// records that member has not committed ("" when none), or why that is not
-// known: from where the owner reads (the group's commit, taken as it is
-// unless it is of another incarnation; the log start when the commit is
-// below it or there is none) to the end.
-func (o groupOffsets) othersLeft(tp topicPartition) string {
-	key := partitionKey(tp.topic, tp.partition)
-	end, why := o.end(tp)
-	if why != "" {
-		return key + ": " + why
-	}
-	from := int64(0)
-	if start, ok := o.starts.Lookup(tp.topic, tp.partition); ok && start.Err == nil {
-		from = start.Offset
-	}
-	at, kind, err := o.commit(tp)
-	switch {
-	case err != nil:
-		return fmt.Sprintf("%s: the group's commit not known: %v", key, err)
-	case kind == commitOurs || kind == commitUntagged:
-		from = max(from, at)
-	}
-	if n := end - from; n > 0 {
-		return fmt.Sprintf("%s: %d records", key, n)
-	}
-	return ""
+	slices.Sort(left)
+	return left, nil
 }
 
 // holds reports whether the source consumes an incarnation of topic t: it
