@@ -66,6 +66,9 @@ run . 100000x 'Throughput/record/sqlite$' ./recorder/
 # where no server can be started.
 run . 100000x 'Throughput/record/postgres$' ./recorder/
 run . 3000x 'Append' ./store/pgstore/
+# The latency the outbox adds to an output (issue 31): the ledger saving
+# its state every 100ms, paced lines, a live sink against the outbox.
+run . 3x 'Latency' ./outbox/
 # ReplayCSV also times its floor on the same recording in the same run:
 # encoding/csv merely reading its rows (floor-inputs/s).
 run . 1000000x 'RecordCSV|ReplayCSV' ./replayer/

@@ -9,7 +9,8 @@
 //   - alerts: run --read once-earliest to CSV and to SQLite, then replay of
 //     each recording (lines/s, peak RSS);
 //   - ledger: run --read committed --state (its batched saves at their
-//     defaults) to CSV and to SQLite (lines/s, peak RSS);
+//     defaults) to CSV and to SQLite, each without and with --out (the
+//     outbox), the four in turn, -repeat rounds (lines/s, peak RSS);
 //   - the most RSS of those rows;
 //   - the per-line cost of alerts to CSV at each of -scale's line counts
 //     (ns/line, the run of an empty input taken off: what a line costs,
@@ -125,7 +126,7 @@ func main() {
 	lines := flag.Int("lines", 300_000, "input lines of the record, replay and ledger rows")
 	scale := flag.String("scale", "10000,100000,1000000", "line counts of the per-line cost rows")
 	dirFlag := flag.String("dir", "", "the working directory (default: a new temporary one, removed at the end)")
-	repeat := flag.Int("repeat", 3, "runs of each per-line cost row (the median is reported)")
+	repeat := flag.Int("repeat", 3, "rounds of the ledger rows and of each per-line cost row (medians are reported)")
 	flag.Parse()
 	if *bin == "" {
 		fatalf("-bin is required")
@@ -173,17 +174,32 @@ func main() {
 		}
 		report("alerts-replay-"+f.name, run(dir, b, "replay", f.store))
 	}
+	// The ledger with --state, then the same with --out: every output
+	// delivered through the outbox, once its input is recorded and
+	// committed (issues 26 and 31). The two alternate, -repeat rounds of
+	// each pair, so that bench/report pairs each round's runs (the outbox's
+	// cost is their ratio) and a slow phase of a shared machine falls on
+	// both sides of a pair.
 	ledger := write(dir, "ledger.txt", *lines, account)
-	for _, f := range []struct{ name, store string }{{"csv", "ledger.csv"}, {"sqlite", "ledger.db"}} {
-		report("ledger-state-"+f.name, run(dir, b, "run", "--app", "ledger", "--input", ledger, "--store", f.store,
-			"--read", "committed", "--pointer", "ledger-"+f.name+".ptr", "--state", "ledger-"+f.name+".json"))
-	}
-	// The same with --out: every output delivered through the outbox, once
-	// its input is recorded and committed (issue 26).
-	for _, f := range []struct{ name, store string }{{"csv", "ledger-out.csv"}, {"sqlite", "ledger-out.db"}} {
-		report("ledger-state-out-"+f.name, run(dir, b, "run", "--app", "ledger", "--input", ledger, "--store", f.store,
-			"--read", "committed", "--pointer", "ledger-out-"+f.name+".ptr", "--state", "ledger-out-"+f.name+".json",
-			"--out", "ledger-out-"+f.name+".jsonl"))
+	for round := range max(1, *repeat) {
+		for _, f := range []struct{ name, ext string }{{"csv", ".csv"}, {"sqlite", ".db"}} {
+			for _, out := range []bool{false, true} {
+				name := "ledger-state-" + f.name
+				if out {
+					name = "ledger-state-out-" + f.name
+				}
+				base := fmt.Sprintf("%s-%d", name, round)
+				args := []string{"run", "--app", "ledger", "--input", ledger, "--store", base + f.ext,
+					"--read", "committed", "--pointer", base + ".ptr", "--state", base + ".json"}
+				if out {
+					args = append(args, "--out", base+".jsonl")
+				}
+				report(name, run(dir, b, args...))
+				for _, sfx := range []string{f.ext, ".ptr", ".json", ".jsonl", ".jsonl.outbox"} {
+					os.Remove(filepath.Join(dir, base+sfx))
+				}
+			}
+		}
 	}
 	row("max-rss", most, "peak-rss-MB")
 
