@@ -90,7 +90,8 @@ var benchStores = []benchStore{
 // in the same run just after: the same rows (recordFloorRows) written in
 // the same batches as the recorder's Appends (one write, or one
 // transaction, per batch) by encoding/csv into a file, or by a bare
-// prepared INSERT into the recording schema (store/storetest.FloorInsert).
+// multi-row INSERT per batch into the recording schema
+// (internal/storetest.FloorConn).
 func BenchmarkThroughput(b *testing.B) {
 	b.Run("none", func(b *testing.B) { benchThroughput(b, nil) })
 	for _, s := range benchStores {
@@ -238,9 +239,10 @@ func csvFloor(b *testing.B, batches []int) time.Duration {
 }
 
 // sqliteFloor inserts the rows of the items in batches of batches[k] rows,
-// one transaction each, with a bare prepared INSERT into the recording
-// schema (the store's pragmas: WAL, synchronous=NORMAL), and returns the
-// time it took.
+// one transaction each, with a bare multi-row INSERT of the batch into the
+// recording schema (storetest.FloorConn: one statement for each number of
+// rows, prepared once; the store's pragmas: WAL, synchronous=NORMAL,
+// temp_store=MEMORY), and returns the time it took.
 func sqliteFloor(b *testing.B, batches []int) time.Duration {
 	fc := storetest.FloorDB(b, filepath.Join(b.TempDir(), "floor.db"), sqlitestore.Schema)
 	start := time.Now()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,15 +177,23 @@ func csvFields(e *store.Entry, fields []string) {
 	fields[12] = store.FormatReads(e.Reads)
 }
 
-// FloorInsert is the bare INSERT of the SQLite floors: every column of the
-// recording schema's rows table but id, in InsertArgs' order.
-const FloorInsert = `INSERT INTO rows (processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+// FloorInsert is the bare INSERT of the SQLite floors for n rows: every
+// column of the recording schema's rows table but id, n rows of parameters
+// in insertArgs' order.
+func FloorInsert(n int) string {
+	return `INSERT INTO rows (processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads) VALUES ` +
+		strings.TrimSuffix(strings.Repeat(`(?,?,?,?,?,?,?,?,?,?,?,?,?),`, n), ",")
+}
 
-// insertArgs are e's column values for FloorInsert.
-func insertArgs(e *store.Entry) []any {
-	return []any{e.Processor, e.Index, string(e.Kind), e.Source, e.Seq, store.FormatInstant(e.Instant), e.Epoch, e.Key,
-		e.Offset, e.N, string(e.Payload), e.Detail, store.FormatReads(e.Reads)}
+// FloorChunk is the most rows one statement of the SQLite floors inserts:
+// as many as SQLite's limit on parameters (32,766 in modernc's build)
+// allows, 13 a row.
+const FloorChunk = 32766 / 13
+
+// insertArgs appends e's column values for FloorInsert to args.
+func insertArgs(args []any, e *store.Entry) []any {
+	return append(args, e.Processor, e.Index, string(e.Kind), e.Source, e.Seq, store.FormatInstant(e.Instant), e.Epoch, e.Key,
+		e.Offset, e.N, string(e.Payload), e.Detail, store.FormatReads(e.Reads))
 }
 
 // WriteLong writes at path, with be, a recording of n inputs (Input: a
@@ -223,13 +232,13 @@ func WriteLong(tb testing.TB, be Backend, path string, n int64) {
 }
 
 // FloorDB opens a new SQLite database at path with the recording store's
-// pragmas (WAL, synchronous=NORMAL), creates schema in it (the store's
-// Schema) and prepares FloorInsert: the connection of the SQLite floors,
-// closed at the end of the test. The caller has the "sqlite" driver
-// registered (it imports the SQLite store).
+// pragmas (WAL, synchronous=NORMAL, temp_store=MEMORY) and creates schema
+// in it (the store's Schema): the connection of the SQLite floors, closed
+// at the end of the test. The caller has the "sqlite" driver registered
+// (it imports the SQLite store).
 func FloorDB(tb testing.TB, path, schema string) *FloorConn {
 	tb.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=10000")
+	db, err := sql.Open("sqlite", "file:"+path+"?_journal_mode=WAL&_synchronous=NORMAL&_pragma=temp_store(MEMORY)&_busy_timeout=10000")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -239,10 +248,10 @@ func FloorDB(tb testing.TB, path, schema string) *FloorConn {
 		db.Close()
 		tb.Fatal(err)
 	}
-	fc := &FloorConn{tb: tb, conn: conn}
+	fc := &FloorConn{tb: tb, conn: conn, stmts: map[int]*sql.Stmt{}}
 	tb.Cleanup(func() {
-		if fc.ins != nil {
-			fc.ins.Close()
+		for _, st := range fc.stmts {
+			st.Close()
 		}
 		conn.Close()
 		db.Close()
@@ -250,30 +259,45 @@ func FloorDB(tb testing.TB, path, schema string) *FloorConn {
 	if _, err := conn.ExecContext(ctx, schema); err != nil {
 		tb.Fatal(err)
 	}
-	if fc.ins, err = conn.PrepareContext(ctx, FloorInsert); err != nil {
-		tb.Fatal(err)
-	}
 	return fc
 }
 
-// FloorConn is the connection and prepared INSERT of an SQLite floor. Not
-// safe for concurrent use.
+// FloorConn is the connection of an SQLite floor and its INSERT
+// statements, one for each number of rows it has inserted with one
+// statement, prepared on first use. Not safe for concurrent use.
 type FloorConn struct {
-	tb   testing.TB
-	conn *sql.Conn
-	ins  *sql.Stmt
+	tb    testing.TB
+	conn  *sql.Conn
+	stmts map[int]*sql.Stmt
+	args  []any
 }
 
-// Insert inserts rows with the bare prepared INSERT in one transaction.
+// Insert inserts rows in one transaction, with one multi-row INSERT
+// (FloorInsert) for every FloorChunk rows: one for a batch of up to
+// FloorChunk rows.
 func (fc *FloorConn) Insert(rows []store.Entry) {
 	ctx := context.Background()
 	if _, err := fc.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		fc.tb.Fatal(err)
 	}
-	for i := range rows {
-		if _, err := fc.ins.ExecContext(ctx, insertArgs(&rows[i])...); err != nil {
+	for len(rows) > 0 {
+		n := min(len(rows), FloorChunk)
+		st := fc.stmts[n]
+		if st == nil {
+			var err error
+			if st, err = fc.conn.PrepareContext(ctx, FloorInsert(n)); err != nil {
+				fc.tb.Fatal(err)
+			}
+			fc.stmts[n] = st
+		}
+		fc.args = fc.args[:0]
+		for i := range rows[:n] {
+			fc.args = insertArgs(fc.args, &rows[i])
+		}
+		if _, err := st.ExecContext(ctx, fc.args...); err != nil {
 			fc.tb.Fatal(err)
 		}
+		rows = rows[n:]
 	}
 	if _, err := fc.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		fc.tb.Fatal(err)

@@ -14,7 +14,8 @@
 // rows, until Close removes it. A reader never changes the run's files.
 //
 // Create starts a new recording (never over a database that holds rows);
-// each Append is one transaction of one prepared INSERT per row. Open reads
+// each Append is one transaction of multi-row INSERTs (up to 64 rows a
+// statement, each statement prepared once). Open reads
 // a recording, possibly one still being written (WAL readers see committed
 // transactions only: an SQLite recording has no torn rows) with its META
 // row only, and from then on reads only the rows committed when it was

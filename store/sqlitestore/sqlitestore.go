@@ -44,12 +44,15 @@ CREATE INDEX IF NOT EXISTS rows_stream ON rows (processor, idx);
 CREATE INDEX IF NOT EXISTS rows_journal ON rows (source, seq) WHERE kind = 'JOURNAL';`
 
 const (
-	cols      = `id, processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads`
-	insertSQL = `INSERT INTO rows (processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	rowsSQL    = `SELECT ` + cols + ` FROM rows WHERE id <= ? ORDER BY id`
-	streamSQL  = `SELECT ` + cols + ` FROM rows WHERE processor = ? AND id <= ? ORDER BY id`
-	journalSQL = `SELECT ` + cols + ` FROM rows WHERE kind = 'JOURNAL' AND source = ? AND seq = ? AND processor = '' AND id <= ? ORDER BY id LIMIT 1`
+	cols = `id, processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads`
+	// insertHead and insertValues make an INSERT of rows (insertSQLFor): the
+	// head, then one insertValues per row, joined by commas.
+	insertHead = `INSERT INTO rows (processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads)
+VALUES `
+	insertValues = `(?,?,?,?,?,?,?,?,?,?,?,?,?)`
+	rowsSQL      = `SELECT ` + cols + ` FROM rows WHERE id <= ? ORDER BY id`
+	streamSQL    = `SELECT ` + cols + ` FROM rows WHERE processor = ? AND id <= ? ORDER BY id`
+	journalSQL   = `SELECT ` + cols + ` FROM rows WHERE kind = 'JOURNAL' AND source = ? AND seq = ? AND processor = '' AND id <= ? ORDER BY id LIMIT 1`
 )
 
 // columns names the CSV columns, in the order of cols after id.
@@ -83,7 +86,7 @@ type database struct {
 
 	wmu    sync.Mutex
 	wconn  *sql.Conn
-	insert *sql.Stmt
+	insert *inserter
 	lastID int64
 	meta   store.Meta
 	nrows  int64
@@ -106,13 +109,18 @@ func dsn(path string, params ...string) (string, error) {
 
 // openDB opens the database; a writer's in WAL mode with
 // synchronous=NORMAL: a commit survives a crash of the process, and Sync
-// makes it survive a power loss.
+// makes it survive a power loss. A writer keeps its temporary files in
+// memory (temp_store=MEMORY): the statement journal of a multi-row INSERT,
+// which SQLite would otherwise write to a temporary file, holds the pages
+// to restore should that statement fail inside its transaction, and no
+// crash recovery ever reads it (the write-ahead log is the recovery), so
+// where it is kept does not change what a commit promises.
 func openDB(path string, readOnly bool) (*sql.DB, error) {
 	params := []string{"_busy_timeout=10000"}
 	if readOnly {
 		params = append(params, "mode=ro")
 	} else {
-		params = append(params, "_journal_mode=WAL", "_synchronous=NORMAL")
+		params = append(params, "_journal_mode=WAL", "_synchronous=NORMAL", "_pragma=temp_store(MEMORY)")
 	}
 	name, err := dsn(path, params...)
 	if err != nil {

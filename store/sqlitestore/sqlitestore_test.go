@@ -718,3 +718,49 @@ func read(t *testing.T, path string) reading {
 	defer r.Close()
 	return readRecording(t, r)
 }
+
+// TestAppendsOfAnySizeReadBackInOrder: Appends of as many rows as the
+// multi-row INSERTs hold (ChunkRows), one more, one fewer, several
+// statements' worth and a few rows read back as they were appended, in
+// order, with no problem.
+func TestAppendsOfAnySizeReadBackInOrder(t *testing.T) {
+	c := sqlitestore.ChunkRows
+	for _, sizes := range [][]int{
+		{1, 1, 1},
+		{c - 1, c, c + 1},
+		{2*c + 3, 1, 3*c - 1},
+		{5*c + 7},
+	} {
+		t.Run(fmt.Sprint(sizes), func(t *testing.T) {
+			total := 0
+			for _, n := range sizes {
+				total += n
+			}
+			want := []store.Entry{store.EncodeMeta(store.Meta{Created: storetest.T0, Streams: []string{"p"}}),
+				{Processor: "p", Index: 1, Kind: store.KindStart, Instant: storetest.T0}}
+			for i := int64(1); len(want) < total; i++ {
+				want = append(want, storetest.Input("p", i)...)
+			}
+			want = want[:total]
+			path := filepath.Join(t.TempDir(), "r.db")
+			s, err := sqlitestore.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest := want
+			for _, n := range sizes {
+				if err := s.Append(rest[:n]...); err != nil {
+					t.Fatal(err)
+				}
+				rest = rest[n:]
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got := read(t, path)
+			if diff := cmp.Diff(want, got.Rows); diff != "" {
+				t.Errorf("rows (-appended +read):\n%s", diff)
+			}
+		})
+	}
+}

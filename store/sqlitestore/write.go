@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/bits"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
@@ -49,7 +51,7 @@ func (s *database) first(rows []store.Entry, payloads []string) (int64, error) {
 		s.wconn, err = db.Conn(ctx)
 	}
 	if err == nil {
-		s.insert, err = s.wconn.PrepareContext(ctx, insertSQL)
+		s.insert = &inserter{conn: s.wconn}
 	}
 	if err != nil {
 		// The rows are in place; the recording cannot grow.
@@ -89,11 +91,11 @@ func build(ctx context.Context, path string, rows []store.Entry, payloads []stri
 	return last, nil
 }
 
-// insertRows inserts rows (their payload texts in payloads) with insert
-// (nil: one prepared for the call) in one transaction on conn (BEGIN
-// IMMEDIATE ... COMMIT), after the schema when schema is set. On an error
-// it rolls back. It returns the id of the last row.
-func insertRows(ctx context.Context, conn *sql.Conn, insert *sql.Stmt, schema bool, rows []store.Entry, payloads []string) (int64, error) {
+// insertRows inserts rows (their payload texts in payloads) with in (nil:
+// one for the call) in one transaction on conn (BEGIN IMMEDIATE ...
+// COMMIT), after the schema when schema is set. On an error it rolls back.
+// It returns the id of the last row.
+func insertRows(ctx context.Context, conn *sql.Conn, in *inserter, schema bool, rows []store.Entry, payloads []string) (int64, error) {
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return 0, err
 	}
@@ -106,26 +108,13 @@ func insertRows(ctx context.Context, conn *sql.Conn, insert *sql.Stmt, schema bo
 			return fail(err)
 		}
 	}
-	if insert == nil {
-		st, err := conn.PrepareContext(ctx, insertSQL)
-		if err != nil {
-			return fail(err)
-		}
-		defer st.Close()
-		insert = st
+	if in == nil {
+		in = &inserter{conn: conn}
+		defer in.close()
 	}
-	var last int64
-	for i := range rows {
-		e := &rows[i]
-		res, err := insert.ExecContext(ctx, e.Processor, e.Index, string(e.Kind), e.Source, e.Seq,
-			store.FormatInstant(e.Instant), e.Epoch, e.Key, e.Offset, e.N, payloads[i], e.Detail,
-			store.FormatReads(e.Reads))
-		if err == nil && i == len(rows)-1 {
-			last, err = res.LastInsertId()
-		}
-		if err != nil {
-			return fail(err)
-		}
+	last, err := in.insert(ctx, rows, payloads)
+	if err != nil {
+		return fail(err)
 	}
 	if killpoint.Armed(killpoint.StoreWrite) { // tests only: dormant unless armed
 		killpoint.ReachAt(killpoint.StoreWrite, store.LastSeq(rows))
@@ -134,6 +123,87 @@ func insertRows(ctx context.Context, conn *sql.Conn, insert *sql.Stmt, schema bo
 		return fail(err)
 	}
 	return last, nil
+}
+
+// chunkRows is the most rows one INSERT statement of an inserter holds.
+// One statement for many rows pays SQLite's and the driver's cost of a
+// statement (step, reset, clearing the bindings, database/sql's) once for
+// them; a statement much longer than that buys nothing more and takes
+// longer to prepare.
+const (
+	chunkRows = 1 << chunkLog
+	chunkLog  = 6
+)
+
+// inserter inserts rows on one connection with multi-row INSERT statements
+// (insertSQLFor), each prepared on its first use and kept until close: one
+// for each power of two up to chunkRows rows, so that any number of rows
+// is inserted by as many chunkRows-row statements as it holds and at most
+// one statement of each smaller power of two. Not safe for concurrent use.
+type inserter struct {
+	conn  *sql.Conn
+	stmts [chunkLog + 1]*sql.Stmt // stmts[k] inserts 1<<k rows
+	args  []any
+}
+
+// insertSQLFor is an INSERT of n rows: insertHead and n insertValues.
+func insertSQLFor(n int) string {
+	var b strings.Builder
+	b.WriteString(insertHead)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(insertValues)
+	}
+	return b.String()
+}
+
+// insert inserts rows, their payload texts in payloads, in the
+// connection's transaction, in storage order, and returns the id of the
+// last one.
+func (in *inserter) insert(ctx context.Context, rows []store.Entry, payloads []string) (last int64, err error) {
+	defer clear(in.args) // no row's strings kept past the call
+	for len(rows) > 0 {
+		k := bits.Len(uint(min(len(rows), chunkRows))) - 1
+		n := 1 << k
+		st := in.stmts[k]
+		if st == nil {
+			if st, err = in.conn.PrepareContext(ctx, insertSQLFor(n)); err != nil {
+				return 0, err
+			}
+			in.stmts[k] = st
+		}
+		args := in.args[:0]
+		for i := range n {
+			e := &rows[i]
+			args = append(args, e.Processor, e.Index, string(e.Kind), e.Source, e.Seq,
+				store.FormatInstant(e.Instant), e.Epoch, e.Key, e.Offset, e.N, payloads[i], e.Detail,
+				store.FormatReads(e.Reads))
+		}
+		in.args = args
+		res, err := st.ExecContext(ctx, args...)
+		if err == nil && n == len(rows) {
+			last, err = res.LastInsertId()
+		}
+		if err != nil {
+			return 0, err
+		}
+		rows, payloads = rows[n:], payloads[n:]
+	}
+	return last, nil
+}
+
+// close closes the inserter's statements.
+func (in *inserter) close() error {
+	var errs []error
+	for i, st := range in.stmts {
+		if st != nil {
+			errs = append(errs, st.Close())
+			in.stmts[i] = nil
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // removeDB removes a database file and the files SQLite keeps beside it
@@ -150,7 +220,7 @@ func removeDB(path string, suffixes ...string) error {
 	return nil
 }
 
-// Append inserts rows in one transaction with a prepared INSERT, all or
+// Append inserts rows in one transaction with multi-row INSERTs, all or
 // none of them: every row is checked first (store.Validate,
 // store.CheckRowSize: a row whose CSV line would be longer than
 // store.MaxRowSize is refused with a *store.SizeError, so that every SQLite
@@ -260,7 +330,7 @@ func (s *database) Close() error {
 	s.closed = true
 	var errs []error
 	if s.insert != nil {
-		errs = append(errs, s.insert.Close())
+		errs = append(errs, s.insert.close())
 	}
 	if s.wconn != nil {
 		leaveWAL(s.wconn)

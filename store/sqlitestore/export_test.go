@@ -1,0 +1,4 @@
+package sqlitestore
+
+// ChunkRows is chunkRows, for tests of Appends around it.
+const ChunkRows = chunkRows
