@@ -15,10 +15,11 @@
 // Create claims a run for one writer: its connection holds the run's
 // session-level advisory lock (a second writer is refused at once,
 // store.ErrLocked), and the run's row records the generation the writer
-// took. Each Append is one statement, so one transaction: it counts its
-// rows into the run's row at the writer's generation and inserts them
-// only if it did, so a killed writer leaves a whole batch or none, and a
-// stale writer (its run taken over or pruned) appends nothing
+// took. Each Append is one transaction in one round trip (a query message
+// of two statements: a lease check that counts the rows into the run's row
+// at the writer's generation, failing when there is none, and a binary
+// COPY of the rows), so a killed writer leaves a whole batch or none, and
+// a stale writer (its run taken over or pruned) appends nothing
 // (ErrLeaseLost). A run with rows is never written again
 // (store.ErrHoldsRecording). Open reads the rows committed when it
 // opened the run, streaming, through a connection pool.

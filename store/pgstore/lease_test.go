@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/blackbox-audit/blackbox/internal/pgtest"
 	"github.com/blackbox-audit/blackbox/internal/storetest"
@@ -310,5 +311,71 @@ func TestRunsAndPrune(t *testing.T) {
 	}
 	if n := exec(t, db, `DELETE FROM blackbox_rows`); n != 0 {
 		t.Errorf("%d rows of the pruned runs left", n)
+	}
+}
+
+// TestABatchThatFailsCommitsNothing: an Append is one transaction whatever
+// stops it, the lease lost before its rows are sent (a batch larger than
+// the socket's buffers, so the refusal comes while the rows are still
+// being sent) or a row the server refuses in the middle of the batch: the
+// run keeps the rows and the count (nrows) it had, the writer stays
+// refused with the same error, and it closes cleanly, releasing the run.
+func TestABatchThatFailsCommitsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inputs int
+		spoil  string // SQL run before the Append: it makes the Append fail
+		extra  int64  // rows spoil inserts
+		want   func(error) bool
+	}{
+		{"lease lost", 5000, `UPDATE blackbox_runs SET generation = generation + 1 WHERE run_id = 'r'`, 0,
+			func(err error) bool { return errors.Is(err, pgstore.ErrLeaseLost) }},
+		{"a row refused", 10, `INSERT INTO blackbox_rows SELECT run, 7, processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads
+FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = 'r') AND id = 2`, 1,
+			func(err error) bool {
+				var pe *pgconn.PgError
+				return errors.As(err, &pe) && pe.Code == "23505" && !errors.Is(err, pgstore.ErrLeaseLost)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := pgtest.Database(t)
+			w := create(t, db, "r")
+			if err := w.Append(head()...); err != nil {
+				t.Fatal(err)
+			}
+			exec(t, db, tc.spoil)
+			var rows []store.Entry
+			for i := range tc.inputs {
+				rows = append(rows, storetest.Input("p", int64(i+1))...)
+			}
+			for range 2 {
+				if err := w.Append(rows...); !tc.want(err) {
+					t.Errorf("Append: %v, want the %s", err, tc.name)
+				}
+			}
+			if got, want := count(t, db, "r"), 2+tc.extra; got != want {
+				t.Errorf("the run holds %d rows, want %d", got, want)
+			}
+			c, err := pgx.Connect(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(ctx)
+			var nrows int64
+			if err := c.QueryRow(ctx, `SELECT nrows FROM blackbox_runs WHERE run_id = 'r'`).Scan(&nrows); err != nil {
+				t.Fatal(err)
+			}
+			if nrows != 2 {
+				t.Errorf("nrows = %d, want the 2 rows appended before", nrows)
+			}
+			if err := w.Close(); err != nil {
+				t.Errorf("Close after the failed Append: %v", err)
+			}
+			runs, err := pgstore.Runs(ctx, db)
+			if err != nil || len(runs) != 1 || runs[0].Writing {
+				t.Errorf("Runs after Close = %+v, %v; want the run, not being written", runs, err)
+			}
+		})
 	}
 }

@@ -174,6 +174,7 @@ type database struct {
 	lastID int64
 	meta   store.Meta
 	closed bool
+	buf    []byte // Append's COPY data, kept for the next (maxKeptBuf)
 
 	// A reader (Open): the rows it reads (id <= roMax) and their META row.
 	roMax  int64

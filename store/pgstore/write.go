@@ -1,24 +1,30 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
-// Append writes rows in one statement (appendSQL), so in one transaction,
-// all or none of them: every row is checked first (store.ValidateIn,
-// store.CheckRowSize, and checkText: the processor and source names are
-// text columns, which hold no NUL and only UTF-8). The statement counts
-// the rows into the run's blackbox_runs row where the generation is the
-// one this writer took (the lease: no row matches once another writer took
-// the run over or it was pruned, and the Append fails with ErrLeaseLost)
-// and inserts them, ids following the last. A transaction that fails leaves the
-// writer unable to append (its error, every time after): whether a failed
-// COMMIT committed is unknown, and a recording does not guess.
+// Append writes rows in one transaction, all or none of them: every row
+// is checked first (store.ValidateIn, store.CheckRowSize, and checkText:
+// the processor and source names are text columns, which hold no NUL and
+// only UTF-8) and encoded into a binary COPY (copyRow); then one query
+// message (appendSQL) counts the rows into the run's blackbox_runs row
+// where the generation is the one this writer took (the lease: no row
+// matches once another writer took the run over or it was pruned, and the
+// Append fails with ErrLeaseLost) and copies them, ids following the last.
+// A transaction that fails leaves the writer unable to append (its error,
+// every time after): whether a failed commit committed is unknown, and a
+// recording does not guess.
 func (s *database) Append(rows ...store.Entry) error {
 	if s.readOnly {
 		return s.fileErr("append", store.ErrReadOnly)
@@ -37,7 +43,7 @@ func (s *database) Append(rows ...store.Entry) error {
 	if s.lastID == 0 && rows[0].Kind == store.KindMeta {
 		meta, _ = store.DecodeMeta(rows[0])
 	}
-	var b batch
+	buf := append(s.buf[:0], copyHeader...)
 	for i := range rows {
 		e := &rows[i]
 		err := store.ValidateIn(meta.Format, *e)
@@ -57,9 +63,13 @@ func (s *database) Append(rows ...store.Entry) error {
 		if err != nil {
 			return s.fileErr("append", err)
 		}
-		b.add(s.lastID+int64(i)+1, e, payload)
+		buf = copyRow(buf, s.key, s.lastID+int64(i)+1, e, payload)
 	}
-	if err := s.insert(context.Background(), rows, &b); err != nil {
+	buf = binary.BigEndian.AppendUint16(buf, copyTrailer)
+	if cap(buf) <= maxKeptBuf {
+		s.buf = buf
+	}
+	if err := s.insert(context.Background(), rows, buf); err != nil {
 		s.lost = err
 		return s.fileErr("append", err)
 	}
@@ -70,54 +80,87 @@ func (s *database) Append(rows ...store.Entry) error {
 	return nil
 }
 
-// appendSQL appends rows in one statement, so in one transaction of its
-// own and one round trip: it counts the rows into the run's lease row
-// where the generation is the writer's and inserts them, one per element of
-// the column arrays, only for a lease row it updated (none once the lease
-// is lost: the statement then changes nothing).
-const appendSQL = `WITH lease AS (
-	UPDATE blackbox_runs SET nrows = nrows + cardinality($3::bigint[]) WHERE run = $1 AND generation = $2 RETURNING run
+// maxKeptBuf bounds the COPY buffer a writer keeps for its next Append.
+const maxKeptBuf = 4 << 20
+
+// appendSQL is an Append's query message: one simple query of two
+// statements, which PostgreSQL runs as one transaction of its own (the
+// implicit transaction of a query message), in one round trip. The first
+// counts n rows into the run's lease row where the generation is the
+// writer's and divides 1 by the number of rows it updated: 0 once the
+// lease is lost, which PostgreSQL refuses (SQLSTATE 22012,
+// division_by_zero: leaseLostCode), aborting the transaction before the
+// COPY runs. Otherwise the lease row stays locked until the commit (a
+// writer taking the run over waits for it), and the COPY inserts the rows
+// from the binary COPY data that follows the message (copyRow). Any error
+// aborts the transaction: nothing of the batch is committed, the count
+// included. No schema object is needed: a database of schema version 1
+// takes it as it is.
+func appendSQL(key, gen int64, n int) string {
+	return "WITH lease AS (UPDATE blackbox_runs SET nrows = nrows + " + strconv.Itoa(n) +
+		" WHERE run = " + strconv.FormatInt(key, 10) + " AND generation = " + strconv.FormatInt(gen, 10) + " RETURNING 1) SELECT 1 / count(*) FROM lease; " +
+		`COPY blackbox_rows (run, id, processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads) FROM STDIN (FORMAT binary)`
+}
+
+// leaseLostCode is the SQLSTATE of appendSQL's first statement when it
+// updated no lease row (division_by_zero: it divides by that number). Its
+// COPY raises no such error.
+const leaseLostCode = "22012"
+
+// The binary COPY format: a header (signature, flags, no extension), a
+// tuple per row (its field count, then each field's length and bytes, in
+// the types' binary forms: a bigint 8 bytes big-endian, text and bytea
+// their bytes), and a trailer (a field count of -1).
+const (
+	copyHeader  = "PGCOPY\n\xff\r\n\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00"
+	copyTrailer = 0xffff
+	copyFields  = 15
 )
-INSERT INTO blackbox_rows (run, id, processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads)
-SELECT lease.run, r.* FROM lease, unnest($3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::bigint[],
-	$9::text[], $10::bigint[], $11::bytea[], $12::bigint[], $13::bigint[], $14::text[], $15::bytea[], $16::text[]) AS r`
 
-// batch is the column arrays of appendSQL.
-type batch struct {
-	id, idx, seq, epoch, offset, n                   []int64
-	processor, kind, source, instant, payload, reads []string
-	key, detail                                      [][]byte
+// copyRow appends the COPY tuple of row e with run key and id, its payload
+// text payload, in the columns of appendSQL.
+func copyRow(b []byte, key, id int64, e *store.Entry, payload string) []byte {
+	b = binary.BigEndian.AppendUint16(b, copyFields)
+	b = copyInt(b, key)
+	b = copyInt(b, id)
+	b = copyText(b, e.Processor)
+	b = copyInt(b, e.Index)
+	b = copyText(b, string(e.Kind))
+	b = copyText(b, e.Source)
+	b = copyInt(b, e.Seq)
+	b = copyText(b, store.FormatInstant(e.Instant))
+	b = copyInt(b, e.Epoch)
+	b = copyText(b, e.Key)
+	b = copyInt(b, e.Offset)
+	b = copyInt(b, e.N)
+	b = copyText(b, payload)
+	b = copyText(b, e.Detail)
+	return copyText(b, store.FormatReads(e.Reads))
 }
 
-func (b *batch) add(id int64, e *store.Entry, payload string) {
-	b.id = append(b.id, id)
-	b.processor = append(b.processor, e.Processor)
-	b.idx = append(b.idx, e.Index)
-	b.kind = append(b.kind, string(e.Kind))
-	b.source = append(b.source, e.Source)
-	b.seq = append(b.seq, e.Seq)
-	b.instant = append(b.instant, store.FormatInstant(e.Instant))
-	b.epoch = append(b.epoch, e.Epoch)
-	b.key = append(b.key, []byte(e.Key))
-	b.offset = append(b.offset, e.Offset)
-	b.n = append(b.n, e.N)
-	b.payload = append(b.payload, payload)
-	b.detail = append(b.detail, []byte(e.Detail))
-	b.reads = append(b.reads, store.FormatReads(e.Reads))
+func copyInt(b []byte, v int64) []byte {
+	b = binary.BigEndian.AppendUint32(b, 8)
+	return binary.BigEndian.AppendUint64(b, uint64(v))
 }
 
-// insert writes the batch (rows' columns) with appendSQL.
-func (s *database) insert(ctx context.Context, rows []store.Entry, b *batch) error {
+func copyText(b []byte, v string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+	return append(b, v...)
+}
+
+// insert sends the batch (rows, encoded as COPY data in data) with
+// appendSQL and waits for its commit.
+func (s *database) insert(ctx context.Context, rows []store.Entry, data []byte) error {
 	if killpoint.Armed(killpoint.StoreWrite) { // tests only: dormant unless armed
 		killpoint.ReachAt(killpoint.StoreWrite, store.LastSeq(rows))
 	}
-	tag, err := s.wconn.Exec(ctx, appendSQL, s.key, s.gen, b.id, b.processor, b.idx, b.kind, b.source, b.seq,
-		b.instant, b.epoch, b.key, b.offset, b.n, b.payload, b.detail, b.reads)
+	tag, err := s.wconn.PgConn().CopyFrom(ctx, bytes.NewReader(data), appendSQL(s.key, s.gen, len(rows)))
+	var pe *pgconn.PgError
 	switch {
+	case errors.As(err, &pe) && pe.Code == leaseLostCode:
+		return fmt.Errorf("%w: run %q is not at generation %d any more", ErrLeaseLost, s.loc.Run, s.gen)
 	case err != nil:
 		return err
-	case tag.RowsAffected() == 0:
-		return fmt.Errorf("%w: run %q is not at generation %d any more", ErrLeaseLost, s.loc.Run, s.gen)
 	case tag.RowsAffected() != int64(len(rows)):
 		return fmt.Errorf("inserted %d rows of %d", tag.RowsAffected(), len(rows))
 	}

@@ -1,0 +1,96 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/blackbox-audit/blackbox/internal/pgtest"
+	"github.com/blackbox-audit/blackbox/internal/storetest"
+	"github.com/blackbox-audit/blackbox/store"
+)
+
+// TestAWriterThatDiesWhileSendingABatchCommitsNothing: a writer whose
+// connection ends in the middle of an Append's message (its lease check
+// done, half of the COPY data sent: what a SIGKILL leaves) commits
+// nothing of the batch, its count into the lease row included.
+func TestAWriterThatDiesWhileSendingABatchCommitsNothing(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Database(t)
+	u, err := WithRun(db, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := create(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Append(store.EncodeMeta(store.Meta{Created: storetest.T0, Streams: []string{"p"}}),
+		store.Entry{Processor: "p", Index: 1, Kind: store.KindStart}); err != nil {
+		t.Fatal(err)
+	}
+	var rows []store.Entry
+	for i := range 100 {
+		rows = append(rows, storetest.Input("p", int64(i+1))...)
+	}
+	data := []byte(copyHeader)
+	for i := range rows {
+		payload, err := store.PayloadText(s.meta.Format, rows[i].Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = copyRow(data, s.key, s.lastID+int64(i)+1, &rows[i], payload)
+	}
+	msg, err := (&pgproto3.Query{String: appendSQL(s.key, s.gen, len(rows))}).Encode(nil)
+	if err == nil {
+		msg, err = (&pgproto3.CopyData{Data: data[:len(data)/2]}).Encode(msg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := s.wconn.PgConn().Conn()
+	if _, err := conn.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	// The server answers the lease check and starts the COPY (its
+	// CopyInResponse): the batch's transaction is open, its count made.
+	for {
+		var h [5]byte
+		if _, err := io.ReadFull(conn, h[:]); err != nil {
+			t.Fatal(err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(h[1:])-4)
+		if _, err := io.ReadFull(conn, body); err != nil {
+			t.Fatal(err)
+		}
+		if h[0] == 'E' {
+			t.Fatalf("the server refused the Append: %q", body)
+		}
+		if h[0] == 'G' {
+			break
+		}
+	}
+	conn.Close() // the writer dies in the middle of the COPY
+	c, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	// The dead writer's session holds the run's lock until it has ended:
+	// taking the lock waits for it.
+	if _, err := c.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('blackbox run ' || $1, 0))`, "r"); err != nil {
+		t.Fatal(err)
+	}
+	var n, nrows int64
+	if err := c.QueryRow(ctx, `SELECT (SELECT count(*) FROM blackbox_rows WHERE run = $1), (SELECT nrows FROM blackbox_runs WHERE run = $1)`, s.key).Scan(&n, &nrows); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || nrows != 2 {
+		t.Errorf("the run holds %d rows and counts %d, want the 2 appended before", n, nrows)
+	}
+}
