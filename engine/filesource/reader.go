@@ -342,7 +342,8 @@ func (l *lineReader) lines(final bool, max int, texts []any, ends []core.Positio
 // holds them. box must never be written after: a value in an interface is
 // immutable. reflect does the same for an element of a non-addressable
 // array (Value.Index, then Interface), at the cost of copying the whole
-// array and of a reflect call per element: twice the time of this.
+// array and of a reflect call per element: 3.6 times the CPU of this in
+// BenchmarkSource (0.47s against 0.13s of samples).
 func boxed(texts []any, box []string) []any {
 	for i := range box {
 		var v any
