@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -258,17 +259,10 @@ func (s *Source) publish() (took int, all bool) {
 		batch := s.buf[s.head:end]
 		n := len(batch)
 		items, poss := s.items[:0], s.poss[:0]
-		// One allocation for the batch's records and one for their
-		// headers: a record a processor keeps keeps its batch.
+		// One allocation for the batch's records: a record a processor
+		// keeps keeps its batch. Its key, value and headers are the
+		// client's (headers: see recordHeaders).
 		recs := make([]Record, n)
-		nh := 0
-		for _, b := range batch {
-			nh += len(b.r.Headers)
-		}
-		var hs []Header
-		if nh > 0 {
-			hs = make([]Header, 0, nh)
-		}
 		var p *part
 		for i, b := range batch {
 			r := b.r
@@ -276,13 +270,8 @@ func (s *Source) publish() (took int, all bool) {
 				p = s.parts[partitionKey(r.Topic, r.Partition)]
 			}
 			rec := &recs[i]
-			*rec = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
-			if len(r.Headers) > 0 {
-				for _, h := range r.Headers {
-					hs = append(hs, Header{Key: h.Key, Value: h.Value})
-				}
-				rec.Headers = hs[len(hs)-len(r.Headers) : len(hs) : len(hs)]
-			}
+			*rec = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+				Headers: recordHeaders(r.Headers)}
 			var item any = rec
 			if s.opts.Item != nil {
 				item = s.opts.Item(rec)
@@ -370,4 +359,20 @@ func (s *Source) seedEnds(ctx context.Context, cl *kgo.Client) {
 		s.warnLoss(l)
 		in.AddLoss(l)
 	}
+}
+
+// The conversion of a kgo.RecordHeader to a Header compiles only while
+// their fields are the same (names, types and order: tags aside), and then
+// so is their memory layout: what recordHeaders relies on.
+var _ = Header(kgo.RecordHeader{})
+
+// recordHeaders is hs as Headers, without a copy: the client's headers, as
+// the record's key and value are the client's bytes (the client never
+// writes them once it returned them). Its capacity is its length, so that
+// an append to it never writes into the client's array.
+func recordHeaders(hs []kgo.RecordHeader) []Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*Header)(unsafe.Pointer(unsafe.SliceData(hs))), len(hs))
 }
