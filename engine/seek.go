@@ -66,11 +66,18 @@ type SeekPlan struct {
 	// the group had not completed (DROPPED rows with SkippedReason and the
 	// operator's reason), Processed it completed that still held the
 	// commit (as Released.Processed), feed sequences FirstSeq to LastSeq.
-	// Redelivery is always false: backwards seeks are refused
-	// (ErrSeekUnsupported).
+	//
+	// Redelivery says the seek moves the group back (a backwards seek):
+	// the source reads again the items of feed sequences FirstSeq (After
+	// plus 1) to LastSeq (the feed's last sequence at the seek),
+	// Redelivered of them, and the feed hands them to the group only,
+	// under new sequences after LastSeq; Processed counts those the group
+	// completed that still held the commit (Unprocessed is 0: a queue
+	// holding items not completed is refused).
 	Loss, Redelivery       bool
 	Unprocessed, Processed int64
 	FirstSeq, LastSeq      int64
+	Redelivered            int64
 	Reason                 string
 	DryRun                 bool
 }
@@ -121,8 +128,13 @@ func (e *Engine) Seek(feed, group string, generation int64, to SeekTarget, opts 
 	if err != nil || opts.DryRun {
 		return p, err
 	}
-	e.warnf("feed %q: the operator moved group %q from seq %d to %d, skipping %d unprocessed and %d processed items; queue generation %d replaced by %d: %s",
-		f.name, g.name, p.Before, p.After, p.Unprocessed, p.Processed, p.Generation, p.Replacement, p.Reason)
+	if p.Redelivery {
+		e.warnf("feed %q: the operator moved group %q back from seq %d to %d: the source reads seqs %d-%d again for it (%d items, under new seqs); queue generation %d replaced by %d: %s",
+			f.name, g.name, p.Before, p.After, p.FirstSeq, p.LastSeq, p.Redelivered, p.Generation, p.Replacement, p.Reason)
+	} else {
+		e.warnf("feed %q: the operator moved group %q from seq %d to %d, skipping %d unprocessed and %d processed items; queue generation %d replaced by %d: %s",
+			f.name, g.name, p.Before, p.After, p.Unprocessed, p.Processed, p.Generation, p.Replacement, p.Reason)
+	}
 	f.signalReady()
 	e.watch.note()
 	return p, nil
@@ -187,7 +199,7 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 	}
 	switch {
 	case target < p.Before:
-		return SeekPlan{}, fmt.Errorf("%w: seq %d is before group %q's position %d on feed %q: a backwards seek (re-delivery) needs a source that re-reads", ErrSeekUnsupported, target, g.name, p.Before, f.name)
+		return e.seekBackLocked(f, g, b, p, target, opts)
 	case target > f.seq:
 		return SeekPlan{}, fmt.Errorf("%w: seq %d is past feed %q's last published seq %d", ErrSeekUnsupported, target, f.name, f.seq)
 	case p.FirstSeq != 0 && target < p.LastSeq:
