@@ -194,8 +194,12 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		// The row's before is the group's completed prefix, as every
 		// row's: the plan's Before stops at the first item still holding
 		// the commit (completed, not yet durable: Engine.Hold, or beyond
-		// an item in flight), which the group did complete.
+		// an item in flight), which the group did complete. A move back
+		// (a re-delivery) is recorded as one: its after below its before.
 		row.After = max(row.Before, done.After)
+		if done.Redelivery {
+			row.After = done.After
+		}
 		w.replaced(done.Replacement, done.After)
 	case ActionKill:
 		if req.Finish == w.cfg.KillAbandon {

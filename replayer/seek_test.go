@@ -1,7 +1,14 @@
 package replayer_test
 
 import (
+	"slices"
+	"strconv"
+
 	"context"
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/incident"
+	"github.com/blackbox-audit/blackbox/recorder"
+	"github.com/blackbox-audit/blackbox/replayer"
 	"testing"
 	"testing/synctest"
 
@@ -60,4 +67,100 @@ func TestASkippedRangeIsRecordedAsALoss(t *testing.T) {
 		t.Fatalf("seek %+v, want 14 unprocessed items skipped, seqs 7-20", rel)
 	}
 	checkOperatorLoss(t, m.ReadOnly(), engine.SkippedReason+"poison backlog")
+}
+
+// A range a backwards seek moved a group back over (engine.Engine.Seek to
+// a seq before its position: the source reads it again) is in the
+// recording as the group's inputs of new seqs after the feed's last one
+// at the seek, with the items' first positions, after a CONTROL row of
+// the seek whose after is below its before (the recorded move back):
+// every seq has its row, the COMMIT rows' seqs only grow, and replay
+// replays it identical, complete and lossless; explain finds it complete,
+// nothing lost.
+func TestAMovedBackRangeIsReDeliveredAsRecorded(t *testing.T) {
+	var m *store.Memory
+	var plan engine.SeekPlan
+	synctest.Test(t, func(t *testing.T) {
+		e, rec, log, gate, mem := echoRun(t)
+		m = mem
+		ctx := context.Background()
+		gate.Open()
+		testutil.AdvanceUntil(t, "the commit at 20", func() bool { return log.Committed() == 20 })
+		if err := e.Fence("g"); err != nil {
+			t.Fatal(err)
+		}
+		var gen int64
+		for _, s := range e.Status().Feeds[0].Subscribers {
+			if !s.Removed {
+				gen = s.Generation
+			}
+		}
+		var err error
+		if plan, err = e.Seek("input", "g", gen, engine.SeekTarget{Seq: 10}, engine.SeekOptions{Reason: "recompute"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.Control(store.Control{Feed: "input", Group: "g", Action: store.ControlSeek, Who: "op", Reason: "recompute",
+			At: t0, Before: plan.Before, After: plan.After}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Resume("input", "g", plan.Replacement); err != nil {
+			t.Fatal(err)
+		}
+		testutil.AdvanceUntil(t, "the commit at 20 again", func() bool {
+			return e.Feed("input").Status().Acknowledged == 30 && log.Committed() == 20
+		})
+		if err := e.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !plan.Redelivery || plan.Before != 20 || plan.After != 10 || plan.FirstSeq != 11 || plan.LastSeq != 20 || plan.Redelivered != 10 {
+		t.Fatalf("seek %+v, want a re-delivery of seqs 11-20 (10 items)", plan)
+	}
+	var inputs []string
+	var commits []int64
+	for _, e := range rows(t, m.ReadOnly()) {
+		switch {
+		case e.Processor == "p" && e.Kind == store.KindDelivery:
+			inputs = append(inputs, strconv.FormatInt(e.Seq, 10)+"@"+strconv.FormatInt(e.Offset, 10))
+		case e.Kind == store.KindCommit:
+			commits = append(commits, e.Seq)
+		}
+	}
+	var want []string
+	for i := 1; i <= 20; i++ {
+		want = append(want, strconv.Itoa(i)+"@"+strconv.Itoa(i))
+	}
+	for i := 11; i <= 20; i++ {
+		want = append(want, strconv.Itoa(i+10)+"@"+strconv.Itoa(i))
+	}
+	if !slices.Equal(inputs, want) {
+		t.Errorf("p's inputs (seq@offset)\n%q\nwant\n%q", inputs, want)
+	}
+	if !slices.IsSorted(commits) || len(commits) == 0 || commits[len(commits)-1] != 30 {
+		t.Errorf("COMMIT rows' seqs %v: want growing, to 30", commits)
+	}
+	apps := []core.App{{Name: "echo", New: func(map[string]string) (core.Processor, error) { return echo(), nil }, Decode: recorder.JSON.Decode}}
+	rep, err := replayer.Replay(context.Background(), m.ReadOnly(), apps, replayer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type verdict struct{ Identical, Complete, Lossless bool }
+	if got, want := (verdict{rep.Identical, rep.Complete, rep.Lossless}), (verdict{true, true, true}); got != want {
+		t.Errorf("replay %+v, want %+v: problems %v", got, want, rep.Problems)
+	}
+	f, err := incident.Explain([]incident.Recording{{File: "run", Reader: m.ReadOnly()}}, incident.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Complete || f.Lost {
+		t.Errorf("explain: complete %v, lost %v; want complete, nothing lost", f.Complete, f.Lost)
+	}
+	for _, a := range f.Answers {
+		if len(a.Redelivered) != 0 || len(a.Duplicates) != 0 {
+			t.Errorf("explain: %s redelivered %d, duplicates %d: want none (one run)", a.Processor, len(a.Redelivered), len(a.Duplicates))
+		}
+	}
 }
