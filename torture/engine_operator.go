@@ -385,20 +385,30 @@ type opRun struct {
 	step      int // the step under way, 1-based; 0 once the steps are done
 }
 
+// opDraw draws an operator scenario from e: each group's workers, the
+// groups' MaxGap and the steps.
+func opDraw(e engineSpec) (workers []int, maxGap int, steps []opStep) {
+	r := rand.New(rand.NewPCG(e.Draw, 0x6f70))
+	ng := 1 + r.IntN(2)
+	maxGap = 1 + r.IntN(8)
+	for range ng {
+		workers = append(workers, pick(r, 1, e.Workers))
+	}
+	return workers, maxGap, genOpSteps(r, e.Items, ng)
+}
+
 // operatorRun runs the operator scenario of e (see the top of this file).
 func operatorRun(ctx context.Context, e engineSpec, fail func(string, ...any), note func(string)) error {
-	r := rand.New(rand.NewPCG(e.Draw, 0x6f70))
 	o := &opRun{ctx: ctx, n: e.Items, paused: -1, log: memsource.NewLog(), obs: &opObserver{}, note: note}
-	ng := 1 + r.IntN(2)
-	maxGap := 1 + r.IntN(8)
+	workers, maxGap, steps := opDraw(e)
 	var desc []string
-	for i := range ng {
-		g := &opGroup{name: opGroupNames[i], workers: pick(r, 1, e.Workers), changed: make(chan struct{}),
+	for i, w := range workers {
+		g := &opGroup{name: opGroupNames[i], workers: w, changed: make(chan struct{}),
 			entered: make([]atomic.Int32, o.n+1), handled: make([]atomic.Int32, o.n+1), completed: make([]atomic.Int32, o.n+1)}
 		o.groups = append(o.groups, g)
 		desc = append(desc, fmt.Sprintf("%s %d workers", g.name, g.workers))
 	}
-	o.steps = genOpSteps(r, o.n, ng)
+	o.steps = steps
 	var list []string
 	for _, s := range o.steps {
 		list = append(list, s.String())
