@@ -217,6 +217,7 @@ type Feed struct {
 	// the positions of the last acknowledged items, for a Rewinder (mu;
 	// a ring, hnext its oldest once full).
 	rewind    *rewindReq
+	rewinding atomic.Bool // rewind != nil, read by each poll without mu
 	rewoundAt int64
 	history   []Commit
 	hnext     int

@@ -164,6 +164,7 @@ func (e *Engine) seekBackLocked(f *Feed, g *group, b *binding, p SeekPlan, targe
 	g.queueReleased(m)
 	p.Replacement = e.replaceLocked(f, b)
 	f.rewind = &rewindReq{r: Rewind{Group: g.name, To: to, Others: others}, through: f.seq}
+	f.rewinding.Store(true)
 	return p, nil
 }
 
@@ -173,6 +174,9 @@ func (e *Engine) seekBackLocked(f *Feed, g *group, b *binding, p SeekPlan, targe
 // of the items published before the seek are no longer told to the
 // committer (the commit is the source's, lowered).
 func (f *Feed) applyRewind() error {
+	if !f.rewinding.Load() {
+		return nil // no lock taken at each poll
+	}
 	f.mu.Lock()
 	req := f.rewind
 	f.mu.Unlock()
@@ -208,6 +212,7 @@ func (f *Feed) applyRewind() error {
 	}
 	f.rewoundAt = max(f.rewoundAt, req.through)
 	f.rewind = nil
+	f.rewinding.Store(false)
 	f.mu.Unlock()
 	f.signalReady()
 	return nil

@@ -1,8 +1,12 @@
 package engine_test
 
 import (
+	"runtime"
+	"strconv"
+
 	"context"
 	"errors"
+	"github.com/blackbox-audit/blackbox/core"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -273,4 +277,38 @@ func TestOldTokensAndGenerationsAfterABackwardsSeekAreRefused(t *testing.T) {
 			t.Fatalf("fast handled %d items, want 10 (still fenced)", got)
 		}
 	})
+}
+
+// rewinder is the tests' committer that is also a Rewinder (it never
+// rewinds): what a feed whose source can move back costs at each poll.
+type rewinder struct{ committer }
+
+func (*rewinder) Rewind(engine.Rewind) (core.Position, error) { return core.Position{}, nil }
+
+// BenchmarkTryPublishPauseRewinder is BenchmarkTryPublishPauseCommitted
+// (its floor) with a committer that is a Rewinder: the feed keeps the
+// positions of the last 4096 acknowledged items for a backwards seek's
+// target. Metric: ns/op (one item published and acknowledged).
+func BenchmarkTryPublishPauseRewinder(b *testing.B) {
+	for _, rw := range []bool{false, true} {
+		b.Run("rewinder="+strconv.FormatBool(rw), func(b *testing.B) {
+			_, f := benchEngine(b, engine.Pause())
+			if rw {
+				f.Intake().SetCommitter(&rewinder{})
+			} else {
+				f.Intake().SetCommitter(&committer{})
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for !f.Intake().TryPublish(i, core.Position{Offset: int64(i + 1)}) {
+					f.Intake().PollAcks()
+					runtime.Gosched()
+				}
+				if i%1024 == 0 {
+					f.Intake().PollAcks()
+				}
+			}
+			waitDispatched(b, f, int64(b.N))
+		})
+	}
 }
