@@ -197,10 +197,13 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		// an item in flight), which the group did complete. A move back
 		// (a re-delivery) is recorded as one: its after below its before.
 		row.After = max(row.Before, done.After)
+		begins := done.After // the feed sequence the new queue begins after
 		if done.Redelivery {
-			row.After = done.After
+			// Its items are the ones read again, under the seqs after the
+			// feed's last at the seek: its position counts from there.
+			row.After, begins = done.After, done.LastSeq
 		}
-		w.replaced(done.Replacement, done.After)
+		w.replaced(done.Replacement, begins)
 	case ActionKill:
 		if req.Finish == w.cfg.KillAbandon {
 			return ans, refuse(http.StatusUnprocessableEntity, "this run's kill %s the items in flight: ask with finish %t",
