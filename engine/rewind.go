@@ -202,14 +202,18 @@ func (f *Feed) applyRewind() error {
 			f.completed[i].offset = max(f.completed[i].offset, through.Offset)
 		}
 	}
-	// The group's progress is read on from the first item read again.
-	for _, p := range f.progress {
-		if p.g.name == req.r.Group {
-			p.scanned, p.untold = req.through, p.untold[:0]
-			clear(p.last)
-			p.last[to.Position.Key] = to
-		}
+	// The group's progress is read on from the first item read again (an
+	// entry made now if no poll read it yet: a scan from the window's start
+	// would find the items before the seek done for it).
+	i := slices.IndexFunc(f.progress, func(p *groupProgress) bool { return p.g.name == req.r.Group })
+	if i < 0 {
+		f.progress = append(f.progress, &groupProgress{g: f.eng.gByN[req.r.Group], last: map[string]Commit{}})
+		i = len(f.progress) - 1
 	}
+	p := f.progress[i]
+	p.scanned, p.untold = req.through, p.untold[:0]
+	clear(p.last)
+	p.last[to.Position.Key] = to
 	f.rewoundAt = max(f.rewoundAt, req.through)
 	f.rewind = nil
 	f.rewinding.Store(false)
