@@ -194,9 +194,16 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		// The row's before is the group's completed prefix, as every
 		// row's: the plan's Before stops at the first item still holding
 		// the commit (completed, not yet durable: Engine.Hold, or beyond
-		// an item in flight), which the group did complete.
+		// an item in flight), which the group did complete. A move back
+		// (a re-delivery) is recorded as one: its after below its before.
 		row.After = max(row.Before, done.After)
-		w.replaced(done.Replacement, done.After)
+		begins := done.After // the feed sequence the new queue begins after
+		if done.Redelivery {
+			// Its items are the ones read again, under the seqs after the
+			// feed's last at the seek: its position counts from there.
+			row.After, begins = done.After, done.LastSeq
+		}
+		w.replaced(done.Replacement, begins)
 	case ActionKill:
 		if req.Finish == w.cfg.KillAbandon {
 			return ans, refuse(http.StatusUnprocessableEntity, "this run's kill %s the items in flight: ask with finish %t",

@@ -18,6 +18,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	bbtest "github.com/blackbox-audit/blackbox/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/blackbox-audit/blackbox/console"
@@ -513,6 +514,55 @@ func TestASeekOverHeldItemsRecordsTheCompletedPrefix(t *testing.T) {
 			got = append(got, fmt.Sprintf("%s %d-%d", c.Action, c.Before, c.After))
 		}
 		if want := []string{"pause 20-20", "seek 20-20"}; !slices.Equal(got, want) {
+			t.Errorf("CONTROL rows %q, want %q", got, want)
+		}
+	})
+}
+
+// TestASeekBackIsRecordedAsAMoveBack: a seek to a seq before the group's
+// position (the run's memsource log reads again) is applied as planned
+// (a re-delivery of seqs 6-20), recorded by a CONTROL row whose after is
+// below its before; once resumed, the group is handed items 6-20 again
+// (as seqs 21-35) and its binding's position counts from the feed's last
+// seq at the seek: 35, never backwards.
+func TestASeekBackIsRecordedAsAMoveBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		r.gate.Open()
+		bbtest.AdvanceUntil(t, "the commit at 20", func() bool { return r.log.Committed() == 20 })
+		ok := func(code int, ans console.Answer) console.Answer {
+			t.Helper()
+			if code != http.StatusOK || !ans.Applied {
+				t.Fatalf("%s: %d %+v", ans.Action, code, ans)
+			}
+			return ans
+		}
+		ok(r.post(t, aliceToken, console.ActionPause, console.Request{Feed: "input", Group: "g", Reason: "recompute", Indefinite: true}))
+		gen := r.binding(t).Generation
+		req := console.Request{Feed: "input", Group: "g", Reason: "recompute", Generation: gen, To: 5}
+		code, dry := r.post(t, bobToken, console.ActionSeek, req)
+		if code != http.StatusOK || dry.Applied || dry.Plan == nil {
+			t.Fatalf("seek back dry run: %d %+v", code, dry)
+		}
+		if p := *dry.Plan; !p.Redelivery || p.Loss || p.Before != 20 || p.After != 5 || p.FirstSeq != 6 || p.LastSeq != 20 {
+			t.Fatalf("the plan %+v: want a re-delivery of seqs 6-20, 20 -> 5", p)
+		}
+		req.PlanHash = dry.PlanHash
+		seek := ok(r.post(t, bobToken, console.ActionSeek, req))
+		if seek.Before != 20 || seek.After != 5 {
+			t.Errorf("seek back %+v: want positions 20 -> 5", seek)
+		}
+		ok(r.post(t, aliceToken, console.ActionResume, console.Request{Feed: "input", Group: "g", Reason: "go"}))
+		bbtest.AdvanceUntil(t, "the items read again completed", func() bool { return r.binding(t).Position == 35 })
+		if c := r.log.Committed(); c != 20 {
+			t.Errorf("committed %d after the re-delivery, want 20", c)
+		}
+		var got []string
+		for _, c := range r.controls(t) {
+			got = append(got, fmt.Sprintf("%s %s %s %d-%d", c.Who, c.Action, c.Reason, c.Before, c.After))
+		}
+		want := []string{"alice pause recompute 20-20", "bob seek recompute 20-5", "alice resume go 20-20"}
+		if !slices.Equal(got, want) {
 			t.Errorf("CONTROL rows %q, want %q", got, want)
 		}
 	})

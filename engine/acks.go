@@ -43,6 +43,9 @@ type CommitReporter interface {
 func (f *Feed) pollAcks() (int, error) {
 	f.pollMu.Lock()
 	defer f.pollMu.Unlock()
+	if err := f.applyRewind(); err != nil {
+		return 0, err
+	}
 	f.mu.Lock()
 	c := f.committer
 	gc, _ := c.(GroupCommitter)
@@ -50,6 +53,9 @@ func (f *Feed) pollAcks() (int, error) {
 		f.gacks = f.groupAcks(f.gacks[:0]) // before the due entries leave the window
 	}
 	acks := f.win.PopDue(f.acks[:0])
+	if _, ok := c.(Rewinder); ok {
+		f.rememberAcks(acks)
+	}
 	if c != nil && len(acks) > 0 {
 		if f.uncommitted == 0 {
 			f.uncommittedAt = acks[0].At
@@ -64,6 +70,9 @@ func (f *Feed) pollAcks() (int, error) {
 	}
 	hook := f.eng.cfg.Observer.Committed
 	for _, a := range acks {
+		if a.Seq <= f.rewoundAt {
+			continue // published before a backwards seek: the source's commit is below it
+		}
 		c.Acknowledged(a.Seq, a.Epoch, a.Pos)
 		if hook != nil {
 			f.noteCommit(Commit{Seq: a.Seq, Epoch: a.Epoch, Position: a.Pos})

@@ -36,7 +36,9 @@
 // (SubscriberStatus.Generation): what it held is a counted, recorded loss
 // of its group, and the commit moves on. An operator moves a fenced
 // group's position on a positioned feed with Engine.Seek (forwards over
-// what its queue holds: a recorded loss; a dry run returns the plan), a
+// what its queue holds: a recorded loss; backwards, through a source that
+// reads again, a Rewinder: the items after the target are handed to that
+// group again, under new sequences; a dry run returns the plan), a
 // compare-and-swap on the same generation, and lets the group consume
 // again with Engine.Resume naming the new one.
 //

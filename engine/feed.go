@@ -209,6 +209,18 @@ type Feed struct {
 	completed       []completedPrefix
 	progress        []*groupProgress
 	honourCompleted bool // FeedConfig.SkipCompleted
+
+	// A backwards seek (rewind.go): rewind is one the source has not
+	// applied yet (mu; the feed takes nothing meanwhile), rewoundAt the
+	// last sequence published before the last one applied (pollMu: the
+	// acknowledgements up to it are not told to the committer), history
+	// the positions of the last acknowledged items, for a Rewinder (mu;
+	// a ring, hnext its oldest once full).
+	rewind    *rewindReq
+	rewinding atomic.Bool // rewind != nil, read by each poll without mu
+	rewoundAt int64
+	history   []Commit
+	hnext     int
 }
 
 // Name is the feed's name.
@@ -635,7 +647,7 @@ func (f *Feed) handOffBatch(items []any, pos []core.Position) int {
 // admits reports whether a positioned item can be taken now (lock held).
 func (f *Feed) admits() bool {
 	if f.committer != nil {
-		if len(f.targets) == 0 || f.win.Len() >= f.windowCap {
+		if len(f.targets) == 0 || f.win.Len() >= f.windowCap || f.rewind != nil {
 			return false
 		}
 	}

@@ -51,7 +51,9 @@ type SourceLoss struct {
 
 // Completed is a run of items a group completed in an earlier run and is
 // not handed again (Intake.SkipCompleted, honoured by
-// FeedConfig.SkipCompleted): consecutive feed sequences First.Seq to
+// FeedConfig.SkipCompleted), or, after a backwards seek of another group
+// (Engine.Seek), items the source read again that this group was handed
+// already under their first sequences: consecutive feed sequences First.Seq to
 // Last.Seq, all of one position space (First and Last share Epoch and
 // Position.Key), reported to the group's streams where the items would
 // have been in its queue: after the items the feed published before them,
@@ -154,8 +156,9 @@ type Observer struct {
 	// per loss and group (with several workers, once per worker, as
 	// Dropped is).
 	Lost func(group string, l SourceLoss)
-	// AlreadyCompleted: items the group completed in an earlier run were
-	// not handed to its queue (Completed), right before the next item the
+	// AlreadyCompleted: items the group completed in an earlier run (or
+	// was handed already, read again for another group's backwards seek)
+	// were not handed to its queue (Completed), right before the next item the
 	// group will dispatch (or before its end). Called as Dropped is: once
 	// per run of items and group (with several workers, once per worker),
 	// on the group's goroutine (a worker's), in order with its items. The

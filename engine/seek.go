@@ -15,16 +15,16 @@ var (
 	// the items the seek would skip while it is planned. Nothing changed.
 	ErrNotFenced = errors.New("engine: the group is not fenced")
 	// ErrSeekUnsupported: the seek asked for a move the engine cannot make
-	// soundly. Backwards (re-delivering items the group processed): within
-	// a run the feed hands an item to every queue at once and keeps no
-	// item once its queues took it, and no source re-reads for one group;
-	// across a restart it would take a source that lowers its commit while
-	// keeping every other group's progress (GroupCommitter) and a
-	// recording that says the group was moved back (docs/GUARANTEES.md,
-	// "Seek", says what is missing). A target within what the queue holds
-	// (skip some of its items, keep the rest) would move items between
-	// queues of different generations; a feed without source positions
-	// has no position to move. Nothing changed.
+	// soundly. Backwards (re-delivering items the group processed): a
+	// source that cannot read again (not a Rewinder: the file source, the
+	// Kafka source, a push feed), a feed of other groups whose own
+	// progress the source does not keep (a GroupCommitter and
+	// FeedConfig.SkipCompleted), a queue holding items its group has not
+	// completed, a target whose position the feed no longer knows or of an
+	// earlier epoch, a move back not yet applied by the source. A target
+	// within what the queue holds (skip some of its items, keep the rest)
+	// would move items between queues of different generations; a feed
+	// without source positions has no position to move. Nothing changed.
 	ErrSeekUnsupported = errors.New("engine: seek not supported")
 )
 
@@ -66,11 +66,18 @@ type SeekPlan struct {
 	// the group had not completed (DROPPED rows with SkippedReason and the
 	// operator's reason), Processed it completed that still held the
 	// commit (as Released.Processed), feed sequences FirstSeq to LastSeq.
-	// Redelivery is always false: backwards seeks are refused
-	// (ErrSeekUnsupported).
+	//
+	// Redelivery says the seek moves the group back (a backwards seek):
+	// the source reads again the items of feed sequences FirstSeq (After
+	// plus 1) to LastSeq (the feed's last sequence at the seek),
+	// Redelivered of them, and the feed hands them to the group only,
+	// under new sequences after LastSeq; Processed counts those the group
+	// completed that still held the commit (Unprocessed is 0: a queue
+	// holding items not completed is refused).
 	Loss, Redelivery       bool
 	Unprocessed, Processed int64
 	FirstSeq, LastSeq      int64
+	Redelivered            int64
 	Reason                 string
 	DryRun                 bool
 }
@@ -80,20 +87,36 @@ type SeekPlan struct {
 // the feed (SubscriberStatus.Generation), under the engine's and the
 // feed's locks.
 //
-// What the engine can move: a feed is committed at its slowest queue and
-// its source re-reads only from that commit, at a restart; within a run
-// the items of a queue are the ones its feed published to it. So a seek
-// moves forwards, over everything the queue holds: to a target at or past
-// the last item it holds and not past the feed's last sequence (Latest:
-// the last item it holds). The items skipped are a recorded loss of the
-// group, as an operator release (Engine.Release) records it: one Drop per
-// run of consecutive unprocessed sequences (Reason SkippedReason and
-// opts.Reason), counted as released (the feed is not lossless), and the
-// commit moves past them. A queue that holds nothing skips nothing: its
-// position is the feed's last sequence. Refused with ErrSeekUnsupported,
-// changing nothing: a target before the group's position (SeekPlan.Before:
-// backwards, a re-delivery), one within what the queue holds, one past the
-// feed's last sequence, a feed without source positions.
+// Forwards: a seek moves over everything the queue holds, to a target at
+// or past the last item it holds and not past the feed's last sequence
+// (Latest: the last item it holds). The items skipped are a recorded loss
+// of the group, as an operator release (Engine.Release) records it: one
+// Drop per run of consecutive unprocessed sequences (Reason SkippedReason
+// and opts.Reason), counted as released (the feed is not lossless), and
+// the commit moves past them. A queue that holds nothing skips nothing:
+// its position is the feed's last sequence.
+//
+// Backwards (a target before the group's position, SeekPlan.Before: a
+// re-delivery, SeekPlan.Redelivery): the feed's source reads again from
+// the item after the target (Rewinder), once the seek returned and before
+// the feed takes anything more; the items read again up to the feed's
+// last sequence at the seek are handed to the group only, under new
+// sequences after it (every other group has them: they are counted and
+// told as not handed again, Observer.AlreadyCompleted), and the source
+// lowers its commit to the target keeping every other group's progress,
+// so a restart hands the group the same items and the others nothing they
+// completed. The commit then moves on through the items read again, as
+// the group completes them. Nothing is lost: the group's items after the
+// target that it completed keep their rows, and a queue holding items it
+// has not completed is refused (release them first: a recorded loss).
+//
+// Refused with ErrSeekUnsupported, changing nothing: a target within what
+// the queue holds, one past the feed's last sequence, a feed without
+// source positions; backwards, a source that is no Rewinder, a feed of
+// other groups whose progress the source does not keep, a queue holding
+// items not completed, a target the feed cannot locate (seq 0, or older
+// than the last 4096 acknowledged items and the window) or of an
+// earlier epoch, a move back the source has not applied yet.
 //
 // The seek, dry or not, requires the group fenced (ErrNotFenced) and the
 // generation of its live queue (ErrGeneration: a stale reading, a removed
@@ -121,8 +144,13 @@ func (e *Engine) Seek(feed, group string, generation int64, to SeekTarget, opts 
 	if err != nil || opts.DryRun {
 		return p, err
 	}
-	e.warnf("feed %q: the operator moved group %q from seq %d to %d, skipping %d unprocessed and %d processed items; queue generation %d replaced by %d: %s",
-		f.name, g.name, p.Before, p.After, p.Unprocessed, p.Processed, p.Generation, p.Replacement, p.Reason)
+	if p.Redelivery {
+		e.warnf("feed %q: the operator moved group %q back from seq %d to %d: the source reads seqs %d-%d again for it (%d items, under new seqs); queue generation %d replaced by %d: %s",
+			f.name, g.name, p.Before, p.After, p.FirstSeq, p.LastSeq, p.Redelivered, p.Generation, p.Replacement, p.Reason)
+	} else {
+		e.warnf("feed %q: the operator moved group %q from seq %d to %d, skipping %d unprocessed and %d processed items; queue generation %d replaced by %d: %s",
+			f.name, g.name, p.Before, p.After, p.Unprocessed, p.Processed, p.Generation, p.Replacement, p.Reason)
+	}
 	f.signalReady()
 	e.watch.note()
 	return p, nil
@@ -187,7 +215,7 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 	}
 	switch {
 	case target < p.Before:
-		return SeekPlan{}, fmt.Errorf("%w: seq %d is before group %q's position %d on feed %q: a backwards seek (re-delivery) needs a source that re-reads", ErrSeekUnsupported, target, g.name, p.Before, f.name)
+		return e.seekBackLocked(f, g, b, p, target, opts)
 	case target > f.seq:
 		return SeekPlan{}, fmt.Errorf("%w: seq %d is past feed %q's last published seq %d", ErrSeekUnsupported, target, f.name, f.seq)
 	case p.FirstSeq != 0 && target < p.LastSeq:

@@ -46,7 +46,18 @@ func genEngine(r *rand.Rand) engineSpec {
 		Workers: 2 + r.IntN(6), Deadline: time.Duration(200+r.IntN(300)) * time.Millisecond, Draw: r.Uint64()}
 }
 
-func (e engineSpec) dimensions() []string { return []string{"kind=engine", "engine=" + e.Property} }
+// dimensions names the scenario's property; an operator scenario ending
+// with a backwards seek is also "operator=back" (counted, not one of
+// AllDimensions).
+func (e engineSpec) dimensions() []string {
+	d := []string{"kind=engine", "engine=" + e.Property}
+	if e.Property == "operator" {
+		if _, _, steps := opDraw(e); len(steps) > 0 && steps[len(steps)-1].Kind == "back" {
+			d = append(d, "operator=back")
+		}
+	}
+	return d
+}
 
 // checkEngine runs the engine scenario and returns what broke, and what
 // the scenario did (the operator property's steps, printed with a failure).

@@ -30,9 +30,9 @@ import (
 
 // opStep is one step of an operator scenario: a plain value.
 type opStep struct {
-	Kind  string // publish, let, fence, offer, resume, release, seek, clear, kill
-	Group int    // the group acted on (let, fence, resume, release, seek, clear)
-	N     int    // publish, offer: how many items; let: how many more items pass the group's gate (0: all)
+	Kind  string // publish, let, fence, offer, resume, release, seek, clear, kill, back
+	Group int    // the group acted on (let, fence, resume, release, seek, clear, back)
+	N     int    // publish, offer: how many items; let: how many more items pass the group's gate (0: all); back: the target seq
 	Stuck int    // let: the Stuck-th of those items stays held back until the group's next let (0: none)
 	Via   string // resume: Resume or Unfence; seek: latest or last; kill: abandon or finish
 	Wrong string // the refused attempt made first: "" none; other, never, spent (a generation); past, back, within (a seek target)
@@ -60,6 +60,8 @@ func (s opStep) String() string {
 		out = "release " + g
 	case "kill":
 		out = "kill " + s.Via
+	case "back":
+		out = fmt.Sprintf("back %s to %d", g, s.N)
 	}
 	if s.Wrong != "" {
 		out += " [refused first: " + s.Wrong + "]"
@@ -130,6 +132,14 @@ func genOpSteps(r *rand.Rand, n, groups int) []opStep {
 	}
 	if r.IntN(3) == 0 {
 		steps = append(steps, opStep{Kind: "kill", Via: pick(r, "abandon", "finish")})
+	} else if published >= 2 && r.IntN(2) == 0 {
+		// A backwards seek ends the steps: every group let through all it
+		// was given, then the group fenced and moved back to seq N.
+		gens := []string{"", "never", "unfenced"}
+		if groups > 1 {
+			gens = append(gens, "other")
+		}
+		steps = append(steps, opStep{Kind: "back", Group: r.IntN(groups), N: 1 + r.IntN(published-1), Wrong: pick(r, gens...)})
 	}
 	return steps
 }
@@ -161,6 +171,38 @@ type opGroup struct {
 	clears    []string // the reasons of the clears taken
 	refusedRs []string // the reasons given to the attempts the engine refused
 	offered   int64    // push items offered while it was not fenced
+	// back is the backwards seek that moved the group back, if any.
+	back *opBack
+}
+
+// opBack is a backwards seek of a group: to the target seq, the feed's
+// last seq at the seek (through: the items to+1..through are read again
+// for the group, under seqs after through), and how many times the group
+// had handled and completed each item then.
+type opBack struct {
+	to, through        int64
+	handled, completed []int32
+}
+
+// item is the item (its log offset) the feed published as seq: seq
+// itself, or after a backwards seek of a group, the item read again
+// (or read for the first time) at that place (o.obs.mu held, or the run
+// stopped).
+func (o *opObserver) item(seq int64) int64 {
+	if b := o.back; b != nil && seq > b.through {
+		return b.to + seq - b.through
+	}
+	return seq
+}
+
+// need is how many completions by g of item v, published as seq, a
+// commit through seq needs: one more than before the seek for an item
+// read again for the group moved back.
+func (b *opBack) need(g, sought *opGroup, seq, v int64) int32 {
+	if b == nil || g != sought || seq <= b.through {
+		return 1
+	}
+	return b.completed[v] + 1
 }
 
 // opLoss is what one release or seek took from a group's queue.
@@ -259,6 +301,13 @@ type opObserver struct {
 	changes []engine.LossStateChange
 	early   []opEarly // commits past an item a group had not completed
 	checked int64
+	// back and sought: the backwards seek of the run and its group, set
+	// before the re-read items are published.
+	back   *opBack
+	sought *opGroup
+	// completedRuns are the runs of items not handed again told
+	// (Observer.AlreadyCompleted), per group and stream.
+	completedRuns map[string][]engine.Completed
 }
 
 // opEarly is a commit through seq c of an item v that group g had not
@@ -294,14 +343,24 @@ func (o *opObserver) observer(groups []*opGroup) engine.Observer {
 			}
 			o.mu.Lock()
 			defer o.mu.Unlock()
-			for v := o.checked + 1; v <= c.Seq; v++ {
+			for s := o.checked + 1; s <= c.Seq; s++ {
+				v := o.item(s)
 				for _, g := range groups {
-					if v >= int64(len(g.completed)) || g.completed[v].Load() == 0 {
+					if v >= int64(len(g.completed)) || g.completed[v].Load() < o.back.need(g, o.sought, s, v) {
 						o.early = append(o.early, opEarly{g: g, v: v, c: c.Seq})
 					}
 				}
 			}
 			o.checked = max(o.checked, c.Seq)
+		},
+		AlreadyCompleted: func(group string, c engine.Completed) {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			if o.completedRuns == nil {
+				o.completedRuns = map[string][]engine.Completed{}
+			}
+			g, _, _ := strings.Cut(group, "#") // a worker's stream: group#wN
+			o.completedRuns[g] = append(o.completedRuns[g], c)
 		},
 	}
 }
@@ -326,20 +385,30 @@ type opRun struct {
 	step      int // the step under way, 1-based; 0 once the steps are done
 }
 
+// opDraw draws an operator scenario from e: each group's workers, the
+// groups' MaxGap and the steps.
+func opDraw(e engineSpec) (workers []int, maxGap int, steps []opStep) {
+	r := rand.New(rand.NewPCG(e.Draw, 0x6f70))
+	ng := 1 + r.IntN(2)
+	maxGap = 1 + r.IntN(8)
+	for range ng {
+		workers = append(workers, pick(r, 1, e.Workers))
+	}
+	return workers, maxGap, genOpSteps(r, e.Items, ng)
+}
+
 // operatorRun runs the operator scenario of e (see the top of this file).
 func operatorRun(ctx context.Context, e engineSpec, fail func(string, ...any), note func(string)) error {
-	r := rand.New(rand.NewPCG(e.Draw, 0x6f70))
 	o := &opRun{ctx: ctx, n: e.Items, paused: -1, log: memsource.NewLog(), obs: &opObserver{}, note: note}
-	ng := 1 + r.IntN(2)
-	maxGap := 1 + r.IntN(8)
+	workers, maxGap, steps := opDraw(e)
 	var desc []string
-	for i := range ng {
-		g := &opGroup{name: opGroupNames[i], workers: pick(r, 1, e.Workers), changed: make(chan struct{}),
+	for i, w := range workers {
+		g := &opGroup{name: opGroupNames[i], workers: w, changed: make(chan struct{}),
 			entered: make([]atomic.Int32, o.n+1), handled: make([]atomic.Int32, o.n+1), completed: make([]atomic.Int32, o.n+1)}
 		o.groups = append(o.groups, g)
 		desc = append(desc, fmt.Sprintf("%s %d workers", g.name, g.workers))
 	}
-	o.steps = genOpSteps(r, o.n, ng)
+	o.steps = steps
 	var list []string
 	for _, s := range o.steps {
 		list = append(list, s.String())
@@ -354,7 +423,7 @@ func operatorRun(ctx context.Context, e engineSpec, fail func(string, ...any), n
 	}
 	abandon := slices.ContainsFunc(o.steps, func(s opStep) bool { return s.Kind == "kill" && s.Via == "abandon" })
 	cfg := engine.Config{Logger: quiet, DrainTimeout: 10 * time.Second, KillAbandon: abandon,
-		Feeds: []engine.FeedConfig{{Name: "f", Source: o.log.Source(), QueueSize: o.n + 1},
+		Feeds: []engine.FeedConfig{{Name: "f", Source: o.log.GroupSource(), QueueSize: o.n + 1, SkipCompleted: true},
 			{Name: "push", Policy: engine.Pause(), QueueSize: 1024}},
 		Observer: o.obs.observer(o.groups),
 	}
@@ -387,6 +456,12 @@ func operatorRun(ctx context.Context, e engineSpec, fail func(string, ...any), n
 		if s.Kind == "kill" {
 			killed = true
 			break
+		}
+		if s.Kind == "back" {
+			if !o.seekBack(o.groups[s.Group], s) {
+				return nil
+			}
+			continue
 		}
 		if !o.do(s) {
 			return nil
@@ -659,8 +734,8 @@ func (o *opRun) seek(g *opGroup, s opStep) bool {
 	case "past", "back", "within":
 		t, ok := engine.SeekTarget{Seq: seq + 1}, true
 		switch s.Wrong {
-		case "back":
-			t, ok = engine.SeekTarget{Seq: dry.Before - 1}, dry.Before > 0
+		case "back": // refused while the queue holds an item not completed (a back step moves back)
+			t, ok = engine.SeekTarget{Seq: dry.Before - 1}, dry.Before > 0 && dry.Unprocessed > 0
 		case "within": // skip some of what the queue holds, keep the rest
 			t, ok = engine.SeekTarget{Seq: dry.FirstSeq}, dry.Loss && dry.LastSeq > dry.FirstSeq
 		}
@@ -723,7 +798,7 @@ func (o *opRun) finish() {
 	o.log.Close()
 	ctx, cancel := context.WithTimeout(o.ctx, 10*time.Second)
 	err := waitFor(ctx, func() bool {
-		if o.log.Committed() != int64(o.published) {
+		if o.log.Committed() != int64(o.published) || !o.backDone() {
 			return false
 		}
 		for _, g := range o.groups {
@@ -748,9 +823,13 @@ func (o *opRun) finish() {
 	if !o.checkModel(true) {
 		return
 	}
+	o.checkBack()
 	for _, g := range o.groups {
 		for v := 1; v <= o.published; v++ {
 			h, c := g.handled[v].Load(), g.completed[v].Load()
+			if b := g.back; b != nil && int64(v) > b.to && int64(v) <= b.through {
+				h, c = b.handled[v], b.completed[v] // the re-delivery is checkBack's
+			}
 			if g.releasedAt(int64(v)) {
 				if h > 1 || c > 1 {
 					o.fail("%s handled item %d (lost) %d times, completed it %d times", g.name, v, h, c)
@@ -846,5 +925,153 @@ func (o *opRun) kill(how string) {
 	}
 	if c := o.log.Committed(); c != int64(o.published) {
 		o.fail("the restart settled with the commit at %d of %d", c, o.published)
+	}
+}
+
+// seekBack: a backwards seek of g, the last step. Every group is resumed
+// and let through all it was given, so that g's queue holds nothing it
+// has not completed; then, g fenced, after the drawn refused attempt (g
+// not fenced yet, a stale or foreign generation), a dry run that must
+// change nothing, the seek to seq s.N (its plan the dry run's: a
+// re-delivery of s.N+1 through the feed's last seq), the spent generation
+// refused, and the resume with the new one. The run's end (finish) holds
+// the re-delivery to its model: each item of the range handled and
+// completed once more by g, by no other group, the others told of it as
+// not handed again, nothing lost.
+func (o *opRun) seekBack(g *opGroup, s opStep) bool {
+	for _, h := range o.groups {
+		if h.fenced {
+			if err := o.eng.Unfence(h.name); err != nil {
+				o.fail("Unfence %s: %v", h.name, err)
+				return false
+			}
+			h.fenced = false
+		}
+		h.let(o.n, 0)
+	}
+	o.paused = -1
+	if !o.quiesce() {
+		return false
+	}
+	reason, wr := o.reason("back "+g.name), o.reason("back "+g.name+" refused")
+	to := engine.SeekTarget{Seq: int64(s.N)}
+	if s.Wrong == "unfenced" {
+		o.refused(fmt.Sprintf("Seek of %s back to %d (not fenced)", g.name, to.Seq), engine.ErrNotFenced, func() error {
+			_, err := o.eng.Seek("f", g.name, o.gen(g), to, engine.SeekOptions{Reason: wr})
+			return err
+		})
+		g.refusedRs = append(g.refusedRs, wr)
+	}
+	if err := o.eng.Fence(g.name); err != nil {
+		o.fail("Fence %s: %v", g.name, err)
+		return false
+	}
+	g.fenced, o.paused = true, int64(o.published)
+	gen, seq := o.gen(g), o.f.Status().Sequence
+	if w := o.wrongGen(g, s.Wrong); w != 0 {
+		o.refused(fmt.Sprintf("Seek of %s back, generation %d (%s)", g.name, w, s.Wrong), engine.ErrGeneration, func() error {
+			_, err := o.eng.Seek("f", g.name, w, to, engine.SeekOptions{Reason: wr})
+			return err
+		})
+		g.refusedRs = append(g.refusedRs, wr)
+	}
+	before := o.view()
+	dry, err := o.eng.Seek("f", g.name, gen, to, engine.SeekOptions{DryRun: true, Reason: reason})
+	if err != nil {
+		o.fail("the dry run of the seek of %s generation %d back to %d (feed at %d): %v", g.name, gen, to.Seq, seq, err)
+		return false
+	}
+	o.note(fmt.Sprintf("  dry run %+v", dry))
+	if !o.quiesce() {
+		return false
+	}
+	if after := o.view(); after != before {
+		o.fail("the dry run changed the engine:\n  before %s\n  after  %s", before, after)
+	}
+	want := engine.SeekPlan{Feed: "f", Group: g.name, Generation: gen, Before: seq, After: to.Seq, Redelivery: true,
+		FirstSeq: to.Seq + 1, LastSeq: seq, Redelivered: seq - to.Seq, Reason: reason, DryRun: true}
+	if dry != want {
+		o.fail("the dry run's plan %+v, want %+v", dry, want)
+	}
+	b := &opBack{to: to.Seq, through: seq, handled: make([]int32, o.n+1), completed: make([]int32, o.n+1)}
+	for v := range b.handled {
+		b.handled[v], b.completed[v] = g.handled[v].Load(), g.completed[v].Load()
+	}
+	o.obs.mu.Lock()
+	o.obs.back, o.obs.sought = b, g
+	o.obs.mu.Unlock()
+	g.back = b
+	p, err := o.eng.Seek("f", g.name, gen, to, engine.SeekOptions{Reason: reason})
+	if err != nil {
+		o.fail("the seek of %s generation %d back to %d (dry run %+v): %v", g.name, gen, to.Seq, dry, err)
+		return false
+	}
+	o.note(fmt.Sprintf("  sought back %+v", p))
+	want.DryRun, want.Replacement = false, p.Replacement
+	if p != want || p.Replacement == 0 {
+		o.fail("the seek's plan %+v: want the dry run's %+v with a replacement", p, dry)
+	}
+	g.spent = append(g.spent, gen)
+	if err := o.eng.Resume("f", g.name, gen); !errors.Is(err, engine.ErrGeneration) {
+		o.fail("Resume of %s with the spent generation %d returned %v, want ErrGeneration", g.name, gen, err)
+	}
+	if err := o.eng.Resume("f", g.name, p.Replacement); err != nil {
+		o.fail("Resume of %s generation %d: %v", g.name, p.Replacement, err)
+		return false
+	}
+	g.fenced, o.paused = false, -1
+	return true
+}
+
+// backDone reports whether every group moved back completed each item
+// of its range once more.
+func (o *opRun) backDone() bool {
+	for _, g := range o.groups {
+		if b := g.back; b != nil {
+			for v := b.to + 1; v <= b.through; v++ {
+				if g.completed[v].Load() <= b.completed[v] {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// checkBack checks what a backwards seek re-delivered, once the run
+// stopped: g handled and completed each item of the range exactly once
+// more; every other group's streams were told the range's new seqs as
+// not handed to it again (Observer.AlreadyCompleted: through+1 to
+// through+to-through, each once per stream), and g's none.
+func (o *opRun) checkBack() {
+	o.obs.mu.Lock()
+	defer o.obs.mu.Unlock()
+	b := o.obs.back
+	if b == nil {
+		return
+	}
+	for _, g := range o.groups {
+		var count int64
+		for _, c := range o.obs.completedRuns[g.name] {
+			if c.First.Seq <= b.through || c.Last.Seq > 2*b.through-b.to || o.obs.item(c.First.Seq) != c.First.Position.Offset {
+				o.fail("%s was told items not handed again, seqs %d-%d at offsets %d-%d: want within the range read again, seqs %d-%d, at offsets %d-%d",
+					g.name, c.First.Seq, c.Last.Seq, c.First.Position.Offset, c.Last.Position.Offset, b.through+1, 2*b.through-b.to, b.to+1, b.through)
+			}
+			count += c.Count()
+		}
+		want := (b.through - b.to) * int64(g.workers)
+		if g == o.obs.sought {
+			want = 0
+			for v := b.to + 1; v <= b.through; v++ {
+				if dh, dc := g.handled[v].Load()-b.handled[v], g.completed[v].Load()-b.completed[v]; dh != 1 || dc != 1 {
+					o.fail("%s, moved back to %d, handled item %d %d more times and completed it %d more times, want once", g.name, b.to, v, dh, dc)
+					break
+				}
+			}
+		}
+		if count != want {
+			o.fail("%s's streams were told %d items not handed again, want %d (the %d items read again, for each of its %d streams; none for the group moved back)",
+				g.name, count, want, b.through-b.to, g.workers)
+		}
 	}
 }

@@ -284,7 +284,11 @@ func (o *opRun) checkLosses(clean bool) {
 		for _, l := range g.lost {
 			processed += l.processed
 			for v := l.first; v <= l.last; v++ {
-				if g.completed[v].Load() > 0 {
+				c := g.completed[v].Load()
+				if b := g.back; b != nil && v > b.to && v <= b.through {
+					c = b.completed[v] // before the re-delivery
+				}
+				if c > 0 {
 					done++
 				}
 			}

@@ -29,8 +29,8 @@ func TestOperatorStepListsDrawEveryAction(t *testing.T) {
 		published := 0
 		for i, s := range steps {
 			got[s.Kind]++
-			if s.Kind == "kill" && i != len(steps)-1 {
-				t.Errorf("draw %d: a kill at step %d of %d: %v", d, i+1, len(steps), steps)
+			if (s.Kind == "kill" || s.Kind == "back") && i != len(steps)-1 {
+				t.Errorf("draw %d: a %s at step %d of %d: %v", d, s.Kind, i+1, len(steps), steps)
 			}
 			if s.Kind == "publish" {
 				published += s.N
@@ -50,7 +50,8 @@ func TestOperatorStepListsDrawEveryAction(t *testing.T) {
 	}
 	for _, want := range []string{"publish", "let", "let held back", "fence", "offer", "clear", "resume Resume", "resume Unfence",
 		"release", "release never", "release other", "release spent", "seek latest", "seek last", "seek never", "seek other",
-		"seek spent", "seek past", "seek back", "seek within", "resume never", "resume other", "resume spent", "kill abandon", "kill finish"} {
+		"seek spent", "seek past", "seek back", "seek within", "resume never", "resume other", "resume spent", "kill abandon", "kill finish",
+		"back", "back never", "back other", "back unfenced"} {
 		if got[want] == 0 {
 			t.Errorf("300 step lists drew no %q (drew %v)", want, got)
 		}
@@ -76,6 +77,9 @@ func TestOperatorScenariosMeetEveryOutcome(t *testing.T) {
 		"clear taken":           regexp.MustCompile(`step \d+: clear [ab]\n(step|$)`),
 		"clear refused":         regexp.MustCompile(`not latched\): engine: not latched`),
 		"kill":                  regexp.MustCompile(`step \d+: kill`),
+		"sought back":           regexp.MustCompile(`sought back \{.*Redelivery:true`),
+		"back not fenced":       regexp.MustCompile(`back to \d+ \(not fenced\): engine: the group is not fenced`),
+		"back stale generation": regexp.MustCompile(`back, generation \d+ \((never|other)\): engine: generation does not match`),
 	}
 	got := map[string]int{}
 	for d := range uint64(60) {
@@ -143,6 +147,56 @@ func TestTheOperatorOracleHoldsTheDropsToWhatWasTaken(t *testing.T) {
 			o := &opRun{n: 10, groups: []*opGroup{g}, eng: eng, f: eng.Feed("f"), push: eng.Feed("push"),
 				obs: &opObserver{drops: tc.drops}, fail: func(format string, args ...any) { fails = append(fails, fmt.Sprintf(format, args...)) }}
 			o.checkLosses(true)
+			got := strings.Join(fails, "\n")
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("the oracle said %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTheOperatorOracleHoldsABackwardsSeekToItsReDelivery: the oracle's
+// reading of a backwards seek of group a (one worker) to seq 2, the feed
+// at seq 5 (items 3-5 read again as seqs 6-8), group b of two workers: a
+// handling each item of the range once more and b's streams told seqs 6-8
+// as not handed again pass; an item not re-delivered, one re-delivered
+// twice, b told too few or the wrong seqs, a told any, fail.
+func TestTheOperatorOracleHoldsABackwardsSeekToItsReDelivery(t *testing.T) {
+	run := func(first, last, at int64) engine.Completed {
+		return engine.Completed{First: engine.Commit{Seq: first, Position: core.Position{Offset: at}},
+			Last: engine.Commit{Seq: last, Position: core.Position{Offset: at + last - first}}}
+	}
+	good := map[string][]engine.Completed{"b": {run(6, 8, 3), run(6, 8, 3)}}
+	for _, tc := range []struct {
+		name  string
+		again []int32 // a's handlings (and completions) of items 1-5
+		runs  map[string][]engine.Completed
+		want  string // a part of the failure; "" for none
+	}{
+		{"re-delivered once", []int32{1, 1, 2, 2, 2}, good, ""},
+		{"an item not re-delivered", []int32{1, 1, 2, 1, 2}, good, "handled item 4 0 more times"},
+		{"an item re-delivered twice", []int32{1, 1, 2, 3, 2}, good, "handled item 4 2 more times"},
+		{"b told one stream only", []int32{1, 1, 2, 2, 2}, map[string][]engine.Completed{"b": {run(6, 8, 3)}}, "b's streams were told 3 items"},
+		{"b told the old seqs", []int32{1, 1, 2, 2, 2}, map[string][]engine.Completed{"b": {run(3, 5, 3), run(3, 5, 3)}}, "want within the range read again"},
+		{"a told items not handed", []int32{1, 1, 2, 2, 2}, map[string][]engine.Completed{"b": good["b"], "a": {run(6, 6, 3)}}, "a's streams were told 1 items"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mk := func(name string, workers int) *opGroup {
+				return &opGroup{name: name, workers: workers, handled: make([]atomic.Int32, 6), completed: make([]atomic.Int32, 6)}
+			}
+			a, b := mk("a", 1), mk("b", 2)
+			back := &opBack{to: 2, through: 5, handled: []int32{0, 1, 1, 1, 1, 1}, completed: []int32{0, 1, 1, 1, 1, 1}}
+			a.back = back
+			for i, n := range tc.again {
+				a.handled[i+1].Store(n)
+				a.completed[i+1].Store(n)
+				b.handled[i+1].Store(1)
+				b.completed[i+1].Store(1)
+			}
+			var fails []string
+			o := &opRun{n: 5, groups: []*opGroup{a, b}, obs: &opObserver{back: back, sought: a, completedRuns: tc.runs},
+				fail: func(format string, args ...any) { fails = append(fails, fmt.Sprintf(format, args...)) }}
+			o.checkBack()
 			got := strings.Join(fails, "\n")
 			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
 				t.Errorf("the oracle said %q, want %q", got, tc.want)

@@ -431,7 +431,7 @@ func writePlan(w io.Writer, rep *ctlReport, f ctlFlags) {
 			fmt.Fprint(w, "skips nothing")
 		}
 		if p.Redelivery {
-			fmt.Fprintln(w, "; delivers items again")
+			fmt.Fprintf(w, "; moves the group back: delivers seqs %d-%d again (%d items, under new seqs), to it only\n", p.FirstSeq, p.LastSeq, p.LastSeq-p.FirstSeq+1)
 		} else {
 			fmt.Fprintln(w, "; no redelivery")
 		}

@@ -2,6 +2,7 @@ package memsource
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -64,8 +65,9 @@ func (c *Chan) Run(ctx context.Context, f *engine.Intake) error {
 
 // Log is an in-memory, re-readable log: items appended at offsets 1, 2, 3
 // (the offset of an item is the count of items up to and including it) and a
-// committed offset that only the committer moves, forward only, after the
-// engine acknowledged the items. A new Source over the same Log resumes at
+// committed offset that only the committer moves, forward after the engine
+// acknowledged the items, back only for a backwards seek
+// (LogSource.Rewind). A new Source over the same Log resumes at
 // the committed offset, as a restarted file source resumes at its pointer.
 // Log is safe for concurrent use.
 type Log struct {
@@ -168,6 +170,40 @@ func (c groupCommitter) Commit() error {
 	}
 	return nil
 }
+
+// Rewind reads the log again from the item after r.To, for a backwards
+// seek (engine.Rewinder): the committed offset comes down to r.To (or
+// stays where it is, when lower) and, for a GroupSource, each group of
+// r.Others keeps its progress (at least the offset that was committed)
+// and r.Group's is r.To, so that a new Source over the log hands r.Group
+// again every item after r.To and the others nothing they completed. It
+// returns the position of the last item it had published.
+func (s *LogSource) Rewind(r engine.Rewind) (core.Position, error) {
+	l := s.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	to := r.To.Position.Offset
+	if r.To.Epoch != l.epoch || to < 0 || to > s.next {
+		return core.Position{}, fmt.Errorf("memsource: rewind to %s of epoch %d: the log reads epoch %d up to offset %d", r.To.Position, r.To.Epoch, l.epoch, s.next)
+	}
+	through := core.Position{Offset: s.next}
+	c := max(l.committed, s.pending)
+	if s.groups != nil {
+		if l.groups == nil {
+			l.groups = map[string]int64{}
+		}
+		for _, h := range r.Others {
+			l.groups[h] = max(l.groups[h], s.groups[h], c)
+			s.groups[h] = l.groups[h]
+		}
+		l.groups[r.Group], s.groups[r.Group] = to, to
+	}
+	l.committed = min(c, to)
+	s.pending, s.next = l.committed, to
+	return through, nil
+}
+
+var _ engine.Rewinder = (*LogSource)(nil)
 
 // DefaultPolicy pauses: a log can be re-read.
 func (s *LogSource) DefaultPolicy() engine.Policy { return engine.Pause() }

@@ -1,0 +1,223 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine/internal/window"
+)
+
+// Rewinder is an optional interface of a Committer whose source can read
+// its items again from an earlier position, for Engine.Seek's backwards
+// seek (a re-delivery to one group).
+//
+// Rewind is called once per backwards seek, on the goroutine that polls
+// the feed's acknowledgements (Intake.PollAcks, before it tells the
+// committer anything), after the seek returned. The source then:
+//   - lowers its durable commit to r.To (or keeps it where it is when it
+//     is lower), keeping each group of r.Others at least at the progress
+//     it had (the commit it had, or its own progress if it kept one:
+//     GroupCommitter), and r.Group's progress at r.To, in one durable
+//     write, before it returns: a restart after it hands r.Group again
+//     every item after r.To and the other groups nothing they completed;
+//   - reads again from the item after r.To, its next items published
+//     (TryPublish) being those, in order;
+//   - returns the position of the last item it had published (through):
+//     the feed hands the items re-read up to it to r.Group only (every
+//     other group has them already), the ones after it to every group.
+//
+// r.To is of the feed's current epoch; a source of several keys is not a
+// Rewinder. After a Rewind the feed tells the committer (Acknowledged)
+// only the items published after it, and a group's progress told
+// (GroupCommitter) may be below what it was told before: a source keeps
+// the highest of the epoch for the groups of r.Others. An error fails the
+// source as a failed Commit does, and the feed takes nothing more.
+type Rewinder interface {
+	Rewind(r Rewind) (through core.Position, err error)
+}
+
+// Rewind is what a backwards seek asks a Rewinder: a plain value.
+type Rewind struct {
+	// Group is the group moved back; To the item through which it is done
+	// after the seek (its sequence, epoch and position): it is handed
+	// every item after it again.
+	Group string
+	To    Commit
+	// Others are the feed's other groups (every group that had a queue of
+	// it in this run): their progress stays where it is.
+	Others []string
+}
+
+// rewindHistory bounds the positions of acknowledged items a feed with a
+// Rewinder keeps, for a backwards seek's target: a target acknowledged
+// longer ago is refused (ErrSeekUnsupported).
+const rewindHistory = 4096
+
+// rewindReq is a backwards seek not yet applied by the source (f.mu).
+type rewindReq struct {
+	r       Rewind
+	through int64 // the feed's last sequence at the seek
+}
+
+// locate returns the epoch and position of item seq, as the window or the
+// history of acknowledged items knows it (f.mu held).
+func (f *Feed) locate(seq int64) (Commit, bool) {
+	for i := 0; i < f.win.Len(); i++ {
+		if en := f.win.At(i); en.Seq == seq {
+			return Commit{Seq: seq, Epoch: en.Epoch, Position: en.Pos}, true
+		}
+	}
+	for _, c := range f.history {
+		if c.Seq == seq {
+			return c, true
+		}
+	}
+	return Commit{}, false
+}
+
+// rememberAcks keeps the positions of acknowledged items for a backwards
+// seek's target, the last rewindHistory of them in a ring (f.mu held).
+func (f *Feed) rememberAcks(acks []window.Ack) {
+	for _, a := range acks {
+		c := Commit{Seq: a.Seq, Epoch: a.Epoch, Position: a.Pos}
+		if len(f.history) < rewindHistory {
+			f.history = append(f.history, c)
+			continue
+		}
+		f.history[f.hnext] = c
+		f.hnext = (f.hnext + 1) % rewindHistory
+	}
+}
+
+// keys reports whether an item after seq the feed knows of is of a key
+// other than key (f.mu held).
+func (f *Feed) keys(seq int64, key string) bool {
+	for _, c := range f.history {
+		if c.Seq > seq && c.Position.Key != key {
+			return true
+		}
+	}
+	for i := 0; i < f.win.Len(); i++ {
+		if en := f.win.At(i); en.Seq > seq && en.Pos.Key != key {
+			return true
+		}
+	}
+	return false
+}
+
+// seekBackLocked is a backwards seek of queue b of g to target, planned
+// in p (e.mu and f.mu held): the checks that refuse it change nothing.
+func (e *Engine) seekBackLocked(f *Feed, g *group, b *binding, p SeekPlan, target int64, opts SeekOptions) (SeekPlan, error) {
+	refuse := func(format string, args ...any) (SeekPlan, error) {
+		return SeekPlan{}, fmt.Errorf("%w: a backwards seek of group %q on feed %q to seq %d: %s", ErrSeekUnsupported,
+			g.name, f.name, target, fmt.Sprintf(format, args...))
+	}
+	if _, ok := f.committer.(Rewinder); !ok {
+		return refuse("its source cannot read again (not an engine.Rewinder)")
+	}
+	var others []string
+	for _, x := range f.all {
+		if x.group != g && !slices.Contains(others, x.group.name) {
+			others = append(others, x.group.name)
+		}
+	}
+	if len(others) > 0 {
+		if _, ok := f.committer.(GroupCommitter); !ok || !f.honourCompleted {
+			return refuse("the feed has other groups and does not keep their own progress (a GroupCommitter and FeedConfig.SkipCompleted): a restart would hand them again what they completed")
+		}
+	}
+	if p.Unprocessed > 0 {
+		return refuse("queue %s holds %d items the group has not completed (seqs %d-%d): their seqs would have no row in its streams; let it process them, or release them first (a recorded loss)",
+			b.name, p.Unprocessed, p.FirstSeq, p.LastSeq)
+	}
+	for _, x := range f.all {
+		if x.group == g && x != b && f.win.WaitsFor(x) {
+			return refuse("its removed queue %s generation %d still holds items (release it first)", x.name, x.gen)
+		}
+	}
+	if f.rewind != nil {
+		return refuse("the move back of group %q is not applied by the source yet", f.rewind.r.Group)
+	}
+	to, ok := f.locate(target)
+	switch {
+	case target < 1 || !ok:
+		return refuse("the feed does not know that item's position (it keeps the last %d acknowledged, and the window's)", rewindHistory)
+	case to.Epoch != f.epoch:
+		return refuse("it is of epoch %d, the source now reads epoch %d (an earlier file may be gone)", to.Epoch, f.epoch)
+	case f.keys(target, to.Position.Key):
+		return refuse("the feed's items after it are of several keys")
+	}
+	p.After, p.Redelivery, p.Loss = target, true, false
+	p.Redelivered = f.seq - target
+	p.FirstSeq, p.LastSeq = target+1, f.seq
+	if opts.DryRun {
+		return p, nil
+	}
+	// The queue holds nothing unprocessed: its processed items held in the
+	// window wait for it no more (they have their rows), and it is
+	// replaced, spending its generation.
+	b.seal(true)
+	f.win.Forget(b, 0, nil)
+	var m marks
+	b.takeMarks(b.q.Tail(), &m, true)
+	g.queueReleased(m)
+	p.Replacement = e.replaceLocked(f, b)
+	f.rewind = &rewindReq{r: Rewind{Group: g.name, To: to, Others: others}, through: f.seq}
+	f.rewinding.Store(true)
+	return p, nil
+}
+
+// applyRewind has the source apply the backwards seek pending, if any
+// (pollMu held, f.mu not): the items it reads again up to what it had
+// published are handed to the sought group only, and the acknowledgements
+// of the items published before the seek are no longer told to the
+// committer (the commit is the source's, lowered).
+func (f *Feed) applyRewind() error {
+	if !f.rewinding.Load() {
+		return nil // no lock taken at each poll
+	}
+	f.mu.Lock()
+	req := f.rewind
+	f.mu.Unlock()
+	if req == nil {
+		return nil
+	}
+	through, err := f.committer.(Rewinder).Rewind(req.r)
+	if err != nil {
+		return fmt.Errorf("engine: feed %q rewind of group %q to seq %d: %w", f.name, req.r.Group, req.r.To.Seq, err)
+	}
+	to := req.r.To
+	f.mu.Lock()
+	// The sought group is handed everything it said it completed in an
+	// earlier run, again; the others nothing read again up to through.
+	f.completed = slices.DeleteFunc(f.completed, func(c completedPrefix) bool { return c.group == req.r.Group })
+	for _, h := range req.r.Others {
+		i := slices.IndexFunc(f.completed, func(c completedPrefix) bool {
+			return c.group == h && c.epoch == to.Epoch && c.key == through.Key
+		})
+		if i < 0 {
+			f.completed = append(f.completed, completedPrefix{group: h, epoch: to.Epoch, key: through.Key, offset: through.Offset})
+		} else {
+			f.completed[i].offset = max(f.completed[i].offset, through.Offset)
+		}
+	}
+	// The group's progress is read on from the first item read again (an
+	// entry made now if no poll read it yet: a scan from the window's start
+	// would find the items before the seek done for it).
+	i := slices.IndexFunc(f.progress, func(p *groupProgress) bool { return p.g.name == req.r.Group })
+	if i < 0 {
+		f.progress = append(f.progress, &groupProgress{g: f.eng.gByN[req.r.Group], last: map[string]Commit{}})
+		i = len(f.progress) - 1
+	}
+	p := f.progress[i]
+	p.scanned, p.untold = req.through, p.untold[:0]
+	clear(p.last)
+	p.last[to.Position.Key] = to
+	f.rewoundAt = max(f.rewoundAt, req.through)
+	f.rewind = nil
+	f.rewinding.Store(false)
+	f.mu.Unlock()
+	f.signalReady()
+	return nil
+}
