@@ -263,12 +263,14 @@ func (r replayReport) WriteText(w io.Writer) error {
 	return err
 }
 
-// controlsOf reads the recording's CONTROL rows, in order: one pass over
-// its rows. A row that cannot be read as one is left to the recording's
+// controlsOf reads the recording's CONTROL rows, in order: from its rows of
+// no stream (Stream("")), which an indexed store reads without the
+// streams' rows (the replay read those already: a second pass over every
+// row took 42% of a replay from SQLite). A row that cannot be read as one is left to the recording's
 // problems, which the report lists.
 func controlsOf(r store.Reader) ([]incident.ControlAction, error) {
 	var out []incident.ControlAction
-	for e, err := range r.Scan() {
+	for e, err := range r.Stream("") {
 		var p *store.Problem
 		switch {
 		case errors.As(err, &p):
