@@ -71,7 +71,7 @@ const (
 	RowsWritten = "rows-written"
 	// StoreWrite: inside a store's Append: the CSV store writes half of
 	// its bytes and dies; SQLite dies between its INSERTs and the COMMIT;
-	// PostgreSQL (one statement per Append) dies before sending it.
+	// PostgreSQL (one query message per Append) dies before sending it.
 	// In a store's first Append both write into the temporary file they
 	// would rename over the recording (store.StartPath), which then stays
 	// empty. Its value is the highest input sequence of the rows
