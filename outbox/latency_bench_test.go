@@ -19,7 +19,7 @@ import (
 )
 
 // latencyLines and latencyGap pace BenchmarkLatency's input: 2,000 ledger
-// lines, one every 250µs (4,000 lines/s, half a second a run), so that the
+// lines arriving one every 250µs (4,000 lines/s, half a second a run), so that the
 // ledger's save interval (100ms, as `blackbox run --state` saves), not its
 // batch of 1,000 lines, closes every batch of its state.
 const (
@@ -29,8 +29,8 @@ const (
 
 // BenchmarkLatency is the output latency the outbox adds (issue 31): the
 // ledger with its state saved in batches at its defaults (every 1,000
-// lines or 100ms) over lines published at a steady rate, each output timed
-// from the publish of its input line to the moment it reaches a sink. Each
+// lines or 100ms) over lines arriving at a steady rate, each output timed
+// from the arrival of its input line to the moment it reaches a sink. Each
 // iteration runs the same lines twice: with a live core.Sink (an output
 // leaves as it is emitted: the floor) and through the outbox (an output
 // leaves once its input is recorded and committed: after its state batch
@@ -68,7 +68,7 @@ func percentile(ds []time.Duration, p int) time.Duration {
 // latencyRun records one run of the ledger over lines (its state in a file
 // of its own, saved at its defaults) to a CSV recording, its outputs to a
 // live sink or through an outbox to a sink, and returns each output's
-// latency: from its line's publish to its delivery.
+// latency: from its line's arrival on the tape to its delivery.
 func latencyRun(b *testing.B, lines []string, name string, throughOutbox bool) []time.Duration {
 	b.Helper()
 	dir := b.TempDir()
@@ -82,7 +82,7 @@ func latencyRun(b *testing.B, lines []string, name string, throughOutbox bool) [
 	if err != nil {
 		b.Fatal(err)
 	}
-	src := &pacedSource{lines: lines, gap: latencyGap, published: make([]time.Time, len(lines))}
+	tp := newTape()
 	var (
 		mu        sync.Mutex
 		delivered []time.Time // by line, from 0
@@ -90,7 +90,7 @@ func latencyRun(b *testing.B, lines []string, name string, throughOutbox bool) [
 	)
 	cfg := recorder.RunConfig{
 		Store:      rec,
-		Feed:       engine.FeedConfig{Name: "in", Source: src, QueueSize: 1024},
+		Feed:       engine.FeedConfig{Name: "in", Source: tp.source(), QueueSize: 1024},
 		Processors: []recorder.Processor{{Name: "ledger", App: apps.LedgerApp(), Processor: proc, Options: opts}},
 		Path:       path,
 		Logger:     quiet,
@@ -125,6 +125,21 @@ func latencyRun(b *testing.B, lines []string, name string, throughOutbox bool) [
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The lines arrive one every latencyGap, as a tailed file receives
+	// them; the tape's source publishes each at its next poll.
+	arrived := make([]time.Time, len(lines))
+	fed := make(chan struct{})
+	go func() {
+		defer close(fed)
+		start := time.Now()
+		for i, l := range lines {
+			time.Sleep(time.Until(start.Add(time.Duration(i) * latencyGap)))
+			arrived[i] = time.Now()
+			tp.add(l)
+		}
+		tp.setClosed(true)
+	}()
+	<-fed
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var failed <-chan struct{}
@@ -155,7 +170,7 @@ func latencyRun(b *testing.B, lines []string, name string, throughOutbox bool) [
 		if at.IsZero() {
 			b.Fatalf("%s: the output of line %d was never delivered", name, i+1)
 		}
-		out[i] = at.Sub(src.published[i])
+		out[i] = at.Sub(arrived[i])
 	}
 	return out
 }
@@ -164,56 +179,3 @@ func latencyRun(b *testing.B, lines []string, name string, throughOutbox bool) [
 type effectSinkFunc func(batch int64, effs []core.Effect) error
 
 func (f effectSinkFunc) Deliver(batch int64, effs []core.Effect) error { return f(batch, effs) }
-
-// pacedSource publishes its lines at positions 1, 2, ... one every gap
-// (as a tailed file receives them), polling acknowledgements every 200µs
-// as memsource.LogSource does, and commits what they cover. published
-// holds each line's publish time; it is read once Run returned.
-type pacedSource struct {
-	lines     []string
-	gap       time.Duration
-	published []time.Time
-	pending   int64
-}
-
-func (s *pacedSource) DefaultPolicy() engine.Policy { return engine.Pause() }
-
-func (s *pacedSource) Acknowledged(_, _ int64, pos core.Position) {
-	s.pending = max(s.pending, pos.Offset)
-}
-
-func (s *pacedSource) Commit() error { return nil }
-
-func (s *pacedSource) Run(ctx context.Context, f *engine.Intake) error {
-	f.SetEpoch(1)
-	f.SetCommitter(s)
-	t := time.NewTicker(200 * time.Microsecond)
-	defer t.Stop()
-	start := time.Now()
-	next := 0
-	for {
-		if _, err := f.PollAcks(); err != nil {
-			return err
-		}
-		due := min(len(s.lines), int(time.Since(start)/s.gap)+1)
-		for next < due && f.TryPublish(s.lines[next], core.Position{Offset: int64(next) + 1}) {
-			s.published[next] = time.Now()
-			next++
-		}
-		switch {
-		case next < due:
-			f.SetState(engine.StateBehind, "")
-		case next == len(s.lines):
-			f.SetBounded(true)
-			f.SetState(engine.StateEndOfStream, "")
-		default:
-			f.SetState(engine.StateCaughtUp, "")
-		}
-		select {
-		case <-ctx.Done():
-			_, err := f.PollAcks()
-			return err
-		case <-t.C:
-		}
-	}
-}
