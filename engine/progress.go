@@ -34,9 +34,10 @@ type GroupCommitter interface {
 	GroupAcknowledged(group string, c Commit)
 }
 
-// completedReason is said in the log line of a restart's items not handed
-// again to a group that completed them in an earlier run.
-const completedReason = "completed in an earlier run (Intake.SkipCompleted)"
+// completedReason is said in the log line of items not handed again to a
+// group that completed them: in an earlier run (a restart), or before a
+// backwards seek of another group made the source read them again.
+const completedReason = "completed already (in an earlier run, or before a seek back of another group read them again; Intake.SkipCompleted)"
 
 // completedPrefix is what a source said a group completed in an earlier
 // run (Intake.SkipCompleted): the items of the position space (epoch,
@@ -85,8 +86,8 @@ func (f *Feed) completedBy(b *binding, epoch int64, pos core.Position) bool {
 	return false
 }
 
-// notHanded counts an item b's group completed in an earlier run and is
-// not handed again (lock held): the first of the queue is logged.
+// notHanded counts an item b's group completed already (in an earlier run,
+// or before another group's seek back) and is not handed again (lock held): the first of the queue is logged.
 func (f *Feed) notHanded(b *binding, seq int64, pos core.Position) {
 	if b.completed.Add(1) == 1 {
 		f.notef(slog.LevelInfo, "queue %s: items its group %s are not handed to it again, from seq %d at %s; counted in its status (alreadyCompleted)",
