@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"runtime"
 	"strconv"
 
 	"context"
@@ -298,17 +297,7 @@ func BenchmarkTryPublishPauseRewinder(b *testing.B) {
 			} else {
 				f.Intake().SetCommitter(&committer{})
 			}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for !f.Intake().TryPublish(i, core.Position{Offset: int64(i + 1)}) {
-					f.Intake().PollAcks()
-					runtime.Gosched()
-				}
-				if i%1024 == 0 {
-					f.Intake().PollAcks()
-				}
-			}
-			waitDispatched(b, f, int64(b.N))
+			publishPositioned(b, f)
 		})
 	}
 }

@@ -705,18 +705,9 @@ func (o *opRun) seek(g *opGroup, s opStep) bool {
 	if s.Via == "last" {
 		to = engine.SeekTarget{Seq: seq}
 	}
-	before := o.view()
-	dry, err := o.eng.Seek("f", g.name, gen, to, engine.SeekOptions{DryRun: true, Reason: reason})
-	if err != nil {
-		o.fail("the dry run of Seek of %s generation %d to %+v: %v", g.name, gen, to, err)
+	dry, ok := o.dryRun(g, gen, to, reason)
+	if !ok {
 		return false
-	}
-	o.note(fmt.Sprintf("  dry run %+v", dry))
-	if !o.quiesce() {
-		return false
-	}
-	if after := o.view(); after != before {
-		o.fail("the dry run changed the engine:\n  before %s\n  after  %s", before, after)
 	}
 	if dry.Generation != gen || dry.Replacement != 0 || !dry.DryRun || dry.After != seq || dry.Loss != (dry.Unprocessed+dry.Processed > 0) {
 		o.fail("the dry run's plan %+v: want generation %d, no replacement, after the feed's last seq %d", dry, gen, seq)
@@ -778,6 +769,26 @@ func (o *opRun) seek(g *opGroup, s opStep) bool {
 	})
 	g.refusedRs = append(g.refusedRs, wr)
 	return true
+}
+
+// dryRun asks for the plan of a seek of g's generation gen to to, and
+// checks that it changed nothing the engine shows once quiet. It is false
+// when the run cannot go on (the failure recorded).
+func (o *opRun) dryRun(g *opGroup, gen int64, to engine.SeekTarget, reason string) (engine.SeekPlan, bool) {
+	before := o.view()
+	dry, err := o.eng.Seek("f", g.name, gen, to, engine.SeekOptions{DryRun: true, Reason: reason})
+	if err != nil {
+		o.fail("the dry run of Seek of %s generation %d to %+v: %v", g.name, gen, to, err)
+		return dry, false
+	}
+	o.note(fmt.Sprintf("  dry run %+v", dry))
+	if !o.quiesce() {
+		return dry, false
+	}
+	if after := o.view(); after != before {
+		o.fail("the dry run changed the engine:\n  before %s\n  after  %s", before, after)
+	}
+	return dry, true
 }
 
 // finish ends a scenario without a kill: every group resumed and let
@@ -975,18 +986,9 @@ func (o *opRun) seekBack(g *opGroup, s opStep) bool {
 		})
 		g.refusedRs = append(g.refusedRs, wr)
 	}
-	before := o.view()
-	dry, err := o.eng.Seek("f", g.name, gen, to, engine.SeekOptions{DryRun: true, Reason: reason})
-	if err != nil {
-		o.fail("the dry run of the seek of %s generation %d back to %d (feed at %d): %v", g.name, gen, to.Seq, seq, err)
+	dry, ok := o.dryRun(g, gen, to, reason)
+	if !ok {
 		return false
-	}
-	o.note(fmt.Sprintf("  dry run %+v", dry))
-	if !o.quiesce() {
-		return false
-	}
-	if after := o.view(); after != before {
-		o.fail("the dry run changed the engine:\n  before %s\n  after  %s", before, after)
 	}
 	want := engine.SeekPlan{Feed: "f", Group: g.name, Generation: gen, Before: seq, After: to.Seq, Redelivery: true,
 		FirstSeq: to.Seq + 1, LastSeq: seq, Redelivered: seq - to.Seq, Reason: reason, DryRun: true}
