@@ -37,6 +37,21 @@ type Rewinder interface {
 	Rewind(r Rewind) (through core.Position, err error)
 }
 
+// RewindChecker is an optional interface of a Rewinder that knows, before
+// a backwards seek is made, that it could not apply it (a group whose
+// progress it cannot keep, a target in a file or partition it no longer
+// reads): Engine.Seek calls CheckRewind with the Rewind it would ask, dry
+// run or not, after its own checks and before it changes anything, with
+// the engine's and the feed's locks held, on the operator's goroutine
+// (concurrently with the source's Run: it must be safe for that, and must
+// not call into the engine). An error refuses the seek
+// (ErrSeekUnsupported, wrapping it), changing nothing; nil promises that
+// Rewind will apply it unless the source fails (its error then fails the
+// source, as a failed Commit does).
+type RewindChecker interface {
+	CheckRewind(r Rewind) error
+}
+
 // Rewind is what a backwards seek asks a Rewinder: a plain value.
 type Rewind struct {
 	// Group is the group moved back; To the item through which it is done
@@ -148,6 +163,13 @@ func (e *Engine) seekBackLocked(f *Feed, g *group, b *binding, p SeekPlan, targe
 	case f.keys(target, to.Position.Key):
 		return refuse("the feed's items after it are of several keys")
 	}
+	r := Rewind{Group: g.name, To: to, Others: others}
+	if c, ok := f.committer.(RewindChecker); ok {
+		if err := c.CheckRewind(r); err != nil {
+			return SeekPlan{}, fmt.Errorf("%w: a backwards seek of group %q on feed %q to seq %d: the source refuses it: %w", ErrSeekUnsupported,
+				g.name, f.name, target, err)
+		}
+	}
 	p.After, p.Redelivery, p.Loss = target, true, false
 	p.Redelivered = f.seq - target
 	p.FirstSeq, p.LastSeq = target+1, f.seq
@@ -163,7 +185,7 @@ func (e *Engine) seekBackLocked(f *Feed, g *group, b *binding, p SeekPlan, targe
 	b.takeMarks(b.q.Tail(), &m, true)
 	g.queueReleased(m)
 	p.Replacement = e.replaceLocked(f, b)
-	f.rewind = &rewindReq{r: Rewind{Group: g.name, To: to, Others: others}, through: f.seq}
+	f.rewind = &rewindReq{r: r, through: f.seq}
 	f.rewinding.Store(true)
 	return p, nil
 }

@@ -21,7 +21,8 @@ var (
 	// progress the source does not keep (a GroupCommitter and
 	// FeedConfig.SkipCompleted), a queue holding items its group has not
 	// completed, a target whose position the feed no longer knows or of an
-	// earlier epoch, a move back not yet applied by the source. A target
+	// earlier epoch, a move back not yet applied by the source, one the
+	// source refuses beforehand (RewindChecker). A target
 	// within what the queue holds (skip some of its items, keep the rest)
 	// would move items between queues of different generations; a feed
 	// without source positions has no position to move. Nothing changed.
@@ -116,7 +117,8 @@ type SeekPlan struct {
 // other groups whose progress the source does not keep, a queue holding
 // items not completed, a target the feed cannot locate (seq 0, or older
 // than the last 4096 acknowledged items and the window) or of an
-// earlier epoch, a move back the source has not applied yet.
+// earlier epoch, a move back the source has not applied yet, one the
+// source says beforehand it could not apply (RewindChecker).
 //
 // The seek, dry or not, requires the group fenced (ErrNotFenced) and the
 // generation of its live queue (ErrGeneration: a stale reading, a removed

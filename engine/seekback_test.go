@@ -301,3 +301,58 @@ func BenchmarkTryPublishPauseRewinder(b *testing.B) {
 		})
 	}
 }
+
+// errNoSlot is the refusal of the tests' checkingRewinder.
+var errNoSlot = errors.New("test: no slot for the group's progress")
+
+// checkingRewinder is a Rewinder that refuses every backwards seek before
+// it is made (RewindChecker) and counts the Rewinds it is asked for.
+type checkingRewinder struct {
+	committer
+	checked, rewinds int
+}
+
+func (c *checkingRewinder) CheckRewind(engine.Rewind) error { c.checked++; return errNoSlot }
+func (c *checkingRewinder) Rewind(engine.Rewind) (core.Position, error) {
+	c.rewinds++
+	return core.Position{}, nil
+}
+
+// TestABackwardsSeekItsSourceRefusesBeforehandChangesNothing (Seek,
+// backwards, RewindChecker): a source that says it could not apply the
+// move back refuses it, dry run or not: ErrSeekUnsupported wrapping the
+// source's error, the generation still live, no Rewind asked for.
+func TestABackwardsSeekItsSourceRefusesBeforehandChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, engine.Config{
+			Feeds:  []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 32}},
+			Groups: []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("g", newTurnstile(true))}}})
+		f := e.Feed("in")
+		c := &checkingRewinder{}
+		f.Intake().SetCommitter(c)
+		publish(t, f, 1, 10)
+		synctest.Wait()
+		if _, err := f.Intake().PollAcks(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Fence("g"); err != nil {
+			t.Fatal(err)
+		}
+		gen := queueOf(t, f.Status(), "g", false).Generation
+		for _, dry := range []bool{true, false} {
+			_, err := e.Seek("in", "g", gen, engine.SeekTarget{Seq: 4}, engine.SeekOptions{DryRun: dry, Reason: "x"})
+			if !errors.Is(err, engine.ErrSeekUnsupported) || !errors.Is(err, errNoSlot) {
+				t.Fatalf("dry run %t: got %v, want ErrSeekUnsupported wrapping the source's refusal", dry, err)
+			}
+		}
+		if _, err := f.Intake().PollAcks(); err != nil {
+			t.Fatal(err)
+		}
+		if got := queueOf(t, f.Status(), "g", false).Generation; got != gen {
+			t.Fatalf("generation %d after the refusals, want %d (live still)", got, gen)
+		}
+		if c.checked != 2 || c.rewinds != 0 {
+			t.Fatalf("checked %d times, %d rewinds: want 2 and 0", c.checked, c.rewinds)
+		}
+	})
+}
