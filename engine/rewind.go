@@ -176,6 +176,9 @@ func (e *Engine) seekBackLocked(f *Feed, g *group, b *binding, p SeekPlan, targe
 	if opts.DryRun {
 		return p, nil
 	}
+	if err := e.acted(f, b, p, opts); err != nil {
+		return SeekPlan{}, err
+	}
 	// The queue holds nothing unprocessed: its processed items held in the
 	// window wait for it no more (they have their rows), and it is
 	// replaced, spending its generation.
