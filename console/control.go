@@ -171,11 +171,14 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		if req.Generation == 0 {
 			return ans, refuse(http.StatusBadRequest, "release needs the binding's generation (GET %s)", PathBindings)
 		}
-		rel, err := eng.Release(req.Feed, req.Group, req.Generation, req.Reason)
+		// As a seek's, the release's CONTROL row is the engine's
+		// observer's, written before it takes effect, with this operator
+		// and instant; the answer's positions are the row's.
+		rel, err := eng.ReleaseWith(req.Feed, req.Group, req.Generation, engine.ReleaseOptions{Reason: req.Reason, Who: who, At: now})
 		if err != nil {
 			return ans, err
 		}
-		row.After = max(row.Before, rel.LastSeq)
+		row.Before, row.After = rel.Before, rel.After
 		w.replaced(rel.Replacement, row.After)
 	case ActionSeek:
 		plan, hash, err := w.seekPlan(req)
@@ -231,7 +234,7 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		w.paused[req.Group] = *pausedUntil
 		w.mu.Unlock()
 	}
-	if action == ActionSeek {
+	if action == ActionSeek || action == ActionRelease {
 		return ans, nil // recorded by the engine's observer before it took effect
 	}
 	if err := w.cfg.Audit.Control(row); err != nil {

@@ -32,8 +32,8 @@ const (
 
 // Auditor records an operator's action as a CONTROL row, durably, before
 // it returns (*recorder.Recorder is one). The window writes the row of
-// every action but a seek, whose row the engine's observer writes before
-// the seek takes effect (engine.Observer.Acted: the recorder's Observer
+// every action but a seek and a release, whose rows the engine's observer
+// writes before they take effect (engine.Observer.Acted: the recorder's Observer
 // in the engine's Config, as `blackbox run` wires it).
 type Auditor interface {
 	Control(c store.Control) error

@@ -609,3 +609,36 @@ func TestASeekTheRecordingCannotHoldIsRefusedAndNotDone(t *testing.T) {
 		}
 	})
 }
+
+// TestAReleaseTheRecordingCannotHoldIsRefusedAndNotDone: as a seek's, a
+// release's CONTROL row is the engine's recorder's, written before the
+// release takes effect: a recorder that cannot write it (closed) refuses
+// the release: 500, not applied, the binding's generation still live,
+// nothing released.
+func TestAReleaseTheRecordingCannotHoldIsRefusedAndNotDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		synctest.Wait() // p waits in 1
+		if code, ans := r.post(t, aliceToken, console.ActionPause, console.Request{Feed: "input", Group: "g", Reason: "poison", Indefinite: true}); code != http.StatusOK {
+			t.Fatalf("pause: %d %+v", code, ans)
+		}
+		gen := r.binding(t).Generation
+		rows := len(r.controls(t))
+		if err := r.rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+		code, ans := r.post(t, aliceToken, console.ActionRelease, console.Request{Feed: "input", Group: "g", Reason: "poison backlog", Generation: gen})
+		if code != http.StatusInternalServerError || ans.Applied {
+			t.Errorf("release with the recorder closed: %d %+v, want 500, not applied", code, ans)
+		}
+		if b := r.binding(t); b.Generation != gen {
+			t.Errorf("binding %+v after the refused release: want generation %d still live", b, gen)
+		}
+		if st := r.e.Status(); st.Feeds[0].Released != 0 {
+			t.Errorf("released %d after the refused release, want 0", st.Feeds[0].Released)
+		}
+		if got := len(r.controls(t)); got != rows {
+			t.Errorf("%d CONTROL rows after the refused release, want %d", got, rows)
+		}
+	})
+}

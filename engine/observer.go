@@ -199,12 +199,13 @@ type Observer struct {
 	// Engine.ClearOverload), or on one telling the feed's changes then.
 	// The recorder writes a STATE row. It must not block.
 	LossState func(group string, c LossStateChange)
-	// Acted: an operator's action on a group's binding to a feed (a seek:
-	// Engine.Seek, OperatorAction) is about to take effect. Called once
+	// Acted: an operator's action on a group's binding to a feed (a seek,
+	// Engine.Seek, or a release, Engine.Release: OperatorAction) is about
+	// to take effect. Called once
 	// per action that is not a dry run, after every check passed and
 	// before the engine changes anything: before the group's queue is
-	// replaced, a Drop of the items it skips reported, or the source asked
-	// to read again (Rewinder). It is called on the caller's goroutine with
+	// replaced, a Drop of the items it skips or releases reported, or the
+	// source asked to read again (Rewinder). It is called on the caller's goroutine with
 	// the engine's and the feed's locks held: the feed takes nothing
 	// meanwhile, and the hook must not call into the engine (a deadlock);
 	// it may write and sync (the recorder writes a CONTROL row and syncs
@@ -215,16 +216,20 @@ type Observer struct {
 	Acted func(a OperatorAction) error
 }
 
-// ErrNotRecorded: an operator's action (Engine.Seek) was refused because
+// ErrNotRecorded: an operator's action (Engine.Seek, Engine.Release) was refused because
 // the observer could not record it (Observer.Acted failed): nothing
 // changed.
 var ErrNotRecorded = errors.New("engine: the operator's action could not be recorded")
 
-// ActionSeek is OperatorAction.Action for Engine.Seek.
-const ActionSeek = "seek"
+// The values of OperatorAction.Action.
+const (
+	ActionSeek    = "seek"    // Engine.Seek
+	ActionRelease = "release" // Engine.Release, Engine.ReleaseWith
+)
 
 // DefaultOperator is OperatorAction.Who for a caller that named no one
-// (SeekOptions.Who empty); NoReason its Reason for a caller that gave none.
+// (SeekOptions.Who or ReleaseOptions.Who empty, Engine.Release); NoReason
+// its Reason for a caller that gave none.
 const (
 	DefaultOperator = "engine"
 	NoReason        = noReason // "no reason given", as for a kill and a clear
@@ -233,12 +238,13 @@ const (
 // OperatorAction is an operator's action on a group's binding to a feed,
 // told to Observer.Acted before it takes effect. A plain value.
 type OperatorAction struct {
-	Action string // ActionSeek
+	Action string // ActionSeek, ActionRelease
 	Feed   string
 	Group  string
-	// Who is the operator (SeekOptions.Who, or DefaultOperator); Reason the
-	// operator's reason (or NoReason); At when the action was taken
-	// (SeekOptions.At, or the engine's TimerClock).
+	// Who is the operator (SeekOptions.Who, ReleaseOptions.Who, or
+	// DefaultOperator); Reason the operator's reason (or NoReason); At
+	// when the action was taken (the options' At, or the engine's
+	// TimerClock).
 	Who    string
 	Reason string
 	At     time.Time
@@ -246,12 +252,14 @@ type OperatorAction struct {
 	// the feed's items (the last item of its completed prefix, as the
 	// queue's dispatched count says: items completed that still hold the
 	// commit count, unlike SeekPlan.Before); After the one through which
-	// it has completed them after the action: for a forward seek where the
-	// commit moves past what it skips (at least Before), for a backwards
-	// seek the target, below Before: the group was moved back.
+	// it has completed them after the action: for a forward seek and a
+	// release where the commit moves past what it skips or releases (at
+	// least Before), for a backwards seek the target, below Before: the
+	// group was moved back. A release's are those of the queue released
+	// (Released.Before and After).
 	Before, After int64
-	// Seek is the seek's plan (Replacement 0: the queue is not replaced
-	// yet).
+	// Seek is a seek's plan (Replacement 0: the queue is not replaced
+	// yet); zero for a release.
 	Seek SeekPlan
 }
 

@@ -234,7 +234,7 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 	if p.FirstSeq != 0 {
 		p.Before = p.FirstSeq - 1
 	}
-	p.Done = completedThrough(f, b, p.Before)
+	p.Done = doneThrough(f, b)
 	target := to.Seq
 	if to.Latest {
 		target = max(p.Before, p.LastSeq)
@@ -275,17 +275,23 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 // it changes anything (e.mu and f.mu held): an error refuses it
 // (ErrNotRecorded).
 func (e *Engine) acted(f *Feed, b *binding, p SeekPlan, opts SeekOptions) error {
+	return e.tellActed(OperatorAction{Action: ActionSeek, Feed: f.name, Group: b.group.name, Who: cmp.Or(opts.Who, DefaultOperator),
+		Reason: cmp.Or(opts.Reason, NoReason), At: opts.At, Before: p.Done, After: p.Recorded(), Seek: p})
+}
+
+// tellActed tells Observer.Acted of a (its At the TimerClock's now when
+// zero), e.mu and f.mu held: an error is ErrNotRecorded wrapping the
+// hook's.
+func (e *Engine) tellActed(a OperatorAction) error {
 	hook := e.cfg.Observer.Acted
 	if hook == nil {
 		return nil
 	}
-	a := OperatorAction{Action: ActionSeek, Feed: f.name, Group: b.group.name, Who: cmp.Or(opts.Who, DefaultOperator),
-		Reason: cmp.Or(opts.Reason, NoReason), At: opts.At, Before: p.Done, After: p.Recorded(), Seek: p}
 	if a.At.IsZero() {
 		a.At = e.cfg.TimerClock.Now()
 	}
 	if err := hook(a); err != nil {
-		return fmt.Errorf("%w: the seek of group %q on feed %q from %d to %d: %w", ErrNotRecorded, a.Group, a.Feed, a.Before, a.After, err)
+		return fmt.Errorf("%w: the %s of group %q on feed %q (%d to %d): %w", ErrNotRecorded, a.Action, a.Group, a.Feed, a.Before, a.After, err)
 	}
 	return nil
 }
@@ -302,26 +308,32 @@ func (p SeekPlan) Recorded() int64 {
 	return max(p.Done, p.After)
 }
 
-// completedThrough is the feed sequence through which queue b's group
+// doneThrough is the feed sequence through which queue b's group
 // completed the feed's items, as its dispatched count says: the last item
 // held for b (offered to it past its acknowledged point) that it
-// dispatched, else before, the feed sequence before the first it holds
-// (SeekPlan.Before). f.mu held.
-func completedThrough(f *Feed, b *binding, before int64) int64 {
-	d, last := b.dispatched.Load(), int64(0)
+// dispatched, else the one before the first item held for b, else (none
+// held) the feed's last sequence. f.mu held.
+func doneThrough(f *Feed, b *binding) int64 {
+	d, first, last := b.dispatched.Load(), int64(0), int64(0)
 	ack := d
 	if h := b.hold.Load(); h != nil {
 		ack = min(ack, h.durable.Load())
 	}
 	held(&f.win, b, ack, func(en *window.Entry[*binding], after int64) {
+		if first == 0 {
+			first = en.ItemSeq
+		}
 		if after <= d {
 			last = en.ItemSeq
 		}
 	})
-	if last == 0 {
-		return before
+	switch {
+	case last != 0:
+		return last
+	case first != 0:
+		return first - 1
 	}
-	return last
+	return f.seq
 }
 
 // held calls each, oldest first, with every entry of w that waits for b

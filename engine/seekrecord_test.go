@@ -225,7 +225,9 @@ func TestASeekTheObserverCannotRecordIsRefusedAndChangesNothing(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := newActRig(t, c.done)
 				gen := r.gen(t)
+				r.log.mu.Lock()
 				r.log.fail = errCannotWrite
+				r.log.mu.Unlock()
 				_, err := r.e.Seek("in", "g", gen, c.to, engine.SeekOptions{Reason: "x"})
 				if !errors.Is(err, engine.ErrNotRecorded) || !errors.Is(err, errCannotWrite) {
 					t.Fatalf("got %v, want ErrNotRecorded wrapping the observer's error", err)
@@ -306,6 +308,87 @@ func TestAMoveBackTheSourceFailsToApplyIsInTheStatus(t *testing.T) {
 		want := "the source failed to move group g back to seq 4: " + errCannotWrite.Error()
 		if q.MoveBack != engine.MoveBackFailed || st.Stalled == nil || *st.Stalled != want || st.Settled {
 			t.Fatalf("moveBack %q, stalled %v, settled %v: want %q, %q, false", q.MoveBack, st.Stalled, st.Settled, engine.MoveBackFailed, want)
+		}
+	})
+}
+
+// TestEveryReleaseIsToldToTheObserverBeforeItTakesEffect (Release,
+// recorded by the engine): a release is told to Observer.Acted once, with
+// the operator (ReleaseOptions.Who; Release: DefaultOperator), the reason,
+// the instant and the queue's completed prefix before and where the
+// commit moves after (Released.Before and After), before its effect: its
+// Drop comes after it.
+func TestEveryReleaseIsToldToTheObserverBeforeItTakesEffect(t *testing.T) {
+	at := time.Date(2031, 2, 3, 4, 5, 6, 0, time.UTC)
+	for _, c := range []struct {
+		name    string
+		release func(e *engine.Engine, gen int64) (engine.Released, error)
+		want    engine.OperatorAction // At not compared
+	}{
+		{"ReleaseWith", func(e *engine.Engine, gen int64) (engine.Released, error) {
+			return e.ReleaseWith("in", "g", gen, engine.ReleaseOptions{Reason: "poison", Who: "alice", At: at})
+		}, engine.OperatorAction{Action: engine.ActionRelease, Feed: "in", Group: "g", Who: "alice", Reason: "poison", Before: 3, After: 10}},
+		{"Release", func(e *engine.Engine, gen int64) (engine.Released, error) {
+			return e.Release("in", "g", gen, "")
+		}, engine.OperatorAction{Action: engine.ActionRelease, Feed: "in", Group: "g", Who: engine.DefaultOperator, Reason: engine.NoReason, Before: 3, After: 10}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newActRig(t, 3)
+				rel, err := c.release(r.e, r.gen(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.ts.openUp() // the item being handled at the release ends: the group reports the Drop
+				synctest.Wait()
+				acts, order, _ := r.log.snapshot()
+				if len(acts) != 1 {
+					t.Fatalf("told %d actions, want 1: %+v", len(acts), acts)
+				}
+				got := acts[0]
+				if got.At.IsZero() || c.name == "ReleaseWith" && !got.At.Equal(at) {
+					t.Errorf("at %v, want the options' (%v) or the TimerClock's", got.At, at)
+				}
+				got.At = time.Time{}
+				if got != c.want || rel.Before != got.Before || rel.After != got.After {
+					t.Errorf("told %+v (released %+v), want %+v, the release's positions", got, rel, c.want)
+				}
+				if want := []string{"acted", "dropped 4-10"}; !slices.Equal(order, want) {
+					t.Errorf("hooks %q, want %q", order, want)
+				}
+			})
+		})
+	}
+}
+
+// TestAReleaseTheObserverCannotRecordIsRefusedAndReleasesNothing
+// (Release, recorded by the engine): when Observer.Acted fails, the
+// release is refused (ErrNotRecorded wrapping the observer's error): the
+// generation stays live, nothing is released or dropped; once the
+// observer records again, the same release is done.
+func TestAReleaseTheObserverCannotRecordIsRefusedAndReleasesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newActRig(t, 3)
+		gen := r.gen(t)
+		r.log.mu.Lock()
+		r.log.fail = errCannotWrite
+		r.log.mu.Unlock()
+		_, err := r.e.Release("in", "g", gen, "x")
+		if !errors.Is(err, engine.ErrNotRecorded) || !errors.Is(err, errCannotWrite) {
+			t.Fatalf("got %v, want ErrNotRecorded wrapping the observer's error", err)
+		}
+		synctest.Wait()
+		if q := queueOf(t, r.f.Status(), "g", false); q.Generation != gen || q.Released != 0 {
+			t.Fatalf("queue %+v after the refusal: want generation %d live, nothing released", q, gen)
+		}
+		if _, order, _ := r.log.snapshot(); len(order) != 0 {
+			t.Fatalf("hooks %q after the refusal: want none", order)
+		}
+		r.log.mu.Lock()
+		r.log.fail = nil
+		r.log.mu.Unlock()
+		if rel, err := r.e.Release("in", "g", gen, "x"); err != nil || rel.Unprocessed != 7 {
+			t.Fatalf("the same release once the observer records: %+v, %v: want 7 unprocessed items released", rel, err)
 		}
 	})
 }
