@@ -73,6 +73,7 @@ const rewindHistory = 4096
 type rewindReq struct {
 	r       Rewind
 	through int64 // the feed's last sequence at the seek
+	failed  error // the source's Rewind failed (the status says so)
 }
 
 // locate returns the epoch and position of item seq, as the window or the
@@ -176,6 +177,9 @@ func (e *Engine) seekBackLocked(f *Feed, g *group, b *binding, p SeekPlan, targe
 	if opts.DryRun {
 		return p, nil
 	}
+	if err := e.acted(f, b, p, opts); err != nil {
+		return SeekPlan{}, err
+	}
 	// The queue holds nothing unprocessed: its processed items held in the
 	// window wait for it no more (they have their rows), and it is
 	// replaced, spending its generation.
@@ -207,6 +211,10 @@ func (f *Feed) applyRewind() error {
 	}
 	through, err := f.committer.(Rewinder).Rewind(req.r)
 	if err != nil {
+		f.mu.Lock()
+		req.failed = err
+		f.mu.Unlock()
+		f.eng.watch.note()
 		return fmt.Errorf("engine: feed %q rewind of group %q to seq %d: %w", f.name, req.r.Group, req.r.To.Seq, err)
 	}
 	to := req.r.To
@@ -241,5 +249,6 @@ func (f *Feed) applyRewind() error {
 	f.rewinding.Store(false)
 	f.mu.Unlock()
 	f.signalReady()
+	f.eng.watch.note() // the feed may be settled now
 	return nil
 }

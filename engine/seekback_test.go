@@ -106,7 +106,7 @@ func TestABackwardsSeekReDeliversTheRangeToThatGroupOnly(t *testing.T) {
 		}
 		p := r.fenceAndSeek(t, "fast", 4)
 		want := engine.SeekPlan{Feed: "in", Group: "fast", Generation: p.Generation, Replacement: p.Replacement,
-			Before: 10, After: 4, Redelivery: true, FirstSeq: 5, LastSeq: 10, Redelivered: 6, Reason: "replay"}
+			Before: 10, After: 4, Done: 10, Redelivery: true, FirstSeq: 5, LastSeq: 10, Redelivered: 6, Reason: "replay"}
 		if p != want || p.Replacement == 0 {
 			t.Fatalf("plan %+v, want %+v", p, want)
 		}
