@@ -201,6 +201,10 @@ type Source struct {
 
 	items []any
 	poss  []core.Position
+
+	// runStarted, when set (by the tests), is called by Run with the
+	// client before its first duty cycle.
+	runStarted func(*kgo.Client)
 }
 
 // part is one partition the source has owned.
@@ -346,6 +350,9 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 	timer.Stop()
 	defer timer.Stop()
 	var refused time.Time // since when the feed refuses the buffered records
+	if s.runStarted != nil {
+		s.runStarted(cl)
+	}
 	for {
 		s.poll()
 		if ctx.Err() != nil {
