@@ -199,6 +199,12 @@ type Source struct {
 	// brokerHook.
 	groupErr atomic.Pointer[string]
 
+	// view is what CheckRewind reads of the partitions (refreshView),
+	// without s.mu. failed is a move back the source could not apply
+	// after it was checked (ErrRewind): Run returns it.
+	view   atomic.Pointer[map[string]rewindView]
+	failed atomic.Pointer[error]
+
 	items []any
 	poss  []core.Position
 
@@ -332,6 +338,7 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 		return ErrRunning
 	}
 	defer s.running.Store(false)
+	s.failed.Store(nil)
 	s.mu.Lock()
 	s.in = in
 	s.epoch = 0
@@ -355,6 +362,10 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 	}
 	for {
 		s.poll()
+		if err := s.failed.Load(); err != nil {
+			cl.AllowRebalance()
+			return *err
+		}
 		if ctx.Err() != nil {
 			cl.AllowRebalance()
 			s.stopCheck(cl)

@@ -67,7 +67,10 @@ func (s *Source) takePartition(fp kgo.FetchTopicPartition, id topicID, committed
 		return losses
 	}
 	epoch := TopicEpoch(id)
-	p.id, p.epoch = id, epoch
+	if p.id != id {
+		p.id, p.epoch = id, epoch
+		defer s.refreshView()
+	}
 	if id.known() {
 		s.ids[p.topic] = id // what the client consumes, named by its fetches
 	}
@@ -126,6 +129,7 @@ func (s *Source) truncated(p *part, at, end int64) engine.Loss {
 		// Assigned before the topic's ID was known, and nothing fetched
 		// since: the loss is in the position space the ID now names.
 		p.id, p.epoch = id, TopicEpoch(id)
+		s.refreshView()
 	}
 	p.stale, p.committed, p.next = true, -1, 0
 	p.truncated++
@@ -419,6 +423,7 @@ func (s *Source) noteIDs(ids map[string]topicID) {
 	for _, p := range s.parts {
 		if id := s.ids[p.topic]; p.owned && p.published == 0 && !p.id.known() && id.known() {
 			p.id, p.epoch = id, TopicEpoch(id)
+			s.refreshView()
 		}
 	}
 }
