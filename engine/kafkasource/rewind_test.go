@@ -5,12 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
@@ -384,5 +386,93 @@ func TestABackwardsSeekDropsTheRecordsTheSourceHeldPastIt(t *testing.T) {
 	}
 	if got := slow.seen(); !slices.Equal(got, upTo(0, n)) {
 		t.Errorf("slow handled %d records, want each of the %d once, in order", len(got), n)
+	}
+}
+
+// produceTo writes n records to partition of topic, values
+// "p<partition>-<i>" for i from from on (its offsets when from is the
+// partition's end).
+func produceTo(t *testing.T, c *kfake.Cluster, partition int32, from, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rs := make([]*kgo.Record, n)
+	for i := range rs {
+		rs[i] = &kgo.Record{Partition: partition, Value: []byte("p" + strconv.Itoa(int(partition)) + "-" + strconv.Itoa(from+i))}
+	}
+	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestABackwardsSeekOnATopicOfTwoPartitionsMovesTheTargetsPartitionOnly
+// (Seek, backwards, Kafka): partition 1's 10 records are read, then
+// partition 0's 20; fast is moved back to partition 0's offset 5 (the
+// feed's records after it are all of partition 0: the engine moves one
+// key back). Partition 0 is read again from offset 6 for fast only;
+// partition 1, whose fetches SetOffsets interrupted, goes on: its 5 new
+// records go to both groups once, and both partitions end committed.
+func TestABackwardsSeekOnATopicOfTwoPartitionsMovesTheTargetsPartitionOnly(t *testing.T) {
+	c := newCluster(t, 2)
+	fast, slow := &offsets{}, &offsets{}
+	var mu sync.Mutex
+	handled := map[string]map[string]int{"fast": {}, "slow": {}}
+	note := func(group string) func(r *kafkasource.Record) {
+		return func(r *kafkasource.Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			handled[group][string(r.Value)]++
+		}
+	}
+	fast.hook, slow.hook = note("fast"), note("slow")
+	src := newSource(t, c, "gtwo", nil)
+	eng := progressEngine(t, src, fast.processor(), slow.processor())
+	t.Cleanup(func() { eng.Stop(context.Background()) })
+	produceTo(t, c, 1, 0, 10)
+	testutil.PollUntil(t, time.Minute, "partition 1 handled", func() bool { return fast.count() == 10 && slow.count() == 10 })
+	produceTo(t, c, 0, 0, 20)
+	testutil.PollUntil(t, time.Minute, "partition 0 handled", func() bool { return fast.count() == 30 && slow.count() == 30 })
+	if err := eng.Fence("fast"); err != nil {
+		t.Fatal(err)
+	}
+	// Seqs 1-10 are partition 1's, 11-30 partition 0's offsets 0-19.
+	p, err := eng.Seek("kafka", "fast", liveGen(t, eng, "fast"), engine.SeekTarget{Seq: 16}, engine.SeekOptions{Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.PollUntil(t, time.Minute, "partition 0's commit moved back to 6", func() bool { return committed(t, c, "gtwo")[0] == 6 })
+	produceTo(t, c, 1, 10, 5)
+	if err := eng.Resume("kafka", "fast", p.Replacement); err != nil {
+		t.Fatal(err)
+	}
+	testutil.PollUntil(t, time.Minute, "every record handled, both partitions committed to their end", func() bool {
+		got := committed(t, c, "gtwo")
+		return fast.count() == 30+14+5 && slow.count() == 35 && got[0] == 20 && got[1] == 15
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for g, want := range map[string]func(v string) int{
+		"fast": func(v string) int {
+			if i, ok := strings.CutPrefix(v, "p0-"); ok {
+				if n, _ := strconv.Atoi(i); n >= 6 {
+					return 2
+				}
+			}
+			return 1
+		},
+		"slow": func(string) int { return 1 },
+	} {
+		for v, n := range handled[g] {
+			if n != want(v) {
+				t.Errorf("%s handled %s %d times, want %d", g, v, n, want(v))
+			}
+		}
+		if len(handled[g]) != 35 {
+			t.Errorf("%s handled %d distinct records, want 35", g, len(handled[g]))
+		}
 	}
 }
