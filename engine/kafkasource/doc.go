@@ -65,9 +65,10 @@
 // # Backwards seeks
 //
 // The committer is an engine.Rewinder: Engine.Seek moves one group back to
-// a record of a partition (a target after which the feed's records are of
-// that partition only: the engine moves one key back), re-delivered to
-// that group only. The source first commits the partition at the target
+// a record, re-delivered to that group only: the engine asks one Rewind per
+// partition of the feed's records after the target, each to the
+// partition's last record at or before it. The source first commits the
+// partition at the target
 // (CommitOffsetsSync; a lower commit, a slower group's, is kept), the
 // metadata carrying every other group at least at the progress it had and
 // the sought group at the target, so a restart from then on hands the

@@ -435,7 +435,10 @@ func TestABackwardsSeekOnATopicOfTwoPartitionsMovesTheTargetsPartitionOnly(t *te
 	produceTo(t, c, 1, 0, 10)
 	testutil.PollUntil(t, time.Minute, "partition 1 handled", func() bool { return fast.count() == 10 && slow.count() == 10 })
 	produceTo(t, c, 0, 0, 20)
-	testutil.PollUntil(t, time.Minute, "partition 0 handled", func() bool { return fast.count() == 30 && slow.count() == 30 })
+	testutil.PollUntil(t, time.Minute, "partition 0 handled, both committed", func() bool {
+		got := committed(t, c, "gtwo")
+		return fast.count() == 30 && slow.count() == 30 && got[0] == 20 && got[1] == 10
+	})
 	if err := eng.Fence("fast"); err != nil {
 		t.Fatal(err)
 	}
@@ -473,6 +476,85 @@ func TestABackwardsSeekOnATopicOfTwoPartitionsMovesTheTargetsPartitionOnly(t *te
 		}
 		if len(handled[g]) != 35 {
 			t.Errorf("%s handled %d distinct records, want 35", g, len(handled[g]))
+		}
+	}
+}
+
+// TestABackwardsSeekOverRecordsOfTwoPartitionsMovesEachBack (Seek,
+// backwards, Kafka, several keys): partition 0's offsets 0-9 are read,
+// then partition 1's 0-9, then partition 0's 10-14; fast is moved back to
+// partition 1's offset 4 (seq 15): the engine moves partition 1 back to
+// offset 5 and partition 0 to offset 10 (its last record at or before the
+// target), each committed there with slow's progress; fast is handed
+// partition 1's 5-9 and partition 0's 10-14 again, slow nothing, and both
+// partitions end committed.
+func TestABackwardsSeekOverRecordsOfTwoPartitionsMovesEachBack(t *testing.T) {
+	c := newCluster(t, 2)
+	fast, slow := &offsets{}, &offsets{}
+	var mu sync.Mutex
+	handled := map[string]map[string]int{"fast": {}, "slow": {}}
+	note := func(group string) func(r *kafkasource.Record) {
+		return func(r *kafkasource.Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			handled[group][string(r.Value)]++
+		}
+	}
+	fast.hook, slow.hook = note("fast"), note("slow")
+	src := newSource(t, c, "gtwoback", nil)
+	eng := progressEngine(t, src, fast.processor(), slow.processor())
+	t.Cleanup(func() { eng.Stop(context.Background()) })
+	for i, step := range []struct {
+		partition int32
+		from, n   int
+	}{{0, 0, 10}, {1, 0, 10}, {0, 10, 5}} {
+		produceTo(t, c, step.partition, step.from, step.n)
+		want := []int{10, 20, 25}[i]
+		testutil.PollUntil(t, time.Minute, "the records handled", func() bool { return fast.count() == want && slow.count() == want })
+	}
+	testutil.PollUntil(t, time.Minute, "both partitions committed", func() bool {
+		got := committed(t, c, "gtwoback")
+		return got[0] == 15 && got[1] == 10
+	})
+	if err := eng.Fence("fast"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := eng.Seek("kafka", "fast", liveGen(t, eng, "fast"), engine.SeekTarget{Seq: 15}, engine.SeekOptions{Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.PollUntil(t, time.Minute, "both partitions' commits moved back", func() bool {
+		got := committed(t, c, "gtwoback")
+		return got[0] == 10 && got[1] == 5
+	})
+	if err := eng.Resume("kafka", "fast", p.Replacement); err != nil {
+		t.Fatal(err)
+	}
+	testutil.PollUntil(t, time.Minute, "every record handled, both partitions committed to their end", func() bool {
+		got := committed(t, c, "gtwoback")
+		return fast.count() == 35 && slow.count() == 25 && got[0] == 15 && got[1] == 10
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	again := map[string]bool{}
+	for i := 5; i < 10; i++ {
+		again["p1-"+strconv.Itoa(i)] = true
+	}
+	for i := 10; i < 15; i++ {
+		again["p0-"+strconv.Itoa(i)] = true
+	}
+	for g, hs := range handled {
+		if len(hs) != 25 {
+			t.Errorf("%s handled %d distinct records, want 25", g, len(hs))
+		}
+		for v, n := range hs {
+			want := 1
+			if g == "fast" && again[v] {
+				want = 2
+			}
+			if n != want {
+				t.Errorf("%s handled %s %d times, want %d", g, v, n, want)
+			}
 		}
 	}
 }
