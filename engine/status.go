@@ -296,7 +296,7 @@ func (f *Feed) statusLocked() FeedStatus {
 		ss.Released, ss.Generation = b.released.Load(), b.gen
 		ss.AlreadyCompleted = b.completed.Load()
 		ss.Loss = f.lossStatus(b.group.name)
-		if rq := f.rewind; rq != nil && live[b] && rq.r.Group == b.group.name {
+		if rq := f.rewind; rq != nil && live[b] && rq.rs[0].Group == b.group.name {
 			ss.MoveBack = MoveBackPending
 			if rq.failed != nil {
 				ss.MoveBack = MoveBackFailed
@@ -334,7 +334,7 @@ func (f *Feed) statusLocked() FeedStatus {
 		stalled = b.stuck()
 	}
 	if rq := f.rewind; rq != nil && rq.failed != nil { // first: the feed takes nothing more
-		stalled = fmt.Sprintf("the source failed to move group %s back to seq %d: %v", rq.r.Group, rq.r.To.Seq, rq.failed)
+		stalled = fmt.Sprintf("the source failed to move group %s back to seq %d: %v", rq.rs[rq.done].Group, rq.rs[rq.done].To.Seq, rq.failed)
 	}
 	if stalled != "" {
 		fs.Stalled = &stalled
