@@ -39,13 +39,32 @@ type CommitReporter interface {
 	Durable(c Commit) (offset int64, live bool)
 }
 
-// pollAcks is Intake.PollAcks.
+// pollAcks is Intake.PollAcks. A backwards seek pending is applied
+// between two rounds of telling: the first tells the committer (and
+// commits) what was acknowledged before it, so that the source keeps
+// every other group at the progress it made up to the seek, not at its
+// last commit; the second what the source's move back leaves to tell.
 func (f *Feed) pollAcks() (int, error) {
 	f.pollMu.Lock()
 	defer f.pollMu.Unlock()
-	if err := f.applyRewind(); err != nil {
-		return 0, err
+	told := 0
+	if f.rewinding.Load() {
+		n, err := f.tell()
+		if err != nil {
+			return n, err
+		}
+		if err := f.applyRewind(); err != nil {
+			return n, err
+		}
+		told = n
 	}
+	n, err := f.tell()
+	return told + n, err
+}
+
+// tell tells the committer what was acknowledged since the last poll and
+// commits it (pollMu held).
+func (f *Feed) tell() (int, error) {
 	f.mu.Lock()
 	c := f.committer
 	gc, _ := c.(GroupCommitter)

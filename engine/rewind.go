@@ -15,8 +15,9 @@ import (
 //
 // Rewind is called once per backwards seek and key moved back (below), on
 // the goroutine that polls the feed's acknowledgements (Intake.PollAcks,
-// before it tells the committer anything), after the seek returned. The
-// source then:
+// once it told the committer, and had it commit, what was acknowledged
+// before the seek, each group's progress with it), after the seek
+// returned. The source then:
 //   - lowers its durable commit to r.To (or keeps it where it is when it
 //     is lower), keeping each group of r.Others at least at the progress
 //     it had (the commit it had, or its own progress if it kept one:

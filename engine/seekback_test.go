@@ -675,3 +675,56 @@ func TestABackwardsSeekOverAKeyWhoseStandIsUnknownIsRefused(t *testing.T) {
 		}
 	})
 }
+
+// progressRewinder is a Rewinder and GroupCommitter of the tests' that
+// keeps the progress each group was told and, at its Rewind, what it had
+// been told by then.
+type progressRewinder struct {
+	committer
+	told, atRewind map[string]int64
+}
+
+func (c *progressRewinder) GroupAcknowledged(group string, cm engine.Commit) {
+	c.told[group] = max(c.told[group], cm.Position.Offset)
+}
+
+func (c *progressRewinder) Rewind(engine.Rewind) (core.Position, error) {
+	c.atRewind = maps.Clone(c.told)
+	return core.Position{Offset: 10}, nil
+}
+
+// TestTheOtherGroupsKeepWhatTheyCompletedBeforeAMoveBackNotYetTold (Seek,
+// backwards): a seek made before the source was told what the groups
+// completed (no poll since) is applied once the source was told it: the
+// source keeps every other group at what it completed up to the seek, not
+// at what it was told last, so a restart hands them nothing again.
+func TestTheOtherGroupsKeepWhatTheyCompletedBeforeAMoveBackNotYetTold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, engine.Config{
+			Feeds: []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 32, SkipCompleted: true}},
+			Groups: []engine.GroupConfig{
+				{Name: "g", Feeds: []string{"in"}, Processors: procs("g", newTurnstile(true))},
+				{Name: "h", Feeds: []string{"in"}, Processors: procs("h", newTurnstile(true))}}})
+		f := e.Feed("in")
+		c := &progressRewinder{told: map[string]int64{}}
+		f.Intake().SetCommitter(c)
+		publish(t, f, 1, 10)
+		synctest.Wait() // both completed 1-10; nothing polled
+		if err := e.Fence("g"); err != nil {
+			t.Fatal(err)
+		}
+		gen := queueOf(t, f.Status(), "g", false).Generation
+		if _, err := e.Seek("in", "g", gen, engine.SeekTarget{Seq: 4}, engine.SeekOptions{Reason: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Intake().PollAcks(); err != nil {
+			t.Fatal(err)
+		}
+		if c.atRewind == nil {
+			t.Fatal("no Rewind at the poll")
+		}
+		if got, want := c.atRewind["h"], int64(10); got != want {
+			t.Errorf("h's progress told before the Rewind: %d, want %d (all it completed before the seek)", got, want)
+		}
+	})
+}
