@@ -262,6 +262,9 @@ WHERE run_id = $1 RETURNING generation, run`, s.loc.Run, member, s.loc.Group).Sc
 	if err != nil {
 		return err
 	}
+	if _, err := c.Exec(ctx, leaseSQL(s.key, s.gen)); err != nil {
+		return err
+	}
 	s.pool, err = acquirePool(ctx, s.loc.Conn)
 	return err
 }

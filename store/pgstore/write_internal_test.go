@@ -46,7 +46,7 @@ func TestAWriterThatDiesWhileSendingABatchCommitsNothing(t *testing.T) {
 		}
 		data = copyRow(data, s.key, s.lastID+int64(i)+1, &rows[i], payload)
 	}
-	msg, err := (&pgproto3.Query{String: appendSQL(s.key, s.gen, len(rows))}).Encode(nil)
+	msg, err := (&pgproto3.Query{String: appendSQL(len(rows))}).Encode(nil)
 	if err == nil {
 		msg, err = (&pgproto3.CopyData{Data: data[:len(data)/2]}).Encode(msg)
 	}
@@ -92,5 +92,43 @@ func TestAWriterThatDiesWhileSendingABatchCommitsNothing(t *testing.T) {
 	}
 	if n != 2 || nrows != 2 {
 		t.Errorf("the run holds %d rows and counts %d, want the 2 appended before", n, nrows)
+	}
+}
+
+// TestTheLeaseStatementIsPlannedOnce: a writer's Appends execute its
+// prepared lease statement (leaseSQL), which the server plans once for
+// them all (a generic plan), not a statement parsed and planned again in
+// each Append's message.
+func TestTheLeaseStatementIsPlannedOnce(t *testing.T) {
+	ctx := context.Background()
+	u, err := WithRun(pgtest.Database(t), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := create(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Append(store.EncodeMeta(store.Meta{Created: storetest.T0, Streams: []string{"p"}}),
+		store.Entry{Processor: "p", Index: 1, Kind: store.KindStart}); err != nil {
+		t.Fatal(err)
+	}
+	const appends = 20
+	for i := range appends {
+		if err := s.Append(storetest.Input("p", int64(i+1))...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var generic, custom int64
+	err = s.wconn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1`, leaseStmt).Scan(&generic, &custom)
+	if err != nil {
+		t.Fatalf("the writer's lease statement: %v", err)
+	}
+	if got, want := generic+custom, int64(appends+1); got != want {
+		t.Errorf("the lease statement ran %d times, want %d (one an Append)", got, want)
+	}
+	if custom > 5 {
+		t.Errorf("the lease statement was planned %d times (%d generic plans), want a generic plan after at most 5", custom, generic)
 	}
 }
