@@ -1,14 +1,15 @@
 package pgstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/blackbox-audit/blackbox/internal/killpoint"
 	"github.com/blackbox-audit/blackbox/store"
@@ -43,7 +44,10 @@ func (s *database) Append(rows ...store.Entry) error {
 	if s.lastID == 0 && rows[0].Kind == store.KindMeta {
 		meta, _ = store.DecodeMeta(rows[0])
 	}
-	buf := append(s.buf[:0], copyHeader...)
+	buf := appendQuery(s.buf[:0], appendSQL(len(rows)))
+	msg := len(buf) // the open CopyData message
+	buf = append(buf, copyDataMsg, 0, 0, 0, 0)
+	buf = append(buf, copyHeader...)
 	for i := range rows {
 		e := &rows[i]
 		err := store.ValidateIn(meta.Format, *e)
@@ -64,8 +68,15 @@ func (s *database) Append(rows ...store.Entry) error {
 			return s.fileErr("append", err)
 		}
 		buf = copyRow(buf, s.key, s.lastID+int64(i)+1, e, payload)
+		if len(buf)-msg >= copyChunk {
+			endMessage(buf, msg)
+			msg = len(buf)
+			buf = append(buf, copyDataMsg, 0, 0, 0, 0)
+		}
 	}
 	buf = binary.BigEndian.AppendUint16(buf, copyTrailer)
+	endMessage(buf, msg)
+	buf = append(buf, copyDoneMsg, 0, 0, 0, 4)
 	if cap(buf) <= maxKeptBuf {
 		s.buf = buf
 	}
@@ -163,23 +174,98 @@ func copyText(b []byte, v string) []byte {
 	return append(b, v...)
 }
 
-// insert sends the batch (rows, encoded as COPY data in data) with
-// appendSQL and waits for its commit.
-func (s *database) insert(ctx context.Context, rows []store.Entry, data []byte) error {
+// The frontend messages of an Append (appendQuery, the CopyData messages
+// of its rows, a CopyDone): a type byte, then the message's length (its
+// own 4 bytes included) and body.
+const (
+	queryMsg    = 'Q'
+	copyDataMsg = 'd'
+	copyDoneMsg = 'c'
+	// copyChunk is the size past which an Append's COPY data goes on in
+	// a new CopyData message (as pgconn's CopyFrom sends 64 KiB ones): a
+	// message stays far below the server's limit (1 GB) whatever the
+	// batch.
+	copyChunk = 64 << 10
+)
+
+// appendQuery appends the Query message of sql to b.
+func appendQuery(b []byte, sql string) []byte {
+	b = append(b, queryMsg)
+	b = binary.BigEndian.AppendUint32(b, uint32(4+len(sql)+1))
+	b = append(b, sql...)
+	return append(b, 0)
+}
+
+// endMessage sets the length of the message of b that starts at at (its
+// type byte) and ends at the end of b.
+func endMessage(b []byte, at int) {
+	binary.BigEndian.PutUint32(b[at+1:], uint32(len(b)-at-1))
+}
+
+// insert sends an Append's messages (msgs: the query message of appendSQL
+// for rows, their COPY data and a CopyDone) in one write and reads the
+// server's answers until it is ready for the next query: the batch's
+// transaction committed or not. The server answers the lease check, the
+// start of the COPY and its end (a few hundred bytes at most, an error
+// included) while it reads the rest, so the one write cannot wait on a
+// server waiting to be read. A failed lease check or COPY aborts the
+// transaction; the server ignores the COPY data and CopyDone that follow
+// an error. Where the message was cut short (the writer killed, the
+// connection lost), the server aborts the transaction, the COPY
+// unfinished.
+func (s *database) insert(ctx context.Context, rows []store.Entry, msgs []byte) error {
 	if killpoint.Armed(killpoint.StoreWrite) { // tests only: dormant unless armed
 		killpoint.ReachAt(killpoint.StoreWrite, store.LastSeq(rows))
 	}
-	tag, err := s.wconn.PgConn().CopyFrom(ctx, bytes.NewReader(data), appendSQL(len(rows)))
-	var pe *pgconn.PgError
-	switch {
-	case errors.As(err, &pe) && pe.Code == leaseLostCode:
-		return fmt.Errorf("%w: run %q is not at generation %d any more", ErrLeaseLost, s.loc.Run, s.gen)
-	case err != nil:
+	pc := s.wconn.PgConn()
+	if _, err := pc.Conn().Write(msgs); err != nil {
+		s.closeBroken(pc)
 		return err
-	case tag.RowsAffected() != int64(len(rows)):
-		return fmt.Errorf("inserted %d rows of %d", tag.RowsAffected(), len(rows))
 	}
-	return nil
+	var (
+		pgErr  error
+		copied int64 = -1
+	)
+	for {
+		msg, err := pc.ReceiveMessage(ctx)
+		if err != nil {
+			s.closeBroken(pc)
+			return err
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			if pgErr == nil {
+				pgErr = pgconn.ErrorResponseToPgError(msg)
+			}
+		case *pgproto3.CommandComplete:
+			if tag := pgconn.NewCommandTag(string(msg.CommandTag)); strings.HasPrefix(tag.String(), "COPY ") {
+				copied = tag.RowsAffected()
+			}
+		case *pgproto3.ReadyForQuery:
+			var pe *pgconn.PgError
+			switch {
+			case errors.As(pgErr, &pe) && pe.Code == leaseLostCode:
+				return fmt.Errorf("%w: run %q is not at generation %d any more", ErrLeaseLost, s.loc.Run, s.gen)
+			case pgErr != nil:
+				return pgErr
+			case copied != int64(len(rows)):
+				return fmt.Errorf("inserted %d rows of %d", copied, len(rows))
+			}
+			return nil
+		}
+	}
+}
+
+// closeBroken closes the writer's connection after a failed write or read
+// of an Append (the server aborts the batch's transaction when the
+// connection ends), unless pgconn closed it already.
+func (s *database) closeBroken(pc *pgconn.PgConn) {
+	if pc.IsClosed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	pc.Close(ctx)
 }
 
 // Sync is a no-op: a committed Append is durable as the server makes

@@ -6,6 +6,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -130,5 +131,50 @@ func TestTheLeaseStatementIsPlannedOnce(t *testing.T) {
 	}
 	if custom > 5 {
 		t.Errorf("the lease statement was planned %d times (%d generic plans), want a generic plan after at most 5", custom, generic)
+	}
+}
+
+// TestABatchOfManyCopyDataMessagesReadsBackWhole: an Append whose COPY
+// data is larger than a CopyData message (copyChunk) sends it in several,
+// and the recording reads back every row of the batch, in order.
+func TestABatchOfManyCopyDataMessagesReadsBackWhole(t *testing.T) {
+	u, err := WithRun(pgtest.Database(t), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := create(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Entry{store.EncodeMeta(store.Meta{Created: storetest.T0, Streams: []string{"p"}}),
+		{Processor: "p", Index: 1, Kind: store.KindStart}}
+	if err := s.Append(want...); err != nil {
+		t.Fatal(err)
+	}
+	var batch []store.Entry
+	for i := range 3000 {
+		batch = append(batch, storetest.Input("p", int64(i+1))...)
+	}
+	if err := s.Append(batch...); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.buf) < 3*copyChunk {
+		t.Fatalf("the batch's messages are %d bytes, want several CopyData messages of %d", len(s.buf), copyChunk)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, batch...)
+	r, err := Open(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, errs := storetest.ReadAll(r)
+	if len(errs) > 0 {
+		t.Fatalf("reading the recording: %v", errs)
+	}
+	if diff := cmp.Diff(storetest.Normalized(want), got); diff != "" {
+		t.Errorf("rows read back (-appended +read):\n%s", diff)
 	}
 }
