@@ -175,6 +175,8 @@ type database struct {
 	meta   store.Meta
 	closed bool
 	buf    []byte // Append's COPY data, kept for the next (maxKeptBuf)
+	// Append: the connection has no lease statement (noStatementCode)
+	unprepared bool
 
 	// A reader (Open): the rows it reads (id <= roMax) and their META row.
 	roMax  int64
@@ -262,7 +264,7 @@ WHERE run_id = $1 RETURNING generation, run`, s.loc.Run, member, s.loc.Group).Sc
 	if err != nil {
 		return err
 	}
-	if _, err := c.Exec(ctx, leaseSQL(s.key, s.gen)); err != nil {
+	if _, err := c.Exec(ctx, prepareLease); err != nil {
 		return err
 	}
 	s.pool, err = acquirePool(ctx, s.loc.Conn)

@@ -44,7 +44,8 @@ func (s *database) Append(rows ...store.Entry) error {
 	if s.lastID == 0 && rows[0].Kind == store.KindMeta {
 		meta, _ = store.DecodeMeta(rows[0])
 	}
-	buf := appendQuery(s.buf[:0], appendSQL(len(rows)))
+	buf := appendQuery(s.buf[:0], appendSQL(s.key, s.gen, len(rows), !s.unprepared))
+	query := len(buf)
 	msg := len(buf) // the open CopyData message
 	buf = append(buf, copyDataMsg, 0, 0, 0, 0)
 	buf = append(buf, copyHeader...)
@@ -80,7 +81,14 @@ func (s *database) Append(rows ...store.Entry) error {
 	if cap(buf) <= maxKeptBuf {
 		s.buf = buf
 	}
-	if err := s.insert(context.Background(), rows, buf); err != nil {
+	err := s.insert(context.Background(), rows, buf)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == noStatementCode && !s.unprepared {
+		s.unprepared = true
+		retry := append(appendQuery(nil, appendSQL(s.key, s.gen, len(rows), false)), buf[query:]...)
+		err = s.insert(context.Background(), rows, retry)
+	}
+	if err != nil {
 		s.lost = err
 		return s.fileErr("append", err)
 	}
@@ -94,12 +102,12 @@ func (s *database) Append(rows ...store.Entry) error {
 // maxKeptBuf bounds the COPY buffer a writer keeps for its next Append.
 const maxKeptBuf = 4 << 20
 
-// appendSQL is an Append's query message: one simple query of two
-// statements, which PostgreSQL runs as one transaction of its own (the
-// implicit transaction of a query message), in one round trip. The first
-// executes the writer's lease statement (leaseSQL, prepared once on the
-// writer's connection): it counts n rows into the run's lease row where
-// the generation is the writer's and divides 1 by the number of rows it
+// appendSQL is the query message of an Append of n rows by the writer of
+// run key at generation gen: one simple query of two statements, which
+// PostgreSQL runs as one transaction of its own (the implicit transaction
+// of a query message), in one round trip. The first is the lease check
+// (leaseCheck): it counts n rows into the run's lease row where the
+// generation is the writer's and divides 1 by the number of rows it
 // updated: 0 once the lease is lost, which PostgreSQL refuses (SQLSTATE
 // 22012, division_by_zero: leaseLostCode), aborting the transaction before
 // the COPY runs. Otherwise the lease row stays locked until the commit (a
@@ -108,25 +116,42 @@ const maxKeptBuf = 4 << 20
 // aborts the transaction: nothing of the batch is committed, the count
 // included. No schema object is needed: a database of schema version 1
 // takes it as it is.
-func appendSQL(n int) string {
-	return "EXECUTE " + leaseStmt + "(" + strconv.Itoa(n) + "); " +
+//
+// With prepared, the lease check executes the statement prepared on the
+// writer's connection (prepareLease), else it is the statement itself.
+func appendSQL(key, gen int64, n int, prepared bool) string {
+	args := strconv.Itoa(n) + ", " + strconv.FormatInt(key, 10) + ", " + strconv.FormatInt(gen, 10)
+	check := "EXECUTE " + leaseStmt + "(" + args + ")"
+	if !prepared {
+		check = strings.NewReplacer("$1", strconv.Itoa(n), "$2", strconv.FormatInt(key, 10), "$3", strconv.FormatInt(gen, 10)).Replace(leaseCheck)
+	}
+	return check + "; " +
 		`COPY blackbox_rows (run, id, processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads) FROM STDIN (FORMAT binary)`
 }
 
-// leaseStmt names the lease statement prepared on a writer's connection
-// (leaseSQL): a session's own, as its run lock is.
+// leaseCheck is the lease check of appendSQL: $1 rows counted into the
+// lease row of run $2 at generation $3.
+const leaseCheck = "WITH lease AS (UPDATE blackbox_runs SET nrows = nrows + $1 WHERE run = $2 AND generation = $3 RETURNING 1) SELECT 1 / count(*) FROM lease"
+
+// leaseStmt names the lease check prepared on a writer's connection
+// (prepareLease). Its text is the same for every writer (the run and the
+// generation are parameters), so that a statement of that name prepared on
+// a server connection that a pooler shares between clients is the lease
+// check all the same.
 const leaseStmt = "blackbox_lease"
 
-// leaseSQL prepares the lease statement of the writer of run key at
-// generation gen, whose parameter is the number of rows an Append counts
-// into the lease row (appendSQL). Prepared, it is parsed and planned
-// once: as a statement of each Append's message, its parse and plan (a
-// data-modifying WITH) took a tenth of the server's time for a batch of
-// 128 rows.
-func leaseSQL(key, gen int64) string {
-	return "PREPARE " + leaseStmt + " (bigint) AS WITH lease AS (UPDATE blackbox_runs SET nrows = nrows + $1" +
-		" WHERE run = " + strconv.FormatInt(key, 10) + " AND generation = " + strconv.FormatInt(gen, 10) + " RETURNING 1) SELECT 1 / count(*) FROM lease"
-}
+// prepareLease prepares the lease check (leaseCheck) as leaseStmt.
+// Prepared, it is parsed and planned once (a generic plan): as a statement
+// of each Append's message, its parse and plan (a data-modifying WITH)
+// took a tenth of the server's time for a batch of 128 rows.
+const prepareLease = "PREPARE " + leaseStmt + " (bigint, bigint, bigint) AS " + leaseCheck
+
+// noStatementCode is the SQLSTATE of an EXECUTE of a statement the
+// session has not prepared (invalid_sql_statement_name): the Append's
+// connection is not the one that prepared it (a pooler in transaction
+// mode), or the statement was deallocated. The transaction aborts before
+// its COPY runs, so the Append is sent again with the lease check itself.
+const noStatementCode = "26000"
 
 // leaseLostCode is the SQLSTATE of appendSQL's first statement when it
 // updated no lease row (division_by_zero: it divides by that number). Its

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"testing"
 
@@ -47,7 +48,7 @@ func TestAWriterThatDiesWhileSendingABatchCommitsNothing(t *testing.T) {
 		}
 		data = copyRow(data, s.key, s.lastID+int64(i)+1, &rows[i], payload)
 	}
-	msg, err := (&pgproto3.Query{String: appendSQL(len(rows))}).Encode(nil)
+	msg, err := (&pgproto3.Query{String: appendSQL(s.key, s.gen, len(rows), true)}).Encode(nil)
 	if err == nil {
 		msg, err = (&pgproto3.CopyData{Data: data[:len(data)/2]}).Encode(msg)
 	}
@@ -176,5 +177,55 @@ func TestABatchOfManyCopyDataMessagesReadsBackWhole(t *testing.T) {
 	}
 	if diff := cmp.Diff(storetest.Normalized(want), got); diff != "" {
 		t.Errorf("rows read back (-appended +read):\n%s", diff)
+	}
+}
+
+// TestAnAppendWithoutTheLeaseStatementChecksTheLeaseItself: a connection
+// that does not hold the prepared lease check (a pooler in transaction
+// mode hands the Append another server connection; here it is
+// deallocated) refuses the EXECUTE before the COPY, and the Append is sent
+// again with the lease check itself: the rows are appended once, counted
+// once, and a lost lease is still ErrLeaseLost.
+func TestAnAppendWithoutTheLeaseStatementChecksTheLeaseItself(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Database(t)
+	u, err := WithRun(db, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := create(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Append(store.EncodeMeta(store.Meta{Created: storetest.T0, Streams: []string{"p"}}),
+		store.Entry{Processor: "p", Index: 1, Kind: store.KindStart}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.wconn.Exec(ctx, "DEALLOCATE "+leaseStmt); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := s.Append(storetest.Input("p", int64(i+1))...); err != nil {
+			t.Fatalf("Append %d without the lease statement: %v", i+1, err)
+		}
+	}
+	c, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var n, nrows int64
+	if err := c.QueryRow(ctx, `SELECT (SELECT count(*) FROM blackbox_rows WHERE run = $1), (SELECT nrows FROM blackbox_runs WHERE run = $1)`, s.key).Scan(&n, &nrows); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(2 + 2*len(storetest.Input("p", 1))); n != want || nrows != want {
+		t.Errorf("the run holds %d rows and counts %d, want %d", n, nrows, want)
+	}
+	if _, err := c.Exec(ctx, `UPDATE blackbox_runs SET generation = generation + 1 WHERE run = $1`, s.key); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(storetest.Input("p", 3)...); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Append after the run was taken over: %v, want ErrLeaseLost", err)
 	}
 }
