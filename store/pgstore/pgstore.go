@@ -174,7 +174,8 @@ type database struct {
 	lastID int64
 	meta   store.Meta
 	closed bool
-	buf    []byte // Append's COPY data, kept for the next (maxKeptBuf)
+	data   []byte // Append's COPY data, kept for the next (maxKeptBuf)
+	buf    []byte // Append's frontend messages, kept for the next (maxKeptBuf)
 	// Append: the connection has no lease statement (noStatementCode)
 	unprepared bool
 

@@ -44,11 +44,7 @@ func (s *database) Append(rows ...store.Entry) error {
 	if s.lastID == 0 && rows[0].Kind == store.KindMeta {
 		meta, _ = store.DecodeMeta(rows[0])
 	}
-	buf := appendQuery(s.buf[:0], appendSQL(s.key, s.gen, len(rows), !s.unprepared))
-	query := len(buf)
-	msg := len(buf) // the open CopyData message
-	buf = append(buf, copyDataMsg, 0, 0, 0, 0)
-	buf = append(buf, copyHeader...)
+	data := append(s.data[:0], copyHeader...)
 	for i := range rows {
 		e := &rows[i]
 		err := store.ValidateIn(meta.Format, *e)
@@ -68,25 +64,26 @@ func (s *database) Append(rows ...store.Entry) error {
 		if err != nil {
 			return s.fileErr("append", err)
 		}
-		buf = copyRow(buf, s.key, s.lastID+int64(i)+1, e, payload)
-		if len(buf)-msg >= copyChunk {
-			endMessage(buf, msg)
-			msg = len(buf)
-			buf = append(buf, copyDataMsg, 0, 0, 0, 0)
-		}
+		data = copyRow(data, s.key, s.lastID+int64(i)+1, e, payload)
 	}
-	buf = binary.BigEndian.AppendUint16(buf, copyTrailer)
-	endMessage(buf, msg)
-	buf = append(buf, copyDoneMsg, 0, 0, 0, 4)
-	if cap(buf) <= maxKeptBuf {
-		s.buf = buf
+	data = binary.BigEndian.AppendUint16(data, copyTrailer)
+	msgs, err := appendMessages(s.buf[:0], appendSQL(s.key, s.gen, len(rows), !s.unprepared), data)
+	if err == nil {
+		err = s.insert(context.Background(), rows, msgs)
 	}
-	err := s.insert(context.Background(), rows, buf)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == noStatementCode && !s.unprepared {
 		s.unprepared = true
-		retry := append(appendQuery(nil, appendSQL(s.key, s.gen, len(rows), false)), buf[query:]...)
-		err = s.insert(context.Background(), rows, retry)
+		msgs, err = appendMessages(msgs[:0], appendSQL(s.key, s.gen, len(rows), false), data)
+		if err == nil {
+			err = s.insert(context.Background(), rows, msgs)
+		}
+	}
+	if cap(data) <= maxKeptBuf {
+		s.data = data
+	}
+	if cap(msgs) <= maxKeptBuf {
+		s.buf = msgs
 	}
 	if err != nil {
 		s.lost = err
@@ -99,7 +96,8 @@ func (s *database) Append(rows ...store.Entry) error {
 	return nil
 }
 
-// maxKeptBuf bounds the COPY buffer a writer keeps for its next Append.
+// maxKeptBuf bounds each buffer (COPY data, messages) a writer keeps for
+// its next Append.
 const maxKeptBuf = 4 << 20
 
 // appendSQL is the query message of an Append of n rows by the writer of
@@ -199,32 +197,25 @@ func copyText(b []byte, v string) []byte {
 	return append(b, v...)
 }
 
-// The frontend messages of an Append (appendQuery, the CopyData messages
-// of its rows, a CopyDone): a type byte, then the message's length (its
-// own 4 bytes included) and body.
-const (
-	queryMsg    = 'Q'
-	copyDataMsg = 'd'
-	copyDoneMsg = 'c'
-	// copyChunk is the size past which an Append's COPY data goes on in
-	// a new CopyData message (as pgconn's CopyFrom sends 64 KiB ones): a
-	// message stays far below the server's limit (1 GB) whatever the
-	// batch.
-	copyChunk = 64 << 10
-)
+// copyChunk is the size past which an Append's COPY data goes on in a new
+// CopyData message (as pgconn's CopyFrom sends 64 KiB ones): a message
+// stays far below the server's limit (1 GB) whatever the batch.
+const copyChunk = 64 << 10
 
-// appendQuery appends the Query message of sql to b.
-func appendQuery(b []byte, sql string) []byte {
-	b = append(b, queryMsg)
-	b = binary.BigEndian.AppendUint32(b, uint32(4+len(sql)+1))
-	b = append(b, sql...)
-	return append(b, 0)
-}
-
-// endMessage sets the length of the message of b that starts at at (its
-// type byte) and ends at the end of b.
-func endMessage(b []byte, at int) {
-	binary.BigEndian.PutUint32(b[at+1:], uint32(len(b)-at-1))
+// appendMessages appends to b the frontend messages of an Append
+// (pgproto3's encoding): the Query message of sql, the COPY data in
+// CopyData messages of at most copyChunk bytes, a CopyDone.
+func appendMessages(b []byte, sql string, data []byte) ([]byte, error) {
+	b, err := (&pgproto3.Query{String: sql}).Encode(b)
+	for err == nil && len(data) > 0 {
+		n := min(len(data), copyChunk)
+		b, err = (&pgproto3.CopyData{Data: data[:n]}).Encode(b)
+		data = data[n:]
+	}
+	if err == nil {
+		b, err = (&pgproto3.CopyDone{}).Encode(b)
+	}
+	return b, err
 }
 
 // insert sends an Append's messages (msgs: the query message of appendSQL
