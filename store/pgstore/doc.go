@@ -16,9 +16,9 @@
 // session-level advisory lock (a second writer is refused at once,
 // store.ErrLocked), and the run's row records the generation the writer
 // took. Each Append is one transaction in one round trip (a query message
-// of two statements: a lease check that counts the rows into the run's row
-// at the writer's generation, failing when there is none, and a binary
-// COPY of the rows), so a killed writer leaves a whole batch or none, and
+// of two statements: a lease check, prepared once on the writer's
+// connection, that counts the rows into the run's row at the writer's
+// generation, failing when there is none, and a binary COPY of the rows), so a killed writer leaves a whole batch or none, and
 // a stale writer (its run taken over or pruned) appends nothing
 // (ErrLeaseLost). A run with rows is never written again
 // (store.ErrHoldsRecording). Open reads the rows committed when it

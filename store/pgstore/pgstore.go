@@ -174,7 +174,10 @@ type database struct {
 	lastID int64
 	meta   store.Meta
 	closed bool
-	buf    []byte // Append's COPY data, kept for the next (maxKeptBuf)
+	data   []byte // Append's COPY data, kept for the next (maxKeptBuf)
+	buf    []byte // Append's frontend messages, kept for the next (maxKeptBuf)
+	// Append: the connection has no lease statement (noStatementCode)
+	unprepared bool
 
 	// A reader (Open): the rows it reads (id <= roMax) and their META row.
 	roMax  int64
@@ -260,6 +263,9 @@ func (s *database) claim(ctx context.Context) error {
 WHERE run_id = $1 RETURNING generation, run`, s.loc.Run, member, s.loc.Group).Scan(&s.gen, &s.key)
 	})
 	if err != nil {
+		return err
+	}
+	if _, err := c.Exec(ctx, prepareLease); err != nil {
 		return err
 	}
 	s.pool, err = acquirePool(ctx, s.loc.Conn)
