@@ -64,7 +64,8 @@ func awaitPointer(t *testing.T, dir string, off int64, what string) {
 // identical and explain finds nothing lost, its CONTROL rows say the move
 // back (20 -> 5). A second run, over 5 lines appended, is moved back to
 // its seq 2 and SIGKILLed before resuming: the pointer, lowered by the
-// move back, makes the restart hand the group lines 23-25 again.
+// move back, makes the restart hand the group lines 23-25 again, which
+// explain says were moved back by the operator.
 func TestASeekBackOverAFileReadsItAgainAndARestartAfterItHandsTheRangeAgain(t *testing.T) {
 	dir := t.TempDir()
 	writeLines(t, filepath.Join(dir, "in.txt"), ledgerLines(1, 20)...)
@@ -181,6 +182,13 @@ func TestASeekBackOverAFileReadsItAgainAndARestartAfterItHandsTheRangeAgain(t *t
 	}
 	if want := []int64{endOf(23), endOf(24), endOf(25)}; !slices.Equal(got3, want) {
 		t.Errorf("the restart's inputs are at %v, want %v (lines 23-25)", got3, want)
+	}
+	// explain reads the recorded move back: each line the restart
+	// delivered again was moved back by the operator (run 1's CONTROL row
+	// of the seek), nothing is lost.
+	code, out = execute(t, ctx, "explain", filepath.Join(dir, "run2.csv")+","+filepath.Join(dir, "run3.csv"))
+	if code != cli.ExitOK || strings.Count(out, "applied-again (moved back by the operator: r1 CONTROL:") != 3 || !strings.Contains(out, "nothing lost") {
+		t.Errorf("explain run2.csv,run3.csv: exit %d, want lines 23-25 delivered again for the move back, nothing lost:\n%s", code, out)
 	}
 }
 
