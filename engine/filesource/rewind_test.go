@@ -31,7 +31,14 @@ type backRig struct {
 
 func newBackRig(t *testing.T, path string, hook func(Pointer), hs map[string]*handledLines, names ...string) *backRig {
 	t.Helper()
-	src, err := New(path, Options{Logger: testutil.Logger(t)})
+	return newBackRigOpts(t, path, Options{}, hook, hs, names...)
+}
+
+// newBackRigOpts is newBackRig reading with opts.
+func newBackRigOpts(t *testing.T, path string, opts Options, hook func(Pointer), hs map[string]*handledLines, names ...string) *backRig {
+	t.Helper()
+	opts.Logger = testutil.Logger(t)
+	src, err := New(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,5 +410,30 @@ func TestABackwardsSeekTheFileSourceCannotApplyIsRefusedAndChangesNothing(t *tes
 				t.Errorf("a line of the rotated file, the source holding the next: CheckRewind %v, want ErrRewind", err)
 			}
 		})
+	})
+}
+
+// TestAnOversizedLineReadAgainIsReportedLostOnce (Seek backwards, the
+// file source): a move back over a line longer than MaxLine reads it
+// again, skipped as before, and the feed counts the loss once.
+func TestAnOversizedLineReadAgainIsReportedLostOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := input(t, numbered("line", 1, 3)+strings.Repeat("x", 40)+"\n"+numbered("line", 4, 6))
+		hs := freshLines("g")
+		r := newBackRigOpts(t, path, Options{MaxLine: 20}, nil, hs, "g")
+		testutil.AdvanceUntil(t, "the 4 lines handled", func() bool { return len(hs["g"].got()) == 4 })
+		p, err := r.seekBack("g", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.e.Resume("in", "g", p.Replacement); err != nil {
+			t.Fatal(err)
+		}
+		testutil.AdvanceUntil(t, "lines 2-5 handled again", func() bool { return len(hs["g"].got()) == 7 })
+		time.Sleep(10 * time.Millisecond) // polls
+		synctest.Wait()
+		if got := r.e.Feed("in").Status().Losses[LossOversized]; got != 1 {
+			t.Errorf("the feed counts %d oversized lines, want 1 (the line read again is the same loss)", got)
+		}
 	})
 }
