@@ -180,3 +180,31 @@ func TestAMoveBackIsRecordedAsOneAndLosesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestAMoveBackIsDrawnForSomeControlRuns: about half the control runs
+// draw a move back (from a stream of their own): a pause that waits for
+// a few items, one or two seeks back, then a resume.
+func TestAMoveBackIsDrawnForSomeControlRuns(t *testing.T) {
+	n := 0
+	for k := range uint64(40) {
+		seed := coverControl + k*coverEvery
+		for _, run := range generate(seed, Limits{}, Only{}).Runs {
+			for i, st := range run.Control {
+				if st.Kind != ctlSeekBack || run.Control[i-1].Kind == ctlSeekBack {
+					continue
+				}
+				n++
+				rest := run.Control[i+1:]
+				if len(rest) > 0 && rest[0].Kind == ctlSeekBack {
+					rest = rest[1:]
+				}
+				if p := run.Control[i-1]; p.Kind != ctlPause || !p.Await || st.Back < 1 || len(rest) == 0 || rest[0].Kind != ctlResume {
+					t.Errorf("seed %d: steps %v: want a pause after some items, one or two seeks back, a resume", seed, run.Control)
+				}
+			}
+		}
+	}
+	if n < 10 || n > 30 {
+		t.Errorf("%d of 40 control runs draw a move back, want about half", n)
+	}
+}

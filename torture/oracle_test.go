@@ -598,3 +598,45 @@ func TestARecordedMoveBackLowersTheCommitsClaim(t *testing.T) {
 		})
 	}
 }
+
+// TestTheOutputsOfLinesReadAgainAfterAMoveBackMayBeThereOncePerRow
+// (invariant 8 and a recorded move back): a run moved back by its
+// operator read offset 20 again and recorded its output twice; out.jsonl
+// may hold it twice (and its envelope key twice), not three times; a run
+// that recorded no move back holds each output once.
+func TestTheOutputsOfLinesReadAgainAfterAMoveBackMayBeThereOncePerRow(t *testing.T) {
+	envelope := func(offset int64, out string) string {
+		return fmt.Sprintf(`{"key":{"feed":"input","epoch":7,"position":{"key":"","offset":%d},"index":1},"output":%s}`, offset, out)
+	}
+	back := row{kind: "CONTROL", source: "input", detail: `{"group":"main","action":"seek","who":"torture","reason":"r","before":2,"after":1}`}
+	read := outRecording(outItem{offset: 10, outputs: []string{tallyOut(1)}}, outItem{offset: 20, outputs: []string{tallyOut(2)}},
+		outItem{offset: 20, outputs: []string{tallyOut(2)}})
+	moved := &recording{rows: append(slices.Clone(read.rows), back)}
+	for _, tc := range []struct {
+		name   string
+		rec    *recording
+		format string
+		out    string
+		want   int
+	}{
+		{"moved back: twice", moved, "", lines(tallyOut(1), tallyOut(2), tallyOut(2)), 0},
+		{"moved back: three times", moved, "", lines(tallyOut(1), tallyOut(2), tallyOut(2), tallyOut(2)), 1},
+		{"moved back: its envelope key twice", moved, "envelope", lines(envelope(10, tallyOut(1)), envelope(20, tallyOut(2)), envelope(20, tallyOut(2))), 0},
+		{"moved back: its envelope key three times", moved, "envelope",
+			lines(envelope(10, tallyOut(1)), envelope(20, tallyOut(2)), envelope(20, tallyOut(2)), envelope(20, tallyOut(2))), 2},
+		{"no move back: twice", read, "", lines(tallyOut(1), tallyOut(2), tallyOut(2)), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, outFile), []byte(tc.out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sr := &scenarioRun{s: scenarioSpec{App: AppName, OutFormat: tc.format}, dir: dir, runs: []*outcome{{index: 1, store: "run-1.csv"}}}
+			o := &oracle{sr: sr, recs: map[string]*recording{"run-1.csv": tc.rec}}
+			o.checkOut()
+			if len(o.vs) != tc.want {
+				t.Errorf("violations %v, want %d", o.vs, tc.want)
+			}
+		})
+	}
+}
