@@ -118,8 +118,10 @@ type Outbox struct {
 	queues  map[class][]*item // positioned items awaiting their commit, with outputs
 	queued  map[posAt]*item   // the same, by position
 	commits map[string]bool   // whether a feed's source commits, as first asked
-	// liveCommits: the highest offset this run committed per position
-	// space (Close prunes the suppression set with them).
+	// liveCommits: the offset this run last committed per position
+	// space (Close prunes the suppression set with them): the highest,
+	// but after a backwards seek, whose source commit comes down to its
+	// target and then reports the commits of the lines it reads again.
 	liveCommits map[posKey]int64
 	// beforeCompact, set by tests only (export_test.go), runs right before
 	// a clean Close rewrites the marks.
@@ -211,7 +213,7 @@ func (o *Outbox) committed(feed string, c engine.Commit) {
 	cl := class{Feed: feed, Key: c.Position.Key}
 	o.mu.Lock()
 	pk := posKey{Feed: feed, Key: c.Position.Key, Epoch: c.Epoch}
-	o.liveCommits[pk] = max(o.liveCommits[pk], c.Position.Offset)
+	o.liveCommits[pk] = c.Position.Offset // the last: a move back lowers it (docs/GUARANTEES.md "Seek")
 	q := o.queues[cl]
 	kept := q[:0]
 	for _, it := range q {

@@ -97,7 +97,7 @@ func guarantee(s core.EffectSink) string {
 
 // recovery is the state the marks' lines build.
 type recovery struct {
-	commits map[commitKey]int64     // (run, feed, key, epoch) -> the highest offset committed
+	commits map[commitKey]int64     // (run, feed, key, epoch) -> the offset last committed
 	marked  map[int]bool            // runs with a commit or batch mark
 	free    map[int]map[string]bool // per run, the feeds whose source commits nothing
 	wm      map[entry]int64         // (run, stream, class) -> the row delivered through (entry.Row unused)
@@ -120,7 +120,7 @@ func (o *Outbox) recover(m marks, file *File) error {
 		case l.Commit != nil:
 			c := l.Commit
 			k := commitKey{c.Run, posKey{c.Feed, c.Key, c.Epoch}}
-			rc.commits[k] = max(rc.commits[k], c.Offset)
+			rc.commits[k] = c.Offset // the last: a move back lowers it (docs/GUARANTEES.md "Seek")
 			rc.marked[c.Run] = true
 		case l.Uncommitted != nil:
 			u := l.Uncommitted

@@ -114,3 +114,34 @@ func TestOutputsRecordedButNotCommittedAreDeliveredOnceByRecoveryNotByTheRunRead
 		})
 	}
 }
+
+// A run committed items 1-6, then was moved back to item 2 (a backwards
+// seek: its source's commit came down to item 2, and the commit of the
+// first item it read again is marked at that offset), and crashed before
+// it committed the rest again: the commit a run marked last, not its
+// highest, says which positions are never read again. The next run reads
+// items 3-6 again and delivers none of their outputs again.
+func TestAMoveBackKeepsThePositionsAfterItsTargetSuppressed(t *testing.T) {
+	const n = 6
+	b := newBench(t)
+	tp := oneAtATime(t, b, n)
+	ls := readMarkLines(t, b.marks)
+	if len(ls) != 2+2*n || ls[2+2*1].Commit == nil || ls[2+2*1].Commit.Offset != 2 {
+		t.Fatalf("marks of %d lines, want a run's, then a commit's and a batch's per item", len(ls))
+	}
+	writeMarkLines(t, b.marks, append(ls, ls[2+2*1])) // the commit at item 2 again, after the move back
+	tp.setCommitted(2)
+
+	_, box := b.mustOpenFile(outbox.FormatValue)
+	want := []map[string]any{{"feed": "in", "key": "", "epoch": float64(1), "offsets": []any{float64(3), float64(4), float64(5), float64(6)}}}
+	if diff := cmp.Diff(want, suppressed(t, b.marks)); diff != "" {
+		t.Fatalf("the marks' suppression (-want +got):\n%s", diff)
+	}
+	st := b.runAll(box, tp)
+	if st.Suppressed != count(3, n) {
+		t.Errorf("the next run's status %+v: want %d suppressed", st, count(3, n))
+	}
+	if diff := cmp.Diff(outputs(1, n), lines(t, b.out)); diff != "" {
+		t.Errorf("out file (-want +got):\n%s", diff)
+	}
+}
