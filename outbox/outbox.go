@@ -118,11 +118,15 @@ type Outbox struct {
 	queues  map[class][]*item // positioned items awaiting their commit, with outputs
 	queued  map[posAt]*item   // the same, by position
 	commits map[string]bool   // whether a feed's source commits, as first asked
-	// liveCommits: the offset this run last committed per position
-	// space (Close prunes the suppression set with them): the highest,
-	// but after a backwards seek, whose source commit comes down to its
+	// liveCommits: the commit this run marked last per position space
+	// (Close prunes the suppression set with them): the highest, but
+	// after a backwards seek, whose source commit comes down to its
 	// target and then reports the commits of the lines it reads again.
-	liveCommits map[posKey]int64
+	liveCommits map[posKey]lastCommit
+	// seqs: the highest seq of each feed's inputs written so far; back:
+	// at the feed's last move back (MovedBack). A commit of a seq at most
+	// back[feed] was made before it: Close prunes nothing with it.
+	seqs, back map[string]int64
 	// beforeCompact, set by tests only (export_test.go), runs right before
 	// a clean Close rewrites the marks.
 	beforeCompact func()
@@ -152,6 +156,9 @@ func (o *Outbox) Written(rows []store.Entry) {
 		for j := range it.effects {
 			it.effects[j].recording = o.recording
 		}
+		if !it.Free {
+			o.seqs[it.Feed] = max(o.seqs[it.Feed], it.seq)
+		}
 		if !it.Free && o.uncommitted(it.Feed) {
 			it.free()
 		}
@@ -180,6 +187,21 @@ func (o *Outbox) Written(rows []store.Entry) {
 	if free {
 		o.poke()
 	}
+}
+
+// MovedBack tells the outbox that a group of feed was moved back
+// (engine.Engine.Seek to a target before its position, docs/GUARANTEES.md
+// "Seek"): the feed's source lowered its commit to the target, and reads
+// the items after it again. Call it once the seek returned, before the
+// run stops (`blackbox run --listen` does, with the seek's CONTROL row).
+// Until a commit of an item published after the seek, the commits before
+// it cover nothing Close forgets: a restart reads those items again and
+// delivers none of their outputs again. (A recovery reads the move back
+// from the CONTROL row in the run's recording.) Safe for concurrent use.
+func (o *Outbox) MovedBack(feed string) {
+	o.mu.Lock()
+	o.back[feed] = o.seqs[feed]
+	o.mu.Unlock()
 }
 
 // Observer returns the engine hook of the outbox: Committed writes a
@@ -213,7 +235,7 @@ func (o *Outbox) committed(feed string, c engine.Commit) {
 	cl := class{Feed: feed, Key: c.Position.Key}
 	o.mu.Lock()
 	pk := posKey{Feed: feed, Key: c.Position.Key, Epoch: c.Epoch}
-	o.liveCommits[pk] = c.Position.Offset // the last: a move back lowers it (docs/GUARANTEES.md "Seek")
+	o.liveCommits[pk] = lastCommit{offset: c.Position.Offset, seq: c.Seq} // the last: a move back lowers it (docs/GUARANTEES.md "Seek")
 	q := o.queues[cl]
 	kept := q[:0]
 	for _, it := range q {
@@ -431,11 +453,13 @@ func (o *Outbox) Close() error {
 		o.marks = nil
 	}
 	o.mmu.Unlock()
-	if started && err == nil && o.Err() == nil && o.settled() {
+	if started && err == nil && o.Err() == nil && o.settled() && !o.movedBackLast() {
 		// Every output this run recorded is delivered and every input it
 		// read committed: the next Open needs none of its recording.
-		for k, off := range o.liveCommits {
-			o.sup.prune(k, off)
+		for k, c := range o.liveCommits {
+			if b, moved := o.back[k.Feed]; !moved || c.seq > b {
+				o.sup.prune(k, c.offset)
+			}
 		}
 		if o.beforeCompact != nil {
 			o.beforeCompact() // tests: the marks as a crash right before it leaves them
@@ -447,6 +471,26 @@ func (o *Outbox) Close() error {
 
 // settled reports whether nothing is left to deliver: no output waits for
 // its commit or its batch.
+// movedBackLast reports whether a feed was moved back (MovedBack) with no
+// commit since of an item published after it: its source's commit is
+// below what this run's commits said, a restart reads items again that
+// this run recorded, and the next Open needs its recording (the marks are
+// kept as they are: its recovery reads the move back there).
+func (o *Outbox) movedBackLast() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for feed, b := range o.back {
+		after := false
+		for k, c := range o.liveCommits {
+			after = after || k.Feed == feed && c.seq > b
+		}
+		if !after {
+			return true
+		}
+	}
+	return false
+}
+
 func (o *Outbox) settled() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/blackbox-audit/blackbox/outbox"
+	"github.com/blackbox-audit/blackbox/store"
 )
 
 // oneAtATime runs the twice app over items 1..n of a new tape fed one at
@@ -134,6 +135,53 @@ func TestAMoveBackKeepsThePositionsAfterItsTargetSuppressed(t *testing.T) {
 
 	_, box := b.mustOpenFile(outbox.FormatValue)
 	want := []map[string]any{{"feed": "in", "key": "", "epoch": float64(1), "offsets": []any{float64(3), float64(4), float64(5), float64(6)}}}
+	if diff := cmp.Diff(want, suppressed(t, b.marks)); diff != "" {
+		t.Fatalf("the marks' suppression (-want +got):\n%s", diff)
+	}
+	st := b.runAll(box, tp)
+	if st.Suppressed != count(3, n) {
+		t.Errorf("the next run's status %+v: want %d suppressed", st, count(3, n))
+	}
+	if diff := cmp.Diff(outputs(1, n), lines(t, b.out)); diff != "" {
+		t.Errorf("out file (-want +got):\n%s", diff)
+	}
+}
+
+// A run processed and committed items 1-6, then its operator moved it
+// back to item 2 (the CONTROL row of the seek, MovedBack; its source's
+// commit came down to item 2) and it stopped before it processed any
+// item again: Close keeps the marks (the next Open needs the run's
+// recording), whose recovery reads the move back and keeps the run's
+// positions suppressed: the next run, reading 3-6 again, delivers none of
+// their outputs again.
+func TestAMoveBackBeforeAStopKeepsThePositionsAfterItsTargetSuppressed(t *testing.T) {
+	const n = 6
+	b := newBench(t)
+	_, box := b.mustOpenFile(outbox.FormatValue)
+	tp := newTape()
+	tp.add(ints(1, n)...)
+	tp.setClosed(true)
+	l := b.start(box, runConfig{Source: tp.source()})
+	l.settle()
+	if err := l.run.Recorder().Control(store.Control{Feed: "in", Group: "main", Action: "seek", Who: "alice", Reason: "recompute", At: t0,
+		Before: n, After: 2}); err != nil {
+		t.Fatal(err)
+	}
+	box.MovedBack("in")
+	tp.setCommitted(2)
+	if _, err := l.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	_, box = b.mustOpenFile(outbox.FormatValue)
+	// Every position the run recorded whole (1 and 2 too: the recovery
+	// does not look up the target's position; they are never read again,
+	// and the next commit past them forgets them).
+	var offsets []any
+	for off := 1; off <= n; off++ {
+		offsets = append(offsets, float64(off))
+	}
+	want := []map[string]any{{"feed": "in", "key": "", "epoch": float64(1), "offsets": offsets}}
 	if diff := cmp.Diff(want, suppressed(t, b.marks)); diff != "" {
 		t.Fatalf("the marks' suppression (-want +got):\n%s", diff)
 	}

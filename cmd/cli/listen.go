@@ -22,7 +22,9 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
+	"github.com/blackbox-audit/blackbox/outbox"
 	"github.com/blackbox-audit/blackbox/recorder"
+	"github.com/blackbox-audit/blackbox/store"
 )
 
 // The log formats of --log-format.
@@ -214,6 +216,9 @@ func (s *opsServer) serve(stderr io.Writer, run *recorder.Run, files *runFiles, 
 	wc := console.Config{Engine: run.Engine(), Tokens: s.tokens, Clock: clock, Logger: logger}
 	if len(s.tokens) > 0 {
 		wc.Audit = run.Recorder()
+		if files.box != nil {
+			wc.Audit = movesBack{run.Recorder(), files.box}
+		}
 	}
 	wc.Status = func(w io.Writer) error { return WriteJSON(w, liveStatus(run, files, srcs)) }
 	wc.Recording = files.store.recorded
@@ -395,6 +400,25 @@ func undrained(st engine.Status, timeout time.Duration) error {
 		}
 		return fmt.Errorf("feed %s: %w within --shutdown-timeout %s: %d items read and not processed stay uncommitted (the next run reads them again); the prefix processed is committed",
 			f.Feed, ErrUndrained, timeout, left)
+	}
+	return nil
+}
+
+// movesBack records an operator's action (the recorder) and, for a move
+// back (a seek whose after is below its before), tells the run's outbox,
+// which then keeps the positions after the target suppressed until a
+// commit of an item read again (outbox.Outbox.MovedBack).
+type movesBack struct {
+	rec *recorder.Recorder
+	box *outbox.Outbox
+}
+
+func (m movesBack) Control(c store.Control) error {
+	if err := m.rec.Control(c); err != nil {
+		return err
+	}
+	if c.Action == string(console.ActionSeek) && c.After < c.Before {
+		m.box.MovedBack(c.Feed)
 	}
 	return nil
 }
