@@ -437,3 +437,20 @@ func TestAnOversizedLineReadAgainIsReportedLostOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestAnAcceptedMoveBackPinsTheFileUntilThePollThatAppliesIt (Seek
+// backwards, the file source): once CheckRewind accepted a move back, the
+// run leaves not the file it reads (a rotation, a rewrite handled: leaving
+// says no, and the file stays one a move back can read again) until a poll
+// after it; then it may, and the file is no longer one to move back in.
+func TestAnAcceptedMoveBackPinsTheFileUntilThePollThatAppliesIt(t *testing.T) {
+	s := &Source{reading: runState{ok: true, epoch: 7}}
+	s.checks.Add(1) // CheckRewind accepted one
+	if s.leaving() || !s.reading.ok {
+		t.Fatalf("pinned: leaving, or the file no longer readable again (%+v)", s.reading)
+	}
+	s.seen = s.checks.Load() // the poll that applies it
+	if !s.leaving() || s.reading.ok {
+		t.Fatalf("after the poll: not leaving, or the file still readable again (%+v)", s.reading)
+	}
+}
