@@ -414,11 +414,8 @@ type movesBack struct {
 }
 
 func (m movesBack) Control(c store.Control) error {
-	if err := m.rec.Control(c); err != nil {
-		return err
-	}
 	if c.Action == string(console.ActionSeek) && c.After < c.Before {
-		m.box.MovedBack(c.Feed)
+		m.box.MovedBack(c.Feed) // done, recorded or not
 	}
-	return nil
+	return m.rec.Control(c)
 }
