@@ -194,10 +194,12 @@ func (o *Outbox) Written(rows []store.Entry) {
 // "Seek"): the feed's source lowered its commit to the target, and reads
 // the items after it again. Call it once the seek returned, before the
 // run stops (`blackbox run --listen` does, with the seek's CONTROL row).
-// Until a commit of an item published after the seek, the commits before
-// it cover nothing Close forgets: a restart reads those items again and
-// delivers none of their outputs again. (A recovery reads the move back
-// from the CONTROL row in the run's recording.) Safe for concurrent use.
+// Close then keeps the marks (the next Open recovers from the run's
+// recording, and reads the move back from the seek's CONTROL row there):
+// the commits made before the seek cover nothing it forgets, the last
+// commit after it covers what is below it; a restart reads the items
+// after that again and delivers none of their outputs again. Safe for
+// concurrent use.
 func (o *Outbox) MovedBack(feed string) {
 	o.mu.Lock()
 	o.back[feed] = o.seqs[feed]
@@ -457,9 +459,7 @@ func (o *Outbox) Close() error {
 		// Every output this run recorded is delivered and every input it
 		// read committed: the next Open needs none of its recording.
 		for k, c := range o.liveCommits {
-			if b, moved := o.back[k.Feed]; !moved || c.seq > b {
-				o.sup.prune(k, c.offset)
-			}
+			o.sup.prune(k, c.offset) // no move back (movedBackLast): the last commit is the highest
 		}
 		if o.beforeCompact != nil {
 			o.beforeCompact() // tests: the marks as a crash right before it leaves them
@@ -471,24 +471,16 @@ func (o *Outbox) Close() error {
 
 // settled reports whether nothing is left to deliver: no output waits for
 // its commit or its batch.
-// movedBackLast reports whether a feed was moved back (MovedBack) with no
-// commit since of an item published after it: its source's commit is
-// below what this run's commits said, a restart reads items again that
-// this run recorded, and the next Open needs its recording (the marks are
-// kept as they are: its recovery reads the move back there).
+// movedBackLast reports whether a feed was moved back in this run
+// (MovedBack): its source's commit came down below what this run's
+// commits said, and a restart may read again items this run recorded
+// (those between the last commit and the highest): the next Open needs
+// the run's recording (the marks are kept as they are; its recovery
+// reads the move back there).
 func (o *Outbox) movedBackLast() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for feed, b := range o.back {
-		after := false
-		for k, c := range o.liveCommits {
-			after = after || k.Feed == feed && c.seq > b
-		}
-		if !after {
-			return true
-		}
-	}
-	return false
+	return len(o.back) > 0
 }
 
 func (o *Outbox) settled() bool {
