@@ -116,6 +116,8 @@ func codeOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, engine.ErrGeneration):
 		return http.StatusConflict
+	case errors.Is(err, engine.ErrNotRecorded):
+		return http.StatusInternalServerError // not done: it could not be recorded
 	case errors.Is(err, engine.ErrStopped), errors.Is(err, engine.ErrNotStarted):
 		return http.StatusServiceUnavailable
 	}
@@ -169,11 +171,14 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		if req.Generation == 0 {
 			return ans, refuse(http.StatusBadRequest, "release needs the binding's generation (GET %s)", PathBindings)
 		}
-		rel, err := eng.Release(req.Feed, req.Group, req.Generation, req.Reason)
+		// As a seek's, the release's CONTROL row is the engine's
+		// observer's, written before it takes effect, with this operator
+		// and instant; the answer's positions are the row's.
+		rel, err := eng.ReleaseWith(req.Feed, req.Group, req.Generation, engine.ReleaseOptions{Reason: req.Reason, Who: who, At: now})
 		if err != nil {
 			return ans, err
 		}
-		row.After = max(row.Before, rel.LastSeq)
+		row.Before, row.After = rel.Before, rel.After
 		w.replaced(rel.Replacement, row.After)
 	case ActionSeek:
 		plan, hash, err := w.seekPlan(req)
@@ -187,21 +192,25 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		if req.PlanHash != hash {
 			return ans, refuse(http.StatusConflict, "the plan changed since it was read (hash %s, now %s): read it again", req.PlanHash, hash)
 		}
-		done, err := eng.Seek(req.Feed, req.Group, req.Generation, target(req), engine.SeekOptions{Reason: req.Reason})
+		// The engine's observer (the recorder) writes the seek's CONTROL
+		// row itself, before the seek takes effect (Observer.Acted), with
+		// this operator and instant: the window writes none of its own.
+		done, err := eng.Seek(req.Feed, req.Group, req.Generation, target(req), engine.SeekOptions{Reason: req.Reason, Who: who, At: now})
 		if err != nil {
 			return ans, err
 		}
-		// The row's before is the group's completed prefix, as every
-		// row's: the plan's Before stops at the first item still holding
-		// the commit (completed, not yet durable: Engine.Hold, or beyond
-		// an item in flight), which the group did complete. A move back
-		// (a re-delivery) is recorded as one: its after below its before.
-		row.After = max(row.Before, done.After)
+		// The answer's positions are the row's, which the engine's
+		// observer wrote: before is the group's completed prefix at the
+		// seek (SeekPlan.Done: the plan's Before stops at the first item
+		// still holding the commit, completed and not yet durable), after
+		// SeekPlan.Recorded; a move back (a re-delivery) is recorded as
+		// one: its after below its before.
+		row.Before, row.After = done.Done, done.Recorded()
 		begins := done.After // the feed sequence the new queue begins after
 		if done.Redelivery {
 			// Its items are the ones read again, under the seqs after the
 			// feed's last at the seek: its position counts from there.
-			row.After, begins = done.After, done.LastSeq
+			begins = done.LastSeq
 		}
 		w.replaced(done.Replacement, begins)
 	case ActionKill:
@@ -224,6 +233,9 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		w.mu.Lock()
 		w.paused[req.Group] = *pausedUntil
 		w.mu.Unlock()
+	}
+	if action == ActionSeek || action == ActionRelease {
+		return ans, nil // recorded by the engine's observer before it took effect
 	}
 	if err := w.cfg.Audit.Control(row); err != nil {
 		w.cfg.Logger.Error("console: an operator's action was done but not recorded", "action", string(action), "who", who, "err", err)

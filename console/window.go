@@ -31,7 +31,10 @@ const (
 )
 
 // Auditor records an operator's action as a CONTROL row, durably, before
-// it returns (*recorder.Recorder is one).
+// it returns (*recorder.Recorder is one). The window writes the row of
+// every action but a seek and a release, whose rows the engine's observer
+// writes before they take effect (engine.Observer.Acted: the recorder's Observer
+// in the engine's Config, as `blackbox run` wires it).
 type Auditor interface {
 	Control(c store.Control) error
 }
@@ -267,7 +270,7 @@ func (w *Window) liveBindings(st engine.Status) []Binding {
 			}
 			group := s.Group
 			b := Binding{Feed: f.Feed, Group: group, Generation: s.Generation, Position: w.base[s.Generation] + s.Dispatched, // w.mu held: as queuePosition
-				Fenced: fenced[group], LossState: lossState(s.Loss)}
+				Fenced: fenced[group], LossState: lossState(s.Loss), MoveBack: s.MoveBack}
 			if until, ok := w.paused[group]; ok && !until.IsZero() {
 				b.PausedUntil = &until
 			}

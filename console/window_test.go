@@ -552,8 +552,14 @@ func TestASeekBackIsRecordedAsAMoveBack(t *testing.T) {
 		if seek.Before != 20 || seek.After != 5 {
 			t.Errorf("seek back %+v: want positions 20 -> 5", seek)
 		}
+		if b := r.binding(t); b.MoveBack != engine.MoveBackPending { // the source polls on the bubble's clock, which has not moved
+			t.Errorf("binding %+v right after the seek back: want moveBack %q", b, engine.MoveBackPending)
+		}
 		ok(r.post(t, aliceToken, console.ActionResume, console.Request{Feed: "input", Group: "g", Reason: "go"}))
 		bbtest.AdvanceUntil(t, "the items read again completed", func() bool { return r.binding(t).Position == 35 })
+		if b := r.binding(t); b.MoveBack != "" {
+			t.Errorf("binding %+v once the items read again completed: want no moveBack", b)
+		}
 		if c := r.log.Committed(); c != 20 {
 			t.Errorf("committed %d after the re-delivery, want 20", c)
 		}
@@ -564,6 +570,75 @@ func TestASeekBackIsRecordedAsAMoveBack(t *testing.T) {
 		want := []string{"alice pause recompute 20-20", "bob seek recompute 20-5", "alice resume go 20-20"}
 		if !slices.Equal(got, want) {
 			t.Errorf("CONTROL rows %q, want %q", got, want)
+		}
+	})
+}
+
+// TestASeekTheRecordingCannotHoldIsRefusedAndNotDone: the seek's CONTROL
+// row is the engine's recorder's, written before the seek takes effect;
+// a recorder that cannot write it (closed) refuses the seek: 500, not
+// applied, the binding's generation still live, no row.
+func TestASeekTheRecordingCannotHoldIsRefusedAndNotDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		r.gate.Open()
+		bbtest.AdvanceUntil(t, "the commit at 20", func() bool { return r.log.Committed() == 20 })
+		if code, ans := r.post(t, aliceToken, console.ActionPause, console.Request{Feed: "input", Group: "g", Reason: "skip", Indefinite: true}); code != http.StatusOK {
+			t.Fatalf("pause: %d %+v", code, ans)
+		}
+		gen := r.binding(t).Generation
+		req := console.Request{Feed: "input", Group: "g", Reason: "skip", Generation: gen, Latest: true}
+		code, dry := r.post(t, aliceToken, console.ActionSeek, req)
+		if code != http.StatusOK || dry.Plan == nil {
+			t.Fatalf("seek dry run: %d %+v", code, dry)
+		}
+		rows := len(r.controls(t))
+		if err := r.rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+		req.PlanHash = dry.PlanHash
+		code, ans := r.post(t, aliceToken, console.ActionSeek, req)
+		if code != http.StatusInternalServerError || ans.Applied {
+			t.Errorf("seek with the recorder closed: %d %+v, want 500, not applied", code, ans)
+		}
+		if b := r.binding(t); b.Generation != gen {
+			t.Errorf("binding %+v after the refused seek: want generation %d still live", b, gen)
+		}
+		if got := len(r.controls(t)); got != rows {
+			t.Errorf("%d CONTROL rows after the refused seek, want %d", got, rows)
+		}
+	})
+}
+
+// TestAReleaseTheRecordingCannotHoldIsRefusedAndNotDone: as a seek's, a
+// release's CONTROL row is the engine's recorder's, written before the
+// release takes effect: a recorder that cannot write it (closed) refuses
+// the release: 500, not applied, the binding's generation still live,
+// nothing released.
+func TestAReleaseTheRecordingCannotHoldIsRefusedAndNotDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		synctest.Wait() // p waits in 1
+		if code, ans := r.post(t, aliceToken, console.ActionPause, console.Request{Feed: "input", Group: "g", Reason: "poison", Indefinite: true}); code != http.StatusOK {
+			t.Fatalf("pause: %d %+v", code, ans)
+		}
+		gen := r.binding(t).Generation
+		rows := len(r.controls(t))
+		if err := r.rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+		code, ans := r.post(t, aliceToken, console.ActionRelease, console.Request{Feed: "input", Group: "g", Reason: "poison backlog", Generation: gen})
+		if code != http.StatusInternalServerError || ans.Applied {
+			t.Errorf("release with the recorder closed: %d %+v, want 500, not applied", code, ans)
+		}
+		if b := r.binding(t); b.Generation != gen {
+			t.Errorf("binding %+v after the refused release: want generation %d still live", b, gen)
+		}
+		if st := r.e.Status(); st.Feeds[0].Released != 0 {
+			t.Errorf("released %d after the refused release, want 0", st.Feeds[0].Released)
+		}
+		if got := len(r.controls(t)); got != rows {
+			t.Errorf("%d CONTROL rows after the refused release, want %d", got, rows)
 		}
 	})
 }

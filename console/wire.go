@@ -98,6 +98,10 @@ type Binding struct {
 	// PausedUntil is set while an operator pause with a deadline holds.
 	PausedUntil *time.Time `json:"pausedUntil,omitempty"`
 	LossState   string     `json:"lossState"`
+	// MoveBack is "pending" from a seek back of the group until its
+	// source applied it, "failed" while the source failed to
+	// (engine.SubscriberStatus.MoveBack); omitted otherwise.
+	MoveBack string `json:"moveBack,omitempty"`
 }
 
 // Readiness is /readyz's body.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -198,6 +199,68 @@ type Observer struct {
 	// Engine.ClearOverload), or on one telling the feed's changes then.
 	// The recorder writes a STATE row. It must not block.
 	LossState func(group string, c LossStateChange)
+	// Acted: an operator's action on a group's binding to a feed (a seek,
+	// Engine.Seek, or a release, Engine.Release: OperatorAction) is about
+	// to take effect. Called once
+	// per action that is not a dry run, after every check passed and
+	// before the engine changes anything: before the group's queue is
+	// replaced, a Drop of the items it skips or releases reported, or the
+	// source asked to read again (Rewinder). It is called on the caller's goroutine with
+	// the engine's and the feed's locks held: the feed takes nothing
+	// meanwhile, and the hook must not call into the engine (a deadlock);
+	// it may write and sync (the recorder writes a CONTROL row and syncs
+	// it). An error refuses the action, changing nothing: the caller gets
+	// ErrNotRecorded wrapping it. Of observers combined with Then, only the
+	// last should refuse (an earlier one has recorded an action the later
+	// refused).
+	Acted func(a OperatorAction) error
+}
+
+// ErrNotRecorded: an operator's action (Engine.Seek, Engine.Release) was refused because
+// the observer could not record it (Observer.Acted failed): nothing
+// changed.
+var ErrNotRecorded = errors.New("engine: the operator's action could not be recorded")
+
+// The values of OperatorAction.Action.
+const (
+	ActionSeek    = "seek"    // Engine.Seek
+	ActionRelease = "release" // Engine.Release, Engine.ReleaseWith
+)
+
+// DefaultOperator is OperatorAction.Who for a caller that named no one
+// (SeekOptions.Who or ReleaseOptions.Who empty, Engine.Release); NoReason
+// its Reason for a caller that gave none.
+const (
+	DefaultOperator = "engine"
+	NoReason        = noReason // "no reason given", as for a kill and a clear
+)
+
+// OperatorAction is an operator's action on a group's binding to a feed,
+// told to Observer.Acted before it takes effect. A plain value.
+type OperatorAction struct {
+	Action string // ActionSeek, ActionRelease
+	Feed   string
+	Group  string
+	// Who is the operator (SeekOptions.Who, ReleaseOptions.Who, or
+	// DefaultOperator); Reason the operator's reason (or NoReason); At
+	// when the action was taken (the options' At, or the engine's
+	// TimerClock).
+	Who    string
+	Reason string
+	At     time.Time
+	// Before is the feed sequence through which the group had completed
+	// the feed's items (the last item of its completed prefix, as the
+	// queue's dispatched count says: items completed that still hold the
+	// commit count, unlike SeekPlan.Before); After the one through which
+	// it has completed them after the action: for a forward seek and a
+	// release where the commit moves past what it skips or releases (at
+	// least Before), for a backwards seek the target, below Before: the
+	// group was moved back. A release's are those of the queue released
+	// (Released.Before and After).
+	Before, After int64
+	// Seek is a seek's plan (Replacement 0: the queue is not replaced
+	// yet); zero for a release.
+	Seek SeekPlan
 }
 
 // Then returns an Observer that calls o's hooks and then next's. For a hook
@@ -222,6 +285,7 @@ func (o Observer) Then(next Observer) Observer {
 		Committed:        then2(o.Committed, next.Committed),
 		Killed:           then1(o.Killed, next.Killed),
 		LossState:        then2(o.LossState, next.LossState),
+		Acted:            thenE1(o.Acted, next.Acted),
 	}
 }
 

@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/blackbox-audit/blackbox/engine/internal/ring"
 	"github.com/blackbox-audit/blackbox/engine/internal/window"
@@ -57,6 +59,24 @@ type Released struct {
 	FirstSeq, LastSeq int64
 	// Reason is the operator's reason, as recorded.
 	Reason string
+	// Before and After are the feed sequences through which the group
+	// had completed the items of the queue released before and after the
+	// release, as its record says (OperatorAction.Before and After: the
+	// CONTROL row's): Before the queue's completed prefix, After where the
+	// commit moves past what it released (at least Before).
+	Before, After int64
+}
+
+// ReleaseOptions are Engine.ReleaseWith's options.
+type ReleaseOptions struct {
+	// Reason is the operator's reason: recorded with the released items,
+	// and told to Observer.Acted (empty: NoReason).
+	Reason string
+	// Who is the operator, told to Observer.Acted (empty:
+	// DefaultOperator); At when the action was taken (zero: the engine's
+	// TimerClock at the release).
+	Who string
+	At  time.Time
 }
 
 // sealing is binding.sealed while a release reads the queue's dispatched
@@ -105,7 +125,20 @@ const sealing = -1
 // release does not lift the fence: a positioned feed still pauses while
 // the group is fenced or dead (Unfence it, or Unsubscribe a dead group).
 // Safe for concurrent use.
+//
+// A release is told to Observer.Acted after every check passed and before
+// it changes anything (the recorder writes its CONTROL row then, operator
+// DefaultOperator: ReleaseWith names one): an error of the hook refuses
+// it (ErrNotRecorded), releasing nothing.
 func (e *Engine) Release(feed, group string, generation int64, reason string) (Released, error) {
+	return e.ReleaseWith(feed, group, generation, ReleaseOptions{Reason: reason})
+}
+
+// ReleaseWith is Release with its options: the operator's reason, who
+// the operator is and when the release was taken, as Observer.Acted is
+// told them. Safe for concurrent use.
+func (e *Engine) ReleaseWith(feed, group string, generation int64, opts ReleaseOptions) (Released, error) {
+	reason := opts.Reason
 	f, g := e.byName[feed], e.gByN[group]
 	if f == nil || g == nil {
 		return Released{}, fmt.Errorf("%w: feed %q group %q", ErrUnknown, feed, group)
@@ -116,7 +149,7 @@ func (e *Engine) Release(feed, group string, generation int64, reason string) (R
 		return Released{}, fmt.Errorf("%w: release of feed %q group %q", ErrStopped, feed, group)
 	}
 	f.mu.Lock()
-	rel, err := e.releaseLocked(f, g, generation, reason)
+	rel, err := e.releaseLocked(f, g, generation, opts)
 	f.mu.Unlock()
 	e.mu.Unlock()
 	if err != nil {
@@ -130,7 +163,7 @@ func (e *Engine) Release(feed, group string, generation int64, reason string) (R
 }
 
 // releaseLocked is Release with e.mu and f.mu held.
-func (e *Engine) releaseLocked(f *Feed, g *group, generation int64, reason string) (Released, error) {
+func (e *Engine) releaseLocked(f *Feed, g *group, generation int64, opts ReleaseOptions) (Released, error) {
 	var b *binding
 	var gens []int64
 	for _, x := range f.all {
@@ -156,7 +189,24 @@ func (e *Engine) releaseLocked(f *Feed, g *group, generation int64, reason strin
 	case f.committer == nil || !f.win.WaitsFor(b):
 		return Released{}, fmt.Errorf("%w: nothing of feed %q waits for queue %s generation %d", ErrNotHeld, f.name, b.name, b.gen)
 	}
-	return e.releaseQueue(f, b, live, ReleasedReason, reason), nil
+	// The record, before the effect: the completed prefix of the queue
+	// released, and the last item it releases, as releaseQueue will
+	// release them.
+	before := doneThrough(f, b)
+	after := before
+	ack := b.dispatched.Load()
+	if h := b.hold.Load(); h != nil {
+		ack = min(ack, h.durable.Load())
+	}
+	held(&f.win, b, ack, func(en *window.Entry[*binding], _ int64) { after = max(after, en.ItemSeq) })
+	a := OperatorAction{Action: ActionRelease, Feed: f.name, Group: g.name, Who: cmp.Or(opts.Who, DefaultOperator),
+		Reason: cmp.Or(opts.Reason, NoReason), At: opts.At, Before: before, After: after}
+	if err := e.tellActed(a); err != nil {
+		return Released{}, err
+	}
+	rel := e.releaseQueue(f, b, live, ReleasedReason, opts.Reason)
+	rel.Before, rel.After = before, after
+	return rel, nil
 }
 
 // releaseQueue releases what queue b holds, as a loss whose Drops have

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/blackbox-audit/blackbox/core"
@@ -12,9 +13,10 @@ import (
 // its items again from an earlier position, for Engine.Seek's backwards
 // seek (a re-delivery to one group).
 //
-// Rewind is called once per backwards seek, on the goroutine that polls
-// the feed's acknowledgements (Intake.PollAcks, before it tells the
-// committer anything), after the seek returned. The source then:
+// Rewind is called once per backwards seek and key moved back (below), on
+// the goroutine that polls the feed's acknowledgements (Intake.PollAcks,
+// before it tells the committer anything), after the seek returned. The
+// source then:
 //   - lowers its durable commit to r.To (or keeps it where it is when it
 //     is lower), keeping each group of r.Others at least at the progress
 //     it had (the commit it had, or its own progress if it kept one:
@@ -23,16 +25,24 @@ import (
 //     every item after r.To and the other groups nothing they completed;
 //   - reads again from the item after r.To, its next items published
 //     (TryPublish) being those, in order;
-//   - returns the position of the last item it had published (through):
-//     the feed hands the items re-read up to it to r.Group only (every
-//     other group has them already), the ones after it to every group.
+//   - returns the position of the last item of r.To's key it had
+//     published (through): the feed hands the items re-read up to it to
+//     r.Group only (every other group has them already), the ones after
+//     it to every group.
 //
-// r.To is of the feed's current epoch; a source of several keys is not a
-// Rewinder. After a Rewind the feed tells the committer (Acknowledged)
-// only the items published after it, and a group's progress told
-// (GroupCommitter) may be below what it was told before: a source keeps
-// the highest of the epoch for the groups of r.Others. An error fails the
-// source as a failed Commit does, and the feed takes nothing more.
+// r.To is of the epoch its key's items are read in now. When the feed's
+// items after the seek's target are of several keys (a Kafka topic's
+// partitions), the engine asks one Rewind per key, each r.To that key's
+// last item at or before the target (the target's key first, then the
+// others in key order), all before the feed takes anything: each is its
+// own durable write (a crash between two
+// leaves the keys not yet moved back where they were: nothing is lost,
+// part of the move back is). After a Rewind the feed tells the committer
+// (Acknowledged) only the items published after it, and a group's progress
+// told (GroupCommitter) may be below what it was told before: a source
+// keeps the highest of the epoch for the groups of r.Others. An error
+// fails the source as a failed Commit does, and the feed takes nothing
+// more; the Rewinds already applied are not asked again.
 type Rewinder interface {
 	Rewind(r Rewind) (through core.Position, err error)
 }
@@ -44,7 +54,7 @@ type Rewinder interface {
 // run or not, after its own checks and before it changes anything, with
 // the engine's and the feed's locks held, on the operator's goroutine
 // (concurrently with the source's Run: it must be safe for that, and must
-// not call into the engine). An error refuses the seek
+// not call into the engine); once per key moved back. An error refuses the seek
 // (ErrSeekUnsupported, wrapping it), changing nothing; nil promises that
 // Rewind will apply it unless the source fails (its error then fails the
 // source, as a failed Commit does).
@@ -54,9 +64,9 @@ type RewindChecker interface {
 
 // Rewind is what a backwards seek asks a Rewinder: a plain value.
 type Rewind struct {
-	// Group is the group moved back; To the item through which it is done
-	// after the seek (its sequence, epoch and position): it is handed
-	// every item after it again.
+	// Group is the group moved back; To the item of one key through which
+	// it is done after the seek (its sequence, epoch and position): it is
+	// handed every item of that key after it again.
 	Group string
 	To    Commit
 	// Others are the feed's other groups (every group that had a queue of
@@ -69,10 +79,15 @@ type Rewind struct {
 // longer ago is refused (ErrSeekUnsupported).
 const rewindHistory = 4096
 
-// rewindReq is a backwards seek not yet applied by the source (f.mu).
+// rewindReq is a backwards seek not yet applied by the source (f.mu):
+// one Rewind per key of the items after the target, rs[0] the target's
+// own; done of them applied, throughs what each returned.
 type rewindReq struct {
-	r       Rewind
-	through int64 // the feed's last sequence at the seek
+	rs       []Rewind
+	done     int
+	throughs []core.Position
+	through  int64 // the feed's last sequence at the seek
+	failed   error // the source's Rewind failed (the status says so)
 }
 
 // locate returns the epoch and position of item seq, as the window or the
@@ -105,20 +120,44 @@ func (f *Feed) rememberAcks(acks []window.Ack) {
 	}
 }
 
-// keys reports whether an item after seq the feed knows of is of a key
-// other than key (f.mu held).
-func (f *Feed) keys(seq int64, key string) bool {
-	for _, c := range f.history {
-		if c.Seq > seq && c.Position.Key != key {
-			return true
+// keyTargets returns, for each key of the items after seq the feed knows
+// of other than key, its last item at or before seq, in key order, and
+// the epoch of each key's last item; missing names a key of which the
+// feed knows no item at or before seq (f.mu held).
+func (f *Feed) keyTargets(seq int64, key string) (targets []Commit, latest map[string]int64, missing string) {
+	last := map[string]Commit{}  // per key, the last item at or before seq
+	after := map[string]Commit{} // per key, the last item after seq
+	note := func(c Commit) {
+		m := last
+		if c.Seq > seq {
+			m = after
 		}
+		if x, ok := m[c.Position.Key]; !ok || c.Seq > x.Seq {
+			m[c.Position.Key] = c
+		}
+	}
+	for _, c := range f.history {
+		note(c)
 	}
 	for i := 0; i < f.win.Len(); i++ {
-		if en := f.win.At(i); en.Seq > seq && en.Pos.Key != key {
-			return true
-		}
+		en := f.win.At(i)
+		note(Commit{Seq: en.Seq, Epoch: en.Epoch, Position: en.Pos})
 	}
-	return false
+	latest = map[string]int64{}
+	for k, c := range after {
+		latest[k] = c.Epoch
+	}
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		if k == key {
+			continue
+		}
+		c, ok := last[k]
+		if !ok {
+			return nil, nil, k
+		}
+		targets = append(targets, c)
+	}
+	return targets, latest, ""
 }
 
 // seekBackLocked is a backwards seek of queue b of g to target, planned
@@ -152,22 +191,39 @@ func (e *Engine) seekBackLocked(f *Feed, g *group, b *binding, p SeekPlan, targe
 		}
 	}
 	if f.rewind != nil {
-		return refuse("the move back of group %q is not applied by the source yet", f.rewind.r.Group)
+		return refuse("the move back of group %q is not applied by the source yet", f.rewind.rs[0].Group)
 	}
 	to, ok := f.locate(target)
-	switch {
-	case target < 1 || !ok:
+	if target < 1 || !ok {
 		return refuse("the feed does not know that item's position (it keeps the last %d acknowledged, and the window's)", rewindHistory)
-	case to.Epoch != f.epoch:
-		return refuse("it is of epoch %d, the source now reads epoch %d (an earlier file may be gone)", to.Epoch, f.epoch)
-	case f.keys(target, to.Position.Key):
-		return refuse("the feed's items after it are of several keys")
 	}
-	r := Rewind{Group: g.name, To: to, Others: others}
+	more, latest, missing := f.keyTargets(target, to.Position.Key)
+	if missing != "" {
+		return refuse("the feed's items after it are of key %q too, and the feed knows no item of that key at or before it (it keeps the last %d acknowledged, and the window's): where that key stood is not known",
+			missing, rewindHistory)
+	}
+	rs := []Rewind{{Group: g.name, To: to, Others: others}}
+	for _, c := range more {
+		rs = append(rs, Rewind{Group: g.name, To: c, Others: others})
+	}
+	for _, r := range rs {
+		// Each key's target is of the epoch its items are read in now (a
+		// key with no item after the target: the feed's).
+		now, ok := latest[r.To.Position.Key]
+		if !ok {
+			now = f.epoch
+		}
+		if r.To.Epoch != now {
+			return refuse("key %q's item at or before it is of epoch %d, the source now reads epoch %d (an earlier file may be gone)",
+				r.To.Position.Key, r.To.Epoch, now)
+		}
+	}
 	if c, ok := f.committer.(RewindChecker); ok {
-		if err := c.CheckRewind(r); err != nil {
-			return SeekPlan{}, fmt.Errorf("%w: a backwards seek of group %q on feed %q to seq %d: the source refuses it: %w", ErrSeekUnsupported,
-				g.name, f.name, target, err)
+		for _, r := range rs {
+			if err := c.CheckRewind(r); err != nil {
+				return SeekPlan{}, fmt.Errorf("%w: a backwards seek of group %q on feed %q to seq %d: the source refuses it: %w", ErrSeekUnsupported,
+					g.name, f.name, target, err)
+			}
 		}
 	}
 	p.After, p.Redelivery, p.Loss = target, true, false
@@ -175,6 +231,9 @@ func (e *Engine) seekBackLocked(f *Feed, g *group, b *binding, p SeekPlan, targe
 	p.FirstSeq, p.LastSeq = target+1, f.seq
 	if opts.DryRun {
 		return p, nil
+	}
+	if err := e.acted(f, b, p, opts); err != nil {
+		return SeekPlan{}, err
 	}
 	// The queue holds nothing unprocessed: its processed items held in the
 	// window wait for it no more (they have their rows), and it is
@@ -185,7 +244,7 @@ func (e *Engine) seekBackLocked(f *Feed, g *group, b *binding, p SeekPlan, targe
 	b.takeMarks(b.q.Tail(), &m, true)
 	g.queueReleased(m)
 	p.Replacement = e.replaceLocked(f, b)
-	f.rewind = &rewindReq{r: r, through: f.seq}
+	f.rewind = &rewindReq{rs: rs, through: f.seq}
 	f.rewinding.Store(true)
 	return p, nil
 }
@@ -205,41 +264,57 @@ func (f *Feed) applyRewind() error {
 	if req == nil {
 		return nil
 	}
-	through, err := f.committer.(Rewinder).Rewind(req.r)
-	if err != nil {
-		return fmt.Errorf("engine: feed %q rewind of group %q to seq %d: %w", f.name, req.r.Group, req.r.To.Seq, err)
+	for req.done < len(req.rs) {
+		r := req.rs[req.done]
+		through, err := f.committer.(Rewinder).Rewind(r)
+		if err != nil {
+			f.mu.Lock()
+			req.failed = err
+			f.mu.Unlock()
+			f.eng.watch.note()
+			return fmt.Errorf("engine: feed %q rewind of group %q to seq %d (key %q): %w", f.name, r.Group, r.To.Seq, r.To.Position.Key, err)
+		}
+		req.throughs = append(req.throughs, through)
+		req.done++
 	}
-	to := req.r.To
+	group, others := req.rs[0].Group, req.rs[0].Others
 	f.mu.Lock()
 	// The sought group is handed everything it said it completed in an
-	// earlier run, again; the others nothing read again up to through.
-	f.completed = slices.DeleteFunc(f.completed, func(c completedPrefix) bool { return c.group == req.r.Group })
-	for _, h := range req.r.Others {
-		i := slices.IndexFunc(f.completed, func(c completedPrefix) bool {
-			return c.group == h && c.epoch == to.Epoch && c.key == through.Key
-		})
-		if i < 0 {
-			f.completed = append(f.completed, completedPrefix{group: h, epoch: to.Epoch, key: through.Key, offset: through.Offset})
-		} else {
-			f.completed[i].offset = max(f.completed[i].offset, through.Offset)
+	// earlier run, again; the others nothing read again up to each key's
+	// through.
+	f.completed = slices.DeleteFunc(f.completed, func(c completedPrefix) bool { return c.group == group })
+	for k, r := range req.rs {
+		to, through := r.To, req.throughs[k]
+		for _, h := range others {
+			i := slices.IndexFunc(f.completed, func(c completedPrefix) bool {
+				return c.group == h && c.epoch == to.Epoch && c.key == through.Key
+			})
+			if i < 0 {
+				f.completed = append(f.completed, completedPrefix{group: h, epoch: to.Epoch, key: through.Key, offset: through.Offset})
+			} else {
+				f.completed[i].offset = max(f.completed[i].offset, through.Offset)
+			}
 		}
 	}
 	// The group's progress is read on from the first item read again (an
 	// entry made now if no poll read it yet: a scan from the window's start
 	// would find the items before the seek done for it).
-	i := slices.IndexFunc(f.progress, func(p *groupProgress) bool { return p.g.name == req.r.Group })
+	i := slices.IndexFunc(f.progress, func(p *groupProgress) bool { return p.g.name == group })
 	if i < 0 {
-		f.progress = append(f.progress, &groupProgress{g: f.eng.gByN[req.r.Group], last: map[string]Commit{}})
+		f.progress = append(f.progress, &groupProgress{g: f.eng.gByN[group], last: map[string]Commit{}})
 		i = len(f.progress) - 1
 	}
 	p := f.progress[i]
 	p.scanned, p.untold = req.through, p.untold[:0]
 	clear(p.last)
-	p.last[to.Position.Key] = to
+	for _, r := range req.rs {
+		p.last[r.To.Position.Key] = r.To
+	}
 	f.rewoundAt = max(f.rewoundAt, req.through)
 	f.rewind = nil
 	f.rewinding.Store(false)
 	f.mu.Unlock()
 	f.signalReady()
+	f.eng.watch.note() // the feed may be settled now
 	return nil
 }

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/blackbox-audit/blackbox/engine/internal/window"
 )
@@ -46,8 +48,14 @@ type SeekTarget struct {
 type SeekOptions struct {
 	// DryRun returns the plan and changes nothing.
 	DryRun bool
-	// Reason is the operator's reason: recorded with the skipped items.
+	// Reason is the operator's reason: recorded with the skipped items,
+	// and told to Observer.Acted (empty: NoReason).
 	Reason string
+	// Who is the operator, told to Observer.Acted (empty:
+	// DefaultOperator); At when the action was taken (zero: the engine's
+	// TimerClock at the seek).
+	Who string
+	At  time.Time
 }
 
 // SeekPlan is what Engine.Seek does (or, for a dry run, would do): a plain
@@ -63,6 +71,13 @@ type SeekPlan struct {
 	// first held item's minus 1; with nothing held, the feed's last
 	// sequence); After the one through which it is done after the seek.
 	Before, After int64
+	// Done is the feed sequence through which the group had completed
+	// the feed's items at the seek: its completed prefix, as its queue's
+	// dispatched count says (items it completed that still hold the
+	// commit count, unlike Before). The seek's record says it was done
+	// through Done before and Recorded after (OperatorAction.Before and
+	// After: the CONTROL row's).
+	Done int64
 	// Loss says the seek skips items (a forward seek): Unprocessed of them
 	// the group had not completed (DROPPED rows with SkippedReason and the
 	// operator's reason), Processed it completed that still held the
@@ -119,6 +134,14 @@ type SeekPlan struct {
 // than the last 4096 acknowledged items and the window) or of an
 // earlier epoch, a move back the source has not applied yet, one the
 // source says beforehand it could not apply (RewindChecker).
+//
+// A seek that is not a dry run is told to Observer.Acted after every
+// check passed and before it changes anything (the recorder writes its
+// CONTROL row then): an error of the hook refuses it (ErrNotRecorded),
+// changing nothing. A backwards seek returns before its source applied
+// the move back (at the source's next poll): the group's live queue says
+// so until then (SubscriberStatus.MoveBack, MoveBackPending; a failed
+// Rewind: MoveBackFailed), and the feed is not settled.
 //
 // The seek, dry or not, requires the group fenced (ErrNotFenced) and the
 // generation of its live queue (ErrGeneration: a stale reading, a removed
@@ -211,6 +234,7 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 	if p.FirstSeq != 0 {
 		p.Before = p.FirstSeq - 1
 	}
+	p.Done = doneThrough(f, b)
 	target := to.Seq
 	if to.Latest {
 		target = max(p.Before, p.LastSeq)
@@ -228,6 +252,9 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 	if opts.DryRun {
 		return p, nil
 	}
+	if err := e.acted(f, b, p, opts); err != nil {
+		return SeekPlan{}, err
+	}
 	if p.Loss {
 		rel := e.releaseQueue(f, b, true, SkippedReason, opts.Reason)
 		p.Replacement = rel.Replacement
@@ -242,6 +269,71 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 	g.queueReleased(m)
 	p.Replacement = e.replaceLocked(f, b)
 	return p, nil
+}
+
+// acted tells Observer.Acted of the seek planned in p of queue b, before
+// it changes anything (e.mu and f.mu held): an error refuses it
+// (ErrNotRecorded).
+func (e *Engine) acted(f *Feed, b *binding, p SeekPlan, opts SeekOptions) error {
+	return e.tellActed(OperatorAction{Action: ActionSeek, Feed: f.name, Group: b.group.name, Who: cmp.Or(opts.Who, DefaultOperator),
+		Reason: cmp.Or(opts.Reason, NoReason), At: opts.At, Before: p.Done, After: p.Recorded(), Seek: p})
+}
+
+// tellActed tells Observer.Acted of a (its At the TimerClock's now when
+// zero), e.mu and f.mu held: an error is ErrNotRecorded wrapping the
+// hook's.
+func (e *Engine) tellActed(a OperatorAction) error {
+	hook := e.cfg.Observer.Acted
+	if hook == nil {
+		return nil
+	}
+	if a.At.IsZero() {
+		a.At = e.cfg.TimerClock.Now()
+	}
+	if err := hook(a); err != nil {
+		return fmt.Errorf("%w: the %s of group %q on feed %q (%d to %d): %w", ErrNotRecorded, a.Action, a.Group, a.Feed, a.Before, a.After, err)
+	}
+	return nil
+}
+
+// Recorded is the feed sequence through which the group has completed the
+// feed's items after the seek, as its record says (OperatorAction.After):
+// for a forward seek After, or Done when higher (items it completed that
+// still held the commit); for a backwards seek After, below Done (the
+// group was moved back).
+func (p SeekPlan) Recorded() int64 {
+	if p.Redelivery {
+		return p.After
+	}
+	return max(p.Done, p.After)
+}
+
+// doneThrough is the feed sequence through which queue b's group
+// completed the feed's items, as its dispatched count says: the last item
+// held for b (offered to it past its acknowledged point) that it
+// dispatched, else the one before the first item held for b, else (none
+// held) the feed's last sequence. f.mu held.
+func doneThrough(f *Feed, b *binding) int64 {
+	d, first, last := b.dispatched.Load(), int64(0), int64(0)
+	ack := d
+	if h := b.hold.Load(); h != nil {
+		ack = min(ack, h.durable.Load())
+	}
+	held(&f.win, b, ack, func(en *window.Entry[*binding], after int64) {
+		if first == 0 {
+			first = en.ItemSeq
+		}
+		if after <= d {
+			last = en.ItemSeq
+		}
+	})
+	switch {
+	case last != 0:
+		return last
+	case first != 0:
+		return first - 1
+	}
+	return f.seq
 }
 
 // held calls each, oldest first, with every entry of w that waits for b

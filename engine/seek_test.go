@@ -178,13 +178,13 @@ func TestADryRunChangesNothingAndItsPlanIsWhatTheSeekDoes(t *testing.T) {
 		want engine.SeekPlan // without Generation and Replacement
 	}{
 		{"latest, over what the queue holds", 6, engine.SeekTarget{Latest: true},
-			engine.SeekPlan{Feed: "in", Group: "g", Before: 6, After: 10, Loss: true, Unprocessed: 4, FirstSeq: 7, LastSeq: 10, Reason: "bad batch"}},
+			engine.SeekPlan{Feed: "in", Group: "g", Before: 6, After: 10, Done: 6, Loss: true, Unprocessed: 4, FirstSeq: 7, LastSeq: 10, Reason: "bad batch"}},
 		{"to the last item the queue holds", 6, engine.SeekTarget{Seq: 10},
-			engine.SeekPlan{Feed: "in", Group: "g", Before: 6, After: 10, Loss: true, Unprocessed: 4, FirstSeq: 7, LastSeq: 10, Reason: "bad batch"}},
+			engine.SeekPlan{Feed: "in", Group: "g", Before: 6, After: 10, Done: 6, Loss: true, Unprocessed: 4, FirstSeq: 7, LastSeq: 10, Reason: "bad batch"}},
 		{"one item held", 9, engine.SeekTarget{Latest: true},
-			engine.SeekPlan{Feed: "in", Group: "g", Before: 9, After: 10, Loss: true, Unprocessed: 1, FirstSeq: 10, LastSeq: 10, Reason: "bad batch"}},
+			engine.SeekPlan{Feed: "in", Group: "g", Before: 9, After: 10, Done: 9, Loss: true, Unprocessed: 1, FirstSeq: 10, LastSeq: 10, Reason: "bad batch"}},
 		{"nothing held: no move, a new generation", 10, engine.SeekTarget{Seq: 10},
-			engine.SeekPlan{Feed: "in", Group: "g", Before: 10, After: 10, Reason: "bad batch"}},
+			engine.SeekPlan{Feed: "in", Group: "g", Before: 10, After: 10, Done: 10, Reason: "bad batch"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -1,15 +1,19 @@
 package engine_test
 
 import (
-	"strconv"
-
 	"context"
 	"errors"
-	"github.com/blackbox-audit/blackbox/core"
+	"fmt"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/blackbox-audit/blackbox/core"
 
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/memsource"
@@ -106,7 +110,7 @@ func TestABackwardsSeekReDeliversTheRangeToThatGroupOnly(t *testing.T) {
 		}
 		p := r.fenceAndSeek(t, "fast", 4)
 		want := engine.SeekPlan{Feed: "in", Group: "fast", Generation: p.Generation, Replacement: p.Replacement,
-			Before: 10, After: 4, Redelivery: true, FirstSeq: 5, LastSeq: 10, Redelivered: 6, Reason: "replay"}
+			Before: 10, After: 4, Done: 10, Redelivery: true, FirstSeq: 5, LastSeq: 10, Redelivered: 6, Reason: "replay"}
 		if p != want || p.Replacement == 0 {
 			t.Fatalf("plan %+v, want %+v", p, want)
 		}
@@ -353,6 +357,321 @@ func TestABackwardsSeekItsSourceRefusesBeforehandChangesNothing(t *testing.T) {
 		}
 		if c.checked != 2 || c.rewinds != 0 {
 			t.Fatalf("checked %d times, %d rewinds: want 2 and 0", c.checked, c.rewinds)
+		}
+	})
+}
+
+// keyedLog is the tests' re-readable log of several keys (a topic's
+// partitions): entries in one order, a key's n-th entry at its offset n;
+// the commit and each group's progress kept per key. Safe for concurrent
+// use.
+type keyedLog struct {
+	mu        sync.Mutex
+	entries   []keyedEntry
+	committed map[string]int64
+	groups    map[string]map[string]int64 // group, key: offset completed
+}
+
+type keyedEntry struct {
+	key  string
+	off  int64
+	item string
+}
+
+// newKeyedLog holds items named key then offset ("a1", "b1", "a2" ...).
+func newKeyedLog(items ...string) *keyedLog {
+	l := &keyedLog{committed: map[string]int64{}, groups: map[string]map[string]int64{}}
+	n := map[string]int64{}
+	for _, it := range items {
+		k := it[:1]
+		n[k]++
+		l.entries = append(l.entries, keyedEntry{k, n[k], it})
+	}
+	return l
+}
+
+// state is the commit and each group's progress of each key, as
+// "k=committed g=progress ...", keys and groups in order.
+func (l *keyedLog) state() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(l.committed)) {
+		fmt.Fprintf(&b, "%s=%d", k, l.committed[k])
+		for _, g := range slices.Sorted(maps.Keys(l.groups)) {
+			fmt.Fprintf(&b, " %s=%d", g, l.groups[g][k])
+		}
+		b.WriteString("; ")
+	}
+	return b.String()
+}
+
+// keyedSource reads a keyedLog from each key's commit, telling the feed
+// each group's progress (Intake.SkipCompleted); its committer is a
+// GroupCommitter and a Rewinder moving one key back per Rewind. Used by
+// one engine at a time: everything but the log is the Run goroutine's.
+type keyedSource struct {
+	log      *keyedLog
+	read     map[string]int64 // per key, the offset published up to
+	scan     int              // the first entry not looked at
+	pending  map[string]int64
+	gpending map[string]map[string]int64
+}
+
+func (l *keyedLog) source() *keyedSource {
+	return &keyedSource{log: l, read: map[string]int64{}, pending: map[string]int64{}, gpending: map[string]map[string]int64{}}
+}
+
+func (s *keyedSource) Run(ctx context.Context, in *engine.Intake) error {
+	l := s.log
+	l.mu.Lock()
+	in.SetEpoch(1)
+	maps.Copy(s.read, l.committed)
+	maps.Copy(s.pending, l.committed)
+	for g, ks := range l.groups {
+		for k, off := range ks {
+			if off > l.committed[k] {
+				in.SkipCompleted(g, 1, core.Position{Key: k, Offset: off})
+			}
+		}
+	}
+	l.mu.Unlock()
+	in.SetCommitter(keyedCommitter{s})
+	t := time.NewTicker(200 * time.Microsecond)
+	defer t.Stop()
+	for {
+		if _, err := in.PollAcks(); err != nil {
+			return err
+		}
+		for s.scan < len(l.entries) {
+			e := l.entries[s.scan]
+			if e.off > s.read[e.key] {
+				if !in.TryPublish(e.item, core.Position{Key: e.key, Offset: e.off}) {
+					break
+				}
+				s.read[e.key] = e.off
+			}
+			s.scan++
+		}
+		if s.scan == len(l.entries) {
+			in.SetState(engine.StateCaughtUp, "")
+		} else {
+			in.SetState(engine.StateBehind, "")
+		}
+		select {
+		case <-ctx.Done():
+			_, err := in.PollAcks()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+func (s *keyedSource) DefaultPolicy() engine.Policy { return engine.Pause() }
+
+type keyedCommitter struct{ *keyedSource }
+
+func (c keyedCommitter) Acknowledged(_, _ int64, pos core.Position) {
+	c.pending[pos.Key] = max(c.pending[pos.Key], pos.Offset)
+}
+
+func (c keyedCommitter) GroupAcknowledged(group string, cm engine.Commit) {
+	if c.gpending[group] == nil {
+		c.gpending[group] = map[string]int64{}
+	}
+	c.gpending[group][cm.Position.Key] = max(c.gpending[group][cm.Position.Key], cm.Position.Offset)
+}
+
+func (c keyedCommitter) Commit() error {
+	l := c.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, off := range c.pending {
+		l.committed[k] = max(l.committed[k], off)
+	}
+	for g, ks := range c.gpending {
+		if l.groups[g] == nil {
+			l.groups[g] = map[string]int64{}
+		}
+		for k, off := range ks {
+			l.groups[g][k] = max(l.groups[g][k], off)
+		}
+	}
+	return nil
+}
+
+// Rewind moves r.To's key back: its commit to r.To (or lower), the other
+// groups' progress kept, r.Group's at r.To, then reads the key again from
+// the entry after r.To.
+func (c keyedCommitter) Rewind(r engine.Rewind) (core.Position, error) {
+	l := c.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k, to := r.To.Position.Key, r.To.Position.Offset
+	through := core.Position{Key: k, Offset: c.read[k]}
+	base := max(l.committed[k], c.pending[k])
+	for _, h := range append(slices.Clone(r.Others), r.Group) {
+		if l.groups[h] == nil {
+			l.groups[h] = map[string]int64{}
+		}
+		if c.gpending[h] == nil {
+			c.gpending[h] = map[string]int64{}
+		}
+	}
+	for _, h := range r.Others {
+		l.groups[h][k] = max(l.groups[h][k], c.gpending[h][k], base)
+		c.gpending[h][k] = l.groups[h][k]
+	}
+	l.groups[r.Group][k], c.gpending[r.Group][k] = to, to
+	l.committed[k] = min(base, to)
+	c.pending[k], c.read[k] = l.committed[k], to
+	for i, e := range l.entries {
+		if e.key == k && e.off == to+1 {
+			c.scan = min(c.scan, i)
+			break
+		}
+	}
+	return through, nil
+}
+
+// keyedRig is a keyedLog read into feed "in" of the groups fast and slow.
+func keyedRig(t *testing.T, l *keyedLog) (*engine.Engine, *holdBack, *holdBack) {
+	t.Helper()
+	fast, slow := newHoldBack(), newHoldBack()
+	e, err := engine.New(twoGroups(l.source(), fast, slow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	time.Sleep(time.Millisecond)
+	synctest.Wait()
+	return e, fast, slow
+}
+
+// TestABackwardsSeekOverSeveralKeysMovesEachKeyBackToItsLastItemAtTheTarget
+// (Seek, backwards, several keys): fast is moved back to seq 4 (b2): the
+// source is asked to move key a back to a2 (its last item at or before
+// seq 4) and key b to b2, each durable before anything is read again (the
+// other group's progress kept), and the feed hands fast a3 b3 a4 b4 again,
+// slow nothing; a restart before the resume hands fast those four and slow
+// nothing.
+func TestABackwardsSeekOverSeveralKeysMovesEachKeyBackToItsLastItemAtTheTarget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		all := []string{"a1", "b1", "a2", "b2", "a3", "b3", "a4", "b4"}
+		l := newKeyedLog(all...)
+		e, fast, slow := keyedRig(t, l)
+		anys := func(s ...string) []any {
+			var out []any
+			for _, x := range s {
+				out = append(out, x)
+			}
+			return out
+		}
+		if got := fast.seen(); !slices.Equal(got, anys(all...)) {
+			t.Fatalf("fast handled %v before the seek, want %v", got, all)
+		}
+		if err := e.Fence("fast"); err != nil {
+			t.Fatal(err)
+		}
+		f := e.Feed("in")
+		gen := queueOf(t, f.Status(), "fast", false).Generation
+		dry, err := e.Seek("in", "fast", gen, engine.SeekTarget{Seq: 4}, engine.SeekOptions{DryRun: true, Reason: "x"})
+		if err != nil {
+			t.Fatalf("dry run: %v", err)
+		}
+		p, err := e.Seek("in", "fast", gen, engine.SeekTarget{Seq: 4}, engine.SeekOptions{Reason: "x"})
+		if err != nil {
+			t.Fatalf("seek: %v", err)
+		}
+		dry.Replacement, dry.DryRun = p.Replacement, false
+		if dry != p || p.FirstSeq != 5 || p.LastSeq != 8 || p.Redelivered != 4 {
+			t.Fatalf("plan %+v (dry run %+v): want seqs 5-8 read again", p, dry)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if got, want := l.state(), "a=2 fast=2 slow=4; b=2 fast=2 slow=4; "; got != want {
+			t.Fatalf("after the seek: %q, want %q (each key moved back, slow's progress kept)", got, want)
+		}
+		if err := e.Resume("in", "fast", p.Replacement); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if got, want := fast.seen(), anys(append(slices.Clone(all), "a3", "b3", "a4", "b4")...); !slices.Equal(got, want) {
+			t.Fatalf("fast handled %v, want %v", got, want)
+		}
+		if got := slow.seen(); !slices.Equal(got, anys(all...)) {
+			t.Fatalf("slow handled %v, want each item once", got)
+		}
+		if got, want := l.state(), "a=4 fast=4 slow=4; b=4 fast=4 slow=4; "; got != want {
+			t.Fatalf("at the end: %q, want %q", got, want)
+		}
+	})
+}
+
+// TestARestartAfterABackwardsSeekOverSeveralKeysHandsEachKeyAgain (Seek,
+// backwards, several keys): killed after the move back, before the
+// resume, a restart hands fast every item after each key's target and
+// slow nothing.
+func TestARestartAfterABackwardsSeekOverSeveralKeysHandsEachKeyAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newKeyedLog("a1", "b1", "a2", "b2", "a3", "b3", "a4", "b4")
+		e, _, _ := keyedRig(t, l)
+		if err := e.Fence("fast"); err != nil {
+			t.Fatal(err)
+		}
+		gen := queueOf(t, e.Feed("in").Status(), "fast", false).Generation
+		if _, err := e.Seek("in", "fast", gen, engine.SeekTarget{Seq: 3}, engine.SeekOptions{Reason: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if err := e.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		_, fast, slow := keyedRig(t, l)
+		if got, want := fast.seen(), []any{"b2", "a3", "b3", "a4", "b4"}; !slices.Equal(got, want) {
+			t.Fatalf("the restart handed fast %v, want %v (a after a2, b after b1)", got, want)
+		}
+		if got := slow.seen(); len(got) != 0 {
+			t.Fatalf("the restart handed slow %v, want nothing", got)
+		}
+	})
+}
+
+// TestABackwardsSeekOverAKeyWhoseStandIsUnknownIsRefused (Seek, backwards,
+// several keys): the items after seq 2 (a2) are of key b too, whose first
+// item (b1, seq 3) is after it: where b stood at the target is not known:
+// refused (ErrSeekUnsupported), changing nothing.
+func TestABackwardsSeekOverAKeyWhoseStandIsUnknownIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newKeyedLog("a1", "a2", "b1", "a3")
+		e, fast, _ := keyedRig(t, l)
+		if err := e.Fence("fast"); err != nil {
+			t.Fatal(err)
+		}
+		gen := queueOf(t, e.Feed("in").Status(), "fast", false).Generation
+		before := l.state()
+		for _, dry := range []bool{true, false} {
+			if _, err := e.Seek("in", "fast", gen, engine.SeekTarget{Seq: 2}, engine.SeekOptions{DryRun: dry, Reason: "x"}); !errors.Is(err, engine.ErrSeekUnsupported) {
+				t.Fatalf("dry run %t: %v, want ErrSeekUnsupported", dry, err)
+			}
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if got := queueOf(t, e.Feed("in").Status(), "fast", false).Generation; got != gen {
+			t.Fatalf("generation %d after the refusal, want %d", got, gen)
+		}
+		if got := l.state(); got != before {
+			t.Fatalf("state %q after the refusal, want %q", got, before)
+		}
+		if got := len(fast.seen()); got != 4 {
+			t.Fatalf("fast handled %d items, want 4", got)
 		}
 	})
 }

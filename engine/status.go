@@ -179,6 +179,15 @@ type SubscriberStatus struct {
 	// the one that replaced it); omitted from the JSON while zero (UP
 	// since the run began, nothing lost, never cleared).
 	Loss LossStatus `json:"loss,omitzero"`
+	// MoveBack is where a backwards seek of the queue's group on the feed
+	// (Engine.Seek, SeekPlan.Redelivery) stands, on its live queue:
+	// MoveBackPending from the seek until the source applied it (its
+	// Rewinder.Rewind, at the source's next poll of the
+	// acknowledgements: Seek does not wait for it), MoveBackFailed while
+	// the source's Rewind failed (the feed takes nothing: FeedStatus.Stalled
+	// says why); omitted once applied, and when there was none. The feed is
+	// not settled meanwhile.
+	MoveBack string `json:"moveBack,omitempty"`
 	// Generation names the queue for Engine.Release, Engine.Seek and
 	// Engine.Resume: a group subscribed again (or a queue a release or a
 	// seek replaced) gets a queue of a new generation, and the old one keeps
@@ -186,6 +195,12 @@ type SubscriberStatus struct {
 	// engine of the process, so they differ from run to run.
 	Generation int64 `json:"-"`
 }
+
+// The values of SubscriberStatus.MoveBack.
+const (
+	MoveBackPending = "pending"
+	MoveBackFailed  = "failed"
+)
 
 // Status reports every feed. A feed is settled when its source is caught up
 // or at its end, every live queue is drained, nothing is paused or awaiting
@@ -281,6 +296,12 @@ func (f *Feed) statusLocked() FeedStatus {
 		ss.Released, ss.Generation = b.released.Load(), b.gen
 		ss.AlreadyCompleted = b.completed.Load()
 		ss.Loss = f.lossStatus(b.group.name)
+		if rq := f.rewind; rq != nil && live[b] && rq.rs[0].Group == b.group.name {
+			ss.MoveBack = MoveBackPending
+			if rq.failed != nil {
+				ss.MoveBack = MoveBackFailed
+			}
+		}
 		lostInWindow = lostInWindow || b.lostInWindow()
 		fs.Released += ss.Released
 		fs.Dropped += ss.Dropped
@@ -312,13 +333,16 @@ func (f *Feed) statusLocked() FeedStatus {
 		}
 		stalled = b.stuck()
 	}
+	if rq := f.rewind; rq != nil && rq.failed != nil { // first: the feed takes nothing more
+		stalled = fmt.Sprintf("the source failed to move group %s back to seq %d: %v", rq.rs[rq.done].Group, rq.rs[rq.done].To.Seq, rq.failed)
+	}
 	if stalled != "" {
 		fs.Stalled = &stalled
 	}
 	fs.Lossless = !lostInWindow && fs.CompletionFailures == 0 && fs.Failures == 0 && !failed &&
 		len(fs.Losses) == 0 && fs.Released == 0
 	fs.Settled = (f.state == StateCaughtUp || f.state == StateEndOfStream) && fs.Drained && !f.paused &&
-		fs.PendingAcks == 0 && fs.Stalled == nil
+		fs.PendingAcks == 0 && fs.Stalled == nil && f.rewind == nil
 	f.killedStatus(&fs, positioned) // kill.go
 	return fs
 }

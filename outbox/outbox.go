@@ -124,8 +124,7 @@ type Outbox struct {
 	// target and then reports the commits of the lines it reads again.
 	liveCommits map[posKey]lastCommit
 	// seqs: the highest seq of each feed's inputs written so far; back:
-	// at the feed's last move back (MovedBack). A commit of a seq at most
-	// back[feed] was made before it: Close prunes nothing with it.
+	// at the feed's last move back (acted): Close then keeps the marks.
 	seqs, back map[string]int64
 	// beforeCompact, set by tests only (export_test.go), runs right before
 	// a clean Close rewrites the marks.
@@ -189,27 +188,30 @@ func (o *Outbox) Written(rows []store.Entry) {
 	}
 }
 
-// MovedBack tells the outbox that a group of feed was moved back
-// (engine.Engine.Seek to a target before its position, docs/GUARANTEES.md
-// "Seek"): the feed's source lowered its commit to the target, and reads
-// the items after it again. Call it once the seek returned, before the
-// run stops (`blackbox run --listen` does, with the seek's CONTROL row).
+// acted is the outbox's Observer.Acted: a backwards seek (a seek whose
+// After is below its Before, docs/GUARANTEES.md "Seek") lowers the feed's
+// source commit to its target, and the items after it are read again.
 // Close then keeps the marks (the next Open recovers from the run's
 // recording, and reads the move back from the seek's CONTROL row there):
 // the commits made before the seek cover nothing it forgets, the last
 // commit after it covers what is below it; a restart reads the items
-// after that again and delivers none of their outputs again. Safe for
-// concurrent use.
-func (o *Outbox) MovedBack(feed string) {
-	o.mu.Lock()
-	o.back[feed] = o.seqs[feed]
-	o.mu.Unlock()
+// after that again and delivers none of their outputs again. Called with
+// the engine's locks held: it takes only the outbox's.
+func (o *Outbox) acted(a engine.OperatorAction) error {
+	if a.Action == engine.ActionSeek && a.After < a.Before {
+		o.mu.Lock()
+		o.back[a.Feed] = o.seqs[a.Feed]
+		o.mu.Unlock()
+	}
+	return nil
 }
 
-// Observer returns the engine hook of the outbox: Committed writes a
-// commit mark and makes the committed outputs deliverable.
+// Observer returns the engine hooks of the outbox: Committed writes a
+// commit mark and makes the committed outputs deliverable; Acted notes a
+// backwards seek (a move back: see acted). Combine it before an observer
+// that may refuse an action (Observer.Then).
 func (o *Outbox) Observer() engine.Observer {
-	return engine.Observer{Committed: o.committed}
+	return engine.Observer{Committed: o.committed, Acted: o.acted}
 }
 
 // uncommitted reports whether feed's source commits nothing, marking it
@@ -472,7 +474,7 @@ func (o *Outbox) Close() error {
 // settled reports whether nothing is left to deliver: no output waits for
 // its commit or its batch.
 // movedBackLast reports whether a feed was moved back in this run
-// (MovedBack): its source's commit came down below what this run's
+// (acted): its source's commit came down below what this run's
 // commits said, and a restart may read again items this run recorded
 // (those between the last commit and the highest): the next Open needs
 // the run's recording (the marks are kept as they are; its recovery

@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/outbox"
-	"github.com/blackbox-audit/blackbox/store"
 )
 
 // oneAtATime runs the twice app over items 1..n of a new tape fed one at
@@ -148,7 +148,7 @@ func TestAMoveBackKeepsThePositionsAfterItsTargetSuppressed(t *testing.T) {
 }
 
 // A run processed and committed items 1-6, then its operator moved it
-// back to item 2 (the CONTROL row of the seek, MovedBack; its source's
+// back to item 2 (Observer.Acted: the seek's CONTROL row; its source's
 // commit came down to item 2) and it stopped before it processed any
 // item again: Close keeps the marks (the next Open needs the run's
 // recording), whose recovery reads the move back and keeps the run's
@@ -163,11 +163,14 @@ func TestAMoveBackBeforeAStopKeepsThePositionsAfterItsTargetSuppressed(t *testin
 	tp.setClosed(true)
 	l := b.start(box, runConfig{Source: tp.source()})
 	l.settle()
-	if err := l.run.Recorder().Control(store.Control{Feed: "in", Group: "main", Action: "seek", Who: "alice", Reason: "recompute", At: t0,
-		Before: n, After: 2}); err != nil {
+	// The seek back as the engine tells it (Observer.Acted: the recorder
+	// writes its CONTROL row, the outbox notes it), its source's commit
+	// lowered.
+	act := engine.OperatorAction{Action: engine.ActionSeek, Feed: "in", Group: "main", Who: "alice", Reason: "recompute", At: t0,
+		Before: n, After: 2}
+	if err := l.run.Recorder().Observer().Then(box.Observer()).Acted(act); err != nil {
 		t.Fatal(err)
 	}
-	box.MovedBack("in")
 	tp.setCommitted(2)
 	if _, err := l.stop(); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package recorder
 import (
 	"fmt"
 
+	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -10,7 +11,10 @@ import (
 // (store.Control), with the COMMIT and STATE rows pending before it, and
 // forces it to stable storage before it returns, so that an action the
 // operator was told was done is in the recording. Call it once the action
-// took effect (its positions after are known); a failure is returned and
+// took effect (its positions after are known); a seek and a release are
+// recorded by the recorder's Observer (engine.Observer.Acted) before they
+// take effect, for every caller of engine.Engine.Seek and Release: do not
+// record them again; a failure is returned and
 // breaks nothing (the row is not written). Refused: a row the format cannot
 // hold (a *store.FieldError or an error wrapping store.ErrMalformed), a
 // closed recorder (ErrClosed). Safe for concurrent use.
@@ -40,4 +44,22 @@ func (r *Recorder) Control(c store.Control) error {
 	r.globalNext++
 	r.unsynced += n
 	return r.syncLocked()
+}
+
+// acted is the Observer.Acted hook: the engine tells of an operator's
+// action (a seek, a release) before it takes effect, and the recorder writes its
+// CONTROL row at once, synced, as Control does (the row the console wrote
+// for a seek before the engine did): an error refuses the action. Called
+// with the engine's locks held: Control takes the recorder's lock only,
+// which is never held while the recorder waits for the engine.
+func (r *Recorder) acted(a engine.OperatorAction) error {
+	action := a.Action
+	switch a.Action {
+	case engine.ActionSeek:
+		action = store.ControlSeek
+	case engine.ActionRelease:
+		action = store.ControlRelease
+	}
+	return r.Control(store.Control{Feed: a.Feed, Group: a.Group, Action: action, Who: a.Who, Reason: a.Reason,
+		At: a.At, Before: a.Before, After: a.After})
 }

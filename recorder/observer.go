@@ -156,6 +156,7 @@ func (r *Recorder) Observer() engine.Observer {
 		Committed:        committed,
 		Killed:           r.kill,
 		LossState:        r.lossState,
+		Acted:            r.acted,
 	}
 }
 

@@ -34,7 +34,9 @@ func echo() core.Processor {
 // inputs the group processed. The COMMIT row passes the range and the
 // recording is still complete (every seq it covers has a row); replay
 // replays it identical but not lossless, and explain says something was
-// lost.
+// lost. The release itself is a CONTROL row the engine's observer wrote
+// before the DROPPED row, for a direct caller of Engine.Release as for the
+// console's.
 func TestAReleasedRangeIsRecordedAsALoss(t *testing.T) {
 	var m *store.Memory
 	var rel engine.Released
@@ -83,6 +85,30 @@ func TestAReleasedRangeIsRecordedAsALoss(t *testing.T) {
 		t.Fatalf("released %+v, want 14 unprocessed items, seqs 7-20", rel)
 	}
 	checkOperatorLoss(t, m.ReadOnly(), engine.ReleasedReason+"poison backlog")
+	// The engine's observer recorded the release (a direct caller: no
+	// console), before its effect: its CONTROL row precedes the DROPPED
+	// row of what it released.
+	all := rows(t, m.ReadOnly())
+	var controls []store.Control
+	for _, e := range all {
+		if e.Kind == store.KindControl {
+			c, err := store.ControlOf(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.At = time.Time{}
+			controls = append(controls, c)
+		}
+	}
+	want := store.Control{Feed: "input", Group: "g", Action: store.ControlRelease, Who: engine.DefaultOperator, Reason: "poison backlog",
+		Before: 6, After: 20}
+	if len(controls) != 1 || controls[0] != want {
+		t.Fatalf("CONTROL rows %+v, want one, of the release %+v", controls, want)
+	}
+	ctl := slices.IndexFunc(all, func(e store.Entry) bool { return e.Kind == store.KindControl })
+	if drop := find(t, all, "p", store.KindDropped, 1); ctl > drop {
+		t.Errorf("the CONTROL row at %d, the DROPPED row at %d: want the release recorded before its effect", ctl, drop)
+	}
 }
 
 // checkOperatorLoss checks the recording of a run whose operator took seqs

@@ -26,7 +26,9 @@ import (
 // group's stream covering the skipped seqs, with the operator's reason,
 // after the inputs the group processed; the COMMIT row passes the range
 // (a restart does not deliver it) and the recording is complete; replay
-// says not lossless, explain says lost.
+// says not lossless, explain says lost. The seek itself is a CONTROL row
+// the engine's observer wrote before the DROPPED row, for a direct caller
+// of Engine.Seek as for the console's.
 func TestASkippedRangeIsRecordedAsALoss(t *testing.T) {
 	var m *store.Memory
 	var rel engine.SeekPlan
@@ -71,13 +73,41 @@ func TestASkippedRangeIsRecordedAsALoss(t *testing.T) {
 		t.Fatalf("seek %+v, want 14 unprocessed items skipped, seqs 7-20", rel)
 	}
 	checkOperatorLoss(t, m.ReadOnly(), engine.SkippedReason+"poison backlog")
+	// The engine's observer recorded the seek (a direct caller: no
+	// console), before its effect: its CONTROL row precedes the DROPPED
+	// row of what it skipped.
+	all := rows(t, m.ReadOnly())
+	var controls []store.Control
+	for _, e := range all {
+		if e.Kind == store.KindControl {
+			c, err := store.ControlOf(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			controls = append(controls, c)
+		}
+	}
+	want := store.Control{Feed: "input", Group: "g", Action: store.ControlSeek, Who: engine.DefaultOperator, Reason: "poison backlog",
+		Before: 6, After: 20}
+	if len(controls) != 1 || controls[0].At.IsZero() {
+		t.Fatalf("CONTROL rows %+v, want one, of the seek %+v", controls, want)
+	}
+	controls[0].At = time.Time{}
+	if controls[0] != want {
+		t.Errorf("CONTROL row %+v, want %+v", controls[0], want)
+	}
+	ctl := slices.IndexFunc(all, func(e store.Entry) bool { return e.Kind == store.KindControl })
+	if drop := find(t, all, "p", store.KindDropped, 1); ctl > drop {
+		t.Errorf("the CONTROL row at %d, the DROPPED row at %d: want the seek recorded before its effect", ctl, drop)
+	}
 }
 
 // A range a backwards seek moved a group back over (engine.Engine.Seek to
 // a seq before its position: the source reads it again) is in the
 // recording as the group's inputs of new seqs after the feed's last one
 // at the seek, with the items' first positions, after a CONTROL row of
-// the seek whose after is below its before (the recorded move back):
+// the seek whose after is below its before (the recorded move back,
+// written by the engine's observer for a direct caller of Engine.Seek):
 // every seq has its row, the COMMIT rows' seqs only grow, and replay
 // replays it identical, complete and lossless; explain finds it complete,
 // nothing lost.
@@ -100,11 +130,9 @@ func TestAMovedBackRangeIsReDeliveredAsRecorded(t *testing.T) {
 			}
 		}
 		var err error
-		if plan, err = e.Seek("input", "g", gen, engine.SeekTarget{Seq: 10}, engine.SeekOptions{Reason: "recompute"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := rec.Control(store.Control{Feed: "input", Group: "g", Action: store.ControlSeek, Who: "op", Reason: "recompute",
-			At: t0, Before: plan.Before, After: plan.After}); err != nil {
+		// A direct caller of the engine: no console, no Recorder.Control
+		// call; the engine's observer writes the seek's CONTROL row.
+		if plan, err = e.Seek("input", "g", gen, engine.SeekTarget{Seq: 10}, engine.SeekOptions{Reason: "recompute", Who: "op", At: t0}); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.Resume("input", "g", plan.Replacement); err != nil {
@@ -125,8 +153,18 @@ func TestAMovedBackRangeIsReDeliveredAsRecorded(t *testing.T) {
 	}
 	var inputs []string
 	var commits []int64
+	var controls []store.Control
 	for _, e := range rows(t, m.ReadOnly()) {
 		switch {
+		case e.Kind == store.KindControl:
+			c, err := store.ControlOf(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			controls = append(controls, c)
+			if len(inputs) != 20 {
+				t.Errorf("the CONTROL row after %d inputs: want it before the first item read again (after 20)", len(inputs))
+			}
 		case e.Processor == "p" && e.Kind == store.KindDelivery:
 			inputs = append(inputs, strconv.FormatInt(e.Seq, 10)+"@"+strconv.FormatInt(e.Offset, 10))
 		case e.Kind == store.KindCommit:
@@ -146,6 +184,10 @@ func TestAMovedBackRangeIsReDeliveredAsRecorded(t *testing.T) {
 	if !slices.IsSorted(commits) || len(commits) == 0 || commits[len(commits)-1] != 30 {
 		t.Errorf("COMMIT rows' seqs %v: want growing, to 30", commits)
 	}
+	moveBack := store.Control{Feed: "input", Group: "g", Action: store.ControlSeek, Who: "op", Reason: "recompute", At: t0, Before: 20, After: 10}
+	if want := []store.Control{moveBack}; !slices.Equal(controls, want) {
+		t.Errorf("CONTROL rows %+v, want %+v (one, the move back)", controls, want)
+	}
 	apps := []core.App{{Name: "echo", New: func(map[string]string) (core.Processor, error) { return echo(), nil }, Decode: recorder.JSON.Decode}}
 	rep, err := replayer.Replay(context.Background(), m.ReadOnly(), apps, replayer.Options{})
 	if err != nil {
@@ -161,6 +203,9 @@ func TestAMovedBackRangeIsReDeliveredAsRecorded(t *testing.T) {
 	}
 	if !f.Complete || f.Lost {
 		t.Errorf("explain: complete %v, lost %v; want complete, nothing lost", f.Complete, f.Lost)
+	}
+	if len(f.Runs) != 1 || len(f.Runs[0].Controls) != 1 || f.Runs[0].Controls[0].Control() != moveBack {
+		t.Errorf("explain's operator actions %+v, want the move back %+v", f.Runs, moveBack)
 	}
 	for _, a := range f.Answers {
 		if len(a.Redelivered) != 0 || len(a.Duplicates) != 0 {

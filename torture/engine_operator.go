@@ -990,7 +990,7 @@ func (o *opRun) seekBack(g *opGroup, s opStep) bool {
 	if !ok {
 		return false
 	}
-	want := engine.SeekPlan{Feed: "f", Group: g.name, Generation: gen, Before: seq, After: to.Seq, Redelivery: true,
+	want := engine.SeekPlan{Feed: "f", Group: g.name, Generation: gen, Before: seq, After: to.Seq, Done: seq, Redelivery: true,
 		FirstSeq: to.Seq + 1, LastSeq: seq, Redelivered: seq - to.Seq, Reason: reason, DryRun: true}
 	if dry != want {
 		o.fail("the dry run's plan %+v, want %+v", dry, want)

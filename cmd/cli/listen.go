@@ -22,9 +22,7 @@ import (
 	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/engine/kafkasource"
-	"github.com/blackbox-audit/blackbox/outbox"
 	"github.com/blackbox-audit/blackbox/recorder"
-	"github.com/blackbox-audit/blackbox/store"
 )
 
 // The log formats of --log-format.
@@ -216,9 +214,6 @@ func (s *opsServer) serve(stderr io.Writer, run *recorder.Run, files *runFiles, 
 	wc := console.Config{Engine: run.Engine(), Tokens: s.tokens, Clock: clock, Logger: logger}
 	if len(s.tokens) > 0 {
 		wc.Audit = run.Recorder()
-		if files.box != nil {
-			wc.Audit = movesBack{run.Recorder(), files.box}
-		}
 	}
 	wc.Status = func(w io.Writer) error { return WriteJSON(w, liveStatus(run, files, srcs)) }
 	wc.Recording = files.store.recorded
@@ -402,20 +397,4 @@ func undrained(st engine.Status, timeout time.Duration) error {
 			f.Feed, ErrUndrained, timeout, left)
 	}
 	return nil
-}
-
-// movesBack records an operator's action (the recorder) and, for a move
-// back (a seek whose after is below its before), tells the run's outbox,
-// which then keeps the positions after the target suppressed until a
-// commit of an item read again (outbox.Outbox.MovedBack).
-type movesBack struct {
-	rec *recorder.Recorder
-	box *outbox.Outbox
-}
-
-func (m movesBack) Control(c store.Control) error {
-	if c.Action == string(console.ActionSeek) && c.After < c.Before {
-		m.box.MovedBack(c.Feed) // done, recorded or not
-	}
-	return m.rec.Control(c)
 }

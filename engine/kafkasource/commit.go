@@ -24,6 +24,9 @@ func (s *Source) poll() {
 	in := s.in
 	s.mu.Unlock()
 	_, err := in.PollAcks()
+	if errors.Is(err, ErrRewind) {
+		s.failed.CompareAndSwap(nil, &err)
+	}
 	if err == nil && s.unsure() {
 		// Nothing new to commit, but an offset may have been moved back
 		// by a late commit: verified (and committed again) now.
@@ -104,7 +107,11 @@ func (c committer) GroupAcknowledged(group string, cm engine.Commit) {
 		kp = &keyProgress{epoch: p.epoch, groups: map[string]int64{}}
 		s.progress[p.key] = kp
 	}
-	kp.groups[group] = max(kp.groups[group], cm.Position.Offset)
+	off, known := kp.groups[group]
+	kp.groups[group] = max(off, cm.Position.Offset)
+	if !known {
+		s.refreshView()
+	}
 }
 
 // metaOf is the metadata of a commit of p at offset (s.mu held): its
@@ -216,6 +223,7 @@ func (s *Source) commit() error {
 					}
 				}
 			}
+			s.refreshView()
 			s.mu.Unlock()
 			failed = append(failed, err)
 			return
@@ -300,5 +308,6 @@ func (s *Source) verify() error {
 			p.uncertain = time.Time{}
 		}
 	}
+	s.refreshView()
 	return nil
 }

@@ -62,6 +62,36 @@
 // A version before this one does not recognise the longer metadata as its
 // tag: it takes such a commit as it is (no incarnation check).
 //
+// # Backwards seeks
+//
+// The committer is an engine.Rewinder: Engine.Seek moves one group back to
+// a record, re-delivered to that group only: the engine asks one Rewind per
+// partition of the feed's records after the target, each to the
+// partition's last record at or before it. The source first commits the
+// partition at the target
+// (CommitOffsetsSync; a lower commit, a slower group's, is kept), the
+// metadata carrying every other group at least at the progress it had and
+// the sought group at the target, so a restart from then on hands the
+// sought group every record after the target and the others none they
+// completed; then it has the client read the partition from the target
+// (kgo SetOffsets, which drops the fetches buffered or in flight) and
+// drops the partition's polled records not yet published. A failed commit
+// is retried at the next poll (the feed takes nothing meanwhile). During
+// a revocation the commit is made and nothing is read again: the next
+// owner reads from it. A partition lost after the seek was checked (the
+// session expired, the topic deleted) ends Run with ErrRewind.
+//
+// The committer is also an engine.RewindChecker: it refuses, before the
+// engine changes anything (ErrRewind, in the engine's ErrSeekUnsupported),
+// a partition this member does not own now or is revoking, a target
+// published before its current ownership (a rebalance since) or of another
+// epoch (the topic created again), other groups on a cluster without
+// topic IDs (no group's own progress is kept), a commit of the partition
+// whose outcome is unknown (it could land past the move back), and a move
+// back whose commit metadata could pass the 4,000 bytes it may hold. It
+// reads a copy of what it checks, which the source refreshes where those
+// change (never per record): it is safe while the source runs.
+//
 // # Overload, rebalances and lost sessions
 //
 // The default policy is PAUSE: when the feed refuses a record, the

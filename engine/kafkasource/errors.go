@@ -15,6 +15,12 @@ var (
 	// The error of engine.Intake.PollAcks and the Logger's warning wrap
 	// it; callers match it with errors.Is.
 	ErrCommit = errors.New("kafkasource: offset commit failed")
+	// ErrRewind is a backwards seek the source cannot apply: refused
+	// before anything changed (CheckRewind: the engine's
+	// ErrSeekUnsupported wraps it), or, from Rewind, a partition lost
+	// after the check (Run then returns it). Callers match it with
+	// errors.Is.
+	ErrRewind = errors.New("kafkasource: backwards seek not possible")
 	// ErrPayload is a recorded payload that is not a Record's JSON.
 	// Callers of Decode match it with errors.Is.
 	ErrPayload = errors.New("kafkasource: payload is not a record")

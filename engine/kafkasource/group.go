@@ -94,6 +94,7 @@ func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 			p.meta = ""
 		}
 	}
+	s.refreshView()
 }
 
 // commitTagPrefix begins the metadata of every offset the source commits,
@@ -262,6 +263,7 @@ func (s *Source) keptProgress(c staleCommit) {
 		}
 	}
 	s.progress[key] = kp
+	s.refreshView()
 }
 
 // keyProgress is each group's progress in a partition, of one incarnation
@@ -365,6 +367,7 @@ func (s *Source) handBack(tps map[string][]int32) {
 			}
 		}
 	}
+	s.refreshView()
 	s.dropBuffered(back)
 }
 
@@ -420,5 +423,6 @@ func (s *Source) disown(tps map[string][]int32) {
 		// Not paused if it is assigned again.
 		s.cl.ResumeFetchPartitions(resume)
 	}
+	s.refreshView()
 	s.dropBuffered(gone)
 }

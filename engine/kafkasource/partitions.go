@@ -296,6 +296,7 @@ func (s *Source) retire(t, why string, losses []engine.Loss) []engine.Loss {
 	}
 	s.dropBuffered(drop)
 	delete(s.ids, t)
+	s.refreshView()
 	return losses
 }
 

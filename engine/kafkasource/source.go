@@ -199,8 +199,18 @@ type Source struct {
 	// brokerHook.
 	groupErr atomic.Pointer[string]
 
+	// view is what CheckRewind reads of the partitions (refreshView),
+	// without s.mu. failed is a move back the source could not apply
+	// after it was checked (ErrRewind): Run returns it.
+	view   atomic.Pointer[map[string]rewindView]
+	failed atomic.Pointer[error]
+
 	items []any
 	poss  []core.Position
+
+	// runStarted, when set (by the tests), is called by Run with the
+	// client before its first duty cycle.
+	runStarted func(*kgo.Client)
 }
 
 // part is one partition the source has owned.
@@ -328,6 +338,7 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 		return ErrRunning
 	}
 	defer s.running.Store(false)
+	s.failed.Store(nil)
 	s.mu.Lock()
 	s.in = in
 	s.epoch = 0
@@ -346,8 +357,15 @@ func (s *Source) Run(ctx context.Context, in *engine.Intake) error {
 	timer.Stop()
 	defer timer.Stop()
 	var refused time.Time // since when the feed refuses the buffered records
+	if s.runStarted != nil {
+		s.runStarted(cl)
+	}
 	for {
 		s.poll()
+		if err := s.failed.Load(); err != nil {
+			cl.AllowRebalance()
+			return *err
+		}
 		if ctx.Err() != nil {
 			cl.AllowRebalance()
 			s.stopCheck(cl)

@@ -67,7 +67,10 @@ func (s *Source) takePartition(fp kgo.FetchTopicPartition, id topicID, committed
 		return losses
 	}
 	epoch := TopicEpoch(id)
-	p.id, p.epoch = id, epoch
+	if p.id != id {
+		p.id, p.epoch = id, epoch
+		defer s.refreshView()
+	}
 	if id.known() {
 		s.ids[p.topic] = id // what the client consumes, named by its fetches
 	}
@@ -126,6 +129,7 @@ func (s *Source) truncated(p *part, at, end int64) engine.Loss {
 		// Assigned before the topic's ID was known, and nothing fetched
 		// since: the loss is in the position space the ID now names.
 		p.id, p.epoch = id, TopicEpoch(id)
+		s.refreshView()
 	}
 	p.stale, p.committed, p.next = true, -1, 0
 	p.truncated++
@@ -199,9 +203,11 @@ func (s *Source) checkStarts(ctx context.Context, cl *kgo.Client) {
 	if err != nil {
 		return // read again in a second
 	}
+	ids := s.learnIDs(ctx, cl, topics)
 	committed := cl.CommittedOffsets()
 	var losses []engine.Loss
 	s.mu.Lock()
+	s.noteIDs(ids)
 	starts.Each(func(o kadm.ListedOffset) {
 		p := s.parts[partitionKey(o.Topic, o.Partition)]
 		if o.Err != nil || p == nil || !p.owned {
@@ -330,10 +336,12 @@ func (s *Source) seedEnds(ctx context.Context, cl *kgo.Client) {
 	if err != nil {
 		return // known at the next fetch or the next try
 	}
+	ids := s.learnIDs(ctx, cl, topics)
 	committed := cl.CommittedOffsets()
 	var losses []engine.Loss
 	s.mu.Lock()
 	in := s.in
+	s.noteIDs(ids)
 	for _, p := range s.parts {
 		if at, ok := p.groupCommit(committed); ok && p.owned && p.committed < 0 {
 			p.committed = at
@@ -375,4 +383,47 @@ func recordHeaders(hs []kgo.RecordHeader) []Header {
 		return nil
 	}
 	return unsafe.Slice((*Header)(unsafe.Pointer(unsafe.SliceData(hs))), len(hs))
+}
+
+// learnIDs reads the IDs of those of topics whose incarnation the source
+// does not know yet (a metadata request; nil when it knows them all or the
+// request fails), for noteIDs: a loss seen before any fetch named the
+// topic's ID, or before checkPartitions read it (the partition assigned
+// before the first duty cycle read the topics), is of the incarnation the
+// group is assigned, never of epoch 0.
+func (s *Source) learnIDs(ctx context.Context, cl *kgo.Client, topics []string) map[string]topicID {
+	s.mu.Lock()
+	var unknown []string
+	for _, t := range topics {
+		if !s.ids[t].known() {
+			unknown = append(unknown, t)
+		}
+	}
+	s.mu.Unlock()
+	if len(unknown) == 0 {
+		return nil
+	}
+	ids, err := topicIDs(ctx, cl, unknown)
+	if err != nil {
+		return nil // a cluster without topic IDs gives none either
+	}
+	return ids
+}
+
+// noteIDs takes the topic IDs learnIDs read where the source knows none
+// yet (as readTopics does, before a fetch names them), and gives them to
+// the owned partitions assigned before they were known that have
+// published nothing (their records' epoch). s.mu held.
+func (s *Source) noteIDs(ids map[string]topicID) {
+	for t, id := range ids {
+		if id.known() && !s.ids[t].known() {
+			s.ids[t] = id
+		}
+	}
+	for _, p := range s.parts {
+		if id := s.ids[p.topic]; p.owned && p.published == 0 && !p.id.known() && id.known() {
+			p.id, p.epoch = id, TopicEpoch(id)
+			s.refreshView()
+		}
+	}
 }
