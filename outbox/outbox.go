@@ -118,11 +118,10 @@ type Outbox struct {
 	queues  map[class][]*item // positioned items awaiting their commit, with outputs
 	queued  map[posAt]*item   // the same, by position
 	commits map[string]bool   // whether a feed's source commits, as first asked
-	// liveCommits: the commit this run marked last per position space
-	// (Close prunes the suppression set with them): the highest, but
-	// after a backwards seek, whose source commit comes down to its
-	// target and then reports the commits of the lines it reads again.
-	liveCommits map[posKey]lastCommit
+	// liveCommits: the highest offset this run committed per position
+	// space (Close prunes the suppression set with them, unless a move
+	// back came: movedBackLast).
+	liveCommits map[posKey]int64
 	// seqs: the highest seq of each feed's inputs written so far; back:
 	// at the feed's last move back (acted): Close then keeps the marks.
 	seqs, back map[string]int64
@@ -239,7 +238,7 @@ func (o *Outbox) committed(feed string, c engine.Commit) {
 	cl := class{Feed: feed, Key: c.Position.Key}
 	o.mu.Lock()
 	pk := posKey{Feed: feed, Key: c.Position.Key, Epoch: c.Epoch}
-	o.liveCommits[pk] = lastCommit{offset: c.Position.Offset, seq: c.Seq} // the last: a move back lowers it (docs/GUARANTEES.md "Seek")
+	o.liveCommits[pk] = max(o.liveCommits[pk], c.Position.Offset)
 	q := o.queues[cl]
 	kept := q[:0]
 	for _, it := range q {
@@ -460,8 +459,8 @@ func (o *Outbox) Close() error {
 	if started && err == nil && o.Err() == nil && o.settled() && !o.movedBackLast() {
 		// Every output this run recorded is delivered and every input it
 		// read committed: the next Open needs none of its recording.
-		for k, c := range o.liveCommits {
-			o.sup.prune(k, c.offset) // no move back (movedBackLast): the last commit is the highest
+		for k, off := range o.liveCommits {
+			o.sup.prune(k, off)
 		}
 		if o.beforeCompact != nil {
 			o.beforeCompact() // tests: the marks as a crash right before it leaves them
@@ -471,20 +470,19 @@ func (o *Outbox) Close() error {
 	return errors.Join(o.Err(), err)
 }
 
-// settled reports whether nothing is left to deliver: no output waits for
-// its commit or its batch.
 // movedBackLast reports whether a feed was moved back in this run
-// (acted): its source's commit came down below what this run's
-// commits said, and a restart may read again items this run recorded
-// (those between the last commit and the highest): the next Open needs
-// the run's recording (the marks are kept as they are; its recovery
-// reads the move back there).
+// (acted): its source's commit came down below what this run's commits
+// said, and a restart may read again items this run recorded (those past
+// its last commit): the next Open needs the run's recording (the marks
+// are kept as they are; its recovery reads the move back there).
 func (o *Outbox) movedBackLast() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return len(o.back) > 0
 }
 
+// settled reports whether nothing is left to deliver: no output waits for
+// its commit or its batch.
 func (o *Outbox) settled() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -28,7 +29,7 @@ func Open(cfg Config) (*Outbox, error) {
 	if cfg.Sink == nil || cfg.Marks == "" {
 		return nil, errors.New("outbox: no sink or no marks file")
 	}
-	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class][]*item{}, queued: map[posAt]*item{}, commits: map[string]bool{}, liveCommits: map[posKey]lastCommit{}, seqs: map[string]int64{}, back: map[string]int64{}, wake: make(chan struct{}, 1),
+	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class][]*item{}, queued: map[posAt]*item{}, commits: map[string]bool{}, liveCommits: map[posKey]int64{}, seqs: map[string]int64{}, back: map[string]int64{}, wake: make(chan struct{}, 1),
 		done: make(chan struct{}), failed: make(chan struct{}), parser: newParser(true), sup: newSuppress()}
 	if o.log == nil {
 		o.log = slog.Default()
@@ -245,7 +246,7 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 		case store.KindDelivery:
 			seen[e.Source] = max(seen[e.Source], e.Seq)
 		case store.KindControl:
-			if c, err := store.ControlOf(e); err == nil && c.Action == "seek" && c.After < c.Before {
+			if c, err := store.ControlOf(e); err == nil && c.Action == engine.ActionSeek && c.After < c.Before {
 				back[c.Feed] = seen[c.Feed]
 			}
 		}
