@@ -327,6 +327,13 @@ type Redelivery struct {
 	Earlier  Input    `json:"earlier"` // the first run's input at that position
 	Again    Input    `json:"again"`
 	Outcome  string   `json:"outcome"` // OutcomeSkipped, OutcomeAppliedAgain or OutcomeUndetermined
+	// MovedBack, when not nil, is the CONTROL row of a recorded move back
+	// (a seek whose after is below its before) of the feed, in the
+	// earlier run or a run after it, to an input before this position in
+	// its position space: the operator lowered the commit below it, and
+	// the later run delivers it again for that reason, not because a
+	// crash left it uncommitted.
+	MovedBack *Ref `json:"movedBack,omitempty"`
 }
 
 // Duplicate is an output emitted again for one input by a later run: the

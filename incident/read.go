@@ -67,6 +67,19 @@ type commitRec struct {
 	ref Ref
 }
 
+// moveBack is a recorded move back: the operator moved a group of feed
+// back to seq to (the source read the items after it again, its commit
+// lowered to it: docs/GUARANTEES.md "Seek").
+type moveBack struct {
+	feed string
+	to   int64
+	ref  Ref
+	// at is the target's position (known: the run holds its input),
+	// looked up once (resolved) by explainer.movedBack.
+	at              Position
+	known, resolved bool
+}
+
 // rangeRec is a DROPPED or FAILED row of a feed's seqs for a processor.
 type rangeRec struct {
 	pair
@@ -93,17 +106,20 @@ type doneRec struct {
 
 // runData is what Explain keeps of one run (one recording) once read.
 type runData struct {
-	run      int
-	r        store.Reader
-	inputs   inputLog
-	journal  map[string]map[int64]Ref // feed -> seq -> JOURNAL row
-	commits  map[string][]commitRec   // feed -> COMMIT rows in order
-	dropped  []rangeRec
-	failed   []rangeRec // n = 1; a completion's FAILED row is not here (it marks its input)
-	lost     []lostRec
-	done     []doneRec       // COMPLETED rows
-	problems []store.Problem // the recording's (the run's Run.Problems)
-	crashed  bool
+	run     int
+	r       store.Reader
+	inputs  inputLog
+	journal map[string]map[int64]Ref // feed -> seq -> JOURNAL row
+	commits map[string][]commitRec   // feed -> COMMIT rows in order
+	dropped []rangeRec
+	failed  []rangeRec // n = 1; a completion's FAILED row is not here (it marks its input)
+	lost    []lostRec
+	done    []doneRec // COMPLETED rows
+	// movesBack are the run's recorded moves back (the CONTROL row of a
+	// seek whose after is below its before), in order.
+	movesBack []moveBack
+	problems  []store.Problem // the recording's (the run's Run.Problems)
+	crashed   bool
 	// undrained: the pairs whose END rows list items the clean stop left
 	// unprocessed (store.Unprocessed): answered as a crash's in flight.
 	undrained map[pair]bool
@@ -242,6 +258,9 @@ func (rr *runReader) row(e *store.Entry) {
 	case store.KindControl:
 		if c, err := store.ControlOf(*e); err == nil { // else Problems lists it
 			rr.sum.Controls = append(rr.sum.Controls, ControlActionOf(c, ref))
+			if c.Action == "seek" && c.After < c.Before {
+				d.movesBack = append(d.movesBack, moveBack{feed: c.Feed, to: c.After, ref: ref})
+			}
 		}
 		return
 	case store.KindMeta:

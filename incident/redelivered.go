@@ -52,6 +52,7 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 			default:
 				rd.Outcome = OutcomeUndetermined
 			}
+			rd.MovedBack = x.movedBack(p, e.run, d.run, in.pos)
 			a.Redelivered = append(a.Redelivered, rd)
 			notAgain := out && d.outbox && x.runs[prev.run-1].outbox
 			for k := int64(1); out && k <= in.outs; k++ {
@@ -79,4 +80,35 @@ func (x *explainer) redelivered(p pair, a *Answers) {
 			}
 		}
 	}
+}
+
+// movedBack is the CONTROL row of the last recorded move back of p's feed
+// in runs from..again-1 whose target is an input of that run before pos in
+// its position space (nil: none): the reason run again delivers pos again.
+// A move back whose target the run holds no input of (a seq a seek
+// skipped) explains nothing.
+func (x *explainer) movedBack(p pair, from, again int, pos Position) *Ref {
+	var found *Ref
+	for run := from; run < again; run++ {
+		d := x.runs[run-1]
+		for i := range d.movesBack {
+			m := &d.movesBack[i]
+			if m.feed != p.feed {
+				continue
+			}
+			if !m.resolved { // the target's position, looked up once
+				m.resolved = true
+				for in := range d.inputs.all() {
+					if in.pair.feed == m.feed && in.delivery && in.seq == m.to {
+						m.at, m.known = in.pos, true
+						break
+					}
+				}
+			}
+			if m.known && sameSpace(m.at, pos) && m.at.Offset < pos.Offset {
+				found = &m.ref
+			}
+		}
+	}
+	return found
 }

@@ -171,8 +171,12 @@ func writeRedelivered(b *bufio.Writer, rds []Redelivery) {
 		n[OutcomeSkipped], n[OutcomeAppliedAgain], n[OutcomeUndetermined])
 	for i := range limit(rds, b, "    ") {
 		r := &rds[i]
-		fmt.Fprintf(b, "    %s: run %d seq %d, again run %d seq %d: %s %s\n", position(r.Position), r.Earlier.Run, r.Earlier.Seq,
-			r.Again.Run, r.Again.Seq, r.Outcome, refs(append(slices.Clone(r.Earlier.Rows), r.Again.Rows...)))
+		why := ""
+		if r.MovedBack != nil {
+			why = " (moved back by the operator: " + strings.Trim(refs([]Ref{*r.MovedBack}), "()") + ")"
+		}
+		fmt.Fprintf(b, "    %s: run %d seq %d, again run %d seq %d: %s%s %s\n", position(r.Position), r.Earlier.Run, r.Earlier.Seq,
+			r.Again.Run, r.Again.Seq, r.Outcome, why, refs(append(slices.Clone(r.Earlier.Rows), r.Again.Rows...)))
 	}
 }
 

@@ -68,7 +68,12 @@
 // of what was done, and keeps the input's position (feed, key, epoch,
 // offset) in the marks' header: the next run reads the input again and
 // delivers none of that input's outputs (Status.Suppressed counts them).
-// A position is forgotten once a commit covers it. Exactly once is per
+// A position is forgotten once the commit a run marked last covers it, and
+// not by a commit made before a backwards seek (which lowers the source's
+// commit: the lines after its target are read again; a recovery reads the
+// seek's CONTROL row, a live run is told by its Observer's Acted and keeps
+// its marks at Close). Exactly
+// once is per
 // source position: a source reset (a new epoch) or a Kafka partition
 // processed by another member with another outbox delivers again.
 //

@@ -119,8 +119,12 @@ type Outbox struct {
 	queued  map[posAt]*item   // the same, by position
 	commits map[string]bool   // whether a feed's source commits, as first asked
 	// liveCommits: the highest offset this run committed per position
-	// space (Close prunes the suppression set with them).
+	// space (Close prunes the suppression set with them, unless a move
+	// back came: movedBackLast).
 	liveCommits map[posKey]int64
+	// seqs: the highest seq of each feed's inputs written so far; back:
+	// at the feed's last move back (acted): Close then keeps the marks.
+	seqs, back map[string]int64
 	// beforeCompact, set by tests only (export_test.go), runs right before
 	// a clean Close rewrites the marks.
 	beforeCompact func()
@@ -149,6 +153,9 @@ func (o *Outbox) Written(rows []store.Entry) {
 		}
 		for j := range it.effects {
 			it.effects[j].recording = o.recording
+		}
+		if !it.Free {
+			o.seqs[it.Feed] = max(o.seqs[it.Feed], it.seq)
 		}
 		if !it.Free && o.uncommitted(it.Feed) {
 			it.free()
@@ -180,10 +187,30 @@ func (o *Outbox) Written(rows []store.Entry) {
 	}
 }
 
-// Observer returns the engine hook of the outbox: Committed writes a
-// commit mark and makes the committed outputs deliverable.
+// acted is the outbox's Observer.Acted: a backwards seek (a seek whose
+// After is below its Before, docs/GUARANTEES.md "Seek") lowers the feed's
+// source commit to its target, and the items after it are read again.
+// Close then keeps the marks (the next Open recovers from the run's
+// recording, and reads the move back from the seek's CONTROL row there):
+// the commits made before the seek cover nothing it forgets, the last
+// commit after it covers what is below it; a restart reads the items
+// after that again and delivers none of their outputs again. Called with
+// the engine's locks held: it takes only the outbox's.
+func (o *Outbox) acted(a engine.OperatorAction) error {
+	if a.Action == engine.ActionSeek && a.After < a.Before {
+		o.mu.Lock()
+		o.back[a.Feed] = o.seqs[a.Feed]
+		o.mu.Unlock()
+	}
+	return nil
+}
+
+// Observer returns the engine hooks of the outbox: Committed writes a
+// commit mark and makes the committed outputs deliverable; Acted notes a
+// backwards seek (a move back: see acted). Combine it before an observer
+// that may refuse an action (Observer.Then).
 func (o *Outbox) Observer() engine.Observer {
-	return engine.Observer{Committed: o.committed}
+	return engine.Observer{Committed: o.committed, Acted: o.acted}
 }
 
 // uncommitted reports whether feed's source commits nothing, marking it
@@ -429,7 +456,7 @@ func (o *Outbox) Close() error {
 		o.marks = nil
 	}
 	o.mmu.Unlock()
-	if started && err == nil && o.Err() == nil && o.settled() {
+	if started && err == nil && o.Err() == nil && o.settled() && !o.movedBackLast() {
 		// Every output this run recorded is delivered and every input it
 		// read committed: the next Open needs none of its recording.
 		for k, off := range o.liveCommits {
@@ -441,6 +468,17 @@ func (o *Outbox) Close() error {
 		err = o.compact()
 	}
 	return errors.Join(o.Err(), err)
+}
+
+// movedBackLast reports whether a feed was moved back in this run
+// (acted): its source's commit came down below what this run's commits
+// said, and a restart may read again items this run recorded (those past
+// its last commit): the next Open needs the run's recording (the marks
+// are kept as they are; its recovery reads the move back there).
+func (o *Outbox) movedBackLast() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.back) > 0
 }
 
 // settled reports whether nothing is left to deliver: no output waits for

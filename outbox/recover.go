@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/store"
 )
 
@@ -28,7 +29,7 @@ func Open(cfg Config) (*Outbox, error) {
 	if cfg.Sink == nil || cfg.Marks == "" {
 		return nil, errors.New("outbox: no sink or no marks file")
 	}
-	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class][]*item{}, queued: map[posAt]*item{}, commits: map[string]bool{}, liveCommits: map[posKey]int64{}, wake: make(chan struct{}, 1),
+	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class][]*item{}, queued: map[posAt]*item{}, commits: map[string]bool{}, liveCommits: map[posKey]int64{}, seqs: map[string]int64{}, back: map[string]int64{}, wake: make(chan struct{}, 1),
 		done: make(chan struct{}), failed: make(chan struct{}), parser: newParser(true), sup: newSuppress()}
 	if o.log == nil {
 		o.log = slog.Default()
@@ -97,12 +98,12 @@ func guarantee(s core.EffectSink) string {
 
 // recovery is the state the marks' lines build.
 type recovery struct {
-	commits map[commitKey]int64     // (run, feed, key, epoch) -> the highest offset committed
-	marked  map[int]bool            // runs with a commit or batch mark
-	free    map[int]map[string]bool // per run, the feeds whose source commits nothing
-	wm      map[entry]int64         // (run, stream, class) -> the row delivered through (entry.Row unused)
-	last    *batchMark              // the last batch
-	lastWM  []int64                 // the watermark of each of last's entries before it
+	commits map[commitKey]lastCommit // (run, feed, key, epoch) -> the commit last marked
+	marked  map[int]bool             // runs with a commit or batch mark
+	free    map[int]map[string]bool  // per run, the feeds whose source commits nothing
+	wm      map[entry]int64          // (run, stream, class) -> the row delivered through (entry.Row unused)
+	last    *batchMark               // the last batch
+	lastWM  []int64                  // the watermark of each of last's entries before it
 }
 
 type commitKey struct {
@@ -110,17 +111,23 @@ type commitKey struct {
 	posKey
 }
 
+// lastCommit is the commit a run marked last of a position space: its
+// offset and the seq of the last item it covers.
+type lastCommit struct {
+	offset, seq int64
+}
+
 // recover replays the marks, finishes the last batch and delivers what
 // the runs left.
 func (o *Outbox) recover(m marks, file *File) error {
-	rc := recovery{commits: map[commitKey]int64{}, marked: map[int]bool{}, wm: map[entry]int64{}, free: map[int]map[string]bool{}}
+	rc := recovery{commits: map[commitKey]lastCommit{}, marked: map[int]bool{}, wm: map[entry]int64{}, free: map[int]map[string]bool{}}
 	o.batch = m.head.Batch
 	for _, l := range m.lines {
 		switch {
 		case l.Commit != nil:
 			c := l.Commit
 			k := commitKey{c.Run, posKey{c.Feed, c.Key, c.Epoch}}
-			rc.commits[k] = max(rc.commits[k], c.Offset)
+			rc.commits[k] = lastCommit{offset: c.Offset, seq: c.Seq} // the last: a move back lowers it (docs/GUARANTEES.md "Seek")
 			rc.marked[c.Run] = true
 		case l.Uncommitted != nil:
 			u := l.Uncommitted
@@ -219,6 +226,14 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 	type span struct{ lo, hi int }
 	at := map[posAt]span{}
 	var dropped []span
+	// A move back (the CONTROL row of a seek whose after is below its
+	// before, docs/GUARANTEES.md "Seek") lowered the feed's commit below
+	// what the run had committed: a commit marked before it (of a seq
+	// the feed had published by then, at most back[feed]) covers nothing
+	// (its positions after the target are read again); one of a later
+	// seq (a line read again, or after) does.
+	back := map[string]int64{} // feed -> the highest seq of its inputs before its last move back
+	seen := map[string]int64{} // feed -> the highest seq of its inputs so far
 	for e, err := range rec.Rows() {
 		if err != nil {
 			var pr *store.Problem
@@ -226,6 +241,14 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 				continue
 			}
 			return nil, nil, fmt.Errorf("%w: %s: %v", ErrRecording, run.Path, err)
+		}
+		switch e.Kind {
+		case store.KindDelivery:
+			seen[e.Source] = max(seen[e.Source], e.Seq)
+		case store.KindControl:
+			if c, err := store.ControlOf(e); err == nil && c.Action == engine.ActionSeek && c.After < c.Before {
+				back[c.Feed] = seen[c.Feed]
+			}
 		}
 		it := p.row(&e)
 		if it == nil {
@@ -273,9 +296,9 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 		}
 		left = kept
 	}
-	for k, off := range rc.commits {
-		if k.run == i {
-			o.sup.prune(k.posKey, off)
+	for k, c := range rc.commits {
+		if b, moved := back[k.Feed]; k.run == i && (!moved || c.seq > b) {
+			o.sup.prune(k.posKey, c.offset)
 		}
 	}
 	return left, inLast, nil

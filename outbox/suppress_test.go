@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/outbox"
 )
 
@@ -112,5 +113,86 @@ func TestOutputsRecordedButNotCommittedAreDeliveredOnceByRecoveryNotByTheRunRead
 				t.Fatalf("positions a commit covers still suppressed: %v", got)
 			}
 		})
+	}
+}
+
+// A run committed items 1-6, then was moved back to item 2 (a backwards
+// seek: its source's commit came down to item 2, and the commit of the
+// first item it read again is marked at that offset), and crashed before
+// it committed the rest again: the commit a run marked last, not its
+// highest, says which positions are never read again. The next run reads
+// items 3-6 again and delivers none of their outputs again.
+func TestAMoveBackKeepsThePositionsAfterItsTargetSuppressed(t *testing.T) {
+	const n = 6
+	b := newBench(t)
+	tp := oneAtATime(t, b, n)
+	ls := readMarkLines(t, b.marks)
+	if len(ls) != 2+2*n || ls[2+2*1].Commit == nil || ls[2+2*1].Commit.Offset != 2 {
+		t.Fatalf("marks of %d lines, want a run's, then a commit's and a batch's per item", len(ls))
+	}
+	writeMarkLines(t, b.marks, append(ls, ls[2+2*1])) // the commit at item 2 again, after the move back
+	tp.setCommitted(2)
+
+	_, box := b.mustOpenFile(outbox.FormatValue)
+	want := []map[string]any{{"feed": "in", "key": "", "epoch": float64(1), "offsets": []any{float64(3), float64(4), float64(5), float64(6)}}}
+	if diff := cmp.Diff(want, suppressed(t, b.marks)); diff != "" {
+		t.Fatalf("the marks' suppression (-want +got):\n%s", diff)
+	}
+	st := b.runAll(box, tp)
+	if st.Suppressed != count(3, n) {
+		t.Errorf("the next run's status %+v: want %d suppressed", st, count(3, n))
+	}
+	if diff := cmp.Diff(outputs(1, n), lines(t, b.out)); diff != "" {
+		t.Errorf("out file (-want +got):\n%s", diff)
+	}
+}
+
+// A run processed and committed items 1-6, then its operator moved it
+// back to item 2 (Observer.Acted: the seek's CONTROL row; its source's
+// commit came down to item 2) and it stopped before it processed any
+// item again: Close keeps the marks (the next Open needs the run's
+// recording), whose recovery reads the move back and keeps the run's
+// positions suppressed: the next run, reading 3-6 again, delivers none of
+// their outputs again.
+func TestAMoveBackBeforeAStopKeepsThePositionsAfterItsTargetSuppressed(t *testing.T) {
+	const n = 6
+	b := newBench(t)
+	_, box := b.mustOpenFile(outbox.FormatValue)
+	tp := newTape()
+	tp.add(ints(1, n)...)
+	tp.setClosed(true)
+	l := b.start(box, runConfig{Source: tp.source()})
+	l.settle()
+	// The seek back as the engine tells it (Observer.Acted: the recorder
+	// writes its CONTROL row, the outbox notes it), its source's commit
+	// lowered.
+	act := engine.OperatorAction{Action: engine.ActionSeek, Feed: "in", Group: "main", Who: "alice", Reason: "recompute", At: t0,
+		Before: n, After: 2}
+	if err := l.run.Recorder().Observer().Then(box.Observer()).Acted(act); err != nil {
+		t.Fatal(err)
+	}
+	tp.setCommitted(2)
+	if _, err := l.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	_, box = b.mustOpenFile(outbox.FormatValue)
+	// Every position the run recorded whole (1 and 2 too: the recovery
+	// does not look up the target's position; they are never read again,
+	// and the next commit past them forgets them).
+	var offsets []any
+	for off := 1; off <= n; off++ {
+		offsets = append(offsets, float64(off))
+	}
+	want := []map[string]any{{"feed": "in", "key": "", "epoch": float64(1), "offsets": offsets}}
+	if diff := cmp.Diff(want, suppressed(t, b.marks)); diff != "" {
+		t.Fatalf("the marks' suppression (-want +got):\n%s", diff)
+	}
+	st := b.runAll(box, tp)
+	if st.Suppressed != count(3, n) {
+		t.Errorf("the next run's status %+v: want %d suppressed", st, count(3, n))
+	}
+	if diff := cmp.Diff(outputs(1, n), lines(t, b.out)); diff != "" {
+		t.Errorf("out file (-want +got):\n%s", diff)
 	}
 }

@@ -35,6 +35,7 @@ const (
 	ctlStaleRelease ctlKind = "stale-release" // with a generation spent or never issued: 409
 	ctlSeek         ctlKind = "seek"          // a dry run (fenced: 200, a plan; else 422), then the seek with its hash (200, or 409 if the plan moved)
 	ctlStalePlan    ctlKind = "stale-plan"    // a dry run, then the seek with another plan's hash: 409
+	ctlSeekBack     ctlKind = "seek-back"     // a seek to a seq before the group's position (the file read again for it): as seek, or 422 when the engine or the source cannot move it back
 	ctlKill         ctlKind = "kill"          // 200: the run is killed (in-flight items finish) and ends, exit 3
 )
 
@@ -44,7 +45,13 @@ type ctlStep struct {
 	Kind  ctlKind
 	Until time.Duration
 	ByGen bool
+	Back  int  // a seek back's distance, in seqs, below the group's position (at least to seq 1)
+	Await bool // a pause waits first (ctlAwait at most) for the group to complete a few items
 }
+
+// ctlAwait bounds a pause's wait for the group to complete a few items
+// (ctlStep.Await): a run given fewer lines is paused when it passes.
+const ctlAwait = 2 * time.Second
 
 func (st ctlStep) String() string {
 	switch {
@@ -52,6 +59,10 @@ func (st ctlStep) String() string {
 		return fmt.Sprintf("%s %s", st.Kind, st.Until)
 	case st.Kind == ctlResume && st.ByGen:
 		return "resume generation"
+	case st.Kind == ctlSeekBack:
+		return fmt.Sprintf("%s %d", st.Kind, st.Back)
+	case st.Kind == ctlPause && st.Await:
+		return "pause after some items"
 	}
 	return string(st.Kind)
 }
@@ -60,7 +71,7 @@ func (st ctlStep) String() string {
 // it follows its input (appends only while it runs), slowed by --delay so
 // that a pause finds items in its queue, meets no fault, and is ended by
 // SIGTERM after the actions (or by a kill among them).
-func (run *runSpec) controlled(r *rand.Rand) {
+func (run *runSpec) controlled(r, back *rand.Rand) {
 	run.Follow, run.Fault, run.Alias, run.Member = true, runFault{}, "", false
 	run.Delay = time.Duration(1+r.IntN(8)) * time.Millisecond
 	var during []inputOp
@@ -71,14 +82,16 @@ func (run *runSpec) controlled(r *rand.Rand) {
 	}
 	run.During = during
 	run.End = runEnd{Kind: endTerm, After: time.Duration(r.IntN(100)) * time.Millisecond}
-	run.Control = genControl(r)
+	run.Control = genControl(r, back)
 }
 
 // genControl draws a sequence of control steps: a pause with a deadline,
 // a clear and a release in any state, and a pause during which the group
 // is released, sought, and sent stale generations and plans, resumed at its
-// end; a request with a wrong token anywhere; sometimes a kill last.
-func genControl(r *rand.Rand) []ctlStep {
+// end; then, drawn from back, a pause once the group completed a few
+// items and a move back (one or two seeks back) before its resume; a
+// request with a wrong token anywhere; sometimes a kill last.
+func genControl(r, back *rand.Rand) []ctlStep {
 	var steps []ctlStep
 	maybe := func(n int, st ctlStep) {
 		if r.IntN(n) == 0 {
@@ -95,10 +108,18 @@ func genControl(r *rand.Rand) []ctlStep {
 		inner := []ctlStep{{Kind: ctlRelease}, {Kind: ctlStaleRelease}, {Kind: ctlSeek}, {Kind: ctlStalePlan},
 			{Kind: ctlClear}, {Kind: ctlBadToken}}
 		r.Shuffle(len(inner), func(i, j int) { inner[i], inner[j] = inner[j], inner[i] })
-		for _, st := range inner[:1+r.IntN(len(inner))] {
-			steps = append(steps, st)
-		}
+		steps = append(steps, inner[:1+r.IntN(len(inner))]...)
 		steps = append(steps, ctlStep{Kind: ctlResume, ByGen: r.IntN(2) == 0})
+	}
+	if back.IntN(2) == 0 {
+		// A move back (a stream of its own: the seeds before it draw what
+		// they drew): once the group completed a few items, a pause, the
+		// seek back, maybe a stale plan's, and the resume.
+		steps = append(steps, ctlStep{Kind: ctlPause, Await: true}, ctlStep{Kind: ctlSeekBack, Back: 1 + back.IntN(30)})
+		if back.IntN(3) == 0 {
+			steps = append(steps, ctlStep{Kind: ctlSeekBack, Back: 1 + back.IntN(30)}) // the first not applied yet, or a second
+		}
+		steps = append(steps, ctlStep{Kind: ctlResume, ByGen: back.IntN(2) == 0})
 	}
 	maybe(3, ctlStep{Kind: ctlBadToken})
 	maybe(4, ctlStep{Kind: ctlKill})
@@ -355,6 +376,11 @@ func (a *actor) step(n int, st ctlStep) bool {
 		a.want(x, http.StatusUnauthorized)
 		return a.unchanged(x, b)
 	case ctlPause:
+		if st.Await {
+			if b, ok = a.completed(n, 4); !ok {
+				return false
+			}
+		}
 		req.Indefinite = true
 		x, ok := a.send(n, st.Kind, a.cl, console.ActionPause, req)
 		if !ok {
@@ -437,7 +463,7 @@ func (a *actor) step(n int, st ctlStep) bool {
 		}
 		a.want(x, http.StatusConflict)
 		return a.unchanged(x, b)
-	case ctlSeek, ctlStalePlan:
+	case ctlSeek, ctlStalePlan, ctlSeekBack:
 		return a.seek(n, st, b, req)
 	case ctlKill:
 		req = console.Request{Reason: req.Reason, Finish: true}
@@ -455,8 +481,20 @@ func (a *actor) step(n int, st ctlStep) bool {
 // seek is a seek step: the dry run (it must change nothing), then the
 // seek with its plan's hash (ctlSeek) or with another plan's (ctlStalePlan:
 // 409, nothing changed).
+//
+// A seek back (ctlSeekBack) names a seq below the group's position: the
+// engine may refuse it (422: items the group has not completed in its
+// queue, a move back not yet applied, a target whose position it no longer
+// knows) and so may the file source (422: a file it does not read now);
+// applied, its plan is a re-delivery to the target, no loss.
 func (a *actor) seek(n int, st ctlStep, b console.Binding, req console.Request) bool {
 	req.Generation, req.Latest = b.Generation, true
+	if st.Kind == ctlSeekBack {
+		if b.Position < 2 {
+			return true // nothing to move back over
+		}
+		req.Latest, req.To = false, max(1, b.Position-int64(st.Back))
+	}
 	dry, ok := a.send(n, st.Kind, a.cl, console.ActionSeek, req)
 	if !ok {
 		return false
@@ -465,7 +503,14 @@ func (a *actor) seek(n int, st ctlStep, b console.Binding, req console.Request) 
 		a.want(dry, http.StatusUnprocessableEntity) // a group not fenced
 		return a.unchanged(dry, b)
 	}
-	a.want(dry, http.StatusOK)
+	if st.Kind == ctlSeekBack {
+		a.want(dry, http.StatusOK, http.StatusUnprocessableEntity)
+		if p := dry.ans.Plan; dry.code == http.StatusOK && (p == nil || !p.Redelivery || p.Loss || p.After != req.To) {
+			a.cr.problem("%s: a seek back to %d planned %+v, want a re-delivery after it, no loss", dry, req.To, p)
+		}
+	} else {
+		a.want(dry, http.StatusOK)
+	}
 	if dry.code != http.StatusOK {
 		return a.unchanged(dry, b)
 	}
@@ -499,6 +544,26 @@ func (a *actor) seek(n int, st ctlStep, b console.Binding, req console.Request) 
 		}
 	}
 	return a.unchanged(x, b)
+}
+
+// completed waits, ctlAwait at most, until the group's position is at
+// least n items (every 5ms: the run is another process), and returns its
+// binding then; false (a problem) when it cannot read it.
+func (a *actor) completed(step int, n int64) (console.Binding, bool) {
+	limit := time.Now().Add(ctlAwait)
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		b, ok := a.binding(fmt.Sprintf("step %d: %d items completed", step+1, n))
+		if !ok || b.Position >= n || time.Now().After(limit) {
+			return b, ok
+		}
+		select {
+		case <-a.ctx.Done():
+			return b, true
+		case <-t.C:
+		}
+	}
 }
 
 // pauseEnds waits until the window ended the pause x (its deadline

@@ -4,13 +4,15 @@ package torture
 // COMMIT row covers is delivered again.
 
 import (
+	"encoding/json"
 	"strconv"
 	"time"
 )
 
 // checkClaims checks that no position a COMMIT row covers is delivered
 // again (invariant 5). For a file: by a later run, the same epoch at an
-// offset at or below the commit. For Kafka: the same partition, by any
+// offset at or below the commit, unless a recorded move back after the
+// COMMIT row lowered the claim below it (docs/GUARANTEES.md, "Seek"). For Kafka: the same partition, by any
 // member of the group in any run, after the commit (a delivery whose
 // instant is past the first row written after the COMMIT row: the commit
 // was made by then); a deleted topic starts its offsets again, and the
@@ -35,16 +37,79 @@ func (o *oracle) checkClaims() {
 				break
 			}
 		}
-		for _, row := range rec.rows {
-			if row.kind != "COMMIT" || row.key != "" {
-				continue
+		// The run's claims, in the order its rows were written: a COMMIT
+		// row raises its epoch's; a recorded move back (the CONTROL row of
+		// a seek whose after is below its before) lowers it to the
+		// target's position (the source's commit came down to it), and the
+		// COMMIT rows of seqs delivered before it (commits made before the
+		// move back, reported after its row) raise it no more.
+		first := map[int64]input{} // seq -> the run's input of that seq
+		for _, in := range rec.inputs() {
+			if _, ok := first[in.seq]; !ok {
+				first[in.seq] = in
 			}
-			k := row.source + "|" + strconv.FormatInt(row.epoch, 10)
-			if c, ok := claims[k]; !ok || row.offset > c.offset {
-				claims[k] = claim{run: r.index, store: r.store, offset: row.offset}
+		}
+		var delivered, before int64 // the highest seq delivered so far; at the last move back
+		for _, row := range rec.rows {
+			switch {
+			case row.kind == "DELIVERY":
+				delivered = max(delivered, row.seq)
+			case row.kind == "CONTROL":
+				var c ctlRow
+				if json.Unmarshal([]byte(row.detail), &c) != nil || !c.movedBack() {
+					continue
+				}
+				epoch, at := movedTo(rec, first, c.After, delivered)
+				k := row.source + "|" + strconv.FormatInt(epoch, 10)
+				if cl, ok := claims[k]; ok && at < cl.offset {
+					claims[k] = claim{run: r.index, store: r.store, offset: at}
+				}
+				before = delivered
+			case row.kind == "COMMIT" && row.key == "" && row.seq > before:
+				k := row.source + "|" + strconv.FormatInt(row.epoch, 10)
+				if c, ok := claims[k]; !ok || row.offset > c.offset {
+					claims[k] = claim{run: r.index, store: r.store, offset: row.offset}
+				}
 			}
 		}
 	}
+}
+
+// movedBack reports whether rec holds a recorded move back: the CONTROL
+// row of a seek whose after is below its before.
+func (rec *recording) movedBack() bool {
+	for _, row := range rec.rows {
+		var c ctlRow
+		if row.kind == "CONTROL" && json.Unmarshal([]byte(row.detail), &c) == nil && c.movedBack() {
+			return true
+		}
+	}
+	return false
+}
+
+// movedTo is the position (epoch, offset) a move back to seq to, recorded
+// in rec after its inputs up to seq delivered, lowered the file
+// source's commit to: the input of seq to; for a seq the run did not
+// deliver (one an earlier seek skipped), just below the first input read
+// again after the row (the line after it); with none (the run ended
+// before it read again), the last input the run delivered before it (a
+// claim lowered a little too far: never a false violation).
+func movedTo(rec *recording, first map[int64]input, to, delivered int64) (int64, int64) {
+	if in, ok := first[to]; ok {
+		return in.epoch, in.offset
+	}
+	for _, in := range rec.inputs() { // storage order: the first past delivered is the first read again
+		if in.seq > delivered {
+			return in.epoch, in.offset - 1
+		}
+	}
+	var last input
+	for _, in := range rec.inputs() {
+		if in.seq < to && in.seq > last.seq {
+			last = in
+		}
+	}
+	return last.epoch, last.offset
 }
 
 // claimMargin is how long after the last row written before a Kafka

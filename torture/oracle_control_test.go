@@ -130,3 +130,81 @@ func TestControlStepsAreDrawnForTheirResidue(t *testing.T) {
 		}
 	}
 }
+
+// TestAMoveBackIsRecordedAsOneAndLosesNothing (invariant 9 and a move
+// back, docs/GUARANTEES.md "Seek"): the CONTROL row of a seek back, its
+// after below its before, is the answer's and no position moving
+// backwards; the run, which lost nothing, may say lossless; the next
+// row's before counts on from the seek's before. A resume whose before
+// is below the seek's before, or a release's row moving back, still fail.
+func TestAMoveBackIsRecordedAsOneAndLosesNothing(t *testing.T) {
+	req := func(reason string) console.Request {
+		return console.Request{Feed: "input", Group: "main", Reason: reason}
+	}
+	applied := func(kind ctlKind, action console.Action, rq console.Request, before, after int64) ctlResult {
+		return ctlResult{kind: kind, action: action, req: rq, code: http.StatusOK,
+			ans: console.Answer{Action: action, Applied: true, Who: ctlWho, Before: before, After: after}}
+	}
+	back := applied(ctlSeekBack, console.ActionSeek, req("torture step 2: seek-back"), 20, 5)
+	back.ans.Plan = &console.Plan{Feed: "input", Group: "main", Before: 20, After: 5, Redelivery: true, Processed: 15, FirstSeq: 6, LastSeq: 20}
+	results := []ctlResult{
+		applied(ctlPause, console.ActionPause, req("torture step 1: pause"), 20, 20),
+		back,
+		applied(ctlResume, console.ActionResume, req("torture step 3: resume"), 20, 20),
+	}
+	control := func(action, reason string, before, after int64) row {
+		return row{kind: "CONTROL", source: "input", detail: fmt.Sprintf(`{"group":"main","action":%q,"who":%q,"reason":%q,"before":%d,"after":%d}`,
+			action, ctlWho, reason, before, after)}
+	}
+	good := []row{control("pause", "torture step 1: pause", 20, 20), control("seek", "torture step 2: seek-back", 20, 5),
+		control("resume", "torture step 3: resume", 20, 20)}
+	for _, tc := range []struct {
+		name string
+		rows []row
+		want int
+	}{
+		{"the rows of the answers", good, 0},
+		{"a resume below the seek's before", []row{good[0], good[1], control("resume", "torture step 3: resume", 5, 5)}, 2}, // and not the answer's
+		{"a release moving back", []row{good[0], control("release", "torture step 2: seek-back", 20, 5), good[2]}, 2},       // and not the answer's
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &outcome{index: 1, store: "run-1.csv", status: &runStatus{Lossless: true},
+				ctl: &ctlRun{addr: "127.0.0.1:1", results: results}}
+			o := &oracle{}
+			rec := &recording{rows: tc.rows}
+			o.checkControlRows(r, "run 1", rec)
+			o.checkOperatorLoss(r, "run 1", rec)
+			if got := len(o.vs); got != tc.want {
+				t.Errorf("violations %v, want %d", o.vs, tc.want)
+			}
+		})
+	}
+}
+
+// TestAMoveBackIsDrawnForSomeControlRuns: about half the control runs
+// draw a move back (from a stream of their own): a pause that waits for
+// a few items, one or two seeks back, then a resume.
+func TestAMoveBackIsDrawnForSomeControlRuns(t *testing.T) {
+	n := 0
+	for k := range uint64(40) {
+		seed := coverControl + k*coverEvery
+		for _, run := range generate(seed, Limits{}, Only{}).Runs {
+			for i, st := range run.Control {
+				if st.Kind != ctlSeekBack || run.Control[i-1].Kind == ctlSeekBack {
+					continue
+				}
+				n++
+				rest := run.Control[i+1:]
+				if len(rest) > 0 && rest[0].Kind == ctlSeekBack {
+					rest = rest[1:]
+				}
+				if p := run.Control[i-1]; p.Kind != ctlPause || !p.Await || st.Back < 1 || len(rest) == 0 || rest[0].Kind != ctlResume {
+					t.Errorf("seed %d: steps %v: want a pause after some items, one or two seeks back, a resume", seed, run.Control)
+				}
+			}
+		}
+	}
+	if n < 10 || n > 30 {
+		t.Errorf("%d of 40 control runs draw a move back, want about half", n)
+	}
+}

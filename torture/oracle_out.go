@@ -290,10 +290,23 @@ func (o *oracle) checkOutFile(set outSet) {
 	recorded := map[string]map[string]recordedOutput{} // outputKey -> where -> one
 	byPayload := map[string]bool{}
 	byKey := map[string]bool{} // payload|pos, payload|stream|row
+	// A run moved back by its operator (a recorded move back) read lines
+	// again in the run, and their outputs are emitted again: each row of
+	// a position it recorded more than once counts (again: the rows past
+	// the first, by output and by envelope key).
+	again, againKey := map[string]int{}, map[string]int{}
 	for _, r := range set.runs {
+		rows := map[string]int{} // the run's rows of each output at each position
+		moved := o.recs[r.store].movedBack()
 		for _, ro := range o.recs[r.store].wholeOutputs(r.store) {
 			k := o.outputKey(ro.payload)
 			where := ro.pos()
+			if moved && !ro.free {
+				if rows[k+"|"+where]++; rows[k+"|"+where] > 1 {
+					again[k]++
+					againKey[where]++
+				}
+			}
 			if ro.free {
 				where = fmt.Sprintf("%s:%s@%d", ro.store, ro.stream, ro.row)
 				// A key may name the recording or not (the outbox named
@@ -313,6 +326,7 @@ func (o *oracle) checkOutFile(set outSet) {
 	var unrecorded, keyTwice []string
 	delivered := map[string][]int{} // outputKey -> its line numbers
 	keys := map[string]int{}        // envelope: a key (positioned, or free naming its recording) -> its first line
+	seen := map[string]int{}        // envelope: a key -> how many lines had it
 	for _, l := range lines {
 		k := o.outputKey(l.payload)
 		delivered[k] = append(delivered[k], l.n)
@@ -333,11 +347,12 @@ func (o *oracle) checkOutFile(set outSet) {
 			if k == "" {
 				break // a free key naming no recording: rows repeat across recordings
 			}
-			if first, ok := keys[k]; ok {
+			if first, ok := keys[k]; ok && seen[k] > againKey[k] {
 				keyTwice = append(keyTwice, fmt.Sprintf("lines %d and %d: key %s", first, l.n, k))
-			} else {
+			} else if !ok {
 				keys[k] = l.n
 			}
+			seen[k]++
 		}
 	}
 	// How many times each output may be there: an output identified with
@@ -347,9 +362,9 @@ func (o *oracle) checkOutFile(set outSet) {
 	// recording row that holds it (least: how many times it must be).
 	want := func(k string) int {
 		if !strings.HasPrefix(k, "=") {
-			return min(len(recorded[k]), 1)
+			return min(len(recorded[k]), 1) + again[k]
 		}
-		return len(recorded[k])
+		return len(recorded[k]) + again[k]
 	}
 	// A timer's output is owed once per firing the outbox did not
 	// suppress: a timer fired again after an input read again gives way to

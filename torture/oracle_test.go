@@ -543,3 +543,100 @@ func TestAnExitCodeAgreesWithTheStatusAndTheOutbox(t *testing.T) {
 		})
 	}
 }
+
+// fileRecording is a recording of a file run of epoch 7: a delivery of
+// each line (its seq, at offset 10 times its number), then rows.
+func fileRecording(lines []int64, rows ...row) *recording {
+	rec := &recording{rows: []row{{kind: "START", processor: "p"}}}
+	for i, n := range lines {
+		seq := int64(i + 1)
+		rec.rows = append(rec.rows,
+			row{kind: "DELIVERY", processor: "p", source: "input", seq: seq, epoch: 7, offset: 10 * n},
+			row{kind: "INLINE", processor: "p", source: "input", seq: seq})
+	}
+	rec.rows = append(rec.rows, rows...)
+	return rec
+}
+
+// TestARecordedMoveBackLowersTheCommitsClaim (invariant 5 and a recorded
+// move back, docs/GUARANTEES.md "Seek"): a run that committed lines 1-8,
+// then was moved back by its operator to seq 3 (a CONTROL row of a seek,
+// after below before) and ended before it read them again, claims no more
+// than line 3: a later run delivering lines 4-8 breaks no claim; one
+// delivering line 3 does; without the move back, line 4 does too. A
+// COMMIT row of a seq delivered before the move back, written after its
+// row (a commit made before it), raises the claim no more; the commit of
+// a line read again after it does.
+func TestARecordedMoveBackLowersTheCommitsClaim(t *testing.T) {
+	commit := func(seq, line int64) row {
+		return row{kind: "COMMIT", source: "input", seq: seq, epoch: 7, offset: 10 * line}
+	}
+	back := row{kind: "CONTROL", source: "input", detail: `{"group":"main","action":"seek","who":"torture","reason":"r","before":8,"after":3}`}
+	forward := row{kind: "CONTROL", source: "input", detail: `{"group":"main","action":"seek","who":"torture","reason":"r","before":8,"after":8}`}
+	for _, tc := range []struct {
+		name  string
+		first *recording
+		again []int64 // the lines the later run delivers
+		want  int     // violations of InvClaims
+	}{
+		{"after the target", fileRecording([]int64{1, 2, 3, 4, 5, 6, 7, 8}, commit(8, 8), back), []int64{4, 5, 6, 7, 8}, 0},
+		{"the target itself", fileRecording([]int64{1, 2, 3, 4, 5, 6, 7, 8}, commit(8, 8), back), []int64{3, 4}, 1},
+		{"no move back", fileRecording([]int64{1, 2, 3, 4, 5, 6, 7, 8}, commit(8, 8), forward), []int64{4}, 1},
+		{"a commit made before it, written after it", fileRecording([]int64{1, 2, 3, 4, 5, 6, 7, 8}, commit(6, 6), back, commit(8, 8)), []int64{4, 5}, 0},
+		{"lines read again and committed", fileRecording([]int64{1, 2, 3, 4, 5, 6, 7, 8}, commit(8, 8), back,
+			row{kind: "DELIVERY", processor: "p", source: "input", seq: 9, epoch: 7, offset: 40},
+			row{kind: "INLINE", processor: "p", source: "input", seq: 9}, commit(9, 4)), []int64{4}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sr := &scenarioRun{s: scenarioSpec{Runs: []runSpec{{}, {}}},
+				runs: []*outcome{{index: 1, store: "run-1.csv"}, {index: 2, store: "run-2.csv"}}}
+			o := &oracle{sr: sr, recs: map[string]*recording{"run-1.csv": tc.first, "run-2.csv": fileRecording(tc.again)}}
+			o.checkClaims()
+			if got := len(o.vs); got != tc.want {
+				t.Errorf("violations %v, want %d", o.vs, tc.want)
+			}
+		})
+	}
+}
+
+// TestTheOutputsOfLinesReadAgainAfterAMoveBackMayBeThereOncePerRow
+// (invariant 8 and a recorded move back): a run moved back by its
+// operator read offset 20 again and recorded its output twice; out.jsonl
+// may hold it twice (and its envelope key twice), not three times; a run
+// that recorded no move back holds each output once.
+func TestTheOutputsOfLinesReadAgainAfterAMoveBackMayBeThereOncePerRow(t *testing.T) {
+	envelope := func(offset int64, out string) string {
+		return fmt.Sprintf(`{"key":{"feed":"input","epoch":7,"position":{"key":"","offset":%d},"index":1},"output":%s}`, offset, out)
+	}
+	back := row{kind: "CONTROL", source: "input", detail: `{"group":"main","action":"seek","who":"torture","reason":"r","before":2,"after":1}`}
+	read := outRecording(outItem{offset: 10, outputs: []string{tallyOut(1)}}, outItem{offset: 20, outputs: []string{tallyOut(2)}},
+		outItem{offset: 20, outputs: []string{tallyOut(2)}})
+	moved := &recording{rows: append(slices.Clone(read.rows), back)}
+	for _, tc := range []struct {
+		name   string
+		rec    *recording
+		format string
+		out    string
+		want   int
+	}{
+		{"moved back: twice", moved, "", lines(tallyOut(1), tallyOut(2), tallyOut(2)), 0},
+		{"moved back: three times", moved, "", lines(tallyOut(1), tallyOut(2), tallyOut(2), tallyOut(2)), 1},
+		{"moved back: its envelope key twice", moved, "envelope", lines(envelope(10, tallyOut(1)), envelope(20, tallyOut(2)), envelope(20, tallyOut(2))), 0},
+		{"moved back: its envelope key three times", moved, "envelope",
+			lines(envelope(10, tallyOut(1)), envelope(20, tallyOut(2)), envelope(20, tallyOut(2)), envelope(20, tallyOut(2))), 2},
+		{"no move back: twice", read, "", lines(tallyOut(1), tallyOut(2), tallyOut(2)), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, outFile), []byte(tc.out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sr := &scenarioRun{s: scenarioSpec{App: AppName, OutFormat: tc.format}, dir: dir, runs: []*outcome{{index: 1, store: "run-1.csv"}}}
+			o := &oracle{sr: sr, recs: map[string]*recording{"run-1.csv": tc.rec}}
+			o.checkOut()
+			if len(o.vs) != tc.want {
+				t.Errorf("violations %v, want %d", o.vs, tc.want)
+			}
+		})
+	}
+}

@@ -266,7 +266,7 @@ func generate(seed uint64, lim Limits, only Only) scenarioSpec {
 		k := cr.IntN(len(s.Runs))
 		run := s.Runs[k]
 		run.Before = []inputOp{{Kind: opAppend, N: cr.IntN(40)}}
-		run.controlled(cr)
+		run.controlled(cr, rand.New(rand.NewPCG(seed, 0xbac)))
 		s.Runs = slices.Insert(s.Runs, k, run)
 	}
 	return s.shrink(lim)

@@ -73,6 +73,10 @@ func (s *Source) prefixChanged() (bool, error) {
 // counted and warned: whether there were any cannot be known), and the
 // file is read again from 0 under a new epoch (switchTo).
 func (s *Source) rewritten() (bool, error) {
+	if !s.leaving() {
+		s.redo = true // nothing read after the change is published meanwhile
+		return false, nil
+	}
 	name := s.path
 	if s.switching {
 		name = "the rotated " + s.path
@@ -179,6 +183,9 @@ func (s *Source) holding() bool {
 // (the old file is read on; the path is tried again at the next end of
 // file).
 func (s *Source) reopen() (bool, error) {
+	if !s.leaving() {
+		return false, nil // the old file is read on until the seek is applied
+	}
 	file, fi, id, err := s.open()
 	if next, nfi, sb, ok := s.nextRotated(id); ok {
 		if file != nil {

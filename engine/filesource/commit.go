@@ -159,10 +159,15 @@ func (c *committer) Acknowledged(_, epoch int64, pos core.Position) {
 }
 
 // GroupAcknowledged keeps the last line of a group's completed prefix
-// (engine.GroupCommitter), written by the next Commit.
+// (engine.GroupCommitter), written by the next Commit: the highest told of
+// its epoch (after a backwards seek the engine may tell a group less than
+// before; the sought group's was lowered by Rewind itself).
 func (c *committer) GroupAcknowledged(group string, cm engine.Commit) {
 	if c.groups == nil {
 		c.groups = map[string]GroupProgress{}
+	}
+	if g, ok := c.groups[group]; ok && g.Epoch == cm.Epoch && g.Offset >= cm.Position.Offset {
+		return
 	}
 	c.groups[group] = GroupProgress{Group: group, Epoch: cm.Epoch, Offset: cm.Position.Offset}
 }

@@ -3,6 +3,7 @@ package filesource
 import (
 	"fmt"
 
+	"github.com/blackbox-audit/blackbox/core"
 	"github.com/blackbox-audit/blackbox/engine"
 )
 
@@ -16,6 +17,11 @@ func (s *Source) cycle() (progress, published, done bool, err error) {
 			return false, false, false, err
 		}
 		progress = true
+	}
+	if s.redo { // a rewrite noticed while a backwards seek was pinned
+		s.redo = false
+		p, err := s.rewritten()
+		return p, false, false, err
 	}
 	if s.holding() {
 		p, err := s.peek()
@@ -100,6 +106,7 @@ func (s *Source) publish() (n int, paused bool) {
 		if k > 0 {
 			s.published = true
 			rd.pubEnd, rd.overAfter = poss[k-1].Offset, false
+			s.lastPub = engine.Commit{Epoch: s.epoch, Position: poss[k-1]}
 		}
 		if k < len(items) {
 			// Un-consume the lines the feed did not take.
@@ -135,6 +142,10 @@ func (s *Source) reportOver() {
 	rd := s.rd
 	rd.overAfter = rd.overAfter || len(rd.over) > 0
 	for _, o := range rd.over {
+		if s.reported.Epoch == s.epoch && o.to <= s.reported.Position.Offset {
+			continue // read again after a backwards seek: reported once
+		}
+		s.reported = engine.Commit{Epoch: s.epoch, Position: core.Position{Offset: o.to}}
 		s.logf("%s: a line of %d bytes at offsets [%d, %d) is longer than the maximum line length %d: skipped whole, not published (the feed is not lossless)",
 			rd.name, o.to-o.from, o.from, o.to, s.maxLine)
 		s.f.AddLoss(engine.Loss{Reason: LossOversized, Items: 1, Epoch: s.epoch, From: o.from, To: o.to,

@@ -124,6 +124,44 @@
 // completed, as every group did before the region. A reader of layout 1
 // that ignores the region reads every group from the header's offset.
 //
+// # Moving back (a backwards seek)
+//
+// A Committed source's committer is an engine.Rewinder and an
+// engine.RewindChecker: Engine.Seek to a line before a group's position
+// (a backwards seek, docs/GUARANTEES.md "Seek") has the source read the
+// file again from the line after the target, for that group. A line's
+// position is the offset after it, so the target's is the offset through
+// which the group is done. Rewind, on the polling goroutine, makes the
+// move back durable in one header write (a temporary file, synced and
+// renamed: a kill leaves the file before it or after it, never a mix):
+// the header's offset comes down to the target's (or stays, when lower: a
+// slower group's), each other group of the feed, and each group whose slot
+// counted, keeps a slot at least at the progress it had (its slot, what
+// the engine told of it, or the old offset), and the sought group's slot
+// is at the target (none when the target is the new offset). Then the
+// reader reads again from the target, in the same file, and Rewind
+// returns the position of the last line published. A restart after it
+// hands the group every line after the target, the others nothing they
+// completed (with engine.FeedConfig.SkipCompleted). An oversized line read
+// again is reported lost once.
+//
+// Only the file the pointer describes is read again, in its epoch.
+// CheckRewind (on the operator's goroutine, under Source's mutex) refuses
+// with an error wrapping ErrRewind, before anything changes: a target of
+// another epoch than the one the source reads and the pointer describes
+// (a rotation, a copy-and-truncate or a rewrite since), one while the
+// source does not read the pointer's file (a file moved to and held until
+// the lines before it are committed, a loss counted at the start before
+// the first commit, not started), a position with a key, a pointer file
+// without the group progress region, a group (sought, other, or one whose
+// progress the pointer file keeps) whose name is longer than GroupNameMax,
+// more such groups than GroupSlots. Once it accepted a move back, the
+// source leaves not the file it reads (no rotation, no rewrite handled:
+// they wait) until its next poll, which applies it; a dry run holds it
+// the same way, for one duty cycle. A file truncated or rewritten under
+// the reader in place with its first bytes kept is read again as it is
+// now, as any read (see Tailing).
+//
 // # What the pointer holds from a start to the first commit
 //
 // Record before effect: a run that counts a loss moves the pointer past it

@@ -29,6 +29,13 @@ var (
 	// Run's error wraps it when the input is not one at the start; callers
 	// match it with errors.Is.
 	ErrNotRegular = errors.New("filesource: not a regular file")
+	// ErrRewind: a backwards seek the source cannot apply (the
+	// committer's CheckRewind and Rewind, engine.Rewinder): a target of
+	// another file or epoch than the one the source reads and its pointer
+	// describes, a group whose progress the pointer file cannot keep. The
+	// engine refuses the seek with engine.ErrSeekUnsupported wrapping it;
+	// callers match either with errors.Is.
+	ErrRewind = errors.New("filesource: cannot move back")
 )
 
 // FileError is an I/O failure on the input file or the pointer file: Op says

@@ -136,6 +136,16 @@ type Source struct {
 	// unkept names the groups whose progress the pointer file could not
 	// keep, warned of (mu).
 	unkept map[string]bool
+	// reading is what a backwards seek's check (CheckRewind, on the
+	// operator's goroutine) reads of the run (mu): see rewind.go.
+	reading runState
+	// checks counts the backwards seeks CheckRewind accepted (incremented
+	// under mu); seen is its value before the run's last poll that
+	// completed (Run's): while they differ, a seek accepted may wait for
+	// the next poll to apply it, and the run leaves not the file it reads
+	// (pinned).
+	checks atomic.Uint64
+	seen   uint64
 
 	// Run's state, owned by the goroutine that runs (or, after Run
 	// returned, by the one that polls).
@@ -152,11 +162,14 @@ type Source struct {
 	poss      []core.Position // its positions
 	state     engine.FeedState
 	detail    string
-	commitErr string // the last commit failure warned about
-	openErr   string // the last reopen failure warned about
-	refused   uint64 // the identity of the file the path named then
-	note      string // what the run lost, kept in every detail
-	scratch   []byte // the prefix check's buffer
+	commitErr string        // the last commit failure warned about
+	openErr   string        // the last reopen failure warned about
+	refused   uint64        // the identity of the file the path named then
+	note      string        // what the run lost, kept in every detail
+	lastPub   engine.Commit // the last line published: its epoch and position (Seq unused)
+	reported  engine.Commit // the end of the last oversized line reported lost, in its epoch (Seq unused)
+	redo      bool          // a rewrite noticed while pinned: handled at the next cycle
+	scratch   []byte        // the prefix check's buffer
 
 	// truncated is the identity of a file truncated under the reader
 	// whose copy (copytruncate) is read before it: when it is read again
@@ -277,9 +290,12 @@ func (s *Source) Run(ctx context.Context, f *engine.Intake) error {
 	s.final, s.switching, s.truncated = false, false, 0
 	s.published, s.hold, s.pending, s.resume = false, false, Pointer{}, Pointer{}
 	s.state, s.detail, s.note, s.openErr = "", "", "", ""
+	s.lastPub, s.reported, s.redo = engine.Commit{}, engine.Commit{}, false
 	s.known = map[uint64]seenFile{}
 	s.mu.Lock()
 	s.unkept = nil
+	s.reading = runState{}
+	s.seen = s.checks.Load()
 	s.mu.Unlock()
 	s.holeBytes.Store(0)
 	s.replaced.Store(0)
@@ -319,6 +335,16 @@ func (s *Source) Run(ctx context.Context, f *engine.Intake) error {
 		if ctx.Err() != nil {
 			s.lastLook()
 			return nil
+		}
+		if s.pinned() {
+			// A backwards seek accepted may wait for the next poll: the
+			// run reads nothing meanwhile (it would leave the file).
+			if !s.idle(ctx, timer, &idle) {
+				s.poll()
+				s.lastLook()
+				return nil
+			}
+			continue
 		}
 		progress, published, done, err := s.cycle()
 		if published {
@@ -394,7 +420,10 @@ func (s *Source) idle(ctx context.Context, timer *time.Timer, n *int) bool {
 // commits. A failed commit is warned and retried at the next poll (the
 // pointer lags: re-delivery, never loss).
 func (s *Source) poll() {
+	checks := s.checks.Load()
 	_, err := s.f.PollAcks()
+	s.seen = checks
+	s.noteReading()
 	switch {
 	case err == nil:
 		s.commitErr = ""

@@ -370,6 +370,9 @@ type pointerFile struct {
 	// groups is the group progress the file holds that counts (ahead of
 	// hdr), slot by slot (a zero GroupProgress: a free slot).
 	groups [GroupSlots]GroupProgress
+	// region: the file holds the group progress region (this run wrote
+	// its header, or a group's slot).
+	region bool
 
 	// for tests: called before each write with what the file will hold;
 	// hookGroup after each store of a group's slot but its check (w: the
@@ -504,6 +507,13 @@ func (p *pointerFile) setOffset(off int64) error {
 // is moved to the new file, and a file a run holds (locked) is mapped. A
 // crash leaves the old or the new file, never a mix.
 func (p *pointerFile) store(h, pending Pointer) error {
+	return p.storeGroups(h, pending, ahead(groupsOf(p.groups), h))
+}
+
+// storeGroups is store with the group progress groups (each of h's epoch,
+// past its offset; at most GroupSlots are written) in place of what the
+// file holds.
+func (p *pointerFile) storeGroups(h, pending Pointer, groups []GroupProgress) error {
 	h.Layout = Layout
 	if p.hookWrite != nil {
 		p.hookWrite(h)
@@ -520,7 +530,6 @@ func (p *pointerFile) store(h, pending Pointer) error {
 	if err != nil {
 		return fileErr("write pointer", tmp, err)
 	}
-	groups := ahead(groupsOf(p.groups), h)
 	_, err = f.Write(encodeFile(h, pending, groups))
 	if err == nil {
 		err = f.Sync()
@@ -545,7 +554,7 @@ func (p *pointerFile) store(h, pending Pointer) error {
 		d.Sync() // best effort: makes the rename durable across a power loss
 		d.Close()
 	}
-	p.hdr = h
+	p.hdr, p.region = h, true
 	p.groups = [GroupSlots]GroupProgress{}
 	copy(p.groups[:], groups)
 	if held {
@@ -583,6 +592,7 @@ func (p *pointerFile) setGroups(groups []GroupProgress) (full []string, stored b
 		}()
 	}
 	store64(p.m[offGroups:], GroupsLayout)
+	p.region = true
 	for _, g := range groups {
 		i := p.slotFor(g.Group)
 		if i < 0 {
