@@ -409,6 +409,23 @@ func produceTo(t *testing.T, c *kfake.Cluster, partition int32, from, n int) {
 	}
 }
 
+// tallied returns the offsets of the groups fast and slow, each also
+// counting, in handled (under mu), how many times it was handled each
+// record's value.
+func tallied() (fast, slow *offsets, handled map[string]map[string]int, mu *sync.Mutex) {
+	fast, slow, mu = &offsets{}, &offsets{}, &sync.Mutex{}
+	handled = map[string]map[string]int{"fast": {}, "slow": {}}
+	note := func(group string) func(r *kafkasource.Record) {
+		return func(r *kafkasource.Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			handled[group][string(r.Value)]++
+		}
+	}
+	fast.hook, slow.hook = note("fast"), note("slow")
+	return fast, slow, handled, mu
+}
+
 // TestABackwardsSeekOnATopicOfTwoPartitionsMovesTheTargetsPartitionOnly
 // (Seek, backwards, Kafka): partition 1's 10 records are read, then
 // partition 0's 20; fast is moved back to partition 0's offset 5 (the
@@ -418,17 +435,7 @@ func produceTo(t *testing.T, c *kfake.Cluster, partition int32, from, n int) {
 // records go to both groups once, and both partitions end committed.
 func TestABackwardsSeekOnATopicOfTwoPartitionsMovesTheTargetsPartitionOnly(t *testing.T) {
 	c := newCluster(t, 2)
-	fast, slow := &offsets{}, &offsets{}
-	var mu sync.Mutex
-	handled := map[string]map[string]int{"fast": {}, "slow": {}}
-	note := func(group string) func(r *kafkasource.Record) {
-		return func(r *kafkasource.Record) {
-			mu.Lock()
-			defer mu.Unlock()
-			handled[group][string(r.Value)]++
-		}
-	}
-	fast.hook, slow.hook = note("fast"), note("slow")
+	fast, slow, handled, mu := tallied()
 	src := newSource(t, c, "gtwo", nil)
 	eng := progressEngine(t, src, fast.processor(), slow.processor())
 	t.Cleanup(func() { eng.Stop(context.Background()) })
@@ -490,17 +497,7 @@ func TestABackwardsSeekOnATopicOfTwoPartitionsMovesTheTargetsPartitionOnly(t *te
 // partitions end committed.
 func TestABackwardsSeekOverRecordsOfTwoPartitionsMovesEachBack(t *testing.T) {
 	c := newCluster(t, 2)
-	fast, slow := &offsets{}, &offsets{}
-	var mu sync.Mutex
-	handled := map[string]map[string]int{"fast": {}, "slow": {}}
-	note := func(group string) func(r *kafkasource.Record) {
-		return func(r *kafkasource.Record) {
-			mu.Lock()
-			defer mu.Unlock()
-			handled[group][string(r.Value)]++
-		}
-	}
-	fast.hook, slow.hook = note("fast"), note("slow")
+	fast, slow, handled, mu := tallied()
 	src := newSource(t, c, "gtwoback", nil)
 	eng := progressEngine(t, src, fast.processor(), slow.processor())
 	t.Cleanup(func() { eng.Stop(context.Background()) })

@@ -22,20 +22,7 @@ import (
 // nothing of the batch, its count into the lease row included.
 func TestAWriterThatDiesWhileSendingABatchCommitsNothing(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.Database(t)
-	u, err := WithRun(db, "r")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := create(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Append(store.EncodeMeta(store.Meta{Created: storetest.T0, Streams: []string{"p"}}),
-		store.Entry{Processor: "p", Index: 1, Kind: store.KindStart}); err != nil {
-		t.Fatal(err)
-	}
+	db, s := startedWriter(t)
 	var rows []store.Entry
 	for i := range 100 {
 		rows = append(rows, storetest.Input("p", int64(i+1))...)
@@ -103,19 +90,7 @@ func TestAWriterThatDiesWhileSendingABatchCommitsNothing(t *testing.T) {
 // each Append's message.
 func TestTheLeaseStatementIsPlannedOnce(t *testing.T) {
 	ctx := context.Background()
-	u, err := WithRun(pgtest.Database(t), "r")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := create(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Append(store.EncodeMeta(store.Meta{Created: storetest.T0, Streams: []string{"p"}}),
-		store.Entry{Processor: "p", Index: 1, Kind: store.KindStart}); err != nil {
-		t.Fatal(err)
-	}
+	_, s := startedWriter(t)
 	const appends = 20
 	for i := range appends {
 		if err := s.Append(storetest.Input("p", int64(i+1))...); err != nil {
@@ -123,7 +98,7 @@ func TestTheLeaseStatementIsPlannedOnce(t *testing.T) {
 		}
 	}
 	var generic, custom int64
-	err = s.wconn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1`, leaseStmt).Scan(&generic, &custom)
+	err := s.wconn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1`, leaseStmt).Scan(&generic, &custom)
 	if err != nil {
 		t.Fatalf("the writer's lease statement: %v", err)
 	}
@@ -188,20 +163,7 @@ func TestABatchOfManyCopyDataMessagesReadsBackWhole(t *testing.T) {
 // once, and a lost lease is still ErrLeaseLost.
 func TestAnAppendWithoutTheLeaseStatementChecksTheLeaseItself(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.Database(t)
-	u, err := WithRun(db, "r")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := create(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Append(store.EncodeMeta(store.Meta{Created: storetest.T0, Streams: []string{"p"}}),
-		store.Entry{Processor: "p", Index: 1, Kind: store.KindStart}); err != nil {
-		t.Fatal(err)
-	}
+	db, s := startedWriter(t)
 	if _, err := s.wconn.Exec(ctx, "DEALLOCATE "+leaseStmt); err != nil {
 		t.Fatal(err)
 	}
@@ -228,4 +190,26 @@ func TestAnAppendWithoutTheLeaseStatementChecksTheLeaseItself(t *testing.T) {
 	if err := s.Append(storetest.Input("p", 3)...); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Append after the run was taken over: %v, want ErrLeaseLost", err)
 	}
+}
+
+// startedWriter is the writer of run "r" of a new database (its URL
+// returned) that appended the recording's META row and the START row of
+// stream p; it is closed when the test ends.
+func startedWriter(t *testing.T) (string, *database) {
+	t.Helper()
+	db := pgtest.Database(t)
+	u, err := WithRun(db, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := create(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Append(store.EncodeMeta(store.Meta{Created: storetest.T0, Streams: []string{"p"}}),
+		store.Entry{Processor: "p", Index: 1, Kind: store.KindStart}); err != nil {
+		t.Fatal(err)
+	}
+	return db, s
 }
