@@ -20,6 +20,10 @@ type effect struct {
 	sink    string
 	payload []byte
 	timer   bool // a timer's output: keyed by its row (effect), not by a position
+	// checked: payload is known to be one line of JSON (Run.CompactJSON:
+	// the recorder's JSON codec wrote it in this run); never for an
+	// output read back from a recording.
+	checked bool
 }
 
 // item is an input or timer row and its OUTPUT rows, whole: as many as
@@ -69,7 +73,7 @@ type cursor struct {
 // for concurrent use.
 type parser struct {
 	streams map[string]*cursor
-	copy    bool // copy payloads (the rows' buffers are reused)
+	copy    bool // copy payloads (the rows' buffers are reused; Run.CompactJSON: they are not)
 }
 
 func newParser(copyPayloads bool) *parser {
@@ -117,6 +121,9 @@ func (p *parser) row(e *store.Entry) *item {
 		payload := e.Payload
 		if p.copy {
 			payload = append([]byte(nil), payload...)
+		}
+		if it.effects == nil {
+			it.effects = make([]effect, 0, min(it.n, 64)) // n is a recording's: bounded
 		}
 		it.effects = append(it.effects, effect{stream: e.Processor, row: e.Index, class: it.class, seq: it.seq,
 			epoch: it.epoch, offset: it.offset, k: e.Seq, sink: e.Source, payload: payload, timer: it.timer})
