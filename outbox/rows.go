@@ -74,6 +74,40 @@ type cursor struct {
 type parser struct {
 	streams map[string]*cursor
 	copy    bool // copy payloads (the rows' buffers are reused; Run.CompactJSON: they are not)
+	// The items and their effects are cut from chunks (slabChunk of
+	// each): two allocations for many items rather than two an item. A
+	// chunk lives while one of its items does.
+	items   []item
+	effects []effect
+}
+
+// slabChunk is how many items, and effects, a chunk holds; slabMost the
+// most effects an item's first slice takes from one (its n is a
+// recording's: an item of more grows its own).
+const (
+	slabChunk = 256
+	slabMost  = 64
+)
+
+// newItem is a new item, zero.
+func (p *parser) newItem() *item {
+	if len(p.items) == cap(p.items) {
+		p.items = make([]item, 0, slabChunk)
+	}
+	p.items = p.items[:len(p.items)+1]
+	return &p.items[len(p.items)-1]
+}
+
+// newEffects is an empty slice for n effects (at most slabMost), its
+// capacity its own.
+func (p *parser) newEffects(n int64) []effect {
+	k := int(min(n, slabMost))
+	if cap(p.effects)-len(p.effects) < k {
+		p.effects = make([]effect, 0, slabChunk)
+	}
+	at := len(p.effects)
+	p.effects = p.effects[:at+k]
+	return p.effects[at : at : at+k]
 }
 
 func newParser(copyPayloads bool) *parser {
@@ -97,7 +131,8 @@ func (p *parser) row(e *store.Entry) *item {
 		c.it = nil
 		return nil
 	case store.KindIndexed, store.KindInline:
-		it := &item{class: class{Free: true}, seq: e.Seq, n: e.N}
+		it := p.newItem()
+		*it = item{class: class{Free: true}, seq: e.Seq, n: e.N}
 		if c.d.Kind == store.KindDelivery && c.d.Source == e.Source && c.d.Seq == e.Seq {
 			it.class = class{Feed: e.Source, Key: c.d.Key}
 			it.epoch, it.offset = c.d.Epoch, c.d.Offset
@@ -107,7 +142,8 @@ func (p *parser) row(e *store.Entry) *item {
 		return c.begin(it)
 	case store.KindTimer:
 		c.d.Kind = ""
-		it := &item{class: class{Free: true}, n: e.N, timer: true}
+		it := p.newItem()
+		*it = item{class: class{Free: true}, n: e.N, timer: true}
 		if !c.last.Free && c.last.Feed != "" {
 			it.class, it.seq, it.epoch, it.offset = c.last.class, c.last.seq, c.last.epoch, c.last.offset
 		}
@@ -123,7 +159,7 @@ func (p *parser) row(e *store.Entry) *item {
 			payload = append([]byte(nil), payload...)
 		}
 		if it.effects == nil {
-			it.effects = make([]effect, 0, min(it.n, 64)) // n is a recording's: bounded
+			it.effects = p.newEffects(it.n)
 		}
 		it.effects = append(it.effects, effect{stream: e.Processor, row: e.Index, class: it.class, seq: it.seq,
 			epoch: it.epoch, offset: it.offset, k: e.Seq, sink: e.Source, payload: payload, timer: it.timer})
