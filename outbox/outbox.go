@@ -206,9 +206,12 @@ type queue struct {
 	// assigned back before its commit) comes at an offset at or below
 	// that of an input queued before it: hi is the highest offset of the
 	// inputs queued (of any epoch; inputs: there is one). Past it, an
-	// input cannot have been queued before.
+	// input cannot have been queued before. at, made at the first input
+	// at or below hi and dropped once the queue is empty, is the queued
+	// inputs by position, their last reading's.
 	inputs bool
 	hi     int64
+	at     map[posAt]*item
 }
 
 // add queues it. An earlier reading of its position still queued is
@@ -219,16 +222,48 @@ func (q *queue) add(it *item) {
 	if it.timer {
 		return
 	}
-	if q.inputs && it.offset <= q.hi {
+	if q.at == nil && q.inputs && it.offset <= q.hi {
+		q.at = map[posAt]*item{}
 		for _, old := range q.items[:len(q.items)-1] {
-			if !old.timer && old.epoch == it.epoch && old.offset == it.offset {
-				old.effects = nil
+			if !old.timer {
+				q.at[posAt{old.key(), old.offset}] = old
 			}
 		}
+	}
+	if q.at != nil {
+		pa := posAt{it.key(), it.offset}
+		if old := q.at[pa]; old != nil {
+			old.effects = nil
+		}
+		q.at[pa] = it
 	}
 	if !q.inputs || it.offset > q.hi {
 		q.inputs, q.hi = true, it.offset
 	}
+}
+
+// commit takes out the items through seq, in order, and returns their
+// effects appended to ready.
+func (q *queue) commit(seq int64, ready []effect) []effect {
+	kept := q.items[:0]
+	for _, it := range q.items {
+		if it.seq > seq {
+			kept = append(kept, it)
+			continue
+		}
+		ready = append(ready, it.effects...)
+		if q.at != nil && !it.timer {
+			if pa := (posAt{it.key(), it.offset}); q.at[pa] == it {
+				delete(q.at, pa)
+			}
+		}
+	}
+	clear(q.items[len(kept):])
+	q.items = kept
+	if len(kept) == 0 { // none queued: any offset comes first
+		q.inputs, q.at = false, nil
+	}
+	return ready
 }
 
 // acted is the outbox's Observer.Acted: a backwards seek (a seek whose
@@ -284,19 +319,7 @@ func (o *Outbox) committed(feed string, c engine.Commit) {
 	pk := posKey{Feed: feed, Key: c.Position.Key, Epoch: c.Epoch}
 	o.liveCommits[pk] = max(o.liveCommits[pk], c.Position.Offset)
 	if q := o.queues[cl]; q != nil {
-		kept := q.items[:0]
-		for _, it := range q.items {
-			if it.seq > c.Seq {
-				kept = append(kept, it)
-				continue
-			}
-			o.ready = append(o.ready, it.effects...)
-		}
-		clear(q.items[len(kept):])
-		q.items = kept
-		if len(kept) == 0 {
-			q.inputs = false // none queued: any offset comes first
-		}
+		o.ready = q.commit(c.Seq, o.ready)
 	}
 	o.mu.Unlock()
 	o.poke()

@@ -102,16 +102,23 @@ func TestAPositionReadAgainBeforeItsCommitDeliversTheLastReadingsOutputsOnly(t *
 	for _, tc := range []struct {
 		name     string
 		readings []reading
-		want     []string
+		// Once reading commitAfter (from 1) is written, the source commits
+		// through reading commitThrough; then through the last.
+		commitAfter, commitThrough int
+		want                       []string
 	}{
-		{"each once", []reading{{1, 1, "1a"}, {1, 2, "2a"}, {1, 3, "3a"}, {1, 4, "4a"}},
+		{"each once", []reading{{1, 1, "1a"}, {1, 2, "2a"}, {1, 3, "3a"}, {1, 4, "4a"}}, 0, 0,
 			[]string{"1a", "2a", "3a", "4a"}},
-		{"two read again", []reading{{1, 1, "1a"}, {1, 2, "2a"}, {1, 3, "3a"}, {1, 2, "2b"}, {1, 3, "3b"}, {1, 4, "4a"}},
+		{"two read again", []reading{{1, 1, "1a"}, {1, 2, "2a"}, {1, 3, "3a"}, {1, 2, "2b"}, {1, 3, "3b"}, {1, 4, "4a"}}, 0, 0,
 			[]string{"1a", "2b", "3b", "4a"}},
-		{"all read again, then a third time", []reading{{1, 1, "1a"}, {1, 2, "2a"}, {1, 1, "1b"}, {1, 2, "2b"}, {1, 2, "2c"}, {1, 3, "3a"}},
+		{"all read again, then a third time", []reading{{1, 1, "1a"}, {1, 2, "2a"}, {1, 1, "1b"}, {1, 2, "2b"}, {1, 2, "2c"}, {1, 3, "3a"}}, 0, 0,
 			[]string{"1b", "2c", "3a"}},
-		{"another epoch", []reading{{1, 1, "1a"}, {1, 2, "2a"}, {2, 1, "1b"}, {2, 2, "2b"}, {1, 2, "2c"}, {2, 3, "3b"}},
+		{"another epoch", []reading{{1, 1, "1a"}, {1, 2, "2a"}, {2, 1, "1b"}, {2, 2, "2b"}, {1, 2, "2c"}, {2, 3, "3b"}}, 0, 0,
 			[]string{"1a", "1b", "2b", "2c", "3b"}},
+		{"read again across a commit", []reading{{1, 1, "1a"}, {1, 2, "2a"}, {1, 1, "1b"}, {1, 2, "2b"}, {1, 1, "1c"}, {1, 3, "3a"}}, 2, 2,
+			[]string{"1a", "2a", "2b", "1c", "3a"}},
+		{"read again, a commit between", []reading{{1, 1, "1a"}, {1, 2, "2a"}, {1, 1, "1b"}, {1, 3, "3a"}, {1, 1, "1c"}, {1, 4, "4a"}}, 3, 2,
+			[]string{"2a", "3a", "1c", "4a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -135,6 +142,9 @@ func TestAPositionReadAgainBeforeItsCommitDeliversTheLastReadingsOutputsOnly(t *
 				Commits: func(string) bool { return true }}); err != nil {
 				t.Fatal(err)
 			}
+			commit := func(seq int64, r reading) {
+				box.Observer().Committed("in", engine.Commit{Seq: seq, Epoch: r.epoch, Position: core.Position{Key: "k", Offset: r.offset}})
+			}
 			var rows []store.Entry
 			for i, r := range tc.readings {
 				seq, idx := int64(i+1), int64(3*i+1)
@@ -143,10 +153,11 @@ func TestAPositionReadAgainBeforeItsCommitDeliversTheLastReadingsOutputsOnly(t *
 					store.Entry{Processor: "p", Index: idx + 1, Kind: store.KindIndexed, Source: "in", Seq: seq, N: 1},
 					store.Entry{Processor: "p", Index: idx + 2, Kind: store.KindOutput, Source: "out", Seq: 1, Payload: []byte(`"` + r.output + `"`)})
 				box.Written(rows[len(rows)-3:]) // one item at a time, as the recorder's flushes may
+				if i+1 == tc.commitAfter {
+					commit(int64(tc.commitThrough), tc.readings[tc.commitThrough-1])
+				}
 			}
-			last := tc.readings[len(tc.readings)-1]
-			box.Observer().Committed("in", engine.Commit{Seq: int64(len(tc.readings)), Epoch: last.epoch,
-				Position: core.Position{Key: "k", Offset: last.offset}})
+			commit(int64(len(tc.readings)), tc.readings[len(tc.readings)-1])
 			if err := box.Close(); err != nil {
 				t.Fatal(err)
 			}
