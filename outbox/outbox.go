@@ -103,7 +103,9 @@ const (
 // earlier runs recorded and committed but did not deliver, and nothing
 // twice. Open it (which recovers), Begin the run, give the recorder
 // Written and the engine Observer, Close after the recorder's Close. Its
-// methods are safe for concurrent use; one goroutine of its own delivers,
+// methods are safe for concurrent use, but for Written, whose calls must
+// not overlap one another (the recorder makes them one at a time, in the
+// recording's order); one goroutine of its own delivers,
 // from Begin to Close.
 type Outbox struct {
 	cfg   Config
@@ -149,7 +151,9 @@ type Outbox struct {
 // written and keeps their outputs until their inputs are committed
 // (outputs of cycles without a source position: until the next delivery,
 // which makes the recording durable first). Outputs of an input at a
-// position an earlier run recorded are not delivered again.
+// position an earlier run recorded are not delivered again. Its calls
+// must not overlap one another (the recorder's lock serialises them): the
+// rows are read in the order given, outside the outbox's lock.
 func (o *Outbox) Written(rows []store.Entry) {
 	// Parse outside mu: the outbox's goroutine and the commits need it.
 	items := o.items[:0]
