@@ -82,7 +82,11 @@
 // File is the outbox's own sink: lines of FormatValue (the output) or
 // FormatEnvelope ({"key":KEY,"output":VALUE}, KEY its core.EffectKey);
 // the marks hold its size before each batch, so recovery appends exactly
-// what a crash cut. A sink of the caller's is a core.EffectSink, with the
+// what a crash cut. Its lines are JSON: a batch holding an output that is
+// not one line of JSON (a custom codec's) is refused whole (ErrPayload),
+// live and at recovery. The recorder's JSON codec's outputs are by
+// construction (Run.CompactJSON) and are not checked again live; those
+// recovery reads back from a recording always are. A sink of the caller's is a core.EffectSink, with the
 // capabilities core.Transactional (it commits each batch with its number,
 // say a SQL table and a watermark in one transaction) or core.Idempotent.
 //

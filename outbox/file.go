@@ -84,8 +84,15 @@ func (f *File) Close() error { return f.f.Close() }
 // followed by one of the rest; a write that fails, or writes nothing, is
 // tried again from where it stopped, fileAttempts times in all), then
 // syncs the file when asked to.
-func (f *File) Deliver(_ int64, effects []core.Effect) error {
-	b, err := f.encode(effects)
+// Each payload must be one line of JSON: a batch holding one that is not
+// is refused whole (nothing written).
+func (f *File) Deliver(_ int64, effects []core.Effect) error { return f.deliver(effects, false) }
+
+// deliver is Deliver; checked says every payload is known to be one line
+// of JSON (the recorder's JSON codec wrote it in this run): not checked
+// again.
+func (f *File) deliver(effects []core.Effect, checked bool) error {
+	b, err := f.encode(effects, checked)
 	if err != nil {
 		return err
 	}
@@ -149,12 +156,20 @@ func (f *File) linesAfter(n int64) int64 {
 	return f.lines + n
 }
 
-// encode is the lines of effects.
-func (f *File) encode(effects []core.Effect) ([]byte, error) {
-	var b []byte
+// encode is the lines of effects; unless checked, it refuses a payload
+// that is not one line of JSON.
+func (f *File) encode(effects []core.Effect, checked bool) ([]byte, error) {
+	n := 0
 	for _, e := range effects {
-		if !json.Valid(e.Payload) || bytes.ContainsAny(e.Payload, "\r\n") {
-			return nil, fmt.Errorf("outbox: output %d of stream %s is not one line of JSON: %s cannot hold it", e.Key.Index, e.Stream, f.path)
+		n += len(e.Payload) + 1
+	}
+	if f.format == FormatEnvelope {
+		n += len(effects) * len(`{"key":,"output":}`)
+	}
+	b := make([]byte, 0, n)
+	for _, e := range effects {
+		if !checked && (!json.Valid(e.Payload) || bytes.ContainsAny(e.Payload, "\r\n")) {
+			return nil, fmt.Errorf("%w: output %d of stream %s: %s cannot hold it", ErrPayload, e.Key.Index, e.Stream, f.path)
 		}
 		if f.format == FormatEnvelope {
 			k, err := json.Marshal(e.Key)

@@ -271,6 +271,8 @@ type runConfig struct {
 	Workers  int
 	// Processor, if set, is the run's processor instead of twice's.
 	Processor core.Processor
+	// Codec, if set, is the recorder's codec instead of JSON.
+	Codec recorder.Codec
 }
 
 // start starts the next run (its recording run<i>.csv, META created at
@@ -307,6 +309,7 @@ func (b *bench) start(box *outbox.Outbox, rc runConfig) *live {
 		Outbox:        box,
 		Path:          path,
 		Observer:      rc.Observer,
+		Codec:         rc.Codec,
 		Logger:        quiet,
 	})
 	if err != nil {

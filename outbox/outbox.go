@@ -32,6 +32,10 @@ var (
 	// ErrOut: the file sink's file does not hold what the marks say was
 	// written to it (shorter, longer, or other bytes).
 	ErrOut = errors.New("outbox: the out file does not match its marks")
+	// ErrPayload: a *File was given an output that is not one line of
+	// JSON (a custom codec's): it cannot hold it, and writes none of its
+	// batch.
+	ErrPayload = errors.New("outbox: an output is not one line of JSON")
 	// ErrClosed: the outbox was closed.
 	ErrClosed = errors.New("outbox: closed")
 )
@@ -99,7 +103,9 @@ const (
 // earlier runs recorded and committed but did not deliver, and nothing
 // twice. Open it (which recovers), Begin the run, give the recorder
 // Written and the engine Observer, Close after the recorder's Close. Its
-// methods are safe for concurrent use; one goroutine of its own delivers,
+// methods are safe for concurrent use, but for Written, whose calls must
+// not overlap one another (the recorder makes them one at a time, in the
+// recording's order); one goroutine of its own delivers,
 // from Begin to Close.
 type Outbox struct {
 	cfg   Config
@@ -111,13 +117,16 @@ type Outbox struct {
 	rn        Run
 	recording string // rn's name in free effects' keys
 
-	parser *parser // Written's (the recorder's lock serialises it)
+	// Written's own, outside mu (the recorder's lock serialises Written):
+	// the parser (its copy set by Begin, before the run writes rows) and
+	// the items of the rows Written is given.
+	parser *parser
+	items  []*item
 	sup    suppress
 
 	mu      sync.Mutex
-	queues  map[class][]*item // positioned items awaiting their commit, with outputs
-	queued  map[posAt]*item   // the same, by position
-	commits map[string]bool   // whether a feed's source commits, as first asked
+	queues  map[class]*queue // positioned items awaiting their commit, with outputs
+	commits map[string]bool  // whether a feed's source commits, as first asked
 	// liveCommits: the highest offset this run committed per position
 	// space (Close prunes the suppression set with them, unless a move
 	// back came: movedBackLast).
@@ -142,17 +151,26 @@ type Outbox struct {
 // written and keeps their outputs until their inputs are committed
 // (outputs of cycles without a source position: until the next delivery,
 // which makes the recording durable first). Outputs of an input at a
-// position an earlier run recorded are not delivered again.
+// position an earlier run recorded are not delivered again. Its calls
+// must not overlap one another (the recorder's lock serialises them): the
+// rows are read in the order given, outside the outbox's lock.
 func (o *Outbox) Written(rows []store.Entry) {
+	// Parse outside mu: the outbox's goroutine and the commits need it.
+	items := o.items[:0]
+	for i := range rows {
+		if it := o.parser.row(&rows[i]); it != nil && len(it.effects) > 0 {
+			items = append(items, it)
+		}
+	}
+	if len(items) == 0 {
+		return
+	}
 	var free bool
 	o.mu.Lock()
-	for i := range rows {
-		it := o.parser.row(&rows[i])
-		if it == nil || len(it.effects) == 0 {
-			continue
-		}
+	for _, it := range items {
 		for j := range it.effects {
 			it.effects[j].recording = o.recording
+			it.effects[j].checked = o.rn.CompactJSON
 		}
 		if !it.Free {
 			o.seqs[it.Feed] = max(o.seqs[it.Feed], it.seq)
@@ -166,25 +184,90 @@ func (o *Outbox) Written(rows []store.Entry) {
 			free = true
 		case o.sup.covers(it):
 			o.st.Suppressed += int64(len(it.effects))
-		case it.timer:
-			o.queues[it.class] = append(o.queues[it.class], it)
 		default:
-			// A position read again in this run (a Kafka partition
-			// revoked and assigned back before its commit): the first
-			// reading is never committed; the commit of the second
-			// covers it by seq. Only the last reading's outputs count.
-			at := posAt{it.key(), it.offset}
-			if old := o.queued[at]; old != nil {
-				old.effects = nil
+			q := o.queues[it.class]
+			if q == nil {
+				q = &queue{}
+				o.queues[it.class] = q
 			}
-			o.queued[at] = it
-			o.queues[it.class] = append(o.queues[it.class], it)
+			q.add(it)
 		}
 	}
 	o.mu.Unlock()
+	clear(items)
+	o.items = items[:0]
 	if free {
 		o.poke()
 	}
+}
+
+// queue is the items of one class awaiting their commit, in the order
+// written: positioned inputs and the timers that take their place. Not
+// safe for concurrent use (Outbox.mu guards it).
+type queue struct {
+	items []*item
+	// A position read again in this run (a Kafka partition revoked and
+	// assigned back before its commit) comes at an offset at or below
+	// that of an input queued before it: hi is the highest offset of the
+	// inputs queued (of any epoch; inputs: there is one). Past it, an
+	// input cannot have been queued before. at, made at the first input
+	// at or below hi and dropped once the queue is empty, is the queued
+	// inputs by position, their last reading's.
+	inputs bool
+	hi     int64
+	at     map[posAt]*item
+}
+
+// add queues it. An earlier reading of its position still queued is
+// never committed (the commit of this one covers it by seq): only the
+// last reading's outputs count.
+func (q *queue) add(it *item) {
+	q.items = append(q.items, it)
+	if it.timer {
+		return
+	}
+	if q.at == nil && q.inputs && it.offset <= q.hi {
+		q.at = map[posAt]*item{}
+		for _, old := range q.items[:len(q.items)-1] {
+			if !old.timer {
+				q.at[posAt{old.key(), old.offset}] = old
+			}
+		}
+	}
+	if q.at != nil {
+		pa := posAt{it.key(), it.offset}
+		if old := q.at[pa]; old != nil {
+			old.effects = nil
+		}
+		q.at[pa] = it
+	}
+	if !q.inputs || it.offset > q.hi {
+		q.inputs, q.hi = true, it.offset
+	}
+}
+
+// commit takes out the items through seq, in order, and returns their
+// effects appended to ready.
+func (q *queue) commit(seq int64, ready []effect) []effect {
+	kept := q.items[:0]
+	for _, it := range q.items {
+		if it.seq > seq {
+			kept = append(kept, it)
+			continue
+		}
+		ready = append(ready, it.effects...)
+		if q.at != nil && !it.timer {
+			if pa := (posAt{it.key(), it.offset}); q.at[pa] == it {
+				delete(q.at, pa)
+			}
+		}
+	}
+	clear(q.items[len(kept):])
+	q.items = kept
+	if len(kept) == 0 { // none queued: any offset comes first
+		q.inputs, q.at = false, nil
+	}
+	return ready
 }
 
 // acted is the outbox's Observer.Acted: a backwards seek (a seek whose
@@ -239,20 +322,9 @@ func (o *Outbox) committed(feed string, c engine.Commit) {
 	o.mu.Lock()
 	pk := posKey{Feed: feed, Key: c.Position.Key, Epoch: c.Epoch}
 	o.liveCommits[pk] = max(o.liveCommits[pk], c.Position.Offset)
-	q := o.queues[cl]
-	kept := q[:0]
-	for _, it := range q {
-		if it.seq > c.Seq {
-			kept = append(kept, it)
-			continue
-		}
-		o.ready = append(o.ready, it.effects...)
-		if at := (posAt{it.key(), it.offset}); o.queued[at] == it {
-			delete(o.queued, at)
-		}
+	if q := o.queues[cl]; q != nil {
+		o.ready = q.commit(c.Seq, o.ready)
 	}
-	clear(q[len(kept):])
-	o.queues[cl] = kept
 	o.mu.Unlock()
 	o.poke()
 }
@@ -295,6 +367,14 @@ type Run struct {
 	// (engine.Feed.Commits): the outputs of a feed whose source does not
 	// are delivered once recorded, as those of timers are.
 	Commits func(feed string) bool
+	// CompactJSON says that the payloads Written is given are the
+	// recorder's JSON codec's (recorder.JSONCodec, which recorder.Start
+	// says): compact JSON, one line, each a slice of its own that nothing
+	// writes to once encoded. The outbox then neither copies them nor
+	// checks them again before a *File appends them. Without it, and for
+	// every output recovery reads back from a recording, the file sink
+	// checks each payload and refuses one that is not one line of JSON.
+	CompactJSON bool
 }
 
 // Begin starts the run r: it writes the run's mark and starts delivering.
@@ -306,6 +386,7 @@ func (o *Outbox) Begin(r Run) error {
 	r.Path = abs
 	o.mu.Lock()
 	o.rn, o.recording = r, recordingName(r.Created)
+	o.parser.copy = !r.CompactJSON // the codec's payloads are its own: nothing reuses them
 	o.mu.Unlock()
 	if err := o.mark(line{Run: &runMark{Path: abs, Created: r.Created}}); err != nil {
 		return err
@@ -352,11 +433,14 @@ func (o *Outbox) deliverReady() error {
 	if err == nil {
 		err = o.send(newBatch(o.run, ready), false)
 	}
+	o.mu.Lock()
 	if err != nil {
-		o.mu.Lock()
 		o.ready = append(ready, o.ready...) // not delivered: Status counts them
-		o.mu.Unlock()
+	} else if o.ready == nil {
+		clear(ready)
+		o.ready = ready[:0] // delivered: its array takes the next batch's
 	}
+	o.mu.Unlock()
 	return err
 }
 
@@ -381,7 +465,13 @@ func (o *Outbox) send(b *batch, recovered bool) error {
 		}
 		killpoint.ReachAt(killpoint.OutMarked, v)
 	}
-	if err := o.cfg.Sink.Deliver(n, effects); err != nil {
+	var err error
+	if f, ok := o.cfg.Sink.(*File); ok {
+		err = f.deliver(effects, b.checked)
+	} else {
+		err = o.cfg.Sink.Deliver(n, effects)
+	}
+	if err != nil {
 		return fmt.Errorf("outbox: delivering batch %d: %w", n, err)
 	}
 	o.mu.Lock()
@@ -426,7 +516,7 @@ func (o *Outbox) Status() Status {
 	st := o.st
 	st.Undelivered = int64(len(o.ready))
 	for _, q := range o.queues {
-		for _, it := range q {
+		for _, it := range q.items {
 			st.Pending += int64(len(it.effects))
 		}
 	}
@@ -490,7 +580,7 @@ func (o *Outbox) settled() bool {
 		return false
 	}
 	for _, q := range o.queues {
-		for _, it := range q {
+		for _, it := range q.items {
 			if len(it.effects) > 0 {
 				return false
 			}
@@ -516,31 +606,55 @@ func (o *Outbox) compact() error {
 
 // batch is effects to deliver together, grouped by (stream, class) in
 // the order of their first appearance, each group's in row order: the
-// order a batch mark's entries give back on recovery.
+// order a batch mark's entries give back on recovery. checked: every
+// payload is known to be one line of JSON (effect.checked).
 type batch struct {
-	to     []entry
-	groups [][]effect
-	n      int
+	to      []entry
+	groups  [][]effect
+	n       int
+	checked bool
 }
 
+// newBatch groups ready, which it may reorder and keep: the caller gives
+// it up.
 func newBatch(run int, ready []effect) *batch {
-	b := &batch{}
-	at := map[entry]int{}
-	for _, ef := range ready {
-		k := entry{Run: run, Stream: ef.stream, class: ef.class}
-		i, ok := at[k]
-		if !ok {
-			i = len(b.to)
-			at[k] = i
-			b.to = append(b.to, k)
-			b.groups = append(b.groups, nil)
-		}
-		b.groups[i] = append(b.groups[i], ef)
-		b.to[i].Row = max(b.to[i].Row, ef.row)
-		b.n++
+	b := &batch{n: len(ready), checked: true}
+	if len(ready) == 0 {
+		return b
 	}
+	// Most batches are of one (stream, class): one group, ready itself.
+	first := entry{Run: run, Stream: ready[0].stream, class: ready[0].class}
+	one := true
+	for i := range ready {
+		ef := &ready[i]
+		b.checked = b.checked && ef.checked
+		if one && (ef.stream != first.Stream || ef.class != first.class) {
+			one = false
+		}
+		first.Row = max(first.Row, ef.row)
+	}
+	if one {
+		b.to, b.groups = []entry{first}, [][]effect{ready}
+	} else {
+		at := map[entry]int{}
+		for _, ef := range ready {
+			k := entry{Run: run, Stream: ef.stream, class: ef.class}
+			i, ok := at[k]
+			if !ok {
+				i = len(b.to)
+				at[k] = i
+				b.to = append(b.to, k)
+				b.groups = append(b.groups, nil)
+			}
+			b.groups[i] = append(b.groups[i], ef)
+			b.to[i].Row = max(b.to[i].Row, ef.row)
+		}
+	}
+	byRow := func(x, y effect) int { return cmp.Compare(x.row, y.row) }
 	for _, g := range b.groups {
-		slices.SortFunc(g, func(x, y effect) int { return cmp.Compare(x.row, y.row) })
+		if !slices.IsSortedFunc(g, byRow) {
+			slices.SortFunc(g, byRow)
+		}
 	}
 	return b
 }

@@ -29,7 +29,7 @@ func Open(cfg Config) (*Outbox, error) {
 	if cfg.Sink == nil || cfg.Marks == "" {
 		return nil, errors.New("outbox: no sink or no marks file")
 	}
-	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class][]*item{}, queued: map[posAt]*item{}, commits: map[string]bool{}, liveCommits: map[posKey]int64{}, seqs: map[string]int64{}, back: map[string]int64{}, wake: make(chan struct{}, 1),
+	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class]*queue{}, commits: map[string]bool{}, liveCommits: map[posKey]int64{}, seqs: map[string]int64{}, back: map[string]int64{}, wake: make(chan struct{}, 1),
 		done: make(chan struct{}), failed: make(chan struct{}), parser: newParser(true), sup: newSuppress()}
 	if o.log == nil {
 		o.log = slog.Default()
@@ -347,7 +347,7 @@ func (o *Outbox) finish(last *batchMark, b *batch, file *File) error {
 	effects := b.effects()
 	switch s := o.cfg.Sink.(type) {
 	case *File:
-		want, err := s.encode(effects)
+		want, err := s.encode(effects, false) // read back from a recording: checked
 		if err != nil {
 			return err
 		}

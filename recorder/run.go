@@ -214,7 +214,7 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		DrainTimeout: cfg.DrainTimeout,
 	})
 	if err == nil && cfg.Outbox != nil {
-		err = cfg.Outbox.Begin(outbox.Run{Path: cfg.Path, Created: rec.Created(), Sync: rec.Sync,
+		err = cfg.Outbox.Begin(outbox.Run{Path: cfg.Path, Created: rec.Created(), Sync: rec.Sync, CompactJSON: isJSON(cfg.Codec),
 			Commits: func(feed string) bool { f := eng.Feed(feed); return f != nil && f.Commits() }})
 	}
 	if err == nil {
@@ -224,6 +224,17 @@ func Start(ctx context.Context, cfg RunConfig) (*Run, error) {
 		return nil, errors.Join(err, rec.Close())
 	}
 	return &Run{eng: eng, rec: rec, srcDone: srcDone}, nil
+}
+
+// isJSON reports whether c is the JSON codec (nil: the default), whose
+// payloads are compact JSON on one line, each a new slice
+// (outbox.Run.CompactJSON).
+func isJSON(c Codec) bool {
+	switch c.(type) {
+	case nil, JSONCodec, *JSONCodec:
+		return true
+	}
+	return false
 }
 
 // Engine is the run's engine (its status, its feed).
