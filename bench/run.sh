@@ -69,6 +69,9 @@ run . 3000x 'Append' ./store/pgstore/
 # The latency the outbox adds to an output (issue 31): the ledger saving
 # its state every 100ms, paced lines, a live sink against the outbox.
 run . 3x 'Latency' ./outbox/
+# The outbox's cost (issue 31): the same committed ledger run to CSV
+# without the outbox (the floor) and with it, alternated each iteration.
+run . 3x 'Cost' ./outbox/
 # ReplayCSV also times its floor on the same recording in the same run:
 # encoding/csv merely reading its rows (floor-inputs/s).
 run . 1000000x 'RecordCSV|ReplayCSV' ./replayer/

@@ -170,6 +170,9 @@ var claims = []claim{
 	// saving its state every 100ms: the worst output against the save
 	// interval (one interval, plus the save's own write and fsync and a
 	// commit poll: within 10% of it).
+	// Issue 31: the outbox's cost in-process, the same committed ledger
+	// run to CSV without and with the outbox, alternated each iteration.
+	{"outbox cost, ledger --state to CSV, in-process (lines/s)", figure{"outbox BenchmarkCost", "outbox-lines/s"}, figure{"outbox BenchmarkCost", "floor-lines/s"}, "the same run without the outbox, alternated with it in each iteration", false, 0.9, true},
 	{"output latency the outbox adds, the worst output (ms)", figure{"outbox BenchmarkLatency", "added-max-ms"}, figure{"outbox BenchmarkLatency", "interval-ms"}, "one state-save interval of the ledger (its default)", true, 1.1, false},
 	{"per-item cost at 1M vs 10K (ns/item)", figure{"engine BenchmarkScaleItems/items=1000000", "ns/item"}, figure{"engine BenchmarkScaleItems/items=10000", "ns/item"}, "the same at 10K items", true, 1.3, false},
 }
