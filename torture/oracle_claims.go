@@ -130,6 +130,10 @@ type kafkaMove struct {
 	row       int              // the CONTROL row's index in the store's rows
 	delivered int64            // the highest seq the run delivered before the row
 	to        map[string]int64 // partition|epoch -> the offset the commit came down to
+	// own marks the partitions of to whose target the run's inputs do not
+	// show (to -1): only the run's own claims are lowered (a move back
+	// never goes below where the run began reading).
+	own map[string]bool
 }
 
 // kafkaMoves reads rec's recorded moves back: each target seq mapped, from
@@ -146,12 +150,25 @@ func kafkaMoves(store string, rec *recording) []kafkaMove {
 			if json.Unmarshal([]byte(row.detail), &c) != nil || !c.movedBack() {
 				continue
 			}
-			m := kafkaMove{store: store, row: i, delivered: delivered, to: map[string]int64{}}
+			m := kafkaMove{store: store, row: i, delivered: delivered, to: map[string]int64{}, own: map[string]bool{}}
 			last := map[string]int64{} // partition|epoch -> the seq of its record in m.to
 			for _, in := range rec.inputs() {
 				k := in.key + "|" + strconv.FormatInt(in.epoch, 10)
 				if s, ok := last[k]; in.seq <= c.After && (!ok || in.seq > s) {
 					last[k], m.to[k] = in.seq, in.offset
+				}
+			}
+			// A partition the run committed or read with no record at or
+			// before the target among its inputs: the engine moved it to a
+			// record an earlier seek skipped (a DROPPED row, no position),
+			// or not at all; the oracle cannot tell where: its run's claims
+			// of it are lowered to nothing (never a false violation).
+			for _, r := range rec.rows {
+				if (r.kind == "COMMIT" && r.key != "") || r.kind == "DELIVERY" {
+					k := r.key + "|" + strconv.FormatInt(r.epoch, 10)
+					if _, ok := m.to[k]; !ok {
+						m.to[k], m.own[k] = -1, true
+					}
 				}
 			}
 			moves = append(moves, m)
@@ -229,7 +246,8 @@ func (o *oracle) checkKafkaClaims() {
 			for _, m := range moves {
 				madeBefore := pos[c.store] < pos[m.store] || c.store == m.store && (c.row < m.row || c.seq <= m.delivered)
 				deliveredAfter := pos[store] > pos[m.store] || store == m.store && in.seq > m.delivered
-				if to, ok := m.to[in.key+"|"+strconv.FormatInt(in.epoch, 10)]; ok && madeBefore && deliveredAfter {
+				k := in.key + "|" + strconv.FormatInt(in.epoch, 10)
+				if to, ok := m.to[k]; ok && madeBefore && deliveredAfter && (!m.own[k] || c.store == m.store) {
 					off = min(off, to)
 				}
 			}

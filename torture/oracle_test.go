@@ -720,6 +720,38 @@ func TestARecordedKafkaMoveBackLowersEachPartitionsClaim(t *testing.T) {
 			}
 		})
 	}
+	// The records of t/1 up to the target were skipped by a forward seek
+	// (seqs 2-4: DROPPED, no position): where t/1 came down to is not
+	// known, so the run's own claim of it is lowered to nothing; an
+	// earlier run's claim of it still holds (a move back never goes below
+	// where the run began reading).
+	skipped := func(rows ...row) *recording {
+		return kafkaRun(t0.Add(time.Second), 1, []kafkaRead{{"t/0", 0}},
+			append(append(kafkaReads(t0.Add(time.Second), 5, kafkaRead{"t/1", 3}, kafkaRead{"t/1", 4}), rows...),
+				commit(6, "t/1", 4), row{kind: "CONTROL", source: "input", detail: `{"group":"g","action":"seek","who":"torture","reason":"r","before":6,"after":3}`})...)
+	}
+	for _, tc := range []struct {
+		name  string
+		again []kafkaRead
+		want  int
+	}{
+		{"skipped up to the target: read again", []kafkaRead{{"t/1", 2}, {"t/1", 3}, {"t/1", 4}}, 0},
+		{"skipped up to the target: an earlier run's claim", []kafkaRead{{"t/1", 1}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sr := &scenarioRun{s: scenarioSpec{Runs: []runSpec{{}, {}, {}}}, kafka: &kafkaInput{partitions: 2},
+				runs: []*outcome{{index: 1, store: "run-1.csv"}, {index: 2, store: "run-2.csv"}, {index: 3, store: "run-3.csv"}}}
+			o := &oracle{sr: sr, recs: map[string]*recording{
+				"run-1.csv": kafkaRun(t0.Add(-time.Minute), 1, []kafkaRead{{"t/1", 0}, {"t/1", 1}}, commit(2, "t/1", 1)),
+				"run-2.csv": skipped(),
+				"run-3.csv": kafkaRun(later, 1, tc.again),
+			}}
+			o.checkClaims()
+			if got := len(o.vs); got != tc.want {
+				t.Errorf("violations %v, want %d", o.vs, tc.want)
+			}
+		})
+	}
 	// The run itself reads t/0's offset 2 again after the move back.
 	for _, tc := range []struct {
 		name string
