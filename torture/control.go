@@ -410,7 +410,7 @@ func (a *actor) step(n int, st ctlStep) bool {
 		return a.unchanged(x, b)
 	case ctlPause:
 		if st.Await {
-			if b, ok = a.completed(n, 4); !ok {
+			if b, ok = a.completed(n, 4, a.sr.kafka != nil); !ok {
 				return false
 			}
 		}
@@ -518,7 +518,9 @@ func (a *actor) step(n int, st ctlStep) bool {
 // A seek back (ctlSeekBack) names a seq below the group's position: the
 // engine may refuse it (422: items the group has not completed in its
 // queue, a move back not yet applied, a target whose position it no longer
-// knows) and so may the file source (422: a file it does not read now);
+// knows, another key of the items after the target with none at or before
+// it: a Kafka partition) and so may the source (422: a file it does not
+// read now; a partition not owned now, a commit of unknown outcome);
 // applied, its plan is a re-delivery to the target, no loss.
 func (a *actor) seek(n int, st ctlStep, b console.Binding, req console.Request) bool {
 	req.Generation, req.Latest = b.Generation, true
@@ -580,15 +582,25 @@ func (a *actor) seek(n int, st ctlStep, b console.Binding, req console.Request) 
 }
 
 // completed waits, ctlAwait at most, until the group's position is at
-// least n items (every 5ms: the run is another process), and returns its
+// least n items (every 5ms: the run is another process) and, when drained,
+// its queue holds nothing it did not complete (a move back is refused
+// while it does: a Kafka run's, so that most are applied), and returns its
 // binding then; false (a problem) when it cannot read it.
-func (a *actor) completed(step int, n int64) (console.Binding, bool) {
+func (a *actor) completed(step int, n int64, drained bool) (console.Binding, bool) {
 	limit := time.Now().Add(ctlAwait)
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
 		b, ok := a.binding(fmt.Sprintf("step %d: %d items completed", step+1, n))
-		if !ok || b.Position >= n || time.Now().After(limit) {
+		if !ok || time.Now().After(limit) {
+			return b, ok
+		}
+		if b.Position >= n && drained {
+			held, ok := a.held(b)
+			if !ok || held == 0 {
+				return b, ok
+			}
+		} else if b.Position >= n {
 			return b, ok
 		}
 		select {
