@@ -49,6 +49,10 @@ type ctlStep struct {
 	Await bool // a pause waits first (ctlAwait at most) for the group to complete a few items
 }
 
+// ctlBackToFirst is a seek back's distance that reaches seq 1 from any
+// position (the target is at least seq 1).
+const ctlBackToFirst = 1 << 30
+
 // ctlAwait bounds a pause's wait for the group to complete a few items
 // (ctlStep.Await): a run given fewer lines is paused when it passes.
 const ctlAwait = 2 * time.Second
@@ -59,6 +63,8 @@ func (st ctlStep) String() string {
 		return fmt.Sprintf("%s %s", st.Kind, st.Until)
 	case st.Kind == ctlResume && st.ByGen:
 		return "resume generation"
+	case st.Kind == ctlSeekBack && st.Back == ctlBackToFirst:
+		return fmt.Sprintf("%s to seq 1", st.Kind)
 	case st.Kind == ctlSeekBack:
 		return fmt.Sprintf("%s %d", st.Kind, st.Back)
 	case st.Kind == ctlPause && st.Await:
@@ -71,7 +77,10 @@ func (st ctlStep) String() string {
 // it follows its input (appends only while it runs), slowed by --delay so
 // that a pause finds items in its queue, meets no fault, and is ended by
 // SIGTERM after the actions (or by a kill among them).
-func (run *runSpec) controlled(r, back *rand.Rand) {
+//
+// A Kafka run (kafka) always draws a move back, and its steps differ
+// (genControl).
+func (run *runSpec) controlled(r, back *rand.Rand, kafka bool) {
 	run.Follow, run.Fault, run.Alias, run.Member = true, runFault{}, "", false
 	run.Delay = time.Duration(1+r.IntN(8)) * time.Millisecond
 	var during []inputOp
@@ -82,7 +91,7 @@ func (run *runSpec) controlled(r, back *rand.Rand) {
 	}
 	run.During = during
 	run.End = runEnd{Kind: endTerm, After: time.Duration(r.IntN(100)) * time.Millisecond}
-	run.Control = genControl(r, back)
+	run.Control = genControl(r, back, kafka)
 }
 
 // genControl draws a sequence of control steps: a pause with a deadline,
@@ -91,7 +100,15 @@ func (run *runSpec) controlled(r, back *rand.Rand) {
 // end; then, drawn from back, a pause once the group completed a few
 // items and a move back (one or two seeks back) before its resume; a
 // request with a wrong token anywhere; sometimes a kill last.
-func genControl(r, back *rand.Rand) []ctlStep {
+//
+// For a Kafka run (kafka) the move back is always drawn: its distance
+// spans one partition's records or several (the engine moves each
+// partition back to its last record at or before the target), it may
+// follow a seek back to seq 1 (refused, changing nothing, when another
+// partition has records after seq 1 and none at or before it), and a
+// third of the time the run is killed after the seek and before the
+// resume (the next run reads from the commit the move back lowered).
+func genControl(r, back *rand.Rand, kafka bool) []ctlStep {
 	var steps []ctlStep
 	maybe := func(n int, st ctlStep) {
 		if r.IntN(n) == 0 {
@@ -111,7 +128,23 @@ func genControl(r, back *rand.Rand) []ctlStep {
 		steps = append(steps, inner[:1+r.IntN(len(inner))]...)
 		steps = append(steps, ctlStep{Kind: ctlResume, ByGen: r.IntN(2) == 0})
 	}
-	if back.IntN(2) == 0 {
+	switch {
+	case kafka:
+		steps = append(steps, ctlStep{Kind: ctlPause, Await: true})
+		if back.IntN(3) == 0 {
+			steps = append(steps, ctlStep{Kind: ctlSeekBack, Back: ctlBackToFirst}) // to seq 1
+		}
+		steps = append(steps, ctlStep{Kind: ctlSeekBack, Back: 1 + back.IntN(30)})
+		if back.IntN(3) == 0 {
+			steps = append(steps, ctlStep{Kind: ctlSeekBack, Back: 1 + back.IntN(30)})
+		}
+		if back.IntN(3) == 0 {
+			// Killed with the move back recorded, maybe not yet applied:
+			// the steps end here.
+			return append(steps, ctlStep{Kind: ctlKill})
+		}
+		steps = append(steps, ctlStep{Kind: ctlResume, ByGen: back.IntN(2) == 0})
+	case back.IntN(2) == 0:
 		// A move back (a stream of its own: the seeds before it draw what
 		// they drew): once the group completed a few items, a pause, the
 		// seek back, maybe a stale plan's, and the resume.
@@ -377,7 +410,7 @@ func (a *actor) step(n int, st ctlStep) bool {
 		return a.unchanged(x, b)
 	case ctlPause:
 		if st.Await {
-			if b, ok = a.completed(n, 4); !ok {
+			if b, ok = a.completed(n, 4, a.sr.kafka != nil); !ok {
 				return false
 			}
 		}
@@ -485,7 +518,9 @@ func (a *actor) step(n int, st ctlStep) bool {
 // A seek back (ctlSeekBack) names a seq below the group's position: the
 // engine may refuse it (422: items the group has not completed in its
 // queue, a move back not yet applied, a target whose position it no longer
-// knows) and so may the file source (422: a file it does not read now);
+// knows, another key of the items after the target with none at or before
+// it: a Kafka partition) and so may the source (422: a file it does not
+// read now; a partition not owned now, a commit of unknown outcome);
 // applied, its plan is a re-delivery to the target, no loss.
 func (a *actor) seek(n int, st ctlStep, b console.Binding, req console.Request) bool {
 	req.Generation, req.Latest = b.Generation, true
@@ -547,15 +582,25 @@ func (a *actor) seek(n int, st ctlStep, b console.Binding, req console.Request) 
 }
 
 // completed waits, ctlAwait at most, until the group's position is at
-// least n items (every 5ms: the run is another process), and returns its
+// least n items (every 5ms: the run is another process) and, when drained,
+// its queue holds nothing it did not complete (a move back is refused
+// while it does: a Kafka run's, so that most are applied), and returns its
 // binding then; false (a problem) when it cannot read it.
-func (a *actor) completed(step int, n int64) (console.Binding, bool) {
+func (a *actor) completed(step int, n int64, drained bool) (console.Binding, bool) {
 	limit := time.Now().Add(ctlAwait)
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
 		b, ok := a.binding(fmt.Sprintf("step %d: %d items completed", step+1, n))
-		if !ok || b.Position >= n || time.Now().After(limit) {
+		if !ok || time.Now().After(limit) {
+			return b, ok
+		}
+		if b.Position >= n && drained {
+			held, ok := a.held(b)
+			if !ok || held == 0 {
+				return b, ok
+			}
+		} else if b.Position >= n {
 			return b, ok
 		}
 		select {

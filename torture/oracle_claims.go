@@ -15,8 +15,10 @@ import (
 // COMMIT row lowered the claim below it (docs/GUARANTEES.md, "Seek"). For Kafka: the same partition, by any
 // member of the group in any run, after the commit (a delivery whose
 // instant is past the first row written after the COMMIT row: the commit
-// was made by then); a deleted topic starts its offsets again, and the
-// claims before it lapse.
+// was made by then), unless a recorded move back of the group made after
+// the commit and before the delivery lowered the partition's claim below
+// it; a deleted topic starts its offsets again, and the claims before it
+// lapse.
 func (o *oracle) checkClaims() {
 	if o.sr.kafka != nil {
 		o.checkKafkaClaims()
@@ -118,13 +120,76 @@ func movedTo(rec *recording, first map[int64]input, to, delivered int64) (int64,
 // than a rebalance (a revocation, a session) takes.
 const claimMargin = 300 * time.Millisecond
 
-// checkKafkaClaims is checkClaims for a Kafka feed.
+// kafkaMove is a recorded move back of a Kafka feed's group (the CONTROL
+// row of a seek whose after is below its before): the engine moved each
+// partition with records after the target back to its last record at or
+// before it (engine/rewind.go), and the source lowered the partition's
+// commit to it.
+type kafkaMove struct {
+	store     string
+	row       int              // the CONTROL row's index in the store's rows
+	delivered int64            // the highest seq the run delivered before the row
+	to        map[string]int64 // partition|epoch -> the offset the commit came down to
+	// own marks the partitions of to whose target the run's inputs do not
+	// show (to -1): only the run's own claims are lowered (a move back
+	// never goes below where the run began reading).
+	own map[string]bool
+}
+
+// kafkaMoves reads rec's recorded moves back: each target seq mapped, from
+// the run's inputs, to each partition's last record at or before it.
+func kafkaMoves(store string, rec *recording) []kafkaMove {
+	var moves []kafkaMove
+	var delivered int64
+	for i, row := range rec.rows {
+		switch row.kind {
+		case "DELIVERY":
+			delivered = max(delivered, row.seq)
+		case "CONTROL":
+			var c ctlRow
+			if json.Unmarshal([]byte(row.detail), &c) != nil || !c.movedBack() {
+				continue
+			}
+			m := kafkaMove{store: store, row: i, delivered: delivered, to: map[string]int64{}, own: map[string]bool{}}
+			last := map[string]int64{} // partition|epoch -> the seq of its record in m.to
+			for _, in := range rec.inputs() {
+				k := in.key + "|" + strconv.FormatInt(in.epoch, 10)
+				if s, ok := last[k]; in.seq <= c.After && (!ok || in.seq > s) {
+					last[k], m.to[k] = in.seq, in.offset
+				}
+			}
+			// A partition the run committed or read with no record at or
+			// before the target among its inputs: the engine moved it to a
+			// record an earlier seek skipped (a DROPPED row, no position),
+			// or not at all; the oracle cannot tell where: its run's claims
+			// of it are lowered to nothing (never a false violation).
+			for _, r := range rec.rows {
+				if (r.kind == "COMMIT" && r.key != "") || r.kind == "DELIVERY" {
+					k := r.key + "|" + strconv.FormatInt(r.epoch, 10)
+					if _, ok := m.to[k]; !ok {
+						m.to[k], m.own[k] = -1, true
+					}
+				}
+			}
+			moves = append(moves, m)
+		}
+	}
+	return moves
+}
+
+// checkKafkaClaims is checkClaims for a Kafka feed. A recorded move back
+// (kafkaMoves) lowers the claims made before it (the COMMIT rows of
+// earlier runs, and of its run before its row or of seqs delivered before
+// it) to each partition's target, for the deliveries after it (of a later
+// run, or of its run's seqs past those it had delivered).
 func (o *oracle) checkKafkaClaims() {
 	type claim struct {
 		store  string
 		offset int64
 		epoch  int64     // the position space: a topic deleted and created within a run has another
 		by     time.Time // the commit was made by then
+		row    int       // the COMMIT row's index in the store's rows
+		seq    int64     // the last seq it covers
 	}
 	type era struct{ recs []*outcome }
 	// Runs between topic deletions share their offsets.
@@ -141,8 +206,14 @@ func (o *oracle) checkKafkaClaims() {
 	}
 	for _, e := range eras {
 		var claims []claim
+		var moves []kafkaMove
 		keys := map[int]string{}
+		pos := map[string]int{} // store -> its run's place in the era (a member shares its run's)
 		for _, x := range e.recs {
+			if _, ok := pos[x.store]; !ok {
+				pos[x.store] = len(pos)
+			}
+			moves = append(moves, kafkaMoves(x.store, o.recs[x.store])...)
 			rows := o.recs[x.store].rows
 			for i, row := range rows {
 				if row.kind != "COMMIT" || row.key == "" {
@@ -165,8 +236,22 @@ func (o *oracle) checkKafkaClaims() {
 				}
 				by := last.Add(claimMargin)
 				keys[len(claims)] = row.key
-				claims = append(claims, claim{store: x.store, offset: row.offset, epoch: row.epoch, by: by})
+				claims = append(claims, claim{store: x.store, offset: row.offset, epoch: row.epoch, by: by, row: i, seq: row.seq})
 			}
+		}
+		// offset is c's claim for a delivery in of store: lowered by each
+		// move back made after c and before in.
+		offset := func(c claim, store string, in input) int64 {
+			off := c.offset
+			for _, m := range moves {
+				madeBefore := pos[c.store] < pos[m.store] || c.store == m.store && (c.row < m.row || c.seq <= m.delivered)
+				deliveredAfter := pos[store] > pos[m.store] || store == m.store && in.seq > m.delivered
+				k := in.key + "|" + strconv.FormatInt(in.epoch, 10)
+				if to, ok := m.to[k]; ok && madeBefore && deliveredAfter && (!m.own[k] || c.store == m.store) {
+					off = min(off, to)
+				}
+			}
+			return off
 		}
 		for _, x := range e.recs {
 			// A member processes the records of a partition it had
@@ -181,7 +266,10 @@ func (o *oracle) checkKafkaClaims() {
 			behind := map[string]int64{}
 			for _, in := range o.recs[x.store].inputs() {
 				for ci, c := range claims {
-					if keys[ci] != in.key || in.epoch != c.epoch || in.offset > c.offset || in.at.IsZero() || !in.at.After(c.by) {
+					if keys[ci] != in.key || in.epoch != c.epoch || in.at.IsZero() || !in.at.After(c.by) {
+						continue
+					}
+					if off := offset(c, x.store, in); in.offset > off {
 						continue
 					}
 					if c.store != x.store {
@@ -189,8 +277,8 @@ func (o *oracle) checkKafkaClaims() {
 							break
 						}
 					}
-					o.fail(InvClaims, "%s delivered %s offset %d at %s, after %s's COMMIT row claimed it committed (offset %d, made by %s); its run fenced %d of %s",
-						x.store, in.key, in.offset, in.at.Format("15:04:05.000"), c.store, c.offset, c.by.Format("15:04:05.000"), fenced[in.key], in.key)
+					o.fail(InvClaims, "%s delivered %s offset %d at %s, after %s's COMMIT row claimed it committed (offset %d, made by %s, lowered to %d by the moves back recorded); its run fenced %d of %s",
+						x.store, in.key, in.offset, in.at.Format("15:04:05.000"), c.store, c.offset, c.by.Format("15:04:05.000"), offset(c, x.store, in), fenced[in.key], in.key)
 					return
 				}
 			}

@@ -3,6 +3,7 @@ package torture
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -206,5 +207,72 @@ func TestAMoveBackIsDrawnForSomeControlRuns(t *testing.T) {
 	}
 	if n < 10 || n > 30 {
 		t.Errorf("%d of 40 control runs draw a move back, want about half", n)
+	}
+}
+
+// TestKafkaControlRunsDrawAMoveBack: a third of the Kafka runs scenarios
+// (no backlog, no operation on the topic) send a run before the last
+// control actions with its window's flags, and each draws a move back: a
+// pause that waits for a few items, maybe a seek back to seq 1 (refused
+// when another partition has no record at or before it), one or two seeks
+// back, then a resume or a kill (the kill after the seek, before any
+// resume); over the seeds each of these is drawn, on topics of one
+// partition and of several.
+func TestKafkaControlRunsDrawAMoveBack(t *testing.T) {
+	got := map[string]int{}
+	controlled := 0
+	const seeds = 300
+	for seed := uint64(1); seed <= seeds; seed++ {
+		s := generate(seed, Limits{}, Only{Kind: "runs", Source: "kafka"})
+		for i, run := range s.Runs {
+			if len(run.Control) == 0 {
+				continue
+			}
+			controlled++
+			if s.Backlog || i == len(s.Runs)-1 || run.Member || run.Fault.Kind != faultNone {
+				t.Errorf("seed %d run %d: %+v: want a run before the last, no backlog, member or fault", seed, i+1, run)
+			}
+			sr := &scenarioRun{s: s, kafka: &kafkaInput{topic: "t", group: "g"}}
+			if args, _ := sr.args(i+1, run, false); fmt.Sprint(args[len(args)-4:]) != "[--listen 127.0.0.1:0 --control-token-file tokens]" {
+				t.Errorf("seed %d run %d: args %v: want the window and its token file", seed, i+1, args)
+			}
+			at := slices.IndexFunc(run.Control, func(st ctlStep) bool { return st.Kind == ctlPause && st.Await })
+			if at < 0 {
+				t.Errorf("seed %d: steps %v: no pause after some items", seed, run.Control)
+				continue
+			}
+			rest := run.Control[at+1:]
+			if rest[0].Back == ctlBackToFirst {
+				got["seek back to seq 1"]++
+				rest = rest[1:]
+			}
+			n := 0
+			for len(rest) > 0 && rest[0].Kind == ctlSeekBack && rest[0].Back >= 1 && rest[0].Back <= 30 {
+				n, rest = n+1, rest[1:]
+			}
+			switch {
+			case n < 1 || n > 2 || len(rest) == 0:
+				t.Errorf("seed %d: steps %v: want one or two seeks back, then a resume or a kill", seed, run.Control)
+			case rest[0].Kind == ctlKill && len(rest) == 1:
+				got["kill after the seek"]++
+			case rest[0].Kind == ctlResume:
+				got["resume"]++
+			default:
+				t.Errorf("seed %d: steps %v: after the seeks back %v, want a resume, or a kill last", seed, run.Control, rest)
+			}
+			if s.Partitions > 1 {
+				got["several partitions"]++
+			} else {
+				got["one partition"]++
+			}
+		}
+	}
+	if controlled < seeds/6 || controlled > seeds/2 {
+		t.Errorf("%d of %d Kafka runs scenarios send a run control actions, want about a third", controlled, seeds)
+	}
+	for _, k := range []string{"seek back to seq 1", "kill after the seek", "resume", "several partitions", "one partition"} {
+		if got[k] == 0 {
+			t.Errorf("no Kafka control run draws %s (%v)", k, got)
+		}
 	}
 }

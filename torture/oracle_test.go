@@ -640,3 +640,137 @@ func TestTheOutputsOfLinesReadAgainAfterAMoveBackMayBeThereOncePerRow(t *testing
 		})
 	}
 }
+
+// kafkaRead is a record of a Kafka run: its partition and offset.
+type kafkaRead struct {
+	key    string
+	offset int64
+}
+
+// kafkaRun is a recording of a Kafka run of epoch 5: a delivery of each
+// record (seqs from first on, processed at a millisecond each from at),
+// then rows.
+func kafkaRun(at time.Time, first int64, reads []kafkaRead, rows ...row) *recording {
+	rec := &recording{rows: []row{{kind: "START", processor: "p", instant: at}}}
+	rec.rows = append(rec.rows, kafkaReads(at, first, reads...)...)
+	rec.rows = append(rec.rows, rows...)
+	return rec
+}
+
+// kafkaReads are the DELIVERY and INLINE rows of reads, seqs from first on.
+func kafkaReads(at time.Time, first int64, reads ...kafkaRead) []row {
+	var rows []row
+	for i, rd := range reads {
+		seq := first + int64(i)
+		rows = append(rows,
+			row{kind: "DELIVERY", processor: "p", source: "input", seq: seq, epoch: 5, key: rd.key, offset: rd.offset},
+			row{kind: "INLINE", processor: "p", source: "input", seq: seq, instant: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+	return rows
+}
+
+// TestARecordedKafkaMoveBackLowersEachPartitionsClaim (invariant 5 for
+// Kafka and a recorded move back, docs/GUARANTEES.md "Seek"): a run read
+// offsets 0-2 of partitions t/0 (seqs 1, 3, 5) and t/1 (seqs 2, 4, 6),
+// committed both at 2, then was moved back by its operator to seq 3 (a
+// CONTROL row of a seek, after below before): t/0's commit came down to
+// offset 1 (seq 3), t/1's to offset 0 (seq 2), the last record of each at
+// or before the target. A later run delivering the records after them
+// breaks no claim; one delivering a target itself does; without the move
+// back, any does. A COMMIT row of a seq delivered before the move back,
+// written after its row (a commit made before it), is lowered too; the
+// commit of a record read again after it is not. The run's own deliveries
+// after the move back are lowered as a later run's.
+func TestARecordedKafkaMoveBackLowersEachPartitionsClaim(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 6, 0, 0, 0, time.UTC)
+	commit := func(seq int64, key string, offset int64) row {
+		return row{kind: "COMMIT", source: "input", seq: seq, epoch: 5, key: key, offset: offset}
+	}
+	back := row{kind: "CONTROL", source: "input", detail: `{"group":"g","action":"seek","who":"torture","reason":"r","before":6,"after":3}`}
+	forward := row{kind: "CONTROL", source: "input", detail: `{"group":"g","action":"seek","who":"torture","reason":"r","before":6,"after":6}`}
+	read := []kafkaRead{{"t/0", 0}, {"t/1", 0}, {"t/0", 1}, {"t/1", 1}, {"t/0", 2}, {"t/1", 2}}
+	later := t0.Add(10 * time.Second)
+	for _, tc := range []struct {
+		name  string
+		first *recording
+		again []kafkaRead // the records the later run delivers
+		want  int         // violations of InvClaims
+	}{
+		{"after each partition's target", kafkaRun(t0, 1, read, commit(6, "t/0", 2), commit(6, "t/1", 2), back),
+			[]kafkaRead{{"t/0", 2}, {"t/1", 1}, {"t/1", 2}}, 0},
+		{"the target of the target's partition", kafkaRun(t0, 1, read, commit(6, "t/0", 2), commit(6, "t/1", 2), back),
+			[]kafkaRead{{"t/0", 1}}, 1},
+		{"the target of the other partition", kafkaRun(t0, 1, read, commit(6, "t/0", 2), commit(6, "t/1", 2), back),
+			[]kafkaRead{{"t/1", 0}}, 1},
+		{"no move back", kafkaRun(t0, 1, read, commit(6, "t/0", 2), commit(6, "t/1", 2), forward),
+			[]kafkaRead{{"t/0", 2}}, 1},
+		{"a commit made before it, written after it", kafkaRun(t0, 1, read, commit(3, "t/0", 1), back, commit(5, "t/0", 2)),
+			[]kafkaRead{{"t/0", 2}}, 0},
+		{"a record read again and committed", kafkaRun(t0, 1, read, append([]row{commit(6, "t/0", 2), back},
+			append(kafkaReads(t0.Add(time.Second), 7, kafkaRead{"t/0", 2}), commit(7, "t/0", 2))...)...),
+			[]kafkaRead{{"t/0", 2}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sr := &scenarioRun{s: scenarioSpec{Runs: []runSpec{{}, {}}}, kafka: &kafkaInput{partitions: 2},
+				runs: []*outcome{{index: 1, store: "run-1.csv"}, {index: 2, store: "run-2.csv"}}}
+			o := &oracle{sr: sr, recs: map[string]*recording{"run-1.csv": tc.first, "run-2.csv": kafkaRun(later, 1, tc.again)}}
+			o.checkClaims()
+			if got := len(o.vs); got != tc.want {
+				t.Errorf("violations %v, want %d", o.vs, tc.want)
+			}
+		})
+	}
+	// The records of t/1 up to the target were skipped by a forward seek
+	// (seqs 2-4: DROPPED, no position): where t/1 came down to is not
+	// known, so the run's own claim of it is lowered to nothing; an
+	// earlier run's claim of it still holds (a move back never goes below
+	// where the run began reading).
+	skipped := func(rows ...row) *recording {
+		return kafkaRun(t0.Add(time.Second), 1, []kafkaRead{{"t/0", 0}},
+			append(append(kafkaReads(t0.Add(time.Second), 5, kafkaRead{"t/1", 3}, kafkaRead{"t/1", 4}), rows...),
+				commit(6, "t/1", 4), row{kind: "CONTROL", source: "input", detail: `{"group":"g","action":"seek","who":"torture","reason":"r","before":6,"after":3}`})...)
+	}
+	for _, tc := range []struct {
+		name  string
+		again []kafkaRead
+		want  int
+	}{
+		{"skipped up to the target: read again", []kafkaRead{{"t/1", 2}, {"t/1", 3}, {"t/1", 4}}, 0},
+		{"skipped up to the target: an earlier run's claim", []kafkaRead{{"t/1", 1}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sr := &scenarioRun{s: scenarioSpec{Runs: []runSpec{{}, {}, {}}}, kafka: &kafkaInput{partitions: 2},
+				runs: []*outcome{{index: 1, store: "run-1.csv"}, {index: 2, store: "run-2.csv"}, {index: 3, store: "run-3.csv"}}}
+			o := &oracle{sr: sr, recs: map[string]*recording{
+				"run-1.csv": kafkaRun(t0.Add(-time.Minute), 1, []kafkaRead{{"t/1", 0}, {"t/1", 1}}, commit(2, "t/1", 1)),
+				"run-2.csv": skipped(),
+				"run-3.csv": kafkaRun(later, 1, tc.again),
+			}}
+			o.checkClaims()
+			if got := len(o.vs); got != tc.want {
+				t.Errorf("violations %v, want %d", o.vs, tc.want)
+			}
+		})
+	}
+	// The run itself reads t/0's offset 2 again after the move back.
+	for _, tc := range []struct {
+		name string
+		ctl  row
+		want int
+	}{
+		{"moved back", back, 0},
+		{"not moved back", forward, 1},
+	} {
+		t.Run("its own run: "+tc.name, func(t *testing.T) {
+			rec := kafkaRun(t0, 1, read, commit(6, "t/0", 2), tc.ctl)
+			rec.rows = append(rec.rows, kafkaReads(t0.Add(time.Second), 7, kafkaRead{"t/0", 2})...)
+			sr := &scenarioRun{s: scenarioSpec{Runs: []runSpec{{}}}, kafka: &kafkaInput{partitions: 2},
+				runs: []*outcome{{index: 1, store: "run-1.csv"}}}
+			o := &oracle{sr: sr, recs: map[string]*recording{"run-1.csv": rec}}
+			o.checkClaims()
+			if got := len(o.vs); got != tc.want {
+				t.Errorf("violations %v, want %d", o.vs, tc.want)
+			}
+		})
+	}
+}

@@ -226,6 +226,11 @@ func generate(seed uint64, lim Limits, only Only) scenarioSpec {
 	// before the dimension came keep drawing what they drew.
 	cr := rand.New(rand.NewPCG(seed, 0xc7))
 	control := s.Source == "file" && !s.Backlog && (c == coverControl || cr.IntN(25) == 0)
+	// A Kafka runs scenario (no backlog, no operation on the topic forced)
+	// draws a controlled run from a stream of its own too: a third of them.
+	if s.Source == "kafka" && !s.Backlog && kafkaOp == "" && (c == coverControl || rand.New(rand.NewPCG(seed, 0x4bac)).IntN(3) == 0) {
+		control = true
+	}
 	// The --out format draws from a stream of its own, so that the draws
 	// before and after it stay the seed's.
 	if rand.New(rand.NewPCG(seed, 0x0f0)).IntN(4) == 0 {
@@ -266,7 +271,7 @@ func generate(seed uint64, lim Limits, only Only) scenarioSpec {
 		k := cr.IntN(len(s.Runs))
 		run := s.Runs[k]
 		run.Before = []inputOp{{Kind: opAppend, N: cr.IntN(40)}}
-		run.controlled(cr, rand.New(rand.NewPCG(seed, 0xbac)))
+		run.controlled(cr, rand.New(rand.NewPCG(seed, 0xbac)), s.Source == "kafka")
 		s.Runs = slices.Insert(s.Runs, k, run)
 	}
 	return s.shrink(lim)

@@ -175,6 +175,13 @@ func (ss *session) scenario(ctx context.Context, seed uint64) bool {
 	if err != nil && ctx.Err() != nil {
 		return false
 	}
+	if cfg.Keep && dir != "" && len(events) > 0 {
+		// What the harness did (the control steps and their answers), beside
+		// the artifacts kept.
+		if werr := os.WriteFile(filepath.Join(dir, "events.txt"), []byte(strings.Join(events, "\n")+"\n"), 0o644); werr != nil {
+			fmt.Fprintf(cfg.Log, "seed %d: writing its events: %v\n", seed, werr)
+		}
+	}
 	var inc inconclusiveError
 	if errors.As(err, &inc) {
 		fmt.Fprintf(cfg.Log, "inconclusive seed %d: %v\n", seed, err)
