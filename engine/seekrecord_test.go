@@ -48,6 +48,7 @@ type actLog struct {
 	order   []string
 	rewinds []int // the source's Rewinds when each action was told
 	fail    error
+	during  func() // if not nil, called by Acted after it logged the action
 }
 
 func (l *actLog) observer() engine.Observer {
@@ -61,6 +62,9 @@ func (l *actLog) observer() engine.Observer {
 			l.acts = append(l.acts, a)
 			l.order = append(l.order, "acted")
 			l.rewinds = append(l.rewinds, l.src.rewound())
+			if l.during != nil {
+				l.during()
+			}
 			return nil
 		},
 		Dropped: func(_ string, d engine.Drop) {
@@ -466,4 +470,52 @@ func TestAReleaseOrSeekOfProcessedItemsIsRecordedAsTheLossTheStatusCounts(t *tes
 			})
 		})
 	}
+}
+
+// TestAReleaseTakesWhatItsRecordSaid (Release, issue 27): the item being
+// handled when a release is recorded, counted unprocessed by the record,
+// completes between the record (Observer.Acted) and the release: it is
+// released as the record said, unprocessed (a Drop after its rows), so
+// that the record, the release's counts, its Drops and the status agree.
+func TestAReleaseTakesWhatItsRecordSaid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newActRig(t, 3) // 1-3 processed, 4 being handled, 5-10 queued
+		r.log.during = func() {
+			r.ts.let(1) // 4 completes while the release is recorded
+			synctest.Wait()
+		}
+		rel, err := r.e.Release("in", "g", r.gen(t), "poison")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.log.during = nil
+		synctest.Wait()
+		acts, order, _ := r.log.snapshot()
+		if len(acts) != 1 {
+			t.Fatalf("told %d actions, want 1", len(acts))
+		}
+		type counts struct{ Unprocessed, Processed, Released int64 }
+		told := counts{acts[0].Unprocessed, acts[0].Processed, acts[0].Unprocessed + acts[0].Processed}
+		for _, x := range []struct {
+			what string
+			got  counts
+		}{
+			{"returned", counts{rel.Unprocessed, rel.Processed, rel.Unprocessed + rel.Processed}},
+			{"the status counted", counts{Released: r.f.Status().Released}},
+		} {
+			want := told
+			if x.what == "the status counted" {
+				want = counts{Released: told.Released}
+			}
+			if x.got != want {
+				t.Errorf("%s %+v, want what Observer.Acted was told: %+v", x.what, x.got, want)
+			}
+		}
+		if want := (counts{7, 0, 7}); told != want {
+			t.Errorf("told %+v, want %+v", told, want)
+		}
+		if want := []string{"acted", "dropped 4-10"}; !slices.Equal(order, want) {
+			t.Errorf("hooks %q, want %q", order, want)
+		}
+	})
 }
