@@ -258,6 +258,15 @@ type OperatorAction struct {
 	// group was moved back. A release's are those of the queue released
 	// (Released.Before and After).
 	Before, After int64
+	// Unprocessed and Processed count what a release or a forward seek
+	// takes from the queue, as it then takes it (Released.Unprocessed
+	// and Processed, SeekPlan's): the items the group had not completed
+	// (each gets a Drop) and those it completed that still held the
+	// commit (a processing checkpoint had not made them durable, or a
+	// worker completed them beyond an item not completed): no Drop, their
+	// rows stand, but what they applied may never be saved, so the action
+	// is a loss of them. Zero for a backwards seek (it re-delivers).
+	Unprocessed, Processed int64
 	// Seek is a seek's plan (Replacement 0: the queue is not replaced
 	// yet); zero for a release.
 	Seek SeekPlan

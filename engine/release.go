@@ -194,40 +194,83 @@ func (e *Engine) releaseLocked(f *Feed, g *group, generation int64, opts Release
 	// release them.
 	before := doneThrough(f, b)
 	after := before
-	ack := b.dispatched.Load()
-	if h := b.hold.Load(); h != nil {
-		ack = min(ack, h.durable.Load())
+	p := planRelease(f, b)
+	if p.lastSeq != 0 {
+		after = max(after, p.lastSeq)
 	}
-	held(&f.win, b, ack, func(en *window.Entry[*binding], _ int64) { after = max(after, en.ItemSeq) })
 	a := OperatorAction{Action: ActionRelease, Feed: f.name, Group: g.name, Who: cmp.Or(opts.Who, DefaultOperator),
-		Reason: cmp.Or(opts.Reason, NoReason), At: opts.At, Before: before, After: after}
+		Reason: cmp.Or(opts.Reason, NoReason), At: opts.At, Before: before, After: after,
+		Unprocessed: p.unprocessed, Processed: p.processed}
 	if err := e.tellActed(a); err != nil {
 		return Released{}, err
 	}
-	rel := e.releaseQueue(f, b, live, ReleasedReason, opts.Reason)
+	rel := e.releaseQueue(f, b, live, ReleasedReason, opts.Reason, p)
 	rel.Before, rel.After = before, after
 	return rel, nil
 }
 
-// releaseQueue releases what queue b holds, as a loss whose Drops have
-// the reason given (Engine.Release, Engine.Seek): b live is replaced by a
-// new, empty queue. The Drops' Reason is prefix followed by the operator's
-// reason. e.mu and f.mu held.
-func (e *Engine) releaseQueue(f *Feed, b *binding, live bool, prefix, reason string) Released {
-	g := b.group
-	d := b.seal(live)
-	ack := d
+// releasePlan is what a release (or a forward seek) of a queue takes,
+// read under e.mu and f.mu before the action is recorded (planRelease),
+// so that the effect (releaseQueue, under the same locks) is what the
+// record says: the ack point past which it takes the entries that wait
+// for the queue, and which of them were processed, oldest first. The
+// window changes only under f.mu; the counts it was read from (the
+// queue's dispatched count, its hold's durable count, the completions of
+// several workers) may move on meanwhile, but the release takes what the
+// plan says.
+type releasePlan struct {
+	ack                    int64
+	done                   []bool // per entry taken, oldest first: processed
+	unprocessed, processed int64
+	firstSeq, lastSeq      int64
+}
+
+// planRelease reads what releasing queue b would take now. e.mu and f.mu
+// held.
+func planRelease(f *Feed, b *binding) releasePlan {
+	d := b.dispatched.Load()
+	p := releasePlan{ack: d}
 	if h := b.hold.Load(); h != nil {
-		ack = min(ack, h.durable.Load())
+		p.ack = min(p.ack, h.durable.Load())
 	}
+	held(&f.win, b, p.ack, func(en *window.Entry[*binding], after int64) {
+		if p.firstSeq == 0 {
+			p.firstSeq = en.ItemSeq
+		}
+		p.lastSeq = en.ItemSeq
+		done := after <= d || b.gap != nil && b.gap.completed(after)
+		p.done = append(p.done, done)
+		if done {
+			p.processed++
+		} else {
+			p.unprocessed++
+		}
+	})
+	return p
+}
+
+// releaseQueue releases what queue b holds, as planned (planRelease, with
+// the same locks held since), as a loss whose Drops have the reason given
+// (Engine.Release, Engine.Seek): b live is replaced by a new, empty queue.
+// The Drops' Reason is prefix followed by the operator's reason. An item
+// the plan counted unprocessed whose group completed it since is released
+// as unprocessed all the same (a DROPPED row after its rows, as for an
+// item completed after the release): what the record said is what is
+// released. e.mu and f.mu held.
+func (e *Engine) releaseQueue(f *Feed, b *binding, live bool, prefix, reason string, p releasePlan) Released {
+	g := b.group
+	b.seal(live)
 	rel := Released{Feed: f.name, Group: g.name, Generation: b.gen, Reason: reason}
 	var items []releasedItem
-	f.win.Forget(b, ack, func(en *window.Entry[*binding], after int64) {
+	i := 0
+	f.win.Forget(b, p.ack, func(en *window.Entry[*binding], _ int64) {
 		if rel.FirstSeq == 0 {
 			rel.FirstSeq = en.ItemSeq
 		}
 		rel.LastSeq = en.ItemSeq
-		if after <= d || b.gap != nil && b.gap.completed(after) {
+		done := i < len(p.done) && p.done[i]
+		i++
+		if done {
 			rel.Processed++
 			return
 		}

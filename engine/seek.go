@@ -214,22 +214,8 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 	}
 	p := SeekPlan{Feed: f.name, Group: g.name, Generation: b.gen, Reason: opts.Reason, DryRun: opts.DryRun}
 	// The plan: what the queue holds, read as Release would release it.
-	d := b.dispatched.Load()
-	ack := d
-	if h := b.hold.Load(); h != nil {
-		ack = min(ack, h.durable.Load())
-	}
-	held(&f.win, b, ack, func(en *window.Entry[*binding], after int64) {
-		if p.FirstSeq == 0 {
-			p.FirstSeq = en.ItemSeq
-		}
-		p.LastSeq = en.ItemSeq
-		if after <= d || b.gap != nil && b.gap.completed(after) {
-			p.Processed++
-		} else {
-			p.Unprocessed++
-		}
-	})
+	rp := planRelease(f, b)
+	p.FirstSeq, p.LastSeq, p.Unprocessed, p.Processed = rp.firstSeq, rp.lastSeq, rp.unprocessed, rp.processed
 	p.Before = f.seq
 	if p.FirstSeq != 0 {
 		p.Before = p.FirstSeq - 1
@@ -256,7 +242,7 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 		return SeekPlan{}, err
 	}
 	if p.Loss {
-		rel := e.releaseQueue(f, b, true, SkippedReason, opts.Reason)
+		rel := e.releaseQueue(f, b, true, SkippedReason, opts.Reason, rp)
 		p.Replacement = rel.Replacement
 		p.Unprocessed, p.Processed, p.FirstSeq, p.LastSeq = rel.Unprocessed, rel.Processed, rel.FirstSeq, rel.LastSeq
 		return p, nil
@@ -275,8 +261,12 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 // it changes anything (e.mu and f.mu held): an error refuses it
 // (ErrNotRecorded).
 func (e *Engine) acted(f *Feed, b *binding, p SeekPlan, opts SeekOptions) error {
-	return e.tellActed(OperatorAction{Action: ActionSeek, Feed: f.name, Group: b.group.name, Who: cmp.Or(opts.Who, DefaultOperator),
-		Reason: cmp.Or(opts.Reason, NoReason), At: opts.At, Before: p.Done, After: p.Recorded(), Seek: p})
+	a := OperatorAction{Action: ActionSeek, Feed: f.name, Group: b.group.name, Who: cmp.Or(opts.Who, DefaultOperator),
+		Reason: cmp.Or(opts.Reason, NoReason), At: opts.At, Before: p.Done, After: p.Recorded(), Seek: p}
+	if p.Loss { // forwards: it skips what the queue holds; backwards nothing is taken
+		a.Unprocessed, a.Processed = p.Unprocessed, p.Processed
+	}
+	return e.tellActed(a)
 }
 
 // tellActed tells Observer.Acted of a (its At the TimerClock's now when

@@ -48,6 +48,7 @@ type actLog struct {
 	order   []string
 	rewinds []int // the source's Rewinds when each action was told
 	fail    error
+	during  func() // if not nil, called by Acted after it logged the action
 }
 
 func (l *actLog) observer() engine.Observer {
@@ -61,6 +62,9 @@ func (l *actLog) observer() engine.Observer {
 			l.acts = append(l.acts, a)
 			l.order = append(l.order, "acted")
 			l.rewinds = append(l.rewinds, l.src.rewound())
+			if l.during != nil {
+				l.during()
+			}
 			return nil
 		},
 		Dropped: func(_ string, d engine.Drop) {
@@ -139,7 +143,7 @@ func TestEverySeekIsToldToTheObserverBeforeItTakesEffect(t *testing.T) {
 	}{
 		{name: "forward over unprocessed items", done: 3, to: engine.SeekTarget{Latest: true},
 			opts: engine.SeekOptions{Reason: "poison", Who: "alice", At: at},
-			want: engine.OperatorAction{Action: engine.ActionSeek, Feed: "in", Group: "g", Who: "alice", Reason: "poison", Before: 3, After: 10},
+			want: engine.OperatorAction{Action: engine.ActionSeek, Feed: "in", Group: "g", Who: "alice", Reason: "poison", Before: 3, After: 10, Unprocessed: 7},
 			// item 4 is being handled at the seek: 5-10 are dropped in the queue, 4 by its handler's stale completion
 			wantAt: at, wantOrder: []string{"acted", "dropped 4-10"}},
 		{name: "forward, nothing held", done: 10, to: engine.SeekTarget{Latest: true},
@@ -327,10 +331,10 @@ func TestEveryReleaseIsToldToTheObserverBeforeItTakesEffect(t *testing.T) {
 	}{
 		{"ReleaseWith", func(e *engine.Engine, gen int64) (engine.Released, error) {
 			return e.ReleaseWith("in", "g", gen, engine.ReleaseOptions{Reason: "poison", Who: "alice", At: at})
-		}, engine.OperatorAction{Action: engine.ActionRelease, Feed: "in", Group: "g", Who: "alice", Reason: "poison", Before: 3, After: 10}},
+		}, engine.OperatorAction{Action: engine.ActionRelease, Feed: "in", Group: "g", Who: "alice", Reason: "poison", Before: 3, After: 10, Unprocessed: 7}},
 		{"Release", func(e *engine.Engine, gen int64) (engine.Released, error) {
 			return e.Release("in", "g", gen, "")
-		}, engine.OperatorAction{Action: engine.ActionRelease, Feed: "in", Group: "g", Who: engine.DefaultOperator, Reason: engine.NoReason, Before: 3, After: 10}},
+		}, engine.OperatorAction{Action: engine.ActionRelease, Feed: "in", Group: "g", Who: engine.DefaultOperator, Reason: engine.NoReason, Before: 3, After: 10, Unprocessed: 7}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -389,6 +393,129 @@ func TestAReleaseTheObserverCannotRecordIsRefusedAndReleasesNothing(t *testing.T
 		r.log.mu.Unlock()
 		if rel, err := r.e.Release("in", "g", gen, "x"); err != nil || rel.Unprocessed != 7 {
 			t.Fatalf("the same release once the observer records: %+v, %v: want 7 unprocessed items released", rel, err)
+		}
+	})
+}
+
+// TestAReleaseOrSeekOfProcessedItemsIsRecordedAsTheLossTheStatusCounts
+// (Release, Seek: issue 27): a release or a forward seek of a queue that
+// holds only items its group processed, still holding the commit because
+// its processing checkpoint had not made them durable, is told to
+// Observer.Acted with what it takes (Processed, no Unprocessed), as the
+// status counts it (released, not lossless) and with no Drop (their rows
+// stand): the record of the action is the only one of that loss, so it
+// must say it.
+func TestAReleaseOrSeekOfProcessedItemsIsRecordedAsTheLossTheStatusCounts(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		act  func(e *engine.Engine, gen int64) (unprocessed, processed int64, err error)
+	}{
+		{"release", func(e *engine.Engine, gen int64) (int64, int64, error) {
+			rel, err := e.Release("in", "g", gen, "state lost")
+			return rel.Unprocessed, rel.Processed, err
+		}},
+		{"seek", func(e *engine.Engine, gen int64) (int64, int64, error) {
+			p, err := e.Seek("in", "g", gen, engine.SeekTarget{Latest: true}, engine.SeekOptions{Reason: "state lost"})
+			return p.Unprocessed, p.Processed, err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := &actLog{src: &countingRewinder{}}
+				e := start(t, engine.Config{
+					Feeds:    []engine.FeedConfig{{Name: "in", Policy: engine.Pause(), QueueSize: 8}},
+					Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"in"}, Processors: procs("p", newTurnstile(true))}},
+					Observer: log.observer()})
+				f, _, cp := heldFeed(t, e)
+				publish(t, f, 1, 3)
+				synctest.Wait()
+				m3 := cp.Mark()
+				publish(t, f, 4, 5) // processed, not durable: they hold the commit
+				synctest.Wait()
+				if err := cp.DurableThrough(m3); err != nil {
+					t.Fatal(err)
+				}
+				if err := e.Fence("g"); err != nil {
+					t.Fatal(err)
+				}
+				unprocessed, processed, err := c.act(e, queueOf(t, f.Status(), "g", false).Generation)
+				if err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				acts, order, _ := log.snapshot()
+				if len(acts) != 1 {
+					t.Fatalf("told %d actions, want 1: %+v", len(acts), acts)
+				}
+				type counts struct{ Unprocessed, Processed, Released int64 }
+				st := f.Status()
+				for _, x := range []struct {
+					what      string
+					got, want counts
+				}{
+					{"told Observer.Acted", counts{acts[0].Unprocessed, acts[0].Processed, acts[0].Unprocessed + acts[0].Processed}, counts{0, 2, 2}},
+					{"returned", counts{unprocessed, processed, unprocessed + processed}, counts{0, 2, 2}},
+					{"the status counted", counts{Released: st.Released}, counts{Released: 2}},
+				} {
+					if x.got != x.want {
+						t.Errorf("%s %+v, want %+v", x.what, x.got, x.want)
+					}
+				}
+				if st.Lossless {
+					t.Error("the status says lossless, want not: the operator released what the checkpoint had not made durable")
+				}
+				if want := []string{"acted"}; !slices.Equal(order, want) {
+					t.Errorf("hooks %q, want %q: no Drop of processed items", order, want)
+				}
+			})
+		})
+	}
+}
+
+// TestAReleaseTakesWhatItsRecordSaid (Release, issue 27): the item being
+// handled when a release is recorded, counted unprocessed by the record,
+// completes between the record (Observer.Acted) and the release: it is
+// released as the record said, unprocessed (a Drop after its rows), so
+// that the record, the release's counts, its Drops and the status agree.
+func TestAReleaseTakesWhatItsRecordSaid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newActRig(t, 3) // 1-3 processed, 4 being handled, 5-10 queued
+		r.log.during = func() {
+			r.ts.let(1) // 4 completes while the release is recorded
+			synctest.Wait()
+		}
+		rel, err := r.e.Release("in", "g", r.gen(t), "poison")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.log.during = nil
+		synctest.Wait()
+		acts, order, _ := r.log.snapshot()
+		if len(acts) != 1 {
+			t.Fatalf("told %d actions, want 1", len(acts))
+		}
+		type counts struct{ Unprocessed, Processed, Released int64 }
+		told := counts{acts[0].Unprocessed, acts[0].Processed, acts[0].Unprocessed + acts[0].Processed}
+		for _, x := range []struct {
+			what string
+			got  counts
+		}{
+			{"returned", counts{rel.Unprocessed, rel.Processed, rel.Unprocessed + rel.Processed}},
+			{"the status counted", counts{Released: r.f.Status().Released}},
+		} {
+			want := told
+			if x.what == "the status counted" {
+				want = counts{Released: told.Released}
+			}
+			if x.got != want {
+				t.Errorf("%s %+v, want what Observer.Acted was told: %+v", x.what, x.got, want)
+			}
+		}
+		if want := (counts{7, 0, 7}); told != want {
+			t.Errorf("told %+v, want %+v", told, want)
+		}
+		if want := []string{"acted", "dropped 4-10"}; !slices.Equal(order, want) {
+			t.Errorf("hooks %q, want %q", order, want)
 		}
 	})
 }

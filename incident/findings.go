@@ -92,19 +92,23 @@ type ControlAction struct {
 	Before int64     `json:"before"`
 	After  int64     `json:"after"`
 	Until  time.Time `json:"until,omitzero"`
-	Row    Ref       `json:"row"`
+	// Released and Processed: what a release or a forward seek took
+	// (store.Control's), absent when none.
+	Released  int64 `json:"released,omitempty"`
+	Processed int64 `json:"processed,omitempty"`
+	Row       Ref   `json:"row"`
 }
 
 // ControlActionOf is the CONTROL row c at row ref.
 func ControlActionOf(c store.Control, ref Ref) ControlAction {
 	return ControlAction{Feed: c.Feed, Group: c.Group, Action: c.Action, Who: c.Who, Reason: c.Reason, At: c.At,
-		Before: c.Before, After: c.After, Until: c.Until, Row: ref}
+		Before: c.Before, After: c.After, Until: c.Until, Released: c.Released, Processed: c.Processed, Row: ref}
 }
 
 // Control is the action as its CONTROL row holds it.
 func (a ControlAction) Control() store.Control {
 	return store.Control{Feed: a.Feed, Group: a.Group, Action: a.Action, Who: a.Who, Reason: a.Reason, At: a.At,
-		Before: a.Before, After: a.After, Until: a.Until}
+		Before: a.Before, After: a.After, Until: a.Until, Released: a.Released, Processed: a.Processed}
 }
 
 // StateChange is a STATE row of a run (docs/FORMAT.md): the loss state of
@@ -356,13 +360,14 @@ type Duplicate struct {
 
 // The kinds of Loss.
 const (
-	LossDropped  = "dropped"                       // a DROPPED row: items lost before they reached the processor
-	LossSource   = "lost"                          // a LOST row: input the feed's source lost (an oversized line, a file gone unread, records deleted by retention)
-	LossFailed   = "failed"                        // a FAILED row: an input (or its completion) that failed
-	LossInNoRun  = "in-no-run"                     // inputs a source committed (or a pointer or state moved past) with no row in any run
-	LossLatched  = "latched"                       // a binding LATCHED (its last STATE row of the run) and never cleared: it lost what its policy promised to keep
-	LossTorn     = string(store.ProblemTorn)       // "torn": the torn last line of the last run
-	LossUnfinish = string(store.ProblemUnfinished) // "unfinished": a stream of the last run without END (it did not stop cleanly)
+	LossDropped      = "dropped"                       // a DROPPED row: items lost before they reached the processor
+	LossSource       = "lost"                          // a LOST row: input the feed's source lost (an oversized line, a file gone unread, records deleted by retention)
+	LossFailed       = "failed"                        // a FAILED row: an input (or its completion) that failed
+	LossReleasedHeld = "released-processed"            // a CONTROL row of a release or a forward seek that took processed items still holding the commit (its processed count)
+	LossInNoRun      = "in-no-run"                     // inputs a source committed (or a pointer or state moved past) with no row in any run
+	LossLatched      = "latched"                       // a binding LATCHED (its last STATE row of the run) and never cleared: it lost what its policy promised to keep
+	LossTorn         = string(store.ProblemTorn)       // "torn": the torn last line of the last run
+	LossUnfinish     = string(store.ProblemUnfinished) // "unfinished": a stream of the last run without END (it did not stop cleanly)
 	// Other losses are named after the integrity problem that shows them
 	// (store.ProblemKind: gap, orphan, malformed, missing-journal,
 	// missing-stream, unreadable).

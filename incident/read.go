@@ -258,6 +258,14 @@ func (rr *runReader) row(e *store.Entry) {
 	case store.KindControl:
 		if c, err := store.ControlOf(*e); err == nil { // else Problems lists it
 			rr.sum.Controls = append(rr.sum.Controls, ControlActionOf(c, ref))
+			if c.Processed > 0 {
+				// Their rows stand (no line is lost by them), but the
+				// operator gave up the wait for what applied them to be
+				// saved: the run's status counted them, not lossless.
+				rr.x.f.Losses = append(rr.x.f.Losses, Loss{Kind: LossReleasedHeld, Run: d.run, Count: c.Processed,
+					Detail: fmt.Sprintf("the operator's %s of group %q on feed %q took %d processed items that still held the commit (their rows stand; what applied them may not have been saved)", c.Action, c.Group, c.Feed, c.Processed),
+					Rows:   []Ref{ref}})
+			}
 			if c.Action == "seek" && c.After < c.Before {
 				d.movesBack = append(d.movesBack, moveBack{feed: c.Feed, to: c.After, ref: ref})
 			}

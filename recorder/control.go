@@ -61,5 +61,5 @@ func (r *Recorder) acted(a engine.OperatorAction) error {
 		action = store.ControlRelease
 	}
 	return r.Control(store.Control{Feed: a.Feed, Group: a.Group, Action: action, Who: a.Who, Reason: a.Reason,
-		At: a.At, Before: a.Before, After: a.After})
+		At: a.At, Before: a.Before, After: a.After, Released: a.Unprocessed + a.Processed, Processed: a.Processed})
 }

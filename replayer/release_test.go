@@ -2,6 +2,7 @@ package replayer_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -101,7 +102,7 @@ func TestAReleasedRangeIsRecordedAsALoss(t *testing.T) {
 		}
 	}
 	want := store.Control{Feed: "input", Group: "g", Action: store.ControlRelease, Who: engine.DefaultOperator, Reason: "poison backlog",
-		Before: 6, After: 20}
+		Before: 6, After: 20, Released: 14}
 	if len(controls) != 1 || controls[0] != want {
 		t.Fatalf("CONTROL rows %+v, want one, of the release %+v", controls, want)
 	}
@@ -205,4 +206,136 @@ func echoRun(t *testing.T) (*engine.Engine, *recorder.Recorder, *memsource.Log, 
 		t.Fatal(err)
 	}
 	return e, rec, log, gate, m
+}
+
+// A release or a forward seek that takes only items the group processed,
+// which still held the commit because its processing checkpoint
+// (Engine.Hold) had not made them durable, writes no DROPPED row (their
+// rows stand), but it is a loss the run's status counts (released, not
+// lossless): what applied them may never be saved. The recording says so
+// too: the action's CONTROL row carries what it took (released and
+// processed), replay is identical and complete but not lossless, naming
+// the action, and explain says lost, with the CONTROL row among its
+// losses and no line lost (issue 27).
+func TestAReleaseOfProcessedItemsIsRecordedAsTheLossTheStatusCounts(t *testing.T) {
+	for _, action := range []string{store.ControlRelease, store.ControlSeek} {
+		t.Run(action, func(t *testing.T) {
+			var m *store.Memory
+			var lossless bool
+			var released int64
+			synctest.Test(t, func(t *testing.T) {
+				log := memsource.NewLog()
+				for i := 1; i <= 20; i++ {
+					log.Append(strconv.Itoa(i))
+				}
+				log.Close()
+				m = store.NewMemory()
+				rec, err := recorder.New(m, recorder.Options{Clock: core.NewStepClock(t0, time.Second),
+					Apps: map[string]string{"p": "echo"}, Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				e, err := engine.New(engine.Config{
+					Clock:    core.NewStepClock(e0, time.Millisecond),
+					Feeds:    []engine.FeedConfig{{Name: "input", Source: log.Source(), QueueSize: 32}},
+					Groups:   []engine.GroupConfig{{Name: "g", Feeds: []string{"input"}, Processors: []engine.ProcessorConfig{{Name: "p", Processor: echo()}}}},
+					Observer: rec.Observer(),
+					Logger:   slog.New(slog.DiscardHandler),
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.Hold("input", "g"); err != nil { // never made durable: every item holds the commit
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				if err := e.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait() // p processed 1-20
+				if err := e.Fence("g"); err != nil {
+					t.Fatal(err)
+				}
+				var gen int64
+				for _, s := range e.Status().Feeds[0].Subscribers {
+					gen = s.Generation
+				}
+				if action == store.ControlRelease {
+					_, err = e.Release("input", "g", gen, "state lost")
+				} else {
+					_, err = e.Seek("input", "g", gen, engine.SeekTarget{Latest: true}, engine.SeekOptions{Reason: "state lost"})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := e.Status()
+				lossless, released = st.Lossless, st.Feeds[0].Released
+				if err := e.Stop(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := rec.Close(); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if lossless || released != 20 {
+				t.Fatalf("the run's status: lossless %v, released %d; want not lossless, 20 released", lossless, released)
+			}
+			r := m.ReadOnly()
+			var controls []store.Control
+			for _, e := range rows(t, r) {
+				switch e.Kind {
+				case store.KindDropped:
+					t.Errorf("DROPPED row %+v: want none, the items were processed", e)
+				case store.KindControl:
+					c, err := store.ControlOf(e)
+					if err != nil {
+						t.Fatal(err)
+					}
+					controls = append(controls, c)
+				}
+			}
+			type took struct {
+				Action              string
+				Released, Processed int64
+			}
+			if len(controls) != 1 {
+				t.Fatalf("CONTROL rows %+v, want one", controls)
+			}
+			if got, want := (took{controls[0].Action, controls[0].Released, controls[0].Processed}), (took{action, 20, 20}); got != want {
+				t.Errorf("CONTROL row took %+v, want %+v", got, want)
+			}
+			apps := []core.App{{Name: "echo", New: func(map[string]string) (core.Processor, error) { return echo(), nil }, Decode: recorder.JSON.Decode}}
+			rep, err := replayer.Replay(context.Background(), r, apps, replayer.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			type verdict struct{ Identical, Complete, Lossless bool }
+			if got, want := (verdict{rep.Identical, rep.Complete, rep.Lossless}), (verdict{true, true, false}); got != want {
+				t.Errorf("replay %+v, want %+v (the run said not lossless): problems %v", got, want, rep.Problems)
+			}
+			wantHold := []replayer.ReleasedHold{{Feed: "input", Group: "g", Action: action, Who: engine.DefaultOperator, Reason: "state lost", Released: 20, Processed: 20}}
+			if !slices.Equal(rep.Released, wantHold) {
+				t.Errorf("replay released %+v, want %+v", rep.Released, wantHold)
+			}
+			f, err := incident.Explain([]incident.Recording{{File: "run", Reader: r}}, incident.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !f.Complete || !f.Lost {
+				t.Errorf("explain: complete %v, lost %v; want complete and lost (the run said not lossless)", f.Complete, f.Lost)
+			}
+			var kinds []string
+			for _, l := range f.Losses {
+				kinds = append(kinds, fmt.Sprintf("%s %d", l.Kind, l.Count))
+			}
+			if want := []string{incident.LossReleasedHeld + " 20"}; !slices.Equal(kinds, want) {
+				t.Errorf("explain's losses %q, want %q", kinds, want)
+			}
+			for _, a := range f.Answers {
+				if len(a.Lost) > 0 {
+					t.Errorf("explain names lines lost %+v: want none, every item's rows stand", a.Lost)
+				}
+			}
+		})
+	}
 }

@@ -90,7 +90,9 @@ const (
 // covers with no row, a FAILED row), holds at least one processor stream,
 // and every processor was replayed to the end of its stream (a recording
 // of zero streams proves nothing: it is never complete). Lossless: no
-// DROPPED or LOST row. A Report is a plain value
+// DROPPED or LOST row, and no CONTROL row of an operator's release or
+// forward seek that took processed items still holding the commit
+// (Released). A Report is a plain value
 // built by Replay; it is safe to read from several goroutines once returned.
 type Report struct {
 	Identical  bool              `json:"identical"`
@@ -101,6 +103,28 @@ type Report struct {
 	// every check that needs no app is the store's (store.Checker), so
 	// verify and replay report the same problems.
 	Problems []store.Problem `json:"problems"`
+	// Released lists the operator's releases and forward seeks whose
+	// CONTROL row says they took processed items that still held the
+	// commit (store.Control.Processed): their rows stand, so no stream
+	// has a loss of them, but what applied them may never have been
+	// saved, and the run counted them in its status (released, not
+	// lossless). Absent when none.
+	Released []ReleasedHold `json:"released,omitempty"`
+}
+
+// ReleasedHold is an operator's release or forward seek that took
+// processed items still holding the commit, as its CONTROL row says: a
+// plain value.
+type ReleasedHold struct {
+	Feed   string `json:"feed"`
+	Group  string `json:"group"`
+	Action string `json:"action"` // store.ControlRelease or store.ControlSeek
+	Who    string `json:"who"`
+	Reason string `json:"reason"`
+	// Released counts the items the action took, Processed those of them
+	// the group had completed (the others have DROPPED rows).
+	Released  int64 `json:"released"`
+	Processed int64 `json:"processed"`
 }
 
 // ProcessorReport is the replay of one processor's stream. Like every
@@ -393,6 +417,12 @@ func (ps *pass) report(err error) (*Report, error) {
 		}
 		rep.Processors = append(rep.Processors, *pr)
 	}
+	for _, c := range ps.r.Controls() {
+		if c.Processed > 0 {
+			rep.Released = append(rep.Released, ReleasedHold{Feed: c.Feed, Group: c.Group, Action: c.Action,
+				Who: c.Who, Reason: c.Reason, Released: c.Released, Processed: c.Processed})
+		}
+	}
 	rep.verdict()
 	return rep, err
 }
@@ -411,6 +441,9 @@ func (rep *Report) verdict() {
 		if len(pr.Losses) > 0 {
 			rep.Lossless = false
 		}
+	}
+	if len(rep.Released) > 0 {
+		rep.Lossless = false
 	}
 }
 

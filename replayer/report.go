@@ -23,6 +23,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	for i := range r.Processors {
 		writeProcessor(bw, &r.Processors[i])
 	}
+	for _, h := range r.Released {
+		fmt.Fprintf(bw, "the operator's %s of group %q on feed %q took %s that still held the commit (their rows stand; what applied them may not have been saved): %s\n",
+			h.Action, h.Group, h.Feed, plural(h.Processed, "processed item"), h.Reason)
+	}
 	if len(r.Problems) > 0 {
 		fmt.Fprintf(bw, "integrity problems: %d\n", len(r.Problems))
 		for i := range r.Problems {

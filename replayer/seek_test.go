@@ -88,7 +88,7 @@ func TestASkippedRangeIsRecordedAsALoss(t *testing.T) {
 		}
 	}
 	want := store.Control{Feed: "input", Group: "g", Action: store.ControlSeek, Who: engine.DefaultOperator, Reason: "poison backlog",
-		Before: 6, After: 20}
+		Before: 6, After: 20, Released: 14}
 	if len(controls) != 1 || controls[0].At.IsZero() {
 		t.Fatalf("CONTROL rows %+v, want one, of the seek %+v", controls, want)
 	}

@@ -97,6 +97,8 @@ type Checker struct {
 	dropped  int
 	dropKind ProblemKind
 
+	controls []Control // the CONTROL rows that decode, in order
+
 	cov     coverage
 	torn    bool   // a torn last line: the recording did not end cleanly
 	lastEnd rowRef // the last END row: what a clean end is cited by
@@ -145,6 +147,12 @@ type stream struct {
 // start.
 func (c *Checker) Processors() []string {
 	return slices.Clone(c.order)
+}
+
+// Controls returns the CONTROL rows added so far that decode
+// (ControlOf), in order: the operator's actions.
+func (c *Checker) Controls() []Control {
+	return slices.Clone(c.controls)
 }
 
 func (c *Checker) report(p Problem) {
@@ -359,9 +367,12 @@ func (c *Checker) addGlobal(e Entry, ref rowRef, first bool) {
 			c.problem(ProblemMalformed, ref, "CONTROL row in a %s recording, which has none", c.format)
 			return
 		}
-		if _, err := ControlOf(e); err != nil {
+		ct, err := ControlOf(e)
+		if err != nil {
 			c.problem(ProblemMalformed, ref, "%v", err)
+			return
 		}
+		c.controls = append(c.controls, ct)
 	default:
 		c.problem(ProblemMalformed, ref, "%s row with no processor", e.Kind)
 	}

@@ -37,6 +37,17 @@ type Control struct {
 	Before int64
 	After  int64
 	Until  time.Time
+	// Released counts the items a release or a forward seek took from the
+	// group's queue (the status's released: unprocessed and processed);
+	// Processed those of them the group had completed that still held the
+	// commit (not made durable by a processing checkpoint, or completed
+	// beyond an item not completed). The unprocessed ones have DROPPED
+	// rows; the processed ones have their rows and no DROPPED row, but
+	// the operator gave up their commit's wait for what applied them to
+	// be saved: a loss of the run all the same (docs/GUARANTEES.md,
+	// "Release"). Zero for other actions, and in recordings written before
+	// the engine counted them.
+	Released, Processed int64
 }
 
 // controlDetail is the JSON of a CONTROL row's detail column.
@@ -48,12 +59,16 @@ type controlDetail struct {
 	Before int64  `json:"before"`
 	After  int64  `json:"after"`
 	Until  string `json:"until,omitempty"`
+	// Released and Processed: additive, absent when zero.
+	Released  int64 `json:"released,omitempty"`
+	Processed int64 `json:"processed,omitempty"`
 }
 
 // Entry returns c as the CONTROL row at index (among the rows of no
 // processor).
 func (c Control) Entry(index int64) Entry {
-	d := controlDetail{Group: c.Group, Action: c.Action, Who: c.Who, Reason: c.Reason, Before: c.Before, After: c.After}
+	d := controlDetail{Group: c.Group, Action: c.Action, Who: c.Who, Reason: c.Reason, Before: c.Before, After: c.After,
+		Released: c.Released, Processed: c.Processed}
 	if !c.Until.IsZero() {
 		d.Until = FormatInstant(c.Until)
 	}
@@ -101,9 +116,13 @@ func ControlOf(e Entry) (Control, error) {
 		return bad("position %d -> %d", d.Before, d.After)
 	case !until.IsZero() && d.Action != ControlPause:
 		return bad("until on a %s", d.Action)
+	case d.Released < 0 || d.Processed < 0 || d.Processed > d.Released:
+		return bad("released %d, processed %d", d.Released, d.Processed)
+	case d.Released != 0 && d.Action != ControlRelease && d.Action != ControlSeek:
+		return bad("released on a %s", d.Action)
 	}
 	return Control{Feed: e.Source, Group: d.Group, Action: d.Action, Who: d.Who, Reason: d.Reason,
-		At: normTime(e.Instant), Before: d.Before, After: d.After, Until: until}, nil
+		At: normTime(e.Instant), Before: d.Before, After: d.After, Until: until, Released: d.Released, Processed: d.Processed}, nil
 }
 
 // String is the action for a person: `2030-01-01T00:00:00Z alice: pause

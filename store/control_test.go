@@ -19,6 +19,8 @@ func TestAControlRowIsOfVersion6OnlyAndReadsBackWhatWasWritten(t *testing.T) {
 	for _, c := range []store.Control{
 		{Feed: "f", Group: "g", Action: store.ControlPause, Who: "alice", Reason: "deploy", At: at, Before: 4, After: 4, Until: at.Add(time.Minute)},
 		{Feed: "f", Group: "g", Action: store.ControlRelease, Who: "bob", Reason: "poison", At: at, Before: 4, After: 20},
+		{Feed: "f", Group: "g", Action: store.ControlRelease, Who: "bob", Reason: "state lost", At: at, Before: 4, After: 20, Released: 16, Processed: 2},
+		{Feed: "f", Group: "g", Action: store.ControlSeek, Who: "bob", Reason: "state lost", At: at, Before: 4, After: 20, Released: 2, Processed: 2},
 		{Action: store.ControlKill, Who: "alice", Reason: "runaway", At: at},
 	} {
 		row := c.Entry(0)
@@ -63,6 +65,9 @@ func TestAControlRowThatSaysNoActionItCouldBeIsMalformed(t *testing.T) {
 		{"negative position", "f", `{"group":"g","action":"pause","who":"a","reason":"r","before":-1,"after":0}`},
 		{"until on a resume", "f", `{"group":"g","action":"resume","who":"a","reason":"r","before":0,"after":0,"until":"2030-01-01T00:02:00Z"}`},
 		{"until not an instant", "f", `{"group":"g","action":"pause","who":"a","reason":"r","before":0,"after":0,"until":"soon"}`},
+		{"negative released", "f", `{"group":"g","action":"release","who":"a","reason":"r","before":0,"after":0,"released":-1}`},
+		{"more processed than released", "f", `{"group":"g","action":"release","who":"a","reason":"r","before":0,"after":2,"released":1,"processed":2}`},
+		{"released on a pause", "f", `{"group":"g","action":"pause","who":"a","reason":"r","before":0,"after":0,"released":1}`},
 	} {
 		row := store.Entry{Kind: store.KindControl, Source: c.source, Instant: at, Detail: c.detail}
 		if _, err := store.ControlOf(row); !errors.Is(err, store.ErrMalformed) {

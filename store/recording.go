@@ -40,6 +40,7 @@ type view struct {
 	gen      int64
 	procs    []string
 	problems []Problem
+	controls []Control
 }
 
 // OpenBackend is the hook of a backend package's Open: the Recording
@@ -172,6 +173,16 @@ func (r *Recording) Processors() []string {
 	return slices.Clone(v.procs)
 }
 
+// Controls returns the recording's CONTROL rows that decode, in order
+// (see Reader).
+func (r *Recording) Controls() []Control {
+	v, err := r.current()
+	if err != nil {
+		return nil
+	}
+	return slices.Clone(v.controls)
+}
+
 // Problems returns the integrity problems of the recording (see Reader). A
 // Recording that cannot be read (a read error, a closed one) reports an
 // unreadable problem (Unreadable), never none.
@@ -215,7 +226,7 @@ func (r *Recording) pass(gen int64, mode ScanMode, visit func(*Row) bool) (*view
 			return nil, nil
 		}
 	}
-	v := &view{gen: gen, procs: c.Processors(), problems: append(c.Finish(), late...)}
+	v := &view{gen: gen, procs: c.Processors(), problems: append(c.Finish(), late...), controls: c.Controls()}
 	r.vmu.Lock()
 	if r.view == nil || !r.readOnly {
 		r.view = v

@@ -173,6 +173,10 @@ type Reader interface {
 	// far); empty means complete. A store that cannot be read (an I/O
 	// error, a closed store) reports an unreadable Problem, never none.
 	Problems() []Problem
+	// Controls lists the CONTROL rows that decode (ControlOf), in order:
+	// the operator's actions, read with the Problems (no pass of its own
+	// once a pass over the rows ran).
+	Controls() []Control
 	// Rows yields every row in storage order (META first, then rows of
 	// every processor and the rows of no stream, JOURNAL and COMMIT,
 	// interleaved as written). A row that cannot be read (a malformed row,

@@ -265,6 +265,13 @@ func (o *oracle) said(stopped, members bool) string {
 			if rec := o.recs[x.store]; rec != nil && rec.count("LOST")+rec.count("DROPPED") > 0 {
 				return fmt.Sprintf("run %d recorded a loss (%s)", x.index, x.store)
 			}
+			if rec := o.recs[x.store]; rec != nil && slices.ContainsFunc(rec.rows, releasedProcessed) {
+				// The operator released (or seeked past) processed items
+				// still holding the commit: no DROPPED row (their rows
+				// stand), but the run counted them, and explain names the
+				// CONTROL row among its losses.
+				return fmt.Sprintf("run %d recorded a release of processed items (%s)", x.index, x.store)
+			}
 			if rec := o.recs[x.store]; x.killed() && rec != nil && slices.ContainsFunc(rec.rows, func(r row) bool { return r.kind == "LOST" }) {
 				// A killed run says nothing, but the loss it counted is
 				// in its recording: a restart may resume past it (the
@@ -274,6 +281,19 @@ func (o *oracle) said(stopped, members bool) string {
 		}
 	}
 	return ""
+}
+
+// releasedProcessed reports whether r is the CONTROL row of a release or
+// a forward seek that took processed items still holding the commit (its
+// detail's processed count, docs/FORMAT.md).
+func releasedProcessed(r row) bool {
+	if r.kind != "CONTROL" {
+		return false
+	}
+	var d struct {
+		Processed int64 `json:"processed"`
+	}
+	return json.Unmarshal([]byte(r.detail), &d) == nil && d.Processed > 0
 }
 
 // appliedByState decodes, from the ledger's state files of the last run
