@@ -217,14 +217,23 @@ func awaitLine(t *testing.T, o *childOutput, line, what string) {
 
 func crashChild(t *testing.T, dir string, guard, settle bool) (*exec.Cmd, *childOutput) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+	env := []string{crashEnv + "=" + dir}
 	if guard {
-		cmd.Env = append(cmd.Env, crashGuard+"=1")
+		env = append(env, crashGuard+"=1")
 	}
 	if settle {
-		cmd.Env = append(cmd.Env, crashSettle+"=1")
+		env = append(env, crashSettle+"=1")
 	}
+	return startChild(t, "TestCrashChild", env...)
+}
+
+// startChild starts this test binary running only the test named test,
+// with env added to its environment, its output kept (and logged if the
+// test fails); it is killed when the test ends.
+func startChild(t *testing.T, test string, env ...string) (*exec.Cmd, *childOutput) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
 	logs := newChildOutput()
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -234,7 +243,7 @@ func crashChild(t *testing.T, dir string, guard, settle bool) (*exec.Cmd, *child
 		cmd.Process.Kill()
 		cmd.Wait()
 		if t.Failed() {
-			t.Logf("child output:\n%s", logs.String())
+			t.Logf("child (%s) output:\n%s", strings.Join(env, " "), logs.String())
 		}
 	})
 	return cmd, logs

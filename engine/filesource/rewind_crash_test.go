@@ -126,21 +126,7 @@ func TestASIGKILLAfterAMoveBackHandsTheGroupTheLinesAgain(t *testing.T) {
 	dir := crashDir(t)
 	writeFile(t, filepath.Join(dir, "in.log"), numbered("line", 1, 9))
 	run := func(mode string) (*exec.Cmd, *childOutput) {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestMoveBackChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), moveBackEnv+"="+dir, moveBackMode+"="+mode)
-		out := newChildOutput()
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("child (%s) output:\n%s", mode, out.String())
-			}
-		})
-		return cmd, out
+		return startChild(t, "TestMoveBackChild", moveBackEnv+"="+dir, moveBackMode+"="+mode)
 	}
 	cmd, out := run("seek")
 	awaitLine(t, out, moveBackDone, "fast moved back to line 3")

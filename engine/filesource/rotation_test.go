@@ -199,21 +199,7 @@ const (
 
 func rotationChild(t *testing.T, dir, block string) (*exec.Cmd, *childOutput) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRotationChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), rotationEnv+"="+dir, rotationBlock+"="+block)
-	logs := newChildOutput()
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("child output:\n%s", logs.String())
-		}
-	})
-	return cmd, logs
+	return startChild(t, "TestRotationChild", rotationEnv+"="+dir, rotationBlock+"="+block)
 }
 
 // appender writes each line it is given to its file (one O_APPEND write per
