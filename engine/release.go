@@ -220,7 +220,9 @@ func (e *Engine) releaseLocked(f *Feed, g *group, generation int64, opts Release
 // plan says.
 type releasePlan struct {
 	ack                    int64
-	done                   []bool // per entry taken, oldest first: processed
+	dispatched             int64   // the queue's dispatched count read
+	done                   []bool  // per entry taken, oldest first: processed
+	after                  []int64 // per entry taken: its position in the queue
 	unprocessed, processed int64
 	firstSeq, lastSeq      int64
 }
@@ -229,7 +231,7 @@ type releasePlan struct {
 // held.
 func planRelease(f *Feed, b *binding) releasePlan {
 	d := b.dispatched.Load()
-	p := releasePlan{ack: d}
+	p := releasePlan{ack: d, dispatched: d}
 	if h := b.hold.Load(); h != nil {
 		p.ack = min(p.ack, h.durable.Load())
 	}
@@ -240,6 +242,7 @@ func planRelease(f *Feed, b *binding) releasePlan {
 		p.lastSeq = en.ItemSeq
 		done := after <= d || b.gap != nil && b.gap.completed(after)
 		p.done = append(p.done, done)
+		p.after = append(p.after, after)
 		if done {
 			p.processed++
 		} else {
@@ -256,10 +259,22 @@ func planRelease(f *Feed, b *binding) releasePlan {
 // the plan counted unprocessed whose group completed it since is released
 // as unprocessed all the same (a DROPPED row after its rows, as for an
 // item completed after the release): what the record said is what is
-// released. e.mu and f.mu held.
+// released: such an item counts once, as released, its completion
+// refused as a late one is (refuseLate: not dispatched, a stale token;
+// one the plan counted processed is not dispatched either). e.mu and f.mu
+// held.
 func (e *Engine) releaseQueue(f *Feed, b *binding, live bool, prefix, reason string, p releasePlan) Released {
 	g := b.group
-	b.seal(live)
+	if d := b.seal(live); d > p.dispatched {
+		for i, after := range p.after {
+			if after > p.dispatched && after <= d {
+				b.dispatched.Add(-1)
+				if !p.done[i] {
+					g.stale.Add(1)
+				}
+			}
+		}
+	}
 	rel := Released{Feed: f.name, Group: g.name, Generation: b.gen, Reason: reason}
 	var items []releasedItem
 	i := 0
