@@ -2,12 +2,14 @@ package torture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -61,12 +63,33 @@ func (k *kafkaInput) start(seed bool) error {
 		opts = append(opts, kfake.SeedTopics(int32(k.partitions), k.topic))
 	}
 	c, err := kfake.NewCluster(opts...)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return &portTakenError{port: k.port, err: err}
+	}
 	if err != nil {
 		return fmt.Errorf("torture: starting kfake on port %d: %w", k.port, err)
 	}
 	k.cluster = c
 	return nil
 }
+
+// portTakenError is kfake's port taken by another process when the
+// harness starts (or, after a bounce, restarts) the cluster on it: the
+// port is chosen free, then closed and bound again by kfake, and a
+// process of the scenario (a run's --listen on port 0) may be given it
+// in between. Not the system under test: the scenario is inconclusive.
+type portTakenError struct {
+	port int
+	err  error
+}
+
+func (e *portTakenError) Error() string {
+	return fmt.Sprintf("torture: kfake's port %d was taken by another process before the cluster bound it (%v); the scenario is inconclusive", e.port, e.err)
+}
+
+func (e *portTakenError) Unwrap() error { return e.err }
+
+func (*portTakenError) inconclusive() {}
 
 func (k *kafkaInput) addr() string { return "127.0.0.1:" + strconv.Itoa(k.port) }
 

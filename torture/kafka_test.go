@@ -3,6 +3,7 @@ package torture
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 )
 
@@ -56,5 +57,27 @@ func TestABounceThatLosesAPartitionsOffsetsIsInconclusive(t *testing.T) {
 				t.Errorf("bounce: got %+v, want %+v", *lost, *tt.lost)
 			}
 		})
+	}
+}
+
+// TestAKfakePortTakenByAnotherProcessIsInconclusive: when another process
+// holds the port the harness chose for kfake (a run's --listen on port 0
+// given it while the cluster was down for a bounce), starting the cluster
+// fails as an inconclusive scenario, not as a broken invariant.
+func TestAKfakePortTakenByAnotherProcessIsInconclusive(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	k := &kafkaInput{dir: t.TempDir(), port: l.Addr().(*net.TCPAddr).Port, topic: "t", partitions: 1}
+	err = k.start(true)
+	if err == nil {
+		k.close()
+		t.Fatal("kfake started on a port another listener holds")
+	}
+	var inc inconclusiveError
+	if !errors.As(err, &inc) {
+		t.Fatalf("got %v, want an inconclusive error", err)
 	}
 }
