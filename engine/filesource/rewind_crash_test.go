@@ -77,15 +77,9 @@ func TestMoveBackChild(t *testing.T) {
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// Every line handled and committed: a poll every 5ms (another process's
-	// files: no hook to wait on), 30s at most.
-	await := func(what string, ok func() bool) {
-		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("not within 30s: %s", what)
-			}
-		}
-	}
+	// Every line handled and committed: polled (another process's files:
+	// no hook to wait on), 30s at most.
+	await := func(what string, ok func() bool) { testutil.PollUntil(t, 30*time.Second, what, ok) }
 	offset := func() int64 {
 		p, err := ReadPointer(path + ".ptr")
 		if err != nil {
