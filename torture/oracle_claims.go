@@ -66,7 +66,7 @@ func (o *oracle) checkClaims() {
 				if cl, ok := claims[k]; ok && at < cl.offset {
 					claims[k] = claim{run: r.index, store: r.store, offset: at}
 				}
-				before = delivered
+				before = max(delivered, c.Before) // the seqs published before it: delivered, or skipped by an earlier seek
 			case row.kind == "COMMIT" && row.key == "" && row.seq > before:
 				k := row.source + "|" + strconv.FormatInt(row.epoch, 10)
 				if c, ok := claims[k]; !ok || row.offset > c.offset {
