@@ -282,7 +282,7 @@ func (q *queue) commit(seq int64, ready []effect) []effect {
 func (o *Outbox) acted(a engine.OperatorAction) error {
 	if a.Action == engine.ActionSeek && a.After < a.Before {
 		o.mu.Lock()
-		o.back[a.Feed] = o.seqs[a.Feed]
+		o.back[a.Feed] = max(o.seqs[a.Feed], a.Before)
 		o.mu.Unlock()
 	}
 	return nil

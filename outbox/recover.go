@@ -231,8 +231,11 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 	// what the run had committed: a commit marked before it (of a seq
 	// the feed had published by then, at most back[feed]) covers nothing
 	// (its positions after the target are read again); one of a later
-	// seq (a line read again, or after) does.
-	back := map[string]int64{} // feed -> the highest seq of its inputs before its last move back
+	// seq (a line read again, or after) does. What the feed had published
+	// is the row's before, or more: the run's last DELIVERY may be far
+	// below it (items a full queue dropped have none, and the commit
+	// before the move back covers their seqs).
+	back := map[string]int64{} // feed -> the highest seq the feed published before its last move back
 	seen := map[string]int64{} // feed -> the highest seq of its inputs so far
 	for e, err := range rec.Rows() {
 		if err != nil {
@@ -247,7 +250,7 @@ func (o *Outbox) readRun(i int, run runMark, rc *recovery) (left, inLast []effec
 			seen[e.Source] = max(seen[e.Source], e.Seq)
 		case store.KindControl:
 			if c, err := store.ControlOf(e); err == nil && c.Action == engine.ActionSeek && c.After < c.Before {
-				back[c.Feed] = seen[c.Feed]
+				back[c.Feed] = max(seen[c.Feed], c.Before)
 			}
 		}
 		it := p.row(&e)

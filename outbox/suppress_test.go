@@ -196,3 +196,61 @@ func TestAMoveBackBeforeAStopKeepsThePositionsAfterItsTargetSuppressed(t *testin
 		t.Errorf("out file (-want +got):\n%s", diff)
 	}
 }
+
+// As above, but the feed had published past the last item the run
+// recorded (items 7 and 8 dropped by a full queue: no DELIVERY row, and
+// the commit before the move back covers their seqs): a commit of seq 8
+// made before the move back is still one it lowered (the CONTROL row's
+// before, not the run's last DELIVERY, says what the feed had published),
+// and the positions after the target stay suppressed.
+func TestAMoveBackPastDroppedItemsKeepsThePositionsAfterItsTargetSuppressed(t *testing.T) {
+	const n, published = 6, 8
+	b := newBench(t)
+	_, box := b.mustOpenFile(outbox.FormatValue)
+	tp := newTape()
+	tp.add(ints(1, n)...)
+	tp.setClosed(true)
+	l := b.start(box, runConfig{Source: tp.source()})
+	l.settle()
+	act := engine.OperatorAction{Action: engine.ActionSeek, Feed: "in", Group: "main", Who: "alice", Reason: "recompute", At: t0,
+		Before: published, After: 2}
+	if err := l.run.Recorder().Observer().Then(box.Observer()).Acted(act); err != nil {
+		t.Fatal(err)
+	}
+	tp.setCommitted(2)
+	if _, err := l.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The commits as a source that dropped 7 and 8 marks them: the last
+	// one, before the move back, covers seq 8.
+	ls := readMarkLines(t, b.marks)
+	last := -1
+	for i, l := range ls {
+		if l.Commit != nil {
+			last = i
+		}
+	}
+	if last < 0 {
+		t.Fatal("the run marked no commit")
+	}
+	var m map[string]map[string]any
+	if err := json.Unmarshal(ls[last].raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["commit"]["seq"] = published
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls[last].raw = append(raw, '\n')
+	writeMarkLines(t, b.marks, ls)
+
+	_, box = b.mustOpenFile(outbox.FormatValue)
+	st := b.runAll(box, tp)
+	if st.Suppressed != count(3, n) {
+		t.Errorf("the next run's status %+v: want %d suppressed", st, count(3, n))
+	}
+	if diff := cmp.Diff(outputs(1, n), lines(t, b.out)); diff != "" {
+		t.Errorf("out file (-want +got):\n%s", diff)
+	}
+}
