@@ -195,10 +195,19 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		// The engine's observer (the recorder) writes the seek's CONTROL
 		// row itself, before the seek takes effect (Observer.Acted), with
 		// this operator and instant: the window writes none of its own.
+		if w.beforeSeek != nil {
+			w.beforeSeek()
+		}
 		done, err := eng.Seek(req.Feed, req.Group, req.Generation, target(req), engine.SeekOptions{Reason: req.Reason, Who: who, At: now})
 		if err != nil {
 			return ans, err
 		}
+		// The answer's plan is the one the engine applied and recorded:
+		// items in flight while the group is paused may complete between
+		// the plan named by the hash and the seek, and the rows count
+		// what the seek took, not what the plan read before it.
+		ans.Plan = planOf(done)
+		ans.PlanHash = PlanHash(*ans.Plan)
 		// The answer's positions are the row's, which the engine's
 		// observer wrote: before is the group's completed prefix at the
 		// seek (SeekPlan.Done: the plan's Before stops at the first item
@@ -294,9 +303,14 @@ func (w *Window) seekPlan(req Request) (*Plan, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	plan := &Plan{Feed: p.Feed, Group: p.Group, Generation: p.Generation, Before: p.Before, After: p.After, Loss: p.Loss,
-		Redelivery: p.Redelivery, Unprocessed: p.Unprocessed, Processed: p.Processed, FirstSeq: p.FirstSeq, LastSeq: p.LastSeq}
+	plan := planOf(p)
 	return plan, PlanHash(*plan), nil
+}
+
+// planOf is the wire form of the engine's seek plan.
+func planOf(p engine.SeekPlan) *Plan {
+	return &Plan{Feed: p.Feed, Group: p.Group, Generation: p.Generation, Before: p.Before, After: p.After, Loss: p.Loss,
+		Redelivery: p.Redelivery, Unprocessed: p.Unprocessed, Processed: p.Processed, FirstSeq: p.FirstSeq, LastSeq: p.LastSeq}
 }
 
 // PlanHash names a seek's plan: the hex SHA-256 of its JSON (the

@@ -142,6 +142,9 @@ type Window struct {
 	// counts its own items, a binding's position is the feed's sequence.
 	base map[int64]int64 // generation -> feed sequence (mu)
 	act  sync.Mutex      // one control action at a time
+	// beforeSeek, set by tests only (export_test.go), runs between an
+	// applied seek's check of its plan and the engine's seek.
+	beforeSeek func()
 }
 
 // New returns the window of cfg. It refuses (ErrConfig) a configuration

@@ -642,3 +642,54 @@ func TestAReleaseTheRecordingCannotHoldIsRefusedAndNotDone(t *testing.T) {
 		}
 	})
 }
+
+// An applied seek answers the plan the engine applied and recorded, not
+// the dry run its hash named: an item in flight while the group is paused
+// may complete between the two, and the answer's unprocessed count is
+// then the DROPPED rows' (torture seed 1796274625508148985: 153 answered,
+// 151 recorded).
+func TestAnAppliedSeekAnswersThePlanTheEngineApplied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		synctest.Wait() // p waits in 1
+		code, ans := r.post(t, aliceToken, console.ActionPause, console.Request{Feed: "input", Group: "g", Reason: "skip", Indefinite: true})
+		if code != http.StatusOK || !ans.Applied {
+			t.Fatalf("pause: %d %+v", code, ans)
+		}
+		gen := r.binding(t).Generation
+		req := console.Request{Feed: "input", Group: "g", Reason: "skip", Generation: gen, Latest: true}
+		code, dry := r.post(t, aliceToken, console.ActionSeek, req)
+		if code != http.StatusOK || dry.Plan == nil || dry.Plan.Unprocessed != 20 {
+			t.Fatalf("seek dry run: %d %+v, want a plan over 20 unprocessed items", code, dry)
+		}
+		console.SetBeforeSeek(r.w, func() {
+			r.gate.Open()
+			synctest.Wait() // item 1 completes; the pause dispatches no other
+		})
+		req.PlanHash = dry.PlanHash
+		code, seek := r.post(t, aliceToken, console.ActionSeek, req)
+		if code != http.StatusOK || !seek.Applied || seek.Plan == nil {
+			t.Fatalf("seek: %d %+v", code, seek)
+		}
+		if code, ans := r.post(t, aliceToken, console.ActionResume, console.Request{Feed: "input", Group: "g", Reason: "go"}); code != http.StatusOK || !ans.Applied {
+			t.Fatalf("resume: %d %+v", code, ans)
+		}
+		synctest.Wait() // the worker told of the seek
+		dropped := int64(0) // the seqs the DROPPED row of the seek covers
+		for e, err := range r.m.ReadOnly().Rows() {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Kind == store.KindDropped && e.Source == "input" {
+				dropped = max(dropped, e.N)
+			}
+		}
+		got := []int64{seek.Plan.Unprocessed, seek.Before, seek.After, dropped}
+		if want := []int64{19, 1, 20, 19}; !slices.Equal(got, want) {
+			t.Errorf("the applied seek's unprocessed, before, after and DROPPED count %v, want %v (plan %+v)", got, want, *seek.Plan)
+		}
+		if seek.PlanHash != console.PlanHash(*seek.Plan) {
+			t.Errorf("the answer's plan hash %s does not name its plan", seek.PlanHash)
+		}
+	})
+}

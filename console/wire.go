@@ -67,7 +67,10 @@ type Answer struct {
 	// group is done through) around the action; 0 when not applicable.
 	Before int64 `json:"before,omitempty"`
 	After  int64 `json:"after,omitempty"`
-	// Plan is a seek's plan; PlanHash names it for the apply.
+	// Plan is a seek's plan; PlanHash names it for the apply. An applied
+	// seek answers the plan the engine applied and recorded, which may
+	// differ from the dry run its request named by the items in flight
+	// that completed in between (its hash then differs too).
 	Plan     *Plan  `json:"plan,omitempty"`
 	PlanHash string `json:"planHash,omitempty"`
 	Error    string `json:"error,omitempty"`
