@@ -674,7 +674,7 @@ func TestAnAppliedSeekAnswersThePlanTheEngineApplied(t *testing.T) {
 		if code, ans := r.post(t, aliceToken, console.ActionResume, console.Request{Feed: "input", Group: "g", Reason: "go"}); code != http.StatusOK || !ans.Applied {
 			t.Fatalf("resume: %d %+v", code, ans)
 		}
-		synctest.Wait() // the worker told of the seek
+		synctest.Wait()     // the worker told of the seek
 		dropped := int64(0) // the seqs the DROPPED row of the seek covers
 		for e, err := range r.m.ReadOnly().Rows() {
 			if err != nil {
