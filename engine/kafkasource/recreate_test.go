@@ -3,6 +3,7 @@ package kafkasource_test
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -268,11 +269,19 @@ func TestAGroupCommitPastThePartitionsEndIsALossOfUnknownSize(t *testing.T) {
 			if err := eng.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
+			var last string // what the poll saw last, said if it gives up
+			defer func() {
+				if t.Failed() {
+					t.Logf("last seen: %s", last)
+				}
+			}()
 			testutil.PollUntil(t, time.Minute, "the loss counted, every record committed", func() bool {
 				mu.Lock()
 				n := len(lost)
 				mu.Unlock()
-				return n > 0 && eng.Status().Settled && (end == 0 || allCommitted(src, map[int32]int64{0: end}))
+				settled := eng.Status().Settled
+				last = fmt.Sprintf("%d losses, settled %v, partitions %+v", n, settled, src.Status().Partitions)
+				return n > 0 && settled && (end == 0 || allCommitted(src, map[int32]int64{0: end}))
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
