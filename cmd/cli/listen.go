@@ -78,7 +78,7 @@ func (o opsConfig) check() error {
 // and position (the recording's key and offset: engine.LogPosition).
 func (o opsConfig) logger(w io.Writer, name, store string) *slog.Logger {
 	if o.logFormat != logJSON {
-		return slog.New(&warnHandler{w: w, name: name})
+		return slog.New(newWarnHandler(w, name))
 	}
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})
 	return slog.New(&runFields{h: h, fields: []slog.Attr{slog.String("run", store), slog.String(engine.LogFeed, feedName), slog.String(engine.LogGroup, groupName)}})

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/blackbox-audit/blackbox/engine"
 )
@@ -16,8 +17,12 @@ import (
 // blackbox), the engine's own prefix dropped,
 // followed by its attributes as key=value, but for the attributes of the
 // item an engine's warning is about (engine.LogFeed ...), which its
-// message names already. Records below Warn are discarded. It is safe for concurrent use: a line is one Write.
+// message names already. Records below Warn are discarded. It is safe for
+// concurrent use: a line is one Write, made under a lock the handlers
+// derived from it (WithAttrs, WithGroup) share, so that a writer that is
+// not itself safe for concurrent use (a test's buffer) gets one at a time.
 type warnHandler struct {
+	mu    *sync.Mutex // guards w's writes (newWarnHandler's, shared by derived handlers)
 	w     io.Writer
 	name  string
 	attrs []slog.Attr // WithAttrs, group-qualified keys
@@ -51,8 +56,15 @@ func (h *warnHandler) Handle(_ context.Context, r slog.Record) error {
 		return true
 	})
 	b.WriteByte('\n')
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	_, err := h.w.Write(b.Bytes())
 	return err
+}
+
+// newWarnHandler is the handler of warnings on w, named name.
+func newWarnHandler(w io.Writer, name string) *warnHandler {
+	return &warnHandler{mu: new(sync.Mutex), w: w, name: name}
 }
 
 func writeAttr(b *bytes.Buffer, prefix string, a slog.Attr) {
@@ -73,7 +85,7 @@ func writeAttr(b *bytes.Buffer, prefix string, a slog.Attr) {
 }
 
 func (h *warnHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	n := &warnHandler{w: h.w, name: h.name, group: h.group, attrs: append([]slog.Attr(nil), h.attrs...)}
+	n := &warnHandler{mu: h.mu, w: h.w, name: h.name, group: h.group, attrs: append([]slog.Attr(nil), h.attrs...)}
 	for _, a := range as {
 		if h.group != "" {
 			a.Key = h.group + a.Key
@@ -87,5 +99,5 @@ func (h *warnHandler) WithGroup(name string) slog.Handler {
 	if name == "" {
 		return h
 	}
-	return &warnHandler{w: h.w, name: h.name, attrs: h.attrs, group: h.group + name + "."}
+	return &warnHandler{mu: h.mu, w: h.w, name: h.name, attrs: h.attrs, group: h.group + name + "."}
 }
