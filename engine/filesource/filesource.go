@@ -201,6 +201,7 @@ type Source struct {
 	// for tests
 	bufSize    int
 	hookOpened func()                   // after the input file is opened, before it is identified
+	hookListed func()                   // at the start, after the rotated siblings are listed, before the input is opened
 	hookEOF    func()                   // at the end of the open file, before the identity check
 	hookRotate func(string)             // before a rotated sibling (its name) is opened to be read
 	hookWrite  func(Pointer)            // before each write of the pointer file, with what it will hold

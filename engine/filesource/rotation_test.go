@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -486,4 +487,45 @@ func sign(n int) int {
 		return 1
 	}
 	return 0
+}
+
+// A first run (no pointer) lists the rotated siblings, then opens the
+// path: a rotation between the two moves the file that was at the path
+// aside and opens the one after it. The file moved aside was rotated
+// before the file opened, as those listed were: it is not read after it
+// (out of rotation order, which moved the pointer past lines never read:
+// torture seed 1796281376933206065). The run reads the file it opened,
+// then, once that one is rotated, the next.
+func TestARotationBetweenTheListingAndTheOpenKeepsTheRotationOrder(t *testing.T) {
+	for _, strategy := range []Strategy{Committed, Earliest} {
+		t.Run(strategy.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				path := input(t, numbered("a", 0, 3))
+				src, lg := newSource(t, path, Options{Read: strategy})
+				var once atomic.Bool
+				src.hookListed = func() {
+					if once.CompareAndSwap(false, true) {
+						if err := os.Rename(path, path+"-0001"); err != nil {
+							t.Fatal(err)
+						}
+						writeFile(t, path, numbered("b", 0, 2))
+					}
+				}
+				p := &rec{}
+				r := startSource(t, src, lg, setup{procs: []*rec{p}})
+				testutil.AdvanceUntil(t, "the opened file's lines", func() bool { return p.count() == 2 && r.feed().State == engine.StateCaughtUp })
+				if err := os.Rename(path, path+"-0002"); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, path, numbered("c", 0, 2))
+				want := slices.Concat(linesOf("b", 0, 2), linesOf("c", 0, 2))
+				testutil.AdvanceUntil(t, "the next file's lines", func() bool {
+					return p.count() >= len(want) && r.feed().State == engine.StateCaughtUp
+				})
+				if got, _ := p.got(); !slices.Equal(got, want) {
+					t.Fatalf("got %q\nwant %q (the file rotated before the one opened is not read after it)", got, want)
+				}
+			})
+		})
+	}
 }

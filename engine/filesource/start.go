@@ -61,11 +61,36 @@ func (s *Source) start() (ok bool, err error) {
 	// The rotated siblings before the path is opened: each was rotated
 	// before the file the path names then. (A once-read never moves on to
 	// another file; a path with no file yet is looked at again.)
-	var pre []sibling
-	if _, err := os.Stat(s.path); err == nil && !s.opts.Read.once() {
-		pre = s.rotatedSiblings()
+	//
+	// The listing and the open are not one step: a rotation between them
+	// lists the file it moved nowhere (it was at the path) and opens the
+	// one after it, leaving a file rotated before the one opened unknown,
+	// read after it, out of rotation order (torture seed
+	// 1796281376933206065: a pointer moved past lines never read). So the
+	// path's file is identified before the listing and the open is taken
+	// only if it is that file; otherwise the path moved on meanwhile:
+	// list again.
+	var (
+		pre  []sibling
+		file *os.File
+		fi   os.FileInfo
+		id   uint64
+	)
+	for attempt := 1; ; attempt++ {
+		before, serr := os.Stat(s.path)
+		pre = nil
+		if serr == nil && !s.opts.Read.once() {
+			pre = s.rotatedSiblings()
+		}
+		if s.hookListed != nil {
+			s.hookListed()
+		}
+		file, fi, id, err = s.open()
+		if err != nil || serr != nil || s.opts.Read.once() || identity(before) == id || attempt == scanAttempts {
+			break
+		}
+		file.Close() // rotated between the listing and the open: list again
 	}
-	file, fi, id, err := s.open()
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) && !s.opts.Read.once() {
 			s.setState(engine.StateCaughtUp, "waiting for "+s.path+" to exist")
