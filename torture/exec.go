@@ -374,7 +374,11 @@ func (sr *scenarioRun) doRun(ctx context.Context, i int, run runSpec) (*outcome,
 		return nil, err
 	}
 	if sr.file != nil {
-		sr.file.running, sr.file.fresh = true, !sr.ran
+		// A run is a first one when no pointer names a file: no run
+		// before it wrote one (it may have been killed before it did,
+		// torture seed 1796281376933206065), so lines rotated away before
+		// it opened the path are not its to know.
+		sr.file.running, sr.file.fresh = true, !sr.ran || !sr.file.pointerNamesFile()
 		defer func() { sr.file.running, sr.file.fresh = false, false }()
 	}
 	if err := sr.applyDuring(ctx, i, run, c, store); err != nil {

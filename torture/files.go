@@ -27,8 +27,9 @@ type fileInput struct {
 	// they existed (atRisk).
 	running bool
 	// fresh says the run following the input is the first to read it: it
-	// has no pointer yet, so lines rotated away before it opened the file
-	// are not its to know (atRisk too).
+	// has no pointer naming a file yet (none ran, or none wrote one), so
+	// lines rotated away before it opened the file are not its to know
+	// (atRisk too).
 	fresh bool
 	// known says a run that ran had the file at PATH to read (it was the
 	// path while the run ran); a file put at PATH while stopped is not
