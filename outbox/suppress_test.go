@@ -157,26 +157,9 @@ func TestAMoveBackKeepsThePositionsAfterItsTargetSuppressed(t *testing.T) {
 func TestAMoveBackBeforeAStopKeepsThePositionsAfterItsTargetSuppressed(t *testing.T) {
 	const n = 6
 	b := newBench(t)
-	_, box := b.mustOpenFile(outbox.FormatValue)
-	tp := newTape()
-	tp.add(ints(1, n)...)
-	tp.setClosed(true)
-	l := b.start(box, runConfig{Source: tp.source()})
-	l.settle()
-	// The seek back as the engine tells it (Observer.Acted: the recorder
-	// writes its CONTROL row, the outbox notes it), its source's commit
-	// lowered.
-	act := engine.OperatorAction{Action: engine.ActionSeek, Feed: "in", Group: "main", Who: "alice", Reason: "recompute", At: t0,
-		Before: n, After: 2}
-	if err := l.run.Recorder().Observer().Then(box.Observer()).Acted(act); err != nil {
-		t.Fatal(err)
-	}
-	tp.setCommitted(2)
-	if _, err := l.stop(); err != nil {
-		t.Fatal(err)
-	}
+	tp := movedBack(t, b, n, n)
 
-	_, box = b.mustOpenFile(outbox.FormatValue)
+	_, box := b.mustOpenFile(outbox.FormatValue)
 	// Every position the run recorded whole (1 and 2 too: the recovery
 	// does not look up the target's position; they are never read again,
 	// and the next commit past them forgets them).
@@ -206,21 +189,7 @@ func TestAMoveBackBeforeAStopKeepsThePositionsAfterItsTargetSuppressed(t *testin
 func TestAMoveBackPastDroppedItemsKeepsThePositionsAfterItsTargetSuppressed(t *testing.T) {
 	const n, published = 6, 8
 	b := newBench(t)
-	_, box := b.mustOpenFile(outbox.FormatValue)
-	tp := newTape()
-	tp.add(ints(1, n)...)
-	tp.setClosed(true)
-	l := b.start(box, runConfig{Source: tp.source()})
-	l.settle()
-	act := engine.OperatorAction{Action: engine.ActionSeek, Feed: "in", Group: "main", Who: "alice", Reason: "recompute", At: t0,
-		Before: published, After: 2}
-	if err := l.run.Recorder().Observer().Then(box.Observer()).Acted(act); err != nil {
-		t.Fatal(err)
-	}
-	tp.setCommitted(2)
-	if _, err := l.stop(); err != nil {
-		t.Fatal(err)
-	}
+	tp := movedBack(t, b, n, published)
 	// The commits as a source that dropped 7 and 8 marks them: the last
 	// one, before the move back, covers seq 8.
 	ls := readMarkLines(t, b.marks)
@@ -245,7 +214,7 @@ func TestAMoveBackPastDroppedItemsKeepsThePositionsAfterItsTargetSuppressed(t *t
 	ls[last].raw = append(raw, '\n')
 	writeMarkLines(t, b.marks, ls)
 
-	_, box = b.mustOpenFile(outbox.FormatValue)
+	_, box := b.mustOpenFile(outbox.FormatValue)
 	st := b.runAll(box, tp)
 	if st.Suppressed != count(3, n) {
 		t.Errorf("the next run's status %+v: want %d suppressed", st, count(3, n))
@@ -253,4 +222,29 @@ func TestAMoveBackPastDroppedItemsKeepsThePositionsAfterItsTargetSuppressed(t *t
 	if diff := cmp.Diff(outputs(1, n), lines(t, b.out)); diff != "" {
 		t.Errorf("out file (-want +got):\n%s", diff)
 	}
+}
+
+// movedBack runs the twice app over items 1..n of a new tape, settles,
+// moves the feed back to item 2 as the engine tells it (Observer.Acted:
+// the recorder writes the seek's CONTROL row, with before as its before;
+// the outbox notes it), lowers the source's commit to 2 and stops the
+// run. It returns the tape.
+func movedBack(t *testing.T, b *bench, n int, before int64) *tape {
+	t.Helper()
+	_, box := b.mustOpenFile(outbox.FormatValue)
+	tp := newTape()
+	tp.add(ints(1, n)...)
+	tp.setClosed(true)
+	l := b.start(box, runConfig{Source: tp.source()})
+	l.settle()
+	act := engine.OperatorAction{Action: engine.ActionSeek, Feed: "in", Group: "main", Who: "alice", Reason: "recompute", At: t0,
+		Before: before, After: 2}
+	if err := l.run.Recorder().Observer().Then(box.Observer()).Acted(act); err != nil {
+		t.Fatal(err)
+	}
+	tp.setCommitted(2)
+	if _, err := l.stop(); err != nil {
+		t.Fatal(err)
+	}
+	return tp
 }
