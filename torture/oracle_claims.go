@@ -127,9 +127,16 @@ const claimMargin = 300 * time.Millisecond
 // commit to it.
 type kafkaMove struct {
 	store     string
-	row       int              // the CONTROL row's index in the store's rows
-	delivered int64            // the highest seq the run delivered before the row
-	to        map[string]int64 // partition|epoch -> the offset the commit came down to
+	row       int   // the CONTROL row's index in the store's rows
+	delivered int64 // the highest seq the run delivered before the row
+	// before is the highest seq the feed had published before the row:
+	// delivered, or skipped by an earlier seek (the row's before). A
+	// COMMIT row of a seq up to it is a commit made before the move back,
+	// wherever it is written (a skipped range is committed at the next
+	// poll, which applies the move back after it: seed
+	// 1796283069025892410).
+	before int64
+	to     map[string]int64 // partition|epoch -> the offset the commit came down to
 	// own marks the partitions of to whose target the run's inputs do not
 	// show (to -1): only the run's own claims are lowered (a move back
 	// never goes below where the run began reading).
@@ -150,7 +157,7 @@ func kafkaMoves(store string, rec *recording) []kafkaMove {
 			if json.Unmarshal([]byte(row.detail), &c) != nil || !c.movedBack() {
 				continue
 			}
-			m := kafkaMove{store: store, row: i, delivered: delivered, to: map[string]int64{}, own: map[string]bool{}}
+			m := kafkaMove{store: store, row: i, delivered: delivered, before: max(delivered, c.Before), to: map[string]int64{}, own: map[string]bool{}}
 			last := map[string]int64{} // partition|epoch -> the seq of its record in m.to
 			for _, in := range rec.inputs() {
 				k := in.key + "|" + strconv.FormatInt(in.epoch, 10)
@@ -244,7 +251,7 @@ func (o *oracle) checkKafkaClaims() {
 		offset := func(c claim, store string, in input) int64 {
 			off := c.offset
 			for _, m := range moves {
-				madeBefore := pos[c.store] < pos[m.store] || c.store == m.store && (c.row < m.row || c.seq <= m.delivered)
+				madeBefore := pos[c.store] < pos[m.store] || c.store == m.store && (c.row < m.row || c.seq <= m.before)
 				deliveredAfter := pos[store] > pos[m.store] || store == m.store && in.seq > m.delivered
 				k := in.key + "|" + strconv.FormatInt(in.epoch, 10)
 				if to, ok := m.to[k]; ok && madeBefore && deliveredAfter && (!m.own[k] || c.store == m.store) {

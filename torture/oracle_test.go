@@ -707,6 +707,8 @@ func TestARecordedKafkaMoveBackLowersEachPartitionsClaim(t *testing.T) {
 			[]kafkaRead{{"t/0", 2}}, 1},
 		{"a commit made before it, written after it", kafkaRun(t0, 1, read, commit(3, "t/0", 1), back, commit(5, "t/0", 2)),
 			[]kafkaRead{{"t/0", 2}}, 0},
+		{"a commit of skipped seqs, written after it", kafkaRun(t0, 1, read[:2], back, commit(6, "t/0", 2)),
+			[]kafkaRead{{"t/0", 1}, {"t/0", 2}}, 0},
 		{"a record read again and committed", kafkaRun(t0, 1, read, append([]row{commit(6, "t/0", 2), back},
 			append(kafkaReads(t0.Add(time.Second), 7, kafkaRead{"t/0", 2}), commit(7, "t/0", 2))...)...),
 			[]kafkaRead{{"t/0", 2}}, 1},
