@@ -87,10 +87,14 @@
 // published before its current ownership (a rebalance since) or of another
 // epoch (the topic created again), other groups on a cluster without
 // topic IDs (no group's own progress is kept), a commit of the partition
-// whose outcome is unknown (it could land past the move back), and a move
-// back whose commit metadata could pass the 4,000 bytes it may hold. It
-// reads a copy of what it checks, which the source refreshes where those
-// change (never per record): it is safe while the source runs.
+// whose outcome is unknown (it could land past the move back), a target
+// ahead of where the partition is read now (one an earlier move back has
+// not read again yet: committing there would pass over the records in
+// between, and Rewind would refuse it once the engine had changed
+// everything), and a move back whose commit metadata could pass the 4,000
+// bytes it may hold. It reads a copy of what it checks, which the source
+// refreshes where those change (never per record; how far each partition
+// is read, once per published batch): it is safe while the source runs.
 //
 // # Overload, rebalances and lost sessions
 //

@@ -91,6 +91,7 @@ func (s *Source) assigned(_ context.Context, cl *kgo.Client, assigned map[string
 			}
 			p.owned, p.fence, p.id, p.epoch, p.stale = true, fence, s.ids[topic], TopicEpoch(s.ids[topic]), false
 			p.published, p.acked, p.committed, p.hwm, p.next, p.gone, p.paused = 0, 0, -1, -1, -1, 0, false
+			p.pub.Store(0)
 			p.meta = ""
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -36,6 +37,9 @@ type rewindView struct {
 	// groups are the feed's groups whose progress the partition's
 	// commits may carry, of its current epoch.
 	groups []string
+	// published is the partition's part.pub: how far it is read now (a
+	// move back lowered it to its target; the records read again raise it).
+	published *atomic.Int64
 }
 
 // refreshView publishes the partitions' rewindView (s.mu held). Called
@@ -46,7 +50,7 @@ func (s *Source) refreshView() {
 	v := make(map[string]rewindView, len(s.parts))
 	for key, p := range s.parts {
 		rv := rewindView{owned: p.owned && !p.revoking, fence: p.fence, epoch: p.epoch, idKnown: p.id.known(),
-			uncertain: !p.uncertain.IsZero()}
+			uncertain: !p.uncertain.IsZero(), published: &p.pub}
 		if kp := s.progress[key]; kp != nil && kp.epoch == p.epoch {
 			rv.groups = slices.Sorted(maps.Keys(kp.groups))
 		}
@@ -81,6 +85,14 @@ func (s *Source) checkRewind(r engine.Rewind) error {
 			ErrRewind, r.To.Epoch, key, v.epoch)
 	case r.To.Position.Offset < 0:
 		return fmt.Errorf("%w: offset %d of partition %s is no position", ErrRewind, r.To.Position.Offset, key)
+	case r.To.Position.Offset > v.published.Load():
+		// As Rewind refuses it: a target an earlier move back has not read
+		// again yet (its seq is of the reading before that move back) is
+		// ahead of where the partition is read now: committing there would
+		// pass over the records in between (torture seed
+		// 1796283069025892410, where the apply's refusal ended the run).
+		return fmt.Errorf("%w: partition %s is read again from an earlier move back, through offset %d so far: the target (seq %d, offset %d) is not read again yet; seek again once it is, or to a target at or before it",
+			ErrRewind, key, v.published.Load(), r.To.Seq, r.To.Position.Offset)
 	case len(r.Others) > 0 && !v.idKnown:
 		return fmt.Errorf("%w: the cluster gives no topic ID for partition %s: no group's own progress is kept, and a restart would hand groups %v again what they completed",
 			ErrRewind, key, r.Others)
@@ -120,8 +132,9 @@ func metaBound(names map[string]bool) int {
 // current ownership), a target of another epoch (the topic was deleted and
 // created again), other groups on a cluster that gives no topic ID (no
 // group's own progress is kept), a commit of the partition whose outcome is
-// unknown, or a commit whose metadata could not hold every group's
-// progress. The error wraps ErrRewind. It reads a copy the source keeps of
+// unknown, a target ahead of where the partition is read now (an earlier
+// move back's, not read again yet), or a commit whose metadata could not
+// hold every group's progress. The error wraps ErrRewind. It reads a copy the source keeps of
 // what it checks, never s.mu: it is safe while the source runs.
 func (c committer) CheckRewind(r engine.Rewind) error { return c.s.checkRewind(r) }
 
@@ -196,6 +209,7 @@ func (c committer) Rewind(r engine.Rewind) (core.Position, error) {
 	p.committed, p.acked, p.meta = at, at, meta
 	if !revoking {
 		p.published, p.next, p.gone = to, to, 0
+		p.pub.Store(to)
 		s.dropBuffered(map[string]bool{key: true})
 	}
 	s.progress[key] = &keyProgress{epoch: p.epoch, groups: groups}

@@ -237,7 +237,8 @@ func TestTheMoveBackIsCommittedBeforeAnyRecordIsReadAgain(t *testing.T) {
 // run or not: the generation stays live, the group's commit and its
 // metadata unchanged, nothing handed again. And the source refuses
 // beforehand a partition it does not own, a target of another epoch or
-// published before its ownership, a commit of unknown outcome aside.
+// published before its ownership, or ahead of where the partition is read
+// now (as Rewind would), a commit of unknown outcome aside.
 func TestABackwardsSeekTheKafkaSourceCannotApplyIsRefusedAndChangesNothing(t *testing.T) {
 	t.Run("metadata too long", func(t *testing.T) {
 		c := newCluster(t, 1)
@@ -303,6 +304,10 @@ func TestABackwardsSeekTheKafkaSourceCannotApplyIsRefusedAndChangesNothing(t *te
 		{"a partition not owned", engine.Rewind{Group: "fast", To: at(4, epoch, topic+"/7", 4), Others: []string{"slow"}}},
 		{"another epoch", engine.Rewind{Group: "fast", To: at(4, epoch+1, topic+"/0", 4), Others: []string{"slow"}}},
 		{"published before the ownership", engine.Rewind{Group: "fast", To: at(0, epoch, topic+"/0", 0), Others: []string{"slow"}}},
+		// Read through offset 10 (r.n): a target past it is one an earlier
+		// move back has not read again yet (its seq of the reading before);
+		// Rewind would refuse it once the engine had changed everything.
+		{"ahead of where the partition is read", engine.Rewind{Group: "fast", To: at(10, epoch, topic+"/0", r.n+1), Others: []string{"slow"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := chk.CheckRewind(tc.r); !errors.Is(err, kafkasource.ErrRewind) {

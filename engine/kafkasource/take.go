@@ -286,11 +286,18 @@ func (s *Source) publish() (took int, all bool) {
 			poss = append(poss, core.Position{Key: p.key, Offset: r.Offset + 1})
 		}
 		k := s.in.TryPublishBatch(items, poss)
+		p = nil
 		for i := range k {
 			if p == nil || p.key != poss[i].Key {
+				if p != nil {
+					p.pub.Store(p.published)
+				}
 				p = s.parts[poss[i].Key]
 			}
 			p.published = poss[i].Offset
+		}
+		if p != nil {
+			p.pub.Store(p.published)
 		}
 		clear(items)
 		s.items, s.poss = items, poss
