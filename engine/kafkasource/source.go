@@ -236,7 +236,7 @@ type part struct {
 	published int64 // offset+1 of the last record published (0: none)
 	// pub mirrors published for CheckRewind, which reads no s.mu: stored
 	// once per published batch, at an assignment and at a move back.
-	pub atomic.Int64
+	pub       atomic.Int64
 	acked     int64 // the highest acknowledged position of this ownership
 	committed int64 // the highest committed offset (-1: not known)
 	hwm       int64 // the high watermark of the last fetch (-1: not known)
