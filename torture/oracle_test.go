@@ -584,6 +584,7 @@ func TestARecordedMoveBackLowersTheCommitsClaim(t *testing.T) {
 		{"no move back", fileRecording([]int64{1, 2, 3, 4, 5, 6, 7, 8}, commit(8, 8), forward), []int64{4}, 1},
 		{"a commit made before it, written after it", fileRecording([]int64{1, 2, 3, 4, 5, 6, 7, 8}, commit(6, 6), back, commit(8, 8)), []int64{4, 5}, 0},
 		{"a commit of skipped seqs, written after it", fileRecording([]int64{1, 2, 3, 4}, back, commit(8, 8)), []int64{4, 5}, 0},
+		{"everything skipped, nothing read again", fileRecording(nil, commit(8, 8), back), []int64{4, 5}, 0},
 		{"lines read again and committed", fileRecording([]int64{1, 2, 3, 4, 5, 6, 7, 8}, commit(8, 8), back,
 			row{kind: "DELIVERY", processor: "p", source: "input", seq: 9, epoch: 7, offset: 40},
 			row{kind: "INLINE", processor: "p", source: "input", seq: 9}, commit(9, 4)), []int64{4}, 1},
