@@ -152,7 +152,9 @@
 // (a rotation, a copy-and-truncate or a rewrite since), one while the
 // source does not read the pointer's file (a file moved to and held until
 // the lines before it are committed, a loss counted at the start before
-// the first commit, not started), a position with a key, a pointer file
+// the first commit, not started), a position with a key, a target past
+// the last line published (a move back lowers that to its target: a line
+// an earlier move back has not read again yet is ahead), a pointer file
 // without the group progress region, a group (sought, other, or one whose
 // progress the pointer file keeps) whose name is longer than GroupNameMax,
 // more such groups than GroupSlots. Once it accepted a move back, the

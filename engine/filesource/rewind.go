@@ -12,10 +12,12 @@ import (
 // runState is what a backwards seek's check reads of the run (Source.mu):
 // ok, the source reads the file its pointer describes (a reader open, no
 // move to a later file pending, no header waiting after a loss, nothing
-// held), of epoch.
+// held), of epoch; read, the offset of the end of the last line it
+// published of that epoch (a move back lowers it to its target; -1: none).
 type runState struct {
 	ok    bool
 	epoch int64
+	read  int64
 }
 
 var (
@@ -33,7 +35,11 @@ func (s *Source) noteReading() {
 	c := &s.com
 	ok := s.rd != nil && !s.hold && len(c.moves) == 0 && c.head == nil && !c.waiting && c.epoch == s.epoch
 	s.mu.Lock()
-	s.reading = runState{ok: ok && s.ptr.hdr.Epoch == s.epoch, epoch: s.epoch}
+	read := int64(-1)
+	if s.lastPub.Epoch == s.epoch {
+		read = s.lastPub.Position.Offset
+	}
+	s.reading = runState{ok: ok && s.ptr.hdr.Epoch == s.epoch, epoch: s.epoch, read: read}
 	s.mu.Unlock()
 }
 
@@ -73,9 +79,10 @@ func (c *committer) CheckRewind(r engine.Rewind) error {
 }
 
 // checkRewind is the check of r (mu held): the pointer describes the file
-// the source reads, of r's epoch, with its groups region; every group of
-// the feed has a name the region holds, and they fit in its slots with
-// the groups whose progress it holds.
+// the source reads, of r's epoch, with its groups region; the target is
+// not past the last line published (a move back lowers that to its
+// target); every group of the feed has a name the region holds, and they
+// fit in its slots with the groups whose progress it holds.
 func (s *Source) checkRewind(r engine.Rewind) error {
 	refuse := func(format string, args ...any) error {
 		return fmt.Errorf("%w to offset %d of epoch %d (pointer %s): %s", ErrRewind, r.To.Position.Offset, r.To.Epoch,
@@ -89,6 +96,12 @@ func (s *Source) checkRewind(r engine.Rewind) error {
 		return refuse("the source reads epoch %d, its pointer describes epoch %d: the target's file was rotated, truncated or rewritten since", s.reading.epoch, h.Epoch)
 	case r.To.Position.Key != "" || r.To.Position.Offset < 0:
 		return refuse("not a position of a file (key %q)", r.To.Position.Key)
+	case r.To.Position.Offset > s.reading.read:
+		// As Rewind refuses it: a target an earlier move back has not read
+		// again yet (a seq of the reading before it) is ahead of where the
+		// file is read now.
+		return refuse("the file is read through offset %d now (an earlier move back's lines not read again yet): the target is ahead of it; seek again once it is read, or to a target at or before it",
+			s.reading.read)
 	case !s.ptr.region:
 		return refuse("the pointer file has no group progress region: the other groups' progress could not be kept")
 	}
@@ -175,5 +188,10 @@ func (c *committer) Rewind(r engine.Rewind) (core.Position, error) {
 	}
 	s.logf("%s: read again from offset %d (a backwards seek of group %q), the last line published being at %d; the pointer %s is at %d, was %d",
 		s.path, to, r.Group, s.lastPub.Position.Offset, s.opts.Pointer, nh.Offset, old)
-	return s.lastPub.Position, nil
+	through := s.lastPub.Position
+	// The file is read through the target now: a later move back to a
+	// line after it, not read again yet, is refused (checkRewind).
+	s.lastPub.Position.Offset = to
+	s.reading.read = to
+	return through, nil
 }

@@ -391,6 +391,10 @@ func TestABackwardsSeekTheFileSourceCannotApplyIsRefusedAndChangesNothing(t *tes
 				ok   bool
 			}{
 				{"a line of the file read", at(lineOffset(3)), true},
+				{"the last line published", at(lineOffset(8)), true},
+				// Past the last line published: one an earlier move back
+				// has not read again yet (Rewind would refuse it).
+				{"ahead of where the file is read", at(lineOffset(8) + 1), false},
 				{"another epoch", other, false},
 				{"a keyed position", keyed, false},
 			} {
