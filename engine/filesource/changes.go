@@ -245,7 +245,7 @@ func (s *Source) reopen() (bool, error) {
 // (committer.moveTo), which the pointer takes only with the commit of a
 // line of its own, so never before the loss is recorded.
 func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated string, lost bool) error {
-	old := s.rd
+	old, oldID := s.rd, s.fileID
 	size := fi.Size()
 	name := s.path
 	if rotated != "" {
@@ -325,6 +325,13 @@ func (s *Source) switchTo(file *os.File, fi os.FileInfo, id uint64, rotated stri
 	}
 	s.mu.Unlock()
 	s.remember(id, head)
+	if oldID != id {
+		// The file left is known by the bytes read of it, not only those
+		// it had when it was opened: one known empty, removed, and its
+		// inode reused by a file rotated later, was taken for it and
+		// passed over (torture seed 1796284617677858357).
+		s.remember(oldID, old.head)
+	}
 	if rotated != "" {
 		s.switching = true // the path after it
 		s.setState(engine.StateBehind, "reading the rotated "+rotated)
