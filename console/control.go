@@ -227,7 +227,13 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 			return ans, refuse(http.StatusUnprocessableEntity, "this run's kill %s the items in flight: ask with finish %t",
 				map[bool]string{true: "abandons", false: "lets finish"}[w.cfg.KillAbandon], !w.cfg.KillAbandon)
 		}
-		if err := eng.Kill(req.Reason); err != nil {
+		// Recorded before it takes effect, under the engine's lock once
+		// the kill is certain: a kill ends the run, which closes its
+		// recording, and a row written after it found the recorder closed
+		// (torture seed 1796286182059162061). A row that cannot be
+		// written refuses the kill (500, engine.ErrNotRecorded), as a
+		// seek's or a release's does: not done.
+		if err := eng.KillRecorded(req.Reason, func() error { return w.cfg.Audit.Control(row) }); err != nil {
 			return ans, err
 		}
 	}
@@ -243,8 +249,8 @@ func (w *Window) do(action Action, who string, req Request) (Answer, error) {
 		w.paused[req.Group] = *pausedUntil
 		w.mu.Unlock()
 	}
-	if action == ActionSeek || action == ActionRelease {
-		return ans, nil // recorded by the engine's observer before it took effect
+	if action == ActionSeek || action == ActionRelease || action == ActionKill {
+		return ans, nil // recorded before it took effect (a seek's and a release's by the engine's observer)
 	}
 	if err := w.cfg.Audit.Control(row); err != nil {
 		w.cfg.Logger.Error("console: an operator's action was done but not recorded", "action", string(action), "who", who, "err", err)

@@ -693,3 +693,52 @@ func TestAnAppliedSeekAnswersThePlanTheEngineApplied(t *testing.T) {
 		}
 	})
 }
+
+// auditFunc is an Auditor of a function.
+type auditFunc func(store.Control) error
+
+func (f auditFunc) Control(c store.Control) error { return f(c) }
+
+// A kill is recorded before it takes effect (a kill ends the run, which
+// closes its recording: a row written after it found the recorder closed,
+// torture seed 1796286182059162061); a kill whose row cannot be written is
+// refused, 500, and not done.
+func TestAKillIsRecordedBeforeItTakesEffect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r *testRun
+		var killedAtRow []string // the engine's Killed when each kill row was written
+		r = startRun(t, nil, func(c *console.Config) {
+			c.Audit = auditFunc(func(row store.Control) error {
+				if row.Action == string(console.ActionKill) {
+					killedAtRow = append(killedAtRow, r.e.Status().Killed)
+				}
+				return r.rec.Control(row)
+			})
+		})
+		r.gate.Open()
+		synctest.Wait()
+		code, ans := r.post(t, aliceToken, console.ActionKill, console.Request{Reason: "stop", Finish: true})
+		if code != http.StatusOK || !ans.Applied {
+			t.Fatalf("kill: %d %+v", code, ans)
+		}
+		if !slices.Equal(killedAtRow, []string{""}) || r.e.Status().Killed != "stop" {
+			t.Errorf("the kill row was written with the engine killed %q, the engine killed %q after: want one row written before the kill",
+				killedAtRow, r.e.Status().Killed)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, nil, nil)
+		r.gate.Open()
+		synctest.Wait()
+		if err := r.rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+		code, ans := r.post(t, aliceToken, console.ActionKill, console.Request{Reason: "stop", Finish: true})
+		if code != http.StatusInternalServerError || ans.Applied {
+			t.Errorf("kill with the recorder closed: %d %+v, want 500, not applied", code, ans)
+		}
+		if k := r.e.Status().Killed; k != "" {
+			t.Errorf("the engine killed (%q) by a kill that could not be recorded", k)
+		}
+	})
+}

@@ -53,7 +53,16 @@ const noReason = "no reason given"
 // returns nil and keeps the first reason. Kill before Start returns an
 // error wrapping ErrNotStarted, and Kill once Stop began an error wrapping
 // ErrStopped; neither does anything (a Stop under way goes on draining).
-func (e *Engine) Kill(reason string) error {
+func (e *Engine) Kill(reason string) error { return e.KillRecorded(reason, nil) }
+
+// KillRecorded is Kill with record (if not nil) called first, under the
+// engine's lock, once the kill is certain to take effect (started, not
+// stopped, not killed already), so that the record of the kill (an
+// operator's CONTROL row) is written before it takes effect and never for
+// a kill not done: a kill ends the run, which closes its recording. An
+// error of record refuses the kill (wrapping ErrNotRecorded), nothing
+// done; a kill already done returns nil without calling it.
+func (e *Engine) KillRecorded(reason string, record func() error) error {
 	if reason == "" {
 		reason = noReason
 	}
@@ -68,6 +77,12 @@ func (e *Engine) Kill(reason string) error {
 	case e.stopped:
 		e.mu.Unlock()
 		return fmt.Errorf("%w: Kill after Stop", ErrStopped)
+	}
+	if record != nil {
+		if err := record(); err != nil {
+			e.mu.Unlock()
+			return fmt.Errorf("%w: the kill is not done: %w", ErrNotRecorded, err)
+		}
 	}
 	e.stopped = true // Stop does not stop again: it waits for the kill's end
 	e.killReason.Store(&reason)
