@@ -134,8 +134,9 @@ func metaBound(names map[string]bool) int {
 // group's own progress is kept), a commit of the partition whose outcome is
 // unknown, a target ahead of where the partition is read now (an earlier
 // move back's, not read again yet), or a commit whose metadata could not
-// hold every group's progress. The error wraps ErrRewind. It reads a copy the source keeps of
-// what it checks, never s.mu: it is safe while the source runs.
+// hold every group's progress. The error wraps ErrRewind. It reads a copy
+// the source keeps of what it checks, never s.mu: it is safe while the
+// source runs.
 func (c committer) CheckRewind(r engine.Rewind) error { return c.s.checkRewind(r) }
 
 // Rewind applies a backwards seek of r.Group to r.To (engine.Rewinder),
