@@ -134,6 +134,11 @@ func (r *lossRig) at(d time.Duration) time.Time { return t0.Add(d) }
 
 func (r *lossRig) checkChanges(t *testing.T, want []engine.LossStateChange) {
 	t.Helper()
+	// The engine's overseer may have taken the changes to tell (the
+	// publish's unlock or the overseer tells them, whichever takes them
+	// first): wait until it is done telling (a CI run read the list while
+	// it was).
+	synctest.Wait()
 	if diff := cmp.Diff(want, r.toldSoFar()); diff != "" {
 		t.Errorf("changes told to the Observer (-want +got):\n%s", diff)
 	}
