@@ -124,9 +124,13 @@ type Outbox struct {
 	items  []*item
 	sup    suppress
 
-	mu      sync.Mutex
-	queues  map[class]*queue // positioned items awaiting their commit, with outputs
-	commits map[string]bool  // whether a feed's source commits, as first asked
+	mu     sync.Mutex
+	queues map[class]*queue // positioned items awaiting their commit, with outputs
+	// through: the highest seq each class's commits covered. A timer's
+	// item is written after its input's cycle, possibly after the commit
+	// that covers that input: it is ready at once.
+	through map[class]int64
+	commits map[string]bool // whether a feed's source commits, as first asked
 	// liveCommits: the highest offset this run committed per position
 	// space (Close prunes the suppression set with them, unless a move
 	// back came: movedBackLast).
@@ -184,6 +188,9 @@ func (o *Outbox) Written(rows []store.Entry) {
 			free = true
 		case o.sup.covers(it):
 			o.st.Suppressed += int64(len(it.effects))
+		case it.timer && it.seq <= o.through[it.class]:
+			o.ready = append(o.ready, it.effects...)
+			free = true
 		default:
 			q := o.queues[it.class]
 			if q == nil {
@@ -322,6 +329,7 @@ func (o *Outbox) committed(feed string, c engine.Commit) {
 	o.mu.Lock()
 	pk := posKey{Feed: feed, Key: c.Position.Key, Epoch: c.Epoch}
 	o.liveCommits[pk] = max(o.liveCommits[pk], c.Position.Offset)
+	o.through[cl] = max(o.through[cl], c.Seq)
 	if q := o.queues[cl]; q != nil {
 		o.ready = q.commit(c.Seq, o.ready)
 	}

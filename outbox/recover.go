@@ -29,7 +29,7 @@ func Open(cfg Config) (*Outbox, error) {
 	if cfg.Sink == nil || cfg.Marks == "" {
 		return nil, errors.New("outbox: no sink or no marks file")
 	}
-	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class]*queue{}, commits: map[string]bool{}, liveCommits: map[posKey]int64{}, seqs: map[string]int64{}, back: map[string]int64{}, wake: make(chan struct{}, 1),
+	o := &Outbox{cfg: cfg, log: cfg.Logger, queues: map[class]*queue{}, through: map[class]int64{}, commits: map[string]bool{}, liveCommits: map[posKey]int64{}, seqs: map[string]int64{}, back: map[string]int64{}, wake: make(chan struct{}, 1),
 		done: make(chan struct{}), failed: make(chan struct{}), parser: newParser(true), sup: newSuppress()}
 	if o.log == nil {
 		o.log = slog.Default()

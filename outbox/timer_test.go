@@ -2,12 +2,15 @@ package outbox_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/blackbox-audit/blackbox/core"
+	"github.com/blackbox-audit/blackbox/engine"
 	"github.com/blackbox-audit/blackbox/outbox"
+	"github.com/blackbox-audit/blackbox/store"
 )
 
 // ticker emits {"n":n,"k":1} for item n and, for an even n, sets a timer
@@ -81,5 +84,52 @@ func TestATimerFiredAgainAfterAnInputReadAgainIsNotDeliveredAgain(t *testing.T) 
 	}
 	if diff := cmp.Diff(tickerOutputs(1, 6), lines(t, b.out)); diff != "" {
 		t.Fatalf("out file (-want +got):\n%s", diff)
+	}
+}
+
+// A timer fires after its input's cycle, in a cycle of its own: the
+// source may commit that input between the two, before the timer's rows
+// are written. The timer's outputs, which wait for that commit, are then
+// deliverable at once: no later commit of the feed has to come (a run
+// that read its input once ended with a timer's output undelivered, in
+// the marks for the next run to recover, when the file source committed
+// the "tick" line before the ledger's timer fired).
+func TestATimerWrittenAfterItsInputsCommitIsDeliveredWithoutAnotherCommit(t *testing.T) {
+	dir := t.TempDir()
+	var got []string // the loop's deliveries: read after Close, which waits for them
+	sink := effectSinkFunc(func(_ int64, effs []core.Effect) error {
+		for _, e := range effs {
+			got = append(got, string(e.Payload))
+		}
+		return nil
+	})
+	box, err := outbox.Open(outbox.Config{Marks: filepath.Join(dir, "out.outbox"), Sink: sink, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := box.Begin(outbox.Run{Path: filepath.Join(dir, "run.csv"), Created: t0,
+		Commits: func(string) bool { return true }}); err != nil {
+		t.Fatal(err)
+	}
+	box.Written([]store.Entry{
+		{Processor: "p", Index: 1, Kind: store.KindDelivery, Source: "in", Seq: 1, Epoch: 1, Key: "k", Offset: 5, N: 1},
+		{Processor: "p", Index: 2, Kind: store.KindIndexed, Source: "in", Seq: 1, N: 1},
+		{Processor: "p", Index: 3, Kind: store.KindOutput, Source: "out", Seq: 1, Payload: []byte(`"input"`)},
+	})
+	box.Observer().Committed("in", engine.Commit{Seq: 1, Epoch: 1, Position: core.Position{Key: "k", Offset: 5}})
+	box.Written([]store.Entry{
+		{Processor: "p", Index: 4, Kind: store.KindTimer, Seq: 1, N: 1},
+		{Processor: "p", Index: 5, Kind: store.KindOutput, Source: "out", Seq: 1, Payload: []byte(`"timer"`)},
+	})
+	// No commit follows. Close delivers what is ready and nothing that
+	// still waits for a commit.
+	if err := box.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{`"input"`, `"timer"`}, got); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+	if st := box.Status(); st.Delivered != 2 {
+		t.Errorf("status %+v: want 2 delivered", st)
 	}
 }
