@@ -67,8 +67,13 @@ type lineReader struct {
 	spans []span // lines' scratch
 	// Where the last batch lines returned begins (after the oversized
 	// lines it skipped): a batch the feed did not take is rewound there.
-	batchR   int
-	batchPos int64
+	// batchNoCR: when it was taken, buf[batchR:batchW] held no '\r' (w
+	// was batchW), so that a rewind into it keeps that knowledge rather
+	// than search the rest of the buffer again.
+	batchR    int
+	batchPos  int64
+	batchW    int
+	batchNoCR bool
 
 	// The Source's account of what it published from the file: pubEnd is
 	// the end of the last line it published (where the reader began when
@@ -179,10 +184,17 @@ func (l *lineReader) next(final bool) (end, after int, ok bool) {
 
 // rewind moves the read point back to buffer index r, file offset pos (an
 // earlier point of the buffered bytes: lines consumed but not taken). The
-// searches restart from there.
+// searches restart from there, but for a rewind into the last batch when
+// it held no '\r' (batchNoCR, nothing read since): there is still none
+// up to w. (A feed that refuses a batch, paused, would otherwise have the
+// rest of the buffer searched for '\r' again at each refusal: a third of
+// the line reader's time when recording to SQLite, docs/PERFORMANCE.md.)
 func (l *lineReader) rewind(r int, pos int64) {
 	l.r, l.pos = r, pos
 	l.nl, l.cr = fresh, fresh
+	if l.batchNoCR && r >= l.batchR && l.w == l.batchW {
+		l.cr = search{at: -1, to: l.w}
+	}
 }
 
 // consume takes the bytes up to after.
@@ -308,7 +320,7 @@ func (l *lineReader) lines(final bool, max int, texts []any, ends []core.Positio
 			continue
 		}
 		if len(spans) == 0 {
-			l.batchR, l.batchPos = l.r, l.pos
+			l.batchR, l.batchPos, l.batchW, l.batchNoCR = l.r, l.pos, l.w, noCR
 		}
 		spans = append(spans, span{l.r, end})
 		l.consume(after)

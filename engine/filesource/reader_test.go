@@ -157,6 +157,106 @@ func FuzzLineReader(f *testing.F) {
 	})
 }
 
+// FuzzLineReaderRefused: as FuzzLineReader, with batches a paused feed
+// takes in part (refuse says how many lines of each), rewound as the
+// Source's publish does: the lines and positions are still those of the
+// whole file split at once.
+func FuzzLineReaderRefused(f *testing.F) {
+	f.Add([]byte("a\nb\nc\nd\ne\r\nf\n"), uint8(2), uint8(4), uint8(0x5a))
+	f.Add([]byte("aaaa\nbb\rcc\r\n\n\nd\r"), uint8(3), uint8(1), uint8(0x13))
+	f.Add([]byte("x\ny\nz\n"), uint8(1), uint8(15), uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, chunk, buf, refuse uint8) {
+		want, rest := reference(data)
+		g := &growing{}
+		l := newLineReader(g, 0, int(buf)%16+1)
+		var got []line
+		calls := 0
+		take := func(final bool) {
+			if l.skip != skipNone && !l.doSkip(final) {
+				return
+			}
+			for {
+				texts, ends := l.lines(final, 3, nil, nil)
+				if len(texts) == 0 {
+					return
+				}
+				calls++
+				k := len(texts)
+				if calls%2 == 1 { // every other batch is refused in part
+					k = int(refuse>>(calls%8)) % (len(texts) + 1)
+				}
+				for i := range k {
+					got = append(got, line{texts[i].(string), ends[i].Offset})
+				}
+				if k < len(texts) {
+					to := l.batchPos
+					if k > 0 {
+						to = ends[k-1].Offset
+					}
+					l.rewind(l.batchR+int(to-l.batchPos), to)
+				}
+			}
+		}
+		pass := func(final bool) {
+			for {
+				take(final)
+				n, err := l.fill()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					take(final)
+					return
+				}
+			}
+		}
+		c := int(chunk)%7 + 1
+		for i := 0; i < len(data); i += c {
+			g.mu.Lock()
+			g.b = append(g.b, data[i:min(i+c, len(data))]...)
+			g.mu.Unlock()
+			pass(false)
+		}
+		pass(true)
+		if !slices.Equal(got, want) || l.buffered() != rest {
+			t.Fatalf("got %v rest %d, want %v rest %d", got, l.buffered(), want, rest)
+		}
+	})
+}
+
+// A batch the feed refuses is rewound without searching the rest of the
+// buffer for '\r' again when the batch held none: the reader still knows
+// there is none up to what it read.
+func TestARefusedBatchKeepsTheSearchForCR(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		in     string
+		wantTo int // the '\r' search after the rewind: none up to (fresh: -1 with to 0)
+	}{
+		{"no cr", "a\nb\nc\nd\n", 8},
+		{"a cr after the batch", "a\nb\nc\rd\n", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLineReader(strings.NewReader(tc.in), 0, 64)
+			if _, err := l.fill(); err != nil {
+				t.Fatal(err)
+			}
+			texts, ends := l.lines(false, 2, nil, nil)
+			if len(texts) != 2 {
+				t.Fatalf("%d lines, want 2", len(texts))
+			}
+			l.rewind(l.batchR+int(ends[0].Offset-l.batchPos), ends[0].Offset) // the second refused
+			if got := l.cr; got.at >= l.r || got.to != tc.wantTo {
+				t.Errorf("the '\\r' search after the rewind: %+v, want none found up to %d", got, tc.wantTo)
+			}
+			texts, _ = l.lines(false, 8, nil, nil)
+			if n := strings.Count(tc.in, "\n") + strings.Count(tc.in, "\r") - 1; len(texts) != n {
+				t.Errorf("%d lines after the rewind, want %d", len(texts), n)
+			}
+		})
+	}
+}
+
 // A batch of lines costs two allocations whatever its length: one copy of
 // its bytes and one array of string headers (the interface values share
 // both), with the line texts still exact and independent of the buffer.
