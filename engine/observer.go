@@ -121,7 +121,7 @@ type Observer struct {
 	BeforeComplete func(group string, in *Input) error
 	// Flush: write what the group's hooks staged since the last Flush
 	// (group is named as for BeforeComplete). A group dispatches the items
-	// it has ready in a batch (up to 64 items of one queue per pass; with
+	// it has ready in a batch (up to core.MaxBatch items of one queue per pass; with
 	// several workers, the chunk a worker was handed): an item whose
 	// handling registered no completion, or only core.BatchCompletions, is
 	// kept pending after its BeforeComplete, and the engine calls Flush

@@ -40,13 +40,14 @@
 // the group handled it) in the group's batch, with the TIMER and DROPPED
 // rows in their place; the engine's Flush hook writes the batch with one
 // Writer.Append call: one write (CSV) or one transaction (SQLite) for all
-// the items the group handled together (group commit: up to 64 items of
-// one queue, a worker's chunk, or FlushBytes of rows). The engine flushes
-// before an item's completion callbacks run and before the items count as
-// dispatched: the recording is written ahead of the effects an app makes
-// durable in its completions (a state save), so an applied input is always
-// in some recording; and before the source may commit an item. A journal
-// writes the items a source publishes in one batch with one Append too.
+// the items the group handled together (group commit: up to core.MaxBatch
+// items of one queue, a worker's chunk, or FlushBytes of rows). The engine
+// flushes before an item's completion callbacks run and before the items
+// count as dispatched: the recording is written ahead of the effects an
+// app makes durable in its completions (a state save), so an applied input
+// is always in some recording; and before the source may commit an item.
+// A journal writes the items a source publishes in one batch with one
+// Append too.
 // docs/FORMAT.md ("Durability") gives the contract.
 //
 // Each commit of a feed's source (engine.Observer.Committed) becomes a
