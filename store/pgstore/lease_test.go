@@ -379,3 +379,59 @@ FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = 'r'
 		})
 	}
 }
+
+// TestAVersion1DatabaseIsMigrated: a database of schema version 1 (with
+// the stream index), holding a run, is refused by a reader until a writer
+// of this build migrates it (dropping the index); then its run reads as it
+// was written, stream by stream.
+func TestAVersion1DatabaseIsMigrated(t *testing.T) {
+	db := pgtest.Database(t)
+	w := create(t, db, "old")
+	rows := append(head(), storetest.Input("p", 1)...)
+	rows = append(rows, store.Entry{Processor: "p", Index: 5, Kind: store.KindEnd, N: 1})
+	if err := w.Append(rows...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, `CREATE INDEX blackbox_rows_stream ON blackbox_rows (run, processor, id)`)
+	exec(t, db, `DELETE FROM blackbox_schema WHERE version > 1`)
+	if _, err := pgstore.Open(runURL(t, db, "old")); err == nil {
+		t.Fatal("a reader read a version 1 database")
+	}
+	w2 := create(t, db, "new")
+	if err := w2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := exec(t, db, `SELECT FROM pg_indexes WHERE indexname = 'blackbox_rows_stream'`); n != 0 {
+		t.Errorf("the stream index is still there after the migration")
+	}
+	r, err := pgstore.Open(runURL(t, db, "old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, p := range []string{"", "p"} {
+		var got, want []store.Entry
+		for _, e := range rows {
+			if e.Processor == p {
+				want = append(want, e)
+			}
+		}
+		for e, err := range r.Stream(p) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, e)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("stream %q: %d rows, want %d", p, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].Index != want[i].Index || got[i].Kind != want[i].Kind {
+				t.Errorf("stream %q row %d: %v, want %v", p, i, got[i], want[i])
+			}
+		}
+	}
+}

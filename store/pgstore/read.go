@@ -46,8 +46,9 @@ func (s *database) Scan(store.ScanMode) iter.Seq2[*store.Row, error] {
 	})
 }
 
-// Stream yields the rows of one processor in id order through the
-// (run, processor, id) index (store.StreamSeeker).
+// Stream yields the rows of one processor in id order (store.StreamSeeker):
+// the run's rows through the primary key (run, id), filtered by processor
+// (schema version 2 has no index of streams).
 func (s *database) Stream(processor string) iter.Seq2[*store.Row, error] {
 	return s.limited(func(maxID int64) iter.Seq2[*store.Row, error] {
 		return func(yield func(*store.Row, error) bool) {
