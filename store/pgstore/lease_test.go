@@ -381,9 +381,10 @@ FROM blackbox_rows WHERE run = (SELECT run FROM blackbox_runs WHERE run_id = 'r'
 }
 
 // TestAVersion1DatabaseIsMigrated: a database of schema version 1 (with
-// the stream index), holding a run, is refused by a reader until a writer
-// of this build migrates it (dropping the index); then its run reads as it
-// was written, stream by stream.
+// the stream index, without the index of the run's own rows), holding a
+// run, is refused by a reader until a writer of this build migrates it
+// (dropping the one, creating the other); then its run reads as it was
+// written, stream by stream.
 func TestAVersion1DatabaseIsMigrated(t *testing.T) {
 	db := pgtest.Database(t)
 	w := create(t, db, "old")
@@ -396,6 +397,7 @@ func TestAVersion1DatabaseIsMigrated(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec(t, db, `CREATE INDEX blackbox_rows_stream ON blackbox_rows (run, processor, id)`)
+	exec(t, db, `DROP INDEX blackbox_rows_run`)
 	exec(t, db, `DELETE FROM blackbox_schema WHERE version > 1`)
 	if _, err := pgstore.Open(runURL(t, db, "old")); err == nil {
 		t.Fatal("a reader read a version 1 database")
@@ -406,6 +408,9 @@ func TestAVersion1DatabaseIsMigrated(t *testing.T) {
 	}
 	if n := exec(t, db, `SELECT FROM pg_indexes WHERE indexname = 'blackbox_rows_stream'`); n != 0 {
 		t.Errorf("the stream index is still there after the migration")
+	}
+	if n := exec(t, db, `SELECT FROM pg_indexes WHERE indexname = 'blackbox_rows_run'`); n != 1 {
+		t.Errorf("no index of the run's own rows after the migration")
 	}
 	r, err := pgstore.Open(runURL(t, db, "old"))
 	if err != nil {

@@ -135,9 +135,13 @@ var columns = [...]string{"processor", "index", "kind", "source", "seq", "instan
 var dbColumns = []string{"run", "id", "processor", "idx", "kind", "source", "seq", "instant", "epoch", "key", "offset", "n", "payload", "detail", "reads"}
 
 const (
-	cols       = `id, processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads`
-	rowsSQL    = `SELECT ` + cols + ` FROM blackbox_rows WHERE run = $1 AND id <= $2 ORDER BY id`
-	streamSQL  = `SELECT ` + cols + ` FROM blackbox_rows WHERE run = $1 AND processor = $2 AND id <= $3 ORDER BY id`
+	cols      = `id, processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads`
+	rowsSQL   = `SELECT ` + cols + ` FROM blackbox_rows WHERE run = $1 AND id <= $2 ORDER BY id`
+	streamSQL = `SELECT ` + cols + ` FROM blackbox_rows WHERE run = $1 AND processor = $2 AND id <= $3 ORDER BY id`
+	// ownSQL is streamSQL for the run's own rows (processor ''): the
+	// predicate written out, so that every plan of it may use the
+	// partial index blackbox_rows_run.
+	ownSQL     = `SELECT ` + cols + ` FROM blackbox_rows WHERE run = $1 AND processor = '' AND id <= $2 ORDER BY id`
 	journalSQL = `SELECT ` + cols + ` FROM blackbox_rows WHERE run = $1 AND kind = 'JOURNAL' AND source = $2 AND seq = $3 AND processor = '' AND id <= $4 ORDER BY id LIMIT 1`
 	// runLockSQL takes a run's writer lock: a session-level advisory lock
 	// on the writer's connection, released when it closes or dies.

@@ -48,11 +48,16 @@ func (s *database) Scan(store.ScanMode) iter.Seq2[*store.Row, error] {
 
 // Stream yields the rows of one processor in id order (store.StreamSeeker):
 // the run's rows through the primary key (run, id), filtered by processor
-// (schema version 2 has no index of streams).
+// (schema version 2 has no index of streams); the run's own rows
+// (processor "") through their partial index, blackbox_rows_run.
 func (s *database) Stream(processor string) iter.Seq2[*store.Row, error] {
 	return s.limited(func(maxID int64) iter.Seq2[*store.Row, error] {
 		return func(yield func(*store.Row, error) bool) {
-			for row, err := range s.query(context.Background(), streamSQL, s.key, processor, maxID) {
+			rows := s.query(context.Background(), ownSQL, s.key, maxID)
+			if processor != "" {
+				rows = s.query(context.Background(), streamSQL, s.key, processor, maxID)
+			}
+			for row, err := range rows {
 				if row != nil && row.Problem != nil {
 					row.Entry.Processor = processor
 				}
