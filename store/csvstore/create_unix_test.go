@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/blackbox-audit/blackbox/internal/storetest"
 	"github.com/blackbox-audit/blackbox/store"
 	"github.com/blackbox-audit/blackbox/store/csvstore"
@@ -85,5 +87,81 @@ func createOnAFullDisk(path string) {
 	if !errors.Is(err, syscall.EFBIG) {
 		fmt.Printf("Append: %v, want EFBIG\n", err)
 		os.Exit(1)
+	}
+}
+
+// fullDiskLaterChild names the file that a child process of
+// TestALaterAppendThatCannotWriteIsTakenBack records to.
+const fullDiskLaterChild = "CSVSTORE_TEST_APPEND_ON_A_FULL_DISK"
+
+// fullDiskWritten is how many of the fixture's rows the child writes
+// before its files may grow no more.
+const fullDiskWritten = 5
+
+// An Append that the disk stops part way (a child process whose files may
+// grow only 400 bytes past what its first Appends wrote) fails with the
+// write's error and leaves nothing of its rows: the file reads back as the
+// rows before it, with no partial line (a row is a claim: the recorder
+// takes none of a failed Append's rows for written, and nor may a reader).
+func TestALaterAppendThatCannotWriteIsTakenBack(t *testing.T) {
+	if path := os.Getenv(fullDiskLaterChild); path != "" {
+		appendOnAFullDisk(path)
+		return
+	}
+	path := filepath.Join(t.TempDir(), "r.csv")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestALaterAppendThatCannotWriteIsTakenBack$", "-test.count=1")
+	cmd.Env = append(os.Environ(), fullDiskLaterChild+"="+path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	s, err := csvstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, errs := storetest.ReadAll(s)
+	if len(errs) > 0 {
+		t.Errorf("errors reading the recording back: %v", errs)
+	}
+	want := storetest.Normalized(storetest.Recording()[:fullDiskWritten])
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("rows after the failed Append (-want +got):\n%s", d)
+	}
+}
+
+// appendOnAFullDisk is the child: it writes the fixture's first
+// fullDiskWritten rows, limits its files to 400 bytes more, and appends
+// the rest in one call, which must fail with EFBIG after writing a few
+// whole rows (an input with its outputs) and a part of one; a later
+// Append must fail too. It exits 1 when they do not.
+func appendOnAFullDisk(path string) {
+	fail := func(format string, a ...any) {
+		fmt.Printf(format+"\n", a...)
+		os.Exit(1)
+	}
+	rows := storetest.Recording()
+	s, err := csvstore.Create(path)
+	if err != nil {
+		fail("Create: %v", err)
+	}
+	defer s.Close()
+	for _, e := range rows[:fullDiskWritten] {
+		if err := s.Append(e); err != nil {
+			fail("Append: %v", err)
+		}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		fail("%v", err)
+	}
+	lim := syscall.Rlimit{Cur: uint64(fi.Size()) + 400, Max: uint64(fi.Size()) + 400}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		fail("%v", err)
+	}
+	if err := s.Append(rows[fullDiskWritten:]...); !errors.Is(err, syscall.EFBIG) {
+		fail("the Append past the limit: %v, want EFBIG", err)
+	}
+	if err := s.Append(rows[len(rows)-1]); !errors.Is(err, syscall.EFBIG) {
+		fail("the Append after it: %v, want its error again", err)
 	}
 }

@@ -39,7 +39,7 @@ type file struct {
 	size   int64     // bytes written, header included (0: nothing yet, not even the header)
 	meta   store.Meta
 	rows   int64
-	werr   error // a failed write: the file may end with a partial line
+	werr   error // a failed write (taken back: Append): every later Append returns it
 	closed bool
 
 	jmu     sync.Mutex

@@ -2,6 +2,7 @@ package csvstore
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,9 +16,12 @@ import (
 // checked first (store.Validate, store.CheckRowSize: a row whose line would
 // be longer than store.MaxRowSize is refused with a *store.SizeError) and
 // nothing of the call is written if one fails. Payloads are written in the
-// format of the recording's META row (store.PayloadText). After a failed
-// write every Append returns that error: the file may end with a partial
-// line.
+// format of the recording's META row (store.PayloadText). A write that
+// fails (a full disk) is taken back: the file is truncated to its size
+// before the call, and every later Append returns that error. Only a
+// process killed in the write, or a truncation that fails too (its error
+// joins the write's), leaves the file ending with a part of the call's
+// rows, its last line perhaps partial.
 //
 // The first Append writes the header and its rows into a file of its own
 // (store.StartPath), with one write call, and renames it over the
@@ -60,11 +64,21 @@ func (s *file) Append(rows ...store.Entry) error {
 		killpoint.WriteHalfAt(killpoint.StoreWrite, store.LastSeq(rows), s.f, b)
 	}
 	n, err := s.f.Write(b)
-	s.size += int64(n)
 	if err != nil {
+		// All or none: the part written is taken back, so that the file
+		// holds no row of a call that failed (a row is a claim: the
+		// recorder, and an outbox after it, take none of them for
+		// written).
+		if n > 0 {
+			if terr := s.f.Truncate(s.size); terr != nil {
+				s.size += int64(n)
+				err = errors.Join(err, fmt.Errorf("taking back the %d bytes written of the rows: %w", n, terr))
+			}
+		}
 		s.werr = &store.FileError{Op: "csvstore: append", Path: s.path, Err: err}
 		return s.werr
 	}
+	s.size += int64(n)
 	if s.rows == 0 {
 		s.meta = meta
 	}
