@@ -5,6 +5,7 @@ package csvstore_test
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,8 +159,12 @@ func appendOnAFullDisk(path string) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
 		fail("%v", err)
 	}
-	if err := s.Append(rows[fullDiskWritten:]...); !errors.Is(err, syscall.EFBIG) {
+	err = s.Append(rows[fullDiskWritten:]...)
+	if !errors.Is(err, syscall.EFBIG) {
 		fail("the Append past the limit: %v, want EFBIG", err)
+	}
+	if pe := (*fs.PathError)(nil); !errors.As(err, &pe) || pe.Path != store.Target(path) {
+		fail("the Append past the limit: %v, want a *fs.PathError naming %s", err, path)
 	}
 	if err := s.Append(rows[len(rows)-1]); !errors.Is(err, syscall.EFBIG) {
 		fail("the Append after it: %v, want its error again", err)

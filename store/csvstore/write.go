@@ -65,6 +65,7 @@ func (s *file) Append(rows ...store.Entry) error {
 	}
 	n, err := s.f.Write(b)
 	if err != nil {
+		s.name(err)
 		// All or none: the part written is taken back, so that the file
 		// holds no row of a call that failed (a row is a claim: the
 		// recorder, and an outbox after it, take none of them for
@@ -128,6 +129,14 @@ func (s *file) first(rows []store.Entry, b []byte) error {
 	return nil
 }
 
+// name makes an error of the file's name the recording's file, not the
+// temporary name the first Append opened it by (store.StartPath).
+func (s *file) name(err error) {
+	if pe, ok := err.(*fs.PathError); ok {
+		pe.Path = s.target
+	}
+}
+
 // Sync fsyncs the file. It is a no-op on a file from Open.
 func (s *file) Sync() error {
 	if s.readOnly {
@@ -139,6 +148,7 @@ func (s *file) Sync() error {
 		return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: store.ErrClosed}
 	}
 	if err := s.f.Sync(); err != nil {
+		s.name(err)
 		return &store.FileError{Op: "csvstore: sync", Path: s.path, Err: err}
 	}
 	if s.placed { // the rename of the first Append
