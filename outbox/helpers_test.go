@@ -499,3 +499,19 @@ func (n *notifyWriter) Write(b []byte) (int, error) {
 	}
 	return n.w.Write(b)
 }
+
+// begun opens an outbox delivering to sink, its marks in dir, and begins a
+// run recorded at dir/run.csv (created t0) whose every feed commits: the
+// setup of the tests that hand Written their rows themselves.
+func begun(t *testing.T, dir string, sink core.EffectSink) *outbox.Outbox {
+	t.Helper()
+	box, err := outbox.Open(outbox.Config{Marks: filepath.Join(dir, "out.outbox"), Sink: sink, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := box.Begin(outbox.Run{Path: filepath.Join(dir, "run.csv"), Created: t0,
+		Commits: func(string) bool { return true }}); err != nil {
+		t.Fatal(err)
+	}
+	return box
+}

@@ -3,7 +3,6 @@ package outbox_test
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -134,14 +133,7 @@ func TestAPositionReadAgainBeforeItsCommitDeliversTheLastReadingsOutputsOnly(t *
 				}
 				return nil
 			})
-			box, err := outbox.Open(outbox.Config{Marks: filepath.Join(dir, "out.outbox"), Sink: sink, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := box.Begin(outbox.Run{Path: filepath.Join(dir, "run.csv"), Created: t0,
-				Commits: func(string) bool { return true }}); err != nil {
-				t.Fatal(err)
-			}
+			box := begun(t, dir, sink)
 			commit := func(seq int64, r reading) {
 				box.Observer().Committed("in", engine.Commit{Seq: seq, Epoch: r.epoch, Position: core.Position{Key: "k", Offset: r.offset}})
 			}

@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -103,14 +102,7 @@ func TestATimerWrittenAfterItsInputsCommitIsDeliveredWithoutAnotherCommit(t *tes
 		}
 		return nil
 	})
-	box, err := outbox.Open(outbox.Config{Marks: filepath.Join(dir, "out.outbox"), Sink: sink, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := box.Begin(outbox.Run{Path: filepath.Join(dir, "run.csv"), Created: t0,
-		Commits: func(string) bool { return true }}); err != nil {
-		t.Fatal(err)
-	}
+	box := begun(t, dir, sink)
 	box.Written([]store.Entry{
 		{Processor: "p", Index: 1, Kind: store.KindDelivery, Source: "in", Seq: 1, Epoch: 1, Key: "k", Offset: 5, N: 1},
 		{Processor: "p", Index: 2, Kind: store.KindIndexed, Source: "in", Seq: 1, N: 1},

@@ -44,18 +44,11 @@ func drain(t testing.TB, l *lineReader, final bool) []line {
 	t.Helper()
 	var out []line
 	take := func() {
-		if l.skip != skipNone && !l.doSkip(final) {
-			return
-		}
-		for {
-			texts, ends := l.lines(final, 3, nil, nil)
-			if len(texts) == 0 {
-				return
-			}
+		takeAll(l, final, func(texts []any, ends []core.Position) {
 			for i, tx := range texts {
 				out = append(out, line{tx.(string), ends[i].Offset})
 			}
-		}
+		})
 	}
 	for {
 		take()
@@ -67,6 +60,22 @@ func drain(t testing.TB, l *lineReader, final bool) []line {
 			take()
 			return out
 		}
+	}
+}
+
+// takeAll takes l's lines three at a time (so that batches end anywhere
+// in the buffer), after what it must skip, handing each batch to batch,
+// until it has no more.
+func takeAll(l *lineReader, final bool, batch func(texts []any, ends []core.Position)) {
+	if l.skip != skipNone && !l.doSkip(final) {
+		return
+	}
+	for {
+		texts, ends := l.lines(final, 3, nil, nil)
+		if len(texts) == 0 {
+			return
+		}
+		batch(texts, ends)
 	}
 }
 
@@ -172,14 +181,7 @@ func FuzzLineReaderRefused(f *testing.F) {
 		var got []line
 		calls := 0
 		take := func(final bool) {
-			if l.skip != skipNone && !l.doSkip(final) {
-				return
-			}
-			for {
-				texts, ends := l.lines(final, 3, nil, nil)
-				if len(texts) == 0 {
-					return
-				}
+			takeAll(l, final, func(texts []any, ends []core.Position) {
 				calls++
 				k := len(texts)
 				if calls%2 == 1 { // every other batch is refused in part
@@ -195,7 +197,7 @@ func FuzzLineReaderRefused(f *testing.F) {
 					}
 					l.rewind(l.batchR+int(to-l.batchPos), to)
 				}
-			}
+			})
 		}
 		pass := func(final bool) {
 			for {
