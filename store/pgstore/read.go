@@ -53,8 +53,10 @@ func (s *database) Scan(store.ScanMode) iter.Seq2[*store.Row, error] {
 func (s *database) Stream(processor string) iter.Seq2[*store.Row, error] {
 	return s.limited(func(maxID int64) iter.Seq2[*store.Row, error] {
 		return func(yield func(*store.Row, error) bool) {
-			rows := s.query(context.Background(), ownSQL, s.key, maxID)
-			if processor != "" {
+			var rows iter.Seq2[*store.Row, error]
+			if processor == "" {
+				rows = s.query(context.Background(), ownSQL, s.key, maxID)
+			} else {
 				rows = s.query(context.Background(), streamSQL, s.key, processor, maxID)
 			}
 			for row, err := range rows {
