@@ -192,9 +192,9 @@ func (e *Engine) releaseLocked(f *Feed, g *group, generation int64, opts Release
 	// The record, before the effect: the completed prefix of the queue
 	// released, and the last item it releases, as releaseQueue will
 	// release them.
-	before := doneThrough(f, b)
-	after := before
 	p := planRelease(f, b)
+	before := p.doneThrough
+	after := before
 	if p.lastSeq != 0 {
 		after = max(after, p.lastSeq)
 	}
@@ -225,6 +225,14 @@ type releasePlan struct {
 	after                  []int64 // per entry taken: its position in the queue
 	unprocessed, processed int64
 	firstSeq, lastSeq      int64
+	// doneThrough is the feed sequence through which the group completed
+	// the feed's items, as the dispatched count read says: the last entry
+	// taken that it dispatched, else the one before the first taken, else
+	// (none taken) the feed's last sequence. Read from the same counts as
+	// the rest of the plan: an item the plan takes as unprocessed is never
+	// also said done (torture seed 1796302536346970954: a seek's CONTROL
+	// row said seq 10 done, its DROPPED row that it was skipped).
+	doneThrough int64
 }
 
 // planRelease reads what releasing queue b would take now. e.mu and f.mu
@@ -248,7 +256,17 @@ func planRelease(f *Feed, b *binding) releasePlan {
 		} else {
 			p.unprocessed++
 		}
+		if after <= d {
+			p.doneThrough = en.ItemSeq
+		}
 	})
+	switch {
+	case p.doneThrough != 0:
+	case p.firstSeq != 0:
+		p.doneThrough = p.firstSeq - 1
+	default:
+		p.doneThrough = f.seq
+	}
 	return p
 }
 

@@ -74,7 +74,8 @@ type SeekPlan struct {
 	// Done is the feed sequence through which the group had completed
 	// the feed's items at the seek: its completed prefix, as its queue's
 	// dispatched count says (items it completed that still hold the
-	// commit count, unlike Before). The seek's record says it was done
+	// commit count, unlike Before), read with the plan's other counts: it
+	// is below every item the seek skips as unprocessed. The seek's record says it was done
 	// through Done before and Recorded after (OperatorAction.Before and
 	// After: the CONTROL row's).
 	Done int64
@@ -220,7 +221,7 @@ func (e *Engine) seekLocked(f *Feed, g *group, generation int64, to SeekTarget, 
 	if p.FirstSeq != 0 {
 		p.Before = p.FirstSeq - 1
 	}
-	p.Done = doneThrough(f, b)
+	p.Done = rp.doneThrough
 	target := to.Seq
 	if to.Latest {
 		target = max(p.Before, p.LastSeq)
@@ -296,34 +297,6 @@ func (p SeekPlan) Recorded() int64 {
 		return p.After
 	}
 	return max(p.Done, p.After)
-}
-
-// doneThrough is the feed sequence through which queue b's group
-// completed the feed's items, as its dispatched count says: the last item
-// held for b (offered to it past its acknowledged point) that it
-// dispatched, else the one before the first item held for b, else (none
-// held) the feed's last sequence. f.mu held.
-func doneThrough(f *Feed, b *binding) int64 {
-	d, first, last := b.dispatched.Load(), int64(0), int64(0)
-	ack := d
-	if h := b.hold.Load(); h != nil {
-		ack = min(ack, h.durable.Load())
-	}
-	held(&f.win, b, ack, func(en *window.Entry[*binding], after int64) {
-		if first == 0 {
-			first = en.ItemSeq
-		}
-		if after <= d {
-			last = en.ItemSeq
-		}
-	})
-	switch {
-	case last != 0:
-		return last
-	case first != 0:
-		return first - 1
-	}
-	return f.seq
 }
 
 // held calls each, oldest first, with every entry of w that waits for b
