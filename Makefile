@@ -37,6 +37,7 @@ bench:
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzCSVReader -fuzztime=30s -fuzzminimizetime=5s ./store/csvstore
 	$(GO) test -run='^$$' -fuzz=FuzzRowDecode -fuzztime=30s -fuzzminimizetime=5s ./store/csvstore
+	$(GO) test -run='^$$' -fuzz=FuzzRawRow -fuzztime=30s -fuzzminimizetime=5s ./store/sqlitestore
 	$(GO) test -run='^$$' -fuzz='^FuzzLineReader$$' -fuzztime=30s -fuzzminimizetime=5s ./engine/filesource
 	$(GO) test -run='^$$' -fuzz=FuzzLineReaderRefused -fuzztime=30s -fuzzminimizetime=5s ./engine/filesource
 	$(GO) test -run='^$$' -fuzz=FuzzPointerFile -fuzztime=30s -fuzzminimizetime=5s ./engine/filesource

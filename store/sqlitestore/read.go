@@ -42,10 +42,18 @@ func (s *database) format() string {
 // *store.Problem (store.Backend). A reader's pass of mode store.ScanWhole
 // then checks the database file itself (damage) and yields what it finds,
 // an unreadable Problem: a database cut short, or with a damaged page, may
-// still answer the rows query with fewer rows and no error.
+// still answer the rows query with fewer rows and no error. A reader reads
+// through a connection of its own (rawConn), a writer through its
+// database/sql pool.
 func (s *database) Scan(mode store.ScanMode) iter.Seq2[*store.Row, error] {
 	return s.reading(func(db *sql.DB, maxID int64, yield func(*store.Row, error) bool) {
 		fail := func(err error) { yield(nil, &store.FileError{Op: "sqlitestore: read", Path: s.path, Err: err}) }
+		if s.readOnly {
+			if err := s.scanRaw(maxID, mode, yield); err != nil {
+				fail(err)
+			}
+			return
+		}
 		ctx := context.Background()
 		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 		if err != nil {
@@ -61,34 +69,88 @@ func (s *database) Scan(mode store.ScanMode) iter.Seq2[*store.Row, error] {
 		defer rs.Close()
 		sc := scanner{format: s.format()}
 		var row store.Row
-		first := true
 		for rs.Next() {
 			if row, err = sc.row(rs, s.path); err != nil {
 				fail(err)
 				return
 			}
-			if first && row.Problem == nil && row.Entry.Kind == store.KindMeta {
-				if m, err := store.DecodeMeta(row.Entry); err == nil {
-					sc.format = m.Format
-				}
-			}
-			first = false
-			if !yield(&row, nil) {
+			if !sc.yield(&row, yield) {
 				return
 			}
 		}
 		if err := rs.Err(); err != nil {
 			fail(err)
-			return
-		}
-		if s.readOnly && mode&store.ScanWhole != 0 {
-			if why := s.damage(ctx, tx); why != nil {
-				p := store.Unreadable(s.path, why)[0]
-				row = store.Row{Problem: &p}
-				yield(&row, nil)
-			}
 		}
 	})
+}
+
+// scanRaw is a reader's Scan, through a rawConn on the file SQLite reads,
+// in one read transaction: the rows, then (store.ScanWhole) the file's
+// damage. It returns a read error, or nil when done or when yield
+// stopped it.
+func (s *database) scanRaw(maxID int64, mode store.ScanMode, yield func(*store.Row, error) bool) error {
+	name, err := dsn(s.file, "mode=ro")
+	if err != nil {
+		return err
+	}
+	c, err := openRaw(name)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	if err := c.exec("BEGIN"); err != nil {
+		return err
+	}
+	defer c.exec("ROLLBACK") // a read transaction: nothing to keep
+	st, err := c.prepare(rowsSQL, maxID)
+	if err != nil {
+		return err
+	}
+	defer st.close() // before the ROLLBACK
+	sc := scanner{format: s.format()}
+	for {
+		ok, err := st.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		id, e, p := st.row(&sc, s.path)
+		row := store.Row{Line: id, Entry: e}
+		if p != nil {
+			row = store.Row{Line: id, Entry: store.Entry{Processor: p.Processor}, Problem: p}
+		}
+		if !sc.yield(&row, yield) {
+			return nil
+		}
+	}
+	if mode&store.ScanWhole == 0 {
+		return nil
+	}
+	why, err := s.damage(c)
+	if err != nil {
+		return err
+	}
+	if why != nil {
+		p := store.Unreadable(s.path, why)[0]
+		yield(&store.Row{Problem: &p}, nil)
+	}
+	return nil
+}
+
+// yield yields row, the recording's format taken from it when it is the
+// first row and a META row: whether to go on.
+func (sc *scanner) yield(row *store.Row, yield func(*store.Row, error) bool) bool {
+	if !sc.first {
+		sc.first = true
+		if row.Problem == nil && row.Entry.Kind == store.KindMeta {
+			if m, err := store.DecodeMeta(row.Entry); err == nil {
+				sc.format = m.Format
+			}
+		}
+	}
+	return yield(row, nil)
 }
 
 // reading is the sequence of rows read yields, given the database and the
@@ -113,71 +175,60 @@ func (s *database) reading(read func(db *sql.DB, maxID int64, yield func(*store.
 // a whole number of pages (but for a page it holds in part that SQLite
 // reads whole from the write-ahead log: walHolds), or SQLite's own
 // structural check (PRAGMA quick_check, a read of every page) finds a
-// fault.
-func (s *database) damage(ctx context.Context, tx *sql.Tx) error {
+// fault. It reads in c's transaction; err is a read error.
+func (s *database) damage(c *rawConn) (why, err error) {
 	var pageSize int64
-	if err := tx.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
-		return err
+	if err := c.each(`PRAGMA page_size`, nil, func(st *rawStmt) error { pageSize = st.int(0); return nil }); err != nil {
+		return nil, err
 	}
 	if fi, err := os.Stat(s.file); err != nil {
-		return err
+		return nil, err
 	} else if pageSize > 0 && fi.Size()%pageSize != 0 {
-		whole, err := s.walHolds(ctx, tx, uint32(fi.Size()/pageSize+1), pageSize)
+		whole, err := s.walHolds(c, uint32(fi.Size()/pageSize+1), pageSize)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !whole {
 			return fmt.Errorf("%w: the database file is %d bytes, not a whole number of %d-byte pages (cut short)",
-				errDamaged, fi.Size(), pageSize)
+				errDamaged, fi.Size(), pageSize), nil
 		}
 	}
-	rs, err := tx.QueryContext(ctx, `PRAGMA quick_check`)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
 	var faults []string
-	for rs.Next() {
-		var line string
-		if err := rs.Scan(&line); err != nil {
-			return err
-		}
-		if line != "ok" {
+	err = c.each(`PRAGMA quick_check`, nil, func(st *rawStmt) error {
+		if line := string(st.view(0)); line != "ok" {
 			faults = append(faults, line)
 		}
-	}
-	if err := rs.Err(); err != nil {
-		return err
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(faults) > 0 {
-		return fmt.Errorf("%w: quick_check: %s", errDamaged, strings.Join(faults, "; "))
+		return fmt.Errorf("%w: quick_check: %s", errDamaged, strings.Join(faults, "; ")), nil
 	}
-	return nil
+	return nil, nil
 }
 
 var errDamaged = errors.New("damaged database")
 
 // walHolds reports whether SQLite reads the page pgno, which the database
 // file holds only in part, whole from the write-ahead log: the log beside
-// the file has a committed frame of the page, and the page the transaction
-// tx reads is that frame's. So it is when a write of the file was cut while
-// SQLite copied the log into it (a checkpoint that failed, as on a full
-// disk): SQLite goes on reading the log, and the next checkpoint writes the
-// page again.
-func (s *database) walHolds(ctx context.Context, tx *sql.Tx, pgno uint32, pageSize int64) (bool, error) {
+// the file has a committed frame of the page, and the page c's
+// transaction reads is that frame's. So it is when a write of the file was
+// cut while SQLite copied the log into it (a checkpoint that failed, as on
+// a full disk): SQLite goes on reading the log, and the next checkpoint
+// writes the page again.
+func (s *database) walHolds(c *rawConn, pgno uint32, pageSize int64) (bool, error) {
 	logged, err := walPage(s.file+"-wal", pgno, pageSize)
 	if err != nil || logged == nil {
 		return false, err
 	}
-	var read []byte
-	err = tx.QueryRowContext(ctx, `SELECT data FROM sqlite_dbpage WHERE pgno = ?`, pgno).Scan(&read)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return bytes.Equal(read, logged), nil
+	same := false
+	err = c.each(`SELECT data FROM sqlite_dbpage WHERE pgno = ?`, []int64{int64(pgno)}, func(st *rawStmt) error {
+		same = bytes.Equal(st.view(0), logged)
+		return nil
+	})
+	return same, err
 }
 
 // scanner decodes result rows. Not safe for concurrent use.
@@ -185,6 +236,11 @@ type scanner struct {
 	format string // the recording's format, for payloads
 	vals   [14]any
 	ptrs   [14]any
+	// The raw reader's (rawStmt.row): the last processor and source
+	// read, and a buffer for the text of a column parsed, not kept.
+	processor, source interned
+	buf               []byte
+	first             bool // a row was yielded (scanner.yield)
 }
 
 // row is the current row as a reader yields it: its Entry, or its
@@ -212,6 +268,11 @@ func (sc *scanner) scan(rs *sql.Rows, path string) (id int64, e store.Entry, p *
 	if err := rs.Scan(sc.ptrs[:]...); err != nil {
 		return 0, store.Entry{}, nil, err
 	}
+	return sc.decode(path)
+}
+
+// decode decodes the row in sc.vals, as scan.
+func (sc *scanner) decode(path string) (id int64, e store.Entry, p *store.Problem, err error) {
 	v := sc.vals[1:]
 	id, _ = sc.vals[0].(int64)
 	bad := func(col int, format string, args ...any) (int64, store.Entry, *store.Problem, error) {
