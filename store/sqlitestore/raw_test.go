@@ -20,12 +20,7 @@ import (
 // NULL).
 func edited(t testing.TB, base, dir string, row int64, col string, v any) string {
 	t.Helper()
-	p := filepath.Join(dir, "edited.db")
-	copyFile(t, base, p)
-	db, err := sql.Open("sqlite", p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, db := copied(t, base, dir)
 	defer db.Close()
 	if _, err := db.Exec(`UPDATE rows SET `+col+` = ? WHERE id = ?`, v, row); err != nil {
 		if v == nil {
@@ -93,12 +88,7 @@ func TestAReaderDecodesEveryRowAsDatabaseSQLDoes(t *testing.T) {
 			edits = append(edits, edit{quoted(col), v})
 		}
 	}
-	p := filepath.Join(dir, "edited.db")
-	copyFile(t, base, p)
-	db, err := sql.Open("sqlite", p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, db := copied(t, base, dir)
 	defer db.Close()
 	const c = `processor, idx, kind, source, seq, instant, epoch, "key", "offset", n, payload, detail, reads`
 	for n := len(storetest.Recording()); n <= len(edits); n += n - 1 {
@@ -180,6 +170,19 @@ func decodedBoth(t testing.TB, path string) (viaSQL, viaRaw []store.Row) {
 		t.Fatal(err)
 	}
 	return viaSQL, viaRaw
+}
+
+// copied is a copy of the recording at base, dir/edited.db (replaced),
+// and the copy open through database/sql.
+func copied(t testing.TB, base, dir string) (string, *sql.DB) {
+	t.Helper()
+	p := filepath.Join(dir, "edited.db")
+	copyFile(t, base, p)
+	db, err := sql.Open("sqlite", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, db
 }
 
 // copyFile copies the file from to to, replacing it.
