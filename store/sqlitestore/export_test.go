@@ -48,11 +48,7 @@ func DecodedBoth(path string) (viaSQL, viaRaw []store.Row, err error) {
 	defer c.close()
 	rc := scanner{format: store.Format}
 	err = c.each(rowsSQL, []int64{math.MaxInt64}, func(st *rawStmt) error {
-		id, e, p := st.row(&rc, path)
-		row := store.Row{Line: id, Entry: e}
-		if p != nil {
-			row = store.Row{Line: id, Entry: store.Entry{Processor: p.Processor}, Problem: p}
-		}
+		row := rowOf(st.row(&rc, path))
 		rc.yield(&row, keep(&viaRaw))
 		return nil
 	})

@@ -116,11 +116,7 @@ func (s *database) scanRaw(maxID int64, mode store.ScanMode, yield func(*store.R
 		if !ok {
 			break
 		}
-		id, e, p := st.row(&sc, s.path)
-		row := store.Row{Line: id, Entry: e}
-		if p != nil {
-			row = store.Row{Line: id, Entry: store.Entry{Processor: p.Processor}, Problem: p}
-		}
+		row := rowOf(st.row(&sc, s.path))
 		if !sc.yield(&row, yield) {
 			return nil
 		}
@@ -247,13 +243,19 @@ type scanner struct {
 // malformed Problem (scan) with the row's processor. err is a read error.
 func (sc *scanner) row(rs *sql.Rows, path string) (store.Row, error) {
 	id, e, p, err := sc.scan(rs, path)
-	switch {
-	case err != nil:
+	if err != nil {
 		return store.Row{}, err
-	case p != nil:
-		return store.Row{Line: id, Entry: store.Entry{Processor: p.Processor}, Problem: p}, nil
 	}
-	return store.Row{Line: id, Entry: e}, nil
+	return rowOf(id, e, p), nil
+}
+
+// rowOf is the row of id, its Entry e or its malformed Problem p (with
+// the row's processor).
+func rowOf(id int64, e store.Entry, p *store.Problem) store.Row {
+	if p != nil {
+		return store.Row{Line: id, Entry: store.Entry{Processor: p.Processor}, Problem: p}
+	}
+	return store.Row{Line: id, Entry: e}
 }
 
 // scan decodes the current row: its id and Entry, or the malformed
